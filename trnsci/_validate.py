@@ -1,0 +1,190 @@
+"""Shared argument checks, so that errors read the same in every library.
+
+Every public function takes torch tensors or NumPy arrays. :func:`numpy_io`
+turns NumPy inputs into tensors (sharing memory, no copy) and the results
+back into NumPy arrays; the checks below raise ``TypeError`` for a wrong
+kind of value and ``ValueError`` for a wrong shape or value, always naming
+the argument (``"gemm: A must be ..."``).
+"""
+
+from __future__ import annotations
+
+import functools
+import numbers
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+import torch
+
+FLOAT_DTYPES = (torch.float32, torch.float64)
+COMPLEX_DTYPES = (torch.complex64, torch.complex128)
+REAL_DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
+BLAS_DTYPES = FLOAT_DTYPES + COMPLEX_DTYPES
+ALL_FLOAT_DTYPES = REAL_DTYPES + COMPLEX_DTYPES
+
+
+def _dtype_names(dtypes: Iterable[torch.dtype]) -> str:
+    return ", ".join(str(d).replace("torch.", "") for d in dtypes)
+
+
+def tensor(x: Any, name: str, where: str = "") -> torch.Tensor:
+    """``x`` as a torch tensor (NumPy arrays share memory), else ``TypeError``."""
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, np.ndarray):
+        if x.dtype == object or x.dtype.kind in "USV":
+            raise TypeError(f"{_p(where)}{name} must hold numbers, got a NumPy array of dtype {x.dtype}")
+        return torch.from_numpy(x) if x.flags.writeable else torch.from_numpy(x.copy())
+    raise TypeError(f"{_p(where)}{name} must be a torch.Tensor or numpy.ndarray, got {type(x).__name__}")
+
+
+def _p(where: str) -> str:
+    return f"{where}: " if where else ""
+
+
+def dtype(t: torch.Tensor, name: str, allowed: Sequence[torch.dtype], where: str = "") -> torch.dtype:
+    """Check that ``t.dtype`` is one of ``allowed`` (``TypeError`` otherwise)."""
+    if t.dtype not in allowed:
+        raise TypeError(
+            f"{_p(where)}{name} has dtype {str(t.dtype).replace('torch.', '')}; expected one of {_dtype_names(allowed)}"
+        )
+    return t.dtype
+
+
+def ndim(t: torch.Tensor, name: str, dims: int | Sequence[int], where: str = "") -> int:
+    """Check the number of dimensions (``ValueError`` otherwise)."""
+    ok = (dims,) if isinstance(dims, int) else tuple(dims)
+    if t.dim() not in ok:
+        want = " or ".join(str(d) for d in ok)
+        raise ValueError(f"{_p(where)}{name} must be {want}-D, got shape {tuple(t.shape)}")
+    return t.dim()
+
+
+def shape(t: torch.Tensor, name: str, expected: Sequence[int | None], where: str = "") -> None:
+    """Check ``t.shape`` against ``expected`` (``None`` matches any extent)."""
+    got = tuple(t.shape)
+    if len(got) != len(expected) or any(e is not None and g != e for g, e in zip(got, expected)):
+        want = "(" + ", ".join("*" if e is None else str(e) for e in expected) + ")"
+        raise ValueError(f"{_p(where)}{name} must have shape {want}, got {got}")
+
+
+def same_dtype(where: str = "", **named: torch.Tensor) -> torch.dtype:
+    """All named tensors share one dtype (``TypeError`` otherwise)."""
+    items = [(k, v) for k, v in named.items() if v is not None]
+    first_name, first = items[0]
+    for k, v in items[1:]:
+        if v.dtype != first.dtype:
+            raise TypeError(
+                f"{_p(where)}{k} has dtype {str(v.dtype).replace('torch.', '')} but {first_name} has "
+                f"{str(first.dtype).replace('torch.', '')}; cast them to one dtype"
+            )
+    return first.dtype
+
+
+def same_device(where: str = "", **named: torch.Tensor) -> torch.device:
+    """All named tensors live on one device (``ValueError`` otherwise)."""
+    items = [(k, v) for k, v in named.items() if v is not None]
+    first_name, first = items[0]
+    for k, v in items[1:]:
+        if v.device != first.device:
+            raise ValueError(f"{_p(where)}{k} is on {v.device} but {first_name} is on {first.device}")
+    return first.device
+
+
+def scalar(x: Any, name: str, where: str = "", *, complex_ok: bool = True) -> complex | float:
+    """A Python number (or 0-d tensor/array) as a Python scalar."""
+    if isinstance(x, (torch.Tensor, np.ndarray)) and x.ndim == 0:
+        x = x.item()
+    if isinstance(x, bool) or not isinstance(x, numbers.Number):
+        raise TypeError(f"{_p(where)}{name} must be a number, got {type(x).__name__}")
+    if isinstance(x, numbers.Complex) and not isinstance(x, numbers.Real):
+        if not complex_ok:
+            raise TypeError(f"{_p(where)}{name} must be real, got {x!r}")
+        return complex(x)
+    return float(x) if not isinstance(x, numbers.Integral) else int(x)
+
+
+def choice(value: Any, name: str, options: dict[str, Sequence[Any]], where: str = "") -> str:
+    """Map ``value`` onto a canonical option; ``options`` maps canon -> spellings.
+
+    Strings compare case-insensitively. ``ValueError`` lists the valid spellings.
+    """
+    for canon, spellings in options.items():
+        for s in spellings:
+            if value is s or (isinstance(value, str) and isinstance(s, str) and value.lower() == s.lower()):
+                return canon
+            if isinstance(value, bool) and isinstance(s, bool) and value == s:
+                return canon
+    valid = ", ".join(repr(s) for v in options.values() for s in v)
+    raise ValueError(f"{_p(where)}{name} must be one of {valid}; got {value!r}")
+
+
+def integer(x: Any, name: str, where: str = "", *, minimum: int | None = None) -> int:
+    """A Python int (bools rejected), optionally bounded below."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+        raise TypeError(f"{_p(where)}{name} must be an int, got {type(x).__name__}")
+    x = int(x)
+    if minimum is not None and x < minimum:
+        raise ValueError(f"{_p(where)}{name} must be >= {minimum}, got {x}")
+    return x
+
+
+def numpy_io(fn: Callable) -> Callable:
+    """Let ``fn`` take NumPy arrays: inputs become tensors, results NumPy arrays.
+
+    If any positional or keyword argument is a NumPy array, every tensor in
+    the result (a tensor, or a tuple/list of them) is returned as NumPy. An
+    ``out=`` NumPy array is written in place (through shared memory).
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        used_numpy = any(isinstance(a, np.ndarray) for a in args) or any(
+            isinstance(v, np.ndarray) for v in kwargs.values()
+        )
+        if not used_numpy:
+            return fn(*args, **kwargs)
+        args = tuple(_np_to_torch(a) for a in args)
+        kwargs = {k: _np_to_torch(v) for k, v in kwargs.items()}
+        return _torch_to_np(fn(*args, **kwargs))
+
+    return wrapper
+
+
+def _np_to_torch(a: Any) -> Any:
+    if isinstance(a, np.ndarray) and a.dtype != object and a.dtype.kind not in "USV":
+        return torch.from_numpy(a) if a.flags.writeable else torch.from_numpy(a.copy())
+    return a
+
+
+def _torch_to_np(r: Any) -> Any:
+    if isinstance(r, torch.Tensor):
+        r = r.detach()
+        if r.dtype == torch.bfloat16:
+            r = r.float()
+        return r.cpu().numpy()
+    if isinstance(r, tuple) and not hasattr(r, "_fields"):
+        return tuple(_torch_to_np(x) for x in r)
+    if isinstance(r, list):
+        return [_torch_to_np(x) for x in r]
+    return r
+
+
+def write_out(result: torch.Tensor, out: Any, where: str = "", name: str = "out") -> torch.Tensor:
+    """Copy ``result`` into the caller's ``out`` tensor and return ``out``.
+
+    ``out`` must have the result's shape, dtype and device: trnsci never
+    casts silently into a caller's buffer.
+    """
+    if out is None:
+        return result
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"{_p(where)}{name} must be a torch.Tensor or numpy.ndarray, got {type(out).__name__}")
+    if tuple(out.shape) != tuple(result.shape):
+        raise ValueError(f"{_p(where)}{name} must have shape {tuple(result.shape)}, got {tuple(out.shape)}")
+    if out.dtype != result.dtype:
+        raise TypeError(f"{_p(where)}{name} has dtype {out.dtype}; the result is {result.dtype}")
+    if out.device != result.device:
+        raise ValueError(f"{_p(where)}{name} is on {out.device}; the result is on {result.device}")
+    out.copy_(result)
+    return out

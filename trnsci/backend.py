@@ -1,0 +1,179 @@
+"""Which implementation of an operation runs: the backend setting.
+
+A backend name is one of
+
+``"auto"``
+    NKI kernels where a NeuronCore is present and the operation is large
+    enough to pay for a dispatch (see :mod:`trnsci.dispatch`), else torch.
+``"torch"`` (alias ``"pytorch"``)
+    the torch fallback, on whatever device the inputs live on.
+``"nki"``
+    NKI kernels on a NeuronCore. Asking for it on a machine without one is a
+    ``RuntimeError`` at the first operation, never a silent fallback.
+``"simulator"``
+    the NKI kernel source run on the CPU: through AWS's ``nki.simulate``
+    when that package is installed, else through trnsci's own emulator.
+
+Scopes, strongest first::
+
+    with trnsci.use_backend("torch"):        # a block (optionally one library)
+    trnblas.set_backend("simulator")         # one library
+    trnsci.set_backend("torch")              # the whole suite
+    TRNBLAS_BACKEND=torch                    # environment, one library
+    TRNSCI_BACKEND=torch                     # environment, the suite
+    "auto"                                   # default
+
+Settings made through the API live in :mod:`contextvars`: a thread or an
+asyncio task sees the settings of its own context only, so a setting made in
+one thread never leaks into another (a new thread starts from the
+environment and the default).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+BACKENDS = ("auto", "torch", "nki", "simulator")
+ALIASES = {"pytorch": "torch"}
+LIBRARIES = ("trnblas", "trnfft", "trnsparse", "trnsolver", "trnrand", "trntensor")
+
+# One variable per scope. A library's variable holds that library's setting;
+# the ``None`` key holds the suite-wide one. Blocks (``use_backend``) keep a
+# separate stack so that they beat API settings made before or inside them.
+_api: dict[str | None, contextvars.ContextVar[str | None]] = {
+    key: contextvars.ContextVar(f"trnsci_backend_{key or 'suite'}", default=None)
+    for key in (None, *LIBRARIES)
+}
+_block: dict[str | None, contextvars.ContextVar[str | None]] = {
+    key: contextvars.ContextVar(f"trnsci_block_{key or 'suite'}", default=None)
+    for key in (None, *LIBRARIES)
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The effective backend name for a library and where it came from.
+
+    ``origin`` is ``"with"``, ``"api"``, ``"env:<VARIABLE>"`` or ``"default"``.
+    """
+
+    name: str
+    origin: str
+
+
+def normalize(name: object, *, source: str = "backend") -> str:
+    """Return the canonical backend name, or raise ``ValueError``.
+
+    ``source`` names what supplied the value (an argument or an environment
+    variable) so that the message points at the culprit.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"{source} must be a str naming a backend, got {type(name).__name__}")
+    key = name.strip().lower()
+    key = ALIASES.get(key, key)
+    if key not in BACKENDS:
+        valid = ", ".join(repr(b) for b in (*BACKENDS, *ALIASES))
+        raise ValueError(f"Unknown backend {name!r} in {source}; valid names are {valid}")
+    return key
+
+
+def _check_library(library: str | None) -> str | None:
+    if library is not None and library not in LIBRARIES:
+        raise ValueError(f"library must be one of {', '.join(LIBRARIES)} or None, got {library!r}")
+    return library
+
+
+def env_var(library: str | None) -> str:
+    """The environment variable that sets ``library``'s backend (suite if None)."""
+    return f"{(library or 'trnsci').upper()}_BACKEND"
+
+
+def set_backend(name: str, library: str | None = None) -> None:
+    """Set the backend for the suite, or for one library, in this context.
+
+    Parameters
+    ----------
+    name : {"auto", "torch", "pytorch", "nki", "simulator"}
+    library : str, optional
+        One of the six library names; ``None`` (default) sets the suite-wide
+        backend. A library setting beats the suite setting.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` or ``library`` is unknown.
+    """
+    _api[_check_library(library)].set(normalize(name, source="set_backend(name=...)"))
+
+
+def reset_backend(library: str | None = None) -> None:
+    """Forget the API setting for the suite or a library (env and default apply again)."""
+    _api[_check_library(library)].set(None)
+
+
+@contextlib.contextmanager
+def use_backend(name: str, library: str | None = None) -> Iterator[str]:
+    """Run a block with a backend; the previous setting returns on exit, even on error.
+
+    A block beats library and suite settings made with :func:`set_backend`.
+    With ``library`` given, only that library is affected. Blocks nest: the
+    innermost wins.
+    """
+    var = _block[_check_library(library)]
+    token = var.set(normalize(name, source="use_backend(name=...)"))
+    try:
+        yield var.get()
+    finally:
+        var.reset(token)
+
+
+def resolve(library: str | None = None) -> Setting:
+    """The effective backend name for ``library`` (or the suite) and its origin."""
+    _check_library(library)
+    keys = (library, None) if library is not None else (None,)
+    for key in keys:
+        value = _block[key].get()
+        if value is not None:
+            return Setting(value, "with")
+    for key in keys:
+        value = _api[key].get()
+        if value is not None:
+            return Setting(value, "api")
+    for key in keys:
+        var = env_var(key)
+        raw = os.environ.get(var, "").strip()
+        if raw:
+            return Setting(normalize(raw, source=f"environment variable {var}"), f"env:{var}")
+    return Setting("auto", "default")
+
+
+def get_backend(library: str | None = None) -> str:
+    """The effective backend name for ``library`` (or the suite), e.g. ``"auto"``."""
+    return resolve(library).name
+
+
+def bind(library: str):
+    """Return ``(set_backend, get_backend, use_backend)`` bound to one library.
+
+    Each library re-exports these so that ``trnblas.set_backend("torch")``
+    affects trnblas only.
+    """
+    _check_library(library)
+
+    def set_backend_(name: str) -> None:
+        set_backend(name, library)
+
+    def get_backend_() -> str:
+        return get_backend(library)
+
+    def use_backend_(name: str):
+        return use_backend(name, library)
+
+    for fn, verb in ((set_backend_, "Set"), (get_backend_, "Get"), (use_backend_, "Use")):
+        fn.__name__ = fn.__qualname__ = fn.__name__.rstrip("_")
+        fn.__doc__ = f"{verb} the backend of {library} only; see :mod:`trnsci.backend`."
+    return set_backend_, get_backend_, use_backend_
