@@ -129,11 +129,11 @@ def load_calibration(path: Path | None = None) -> dict[str, float]:
 
 def write_calibration(thresholds: dict[str, float], path: Path | None = None, **meta: Any) -> Path:
     """Write ``{"thresholds": {...}, **meta}`` as JSON; returns the path."""
-    path = path or calibration_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
     unknown = sorted(set(thresholds) - set(registry()))
     if unknown:
         raise ValueError(f"thresholds name unregistered ops: {', '.join(unknown)}")
+    path = path or calibration_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"thresholds": {k: float(v) for k, v in sorted(thresholds.items())}, **meta}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")

@@ -1,0 +1,21 @@
+"""Fixtures for every test in the repository: each starts from a clean backend state."""
+
+from __future__ import annotations
+
+import pytest
+
+from trnsci import backend
+
+
+@pytest.fixture(autouse=True)
+def _clean_backend_env(monkeypatch):
+    """No TRNSCI_*/TRN<LIB>_* variables from the caller's shell leak into a test."""
+    for key in ["TRNSCI_BACKEND", "TRNSCI_REQUIRE_NKI", "TRNSCI_CALIBRATION_FILE"] + [
+        backend.env_var(lib) for lib in backend.LIBRARIES
+    ]:
+        monkeypatch.delenv(key, raising=False)
+    for lib in (None, *backend.LIBRARIES):
+        backend.reset_backend(lib)
+    yield
+    for lib in (None, *backend.LIBRARIES):
+        backend.reset_backend(lib)

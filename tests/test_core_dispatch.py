@@ -1,0 +1,199 @@
+"""trnsci.dispatch: thresholds, decisions, calibration, fallback and REQUIRE_NKI."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+import trnsci
+from trnsci import dispatch
+from trnsci import nki as tnki
+
+OP = "trntensor.test_dispatch_op"  # a private op; the library prefix picks the scope
+dispatch.register(OP, "flops", 1000.0, "test op")
+
+
+@pytest.fixture
+def device(monkeypatch):
+    """Pretend a NeuronCore with the real toolchain is present."""
+    monkeypatch.setattr(tnki, "HAS_NKI", True)
+    monkeypatch.setattr(tnki, "has_neuron_device", lambda: True)
+
+
+@pytest.fixture
+def calfile(tmp_path, monkeypatch):
+    path = tmp_path / "cal" / "calibration.json"
+    monkeypatch.setenv("TRNSCI_CALIBRATION_FILE", str(path))
+    return path
+
+
+def test_auto_without_device_is_torch():
+    d = trnsci.decide(OP, 1e12)
+    assert d.backend == "torch"
+    assert "no NeuronCore" in d.reason
+    assert d.requested.name == "auto"
+
+
+def test_auto_with_device_uses_threshold(device):
+    assert trnsci.decide(OP, 999).backend == "torch"
+    d = trnsci.decide(OP, 1000)
+    assert d.backend == "nki" and d.threshold == 1000.0
+    assert "threshold 1000" in d.reason and "default" in d.reason
+    assert "below threshold" in trnsci.decide(OP, 10).reason
+
+
+def test_env_override_threshold(device, monkeypatch):
+    var = dispatch.env_var(OP)
+    assert var == "TRNSCI_MIN_NKI_TRNTENSOR_TEST_DISPATCH_OP"
+    monkeypatch.setenv(var, "50")
+    assert dispatch.threshold(OP) == (50.0, f"env:{var}")
+    assert trnsci.decide(OP, 60).backend == "nki"
+    monkeypatch.setenv(var, "lots")
+    with pytest.raises(ValueError, match=var):
+        trnsci.decide(OP, 60)
+
+
+def test_calibration_round_trip(device, calfile):
+    assert dispatch.calibration_path() == calfile
+    assert dispatch.load_calibration() == {}
+    dispatch.write_calibration({OP: 5e3}, measured_at="now")
+    raw = json.loads(calfile.read_text())
+    assert raw == {"thresholds": {OP: 5000.0}, "measured_at": "now"}
+    assert dispatch.threshold(OP) == (5000.0, f"calibration:{calfile}")
+    assert trnsci.decide(OP, 4000).backend == "torch"
+    assert trnsci.decide(OP, 6000).backend == "nki"
+
+
+def test_calibration_env_beats_file(calfile, monkeypatch):
+    dispatch.write_calibration({OP: 5e3})
+    monkeypatch.setenv(dispatch.env_var(OP), "7")
+    assert dispatch.threshold(OP)[0] == 7.0
+
+
+def test_calibration_rejects_unknown_and_malformed(calfile):
+    with pytest.raises(ValueError, match="unregistered"):
+        dispatch.write_calibration({"trnblas.no_such_op": 1})
+    calfile.parent.mkdir(parents=True)
+    calfile.write_text("{not json")
+    with pytest.raises(ValueError, match="malformed"):
+        dispatch.threshold(OP)
+
+
+def test_xdg_default_location(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert dispatch.calibration_path() == tmp_path / "trnsci" / "calibration.json"
+
+
+def test_explicit_backends():
+    with trnsci.use_backend("torch"):
+        assert trnsci.decide(OP, 1e12).backend == "torch"
+    with trnsci.use_backend("simulator"):
+        d = trnsci.decide(OP, 1)  # size never matters for the simulator
+        assert d.backend == "simulator" and "from with" in d.reason
+
+
+def test_nki_without_device_is_a_clear_error():
+    with trnsci.use_backend("nki"):
+        with pytest.raises(RuntimeError, match="no NeuronCore"):
+            trnsci.decide(OP, 1e12)
+
+
+def test_unsupported_call_routes_to_torch_with_reason():
+    with trnsci.use_backend("simulator"):
+        d = trnsci.decide(OP, 1e12, supported=False, why_not="float64 has no Tensor Engine path")
+    assert d.backend == "torch" and "float64" in d.reason
+
+
+def test_require_nki_turns_every_fallback_into_an_error(monkeypatch):
+    monkeypatch.setenv("TRNSCI_REQUIRE_NKI", "1")
+    with pytest.raises(trnsci.NkiRequiredError, match="no NeuronCore"):
+        trnsci.decide(OP, 1e12)
+    with trnsci.use_backend("simulator"):
+        with pytest.raises(trnsci.NkiRequiredError, match="float64"):
+            trnsci.decide(OP, 1, supported=False, why_not="float64")
+    with pytest.raises(trnsci.NkiRequiredError, match="kernel failed"):
+        dispatch.fallback(OP, RuntimeError("bad tile"))
+
+
+def test_unknown_op():
+    with pytest.raises(ValueError, match="unknown operation"):
+        trnsci.decide("trnblas.nonexistent", 1)
+
+
+def test_register_conflict():
+    with pytest.raises(ValueError, match="already registered"):
+        dispatch.register(OP, "bytes", 1.0)
+    with pytest.raises(ValueError, match="library"):
+        dispatch.register("nodot", "flops", 1.0)
+
+
+# ------------------------------------------------------------------ Op
+
+def _make_op(name, kernel_impl):
+    op = dispatch.Op(name, metric="n", threshold=10)
+
+    @op.lowering("torch")
+    def _(x):
+        return ("torch", x)
+
+    if kernel_impl is not None:
+        op.lowering("nki")(kernel_impl)
+    return op
+
+
+def test_op_runs_chosen_lowering():
+    op = _make_op("trntensor.test_op_a", lambda x: ("kernel", x))
+    assert op(3, size=100) == ("torch", 3)  # auto, no device
+    with trnsci.use_backend("simulator"):
+        assert op(3, size=1) == ("kernel", 3)
+        assert op(3, size=1, supported=False, why_not="dtype") == ("torch", 3)
+        assert op.plan(1).backend == "simulator"
+
+
+def test_op_without_kernel_says_so():
+    op = _make_op("trntensor.test_op_b", None)
+    with trnsci.use_backend("simulator"):
+        d = op.plan(5)
+    assert d.backend == "torch" and "no NKI kernel" in d.reason
+
+
+def test_kernel_failure_falls_back_with_one_warning_per_cause():
+    calls = []
+
+    def broken(x):
+        calls.append(x)
+        raise RuntimeError(f"tile overflow {x % 2}")
+
+    op = _make_op("trntensor.test_op_c", broken)
+    with trnsci.use_backend("simulator"):
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            results = [op(i, size=1) for i in range(4)]
+    assert results == [("torch", i) for i in range(4)]  # the right answer every time
+    assert len(calls) == 4  # the kernel was tried each time
+    fallbacks = [w for w in rec if issubclass(w.category, trnsci.NkiFallbackWarning)]
+    assert len(fallbacks) == 2  # two distinct causes: "... 0" and "... 1"
+    assert "tile overflow" in str(fallbacks[0].message)
+
+
+def test_kernel_failure_raises_under_require_nki(monkeypatch):
+    monkeypatch.setenv("TRNSCI_REQUIRE_NKI", "true")
+
+    def broken(x):
+        raise RuntimeError("nope")
+
+    op = _make_op("trntensor.test_op_d", broken)
+    with trnsci.use_backend("simulator"):
+        with pytest.raises(trnsci.NkiRequiredError, match="nope"):
+            op(1, size=1)
+
+
+def test_op_sets_kernel_target():
+    seen = []
+    op = _make_op("trntensor.test_op_e", lambda x: seen.append(tnki._target.get()))
+    with trnsci.use_backend("simulator"):
+        op(1, size=1)
+    assert seen == ["simulator"]
+    assert tnki._target.get() is None

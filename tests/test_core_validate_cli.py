@@ -1,0 +1,166 @@
+"""trnsci._validate (uniform errors, NumPy round trip), the CLI, and the kernel shim."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import trnsci
+from trnsci import _validate as v
+from trnsci import cli, dispatch
+from trnsci import nki as tnki
+
+
+# ------------------------------------------------------------------ _validate
+
+def test_tensor_coercion_and_errors():
+    a = np.arange(6.0).reshape(2, 3)
+    t = v.tensor(a, "A", "gemm")
+    assert isinstance(t, torch.Tensor) and t.data_ptr() == a.ctypes.data  # shared, not copied
+    ro = a.copy()
+    ro.flags.writeable = False
+    assert v.tensor(ro, "A").tolist() == a.tolist()
+    with pytest.raises(TypeError, match=r"gemm: A must be a torch.Tensor or numpy.ndarray, got list"):
+        v.tensor([[1.0]], "A", "gemm")
+    with pytest.raises(TypeError, match="must hold numbers"):
+        v.tensor(np.array(["x"]), "A")
+
+
+def test_dtype_ndim_shape_device_checks():
+    x = torch.zeros(2, 3, dtype=torch.int64)
+    with pytest.raises(TypeError, match=r"syrk: A has dtype int64; expected one of float32, float64"):
+        v.dtype(x, "A", v.FLOAT_DTYPES, "syrk")
+    with pytest.raises(ValueError, match=r"x must be 1-D, got shape \(2, 3\)"):
+        v.ndim(x, "x", 1)
+    with pytest.raises(ValueError, match=r"C must have shape \(2, 4\), got \(2, 3\)"):
+        v.shape(x, "C", (2, 4))
+    v.shape(x, "C", (None, 3))
+    with pytest.raises(TypeError, match="B has dtype float64 but A has float32"):
+        v.same_dtype(A=torch.zeros(1), B=torch.zeros(1, dtype=torch.float64))
+    with pytest.raises(ValueError, match="B is on meta but A is on cpu"):
+        v.same_device(A=torch.zeros(1), B=torch.zeros(1, device="meta"))
+
+
+def test_scalar_choice_integer():
+    assert v.scalar(np.float64(2.5), "alpha") == 2.5
+    assert v.scalar(torch.tensor(3), "alpha") == 3
+    assert v.scalar(1 + 2j, "alpha") == 1 + 2j
+    with pytest.raises(TypeError, match="alpha must be real"):
+        v.scalar(1j, "alpha", complex_ok=False)
+    with pytest.raises(TypeError, match="alpha must be a number, got str"):
+        v.scalar("1", "alpha")
+    with pytest.raises(TypeError):
+        v.scalar(True, "alpha")
+    uplo = {"U": ("upper", "U"), "L": ("lower", "L")}
+    assert v.choice("Upper", "uplo", uplo) == "U"
+    assert v.choice("l", "uplo", uplo) == "L"
+    with pytest.raises(ValueError, match=r"uplo must be one of 'upper', 'U', 'lower', 'L'; got 'diag'"):
+        v.choice("diag", "uplo", uplo)
+    assert v.integer(3, "n", minimum=0) == 3
+    with pytest.raises(ValueError, match="n must be >= 0"):
+        v.integer(-1, "n", minimum=0)
+    with pytest.raises(TypeError):
+        v.integer(2.0, "n")
+
+
+def test_numpy_io_round_trip_and_out():
+    @v.numpy_io
+    def twice(x, out=None):
+        return v.write_out(x * 2, out)
+
+    r = twice(np.array([1.0, 2.0]))
+    assert isinstance(r, np.ndarray) and r.tolist() == [2.0, 4.0]
+    t = twice(torch.tensor([1.0]))
+    assert isinstance(t, torch.Tensor)
+    buf = np.zeros(2)
+    res = twice(np.array([3.0, 4.0]), out=buf)
+    assert buf.tolist() == [6.0, 8.0] and res.tolist() == [6.0, 8.0]
+    with pytest.raises(ValueError, match=r"out must have shape \(2,\)"):
+        twice(torch.ones(2), out=torch.zeros(3))
+    with pytest.raises(TypeError, match="out has dtype"):
+        twice(torch.ones(2), out=torch.zeros(2, dtype=torch.float64))
+
+
+# ------------------------------------------------------------------ kernel shim
+
+def test_shim_reports_source():
+    assert tnki.SOURCE in ("neuron", "emulator")
+    assert tnki.HAS_NKI == (tnki.SOURCE == "neuron")
+    if tnki.SOURCE == "emulator":
+        assert not tnki.has_neuron_device()
+
+
+def test_numpy_torch_conversions_keep_bf16_bits():
+    t = torch.tensor([1.0, -2.5, 3.140625], dtype=torch.bfloat16)
+    a = tnki.to_numpy(t)
+    assert a.dtype.name == "bfloat16"
+    back = tnki.from_numpy(a)
+    assert back.dtype == torch.bfloat16 and torch.equal(back, t)
+    f = tnki.from_numpy(np.ones(2, dtype=np.float32), dtype=torch.float64)
+    assert f.dtype == torch.float64
+
+
+def test_run_rejects_unknown_backend():
+    with pytest.raises(ValueError, match="'simulator' or 'nki'"):
+        tnki.run(lambda x: x, torch.zeros(1), backend="gpu")
+
+
+def test_run_nki_without_device_raises():
+    with pytest.raises(RuntimeError, match="NeuronCore"):
+        tnki.run(lambda x: x, torch.zeros(1), backend="nki")
+
+
+# ------------------------------------------------------------------ CLI
+
+def test_info_lists_everything(capsys, monkeypatch):
+    monkeypatch.setenv("TRNBLAS_BACKEND", "torch")
+    assert cli.main(["info"]) == 0
+    out = capsys.readouterr().out
+    for name in ("trnsci", *trnsci.LIBRARIES, "torch", "numpy", "scipy"):
+        assert name in out
+    assert f"NKI source      {tnki.SOURCE}" in out
+    assert "env:TRNBLAS_BACKEND" in out
+    assert "calibration file" in out
+    for op in dispatch.registry():
+        if not op.startswith("trntensor.test_"):
+            assert op in out
+
+
+def test_info_bad_env_is_a_clear_error(capsys, monkeypatch):
+    monkeypatch.setenv("TRNSCI_BACKEND", "cuda")
+    assert cli.main(["info"]) == 2
+    assert "TRNSCI_BACKEND" in capsys.readouterr().err
+
+
+def test_calibrate_without_device_says_so(tmp_path, capsys):
+    path = tmp_path / "cal.json"
+    assert cli.main(["calibrate", "--output", str(path)]) == 2
+    assert "nothing to calibrate" in capsys.readouterr().out
+    assert not path.exists()  # no file of defaults pretending to be measurements
+
+
+def test_calibrate_with_device_measures(tmp_path, monkeypatch):
+    """With a (pretended) device, calibrate times probes and records the break-even size."""
+    monkeypatch.setattr(tnki, "has_neuron_device", lambda: True)
+    import time
+
+    def probe(n):  # the "kernel" is faster from n >= 256 on
+        slow, fast = (lambda: time.sleep(2e-3)), (lambda: None)
+        return float(n) ** 3, (fast if n < 256 else slow), (slow if n < 256 else fast)
+
+    dispatch.register("trntensor.test_cal_probe", "flops", 1.0, probe=probe)
+    try:
+        found = cli.calibrate(path=tmp_path / "c.json", sizes=(64, 128, 256, 512), repeats=1, echo=lambda s: None)
+    finally:
+        dispatch._REGISTRY.pop("trntensor.test_cal_probe")
+    assert found == {"trntensor.test_cal_probe": 256.0**3}
+    assert dispatch.load_calibration(tmp_path / "c.json") == found
+
+
+def test_python_dash_m_and_version():
+    r = subprocess.run([sys.executable, "-m", "trnsci", "--version"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and trnsci.__version__ in r.stdout
