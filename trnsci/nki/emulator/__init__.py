@@ -1,0 +1,24 @@
+"""NumPy emulator of the NKI subset trnsci kernels use (see docs/emulator.md).
+
+Public interface::
+
+    from trnsci.nki.emulator import nki, nl, nisa, KernelProfile, simulate, profile, EmulatorError
+
+* ``nki.jit(fn)`` wraps a kernel; calling it runs the emulator.
+* ``nki.simulate(kernel)(*arrays, **kw)`` / ``simulate(kernel, *arrays, **kw)``
+  return the kernel's outputs as NumPy arrays.
+* ``profile(kernel, *arrays, target="trn1", **kw)`` returns
+  ``(outputs, KernelProfile)``: exact counters plus modeled time.
+"""
+
+from . import nl, nisa
+from .errors import EmulatorError
+from .jit import Kernel, jit, simulate, profile, simulate_kernel, _make_nki_namespace
+from .profile import KernelProfile, TARGETS, Target
+
+nki = _make_nki_namespace(nl, nisa)
+
+__all__ = [
+    "nki", "nl", "nisa", "KernelProfile", "simulate", "profile", "EmulatorError",
+    "Kernel", "jit", "simulate_kernel", "TARGETS", "Target",
+]
