@@ -83,11 +83,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    bench = _entry_point("trnsci.bench", "main")
-    if bench is None:
-        print("trnsci bench: no benchmarks are installed yet (they arrive with the libraries)")
-        return 1
-    return bench(args.rest)
+    from trnsci import bench
+
+    return bench.main(args.rest)
 
 
 def calibrate(path=None, sizes=(64, 128, 256, 512, 1024, 2048, 4096), repeats: int = 3, echo=print) -> dict[str, float]:

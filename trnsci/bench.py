@@ -1,0 +1,84 @@
+"""``trnsci bench``: quick speed ratios against reference libraries, in one run.
+
+Each library may ship a ``<lib>.bench`` module with ``cases(quick: bool)``
+yielding :class:`Case` objects: a trnsci callable and the reference it
+stands in for (torch, SciPy, NumPy), on the same inputs. Both are timed in
+this process, interleaved, and the ratio trnsci/reference is reported -- a
+ratio, not an absolute time, because only a ratio measured in the same run
+means anything on a shared machine. The pytest-benchmark suites under
+``benchmarks/`` and ``packages/*/benchmarks`` are the thorough version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from trnsci.backend import LIBRARIES
+
+
+@dataclass
+class Case:
+    """One comparison: ``name`` (e.g. ``"gemm 256^3 float32"``), two thunks."""
+
+    library: str
+    name: str
+    run: Callable[[], object]
+    reference_name: str
+    reference: Callable[[], object]
+
+
+def _median_time(fn: Callable[[], object], budget_s: float, min_runs: int = 5) -> float:
+    fn()  # warm-up
+    times = []
+    start = time.perf_counter()
+    while len(times) < min_runs or (time.perf_counter() - start < budget_s and len(times) < 1000):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def collect(libraries: Iterable[str], quick: bool) -> list[Case]:
+    cases: list[Case] = []
+    for lib in libraries:
+        try:
+            mod = importlib.import_module(f"{lib}.bench")
+        except ImportError:
+            continue
+        cases.extend(mod.cases(quick=quick))
+    return cases
+
+
+def run(cases: list[Case], budget_s: float = 0.2, echo=print) -> list[dict]:
+    """Time every case; returns rows with both medians and the ratio."""
+    rows = []
+    echo(f"{'case':<40} {'trnsci':>11} {'reference':>22} {'ratio':>7}")
+    for c in cases:
+        t_ref = _median_time(c.reference, budget_s)
+        t_trn = _median_time(c.run, budget_s)
+        row = {"library": c.library, "case": c.name, "trnsci_s": t_trn, "reference": c.reference_name,
+               "reference_s": t_ref, "ratio": t_trn / t_ref if t_ref > 0 else float("nan")}
+        rows.append(row)
+        echo(f"{c.library + ' ' + c.name:<40} {t_trn * 1e6:9.1f}us {c.reference_name:>11} {t_ref * 1e6:8.1f}us "
+             f"{row['ratio']:6.2f}x")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="trnsci bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--lib", action="append", choices=LIBRARIES, help="only these libraries (repeatable)")
+    parser.add_argument("--full", action="store_true", help="larger sizes (slower)")
+    parser.add_argument("--budget", type=float, default=0.2, help="seconds of timing per side per case")
+    args = parser.parse_args(argv or [])
+    cases = collect(args.lib or LIBRARIES, quick=not args.full)
+    if not cases:
+        print("trnsci bench: no installed library ships benchmark cases yet")
+        return 1
+    print("Medians on this machine, torch backend as selected by the current settings; ratio = trnsci / reference.")
+    run(cases, args.budget)
+    return 0
