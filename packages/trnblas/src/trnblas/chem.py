@@ -1,0 +1,208 @@
+"""Density-fitted MP2 (DF-MP2) correlation energies.
+
+With density-fitted three-index integrals ``B[i, a, Q]`` (occupied ``i``,
+virtual ``a``, auxiliary ``Q``; ``(ia|jb) = sum_Q B[i,a,Q] B[j,b,Q]``), the
+closed-shell MP2 correlation energy is
+
+    E = sum_ij e_ij,
+    e_ij = sum_ab T_ab (2 T_ab - T_ba) / (e_i + e_j - e_a - e_b),
+    T = T^(ij) = B_i @ B_j^T  (nvir x nvir, a contraction over naux).
+
+Two implementations share one operation (``"trnblas.mp2_energy"``, judged
+by its FLOP count ``2 nocc^2 nvir^2 naux``):
+
+* torch: occupied indices are grouped into blocks ``I``, ``J`` and each
+  block pair is one GEMM ``(|I| nvir, naux) @ (naux, |J| nvir)``; only
+  blocks with ``J <= I`` are formed (``e_ji = e_ij``). Block sizes bound the
+  intermediate memory by ``max_memory``.
+* NKI (:mod:`trnblas.kernels.mp2_energy`): one kernel computes every
+  ``T^(ij)`` in PSUM and reduces it on the Vector/Scalar engines; ``T``
+  never reaches HBM. The kernel takes fp32 or bf16 ``B``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from trnsci import _validate as V
+from trnsci.dispatch import Op
+
+__all__ = ["mp2_pair_energies", "mp2_energy", "MP2_ENERGY"]
+
+MP2_ENERGY = Op(
+    "trnblas.mp2_energy",
+    metric="flops",
+    threshold=1e9,
+    doc="DF-MP2 pair energies; flops = 2 nocc^2 nvir^2 naux. Default is a guess pending `trnsci calibrate`.",
+)
+
+_DEFAULT_MAX_MEMORY_MB = 512.0
+_NKI_DTYPES = (torch.float32, torch.bfloat16)
+
+
+def _mp2_flops(nocc: int, nvir: int, naux: int) -> float:
+    return 2.0 * nocc * nocc * nvir * nvir * naux
+
+
+def _validate(B, eps_occ, eps_vir, max_memory, where):
+    B = V.tensor(B, "B", where)
+    eps_occ = V.tensor(eps_occ, "eps_occ", where)
+    eps_vir = V.tensor(eps_vir, "eps_vir", where)
+    V.dtype(B, "B", V.REAL_DTYPES, where)
+    V.dtype(eps_occ, "eps_occ", V.REAL_DTYPES, where)
+    V.dtype(eps_vir, "eps_vir", V.REAL_DTYPES, where)
+    V.ndim(B, "B", 3, where)
+    nocc, nvir, naux = B.shape
+    if nocc == 0 or nvir == 0 or naux == 0:
+        raise ValueError(f"{where}: B must have nonzero (nocc, nvir, naux), got shape {tuple(B.shape)}")
+    V.ndim(eps_occ, "eps_occ", 1, where)
+    V.ndim(eps_vir, "eps_vir", 1, where)
+    if eps_occ.shape[0] != nocc:
+        raise ValueError(
+            f"{where}: eps_occ has {eps_occ.shape[0]} entries but B has nocc={nocc} (B is (nocc, nvir, naux))"
+        )
+    if eps_vir.shape[0] != nvir:
+        raise ValueError(
+            f"{where}: eps_vir has {eps_vir.shape[0]} entries but B has nvir={nvir} (B is (nocc, nvir, naux))"
+        )
+    V.same_device(where, B=B, eps_occ=eps_occ, eps_vir=eps_vir)
+    gap = eps_vir.double().min().item() - eps_occ.double().max().item()
+    if not gap > 0:  # also catches NaN
+        raise ValueError(
+            f"{where}: the lowest virtual orbital energy must lie above the highest occupied one "
+            f"(gap {gap:g}); MP2 denominators e_i + e_j - e_a - e_b would vanish or change sign"
+        )
+    if max_memory is None:
+        max_memory = _DEFAULT_MAX_MEMORY_MB
+    if isinstance(max_memory, bool) or not isinstance(max_memory, (int, float)) or not max_memory > 0:
+        raise ValueError(f"{where}: max_memory must be a positive number of MiB, got {max_memory!r}")
+    return B, eps_occ, eps_vir, float(max_memory)
+
+
+def _result_dtype(dtype: torch.dtype) -> torch.dtype:
+    # bf16/fp16 pair energies would keep 2-3 digits: report them in fp32.
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _occ_block(nocc: int, nvir: int, itemsize: int, max_memory_mb: float) -> int:
+    """Occupied block size so that ~4 live (|I|, |J|, nvir, nvir) arrays fit in max_memory."""
+    per_pair = 4 * nvir * nvir * itemsize
+    pairs = max(1, int(max_memory_mb * 2**20 // per_pair))
+    return max(1, min(nocc, math.isqrt(pairs)))
+
+
+@MP2_ENERGY.lowering("torch")
+def _mp2_pairs_torch(B, eps_occ, eps_vir, max_memory):
+    nocc, nvir, naux = B.shape
+    dtype = _result_dtype(B.dtype)
+    Bc = B.to(dtype)
+    eia = eps_occ.to(dtype)[:, None] - eps_vir.to(dtype)[None, :]  # (nocc, nvir), negative
+    bo = _occ_block(nocc, nvir, torch.finfo(dtype).bits // 8, max_memory)
+    out = torch.empty((nocc, nocc), dtype=dtype, device=B.device)
+    for i0 in range(0, nocc, bo):
+        i1 = min(nocc, i0 + bo)
+        bi = Bc[i0:i1].reshape((i1 - i0) * nvir, naux)
+        for j0 in range(0, i1, bo):
+            j1 = min(nocc, j0 + bo)
+            bj = Bc[j0:j1].reshape((j1 - j0) * nvir, naux)
+            # one GEMM for the whole block pair: (|I| nvir, naux) @ (naux, |J| nvir)
+            t = (bi @ bj.T).view(i1 - i0, nvir, j1 - j0, nvir).permute(0, 2, 1, 3)  # (i, j, a, b)
+            denom = eia[i0:i1, None, :, None] + eia[None, j0:j1, None, :]
+            e = (t * (2.0 * t - t.transpose(-1, -2)) / denom).sum(dim=(-1, -2))
+            out[i0:i1, j0:j1] = e
+            if j0 != i0:
+                out[j0:j1, i0:i1] = e.T
+    return out
+
+
+@MP2_ENERGY.lowering("nki")
+def _mp2_pairs_nki(B, eps_occ, eps_vir, max_memory):
+    from trnsci import nki
+
+    from trnblas.kernels.mp2_energy import mp2_pair_energy_kernel
+
+    nocc, nvir, naux = B.shape
+    # The kernel contracts over naux on the partition dim: it reads B as
+    # L[Q, i*nvir + a] (one host pass over B; PySCF's own DF tensors are
+    # already in this (naux, nocc*nvir) layout).
+    L = B.permute(2, 0, 1).reshape(naux, nocc * nvir).contiguous()
+    eo = eps_occ.to(torch.float32).reshape(1, nocc).contiguous()
+    ev = eps_vir.to(torch.float32).reshape(1, nvir).contiguous()
+    raw = nki.run(mp2_pair_energy_kernel, L, eo, ev, nocc=nocc, out_dtype=torch.float32)
+    # The kernel writes the lower triangle (j <= i); e_ji = e_ij.
+    low = torch.tril(raw.to(torch.float32))
+    return (low + torch.tril(low, -1).T).to(_result_dtype(B.dtype))
+
+
+def _pairs(B, eps_occ, eps_vir, max_memory, where):
+    B, eps_occ, eps_vir, max_memory = _validate(B, eps_occ, eps_vir, max_memory, where)
+    nocc, nvir, naux = B.shape
+    supported = B.dtype in _NKI_DTYPES
+    why_not = "" if supported else f"the kernel takes float32/bfloat16 B, got {str(B.dtype).replace('torch.', '')}"
+    return MP2_ENERGY(
+        B, eps_occ, eps_vir, max_memory,
+        size=_mp2_flops(nocc, nvir, naux), supported=supported, why_not=why_not,
+    )
+
+
+@V.numpy_io
+def mp2_pair_energies(B, eps_occ, eps_vir, *, max_memory=None):
+    """Closed-shell DF-MP2 pair energies ``e_ij``.
+
+    Parameters
+    ----------
+    B : (nocc, nvir, naux) tensor
+        Density-fitted integrals, ``(ia|jb) = sum_Q B[i,a,Q] B[j,b,Q]``
+        (e.g. ``B_ia^Q = sum_P (ia|P) (P|Q)^-1/2``). float32, float64 or
+        bfloat16; the NKI kernel takes float32/bfloat16.
+    eps_occ : (nocc,) tensor
+        Occupied orbital energies.
+    eps_vir : (nvir,) tensor
+        Virtual orbital energies; all must lie above ``eps_occ.max()``.
+    max_memory : float, optional
+        Bound, in MiB, on the torch path's intermediates (default 512); it
+        sets how many occupied orbitals go into one GEMM.
+
+    Returns
+    -------
+    (nocc, nocc) tensor
+        ``e_ij = sum_ab (ia|jb) [2 (ia|jb) - (ib|ja)] / (e_i + e_j - e_a - e_b)``,
+        symmetric; float64 for float64 input, else float32.
+
+    Raises
+    ------
+    ValueError
+        Wrong shapes, empty dimensions, or a virtual energy not above every
+        occupied one (vanishing denominators).
+    TypeError
+        Non-tensor arguments or unsupported dtypes.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> B = torch.randn(3, 5, 8, dtype=torch.float64) * 0.1
+    >>> e = trnblas.mp2_pair_energies(B, -torch.ones(3, dtype=torch.float64), torch.ones(5, dtype=torch.float64))
+    >>> e.shape
+    torch.Size([3, 3])
+    """
+    return _pairs(B, eps_occ, eps_vir, max_memory, "mp2_pair_energies")
+
+
+@V.numpy_io
+def mp2_energy(B, eps_occ, eps_vir, *, max_memory=None):
+    """Closed-shell DF-MP2 correlation energy ``E = sum_ij e_ij``.
+
+    Same arguments as :func:`mp2_pair_energies`. Returns a 0-d tensor
+    (float64 for float64 input, else float32), negative for a physical
+    system; a NumPy input gives a 0-d NumPy array.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> B = torch.randn(3, 5, 8, dtype=torch.float64) * 0.1
+    >>> float(trnblas.mp2_energy(B, -torch.ones(3, dtype=torch.float64), torch.ones(5, dtype=torch.float64))) < 0
+    True
+    """
+    return _pairs(B, eps_occ, eps_vir, max_memory, "mp2_energy").sum()
