@@ -103,6 +103,7 @@ def run(kernel, args, kwargs, target="trn1"):
         result = None
         for pid in (itertools.product(*(range(g) for g in grid)) if grid else [()]):
             ctx.program_id = pid
+            ctx.shared_index = 0
             result = fn(*wargs, **wkw)
         out = _unwrap(result)
         del result, wargs, wkw

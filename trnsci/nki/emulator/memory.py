@@ -73,6 +73,8 @@ class TraceContext:
         self.live = {"sbuf": 0, "psum": 0}
         self.peak = {"sbuf": 0, "psum": 0}
         self.psum_banks_live = 0
+        self.shared = []  # shared_hbm tensors of an SPMD launch, by creation order
+        self.shared_index = 0
         self.program_id = ()
         self.grid = ()
         self._prev = None
@@ -184,7 +186,22 @@ def allocate(shape, dtype, buffer, name="", op="nl.ndarray", fill=True):
     ctx = current(op)
     dtype = dt.normalize(dtype, op, "dtype")
     shape = tuple(int(s) for s in shape)
-    name = name or f"{buffer.name}_{id(shape) & 0xFFFF:x}"
+    name = name or buffer.name
+    if buffer is shared_hbm and ctx.grid:
+        # SPMD: every program instance sees the same shared_hbm output tensor
+        i = ctx.shared_index
+        ctx.shared_index += 1
+        if i < len(ctx.shared):
+            t = ctx.shared[i]
+            if t.shape == shape and t.dtype == dtype:
+                return t
+        t = _allocate(ctx, shape, dtype, buffer, name, op, fill)
+        ctx.shared.append(t)
+        return t
+    return _allocate(ctx, shape, dtype, buffer, name, op, fill)
+
+
+def _allocate(ctx, shape, dtype, buffer, name, op, fill):
     if buffer.on_chip:
         check_tile_shape(shape, buffer, dtype, op, name)
     arr = np.empty(shape, dtype=dtype)
