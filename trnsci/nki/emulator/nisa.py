@@ -288,8 +288,8 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
         npfn, mean = o.reduce, False
     nl.onchip(data, where, "data")
     _dst(where, dst)
-    nl.check_partitions(where, (("data", data), ("dst", dst)))
     axes = nl.reduce_axes(where, axis, data.ndim)
+    nl.check_partitions(where, (("data", data), ("dst", dst)))
     r = nl.reduce_values(npfn, data._read(), axes, keepdims, mean)
     if negate:
         r = -r
