@@ -2,7 +2,10 @@
 
 Every operation validates its arguments, asks :mod:`trnsci.dispatch` which
 backend runs it, and calls either its torch lowering or its NKI kernel.
+:func:`plan_gemm` (and :func:`plan`) say which one a call would use, and why.
 """
+
+import importlib.util as _importlib_util
 
 from trnsci._libinfo import library_version as _library_version
 from trnsci.backend import bind as _bind
@@ -10,4 +13,33 @@ from trnsci.backend import bind as _bind
 __version__ = _library_version("trnblas")
 set_backend, get_backend, use_backend = _bind("trnblas")
 
-__all__ = ["__version__", "set_backend", "get_backend", "use_backend"]
+from trnblas.level3 import (  # noqa: E402
+    batched_gemm, dgmm, geam, gemm, gemm_ex, hemm, her2k, herk, strided_batched_gemm,
+    symm, syr2k, syrk, trmm, trsm,
+)
+from trnblas.plan import BlasPlan, plan, plan_batched_gemm, plan_gemm, plan_syrk, plan_trsm  # noqa: E402
+
+__all__ = [
+    "__version__", "set_backend", "get_backend", "use_backend",
+    # level 3
+    "gemm", "batched_gemm", "strided_batched_gemm", "gemm_ex", "symm", "hemm",
+    "syrk", "herk", "syr2k", "her2k", "trmm", "trsm", "geam", "dgmm",
+    # planning
+    "BlasPlan", "plan", "plan_gemm", "plan_batched_gemm", "plan_syrk", "plan_trsm",
+]
+
+if _importlib_util.find_spec("trnblas.chem") is not None:
+    from trnblas.chem import mp2_energy, mp2_pair_energies  # noqa: E402
+
+    __all__ += ["mp2_energy", "mp2_pair_energies"]
+
+# NKI lowerings register themselves on the Ops above; imported last so that
+# the torch path works before (or without) the kernel module.
+if _importlib_util.find_spec("trnblas._nki") is not None:
+    try:
+        from trnblas import _nki  # noqa: E402, F401
+    except Exception as _exc:  # a broken kernel module must not take the torch path down
+        import warnings as _warnings
+
+        _warnings.warn(f"trnblas: NKI lowerings not registered ({type(_exc).__name__}: {_exc}); "
+                       "every operation runs on torch", RuntimeWarning, stacklevel=2)

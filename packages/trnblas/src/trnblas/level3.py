@@ -1,0 +1,1131 @@
+"""BLAS level 3: matrix-matrix operations (cuBLAS ``cublas<t>gemm`` and friends).
+
+Each public function validates its arguments, puts them in canonical form
+(one-letter option codes ``"N"/"T"/"C"``, ``"U"/"L"``, ``"L"/"R"``,
+``"U"/"N"``; Python scalars; ``C=None`` whenever ``beta == 0`` so that no
+lowering can read it) and calls an :class:`trnsci.dispatch.Op`.
+
+The four operations that have NKI kernels are module-level ``Op`` objects;
+their torch lowerings live here and the NKI lowerings are registered on the
+same objects by ``trnblas._nki``:
+
+=================  ============================================================
+``GEMM``           ``(alpha, A, B, beta, C, transA, transB)``, 2-D ``A``/``B``
+                   (not yet transposed), ``C`` an ``(m, n)`` tensor or None
+``BATCHED_GEMM``   the same with 3-D ``A``, ``B``, ``C`` (batch first)
+``SYRK``           ``(alpha, A, beta, C, trans, uplo)``: the ``uplo`` triangle
+                   computed, the other one copied from ``C`` (zeros if None)
+``TRSM``           ``(alpha, A, B, side, uplo, trans, diag)`` -> ``X``
+=================  ============================================================
+
+Every lowering returns a new tensor; the public layer handles ``out=``,
+quick returns (``alpha == 0``, empty shapes) and NumPy conversion.
+"""
+
+from __future__ import annotations
+
+import math
+import torch
+
+from trnblas import _common as c
+from trnsci._validate import numpy_io
+from trnsci.dispatch import Op
+
+__all__ = [
+    "gemm", "batched_gemm", "strided_batched_gemm", "gemm_ex",
+    "symm", "hemm", "syrk", "herk", "syr2k", "her2k",
+    "trmm", "trsm", "geam", "dgmm",
+    "GEMM", "BATCHED_GEMM", "SYRK", "TRSM",
+]
+
+# ===================================================================== ops
+
+GEMM = Op(
+    "trnblas.gemm", metric="flops", threshold=2 * 512**3,
+    doc="C = alpha op(A) op(B) + beta C for one matrix; flops = 2 m n k",
+)
+BATCHED_GEMM = Op(
+    "trnblas.batched_gemm", metric="flops", threshold=2 * 256**3,
+    doc="a stack of GEMMs with equal shapes; flops = 2 m n k batch",
+)
+SYRK = Op(
+    "trnblas.syrk", metric="flops", threshold=512**3,
+    doc="one triangle of C = alpha op(A) op(A)^T + beta C; flops = n^2 k",
+)
+TRSM = Op(
+    "trnblas.trsm", metric="flops", threshold=512**3,
+    doc="X with op(A) X = alpha B or X op(A) = alpha B, A triangular; flops = m^2 n (left)",
+)
+
+_KERNEL_DTYPES = c.KERNEL_DTYPES
+
+
+def _why_not(dtype: torch.dtype) -> str:
+    name = str(dtype).replace("torch.", "")
+    return f"dtype {name}: the NKI kernel takes float32 or bfloat16 (no fp64/complex on the Tensor Engine)"
+
+
+@GEMM.lowering("torch")
+def _gemm_torch(alpha, A, B, beta, C, transA, transB):
+    a = c.op(A, transA)
+    b = c.op(B, transB)
+    if C is None or beta == 0:
+        R = torch.mm(a, b)
+        if alpha != 1:
+            R.mul_(alpha)
+        return R
+    return torch.addmm(C, a, b, beta=beta, alpha=alpha)
+
+
+@BATCHED_GEMM.lowering("torch")
+def _batched_gemm_torch(alpha, A, B, beta, C, transA, transB):
+    a = c.op(A, transA)
+    b = c.op(B, transB)
+    if C is None or beta == 0:
+        R = torch.bmm(a, b)
+        if alpha != 1:
+            R.mul_(alpha)
+        return R
+    return torch.baddbmm(C, a, b, beta=beta, alpha=alpha)
+
+
+@SYRK.lowering("torch")
+def _syrk_torch(alpha, A, beta, C, trans, uplo):
+    a = A if trans == "N" else A.mT
+    if C is None or beta == 0:
+        R = torch.mm(a, a.mT)
+        if alpha != 1:
+            R.mul_(alpha)
+    else:
+        R = torch.addmm(C, a, a.mT, beta=beta, alpha=alpha)
+    return c.merge_triangle(R, C, uplo, False, False)
+
+
+@TRSM.lowering("torch")
+def _trsm_torch(alpha, A, B, side, uplo, trans, diag):
+    upper = uplo == "U"
+    a = c.op(A, trans)
+    if trans != "N":
+        upper = not upper
+    X = torch.linalg.solve_triangular(a, B, upper=upper, left=side == "L", unitriangular=diag == "U")
+    if alpha != 1:
+        X.mul_(alpha)
+    return X
+
+
+# ===================================================================== helpers
+
+def _scaled(beta, C, shape, dtype, device) -> torch.Tensor:
+    """``beta * C`` (broadcast to ``shape``) without reading ``C`` when ``beta == 0``."""
+    if C is None or beta == 0:
+        return torch.zeros(shape, dtype=dtype, device=device)
+    if beta == 1:
+        return C.expand(shape).clone()
+    return torch.mul(C.expand(shape), beta)
+
+
+def _gemm_operands(where, A, B, C, transA, transB, dtypes):
+    """Validate the GEMM operands; return canonical ``(A, B, C, tA, tB, m, n, k)``."""
+    A = c.tensor(A, "A", where, dtypes)
+    B = c.tensor(B, "B", where, dtypes)
+    if A.dim() < 2:
+        raise ValueError(f"{where}: A must be a matrix (at least 2-D), got shape {tuple(A.shape)}")
+    if B.dim() < 2:
+        raise ValueError(f"{where}: B must be a matrix (at least 2-D), got shape {tuple(B.shape)}")
+    if C is not None:
+        C = c.tensor(C, "C", where, dtypes)
+    c.agree(where, A=A, B=B, C=C)
+    tA = c.real_trans(c.trans(transA, "transA", where), A.dtype)
+    tB = c.real_trans(c.trans(transB, "transB", where), A.dtype)
+    m, k = c.op_shape(A, tA)
+    k2, n = c.op_shape(B, tB)
+    if k != k2:
+        raise c.mismatch(
+            where, f"op(A) is {m}x{k} (transA={tA!r}) and op(B) is {k2}x{n} (transB={tB!r}); "
+            f"their inner dimensions {k} and {k2} differ", A=A, B=B,
+        )
+    return A, B, C, tA, tB, m, n, k
+
+
+def _run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k):
+    """GEMM on canonical operands: quick returns, batch broadcasting, the Op call."""
+    dtype, device = A.dtype, A.device
+    if A.dim() == 2 and B.dim() == 2:
+        if C is not None and (C.dim() != 2 or C.shape[0] != m or C.shape[1] != n):
+            raise c.mismatch(where, f"C must have shape ({m}, {n}) = (rows of op(A), columns of op(B))",
+                             A=A, B=B, C=C)
+        if alpha == 0 or k == 0 or m == 0 or n == 0:
+            return _scaled(beta, C, (m, n), dtype, device)
+        size = 2 * m * n * k * (4 if dtype.is_complex else 1)
+        ok = dtype in _KERNEL_DTYPES
+        return GEMM(alpha, A, B, beta, C if beta != 0 else None, tA, tB,
+                    size=size, supported=ok, why_not="" if ok else _why_not(dtype))
+    try:
+        batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    except RuntimeError:
+        raise c.mismatch(where, "the batch dimensions of A and B do not broadcast", A=A, B=B) from None
+    shape = (*batch, m, n)
+    if C is not None:
+        try:
+            ok_c = C.dim() >= 2 and C.shape[-2:] == (m, n) and torch.broadcast_shapes(C.shape, shape) == shape
+        except RuntimeError:
+            ok_c = False
+        if not ok_c:
+            raise c.mismatch(where, f"C must have shape {shape} (leading dimensions may broadcast)",
+                             A=A, B=B, C=C)
+    count = math.prod(batch)
+    if alpha == 0 or k == 0 or m == 0 or n == 0 or count == 0:
+        return _scaled(beta, C, shape, dtype, device)
+    A3 = A.expand(*batch, *A.shape[-2:]).reshape(count, *A.shape[-2:])
+    B3 = B.expand(*batch, *B.shape[-2:]).reshape(count, *B.shape[-2:])
+    C3 = None if C is None or beta == 0 else C.expand(shape).reshape(count, m, n)
+    R = _batched(alpha, A3, B3, beta, C3, tA, tB, m, n, k)
+    return R.reshape(shape)
+
+
+def _batched(alpha, A3, B3, beta, C3, tA, tB, m, n, k):
+    dtype = A3.dtype
+    size = 2 * m * n * k * A3.shape[0] * (4 if dtype.is_complex else 1)
+    ok = dtype in _KERNEL_DTYPES
+    return BATCHED_GEMM(alpha, A3, B3, beta, C3 if beta != 0 else None, tA, tB,
+                        size=size, supported=ok, why_not="" if ok else _why_not(dtype))
+
+
+def _scalars(where, alpha, beta, dtype, real=False):
+    return (c.scalar(alpha, "alpha", where, dtype, real=real),
+            c.scalar(beta, "beta", where, dtype, real=real))
+
+
+# ===================================================================== GEMM family
+
+@numpy_io
+def gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None):
+    """General matrix multiply: ``alpha * op(A) @ op(B) + beta * C``.
+
+    Parameters
+    ----------
+    alpha, beta : number
+        Scalars; complex only for complex data. ``beta == 0`` never reads
+        ``C`` (NaN or Inf in ``C`` does not reach the result), and
+        ``alpha == 0`` (or ``k == 0``) returns ``beta * C`` without reading
+        ``A`` or ``B``.
+    A : tensor, shape (..., m, k) or (..., k, m) if transposed
+    B : tensor, shape (..., k, n) or (..., n, k) if transposed
+        Leading (batch) dimensions of ``A`` and ``B`` broadcast against each
+        other, as in :func:`torch.matmul`.
+    C : tensor, shape (..., m, n), optional
+        Added after scaling by ``beta``; its leading dimensions may
+        broadcast to the result's. Not modified.
+    transA, transB : bool or {"N", "T", "C"}
+        ``op(X)`` is ``X`` (``False``/``"N"``), its transpose
+        (``True``/``"T"``) or its conjugate transpose (``"C"``, the same as
+        ``"T"`` for real data). Case-insensitive.
+    out : tensor, optional
+        Receives the result (same shape, dtype and device) and is returned.
+
+    Returns
+    -------
+    tensor, shape (..., m, n)
+        A new tensor (or ``out``) of the inputs' dtype on their device.
+
+    Raises
+    ------
+    TypeError
+        ``A``, ``B`` or ``C`` is not a tensor/array, has an integer or bool
+        dtype, or the dtypes differ; ``alpha``/``beta`` is complex for real
+        data.
+    ValueError
+        Shapes do not agree (the message names both arguments and their
+        shapes), tensors live on different devices, or a ``trans`` value is
+        not one of the spellings above.
+
+    Notes
+    -----
+    dtypes: float32, float64, complex64, complex128, and bfloat16/float16
+    (computed by torch in the input dtype; see :func:`gemm_ex` for explicit
+    mixed precision). 2-D calls run the ``trnblas.gemm`` operation, batched
+    calls ``trnblas.batched_gemm``; the NKI kernels take float32/bfloat16,
+    other dtypes run on torch whatever the backend (see :func:`plan_gemm`).
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A, B = torch.ones(2, 3), torch.ones(3, 4)
+    >>> trnblas.gemm(2.0, A, B).tolist()[0]
+    [6.0, 6.0, 6.0, 6.0]
+    >>> trnblas.gemm(1.0, A, torch.ones(4, 3), transB="T").shape
+    torch.Size([2, 4])
+    """
+    where = "gemm"
+    A, B, C, tA, tB, m, n, k = _gemm_operands(where, A, B, C, transA, transB, c.ALL_FLOAT_DTYPES)
+    alpha, beta = _scalars(where, alpha, beta, A.dtype)
+    return c.finish(_run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k), out, where)
+
+
+def _stack(x, name: str, where: str, dtypes) -> torch.Tensor:
+    """A 3-D tensor, or a list/tuple of equally shaped matrices stacked into one."""
+    if isinstance(x, (list, tuple)):
+        if not x:
+            raise ValueError(f"{where}: {name} must hold at least one matrix when given as a list")
+        mats = [c.tensor(t, f"{name}[{i}]", where, dtypes) for i, t in enumerate(x)]
+        first = mats[0]
+        for i, t in enumerate(mats):
+            if t.dim() != 2:
+                raise ValueError(f"{where}: {name}[{i}] must be 2-D, got shape {tuple(t.shape)}")
+            if t.shape != first.shape:
+                raise ValueError(
+                    f"{where}: {name}[{i}] has shape {tuple(t.shape)} but {name}[0] has {tuple(first.shape)}; "
+                    "batched matrices must share one shape"
+                )
+            if t.dtype is not first.dtype or t.device != first.device:
+                c.agree(where, **{f"{name}[0]": first, f"{name}[{i}]": t})
+        return torch.stack(mats)
+    t = c.tensor(x, name, where, dtypes)
+    if t.dim() != 3:
+        raise ValueError(f"{where}: {name} must be 3-D (batch, rows, cols) or a list of matrices, "
+                         f"got shape {tuple(t.shape)}")
+    return t
+
+
+def _batched_public(where, alpha, A, B, beta, C, transA, transB, broadcast: bool):
+    A = _stack(A, "A", where, c.ALL_FLOAT_DTYPES)
+    B = _stack(B, "B", where, c.ALL_FLOAT_DTYPES)
+    if broadcast and A.dim() == 2:
+        A = A.unsqueeze(0)
+    if broadcast and B.dim() == 2:
+        B = B.unsqueeze(0)
+    if C is not None:
+        C = _stack(C, "C", where, c.ALL_FLOAT_DTYPES)
+        if broadcast and C.dim() == 2:
+            C = C.unsqueeze(0)
+    c.agree(where, A=A, B=B, C=C)
+    tA = c.real_trans(c.trans(transA, "transA", where), A.dtype)
+    tB = c.real_trans(c.trans(transB, "transB", where), A.dtype)
+    alpha, beta = _scalars(where, alpha, beta, A.dtype)
+    m, k = c.op_shape(A, tA)
+    k2, n = c.op_shape(B, tB)
+    if k != k2:
+        raise c.mismatch(
+            where, f"op(A) is {m}x{k} (transA={tA!r}) and op(B) is {k2}x{n} (transB={tB!r}); "
+            f"their inner dimensions {k} and {k2} differ", A=A, B=B,
+        )
+    counts = [t.shape[0] for t in (A, B, C) if t is not None]
+    if broadcast:
+        big = max(counts)
+        if any(b not in (1, big) for b in counts):
+            raise c.mismatch(where, "batch counts differ (a batch of 1, i.e. stride 0, broadcasts)",
+                             **{k_: t for k_, t in (("A", A), ("B", B), ("C", C)) if t is not None})
+        count = big
+        A = A.expand(count, *A.shape[1:])
+        B = B.expand(count, *B.shape[1:])
+        if C is not None:
+            C = C.expand(count, *C.shape[1:])
+    else:
+        count = A.shape[0]
+        if any(b != count for b in counts):
+            raise c.mismatch(where, "batch counts differ",
+                             **{k_: t for k_, t in (("A", A), ("B", B), ("C", C)) if t is not None})
+    if C is not None and C.shape[1:] != (m, n):
+        raise c.mismatch(where, f"C must have shape ({count}, {m}, {n})", A=A, B=B, C=C)
+    if alpha == 0 or k == 0 or m == 0 or n == 0 or count == 0:
+        return _scaled(beta, C, (count, m, n), A.dtype, A.device)
+    return _batched(alpha, A, B, beta, C, tA, tB, m, n, k)
+
+
+@numpy_io
+def batched_gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None):
+    """A batch of GEMMs with one shape: ``R[i] = alpha op(A[i]) op(B[i]) + beta C[i]``.
+
+    The counterpart of ``cublas<t>gemmBatched``.
+
+    Parameters
+    ----------
+    alpha, beta : number
+        As in :func:`gemm` (``beta == 0`` never reads ``C``; ``alpha == 0``
+        never reads ``A``/``B``).
+    A : tensor (batch, m, k), or a list/tuple of ``batch`` equally shaped matrices
+    B : tensor (batch, k, n), or a list/tuple of matrices
+    C : tensor (batch, m, n), or a list/tuple of matrices, optional
+    transA, transB : bool or {"N", "T", "C"}
+        Applied to every matrix of the batch.
+    out : tensor, optional
+        Receives the ``(batch, m, n)`` result and is returned.
+
+    Returns
+    -------
+    tensor, shape (batch, m, n)
+        A new tensor (lists in, a stacked tensor out).
+
+    Raises
+    ------
+    TypeError
+        Non-tensor entries, integer/bool dtypes, differing dtypes.
+    ValueError
+        Batch counts differ, list entries differ in shape, matrix shapes do
+        not agree, devices differ, or an unknown ``trans`` value.
+
+    Notes
+    -----
+    Runs the ``trnblas.batched_gemm`` operation (NKI kernel for
+    float32/bfloat16). Batch counts must match exactly; for stride-0
+    (broadcast) operands use :func:`strided_batched_gemm` or :func:`gemm`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.batched_gemm(1.0, torch.ones(5, 2, 3), torch.ones(5, 3, 4)).shape
+    torch.Size([5, 2, 4])
+    """
+    where = "batched_gemm"
+    R = _batched_public(where, alpha, A, B, beta, C, transA, transB, broadcast=False)
+    return c.finish(R, out, where)
+
+
+@numpy_io
+def strided_batched_gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None):
+    """``cublas<t>gemmStridedBatched``: a batch of GEMMs on strided 3-D tensors.
+
+    Parameters
+    ----------
+    alpha, beta : number
+        As in :func:`gemm`.
+    A : tensor, shape (batch, m, k) or (m, k)
+    B : tensor, shape (batch, k, n) or (k, n)
+    C : tensor, shape (batch, m, n) or (m, n), optional
+        A 2-D operand, or a 3-D operand with batch 1, is shared by every
+        product (cuBLAS ``strideA = 0``).
+    transA, transB : bool or {"N", "T", "C"}
+    out : tensor, optional
+
+    Returns
+    -------
+    tensor, shape (batch, m, n)
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`batched_gemm`; batch counts must be equal or 1.
+
+    Notes
+    -----
+    cuBLAS describes operand ``i`` as the column-major ``m x k`` matrix at
+    ``A + i * strideA`` with leading dimension ``lda``. A torch tensor
+    carries those numbers in its strides, so no stride arguments are needed:
+
+    ======================  ==========================================================
+    cuBLAS                  trnblas
+    ======================  ==========================================================
+    ``strideA``             ``A.stride(0)`` (0 for a shared operand: ``A.expand(batch, m, k)``)
+    ``lda`` (column-major)  ``A.stride(2)`` with ``A.stride(1) == 1``, i.e.
+                            ``torch.as_strided(buf, (batch, m, k), (strideA, 1, lda))``
+    ``batchCount``          ``A.shape[0]`` (or ``B.shape[0]``/``C.shape[0]``)
+    ``m, n, k``             from the shapes of ``op(A)`` and ``op(B)``
+    ======================  ==========================================================
+
+    Any strides work, including overlapping stride-0 views; no operand is
+    copied unless torch must materialize a view.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A = torch.ones(3, 4)                      # shared: strideA = 0
+    >>> trnblas.strided_batched_gemm(1.0, A, torch.ones(8, 4, 2)).shape
+    torch.Size([8, 3, 2])
+    """
+    where = "strided_batched_gemm"
+    for name, x in (("A", A), ("B", B), ("C", C)):
+        if isinstance(x, (list, tuple)):
+            raise TypeError(f"{where}: {name} must be a 2-D or 3-D tensor, got a {type(x).__name__} "
+                            "(use batched_gemm for lists of matrices)")
+    R = _batched_public(where, alpha, A, B, beta, C, transA, transB, broadcast=True)
+    return c.finish(R, out, where)
+
+
+@numpy_io
+def gemm_ex(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *,
+            compute_dtype=torch.float32, out_dtype=None, out=None):
+    """GEMM with explicit precisions (``cublasGemmEx``).
+
+    Parameters
+    ----------
+    alpha, beta, transA, transB
+        As in :func:`gemm`.
+    A, B : tensor, shape (..., m, k) and (..., k, n)
+        One dtype for both: bfloat16, float16, float32, float64, complex64
+        or complex128.
+    C : tensor, optional
+        Any of those dtypes (it may differ from ``A``'s), same device.
+    compute_dtype : torch.dtype
+        The precision of the products and sums: float32 (default), float64,
+        or complex64/complex128 for complex inputs. Inputs are converted to
+        it before multiplying, so low-precision inputs accumulate in at
+        least float32.
+    out_dtype : torch.dtype, optional
+        dtype of the result. Default: ``C.dtype`` when ``C`` is given, else
+        the dtype of ``A`` -- like cuBLAS, where the C matrix's type is the
+        output type.
+    out : tensor, optional
+        Receives the result; its dtype must be the output dtype.
+
+    Returns
+    -------
+    tensor, shape (..., m, n), dtype ``out_dtype``
+
+    Raises
+    ------
+    TypeError
+        Unsupported dtypes; ``A`` and ``B`` differ in dtype; a real compute
+        dtype for complex inputs or the reverse.
+    ValueError
+        As :func:`gemm`.
+
+    Notes
+    -----
+    The inputs are widened (or, if you ask for it explicitly, narrowed) to
+    ``compute_dtype``; the product then runs as a :func:`gemm` in that dtype
+    -- on the NKI kernel when ``compute_dtype`` is float32 and the backend
+    and size say so -- and the result is rounded to the output dtype.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A = torch.ones(2, 3, dtype=torch.bfloat16)
+    >>> trnblas.gemm_ex(1.0, A, A, transB=True, out_dtype=torch.float32).dtype
+    torch.float32
+    """
+    where = "gemm_ex"
+    A = c.tensor(A, "A", where, c.ALL_FLOAT_DTYPES)
+    B = c.tensor(B, "B", where, c.ALL_FLOAT_DTYPES)
+    if B.dtype is not A.dtype:
+        from trnsci._validate import same_dtype
+
+        same_dtype(where, A=A, B=B)
+    if C is not None:
+        C = c.tensor(C, "C", where, c.ALL_FLOAT_DTYPES)
+        if C.is_complex() != A.is_complex():
+            raise TypeError(f"{where}: C has dtype {C.dtype} but A has {A.dtype}; both must be real or both complex")
+    c.same_device(where, A=A, B=B, C=C)
+    if not isinstance(compute_dtype, torch.dtype) or compute_dtype not in c.BLAS_DTYPES:
+        raise TypeError(f"{where}: compute_dtype must be one of torch.float32, torch.float64, torch.complex64, "
+                        f"torch.complex128; got {compute_dtype!r}")
+    if compute_dtype.is_complex != A.is_complex():
+        raise TypeError(f"{where}: compute_dtype {compute_dtype} does not match the "
+                        f"{'complex' if A.is_complex() else 'real'} inputs (A has dtype {A.dtype})")
+    if out_dtype is None:
+        out_dtype = C.dtype if C is not None else A.dtype
+    elif not isinstance(out_dtype, torch.dtype) or out_dtype not in c.ALL_FLOAT_DTYPES:
+        raise TypeError(f"{where}: out_dtype must be a floating or complex torch.dtype, got {out_dtype!r}")
+    elif out_dtype.is_complex != A.is_complex():
+        raise TypeError(f"{where}: out_dtype {out_dtype} does not match the inputs (A has dtype {A.dtype})")
+    alpha, beta = _scalars(where, alpha, beta, compute_dtype)
+    Aw, Bw = A.to(compute_dtype), B.to(compute_dtype)
+    Aw, Bw, _, tA, tB, m, n, k = _gemm_operands(where, Aw, Bw, None, transA, transB, c.BLAS_DTYPES)
+    Cw = None
+    if C is not None:
+        _check_c_shape(where, Aw, Bw, C, m, n)
+        if beta != 0:
+            Cw = C.to(compute_dtype)
+    R = _run_gemm(where, alpha, Aw, Bw, beta, Cw, tA, tB, m, n, k)
+    return c.finish(R.to(out_dtype), out, where)
+
+
+def _check_c_shape(where, A, B, C, m, n):
+    batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    shape = (*batch, m, n)
+    try:
+        ok = C.dim() >= 2 and C.shape[-2:] == (m, n) and torch.broadcast_shapes(C.shape, shape) == shape
+    except RuntimeError:
+        ok = False
+    if not ok or (not batch and C.dim() != 2):
+        raise c.mismatch(where, f"C must have shape {shape}", A=A, B=B, C=C)
+
+
+# ===================================================================== symmetric / Hermitian
+
+def _symm_like(where, alpha, A, B, beta, C, side, uplo, hermitian, out):
+    A = c.matrix(A, "A", where)
+    B = c.matrix(B, "B", where)
+    if C is not None:
+        C = c.matrix(C, "C", where)
+    c.agree(where, A=A, B=B, C=C)
+    s = c.side(side, "side", where)
+    u = c.uplo(uplo, "uplo", where)
+    alpha, beta = _scalars(where, alpha, beta, A.dtype)
+    na = c.square(A, "A", where)
+    m, n = B.shape
+    if na != (m if s == "L" else n):
+        which = "rows" if s == "L" else "columns"
+        raise c.mismatch(where, f"side={s!r} needs A to be {which}(B) x {which}(B)", A=A, B=B)
+    if C is not None and tuple(C.shape) != (m, n):
+        raise c.mismatch(where, f"C must have the shape of B, ({m}, {n})", B=B, C=C)
+    if alpha == 0 or m == 0 or n == 0:
+        return c.finish(_scaled(beta, C, (m, n), A.dtype, A.device), out, where)
+    full = c.symmetric(A, u, hermitian)
+    if s == "L":
+        R = _run_gemm(where, alpha, full, B, beta, C, "N", "N", m, n, na)
+    else:
+        R = _run_gemm(where, alpha, B, full, beta, C, "N", "N", m, n, na)
+    return c.finish(R, out, where)
+
+
+@numpy_io
+def symm(alpha, A, B, beta=0.0, C=None, side="left", uplo="upper", *, out=None):
+    """Symmetric matrix multiply: ``alpha A B + beta C`` (left) or ``alpha B A + beta C`` (right).
+
+    Parameters
+    ----------
+    alpha, beta : number
+        ``beta == 0`` never reads ``C``; ``alpha == 0`` never reads ``A``/``B``.
+    A : tensor, shape (m, m) for side="left", (n, n) for side="right"
+        Symmetric; only its ``uplo`` triangle (diagonal included) is read.
+    B : tensor, shape (m, n)
+    C : tensor, shape (m, n), optional
+    side : {"left", "right", "L", "R"}
+    uplo : {"upper", "lower", "U", "L"}
+    out : tensor, optional
+
+    Returns
+    -------
+    tensor, shape (m, n)
+
+    Raises
+    ------
+    TypeError
+        Non-BLAS dtypes (float32/64, complex64/128 are accepted), mixed dtypes.
+    ValueError
+        Shapes, devices, or option strings.
+
+    Notes
+    -----
+    For complex data ``A`` is symmetric (``A == A.T``, as ``csymm``), not
+    Hermitian; see :func:`hemm`. The full matrix is rebuilt from the
+    triangle (O(n^2)) and multiplied as a :func:`gemm`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A = torch.tensor([[2.0, 1.0], [float("nan"), 3.0]])   # lower triangle unused
+    >>> trnblas.symm(1.0, A, torch.eye(2)).tolist()
+    [[2.0, 1.0], [1.0, 3.0]]
+    """
+    return _symm_like("symm", alpha, A, B, beta, C, side, uplo, False, out)
+
+
+@numpy_io
+def hemm(alpha, A, B, beta=0.0, C=None, side="left", uplo="upper", *, out=None):
+    """Hermitian matrix multiply: ``alpha A B + beta C`` (left) or ``alpha B A + beta C`` (right).
+
+    Parameters
+    ----------
+    alpha, beta : number
+    A : tensor, square
+        Hermitian; only its ``uplo`` triangle is read, and the imaginary
+        part of its diagonal is ignored (taken as zero), as in BLAS.
+    B, C, side, uplo, out
+        As in :func:`symm`.
+
+    Returns
+    -------
+    tensor, shape (m, n)
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`symm`.
+
+    Notes
+    -----
+    For real data ``hemm`` equals :func:`symm`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A = torch.tensor([[1, 2j], [0, 1]], dtype=torch.complex64)
+    >>> trnblas.hemm(1, A, torch.eye(2, dtype=torch.complex64))[1, 0]
+    tensor(0.-2.j)
+    """
+    return _symm_like("hemm", alpha, A, B, beta, C, side, uplo, True, out)
+
+
+def _rank_k_operands(where, A, B, C, trans, uplo, allowed_trans):
+    A = c.matrix(A, "A", where)
+    if B is not None:
+        B = c.matrix(B, "B", where)
+    if C is not None:
+        C = c.matrix(C, "C", where)
+    c.agree(where, A=A, B=B, C=C)
+    t = c.real_trans(c.trans(trans, "trans", where), A.dtype)
+    if t not in allowed_trans and A.is_complex():
+        raise ValueError(f"{where}: trans={trans!r} is not allowed for complex data; "
+                         f"use one of {', '.join(repr(x) for x in allowed_trans)}")
+    u = c.uplo(uplo, "uplo", where)
+    n, k = (A.shape[0], A.shape[1]) if t == "N" else (A.shape[1], A.shape[0])
+    if B is not None and B.shape != A.shape:
+        raise c.mismatch(where, "A and B must have one shape", A=A, B=B)
+    if C is not None and tuple(C.shape) != (n, n):
+        raise c.mismatch(where, f"C must be ({n}, {n}) for trans={t!r}", A=A, C=C)
+    return A, B, C, t, u, n, k
+
+
+def _quick_rank_k(alpha, beta, C, u, n, k, dtype, device, full, hermitian):
+    """``alpha == 0`` or ``k == 0``: the triangle becomes ``beta * C`` (BLAS quick return)."""
+    if C is not None and beta == 1 and not full:
+        return C.clone()  # BLAS returns without touching C
+    R = _scaled(beta, C, (n, n), dtype, device)
+    R = c.merge_triangle(R, C, u, full, hermitian)
+    if hermitian:
+        c.real_diagonal(R)
+    return R
+
+
+def _finish_triangle(R, C, beta, u, full, hermitian):
+    """After a lowering that ignored ``C`` (``beta == 0``): restore its other triangle."""
+    if full:
+        return c.merge_triangle(R, None, u, True, hermitian)
+    if beta == 0 and C is not None:
+        return c.merge_triangle(R, C, u, False, hermitian)
+    return R
+
+
+@numpy_io
+def syrk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, out=None):
+    """Symmetric rank-k update: one triangle of ``alpha op(A) op(A)^T + beta C``.
+
+    Parameters
+    ----------
+    alpha, beta : number
+        ``beta == 0`` never reads ``C``'s ``uplo`` triangle; ``alpha == 0``
+        (or ``k == 0``) never reads ``A``.
+    A : tensor, shape (n, k) if not trans, (k, n) if trans
+    C : tensor, shape (n, n), optional
+    trans : bool or {"N", "T"}
+        ``False``: ``A A^T``; ``True``: ``A^T A``. ``"C"`` is accepted for
+        real data (where it means ``"T"``); complex data takes ``"N"``/``"T"``
+        (no conjugation -- see :func:`herk`).
+    uplo : {"upper", "lower", "U", "L"}
+        The triangle (diagonal included) that is computed.
+    fill : {None, "full"}
+        ``None`` (BLAS semantics): the other triangle of the result is
+        ``C``'s, untouched (zeros when ``C`` is None). ``"full"``: the other
+        triangle mirrors the computed one, giving the whole symmetric matrix.
+    out : tensor, optional
+
+    Returns
+    -------
+    tensor, shape (n, n)
+
+    Raises
+    ------
+    TypeError
+        Non-BLAS dtypes, mixed dtypes, complex alpha/beta for real data.
+    ValueError
+        Shapes, devices, option strings, ``trans="C"`` with complex data.
+
+    Notes
+    -----
+    Runs the ``trnblas.syrk`` operation (NKI kernel for float32/bfloat16);
+    the torch lowering computes the full product with one GEMM.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> trnblas.syrk(1.0, A).tolist()
+    [[5.0, 11.0], [0.0, 25.0]]
+    >>> trnblas.syrk(1.0, A, fill="full").tolist()
+    [[5.0, 11.0], [11.0, 25.0]]
+    """
+    where = "syrk"
+    full = c.fill(fill, where)
+    A, _, C, t, u, n, k = _rank_k_operands(where, A, None, C, trans, uplo, ("N", "T"))
+    alpha, beta = _scalars(where, alpha, beta, A.dtype)
+    if alpha == 0 or k == 0 or n == 0:
+        return c.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, False), out, where)
+    ok = A.dtype in _KERNEL_DTYPES
+    R = SYRK(alpha, A, beta, C if beta != 0 else None, t, u,
+             size=n * n * k * (4 if A.is_complex() else 1), supported=ok, why_not="" if ok else _why_not(A.dtype))
+    return c.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
+
+
+@numpy_io
+def herk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, out=None):
+    """Hermitian rank-k update: one triangle of ``alpha op(A) op(A)^H + beta C``.
+
+    Parameters
+    ----------
+    alpha, beta : real number
+        Real, as in BLAS (a complex value is a ``TypeError``).
+    A : tensor, shape (n, k) if trans is "N", (k, n) if trans is "C"
+    C : tensor, shape (n, n), optional
+        Hermitian; the imaginary part of its diagonal is discarded.
+    trans : bool or {"N", "C"}
+        ``"N"``/``False``: ``A A^H``; ``"C"``: ``A^H A``. ``True``/``"T"``
+        are accepted for real data only.
+    uplo, fill, out
+        As in :func:`syrk`.
+
+    Returns
+    -------
+    tensor, shape (n, n)
+        The diagonal is real (imaginary part zero), as BLAS leaves it --
+        except for BLAS's own quick return (``alpha == 0`` or ``k == 0``
+        with ``beta == 1``), where ``C`` comes back unchanged.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`syrk`.
+
+    Notes
+    -----
+    For real data ``herk`` equals :func:`syrk` (and runs the same operation).
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A = torch.tensor([[1j, 1.0]], dtype=torch.complex64)
+    >>> trnblas.herk(1.0, A)
+    tensor([[2.+0.j]])
+    """
+    where = "herk"
+    full = c.fill(fill, where)
+    A, _, C, t, u, n, k = _rank_k_operands(where, A, None, C, trans, uplo, ("N", "C"))
+    alpha, beta = _scalars(where, alpha, beta, A.dtype, real=True)
+    if not A.is_complex():
+        if alpha == 0 or k == 0 or n == 0:
+            return c.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, False), out, where)
+        ok = A.dtype in _KERNEL_DTYPES
+        R = SYRK(alpha, A, beta, C if beta != 0 else None, t, u,
+                 size=n * n * k, supported=ok, why_not="" if ok else _why_not(A.dtype))
+        return c.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
+    if alpha == 0 or k == 0 or n == 0:
+        return c.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, True), out, where)
+    a = A if t == "N" else A.mH
+    if C is None or beta == 0:
+        R = torch.mm(a, a.mH)
+        if alpha != 1:
+            R.mul_(alpha)
+    else:
+        R = torch.addmm(C, a, a.mH, beta=beta, alpha=alpha)
+    c.real_diagonal(R)
+    return c.finish(c.merge_triangle(R, C, u, full, True), out, where)
+
+
+def _rank_2k(where, alpha, A, B, beta, C, trans, uplo, fill, hermitian, out):
+    full = c.fill(fill, where)
+    A, B, C, t, u, n, k = _rank_k_operands(where, A, B, C, trans, uplo, ("N", "C") if hermitian else ("N", "T"))
+    alpha = c.scalar(alpha, "alpha", where, A.dtype)
+    beta = c.scalar(beta, "beta", where, A.dtype, real=hermitian)
+    herm = hermitian and A.is_complex()
+    if alpha == 0 or k == 0 or n == 0:
+        return c.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, herm), out, where)
+    a, b = c.op(A, t), c.op(B, t)
+    P = torch.mm(a, b.mH if herm else b.mT)
+    if alpha != 1:
+        P.mul_(alpha)
+    R = P + (P.mH if herm else P.mT)  # alpha a b^T + alpha b a^T  /  alpha a b^H + conj(alpha) b a^H
+    if C is not None and beta != 0:
+        R.add_(C, alpha=beta)
+    if herm:
+        c.real_diagonal(R)
+    return c.finish(c.merge_triangle(R, C, u, full, herm), out, where)
+
+
+@numpy_io
+def syr2k(alpha, A, B, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, out=None):
+    """Symmetric rank-2k update: one triangle of ``alpha (op(A) op(B)^T + op(B) op(A)^T) + beta C``.
+
+    Parameters
+    ----------
+    alpha, beta : number
+    A, B : tensor, shape (n, k) if not trans, (k, n) if trans
+    C : tensor, shape (n, n), optional
+    trans : bool or {"N", "T"}
+        ``"C"`` accepted for real data.
+    uplo, fill, out
+        As in :func:`syrk`.
+
+    Returns
+    -------
+    tensor, shape (n, n)
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`syrk`; ``A`` and ``B`` must have one shape.
+
+    Notes
+    -----
+    One GEMM ``P = op(A) op(B)^T``; the result is ``alpha (P + P^T) + beta C``,
+    exactly symmetric.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.syr2k(1.0, torch.ones(2, 1), torch.ones(2, 1), fill="full").tolist()
+    [[2.0, 2.0], [2.0, 2.0]]
+    """
+    return _rank_2k("syr2k", alpha, A, B, beta, C, trans, uplo, fill, False, out)
+
+
+@numpy_io
+def her2k(alpha, A, B, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, out=None):
+    """Hermitian rank-2k update: one triangle of ``alpha a b^H + conj(alpha) b a^H + beta C``.
+
+    ``a = op(A)``, ``b = op(B)``.
+
+    Parameters
+    ----------
+    alpha : number
+        May be complex.
+    beta : real number
+    A, B : tensor, shape (n, k) if trans is "N", (k, n) if trans is "C"
+    C : tensor, shape (n, n), optional
+    trans : bool or {"N", "C"}
+    uplo, fill, out
+        As in :func:`syrk`.
+
+    Returns
+    -------
+    tensor, shape (n, n)
+        Real diagonal, as BLAS.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`syr2k`; complex ``beta``.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> x = torch.tensor([[1j]], dtype=torch.complex64)
+    >>> trnblas.her2k(1.0, x, x)
+    tensor([[2.+0.j]])
+    """
+    return _rank_2k("her2k", alpha, A, B, beta, C, trans, uplo, fill, True, out)
+
+
+# ===================================================================== triangular
+
+def _tri_operands(where, alpha, A, B, side, uplo, trans, diag):
+    A = c.matrix(A, "A", where)
+    B = c.matrix(B, "B", where)
+    c.agree(where, A=A, B=B)
+    s = c.side(side, "side", where)
+    u = c.uplo(uplo, "uplo", where)
+    t = c.real_trans(c.trans(trans, "trans", where), A.dtype)
+    d = c.diag(diag, "diag", where)
+    alpha = c.scalar(alpha, "alpha", where, A.dtype)
+    na = c.square(A, "A", where)
+    m, n = B.shape
+    if na != (m if s == "L" else n):
+        which = "rows" if s == "L" else "columns"
+        raise c.mismatch(where, f"side={s!r} needs A to be {which}(B) x {which}(B)", A=A, B=B)
+    return alpha, A, B, s, u, t, d, m, n
+
+
+@numpy_io
+def trmm(alpha, A, B, side="left", uplo="upper", trans=False, diag="nonunit", *, out=None):
+    """Triangular matrix multiply: ``alpha op(A) B`` (left) or ``alpha B op(A)`` (right).
+
+    Parameters
+    ----------
+    alpha : number
+        ``alpha == 0`` returns zeros without reading ``A`` or ``B``.
+    A : tensor, square
+        Triangular: only its ``uplo`` triangle is read; with ``diag="unit"``
+        its diagonal is not read either (taken as ones).
+    B : tensor, shape (m, n)
+    side : {"left", "right", "L", "R"}
+    uplo : {"upper", "lower", "U", "L"}
+    trans : bool or {"N", "T", "C"}
+    diag : {"nonunit", "unit", "N", "U"}
+    out : tensor, optional
+
+    Returns
+    -------
+    tensor, shape (m, n)
+        A new tensor (cuBLAS's out-of-place ``trmm``); ``B`` is not modified.
+
+    Raises
+    ------
+    TypeError, ValueError
+        dtypes, shapes, devices, option strings.
+
+    Notes
+    -----
+    The triangle is extracted (O(n^2)) and multiplied as a :func:`gemm`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A = torch.tensor([[2.0, 1.0], [9.0, 3.0]])
+    >>> trnblas.trmm(1.0, A, torch.eye(2), uplo="upper").tolist()
+    [[2.0, 1.0], [0.0, 3.0]]
+    """
+    where = "trmm"
+    alpha, A, B, s, u, t, d, m, n = _tri_operands(where, alpha, A, B, side, uplo, trans, diag)
+    if alpha == 0 or m == 0 or n == 0:
+        return c.finish(torch.zeros(m, n, dtype=A.dtype, device=A.device), out, where)
+    T = c.triangle(A, u, d == "U")
+    if s == "L":
+        R = _run_gemm(where, alpha, T, B, 0, None, t, "N", m, n, m)
+    else:
+        R = _run_gemm(where, alpha, B, T, 0, None, "N", t, m, n, n)
+    return c.finish(R, out, where)
+
+
+@numpy_io
+def trsm(alpha, A, B, side="left", uplo="upper", trans=False, diag="nonunit", *, out=None):
+    """Triangular solve with many right-hand sides.
+
+    Returns ``X`` with ``op(A) X = alpha B`` (side="left") or
+    ``X op(A) = alpha B`` (side="right").
+
+    Parameters
+    ----------
+    alpha : number
+        ``alpha == 0`` returns zeros without reading ``A`` or ``B``.
+    A : tensor, square
+        Triangular: only its ``uplo`` triangle is read, and with
+        ``diag="unit"`` not its diagonal (taken as ones). A zero on a
+        non-unit diagonal gives Inf/NaN, as BLAS (no check).
+    B : tensor, shape (m, n)
+    side : {"left", "right", "L", "R"}
+    uplo : {"upper", "lower", "U", "L"}
+    trans : bool or {"N", "T", "C"}
+    diag : {"nonunit", "unit", "N", "U"}
+    out : tensor, optional
+
+    Returns
+    -------
+    tensor, shape (m, n)
+        A new tensor; ``B`` is not overwritten (unlike BLAS).
+
+    Raises
+    ------
+    TypeError, ValueError
+        dtypes, shapes, devices, option strings.
+
+    Notes
+    -----
+    Runs the ``trnblas.trsm`` operation (NKI kernel for float32); the torch
+    lowering is :func:`torch.linalg.solve_triangular`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A = torch.tensor([[2.0, 0.0], [0.0, 4.0]])
+    >>> trnblas.trsm(1.0, A, torch.ones(2, 1)).tolist()
+    [[0.5], [0.25]]
+    """
+    where = "trsm"
+    alpha, A, B, s, u, t, d, m, n = _tri_operands(where, alpha, A, B, side, uplo, trans, diag)
+    if alpha == 0 or m == 0 or n == 0:
+        return c.finish(torch.zeros(m, n, dtype=A.dtype, device=A.device), out, where)
+    size = (m * m * n if s == "L" else m * n * n) * (4 if A.is_complex() else 1)
+    ok = A.dtype is torch.float32
+    X = TRSM(alpha, A, B, s, u, t, d, size=size, supported=ok,
+             why_not="" if ok else f"dtype {str(A.dtype).replace('torch.', '')}: the NKI trsm kernel takes float32")
+    return c.finish(X, out, where)
+
+
+# ===================================================================== extensions
+
+@numpy_io
+def geam(alpha, A, beta, B, transA=False, transB=False, *, out=None):
+    """Matrix add with transposes (``cublas<t>geam``): ``alpha op(A) + beta op(B)``.
+
+    Parameters
+    ----------
+    alpha, beta : number
+        ``alpha == 0`` never reads ``A``; ``beta == 0`` never reads ``B``.
+    A, B : tensor
+        ``op(A)`` and ``op(B)`` must have one shape ``(m, n)``.
+    transA, transB : bool or {"N", "T", "C"}
+    out : tensor, optional
+
+    Returns
+    -------
+    tensor, shape (m, n)
+
+    Raises
+    ------
+    TypeError, ValueError
+        dtypes, shapes, devices, option strings.
+
+    Notes
+    -----
+    ``geam(1, A, 0, A, transA="T")`` is an out-of-place transpose, as with
+    cuBLAS.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.geam(1.0, torch.ones(2, 3), 2.0, torch.ones(3, 2), transB=True).tolist()
+    [[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]]
+    """
+    where = "geam"
+    A = c.matrix(A, "A", where)
+    B = c.matrix(B, "B", where)
+    c.agree(where, A=A, B=B)
+    tA = c.real_trans(c.trans(transA, "transA", where), A.dtype)
+    tB = c.real_trans(c.trans(transB, "transB", where), A.dtype)
+    alpha, beta = _scalars(where, alpha, beta, A.dtype)
+    shape = c.op_shape(A, tA)
+    if c.op_shape(B, tB) != shape:
+        raise c.mismatch(where, f"op(A) is {shape[0]}x{shape[1]} (transA={tA!r}) but op(B) is "
+                         f"{c.op_shape(B, tB)[0]}x{c.op_shape(B, tB)[1]} (transB={tB!r})", A=A, B=B)
+    a, b = c.op(A, tA), c.op(B, tB)
+    if alpha == 0 and beta == 0:
+        R = torch.zeros(shape, dtype=A.dtype, device=A.device)
+    elif beta == 0:
+        R = torch.mul(a, alpha)
+    elif alpha == 0:
+        R = torch.mul(b, beta)
+    elif alpha == 1:
+        R = torch.add(a, b, alpha=beta)
+    else:
+        R = torch.mul(a, alpha).add_(b, alpha=beta)
+    return c.finish(R.contiguous(), out, where)
+
+
+@numpy_io
+def dgmm(A, x, side="left", *, out=None):
+    """Multiply by a diagonal matrix (``cublas<t>dgmm``): ``diag(x) A`` or ``A diag(x)``.
+
+    Parameters
+    ----------
+    A : tensor, shape (m, n)
+    x : tensor, shape (m,) for side="left", (n,) for side="right"
+    side : {"left", "right", "L", "R"}
+        ``"left"``: row ``i`` of ``A`` scaled by ``x[i]``; ``"right"``:
+        column ``j`` scaled by ``x[j]``.
+    out : tensor, optional
+
+    Returns
+    -------
+    tensor, shape (m, n)
+
+    Raises
+    ------
+    TypeError, ValueError
+        dtypes, shapes, devices, option strings.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.dgmm(torch.ones(2, 2), torch.tensor([1.0, 2.0]), side="right").tolist()
+    [[1.0, 2.0], [1.0, 2.0]]
+    """
+    where = "dgmm"
+    A = c.matrix(A, "A", where)
+    x = c.vector(x, "x", where)
+    c.agree(where, A=A, x=x)
+    s = c.side(side, "side", where)
+    want = A.shape[0] if s == "L" else A.shape[1]
+    if x.shape[0] != want:
+        raise c.mismatch(where, f"side={s!r} needs x to have {want} entries "
+                         f"({'rows' if s == 'L' else 'columns'} of A)", A=A, x=x)
+    R = A * (x[:, None] if s == "L" else x)
+    return c.finish(R, out, where)
