@@ -16,6 +16,7 @@ import types
 import numpy as np
 
 from . import memory as mem
+from ._blas import blas_threads
 from .errors import EmulatorError
 
 
@@ -95,7 +96,7 @@ def run(kernel, args, kwargs, target="trn1"):
     if not callable(fn):
         raise TypeError(f"kernel must be callable, got {type(kernel).__name__}")
     ctx = mem.TraceContext(target)
-    with ctx:
+    with ctx, blas_threads():
         names = _arg_names(fn, len(args))
         wargs = [_wrap(a, n) for a, n in zip(args, names)]
         wkw = {k: _wrap(v, k) for k, v in kwargs.items()}
