@@ -367,15 +367,21 @@ def test_iota_patterns():
         nisa.iota(t, 8 * i_p + i_f)
         f = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.iota(f, 3 * i_p, offset=1)
-        o, of = _out((4, 8), nl.int32), _out((4, 1))
+        # NKI 0.3 access-pattern form: [[step, num], ...] + channel_multiplier
+        g = nl.ndarray((4, 2, 3), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.iota(g, [[10, 2], [1, 3]], offset=5, channel_multiplier=100)
+        o, of, og = _out((4, 8), nl.int32), _out((4, 1)), _out((4, 2, 3), nl.int32)
         nl.store(o, t)
         nl.store(of, f)
-        return o, of
+        nl.store(og, g)
+        return o, of, og
 
-    (o, of), p = profile(k)
+    (o, of, og), p = profile(k)
     np.testing.assert_array_equal(o, np.arange(32).reshape(4, 8))
     np.testing.assert_array_equal(of[:, 0], [1, 4, 7, 10])
-    assert p.instructions["gpsimd"] == 2
+    exp = np.array([[[5 + 100 * c + 10 * w + x for x in range(3)] for w in range(2)] for c in range(4)])
+    np.testing.assert_array_equal(og, exp)
+    assert p.instructions["gpsimd"] == 3
 
 
 def test_activation_with_bias_and_scale():
@@ -511,6 +517,15 @@ def test_memset_zeros_full_copy():
     (t, z, c), p = profile(k)
     assert (t == 0xFFFFFFFF).all() and (z == 0).all() and (c == 2.5).all()
     assert p.instructions["vector"] == 4
+
+
+def test_shared_identity_matrix_matmul():
+    def k(a):
+        ident = nl.shared_identity_matrix(n=4, dtype=nl.float32)
+        return _psum_to_hbm(nl.matmul(ident, nl.load(a), transpose_x=True))
+
+    a = np.arange(12, dtype=F32).reshape(4, 3)
+    np.testing.assert_array_equal(simulate(k, a), a)
 
 
 def test_program_id_grid():

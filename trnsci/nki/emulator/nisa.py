@@ -324,27 +324,53 @@ def memset(dst, value, engine=None, name=None):
     c.engine(_engine(engine, "vector"), nl.elems(dst))
 
 
-def iota(dst, expr, offset=0, name=None):
-    """dst = integer index pattern ``expr`` (+ offset), on the GpSimd Engine.
+def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
+    """Write an integer index pattern into an SBUF tile (GpSimd Engine).
 
-    ``expr`` is an affine expression of ``nl.arange`` vectors (a NumPy integer
-    array here) or an int; it broadcasts to dst's shape.  Values are computed
-    in 32-bit integers and converted to dst's dtype.
+    Two spellings of ``pattern``:
+
+    * the NKI >= 0.3 access-pattern form, a list of ``[step, num]`` pairs
+      (outermost first): the value at partition ``p`` and free indices
+      ``(i0, i1, ...)`` is ``offset + p * channel_multiplier + sum(i_k * step_k)``,
+      and the product of the ``num`` must equal dst's elements per partition;
+    * an index expression built from ``nl.arange`` (an integer array here) or
+      an int, broadcast to dst's shape, plus ``offset``.
+
+    Values are computed in 32-bit integers and converted to dst's dtype.
     """
     where = "nisa.iota"
     c = mem.current(where).counters
     _dst(where, dst)
-    e = np.asarray(expr)
-    if e.dtype.kind not in "iu":
-        fail(where, f"'expr' must be an integer index expression, got dtype {e.dtype}")
-    e = e.astype(np.int64) + int(offset)
-    if e.ndim < dst.ndim:
-        e = e.reshape(e.shape + (1,) * (dst.ndim - e.ndim)) if e.ndim else e
-    try:
-        e = np.broadcast_to(e, dst.shape)
-    except ValueError:
-        fail(where, f"'expr' of shape {np.shape(expr)} does not broadcast to 'dst' {dst.shape}")
-    e32 = e.astype(np.int32)  # 32-bit integer math
+    if dst.buffer is not sbuf:
+        fail(where, f"'dst' must be in SBUF, got {dst.buffer.name.upper()}")
+    if isinstance(pattern, (list, tuple)) and pattern and all(
+            isinstance(q, (list, tuple)) and len(q) == 2 for q in pattern):
+        steps = [int(q[0]) for q in pattern]
+        nums = [int(q[1]) for q in pattern]
+        if int(np.prod(nums)) != nl.elems(dst):
+            fail(where, f"pattern covers {int(np.prod(nums))} elements per partition but 'dst' "
+                        f"{dst.shape} has {nl.elems(dst)}")
+        e = np.zeros(nums, dtype=np.int64)
+        for d, (st, n) in enumerate(zip(steps, nums)):
+            shp = [1] * len(nums)
+            shp[d] = n
+            e = e + st * np.arange(n, dtype=np.int64).reshape(shp)
+        chan = np.arange(dst.shape[0], dtype=np.int64) * int(channel_multiplier)
+        e = (int(offset) + chan[:, None] + e.reshape(1, -1)).reshape(dst.shape)
+    else:
+        e = np.asarray(pattern)
+        if e.dtype.kind not in "iu":
+            fail(where, f"'pattern' must be a list of [step, num] pairs or an integer index "
+                        f"expression, got {pattern!r}")
+        e = e.astype(np.int64) + int(offset)
+        if 0 < e.ndim < dst.ndim:
+            e = e.reshape(e.shape + (1,) * (dst.ndim - e.ndim))
+        try:
+            e = np.broadcast_to(e, dst.shape)
+        except ValueError:
+            fail(where, f"'pattern' of shape {np.shape(pattern)} does not broadcast to 'dst' "
+                        f"{dst.shape}")
+    e32 = e.astype(np.int32)  # 32-bit integer math (wraps)
     if dt.is_float(dst.dtype):
         v = e32.astype(np.float32).astype(dst.dtype)
     else:

@@ -549,6 +549,15 @@ def ones_like(a, dtype=None, buffer=None, name=""):
     return full(a.shape, 1, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
 
 
+def shared_identity_matrix(n, dtype=float32):
+    """An n x n identity tile in SBUF (counted as one GpSimd instruction)."""
+    op = "nl.shared_identity_matrix"
+    t = mem.allocate((n, n), dtype, sbuf, name="identity", op=op, fill=False)
+    t._write(np.eye(n, dtype=np.float32).astype(t.dtype))
+    mem.current().counters.engine("gpsimd", n)
+    return t
+
+
 def empty_like(a, dtype=None, buffer=None, name=""):
     return ndarray(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
 
