@@ -23,8 +23,7 @@ def test_bench_emulated_gemm(benchmark, size):
     a = rng.standard_normal((size, size)).astype(np.float32)
     b = rng.standard_normal((size, size)).astype(np.float32)
     at = np.ascontiguousarray(a.T)
-    c, prof = benchmark.pedantic(profile, args=(gemm_kernel, at, b), rounds=1, iterations=1,
-                                 warmup_rounds=0)
+    c, prof = benchmark.pedantic(profile, args=(gemm_kernel, at, b), rounds=1, iterations=1, warmup_rounds=0)
     exp = expected_counts(size, size, size)
     assert prof.hbm_read_bytes == exp["hbm_read_bytes"]
     assert prof.instructions["tensor"] == exp["tensor"]

@@ -28,7 +28,7 @@ For M = N = K = 1024 fp32: read = 4*(2**20 + 8*2**20) = 37,748,736 B,
 written = 4,194,304 B, 8*8*2 = 128 nc_matmul instructions.
 """
 
-from trnsci.nki.emulator import nl, nisa
+from trnsci.nki.emulator import nisa, nl
 
 TILE_M = 128
 TILE_K = 128
@@ -48,8 +48,10 @@ def gemm_kernel(at, b):
     tm, tk, tn = _ceil(M, TILE_M), _ceil(K, TILE_K), _ceil(N, TILE_N)
     for m in nl.affine_range(tm):
         m0, m1 = m * TILE_M, min((m + 1) * TILE_M, M)
-        acc = [nl.ndarray((m1 - m0, min((n + 1) * TILE_N, N) - n * TILE_N),
-                          dtype=nl.float32, buffer=nl.psum) for n in range(tn)]
+        acc = [
+            nl.ndarray((m1 - m0, min((n + 1) * TILE_N, N) - n * TILE_N), dtype=nl.float32, buffer=nl.psum)
+            for n in range(tn)
+        ]
         for k in nl.sequential_range(tk):
             k0, k1 = k * TILE_K, min((k + 1) * TILE_K, K)
             stat = nl.load(at[k0:k1, m0:m1])

@@ -72,8 +72,7 @@ def test_counters_reset_per_call():
     a = np.zeros((2, 2), F32)
     _, p1 = profile(k, a)
     _, p2 = profile(k, a)
-    assert p1.instructions == p2.instructions == {"tensor": 0, "vector": 0, "scalar": 1,
-                                                  "gpsimd": 0, "dma": 2}
+    assert p1.instructions == p2.instructions == {"tensor": 0, "vector": 0, "scalar": 1, "gpsimd": 0, "dma": 2}
     assert p2.hbm_read_bytes == 16 and p2.hbm_write_bytes == 16 and p2.dma_transfers == 2
 
 
@@ -482,8 +481,19 @@ def test_transcendentals_and_unary_ops():
 
     def k(a):
         x = nl.load(a)
-        res = [nl.exp(x), nl.log(x), nl.sqrt(x), nl.rsqrt(x), nl.sin(x), nl.cos(x),
-               nl.reciprocal(x), nl.square(x), nl.negative(x), nl.tanh(x), nl.sigmoid(x)]
+        res = [
+            nl.exp(x),
+            nl.log(x),
+            nl.sqrt(x),
+            nl.rsqrt(x),
+            nl.sin(x),
+            nl.cos(x),
+            nl.reciprocal(x),
+            nl.square(x),
+            nl.negative(x),
+            nl.tanh(x),
+            nl.sigmoid(x),
+        ]
         outs = []
         for t in res:
             o = _out(a.shape)
@@ -493,8 +503,19 @@ def test_transcendentals_and_unary_ops():
 
     outs, p = profile(k, a)
     a64 = a.astype(np.float64)
-    refs = [np.exp(a64), np.log(a64), np.sqrt(a64), 1 / np.sqrt(a64), np.sin(a64), np.cos(a64),
-            1 / a64, a64**2, -a64, np.tanh(a64), 1 / (1 + np.exp(-a64))]
+    refs = [
+        np.exp(a64),
+        np.log(a64),
+        np.sqrt(a64),
+        1 / np.sqrt(a64),
+        np.sin(a64),
+        np.cos(a64),
+        1 / a64,
+        a64**2,
+        -a64,
+        np.tanh(a64),
+        1 / (1 + np.exp(-a64)),
+    ]
     for o, r in zip(outs, refs):
         np.testing.assert_allclose(o, r, rtol=1e-6)
     assert p.instructions["scalar"] == 8 and p.instructions["vector"] == 3
@@ -532,7 +553,7 @@ def test_program_id_grid():
     def k(a):
         out = _out(a.shape)
         i = nl.program_id(0)
-        nl.store(out[i:i + 1, :], nl.add(nl.load(a[i:i + 1, :]), float(nl.num_programs(0))))
+        nl.store(out[i : i + 1, :], nl.add(nl.load(a[i : i + 1, :]), float(nl.num_programs(0))))
         return out
 
     a = np.zeros((3, 2), F32)

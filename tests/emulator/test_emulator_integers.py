@@ -16,8 +16,7 @@ def _rand_u32(seed, lo=0, hi=1 << 32, shape=(P, F)):
 
 def _exact(fn, a, b):
     """Apply fn elementwise with Python ints (the exact reference)."""
-    return np.array([[fn(int(x), int(y)) for x, y in zip(ra, rb)] for ra, rb in zip(a, b)],
-                    dtype=np.uint64)
+    return np.array([[fn(int(x), int(y)) for x, y in zip(ra, rb)] for ra, rb in zip(a, b)], dtype=np.uint64)
 
 
 def _store(t):
@@ -121,9 +120,13 @@ def test_bitwise_xor_and_shifts_exact_on_32bit_words():
 
     def k(a, b):
         x, y = nl.load(a), nl.load(b)
-        return (_store(nl.bitwise_xor(x, y)), _store(nl.left_shift(x, 7)),
-                _store(nl.right_shift(x, 13)), _store(nl.bitwise_and(x, nl.invert(y))),
-                _store(x ^ y))
+        return (
+            _store(nl.bitwise_xor(x, y)),
+            _store(nl.left_shift(x, 7)),
+            _store(nl.right_shift(x, 13)),
+            _store(nl.bitwise_and(x, nl.invert(y))),
+            _store(x ^ y),
+        )
 
     xor, shl, shr, andn, xor2 = simulate(k, a, b)
     np.testing.assert_array_equal(xor, _exact(lambda p, q: p ^ q, a, b))

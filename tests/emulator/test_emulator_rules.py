@@ -65,8 +65,7 @@ def test_psum_banks_exhausted():
     _raises(k, match="PSUM capacity exceeded on trn1")
 
 
-def _mm_kernel(s_shape, m_shape, dst_shape=None, dst_buf=nl.psum, dst_dtype=nl.float32,
-               s_buf=nl.sbuf):
+def _mm_kernel(s_shape, m_shape, dst_shape=None, dst_buf=nl.psum, dst_dtype=nl.float32, s_buf=nl.sbuf):
     def k():
         s = nl.zeros(s_shape, dtype=nl.float32, buffer=s_buf)
         m = nl.zeros(m_shape, dtype=nl.float32)
@@ -85,24 +84,31 @@ def test_matmul_contraction_over_128_rejected():
         s = nl.load(a)  # K = 256 partitions cannot even be loaded
         nisa.nc_matmul(nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.psum), s, nl.load(b))
 
-    _raises(k, np.zeros((256, 64), F32), np.zeros((256, 64), F32),
-            match="number of partitions 256 exceeds architecture limitation of 128")
+    _raises(
+        k,
+        np.zeros((256, 64), F32),
+        np.zeros((256, 64), F32),
+        match="number of partitions 256 exceeds architecture limitation of 128",
+    )
 
 
 def test_matmul_stationary_free_at_most_128():
-    msg = _raises(_mm_kernel((128, 256), (128, 64), dst_shape=(128, 64)),
-                  match="free size 256 of 'stationary' exceeds gemm_stationary_fmax")
+    msg = _raises(
+        _mm_kernel((128, 256), (128, 64), dst_shape=(128, 64)),
+        match="free size 256 of 'stationary' exceeds gemm_stationary_fmax",
+    )
     assert msg.startswith("nisa.nc_matmul")
 
 
 def test_matmul_moving_free_at_most_512():
-    _raises(_mm_kernel((128, 64), (128, 1024), dst_shape=(64, 512)),
-            match="free size 1024 of 'moving' exceeds gemm_moving_fmax")
+    _raises(
+        _mm_kernel((128, 64), (128, 1024), dst_shape=(64, 512)),
+        match="free size 1024 of 'moving' exceeds gemm_moving_fmax",
+    )
 
 
 def test_matmul_operands_in_sbuf():
-    _raises(_mm_kernel((128, 64), (128, 64), s_buf=nl.psum),
-            match="operand 'stationary' .* must be in SBUF, got PSUM")
+    _raises(_mm_kernel((128, 64), (128, 64), s_buf=nl.psum), match="operand 'stationary' .* must be in SBUF, got PSUM")
 
 
 def test_matmul_dst_in_psum():
@@ -132,8 +138,7 @@ def test_no_partition_broadcast_in_tensor_tensor_and_tensor_scalar():
     def k2():
         a = nl.zeros((128, 4), dtype=nl.float32)
         c = nl.zeros((1, 1), dtype=nl.float32)
-        nisa.tensor_scalar(nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.sbuf), a,
-                           nl.add, c)
+        nisa.tensor_scalar(nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.sbuf), a, nl.add, c)
 
     _raises(k1, match="nisa.tensor_tensor: partition dimension mismatch")
     _raises(k2, match="nisa.tensor_scalar: partition dimension mismatch")

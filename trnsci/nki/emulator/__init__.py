@@ -11,14 +11,24 @@ Public interface::
   ``(outputs, KernelProfile)``: exact counters plus modeled time.
 """
 
-from . import nl, nisa
+from . import nisa, nl
 from .errors import EmulatorError
-from .jit import Kernel, jit, simulate, profile, simulate_kernel, _make_nki_namespace
-from .profile import KernelProfile, TARGETS, Target
+from .jit import Kernel, _make_nki_namespace, jit, profile, simulate, simulate_kernel
+from .profile import TARGETS, KernelProfile, Target
 
 nki = _make_nki_namespace(nl, nisa)
 
 __all__ = [
-    "nki", "nl", "nisa", "KernelProfile", "simulate", "profile", "EmulatorError",
-    "Kernel", "jit", "simulate_kernel", "TARGETS", "Target",
+    "nki",
+    "nl",
+    "nisa",
+    "KernelProfile",
+    "simulate",
+    "profile",
+    "EmulatorError",
+    "Kernel",
+    "jit",
+    "simulate_kernel",
+    "TARGETS",
+    "Target",
 ]

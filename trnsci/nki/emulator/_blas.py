@@ -33,8 +33,12 @@ def _find():
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for prefix, suffix in (("scipy_openblas", "64_"), ("scipy_openblas", ""),
-                               ("openblas", "64_"), ("openblas", "")):
+        for prefix, suffix in (
+            ("scipy_openblas", "64_"),
+            ("scipy_openblas", ""),
+            ("openblas", "64_"),
+            ("openblas", ""),
+        ):
             setter = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
             getter = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
             if setter is not None and getter is not None:

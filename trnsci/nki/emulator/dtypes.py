@@ -6,8 +6,8 @@ output dtype (round to nearest even; integer outputs saturate and NaN maps to
 0).  Bitwise operations and shifts work on the raw bits instead.
 """
 
-import numpy as np
 import ml_dtypes
+import numpy as np
 
 from .errors import EmulatorError
 
@@ -54,8 +54,7 @@ def normalize(dtype, op="dtype", operand="dtype"):
         raise EmulatorError(f"{op}: unsupported dtype {dtype!r} for '{operand}'") from None
     if d not in SUPPORTED:
         raise EmulatorError(
-            f"{op}: unsupported dtype {d} for '{operand}'; NKI supports "
-            + ", ".join(str(x) for x in SUPPORTED)
+            f"{op}: unsupported dtype {d} for '{operand}'; NKI supports " + ", ".join(str(x) for x in SUPPORTED)
         )
     return d
 

@@ -68,8 +68,7 @@ def _wrap(x, name):
     if a is None:
         return x
     if a.ndim == 0:
-        raise EmulatorError(f"kernel argument '{name}' is a 0-d array; pass a Python "
-                            "scalar for compile-time constants")
+        raise EmulatorError(f"kernel argument '{name}' is a 0-d array; pass a Python scalar for compile-time constants")
     return mem.wrap_hbm(a, name)
 
 
@@ -78,7 +77,8 @@ def _unwrap(x):
         if x.on_chip:
             raise EmulatorError(
                 f"kernel returned {x.buffer.name.upper()} tile '{x.name}'; kernels return "
-                "HBM tensors (nl.ndarray(..., buffer=nl.shared_hbm) written with nl.store)")
+                "HBM tensors (nl.ndarray(..., buffer=nl.shared_hbm) written with nl.store)"
+            )
         return np.array(x._read(), copy=True)
     if isinstance(x, tuple):
         return tuple(_unwrap(v) for v in x)
@@ -102,7 +102,7 @@ def run(kernel, args, kwargs, target="trn1"):
         wkw = {k: _wrap(v, k) for k, v in kwargs.items()}
         ctx.grid = grid
         result = None
-        for pid in (itertools.product(*(range(g) for g in grid)) if grid else [()]):
+        for pid in itertools.product(*(range(g) for g in grid)) if grid else [()]:
             ctx.program_id = pid
             ctx.shared_index = 0
             result = fn(*wargs, **wkw)
@@ -113,7 +113,7 @@ def run(kernel, args, kwargs, target="trn1"):
 
 def _arg_names(fn, n):
     code = getattr(fn, "__code__", None)
-    names = list(code.co_varnames[:code.co_argcount]) if code else []
+    names = list(code.co_varnames[: code.co_argcount]) if code else []
     return [names[i] if i < len(names) else f"arg{i}" for i in range(n)]
 
 
@@ -142,8 +142,7 @@ def simulate_kernel(kernel, *args, **kwargs):
 def _make_nki_namespace(nl, nisa):
     ns = types.SimpleNamespace(
         jit=jit,
-        simulate=lambda kernel, *a, **k: simulate(kernel, *a, **k) if (a or k)
-        else simulate(kernel),
+        simulate=lambda kernel, *a, **k: simulate(kernel, *a, **k) if (a or k) else simulate(kernel),
         simulate_kernel=simulate_kernel,
         profile=profile,
         language=nl,

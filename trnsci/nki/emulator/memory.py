@@ -313,34 +313,34 @@ class Tensor:
         if any(k is Ellipsis for k in key):
             i = next(j for j, k in enumerate(key) if k is Ellipsis)
             fill = nd - (len(key) - 1)
-            key = key[:i] + (slice(None),) * fill + key[i + 1:]
+            key = key[:i] + (slice(None),) * fill + key[i + 1 :]
         if len(key) > nd:
-            raise EmulatorError(
-                f"indexing: too many indices ({len(key)}) for '{self.name}' of shape {self.shape}")
+            raise EmulatorError(f"indexing: too many indices ({len(key)}) for '{self.name}' of shape {self.shape}")
         key = key + (slice(None),) * (nd - len(key))
         advanced = False
         out = []
         for d, (k, n) in enumerate(zip(key, self.shape)):
             if isinstance(k, slice):
-                start, stop, step = k.start, k.stop, k.step
+                start, stop = k.start, k.stop
                 for v in (start, stop):
                     if v is not None and not isinstance(v, (int, np.integer)):
                         raise EmulatorError(
                             f"indexing: slice bounds of '{self.name}' must be compile-time "
-                            f"integers, got {type(v).__name__}")
-                if (start is not None and (start > n or start < -n)) or (
-                        stop is not None and (stop > n or stop < -n)):
+                            f"integers, got {type(v).__name__}"
+                        )
+                if (start is not None and (start > n or start < -n)) or (stop is not None and (stop > n or stop < -n)):
                     raise EmulatorError(
                         f"indexing: out-of-bounds access {start}:{stop} on dimension {d} of "
-                        f"'{self.name}' with shape {self.shape}")
+                        f"'{self.name}' with shape {self.shape}"
+                    )
                 out.append(k)
             elif isinstance(k, (bool, np.bool_)):
                 raise EmulatorError(f"indexing: boolean index on '{self.name}' is not supported")
             elif isinstance(k, (int, np.integer)):
                 if not -n <= k < n:
                     raise EmulatorError(
-                        f"indexing: index {k} is out of bounds for dimension {d} of "
-                        f"'{self.name}' with size {n}")
+                        f"indexing: index {k} is out of bounds for dimension {d} of '{self.name}' with size {n}"
+                    )
                 k = int(k) % n
                 if d == 0 and self.on_chip:
                     k = slice(k, k + 1)  # tiles keep their partition dim
@@ -349,23 +349,25 @@ class Tensor:
                 if k.size and (k.min() < 0 or k.max() >= n):
                     raise EmulatorError(
                         f"indexing: index expression out of bounds for dimension {d} of "
-                        f"'{self.name}' with size {n} (range {k.min()}..{k.max()})")
+                        f"'{self.name}' with size {n} (range {k.min()}..{k.max()})"
+                    )
                 advanced = True
                 out.append(k)
             elif isinstance(k, Tensor):
                 raise EmulatorError(
                     f"indexing: dynamic indexing of '{self.name}' with tile values is not "
-                    "supported by the emulator; use compile-time indices")
+                    "supported by the emulator; use compile-time indices"
+                )
             else:
-                raise EmulatorError(
-                    f"indexing: unsupported index {k!r} for '{self.name}'")
+                raise EmulatorError(f"indexing: unsupported index {k!r} for '{self.name}'")
         return tuple(out), advanced
 
     def __getitem__(self, key):
         if self._key is not None:
             raise EmulatorError(
                 f"indexing: '{self.name}' is already an index-expression view; index the "
-                "original tensor with one combined expression")
+                "original tensor with one combined expression"
+            )
         key, advanced = self._normalize_key(key)
         mask = self._mask
         if not advanced:
@@ -385,13 +387,11 @@ class Tensor:
         try:
             shape = tuple(np.broadcast_shapes(*[np.shape(p) for p in parts]))
         except ValueError as e:
-            raise EmulatorError(f"indexing: index expressions for '{self.name}' do not "
-                                f"broadcast: {e}") from None
+            raise EmulatorError(f"indexing: index expressions for '{self.name}' do not broadcast: {e}") from None
         if self.on_chip and len(shape) < 2:
             shape = (shape[0] if shape else 1, 1)
         parts = tuple(np.broadcast_to(p, shape) if np.ndim(p) else p for p in parts)
-        return Tensor._new(self._alloc, self._arr, None, base=self._arr, mbase=mask,
-                           key=parts, shape=shape)
+        return Tensor._new(self._alloc, self._arr, None, base=self._arr, mbase=mask, key=parts, shape=shape)
 
     def __setitem__(self, key, value):
         view = self[key]
@@ -406,8 +406,9 @@ class Tensor:
         try:
             arr.shape = shape
         except (AttributeError, ValueError) as e:
-            raise EmulatorError(f"reshape: cannot reshape '{self.name}' {self.shape} to "
-                                f"{tuple(shape)} without a copy: {e}") from None
+            raise EmulatorError(
+                f"reshape: cannot reshape '{self.name}' {self.shape} to {tuple(shape)} without a copy: {e}"
+            ) from None
         if self.on_chip:
             check_tile_shape(arr.shape, self.buffer, self.dtype, "reshape", self.name)
         mask = None
@@ -420,12 +421,14 @@ class Tensor:
     def __bool__(self):
         raise EmulatorError(
             f"bool() of tile '{self.name}': Python control flow cannot depend on tile "
-            "values in an NKI kernel (kernels are traced); use nl.where / masks instead")
+            "values in an NKI kernel (kernels are traced); use nl.where / masks instead"
+        )
 
     def __array__(self, *a, **k):
         raise EmulatorError(
             f"cannot convert '{self.name}' to a NumPy array inside a kernel; tile values "
-            "are not available to Python code at trace time")
+            "are not available to Python code at trace time"
+        )
 
     def __iter__(self):
         raise EmulatorError(f"cannot iterate over tile '{self.name}'; use nl.affine_range")
@@ -436,32 +439,83 @@ class Tensor:
     __hash__ = object.__hash__
 
     # ---- operators -> nl ops ----------------------------------------------
-    def __add__(self, o): return _nl_ops.add(self, o)
-    def __radd__(self, o): return _nl_ops.add(o, self)
-    def __sub__(self, o): return _nl_ops.subtract(self, o)
-    def __rsub__(self, o): return _nl_ops.subtract(o, self)
-    def __mul__(self, o): return _nl_ops.multiply(self, o)
-    def __rmul__(self, o): return _nl_ops.multiply(o, self)
-    def __truediv__(self, o): return _nl_ops.divide(self, o)
-    def __rtruediv__(self, o): return _nl_ops.divide(o, self)
-    def __neg__(self): return _nl_ops.negative(self)
-    def __abs__(self): return _nl_ops.abs(self)
-    def __pow__(self, o): return _nl_ops.power(self, o)
-    def __and__(self, o): return _nl_ops.bitwise_and(self, o)
-    def __rand__(self, o): return _nl_ops.bitwise_and(o, self)
-    def __or__(self, o): return _nl_ops.bitwise_or(self, o)
-    def __ror__(self, o): return _nl_ops.bitwise_or(o, self)
-    def __xor__(self, o): return _nl_ops.bitwise_xor(self, o)
-    def __rxor__(self, o): return _nl_ops.bitwise_xor(o, self)
-    def __lshift__(self, o): return _nl_ops.left_shift(self, o)
-    def __rshift__(self, o): return _nl_ops.right_shift(self, o)
-    def __invert__(self): return _nl_ops.invert(self)
-    def __lt__(self, o): return _nl_ops.less(self, o)
-    def __le__(self, o): return _nl_ops.less_equal(self, o)
-    def __gt__(self, o): return _nl_ops.greater(self, o)
-    def __ge__(self, o): return _nl_ops.greater_equal(self, o)
-    def __eq__(self, o): return _nl_ops.equal(self, o)
-    def __ne__(self, o): return _nl_ops.not_equal(self, o)
+    def __add__(self, o):
+        return _nl_ops.add(self, o)
+
+    def __radd__(self, o):
+        return _nl_ops.add(o, self)
+
+    def __sub__(self, o):
+        return _nl_ops.subtract(self, o)
+
+    def __rsub__(self, o):
+        return _nl_ops.subtract(o, self)
+
+    def __mul__(self, o):
+        return _nl_ops.multiply(self, o)
+
+    def __rmul__(self, o):
+        return _nl_ops.multiply(o, self)
+
+    def __truediv__(self, o):
+        return _nl_ops.divide(self, o)
+
+    def __rtruediv__(self, o):
+        return _nl_ops.divide(o, self)
+
+    def __neg__(self):
+        return _nl_ops.negative(self)
+
+    def __abs__(self):
+        return _nl_ops.abs(self)
+
+    def __pow__(self, o):
+        return _nl_ops.power(self, o)
+
+    def __and__(self, o):
+        return _nl_ops.bitwise_and(self, o)
+
+    def __rand__(self, o):
+        return _nl_ops.bitwise_and(o, self)
+
+    def __or__(self, o):
+        return _nl_ops.bitwise_or(self, o)
+
+    def __ror__(self, o):
+        return _nl_ops.bitwise_or(o, self)
+
+    def __xor__(self, o):
+        return _nl_ops.bitwise_xor(self, o)
+
+    def __rxor__(self, o):
+        return _nl_ops.bitwise_xor(o, self)
+
+    def __lshift__(self, o):
+        return _nl_ops.left_shift(self, o)
+
+    def __rshift__(self, o):
+        return _nl_ops.right_shift(self, o)
+
+    def __invert__(self):
+        return _nl_ops.invert(self)
+
+    def __lt__(self, o):
+        return _nl_ops.less(self, o)
+
+    def __le__(self, o):
+        return _nl_ops.less_equal(self, o)
+
+    def __gt__(self, o):
+        return _nl_ops.greater(self, o)
+
+    def __ge__(self, o):
+        return _nl_ops.greater_equal(self, o)
+
+    def __eq__(self, o):
+        return _nl_ops.equal(self, o)
+
+    def __ne__(self, o):
+        return _nl_ops.not_equal(self, o)
 
     def __iadd__(self, o):
         _nl_ops.assign(self, _nl_ops.add(self, o))

@@ -60,12 +60,14 @@ def _vector_operand(op, x, data, name):
         return x
     nl.onchip(x, op, name)
     if x.shape[0] != data.shape[0]:
-        fail(op, f"partition dimension mismatch: 'data' has {data.shape[0]} partitions but "
-                 f"'{name}' has {x.shape[0]}; broadcasting along the partition dimension is "
-                 "not supported")
+        fail(
+            op,
+            f"partition dimension mismatch: 'data' has {data.shape[0]} partitions but "
+            f"'{name}' has {x.shape[0]}; broadcasting along the partition dimension is "
+            "not supported",
+        )
     if nl.elems(x) != 1:
-        fail(op, f"'{name}' must be a compile-time scalar or a ({data.shape[0]}, 1) tile, "
-                 f"got shape {x.shape}")
+        fail(op, f"'{name}' must be a compile-time scalar or a ({data.shape[0]}, 1) tile, got shape {x.shape}")
     return x
 
 
@@ -73,9 +75,19 @@ def _vector_operand(op, x, data, name):
 # Tensor Engine
 
 
-def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
-              is_transpose=False, accumulate=None, tile_position=(), tile_size=(),
-              perf_mode=None, name=None):
+def nc_matmul(
+    dst,
+    stationary,
+    moving,
+    is_stationary_onezero=False,
+    is_moving_onezero=False,
+    is_transpose=False,
+    accumulate=None,
+    tile_position=(),
+    tile_size=(),
+    perf_mode=None,
+    name=None,
+):
     """dst[M, N] (+)= stationary[K, M].T @ moving[K, N] on the Tensor Engine.
 
     ``accumulate=None``: elements of dst never written since allocation are
@@ -94,8 +106,7 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     if dst.dtype != dt.float32:
         fail(op, f"'dst' must be float32 (PSUM accumulates in fp32), got {dst.dtype}")
     if dst.shape != (m, n):
-        fail(op, f"'dst' shape {dst.shape} does not match stationary.T @ moving shape "
-                 f"({m}, {n})")
+        fail(op, f"'dst' shape {dst.shape} does not match stationary.T @ moving shape ({m}, {n})")
     res = nl.matmul_values(c, stationary, moving)
     cur = dst._read()
     if accumulate is True:
@@ -133,8 +144,11 @@ def nc_transpose(dst, data, engine=None, name=None):
         if data.buffer is not sbuf:
             fail(op, "Tensor Engine transpose reads SBUF; 'data' is in PSUM")
         if f > 128:
-            fail(op, f"number of partitions {f} exceeds architecture limitation of 128 "
-                     "(free size of 'data' becomes the partition size of 'dst')")
+            fail(
+                op,
+                f"number of partitions {f} exceeds architecture limitation of 128 "
+                "(free size of 'data' becomes the partition size of 'dst')",
+            )
     else:
         if p > 32 or f > 32:
             fail(op, f"Vector Engine transpose supports at most 32x32, got {data.shape}")
@@ -193,8 +207,7 @@ def _scalar_chain(where, data, ops, dst_dtype):
     nd = data.ndim
     if kinds == {True}:
         if not dt.is_int(data.dtype) or not dt.is_int(dst_dtype):
-            fail(where, f"bitwise operators need integer 'data' and 'dst', got {data.dtype} "
-                        f"-> {dst_dtype}")
+            fail(where, f"bitwise operators need integer 'data' and 'dst', got {data.dtype} -> {dst_dtype}")
         width = dst_dtype if dst_dtype.itemsize >= data.dtype.itemsize else data.dtype
         acc = nl.to_bits(data, width, where, "data")
         for o, operand, rev in ops:
@@ -210,8 +223,9 @@ def _scalar_chain(where, data, ops, dst_dtype):
     return dt.from_fp32(acc, dst_dtype)
 
 
-def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None,
-                  reverse1=False, engine=None, name=None):
+def tensor_scalar(
+    dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, engine=None, name=None
+):
     """dst = (data <op0> operand0) <op1> operand1, operands broadcast along the
     free dimension (scalars or (P, 1) tiles); one instruction."""
     where = "nisa.tensor_scalar"
@@ -220,13 +234,11 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     _dst(where, dst)
     nl.check_partitions(where, (("data", data), ("dst", dst)))
     _same_shape(where, dst, data.shape)
-    ops = [(nl.as_op(op0, where, "op0"), _vector_operand(where, operand0, data, "operand0"),
-            reverse0)]
+    ops = [(nl.as_op(op0, where, "op0"), _vector_operand(where, operand0, data, "operand0"), reverse0)]
     if op1 is not None:
         if operand1 is None:
             fail(where, "op1 given without operand1")
-        ops.append((nl.as_op(op1, where, "op1"),
-                    _vector_operand(where, operand1, data, "operand1"), reverse1))
+        ops.append((nl.as_op(op1, where, "op1"), _vector_operand(where, operand1, data, "operand1"), reverse1))
     for o, _, _ in ops:
         if o.arity != 2:
             fail(where, f"{o!r} is not a binary operator")
@@ -235,8 +247,7 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     c.engine(_engine(engine, "vector"), nl.elems(data))
 
 
-def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
-               reduce_cmd=None, name=None):
+def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=None, name=None):
     """dst = op(data * scale + bias) on the Scalar Engine (fp32 math).
 
     scale: scalar or (P, 1) tile; bias: (P, 1) tile or scalar.  With
@@ -262,13 +273,11 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
     r = o.fp32(np.asarray(x, dtype=np.float32))
     dst._write(dt.from_fp32(r, dst.dtype).reshape(dst.shape))
     if reduce_res is not None:
-        if nl.as_op(reduce_op if reduce_op is not None else nl.add, where, "reduce_op") \
-                is not nl.add:
+        if nl.as_op(reduce_op if reduce_op is not None else nl.add, where, "reduce_op") is not nl.add:
             fail(where, "reduce_op must be nl.add (Scalar Engine sums only)")
         nl.onchip(reduce_res, where, "reduce_res")
         if reduce_res.shape[0] != data.shape[0] or nl.elems(reduce_res) != 1:
-            fail(where, f"'reduce_res' must have shape ({data.shape[0]}, 1), got "
-                        f"{reduce_res.shape}")
+            fail(where, f"'reduce_res' must have shape ({data.shape[0]}, 1), got {reduce_res.shape}")
         tot = np.sum(r.reshape(r.shape[0], -1), axis=1, dtype=np.float32)
         reduce_res._write(dt.from_fp32(tot, reduce_res.dtype).reshape(reduce_res.shape))
     c.engine("scalar", nl.elems(data))
@@ -283,8 +292,11 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     else:
         o = nl.as_op(op, where)
         if o.reduce is None:
-            fail(where, f"op {o!r} cannot be used as a reduction (use nl.add, nl.multiply, "
-                        "nl.maximum/nl.max, nl.minimum/nl.min)")
+            fail(
+                where,
+                f"op {o!r} cannot be used as a reduction (use nl.add, nl.multiply, "
+                "nl.maximum/nl.max, nl.minimum/nl.min)",
+            )
         npfn, mean = o.reduce, False
     nl.onchip(data, where, "data")
     _dst(where, dst)
@@ -343,13 +355,18 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     _dst(where, dst)
     if dst.buffer is not sbuf:
         fail(where, f"'dst' must be in SBUF, got {dst.buffer.name.upper()}")
-    if isinstance(pattern, (list, tuple)) and pattern and all(
-            isinstance(q, (list, tuple)) and len(q) == 2 for q in pattern):
+    if (
+        isinstance(pattern, (list, tuple))
+        and pattern
+        and all(isinstance(q, (list, tuple)) and len(q) == 2 for q in pattern)
+    ):
         steps = [int(q[0]) for q in pattern]
         nums = [int(q[1]) for q in pattern]
         if int(np.prod(nums)) != nl.elems(dst):
-            fail(where, f"pattern covers {int(np.prod(nums))} elements per partition but 'dst' "
-                        f"{dst.shape} has {nl.elems(dst)}")
+            fail(
+                where,
+                f"pattern covers {int(np.prod(nums))} elements per partition but 'dst' {dst.shape} has {nl.elems(dst)}",
+            )
         e = np.zeros(nums, dtype=np.int64)
         for d, (st, n) in enumerate(zip(steps, nums)):
             shp = [1] * len(nums)
@@ -360,16 +377,16 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     else:
         e = np.asarray(pattern)
         if e.dtype.kind not in "iu":
-            fail(where, f"'pattern' must be a list of [step, num] pairs or an integer index "
-                        f"expression, got {pattern!r}")
+            fail(
+                where, f"'pattern' must be a list of [step, num] pairs or an integer index expression, got {pattern!r}"
+            )
         e = e.astype(np.int64) + int(offset)
         if 0 < e.ndim < dst.ndim:
             e = e.reshape(e.shape + (1,) * (dst.ndim - e.ndim))
         try:
             e = np.broadcast_to(e, dst.shape)
         except ValueError:
-            fail(where, f"'pattern' of shape {np.shape(pattern)} does not broadcast to 'dst' "
-                        f"{dst.shape}")
+            fail(where, f"'pattern' of shape {np.shape(pattern)} does not broadcast to 'dst' {dst.shape}")
     e32 = e.astype(np.int32)  # 32-bit integer math (wraps)
     if dt.is_float(dst.dtype):
         v = e32.astype(np.float32).astype(dst.dtype)
@@ -387,8 +404,10 @@ def dma_copy(dst, src, dst_rmw_op=None, oob_mode=None, dge_mode=None, name=None)
         if not isinstance(t, Tensor):
             fail(where, f"'{n}' must be a tensor, got {type(t).__name__}")
         if t.buffer is psum:
-            fail(where, f"'{n}' ('{t.name}') is in PSUM, which DMA cannot access; copy "
-                        "through SBUF with nisa.tensor_copy")
+            fail(
+                where,
+                f"'{n}' ('{t.name}') is in PSUM, which DMA cannot access; copy through SBUF with nisa.tensor_copy",
+            )
     if src.size != dst.size:
         fail(where, f"'dst' shape {dst.shape} and 'src' shape {src.shape} differ in size")
     if src.on_chip and dst.on_chip and src.shape[0] != dst.shape[0]:
@@ -402,9 +421,7 @@ def dma_copy(dst, src, dst_rmw_op=None, oob_mode=None, dge_mode=None, name=None)
         v = dt.from_fp32(o.fp32(dt.to_fp32(dst._read()), dt.to_fp32(v)), dst.dtype)
     dst._write(v)
     parts = dst.shape[0] if dst.on_chip else src.shape[0]
-    c.dma(parts, src.nbytes,
-          hbm_read=0 if src.on_chip else src.nbytes,
-          hbm_write=0 if dst.on_chip else dst.nbytes)
+    c.dma(parts, src.nbytes, hbm_read=0 if src.on_chip else src.nbytes, hbm_write=0 if dst.on_chip else dst.nbytes)
 
 
 def get_nc_version():

@@ -23,10 +23,19 @@ import numpy as np
 from . import dtypes as dt
 from . import memory as mem
 from .dtypes import (  # noqa: F401  (re-exported dtype names)
-    float32, bfloat16, float16, int32, uint32, int16, uint16, int8, uint8, bool_,
+    bfloat16,
+    bool_,
+    float16,
+    float32,
+    int8,
+    int16,
+    int32,
+    uint8,
+    uint16,
+    uint32,
 )
-from .errors import EmulatorError, fail
-from .memory import Tensor, sbuf, psum, hbm, shared_hbm, private_hbm  # noqa: F401
+from .errors import fail
+from .memory import Tensor, hbm, private_hbm, psum, sbuf, shared_hbm  # noqa: F401
 
 PMAX = mem.PMAX
 
@@ -45,6 +54,7 @@ class tile_size:
 # ===========================================================================
 # helpers shared with nisa
 
+
 def _counters():
     return mem.current().counters
 
@@ -57,23 +67,36 @@ def onchip(x, op, operand, allow_scalar=False):
     """Check that x is an SBUF/PSUM tile (or a scalar when allowed)."""
     if isinstance(x, Tensor):
         if not x.on_chip:
-            fail(op, f"operand '{operand}' ('{x.name}') is in HBM; compute instructions "
-                     "read SBUF or PSUM only (nl.load it into SBUF first)")
+            fail(
+                op,
+                f"operand '{operand}' ('{x.name}') is in HBM; compute instructions "
+                "read SBUF or PSUM only (nl.load it into SBUF first)",
+            )
         if x.ndim < 2:
-            fail(op, f"operand '{operand}' ('{x.name}') has rank {x.ndim} (shape {x.shape}); "
-                     "SBUF/PSUM tiles must be at least 2-D")
+            fail(
+                op,
+                f"operand '{operand}' ('{x.name}') has rank {x.ndim} (shape {x.shape}); "
+                "SBUF/PSUM tiles must be at least 2-D",
+            )
         if x.shape[0] > PMAX:
-            fail(op, f"number of partitions {x.shape[0]} exceeds architecture limitation "
-                     f"of {PMAX} (operand '{operand}')")
+            fail(
+                op, f"number of partitions {x.shape[0]} exceeds architecture limitation of {PMAX} (operand '{operand}')"
+            )
         return x
     if allow_scalar and is_scalar(x):
         return x
     if isinstance(x, np.ndarray):
-        fail(op, f"operand '{operand}' is a NumPy array; only kernel arguments (HBM) and "
-                 "tiles are valid (index expressions go inside [] of a tensor)")
-    fail(op, f"operand '{operand}' must be a tile"
-             + (" or a compile-time scalar" if allow_scalar else "")
-             + f", got {type(x).__name__}")
+        fail(
+            op,
+            f"operand '{operand}' is a NumPy array; only kernel arguments (HBM) and "
+            "tiles are valid (index expressions go inside [] of a tensor)",
+        )
+    fail(
+        op,
+        f"operand '{operand}' must be a tile"
+        + (" or a compile-time scalar" if allow_scalar else "")
+        + f", got {type(x).__name__}",
+    )
 
 
 def hbm_tensor(x, op, operand):
@@ -109,9 +132,12 @@ def check_partitions(op, pairs):
             if ref is None:
                 ref = (name, t)
             elif t.shape[0] != ref[1].shape[0]:
-                fail(op, f"partition dimension mismatch: '{ref[0]}' has {ref[1].shape[0]} "
-                         f"partitions but '{name}' has {t.shape[0]}; broadcasting along the "
-                         "partition dimension is not supported")
+                fail(
+                    op,
+                    f"partition dimension mismatch: '{ref[0]}' has {ref[1].shape[0]} "
+                    f"partitions but '{name}' has {t.shape[0]}; broadcasting along the "
+                    "partition dimension is not supported",
+                )
 
 
 def align(values, nd):
@@ -279,6 +305,7 @@ def _sigmoid(x):
 
 def _erf(x):
     from scipy.special import erf
+
     return erf(x).astype(np.float32)
 
 
@@ -342,12 +369,29 @@ softplus = Op("softplus", "act", _softplus, 1, engine="scalar")
 identity = Op("identity", "act", lambda x: x, 1, engine="scalar")
 
 _NUMPY_ALIASES = {
-    np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide: divide,
-    np.maximum: maximum, np.minimum: minimum, np.bitwise_and: bitwise_and,
-    np.bitwise_or: bitwise_or, np.bitwise_xor: bitwise_xor, np.left_shift: left_shift,
-    np.right_shift: right_shift, np.exp: exp, np.log: log, np.sqrt: sqrt, np.sin: sin,
-    np.cos: cos, np.tanh: tanh, np.square: square, np.abs: abs, np.negative: negative,
-    np.equal: equal, np.less: less, np.greater: greater,
+    np.add: add,
+    np.subtract: subtract,
+    np.multiply: multiply,
+    np.divide: divide,
+    np.maximum: maximum,
+    np.minimum: minimum,
+    np.bitwise_and: bitwise_and,
+    np.bitwise_or: bitwise_or,
+    np.bitwise_xor: bitwise_xor,
+    np.left_shift: left_shift,
+    np.right_shift: right_shift,
+    np.exp: exp,
+    np.log: log,
+    np.sqrt: sqrt,
+    np.sin: sin,
+    np.cos: cos,
+    np.tanh: tanh,
+    np.square: square,
+    np.abs: abs,
+    np.negative: negative,
+    np.equal: equal,
+    np.less: less,
+    np.greater: greater,
 }
 
 
@@ -385,8 +429,7 @@ def where(condition, x, y, dtype=None, mask=None):
         b = align(y._read(), nd) if isinstance(y, Tensor) else np.asarray(y).astype(out_dt)
         res = np.where(cond, a, b).astype(out_dt)
     else:
-        res = dt.from_fp32(np.where(cond, align(dt.to_fp32(vals(x)), nd),
-                                    align(dt.to_fp32(vals(y)), nd)), out_dt)
+        res = dt.from_fp32(np.where(cond, align(dt.to_fp32(vals(x)), nd), align(dt.to_fp32(vals(y)), nd)), out_dt)
     ctx.counters.engine("vector", 2 * elems_of(shape))
     out = new_tile(shape, out_dt, sbuf, op)
     out._write(np.broadcast_to(res, shape))
@@ -398,8 +441,7 @@ def assign(dst, value):
     op = "tensor assignment"
     ctx = mem.current(op)
     if not isinstance(dst, Tensor) or not dst.on_chip:
-        fail(op, "only SBUF/PSUM tiles can be assigned to inside a kernel; use nl.store "
-                 "to write HBM")
+        fail(op, "only SBUF/PSUM tiles can be assigned to inside a kernel; use nl.store to write HBM")
     if isinstance(value, Tensor):
         onchip(value, op, "value")
         check_partitions(op, (("destination", dst), ("value", value)))
@@ -415,8 +457,9 @@ def assign(dst, value):
                     fail(op, f"cannot assign shape {value.shape} to {dst.shape}")
         res = dt.convert(v, dst.dtype)
     elif is_scalar(value):
-        res = dt.from_fp32(np.float32(value), dst.dtype) if dt.is_float(dst.dtype) \
-            else np.array(value).astype(dst.dtype)
+        res = (
+            dt.from_fp32(np.float32(value), dst.dtype) if dt.is_float(dst.dtype) else np.array(value).astype(dst.dtype)
+        )
     else:
         fail(op, f"cannot assign {type(value).__name__} to a tile")
     ctx.counters.engine("vector", elems(dst))
@@ -465,16 +508,22 @@ def reduce_axes(op, axis, nd):
             fail(op, f"axis {a} is out of range for a rank-{nd} tile")
         norm.append(a % nd)
     if 0 in norm:
-        fail(op, "reduction over the partition axis (axis 0) is not supported; reductions "
-                 "run over free axes only (transpose first, or matmul by a ones vector)")
+        fail(
+            op,
+            "reduction over the partition axis (axis 0) is not supported; reductions "
+            "run over free axes only (transpose first, or matmul by a ones vector)",
+        )
     return tuple(sorted(set(norm)))
 
 
 def reduce_values(npfn, a, axes, keepdims, mean=False):
     with np.errstate(all="ignore"):
         a32 = dt.to_fp32(a)
-        r = npfn.reduce(a32, axis=axes, keepdims=keepdims, dtype=np.float32) \
-            if npfn in (np.add, np.multiply) else npfn.reduce(a32, axis=axes, keepdims=keepdims)
+        r = (
+            npfn.reduce(a32, axis=axes, keepdims=keepdims, dtype=np.float32)
+            if npfn in (np.add, np.multiply)
+            else npfn.reduce(a32, axis=axes, keepdims=keepdims)
+        )
         if mean:
             r = r / np.float32(_prod(a.shape[i] for i in axes))
     return np.asarray(r, dtype=np.float32)
@@ -586,9 +635,12 @@ def store(dst, value, mask=None):
     c = mem.current(op).counters
     hbm_tensor(dst, op, "dst")
     if isinstance(value, Tensor) and value.buffer is psum:
-        fail(op, f"cannot store PSUM tile 'value' ('{value.name}') to HBM directly; copy it "
-                 "to an SBUF tile first (nisa.tensor_copy into nl.ndarray(..., "
-                 "buffer=nl.sbuf)) and store that")
+        fail(
+            op,
+            f"cannot store PSUM tile 'value' ('{value.name}') to HBM directly; copy it "
+            "to an SBUF tile first (nisa.tensor_copy into nl.ndarray(..., "
+            "buffer=nl.sbuf)) and store that",
+        )
     if is_scalar(value):
         fail(op, "'value' must be an SBUF tile, got a Python scalar")
     onchip(value, op, "value")
@@ -625,22 +677,22 @@ def check_matmul(op, stationary, moving, names=("stationary", "moving")):
         if not isinstance(t, Tensor):
             fail(op, f"operand '{n}' must be a tile, got {type(t).__name__}")
         if t.buffer is not sbuf:
-            fail(op, f"operand '{n}' ('{t.name}') must be in SBUF, got "
-                     f"{t.buffer.name.upper()}; the Tensor Engine reads SBUF only")
+            fail(
+                op,
+                f"operand '{n}' ('{t.name}') must be in SBUF, got "
+                f"{t.buffer.name.upper()}; the Tensor Engine reads SBUF only",
+            )
         onchip(t, op, n)
         if t.ndim != 2:
             fail(op, f"operand '{n}' must be 2-D [partition, free], got shape {t.shape}")
     k, m = stationary.shape
     k2, n = moving.shape
     if k != k2:
-        fail(op, f"contraction (partition) sizes differ: '{names[0]}' has {k}, "
-                 f"'{names[1]}' has {k2}")
+        fail(op, f"contraction (partition) sizes differ: '{names[0]}' has {k}, '{names[1]}' has {k2}")
     if m > tile_size.gemm_stationary_fmax:
-        fail(op, f"free size {m} of '{names[0]}' exceeds gemm_stationary_fmax "
-                 f"({tile_size.gemm_stationary_fmax})")
+        fail(op, f"free size {m} of '{names[0]}' exceeds gemm_stationary_fmax ({tile_size.gemm_stationary_fmax})")
     if n > tile_size.gemm_moving_fmax:
-        fail(op, f"free size {n} of '{names[1]}' exceeds gemm_moving_fmax "
-                 f"({tile_size.gemm_moving_fmax})")
+        fail(op, f"free size {n} of '{names[1]}' exceeds gemm_moving_fmax ({tile_size.gemm_moving_fmax})")
     return k, m, n
 
 
@@ -680,8 +732,11 @@ def matmul(x, y, transpose_x=False, mask=None):
         if x.ndim != 2:
             fail(op, f"operand 'x' must be 2-D, got shape {x.shape}")
         if x.shape[1] > PMAX:
-            fail(op, f"number of partitions {x.shape[1]} exceeds architecture limitation of "
-                     f"{PMAX} (contraction size of 'x' with transpose_x=False)")
+            fail(
+                op,
+                f"number of partitions {x.shape[1]} exceeds architecture limitation of "
+                f"{PMAX} (contraction size of 'x' with transpose_x=False)",
+            )
         xt = new_tile(x.shape[::-1], x.dtype, sbuf, op)
         xt._write(x._read().T)
         c.engine("tensor", transpose_cycles(*x.shape, x.dtype))
@@ -702,8 +757,11 @@ def transpose(x, dtype=None, mask=None):
         fail(op, f"operand 'x' must be 2-D, got shape {x.shape}")
     p, f = x.shape
     if f > PMAX:
-        fail(op, f"number of partitions {f} exceeds architecture limitation of {PMAX} "
-                 "(free size of 'x' becomes the partition size of the result)")
+        fail(
+            op,
+            f"number of partitions {f} exceeds architecture limitation of {PMAX} "
+            "(free size of 'x' becomes the partition size of the result)",
+        )
     out_dt = dt.normalize(dtype, op) or x.dtype
     out = new_tile((f, p), out_dt, psum, op)
     out._write(dt.convert(x._read().T, out_dt))

@@ -53,13 +53,23 @@ class Target:
 
 TARGETS = {
     "trn1": Target(
-        "trn1", 192 * KIB, 16 * KIB, 8, 92e12, 23e12,
+        "trn1",
+        192 * KIB,
+        16 * KIB,
+        8,
+        92e12,
+        23e12,
         {"tensor": 2.8e9, "vector": 1.12e9, "scalar": 1.4e9, "gpsimd": 1.4e9},
         # per-core DMA ~272 GB/s; the core's HBM share is 820/2 = 410 GB/s
         min(272e9, 820e9 / 2),
     ),
     "trn2": Target(
-        "trn2", 224 * KIB, 16 * KIB, 8, 79e12, 20e12,
+        "trn2",
+        224 * KIB,
+        16 * KIB,
+        8,
+        79e12,
+        20e12,
         {"tensor": 2.4e9, "vector": 0.96e9, "scalar": 1.2e9, "gpsimd": 1.2e9},
         # per-core DMA ~368 GB/s; the core's HBM share is 2.9T/8 = 362.5 GB/s
         min(368e9, 2.9e12 / 8),
@@ -75,17 +85,21 @@ def get_target(name):
     try:
         return TARGETS[name]
     except KeyError:
-        raise EmulatorError(
-            f"unknown target {name!r}; expected one of {sorted(TARGETS)}"
-        ) from None
+        raise EmulatorError(f"unknown target {name!r}; expected one of {sorted(TARGETS)}") from None
 
 
 class Counters:
     """Mutable per-call tallies filled in by the ops."""
 
     __slots__ = (
-        "instructions", "cycles", "hbm_read_bytes", "hbm_write_bytes",
-        "dma_transfers", "dma_effective_bytes", "flops_lowp", "flops_fp32",
+        "instructions",
+        "cycles",
+        "hbm_read_bytes",
+        "hbm_write_bytes",
+        "dma_transfers",
+        "dma_effective_bytes",
+        "flops_lowp",
+        "flops_fp32",
     )
 
     def __init__(self):
@@ -178,8 +192,7 @@ class KernelProfile:
             f"  matmul flops       {self.flops:>14,d}",
             f"  modeled time       {self.modeled_time_lower_s * 1e6:>10.2f} us (overlap) .. "
             f"{self.modeled_time_upper_s * 1e6:.2f} us (serial)  [modeled]",
-            "  modeled busy       " + "  ".join(
-                f"{k}={v * 1e6:.2f}us" for k, v in self.engine_time_s.items()),
+            "  modeled busy       " + "  ".join(f"{k}={v * 1e6:.2f}us" for k, v in self.engine_time_s.items()),
             f"  TE utilization     {self.tensor_engine_utilization():>13.1%}  [modeled]",
         ]
         return "\n".join(rows)
