@@ -13,6 +13,12 @@ from trnsci.backend import bind as _bind
 __version__ = _library_version("trnblas")
 set_backend, get_backend, use_backend = _bind("trnblas")
 
+from trnblas.level1 import (  # noqa: E402
+    asum, axpy, copy, dot, dotc, dotu, iamax, iamin, nrm2, rot, rotg, scal, swap,
+)
+from trnblas.level2 import (  # noqa: E402
+    gemv, ger, gerc, geru, hemv, her, her2, symv, syr, syr2, trmv, trsv,
+)
 from trnblas.level3 import (  # noqa: E402
     batched_gemm, dgmm, geam, gemm, gemm_ex, hemm, her2k, herk, strided_batched_gemm,
     symm, syr2k, syrk, trmm, trsm,
@@ -21,6 +27,11 @@ from trnblas.plan import BlasPlan, plan, plan_batched_gemm, plan_gemm, plan_syrk
 
 __all__ = [
     "__version__", "set_backend", "get_backend", "use_backend",
+    # level 1
+    "axpy", "dot", "dotu", "dotc", "nrm2", "asum", "scal", "iamax", "iamin",
+    "rot", "rotg", "swap", "copy",
+    # level 2
+    "gemv", "symv", "hemv", "ger", "geru", "gerc", "syr", "syr2", "her", "her2", "trmv", "trsv",
     # level 3
     "gemm", "batched_gemm", "strided_batched_gemm", "gemm_ex", "symm", "hemm",
     "syrk", "herk", "syr2k", "her2k", "trmm", "trsm", "geam", "dgmm",

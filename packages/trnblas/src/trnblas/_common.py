@@ -238,8 +238,7 @@ def merge_triangle(R: torch.Tensor, C: torch.Tensor | None, code: str, full: boo
 def real_diagonal(R: torch.Tensor) -> torch.Tensor:
     """Zero the imaginary part of ``R``'s diagonal in place (Hermitian results)."""
     if R.is_complex():
-        d = R.diagonal(dim1=-2, dim2=-1)
-        d.copy_(d.real)
+        R.diagonal(dim1=-2, dim2=-1).imag.zero_()
     return R
 
 

@@ -262,7 +262,7 @@ def gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None)
     return c.finish(_run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k), out, where)
 
 
-def _stack(x, name: str, where: str, dtypes) -> torch.Tensor:
+def _stack(x, name: str, where: str, dtypes, allow_2d: bool = False) -> torch.Tensor:
     """A 3-D tensor, or a list/tuple of equally shaped matrices stacked into one."""
     if isinstance(x, (list, tuple)):
         if not x:
@@ -281,21 +281,23 @@ def _stack(x, name: str, where: str, dtypes) -> torch.Tensor:
                 c.agree(where, **{f"{name}[0]": first, f"{name}[{i}]": t})
         return torch.stack(mats)
     t = c.tensor(x, name, where, dtypes)
+    if allow_2d and t.dim() == 2:
+        return t
     if t.dim() != 3:
-        raise ValueError(f"{where}: {name} must be 3-D (batch, rows, cols) or a list of matrices, "
-                         f"got shape {tuple(t.shape)}")
+        what = "2-D or 3-D (batch, rows, cols)" if allow_2d else "3-D (batch, rows, cols) or a list of matrices"
+        raise ValueError(f"{where}: {name} must be {what}, got shape {tuple(t.shape)}")
     return t
 
 
 def _batched_public(where, alpha, A, B, beta, C, transA, transB, broadcast: bool):
-    A = _stack(A, "A", where, c.ALL_FLOAT_DTYPES)
-    B = _stack(B, "B", where, c.ALL_FLOAT_DTYPES)
+    A = _stack(A, "A", where, c.ALL_FLOAT_DTYPES, broadcast)
+    B = _stack(B, "B", where, c.ALL_FLOAT_DTYPES, broadcast)
     if broadcast and A.dim() == 2:
         A = A.unsqueeze(0)
     if broadcast and B.dim() == 2:
         B = B.unsqueeze(0)
     if C is not None:
-        C = _stack(C, "C", where, c.ALL_FLOAT_DTYPES)
+        C = _stack(C, "C", where, c.ALL_FLOAT_DTYPES, broadcast)
         if broadcast and C.dim() == 2:
             C = C.unsqueeze(0)
     c.agree(where, A=A, B=B, C=C)

@@ -1,0 +1,509 @@
+"""BLAS level 1: vector-vector operations (``cublas<t>axpy``, ``dot``, ``nrm2``, ...).
+
+Vectors are 1-D tensors of any stride (a BLAS ``incx`` is a tensor stride:
+``x[::incx]``). Functions return new tensors and never modify their inputs;
+``out=`` (where offered) receives the result in place. Reductions return
+0-d tensors on the input's device; :func:`iamax`/:func:`iamin` return Python
+ints and :func:`rotg` Python numbers, as BLAS returns scalars.
+
+These operations are memory-bound with one pass over the data; they run on
+torch whatever the backend (no NKI kernel would beat a dispatch for them).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from trnblas import _common as cm
+from trnsci import _validate as v
+from trnsci._validate import numpy_io
+
+__all__ = ["axpy", "dot", "dotu", "dotc", "nrm2", "asum", "scal", "iamax", "iamin",
+           "rot", "rotg", "swap", "copy"]
+
+
+def _pair(where, x, y):
+    x = cm.vector(x, "x", where)
+    y = cm.vector(y, "y", where)
+    cm.agree(where, x=x, y=y)
+    if x.shape[0] != y.shape[0]:
+        raise cm.mismatch(where, "x and y must have one length", x=x, y=y)
+    return x, y
+
+
+@numpy_io
+def axpy(alpha, x, y, *, out=None):
+    """``alpha * x + y`` (``cublas<t>axpy``).
+
+    Parameters
+    ----------
+    alpha : number
+        Complex only for complex data. ``alpha == 0`` returns a copy of
+        ``y`` without reading ``x``.
+    x, y : tensor, shape (n,)
+    out : tensor, shape (n,), optional
+        Receives the result and is returned (``out=y`` gives BLAS's
+        in-place update).
+
+    Returns
+    -------
+    tensor, shape (n,)
+
+    Raises
+    ------
+    TypeError
+        Non-tensor, integer/bool dtype, mixed dtypes, complex ``alpha`` for
+        real data.
+    ValueError
+        Not 1-D, lengths differ, devices differ.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.axpy(2.0, torch.ones(3), torch.arange(3.0)).tolist()
+    [2.0, 3.0, 4.0]
+    """
+    where = "axpy"
+    x, y = _pair(where, x, y)
+    alpha = cm.scalar(alpha, "alpha", where, x.dtype)
+    R = y.clone() if alpha == 0 else torch.add(y, x, alpha=alpha)
+    return cm.finish(R, out, where)
+
+
+@numpy_io
+def dot(x, y):
+    """Unconjugated dot product ``sum(x * y)`` (``cublas<t>dot``, ``cublas<t>dotu``).
+
+    Parameters
+    ----------
+    x, y : tensor, shape (n,)
+
+    Returns
+    -------
+    0-d tensor
+        Of the inputs' dtype; ``0`` for ``n == 0``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`axpy`.
+
+    Notes
+    -----
+    For complex data no conjugation is applied (``cublasCdotu``); use
+    :func:`dotc` for ``sum(conj(x) * y)``. ``dotu`` is an alias.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.dot(torch.tensor([1.0, 2.0]), torch.tensor([3.0, 4.0]))
+    tensor(11.)
+    """
+    x, y = _pair("dot", x, y)
+    return torch.dot(x, y)
+
+
+dotu = dot
+
+
+@numpy_io
+def dotc(x, y):
+    """Conjugated dot product ``sum(conj(x) * y)`` (``cublas<t>dotc``).
+
+    Parameters
+    ----------
+    x, y : tensor, shape (n,)
+
+    Returns
+    -------
+    0-d tensor
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`axpy`.
+
+    Notes
+    -----
+    For real data ``dotc`` equals :func:`dot`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> x = torch.tensor([1j], dtype=torch.complex64)
+    >>> trnblas.dotc(x, x)
+    tensor(1.+0.j)
+    """
+    x, y = _pair("dotc", x, y)
+    return torch.vdot(x, y)
+
+
+# Below sqrt(tiny) squares underflow, above sqrt(huge) they overflow: the
+# unscaled norm is exact enough only between these.
+_SAFE = {
+    torch.float32: (math.sqrt(torch.finfo(torch.float32).tiny) * 4, math.sqrt(torch.finfo(torch.float32).max) / 4),
+    torch.float64: (math.sqrt(torch.finfo(torch.float64).tiny) * 4, math.sqrt(torch.finfo(torch.float64).max) / 4),
+}
+_SAFE[torch.complex64] = _SAFE[torch.float32]
+_SAFE[torch.complex128] = _SAFE[torch.float64]
+
+
+@numpy_io
+def nrm2(x):
+    """Euclidean norm ``sqrt(sum |x_i|^2)`` without overflow or underflow (``cublas<t>nrm2``).
+
+    Parameters
+    ----------
+    x : tensor, shape (n,)
+
+    Returns
+    -------
+    0-d tensor
+        Real (float32 for float32/complex64 input, float64 otherwise).
+
+    Raises
+    ------
+    TypeError, ValueError
+        Non-BLAS dtype; not 1-D.
+
+    Notes
+    -----
+    Like reference BLAS, entries are scaled when needed so that
+    ``nrm2([1e200, 1e200]) == 1.414e200`` in float64 rather than ``inf``
+    and tiny entries do not underflow to zero. The fast unscaled norm runs
+    first; the scaled one only when the result falls outside the safe range
+    (this reads the result on the host once). Inf in ``x`` gives Inf; NaN
+    gives NaN.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> float(trnblas.nrm2(torch.tensor([1e200, 1e200], dtype=torch.float64)))
+    1.414213562373095e+200
+    """
+    x = cm.vector(x, "x", "nrm2")
+    r = torch.linalg.vector_norm(x)
+    lo, hi = _SAFE[x.dtype]
+    val = float(r)
+    if lo <= val <= hi or math.isnan(val) or x.shape[0] == 0:
+        return r
+    scale = x.abs().amax()
+    s = float(scale)
+    if s == 0 or math.isinf(s) or math.isnan(s):
+        return scale if not math.isnan(val) else r
+    return torch.linalg.vector_norm(x / scale) * scale
+
+
+@numpy_io
+def asum(x):
+    """Sum of magnitudes (``cublas<t>asum``).
+
+    Parameters
+    ----------
+    x : tensor, shape (n,)
+
+    Returns
+    -------
+    0-d tensor
+        Real. For real data ``sum |x_i|``; for complex data
+        ``sum (|Re x_i| + |Im x_i|)``, as BLAS (not the modulus).
+
+    Raises
+    ------
+    TypeError, ValueError
+        Non-BLAS dtype; not 1-D.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.asum(torch.tensor([3 + 4j], dtype=torch.complex64))
+    tensor(7.)
+    """
+    x = cm.vector(x, "x", "asum")
+    if x.is_complex():
+        if x.is_conj():
+            x = x.conj()  # magnitudes only: drop the lazy conjugation
+        return torch.view_as_real(x).abs().sum()
+    return x.abs().sum()
+
+
+@numpy_io
+def scal(alpha, x, *, out=None):
+    """``alpha * x`` (``cublas<t>scal``; also ``csscal``/``zdscal`` for real alpha).
+
+    Parameters
+    ----------
+    alpha : number
+        Complex only for complex data. ``alpha == 0`` returns zeros without
+        reading ``x``.
+    x : tensor, shape (n,)
+    out : tensor, optional
+        Receives the result (``out=x`` gives BLAS's in-place scaling).
+
+    Returns
+    -------
+    tensor, shape (n,)
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`axpy`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.scal(3.0, torch.ones(2)).tolist()
+    [3.0, 3.0]
+    """
+    where = "scal"
+    x = cm.vector(x, "x", where)
+    alpha = cm.scalar(alpha, "alpha", where, x.dtype)
+    R = torch.zeros_like(x) if alpha == 0 else torch.mul(x, alpha)
+    return cm.finish(R, out, where)
+
+
+def _magnitude(x: torch.Tensor) -> torch.Tensor:
+    if x.is_complex():
+        if x.is_conj():
+            x = x.conj()
+        return torch.view_as_real(x).abs().sum(-1)
+    return x.abs()
+
+
+@numpy_io
+def iamax(x) -> int:
+    """0-based index of the entry of largest magnitude (``cublasI<t>amax``).
+
+    Parameters
+    ----------
+    x : tensor, shape (n,)
+
+    Returns
+    -------
+    int
+        The first such index on ties; ``-1`` when ``n == 0``. Note cuBLAS
+        returns 1-based indices: ``trnblas.iamax(x) == cublasIsamax(x) - 1``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Non-BLAS dtype; not 1-D.
+
+    Notes
+    -----
+    The magnitude is ``|x_i|`` for real data and ``|Re x_i| + |Im x_i|`` for
+    complex data, as BLAS. A NaN counts as larger than any number (the
+    first NaN's index is returned), as :func:`torch.argmax`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.iamax(torch.tensor([1.0, -5.0, 5.0]))
+    1
+    """
+    x = cm.vector(x, "x", "iamax")
+    if x.shape[0] == 0:
+        return -1
+    return int(torch.argmax(_magnitude(x)))
+
+
+@numpy_io
+def iamin(x) -> int:
+    """0-based index of the entry of smallest magnitude (``cublasI<t>amin``).
+
+    Parameters
+    ----------
+    x : tensor, shape (n,)
+
+    Returns
+    -------
+    int
+        The first such index on ties; ``-1`` when ``n == 0``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Non-BLAS dtype; not 1-D.
+
+    Notes
+    -----
+    Magnitude as in :func:`iamax`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.iamin(torch.tensor([3.0, -1.0, 1.0]))
+    1
+    """
+    x = cm.vector(x, "x", "iamin")
+    if x.shape[0] == 0:
+        return -1
+    return int(torch.argmin(_magnitude(x)))
+
+
+@numpy_io
+def rot(x, y, c, s):
+    """Apply a plane rotation (``cublas<t>rot``): returns ``(c x + s y, c y - conj(s) x)``.
+
+    Parameters
+    ----------
+    x, y : tensor, shape (n,)
+    c : real number
+        The cosine.
+    s : number
+        The sine; complex allowed for complex data (``crot``/``zrot``).
+
+    Returns
+    -------
+    (tensor, tensor)
+        New ``x'`` and ``y'``; the inputs are not modified.
+
+    Raises
+    ------
+    TypeError
+        Complex ``c``, complex ``s`` for real data, plus :func:`axpy`'s.
+    ValueError
+        As :func:`axpy`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> xr, yr = trnblas.rot(torch.tensor([1.0]), torch.tensor([0.0]), 0.0, 1.0)
+    >>> xr.tolist(), yr.tolist()
+    ([0.0], [-1.0])
+    """
+    where = "rot"
+    x, y = _pair(where, x, y)
+    cc = cm.scalar(c, "c", where, x.dtype, real=True)
+    ss = cm.scalar(s, "s", where, x.dtype)
+    xr = torch.mul(x, cc).add_(y, alpha=ss)
+    yr = torch.mul(y, cc).sub_(x, alpha=ss.conjugate() if isinstance(ss, complex) else ss)
+    return xr, yr
+
+
+def _num(x, name):
+    return v.scalar(x, name, "rotg")
+
+
+def rotg(a, b):
+    """Construct a Givens rotation (``cublas<t>rotg``, reference ``drotg``/``zrotg``).
+
+    Parameters
+    ----------
+    a, b : number (or 0-d tensor/array)
+        Real or complex.
+
+    Returns
+    -------
+    (c, s, r, z)
+        Python numbers with ``[c s; -conj(s) c] [a; b] = [r; 0]``, ``c``
+        real. Real inputs: ``r = ±sqrt(a^2 + b^2)`` with the sign of the
+        larger-magnitude input, and ``z`` BLAS's reconstruction value
+        (``s`` if ``|a| > |b|``, else ``1/c`` if ``c != 0``, else ``1``).
+        Complex inputs (``zrotg``): ``s`` and ``r`` complex, ``z`` is None
+        (BLAS defines none).
+
+    Raises
+    ------
+    TypeError
+        Non-numbers.
+
+    Notes
+    -----
+    Scaled as LAPACK's ``la_xrotg`` (``max(|a|, |b|)`` divides before
+    squaring), so large and tiny inputs neither overflow nor underflow.
+
+    Examples
+    --------
+    >>> import trnblas
+    >>> trnblas.rotg(3.0, 4.0)
+    (0.6, 0.8, 5.0, 1.6666666666666667)
+    """
+    a = _num(a, "a")
+    b = _num(b, "b")
+    if isinstance(a, complex) or isinstance(b, complex):
+        a, b = complex(a), complex(b)
+        if abs(a) == 0:
+            return 0.0, complex(1.0), b, None
+        scale = max(abs(a), abs(b))
+        norm = scale * math.sqrt(abs(a / scale) ** 2 + abs(b / scale) ** 2)
+        phase = a / abs(a)
+        return abs(a) / norm, phase * b.conjugate() / norm, phase * norm, None
+    a, b = float(a), float(b)
+    if b == 0:
+        return 1.0, 0.0, a, 0.0
+    if a == 0:
+        return 0.0, 1.0, b, 1.0
+    scale = max(abs(a), abs(b))
+    r = scale * math.sqrt((a / scale) ** 2 + (b / scale) ** 2)
+    r = math.copysign(r, a if abs(a) > abs(b) else b)
+    cs, sn = a / r, b / r
+    if abs(a) > abs(b):
+        z = sn
+    elif cs != 0:
+        z = 1.0 / cs
+    else:
+        z = 1.0
+    return cs, sn, r, z
+
+
+@numpy_io
+def swap(x, y):
+    """Exchange two vectors (``cublas<t>swap``): returns ``(y, x)`` as new copies.
+
+    Parameters
+    ----------
+    x, y : tensor, shape (n,)
+
+    Returns
+    -------
+    (tensor, tensor)
+        Copies of ``y`` and ``x``; the inputs are not modified.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`axpy`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> a, b = trnblas.swap(torch.zeros(1), torch.ones(1))
+    >>> a.tolist(), b.tolist()
+    ([1.0], [0.0])
+    """
+    x, y = _pair("swap", x, y)
+    return y.clone(), x.clone()
+
+
+@numpy_io
+def copy(x, *, out=None):
+    """Copy a vector (``cublas<t>copy``).
+
+    Parameters
+    ----------
+    x : tensor, shape (n,)
+    out : tensor, shape (n,), optional
+        Receives the copy (BLAS's ``y := x``) and is returned.
+
+    Returns
+    -------
+    tensor, shape (n,)
+
+    Raises
+    ------
+    TypeError, ValueError
+        Non-BLAS dtype; not 1-D; ``out`` of another shape, dtype or device.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.copy(torch.ones(2)).tolist()
+    [1.0, 1.0]
+    """
+    x = cm.vector(x, "x", "copy")
+    if out is not None:
+        return v.write_out(x, out, "copy")
+    return x.clone()

@@ -1,0 +1,499 @@
+"""BLAS level 2: matrix-vector operations (``cublas<t>gemv``, ``symv``, ``ger``, ``trsv``, ...).
+
+Conventions as in level 3: option strings are case-insensitive
+(``uplo`` "upper"/"lower"/"U"/"L", ``trans`` bool or "N"/"T"/"C", ``diag``
+"nonunit"/"unit"/"N"/"U"); ``beta == 0`` never reads ``y``; ``alpha == 0``
+never reads the matrix or vectors it multiplies; results are new tensors and
+``out=`` receives them in place.
+
+Level-2 work is one pass over a matrix: memory-bound, so these run on torch
+whatever the backend (a kernel dispatch would cost more than it saves).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trnblas import _common as cm
+from trnsci._validate import numpy_io
+
+__all__ = ["gemv", "symv", "hemv", "ger", "geru", "gerc", "syr", "syr2", "her", "her2", "trmv", "trsv"]
+
+
+def _mv(where, alpha, a, x, beta, y):
+    """``alpha a x + beta y`` for an (already transposed) matrix view ``a``."""
+    m, n = a.shape
+    if alpha == 0 or n == 0 or m == 0:
+        if y is None or beta == 0:
+            return torch.zeros(m, dtype=a.dtype, device=a.device)
+        return y.clone() if beta == 1 else torch.mul(y, beta)
+    if y is None or beta == 0:
+        R = torch.mv(a, x)
+        if alpha != 1:
+            R.mul_(alpha)
+        return R
+    return torch.addmv(y, a, x, beta=beta, alpha=alpha)
+
+
+def _check_mv(where, rows, cols, A, x, y, what):
+    if x.shape[0] != cols:
+        raise cm.mismatch(where, f"x must have {cols} entries ({what})", A=A, x=x)
+    if y is not None and y.shape[0] != rows:
+        raise cm.mismatch(where, f"y must have {rows} entries ({what})", A=A, y=y)
+
+
+@numpy_io
+def gemv(alpha, A, x, beta=0.0, y=None, trans=False, *, out=None):
+    """General matrix-vector product: ``alpha op(A) x + beta y`` (``cublas<t>gemv``).
+
+    Parameters
+    ----------
+    alpha, beta : number
+        Complex only for complex data. ``beta == 0`` never reads ``y``;
+        ``alpha == 0`` returns ``beta y`` without reading ``A`` or ``x``.
+    A : tensor, shape (m, n)
+    x : tensor, shape (n,), or (m,) when transposed
+    y : tensor, shape (m,), or (n,) when transposed; optional
+    trans : bool or {"N", "T", "C"}
+    out : tensor, optional
+
+    Returns
+    -------
+    tensor, shape (rows of op(A),)
+
+    Raises
+    ------
+    TypeError
+        Non-BLAS dtypes (float32/64, complex64/128), mixed dtypes, complex
+        scalars for real data.
+    ValueError
+        Shapes (naming both arguments), devices, option strings.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.gemv(1.0, torch.ones(2, 3), torch.ones(3)).tolist()
+    [3.0, 3.0]
+    """
+    where = "gemv"
+    A = cm.matrix(A, "A", where)
+    x = cm.vector(x, "x", where)
+    if y is not None:
+        y = cm.vector(y, "y", where)
+    cm.agree(where, A=A, x=x, y=y)
+    t = cm.real_trans(cm.trans(trans, "trans", where), A.dtype)
+    alpha = cm.scalar(alpha, "alpha", where, A.dtype)
+    beta = cm.scalar(beta, "beta", where, A.dtype)
+    a = cm.op(A, t)
+    _check_mv(where, a.shape[0], a.shape[1], A, x, y, f"op(A) is {a.shape[0]}x{a.shape[1]}, trans={t!r}")
+    return cm.finish(_mv(where, alpha, a, x, beta, y), out, where)
+
+
+def _symv_like(where, alpha, A, x, beta, y, uplo, hermitian, out):
+    A = cm.matrix(A, "A", where)
+    x = cm.vector(x, "x", where)
+    if y is not None:
+        y = cm.vector(y, "y", where)
+    cm.agree(where, A=A, x=x, y=y)
+    u = cm.uplo(uplo, "uplo", where)
+    alpha = cm.scalar(alpha, "alpha", where, A.dtype)
+    beta = cm.scalar(beta, "beta", where, A.dtype)
+    n = cm.square(A, "A", where)
+    _check_mv(where, n, n, A, x, y, f"A is {n}x{n}")
+    if alpha == 0 or n == 0:
+        return cm.finish(_mv(where, 0, A, x, beta, y), out, where)
+    return cm.finish(_mv(where, alpha, cm.symmetric(A, u, hermitian), x, beta, y), out, where)
+
+
+@numpy_io
+def symv(alpha, A, x, beta=0.0, y=None, uplo="upper", *, out=None):
+    """Symmetric matrix-vector product: ``alpha A x + beta y`` (``cublas<t>symv``).
+
+    Parameters
+    ----------
+    alpha, beta : number
+    A : tensor, shape (n, n)
+        Symmetric; only its ``uplo`` triangle (diagonal included) is read.
+        For complex data ``A == A.T`` (``csymv``); see :func:`hemv`.
+    x : tensor, shape (n,)
+    y : tensor, shape (n,), optional
+    uplo : {"upper", "lower", "U", "L"}
+    out : tensor, optional
+
+    Returns
+    -------
+    tensor, shape (n,)
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`gemv`; ``A`` not square.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A = torch.tensor([[1.0, 2.0], [float("nan"), 1.0]])
+    >>> trnblas.symv(1.0, A, torch.ones(2)).tolist()
+    [3.0, 3.0]
+    """
+    return _symv_like("symv", alpha, A, x, beta, y, uplo, False, out)
+
+
+@numpy_io
+def hemv(alpha, A, x, beta=0.0, y=None, uplo="upper", *, out=None):
+    """Hermitian matrix-vector product: ``alpha A x + beta y`` (``cublas<t>hemv``).
+
+    Parameters
+    ----------
+    alpha, beta : number
+    A : tensor, shape (n, n)
+        Hermitian; only its ``uplo`` triangle is read, and the imaginary
+        part of its diagonal is ignored, as in BLAS.
+    x, y, uplo, out
+        As in :func:`symv`.
+
+    Returns
+    -------
+    tensor, shape (n,)
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`symv`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A = torch.tensor([[1 + 5j, 1j], [0, 1]], dtype=torch.complex64)
+    >>> trnblas.hemv(1, A, torch.ones(2, dtype=torch.complex64))
+    tensor([1.+1.j, 1.-1.j])
+    """
+    return _symv_like("hemv", alpha, A, x, beta, y, uplo, True, out)
+
+
+def _outer_operands(where, x, y, A, alpha, real_alpha=False):
+    x = cm.vector(x, "x", where)
+    if y is not None:
+        y = cm.vector(y, "y", where)
+    if A is not None:
+        A = cm.matrix(A, "A", where)
+    cm.agree(where, x=x, y=y, A=A)
+    alpha = cm.scalar(alpha, "alpha", where, x.dtype, real=real_alpha)
+    return x, y, A, alpha
+
+
+@numpy_io
+def ger(alpha, x, y, A=None, *, conj=False, out=None):
+    """Rank-1 update: ``A + alpha x y^T`` (``geru``), or ``A + alpha x y^H`` with ``conj=True`` (``gerc``).
+
+    Parameters
+    ----------
+    alpha : number
+        ``alpha == 0`` returns a copy of ``A`` without reading ``x``/``y``.
+    x : tensor, shape (m,)
+    y : tensor, shape (n,)
+    A : tensor, shape (m, n), optional
+        Zeros when omitted; not modified.
+    conj : bool
+        Conjugate ``y`` (complex data only; no effect on real data).
+    out : tensor, optional
+
+    Returns
+    -------
+    tensor, shape (m, n)
+
+    Raises
+    ------
+    TypeError, ValueError
+        dtypes, shapes (naming the arguments), devices.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.ger(2.0, torch.ones(2), torch.ones(3)).tolist()
+    [[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]]
+    """
+    return _ger("ger", alpha, x, y, A, conj, out)
+
+
+def _ger(where, alpha, x, y, A, conj, out):
+    x, y, A, alpha = _outer_operands(where, x, y, A, alpha)
+    m, n = x.shape[0], y.shape[0]
+    if A is not None and tuple(A.shape) != (m, n):
+        raise cm.mismatch(where, f"A must be ({m}, {n}) = (len(x), len(y))", x=x, y=y, A=A)
+    yy = y.conj() if conj and y.is_complex() else y
+    if alpha == 0 or m == 0 or n == 0:
+        R = A.clone() if A is not None else torch.zeros(m, n, dtype=x.dtype, device=x.device)
+    elif A is None:
+        R = torch.outer(x, yy)
+        if alpha != 1:
+            R.mul_(alpha)
+    else:
+        R = torch.addr(A, x, yy, alpha=alpha)
+    return cm.finish(R, out, where)
+
+
+@numpy_io
+def geru(alpha, x, y, A=None, *, out=None):
+    """``A + alpha x y^T`` (``cublas<t>geru``); the same as :func:`ger`."""
+    return _ger("geru", alpha, x, y, A, False, out)
+
+
+@numpy_io
+def gerc(alpha, x, y, A=None, *, out=None):
+    """``A + alpha x y^H`` (``cublas<t>gerc``); :func:`ger` with ``conj=True``."""
+    return _ger("gerc", alpha, x, y, A, True, out)
+
+
+def _sym_update(where, alpha, x, y, A, uplo, fill, hermitian, out):
+    """``A + P (+ P^T or P^H)`` in one triangle; ``P = alpha x y^T`` (or ``x y^H``)."""
+    full = cm.fill(fill, where)
+    x, y, A, alpha = _outer_operands(where, x, y, A, alpha, real_alpha=hermitian and y is None)
+    u = cm.uplo(uplo, "uplo", where)
+    n = x.shape[0]
+    if y is not None and y.shape[0] != n:
+        raise cm.mismatch(where, "x and y must have one length", x=x, y=y)
+    if A is not None and tuple(A.shape) != (n, n):
+        raise cm.mismatch(where, f"A must be ({n}, {n}) = (len(x), len(x))", x=x, A=A)
+    herm = hermitian and x.is_complex()
+    if alpha == 0 or n == 0:
+        if A is not None and not full:
+            return cm.finish(A.clone(), out, where)  # BLAS quick return: A untouched
+        R = A.clone() if A is not None else torch.zeros(n, n, dtype=x.dtype, device=x.device)
+        return cm.finish(cm.merge_triangle(R, None, u, full, herm), out, where)
+    if y is None:  # syr / her: alpha x x^T  or  alpha x x^H
+        R = torch.outer(x, x.conj() if herm else x)
+        if alpha != 1:
+            R.mul_(alpha)
+    else:  # syr2 / her2: P + P^T  or  P + P^H
+        P = torch.outer(x, y.conj() if herm else y)
+        if alpha != 1:
+            P.mul_(alpha)
+        R = P + (P.mH if herm else P.mT)
+    if A is not None:
+        R.add_(A)
+    if herm:
+        cm.real_diagonal(R)
+    return cm.finish(cm.merge_triangle(R, A, u, full, herm), out, where)
+
+
+@numpy_io
+def syr(alpha, x, A=None, uplo="upper", fill=None, *, out=None):
+    """Symmetric rank-1 update of one triangle: ``A + alpha x x^T`` (``cublas<t>syr``).
+
+    Parameters
+    ----------
+    alpha : number
+        ``alpha == 0`` returns ``A`` unchanged (a copy).
+    x : tensor, shape (n,)
+    A : tensor, shape (n, n), optional
+        Only its ``uplo`` triangle is updated; the other triangle of the
+        result is ``A``'s, untouched (zeros when ``A`` is omitted).
+    uplo : {"upper", "lower", "U", "L"}
+    fill : {None, "full"}
+        ``"full"`` mirrors the updated triangle into the other one.
+    out : tensor, optional
+
+    Returns
+    -------
+    tensor, shape (n, n)
+
+    Raises
+    ------
+    TypeError, ValueError
+        dtypes, shapes, devices, option strings.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.syr(1.0, torch.tensor([1.0, 2.0])).tolist()
+    [[1.0, 2.0], [0.0, 4.0]]
+    """
+    return _sym_update("syr", alpha, x, None, A, uplo, fill, False, out)
+
+
+@numpy_io
+def syr2(alpha, x, y, A=None, uplo="upper", fill=None, *, out=None):
+    """Symmetric rank-2 update of one triangle: ``A + alpha (x y^T + y x^T)`` (``cublas<t>syr2``).
+
+    Parameters
+    ----------
+    alpha : number
+    x, y : tensor, shape (n,)
+    A, uplo, fill, out
+        As in :func:`syr`.
+
+    Returns
+    -------
+    tensor, shape (n, n)
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`syr`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.syr2(1.0, torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0]), fill="full").tolist()
+    [[0.0, 1.0], [1.0, 0.0]]
+    """
+    y_ = cm.vector(y, "y", "syr2")
+    return _sym_update("syr2", alpha, x, y_, A, uplo, fill, False, out)
+
+
+@numpy_io
+def her(alpha, x, A=None, uplo="upper", fill=None, *, out=None):
+    """Hermitian rank-1 update of one triangle: ``A + alpha x x^H`` (``cublas<t>her``).
+
+    Parameters
+    ----------
+    alpha : real number
+    x : tensor, shape (n,)
+    A : tensor, shape (n, n), optional
+        Hermitian; the imaginary part of its diagonal is discarded (except
+        in BLAS's quick return, ``alpha == 0``, where ``A`` comes back as is).
+    uplo, fill, out
+        As in :func:`syr` (``fill="full"`` mirrors with conjugation).
+
+    Returns
+    -------
+    tensor, shape (n, n)
+
+    Raises
+    ------
+    TypeError
+        Complex ``alpha``, plus :func:`syr`'s.
+    ValueError
+        As :func:`syr`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.her(1.0, torch.tensor([1j], dtype=torch.complex64))
+    tensor([[1.+0.j]])
+    """
+    return _sym_update("her", alpha, x, None, A, uplo, fill, True, out)
+
+
+@numpy_io
+def her2(alpha, x, y, A=None, uplo="upper", fill=None, *, out=None):
+    """Hermitian rank-2 update: ``A + alpha x y^H + conj(alpha) y x^H`` (``cublas<t>her2``).
+
+    Parameters
+    ----------
+    alpha : number
+        May be complex.
+    x, y : tensor, shape (n,)
+    A, uplo, fill, out
+        As in :func:`her`.
+
+    Returns
+    -------
+    tensor, shape (n, n)
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`syr`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> x = torch.tensor([1j], dtype=torch.complex64)
+    >>> trnblas.her2(1.0, x, x)
+    tensor([[2.+0.j]])
+    """
+    y_ = cm.vector(y, "y", "her2")
+    return _sym_update("her2", alpha, x, y_, A, uplo, fill, True, out)
+
+
+def _tri_mv_operands(where, A, x, uplo, trans, diag):
+    A = cm.matrix(A, "A", where)
+    x = cm.vector(x, "x", where)
+    cm.agree(where, A=A, x=x)
+    u = cm.uplo(uplo, "uplo", where)
+    t = cm.real_trans(cm.trans(trans, "trans", where), A.dtype)
+    d = cm.diag(diag, "diag", where)
+    n = cm.square(A, "A", where)
+    if x.shape[0] != n:
+        raise cm.mismatch(where, f"x must have {n} entries (A is {n}x{n})", A=A, x=x)
+    return A, x, u, t, d, n
+
+
+@numpy_io
+def trmv(A, x, uplo="upper", trans=False, diag="nonunit", *, out=None):
+    """Triangular matrix-vector product ``op(A) x`` (``cublas<t>trmv``).
+
+    Parameters
+    ----------
+    A : tensor, shape (n, n)
+        Triangular: only its ``uplo`` triangle is read; with ``diag="unit"``
+        not its diagonal (taken as ones).
+    x : tensor, shape (n,)
+    uplo : {"upper", "lower", "U", "L"}
+    trans : bool or {"N", "T", "C"}
+    diag : {"nonunit", "unit", "N", "U"}
+    out : tensor, optional
+        Receives the result (``out=x`` gives BLAS's in-place update).
+
+    Returns
+    -------
+    tensor, shape (n,)
+
+    Raises
+    ------
+    TypeError, ValueError
+        dtypes, shapes, devices, option strings.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A = torch.tensor([[1.0, 2.0], [9.0, 3.0]])
+    >>> trnblas.trmv(A, torch.ones(2)).tolist()
+    [3.0, 3.0]
+    """
+    where = "trmv"
+    A, x, u, t, d, n = _tri_mv_operands(where, A, x, uplo, trans, diag)
+    if n == 0:
+        return cm.finish(x.clone(), out, where)
+    return cm.finish(torch.mv(cm.op(cm.triangle(A, u, d == "U"), t), x), out, where)
+
+
+@numpy_io
+def trsv(A, x, uplo="upper", trans=False, diag="nonunit", *, out=None):
+    """Triangular solve: ``z`` with ``op(A) z = x`` (``cublas<t>trsv``).
+
+    Parameters
+    ----------
+    A : tensor, shape (n, n)
+        Triangular: only its ``uplo`` triangle is read; with ``diag="unit"``
+        not its diagonal. A zero on a non-unit diagonal gives Inf/NaN, as
+        BLAS (no singularity check).
+    x : tensor, shape (n,)
+        The right-hand side.
+    uplo, trans, diag, out
+        As in :func:`trmv`.
+
+    Returns
+    -------
+    tensor, shape (n,)
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`trmv`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.trsv(torch.tensor([[2.0, 0.0], [0.0, 4.0]]), torch.ones(2)).tolist()
+    [0.5, 0.25]
+    """
+    where = "trsv"
+    A, x, u, t, d, n = _tri_mv_operands(where, A, x, uplo, trans, diag)
+    if n == 0:
+        return cm.finish(x.clone(), out, where)
+    upper = (u == "U") != (t != "N")
+    z = torch.linalg.solve_triangular(cm.op(A, t), x.unsqueeze(1), upper=upper, unitriangular=d == "U")
+    return cm.finish(z.squeeze(1), out, where)
