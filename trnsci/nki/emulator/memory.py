@@ -512,9 +512,13 @@ class Tensor:
         return _nl_ops.greater_equal(self, o)
 
     def __eq__(self, o):
+        if not isinstance(o, (Tensor, int, float, np.integer, np.floating)):
+            return NotImplemented
         return _nl_ops.equal(self, o)
 
     def __ne__(self, o):
+        if not isinstance(o, (Tensor, int, float, np.integer, np.floating)):
+            return NotImplemented
         return _nl_ops.not_equal(self, o)
 
     def __iadd__(self, o):

@@ -70,7 +70,7 @@ def onchip(x, op, operand, allow_scalar=False):
             fail(
                 op,
                 f"operand '{operand}' ('{x.name}') is in HBM; compute instructions "
-                "read SBUF or PSUM only (nl.load it into SBUF first)",
+                "access SBUF or PSUM only (nl.load HBM data into SBUF first)",
             )
         if x.ndim < 2:
             fail(
