@@ -578,3 +578,49 @@ def test_profile_str_labels_modeled_and_utilization():
     assert p.engine_time_s["tensor"] == pytest.approx(2048 / 2.8e9)
     _, p2 = profile(k, s, m, target="trn2")
     assert p2.engine_time_s["tensor"] == pytest.approx(2048 / 2.4e9)
+
+
+def test_integer_index_keeps_partition_dim_and_psum_views():
+    def k(a):
+        t = nl.load(a)
+        row = t[2]  # (1, F) on chip
+        assert row.shape == (1, 3)
+        o = _out((1, 3))
+        nl.store(o, row)
+        ps = nl.zeros((4, 3), dtype=nl.float32, buffer=nl.psum)
+        ident = nl.shared_identity_matrix(n=4, dtype=nl.float32)
+        nisa.nc_matmul(ps[:, 1:3], ident, t[:, 1:3])  # zeros were written: this adds
+        return o, _psum_to_hbm(ps)
+
+    a = np.arange(12, dtype=F32).reshape(4, 3)
+    o, ps = simulate(k, a)
+    np.testing.assert_array_equal(o[0], a[2])
+    exp = a.copy()
+    exp[:, 0] = 0
+    np.testing.assert_array_equal(ps, exp)
+
+
+def test_psum_accumulation_over_k_loop_matches_numpy():
+    rng = np.random.default_rng(5)
+    at = rng.standard_normal((384, 100)).astype(F32)  # K=384 -> three 128-row K tiles
+    b = rng.standard_normal((384, 60)).astype(F32)
+
+    def k(at, b):
+        ps = nl.ndarray((100, 60), dtype=nl.float32, buffer=nl.psum)
+        for kk in nl.affine_range(3):
+            nisa.nc_matmul(ps, nl.load(at[kk * 128 : (kk + 1) * 128, :]), nl.load(b[kk * 128 : (kk + 1) * 128, :]))
+        return _psum_to_hbm(ps)
+
+    np.testing.assert_allclose(simulate(k, at, b), at.astype(np.float64).T @ b, rtol=1e-5, atol=1e-4)
+
+
+def test_torch_bf16_input():
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([[1.5, -2.25], [3.0, 0.5]], dtype=torch.bfloat16)
+
+    def k(a):
+        o = _out(a.shape, nl.float32)
+        nl.store(o, nl.load(a, dtype=nl.float32))
+        return o
+
+    np.testing.assert_array_equal(simulate(k, x), [[1.5, -2.25], [3.0, 0.5]])

@@ -246,3 +246,38 @@ def test_returning_a_tile_rejected():
         return nl.load(a)
 
     _raises(k, np.ones((2, 2), F32), match="kernels return HBM tensors")
+
+
+def test_dma_cannot_touch_psum():
+    def k(a):
+        ps = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.psum)
+        nisa.dma_copy(dst=ps, src=a)
+
+    _raises(k, np.ones((2, 2), F32), match="nisa.dma_copy: 'dst' .* is in PSUM, which DMA cannot access")
+
+
+def test_compute_into_hbm_dst_rejected():
+    def k(a):
+        nisa.tensor_copy(a, nl.load(a))
+
+    _raises(k, np.ones((2, 2), F32), match="nisa.tensor_copy: operand 'dst' .* is in HBM")
+
+
+def test_vector_engine_transpose_at_most_32x32():
+    def k():
+        t = nl.zeros((64, 64), dtype=nl.float32)
+        nisa.nc_transpose(nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.sbuf), t)
+
+    _raises(k, match="Vector Engine transpose supports at most 32x32")
+
+
+def test_tensor_engine_transpose_free_at_most_128():
+    def k():
+        t = nl.zeros((4, 256), dtype=nl.float32)
+        nl.transpose(t)
+
+    _raises(k, match="number of partitions 256 exceeds architecture limitation of 128")
+
+
+def test_matmul_dst_shape_checked():
+    _raises(_mm_kernel((128, 64), (128, 32), dst_shape=(64, 64)), match="does not match")

@@ -59,6 +59,11 @@ def _as_numpy(x):
         t = x.detach()
         if getattr(t, "device", None) is not None and str(t.device) != "cpu":
             t = t.cpu()
+        if str(t.dtype) == "torch.bfloat16":  # NumPy has no bf16: reinterpret the bits
+            import ml_dtypes
+            import torch
+
+            return t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
         return t.numpy()
     return None
 
