@@ -1,0 +1,137 @@
+"""trnblas kernels: emulator counters (exact) and modeled times, plus the DF-MP2 torch path
+against a straightforward einsum implementation (wall time on this machine).
+
+Run: ``pytest packages/trnblas/benchmarks/bench_blas_kernels.py --benchmark-only``
+or ``python packages/trnblas/benchmarks/bench_blas_kernels.py`` for the counters table.
+Modeled times come from the emulator's cost model (see NKI.md): they are
+"modeled", not measured on a NeuronCore.
+"""
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+import trnsci
+from trnblas.chem import mp2_energy
+from trnblas.kernels.batched_gemm import batched_gemm_kernel
+from trnblas.kernels.gemm import gemm_kernel
+from trnblas.kernels.mp2_energy import mp2_pair_energy_kernel
+from trnblas.kernels.syrk import syrk_kernel
+from trnblas.kernels.trsm import trsm_kernel
+from trnsci import nki
+
+BF16 = ml_dtypes.bfloat16
+
+
+def _cases():
+    rng = np.random.default_rng(0)
+
+    def r(*shape, dtype=np.float32):
+        return rng.standard_normal(shape).astype(dtype)
+
+    n = 2048
+    yield "gemm 2048^3 bf16", gemm_kernel, (r(n, n, dtype=BF16), r(n, n, dtype=BF16)), {}
+    yield "gemm 2048^3 fp32", gemm_kernel, (r(n, n), r(n, n)), {}
+    yield "gemm 200x300x700 fp32", gemm_kernel, (r(700, 200), r(700, 300)), {}
+    yield "batched_gemm 16 x 256^3 bf16", batched_gemm_kernel, (r(16, 256, 256, dtype=BF16),
+                                                                 r(16, 256, 256, dtype=BF16)), {}
+    yield "syrk n=2048 k=2048 bf16 (lower)", syrk_kernel, (r(n, n, dtype=BF16),), {"upper": False}
+    w = np.triu(r(1024, 1024) * 0.01) + np.eye(1024, dtype=np.float32)
+    yield "trsm n=1024 nrhs=512 fp32", trsm_kernel, (w, r(1024, 512)), {}
+    nocc, nvir, naux = 16, 250, 600
+    L = r(naux, nocc * nvir) * 0.1
+    eo = (-1 - rng.random((1, nocc))).astype(np.float32)
+    ev = (0.5 + rng.random((1, nvir))).astype(np.float32)
+    yield f"mp2 nocc={nocc} nvir={nvir} naux={naux} fp32", mp2_pair_energy_kernel, (L, eo, ev), {"nocc": nocc}
+    yield f"mp2 nocc={nocc} nvir={nvir} naux={naux} bf16", mp2_pair_energy_kernel, (L.astype(BF16), eo, ev), \
+        {"nocc": nocc}
+
+
+def counters_table(target="trn1"):
+    """Rows of (case, KernelProfile) for every kernel at a representative size."""
+    return [(name, nki.profile(k, *args, target=target, **kw)[1]) for name, k, args, kw in _cases()]
+
+
+def format_table(rows):
+    head = (f"{'case':<40} {'TE':>6} {'Vec':>6} {'Act':>5} {'DMA':>5} {'HBM read':>13} {'HBM write':>11} "
+            f"{'modeled us':>11} {'TE util':>8}")
+    lines = [head, "-" * len(head)]
+    for name, p in rows:
+        lines.append(
+            f"{name:<40} {p.instructions['tensor']:>6} {p.instructions['vector']:>6} {p.instructions['scalar']:>5} "
+            f"{p.instructions['dma']:>5} {p.hbm_read_bytes:>13,d} {p.hbm_write_bytes:>11,d} "
+            f"{p.modeled_time_lower_s * 1e6:>11.1f} {p.tensor_engine_utilization():>8.1%}"
+        )
+    return "\n".join(lines)
+
+
+CASE_NAMES = [
+    "gemm 2048^3 bf16", "gemm 2048^3 fp32", "gemm 200x300x700 fp32", "batched_gemm 16 x 256^3 bf16",
+    "syrk n=2048 k=2048 bf16 (lower)", "trsm n=1024 nrhs=512 fp32",
+    "mp2 nocc=16 nvir=250 naux=600 fp32", "mp2 nocc=16 nvir=250 naux=600 bf16",
+]  # the names _cases() yields, listed so that collection builds no arrays
+
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_bench_kernel_counters(benchmark, case):
+    name, kernel, args, kw = next(c for c in _cases() if c[0] == case)
+    _, prof = benchmark.pedantic(nki.profile, args=(kernel, *args), kwargs=kw, rounds=1, iterations=1)
+    benchmark.extra_info.update(
+        tensor=prof.instructions["tensor"], vector=prof.instructions["vector"],
+        scalar=prof.instructions["scalar"], dma=prof.instructions["dma"],
+        hbm_read_bytes=prof.hbm_read_bytes, hbm_write_bytes=prof.hbm_write_bytes,
+        modeled_time_lower_us=round(prof.modeled_time_lower_s * 1e6, 2),
+        modeled_te_utilization=round(prof.tensor_engine_utilization(), 4),
+    )
+
+
+# ----------------------------------------------------------------- DF-MP2 torch path vs einsum
+
+def mp2_einsum(B, eo, ev):
+    """The straightforward implementation: all of (ia|jb) at once, one einsum."""
+    T = torch.einsum("iaQ,jbQ->ijab", B, B)
+    D = eo[:, None, None, None] + eo[None, :, None, None] - ev[None, None, :, None] - ev[None, None, None, :]
+    return (T * (2 * T - T.transpose(2, 3)) / D).sum()
+
+
+MP2_SIZES = [(10, 100, 300), (24, 200, 600)]
+
+
+def _mp2_inputs(nocc, nvir, naux):
+    g = torch.Generator().manual_seed(0)
+    B = torch.randn(nocc, nvir, naux, generator=g, dtype=torch.float64) * 0.05
+    eo = -1 - torch.rand(nocc, generator=g, dtype=torch.float64)
+    ev = 0.5 + torch.rand(nvir, generator=g, dtype=torch.float64)
+    return B, eo, ev
+
+
+@pytest.mark.parametrize("size", MP2_SIZES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("impl", ["trnblas", "einsum"])
+def test_bench_mp2_torch_vs_einsum(benchmark, size, impl):
+    B, eo, ev = _mp2_inputs(*size)
+    if impl == "einsum":
+        e = benchmark(mp2_einsum, B, eo, ev)
+    else:
+        with trnsci.use_backend("torch"):
+            e = benchmark(mp2_energy, B, eo, ev)
+    assert float(e) == pytest.approx(float(mp2_einsum(B, eo, ev)), rel=1e-10)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import time
+
+    print(format_table(counters_table()))
+    print()
+    for size in MP2_SIZES:
+        B, eo, ev = _mp2_inputs(*size)
+        times = {}
+        for name, fn in (("trnblas", lambda: mp2_energy(B, eo, ev)), ("einsum", lambda: mp2_einsum(B, eo, ev))):
+            # float64 input: the torch path under every backend
+            fn()
+            t = time.perf_counter()
+            for _ in range(5):
+                fn()
+            times[name] = (time.perf_counter() - t) / 5
+        print(f"mp2 {size}: trnblas torch path {times['trnblas'] * 1e3:.1f} ms, einsum {times['einsum'] * 1e3:.1f} ms, "
+              f"ratio {times['trnblas'] / times['einsum']:.2f}")
