@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 import torch
-
 import trnblas
-import trnsci
 from trnblas.chem import mp2_energy, mp2_pair_energies
 from trnblas.kernels.mp2_energy import mp2_counts, mp2_pair_energy_kernel
+
+import trnsci
 from trnsci import nki
 
 
@@ -157,7 +157,6 @@ def test_float64_runs_on_torch_even_under_simulator():
 def water():
     pytest.importorskip("pyscf")
     from pyscf import gto, mp, scf
-
     from trnblas.demo import MOLECULES, df_integrals
 
     mol = gto.M(atom=MOLECULES["water"], basis="cc-pvdz", verbose=0)

@@ -119,9 +119,8 @@ def _mp2_pairs_torch(B, eps_occ, eps_vir, max_memory):
 
 @MP2_ENERGY.lowering("nki")
 def _mp2_pairs_nki(B, eps_occ, eps_vir, max_memory):
-    from trnsci import nki
-
     from trnblas.kernels.mp2_energy import mp2_pair_energy_kernel
+    from trnsci import nki
 
     nocc, nvir, naux = B.shape
     # The kernel contracts over naux on the partition dim: it reads B as

@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     e_trn = float(trnblas.mp2_energy(Bt, eot, evt))
     t_trn = time.perf_counter() - t
-    print(f"  trnblas.mp2_energy        {e_trn: .12f} Eh  (backend {plan.backend}: {plan.reason}; {t_trn * 1e3:.1f} ms)")
+    print(f"  trnblas.mp2_energy        {e_trn: .12f} Eh  "
+          f"(backend {plan.backend}: {plan.reason}; {t_trn * 1e3:.1f} ms)")
 
     ref = mp.MP2(mf).density_fit(auxbasis=args.auxbasis)
     e_ref = ref.kernel()[0]

@@ -21,9 +21,8 @@ columns of the 128x128 array idle); packing several entries into one
 block-diagonal tile is the known next step.
 """
 
-from trnsci.nki import nki, nl
-
 from trnblas.kernels.gemm import gemm_counts, gemm_tiles
+from trnsci.nki import nki, nl
 
 
 def batched_gemm_counts(batch, M, N, K, itemsize):
