@@ -402,8 +402,8 @@ def rotg(a, b):
         real. Real inputs: ``r = ±sqrt(a^2 + b^2)`` with the sign of the
         larger-magnitude input, and ``z`` BLAS's reconstruction value
         (``s`` if ``|a| > |b|``, else ``1/c`` if ``c != 0``, else ``1``).
-        Complex inputs (``zrotg``): ``s`` and ``r`` complex, ``z`` is None
-        (BLAS defines none).
+        Complex inputs (``zrotg``, LAPACK >= 3.10 conventions): ``s`` and
+        ``r`` complex, ``z`` is None (BLAS defines none).
 
     Raises
     ------
@@ -425,8 +425,10 @@ def rotg(a, b):
     b = _num(b, "b")
     if isinstance(a, complex) or isinstance(b, complex):
         a, b = complex(a), complex(b)
-        if abs(a) == 0:
-            return 0.0, complex(1.0), b, None
+        if b == 0:
+            return 1.0, 0j, a, None
+        if a == 0:  # LAPACK 3.10 zrotg: r = |b| real, s = conj(b) / |b|
+            return 0.0, b.conjugate() / abs(b), complex(abs(b)), None
         scale = max(abs(a), abs(b))
         norm = scale * math.sqrt(abs(a / scale) ** 2 + abs(b / scale) ** 2)
         phase = a / abs(a)
