@@ -22,9 +22,11 @@ import email.parser
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -152,7 +154,7 @@ def test_library_requires_the_core_of_its_minor_series(wheels, lib):
 
 
 @pytest.fixture(scope="module")
-def third_party(tmp_path_factory) -> Path:
+def third_party(tmp_path_factory) -> Iterator[Path]:
     """A directory holding torch (pinned), numpy and ml_dtypes, shared by the fresh venvs."""
     torch_req = pinned("torch")
     if os.environ.get("TRNSCI_PACKAGING_ONLINE") != "1":
@@ -204,8 +206,10 @@ def third_party(tmp_path_factory) -> Path:
         check=False,
     )
     if proc.returncode != 0:
+        shutil.rmtree(deps, ignore_errors=True)
         pytest.skip(f"cannot install torch/numpy/ml_dtypes for a fresh venv here: {proc.stderr.strip()[-1500:]}")
-    return deps
+    yield deps
+    shutil.rmtree(deps, ignore_errors=True)  # ~1 GB; pytest would keep it in its last three temp dirs
 
 
 class Venv:
