@@ -19,3 +19,15 @@ def _clean_backend_env(monkeypatch):
     yield
     for lib in (None, *backend.LIBRARIES):
         backend.reset_backend(lib)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip tests marked ``neuron`` where no NeuronCore with the Neuron SDK is present."""
+    from trnsci import nki
+
+    if nki.has_neuron_device():
+        return
+    skip = pytest.mark.skip(reason="needs a NeuronCore and the Neuron SDK (trnsci.nki.has_neuron_device() is False)")
+    for item in items:
+        if "neuron" in item.keywords:
+            item.add_marker(skip)

@@ -14,7 +14,6 @@ from trnsci import _validate as v
 from trnsci import cli, dispatch
 from trnsci import nki as tnki
 
-
 # ------------------------------------------------------------------ _validate
 
 def test_tensor_coercion_and_errors():
@@ -164,3 +163,9 @@ def test_calibrate_with_device_measures(tmp_path, monkeypatch):
 def test_python_dash_m_and_version():
     r = subprocess.run([sys.executable, "-m", "trnsci", "--version"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and trnsci.__version__ in r.stdout
+
+
+@pytest.mark.neuron
+def test_neuron_marker_is_skipped_without_hardware():
+    """Runs only on a NeuronCore: there the device is present and the shim is the real NKI."""
+    assert tnki.has_neuron_device() and tnki.SOURCE == "neuron"

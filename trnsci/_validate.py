@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import numbers
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import torch

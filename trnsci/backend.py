@@ -34,8 +34,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 BACKENDS = ("auto", "torch", "nki", "simulator")
 ALIASES = {"pytorch": "torch"}
@@ -120,8 +120,9 @@ def use_backend(name: str, library: str | None = None) -> Iterator[str]:
     """Run a block with a backend; the previous setting returns on exit, even on error.
 
     A block beats library and suite settings made with :func:`set_backend`.
-    With ``library`` given, only that library is affected. Blocks nest: the
-    innermost wins.
+    With ``library`` given, only that library is affected. Blocks of the same
+    scope nest (the innermost wins); a library block beats a suite block
+    wherever it stands.
     """
     var = _block[_check_library(library)]
     token = var.set(normalize(name, source="use_backend(name=...)"))

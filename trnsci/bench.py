@@ -15,8 +15,8 @@ import argparse
 import importlib
 import statistics
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from trnsci.backend import LIBRARIES
 

@@ -8,7 +8,7 @@ import importlib.metadata as md
 import platform
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from trnsci import backend, dispatch, nki
 from trnsci._version import __version__
@@ -46,7 +46,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     for dist in ("torch", "numpy", "scipy", "ml_dtypes", "opt_einsum", "pyscf"):
         out.append(f"  {dist:<10} {_version(dist)}")
     out.append("\nkernels")
-    out.append(f"  NKI source      {nki.SOURCE}" + (f"  (emulator unavailable: {nki.EMULATOR_ERROR})" if nki.EMULATOR_ERROR else ""))
+    broken = f"  (emulator unavailable: {nki.EMULATOR_ERROR})" if nki.EMULATOR_ERROR else ""
+    out.append(f"  NKI source      {nki.SOURCE}{broken}")
     out.append(f"  NeuronCore      {'present' if nki.has_neuron_device() else 'absent'}")
     out.append(f"  REQUIRE_NKI     {'on' if dispatch.require_nki() else 'off'}")
     out.append("\nbackend (effective, origin)")

@@ -32,9 +32,10 @@ import math
 import os
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from trnsci import backend as _backend
 
@@ -266,7 +267,9 @@ def fallback(op: str, exc: BaseException) -> None:
     A cause is the operation, the exception type and its message.
     """
     if require_nki():
-        raise NkiRequiredError(f"{op}: NKI kernel failed and TRNSCI_REQUIRE_NKI=1: {type(exc).__name__}: {exc}") from exc
+        raise NkiRequiredError(
+            f"{op}: NKI kernel failed and TRNSCI_REQUIRE_NKI=1: {type(exc).__name__}: {exc}"
+        ) from exc
     cause = (op, type(exc).__name__, str(exc))
     with _lock:
         if cause in _warned:

@@ -22,8 +22,9 @@ import contextlib
 import contextvars
 import importlib
 import os
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
