@@ -197,3 +197,16 @@ def test_op_sets_kernel_target():
         op(1, size=1)
     assert seen == ["simulator"]
     assert tnki._target.get() is None
+
+
+def test_lowering_supports_predicate_routes_to_torch_up_front():
+    op = dispatch.Op("trntensor.test_op_f", metric="n", threshold=1)
+    op.lowering("torch")(lambda x: ("torch", x))
+    op.lowering("nki", supports=lambda x: None if x < 10 else f"x={x} exceeds SBUF")(lambda x: ("kernel", x))
+    with trnsci.use_backend("simulator"):
+        assert op(3, size=1) == ("kernel", 3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no fallback warning: it never tried the kernel
+            assert op(12, size=1) == ("torch", 12)
+    with trnsci.use_backend("torch"):
+        assert op(12, size=1) == ("torch", 12)  # the predicate is not consulted off the kernel path

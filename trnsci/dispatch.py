@@ -300,13 +300,23 @@ class Op:
         self.metric = metric
         register(name, metric, threshold, doc, probe)
         self._lowerings: dict[str, Callable] = {}
+        self._supports: Callable[..., str | None] | None = None
 
-    def lowering(self, backend: str) -> Callable[[Callable], Callable]:
+    def lowering(self, backend: str, *, supports: Callable[..., str | None] | None = None):
+        """Decorator attaching the ``"torch"`` or ``"nki"`` implementation.
+
+        ``supports(*args, **kwargs)``, for the NKI lowering, returns ``None``
+        when the kernel can take the call, else the reason it cannot (a
+        shape that exceeds SBUF, say); such calls are planned onto torch up
+        front, with that reason, instead of failing in the kernel.
+        """
         if backend not in ("torch", "nki"):
             raise ValueError(f"lowering backend must be 'torch' or 'nki', got {backend!r}")
 
         def register_lowering(fn: Callable) -> Callable:
             self._lowerings[backend] = fn
+            if backend == "nki":
+                self._supports = supports
             return fn
 
         return register_lowering
@@ -321,7 +331,12 @@ class Op:
         return decide(self.name, size, supported=supported, why_not=why_not)
 
     def __call__(self, *args, size: float | None = None, supported: bool = True, why_not: str = "", **kwargs):
-        return self.execute(self.plan(size, supported=supported, why_not=why_not), *args, **kwargs)
+        decision = self.plan(size, supported=supported, why_not=why_not)
+        if decision.backend != "torch" and self._supports is not None:
+            reason = self._supports(*args, **kwargs)
+            if reason:
+                decision = self.plan(size, supported=False, why_not=reason)
+        return self.execute(decision, *args, **kwargs)
 
     def execute(self, decision: Decision, *args, **kwargs):
         torch_impl = self._lowerings["torch"]
