@@ -236,3 +236,19 @@ def test_float64_goes_to_torch_not_kernel(simulator):
     R = trnblas.gemm(1.0, A, A)
     torch.testing.assert_close(R, A @ A)
     assert simulator == []  # the kernel takes fp32/bf16 only; fp64 is never downcast
+
+
+def test_oversized_calls_plan_onto_torch_without_touching_the_kernel(monkeypatch):
+    """Sizes beyond a kernel's SBUF plan route to torch up front (no fallback warning)."""
+    import warnings
+
+    import trnblas.kernels.trsm as trsm_mod
+
+    monkeypatch.setattr(trsm_mod, "MAX_N", 100)
+    A = torch.eye(130) * 2.0
+    B = torch.ones(130, 3)
+    with trnsci.use_backend("simulator"), trnsci.nki.capture() as runs, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        X = trnblas.trsm(1.0, A, B)
+    assert runs == []
+    torch.testing.assert_close(X, B / 2.0)  # exact: division by 2 is exact in fp32

@@ -33,7 +33,9 @@ from trnblas.kernels.batched_gemm import batched_gemm_kernel
 from trnblas.kernels.gemm import gemm_kernel, max_k
 from trnblas.kernels.syrk import fits as syrk_fits
 from trnblas.kernels.syrk import syrk_kernel
+from trnblas.kernels.trsm import MAX_N as TRSM_MAX_N
 from trnblas.kernels.trsm import TB as TRSM_BLOCK
+from trnblas.kernels.trsm import fits as trsm_fits
 from trnblas.kernels.trsm import trsm_kernel
 from trnblas.level3 import BATCHED_GEMM, GEMM, SYRK, TRSM
 from trnsci import nki
@@ -135,7 +137,12 @@ def trsm_operands(alpha, A, B, side, uplo, trans, diag):
     return W.to(F32), r, undo
 
 
-@TRSM.lowering("nki")
+def _trsm_supports(alpha, A, B, side, uplo, trans, diag):
+    n = A.shape[0]
+    return None if trsm_fits(n) else f"triangular order {n} exceeds the kernel's SBUF plan (n <= {TRSM_MAX_N})"
+
+
+@TRSM.lowering("nki", supports=_trsm_supports)
 def _trsm_nki(alpha, A, B, side, uplo, trans, diag):
     w, r, undo = trsm_operands(alpha, A, B, side, uplo, trans, diag)
     Y = nki.run(trsm_kernel, w, r, out_dtype=F32)

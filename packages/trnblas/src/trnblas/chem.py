@@ -117,7 +117,19 @@ def _mp2_pairs_torch(B, eps_occ, eps_vir, max_memory):
     return out
 
 
-@MP2_ENERGY.lowering("nki")
+def _mp2_kernel_supports(B, eps_occ, eps_vir, max_memory):
+    """None when the fused kernel's SBUF plan holds this problem, else why not."""
+    from trnblas.kernels.mp2_energy import occ_block
+
+    nocc, nvir, naux = B.shape
+    try:
+        occ_block(nocc, nvir, naux, B.element_size())
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+@MP2_ENERGY.lowering("nki", supports=_mp2_kernel_supports)
 def _mp2_pairs_nki(B, eps_occ, eps_vir, max_memory):
     from trnblas.kernels.mp2_energy import mp2_pair_energy_kernel
     from trnsci import nki

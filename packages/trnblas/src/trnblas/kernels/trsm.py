@@ -47,6 +47,14 @@ def cdiv(a, b):
     return -(-a // b)
 
 
+MAX_N = 8192  # X for one 512-column chunk: nb * 2 KiB per partition of SBUF
+
+
+def fits(n):
+    """True when the kernel's SBUF plan holds an n x n solve."""
+    return n <= MAX_N
+
+
 def trsm_counts(n, nrhs):
     """The closed forms above as a dict (what the emulator must count)."""
     nb, nrc = cdiv(n, TB), cdiv(nrhs, TR)
