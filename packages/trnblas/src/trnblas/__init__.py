@@ -14,14 +14,49 @@ __version__ = _library_version("trnblas")
 set_backend, get_backend, use_backend = _bind("trnblas")
 
 from trnblas.level1 import (  # noqa: E402
-    asum, axpy, copy, dot, dotc, dotu, iamax, iamin, nrm2, rot, rotg, scal, swap,
+    asum,
+    axpy,
+    copy,
+    dot,
+    dotc,
+    dotu,
+    iamax,
+    iamin,
+    nrm2,
+    rot,
+    rotg,
+    scal,
+    swap,
 )
 from trnblas.level2 import (  # noqa: E402
-    gemv, ger, gerc, geru, hemv, her, her2, symv, syr, syr2, trmv, trsv,
+    gemv,
+    ger,
+    gerc,
+    geru,
+    hemv,
+    her,
+    her2,
+    symv,
+    syr,
+    syr2,
+    trmv,
+    trsv,
 )
 from trnblas.level3 import (  # noqa: E402
-    batched_gemm, dgmm, geam, gemm, gemm_ex, hemm, her2k, herk, strided_batched_gemm,
-    symm, syr2k, syrk, trmm, trsm,
+    batched_gemm,
+    dgmm,
+    geam,
+    gemm,
+    gemm_ex,
+    hemm,
+    her2k,
+    herk,
+    strided_batched_gemm,
+    symm,
+    syr2k,
+    syrk,
+    trmm,
+    trsm,
 )
 from trnblas.plan import BlasPlan, plan, plan_batched_gemm, plan_gemm, plan_syrk, plan_trsm  # noqa: E402
 

@@ -11,7 +11,8 @@ errors the same way.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -141,6 +142,13 @@ def agree(where: str, **named: torch.Tensor | None) -> None:
         elif t.dtype is not first.dtype or t.device != first.device:
             v.same_dtype(where, **named)
             v.same_device(where, **named)
+
+
+def agree_abc(where: str, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor | None) -> None:
+    """:func:`agree` for the common ``A, B, C`` triple without building a dict."""
+    dt, dev = A.dtype, A.device
+    if B.dtype is not dt or B.device != dev or (C is not None and (C.dtype is not dt or C.device != dev)):
+        agree(where, A=A, B=B, C=C)
 
 
 def same_device(where: str, **named: torch.Tensor | None) -> None:

@@ -25,6 +25,7 @@ quick returns (``alpha == 0``, empty shapes) and NumPy conversion.
 from __future__ import annotations
 
 import math
+
 import torch
 
 from trnblas import _common as c
@@ -134,11 +135,16 @@ def _gemm_operands(where, A, B, C, transA, transB, dtypes):
         raise ValueError(f"{where}: B must be a matrix (at least 2-D), got shape {tuple(B.shape)}")
     if C is not None:
         C = c.tensor(C, "C", where, dtypes)
-    c.agree(where, A=A, B=B, C=C)
-    tA = c.real_trans(c.trans(transA, "transA", where), A.dtype)
-    tB = c.real_trans(c.trans(transB, "transB", where), A.dtype)
-    m, k = c.op_shape(A, tA)
-    k2, n = c.op_shape(B, tB)
+    c.agree_abc(where, A, B, C)
+    cplx = A.dtype.is_complex
+    tA = c.trans(transA, "transA", where)
+    tB = c.trans(transB, "transB", where)
+    if not cplx:
+        tA = "T" if tA == "C" else tA
+        tB = "T" if tB == "C" else tB
+    sa, sb = A.shape, B.shape
+    m, k = (sa[-2], sa[-1]) if tA == "N" else (sa[-1], sa[-2])
+    k2, n = (sb[-2], sb[-1]) if tB == "N" else (sb[-1], sb[-2])
     if k != k2:
         raise c.mismatch(
             where, f"op(A) is {m}x{k} (transA={tA!r}) and op(B) is {k2}x{n} (transB={tB!r}); "
