@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+from trnsci import _env
 
 BACKENDS = ("auto", "torch", "nki", "simulator")
 ALIASES = {"pytorch": "torch"}
@@ -132,24 +133,46 @@ def use_backend(name: str, library: str | None = None) -> Iterator[str]:
         var.reset(token)
 
 
+# Per scope, in precedence order: the context variables and environment
+# variables to consult. Precomputed because resolve() runs on every call.
+_chain = {
+    key: (
+        tuple(_block[k] for k in ((key, None) if key else (None,))),
+        tuple(_api[k] for k in ((key, None) if key else (None,))),
+        tuple(env_var(k) for k in ((key, None) if key else (None,))),
+    )
+    for key in (None, *LIBRARIES)
+}
+_settings: dict[tuple[str, str], Setting] = {}
+
+
+def _setting(name: str, origin: str) -> Setting:
+    s = _settings.get((name, origin))
+    if s is None:
+        s = _settings[(name, origin)] = Setting(name, origin)
+    return s
+
+
 def resolve(library: str | None = None) -> Setting:
     """The effective backend name for ``library`` (or the suite) and its origin."""
-    _check_library(library)
-    keys = (library, None) if library is not None else (None,)
-    for key in keys:
-        value = _block[key].get()
+    try:
+        blocks, apis, envs = _chain[library]
+    except KeyError:
+        _check_library(library)
+        raise
+    for var in blocks:
+        value = var.get()
         if value is not None:
-            return Setting(value, "with")
-    for key in keys:
-        value = _api[key].get()
+            return _setting(value, "with")
+    for var in apis:
+        value = var.get()
         if value is not None:
-            return Setting(value, "api")
-    for key in keys:
-        var = env_var(key)
-        raw = os.environ.get(var, "").strip()
+            return _setting(value, "api")
+    for name in envs:
+        raw = _env.get(name)
         if raw:
-            return Setting(normalize(raw, source=f"environment variable {var}"), f"env:{var}")
-    return Setting("auto", "default")
+            return _setting(normalize(raw, source=f"environment variable {name}"), f"env:{name}")
+    return _setting("auto", "default")
 
 
 def get_backend(library: str | None = None) -> str:

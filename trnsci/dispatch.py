@@ -35,8 +35,9 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from trnsci import _env
 from trnsci import backend as _backend
 
 
@@ -172,23 +173,27 @@ def _entry(op: str) -> Threshold:
 
 def require_nki() -> bool:
     """True when ``TRNSCI_REQUIRE_NKI`` asks that every fallback be an error."""
-    return os.environ.get("TRNSCI_REQUIRE_NKI", "").strip().lower() in ("1", "true", "yes", "on")
+    return _env.get("TRNSCI_REQUIRE_NKI").lower() in ("1", "true", "yes", "on")
+
+
+_nki_module = None
 
 
 def _device_available() -> bool:
-    from trnsci import nki
+    global _nki_module
+    if _nki_module is None:  # imported late: the kernel layer imports this module's users
+        from trnsci import nki as _nki_module
+    return _nki_module.HAS_NKI and _nki_module.has_neuron_device()
 
-    return nki.HAS_NKI and nki.has_neuron_device()
 
-
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """Which backend runs an operation, and why.
 
     ``backend`` is ``"torch"``, ``"nki"`` or ``"simulator"``; ``requested``
     the effective setting (name and origin); ``size`` the value of the op's
     metric; ``threshold`` the NKI threshold that applied (``None`` when the
-    size did not matter).
+    size did not matter). A named tuple: immutable, and cheap to make on
+    every call.
     """
 
     op: str
@@ -224,36 +229,52 @@ def decide(op: str, size: float | None = None, *, supported: bool = True, why_no
     NkiRequiredError
         ``TRNSCI_REQUIRE_NKI=1`` and no kernel would run.
     """
-    entry = _entry(op)
-    library = op.split(".", 1)[0]
-    setting = _backend.resolve(library if library in _backend.LIBRARIES else None)
-    where = f"backend {setting.name!r} from {setting.origin}"
-
-    def make(backend: str, reason: str, thr: float | None = None) -> Decision:
-        return Decision(op, backend, reason, setting, size, thr)
-
-    if setting.name == "torch":
-        return make("torch", where)
-    if setting.name == "nki" and not _device_available():
+    entry = _REGISTRY.get(op) or _entry(op)
+    setting = _backend.resolve(_library_of(op))
+    name = setting.name
+    if name == "torch":
+        return Decision(op, "torch", _where(setting), setting, size)
+    if name == "nki" and not _device_available():
         raise RuntimeError(
-            f"{op}: {where}, but this machine has no NeuronCore with the Neuron SDK "
+            f"{op}: {_where(setting)}, but this machine has no NeuronCore with the Neuron SDK "
             "(use 'auto' to fall back to torch, or 'simulator' to run the kernel on the CPU)"
         )
     if not supported:
         if require_nki():
             raise NkiRequiredError(f"{op}: TRNSCI_REQUIRE_NKI=1 but the kernel cannot run this call: {why_not}")
-        return make("torch", f"{where}; kernel unsupported: {why_not}")
-    if setting.name in ("nki", "simulator"):
-        return make(setting.name, where)
-    # auto
+        return Decision(op, "torch", f"{_where(setting)}; kernel unsupported: {why_not}", setting, size)
+    if name != "auto":  # "nki" (device checked above) or "simulator"
+        return Decision(op, name, _where(setting), setting, size)
     if not _device_available():
         if require_nki():
             raise NkiRequiredError(f"{op}: TRNSCI_REQUIRE_NKI=1 but backend 'auto' found no NeuronCore")
-        return make("torch", f"{where}; no NeuronCore on this machine")
+        return Decision(op, "torch", _where(setting) + "; no NeuronCore on this machine", setting, size)
     thr, origin = threshold(op)
     if size is not None and size < thr:
-        return make("torch", f"{where}; {entry.metric}={size:g} below threshold {thr:g} ({origin})", thr)
-    return make("nki", f"{where}; {entry.metric}={size:g} >= threshold {thr:g} ({origin})", thr)
+        reason = f"{_where(setting)}; {entry.metric}={size:g} below threshold {thr:g} ({origin})"
+        return Decision(op, "torch", reason, setting, size, thr)
+    shown = "unknown" if size is None else f"{size:g}"
+    reason = f"{_where(setting)}; {entry.metric}={shown} >= threshold {thr:g} ({origin})"
+    return Decision(op, "nki", reason, setting, size, thr)
+
+
+_where_cache: dict[_backend.Setting, str] = {}
+_library_cache: dict[str, str | None] = {}
+
+
+def _where(setting: _backend.Setting) -> str:
+    text = _where_cache.get(setting)
+    if text is None:
+        text = _where_cache[setting] = f"backend {setting.name!r} from {setting.origin}"
+    return text
+
+
+def _library_of(op: str) -> str | None:
+    lib = _library_cache.get(op, 0)
+    if lib == 0:
+        head = op.split(".", 1)[0]
+        lib = _library_cache[op] = head if head in _backend.LIBRARIES else None
+    return lib
 
 
 # ------------------------------------------------------------------ fallback

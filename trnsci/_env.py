@@ -1,0 +1,37 @@
+"""Fast reads of environment variables on the per-call dispatch path.
+
+Every operation consults a few variables (``TRNSCI_BACKEND``,
+``TRN<LIB>_BACKEND``, ``TRNSCI_REQUIRE_NKI``) so that a change to
+``os.environ`` takes effect at the next call. ``os.environ.get`` encodes
+the key and decodes the value on every call (about a microsecond each);
+on POSIX CPython the mapping keeps its bytes in ``os.environ._data``,
+which we read directly with pre-encoded keys. Elsewhere we use the public
+mapping. Both see every change made through ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import os
+
+_data = getattr(os.environ, "_data", None)
+_fast = os.name == "posix" and isinstance(_data, dict) and all(isinstance(k, bytes) for k in list(_data)[:1])
+_keys: dict[str, bytes] = {}
+_decoded: dict[bytes, str] = {}
+
+
+def get(name: str) -> str:
+    """The stripped value of ``name``, or ``""`` when unset."""
+    if not _fast:
+        return os.environ.get(name, "").strip()
+    key = _keys.get(name)
+    if key is None:
+        key = _keys[name] = os.fsencode(name)
+    raw = _data.get(key)
+    if raw is None:
+        return ""
+    value = _decoded.get(raw)
+    if value is None:
+        if len(_decoded) > 256:
+            _decoded.clear()
+        value = _decoded[raw] = os.fsdecode(raw).strip()
+    return value
