@@ -140,11 +140,15 @@ def numpy_io(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        used_numpy = any(isinstance(a, np.ndarray) for a in args) or any(
-            isinstance(v, np.ndarray) for v in kwargs.values()
-        )
-        if not used_numpy:
-            return fn(*args, **kwargs)
+        for a in args:  # a plain loop: this runs on every call of every public op
+            if isinstance(a, np.ndarray):
+                break
+        else:
+            for a in kwargs.values():
+                if isinstance(a, np.ndarray):
+                    break
+            else:
+                return fn(*args, **kwargs)
         args = tuple(_np_to_torch(a) for a in args)
         kwargs = {k: _np_to_torch(v) for k, v in kwargs.items()}
         return _torch_to_np(fn(*args, **kwargs))

@@ -258,14 +258,15 @@ def decide(op: str, size: float | None = None, *, supported: bool = True, why_no
     return Decision(op, "nki", reason, setting, size, thr)
 
 
-_where_cache: dict[_backend.Setting, str] = {}
+_where_cache: dict[tuple[str, str], str] = {}
 _library_cache: dict[str, str | None] = {}
 
 
 def _where(setting: _backend.Setting) -> str:
-    text = _where_cache.get(setting)
+    key = (setting.name, setting.origin)  # hashing a dataclass costs more than a tuple
+    text = _where_cache.get(key)
     if text is None:
-        text = _where_cache[setting] = f"backend {setting.name!r} from {setting.origin}"
+        text = _where_cache[key] = f"backend {setting.name!r} from {setting.origin}"
     return text
 
 
