@@ -155,7 +155,13 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("calibrate", help="measure NKI break-even sizes on this machine's NeuronCore")
     p.add_argument("--output", type=__import__("pathlib").Path, default=None, help="calibration file to write")
     p.set_defaults(fn=cmd_calibrate)
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("demo", "bench") and not {"-h", "--help"} & set(argv[1:2]):
+        # their options belong to the subcommand's own parser
+        args = parser.parse_args(argv[:1])
+        args.rest = argv[1:]
+    else:
+        args = parser.parse_args(argv)
     try:
         return args.fn(args)
     except ValueError as exc:  # e.g. a bad TRNSCI_BACKEND value

@@ -1,0 +1,64 @@
+"""Benchmark cases for ``trnsci bench``: trnblas against torch and SciPy's BLAS.
+
+Each case times a trnblas call and the reference it replaces on the same
+inputs (see :mod:`trnsci.bench`). The backend is whatever the current
+settings select -- on a machine without a NeuronCore that is the torch
+path, so the ratios show trnblas's own overhead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg.blas as sblas
+import torch
+
+import trnblas
+from trnsci.bench import Case
+
+
+def _gemm_cases(sizes):
+    for n in sizes:
+        for dtype, ref_name, ref in ((torch.float32, "torch.mm", None), (torch.float64, "scipy dgemm", sblas.dgemm)):
+            g = torch.Generator().manual_seed(n)
+            A = torch.randn(n, n, generator=g, dtype=dtype)
+            B = torch.randn(n, n, generator=g, dtype=dtype)
+            if ref is None:
+                yield Case("trnblas", f"gemm {n}^3 float32", lambda A=A, B=B: trnblas.gemm(1.0, A, B),
+                           ref_name, lambda A=A, B=B: torch.mm(A, B))
+            else:
+                An, Bn = np.asfortranarray(A.numpy()), np.asfortranarray(B.numpy())
+                yield Case("trnblas", f"gemm {n}^3 float64", lambda A=A, B=B: trnblas.gemm(1.0, A, B),
+                           ref_name, lambda An=An, Bn=Bn, ref=ref: ref(1.0, An, Bn))
+
+
+def cases(quick: bool = True):
+    """Yield the comparison cases (smaller sizes when ``quick``)."""
+    sizes = (64, 256) if quick else (64, 256, 1024, 2048)
+    yield from _gemm_cases(sizes)
+    n = 256 if quick else 1024
+    g = torch.Generator().manual_seed(7)
+    A = torch.randn(n, n, generator=g, dtype=torch.float64)
+    An = np.asfortranarray(A.numpy())
+    yield Case("trnblas", f"syrk {n} float64", lambda: trnblas.syrk(1.0, A),
+               "scipy dsyrk", lambda: sblas.dsyrk(1.0, An))
+    T = torch.eye(n, dtype=torch.float64) * n + torch.randn(n, n, generator=g, dtype=torch.float64).triu()
+    Tn = np.asfortranarray(T.numpy())
+    yield Case("trnblas", f"trsm {n} float64", lambda: trnblas.trsm(1.0, T, A),
+               "scipy dtrsm", lambda: sblas.dtrsm(1.0, Tn, An))
+    b = 64 if quick else 256
+    X = torch.randn(b, 64, 64, generator=g)
+    Y = torch.randn(b, 64, 64, generator=g)
+    yield Case("trnblas", f"batched_gemm {b}x64^3 float32", lambda: trnblas.batched_gemm(1.0, X, Y),
+               "torch.bmm", lambda: torch.bmm(X, Y))
+    nocc, nvir, naux = (10, 60, 200) if quick else (24, 200, 600)
+    Bq = torch.randn(nocc, nvir, naux, generator=g, dtype=torch.float64) * 0.1
+    eo = -1.0 - torch.rand(nocc, generator=g, dtype=torch.float64)
+    ev = 0.5 + torch.rand(nvir, generator=g, dtype=torch.float64)
+
+    def einsum_mp2():
+        ovov = torch.einsum("iaP,jbP->iajb", Bq, Bq)
+        d = eo[:, None, None, None] - ev[None, :, None, None] + eo[None, None, :, None] - ev[None, None, None, :]
+        return (ovov * (2 * ovov - ovov.transpose(1, 3)) / d).sum()
+
+    yield Case("trnblas", f"mp2_energy {nocc}/{nvir}/{naux} float64", lambda: trnblas.mp2_energy(Bq, eo, ev),
+               "torch.einsum", einsum_mp2)
