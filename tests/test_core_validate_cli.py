@@ -169,3 +169,22 @@ def test_python_dash_m_and_version():
 def test_neuron_marker_is_skipped_without_hardware():
     """Runs only on a NeuronCore: there the device is present and the shim is the real NKI."""
     assert tnki.has_neuron_device() and tnki.SOURCE == "neuron"
+
+
+def test_bench_runs_trnblas_cases(capsys):
+    """`trnsci bench` times each trnblas case against its reference and prints a ratio."""
+    from trnsci import bench
+
+    cases = [c for c in bench.collect(["trnblas"], quick=True) if c.name.startswith("gemm 64^3")]
+    assert {c.reference_name for c in cases} == {"torch.mm", "scipy dgemm"}
+    rows = bench.run(cases, budget_s=0.01, echo=lambda s: None, pause_s=0.0)
+    assert len(rows) == 2 and all(r["ratio"] > 0 and r["trnsci_s"] > 0 for r in rows)
+
+
+@pytest.mark.slow
+def test_demo_agrees_with_pyscf():
+    """`trnsci demo` runs DF-MP2 on water and reports agreement with PySCF."""
+    r = subprocess.run([sys.executable, "-m", "trnsci", "demo"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "agrees with PySCF" in r.stdout
+    assert "PySCF DF-MP2" in r.stdout and "simulator" in r.stdout

@@ -71,12 +71,12 @@ def collect(libraries: Iterable[str], quick: bool) -> list[Case]:
     return cases
 
 
-def run(cases: list[Case], budget_s: float = 0.3, echo=print) -> list[dict]:
+def run(cases: list[Case], budget_s: float = 0.3, echo=print, pause_s: float = 0.3) -> list[dict]:
     """Time every case; returns rows with both medians and the ratio."""
     rows = []
     echo(f"{'case':<40} {'trnsci':>11} {'reference':>22} {'ratio':>7}")
     for c in cases:
-        t_trn, t_ref = _compare(c, budget_s)
+        t_trn, t_ref = _compare(c, budget_s, pause_s=pause_s)
         row = {"library": c.library, "case": c.name, "trnsci_s": t_trn, "reference": c.reference_name,
                "reference_s": t_ref, "ratio": t_trn / t_ref if t_ref > 0 else float("nan")}
         rows.append(row)
