@@ -188,3 +188,12 @@ def test_demo_agrees_with_pyscf():
     assert r.returncode == 0, r.stdout + r.stderr
     assert "agrees with PySCF" in r.stdout
     assert "PySCF DF-MP2" in r.stdout and "simulator" in r.stdout
+
+
+def test_options_fast_lookup_and_errors():
+    trans = v.Options({"N": ("N", False), "T": ("T", True), "C": ("C",)})
+    assert [trans(x, "transA") for x in (False, True, "n", "T", "c")] == ["N", "T", "N", "T", "C"]
+    with pytest.raises(ValueError, match=r"gemm: transA must be one of 'N', False, 'T', True, 'C'; got 'X'"):
+        trans("X", "transA", "gemm")
+    with pytest.raises(ValueError, match="got 1"):
+        trans(1, "transA")  # 1 is not True: no silent truthiness

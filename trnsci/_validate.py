@@ -120,6 +120,33 @@ def choice(value: Any, name: str, options: dict[str, Sequence[Any]], where: str 
     raise ValueError(f"{_p(where)}{name} must be one of {valid}; got {value!r}")
 
 
+class Options:
+    """A keyword with a fixed set of spellings, each mapped to a canonical code.
+
+    ``Options({"U": ("upper", "U"), "L": ("lower", "L")})`` accepts
+    ``"upper"``, ``"UPPER"``, ``"u"``, ... and returns ``"U"``. Strings match
+    case-insensitively through one dict lookup (this runs on every call of
+    a public op); other spellings (``True``/``False``) match by identity.
+    Anything else is a ``ValueError`` listing the valid spellings.
+    """
+
+    def __init__(self, options: dict[str, Sequence[Any]]):
+        self.options = options
+        self._strings = {s.lower(): canon for canon, sp in options.items() for s in sp if isinstance(s, str)}
+        self._objects = tuple((s, canon) for canon, sp in options.items() for s in sp if not isinstance(s, str))
+
+    def __call__(self, value: Any, name: str, where: str = "") -> str:
+        if type(value) is str:
+            code = self._strings.get(value.lower())
+            if code is not None:
+                return code
+        else:
+            for spelling, canon in self._objects:
+                if value is spelling:
+                    return canon
+        return choice(value, name, self.options, where)
+
+
 def integer(x: Any, name: str, where: str = "", *, minimum: int | None = None) -> int:
     """A Python int (bools rejected), optionally bounded below."""
     if isinstance(x, bool) or not isinstance(x, numbers.Integral):

@@ -23,66 +23,17 @@ ALL_FLOAT_DTYPES = v.ALL_FLOAT_DTYPES
 KERNEL_DTYPES = (torch.float32, torch.bfloat16)
 
 # ----------------------------------------------------------------- options
-# Canonical code -> accepted spellings (compared case-insensitively).
+# Canonical code -> accepted spellings (strings compared case-insensitively).
+# Each is a callable ``(value, name, where) -> code``; see trnsci._validate.Options.
 TRANS_OPTIONS = {"N": ("N", False), "T": ("T", True), "C": ("C",)}
 UPLO_OPTIONS = {"U": ("upper", "U"), "L": ("lower", "L")}
 SIDE_OPTIONS = {"L": ("left", "L"), "R": ("right", "R")}
 DIAG_OPTIONS = {"N": ("nonunit", "N"), "U": ("unit", "U")}
 
-
-def _fast_table(options: dict[str, Sequence[Any]]) -> dict[Any, str]:
-    table: dict[Any, str] = {}
-    for canon, spellings in options.items():
-        for s in spellings:
-            if isinstance(s, str):
-                table[s.lower()] = canon
-    return table
-
-
-_TRANS_FAST = _fast_table(TRANS_OPTIONS)
-_UPLO_FAST = _fast_table(UPLO_OPTIONS)
-_SIDE_FAST = _fast_table(SIDE_OPTIONS)
-_DIAG_FAST = _fast_table(DIAG_OPTIONS)
-
-
-def trans(value: Any, name: str, where: str) -> str:
-    """``False``/``"N"`` -> ``"N"``, ``True``/``"T"`` -> ``"T"``, ``"C"`` -> ``"C"``."""
-    if value is False:
-        return "N"
-    if value is True:
-        return "T"
-    if type(value) is str:
-        code = _TRANS_FAST.get(value.lower())
-        if code is not None:
-            return code
-    return v.choice(value, name, TRANS_OPTIONS, where)
-
-
-def uplo(value: Any, name: str, where: str) -> str:
-    """``"upper"``/``"U"`` -> ``"U"``, ``"lower"``/``"L"`` -> ``"L"``."""
-    if type(value) is str:
-        code = _UPLO_FAST.get(value.lower())
-        if code is not None:
-            return code
-    return v.choice(value, name, UPLO_OPTIONS, where)
-
-
-def side(value: Any, name: str, where: str) -> str:
-    """``"left"``/``"L"`` -> ``"L"``, ``"right"``/``"R"`` -> ``"R"``."""
-    if type(value) is str:
-        code = _SIDE_FAST.get(value.lower())
-        if code is not None:
-            return code
-    return v.choice(value, name, SIDE_OPTIONS, where)
-
-
-def diag(value: Any, name: str, where: str) -> str:
-    """``"nonunit"``/``"N"`` -> ``"N"``, ``"unit"``/``"U"`` -> ``"U"``."""
-    if type(value) is str:
-        code = _DIAG_FAST.get(value.lower())
-        if code is not None:
-            return code
-    return v.choice(value, name, DIAG_OPTIONS, where)
+trans = v.Options(TRANS_OPTIONS)  # False/"N" -> "N", True/"T" -> "T", "C" -> "C"
+uplo = v.Options(UPLO_OPTIONS)
+side = v.Options(SIDE_OPTIONS)
+diag = v.Options(DIAG_OPTIONS)
 
 
 def fill(value: Any, where: str) -> bool:
