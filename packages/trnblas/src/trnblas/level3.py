@@ -66,39 +66,30 @@ def _why_not(dtype: torch.dtype) -> str:
     return f"dtype {name}: the NKI kernel takes float32 or bfloat16 (no fp64/complex on the Tensor Engine)"
 
 
-@GEMM.lowering("torch")
-def _gemm_torch(alpha, A, B, beta, C, transA, transB):
-    a = c.op(A, transA)
-    b = c.op(B, transB)
+def _product(mm, addmm, alpha, a, b, beta, C):
+    """``alpha a @ b + beta C`` with torch's fused kernels; ``C`` unread when ``beta == 0``."""
     if C is None or beta == 0:
-        R = torch.mm(a, b)
+        R = mm(a, b)
         if alpha != 1:
             R.mul_(alpha)
         return R
-    return torch.addmm(C, a, b, beta=beta, alpha=alpha)
+    return addmm(C, a, b, beta=beta, alpha=alpha)
+
+
+@GEMM.lowering("torch")
+def _gemm_torch(alpha, A, B, beta, C, transA, transB):
+    return _product(torch.mm, torch.addmm, alpha, c.op(A, transA), c.op(B, transB), beta, C)
 
 
 @BATCHED_GEMM.lowering("torch")
 def _batched_gemm_torch(alpha, A, B, beta, C, transA, transB):
-    a = c.op(A, transA)
-    b = c.op(B, transB)
-    if C is None or beta == 0:
-        R = torch.bmm(a, b)
-        if alpha != 1:
-            R.mul_(alpha)
-        return R
-    return torch.baddbmm(C, a, b, beta=beta, alpha=alpha)
+    return _product(torch.bmm, torch.baddbmm, alpha, c.op(A, transA), c.op(B, transB), beta, C)
 
 
 @SYRK.lowering("torch")
 def _syrk_torch(alpha, A, beta, C, trans, uplo):
     a = A if trans == "N" else A.mT
-    if C is None or beta == 0:
-        R = torch.mm(a, a.mT)
-        if alpha != 1:
-            R.mul_(alpha)
-    else:
-        R = torch.addmm(C, a, a.mT, beta=beta, alpha=alpha)
+    R = _product(torch.mm, torch.addmm, alpha, a, a.mT, beta, C)
     return c.merge_triangle(R, C, uplo, False, False)
 
 
