@@ -1,7 +1,7 @@
 """How fast the NKI emulator runs the reference tiled GEMM (wall time of the
 emulation on this machine, not a modeled device time).
 
-Run: pytest benchmarks/bench_emulator.py --benchmark-only
+Run: pytest benchmarks/bench_emulator.py --benchmark-enable --benchmark-only
 """
 
 import os
@@ -34,5 +34,5 @@ def test_bench_emulated_gemm(benchmark, size):
         modeled_time_lower_us=round(prof.modeled_time_lower_s * 1e6, 2),
         modeled_te_utilization=round(prof.tensor_engine_utilization(), 3),
     )
-    if size == 2048:
-        assert benchmark.stats.stats.max < 10.0
+    if size == 2048 and benchmark.stats is not None:  # None under --benchmark-disable
+        assert benchmark.stats.stats.max < 10.0, "issue budget: 2048^3 fp32 emulates in under 10 s"

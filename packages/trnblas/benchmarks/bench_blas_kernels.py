@@ -1,7 +1,7 @@
 """trnblas kernels: emulator counters (exact) and modeled times, plus the DF-MP2 torch path
 against a straightforward einsum implementation (wall time on this machine).
 
-Run: ``pytest packages/trnblas/benchmarks/bench_blas_kernels.py --benchmark-only``
+Run: ``pytest packages/trnblas/benchmarks/bench_blas_kernels.py --benchmark-enable --benchmark-only``
 or ``python packages/trnblas/benchmarks/bench_blas_kernels.py`` for the counters table.
 Modeled times come from the emulator's cost model (see NKI.md): they are
 "modeled", not measured on a NeuronCore.

@@ -1,6 +1,6 @@
 """trnblas's torch path against torch itself and reference BLAS (scipy.linalg.blas).
 
-Run: ``pytest packages/trnblas/benchmarks --benchmark-only``. Results are
+Run: ``pytest packages/trnblas/benchmarks --benchmark-enable --benchmark-only``. Results are
 grouped per operation, size and dtype, so each group shows trnblas next to
 ``torch.matmul`` (the floor: trnblas's torch lowering plus its validation and
 dispatch overhead) and next to SciPy's BLAS (the CPU reference library).
