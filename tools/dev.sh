@@ -11,6 +11,17 @@ PY=${PYTHON:-python3}
 VENV=${TRNSCI_VENV:-.venv}
 LIBS="trnblas trnfft trnsparse trnsolver trnrand trntensor"
 
+# pip, quietly: this machine's pip config names local index folders that
+# lack most packages, and pip warns once per package; show all on failure.
+pip_quiet() {
+  local log rc=0
+  log=$(mktemp)
+  "$VENV/bin/python" -m pip "$@" >"$log" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then cat "$log" >&2; else grep -v "is ignored: it is neither a file nor a directory" "$log" || true; fi
+  rm -f "$log"
+  return "$rc"
+}
+
 setup() {
   if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
@@ -22,10 +33,10 @@ setup() {
     return 0
   fi
   export PIP_CONSTRAINT="$PWD/constraints/dev.txt" PIP_DISABLE_PIP_VERSION_CHECK=1
-  "$VENV/bin/python" -m pip install -q --upgrade pip
+  pip_quiet install -q --upgrade pip
   local editables=(-e ".[dev]")
   for lib in $LIBS; do editables+=(-e "packages/$lib"); done
-  "$VENV/bin/python" -m pip install -q "${editables[@]}"
+  pip_quiet install -q "${editables[@]}"
   echo "$want" > "$stamp"
 }
 
