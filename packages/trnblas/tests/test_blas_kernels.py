@@ -252,3 +252,39 @@ def test_oversized_calls_plan_onto_torch_without_touching_the_kernel(monkeypatch
         X = trnblas.trsm(1.0, A, B)
     assert runs == []
     torch.testing.assert_close(X, B / 2.0)  # exact: division by 2 is exact in fp32
+
+
+# ----------------------------------------------------------------- properties
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    m=st.integers(1, 300), n=st.integers(1, 600), k=st.integers(1, 300),
+    transA=st.sampled_from(["N", "T"]), transB=st.sampled_from(["N", "T"]),
+    alpha=st.sampled_from([1.0, -0.5]), beta=st.sampled_from([0.0, 2.0]),
+)
+def test_gemm_kernel_any_shape_matches_float64(m, n, k, transA, transB, alpha, beta):
+    """Any ragged shape and transposition: the kernel's answer equals float64 BLAS to fp32 accuracy,
+    and its counters equal the closed form."""
+    g = torch.Generator().manual_seed(m * 7919 + n * 31 + k)
+    A = torch.randn((m, k) if transA == "N" else (k, m), generator=g)
+    B = torch.randn((k, n) if transB == "N" else (n, k), generator=g)
+    C = torch.randn(m, n, generator=g)
+    with trnsci.use_backend("simulator"), nki.capture() as runs:
+        got = trnblas.gemm(alpha, A, B, beta, C, transA, transB)
+    assert [r.kernel for r in runs] == ["gemm_kernel"]
+    an, bn = A.double().numpy(), B.double().numpy()
+    ref = scipy.linalg.blas.dgemm(alpha, an, bn, beta, C.double().numpy(),
+                                  trans_a=transA == "T", trans_b=transB == "T")
+    # Standard bound for a length-k fp32 dot product: |err| <= k u |alpha| (|op(A)| |op(B)|)_ij,
+    # u = 2^-24, plus a few roundings of the alpha/beta update; elementwise, so it stays tight.
+    u = 2.0**-24
+    opa = an if transA == "N" else an.T
+    opb = bn if transB == "N" else bn.T
+    absprod = abs(alpha) * (np.abs(opa) @ np.abs(opb))
+    bound = (k + 2) * u * absprod + 4 * u * (np.abs(ref) + abs(beta) * np.abs(C.double().numpy()))
+    assert np.all(np.abs(got.double().numpy() - ref) <= bound)
+    _check_counts(runs[0].profile, gemm_counts(m, n, k, 4))
