@@ -288,3 +288,22 @@ def test_gemm_kernel_any_shape_matches_float64(m, n, k, transA, transB, alpha, b
     bound = (k + 2) * u * absprod + 4 * u * (np.abs(ref) + abs(beta) * np.abs(C.double().numpy()))
     assert np.all(np.abs(got.double().numpy() - ref) <= bound)
     _check_counts(runs[0].profile, gemm_counts(m, n, k, 4))
+
+
+def test_gemm_ex_feeds_bf16_operands_to_the_tensor_engine(simulator):
+    """gemm_ex(bf16 inputs, compute float32): the kernel reads bf16 (2 bytes/element), keeps fp32."""
+    m, n, k = 70, 130, 300
+    g = torch.Generator().manual_seed(5)
+    A = torch.randn(m, k, generator=g).to(torch.bfloat16)
+    B = torch.randn(k, n, generator=g).to(torch.bfloat16)
+    R = trnblas.gemm_ex(1.0, A, B, out_dtype=torch.float32)
+    assert R.dtype == torch.float32
+    assert [r.kernel for r in simulator] == ["gemm_kernel"]
+    _check_counts(simulator[0].profile, gemm_counts(m, n, k, 2))  # bf16 traffic, not widened fp32
+    ref = A.double().numpy() @ B.double().numpy()  # bf16 values are exact in float64
+    # exact products, fp32 accumulation over k terms
+    bound = (k + 1) * 2.0**-24 * (np.abs(A.double().numpy()) @ np.abs(B.double().numpy()))
+    assert np.all(np.abs(R.double().numpy() - ref) <= bound)
+    with trnsci.use_backend("torch"):
+        T = trnblas.gemm_ex(1.0, A, B, out_dtype=torch.float32)
+    assert np.all(np.abs(T.double().numpy() - ref) <= bound)  # the torch path agrees to the same bound

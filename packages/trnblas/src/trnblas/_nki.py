@@ -37,7 +37,7 @@ from trnblas.kernels.trsm import MAX_N as TRSM_MAX_N
 from trnblas.kernels.trsm import TB as TRSM_BLOCK
 from trnblas.kernels.trsm import fits as trsm_fits
 from trnblas.kernels.trsm import trsm_kernel
-from trnblas.level3 import BATCHED_GEMM, GEMM, SYRK, TRSM
+from trnblas.level3 import BATCHED_GEMM, GEMM, GEMM_EX, SYRK, TRSM
 from trnsci import nki
 
 __all__ = ["gemm_operands", "trsm_operands"]
@@ -78,6 +78,13 @@ def _run_gemm_kernel(kernel, a_t, b):
 def _gemm_nki(alpha, A, B, beta, C, transA, transB):
     a_t, b = gemm_operands(A, B, transA, transB)
     return _finish(_run_gemm_kernel(gemm_kernel, a_t, b), alpha, beta, C, A.dtype)
+
+
+@GEMM_EX.lowering("nki")
+def _gemm_ex_nki(alpha, A, B, beta, C, transA, transB, compute_dtype):
+    """bf16 (or fp32) operands straight to the Tensor Engine; the fp32 PSUM result is kept."""
+    a_t, b = gemm_operands(A, B, transA, transB)
+    return _finish(_run_gemm_kernel(gemm_kernel, a_t, b), alpha, beta, C, compute_dtype)
 
 
 @BATCHED_GEMM.lowering("nki")

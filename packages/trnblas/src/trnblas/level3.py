@@ -49,6 +49,10 @@ BATCHED_GEMM = Op(
     "trnblas.batched_gemm", metric="flops", threshold=2 * 256**3,
     doc="a stack of GEMMs with equal shapes; flops = 2 m n k batch",
 )
+GEMM_EX = Op(
+    "trnblas.gemm_ex", metric="flops", threshold=2 * 512**3,
+    doc="one GEMM with inputs in one dtype and products accumulated in compute_dtype; flops = 2 m n k",
+)
 SYRK = Op(
     "trnblas.syrk", metric="flops", threshold=512**3,
     doc="one triangle of C = alpha op(A) op(A)^T + beta C; flops = n^2 k",
@@ -84,6 +88,13 @@ def _gemm_torch(alpha, A, B, beta, C, transA, transB):
 @BATCHED_GEMM.lowering("torch")
 def _batched_gemm_torch(alpha, A, B, beta, C, transA, transB):
     return _product(torch.bmm, torch.baddbmm, alpha, c.op(A, transA), c.op(B, transB), beta, C)
+
+
+@GEMM_EX.lowering("torch")
+def _gemm_ex_torch(alpha, A, B, beta, C, transA, transB, compute_dtype):
+    A, B = A.to(compute_dtype), B.to(compute_dtype)
+    C = None if C is None else C.to(compute_dtype)
+    return _gemm_torch(alpha, A, B, beta, C, transA, transB)
 
 
 @SYRK.lowering("torch")
@@ -517,14 +528,20 @@ def gemm_ex(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *,
     elif out_dtype.is_complex != A.is_complex():
         raise TypeError(f"{where}: out_dtype {out_dtype} does not match the inputs (A has dtype {A.dtype})")
     alpha, beta = _scalars(where, alpha, beta, compute_dtype)
-    Aw, Bw = A.to(compute_dtype), B.to(compute_dtype)
-    Aw, Bw, _, tA, tB, m, n, k = _gemm_operands(where, Aw, Bw, None, transA, transB, c.BLAS_DTYPES)
-    Cw = None
+    A, B, _, tA, tB, m, n, k = _gemm_operands(where, A, B, None, transA, transB, c.ALL_FLOAT_DTYPES)
     if C is not None:
-        _check_c_shape(where, Aw, Bw, C, m, n)
-        if beta != 0:
-            Cw = C.to(compute_dtype)
-    R = _run_gemm(where, alpha, Aw, Bw, beta, Cw, tA, tB, m, n, k)
+        _check_c_shape(where, A, B, C, m, n)
+    Cw = C if C is not None and beta != 0 else None
+    if A.dim() == 2 and B.dim() == 2 and alpha != 0 and m and n and k:
+        # One matrix: the inputs stay in their dtype up to the lowering, so
+        # the Tensor Engine can take bf16 operands and accumulate in fp32.
+        native = A.dtype in _KERNEL_DTYPES and compute_dtype is torch.float32
+        R = GEMM_EX(alpha, A, B, beta, Cw, tA, tB, compute_dtype, size=2 * m * n * k, supported=native,
+                    why_not="" if native else "the kernel computes float32 from float32/bfloat16 inputs only")
+    else:  # batches and quick returns: widen, then the general path
+        Aw, Bw = A.to(compute_dtype), B.to(compute_dtype)
+        Cw = None if Cw is None else Cw.to(compute_dtype)
+        R = _run_gemm(where, alpha, Aw, Bw, beta, Cw, tA, tB, m, n, k)
     return c.finish(R.to(out_dtype), out, where)
 
 
