@@ -353,8 +353,13 @@ class Op:
         return decide(self.name, size, supported=supported, why_not=why_not)
 
     def __call__(self, *args, size: float | None = None, supported: bool = True, why_not: str = "", **kwargs):
-        decision = self.plan(size, supported=supported, why_not=why_not)
-        if decision.backend != "torch" and self._supports is not None:
+        lowerings = self._lowerings
+        if "nki" not in lowerings:
+            supported, why_not = False, "no NKI kernel for this operation yet"
+        decision = decide(self.name, size, supported=supported, why_not=why_not)
+        if decision.backend == "torch":  # the common path, kept short: it runs on every call
+            return lowerings["torch"](*args, **kwargs)
+        if self._supports is not None:
             reason = self._supports(*args, **kwargs)
             if reason:
                 decision = self.plan(size, supported=False, why_not=reason)
