@@ -34,7 +34,7 @@ setup() {
   fi
   export PIP_CONSTRAINT="$PWD/constraints/dev.txt" PIP_DISABLE_PIP_VERSION_CHECK=1
   pip_quiet install -q --upgrade pip
-  local editables=(-e ".[dev]")
+  local editables=(-e ".[dev,docs]")
   for lib in $LIBS; do editables+=(-e "packages/$lib"); done
   pip_quiet install -q "${editables[@]}"
   echo "$want" > "$stamp"
