@@ -624,3 +624,34 @@ def test_torch_bf16_input():
         return o
 
     np.testing.assert_array_equal(simulate(k, x), [[1.5, -2.25], [3.0, 0.5]])
+
+
+def test_kernels_emulated_in_parallel_threads_agree_with_numpy():
+    """Two threads emulating at once: each gets its own trace, results and counters stay right."""
+    import threading
+
+    from trnsci.nki.emulator import _blas
+
+    def scale_kernel(x):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        nl.store(out, value=nl.multiply(t, 3.0))
+        return out
+
+    before = _blas._find() and _blas._find()[1]()
+    results = {}
+
+    def worker(i):
+        x = np.full((128, 64), float(i), np.float32)
+        for _ in range(20):
+            out, prof = profile(scale_kernel, x)
+            results.setdefault(i, []).append((float(out[0, 0]), prof.hbm_read_bytes))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r == (3.0 * i, 128 * 64 * 4) for i in (1, 2) for r in results[i])
+    if before:
+        assert _blas._find()[1]() == before  # the caller's BLAS thread count is back

@@ -10,6 +10,7 @@ when the kernel returns.  Best effort: where the library cannot be found
 import contextlib
 import ctypes
 import os
+import threading
 
 _api = None
 
@@ -49,9 +50,20 @@ def _find():
     return _api
 
 
+_lock = threading.Lock()
+_depth = 0
+_saved = None
+
+
 @contextlib.contextmanager
 def blas_threads(n=None):
-    """Limit BLAS threads to n (default TRNSCI_EMULATOR_BLAS_THREADS or 1)."""
+    """Limit BLAS threads to n (default TRNSCI_EMULATOR_BLAS_THREADS or 1).
+
+    Re-entrant and thread-safe: kernels emulated at the same time in several
+    threads share one limit, and the caller's setting comes back when the
+    last of them returns.
+    """
+    global _depth, _saved
     api = _find()
     if not api:
         yield
@@ -59,9 +71,15 @@ def blas_threads(n=None):
     if n is None:
         n = int(os.environ.get("TRNSCI_EMULATOR_BLAS_THREADS", "1"))
     setter, getter = api
-    old = getter()
-    setter(n)
+    with _lock:
+        if _depth == 0:
+            _saved = getter()
+            setter(n)
+        _depth += 1
     try:
         yield
     finally:
-        setter(old)
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                setter(_saved)
