@@ -5,8 +5,6 @@ backend runs it, and calls either its torch lowering or its NKI kernel.
 :func:`plan_gemm` (and :func:`plan`) say which one a call would use, and why.
 """
 
-import importlib.util as _importlib_util
-
 from trnsci._libinfo import library_version as _library_version
 from trnsci.backend import bind as _bind
 
@@ -74,18 +72,22 @@ __all__ = [
     "BlasPlan", "plan", "plan_gemm", "plan_batched_gemm", "plan_syrk", "plan_trsm",
 ]
 
-if _importlib_util.find_spec("trnblas.chem") is not None:
-    from trnblas.chem import mp2_energy, mp2_pair_energies  # noqa: E402
+from trnblas.chem import df_factors, dfmp2, mp2_energy, mp2_pair_energies  # noqa: E402
 
-    __all__ += ["mp2_energy", "mp2_pair_energies"]
+__all__ += ["mp2_energy", "mp2_pair_energies", "df_factors", "dfmp2"]
 
-# NKI lowerings register themselves on the Ops above; imported last so that
-# the torch path works before (or without) the kernel module.
-if _importlib_util.find_spec("trnblas._nki") is not None:
-    try:
-        from trnblas import _nki  # noqa: E402, F401
-    except Exception as _exc:  # a broken kernel module must not take the torch path down
-        import warnings as _warnings
+# NKI lowerings register themselves on the Ops above; imported last. A broken
+# kernel module must not take the torch path down: it warns (or raises under
+# TRNSCI_REQUIRE_NKI=1) and every operation runs on torch.
+try:
+    from trnblas import _nki  # noqa: E402, F401
+except Exception as _exc:
+    from trnsci.dispatch import NkiRequiredError as _Required
+    from trnsci.dispatch import require_nki as _require
 
-        _warnings.warn(f"trnblas: NKI lowerings not registered ({type(_exc).__name__}: {_exc}); "
-                       "every operation runs on torch", RuntimeWarning, stacklevel=2)
+    if _require():
+        raise _Required(f"trnblas: NKI lowerings failed to import: {_exc}") from _exc
+    import warnings as _warnings
+
+    _warnings.warn(f"trnblas: NKI lowerings not registered ({type(_exc).__name__}: {_exc}); "
+                   "every operation runs on torch", RuntimeWarning, stacklevel=2)

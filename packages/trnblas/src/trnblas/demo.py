@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
-
 MOLECULES = {
     "water": "O 0 0 0.1173; H 0 0.7572 -0.4692; H 0 -0.7572 -0.4692",
     "ammonia": "N 0 0 0.1162; H 0 0.9397 -0.2711; H 0.8138 -0.4699 -0.2711; H -0.8138 -0.4699 -0.2711",
@@ -26,27 +24,10 @@ MOLECULES = {
 
 
 def df_integrals(mf, auxbasis: str = "cc-pvdz-ri"):
-    """``(B, eps_occ, eps_vir)`` for a converged closed-shell PySCF RHF object.
+    """``(B, eps_occ, eps_vir)`` as float64 NumPy arrays; see :func:`trnblas.chem.df_factors`."""
+    from trnblas.chem import df_factors
 
-    ``B[i, a, Q] = sum_P (ia|P) M[P, Q]`` with ``M = (P|Q)^-1/2`` (symmetric
-    inverse square root, eigenvalues below 1e-10 dropped), so that
-    ``(ia|jb) ~= sum_Q B[i,a,Q] B[j,b,Q]``. float64 NumPy arrays.
-    """
-    from pyscf import df
-
-    mol = mf.mol
-    auxmol = df.addons.make_auxmol(mol, auxbasis)
-    nocc = int(np.count_nonzero(mf.mo_occ > 0))
-    c_occ = mf.mo_coeff[:, :nocc]
-    c_vir = mf.mo_coeff[:, nocc:]
-    j3c = df.incore.aux_e2(mol, auxmol, intor="int3c2e", aosym="s1")  # (nao, nao, naux)
-    j2c = auxmol.intor("int2c2e")
-    w, v = np.linalg.eigh(j2c)
-    keep = w > 1e-10
-    m = (v[:, keep] / np.sqrt(w[keep])) @ v[:, keep].T
-    ov = np.einsum("mnP,mi,na->iaP", j3c, c_occ, c_vir, optimize=True)
-    B = np.ascontiguousarray(ov @ m)
-    return B, mf.mo_energy[:nocc].copy(), mf.mo_energy[nocc:].copy()
+    return tuple(t.numpy() for t in df_factors(mf, auxbasis))
 
 
 def main(argv: list[str] | None = None) -> int:
