@@ -17,7 +17,6 @@ import os
 import threading
 
 import trnblas  # importing a library registers its operations with trnsci.dispatch
-
 import trnsci
 import trnsci.dispatch
 from trnsci import backend

@@ -6,9 +6,9 @@ import asyncio
 import threading
 
 import pytest
+
 import trnblas
 import trnfft
-
 import trnsci
 from trnsci import backend
 

@@ -11,14 +11,14 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
+
+import trnsci
 from trnblas.chem import mp2_energy
 from trnblas.kernels.batched_gemm import batched_gemm_kernel
 from trnblas.kernels.gemm import gemm_kernel
 from trnblas.kernels.mp2_energy import mp2_pair_energy_kernel
 from trnblas.kernels.syrk import syrk_kernel
 from trnblas.kernels.trsm import trsm_kernel
-
-import trnsci
 from trnsci import nki
 
 BF16 = ml_dtypes.bfloat16

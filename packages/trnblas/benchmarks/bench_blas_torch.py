@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import scipy.linalg.blas as sb
 import torch
-import trnblas
 
+import trnblas
 import trnsci
 
 pytest.importorskip("pytest_benchmark")

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 import torch
+
 import trnblas
+import trnsci
 from trnblas.chem import mp2_energy, mp2_pair_energies
 from trnblas.kernels.mp2_energy import mp2_counts, mp2_pair_energy_kernel
-
-import trnsci
 from trnsci import nki
 
 
@@ -157,6 +157,7 @@ def test_float64_runs_on_torch_even_under_simulator():
 def water():
     pytest.importorskip("pyscf")
     from pyscf import gto, mp, scf
+
     from trnblas.demo import MOLECULES, df_integrals
 
     mol = gto.M(atom=MOLECULES["water"], basis="cc-pvdz", verbose=0)
@@ -198,6 +199,7 @@ def test_dfmp2_from_pyscf_with_frozen_core_and_default_auxbasis():
     pytest.importorskip("pyscf")
     from pyscf import gto, scf
     from pyscf.mp.dfmp2 import DFMP2
+
     from trnblas.demo import MOLECULES
 
     mol = gto.M(atom=MOLECULES["ammonia"], basis="cc-pvdz", verbose=0)

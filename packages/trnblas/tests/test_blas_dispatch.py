@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-import trnblas
-from trnblas import level3 as L
 
+import trnblas
 import trnsci
+from trnblas import level3 as L
 from trnsci import dispatch
 
 NAN = float("nan")

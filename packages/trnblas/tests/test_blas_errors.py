@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 import trnblas
 
 A = torch.ones(3, 4)

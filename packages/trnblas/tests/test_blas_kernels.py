@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import scipy.linalg
 import torch
+
 import trnblas
+import trnsci
 from trnblas.kernels.batched_gemm import batched_gemm_counts, batched_gemm_kernel
 from trnblas.kernels.gemm import gemm_counts, gemm_kernel, max_k, panel_width
 from trnblas.kernels.syrk import syrk_counts, syrk_kernel
 from trnblas.kernels.trsm import trsm_counts, trsm_kernel
-
-import trnsci
 from trnsci import nki
 
 pytestmark = pytest.mark.simulator

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import scipy.linalg.blas as sb
 import torch
+
 import trnblas
 
 DTYPES = [torch.float32, torch.float64, torch.complex64, torch.complex128]

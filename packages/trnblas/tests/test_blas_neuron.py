@@ -11,8 +11,8 @@ cannot pass.
 import numpy as np
 import pytest
 import torch
-import trnblas
 
+import trnblas
 import trnsci
 from trnsci import nki
 
