@@ -307,3 +307,28 @@ def test_gemm_ex_feeds_bf16_operands_to_the_tensor_engine(simulator):
     with trnsci.use_backend("torch"):
         T = trnblas.gemm_ex(1.0, A, B, out_dtype=torch.float32)
     assert np.all(np.abs(T.double().numpy() - ref) <= bound)  # the torch path agrees to the same bound
+
+
+@pytest.mark.parametrize("which", ["gemm", "batched", "syrk", "trsm"])
+def test_plan_predicts_the_kernel_counters(simulator, which):
+    """A plan's closed-form kernel figures are what the emulator counts when the call runs."""
+    g = torch.Generator().manual_seed(3)
+    if which == "gemm":
+        A, B = torch.randn(150, 260, generator=g), torch.randn(260, 90, generator=g)
+        p, run = trnblas.plan_gemm(A, B), lambda: trnblas.gemm(1.0, A, B)
+    elif which == "batched":
+        A, B = torch.randn(3, 40, 30, generator=g), torch.randn(3, 30, 20, generator=g)
+        p, run = trnblas.plan_gemm(A, B), lambda: trnblas.batched_gemm(1.0, A, B)
+    elif which == "syrk":
+        A = torch.randn(200, 140, generator=g)
+        p, run = trnblas.plan_syrk(A, uplo="lower"), lambda: trnblas.syrk(1.0, A, uplo="lower")
+    else:
+        T = torch.eye(150) * 3 + torch.randn(150, 150, generator=g).triu() * 0.1
+        B = torch.randn(150, 7, generator=g)
+        p, run = trnblas.plan_trsm(T, B), lambda: trnblas.trsm(1.0, T, B)
+    run()
+    assert [r.kernel for r in simulator] == [p.kernel["name"]]
+    prof = simulator[0].profile
+    assert (prof.hbm_read_bytes, prof.hbm_write_bytes, prof.instructions["tensor"]) == (
+        p.kernel["hbm_read_bytes"], p.kernel["hbm_write_bytes"], p.kernel["tensor"])
+    assert "closed form" in str(p)

@@ -51,6 +51,10 @@ class BlasPlan:
     dtype : torch.dtype
     decision : trnsci.dispatch.Decision
         The full decision (setting, threshold that applied).
+    kernel : dict or None
+        When a kernel would run: its name and the closed-form counts from
+        its docstring (``hbm_read_bytes``, ``hbm_write_bytes``, ``tensor``
+        instructions, ...), which the emulator reproduces exactly.
     """
 
     op: str
@@ -60,6 +64,7 @@ class BlasPlan:
     shapes: str
     dtype: torch.dtype
     decision: Decision
+    kernel: dict | None = None
 
     @property
     def threshold(self) -> float | None:
@@ -76,14 +81,34 @@ class BlasPlan:
             ("backend", self.backend),
             ("reason", self.reason),
         ]
+        if self.kernel:
+            k = self.kernel
+            rows.append(("kernel", f"{k['name']}: HBM read {k['hbm_read_bytes']:,} B, "
+                                   f"write {k['hbm_write_bytes']:,} B, "
+                                   f"{k['tensor']:,} Tensor Engine instructions (closed form)"))
         return "\n".join(f"{k:>11}: {v}" for k, v in rows)
 
 
-def _make(op, flops: int, shapes: str, dtype: torch.dtype, supported_dtypes, kernel_note: str) -> BlasPlan:
+def _make(op, flops: int, shapes: str, dtype: torch.dtype, supported_dtypes, kernel_note: str,
+          counts=None) -> BlasPlan:
+    """Decide; ``counts() -> (kernel name, closed-form dict)`` describes the kernel if one would run."""
     ok = dtype in supported_dtypes
     why = "" if ok else f"dtype {str(dtype).replace('torch.', '')}: {kernel_note}"
     d = op.plan(flops, supported=ok, why_not=why)
-    return BlasPlan(op.name, d.backend, d.reason, int(flops), shapes, dtype, d)
+    kernel = None
+    if d.backend != "torch" and counts is not None:
+        name, figures = counts()
+        if figures is not None:
+            kernel = {"name": name, **figures}
+    return BlasPlan(op.name, d.backend, d.reason, int(flops), shapes, dtype, d, kernel)
+
+
+def _gemm_figures(m, n, k, itemsize, batch=1):
+    from trnblas.kernels.gemm import gemm_counts, max_k
+
+    if k > max_k(itemsize):  # the host splits K; each chunk is one kernel call
+        return None
+    return {key: batch * v for key, v in gemm_counts(m, n, k, itemsize).items()}
 
 
 def plan_gemm(A, B, transA=False, transB=False) -> BlasPlan:
@@ -117,15 +142,18 @@ def plan_gemm(A, B, transA=False, transB=False) -> BlasPlan:
     A, B, _, tA, tB, m, n, k = _l3._gemm_operands(where, A, B, None, transA, transB, c.ALL_FLOAT_DTYPES)
     cplx = 4 if A.is_complex() else 1
     desc = f"op(A) {m}x{k} @ op(B) {k}x{n} -> {m}x{n}   (transA={tA!r}, transB={tB!r})"
+    size = A.element_size()
     if A.dim() == 2 and B.dim() == 2:
-        return _make(_l3.GEMM, 2 * m * n * k * cplx, desc, A.dtype, c.KERNEL_DTYPES, _KERNEL_NOTE)
+        return _make(_l3.GEMM, 2 * m * n * k * cplx, desc, A.dtype, c.KERNEL_DTYPES, _KERNEL_NOTE,
+                     lambda: ("gemm_kernel", _gemm_figures(m, n, k, size)))
     try:
         batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     except RuntimeError:
         raise c.mismatch(where, "the batch dimensions of A and B do not broadcast", A=A, B=B) from None
     count = math.prod(batch)
     desc = f"batch {tuple(batch)} x " + desc
-    return _make(_l3.BATCHED_GEMM, 2 * m * n * k * count * cplx, desc, A.dtype, c.KERNEL_DTYPES, _KERNEL_NOTE)
+    return _make(_l3.BATCHED_GEMM, 2 * m * n * k * count * cplx, desc, A.dtype, c.KERNEL_DTYPES, _KERNEL_NOTE,
+                 lambda: ("batched_gemm_kernel", _gemm_figures(m, n, k, size, count)))
 
 
 _KERNEL_NOTE = "the NKI kernel takes float32 or bfloat16 (no fp64/complex on the Tensor Engine)"
@@ -150,7 +178,14 @@ def plan_syrk(A, trans=False, uplo="upper") -> BlasPlan:
     A, _, _, t, u, n, k = _l3._rank_k_operands(where, A, None, None, trans, uplo, ("N", "T"))
     flops = n * n * k * (4 if A.is_complex() else 1)
     desc = f"{n}x{n} triangle {u!r} of op(A) op(A)^T, op(A) {n}x{k}   (trans={t!r})"
-    return _make(_l3.SYRK, flops, desc, A.dtype, c.KERNEL_DTYPES, _KERNEL_NOTE)
+    def figures():
+        from trnblas.kernels.syrk import fits, syrk_counts
+
+        if not fits(k, n, A.element_size()):
+            return "gemm_kernel", _gemm_figures(n, n, k, A.element_size())
+        return "syrk_kernel", syrk_counts(n, k, A.element_size(), u == "U")
+
+    return _make(_l3.SYRK, flops, desc, A.dtype, c.KERNEL_DTYPES, _KERNEL_NOTE, figures)
 
 
 def plan_trsm(A, B, side="left", uplo="upper", trans=False, diag="nonunit") -> BlasPlan:
@@ -159,7 +194,13 @@ def plan_trsm(A, B, side="left", uplo="upper", trans=False, diag="nonunit") -> B
     _, A, B, s, u, t, d, m, n = _l3._tri_operands(where, 1.0, A, B, side, uplo, trans, diag)
     flops = (m * m * n if s == "L" else m * n * n) * (4 if A.is_complex() else 1)
     desc = f"solve op(A) X = B, B {m}x{n}   (side={s!r}, uplo={u!r}, trans={t!r}, diag={d!r})"
-    return _make(_l3.TRSM, flops, desc, A.dtype, (torch.float32,), "the NKI trsm kernel takes float32")
+    def figures():
+        from trnblas.kernels.trsm import fits, trsm_counts
+
+        order, nrhs = (m, n) if s == "L" else (n, m)
+        return "trsm_kernel", trsm_counts(order, nrhs) if fits(order) else None
+
+    return _make(_l3.TRSM, flops, desc, A.dtype, (torch.float32,), "the NKI trsm kernel takes float32", figures)
 
 
 _PLANNERS = {
