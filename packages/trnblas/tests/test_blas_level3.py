@@ -17,6 +17,7 @@ import scipy.linalg.blas as sb
 import torch
 
 import trnblas
+import trnsci
 
 DTYPES = [torch.float32, torch.float64, torch.complex64, torch.complex128]
 NP = {torch.float32: np.float32, torch.float64: np.float64,
@@ -445,3 +446,20 @@ def test_dgmm_matches_numpy(dtype, side):
     x = rand((3,) if left else (4,), dtype, 1)
     want = np.diag(x) @ A if left else A @ np.diag(x)
     close(trnblas.dgmm(torch.from_numpy(A), torch.from_numpy(x), side=side), want, dtype)
+
+
+@pytest.mark.parametrize("uplo", ["upper", "lower"])
+@pytest.mark.parametrize("trans", [False, True])
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_syrk_blocked_torch_path_large_n(uplo, trans, beta):
+    """n >= 2048 takes the block-row torch path (ragged last block here); checked against dsyrk,
+    including that the other triangle of C is left as given."""
+    n, k = 2100, 3
+    rng = np.random.default_rng(11)
+    A = rng.standard_normal((n, k) if not trans else (k, n))
+    C = rng.standard_normal((n, n))
+    want = sb.dsyrk(1.5, A, beta=beta, c=C, trans=int(trans), lower=int(uplo == "lower"))
+    with trnsci.use_backend("torch"):
+        got = trnblas.syrk(1.5, torch.from_numpy(A), beta, torch.from_numpy(C), trans=trans, uplo=uplo)
+    # float64, k = 3 terms: a few ulps of |A|^2-sized values
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-13, atol=1e-13)

@@ -97,11 +97,27 @@ def _gemm_ex_torch(alpha, A, B, beta, C, transA, transB, compute_dtype):
     return _gemm_torch(alpha, A, B, beta, C, transA, transB)
 
 
+_SYRK_BLOCK = 512  # block rows of this height; below four blocks one full GEMM was faster (measured)
+
+
 @SYRK.lowering("torch")
 def _syrk_torch(alpha, A, beta, C, trans, uplo):
-    a = A if trans == "N" else A.mT
-    R = _product(torch.mm, torch.addmm, alpha, a, a.mT, beta, C)
-    return c.merge_triangle(R, C, uplo, False, False)
+    """One GEMM per block row, each covering only the ``uplo`` side: about half of a full GEMM's flops."""
+    a = A if trans == "N" else A.mT  # (n, k)
+    n = a.shape[0]
+    if n < 4 * _SYRK_BLOCK:
+        R = _product(torch.mm, torch.addmm, alpha, a, a.mT, beta, C)
+        return c.merge_triangle(R, C, uplo, False, False)
+    R = torch.zeros((n, n), dtype=a.dtype, device=a.device) if C is None else C.clone()
+    for i0 in range(0, n, _SYRK_BLOCK):
+        i1 = min(n, i0 + _SYRK_BLOCK)
+        j0, j1 = (i0, n) if uplo == "U" else (0, i1)  # this block row's part of the triangle
+        Cp = None if C is None else C[i0:i1, j0:j1]
+        R[i0:i1, j0:j1] = _product(torch.mm, torch.addmm, alpha, a[i0:i1], a[j0:j1].mT, beta, Cp)
+        d = slice(i0, i1)  # the diagonal block: only its own triangle is ours
+        Cd = None if C is None else C[d, d]
+        R[d, d] = c.merge_triangle(R[d, d].clone(), Cd, uplo, False, False)
+    return R
 
 
 @TRSM.lowering("torch")
