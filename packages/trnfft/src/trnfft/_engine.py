@@ -1,0 +1,229 @@
+"""The torch path's machinery: input kinds, options, precision modes.
+
+Canonical form reached by validation (and what every ``_<op>_torch`` takes):
+``x`` a torch tensor of dtype float32/float64/complex64/complex128,
+sizes as a tuple of positive ints, dims as a tuple of distinct
+non-negative ints, ``norm`` one of ``"backward"``/``"ortho"``/``"forward"``,
+``precision`` one of :data:`PRECISIONS`.
+
+Precision modes on the torch path:
+
+* ``"fast"`` -- ``torch.fft`` (pocketfft) in the input's precision;
+* ``"double"`` -- ``torch.fft`` in float64, result cast back to the input's precision;
+* ``"kahan"``, ``"bf16"``, ``"bf16_refined"`` -- the kernel algorithms of
+  :mod:`trnfft._algorithms` in float32 (compensated Stockham; bf16 DFT-GEMM
+  operands with float32 accumulation; plus one residual correction). For
+  float64 inputs these modes compute in float64 with ``torch.fft``: they
+  describe float32 hardware arithmetic and never lower the precision of
+  float64 data.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from trnsci import _validate as v
+
+from . import _algorithms as A
+from ._core_candidates import alias, axes, axis, positive_int, positive_ints
+from .complex import ComplexTensor
+
+PRECISIONS = ("fast", "kahan", "double", "bf16", "bf16_refined")
+_precision = ["fast"]
+
+NORM = v.Options({"backward": ("backward", None), "ortho": ("ortho",), "forward": ("forward",)})
+PRECISION = v.Options({p: (p,) for p in PRECISIONS})
+
+# dtype -> (needs upcast to float32)
+_DTYPES = {torch.float32: False, torch.float64: False, torch.complex64: False, torch.complex128: False,
+           torch.bfloat16: True, torch.float16: True}
+_NAMES = "float32, float64, complex64, complex128 (bfloat16/float16 are computed in float32)"
+
+
+def dtype_error(t: torch.Tensor, where: str, name: str = "input") -> TypeError:
+    return TypeError(f"{where}: {name} has dtype {str(t.dtype).replace('torch.', '')}; expected one of {_NAMES}")
+
+
+def prep(x: Any, where: str, real_only: bool = False, name: str = "input") -> tuple[torch.Tensor, bool]:
+    """``(tensor, was_ComplexTensor)``; TypeError for unsupported kinds/dtypes."""
+    if isinstance(x, torch.Tensor):
+        up = _DTYPES.get(x.dtype)
+        if up is None:
+            raise dtype_error(x, where, name)
+        if up:
+            x = x.float()
+        elif real_only and x.is_complex():
+            raise TypeError(f"{where}: {name} must be real, got dtype {str(x.dtype).replace('torch.', '')} "
+                            "(use fft for complex input)")
+        return x, False
+    if isinstance(x, ComplexTensor):
+        if real_only:
+            raise TypeError(f"{where}: {name} must be real, got a ComplexTensor (use fft for complex input)")
+        r = x.real
+        if _DTYPES.get(r.dtype) is None:
+            raise dtype_error(r, where, name)
+        return x.to_torch(), True
+    t = v.tensor(x, name, where)  # NumPy arrays normally arrive converted by numpy_io
+    return prep(t, where, real_only, name)
+
+
+def wrap(y: torch.Tensor, ct: bool):
+    if ct and y.is_complex():
+        return ComplexTensor._make(y.real, y.imag)
+    return y
+
+
+def precision(p: Any, where: str) -> str:
+    if p is None:
+        return _precision[0]
+    return PRECISION(p, "precision", where)
+
+
+def dim1(x: torch.Tensor, dim: Any, axis_: Any, where: str) -> int:
+    d = alias(where, "dim", dim, "axis", axis_, -1)
+    return axis(d, x.dim(), "dim", where)
+
+
+def n1(x: torch.Tensor, n: Any, d: int, where: str, default: int | None = None) -> int:
+    if n is None:
+        n = x.shape[d] if default is None else default
+        if n <= 0:
+            raise ValueError(f"{where}: the input has length {x.shape[d]} along dim {d}; "
+                             f"give n (a positive transform length)")
+        return n
+    return positive_int(n, "n", where)
+
+
+def dims_sizes(x: torch.Tensor, s: Any, dim: Any, where: str, default_dims: tuple | None = None):
+    """Canonical ``(sizes, dims)`` for the n-D transforms (NumPy's rules for s/axes)."""
+    nd = x.dim()
+    if s is not None:
+        s = positive_ints(s, "s", where)
+    if dim is None:
+        if default_dims is not None:
+            dims = tuple(d % nd for d in default_dims) if nd >= len(default_dims) else None
+            if dims is None:
+                raise ValueError(f"{where}: input must have at least {len(default_dims)} dimensions, "
+                                 f"got shape {tuple(x.shape)}")
+            if s is not None and len(s) != len(dims):
+                raise ValueError(f"{where}: s has {len(s)} entries but the transform has {len(dims)} dims")
+        elif s is not None:
+            if len(s) > nd:
+                raise ValueError(f"{where}: s has {len(s)} entries but input has only {nd} dimensions")
+            dims = tuple(range(nd - len(s), nd))
+        else:
+            dims = tuple(range(nd))
+    else:
+        dims = axes(dim, nd, "dim", where)
+        if s is not None and len(s) != len(dims):
+            raise ValueError(f"{where}: s has {len(s)} entries but dim has {len(dims)}")
+    if not dims and nd == 0:
+        raise ValueError(f"{where}: input must have at least one dimension, got a 0-d tensor")
+    if s is None:
+        s = tuple(x.shape[d] for d in dims)
+        for d, k in zip(dims, s):
+            if k <= 0:
+                raise ValueError(f"{where}: the input has length 0 along dim {d}; give s (positive lengths)")
+    return s, dims
+
+
+# ------------------------------------------------------------------ algorithm path
+
+def _resize(x: torch.Tensor, n: int, d: int) -> torch.Tensor:
+    m = x.shape[d]
+    if m == n:
+        return x
+    if m > n:
+        return x.narrow(d, 0, n)
+    pad = list(x.shape)
+    pad[d] = n - m
+    return torch.cat((x, x.new_zeros(pad)), d)
+
+
+def _scale(norm: str, inverse: bool, N: int) -> float:
+    if norm == "ortho":
+        return 1.0 / math.sqrt(N)
+    if (norm == "forward") != inverse:
+        return 1.0 / N
+    return 1.0
+
+
+def _rows(x: torch.Tensor, d: int, n: int):
+    xm = x.movedim(d, -1)
+    shp = xm.shape
+    return xm.reshape(-1, n), shp
+
+
+def alg_c2c(x: torch.Tensor, sizes, dims, norm: str, inverse: bool, mode: str) -> torch.Tensor:
+    """Complex transform along ``dims`` with the kernel algorithms (float32)."""
+    x = x.to(torch.complex64)
+    for n, d in zip(sizes, dims):
+        x = _resize(x, n, d)
+        rows, shp = _rows(x, d, n)
+        yr, yi = A.fft_any(rows.real.contiguous(), rows.imag.contiguous(), inverse, mode)
+        x = torch.complex(yr, yi).reshape(shp).movedim(-1, d)
+    f = _scale(norm, inverse, math.prod(sizes))
+    return x * f if f != 1.0 else x
+
+
+def alg_r2c(x: torch.Tensor, sizes, dims, norm: str, mode: str) -> torch.Tensor:
+    """Real-input transform: half spectrum along ``dims[-1]``, full along the others."""
+    x = x.to(torch.float32)
+    n, d = sizes[-1], dims[-1]
+    x = _resize(x, n, d)
+    rows, shp = _rows(x, d, n)
+    rows = rows.contiguous()
+    if n % 2 == 0:
+        yr, yi = A.rfft_half(rows, mode)
+    else:
+        yr, yi = A.fft_any(rows, torch.zeros_like(rows), False, mode)
+        yr, yi = yr[:, : n // 2 + 1], yi[:, : n // 2 + 1]
+    y = torch.complex(yr, yi).reshape(*shp[:-1], n // 2 + 1).movedim(-1, d)
+    if len(dims) > 1:
+        y = alg_c2c(y, sizes[:-1], dims[:-1], "backward", False, mode)
+    f = _scale(norm, False, math.prod(sizes))
+    return y * f if f != 1.0 else y
+
+
+def alg_c2r(x: torch.Tensor, sizes, dims, norm: str, mode: str) -> torch.Tensor:
+    """Inverse of :func:`alg_r2c`: full inverse along ``dims[:-1]``, Hermitian-to-real along ``dims[-1]``."""
+    x = x.to(torch.complex64)
+    if len(dims) > 1:
+        x = alg_c2c(x, sizes[:-1], dims[:-1], "forward", True, mode)  # unscaled inverse
+    n, d = sizes[-1], dims[-1]
+    h = n // 2 + 1
+    x = _resize(x, h, d)
+    rows, shp = _rows(x, d, h)
+    Xr, Xi = rows.real.contiguous(), rows.imag.clone()
+    Xi[:, 0] = 0
+    if n % 2 == 0:
+        Xi[:, -1] = 0
+        y = A.irfft_half(Xr, Xi, n, mode)
+    else:
+        full_r = torch.cat((Xr, Xr[:, 1:].flip(-1)), 1)
+        full_i = torch.cat((Xi, -Xi[:, 1:].flip(-1)), 1)
+        y, _ = A.fft_any(full_r, full_i, True, mode)
+    y = y.reshape(*shp[:-1], n).movedim(-1, d)
+    f = _scale(norm, True, math.prod(sizes))
+    return y * f if f != 1.0 else y
+
+
+def single(x: torch.Tensor) -> bool:
+    return x.dtype in (torch.float32, torch.complex64)
+
+
+def up64(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.complex128 if x.is_complex() else torch.float64)
+
+
+def down(y: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    if single(like):
+        return y.to(torch.complex64 if y.is_complex() else torch.float32)
+    return y
+
+
+def swap_norm(norm: str) -> str:
+    return {"backward": "forward", "forward": "backward"}.get(norm, norm)

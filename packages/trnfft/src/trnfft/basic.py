@@ -1,0 +1,234 @@
+"""Complex-to-complex transforms: fft, ifft, fft2, ifft2, fftn, ifftn.
+
+Definitions (unnormalized forward, ``norm="backward"``)::
+
+    X[k] = sum_{j=0}^{n-1} x[j] exp(-2 pi i j k / n)          (fft)
+    x[j] = (1/n) sum_{k=0}^{n-1} X[k] exp(+2 pi i j k / n)    (ifft)
+
+``norm="ortho"`` scales both directions by ``1/sqrt(n)``, ``norm="forward"``
+puts ``1/n`` on the forward transform. Multi-dimensional transforms apply
+these along each listed dim (``n`` is then the product of the lengths).
+
+Input kinds and what comes back (every transform in trnfft):
+
+* ``ComplexTensor`` in -> ``ComplexTensor`` out (complex results);
+* torch tensor (real or complex) in -> torch complex tensor out, on the
+  input's device, complex64 for float32/complex64 (and bfloat16/float16,
+  computed in float32) inputs, complex128 for float64/complex128;
+* NumPy array in -> NumPy array out, same dtype rules.
+
+Real-valued results (``irfft``, ``hfft``, ...) are real torch tensors (or
+NumPy arrays) whatever the input kind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from trnsci import _validate as v
+
+from . import _engine as E
+
+# ------------------------------------------------------------------ torch lowerings
+
+
+def _c2c_modes(x: torch.Tensor, sizes: tuple, dims: tuple, norm: str, inverse: bool, precision: str) -> torch.Tensor:
+    if precision == "double" or not E.single(x):
+        f = torch.fft.ifftn if inverse else torch.fft.fftn
+        return E.down(f(E.up64(x), s=sizes, dim=dims, norm=norm), x)
+    return E.alg_c2c(x, sizes, dims, norm, inverse, precision)
+
+
+def _fft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
+    """fft of ``x`` (float32/64, complex64/128) along ``dim`` (>= 0) with length ``n``."""
+    if precision == "fast":
+        return torch.fft.fft(x, n, dim, norm)
+    return _c2c_modes(x, (n,), (dim,), norm, False, precision)
+
+
+def _ifft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
+    if precision == "fast":
+        return torch.fft.ifft(x, n, dim, norm)
+    return _c2c_modes(x, (n,), (dim,), norm, True, precision)
+
+
+def _fftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) -> torch.Tensor:
+    """fftn along the distinct non-negative ``dim`` with lengths ``s`` (also fft2)."""
+    if precision == "fast":
+        return torch.fft.fftn(x, s, dim, norm)
+    return _c2c_modes(x, s, dim, norm, False, precision)
+
+
+def _ifftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) -> torch.Tensor:
+    if precision == "fast":
+        return torch.fft.ifftn(x, s, dim, norm)
+    return _c2c_modes(x, s, dim, norm, True, precision)
+
+
+# ------------------------------------------------------------------ public
+
+
+def _one(where, lowering, input, n, dim, norm, axis, precision):
+    x, ct = E.prep(input, where)
+    d = E.dim1(x, dim, axis, where)
+    n = E.n1(x, n, d, where)
+    return E.wrap(lowering(x, n, d, E.NORM(norm, "norm", where), E.precision(precision, where)), ct)
+
+
+def _many(where, lowering, input, s, dim, norm, axes, precision, default_dims=None):
+    x, ct = E.prep(input, where)
+    dim = E.alias(where, "dim", dim, "axes", axes)
+    s, dims = E.dims_sizes(x, s, dim, where, default_dims)
+    return E.wrap(lowering(x, s, dims, E.NORM(norm, "norm", where), E.precision(precision, where)), ct)
+
+
+@v.numpy_io
+def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
+        axis: int | None = None, precision: str | None = None):
+    """One-dimensional discrete Fourier transform.
+
+    ``X[k] = sum_j x[j] exp(-2 pi i j k / n)`` along one dim, batched over the others.
+
+    Parameters
+    ----------
+    input : ComplexTensor, torch.Tensor or numpy.ndarray
+        Real or complex data, float32/float64/complex64/complex128 (bfloat16
+        and float16 are computed in float32).
+    n : int, optional
+        Transform length: the input is zero-padded or truncated along
+        ``dim`` to ``n``. Default: the input's length. Any positive length
+        (primes included).
+    dim : int, optional
+        The axis to transform (default -1). ``axis`` is an alias.
+    norm : {"backward", "ortho", "forward"}, optional
+        Normalization (default "backward": none on the forward transform).
+    precision : {"fast", "kahan", "double", "bf16", "bf16_refined"}, optional
+        Arithmetic mode for this call (default: :func:`get_precision`).
+
+    Returns
+    -------
+    ComplexTensor, torch.Tensor or numpy.ndarray
+        Complex spectrum, the input's shape with ``n`` along ``dim``; kind
+        as described in :mod:`trnfft.basic`.
+
+    Raises
+    ------
+    TypeError
+        Unsupported kind or dtype (integers, bool), non-int ``n``/``dim``.
+    ValueError
+        ``n <= 0``, ``dim`` out of range, unknown ``norm``/``precision``,
+        empty transform axis without ``n``.
+
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> trnfft.fft(torch.tensor([1.0, 2.0, 3.0, 4.0]))
+    tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])
+    """
+    return _one("fft", _fft_torch, input, n, dim, norm, axis, precision)
+
+
+@v.numpy_io
+def ifft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
+         axis: int | None = None, precision: str | None = None):
+    """One-dimensional inverse discrete Fourier transform.
+
+    ``x[j] = (1/n) sum_k X[k] exp(+2 pi i j k / n)`` (``norm="backward"``).
+    Parameters, returns and errors as for :func:`fft`.
+
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> trnfft.ifft(torch.tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])).real
+    tensor([1., 2., 3., 4.])
+    """
+    return _one("ifft", _ifft_torch, input, n, dim, norm, axis, precision)
+
+
+@v.numpy_io
+def fftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
+         axes: Any = None, precision: str | None = None):
+    """N-dimensional discrete Fourier transform.
+
+    Parameters
+    ----------
+    input : ComplexTensor, torch.Tensor or numpy.ndarray
+        Real or complex data (dtypes as for :func:`fft`).
+    s : sequence of int, optional
+        Transform lengths along ``dim`` (zero-pad or truncate). Default: the
+        input's lengths.
+    dim : sequence of int, optional
+        Axes to transform (default: the last ``len(s)`` axes if ``s`` is
+        given, else all). ``axes`` is an alias. Axes must be distinct.
+    norm : {"backward", "ortho", "forward"}, optional
+        Normalization; ``n`` is the product of the transform lengths.
+    precision : str, optional
+        As for :func:`fft`.
+
+    Returns
+    -------
+    ComplexTensor, torch.Tensor or numpy.ndarray
+        The complex spectrum (kind as for :func:`fft`).
+
+    Raises
+    ------
+    TypeError, ValueError
+        As for :func:`fft`; also ``len(s) != len(dim)`` or repeated axes.
+
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> trnfft.fftn(torch.ones(2, 3))
+    tensor([[6.+0.j, 0.+0.j, 0.+0.j],
+            [0.+0.j, 0.+0.j, 0.+0.j]])
+    """
+    return _many("fftn", _fftn_torch, input, s, dim, norm, axes, precision)
+
+
+@v.numpy_io
+def ifftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
+          axes: Any = None, precision: str | None = None):
+    """N-dimensional inverse discrete Fourier transform (see :func:`fftn`).
+
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> x = torch.randn(3, 4, 5, dtype=torch.float64)
+    >>> bool(torch.allclose(trnfft.ifftn(trnfft.fftn(x)).real, x))
+    True
+    """
+    return _many("ifftn", _ifftn_torch, input, s, dim, norm, axes, precision)
+
+
+@v.numpy_io
+def fft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
+         axes: Any = None, precision: str | None = None):
+    """Two-dimensional discrete Fourier transform over ``dim`` (default the last two axes).
+
+    Same as :func:`fftn` with ``dim=(-2, -1)`` by default.
+
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> trnfft.fft2(torch.eye(2))
+    tensor([[2.+0.j, 0.+0.j],
+            [0.+0.j, 2.+0.j]])
+    """
+    return _many("fft2", _fftn_torch, input, s, dim, norm, axes, precision, (-2, -1))
+
+
+@v.numpy_io
+def ifft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
+          axes: Any = None, precision: str | None = None):
+    """Two-dimensional inverse discrete Fourier transform (see :func:`fft2`).
+
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> trnfft.ifft2(torch.full((2, 2), 4.0)).real
+    tensor([[4., 0.],
+            [0., 0.]])
+    """
+    return _many("ifft2", _ifftn_torch, input, s, dim, norm, axes, precision, (-2, -1))

@@ -1,0 +1,285 @@
+"""FFT plans: decide once (algorithm, tables, backend), execute many times.
+
+A plan fixes the transform kind, the transform axes and lengths, the
+dtype, ``norm`` and precision; creating it precomputes the constant tables
+the kernel algorithms need (DFT matrices, per-stage twiddles, Bluestein
+chirps and chirp spectra -- float64 on the host, cast to float32 on use)
+and picks the backend. Plans are cached (LRU, :data:`PLAN_CACHE_SIZE`
+entries) by their arguments; :func:`clear_plan_cache` empties the cache and
+the table caches.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+from . import _algorithms as A
+from . import _engine as E
+from . import basic, real
+from ._core_candidates import axes as _axes
+from ._core_candidates import positive_int, positive_ints
+
+PLAN_CACHE_SIZE = 64
+_cache: OrderedDict = OrderedDict()
+
+# kind -> (lowering, n-D?, real input?, half-spectrum input?, default dims)
+_KINDS = {
+    "fft": (basic._fft_torch, False, False, False),
+    "ifft": (basic._ifft_torch, False, False, False),
+    "rfft": (real._rfft_torch, False, True, False),
+    "irfft": (real._irfft_torch, False, False, True),
+    "hfft": (real._hfft_torch, False, False, True),
+    "ihfft": (real._ihfft_torch, False, True, False),
+    "fft2": (basic._fftn_torch, True, False, False),
+    "ifft2": (basic._ifftn_torch, True, False, False),
+    "fftn": (basic._fftn_torch, True, False, False),
+    "ifftn": (basic._ifftn_torch, True, False, False),
+    "rfft2": (real._rfftn_torch, True, True, False),
+    "irfft2": (real._irfftn_torch, True, False, True),
+    "rfftn": (real._rfftn_torch, True, True, False),
+    "irfftn": (real._irfftn_torch, True, False, True),
+}
+_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
+
+
+class FFTPlan:
+    """A transform with everything decided: create with :func:`create_plan`, run with :meth:`execute`.
+
+    Attributes
+    ----------
+    kind : str
+        ``"fft"``, ``"rfft"``, ``"irfftn"``, ... (the function it runs).
+    dims : tuple of int
+        Transform axes (negative: counted from the end, so any batch shape works).
+    lengths : tuple of int
+        Transform lengths along ``dims`` (the ``n``/``s`` of the function).
+    input_lengths : tuple of int
+        Lengths the input must have along ``dims``.
+    dtype : torch.dtype
+        Input dtype the plan was made for (single- or double-precision class).
+    norm, precision : str
+    algorithms : tuple of str
+        The kernel algorithm per axis (``"dft_gemm"``, ``"stockham"``, ``"bluestein"``).
+    backend : str
+        Where it runs: ``"torch"`` in this release.
+    reason : str
+        Why that backend and algorithm.
+    tables : dict
+        The precomputed float64 tables (name -> numpy array).
+    """
+
+    def __init__(self, kind, dims, lengths, input_lengths, dtype, norm, precision):
+        self.kind, self.dims, self.lengths = kind, dims, lengths
+        self.input_lengths, self.dtype, self.norm, self.precision = input_lengths, dtype, norm, precision
+        self._lowering, self._nd, self._real_in, _ = _KINDS[kind]
+        self._single = dtype in (torch.float32, torch.complex64)
+        self.algorithms = tuple(A.algorithm_for(n, precision) for n in lengths)
+        self.tables = {}
+        for n, alg in zip(lengths, self.algorithms):
+            if alg == "dft_gemm":
+                c, s = A.dft_tables(n)
+                self.tables[f"dft_{n}"] = c + 1j * s
+            elif alg == "stockham":
+                ls = 1
+                for r in A.radices(n, A.max_radix_for(precision)):
+                    c, s = A.stage_twiddles(ls, r)
+                    self.tables[f"twiddle_{n}_stage{ls}x{r}"] = c + 1j * s
+                    ls *= r
+            else:
+                c, s = A.chirp(n)
+                self.tables[f"chirp_{n}"] = c + 1j * s
+                br, bi = A.chirp_filter_spectrum(n)
+                self.tables[f"chirp_spectrum_{n}_m{A.bluestein_length(n)}"] = br + 1j * bi
+        self.backend = "torch"
+        if precision == "fast" or (precision != "double" and not self._single):
+            how = "torch.fft (pocketfft) in the input's precision"
+        elif precision == "double":
+            how = "torch.fft in float64, result cast back"
+        else:
+            how = f"the kernel algorithms in float32 with {precision} arithmetic"
+        self.reason = ("no NKI lowering is registered for trnfft yet, so the torch path runs: " + how)
+
+    @property
+    def flops(self) -> float:
+        """Nominal work, ``5 N log2 N`` per transform (``N`` = product of lengths; halved for real kinds)."""
+        N = math.prod(self.lengths)
+        f = 5.0 * N * math.log2(N) if N > 1 else 0.0
+        return f / 2 if self.kind.startswith(("r", "ir", "h", "ih")) else f
+
+    def execute(self, x: Any) -> Any:
+        """Run the planned transform on ``x`` (any batch shape; same rules for kinds as the function).
+
+        Raises
+        ------
+        TypeError
+            Wrong kind/dtype class for this plan.
+        ValueError
+            ``x`` has the wrong length along a planned axis.
+        """
+        return _execute(self, x)
+
+    __call__ = execute
+
+    def __repr__(self) -> str:
+        lines = [f"FFTPlan {self.kind} lengths={self.lengths} dims={self.dims} dtype="
+                 f"{str(self.dtype).replace('torch.', '')} norm={self.norm} precision={self.precision}",
+                 f"  backend: {self.backend} -- {self.reason}"]
+        for n, alg in zip(self.lengths, self.algorithms):
+            extra = ""
+            if alg == "stockham":
+                extra = f" radices {A.radices(n, A.max_radix_for(self.precision))}"
+            elif alg == "bluestein":
+                extra = f" (convolution length {A.bluestein_length(n)})"
+            lines.append(f"  n={n}: {alg}{extra}")
+        lines.append(f"  tables: {len(self.tables)} float64 tables, "
+                     f"{sum(t.size for t in self.tables.values())} complex entries; nominal {self.flops:.3g} flop")
+        return "\n".join(lines)
+
+
+def _execute(plan: FFTPlan, x: Any):
+    import numpy as np
+
+    is_np = isinstance(x, np.ndarray)
+    t, ct = E.prep(torch.from_numpy(x) if is_np else x, f"{plan.kind} plan", real_only=plan._real_in, name="x")
+    if E.single(t) != plan._single:
+        raise TypeError(f"{plan.kind} plan: x has dtype {str(t.dtype).replace('torch.', '')} but the plan was "
+                        f"made for {str(plan.dtype).replace('torch.', '')}")
+    nd = t.dim()
+    try:
+        dims = tuple(d % nd if -nd <= d < nd else None for d in plan.dims)
+    except ZeroDivisionError:
+        dims = (None,)
+    if None in dims:
+        raise ValueError(f"{plan.kind} plan: x with shape {tuple(t.shape)} lacks the planned dims {plan.dims}")
+    got = tuple(t.shape[d] for d in dims)
+    if got != plan.input_lengths:
+        raise ValueError(f"{plan.kind} plan: x must have lengths {plan.input_lengths} along dims {plan.dims}, "
+                         f"got {got}")
+    if plan._nd:
+        y = plan._lowering(t, plan.lengths, dims, plan.norm, plan.precision)
+    else:
+        y = plan._lowering(t, plan.lengths[0], dims[0], plan.norm, plan.precision)
+    y = E.wrap(y, ct)
+    return y.detach().cpu().numpy() if is_np else y
+
+
+def create_plan(shape: Any, dim: Any = None, kind: str = "fft", dtype: torch.dtype | None = None, *,
+                s: Any = None, norm: str | None = None, precision: str | None = None,
+                inverse: bool = False) -> FFTPlan:
+    """Plan a transform: choose the algorithm per axis, precompute its tables, pick the backend.
+
+    Parameters
+    ----------
+    shape : int or sequence of int
+        The input's lengths along the transform axes -- an int ``n`` for a
+        1-D transform, or the full input shape (then ``dim`` picks axes from
+        it). Batch axes are free at :meth:`FFTPlan.execute` time.
+    dim : int or sequence of int, optional
+        Transform axes (default: -1 for 1-D kinds, the last two for ``*2``
+        kinds, all of ``shape`` for ``*n`` kinds). Stored as negative
+        indices, so inputs with extra leading batch axes work.
+    kind : str, optional
+        One of fft, ifft, rfft, irfft, hfft, ihfft, fft2, ifft2, rfft2,
+        irfft2, fftn, ifftn, rfftn, irfftn (default "fft").
+    dtype : torch.dtype, optional
+        float32/float64/complex64/complex128 (default complex64, float32
+        for real-input kinds). Only the precision class matters.
+    s : int or sequence of int, optional
+        Output transform lengths (the functions' ``n``/``s``).
+    norm, precision : str, optional
+        As for the functions (precision default: :func:`get_precision` now).
+    inverse : bool, optional
+        Published spelling: ``create_plan(n, inverse=True)`` plans an ``ifft``.
+
+    Returns
+    -------
+    FFTPlan
+        Cached: the same arguments return the same plan object.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad kind, lengths, axes, dtype, norm or precision.
+
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> p = trnfft.create_plan(1000)
+    >>> p.algorithms, p.backend
+    (('bluestein',), 'torch')
+    >>> x = torch.randn(8, 1000)
+    >>> bool(torch.allclose(p.execute(x), torch.fft.fft(x), atol=1e-3))
+    True
+    """
+    where = "create_plan"
+    if not isinstance(kind, str) or kind.lower() not in _KINDS:
+        raise ValueError(f"{where}: kind must be one of {', '.join(_KINDS)}; got {kind!r}")
+    kind = kind.lower()
+    if not isinstance(inverse, bool):
+        raise TypeError(f"{where}: inverse must be a bool, got {type(inverse).__name__}")
+    if inverse:
+        kind = {"fft": "ifft", "fft2": "ifft2", "fftn": "ifftn"}.get(kind, kind)
+    _, nd, real_in, half_in = _KINDS[kind]
+    if isinstance(shape, int) and not isinstance(shape, bool):
+        shape = (positive_int(shape, "shape", where),)
+    else:
+        shape = positive_ints(shape, "shape", where)
+    if dim is None:
+        dims = (-1,) if not nd else ((-2, -1) if kind.endswith("2") else tuple(range(-len(shape), 0)))
+    elif not nd:
+        from ._core_candidates import axis
+        dims = (axis(dim, len(shape), "dim", where) - len(shape),)
+    else:
+        dims = tuple(d - len(shape) for d in _axes(dim, len(shape), "dim", where))
+    if len(shape) < len(dims) or not dims:
+        raise ValueError(f"{where}: shape {shape} has fewer axes than the transform needs ({len(dims)})")
+    if not nd and len(dims) != 1:
+        raise ValueError(f"{where}: {kind} transforms one axis")
+    in_len = tuple(shape[d] for d in dims)
+    if s is None:
+        lengths = in_len[:-1] + ((2 * (in_len[-1] - 1)) if half_in else in_len[-1],)
+        if lengths[-1] <= 0:
+            raise ValueError(f"{where}: a half spectrum of length {in_len[-1]} needs s (output length)")
+    else:
+        lengths = (positive_int(s, "s", where),) if isinstance(s, int) and not isinstance(s, bool) \
+            else positive_ints(s, "s", where)
+        if len(lengths) != len(dims):
+            raise ValueError(f"{where}: s has {len(lengths)} entries but the plan has {len(dims)} axes")
+    if dtype is None:
+        dtype = torch.float32 if real_in else torch.complex64
+    if dtype not in _DTYPES:
+        raise TypeError(f"{where}: dtype must be one of float32, float64, complex64, complex128; got {dtype!r}")
+    if real_in and dtype.is_complex:
+        raise TypeError(f"{where}: {kind} takes real input; dtype {dtype} is complex")
+    norm = E.NORM(norm, "norm", where)
+    prec = E.precision(precision, where)
+    key = (kind, dims, lengths, in_len, dtype, norm, prec)
+    plan = _cache.get(key)
+    if plan is not None:
+        _cache.move_to_end(key)
+        return plan
+    plan = FFTPlan(kind, dims, lengths, in_len, dtype, norm, prec)
+    _cache[key] = plan
+    while len(_cache) > PLAN_CACHE_SIZE:
+        _cache.popitem(last=False)
+    return plan
+
+
+def clear_plan_cache() -> None:
+    """Forget every cached plan and precomputed table.
+
+    Examples
+    --------
+    >>> import trnfft
+    >>> trnfft.clear_plan_cache()
+    """
+    _cache.clear()
+    for f in (A.dft_tables, A.stage_twiddles, A.chirp, A.chirp_filter_spectrum):
+        f.cache_clear()
+    A._TABLE_CACHE.clear()
+    A._LOW.clear()
+    A._HALF.clear()

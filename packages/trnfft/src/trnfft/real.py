@@ -1,0 +1,249 @@
+"""Real-input and Hermitian transforms: rfft, irfft, hfft, ihfft, rfft2, irfft2, rfftn, irfftn.
+
+A real signal of length ``n`` has a Hermitian spectrum (``X[n-k] =
+conj(X[k])``), so only ``n // 2 + 1`` coefficients are stored. ``irfft``
+takes those back to ``n`` real samples; because ``n`` cannot be recovered
+from the half length, pass ``n`` for odd lengths (the default is
+``2 * (m - 1)`` for ``m`` input coefficients). The imaginary parts of the
+zero-frequency (and, for even ``n``, the Nyquist) coefficient are ignored,
+as in NumPy. ``hfft``/``ihfft`` are the same pair with the roles of time
+and frequency swapped. Input/output kinds follow :mod:`trnfft.basic`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from trnsci import _validate as v
+
+from . import _engine as E
+
+# ------------------------------------------------------------------ torch lowerings
+
+
+def _r2c_modes(x, s, dims, norm, precision):
+    if precision == "double" or not E.single(x):
+        return E.down(torch.fft.rfftn(E.up64(x), s=s, dim=dims, norm=norm), x)
+    return E.alg_r2c(x, s, dims, norm, precision)
+
+
+def _c2r_modes(x, s, dims, norm, precision):
+    if precision == "double" or not E.single(x):
+        return E.down(torch.fft.irfftn(E.up64(x), s=s, dim=dims, norm=norm), x)
+    return E.alg_c2r(x, s, dims, norm, precision)
+
+
+def _rfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
+    """rfft of real ``x`` (float32/64) along ``dim`` (>= 0), length ``n``: ``n//2+1`` outputs."""
+    if precision == "fast":
+        return torch.fft.rfft(x, n, dim, norm)
+    return _r2c_modes(x, (n,), (dim,), norm, precision)
+
+
+def _irfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
+    """irfft of Hermitian half-spectrum ``x`` along ``dim``: ``n`` real outputs."""
+    if precision == "fast":
+        return torch.fft.irfft(x, n, dim, norm)
+    return _c2r_modes(x, (n,), (dim,), norm, precision)
+
+
+def _hfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
+    """hfft: ``irfft(conj(x), n)`` with the normalization swapped; ``n`` real outputs."""
+    if precision == "fast":
+        return torch.fft.hfft(x, n, dim, norm)
+    return _c2r_modes(x.conj(), (n,), (dim,), E.swap_norm(norm), precision)
+
+
+def _ihfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
+    """ihfft: ``conj(rfft(x, n))`` with the normalization swapped; ``n//2+1`` outputs."""
+    if precision == "fast":
+        return torch.fft.ihfft(x, n, dim, norm)
+    return _r2c_modes(x, (n,), (dim,), E.swap_norm(norm), precision).conj().resolve_conj()
+
+
+def _rfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) -> torch.Tensor:
+    """rfftn (and rfft2): half spectrum along ``dim[-1]``, full along the others."""
+    if precision == "fast":
+        return torch.fft.rfftn(x, s, dim, norm)
+    return _r2c_modes(x, s, dim, norm, precision)
+
+
+def _irfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) -> torch.Tensor:
+    """irfftn (and irfft2): ``s[-1]`` real outputs along ``dim[-1]``."""
+    if precision == "fast":
+        return torch.fft.irfftn(x, s, dim, norm)
+    return _c2r_modes(x, s, dim, norm, precision)
+
+
+# ------------------------------------------------------------------ public
+
+
+def _one(where, lowering, input, n, dim, norm, axis, precision, real_in, half_in):
+    x, ct = E.prep(input, where, real_only=real_in)
+    d = E.dim1(x, dim, axis, where)
+    n = E.n1(x, n, d, where, 2 * (x.shape[d] - 1) if (half_in and n is None) else None)
+    return E.wrap(lowering(x, n, d, E.NORM(norm, "norm", where), E.precision(precision, where)), ct)
+
+
+def _many(where, lowering, input, s, dim, norm, axes, precision, real_in, default_dims=None):
+    x, ct = E.prep(input, where, real_only=real_in)
+    dim = E.alias(where, "dim", dim, "axes", axes)
+    if real_in or s is not None:
+        s, dims = E.dims_sizes(x, s, dim, where, default_dims)
+    else:  # irfftn without s: last length is 2 (m - 1)
+        s, dims = E.dims_sizes(x, None, dim, where, default_dims)
+        s = s[:-1] + (2 * (x.shape[dims[-1]] - 1),)
+        if s[-1] <= 0:
+            raise ValueError(f"{where}: the input has {x.shape[dims[-1]]} coefficient(s) along dim {dims[-1]}, "
+                             "too few for the default output length 2*(m-1); give s")
+    if not dims:
+        raise ValueError(f"{where}: dim must name at least one axis")
+    return E.wrap(lowering(x, s, dims, E.NORM(norm, "norm", where), E.precision(precision, where)), ct)
+
+
+_PARAMS = """
+    Parameters
+    ----------
+    input : ComplexTensor, torch.Tensor or numpy.ndarray
+        {what}
+    {nname} : {ntype}, optional
+        {ndoc}
+    dim : {dtype}, optional
+        {ddoc} ``{alias}`` is an alias.
+    norm : {{"backward", "ortho", "forward"}}, optional
+        Normalization as in NumPy (default "backward").
+    precision : {{"fast", "kahan", "double", "bf16", "bf16_refined"}}, optional
+        Arithmetic mode for this call (default: :func:`get_precision`).
+
+    Returns
+    -------
+    {ret}
+
+    Raises
+    ------
+    TypeError
+        Unsupported kind or dtype{rtype}.
+    ValueError
+        Non-positive lengths, ``dim`` out of range or repeated, unknown
+        ``norm``/``precision``.
+"""
+
+
+@v.numpy_io
+def rfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
+         axis: int | None = None, precision: str | None = None):
+    return _one("rfft", _rfft_torch, input, n, dim, norm, axis, precision, True, False)
+
+
+@v.numpy_io
+def irfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
+          axis: int | None = None, precision: str | None = None):
+    return _one("irfft", _irfft_torch, input, n, dim, norm, axis, precision, False, True)
+
+
+@v.numpy_io
+def hfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
+         axis: int | None = None, precision: str | None = None):
+    return _one("hfft", _hfft_torch, input, n, dim, norm, axis, precision, False, True)
+
+
+@v.numpy_io
+def ihfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
+          axis: int | None = None, precision: str | None = None):
+    return _one("ihfft", _ihfft_torch, input, n, dim, norm, axis, precision, True, False)
+
+
+@v.numpy_io
+def rfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
+          axes: Any = None, precision: str | None = None):
+    return _many("rfftn", _rfftn_torch, input, s, dim, norm, axes, precision, True)
+
+
+@v.numpy_io
+def irfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
+           axes: Any = None, precision: str | None = None):
+    return _many("irfftn", _irfftn_torch, input, s, dim, norm, axes, precision, False)
+
+
+@v.numpy_io
+def rfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
+          axes: Any = None, precision: str | None = None):
+    return _many("rfft2", _rfftn_torch, input, s, dim, norm, axes, precision, True, (-2, -1))
+
+
+@v.numpy_io
+def irfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
+           axes: Any = None, precision: str | None = None):
+    return _many("irfft2", _irfftn_torch, input, s, dim, norm, axes, precision, False, (-2, -1))
+
+
+_ONE = dict(nname="n", ntype="int", dtype="int", alias="axis",
+            ddoc="The axis to transform (default -1).")
+_MANY = dict(nname="s", ntype="sequence of int", dtype="sequence of int", alias="axes",
+             ddoc="Axes to transform (default: the last ``len(s)`` axes if ``s`` is given, else all); "
+                  "the half-spectrum axis is the last one listed.")
+_MANY2 = dict(_MANY, ddoc="Axes to transform (default the last two); the half-spectrum axis is the last one.")
+
+_DOCS = {
+    rfft: ("One-dimensional DFT of real input, non-negative frequencies only.\n\n"
+           "    ``X[k] = sum_j x[j] exp(-2 pi i j k / n)`` for ``k = 0 .. n//2``.\n",
+           dict(_ONE, what="Real data (float32/float64; bfloat16/float16 computed in float32).",
+                ndoc="Transform length (zero-pad or truncate the input). Default: the input's length.",
+                ret="Complex spectrum with ``n // 2 + 1`` entries along ``dim``.",
+                rtype=" (complex input: use :func:`fft`)"),
+           ">>> import torch, trnfft\n    >>> trnfft.rfft(torch.tensor([1.0, 2.0, 3.0, 4.0]))\n"
+           "    tensor([10.+0.j, -2.+2.j, -2.+0.j])"),
+    irfft: ("Inverse of :func:`rfft`: real signal of length ``n`` from its half spectrum.\n",
+            dict(_ONE, what="Half spectrum (complex, or real meaning zero imaginary part).",
+                 ndoc="Output length; the input is padded/truncated to ``n // 2 + 1`` coefficients. "
+                      "Default ``2 * (m - 1)``.",
+                 ret="Real tensor (or array) with ``n`` entries along ``dim``.", rtype=""),
+            ">>> import torch, trnfft\n    >>> trnfft.irfft(torch.tensor([10.+0.j, -2.+2.j, -2.+0.j]))\n"
+            "    tensor([1., 2., 3., 4.])"),
+    hfft: ("DFT of a Hermitian-symmetric signal given by its first half: a real spectrum.\n\n"
+           "    ``hfft(x, n) = irfft(conj(x), n) * n`` for ``norm=\"backward\"``.\n",
+           dict(_ONE, what="First half of a Hermitian signal (complex or real).",
+                ndoc="Output length (default ``2 * (m - 1)``).",
+                ret="Real tensor (or array) with ``n`` entries along ``dim``.", rtype=""),
+           ">>> import torch, trnfft\n    >>> trnfft.hfft(torch.tensor([1.+0.j, 2.+0.j, 3.+0.j]))\n"
+           "    tensor([ 8., -2.,  0., -2.])"),
+    ihfft: ("Inverse of :func:`hfft`: half of the Hermitian spectrum of a real signal.\n\n"
+            "    ``ihfft(x, n) = conj(rfft(x, n)) / n`` for ``norm=\"backward\"``.\n",
+            dict(_ONE, what="Real data (float32/float64).",
+                 ndoc="Transform length (zero-pad or truncate). Default: the input's length.",
+                 ret="Complex tensor with ``n // 2 + 1`` entries along ``dim``.",
+                 rtype=" (complex input)"),
+            ">>> import torch, trnfft\n    >>> trnfft.ihfft(torch.tensor([8., -2., 0., -2.]))\n"
+            "    tensor([1.-0.j, 2.-0.j, 3.-0.j])"),
+    rfftn: ("N-dimensional DFT of real input: half spectrum along the last transformed axis.\n",
+            dict(_MANY, what="Real data (float32/float64).",
+                 ndoc="Transform lengths (zero-pad or truncate). Default: the input's lengths.",
+                 ret="Complex tensor; the last transformed axis has ``s[-1] // 2 + 1`` entries.",
+                 rtype=" (complex input: use :func:`fftn`)"),
+            ">>> import torch, trnfft\n    >>> trnfft.rfftn(torch.ones(2, 4)).shape\n    torch.Size([2, 3])"),
+    irfftn: ("Inverse of :func:`rfftn`.\n",
+             dict(_MANY, what="Half spectrum (complex or real).",
+                  ndoc="Output lengths; default: the input's lengths with the last one ``2 * (m - 1)``.",
+                  ret="Real tensor with lengths ``s`` along ``dim``.", rtype=""),
+             ">>> import torch, trnfft\n    >>> x = torch.randn(3, 4, 6, dtype=torch.float64)\n"
+             "    >>> bool(torch.allclose(trnfft.irfftn(trnfft.rfftn(x), s=x.shape), x))\n    True"),
+    rfft2: ("Two-dimensional DFT of real input (:func:`rfftn` over the last two axes by default).\n",
+            dict(_MANY2, what="Real data with at least two dimensions.",
+                 ndoc="Transform lengths. Default: the input's lengths.",
+                 ret="Complex tensor; the last transformed axis has ``s[-1] // 2 + 1`` entries.",
+                 rtype=" (complex input)"),
+            ">>> import torch, trnfft\n    >>> trnfft.rfft2(torch.ones(2, 2))\n"
+            "    tensor([[4.+0.j, 0.+0.j],\n            [0.+0.j, 0.+0.j]])"),
+    irfft2: ("Inverse of :func:`rfft2`.\n",
+             dict(_MANY2, what="Half spectrum with at least two dimensions.",
+                  ndoc="Output lengths; default: the input's with the last one ``2 * (m - 1)``.",
+                  ret="Real tensor.", rtype=""),
+             ">>> import torch, trnfft\n    >>> trnfft.irfft2(torch.tensor([[4.+0.j, 0.+0.j], [0.+0.j, 0.+0.j]]))\n"
+             "    tensor([[1., 1.],\n            [1., 1.]])"),
+}
+
+for _f, (_head, _kw, _ex) in _DOCS.items():
+    _f.__doc__ = _head + _PARAMS.format(**_kw) + "\n    Examples\n    --------\n    " + _ex + "\n"
+del _f, _head, _kw, _ex

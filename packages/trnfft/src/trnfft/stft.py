@@ -1,0 +1,207 @@
+"""Short-time Fourier transform and its inverse, with torch.stft / torch.istft conventions.
+
+``stft`` frames the signal (``n_fft`` samples every ``hop_length``; with
+``center=True`` the signal is first padded by ``n_fft // 2`` on both sides
+using ``pad_mode``), multiplies each frame by the window (``win_length``
+samples, zero-padded to ``n_fft`` centred; rectangular if ``window`` is
+None, as in torch) and transforms it::
+
+    S[..., f, t] = sum_j w[j] x[t * hop + j] exp(-2 pi i f j / n_fft)
+
+(times ``n_fft ** -0.5`` if ``normalized``). ``istft`` inverts it by
+windowed overlap-add divided by the summed squared window (which must not
+vanish: the NOLA condition).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from trnsci import _validate as v
+
+from . import _engine as E
+from ._core_candidates import positive_int
+
+_PAD = v.Options({m: (m,) for m in ("reflect", "constant", "replicate", "circular")})
+
+
+def _stft_torch(x: torch.Tensor, n_fft: int, hop_length: int, win_length: int, window: torch.Tensor | None,
+                center: bool, pad_mode: str, normalized: bool, onesided: bool) -> torch.Tensor:
+    """``(B?, L)`` real/complex -> ``(B?, n_freq, n_frames)`` complex."""
+    return torch.stft(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided,
+                      return_complex=True)
+
+
+def _istft_torch(S: torch.Tensor, n_fft: int, hop_length: int, win_length: int, window: torch.Tensor | None,
+                 center: bool, normalized: bool, onesided: bool, length: int | None,
+                 return_complex: bool) -> torch.Tensor:
+    return torch.istft(S, n_fft, hop_length, win_length, window, center, normalized, onesided, length,
+                       return_complex)
+
+
+def _bool(b: Any, name: str, where: str) -> bool:
+    if not isinstance(b, bool):
+        raise TypeError(f"{where}: {name} must be a bool, got {type(b).__name__}")
+    return b
+
+
+def _window(window: Any, win_length: int, like: torch.Tensor, where: str):
+    if window is None:
+        return None
+    w = v.tensor(window, "window", where)
+    if w.dtype not in (torch.float32, torch.float64) or w.dim() != 1 or w.shape[0] != win_length:
+        if w.dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"{where}: window must be float32/float64, got {w.dtype}")
+        raise ValueError(f"{where}: window must be 1-D of length win_length={win_length}, got shape "
+                         f"{tuple(w.shape)}")
+    real = like.real.dtype if like.is_complex() else like.dtype
+    return w.to(device=like.device, dtype=real)
+
+
+def _common(where, n_fft, hop_length, win_length, center, normalized):
+    n_fft = positive_int(n_fft, "n_fft", where)
+    hop = n_fft // 4 if hop_length is None else positive_int(hop_length, "hop_length", where)
+    hop = max(hop, 1)
+    wl = n_fft if win_length is None else positive_int(win_length, "win_length", where)
+    if wl > n_fft:
+        raise ValueError(f"{where}: win_length={wl} must be <= n_fft={n_fft}")
+    return n_fft, hop, wl, _bool(center, "center", where), _bool(normalized, "normalized", where)
+
+
+@v.numpy_io
+def stft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int | None = None,
+         window: Any = None, center: bool = True, pad_mode: str = "reflect", normalized: bool = False,
+         onesided: bool | None = None):
+    """Short-time Fourier transform (torch.stft conventions, complex result).
+
+    Parameters
+    ----------
+    input : torch.Tensor, ComplexTensor or numpy.ndarray
+        Signal, shape ``(L,)`` or ``(B, L)``, real or complex floating.
+    n_fft : int
+        Frame (and transform) length.
+    hop_length : int, optional
+        Frame step (default ``n_fft // 4``).
+    win_length : int, optional
+        Window length ``<= n_fft`` (default ``n_fft``).
+    window : torch.Tensor, optional
+        1-D window of length ``win_length`` (default: rectangular, as torch).
+    center : bool, optional
+        Pad ``n_fft // 2`` on both sides first (default True).
+    pad_mode : {"reflect", "constant", "replicate", "circular"}, optional
+    normalized : bool, optional
+        Multiply by ``n_fft ** -0.5``.
+    onesided : bool, optional
+        Keep ``n_fft // 2 + 1`` frequencies (default True for real input;
+        complex input needs False).
+
+    Returns
+    -------
+    torch.Tensor, ComplexTensor or numpy.ndarray
+        Complex, shape ``(B?, n_freq, n_frames)`` with
+        ``n_frames = 1 + (L_padded - n_fft) // hop_length``.
+
+    Raises
+    ------
+    TypeError
+        Bad kinds/dtypes, non-bool flags.
+    ValueError
+        Non-positive sizes, ``win_length > n_fft``, signal shorter than
+        the frame (or than the reflect padding), wrong window shape,
+        one-sided output of complex input, unknown ``pad_mode``.
+
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> trnfft.stft(torch.ones(64), 16, hop_length=4, window=torch.hann_window(16)).shape
+    torch.Size([9, 17])
+    """
+    where = "stft"
+    x, ct = E.prep(input, where)
+    v.ndim(x, "input", (1, 2), where)
+    n_fft, hop, wl, center, normalized = _common(where, n_fft, hop_length, win_length, center, normalized)
+    pad_mode = _PAD(pad_mode, "pad_mode", where)
+    one = (not x.is_complex()) if onesided is None else _bool(onesided, "onesided", where)
+    if one and x.is_complex():
+        raise ValueError(f"{where}: onesided=True needs real input; pass onesided=False for complex input")
+    L = x.shape[-1]
+    if center:
+        if pad_mode == "reflect" and n_fft // 2 >= L:
+            raise ValueError(f"{where}: reflect padding of {n_fft // 2} needs a signal longer than that, got {L}")
+        L += 2 * (n_fft // 2)
+    if L < n_fft:
+        raise ValueError(f"{where}: the signal ({L} samples after padding) is shorter than n_fft={n_fft}")
+    w = _window(window, wl, x, where)
+    return E.wrap(_stft_torch(x, n_fft, hop, wl, w, center, pad_mode, normalized, one), ct)
+
+
+@v.numpy_io
+def istft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int | None = None,
+          window: Any = None, center: bool = True, normalized: bool = False, onesided: bool | None = None,
+          length: int | None = None, return_complex: bool = False):
+    """Inverse short-time Fourier transform (torch.istft conventions).
+
+    Parameters
+    ----------
+    input : torch.Tensor, ComplexTensor or numpy.ndarray
+        Complex spectrogram ``(B?, n_freq, n_frames)`` as made by :func:`stft`.
+    n_fft, hop_length, win_length, window, center, normalized
+        As given to :func:`stft`.
+    onesided : bool, optional
+        Whether ``input`` holds the one-sided spectrum (default: inferred
+        from ``n_freq == n_fft // 2 + 1``).
+    length : int, optional
+        Trim or zero-pad the output to this many samples.
+    return_complex : bool, optional
+        Return a complex signal (needs ``onesided=False``).
+
+    Returns
+    -------
+    torch.Tensor or numpy.ndarray
+        The signal ``(B?, L)``.
+
+    Raises
+    ------
+    TypeError
+        Real-valued ``input`` or bad argument kinds.
+    ValueError
+        Shapes inconsistent with ``n_fft``, or a window whose overlap-added
+        square vanishes somewhere (NOLA).
+
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> x = torch.randn(100, dtype=torch.float64)
+    >>> w = torch.hann_window(16, dtype=torch.float64)
+    >>> S = trnfft.stft(x, 16, 4, window=w)
+    >>> bool(torch.allclose(trnfft.istft(S, 16, 4, window=w, length=100), x))
+    True
+    """
+    where = "istft"
+    S, ct = E.prep(input, where)
+    if not S.is_complex():
+        raise TypeError(f"{where}: input must be a complex spectrogram, got dtype {S.dtype}")
+    v.ndim(S, "input", (2, 3), where)
+    n_fft, hop, wl, center, normalized = _common(where, n_fft, hop_length, win_length, center, normalized)
+    nf = S.shape[-2]
+    one = (nf != n_fft) if onesided is None else _bool(onesided, "onesided", where)
+    want = n_fft // 2 + 1 if one else n_fft
+    if nf != want:
+        raise ValueError(f"{where}: input has {nf} frequency bins; n_fft={n_fft} "
+                         f"{'one-sided' if one else 'two-sided'} needs {want}")
+    if S.shape[-1] < 1:
+        raise ValueError(f"{where}: input has no frames")
+    if length is not None:
+        length = positive_int(length, "length", where)
+    rc = _bool(return_complex, "return_complex", where)
+    if rc and one:
+        raise ValueError(f"{where}: return_complex=True needs onesided=False")
+    w = _window(window, wl, S, where)
+    try:
+        y = _istft_torch(S, n_fft, hop, wl, w, center, normalized, one, length, rc)
+    except RuntimeError as e:  # torch's NOLA / size checks
+        raise ValueError(f"{where}: {e}") from None
+    return E.wrap(y, ct)
+
