@@ -47,8 +47,11 @@ def dtype_error(t: torch.Tensor, where: str, name: str = "input") -> TypeError:
     return TypeError(f"{where}: {name} has dtype {str(t.dtype).replace('torch.', '')}; expected one of {_NAMES}")
 
 
-def prep(x: Any, where: str, real_only: bool = False, name: str = "input") -> tuple[torch.Tensor, bool]:
-    """``(tensor, was_ComplexTensor)``; TypeError for unsupported kinds/dtypes."""
+TORCH, CT, NUMPY = 0, 1, 2
+
+
+def prep(x: Any, where: str, real_only: bool = False, name: str = "input") -> tuple[torch.Tensor, int]:
+    """``(tensor, kind)`` with kind TORCH/CT/NUMPY; TypeError for unsupported kinds/dtypes."""
     if isinstance(x, torch.Tensor):
         up = _DTYPES.get(x.dtype)
         if up is None:
@@ -58,22 +61,29 @@ def prep(x: Any, where: str, real_only: bool = False, name: str = "input") -> tu
         elif real_only and x.is_complex():
             raise TypeError(f"{where}: {name} must be real, got dtype {str(x.dtype).replace('torch.', '')} "
                             "(use fft for complex input)")
-        return x, False
+        return x, TORCH
     if isinstance(x, ComplexTensor):
         if real_only:
             raise TypeError(f"{where}: {name} must be real, got a ComplexTensor (use fft for complex input)")
         r = x.real
         if _DTYPES.get(r.dtype) is None:
             raise dtype_error(r, where, name)
-        return x.to_torch(), True
-    t = v.tensor(x, name, where)  # NumPy arrays normally arrive converted by numpy_io
-    return prep(t, where, real_only, name)
+        return x.to_torch(), CT
+    t = v.tensor(x, name, where)  # NumPy arrays (shared memory) or TypeError
+    return prep(t, where, real_only, name)[0], NUMPY
 
 
-def wrap(y: torch.Tensor, ct: bool):
-    if ct and y.is_complex():
-        return ComplexTensor._make(y.real, y.imag)
-    return y
+def wrap(y: torch.Tensor, kind: int):
+    """Return ``y`` in the caller's kind: ComplexTensor for complex results of ComplexTensor input,
+    NumPy for NumPy input, else the tensor."""
+    if kind == TORCH:
+        return y
+    if kind == CT:
+        return ComplexTensor._make(y.real, y.imag) if y.is_complex() else y
+    return v._torch_to_np(y)
+
+
+FAST_DTYPES = frozenset((torch.float32, torch.float64, torch.complex64, torch.complex128))
 
 
 def precision(p: Any, where: str) -> str:
@@ -83,6 +93,10 @@ def precision(p: Any, where: str) -> str:
 
 
 def dim1(x: torch.Tensor, dim: Any, axis_: Any, where: str) -> int:
+    if axis_ is None and type(dim) is int:
+        nd = x.dim()
+        if -nd <= dim < nd:
+            return dim + nd if dim < 0 else dim
     d = alias(where, "dim", dim, "axis", axis_, -1)
     return axis(d, x.dim(), "dim", where)
 

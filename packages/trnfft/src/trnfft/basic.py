@@ -27,11 +27,18 @@ from typing import Any
 
 import torch
 
-from trnsci import _validate as v
-
 from . import _engine as E
 
 # ------------------------------------------------------------------ torch lowerings
+
+
+def _s_or_none(x: torch.Tensor, s: tuple, dims: tuple):
+    """``None`` when ``s`` is the input's own lengths (torch.fft then skips its resize step)."""
+    shp = x.shape
+    for k, d in zip(s, dims):
+        if shp[d] != k:
+            return s
+    return None
 
 
 def _c2c_modes(x: torch.Tensor, sizes: tuple, dims: tuple, norm: str, inverse: bool, precision: str) -> torch.Tensor:
@@ -44,26 +51,26 @@ def _c2c_modes(x: torch.Tensor, sizes: tuple, dims: tuple, norm: str, inverse: b
 def _fft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
     """fft of ``x`` (float32/64, complex64/128) along ``dim`` (>= 0) with length ``n``."""
     if precision == "fast":
-        return torch.fft.fft(x, n, dim, norm)
+        return torch.fft.fft(x, None if n == x.shape[dim] else n, dim, norm)
     return _c2c_modes(x, (n,), (dim,), norm, False, precision)
 
 
 def _ifft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
     if precision == "fast":
-        return torch.fft.ifft(x, n, dim, norm)
+        return torch.fft.ifft(x, None if n == x.shape[dim] else n, dim, norm)
     return _c2c_modes(x, (n,), (dim,), norm, True, precision)
 
 
 def _fftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) -> torch.Tensor:
     """fftn along the distinct non-negative ``dim`` with lengths ``s`` (also fft2)."""
     if precision == "fast":
-        return torch.fft.fftn(x, s, dim, norm)
+        return torch.fft.fftn(x, _s_or_none(x, s, dim), dim, norm)
     return _c2c_modes(x, s, dim, norm, False, precision)
 
 
 def _ifftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) -> torch.Tensor:
     if precision == "fast":
-        return torch.fft.ifftn(x, s, dim, norm)
+        return torch.fft.ifftn(x, _s_or_none(x, s, dim), dim, norm)
     return _c2c_modes(x, s, dim, norm, True, precision)
 
 
@@ -71,20 +78,47 @@ def _ifftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: st
 
 
 def _one(where, lowering, input, n, dim, norm, axis, precision):
+    if (type(input) is torch.Tensor and n is None and dim is None and axis is None and norm is None
+            and precision is None and input.dtype in E.FAST_DTYPES and E._precision[0] == "fast"):
+        nd = input.dim()  # the common call, validated in a few comparisons
+        if nd and input.shape[-1]:
+            return lowering(input, input.shape[-1], nd - 1, "backward", "fast")
     x, ct = E.prep(input, where)
     d = E.dim1(x, dim, axis, where)
     n = E.n1(x, n, d, where)
     return E.wrap(lowering(x, n, d, E.NORM(norm, "norm", where), E.precision(precision, where)), ct)
 
 
+def _fast_many(lowering, x, default_dims):
+    """The common call (no s/dim/norm/precision): validated in a few comparisons, or None."""
+    nd = x.dim()
+    if default_dims is None:
+        if nd == 0:
+            return None
+        dims = tuple(range(nd))
+    else:
+        if nd < 2:
+            return None
+        dims = (nd - 2, nd - 1)
+    shp = x.shape
+    s = tuple(shp[d] for d in dims)
+    if 0 in s:
+        return None
+    return lowering(x, s, dims, "backward", "fast")
+
+
 def _many(where, lowering, input, s, dim, norm, axes, precision, default_dims=None):
+    if (type(input) is torch.Tensor and s is None and dim is None and axes is None and norm is None
+            and precision is None and input.dtype in E.FAST_DTYPES and E._precision[0] == "fast"):
+        r = _fast_many(lowering, input, default_dims)
+        if r is not None:
+            return r
     x, ct = E.prep(input, where)
     dim = E.alias(where, "dim", dim, "axes", axes)
     s, dims = E.dims_sizes(x, s, dim, where, default_dims)
     return E.wrap(lowering(x, s, dims, E.NORM(norm, "norm", where), E.precision(precision, where)), ct)
 
 
-@v.numpy_io
 def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
         axis: int | None = None, precision: str | None = None):
     """One-dimensional discrete Fourier transform.
@@ -130,7 +164,6 @@ def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | No
     return _one("fft", _fft_torch, input, n, dim, norm, axis, precision)
 
 
-@v.numpy_io
 def ifft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
     """One-dimensional inverse discrete Fourier transform.
@@ -147,7 +180,6 @@ def ifft(input: Any, n: int | None = None, dim: int | None = None, norm: str | N
     return _one("ifft", _ifft_torch, input, n, dim, norm, axis, precision)
 
 
-@v.numpy_io
 def fftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
          axes: Any = None, precision: str | None = None):
     """N-dimensional discrete Fourier transform.
@@ -187,7 +219,6 @@ def fftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
     return _many("fftn", _fftn_torch, input, s, dim, norm, axes, precision)
 
 
-@v.numpy_io
 def ifftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
     """N-dimensional inverse discrete Fourier transform (see :func:`fftn`).
@@ -202,7 +233,6 @@ def ifftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
     return _many("ifftn", _ifftn_torch, input, s, dim, norm, axes, precision)
 
 
-@v.numpy_io
 def fft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
          axes: Any = None, precision: str | None = None):
     """Two-dimensional discrete Fourier transform over ``dim`` (default the last two axes).
@@ -219,7 +249,6 @@ def fft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
     return _many("fft2", _fftn_torch, input, s, dim, norm, axes, precision, (-2, -1))
 
 
-@v.numpy_io
 def ifft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
     """Two-dimensional inverse discrete Fourier transform (see :func:`fft2`).

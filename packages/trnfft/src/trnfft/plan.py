@@ -141,10 +141,7 @@ class FFTPlan:
 
 
 def _execute(plan: FFTPlan, x: Any):
-    import numpy as np
-
-    is_np = isinstance(x, np.ndarray)
-    t, ct = E.prep(torch.from_numpy(x) if is_np else x, f"{plan.kind} plan", real_only=plan._real_in, name="x")
+    t, kind = E.prep(x, f"{plan.kind} plan", real_only=plan._real_in, name="x")
     if E.single(t) != plan._single:
         raise TypeError(f"{plan.kind} plan: x has dtype {str(t.dtype).replace('torch.', '')} but the plan was "
                         f"made for {str(plan.dtype).replace('torch.', '')}")
@@ -163,8 +160,7 @@ def _execute(plan: FFTPlan, x: Any):
         y = plan._lowering(t, plan.lengths, dims, plan.norm, plan.precision)
     else:
         y = plan._lowering(t, plan.lengths[0], dims[0], plan.norm, plan.precision)
-    y = E.wrap(y, ct)
-    return y.detach().cpu().numpy() if is_np else y
+    return E.wrap(y, kind)
 
 
 def create_plan(shape: Any, dim: Any = None, kind: str = "fft", dtype: torch.dtype | None = None, *,

@@ -16,9 +16,8 @@ from typing import Any
 
 import torch
 
-from trnsci import _validate as v
-
 from . import _engine as E
+from .basic import _fast_many, _s_or_none
 
 # ------------------------------------------------------------------ torch lowerings
 
@@ -38,7 +37,7 @@ def _c2r_modes(x, s, dims, norm, precision):
 def _rfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
     """rfft of real ``x`` (float32/64) along ``dim`` (>= 0), length ``n``: ``n//2+1`` outputs."""
     if precision == "fast":
-        return torch.fft.rfft(x, n, dim, norm)
+        return torch.fft.rfft(x, None if n == x.shape[dim] else n, dim, norm)
     return _r2c_modes(x, (n,), (dim,), norm, precision)
 
 
@@ -59,14 +58,14 @@ def _hfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) ->
 def _ihfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
     """ihfft: ``conj(rfft(x, n))`` with the normalization swapped; ``n//2+1`` outputs."""
     if precision == "fast":
-        return torch.fft.ihfft(x, n, dim, norm)
+        return torch.fft.ihfft(x, None if n == x.shape[dim] else n, dim, norm)
     return _r2c_modes(x, (n,), (dim,), E.swap_norm(norm), precision).conj().resolve_conj()
 
 
 def _rfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) -> torch.Tensor:
     """rfftn (and rfft2): half spectrum along ``dim[-1]``, full along the others."""
     if precision == "fast":
-        return torch.fft.rfftn(x, s, dim, norm)
+        return torch.fft.rfftn(x, _s_or_none(x, s, dim), dim, norm)
     return _r2c_modes(x, s, dim, norm, precision)
 
 
@@ -79,8 +78,15 @@ def _irfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: s
 
 # ------------------------------------------------------------------ public
 
+_REAL_FAST = frozenset((torch.float32, torch.float64))
+
 
 def _one(where, lowering, input, n, dim, norm, axis, precision, real_in, half_in):
+    if (real_in and type(input) is torch.Tensor and n is None and dim is None and axis is None and norm is None
+            and precision is None and E._precision[0] == "fast" and input.dtype in _REAL_FAST):
+        nd = input.dim()  # the common call, validated in a few comparisons
+        if nd and input.shape[-1]:
+            return lowering(input, input.shape[-1], nd - 1, "backward", "fast")
     x, ct = E.prep(input, where, real_only=real_in)
     d = E.dim1(x, dim, axis, where)
     n = E.n1(x, n, d, where, 2 * (x.shape[d] - 1) if (half_in and n is None) else None)
@@ -88,6 +94,11 @@ def _one(where, lowering, input, n, dim, norm, axis, precision, real_in, half_in
 
 
 def _many(where, lowering, input, s, dim, norm, axes, precision, real_in, default_dims=None):
+    if (real_in and type(input) is torch.Tensor and s is None and dim is None and axes is None and norm is None
+            and precision is None and E._precision[0] == "fast" and input.dtype in _REAL_FAST):
+        r = _fast_many(lowering, input, default_dims)
+        if r is not None:
+            return r
     x, ct = E.prep(input, where, real_only=real_in)
     dim = E.alias(where, "dim", dim, "axes", axes)
     if real_in or s is not None:
@@ -131,49 +142,41 @@ _PARAMS = """
 """
 
 
-@v.numpy_io
 def rfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
     return _one("rfft", _rfft_torch, input, n, dim, norm, axis, precision, True, False)
 
 
-@v.numpy_io
 def irfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
     return _one("irfft", _irfft_torch, input, n, dim, norm, axis, precision, False, True)
 
 
-@v.numpy_io
 def hfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
     return _one("hfft", _hfft_torch, input, n, dim, norm, axis, precision, False, True)
 
 
-@v.numpy_io
 def ihfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
     return _one("ihfft", _ihfft_torch, input, n, dim, norm, axis, precision, True, False)
 
 
-@v.numpy_io
 def rfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
     return _many("rfftn", _rfftn_torch, input, s, dim, norm, axes, precision, True)
 
 
-@v.numpy_io
 def irfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
     return _many("irfftn", _irfftn_torch, input, s, dim, norm, axes, precision, False)
 
 
-@v.numpy_io
 def rfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
     return _many("rfft2", _rfftn_torch, input, s, dim, norm, axes, precision, True, (-2, -1))
 
 
-@v.numpy_io
 def irfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
     return _many("irfft2", _irfftn_torch, input, s, dim, norm, axes, precision, False, (-2, -1))
