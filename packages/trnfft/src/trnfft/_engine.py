@@ -225,6 +225,18 @@ def alg_c2r(x: torch.Tensor, sizes, dims, norm: str, mode: str) -> torch.Tensor:
     return y * f if f != 1.0 else y
 
 
+def empty(x: torch.Tensor, dims: tuple, lengths: tuple, complex_out: bool) -> torch.Tensor:
+    """The (empty) result for an input with no elements (MKL/pocketfft reject empty batches)."""
+    shape = list(x.shape)
+    for d, n in zip(dims, lengths):
+        shape[d] = n
+    if x.dtype in (torch.float64, torch.complex128):
+        dt = torch.complex128 if complex_out else torch.float64
+    else:
+        dt = torch.complex64 if complex_out else torch.float32
+    return x.new_zeros(shape, dtype=dt)
+
+
 def single(x: torch.Tensor) -> bool:
     return x.dtype in (torch.float32, torch.complex64)
 

@@ -50,12 +50,16 @@ def _c2c_modes(x: torch.Tensor, sizes: tuple, dims: tuple, norm: str, inverse: b
 
 def _fft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
     """fft of ``x`` (float32/64, complex64/128) along ``dim`` (>= 0) with length ``n``."""
+    if not x.numel():
+        return E.empty(x, (dim,), (n,), True)
     if precision == "fast":
         return torch.fft.fft(x, None if n == x.shape[dim] else n, dim, norm)
     return _c2c_modes(x, (n,), (dim,), norm, False, precision)
 
 
 def _ifft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
+    if not x.numel():
+        return E.empty(x, (dim,), (n,), True)
     if precision == "fast":
         return torch.fft.ifft(x, None if n == x.shape[dim] else n, dim, norm)
     return _c2c_modes(x, (n,), (dim,), norm, True, precision)
@@ -63,12 +67,16 @@ def _ifft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) ->
 
 def _fftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) -> torch.Tensor:
     """fftn along the distinct non-negative ``dim`` with lengths ``s`` (also fft2)."""
+    if not x.numel():
+        return E.empty(x, dim, s, True)
     if precision == "fast":
         return torch.fft.fftn(x, _s_or_none(x, s, dim), dim, norm)
     return _c2c_modes(x, s, dim, norm, False, precision)
 
 
 def _ifftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) -> torch.Tensor:
+    if not x.numel():
+        return E.empty(x, dim, s, True)
     if precision == "fast":
         return torch.fft.ifftn(x, _s_or_none(x, s, dim), dim, norm)
     return _c2c_modes(x, s, dim, norm, True, precision)

@@ -36,6 +36,8 @@ def _c2r_modes(x, s, dims, norm, precision):
 
 def _rfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
     """rfft of real ``x`` (float32/64) along ``dim`` (>= 0), length ``n``: ``n//2+1`` outputs."""
+    if not x.numel():
+        return E.empty(x, (dim,), (n // 2 + 1,), True)
     if precision == "fast":
         return torch.fft.rfft(x, None if n == x.shape[dim] else n, dim, norm)
     return _r2c_modes(x, (n,), (dim,), norm, precision)
@@ -43,6 +45,8 @@ def _rfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) ->
 
 def _irfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
     """irfft of Hermitian half-spectrum ``x`` along ``dim``: ``n`` real outputs."""
+    if not x.numel():
+        return E.empty(x, (dim,), (n,), False)
     if precision == "fast":
         return torch.fft.irfft(x, n, dim, norm)
     return _c2r_modes(x, (n,), (dim,), norm, precision)
@@ -50,6 +54,8 @@ def _irfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -
 
 def _hfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
     """hfft: ``irfft(conj(x), n)`` with the normalization swapped; ``n`` real outputs."""
+    if not x.numel():
+        return E.empty(x, (dim,), (n,), False)
     if precision == "fast":
         return torch.fft.hfft(x, n, dim, norm)
     return _c2r_modes(x.conj(), (n,), (dim,), E.swap_norm(norm), precision)
@@ -57,13 +63,17 @@ def _hfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) ->
 
 def _ihfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
     """ihfft: ``conj(rfft(x, n))`` with the normalization swapped; ``n//2+1`` outputs."""
+    if not x.numel():
+        return E.empty(x, (dim,), (n // 2 + 1,), True)
     if precision == "fast":
-        return torch.fft.ihfft(x, None if n == x.shape[dim] else n, dim, norm)
+        return torch.fft.ihfft(x, None if n == x.shape[dim] else n, dim, norm).resolve_conj()
     return _r2c_modes(x, (n,), (dim,), E.swap_norm(norm), precision).conj().resolve_conj()
 
 
 def _rfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) -> torch.Tensor:
     """rfftn (and rfft2): half spectrum along ``dim[-1]``, full along the others."""
+    if not x.numel():
+        return E.empty(x, dim, s[:-1] + (s[-1] // 2 + 1,), True)
     if precision == "fast":
         return torch.fft.rfftn(x, _s_or_none(x, s, dim), dim, norm)
     return _r2c_modes(x, s, dim, norm, precision)
@@ -71,6 +81,8 @@ def _rfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: st
 
 def _irfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) -> torch.Tensor:
     """irfftn (and irfft2): ``s[-1]`` real outputs along ``dim[-1]``."""
+    if not x.numel():
+        return E.empty(x, dim, s, False)
     if precision == "fast":
         return torch.fft.irfftn(x, s, dim, norm)
     return _c2r_modes(x, s, dim, norm, precision)
