@@ -70,6 +70,20 @@ class FFTPlan:
         Why that backend and algorithm.
     tables : dict
         The precomputed float64 tables (name -> numpy array).
+
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> p = trnfft.create_plan((16, 4096), dim=-1, kind="rfft")
+    >>> p.algorithms, p.lengths
+    (('stockham',), (4096,))
+    >>> p.execute(torch.randn(16, 4096)).shape
+    torch.Size([16, 2049])
+    >>> print(p)  # doctest: +ELLIPSIS
+    FFTPlan rfft lengths=(4096,) dims=(-1,) dtype=float32 norm=backward precision=fast
+      backend: torch -- ...
+      n=4096: stockham radices [8, 8, 8, 8]
+      tables: ...
     """
 
     def __init__(self, kind, dims, lengths, input_lengths, dtype, norm, precision):
