@@ -1,0 +1,59 @@
+"""Benchmark cases for ``trnsci bench``: trnfft against torch.fft, scipy.fft and numpy.fft.
+
+Each case times a trnfft call and one peer on the same data, interleaved
+(see :mod:`trnsci.bench`). On a machine without a NeuronCore trnfft runs
+its torch path, so ``ratio = trnfft / torch.fft`` is trnfft's dispatch
+overhead (target <= 1.2) and the SciPy/NumPy ratios compare with CPU
+libraries users know. The ``rfft vs fft`` case compares trnfft.rfft with
+trnfft.fft of the same length (target <= 0.6).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.fft as sf
+import torch
+
+import trnfft
+from trnsci.bench import Case
+
+
+def _c(shape, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=dtype)
+
+
+def cases(quick: bool = True):
+    """Yield the comparison cases (fewer and smaller when ``quick``)."""
+    sizes = [(64, 1024), (64, 4099), (64, 1000)] if quick else \
+        [(256, 256), (64, 1024), (16, 65536), (256, 97), (64, 4099), (8, 65537), (64, 360), (64, 1000),
+         (16, 30030)]
+    for b, n in sizes:
+        x = _c((b, n), torch.complex64, n)
+        yield Case("trnfft", f"fft {b}x{n} complex64", lambda x=x: trnfft.fft(x),
+                   "torch.fft", lambda x=x: torch.fft.fft(x))
+        xr = _c((b, n), torch.float32, n)
+        yield Case("trnfft", f"rfft {b}x{n} float32", lambda xr=xr: trnfft.rfft(xr),
+                   "torch.fft.rfft", lambda xr=xr: torch.fft.rfft(xr))
+    n = 4096 if quick else 65536
+    xr = _c((16, n), torch.float32, 1)
+    xc = xr.to(torch.complex64)
+    yield Case("trnfft", f"rfft vs fft 16x{n}", lambda: trnfft.rfft(xr), "trnfft.fft", lambda: trnfft.fft(xc))
+    x64 = _c((64, 4096), torch.complex128, 2)
+    xn = x64.numpy()
+    yield Case("trnfft", "fft 64x4096 complex128", lambda: trnfft.fft(x64), "scipy.fft", lambda: sf.fft(xn))
+    yield Case("trnfft", "fft 64x4096 complex128 (numpy in)", lambda: trnfft.fft(xn), "numpy.fft",
+               lambda: np.fft.fft(xn))
+    s = (8, 128, 128) if quick else (16, 256, 256)
+    x2 = _c(s, torch.complex64, 3)
+    yield Case("trnfft", f"fft2 {'x'.join(map(str, s))} complex64", lambda: trnfft.fft2(x2),
+               "torch.fft.fft2", lambda: torch.fft.fft2(x2))
+    s3 = (32, 32, 32) if quick else (64, 64, 64)
+    x3 = _c(s3, torch.float64, 4)
+    x3n = x3.numpy()
+    yield Case("trnfft", f"rfftn {'x'.join(map(str, s3))} float64", lambda: trnfft.rfftn(x3),
+               "scipy.fft.rfftn", lambda: sf.rfftn(x3n))
+    xs = _c((4, 16000), torch.float32, 5)
+    w = torch.hann_window(512)
+    yield Case("trnfft", "stft 4x16000 n_fft=512 hop=128", lambda: trnfft.stft(xs, 512, 128, window=w),
+               "torch.stft", lambda: torch.stft(xs, 512, 128, window=w, return_complex=True))
