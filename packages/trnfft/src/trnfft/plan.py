@@ -76,13 +76,13 @@ class FFTPlan:
     >>> import torch, trnfft
     >>> p = trnfft.create_plan((16, 4096), dim=-1, kind="rfft")
     >>> p.algorithms, p.lengths
-    (('stockham',), (4096,))
+    (('real_half+stockham',), (4096,))
     >>> p.execute(torch.randn(16, 4096)).shape
     torch.Size([16, 2049])
     >>> print(p)  # doctest: +ELLIPSIS
     FFTPlan rfft lengths=(4096,) dims=(-1,) dtype=float32 norm=backward precision=fast
       backend: torch -- ...
-      n=4096: stockham radices [8, 8, 8, 8]
+      n=4096: real_half+stockham (complex length 2048) radices [8, 8, 8, 4]
       tables: ...
     """
 
@@ -91,9 +91,17 @@ class FFTPlan:
         self.input_lengths, self.dtype, self.norm, self.precision = input_lengths, dtype, norm, precision
         self._lowering, self._nd, self._real_in, _ = _KINDS[kind]
         self._single = dtype in (torch.float32, torch.complex64)
-        self.algorithms = tuple(A.algorithm_for(n, precision) for n in lengths)
+        real_kind = kind in ("rfft", "irfft", "hfft", "ihfft", "rfft2", "irfft2", "rfftn", "irfftn")
+        inner, algs = [], []
+        for i, n in enumerate(lengths):
+            half = real_kind and i == len(lengths) - 1 and n % 2 == 0
+            m = n // 2 if half else n  # real-input axis: one complex transform of half the length
+            inner.append(m)
+            algs.append(("real_half+" if half else "") + A.algorithm_for(m, precision))
+        self.algorithms, self._inner = tuple(algs), tuple(inner)
         self.tables = {}
-        for n, alg in zip(lengths, self.algorithms):
+        for n, alg in zip(inner, algs):
+            alg = alg.split("+")[-1]
             if alg == "dft_gemm":
                 c, s = A.dft_tables(n)
                 self.tables[f"dft_{n}"] = c + 1j * s
@@ -110,7 +118,7 @@ class FFTPlan:
                 self.tables[f"chirp_spectrum_{n}_m{A.bluestein_length(n)}"] = br + 1j * bi
         self.backend = "torch"
         if precision == "fast" or (precision != "double" and not self._single):
-            how = "torch.fft (pocketfft) in the input's precision"
+            how = "torch.fft in the input's precision"
         elif precision == "double":
             how = "torch.fft in float64, result cast back"
         else:
@@ -142,12 +150,12 @@ class FFTPlan:
         lines = [f"FFTPlan {self.kind} lengths={self.lengths} dims={self.dims} dtype="
                  f"{str(self.dtype).replace('torch.', '')} norm={self.norm} precision={self.precision}",
                  f"  backend: {self.backend} -- {self.reason}"]
-        for n, alg in zip(self.lengths, self.algorithms):
-            extra = ""
-            if alg == "stockham":
-                extra = f" radices {A.radices(n, A.max_radix_for(self.precision))}"
-            elif alg == "bluestein":
-                extra = f" (convolution length {A.bluestein_length(n)})"
+        for n, m, alg in zip(self.lengths, self._inner, self.algorithms):
+            extra = f" (complex length {m})" if m != n else ""
+            if alg.endswith("stockham"):
+                extra += f" radices {A.radices(m, A.max_radix_for(self.precision))}"
+            elif alg.endswith("bluestein"):
+                extra += f" (convolution length {A.bluestein_length(m)})"
             lines.append(f"  n={n}: {alg}{extra}")
         lines.append(f"  tables: {len(self.tables)} float64 tables, "
                      f"{sum(t.size for t in self.tables.values())} complex entries; nominal {self.flops:.3g} flop")
