@@ -92,7 +92,8 @@ def test_nn_layers_against_complex_reference_and_gradcheck():
     out = act(v).detach().numpy()
     assert np.allclose(out, [[0, (5.5 / 5) * (3 + 4j)]])
     bn = cnn.ComplexBatchNorm1d(3).double()
-    for layer, inp in ((lin, x), (conv, xc), (act, torch.from_numpy(z((4, 2, 3), 6))), (bn, torch.from_numpy(z((6, 3), 7)))):
+    cases = ((lin, x), (conv, xc), (act, torch.from_numpy(z((4, 2, 3), 6))), (bn, torch.from_numpy(z((6, 3), 7))))
+    for layer, inp in cases:
         inp = inp.clone().requires_grad_()
         assert torch.autograd.gradcheck(lambda t: layer(t), (inp,)), type(layer).__name__  # noqa: B023
         params = [p for p in layer.parameters()]

@@ -35,7 +35,8 @@ def test_precision_modes_public_functions(mode):
         x64 = x.astype(np.complex128)
         xr = x.real.copy()
         t, tr = torch.from_numpy(x), torch.from_numpy(xr)
-        for norm in ["backward", "ortho"]:
+        # norm scaling is shared code (tested for every norm in test_fft_transforms): one norm per slow mode
+        for norm in ["backward", "ortho"] if mode in ("fast", "double") else ["ortho"]:
             y = trnfft.fft(t, norm=norm, precision=mode)
             assert y.dtype == torch.complex64
             assert rel(y, sf.fft(x64, norm=norm)) <= TOL[mode], (mode, n)
