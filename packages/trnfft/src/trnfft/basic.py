@@ -31,6 +31,12 @@ from . import _engine as E
 
 # ------------------------------------------------------------------ torch lowerings
 
+# torch.fft entry points bound once (saves an attribute walk per call)
+_T_fft = torch.fft.fft
+_T_ifft = torch.fft.ifft
+_T_fftn = torch.fft.fftn
+_T_ifftn = torch.fft.ifftn
+
 
 def _s_or_none(x: torch.Tensor, s: tuple, dims: tuple):
     """``None`` when ``s`` is the input's own lengths (torch.fft then skips its resize step)."""
@@ -53,7 +59,7 @@ def _fft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> 
     if not x.numel():
         return E.empty(x, (dim,), (n,), True)
     if precision == "fast":
-        return torch.fft.fft(x, None if n == x.shape[dim] else n, dim, norm)
+        return _T_fft(x, None if n == x.shape[dim] else n, dim, norm)
     return _c2c_modes(x, (n,), (dim,), norm, False, precision)
 
 
@@ -61,7 +67,7 @@ def _ifft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) ->
     if not x.numel():
         return E.empty(x, (dim,), (n,), True)
     if precision == "fast":
-        return torch.fft.ifft(x, None if n == x.shape[dim] else n, dim, norm)
+        return _T_ifft(x, None if n == x.shape[dim] else n, dim, norm)
     return _c2c_modes(x, (n,), (dim,), norm, True, precision)
 
 
@@ -70,7 +76,7 @@ def _fftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str
     if not x.numel():
         return E.empty(x, dim, s, True)
     if precision == "fast":
-        return torch.fft.fftn(x, _s_or_none(x, s, dim), dim, norm)
+        return _T_fftn(x, _s_or_none(x, s, dim), dim, norm)
     return _c2c_modes(x, s, dim, norm, False, precision)
 
 
@@ -78,7 +84,7 @@ def _ifftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: st
     if not x.numel():
         return E.empty(x, dim, s, True)
     if precision == "fast":
-        return torch.fft.ifftn(x, _s_or_none(x, s, dim), dim, norm)
+        return _T_ifftn(x, _s_or_none(x, s, dim), dim, norm)
     return _c2c_modes(x, s, dim, norm, True, precision)
 
 

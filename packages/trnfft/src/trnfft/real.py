@@ -21,16 +21,24 @@ from .basic import _fast_many, _s_or_none
 
 # ------------------------------------------------------------------ torch lowerings
 
+# torch.fft entry points bound once (saves an attribute walk per call)
+_T_rfft = torch.fft.rfft
+_T_irfft = torch.fft.irfft
+_T_hfft = torch.fft.hfft
+_T_ihfft = torch.fft.ihfft
+_T_rfftn = torch.fft.rfftn
+_T_irfftn = torch.fft.irfftn
+
 
 def _r2c_modes(x, s, dims, norm, precision):
     if precision == "double" or not E.single(x):
-        return E.down(torch.fft.rfftn(E.up64(x), s=s, dim=dims, norm=norm), x)
+        return E.down(_T_rfftn(E.up64(x), s=s, dim=dims, norm=norm), x)
     return E.alg_r2c(x, s, dims, norm, precision)
 
 
 def _c2r_modes(x, s, dims, norm, precision):
     if precision == "double" or not E.single(x):
-        return E.down(torch.fft.irfftn(E.up64(x), s=s, dim=dims, norm=norm), x)
+        return E.down(_T_irfftn(E.up64(x), s=s, dim=dims, norm=norm), x)
     return E.alg_c2r(x, s, dims, norm, precision)
 
 
@@ -39,7 +47,7 @@ def _rfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) ->
     if not x.numel():
         return E.empty(x, (dim,), (n // 2 + 1,), True)
     if precision == "fast":
-        return torch.fft.rfft(x, None if n == x.shape[dim] else n, dim, norm)
+        return _T_rfft(x, None if n == x.shape[dim] else n, dim, norm)
     return _r2c_modes(x, (n,), (dim,), norm, precision)
 
 
@@ -48,7 +56,7 @@ def _irfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -
     if not x.numel():
         return E.empty(x, (dim,), (n,), False)
     if precision == "fast":
-        return torch.fft.irfft(x, n, dim, norm)
+        return _T_irfft(x, n, dim, norm)
     return _c2r_modes(x, (n,), (dim,), norm, precision)
 
 
@@ -57,7 +65,7 @@ def _hfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) ->
     if not x.numel():
         return E.empty(x, (dim,), (n,), False)
     if precision == "fast":
-        return torch.fft.hfft(x, n, dim, norm)
+        return _T_hfft(x, n, dim, norm)
     return _c2r_modes(x.conj(), (n,), (dim,), E.swap_norm(norm), precision)
 
 
@@ -66,7 +74,7 @@ def _ihfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -
     if not x.numel():
         return E.empty(x, (dim,), (n // 2 + 1,), True)
     if precision == "fast":
-        return torch.fft.ihfft(x, None if n == x.shape[dim] else n, dim, norm).resolve_conj()
+        return _T_ihfft(x, None if n == x.shape[dim] else n, dim, norm).resolve_conj()
     return _r2c_modes(x, (n,), (dim,), E.swap_norm(norm), precision).conj().resolve_conj()
 
 
@@ -75,7 +83,7 @@ def _rfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: st
     if not x.numel():
         return E.empty(x, dim, s[:-1] + (s[-1] // 2 + 1,), True)
     if precision == "fast":
-        return torch.fft.rfftn(x, _s_or_none(x, s, dim), dim, norm)
+        return _T_rfftn(x, _s_or_none(x, s, dim), dim, norm)
     return _r2c_modes(x, s, dim, norm, precision)
 
 
@@ -84,7 +92,7 @@ def _irfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: s
     if not x.numel():
         return E.empty(x, dim, s, False)
     if precision == "fast":
-        return torch.fft.irfftn(x, s, dim, norm)
+        return _T_irfftn(x, s, dim, norm)
     return _c2r_modes(x, s, dim, norm, precision)
 
 
