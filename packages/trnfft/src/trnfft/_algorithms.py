@@ -75,7 +75,8 @@ def _reduced_angle(k: np.ndarray, n: int) -> np.ndarray:
 
 
 def _cos_sin(angle: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin from sin alone (the hardware has no cos): cos a = sin(pi/2 - |a|)... in fp64 here."""
+    """``(cos a, sin a)`` in float64 using sin only (the Scalar Engine has no cos): ``cos a = sin(a + pi/2)``,
+    with the shifted argument wrapped back into ``[-pi, pi]``."""
     s = np.sin(angle)
     # cos(a) = sin(a + pi/2); keep the argument in [-pi, pi]
     b = angle + np.pi / 2
@@ -431,18 +432,21 @@ def rfft_half(x: torch.Tensor, mode: str = "fast"):
     # (a + ib)/(2i) = (b - ia)/2
     Dr, Di = Zkr - Zcr, Zki - Zci
     Or, Oi = Di / 2, -Dr / 2
-    c64, s64 = _cos_sin(_reduced_angle(np.arange(h + 1), n))
-    wc, ws = _t_cached(c64, s64, n, x.dtype, x.device)
+    wc, ws = _half_twiddles(n, x.dtype, x.device)
     return Er + Or * wc - Oi * ws, Ei + Or * ws + Oi * wc
 
 
 _HALF: dict = {}
 
 
-def _t_cached(c64, s64, n, dt, dev):
+def _half_twiddles(n: int, dt: torch.dtype, dev) -> tuple[torch.Tensor, torch.Tensor]:
+    """``exp(-2 pi i k / n)`` for ``k = 0 .. n/2`` (float64 table, cast once per dtype/device)."""
     key = (n, dt, str(dev))
     hit = _HALF.get(key)
     if hit is None:
+        if len(_HALF) > 256:
+            _HALF.clear()
+        c64, s64 = _cos_sin(_reduced_angle(np.arange(n // 2 + 1), n))
         hit = (torch.from_numpy(c64).to(dt).to(dev), torch.from_numpy(s64).to(dt).to(dev))
         _HALF[key] = hit
     return hit
@@ -456,8 +460,7 @@ def irfft_half(Xr: torch.Tensor, Xi: torch.Tensor, n: int, mode: str = "fast"):
     Xcr, Xci = Xr[:, h - idx], -Xi[:, h - idx]
     Er, Ei = Xkr + Xcr, Xki + Xci
     Dr, Di = Xkr - Xcr, Xki - Xci
-    c64, s64 = _cos_sin(_reduced_angle(np.arange(h + 1), n))
-    wc, ws = _t_cached(c64, s64, n, Xr.dtype, Xr.device)
+    wc, ws = _half_twiddles(n, Xr.dtype, Xr.device)
     wc, ws = wc[:h], -ws[:h]  # exp(+2 pi i k/n)
     Or, Oi = Dr * wc - Di * ws, Dr * ws + Di * wc
     # Z = E + i O

@@ -8,7 +8,7 @@ non-negative ints, ``norm`` one of ``"backward"``/``"ortho"``/``"forward"``,
 
 Precision modes on the torch path:
 
-* ``"fast"`` -- ``torch.fft`` (pocketfft) in the input's precision;
+* ``"fast"`` -- ``torch.fft`` (MKL or pocketfft, as torch was built) in the input's precision;
 * ``"double"`` -- ``torch.fft`` in float64, result cast back to the input's precision;
 * ``"kahan"``, ``"bf16"``, ``"bf16_refined"`` -- the kernel algorithms of
   :mod:`trnfft._algorithms` in float32 (compensated Stockham; bf16 DFT-GEMM
