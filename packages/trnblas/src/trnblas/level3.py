@@ -28,7 +28,8 @@ import math
 
 import torch
 
-from trnblas import _common as c
+from trnsci import _linalg as la
+from trnsci import _validate as v
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
 
@@ -41,33 +42,64 @@ __all__ = [
 
 # ===================================================================== ops
 
+def _cplx(t: torch.Tensor) -> int:
+    return 4 if t.is_complex() else 1  # a complex multiply-add is four real ones
+
+
+def _gemm_flops(alpha, A, B, beta, C, transA, transB, *rest):
+    m, k = la.op_shape(A, transA)
+    n = la.op_shape(B, transB)[1]
+    batch = A.shape[0] if A.dim() == 3 else 1
+    return 2 * m * n * k * batch * _cplx(A)
+
+
+def _gemm_describe(alpha, A, B, beta, C, transA, transB, *rest):
+    m, k = la.op_shape(A, transA)
+    n = la.op_shape(B, transB)[1]
+    head = f"batch ({A.shape[0]},) x " if A.dim() == 3 else ""
+    return f"{head}op(A) {m}x{k} @ op(B) {k}x{n} -> {m}x{n}   (transA={transA!r}, transB={transB!r})"
+
+
+def _syrk_flops(alpha, A, beta, C, trans, uplo):
+    n, k = la.op_shape(A, trans)
+    return n * n * k * _cplx(A)
+
+
+def _syrk_describe(alpha, A, beta, C, trans, uplo):
+    n, k = la.op_shape(A, trans)
+    return f"{n}x{n} triangle {uplo!r} of op(A) op(A)^T, op(A) {n}x{k}   (trans={trans!r})"
+
+
+def _trsm_flops(alpha, A, B, side, uplo, trans, diag):
+    m, n = B.shape
+    return (m * m * n if side == "L" else m * n * n) * _cplx(A)
+
+
+def _trsm_describe(alpha, A, B, side, uplo, trans, diag):
+    m, n = B.shape
+    return f"solve op(A) X = B, B {m}x{n}   (side={side!r}, uplo={uplo!r}, trans={trans!r}, diag={diag!r})"
+
+
 GEMM = Op(
-    "trnblas.gemm", metric="flops", threshold=2 * 512**3,
+    "trnblas.gemm", "flops", 2 * 512**3, size=_gemm_flops, describe=_gemm_describe,
     doc="C = alpha op(A) op(B) + beta C for one matrix; flops = 2 m n k",
 )
 BATCHED_GEMM = Op(
-    "trnblas.batched_gemm", metric="flops", threshold=2 * 256**3,
+    "trnblas.batched_gemm", "flops", 2 * 256**3, size=_gemm_flops, describe=_gemm_describe,
     doc="a stack of GEMMs with equal shapes; flops = 2 m n k batch",
 )
 GEMM_EX = Op(
-    "trnblas.gemm_ex", metric="flops", threshold=2 * 512**3,
+    "trnblas.gemm_ex", "flops", 2 * 512**3, size=_gemm_flops, describe=_gemm_describe,
     doc="one GEMM with inputs in one dtype and products accumulated in compute_dtype; flops = 2 m n k",
 )
 SYRK = Op(
-    "trnblas.syrk", metric="flops", threshold=512**3,
+    "trnblas.syrk", "flops", 512**3, size=_syrk_flops, describe=_syrk_describe,
     doc="one triangle of C = alpha op(A) op(A)^T + beta C; flops = n^2 k",
 )
 TRSM = Op(
-    "trnblas.trsm", metric="flops", threshold=512**3,
+    "trnblas.trsm", "flops", 512**3, size=_trsm_flops, describe=_trsm_describe,
     doc="X with op(A) X = alpha B or X op(A) = alpha B, A triangular; flops = m^2 n (left)",
 )
-
-_KERNEL_DTYPES = c.KERNEL_DTYPES
-
-
-def _why_not(dtype: torch.dtype) -> str:
-    name = str(dtype).replace("torch.", "")
-    return f"dtype {name}: the NKI kernel takes float32 or bfloat16 (no fp64/complex on the Tensor Engine)"
 
 
 def _product(mm, addmm, alpha, a, b, beta, C):
@@ -82,12 +114,12 @@ def _product(mm, addmm, alpha, a, b, beta, C):
 
 @GEMM.lowering("torch")
 def _gemm_torch(alpha, A, B, beta, C, transA, transB):
-    return _product(torch.mm, torch.addmm, alpha, c.op(A, transA), c.op(B, transB), beta, C)
+    return _product(torch.mm, torch.addmm, alpha, la.op(A, transA), la.op(B, transB), beta, C)
 
 
 @BATCHED_GEMM.lowering("torch")
 def _batched_gemm_torch(alpha, A, B, beta, C, transA, transB):
-    return _product(torch.bmm, torch.baddbmm, alpha, c.op(A, transA), c.op(B, transB), beta, C)
+    return _product(torch.bmm, torch.baddbmm, alpha, la.op(A, transA), la.op(B, transB), beta, C)
 
 
 @GEMM_EX.lowering("torch")
@@ -107,7 +139,7 @@ def _syrk_torch(alpha, A, beta, C, trans, uplo):
     n = a.shape[0]
     if n < 4 * _SYRK_BLOCK:
         R = _product(torch.mm, torch.addmm, alpha, a, a.mT, beta, C)
-        return c.merge_triangle(R, C, uplo, False, False)
+        return la.merge_triangle(R, C, uplo, False, False)
     R = torch.zeros((n, n), dtype=a.dtype, device=a.device) if C is None else C.clone()
     for i0 in range(0, n, _SYRK_BLOCK):
         i1 = min(n, i0 + _SYRK_BLOCK)
@@ -116,14 +148,14 @@ def _syrk_torch(alpha, A, beta, C, trans, uplo):
         R[i0:i1, j0:j1] = _product(torch.mm, torch.addmm, alpha, a[i0:i1], a[j0:j1].mT, beta, Cp)
         d = slice(i0, i1)  # the diagonal block: only its own triangle is ours
         Cd = None if C is None else C[d, d]
-        R[d, d] = c.merge_triangle(R[d, d].clone(), Cd, uplo, False, False)
+        R[d, d] = la.merge_triangle(R[d, d].clone(), Cd, uplo, False, False)
     return R
 
 
 @TRSM.lowering("torch")
 def _trsm_torch(alpha, A, B, side, uplo, trans, diag):
     upper = uplo == "U"
-    a = c.op(A, trans)
+    a = la.op(A, trans)
     if trans != "N":
         upper = not upper
     X = torch.linalg.solve_triangular(a, B, upper=upper, left=side == "L", unitriangular=diag == "U")
@@ -145,18 +177,18 @@ def _scaled(beta, C, shape, dtype, device) -> torch.Tensor:
 
 def _gemm_operands(where, A, B, C, transA, transB, dtypes):
     """Validate the GEMM operands; return canonical ``(A, B, C, tA, tB, m, n, k)``."""
-    A = c.tensor(A, "A", where, dtypes)
-    B = c.tensor(B, "B", where, dtypes)
+    A = v.tensor(A, "A", where, dtypes)
+    B = v.tensor(B, "B", where, dtypes)
     if A.dim() < 2:
         raise ValueError(f"{where}: A must be a matrix (at least 2-D), got shape {tuple(A.shape)}")
     if B.dim() < 2:
         raise ValueError(f"{where}: B must be a matrix (at least 2-D), got shape {tuple(B.shape)}")
     if C is not None:
-        C = c.tensor(C, "C", where, dtypes)
-    c.agree_abc(where, A, B, C)
+        C = v.tensor(C, "C", where, dtypes)
+    v.agree3(where, A, B, C)
     cplx = A.dtype.is_complex
-    tA = c.trans(transA, "transA", where)
-    tB = c.trans(transB, "transB", where)
+    tA = la.trans(transA, "transA", where)
+    tB = la.trans(transB, "transB", where)
     if not cplx:
         tA = "T" if tA == "C" else tA
         tB = "T" if tB == "C" else tB
@@ -164,7 +196,7 @@ def _gemm_operands(where, A, B, C, transA, transB, dtypes):
     m, k = (sa[-2], sa[-1]) if tA == "N" else (sa[-1], sa[-2])
     k2, n = (sb[-2], sb[-1]) if tB == "N" else (sb[-1], sb[-2])
     if k != k2:
-        raise c.mismatch(
+        raise v.mismatch(
             where, f"op(A) is {m}x{k} (transA={tA!r}) and op(B) is {k2}x{n} (transB={tB!r}); "
             f"their inner dimensions {k} and {k2} differ", A=A, B=B,
         )
@@ -176,18 +208,15 @@ def _run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k):
     dtype, device = A.dtype, A.device
     if A.dim() == 2 and B.dim() == 2:
         if C is not None and (C.dim() != 2 or C.shape[0] != m or C.shape[1] != n):
-            raise c.mismatch(where, f"C must have shape ({m}, {n}) = (rows of op(A), columns of op(B))",
+            raise v.mismatch(where, f"C must have shape ({m}, {n}) = (rows of op(A), columns of op(B))",
                              A=A, B=B, C=C)
         if alpha == 0 or k == 0 or m == 0 or n == 0:
             return _scaled(beta, C, (m, n), dtype, device)
-        size = 2 * m * n * k * (4 if dtype.is_complex else 1)
-        ok = dtype in _KERNEL_DTYPES
-        return GEMM(alpha, A, B, beta, C if beta != 0 else None, tA, tB,
-                    size=size, supported=ok, why_not="" if ok else _why_not(dtype))
+        return GEMM(alpha, A, B, beta, C if beta != 0 else None, tA, tB)
     try:
         batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     except RuntimeError:
-        raise c.mismatch(where, "the batch dimensions of A and B do not broadcast", A=A, B=B) from None
+        raise v.mismatch(where, "the batch dimensions of A and B do not broadcast", A=A, B=B) from None
     shape = (*batch, m, n)
     if C is not None:
         try:
@@ -195,7 +224,7 @@ def _run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k):
         except RuntimeError:
             ok_c = False
         if not ok_c:
-            raise c.mismatch(where, f"C must have shape {shape} (leading dimensions may broadcast)",
+            raise v.mismatch(where, f"C must have shape {shape} (leading dimensions may broadcast)",
                              A=A, B=B, C=C)
     count = math.prod(batch)
     if alpha == 0 or k == 0 or m == 0 or n == 0 or count == 0:
@@ -208,16 +237,12 @@ def _run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k):
 
 
 def _batched(alpha, A3, B3, beta, C3, tA, tB, m, n, k):
-    dtype = A3.dtype
-    size = 2 * m * n * k * A3.shape[0] * (4 if dtype.is_complex else 1)
-    ok = dtype in _KERNEL_DTYPES
-    return BATCHED_GEMM(alpha, A3, B3, beta, C3 if beta != 0 else None, tA, tB,
-                        size=size, supported=ok, why_not="" if ok else _why_not(dtype))
+    return BATCHED_GEMM(alpha, A3, B3, beta, C3 if beta != 0 else None, tA, tB)
 
 
 def _scalars(where, alpha, beta, dtype, real=False):
-    return (c.scalar(alpha, "alpha", where, dtype, real=real),
-            c.scalar(beta, "beta", where, dtype, real=real))
+    return (v.scalar(alpha, "alpha", where, complex_ok=dtype.is_complex and not real),
+            v.scalar(beta, "beta", where, complex_ok=dtype.is_complex and not real))
 
 
 # ===================================================================== GEMM family
@@ -281,9 +306,9 @@ def gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None)
     torch.Size([2, 4])
     """
     where = "gemm"
-    A, B, C, tA, tB, m, n, k = _gemm_operands(where, A, B, C, transA, transB, c.ALL_FLOAT_DTYPES)
+    A, B, C, tA, tB, m, n, k = _gemm_operands(where, A, B, C, transA, transB, v.ALL_FLOAT_DTYPES)
     alpha, beta = _scalars(where, alpha, beta, A.dtype)
-    return c.finish(_run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k), out, where)
+    return v.finish(_run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k), out, where)
 
 
 def _stack(x, name: str, where: str, dtypes, allow_2d: bool = False) -> torch.Tensor:
@@ -291,7 +316,7 @@ def _stack(x, name: str, where: str, dtypes, allow_2d: bool = False) -> torch.Te
     if isinstance(x, (list, tuple)):
         if not x:
             raise ValueError(f"{where}: {name} must hold at least one matrix when given as a list")
-        mats = [c.tensor(t, f"{name}[{i}]", where, dtypes) for i, t in enumerate(x)]
+        mats = [v.tensor(t, f"{name}[{i}]", where, dtypes) for i, t in enumerate(x)]
         first = mats[0]
         for i, t in enumerate(mats):
             if t.dim() != 2:
@@ -302,9 +327,9 @@ def _stack(x, name: str, where: str, dtypes, allow_2d: bool = False) -> torch.Te
                     "batched matrices must share one shape"
                 )
             if t.dtype is not first.dtype or t.device != first.device:
-                c.agree(where, **{f"{name}[0]": first, f"{name}[{i}]": t})
+                v.agree(where, **{f"{name}[0]": first, f"{name}[{i}]": t})
         return torch.stack(mats)
-    t = c.tensor(x, name, where, dtypes)
+    t = v.tensor(x, name, where, dtypes)
     if allow_2d and t.dim() == 2:
         return t
     if t.dim() != 3:
@@ -314,24 +339,24 @@ def _stack(x, name: str, where: str, dtypes, allow_2d: bool = False) -> torch.Te
 
 
 def _batched_public(where, alpha, A, B, beta, C, transA, transB, broadcast: bool):
-    A = _stack(A, "A", where, c.ALL_FLOAT_DTYPES, broadcast)
-    B = _stack(B, "B", where, c.ALL_FLOAT_DTYPES, broadcast)
+    A = _stack(A, "A", where, v.ALL_FLOAT_DTYPES, broadcast)
+    B = _stack(B, "B", where, v.ALL_FLOAT_DTYPES, broadcast)
     if broadcast and A.dim() == 2:
         A = A.unsqueeze(0)
     if broadcast and B.dim() == 2:
         B = B.unsqueeze(0)
     if C is not None:
-        C = _stack(C, "C", where, c.ALL_FLOAT_DTYPES, broadcast)
+        C = _stack(C, "C", where, v.ALL_FLOAT_DTYPES, broadcast)
         if broadcast and C.dim() == 2:
             C = C.unsqueeze(0)
-    c.agree(where, A=A, B=B, C=C)
-    tA = c.real_trans(c.trans(transA, "transA", where), A.dtype)
-    tB = c.real_trans(c.trans(transB, "transB", where), A.dtype)
+    v.agree(where, A=A, B=B, C=C)
+    tA = la.real_trans(la.trans(transA, "transA", where), A.dtype)
+    tB = la.real_trans(la.trans(transB, "transB", where), A.dtype)
     alpha, beta = _scalars(where, alpha, beta, A.dtype)
-    m, k = c.op_shape(A, tA)
-    k2, n = c.op_shape(B, tB)
+    m, k = la.op_shape(A, tA)
+    k2, n = la.op_shape(B, tB)
     if k != k2:
-        raise c.mismatch(
+        raise v.mismatch(
             where, f"op(A) is {m}x{k} (transA={tA!r}) and op(B) is {k2}x{n} (transB={tB!r}); "
             f"their inner dimensions {k} and {k2} differ", A=A, B=B,
         )
@@ -339,7 +364,7 @@ def _batched_public(where, alpha, A, B, beta, C, transA, transB, broadcast: bool
     if broadcast:
         big = max(counts)
         if any(b not in (1, big) for b in counts):
-            raise c.mismatch(where, "batch counts differ (a batch of 1, i.e. stride 0, broadcasts)",
+            raise v.mismatch(where, "batch counts differ (a batch of 1, i.e. stride 0, broadcasts)",
                              **{k_: t for k_, t in (("A", A), ("B", B), ("C", C)) if t is not None})
         count = big
         A = A.expand(count, *A.shape[1:])
@@ -349,10 +374,10 @@ def _batched_public(where, alpha, A, B, beta, C, transA, transB, broadcast: bool
     else:
         count = A.shape[0]
         if any(b != count for b in counts):
-            raise c.mismatch(where, "batch counts differ",
+            raise v.mismatch(where, "batch counts differ",
                              **{k_: t for k_, t in (("A", A), ("B", B), ("C", C)) if t is not None})
     if C is not None and C.shape[1:] != (m, n):
-        raise c.mismatch(where, f"C must have shape ({count}, {m}, {n})", A=A, B=B, C=C)
+        raise v.mismatch(where, f"C must have shape ({count}, {m}, {n})", A=A, B=B, C=C)
     if alpha == 0 or k == 0 or m == 0 or n == 0 or count == 0:
         return _scaled(beta, C, (count, m, n), A.dtype, A.device)
     return _batched(alpha, A, B, beta, C, tA, tB, m, n, k)
@@ -404,7 +429,7 @@ def batched_gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, o
     """
     where = "batched_gemm"
     R = _batched_public(where, alpha, A, B, beta, C, transA, transB, broadcast=False)
-    return c.finish(R, out, where)
+    return v.finish(R, out, where)
 
 
 @numpy_io
@@ -464,7 +489,7 @@ def strided_batched_gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=Fal
             raise TypeError(f"{where}: {name} must be a 2-D or 3-D tensor, got a {type(x).__name__} "
                             "(use batched_gemm for lists of matrices)")
     R = _batched_public(where, alpha, A, B, beta, C, transA, transB, broadcast=True)
-    return c.finish(R, out, where)
+    return v.finish(R, out, where)
 
 
 @numpy_io
@@ -520,18 +545,18 @@ def gemm_ex(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *,
     torch.float32
     """
     where = "gemm_ex"
-    A = c.tensor(A, "A", where, c.ALL_FLOAT_DTYPES)
-    B = c.tensor(B, "B", where, c.ALL_FLOAT_DTYPES)
+    A = v.tensor(A, "A", where, v.ALL_FLOAT_DTYPES)
+    B = v.tensor(B, "B", where, v.ALL_FLOAT_DTYPES)
     if B.dtype is not A.dtype:
         from trnsci._validate import same_dtype
 
         same_dtype(where, A=A, B=B)
     if C is not None:
-        C = c.tensor(C, "C", where, c.ALL_FLOAT_DTYPES)
+        C = v.tensor(C, "C", where, v.ALL_FLOAT_DTYPES)
         if C.is_complex() != A.is_complex():
             raise TypeError(f"{where}: C has dtype {C.dtype} but A has {A.dtype}; both must be real or both complex")
-    c.same_device(where, A=A, B=B, C=C)
-    if not isinstance(compute_dtype, torch.dtype) or compute_dtype not in c.BLAS_DTYPES:
+    v.same_device(where, A=A, B=B, C=C)
+    if not isinstance(compute_dtype, torch.dtype) or compute_dtype not in v.BLAS_DTYPES:
         raise TypeError(f"{where}: compute_dtype must be one of torch.float32, torch.float64, torch.complex64, "
                         f"torch.complex128; got {compute_dtype!r}")
     if compute_dtype.is_complex != A.is_complex():
@@ -539,26 +564,24 @@ def gemm_ex(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *,
                         f"{'complex' if A.is_complex() else 'real'} inputs (A has dtype {A.dtype})")
     if out_dtype is None:
         out_dtype = C.dtype if C is not None else A.dtype
-    elif not isinstance(out_dtype, torch.dtype) or out_dtype not in c.ALL_FLOAT_DTYPES:
+    elif not isinstance(out_dtype, torch.dtype) or out_dtype not in v.ALL_FLOAT_DTYPES:
         raise TypeError(f"{where}: out_dtype must be a floating or complex torch.dtype, got {out_dtype!r}")
     elif out_dtype.is_complex != A.is_complex():
         raise TypeError(f"{where}: out_dtype {out_dtype} does not match the inputs (A has dtype {A.dtype})")
     alpha, beta = _scalars(where, alpha, beta, compute_dtype)
-    A, B, _, tA, tB, m, n, k = _gemm_operands(where, A, B, None, transA, transB, c.ALL_FLOAT_DTYPES)
+    A, B, _, tA, tB, m, n, k = _gemm_operands(where, A, B, None, transA, transB, v.ALL_FLOAT_DTYPES)
     if C is not None:
         _check_c_shape(where, A, B, C, m, n)
     Cw = C if C is not None and beta != 0 else None
     if A.dim() == 2 and B.dim() == 2 and alpha != 0 and m and n and k:
         # One matrix: the inputs stay in their dtype up to the lowering, so
         # the Tensor Engine can take bf16 operands and accumulate in fp32.
-        native = A.dtype in _KERNEL_DTYPES and compute_dtype is torch.float32
-        R = GEMM_EX(alpha, A, B, beta, Cw, tA, tB, compute_dtype, size=2 * m * n * k, supported=native,
-                    why_not="" if native else "the kernel computes float32 from float32/bfloat16 inputs only")
+        R = GEMM_EX(alpha, A, B, beta, Cw, tA, tB, compute_dtype)
     else:  # batches and quick returns: widen, then the general path
         Aw, Bw = A.to(compute_dtype), B.to(compute_dtype)
         Cw = None if Cw is None else Cw.to(compute_dtype)
         R = _run_gemm(where, alpha, Aw, Bw, beta, Cw, tA, tB, m, n, k)
-    return c.finish(R.to(out_dtype), out, where)
+    return v.finish(R.to(out_dtype), out, where)
 
 
 def _check_c_shape(where, A, B, C, m, n):
@@ -569,35 +592,35 @@ def _check_c_shape(where, A, B, C, m, n):
     except RuntimeError:
         ok = False
     if not ok or (not batch and C.dim() != 2):
-        raise c.mismatch(where, f"C must have shape {shape}", A=A, B=B, C=C)
+        raise v.mismatch(where, f"C must have shape {shape}", A=A, B=B, C=C)
 
 
 # ===================================================================== symmetric / Hermitian
 
 def _symm_like(where, alpha, A, B, beta, C, side, uplo, hermitian, out):
-    A = c.matrix(A, "A", where)
-    B = c.matrix(B, "B", where)
+    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
+    B = v.matrix(B, "B", where, v.BLAS_DTYPES)
     if C is not None:
-        C = c.matrix(C, "C", where)
-    c.agree(where, A=A, B=B, C=C)
-    s = c.side(side, "side", where)
-    u = c.uplo(uplo, "uplo", where)
+        C = v.matrix(C, "C", where, v.BLAS_DTYPES)
+    v.agree(where, A=A, B=B, C=C)
+    s = la.side(side, "side", where)
+    u = la.uplo(uplo, "uplo", where)
     alpha, beta = _scalars(where, alpha, beta, A.dtype)
-    na = c.square(A, "A", where)
+    na = v.square(A, "A", where)
     m, n = B.shape
     if na != (m if s == "L" else n):
         which = "rows" if s == "L" else "columns"
-        raise c.mismatch(where, f"side={s!r} needs A to be {which}(B) x {which}(B)", A=A, B=B)
+        raise v.mismatch(where, f"side={s!r} needs A to be {which}(B) x {which}(B)", A=A, B=B)
     if C is not None and tuple(C.shape) != (m, n):
-        raise c.mismatch(where, f"C must have the shape of B, ({m}, {n})", B=B, C=C)
+        raise v.mismatch(where, f"C must have the shape of B, ({m}, {n})", B=B, C=C)
     if alpha == 0 or m == 0 or n == 0:
-        return c.finish(_scaled(beta, C, (m, n), A.dtype, A.device), out, where)
-    full = c.symmetric(A, u, hermitian)
+        return v.finish(_scaled(beta, C, (m, n), A.dtype, A.device), out, where)
+    full = la.symmetric(A, u, hermitian)
     if s == "L":
         R = _run_gemm(where, alpha, full, B, beta, C, "N", "N", m, n, na)
     else:
         R = _run_gemm(where, alpha, B, full, beta, C, "N", "N", m, n, na)
-    return c.finish(R, out, where)
+    return v.finish(R, out, where)
 
 
 @numpy_io
@@ -680,22 +703,22 @@ def hemm(alpha, A, B, beta=0.0, C=None, side="left", uplo="upper", *, out=None):
 
 
 def _rank_k_operands(where, A, B, C, trans, uplo, allowed_trans):
-    A = c.matrix(A, "A", where)
+    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
     if B is not None:
-        B = c.matrix(B, "B", where)
+        B = v.matrix(B, "B", where, v.BLAS_DTYPES)
     if C is not None:
-        C = c.matrix(C, "C", where)
-    c.agree(where, A=A, B=B, C=C)
-    t = c.real_trans(c.trans(trans, "trans", where), A.dtype)
+        C = v.matrix(C, "C", where, v.BLAS_DTYPES)
+    v.agree(where, A=A, B=B, C=C)
+    t = la.real_trans(la.trans(trans, "trans", where), A.dtype)
     if t not in allowed_trans and A.is_complex():
         raise ValueError(f"{where}: trans={trans!r} is not allowed for complex data; "
                          f"use one of {', '.join(repr(x) for x in allowed_trans)}")
-    u = c.uplo(uplo, "uplo", where)
+    u = la.uplo(uplo, "uplo", where)
     n, k = (A.shape[0], A.shape[1]) if t == "N" else (A.shape[1], A.shape[0])
     if B is not None and B.shape != A.shape:
-        raise c.mismatch(where, "A and B must have one shape", A=A, B=B)
+        raise v.mismatch(where, "A and B must have one shape", A=A, B=B)
     if C is not None and tuple(C.shape) != (n, n):
-        raise c.mismatch(where, f"C must be ({n}, {n}) for trans={t!r}", A=A, C=C)
+        raise v.mismatch(where, f"C must be ({n}, {n}) for trans={t!r}", A=A, C=C)
     return A, B, C, t, u, n, k
 
 
@@ -704,18 +727,18 @@ def _quick_rank_k(alpha, beta, C, u, n, k, dtype, device, full, hermitian):
     if C is not None and beta == 1 and not full:
         return C.clone()  # BLAS returns without touching C
     R = _scaled(beta, C, (n, n), dtype, device)
-    R = c.merge_triangle(R, C, u, full, hermitian)
+    R = la.merge_triangle(R, C, u, full, hermitian)
     if hermitian:
-        c.real_diagonal(R)
+        la.real_diagonal(R)
     return R
 
 
 def _finish_triangle(R, C, beta, u, full, hermitian):
     """After a lowering that ignored ``C`` (``beta == 0``): restore its other triangle."""
     if full:
-        return c.merge_triangle(R, None, u, True, hermitian)
+        return la.merge_triangle(R, None, u, True, hermitian)
     if beta == 0 and C is not None:
-        return c.merge_triangle(R, C, u, False, hermitian)
+        return la.merge_triangle(R, C, u, False, hermitian)
     return R
 
 
@@ -768,15 +791,13 @@ def syrk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
     [[5.0, 11.0], [11.0, 25.0]]
     """
     where = "syrk"
-    full = c.fill(fill, where)
+    full = la.fill(fill, where)
     A, _, C, t, u, n, k = _rank_k_operands(where, A, None, C, trans, uplo, ("N", "T"))
     alpha, beta = _scalars(where, alpha, beta, A.dtype)
     if alpha == 0 or k == 0 or n == 0:
-        return c.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, False), out, where)
-    ok = A.dtype in _KERNEL_DTYPES
-    R = SYRK(alpha, A, beta, C if beta != 0 else None, t, u,
-             size=n * n * k * (4 if A.is_complex() else 1), supported=ok, why_not="" if ok else _why_not(A.dtype))
-    return c.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
+        return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, False), out, where)
+    R = SYRK(alpha, A, beta, C if beta != 0 else None, t, u)
+    return v.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
 
 
 @numpy_io
@@ -820,18 +841,16 @@ def herk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
     tensor([[2.+0.j]])
     """
     where = "herk"
-    full = c.fill(fill, where)
+    full = la.fill(fill, where)
     A, _, C, t, u, n, k = _rank_k_operands(where, A, None, C, trans, uplo, ("N", "C"))
     alpha, beta = _scalars(where, alpha, beta, A.dtype, real=True)
     if not A.is_complex():
         if alpha == 0 or k == 0 or n == 0:
-            return c.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, False), out, where)
-        ok = A.dtype in _KERNEL_DTYPES
-        R = SYRK(alpha, A, beta, C if beta != 0 else None, t, u,
-                 size=n * n * k, supported=ok, why_not="" if ok else _why_not(A.dtype))
-        return c.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
+            return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, False), out, where)
+        R = SYRK(alpha, A, beta, C if beta != 0 else None, t, u)
+        return v.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
     if alpha == 0 or k == 0 or n == 0:
-        return c.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, True), out, where)
+        return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, True), out, where)
     a = A if t == "N" else A.mH
     if C is None or beta == 0:
         R = torch.mm(a, a.mH)
@@ -839,19 +858,19 @@ def herk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
             R.mul_(alpha)
     else:
         R = torch.addmm(C, a, a.mH, beta=beta, alpha=alpha)
-    c.real_diagonal(R)
-    return c.finish(c.merge_triangle(R, C, u, full, True), out, where)
+    la.real_diagonal(R)
+    return v.finish(la.merge_triangle(R, C, u, full, True), out, where)
 
 
 def _rank_2k(where, alpha, A, B, beta, C, trans, uplo, fill, hermitian, out):
-    full = c.fill(fill, where)
+    full = la.fill(fill, where)
     A, B, C, t, u, n, k = _rank_k_operands(where, A, B, C, trans, uplo, ("N", "C") if hermitian else ("N", "T"))
-    alpha = c.scalar(alpha, "alpha", where, A.dtype)
-    beta = c.scalar(beta, "beta", where, A.dtype, real=hermitian)
+    alpha = v.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
+    beta = v.scalar(beta, "beta", where, complex_ok=A.dtype.is_complex and not hermitian)
     herm = hermitian and A.is_complex()
     if alpha == 0 or k == 0 or n == 0:
-        return c.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, herm), out, where)
-    a, b = c.op(A, t), c.op(B, t)
+        return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, herm), out, where)
+    a, b = la.op(A, t), la.op(B, t)
     P = torch.mm(a, b.mH if herm else b.mT)
     if alpha != 1:
         P.mul_(alpha)
@@ -859,8 +878,8 @@ def _rank_2k(where, alpha, A, B, beta, C, trans, uplo, fill, hermitian, out):
     if C is not None and beta != 0:
         R.add_(C, alpha=beta)
     if herm:
-        c.real_diagonal(R)
-    return c.finish(c.merge_triangle(R, C, u, full, herm), out, where)
+        la.real_diagonal(R)
+    return v.finish(la.merge_triangle(R, C, u, full, herm), out, where)
 
 
 @numpy_io
@@ -940,19 +959,19 @@ def her2k(alpha, A, B, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *
 # ===================================================================== triangular
 
 def _tri_operands(where, alpha, A, B, side, uplo, trans, diag):
-    A = c.matrix(A, "A", where)
-    B = c.matrix(B, "B", where)
-    c.agree(where, A=A, B=B)
-    s = c.side(side, "side", where)
-    u = c.uplo(uplo, "uplo", where)
-    t = c.real_trans(c.trans(trans, "trans", where), A.dtype)
-    d = c.diag(diag, "diag", where)
-    alpha = c.scalar(alpha, "alpha", where, A.dtype)
-    na = c.square(A, "A", where)
+    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
+    B = v.matrix(B, "B", where, v.BLAS_DTYPES)
+    v.agree(where, A=A, B=B)
+    s = la.side(side, "side", where)
+    u = la.uplo(uplo, "uplo", where)
+    t = la.real_trans(la.trans(trans, "trans", where), A.dtype)
+    d = la.diag(diag, "diag", where)
+    alpha = v.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
+    na = v.square(A, "A", where)
     m, n = B.shape
     if na != (m if s == "L" else n):
         which = "rows" if s == "L" else "columns"
-        raise c.mismatch(where, f"side={s!r} needs A to be {which}(B) x {which}(B)", A=A, B=B)
+        raise v.mismatch(where, f"side={s!r} needs A to be {which}(B) x {which}(B)", A=A, B=B)
     return alpha, A, B, s, u, t, d, m, n
 
 
@@ -998,13 +1017,13 @@ def trmm(alpha, A, B, side="left", uplo="upper", trans=False, diag="nonunit", *,
     where = "trmm"
     alpha, A, B, s, u, t, d, m, n = _tri_operands(where, alpha, A, B, side, uplo, trans, diag)
     if alpha == 0 or m == 0 or n == 0:
-        return c.finish(torch.zeros(m, n, dtype=A.dtype, device=A.device), out, where)
-    T = c.triangle(A, u, d == "U")
+        return v.finish(torch.zeros(m, n, dtype=A.dtype, device=A.device), out, where)
+    T = la.triangle(A, u, d == "U")
     if s == "L":
         R = _run_gemm(where, alpha, T, B, 0, None, t, "N", m, n, m)
     else:
         R = _run_gemm(where, alpha, B, T, 0, None, "N", t, m, n, n)
-    return c.finish(R, out, where)
+    return v.finish(R, out, where)
 
 
 @numpy_io
@@ -1054,12 +1073,9 @@ def trsm(alpha, A, B, side="left", uplo="upper", trans=False, diag="nonunit", *,
     where = "trsm"
     alpha, A, B, s, u, t, d, m, n = _tri_operands(where, alpha, A, B, side, uplo, trans, diag)
     if alpha == 0 or m == 0 or n == 0:
-        return c.finish(torch.zeros(m, n, dtype=A.dtype, device=A.device), out, where)
-    size = (m * m * n if s == "L" else m * n * n) * (4 if A.is_complex() else 1)
-    ok = A.dtype is torch.float32
-    X = TRSM(alpha, A, B, s, u, t, d, size=size, supported=ok,
-             why_not="" if ok else f"dtype {str(A.dtype).replace('torch.', '')}: the NKI trsm kernel takes float32")
-    return c.finish(X, out, where)
+        return v.finish(torch.zeros(m, n, dtype=A.dtype, device=A.device), out, where)
+    X = TRSM(alpha, A, B, s, u, t, d)
+    return v.finish(X, out, where)
 
 
 # ===================================================================== extensions
@@ -1098,17 +1114,17 @@ def geam(alpha, A, beta, B, transA=False, transB=False, *, out=None):
     [[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]]
     """
     where = "geam"
-    A = c.matrix(A, "A", where)
-    B = c.matrix(B, "B", where)
-    c.agree(where, A=A, B=B)
-    tA = c.real_trans(c.trans(transA, "transA", where), A.dtype)
-    tB = c.real_trans(c.trans(transB, "transB", where), A.dtype)
+    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
+    B = v.matrix(B, "B", where, v.BLAS_DTYPES)
+    v.agree(where, A=A, B=B)
+    tA = la.real_trans(la.trans(transA, "transA", where), A.dtype)
+    tB = la.real_trans(la.trans(transB, "transB", where), A.dtype)
     alpha, beta = _scalars(where, alpha, beta, A.dtype)
-    shape = c.op_shape(A, tA)
-    if c.op_shape(B, tB) != shape:
-        raise c.mismatch(where, f"op(A) is {shape[0]}x{shape[1]} (transA={tA!r}) but op(B) is "
-                         f"{c.op_shape(B, tB)[0]}x{c.op_shape(B, tB)[1]} (transB={tB!r})", A=A, B=B)
-    a, b = c.op(A, tA), c.op(B, tB)
+    shape = la.op_shape(A, tA)
+    if la.op_shape(B, tB) != shape:
+        raise v.mismatch(where, f"op(A) is {shape[0]}x{shape[1]} (transA={tA!r}) but op(B) is "
+                         f"{la.op_shape(B, tB)[0]}x{la.op_shape(B, tB)[1]} (transB={tB!r})", A=A, B=B)
+    a, b = la.op(A, tA), la.op(B, tB)
     if alpha == 0 and beta == 0:
         R = torch.zeros(shape, dtype=A.dtype, device=A.device)
     elif beta == 0:
@@ -1119,7 +1135,7 @@ def geam(alpha, A, beta, B, transA=False, transB=False, *, out=None):
         R = torch.add(a, b, alpha=beta)
     else:
         R = torch.mul(a, alpha).add_(b, alpha=beta)
-    return c.finish(R.contiguous(), out, where)
+    return v.finish(R.contiguous(), out, where)
 
 
 @numpy_io
@@ -1151,13 +1167,13 @@ def dgmm(A, x, side="left", *, out=None):
     [[1.0, 2.0], [1.0, 2.0]]
     """
     where = "dgmm"
-    A = c.matrix(A, "A", where)
-    x = c.vector(x, "x", where)
-    c.agree(where, A=A, x=x)
-    s = c.side(side, "side", where)
+    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
+    x = v.vector(x, "x", where, v.BLAS_DTYPES)
+    v.agree(where, A=A, x=x)
+    s = la.side(side, "side", where)
     want = A.shape[0] if s == "L" else A.shape[1]
     if x.shape[0] != want:
-        raise c.mismatch(where, f"side={s!r} needs x to have {want} entries "
+        raise v.mismatch(where, f"side={s!r} needs x to have {want} entries "
                          f"({'rows' if s == 'L' else 'columns'} of A)", A=A, x=x)
     R = A * (x[:, None] if s == "L" else x)
-    return c.finish(R, out, where)
+    return v.finish(R, out, where)

@@ -73,15 +73,14 @@ s_I = size of block I, I = 0..nb-1)
 """
 
 from trnsci.nki import nisa, nki, nl
+from trnsci.nki.tiling import cdiv, sbuf_budget
 
 TQ = 128
 TA = 128
 TB = 512
-SBUF_BUDGET = 180 * 1024
+SBUF_BUDGET = sbuf_budget(reserve=12 * 1024)
 
 
-def cdiv(a, b):
-    return -(-a // b)
 
 
 def _fixed_bytes(nocc, nvir, bo):
