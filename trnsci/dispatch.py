@@ -308,7 +308,7 @@ def _user_stacklevel() -> int:
     however many library frames (NumPy wrappers, helpers, ``Op`` hops) lie
     between.
     """
-    frame = sys._getframe(2)  # the function that will call warnings.warn
+    frame = sys._getframe(1)  # the function that will call warnings.warn: stacklevel 1
     level = 1
     while frame is not None:
         mod = frame.f_globals.get("__name__", "")
