@@ -18,6 +18,7 @@ from trnblas.kernels.gemm import gemm_counts, gemm_kernel, max_k, panel_width
 from trnblas.kernels.syrk import syrk_counts, syrk_kernel
 from trnblas.kernels.trsm import trsm_counts, trsm_kernel
 from trnsci import nki
+from trnsci.testing import assert_counts
 
 pytestmark = pytest.mark.simulator
 
@@ -26,18 +27,6 @@ BF16 = ml_dtypes.bfloat16
 
 def _rng(seed=0):
     return np.random.default_rng(seed)
-
-
-def _check_counts(prof, expected):
-    got = {
-        "hbm_read_bytes": prof.hbm_read_bytes,
-        "hbm_write_bytes": prof.hbm_write_bytes,
-        "flops": prof.flops,
-        **prof.instructions,
-    }
-    for key, want in expected.items():
-        if key in got:
-            assert got[key] == want, f"{key}: emulator counted {got[key]}, closed form says {want}"
 
 
 @pytest.fixture
@@ -59,7 +48,7 @@ def test_gemm_kernel_counters_match_closed_form(m, n, k, dtype):
     # fp32 accumulation of exactly representable (bf16 or fp32) products
     np.testing.assert_allclose(out, ref, rtol=0, atol=2e-6 * k * np.abs(ref).max() + 1e-6)
     expected = gemm_counts(m, n, k, np.dtype(dtype).itemsize)
-    _check_counts(prof, expected)
+    assert_counts(prof, expected)
     assert prof.instructions["dma"] == expected["dma"]
     if (m, n, k) == (10, 5000, 1024) and dtype is np.float32:
         assert panel_width(k, n, 4) < n  # this case exercises several B panels (A re-read)
@@ -78,7 +67,7 @@ def test_gemm_2048_bf16_modeled_tensor_engine_utilization():
     a = rng.standard_normal((2048, 2048)).astype(BF16)
     b = rng.standard_normal((2048, 2048)).astype(BF16)
     _, prof = nki.profile(gemm_kernel, a, b, target="trn1")
-    _check_counts(prof, gemm_counts(2048, 2048, 2048, 2))
+    assert_counts(prof, gemm_counts(2048, 2048, 2048, 2))
     assert prof.instructions["tensor"] == 16 * 16 * 4
     assert prof.tensor_engine_utilization() >= 0.85
 
@@ -128,7 +117,7 @@ def test_batched_gemm_kernel_counters():
     b = rng.standard_normal((3, 150, 520)).astype(np.float32)
     out, prof = nki.profile(batched_gemm_kernel, a, b)
     np.testing.assert_allclose(out, np.einsum("bkm,bkn->bmn", a, b), rtol=1e-5, atol=1e-4)
-    _check_counts(prof, batched_gemm_counts(3, 70, 520, 150, 4))
+    assert_counts(prof, batched_gemm_counts(3, 70, 520, 150, 4))
 
 
 def test_batched_gemm_public_api_one_kernel_call(simulator):
@@ -151,7 +140,7 @@ def test_syrk_kernel_counters(n, k, upper):
     ref = x.T.astype(np.float64) @ x
     keep = np.triu(np.ones((n, n), bool)) if upper else np.tril(np.ones((n, n), bool))
     np.testing.assert_allclose(out[keep], ref[keep], rtol=1e-5, atol=1e-3)
-    _check_counts(prof, syrk_counts(n, k, 4, upper))
+    assert_counts(prof, syrk_counts(n, k, 4, upper))
 
 
 def test_syrk_about_half_of_gemm_instructions():
@@ -228,7 +217,7 @@ def test_trsm_kernel_counters(n, r):
     out, prof = nki.profile(trsm_kernel, w, rhs)
     ref = scipy.linalg.solve_triangular(np.tril(A.double().numpy()), B.double().numpy(), lower=True)
     assert np.abs(out - ref).max() / np.abs(ref).max() < 1e-5
-    _check_counts(prof, trsm_counts(n, r))
+    assert_counts(prof, trsm_counts(n, r))
 
 
 def test_float64_goes_to_torch_not_kernel(simulator):
@@ -287,7 +276,7 @@ def test_gemm_kernel_any_shape_matches_float64(m, n, k, transA, transB, alpha, b
     absprod = abs(alpha) * (np.abs(opa) @ np.abs(opb))
     bound = (k + 2) * u * absprod + 4 * u * (np.abs(ref) + abs(beta) * np.abs(C.double().numpy()))
     assert np.all(np.abs(got.double().numpy() - ref) <= bound)
-    _check_counts(runs[0].profile, gemm_counts(m, n, k, 4))
+    assert_counts(runs[0].profile, gemm_counts(m, n, k, 4))
 
 
 def test_gemm_ex_feeds_bf16_operands_to_the_tensor_engine(simulator):
@@ -299,7 +288,7 @@ def test_gemm_ex_feeds_bf16_operands_to_the_tensor_engine(simulator):
     R = trnblas.gemm_ex(1.0, A, B, out_dtype=torch.float32)
     assert R.dtype == torch.float32
     assert [r.kernel for r in simulator] == ["gemm_kernel"]
-    _check_counts(simulator[0].profile, gemm_counts(m, n, k, 2))  # bf16 traffic, not widened fp32
+    assert_counts(simulator[0].profile, gemm_counts(m, n, k, 2))  # bf16 traffic, not widened fp32
     ref = A.double().numpy() @ B.double().numpy()  # bf16 values are exact in float64
     # exact products, fp32 accumulation over k terms
     bound = (k + 1) * 2.0**-24 * (np.abs(A.double().numpy()) @ np.abs(B.double().numpy()))
