@@ -189,7 +189,8 @@ def scalar(x: Any, name: str, where: str = "", *, complex_ok: bool = True) -> co
         try:
             return float(x)
         except OverflowError:
-            raise ValueError(f"{_p(where)}{name} = {x} is too large for floating point") from None
+            raise ValueError(f"{_p(where)}{name} (an integer of {len(str(abs(x)))} digits) is too large "
+                             "for floating point") from None
     return float(x)
 
 

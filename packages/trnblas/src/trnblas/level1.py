@@ -184,6 +184,8 @@ def nrm2(x):
     1.414213562373095e+200
     """
     x = v.vector(x, "x", "nrm2", v.BLAS_DTYPES)
+    if x.is_complex():  # |x| over the real and imaginary parts: scaling by a real never divides a complex
+        x = torch.view_as_real(x.resolve_conj()).reshape(-1)
     r = torch.linalg.vector_norm(x)
     lo, hi = _SAFE[x.dtype]
     val = float(r)

@@ -218,6 +218,9 @@ def ger(alpha, x, y, A=None, *, conj=False, out=None):
 
 
 def _ger(where, alpha, x, y, A, conj, out):
+    if type(conj) is not bool:
+        raise TypeError(f"{where}: conj must be True or False, got {conj!r}")
+    y = v.vector(y, "y", where, v.BLAS_DTYPES)  # required: only A may be omitted
     x, y, A, alpha = _outer_operands(where, x, y, A, alpha)
     m, n = x.shape[0], y.shape[0]
     if A is not None and tuple(A.shape) != (m, n):

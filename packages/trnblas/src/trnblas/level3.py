@@ -863,6 +863,7 @@ def herk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
 
 
 def _rank_2k(where, alpha, A, B, beta, C, trans, uplo, fill, hermitian, out):
+    B = v.matrix(B, "B", where, v.BLAS_DTYPES)  # required (syrk is the one-operand update)
     full = la.fill(fill, where)
     A, B, C, t, u, n, k = _rank_k_operands(where, A, B, C, trans, uplo, ("N", "C") if hermitian else ("N", "T"))
     alpha = v.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
