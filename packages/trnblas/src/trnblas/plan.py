@@ -16,7 +16,7 @@ opt_einsum's ``PathInfo``::
         flops: 65,536
     threshold: (not consulted)
       backend: torch
-       reason: backend 'torch' from with trnblas.use_backend()
+       reason: backend 'torch' from ...
 """
 
 from __future__ import annotations
@@ -119,8 +119,7 @@ def plan(op_name: str, *args, **kwargs) -> Plan:
     >>> p.backend, p.flops
     ('torch', 9)
     >>> print(p.reason)
-    backend 'simulator' from with trnblas.use_backend(); kernel unsupported: dtype float64: the NKI kernel \
-takes float32 (the Tensor Engine has no float64 arithmetic)
+    backend 'simulator' from ...; kernel unsupported: dtype float64: the NKI kernel takes float32 (...)
     """
     key = op_name[len("trnblas."):] if isinstance(op_name, str) and op_name.startswith("trnblas.") else op_name
     try:
