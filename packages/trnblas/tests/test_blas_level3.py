@@ -17,9 +17,9 @@ import scipy.linalg.blas as sb
 import torch
 
 import trnblas
+import trnsci
 from trnsci.testing import assert_close
 from trnsci.testing import random as rand
-import trnsci
 
 DTYPES = [torch.float32, torch.float64, torch.complex64, torch.complex128]
 NP = {torch.float32: np.float32, torch.float64: np.float64,

@@ -32,20 +32,16 @@ from __future__ import annotations
 
 import torch
 
-from trnsci import _linalg as la
-from trnsci import _validate as v
+from trnblas.chem import MP2_ENERGY, result_dtype
 from trnblas.kernels.batched_gemm import batched_gemm_kernel
-from trnblas.kernels.gemm import gemm_kernel, max_k
+from trnblas.kernels.gemm import gemm_counts, gemm_kernel, max_k
+from trnblas.kernels.mp2_energy import mp2_pair_energy_kernel, occ_block
 from trnblas.kernels.syrk import fits as syrk_fits
-from trnblas.kernels.syrk import syrk_kernel
+from trnblas.kernels.syrk import syrk_counts, syrk_kernel
 from trnblas.kernels.trsm import MAX_N as TRSM_MAX_N
 from trnblas.kernels.trsm import TB as TRSM_BLOCK
 from trnblas.kernels.trsm import fits as trsm_fits
 from trnblas.kernels.trsm import trsm_counts, trsm_kernel
-from trnblas.chem import MP2_ENERGY, result_dtype
-from trnblas.kernels.gemm import gemm_counts
-from trnblas.kernels.mp2_energy import mp2_pair_energy_kernel, occ_block
-from trnblas.kernels.syrk import syrk_counts
 from trnblas.level3 import BATCHED_GEMM, GEMM, GEMM_EX, SYRK, TRSM
 from trnsci import _linalg as la
 from trnsci import nki

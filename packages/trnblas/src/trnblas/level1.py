@@ -16,7 +16,6 @@ import math
 
 import torch
 
-from trnsci import _linalg as la
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
 

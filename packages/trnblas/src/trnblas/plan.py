@@ -21,11 +21,8 @@ opt_einsum's ``PathInfo``::
 
 from __future__ import annotations
 
-
-
 from trnblas import chem as _chem
 from trnblas import level3 as _l3
-
 from trnsci.dispatch import Plan, plan_call
 
 __all__ = ["BlasPlan", "plan", "plan_gemm", "plan_batched_gemm", "plan_syrk", "plan_trsm"]
