@@ -321,3 +321,40 @@ def test_plan_call_plans_the_first_op_and_reports_calls_that_dispatch_none():
         q = dispatch.plan_call(public, 0)
     assert q.op is None and q.backend == "torch" and "dispatches no operation" in q.reason
     assert public(4) == ("torch", 8)  # planning left no state behind
+
+
+# ------------------------------------------------------------------ trnsci.testing
+
+def test_testing_helpers_fail_when_they_should():
+    import numpy as np
+    import torch
+
+    from trnsci import testing
+
+    with pytest.raises(AssertionError, match="no NKI kernel ran"):
+        with testing.kernel_ran():
+            pass  # nothing ran
+    prof = type("P", (), {"hbm_read_bytes": 8, "hbm_write_bytes": 4, "flops": 0, "instructions": {"tensor": 1}})()
+    testing.assert_counts(prof, {"hbm_read_bytes": 8, "tensor": 1})
+    with pytest.raises(AssertionError, match="no counter for"):
+        testing.assert_counts(prof, {"hbm_read_bytes": 8, "gpsimd": 0})  # a missing key is not skipped
+    with pytest.raises(AssertionError, match="tensor: 1 != 2"):
+        testing.assert_counts(prof, {"tensor": 2})
+    x = testing.random(5, torch.float32)
+    testing.assert_close(x, x.astype(np.float64), dtype=torch.float32)
+    with pytest.raises(AssertionError):
+        testing.assert_close(x + 1e-3, x, dtype=torch.float32)  # 1e-3 >> 32 eps(fp32) = 3.8e-6
+    assert testing.tolerance(torch.complex128, k=3) == 64 * 2.0**-52
+    with pytest.raises(AssertionError, match="shape"):
+        testing.assert_close(x[:2], x)
+
+
+def test_validate_sparse_opt_in():
+    import torch
+
+    from trnsci import _validate as v
+
+    S = torch.eye(2).to_sparse()
+    with pytest.raises(TypeError, match="S is a sparse tensor"):
+        v.tensor(S, "S", "op")
+    assert v.tensor(S, "S", "op", sparse=True) is S

@@ -28,16 +28,18 @@ def _dtype_names(dtypes: Iterable[torch.dtype]) -> str:
     return ", ".join(str(d).replace("torch.", "") for d in dtypes)
 
 
-def tensor(x: Any, name: str, where: str = "", dtypes: Sequence[torch.dtype] | None = None) -> torch.Tensor:
-    """``x`` as a dense torch tensor (NumPy arrays share memory when they can), else ``TypeError``.
+def tensor(x: Any, name: str, where: str = "", dtypes: Sequence[torch.dtype] | None = None, *,
+           sparse: bool = False) -> torch.Tensor:
+    """``x`` as a torch tensor (NumPy arrays share memory when they can), else ``TypeError``.
 
     ``dtypes``, if given, are the allowed dtypes (``TypeError`` naming them
-    otherwise). Sparse tensors are a ``TypeError`` (pass ``x.to_dense()``);
-    NumPy arrays with negative strides are copied.
+    otherwise). Sparse tensors (COO, CSR, ...) are a ``TypeError`` (pass
+    ``x.to_dense()``) unless ``sparse=True``; NumPy arrays with negative
+    strides are copied.
     """
     if type(x) is torch.Tensor or isinstance(x, torch.Tensor):
         t = x
-        if t.layout is not torch.strided:
+        if t.layout is not torch.strided and not sparse:
             raise TypeError(f"{_p(where)}{name} is a sparse tensor (layout {t.layout}); "
                             f"pass a dense tensor ({name}.to_dense())")
     elif isinstance(x, np.ndarray):
