@@ -18,12 +18,11 @@ import torch
 
 import trnblas
 import trnsci
-from trnsci.testing import assert_close
+from trnsci.testing import NUMPY_DTYPES, assert_close
 from trnsci.testing import random as rand
 
 DTYPES = [torch.float32, torch.float64, torch.complex64, torch.complex128]
-NP = {torch.float32: np.float32, torch.float64: np.float64,
-      torch.complex64: np.complex64, torch.complex128: np.complex128}
+NP = NUMPY_DTYPES
 TRANS = ["N", "T", "C"]
 SCIPY_TRANS = {"N": 0, "T": 1, "C": 2}
 NAN = float("nan")
