@@ -25,10 +25,6 @@ pytestmark = pytest.mark.simulator
 BF16 = ml_dtypes.bfloat16
 
 
-def _rng(seed=0):
-    return np.random.default_rng(seed)
-
-
 @pytest.fixture
 def simulator():
     """The simulator backend, recording kernel runs; fails the test if no kernel ran."""
@@ -41,7 +37,7 @@ def simulator():
 @pytest.mark.parametrize("m,n,k", [(200, 300, 700), (128, 128, 128), (1, 1, 1), (130, 513, 129), (10, 5000, 1024)])
 @pytest.mark.parametrize("dtype", [np.float32, BF16])
 def test_gemm_kernel_counters_match_closed_form(m, n, k, dtype):
-    rng = _rng(m + n + k)
+    rng = np.random.default_rng(m + n + k)
     a = rng.standard_normal((m, k)).astype(dtype)
     b = rng.standard_normal((k, n)).astype(dtype)
     out, prof = nki.profile(gemm_kernel, np.ascontiguousarray(a.T), b)
@@ -64,7 +60,7 @@ def test_gemm_minimum_traffic_when_b_fits():
 
 
 def test_gemm_2048_bf16_modeled_tensor_engine_utilization():
-    rng = _rng(1)
+    rng = np.random.default_rng(1)
     a = rng.standard_normal((2048, 2048)).astype(BF16)
     b = rng.standard_normal((2048, 2048)).astype(BF16)
     _, prof = nki.profile(gemm_kernel, a, b, target="trn1")
@@ -113,7 +109,7 @@ def test_gemm_large_k_split_on_host(simulator):
 # ----------------------------------------------------------------- batched GEMM
 
 def test_batched_gemm_kernel_counters():
-    rng = _rng(7)
+    rng = np.random.default_rng(7)
     a = rng.standard_normal((3, 150, 70)).astype(np.float32)
     b = rng.standard_normal((3, 150, 520)).astype(np.float32)
     out, prof = nki.profile(batched_gemm_kernel, a, b)
@@ -136,7 +132,7 @@ def test_batched_gemm_public_api_one_kernel_call(simulator):
 @pytest.mark.parametrize("upper", [False, True])
 @pytest.mark.parametrize("n,k", [(1000, 70), (130, 257)])
 def test_syrk_kernel_counters(n, k, upper):
-    x = _rng(n + k).standard_normal((k, n)).astype(np.float32)
+    x = np.random.default_rng(n + k).standard_normal((k, n)).astype(np.float32)
     out, prof = nki.profile(syrk_kernel, x, upper=upper)
     ref = x.T.astype(np.float64) @ x
     keep = np.triu(np.ones((n, n), bool)) if upper else np.tril(np.ones((n, n), bool))

@@ -77,6 +77,7 @@ def test_out_torch_cannot_write(out, match):
         trnblas.gemm(1.0, torch.eye(2), torch.eye(2), out=out)
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
 @pytest.mark.parametrize("layout", ["coo", "csr"])
 def test_sparse_inputs_are_named(layout):
     A = torch.eye(3)
