@@ -144,15 +144,16 @@ def simulate_kernel(kernel, *args, **kwargs):
     return run(kernel, args, kwargs)[0]
 
 
+def _nki_simulate(kernel, *a, **k):
+    """``nki.simulate(kernel)(*arrays)`` (also ``nki.simulate(kernel, *arrays)``)."""
+    return simulate(kernel, *a, **k) if (a or k) else simulate(kernel)
+
+
 def _make_nki_namespace(nl, nisa):
-    ns = types.SimpleNamespace(
-        jit=jit,
-        simulate=lambda kernel, *a, **k: simulate(kernel, *a, **k) if (a or k) else simulate(kernel),
-        simulate_kernel=simulate_kernel,
-        profile=profile,
-        language=nl,
-        isa=nisa,
-        Kernel=Kernel,
-        is_emulator=True,
-    )
+    """The emulated top-level ``nki`` module: ``jit``, ``simulate``, ``language``, ``isa``."""
+    ns = types.ModuleType("nki", "Emulated top-level nki namespace (trnsci.nki.emulator)")
+    ns.jit = jit
+    ns.simulate = _nki_simulate
+    ns.language = nl
+    ns.isa = nisa
     return ns
