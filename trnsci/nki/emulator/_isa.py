@@ -335,9 +335,8 @@ def nc_transpose(call, dst, data, engine=engine.unknown, name=None):
     if dst.dtype != data.dtype:
         call.fail(f"'dst' dtype {dst.dtype} must equal 'data' dtype {data.dtype}")
     eng = engine
-    if eng is None:
-        eng = "tensor" if (dst.buffer is mem.psum and data.buffer is mem.sbuf and (p > 32 or f > 32)) else (
-            "vector" if p <= 32 and f <= 32 else "tensor")
+    if eng is None:  # the compiler's choice: Tensor Engine for SBUF -> PSUM, else Vector
+        eng = "tensor" if (dst.buffer is mem.psum and data.buffer is mem.sbuf) else "vector"
     if eng == "tensor":
         if dst.buffer is not mem.psum or data.buffer is not mem.sbuf:
             call.fail("the Tensor Engine transpose reads 'data' from SBUF and writes 'dst' to PSUM; got "

@@ -257,8 +257,13 @@ def _check_memory(spec, op, v, rule):
         m = _mem_name(v)
         if m not in allowed:
             where = " or ".join(x.upper() for x in allowed if x != "scalar")
+            hint = ""
+            if m == "psum" and spec.engines == ("dma",):
+                hint = ", which DMA cannot access (copy through SBUF with nisa.tensor_copy)"
+            elif m == "hbm":
+                hint = "; compute instructions access SBUF/PSUM only (load HBM data into SBUF first)"
             raise NkiValidationError(
-                f"{spec.name}: operand '{op}' ('{v.name}') is in {v.buffer.name.upper()}; it must be in {where}"
+                f"{spec.name}: operand '{op}' ('{v.name}') is in {m.upper()}{hint}; it must be in {where}"
             )
         if m != "hbm":
             if v.ndim < 2:
