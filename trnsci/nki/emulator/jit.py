@@ -84,6 +84,11 @@ def _unwrap(x):
                 f"kernel returned {x.buffer.name.upper()} tile '{x.name}'; kernels return "
                 "HBM tensors (nl.ndarray(..., buffer=nl.shared_hbm) written with nl.store)"
             )
+        if x.buffer is not mem.shared_hbm:
+            raise EmulatorError(
+                f"kernel returned '{x.name}' allocated in nl.{x.buffer.name}; kernel outputs must be allocated "
+                "with buffer=nl.shared_hbm since NKI 0.3 (nki/migration/index.rst)"
+            )
         return np.array(x._read(), copy=True)
     if isinstance(x, tuple):
         return tuple(_unwrap(v) for v in x)
