@@ -334,7 +334,8 @@ def _reduction(r):
         shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape)) if keepdims else tuple(
             s for i, s in enumerate(x.shape) if i not in axes)
         if len(shape) < 2:
-            shape = (x.shape[0], 1)
+            fail(op, f"the result of shape {shape} would be a rank-{len(shape)} tile; SBUF/PSUM tiles must be at "
+                     "least 2-D (use keepdims=True)")
         out = O.new_tile(shape, dt.normalize(dtype, op) or x.dtype, sbuf, op)
         I.tensor_reduce(out, r, x, axis, keepdims=keepdims)
         return out
