@@ -110,3 +110,55 @@ def test_removed_nl_names_name_the_replacement(name, replacement):
 def test_removed_nisa_names_name_the_replacement():
     with pytest.raises(RemovedAPIError, match="tensor_copy with src.ap"):
         nisa.tensor_copy_dynamic_src  # noqa: B018
+
+
+def _fake_nki(monkeypatch, version):
+    import sys
+    import types
+
+    mod = types.ModuleType("nki")
+    if version is not None:
+        mod.__version__ = version
+    lang, isa = types.ModuleType("nki.language"), types.ModuleType("nki.isa")
+    mod.language, mod.isa = lang, isa
+    monkeypatch.setitem(sys.modules, "nki", mod)
+    monkeypatch.setitem(sys.modules, "nki.language", lang)
+    monkeypatch.setitem(sys.modules, "nki.isa", isa)
+    return mod, lang, isa
+
+
+def test_shim_takes_aws_nki_0_6(monkeypatch):
+    import trnsci.nki as shim
+
+    monkeypatch.delenv("TRNSCI_NKI", raising=False)
+    mod, lang, isa = _fake_nki(monkeypatch, "0.6.0")
+    assert shim._load_toolchain() == ("neuron", mod, lang, isa, None)
+
+
+@pytest.mark.parametrize("version", ["0.5.1", None])
+def test_shim_falls_back_to_emulator_for_older_nki(monkeypatch, version):
+    import trnsci.nki as shim
+
+    monkeypatch.delenv("TRNSCI_NKI", raising=False)
+    _fake_nki(monkeypatch, version)
+    with pytest.warns(RuntimeWarning, match="older than 0.6"):
+        src, _, lang, isa, err = shim._load_toolchain()
+    assert src == "emulator" and lang is nl and isa is nisa and err is None
+
+
+def test_shim_never_imports_neuronxcc(monkeypatch):
+    import importlib
+
+    import trnsci.nki as shim
+
+    real = importlib.import_module
+    seen = []
+
+    def spy(name, *a, **k):
+        seen.append(name)
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(shim.importlib, "import_module", spy)
+    monkeypatch.delenv("TRNSCI_NKI", raising=False)
+    shim._load_toolchain()
+    assert "nki" in seen and not any(n.startswith("neuronxcc") for n in seen)
