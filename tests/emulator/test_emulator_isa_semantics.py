@@ -501,3 +501,56 @@ def test_registers_and_fori_loop():
 
     d, _ = _run(body)
     assert d[0, 0] == 6.0
+
+
+# ------------------------------------------------------------- the instruction table
+
+
+def test_every_nisa_instruction_is_in_the_table():
+    from trnsci.nki.emulator import INSTRUCTIONS
+
+    names = {f"nisa.{n}" for n in dir(nisa) if callable(getattr(nisa, n)) and hasattr(getattr(nisa, n), "spec")}
+    assert names and names <= set(INSTRUCTIONS)
+    for n in ("nisa.nc_matmul", "nisa.activation", "nisa.tensor_tensor", "nisa.iota", "nisa.dma_copy"):
+        assert INSTRUCTIONS[n].engines
+
+
+def test_profile_cycles_come_from_the_table(monkeypatch):
+    from trnsci.nki.emulator import INSTRUCTIONS
+
+    def body():
+        d, s = _tile((2, 1000)), _tile((2, 1000))
+        nisa.memset(s, 2.0)
+        nisa.reciprocal(d, s)
+        return d
+
+    _, p1 = _run(body)
+    spec = INSTRUCTIONS["nisa.reciprocal"]
+    monkeypatch.setattr(spec, "cost", lambda n, **_: 100 * n)
+    _, p2 = _run(body)
+    # Vector busy time grows by (100 - 8) * 1000 cycles at the trn1 Vector clock (1.12 GHz)
+    assert p2.engine_time_s["vector"] - p1.engine_time_s["vector"] == pytest.approx(92 * 1000 / 1.12e9)
+
+
+def test_adding_an_instruction_is_one_decorated_function():
+    from trnsci.nki.emulator import INSTRUCTIONS
+    from trnsci.nki.emulator._table import instruction
+
+    @instruction("nisa.test_double", engines=("vector",), memory={"dst": "sbuf", "data": "sbuf|psum"})
+    def test_double(call, dst, data, name=None):
+        dst._write(data._read() * 2)
+        call.issue("vector", 4)
+
+    try:
+        def body():
+            d, s = _tile((1, 2)), _tile((1, 2), buffer=nl.psum)
+            nisa.memset(s, 3.0)
+            test_double(d, s)
+            return d
+
+        d, prof = _run(body)
+        assert d.tolist() == [[6.0, 6.0]] and prof.by_instruction["nisa.test_double@vector"] == 1
+        with pytest.raises(NkiValidationError, match="'dst' .* is in PSUM; it must be in SBUF"):
+            _run(lambda: (test_double(_tile((1, 2), buffer=nl.psum), _tile((1, 2))), _tile((1, 1)))[1])
+    finally:
+        INSTRUCTIONS.pop("nisa.test_double", None)

@@ -521,8 +521,13 @@ def _scalar_chain(call, data, ops, dst_dtype):
 _SCALAR_ENGINE_COMBOS = {("multiply", "add"), ("multiply", None), ("add", None)}
 
 
+def _cost_tensor_scalar(n, recip=False, **_):
+    """N per element; 8N when a reciprocal runs on the Vector ALU (nki.api.shared.rst, engine selection)."""
+    return 8 * n if recip else n
+
+
 @instruction(
-    "nisa.tensor_scalar", engines=("vector", "scalar", "gpsimd"), cost=cost_n,
+    "nisa.tensor_scalar", engines=("vector", "scalar", "gpsimd"), cost=_cost_tensor_scalar,
     memory={"dst": "sbuf|psum", "data": "sbuf|psum", "operand0": "sbuf|psum|scalar",
             "operand1": "sbuf|psum|scalar"},
 )
@@ -567,7 +572,7 @@ def tensor_scalar(call, dst, data, op0, operand0, reverse0=False, op1=None, oper
         call.fail("engine=gpsimd is only allowed for op0=nl.rsqrt")
     res = _scalar_chain(call, data, chain, dst.dtype)
     O.write_flat(dst, res)
-    call.issue(eng, O.elems(data))
+    call.issue(eng, O.elems(data), recip=eng == "vector" and O.reciprocal in ops)
 
 
 @instruction(

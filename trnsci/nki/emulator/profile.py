@@ -5,7 +5,10 @@ peak on-chip bytes, matmul flops).  Times are *modeled* from the public
 figures in NKI.md and the cycle rules of thumb below; they are for design
 decisions, never measurements.
 
-Cycle rules (N = elements per partition of the instruction's output):
+The cycles of each instruction come from the instruction table
+(``_table.INSTRUCTIONS[name].cost``, declared next to each instruction in
+``_isa.py``); :meth:`Counters.issue` records them.  The rules encoded there
+(N = elements per partition of the instruction's main operand):
 
 * Vector: one-input op N, tensor_tensor 2N, reciprocal 8N; min 64 per instr.
 * Scalar: activation N; min 64.
