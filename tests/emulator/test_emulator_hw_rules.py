@@ -400,3 +400,25 @@ def test_tensor_copy_predicated_dtype_rules():
         nisa.tensor_copy_predicated(_sb((2, 2)), _sb((2, 2), value=1.0), _sb((2, 2), nl.int32, 1))
 
     _raises(k, match="'predicate' .* must be uint8 or uint16 or uint32")
+
+
+def test_dma_hwdge_rules_per_target():
+    def k(a):
+        t = _sb((2, 2), nl.bfloat16)
+        nisa.dma_copy(t, a, dge_mode=nisa.dge_mode.hwdge)
+
+    a = np.zeros((2, 2), F32)
+    _raises(k, a, match="hardware DGE\\) needs NeuronCore-v3", target="trn1")
+    _raises(k, a, match="with dge_mode=hwdge 'src' \\(float32\\) and 'dst' \\(bfloat16\\)", target="trn2")
+
+
+def test_dma_priority_needs_trn3_and_enums_required():
+    def k(a):
+        nisa.dma_copy(_sb((2, 2)), a, priority=0)
+
+    _raises(k, np.zeros((2, 2), F32), match="priority")
+
+    def k2(a):
+        nisa.dma_copy(_sb((2, 2)), a, dge_mode=2)
+
+    _raises(k2, np.zeros((2, 2), F32), match="must be a nisa.dge_mode member")

@@ -1215,6 +1215,10 @@ def dma_copy(call, dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dg
     """Copy between HBM and SBUF (either direction, or within one) by DMA."""
     where = call.spec.name
     c = call.ctx.counters
+    _dma_options(call, priority, dge_mode, oob_mode)
+    if dge_mode is _DGE.hwdge and all(isinstance(t, Tensor) for t in (dst, src)) and dst.dtype != src.dtype:
+        call.fail(f"with dge_mode=hwdge 'src' ({src.dtype}) and 'dst' ({dst.dtype}) must have the same dtype "
+                  "(hardware DGE moves raw bytes; use .view() to reinterpret)")
     for t, n in ((dst, "dst"), (src, "src")):
         if not isinstance(t, Tensor):
             fail(where, f"'{n}' must be a tensor, got {type(t).__name__}")
@@ -1231,6 +1235,16 @@ def dma_copy(call, dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dg
     c.dma(parts, src.nbytes, hbm_read=0 if src.on_chip else src.nbytes, hbm_write=0 if dst.on_chip else dst.nbytes)
 
 
+def _dma_options(call, priority, dge, oob):
+    """Rules shared by the DMA instructions: enum arguments, priority and hwdge per target."""
+    _enum(call, "dge_mode", dge, _DGE)
+    _enum(call, "oob_mode", oob, _OOB)
+    if priority is not None:
+        call.fail("'priority' (DMA QoS) needs NeuronCore-v4 (trn3)")
+    if dge is _DGE.hwdge and call.target == "trn1":
+        call.fail("dge_mode=hwdge (hardware DGE) needs NeuronCore-v3 (trn2) or newer")
+
+
 _DMA_T_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
 
@@ -1243,7 +1257,8 @@ def dma_transpose(call, dst, src, axes=None, priority=None, dge_mode=dge_mode.un
     _need_tile(call, "dst", dst)
     if not isinstance(src, Tensor):
         call.fail("indirect (access-pattern) sources are not emulated yet; pass a tensor")
-    mode = _enum(call, "dge_mode", dge_mode, _DGE)
+    _dma_options(call, priority, dge_mode, oob_mode)
+    mode = dge_mode
     if mode not in (_DGE.unknown, _DGE.hwdge):
         call.fail(f"dge_mode must be unknown or hwdge for a direct transpose, got {mode}")
     perm = _DMA_T_AXES.get(src.ndim)
