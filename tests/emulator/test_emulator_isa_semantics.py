@@ -388,20 +388,24 @@ def test_nc_n_gather():
     assert prof.by_instruction["nisa.nc_n_gather@gpsimd"] == 1
 
 
-def test_local_gather_within_16_partition_groups():
-    src = np.arange(32 * 2, dtype=F32).reshape(32, 2)
-    idx = np.zeros((32, 1), np.uint16)
-    idx[:16, 0] = np.arange(16)[::-1]  # core 0 reverses its partitions
-    idx[16:, 0] = 3  # core 1 broadcasts its partition 3
+def test_local_gather_runs_per_16_partition_core():
+    # AWS's example test: indices (element offsets, multiples of e) flattened partition-first
+    # per 16-partition core; every partition of the core gathers the same runs from its own row
+    src = np.arange(32 * 8, dtype=F32).reshape(32, 8)
+    idx = np.zeros((32, 2), np.uint16)
+    idx[0:3, 0] = [6, 0, 2]  # core 0, partition-first order: idx[0,0], idx[1,0], idx[2,0]
+    idx[16:19, 0] = [4, 4, 0]  # core 1
 
     def body(s, i):
-        d = _tile((32, 1))
-        nisa.local_gather(d, _load(s), _load(i))
+        d = _tile((32, 6))
+        nisa.local_gather(d, _load(s), _load(i), num_elem_per_idx=2, num_valid_indices=3)
         return d
 
     d, _ = _run(body, src, idx)
-    assert d[:16, 0].tolist() == src[15::-1, 0].tolist()
-    assert d[16:, 0].tolist() == [src[19, 0]] * 16
+    for p in range(16):
+        assert d[p].tolist() == src[p, [6, 7, 0, 1, 2, 3]].tolist()
+    for p in range(16, 32):
+        assert d[p].tolist() == src[p, [4, 5, 4, 5, 0, 1]].tolist()
 
 
 def test_dma_transpose_2d_and_3d():

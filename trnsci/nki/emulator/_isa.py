@@ -1152,15 +1152,14 @@ def nc_n_gather(call, dst, data, indices, name=None):
     memory={"dst": "sbuf", "src_buffer": "sbuf", "index": "sbuf"}, dtypes={"index": "uint16"},
 )
 def local_gather(call, dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
-    """Per group of 16 partitions: gather src rows (partition offsets from index) into dst.
+    """Per GpSimd core (16 partitions): every partition gathers the same list of element runs.
 
-    Each of the 8 GpSimd cores owns 16 partitions; its indices (flattened
-    partition-first) select partitions of its 16-partition slice of
-    ``src_buffer``; from each selected partition ``num_elem_per_idx``
-    contiguous elements are read, starting at element ``(j // 16) *
-    num_elem_per_idx`` for the j-th index.  Gathered values are written to
-    the core's 16 partitions of ``dst`` partition-first (index j to partition
-    ``j % 16``, elements ``(j // 16) * num_elem_per_idx ...``).
+    Core c's indices are its 16-partition slice of ``index`` flattened
+    partition-first, cut to ``num_valid_indices``; each index is an element
+    offset into a partition's (flattened) free dim, from which
+    ``num_elem_per_idx`` contiguous elements are read.  For each partition p
+    of the core: ``dst[p, j*e:(j+1)*e] = src[p, idx_j : idx_j + e]``
+    (the NumPy semantics of AWS's local_gather example test).
     """
     for n in ("dst", "src_buffer", "index"):
         _need_tile(call, n, call.args[n])
@@ -1174,29 +1173,28 @@ def local_gather(call, dst, src_buffer, index, num_elem_per_idx=1, num_valid_ind
         call.fail(f"'dst' dtype {dst.dtype} must equal 'src_buffer' dtype {src_buffer.dtype} (no casting)")
     per_core = 16 * O.elems(index)
     nvalid = per_core if num_valid_indices is None else int(num_valid_indices)
-    if nvalid > per_core:
-        call.fail(f"num_valid_indices {nvalid} exceeds the {per_core} indices per core")
+    if not 0 < nvalid <= per_core:
+        call.fail(f"num_valid_indices {nvalid} must be in 1..{per_core} (the indices per core)")
     if nvalid > 4096:
         call.fail(f"{nvalid} indices per core exceed the limit of 4096")
+    e = int(num_elem_per_idx)
+    if dst.shape[0] != p or O.elems(dst) != nvalid * e:
+        call.fail(f"'dst' must have {p} partitions and {nvalid} x {e} = {nvalid * e} elements per partition, "
+                  f"got {dst.shape}")
     src = O.flat(src_buffer)
-    ix = O.flat(index)
-    out = O.flat(dst).copy()
-    e = num_elem_per_idx
-    need = -(-nvalid // 16) * e
-    if out.shape[1] < need:
-        call.fail(f"'dst' needs at least {need} elements per partition, got {out.shape[1]}")
+    ix = O.flat(index).astype(np.int64)
+    out = np.empty((p, nvalid * e), dtype=src.dtype)
+    f = src.shape[1]
     for core in range(p // 16):
         rows = slice(16 * core, 16 * core + 16)
-        flat_idx = ix[rows].T.reshape(-1)[:nvalid].astype(np.int64)
-        if flat_idx.size and flat_idx.max() >= 16:
-            call.fail(f"index {int(flat_idx.max())} is out of the 16-partition range of GpSimd core {core}")
-        for j, k in enumerate(flat_idx):
-            c0 = (j // 16) * e
-            if c0 + e > src.shape[1]:
-                call.fail(f"gather of {e} elements at column {c0} exceeds 'src_buffer' free size {src.shape[1]}")
-            out[16 * core + j % 16, c0:c0 + e] = src[16 * core + k, c0:c0 + e]
+        idx = ix[rows].T.reshape(-1)[:nvalid]
+        if idx.size and (idx.max() + e > f):
+            call.fail(f"index {int(idx.max())} + {e} elements exceeds the {f} elements per partition of "
+                      f"'src_buffer' (GpSimd core {core}); out-of-bound gathers are undefined")
+        cols = (idx[:, None] + np.arange(e)).reshape(-1)
+        out[rows] = src[rows][:, cols]
     O.write_flat(dst, out)
-    call.issue("gpsimd", need)
+    call.issue("gpsimd", nvalid * e)
 
 
 # ===========================================================================
