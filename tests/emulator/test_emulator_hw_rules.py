@@ -422,3 +422,19 @@ def test_dma_priority_needs_trn3_and_enums_required():
         nisa.dma_copy(_sb((2, 2)), a, dge_mode=2)
 
     _raises(k2, np.zeros((2, 2), F32), match="must be a nisa.dge_mode member")
+
+
+def test_default_target_from_neuron_platform_target_override(monkeypatch):
+    seen = []
+
+    def k():
+        seen.append(nisa.get_nc_version())
+
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "gen3")
+    simulate(k)
+    monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE")
+    simulate(k)
+    assert seen == [nisa.nc_version.gen3, nisa.nc_version.gen2]
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn3")
+    with pytest.raises(NkiValidationError, match="trn1 \\(gen2\\) and trn2 \\(gen3\\) only"):
+        simulate(k)

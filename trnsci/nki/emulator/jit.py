@@ -30,7 +30,7 @@ class Kernel:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        out, _ = run(self, args, kwargs, target="trn1")
+        out, _ = run(self, args, kwargs)
         return out
 
     def __getitem__(self, grid):
@@ -99,8 +99,27 @@ def _unwrap(x):
     return x
 
 
-def run(kernel, args, kwargs, target="trn1"):
+_TARGET_ALIASES = {"trn1": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2"}
+
+
+def default_target():
+    """trn1, or the target NEURON_PLATFORM_TARGET_OVERRIDE names (as AWS's simulator reads it)."""
+    import os
+
+    v = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "").strip().lower()
+    if not v:
+        return "trn1"
+    if v not in _TARGET_ALIASES:
+        raise EmulatorError(
+            f"NEURON_PLATFORM_TARGET_OVERRIDE={v!r}: the emulator models trn1 (gen2) and trn2 (gen3) only"
+        )
+    return _TARGET_ALIASES[v]
+
+
+def run(kernel, args, kwargs, target=None):
     """Run a kernel (Kernel or plain function); return (outputs, KernelProfile)."""
+    if target is None:
+        target = default_target()
     fn = kernel.fn if isinstance(kernel, Kernel) else kernel
     grid = kernel.grid if isinstance(kernel, Kernel) else ()
     if not callable(fn):
@@ -139,7 +158,7 @@ def simulate(kernel, *args, **kwargs):
     return run(kernel, args, kwargs)[0]
 
 
-def profile(kernel, *args, target="trn1", **kwargs):
+def profile(kernel, *args, target=None, **kwargs):
     """Run a kernel and return ``(outputs, KernelProfile)`` for ``target``."""
     return run(kernel, args, kwargs, target=target)
 
