@@ -431,10 +431,10 @@ def test_default_target_from_neuron_platform_target_override(monkeypatch):
         seen.append(nisa.get_nc_version())
 
     monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "gen3")
-    simulate(k)
+    simulate(k)()
     monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE")
-    simulate(k)
+    simulate(k)()
     assert seen == [nisa.nc_version.gen3, nisa.nc_version.gen2]
     monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn3")
     with pytest.raises(NkiValidationError, match="trn1 \\(gen2\\) and trn2 \\(gen3\\) only"):
-        simulate(k)
+        simulate(k)()
