@@ -558,3 +558,95 @@ def test_adding_an_instruction_is_one_decorated_function():
             _run(lambda: (test_double(_tile((1, 2), buffer=nl.psum), _tile((1, 2))), _tile((1, 1)))[1])
     finally:
         INSTRUCTIONS.pop("nisa.test_double", None)
+
+
+# ------------------------------------------------------------- the remaining emulated instructions
+
+
+def test_tensor_scalar_cumulative_running_sum_and_max():
+    a = np.array([[1.0, 2.0, 3.0, 4.0], [4.0, -1.0, 5.0, 0.0]], F32)
+
+    def body(x):
+        s, m = _tile((2, 4)), _tile((2, 4))
+        nisa.tensor_scalar_cumulative(s, _load(x), nl.multiply, nl.add, 2.0)  # reset_reduce: reg = 0
+        nisa.tensor_scalar_cumulative(m, _load(x), nl.add, nl.maximum, 0.0)  # reg = -inf
+        c = _tile((2, 4))
+        nisa.tensor_scalar_cumulative(c, _load(x), nl.multiply, nl.add, 1.0, imm1=10.0,
+                                      reduce_cmd=nisa.reduce_cmd.load_reduce)
+        return s, m, c
+
+    (s, m, c), _ = _run(body, a)
+    assert s.tolist() == [[2, 6, 12, 20], [8, 6, 16, 16]]
+    assert m.tolist() == [[1, 2, 3, 4], [4, 4, 5, 5]]
+    assert c.tolist() == [[11, 13, 16, 20], [14, 13, 18, 18]]
+
+
+def test_nc_stream_shuffle_within_quadrants():
+    a = np.arange(64, dtype=F32).reshape(64, 1)
+    mask = [31 - i for i in range(32)]
+    mask[5] = 255  # leave partition 5 (and 37) unchanged
+
+    def body(x):
+        d = _tile((64, 1))
+        nisa.memset(d, -1.0)
+        nisa.nc_stream_shuffle(d, _load(x), mask)
+        return d
+
+    d, _ = _run(body, a)
+    expect = [31 - i for i in range(32)] + [63 - i for i in range(32)]
+    expect[5] = expect[37] = -1
+    assert d[:, 0].tolist() == expect
+
+
+def test_nonzero_with_count_trn2():
+    a = np.zeros((32, 8), F32)
+    a[0] = [0, 1, 1, 0, 0, 1, 0, 0]  # the documented example
+    a[16] = [2, 0, 0, 0, 0, 0, 0, 3]
+
+    def body(x):
+        d = _tile((32, 9), nl.int32)
+        nisa.memset(d, 7)
+        nisa.nonzero_with_count(d, _load(x), index_offset=16, padding_val=-1)
+        return d
+
+    d, _ = _run(body, a, target="trn2")
+    assert d[0].tolist() == [17, 18, 21, -1, -1, -1, -1, -1, 3]
+    assert d[16].tolist() == [16, 23, -1, -1, -1, -1, -1, -1, 2]
+    assert (d[1] == 7).all()  # only partitions 0, 16, ... are written
+
+
+def test_sequence_bounds():
+    ids = np.array([[1, 1, 2, 2, 2, 0, 3]], np.int32)
+
+    def body(x):
+        d = _tile((1, 2, 7), nl.int32)
+        nisa.sequence_bounds(d, _load(x))
+        return d
+
+    d, _ = _run(body, ids)
+    assert d[0, 0].tolist() == [0, 0, 2, 2, 2, 7, 6]
+    assert d[0, 1].tolist() == [1, 1, 4, 4, 4, -1, 6]
+
+
+def test_register_load_store_and_while_loop():
+    def body(n):
+        cnt = _tile((1, 1), nl.int32)
+        nisa.dma_copy(cnt, n)
+        reg = nisa.register_alloc()
+        nisa.register_load(reg, cnt)
+        acc = _tile((1, 1))
+        nisa.memset(acc, 0.0)
+
+        def step(r):
+            nisa.tensor_scalar(acc, acc, nl.add, 1.0)
+            nisa.tensor_scalar(cnt, cnt, nl.subtract, 1.0)
+            nisa.register_load(r, cnt)
+            return r
+
+        nl.while_loop(reg, step)
+        out = _tile((1, 1), nl.int32)
+        nisa.register_store(out, reg)
+        return acc, out
+
+    (acc, out), _ = _run(body, np.array([[4]], np.int32))
+    assert acc[0, 0] == 4.0 and out[0, 0] == 0
