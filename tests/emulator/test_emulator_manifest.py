@@ -11,7 +11,7 @@ import pathlib
 
 import pytest
 
-from trnsci.nki.emulator import nki, nisa, nl
+from trnsci.nki.emulator import nisa, nki, nl
 from trnsci.nki.emulator.errors import NkiValidationError, RemovedAPIError
 
 MANIFEST = json.loads((pathlib.Path(__file__).parent / "nki_0_6_manifest.json").read_text())

@@ -108,7 +108,8 @@ def test_matmul_moving_free_at_most_512():
 
 
 def test_matmul_operands_in_sbuf():
-    _raises(_mm_kernel((128, 64), (128, 64), s_buf=nl.psum), match="operand 'stationary' .* is in PSUM; it must be in SBUF")
+    _raises(_mm_kernel((128, 64), (128, 64), s_buf=nl.psum),
+            match="operand 'stationary' .* is in PSUM; it must be in SBUF")
 
 
 def test_matmul_dst_in_psum():
@@ -116,7 +117,8 @@ def test_matmul_dst_in_psum():
 
 
 def test_matmul_dst_fp32():
-    _raises(_mm_kernel((128, 64), (128, 64), dst_dtype=nl.bfloat16), match="operand 'dst' .* has dtype bfloat16; it must be float32")
+    _raises(_mm_kernel((128, 64), (128, 64), dst_dtype=nl.bfloat16),
+            match="operand 'dst' .* has dtype bfloat16; it must be float32")
 
 
 def test_no_partition_broadcast_in_binary_ops():

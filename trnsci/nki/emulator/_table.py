@@ -233,8 +233,9 @@ def instruction(name, engines, cost=cost_n, memory=None, dtypes=None, targets=AL
             for op, rule in spec.dtypes.items():
                 v = a.get(op)
                 if _is_tile(v) and not dtype_ok(v.dtype, rule):
+                    want = rule.replace("|", " or ")
                     raise NkiValidationError(
-                        f"{name}: operand '{op}' ('{v.name}') has dtype {v.dtype}; it must be {rule.replace('|', ' or ')}"
+                        f"{name}: operand '{op}' ('{v.name}') has dtype {v.dtype}; it must be {want}"
                     )
             if "engine" in a:
                 a["engine"] = _engine_arg(spec, a["engine"])
