@@ -678,6 +678,8 @@ def activation(call, dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce
     r = _activation_core(call, dst, op, data, bias, scale)
     _reduce_regs(call, "scalar", data.shape[0], O.lane0(data), r, cmd, reduce_res)
     call.issue("scalar", O.elems(data))
+    if reduce_res is not None:
+        call.issue("scalar", 1)  # reading reduce_regs out is one more (short) instruction
 
 
 @instruction(
@@ -695,6 +697,7 @@ def activation_reduce(call, dst, op, data, reduce_op, reduce_res, bias=None, sca
     r = _activation_core(call, dst, op, data, bias, scale)
     _reduce_regs(call, "scalar", data.shape[0], O.lane0(data), r, _RC.reset_reduce, reduce_res, op=o)
     call.issue("scalar", O.elems(data))
+    call.issue("scalar", 1)  # the read-out of reduce_regs into reduce_res
 
 
 # ===========================================================================
