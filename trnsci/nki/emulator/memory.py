@@ -140,7 +140,8 @@ class Allocation:
         if buffer.on_chip:
             self.pbytes = int(prod(arr.shape[1:])) * arr.dtype.itemsize
             if buffer is psum:
-                self.mask = np.zeros(arr.shape, dtype=bool)
+                # per element: 0 never written, 1 written by a non-matmul, 2 initialized by a matmul
+                self.mask = np.zeros(arr.shape, dtype=np.uint8)
                 bank = ctx.target.psum_bank_bytes
                 self.banks = max(1, -(-self.pbytes // bank))
             ctx.reserve(self, op, name)
