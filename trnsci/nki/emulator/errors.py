@@ -13,3 +13,16 @@ class EmulatorError(ValueError):
 def fail(op, message):
     """Raise an :class:`EmulatorError` prefixed with the operation name."""
     raise EmulatorError(f"{op}: {message}")
+
+
+class NkiValidationError(EmulatorError):
+    """A kernel broke a documented NKI 0.6 rule (exported as ``nisa.NkiValidationError``).
+
+    The message starts with the instruction or view operation and names the
+    operand, e.g. ``nisa.dma_copy: 'src' ...`` or ``indexing 'a_tile': ...``.
+    """
+
+
+def vfail(op, message):
+    """Raise an :class:`NkiValidationError` prefixed with the operation name."""
+    raise NkiValidationError(f"{op}: {message}")

@@ -9,6 +9,7 @@ dma_copy -> DMA.
 
 import numpy as np
 
+from . import access
 from . import dtypes as dt
 from . import memory as mem
 from . import nl
@@ -396,32 +397,27 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     c.engine("gpsimd", 150 + nl.elems(dst))
 
 
-def dma_copy(dst, src, dst_rmw_op=None, oob_mode=None, dge_mode=None, name=None):
-    """Copy between HBM and SBUF (either direction, or within one) by DMA."""
-    where = "nisa.dma_copy"
-    c = mem.current(where).counters
-    for t, n in ((dst, "dst"), (src, "src")):
-        if not isinstance(t, Tensor):
-            fail(where, f"'{n}' must be a tensor, got {type(t).__name__}")
-        if t.buffer is psum:
-            fail(
-                where,
-                f"'{n}' ('{t.name}') is in PSUM, which DMA cannot access; copy through SBUF with nisa.tensor_copy",
-            )
-    if src.size != dst.size:
-        fail(where, f"'dst' shape {dst.shape} and 'src' shape {src.shape} differ in size")
-    if src.on_chip and dst.on_chip and src.shape[0] != dst.shape[0]:
-        fail(where, "partition sizes of 'src' and 'dst' differ")
-    v = src._read()
-    if v.shape != dst.shape:
-        v = v.reshape(dst.shape)
-    v = dt.convert(v, dst.dtype)
-    if dst_rmw_op is not None:
-        o = nl.as_op(dst_rmw_op, where, "dst_rmw_op")
-        v = dt.from_fp32(o.fp32(dt.to_fp32(dst._read()), dt.to_fp32(v)), dst.dtype)
-    dst._write(v)
-    parts = dst.shape[0] if dst.on_chip else src.shape[0]
-    c.dma(parts, src.nbytes, hbm_read=0 if src.on_chip else src.nbytes, hbm_write=0 if dst.on_chip else dst.nbytes)
+def dma_copy(
+    dst,
+    src,
+    priority=None,
+    oob_mode=access.oob_mode.error,
+    dge_mode=access.dge_mode.unknown,
+    engine=None,
+    name=None,
+):
+    """Copy ``src`` into ``dst`` by DMA (HBM and SBUF, either direction).
+
+    Element counts must match (shapes may differ; elements pair up in
+    row-major order); dtypes convert through fp32 when they differ.
+    Indirect gather/scatter: pass ``src`` (gather) or ``dst`` (scatter) as
+    ``hbm.ap(pattern=[[F, P], [1, F]], vector_offset=idx, indirect_dim=0)``
+    with ``idx`` a (P, 1) SBUF integer tile; partition ``p`` then reads or
+    writes row ``idx[p]``.  Out-of-bounds indices raise, or with
+    ``oob_mode=nisa.oob_mode.skip`` skip their rows.  HBM byte counters
+    count the elements actually moved.
+    """
+    access.dma_copy(mem.current("nisa.dma_copy"), dst, src, priority, oob_mode, dge_mode, engine, name)
 
 
 def get_nc_version():
