@@ -599,7 +599,7 @@ def _restride(oshape, ostrides, nshape):
 
 def reshape(t, shape):
     op = f"{t.name}.reshape"
-    if not isinstance(shape, (tuple, list)):
+    if not isinstance(shape, (tuple, list)) or any(isinstance(x, (tuple, list)) for x in shape):
         vfail(op, f"'shape' must be a tuple of sizes, got {shape!r} (call t.reshape((a, b, ...)))")
     nshape = _infer(op, shape, t.size, False)
     if t._ind is not None:

@@ -390,8 +390,14 @@ class Tensor:
         """Merge dims ``start_dim..end_dim`` (inclusive; must be contiguous)."""
         return access.flatten_dims(self, start_dim, end_dim)
 
-    def reshape(self, shape):
+    def reshape(self, shape, *extra):
         """Same storage, new shape (a view; fails when a copy would be needed)."""
+        if extra:
+            access.vfail(
+                f"{self.name}.reshape",
+                f"'shape' must be a tuple of sizes, got {(shape,) + extra} as separate arguments "
+                "(call t.reshape((a, b, ...)))",
+            )
         return access.reshape(self, shape)
 
     def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None):

@@ -14,6 +14,7 @@ from . import dtypes as dt
 from . import memory as mem
 from . import nl
 from .errors import EmulatorError, fail
+from .access import dge_mode, oob_mode  # noqa: F401  (nisa.dge_mode / nisa.oob_mode)
 from .memory import Tensor, psum, sbuf
 
 
