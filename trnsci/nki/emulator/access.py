@@ -247,36 +247,69 @@ def strided_view(t):
     """NumPy view of a direct (non-indirect) view t over its storage."""
     flat = t._alloc.flat_as(t.dtype)
     isz = t.dtype.itemsize
-    return as_strided(flat[t.offset :], shape=t.shape, strides=tuple(s * isz for s in t.strides))
+    strides = tuple(s * isz for s in t.strides)
+    if flat.flags.writeable and flat.flags.c_contiguous:
+        return np.ndarray(t.shape, dtype=flat.dtype, buffer=flat, offset=t.offset * isz, strides=strides)
+    return as_strided(flat[t.offset :], shape=t.shape, strides=strides)
 
 
-def mask_view(t):
-    """(shape..., itemsize) byte view of a PSUM allocation's written-mask for view t."""
+_UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+
+
+def _mask_elems(t):
+    """Written-mask of view t as one unsigned word per element (all bytes 1 =
+    written), or None when the byte mask cannot be read in t's element width."""
     isz = t.dtype.itemsize
     bm = t._alloc.mask
-    return as_strided(bm[t.offset * isz :], shape=t.shape + (isz,), strides=tuple(s * isz for s in t.strides) + (1,))
+    if bm.nbytes % isz:
+        return None
+    words = bm.view(_UINT[isz])
+    return np.ndarray(t.shape, dtype=words.dtype, buffer=words, offset=t.offset * isz, strides=tuple(s * isz for s in t.strides))
+
+
+def _full(isz):
+    return _UINT[isz].type(int.from_bytes(b"\x01" * isz, "little"))
 
 
 def mask_read(t):
-    if t._ind is None:
-        return mask_view(t).all(axis=-1)
-    addr, _ = _addresses(t, "read")
     isz = t.dtype.itemsize
+    if t._ind is None:
+        w = _mask_elems(t)
+        if w is not None:
+            return w == _full(isz)
+        addr = strided_addresses(t)
+    else:
+        addr, _ = _addresses(t, "read")
     bm = t._alloc.mask
-    return np.logical_and.reduce([bm[addr * isz + j] for j in range(isz)])
+    return np.logical_and.reduce([bm[addr * isz + j] == 1 for j in range(isz)])
 
 
 def mask_write(t, value, valid=None):
+    isz = t.dtype.itemsize
     if t._ind is None and valid is None:
-        mask_view(t)[...] = value
-        return
-    addr, v = _addresses(t, "write")
+        w = _mask_elems(t)
+        if w is not None:
+            w[...] = _full(isz) if value else 0
+            return
+    if t._ind is None:
+        addr = strided_addresses(t)
+    else:
+        addr, _ = _addresses(t, "write")
     if valid is not None:
         addr = addr[valid]
-    isz = t.dtype.itemsize
     bm = t._alloc.mask
     for j in range(isz):
-        bm[addr * isz + j] = value
+        bm[addr * isz + j] = 1 if value else 0
+
+
+def strided_addresses(t):
+    nd = len(t.shape)
+    addr = np.full(t.shape, t.offset, dtype=np.int64)
+    for k, (n, s) in enumerate(zip(t.shape, t.strides)):
+        shp = [1] * nd
+        shp[k] = n
+        addr = addr + (np.arange(n, dtype=np.int64) * s).reshape(shp)
+    return addr
 
 
 # --------------------------------------------------------------------------

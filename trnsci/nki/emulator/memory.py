@@ -152,7 +152,7 @@ class Allocation:
         if buffer.on_chip:
             self.pbytes = int(prod(arr.shape[1:])) * arr.dtype.itemsize
             if buffer is psum:
-                self.mask = np.zeros(arr.nbytes, dtype=bool)
+                self.mask = np.zeros(arr.nbytes, dtype=np.uint8)
                 bank = ctx.target.psum_bank_bytes
                 self.banks = max(1, -(-self.pbytes // bank))
             ctx.reserve(self, op, name)
