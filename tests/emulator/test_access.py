@@ -192,8 +192,6 @@ def test_slice_select_permute_broadcast_values():
 def test_reshape_dim_flatten_rearrange_values():
     def k(a):
         t = _load(a)  # (4, 24)
-        r = t.reshape_dim(1, (4, -1))  # (4, 4, 6)
-        f = r.flatten_dims(1, 2)  # back to (4, 24)
         g = t.rearrange(("b", ("h", "w")), ("b", "w", "h"), {"h": 4})  # (4, 6, 4)
         m = g.rearrange(("b", "w", "h"), ("b", ("w", "h")))  # not mergeable -> error
         return m
@@ -515,3 +513,49 @@ def test_noncontiguous_hbm_argument_is_written_back():
 
 def test_validation_error_is_an_emulator_error():
     assert issubclass(NkiValidationError, EmulatorError) and issubclass(NkiValidationError, ValueError)
+
+
+def test_scalar_offset_on_sbuf_with_dtype_feeds_a_compute_instruction():
+    # NL .ap example form: sb.ap(pattern=..., dtype=nl.bfloat16, scalar_offset=idx, indirect_dim=1);
+    # the offset scales by the stride of dim 1 of the fp32 tensor (one fp32 = two bf16 elements)
+    def k(a, which):
+        sb = _load(a)  # (4, 8) fp32
+        s = _sb((1, 1), nl.int32, "s")
+        nisa.dma_copy(dst=s, src=which)
+        v = sb.ap(pattern=[[16, 4], [1, 4]], dtype=nl.bfloat16, scalar_offset=s, indirect_dim=1)
+        assert v.shape == (4, 4) and v.is_indirect()
+        sb.select(1, s)  # would be 1-D: dynamic select keeps SBUF tiles >= 2-D
+        return _to_hbm(v)
+
+    a = np.arange(32, dtype=F32).reshape(4, 8) + 0.5
+    with pytest.raises(NkiValidationError, match="fewer than 2 dimensions"):
+        run(k, a, np.array([[2]], np.int32))
+
+    def k2(a, which):
+        sb = _load(a)
+        s = _sb((1, 1), nl.int32, "s")
+        nisa.dma_copy(dst=s, src=which)
+        v = sb.ap(pattern=[[16, 4], [1, 4]], dtype=nl.bfloat16, scalar_offset=s, indirect_dim=1)
+        t3 = sb.reshape((4, 2, 4))
+        row = t3.select(1, s)  # run-time pick of one of the two halves: (4, 4)
+        return _to_hbm(v), _to_hbm(row)
+
+    (bits, row), _ = run(k2, a, np.array([[1]], np.int32))
+    np.testing.assert_array_equal(bits.view(np.uint16), a[:, 1:3].view(np.uint16))
+    np.testing.assert_array_equal(row, a[:, 4:8])
+
+
+def test_psum_views_keep_accumulation_groups():
+    # a matmul into one half of a PSUM tile starts a group there only
+    def k(x, y):
+        xs, ys = _load(x), _load(y)
+        ps = nl.ndarray((2, 4), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(ps[:, 0:2], xs, ys)
+        nisa.nc_matmul(ps[:, 0:2], xs, ys)  # accumulates
+        nisa.nc_matmul(ps[:, 2:4], xs, ys)  # first write of this half: overwrites
+        return _to_hbm(ps)
+
+    x = np.array([[1, 2], [3, 4]], F32)
+    y = np.array([[1, 0], [0, 1]], F32)
+    out, _ = run(k, x, y)
+    np.testing.assert_array_equal(out, np.hstack([2 * x.T @ y, x.T @ y]))

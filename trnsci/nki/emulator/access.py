@@ -69,7 +69,10 @@ def _enum_name(value, enum, op, operand):
         for m in enum:
             if m.value == int(value):
                 return m.name
-    vfail(op, f"unknown {operand} {value!r}; expected one of " + ", ".join(f"{enum.__name__}.{m}" for m in enum.__members__))
+    vfail(
+        op,
+        f"unknown {operand} {value!r}; expected one of " + ", ".join(f"{enum.__name__}.{m}" for m in enum.__members__),
+    )
 
 
 def _is_int(x):
@@ -264,7 +267,9 @@ def _mask_elems(t):
     if bm.nbytes % isz:
         return None
     words = bm.view(_UINT[isz])
-    return np.ndarray(t.shape, dtype=words.dtype, buffer=words, offset=t.offset * isz, strides=tuple(s * isz for s in t.strides))
+    return np.ndarray(
+        t.shape, dtype=words.dtype, buffer=words, offset=t.offset * isz, strides=tuple(s * isz for s in t.strides)
+    )
 
 
 def _full(isz):
@@ -562,7 +567,9 @@ def expand_dim(t, dim):
     ind = t._ind
     if ind is not None and ind.kind == "vector" and ind.dim >= dim:
         ind = ind.moved(ind.dim + 1)
-    return t._derive(t.shape[:dim] + (1,) + t.shape[dim:], t.strides[:dim] + (stride,) + t.strides[dim:], t.offset, ind=ind)
+    return t._derive(
+        t.shape[:dim] + (1,) + t.shape[dim:], t.strides[:dim] + (stride,) + t.strides[dim:], t.offset, ind=ind
+    )
 
 
 def squeeze_dim(t, dim):
@@ -673,7 +680,10 @@ def reshape_dim(t, dim, shape):
     if ind is not None and ind.kind == "vector" and ind.dim > dim:
         ind = ind.moved(ind.dim + len(sub) - 1)
     return t._derive(
-        t.shape[:dim] + sub + t.shape[dim + 1 :], t.strides[:dim] + sub_strides + t.strides[dim + 1 :], t.offset, ind=ind
+        t.shape[:dim] + sub + t.shape[dim + 1 :],
+        t.strides[:dim] + sub_strides + t.strides[dim + 1 :],
+        t.offset,
+        ind=ind,
     )
 
 
@@ -698,7 +708,9 @@ def flatten_dims(t, start_dim, end_dim):
     ind = t._ind
     if ind is not None and ind.kind == "vector" and ind.dim > b:
         ind = ind.moved(ind.dim - (b - a))
-    return t._derive(t.shape[:a] + (n,) + t.shape[b + 1 :], t.strides[:a] + (st[0],) + t.strides[b + 1 :], t.offset, ind=ind)
+    return t._derive(
+        t.shape[:a] + (n,) + t.shape[b + 1 :], t.strides[:a] + (st[0],) + t.strides[b + 1 :], t.offset, ind=ind
+    )
 
 
 def rearrange(t, src_pattern, dst_pattern, fixed_sizes=None):
@@ -873,7 +885,10 @@ def ap(t, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect
         lo = base + sum(min(0, (n - 1) * s) for s, n in zip(steps, nums))
         hi = base + sum(max(0, (n - 1) * s) for s, n in zip(steps, nums))
         if ind is None and (lo < 0 or hi >= flen):
-            vfail(op, f"pattern {pattern!r} with offset {base} addresses elements {lo}..{hi} outside storage 0..{flen - 1}")
+            vfail(
+                op,
+                f"pattern {pattern!r} with offset {base} addresses elements {lo}..{hi} outside storage 0..{flen - 1}",
+            )
     else:
         steps[0] = 0  # replaced by the index values
     return t._derive(tuple(nums), tuple(steps), base, ind=ind, dtype=new)
@@ -921,11 +936,15 @@ def dma_copy(ctx, dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge
         if ind is None:
             continue
         if ind.kind == "vector" and dge not in ("unknown", "swdge"):
-            vfail(op, f"indirect gather/scatter through '{n}' needs software DGE (dge_mode=swdge or unknown), got {dge}")
+            vfail(
+                op, f"indirect gather/scatter through '{n}' needs software DGE (dge_mode=swdge or unknown), got {dge}"
+            )
         if dge == "none":
             vfail(op, f"'{n}' has a dynamic (runtime) address, which needs DGE; dge_mode=none cannot generate it")
     if src.size != dst.size:
-        vfail(op, f"'dst' shape {dst.shape} ({dst.size} elements) and 'src' shape {src.shape} ({src.size}) differ in size")
+        vfail(
+            op, f"'dst' shape {dst.shape} ({dst.size} elements) and 'src' shape {src.shape} ({src.size}) differ in size"
+        )
     if src.on_chip and dst.on_chip and src.shape[0] != dst.shape[0]:
         vfail(op, f"partition sizes of 'src' ({src.shape[0]}) and 'dst' ({dst.shape[0]}) differ")
     skip = oob == "skip"

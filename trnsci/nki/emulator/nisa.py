@@ -9,13 +9,14 @@ dma_copy -> DMA.
 
 import numpy as np
 
-from . import access
+from . import access, nl
 from . import dtypes as dt
 from . import memory as mem
-from . import nl
 from .errors import EmulatorError, fail
-from .access import dge_mode, oob_mode  # noqa: F401  (nisa.dge_mode / nisa.oob_mode)
 from .memory import Tensor, psum, sbuf
+
+dge_mode = access.dge_mode  # DMA descriptor generation modes (nisa.dge_mode)
+oob_mode = access.oob_mode  # out-of-bounds handling of indirect DMA (nisa.oob_mode)
 
 
 class engine:

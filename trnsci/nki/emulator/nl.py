@@ -21,8 +21,8 @@ from math import prod as _prod
 import numpy as np
 
 from . import dtypes as dt
-from .access import ds  # noqa: F401  (nl.ds)
 from . import memory as mem
+from .access import ds  # noqa: F401  (nl.ds)
 from .dtypes import (  # noqa: F401  (re-exported dtype names)
     bfloat16,
     bool_,
