@@ -407,9 +407,9 @@ def index(t, key):
             dims.append([1, s, not (t.on_chip and d == 0), d])
     if t.on_chip:
         kept = sum(1 for x in dims if not x[2])
-        if kept < 2:
-            last = max(i for i, x in enumerate(dims) if x[2])
-            dims[last][2] = False  # stay >= 2-D: the last integer-indexed free dim stays at size 1
+        dropped = [i for i, x in enumerate(dims) if x[2]]
+        if kept < 2 and dropped:
+            dims[dropped[-1]][2] = False  # stay >= 2-D: the last integer-indexed free dim stays at size 1
     out = [x for x in dims if not x[2]]
     new_ind = None
     if ind is not None:
