@@ -129,6 +129,24 @@ def test_tile_slice_assignment_writes_through():
     np.testing.assert_array_equal(simulate(k, a), exp)
 
 
+def test_strided_slices_replace_index_expressions():
+    # NKI 0.6: affine access is written with slices (nl.arange index
+    # expressions are gone); integer-array indices are rejected (test_access.py)
+    def k(a):
+        t = nl.load(a[:, 1::2])  # odd columns
+        out = _out((4, 3))
+        nl.store(out, t)
+        out2 = _out((4, 6))
+        nl.store(out2[:, 0::2], t)  # scatter into even columns
+        return out, out2
+
+    a = np.arange(24, dtype=F32).reshape(4, 6)
+    out, out2 = simulate(k, a)
+    np.testing.assert_array_equal(out, a[:, 1::2])
+    np.testing.assert_array_equal(out2[:, ::2], a[:, 1::2])
+    assert np.isnan(out2[:, 1::2]).all()
+
+
 def test_hbm_reshape_view():
     def k(a):
         v = a.reshape((4, 4))

@@ -12,6 +12,7 @@ from enum import Enum
 import numpy as np
 
 from . import _ops as O
+from . import access
 from . import dtypes as dt
 from . import memory as mem
 from ._table import (
@@ -57,20 +58,8 @@ class reduce_cmd(Enum):
     load_reduce = 4
 
 
-class dge_mode(Enum):
-    """Descriptor Generation Engine mode."""
-
-    unknown = 0
-    swdge = 1
-    hwdge = 2
-    none = 3
-
-
-class oob_mode(Enum):
-    """Out-of-bounds access mode."""
-
-    error = 0
-    skip = 1
+dge_mode = access.dge_mode  # one definition of the DMA enums, shared with the access-pattern layer
+oob_mode = access.oob_mode
 
 
 class matmul_perf_mode(Enum):
@@ -1213,27 +1202,22 @@ def local_gather(call, dst, src_buffer, index, num_elem_per_idx=1, num_valid_ind
 )
 def dma_copy(call, dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,
              engine=engine.unknown, name=None):
-    """Copy between HBM and SBUF (either direction, or within one) by DMA."""
-    where = call.spec.name
-    c = call.ctx.counters
+    """Copy ``src`` into ``dst`` by DMA (HBM and SBUF, either direction).
+
+    Element counts must match (shapes may differ; elements pair up in
+    row-major order); dtypes convert when they differ (not with hwdge).
+    Indirect gather/scatter: pass ``src`` (gather) or ``dst`` (scatter) as
+    ``hbm.ap(pattern=[[F, P], [1, F]], vector_offset=idx, indirect_dim=0)``
+    with ``idx`` a (P, 1) SBUF integer tile; partition ``p`` then reads or
+    writes row ``idx[p]``. Out-of-bounds indices raise, or with
+    ``oob_mode=nisa.oob_mode.skip`` skip their rows. HBM byte counters count
+    the elements actually moved (see :func:`.access.dma_copy`).
+    """
     _dma_options(call, priority, dge_mode, oob_mode)
     if dge_mode is _DGE.hwdge and all(isinstance(t, Tensor) for t in (dst, src)) and dst.dtype != src.dtype:
         call.fail(f"with dge_mode=hwdge 'src' ({src.dtype}) and 'dst' ({dst.dtype}) must have the same dtype "
                   "(hardware DGE moves raw bytes; use .view() to reinterpret)")
-    for t, n in ((dst, "dst"), (src, "src")):
-        if not isinstance(t, Tensor):
-            fail(where, f"'{n}' must be a tensor, got {type(t).__name__}")
-    if src.size != dst.size:
-        fail(where, f"'dst' shape {dst.shape} and 'src' shape {src.shape} differ in size")
-    if src.on_chip and dst.on_chip and src.shape[0] != dst.shape[0]:
-        fail(where, "partition sizes of 'src' and 'dst' differ")
-    v = src._read()
-    if v.shape != dst.shape:
-        v = v.reshape(dst.shape)
-    v = dt.convert(v, dst.dtype)
-    dst._write(v)
-    parts = dst.shape[0] if dst.on_chip else src.shape[0]
-    c.dma(parts, src.nbytes, hbm_read=0 if src.on_chip else src.nbytes, hbm_write=0 if dst.on_chip else dst.nbytes)
+    access.dma_copy(call.ctx, dst, src, None, oob_mode, dge_mode, engine, name)
 
 
 def _dma_options(call, priority, dge, oob):

@@ -434,9 +434,7 @@ def static_range(start, stop=None, step=1):
     return _range(start, stop, step)
 
 
-def ds(start, size):
-    """A slice of ``size`` elements starting at ``start`` (``t[nl.ds(i * 128, 128), :]``)."""
-    return slice(int(start), int(start) + int(size))
+from .access import ds  # noqa: E402  (nl.ds: a dynamic slice, see access.py)
 
 
 def _as_int(v, op, name):

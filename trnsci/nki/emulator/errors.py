@@ -32,3 +32,6 @@ class NotEmulatedError(NkiValidationError, NotImplementedError):
 def fail(op, message):
     """Raise a :class:`NkiValidationError` prefixed with the instruction name."""
     raise NkiValidationError(f"{op}: {message}")
+
+
+vfail = fail  # the access-pattern layer's name for the same thing
