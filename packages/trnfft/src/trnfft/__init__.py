@@ -2,9 +2,11 @@
 
 Every transform accepts a :class:`ComplexTensor` (split real/imaginary, the
 layout NeuronCores compute in), a torch tensor (real or complex) or a NumPy
-array, and returns the matching kind (see :mod:`trnfft.basic`). In this
-release every operation runs on the torch path; plans say so
-(``create_plan(...).backend``).
+array, and returns the matching kind (see :mod:`trnfft.basic`). Every
+transform is a :class:`trnsci.dispatch.Op` with a torch lowering and, for
+fft/ifft/fftn/ifftn/rfft/irfft and the complex multiply, an NKI lowering
+(:mod:`trnfft._nki`: DFT-as-GEMM, Stockham, Bluestein, half-length real
+kernels); plans say which runs and why (``create_plan(...).backend``).
 """
 
 from trnsci._libinfo import library_version as _library_version
@@ -39,3 +41,20 @@ __all__ = [
     # layers
     "nn",
 ]
+
+# Every NKI lowering lives in trnfft._nki and registers itself on the Ops
+# declared next to the public functions; imported last. A broken kernel
+# module must not take the torch path down: it warns (or raises under
+# TRNSCI_REQUIRE_NKI=1) and every operation runs on torch.
+try:
+    from trnfft import _nki  # noqa: E402, F401
+except Exception as _exc:
+    from trnsci.dispatch import NkiRequiredError as _Required
+    from trnsci.dispatch import require_nki as _require
+
+    if _require():
+        raise _Required(f"trnfft: NKI lowerings failed to import: {_exc}") from _exc
+    import warnings as _warnings
+
+    _warnings.warn(f"trnfft: NKI lowerings not registered ({type(_exc).__name__}: {_exc}); "
+                   "every operation runs on torch", RuntimeWarning, stacklevel=2)

@@ -253,3 +253,56 @@ def down(y: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 def swap_norm(norm: str) -> str:
     return {"backward": "forward", "forward": "backward"}.get(norm, norm)
+
+
+# ------------------------------------------------------------------ Op metrics
+
+#: Default NKI thresholds, in points (batch x transform length). There is no
+#: NeuronCore here to calibrate them (``trnsci calibrate`` does on trn1/trn2):
+#: a dispatch costs about a millisecond on trn1, and torch.fft on one host core
+#: runs about 1e8 points per second for mid-size lengths, so below ~1e6 points
+#: the host transform finishes before a kernel launch would.
+THRESHOLD_POINTS = 2**20
+
+
+def batch_of(x: torch.Tensor, dims) -> int:
+    b = x.numel()
+    for d in dims:
+        m = x.shape[d]
+        if not m:
+            return 0
+        b //= m
+    return b
+
+
+def points1(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> int:
+    """Points of a 1-D transform call: batch x n."""
+    m = x.shape[dim]
+    return (x.numel() // m if m else 0) * n
+
+
+def pointsn(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) -> int:
+    """Points of an n-D transform call: batch x prod(s)."""
+    return batch_of(x, dim) * math.prod(s)
+
+
+def describe1(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> str:
+    return (f"batch {points1(x, n, dim, norm, precision) // n} x n={n} along dim {dim} of {tuple(x.shape)}"
+            f"   (norm={norm!r}, precision={precision!r})")
+
+
+def describen(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) -> str:
+    return (f"batch {batch_of(x, dim)} x s={tuple(s)} along dims {tuple(dim)} of {tuple(x.shape)}"
+            f"   (norm={norm!r}, precision={precision!r})")
+
+
+def op1(name: str, doc: str):
+    from trnsci.dispatch import Op
+
+    return Op(name, "points", THRESHOLD_POINTS, size=points1, describe=describe1, doc=doc)
+
+
+def opn(name: str, doc: str):
+    from trnsci.dispatch import Op
+
+    return Op(name, "points", THRESHOLD_POINTS, size=pointsn, describe=describen, doc=doc)

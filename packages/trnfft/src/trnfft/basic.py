@@ -29,6 +29,16 @@ import torch
 
 from . import _engine as E
 
+# ------------------------------------------------------------------ ops
+# torch lowerings here; NKI lowerings in trnfft._nki. Every lowering takes
+# (x, n, dim, norm, precision) -- or (x, s, dim, norm, precision) for the
+# n-D ops -- in the canonical form of trnfft._engine and returns a tensor.
+
+FFT = E.op1("trnfft.fft", "1-D complex DFT along one dim; points = batch x n")
+IFFT = E.op1("trnfft.ifft", "1-D inverse complex DFT along one dim; points = batch x n")
+FFTN = E.opn("trnfft.fftn", "n-D complex DFT (also fft2); points = batch x prod(s)")
+IFFTN = E.opn("trnfft.ifftn", "n-D inverse complex DFT (also ifft2); points = batch x prod(s)")
+
 # ------------------------------------------------------------------ torch lowerings
 
 # torch.fft entry points bound once (saves an attribute walk per call)
@@ -54,6 +64,7 @@ def _c2c_modes(x: torch.Tensor, sizes: tuple, dims: tuple, norm: str, inverse: b
     return E.alg_c2c(x, sizes, dims, norm, inverse, precision)
 
 
+@FFT.lowering("torch")
 def _fft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
     """fft of ``x`` (float32/64, complex64/128) along ``dim`` (>= 0) with length ``n``."""
     if not x.numel():
@@ -63,6 +74,7 @@ def _fft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> 
     return _c2c_modes(x, (n,), (dim,), norm, False, precision)
 
 
+@IFFT.lowering("torch")
 def _ifft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
     if not x.numel():
         return E.empty(x, (dim,), (n,), True)
@@ -71,6 +83,7 @@ def _ifft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) ->
     return _c2c_modes(x, (n,), (dim,), norm, True, precision)
 
 
+@FFTN.lowering("torch")
 def _fftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) -> torch.Tensor:
     """fftn along the distinct non-negative ``dim`` with lengths ``s`` (also fft2)."""
     if not x.numel():
@@ -80,6 +93,7 @@ def _fftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str
     return _c2c_modes(x, s, dim, norm, False, precision)
 
 
+@IFFTN.lowering("torch")
 def _ifftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) -> torch.Tensor:
     if not x.numel():
         return E.empty(x, dim, s, True)
@@ -175,7 +189,7 @@ def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | No
     >>> trnfft.fft(torch.tensor([1.0, 2.0, 3.0, 4.0]))
     tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])
     """
-    return _one("fft", _fft_torch, input, n, dim, norm, axis, precision)
+    return _one("fft", FFT, input, n, dim, norm, axis, precision)
 
 
 def ifft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
@@ -191,7 +205,7 @@ def ifft(input: Any, n: int | None = None, dim: int | None = None, norm: str | N
     >>> trnfft.ifft(torch.tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])).real
     tensor([1., 2., 3., 4.])
     """
-    return _one("ifft", _ifft_torch, input, n, dim, norm, axis, precision)
+    return _one("ifft", IFFT, input, n, dim, norm, axis, precision)
 
 
 def fftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
@@ -230,7 +244,7 @@ def fftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
     tensor([[6.+0.j, 0.+0.j, 0.+0.j],
             [0.+0.j, 0.+0.j, 0.+0.j]])
     """
-    return _many("fftn", _fftn_torch, input, s, dim, norm, axes, precision)
+    return _many("fftn", FFTN, input, s, dim, norm, axes, precision)
 
 
 def ifftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
@@ -244,7 +258,7 @@ def ifftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
     >>> bool(torch.allclose(trnfft.ifftn(trnfft.fftn(x)).real, x))
     True
     """
-    return _many("ifftn", _ifftn_torch, input, s, dim, norm, axes, precision)
+    return _many("ifftn", IFFTN, input, s, dim, norm, axes, precision)
 
 
 def fft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
@@ -260,7 +274,7 @@ def fft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
     tensor([[2.+0.j, 0.+0.j],
             [0.+0.j, 2.+0.j]])
     """
-    return _many("fft2", _fftn_torch, input, s, dim, norm, axes, precision, (-2, -1))
+    return _many("fft2", FFTN, input, s, dim, norm, axes, precision, (-2, -1))
 
 
 def ifft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
@@ -274,4 +288,4 @@ def ifft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
     tensor([[4., 0.],
             [0., 0.]])
     """
-    return _many("ifft2", _ifftn_torch, input, s, dim, norm, axes, precision, (-2, -1))
+    return _many("ifft2", IFFTN, input, s, dim, norm, axes, precision, (-2, -1))

@@ -26,22 +26,22 @@ from ._core_candidates import positive_int, positive_ints
 PLAN_CACHE_SIZE = 64
 _cache: OrderedDict = OrderedDict()
 
-# kind -> (lowering, n-D?, real input?, half-spectrum input?, default dims)
+# kind -> (Op, n-D?, real input?, half-spectrum input?, default dims)
 _KINDS = {
-    "fft": (basic._fft_torch, False, False, False),
-    "ifft": (basic._ifft_torch, False, False, False),
-    "rfft": (real._rfft_torch, False, True, False),
-    "irfft": (real._irfft_torch, False, False, True),
-    "hfft": (real._hfft_torch, False, False, True),
-    "ihfft": (real._ihfft_torch, False, True, False),
-    "fft2": (basic._fftn_torch, True, False, False),
-    "ifft2": (basic._ifftn_torch, True, False, False),
-    "fftn": (basic._fftn_torch, True, False, False),
-    "ifftn": (basic._ifftn_torch, True, False, False),
-    "rfft2": (real._rfftn_torch, True, True, False),
-    "irfft2": (real._irfftn_torch, True, False, True),
-    "rfftn": (real._rfftn_torch, True, True, False),
-    "irfftn": (real._irfftn_torch, True, False, True),
+    "fft": (basic.FFT, False, False, False),
+    "ifft": (basic.IFFT, False, False, False),
+    "rfft": (real.RFFT, False, True, False),
+    "irfft": (real.IRFFT, False, False, True),
+    "hfft": (real.HFFT, False, False, True),
+    "ihfft": (real.IHFFT, False, True, False),
+    "fft2": (basic.FFTN, True, False, False),
+    "ifft2": (basic.IFFTN, True, False, False),
+    "fftn": (basic.FFTN, True, False, False),
+    "ifftn": (basic.IFFTN, True, False, False),
+    "rfft2": (real.RFFTN, True, True, False),
+    "irfft2": (real.IRFFTN, True, False, True),
+    "rfftn": (real.RFFTN, True, True, False),
+    "irfftn": (real.IRFFTN, True, False, True),
 }
 _DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
 
@@ -65,9 +65,12 @@ class FFTPlan:
     algorithms : tuple of str
         The kernel algorithm per axis (``"dft_gemm"``, ``"stockham"``, ``"bluestein"``).
     backend : str
-        Where it runs: ``"torch"`` in this release.
+        Where :meth:`execute` runs a call of the planned shape under the
+        current backend setting (``"torch"``, ``"nki"``, ``"simulator"``):
+        the core's decision for the call (:meth:`trnsci.dispatch.Op.plan`),
+        so a plan never disagrees with the call.
     reason : str
-        Why that backend and algorithm.
+        Why that backend (setting, kernel support, size vs threshold).
     tables : dict
         The precomputed float64 tables (name -> numpy array).
 
@@ -116,14 +119,31 @@ class FFTPlan:
                 self.tables[f"chirp_{n}"] = c + 1j * s
                 br, bi = A.chirp_filter_spectrum(n)
                 self.tables[f"chirp_spectrum_{n}_m{A.bluestein_length(n)}"] = br + 1j * bi
-        self.backend = "torch"
-        if precision == "fast" or (precision != "double" and not self._single):
-            how = "torch.fft in the input's precision"
-        elif precision == "double":
-            how = "torch.fft in float64, result cast back"
-        else:
-            how = f"the kernel algorithms in float32 with {precision} arithmetic"
-        self.reason = ("no NKI lowering is registered for trnfft yet, so the torch path runs: " + how)
+
+    def _args(self):
+        """The lowering arguments of a call of this plan, on a meta tensor of the planned shape."""
+        shape = self._shape
+        x = torch.empty(shape, dtype=self.dtype, device="meta")
+        nd = len(shape)
+        dims = tuple(d % nd for d in self.dims)
+        if self._nd:
+            return (x, self.lengths, dims, self.norm, self.precision)
+        return (x, self.lengths[0], dims[0], self.norm, self.precision)
+
+    def dispatch_plan(self):
+        """The core's :class:`trnsci.dispatch.Plan` for this plan's shape, under the current backend setting."""
+        return self._lowering.plan(*self._args())
+
+    @property
+    def backend(self) -> str:
+        """Where :meth:`execute` runs for the planned shape now: ``"torch"``, ``"nki"`` or ``"simulator"``
+        (the same decision the call makes: :meth:`trnsci.dispatch.Op.plan`)."""
+        return self.dispatch_plan().backend
+
+    @property
+    def reason(self) -> str:
+        """Why that backend (backend setting, kernel support, size against threshold)."""
+        return self.dispatch_plan().reason
 
     @property
     def flops(self) -> float:
@@ -275,12 +295,13 @@ def create_plan(shape: Any, dim: Any = None, kind: str = "fft", dtype: torch.dty
         raise TypeError(f"{where}: {kind} takes real input; dtype {dtype} is complex")
     norm = E.NORM(norm, "norm", where)
     prec = E.precision(precision, where)
-    key = (kind, dims, lengths, in_len, dtype, norm, prec)
+    key = (kind, shape, dims, lengths, in_len, dtype, norm, prec)
     plan = _cache.get(key)
     if plan is not None:
         _cache.move_to_end(key)
         return plan
     plan = FFTPlan(kind, dims, lengths, in_len, dtype, norm, prec)
+    plan._shape = shape
     _cache[key] = plan
     while len(_cache) > PLAN_CACHE_SIZE:
         _cache.popitem(last=False)

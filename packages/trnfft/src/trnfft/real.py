@@ -19,6 +19,16 @@ import torch
 from . import _engine as E
 from .basic import _fast_many, _s_or_none
 
+# ------------------------------------------------------------------ ops
+# torch lowerings here; NKI lowerings in trnfft._nki (same arguments).
+
+RFFT = E.op1("trnfft.rfft", "1-D real-input DFT (half spectrum); points = batch x n")
+IRFFT = E.op1("trnfft.irfft", "1-D inverse of rfft (real output of length n); points = batch x n")
+HFFT = E.op1("trnfft.hfft", "1-D DFT of a Hermitian half spectrum (real output); points = batch x n")
+IHFFT = E.op1("trnfft.ihfft", "1-D inverse of hfft (half spectrum of real input); points = batch x n")
+RFFTN = E.opn("trnfft.rfftn", "n-D real-input DFT (also rfft2); points = batch x prod(s)")
+IRFFTN = E.opn("trnfft.irfftn", "n-D inverse of rfftn (also irfft2); points = batch x prod(s)")
+
 # ------------------------------------------------------------------ torch lowerings
 
 # torch.fft entry points bound once (saves an attribute walk per call)
@@ -42,6 +52,7 @@ def _c2r_modes(x, s, dims, norm, precision):
     return E.alg_c2r(x, s, dims, norm, precision)
 
 
+@RFFT.lowering("torch")
 def _rfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
     """rfft of real ``x`` (float32/64) along ``dim`` (>= 0), length ``n``: ``n//2+1`` outputs."""
     if not x.numel():
@@ -51,6 +62,7 @@ def _rfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) ->
     return _r2c_modes(x, (n,), (dim,), norm, precision)
 
 
+@IRFFT.lowering("torch")
 def _irfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
     """irfft of Hermitian half-spectrum ``x`` along ``dim``: ``n`` real outputs."""
     if not x.numel():
@@ -60,6 +72,7 @@ def _irfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -
     return _c2r_modes(x, (n,), (dim,), norm, precision)
 
 
+@HFFT.lowering("torch")
 def _hfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
     """hfft: ``irfft(conj(x), n)`` with the normalization swapped; ``n`` real outputs."""
     if not x.numel():
@@ -69,6 +82,7 @@ def _hfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) ->
     return _c2r_modes(x.conj(), (n,), (dim,), E.swap_norm(norm), precision)
 
 
+@IHFFT.lowering("torch")
 def _ihfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> torch.Tensor:
     """ihfft: ``conj(rfft(x, n))`` with the normalization swapped; ``n//2+1`` outputs."""
     if not x.numel():
@@ -78,6 +92,7 @@ def _ihfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -
     return _r2c_modes(x, (n,), (dim,), E.swap_norm(norm), precision).conj().resolve_conj()
 
 
+@RFFTN.lowering("torch")
 def _rfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) -> torch.Tensor:
     """rfftn (and rfft2): half spectrum along ``dim[-1]``, full along the others."""
     if not x.numel():
@@ -87,6 +102,7 @@ def _rfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: st
     return _r2c_modes(x, s, dim, norm, precision)
 
 
+@IRFFTN.lowering("torch")
 def _irfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) -> torch.Tensor:
     """irfftn (and irfft2): ``s[-1]`` real outputs along ``dim[-1]``."""
     if not x.numel():
@@ -164,42 +180,42 @@ _PARAMS = """
 
 def rfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
-    return _one("rfft", _rfft_torch, input, n, dim, norm, axis, precision, True, False)
+    return _one("rfft", RFFT, input, n, dim, norm, axis, precision, True, False)
 
 
 def irfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
-    return _one("irfft", _irfft_torch, input, n, dim, norm, axis, precision, False, True)
+    return _one("irfft", IRFFT, input, n, dim, norm, axis, precision, False, True)
 
 
 def hfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
-    return _one("hfft", _hfft_torch, input, n, dim, norm, axis, precision, False, True)
+    return _one("hfft", HFFT, input, n, dim, norm, axis, precision, False, True)
 
 
 def ihfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
-    return _one("ihfft", _ihfft_torch, input, n, dim, norm, axis, precision, True, False)
+    return _one("ihfft", IHFFT, input, n, dim, norm, axis, precision, True, False)
 
 
 def rfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
-    return _many("rfftn", _rfftn_torch, input, s, dim, norm, axes, precision, True)
+    return _many("rfftn", RFFTN, input, s, dim, norm, axes, precision, True)
 
 
 def irfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
-    return _many("irfftn", _irfftn_torch, input, s, dim, norm, axes, precision, False)
+    return _many("irfftn", IRFFTN, input, s, dim, norm, axes, precision, False)
 
 
 def rfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
-    return _many("rfft2", _rfftn_torch, input, s, dim, norm, axes, precision, True, (-2, -1))
+    return _many("rfft2", RFFTN, input, s, dim, norm, axes, precision, True, (-2, -1))
 
 
 def irfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
-    return _many("irfft2", _irfftn_torch, input, s, dim, norm, axes, precision, False, (-2, -1))
+    return _many("irfft2", IRFFTN, input, s, dim, norm, axes, precision, False, (-2, -1))
 
 
 _ONE = dict(nname="n", ntype="int", dtype="int", alias="axis",

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from trnsci import _validate as v
+from trnsci.dispatch import Op
 
 from . import _engine as E
 from ._core_candidates import positive_int
@@ -27,6 +28,24 @@ from ._core_candidates import positive_int
 _PAD = v.Options({m: (m,) for m in ("reflect", "constant", "replicate", "circular")})
 
 
+def _stft_points(x, n_fft, hop_length, *rest):
+    L = x.shape[-1] + (2 * (n_fft // 2) if rest[3] else 0)  # rest[3]: center
+    frames = 1 + max(0, L - n_fft) // hop_length
+    return x.numel() // max(1, x.shape[-1]) * frames * n_fft
+
+
+def _istft_points(S, n_fft, *rest):
+    return S.numel() // max(1, S.shape[-2]) * n_fft
+
+
+# No NKI lowering yet: both run on torch (plans say so); thresholds as for the transforms.
+STFT = Op("trnfft.stft", "points", E.THRESHOLD_POINTS, size=_stft_points,
+          doc="short-time Fourier transform; points = batch x frames x n_fft")
+ISTFT = Op("trnfft.istft", "points", E.THRESHOLD_POINTS, size=_istft_points,
+           doc="inverse short-time Fourier transform; points = batch x frames x n_fft")
+
+
+@STFT.lowering("torch")
 def _stft_torch(x: torch.Tensor, n_fft: int, hop_length: int, win_length: int, window: torch.Tensor | None,
                 center: bool, pad_mode: str, normalized: bool, onesided: bool) -> torch.Tensor:
     """``(B?, L)`` real/complex -> ``(B?, n_freq, n_frames)`` complex."""
@@ -34,6 +53,7 @@ def _stft_torch(x: torch.Tensor, n_fft: int, hop_length: int, win_length: int, w
                       return_complex=True)
 
 
+@ISTFT.lowering("torch")
 def _istft_torch(S: torch.Tensor, n_fft: int, hop_length: int, win_length: int, window: torch.Tensor | None,
                  center: bool, normalized: bool, onesided: bool, length: int | None,
                  return_complex: bool) -> torch.Tensor:
@@ -134,7 +154,7 @@ def stft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int 
     if L < n_fft:
         raise ValueError(f"{where}: the signal ({L} samples after padding) is shorter than n_fft={n_fft}")
     w = _window(window, wl, x, where)
-    return E.wrap(_stft_torch(x, n_fft, hop, wl, w, center, pad_mode, normalized, one), ct)
+    return E.wrap(STFT(x, n_fft, hop, wl, w, center, pad_mode, normalized, one), ct)
 
 
 @v.numpy_io
@@ -200,7 +220,7 @@ def istft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int
         raise ValueError(f"{where}: return_complex=True needs onesided=False")
     w = _window(window, wl, S, where)
     try:
-        y = _istft_torch(S, n_fft, hop, wl, w, center, normalized, one, length, rc)
+        y = ISTFT(S, n_fft, hop, wl, w, center, normalized, one, length, rc)
     except RuntimeError as e:  # torch's NOLA / size checks
         raise ValueError(f"{where}: {e}") from None
     return E.wrap(y, ct)

@@ -1,0 +1,303 @@
+"""Every NKI lowering of trnfft, in one place.
+
+Each function is registered as the ``"nki"`` lowering (which also serves
+``"simulator"``) of an :class:`~trnsci.dispatch.Op` declared next to its
+public function, with the torch lowering's signature, and declares
+``dtypes=``, ``supports=`` (lengths/modes the kernels' SBUF plans cannot
+take) and ``counts=`` (closed-form HBM bytes and instructions of the one
+kernel a call runs; None when a call runs several kernels, e.g. fftn).
+
+Routing of one transform length ``n`` (:func:`algorithm`), ``"fast"`` mode:
+
+* ``n <= 64`` -> DFT-as-GEMM (:mod:`trnfft.kernels.dft_gemm`);
+* powers of two up to 4096 -> Stockham (:mod:`trnfft.kernels.stockham`);
+* other ``n`` with convolution length ``m <= 4096`` -> Bluestein
+  (:mod:`trnfft.kernels.bluestein`);
+* real input of even ``n`` with ``n/2`` a power of two ``<= 4096`` -> the
+  half-length kernel (:mod:`trnfft.kernels.rfft_half`);
+* ``"bf16"``/``"bf16_refined"``: DFT-as-GEMM with bf16 operands for
+  ``n <= 1024``; ``"kahan"``/``"double"`` and longer lengths run on torch
+  (the plan's reason says so).
+
+Host-side work and why: the DFT-GEMM kernel takes ``[xr; xi]`` transposed
+(contraction dim on the partitions, one host pass); complex inputs are
+split into a ``[2, B, n]`` plane array (one pass); zero-padding/truncation
+to ``n``, the norm scaling and the Hermitian extension of ``irfft`` are host
+passes; kernels are unnormalized and return float32.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+
+from trnsci import nki
+
+from . import _engine as E
+from .basic import FFT, FFTN, IFFT, IFFTN
+from .complex import CMUL
+from .kernels import bluestein as KB
+from .kernels import dft_gemm as KG
+from .kernels import rfft_half as KR
+from .kernels import stockham as KS
+from .kernels.cmul import cmul_counts, cmul_kernel
+from .real import IRFFT, RFFT
+
+F32 = torch.float32
+C2C_DTYPES = (torch.float32, torch.complex64)
+GEMM_MAX_N = 64
+GEMM_MAX_N_BF16 = 1024
+
+
+def algorithm(n: int, precision: str) -> tuple[str | None, str]:
+    """``(kernel algorithm or None, why not)`` for a complex transform of length n."""
+    if precision in ("double", "kahan"):
+        return None, f"precision {precision!r} runs on the torch path (the kernels compute in float32 / bf16)"
+    if precision in ("bf16", "bf16_refined"):
+        if n <= GEMM_MAX_N_BF16:
+            return "dft_gemm", ""
+        return None, f"precision {precision!r} uses the DFT-GEMM kernel, which takes n <= {GEMM_MAX_N_BF16} (n={n})"
+    if n <= GEMM_MAX_N:
+        return "dft_gemm", ""
+    if n & (n - 1) == 0:
+        if n <= KS.MAX_N:
+            return "stockham", ""
+        return None, f"n={n} exceeds the Stockham kernel's SBUF plan (n <= {KS.MAX_N})"
+    m = KB.length(n)
+    if m <= KB.MAX_M:
+        return "bluestein", ""
+    return None, f"n={n} needs a Bluestein convolution of length {m} > {KB.MAX_M} (the kernel's SBUF plan)"
+
+
+# ------------------------------------------------------------------ host tables (torch, cached)
+
+@functools.lru_cache(maxsize=64)
+def _gemm_matrix(n: int, inverse: bool, precision: str) -> torch.Tensor:
+    from ._algorithms import dft_tables
+
+    c, s = (torch.from_numpy(t) for t in dft_tables(n))
+    if inverse:
+        s = -s
+    w = torch.cat((torch.cat((c, s), 1), torch.cat((-s, c), 1)), 0)  # float64 [[C, S], [-S, C]]
+    if precision == "bf16":
+        return w.to(torch.bfloat16).contiguous()
+    if precision == "bf16_refined":
+        hi, lo = _split(w)
+        return torch.cat((hi, lo, hi), 0).contiguous()
+    return w.to(F32).contiguous()
+
+
+def _split(a: torch.Tensor):
+    """bf16 high part and bf16 residual of ``a`` (the residual of the float32 value)."""
+    a = a.to(F32)
+    hi = a.to(torch.bfloat16)
+    return hi, (a - hi.to(F32)).to(torch.bfloat16)
+
+
+@functools.lru_cache(maxsize=64)
+def _table(kind: str, n: int, inverse: bool = False):
+    if kind == "tw":
+        return torch.from_numpy(KS.twiddle_table(n))
+    if kind == "half":
+        return torch.from_numpy(KR.half_table(n))
+    chirp, filt = KB.tables(n, inverse)
+    return torch.from_numpy(chirp), torch.from_numpy(filt)
+
+
+# ------------------------------------------------------------------ running one length
+
+def _rows_c2c(xr: torch.Tensor, xi: torch.Tensor, inverse: bool, precision: str):
+    """Unnormalized (inverse) DFT of the rows of float32 ``(B, n)`` planes through one kernel."""
+    n = xr.shape[1]
+    alg, _ = algorithm(n, precision)
+    if alg == "dft_gemm":
+        xt = torch.cat((xr.T, xi.T), 0)
+        if precision == "bf16":
+            xt = xt.to(torch.bfloat16)
+        elif precision == "bf16_refined":
+            hi, lo = _split(xt)
+            xt = torch.cat((hi, hi, lo), 0)
+        y = nki.run(KG.dft_gemm_kernel, xt.contiguous(), _gemm_matrix(n, inverse, precision), out_dtype=F32)
+        return y[:, :n], y[:, n:]
+    planes = torch.stack((xr, xi)).contiguous()
+    if alg == "stockham":
+        y = nki.run(KS.stockham_kernel, planes, _table("tw", n), inverse=inverse, out_dtype=F32)
+    else:
+        chirp, filt = _table("chirp", n, inverse)
+        y = nki.run(KB.bluestein_kernel, planes, chirp, filt, _table("tw", KB.length(n)), inverse=inverse,
+                    out_dtype=F32)
+    return y[0], y[1]
+
+
+def _c2c_counts_rows(B: int, n: int, precision: str):
+    alg, _ = algorithm(n, precision)
+    if alg == "dft_gemm":
+        K = (6 if precision == "bf16_refined" else 2) * n
+        size = 2 if precision in ("bf16", "bf16_refined") else 4
+        return {"kernel": "dft_gemm_kernel", **KG.dft_gemm_counts(B, K, 2 * n, size)}
+    if alg == "stockham":
+        return {"kernel": "stockham_kernel", **KS.stockham_counts(B, n)}
+    return {"kernel": "bluestein_kernel", **KB.bluestein_counts(B, n)}
+
+
+def _along(x: torch.Tensor, n: int, d: int, fn):
+    """Apply ``fn(xr, xi) -> (yr, yi)`` to the rows of ``x`` (complex64) along dim d (length n)."""
+    x = E._resize(x, n, d)
+    rows, shp = E._rows(x, d, n)
+    yr, yi = fn(rows.real.contiguous(), rows.imag.contiguous())
+    return torch.complex(yr, yi).reshape(*shp[:-1], yr.shape[1]).movedim(-1, d)
+
+
+def _scaled(y: torch.Tensor, norm: str, inverse: bool, N: int) -> torch.Tensor:
+    f = E._scale(norm, inverse, N)
+    return y * f if f != 1.0 else y
+
+
+def _c2c(x, sizes, dims, norm, inverse, precision):
+    x = x.to(torch.complex64)
+    for n, d in zip(sizes, dims):
+        x = _along(x, n, d, lambda r, i, n=n: _rows_c2c(r, i, inverse, precision))
+    return _scaled(x, norm, inverse, math.prod(sizes))
+
+
+# ------------------------------------------------------------------ c2c lowerings
+
+def _nonempty(x):
+    return None if x.numel() else "empty input: nothing for a kernel to do"
+
+
+def _supports1(x, n, dim, norm, precision):
+    return _nonempty(x) or algorithm(n, precision)[1] or None
+
+
+def _supportsn(x, s, dim, norm, precision):
+    if not x.numel():
+        return "empty input: nothing for a kernel to do"
+    for n in s:
+        why = algorithm(n, precision)[1]
+        if why:
+            return why
+    return None
+
+
+def _counts1(x, n, dim, norm, precision):
+    return _c2c_counts_rows(E.points1(x, n, dim, norm, precision) // n, n, precision)
+
+
+def _countsn(x, s, dim, norm, precision):
+    if len(s) == 1:
+        return _c2c_counts_rows(E.pointsn(x, s, dim, norm, precision) // s[0], s[0], precision)
+    return None  # one kernel run per transformed dim
+
+
+@FFT.lowering("nki", dtypes=C2C_DTYPES, supports=_supports1, counts=_counts1)
+def _fft_nki(x, n, dim, norm, precision):
+    return _c2c(x, (n,), (dim,), norm, False, precision)
+
+
+@IFFT.lowering("nki", dtypes=C2C_DTYPES, supports=_supports1, counts=_counts1)
+def _ifft_nki(x, n, dim, norm, precision):
+    return _c2c(x, (n,), (dim,), norm, True, precision)
+
+
+@FFTN.lowering("nki", dtypes=C2C_DTYPES, supports=_supportsn, counts=_countsn)
+def _fftn_nki(x, s, dim, norm, precision):
+    return _c2c(x, s, dim, norm, False, precision)
+
+
+@IFFTN.lowering("nki", dtypes=C2C_DTYPES, supports=_supportsn, counts=_countsn)
+def _ifftn_nki(x, s, dim, norm, precision):
+    return _c2c(x, s, dim, norm, True, precision)
+
+
+# ------------------------------------------------------------------ real lowerings
+
+def _rfft_route(n, precision):
+    if precision == "fast" and KR.fits(n):
+        return "rfft_half", ""
+    return algorithm(n, precision)
+
+
+def _rfft_supports(x, n, dim, norm, precision):
+    return _nonempty(x) or _rfft_route(n, precision)[1] or None
+
+
+def _rfft_counts(x, n, dim, norm, precision):
+    B = E.points1(x, n, dim, norm, precision) // n
+    if _rfft_route(n, precision)[0] == "rfft_half":
+        return {"kernel": "rfft_half_kernel", **KR.rfft_half_counts(B, n)}
+    return _c2c_counts_rows(B, n, precision)
+
+
+@RFFT.lowering("nki", dtypes=(torch.float32,), supports=_rfft_supports, counts=_rfft_counts)
+def _rfft_nki(x, n, dim, norm, precision):
+    h = n // 2 + 1
+    if _rfft_route(n, precision)[0] == "rfft_half":
+        def fn(r, i):
+            y = nki.run(KR.rfft_half_kernel, r.contiguous(), _table("half", n), _table("tw", n // 2),
+                        out_dtype=F32)
+            return y[0], y[1]
+
+        y = _along(x.to(F32).to(torch.complex64), n, dim, fn)
+    else:
+        def fn(r, i):
+            yr, yi = _rows_c2c(r, torch.zeros_like(r), False, precision)
+            return yr[:, :h], yi[:, :h]
+
+        y = _along(x.to(torch.complex64), n, dim, fn)
+    return _scaled(y, norm, False, n)
+
+
+def _irfft_counts(x, n, dim, norm, precision):
+    return _c2c_counts_rows(E.points1(x, n, dim, norm, precision) // n, n, precision)
+
+
+@IRFFT.lowering("nki", dtypes=(torch.complex64,), supports=_supports1, counts=_irfft_counts)
+def _irfft_nki(x, n, dim, norm, precision):
+    """Hermitian extension to length n on the host, then one complex inverse kernel; the real part."""
+    h = n // 2 + 1
+    x = E._resize(x.to(torch.complex64), h, dim)
+    rows, shp = E._rows(x, dim, h)
+    Xr, Xi = rows.real.clone(), rows.imag.clone()
+    Xi[:, 0] = 0
+    if n % 2 == 0:
+        Xi[:, -1] = 0
+    tail = n - h  # conj(X[n - k]) for k = h .. n-1
+    full_r = torch.cat((Xr, Xr[:, 1:1 + tail].flip(-1)), 1).contiguous()
+    full_i = torch.cat((Xi, -Xi[:, 1:1 + tail].flip(-1)), 1).contiguous()
+    yr, _ = _rows_c2c(full_r, full_i, True, precision)
+    y = yr.reshape(*shp[:-1], n).movedim(-1, dim)
+    return _scaled(y, norm, True, n)
+
+
+# ------------------------------------------------------------------ complex multiply
+
+def _cmul_supports(ar, ai, br, bi):
+    if not (ar.shape == ai.shape == br.shape == bi.shape):
+        return "operands of different shapes (broadcasting runs on torch)"
+    if any(t.dtype != F32 for t in (ai, br, bi)):
+        return "all four planes must be float32"
+    if any(t.requires_grad for t in (ar, ai, br, bi)) and torch.is_grad_enabled():
+        return "an operand requires grad (the kernel has no backward)"
+    if not ar.numel():
+        return "empty input: nothing for a kernel to do"
+    return None
+
+
+def _cmul_2d(t):
+    return t.reshape(-1, t.shape[-1]) if t.dim() else t.reshape(1, 1)
+
+
+def _cmul_counts(ar, ai, br, bi):
+    a = _cmul_2d(ar)
+    return {"kernel": "cmul_kernel", **cmul_counts(a.shape[0], a.shape[1])}
+
+
+@CMUL.lowering("nki", dtypes=(torch.float32,), supports=_cmul_supports, counts=_cmul_counts)
+def _cmul_nki(ar, ai, br, bi):
+    a = torch.stack((_cmul_2d(ar), _cmul_2d(ai))).contiguous()
+    b = torch.stack((_cmul_2d(br), _cmul_2d(bi))).contiguous()
+    y = nki.run(cmul_kernel, a, b, out_dtype=F32)
+    return y[0].reshape(ar.shape), y[1].reshape(ar.shape)
