@@ -1,0 +1,173 @@
+"""trnfft NKI kernels through the emulator: results vs numpy.fft/scipy.fft (float64 references)
+and vs the torch path, on ragged batches (130, 200 rows: one full 128-row tile plus a ragged
+one), and the emulator's counters vs each kernel's closed forms.
+
+Tolerances: relative 2-norm error per batch against the fp64 reference, bounded by the
+algorithm's stated float32 bound (trnfft._algorithms: GEMM 2 n u, Stockham 8 u log2 n,
+Bluestein 30 u log2 m, u = 2^-24); bf16 modes by their bf16 bounds.
+"""
+
+import numpy as np
+import pytest
+import scipy.fft
+import torch
+
+import trnfft
+from trnfft import _algorithms as A
+from trnfft.kernels import bluestein as KB
+from trnfft.kernels import dft_gemm as KG
+from trnfft.kernels import rfft_half as KR
+from trnfft.kernels import stockham as KS
+from trnfft.kernels.cmul import cmul_counts, cmul_kernel
+from trnsci import nki
+from trnsci.testing import assert_counts, kernel_ran
+
+pytestmark = pytest.mark.simulator
+
+
+def _planes(B, n, seed):
+    return np.random.default_rng(seed).standard_normal((2, B, n)).astype(np.float32)
+
+
+def _relerr(y, ref):
+    return np.linalg.norm(y - ref) / np.linalg.norm(ref)
+
+
+def _c(y):
+    return y[0].astype(np.float64) + 1j * y[1]
+
+
+# ------------------------------------------------------------------ kernels on their own
+
+@pytest.mark.parametrize("B,n", [(130, 16), (3, 2), (5, 64), (2, 512)])
+@pytest.mark.parametrize("inverse", [False, True])
+def test_stockham_kernel(B, n, inverse):
+    x = _planes(B, n, n)
+    y, prof = nki.profile(KS.stockham_kernel, x, KS.twiddle_table(n), inverse=inverse)
+    ref = (scipy.fft.ifft(_c(x), norm="forward") if inverse else scipy.fft.fft(_c(x)))
+    assert _relerr(_c(y), ref) <= A.STOCKHAM_BOUND(n)
+    assert_counts(prof, KS.stockham_counts(B, n))
+
+
+def test_stockham_radices_and_butterfly_counts():
+    assert KS.radices(4096) == [8, 8, 8, 8] and KS.radices(1024) == [8, 8, 4, 4] and KS.radices(2) == [2]
+    assert [KS.bfly(r) for r in (2, 4, 8)] == [4, 16, 56]
+    with pytest.raises(ValueError, match="power of two"):
+        KS.radices(12)
+
+
+@pytest.mark.parametrize("B,n,dtype", [(130, 5, np.float32), (200, 17, np.float32), (3, 1, np.float32),
+                                       (129, 40, "bf16")])
+def test_dft_gemm_kernel(B, n, dtype):
+    import ml_dtypes
+
+    dt = ml_dtypes.bfloat16 if dtype == "bf16" else dtype
+    x = np.random.default_rng(n).standard_normal((2, B, n))
+    C, S = A.dft_tables(n)
+    w = np.ascontiguousarray(np.block([[C, S], [-S, C]]).astype(dt))
+    xt = np.ascontiguousarray(np.concatenate([x[0].T, x[1].T]).astype(dt))
+    y, prof = nki.profile(KG.dft_gemm_kernel, xt, w)
+    ref = scipy.fft.fft(x[0] + 1j * x[1])
+    bound = 4 * A.U_BF16 if dtype == "bf16" else A.GEMM_BOUND(max(n, 2))
+    assert _relerr(y[:, :n] + 1j * y[:, n:], ref) <= bound
+    assert_counts(prof, KG.dft_gemm_counts(B, 2 * n, 2 * n, np.dtype(dt).itemsize))
+
+
+def test_dft_gemm_streams_a_matrix_too_large_to_keep():
+    B, n = 2, 1100  # 2n x 2n fp32 does not fit W_BUDGET: tiles stream in per batch tile
+    assert not KG.resident(2 * n, 2 * n, 4)
+    x = np.random.default_rng(1).standard_normal((2, B, n))
+    C, S = A.dft_tables(n)
+    w = np.ascontiguousarray(np.block([[C, S], [-S, C]]).astype(np.float32))
+    xt = np.ascontiguousarray(np.concatenate([x[0].T, x[1].T]).astype(np.float32))
+    y, prof = nki.profile(KG.dft_gemm_kernel, xt, w)
+    assert _relerr(y[:, :n] + 1j * y[:, n:], scipy.fft.fft(x[0] + 1j * x[1])) <= A.GEMM_BOUND(n)
+    assert_counts(prof, KG.dft_gemm_counts(B, 2 * n, 2 * n, 4))
+
+
+@pytest.mark.parametrize("B,n", [(130, 3), (7, 17), (2, 97)])
+@pytest.mark.parametrize("inverse", [False, True])
+def test_bluestein_kernel(B, n, inverse):
+    x = _planes(B, n, n)
+    chirp, filt = KB.tables(n, inverse)
+    y, prof = nki.profile(KB.bluestein_kernel, x, chirp, filt, KS.twiddle_table(KB.length(n)), inverse=inverse)
+    ref = (scipy.fft.ifft(_c(x), norm="forward") if inverse else scipy.fft.fft(_c(x)))
+    assert _relerr(_c(y), ref) <= A.BLUESTEIN_BOUND(n)
+    assert_counts(prof, KB.bluestein_counts(B, n))
+
+
+@pytest.mark.parametrize("B,n", [(200, 64), (130, 4), (3, 1024)])
+def test_rfft_half_kernel(B, n):
+    x = np.random.default_rng(n).standard_normal((B, n)).astype(np.float32)
+    y, prof = nki.profile(KR.rfft_half_kernel, x, KR.half_table(n), KS.twiddle_table(n // 2))
+    assert y.shape == (2, B, n // 2 + 1)
+    assert _relerr(_c(y), np.fft.rfft(x.astype(np.float64))) <= A.STOCKHAM_BOUND(n // 2) + 4 * A.U32
+    assert_counts(prof, KR.rfft_half_counts(B, n))
+
+
+@pytest.mark.parametrize("conj", [False, True])
+def test_cmul_kernel(conj):
+    B, n = 130, 2100  # ragged in both the batch and the 2048-element free chunks
+    a, b = _planes(B, n, 1), _planes(B, n, 2)
+    y, prof = nki.profile(cmul_kernel, a, b, conj=conj)
+    ref = _c(a) * (np.conj(_c(b)) if conj else _c(b))
+    # two rounded products and a rounded sum per component: <= 3 u |a||b|
+    assert np.all(np.abs(_c(y) - ref) <= 3 * A.U32 * np.abs(_c(a)) * np.abs(_c(b)) * 1.01 + 1e-30)
+    assert_counts(prof, cmul_counts(B, n))
+
+
+# ------------------------------------------------------------------ through the public API
+
+@pytest.mark.parametrize("n,kernel", [(17, "dft_gemm_kernel"), (128, "stockham_kernel"),
+                                      (100, "bluestein_kernel")])
+@pytest.mark.parametrize("B", [130, 200])
+def test_fft_simulator_vs_torch_and_scipy(n, kernel, B):
+    x = torch.randn(B, n, dtype=torch.complex64, generator=torch.Generator().manual_seed(n + B))
+    with kernel_ran(kernel):
+        y = trnfft.fft(x, norm="ortho")
+    with trnfft.use_backend("torch"):
+        t = trnfft.fft(x, norm="ortho")
+    ref = scipy.fft.fft(x.numpy().astype(np.complex128), norm="ortho")
+    bound = {"dft_gemm_kernel": A.GEMM_BOUND(n), "stockham_kernel": A.STOCKHAM_BOUND(n),
+             "bluestein_kernel": A.BLUESTEIN_BOUND(n)}[kernel]
+    assert _relerr(y.numpy(), ref) <= bound
+    assert _relerr(y.numpy(), t.numpy()) <= bound + 2 * A.STOCKHAM_BOUND(n)
+
+
+def test_ifft_fftn_rfft_irfft_simulator_on_ragged_batches():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(130, 64, dtype=torch.complex64, generator=g)
+    with kernel_ran("dft_gemm_kernel"):
+        y = trnfft.ifft(x, dim=1)
+    assert _relerr(y.numpy(), np.fft.ifft(x.numpy().astype(np.complex128))) <= A.GEMM_BOUND(64)
+    z = torch.randn(5, 6, 8, dtype=torch.complex64, generator=g)
+    with kernel_ran("dft_gemm_kernel", "dft_gemm_kernel"):
+        y = trnfft.fftn(z, dim=(0, 2))
+    assert _relerr(y.numpy(), scipy.fft.fftn(z.numpy().astype(np.complex128), axes=(0, 2))) <= 1e-6
+    r = torch.randn(200, 256, generator=g)
+    with kernel_ran("rfft_half_kernel"):
+        y = trnfft.rfft(r, norm="forward")
+    ref = np.fft.rfft(r.numpy().astype(np.float64), norm="forward")
+    assert _relerr(y.numpy(), ref) <= A.STOCKHAM_BOUND(128) + 4 * A.U32
+    h = torch.fft.rfft(torch.randn(130, 30, generator=g))
+    with kernel_ran("dft_gemm_kernel"):
+        y = trnfft.irfft(h, n=30)
+    assert _relerr(y.numpy(), np.fft.irfft(h.numpy().astype(np.complex128), n=30)) <= A.GEMM_BOUND(30)
+
+
+@pytest.mark.parametrize("precision,bound", [("bf16", 4 * A.U_BF16), ("bf16_refined", 3e-5)])
+def test_bf16_modes_run_the_gemm_kernel(precision, bound):
+    x = torch.randn(130, 48, dtype=torch.complex64, generator=torch.Generator().manual_seed(3))
+    with kernel_ran("dft_gemm_kernel"):
+        y = trnfft.fft(x, precision=precision)
+    assert _relerr(y.numpy(), scipy.fft.fft(x.numpy().astype(np.complex128))) <= bound
+
+
+def test_complex_tensor_multiply_runs_the_cmul_kernel():
+    g = torch.Generator().manual_seed(4)
+    a = trnfft.ComplexTensor(torch.randn(130, 7, generator=g), torch.randn(130, 7, generator=g))
+    b = trnfft.ComplexTensor(torch.randn(130, 7, generator=g), torch.randn(130, 7, generator=g))
+    with kernel_ran("cmul_kernel"):
+        y = a * b
+    ref = a.to_torch().numpy().astype(np.complex128) * b.to_torch().numpy()
+    np.testing.assert_allclose(y.to_torch().numpy(), ref, rtol=0, atol=4 * A.U32 * np.abs(ref).max())

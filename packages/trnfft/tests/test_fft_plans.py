@@ -1,0 +1,72 @@
+"""Plan == run for every trnfft op with a kernel (trnsci.testing.assert_plan_matches_run):
+the plan's backend is the backend the call used and, when the plan names a kernel, its
+closed-form figures equal the emulator's counters -- including calls the kernels cannot
+take (they must plan and run on torch, with the reason saying why)."""
+
+import pytest
+import torch
+
+import trnfft
+from trnfft.basic import FFT
+from trnsci.dispatch import plan_call
+from trnsci.testing import assert_plan_matches_run
+
+pytestmark = pytest.mark.simulator
+
+g = torch.Generator().manual_seed(0)
+C = torch.randn(130, 64, dtype=torch.complex64, generator=g)
+R = torch.randn(130, 64, generator=g)
+CASES = [
+    ("fft gemm", trnfft.fft, (C,), {}),
+    ("fft stockham", trnfft.fft, (C[:3],), {"n": 256}),
+    ("ifft bluestein", trnfft.ifft, (C[:2],), {"n": 97, "norm": "ortho"}),
+    ("fftn one dim", trnfft.fftn, (C,), {"dim": (1,)}),
+    ("fft2 two dims (no single-kernel counts)", trnfft.fft2, (C[:8, :8],), {}),
+    ("ifftn", trnfft.ifftn, (C[:4],), {"s": (4, 16)}),
+    ("rfft half", trnfft.rfft, (R,), {}),
+    ("rfft odd -> c2c kernel", trnfft.rfft, (R[:3],), {"n": 45}),
+    ("irfft", trnfft.irfft, (C[:3, :9],), {"n": 16}),
+    ("bf16", trnfft.fft, (C[:3],), {"precision": "bf16"}),
+    ("complex multiply", lambda a, b: a * b, (trnfft.ComplexTensor(R, R), trnfft.ComplexTensor(R, -R)), {}),
+    # calls the kernels cannot take: planned and run on torch
+    ("too long for stockham", trnfft.fft, (C[:1],), {"n": 8192}),
+    ("kahan", trnfft.fft, (C[:3],), {"precision": "kahan"}),
+    ("double", trnfft.ifft, (C[:3],), {"precision": "double"}),
+    ("float64", trnfft.fft, (R.double(),), {}),
+    ("empty", trnfft.fft, (torch.zeros(0, 8, dtype=torch.complex64),), {}),
+    ("bluestein too long", trnfft.fft, (C[:1],), {"n": 4099}),
+    ("hfft has no kernel", trnfft.hfft, (C[:3],), {}),
+    ("rfftn 2-D has no kernel", trnfft.rfft2, (R[:8, :8],), {}),
+    ("stft has no kernel", trnfft.stft, (R[0],), {"n_fft": 16, "window": torch.hann_window(16)}),
+]
+TORCH_ONLY = {"too long for stockham", "kahan", "double", "float64", "empty", "bluestein too long",
+              "hfft has no kernel", "rfftn 2-D has no kernel", "stft has no kernel"}
+
+
+@pytest.mark.parametrize("name,fn,args,kwargs", CASES, ids=[c[0] for c in CASES])
+def test_plan_matches_run_under_simulator(name, fn, args, kwargs):
+    with trnfft.use_backend("simulator"):
+        plan, _, runs = assert_plan_matches_run(fn, *args, **kwargs)
+    assert plan.backend == ("torch" if name in TORCH_ONLY else "simulator"), plan.reason
+    if name in TORCH_ONLY and plan.op is not None:
+        assert "simulator" in plan.reason  # the setting, and why the kernel was not used
+
+
+def test_plan_reasons_name_the_limit():
+    with trnfft.use_backend("simulator"):
+        assert "n <= 4096" in plan_call(trnfft.fft, C[:1], n=8192).reason
+        assert "kahan" in plan_call(trnfft.fft, C[:1], precision="kahan").reason
+        assert "float64" in plan_call(trnfft.fft, R.double()).reason
+
+
+def test_fftplan_backend_comes_from_the_op_decision():
+    p = trnfft.create_plan((130, 64), kind="fft")
+    with trnfft.use_backend("torch"):
+        assert p.backend == "torch"
+    with trnfft.use_backend("simulator"):
+        assert p.backend == "simulator"
+        assert p.dispatch_plan().kernel["name"] == "dft_gemm_kernel"
+        _, _, runs = assert_plan_matches_run(p.execute, C)
+        assert [r.kernel for r in runs] == ["dft_gemm_kernel"]
+    with trnfft.use_backend("simulator"), FFT.override("nki", None):
+        assert p.backend == "torch" and "no NKI kernel" in p.reason
