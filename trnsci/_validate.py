@@ -330,3 +330,76 @@ def write_out(result: torch.Tensor, out: Any, where: str = "", name: str = "out"
                          "pass a tensor with its own storage for every element")
     out.copy_(result)
     return out
+
+
+# ===================================================================== axes, aliases, positive ints
+# (from trnfft; generic argument helpers for NumPy-style keywords. Each keeps
+# the common case -- a plain int -- to one type check, since they run on
+# every call.)
+
+def alias(where: str, primary_name: str, primary: Any, alias_name: str, alias_value: Any,
+          default: Any = None) -> Any:
+    """Resolve a keyword and its alias (``dim``/``axis``); giving both is a ``TypeError``.
+
+    >>> alias("fft", "dim", None, "axis", 0, -1), alias("fft", "dim", None, "axis", None, -1)
+    (0, -1)
+    """
+    if alias_value is None:
+        return default if primary is None else primary
+    if primary is not None:
+        raise TypeError(f"{_p(where)}give {primary_name} or {alias_name}, not both")
+    return alias_value
+
+
+def axis(d: Any, ndim: int, name: str, where: str = "") -> int:
+    """One axis index in ``[-ndim, ndim)`` as a non-negative int (``TypeError`` for non-ints, bools).
+
+    >>> axis(-1, 3, "dim")
+    2
+    """
+    if type(d) is not int:
+        d = integer(d, name, where)
+    if not -ndim <= d < ndim:
+        raise ValueError(f"{_p(where)}{name}={d} is out of range for an input with {ndim} dimension(s)")
+    return d + ndim if d < 0 else d
+
+
+def axes(ds: Any, ndim: int, name: str, where: str = "") -> tuple[int, ...]:
+    """A sequence of distinct axes (or one int), normalized to non-negative ints.
+
+    >>> axes((0, -1), 3, "dim")
+    (0, 2)
+    """
+    if isinstance(ds, (str, bytes)) or not isinstance(ds, Sequence):
+        if isinstance(ds, numbers.Integral) and not isinstance(ds, bool):
+            ds = (ds,)
+        else:
+            raise TypeError(f"{_p(where)}{name} must be a sequence of ints, got {type(ds).__name__}")
+    out = tuple(axis(d, ndim, name, where) for d in ds)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{_p(where)}{name} must not repeat an axis, got {tuple(ds)}")
+    return out
+
+
+def positive_int(n: Any, name: str, where: str = "") -> int:
+    """A positive Python int (``TypeError`` for non-ints and bools, ``ValueError`` for <= 0).
+
+    >>> positive_int(8, "n")
+    8
+    """
+    if type(n) is not int:
+        n = integer(n, name, where)
+    if n <= 0:
+        raise ValueError(f"{_p(where)}{name} must be positive, got {n}")
+    return n
+
+
+def positive_ints(s: Any, name: str, where: str = "") -> tuple[int, ...]:
+    """A sequence of positive ints as a tuple.
+
+    >>> positive_ints([4, 5], "s")
+    (4, 5)
+    """
+    if isinstance(s, (str, bytes)) or not isinstance(s, Sequence):
+        raise TypeError(f"{_p(where)}{name} must be a sequence of ints, got {type(s).__name__}")
+    return tuple(positive_int(v, f"{name} entries", where) for v in s)

@@ -26,9 +26,9 @@ from typing import Any
 import torch
 
 from trnsci import _validate as v
+from trnsci._validate import alias, axes, axis, positive_int, positive_ints
 
 from . import _algorithms as A
-from ._core_candidates import alias, axes, axis, positive_int, positive_ints
 from .complex import ComplexTensor
 
 PRECISIONS = ("fast", "kahan", "double", "bf16", "bf16_refined")

@@ -8,10 +8,10 @@ from typing import Any
 import torch
 
 from trnsci import _validate as v
+from trnsci._validate import axes as _axes
+from trnsci._validate import positive_int
 
 from . import _engine as E
-from ._core_candidates import axes as _axes
-from ._core_candidates import positive_int
 from .complex import ComplexTensor
 
 

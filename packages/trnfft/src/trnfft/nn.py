@@ -15,7 +15,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ._core_candidates import positive_int
+from trnsci._validate import positive_int
+
 from .complex import ComplexTensor
 
 

@@ -17,11 +17,12 @@ from typing import Any
 
 import torch
 
+from trnsci._validate import axes as _axes
+from trnsci._validate import positive_int, positive_ints
+
 from . import _algorithms as A
 from . import _engine as E
 from . import basic, real
-from ._core_candidates import axes as _axes
-from ._core_candidates import positive_int, positive_ints
 
 PLAN_CACHE_SIZE = 64
 _cache: OrderedDict = OrderedDict()
@@ -269,7 +270,7 @@ def create_plan(shape: Any, dim: Any = None, kind: str = "fft", dtype: torch.dty
     if dim is None:
         dims = (-1,) if not nd else ((-2, -1) if kind.endswith("2") else tuple(range(-len(shape), 0)))
     elif not nd:
-        from ._core_candidates import axis
+        from trnsci._validate import axis
         dims = (axis(dim, len(shape), "dim", where) - len(shape),)
     else:
         dims = tuple(d - len(shape) for d in _axes(dim, len(shape), "dim", where))

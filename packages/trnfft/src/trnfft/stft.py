@@ -20,10 +20,10 @@ from typing import Any
 import torch
 
 from trnsci import _validate as v
+from trnsci._validate import positive_int
 from trnsci.dispatch import Op
 
 from . import _engine as E
-from ._core_candidates import positive_int
 
 _PAD = v.Options({m: (m,) for m in ("reflect", "constant", "replicate", "circular")})
 
