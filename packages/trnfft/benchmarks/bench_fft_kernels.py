@@ -1,0 +1,92 @@
+"""trnfft kernels: emulator counters (exact: they equal the kernels' closed forms) and modeled
+times for DFT-as-GEMM and Stockham at n = 256 and 4096, batch 128 (the issue's comparison),
+plus Bluestein and the half-length real kernel at representative sizes.
+
+Run: ``python packages/trnfft/benchmarks/bench_fft_kernels.py`` for the table, or
+``pytest packages/trnfft/benchmarks/bench_fft_kernels.py --benchmark-enable --benchmark-only``
+(the counters land in each benchmark's ``extra_info``; the timed part is the emulator, not a
+NeuronCore). Modeled times come from the emulator's cost model (docs/emulator.md): they are
+"modeled", never measured. "flop/pt" is the nominal 5 n log2 n per transform divided by the
+modeled lower-bound time, i.e. a modeled rate comparable across algorithms.
+"""
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from trnfft import _algorithms as A
+from trnfft.kernels import bluestein as KB
+from trnfft.kernels import dft_gemm as KG
+from trnfft.kernels import rfft_half as KR
+from trnfft.kernels import stockham as KS
+from trnsci import nki
+
+BF16 = ml_dtypes.bfloat16
+B = 128
+
+
+def _gemm_args(n, dtype):
+    rng = np.random.default_rng(n)
+    C, S = A.dft_tables(n)
+    w = np.ascontiguousarray(np.block([[C, S], [-S, C]]).astype(dtype))
+    return np.ascontiguousarray(rng.standard_normal((2 * n, B)).astype(dtype)), w
+
+
+def _planes(n):
+    return np.random.default_rng(n).standard_normal((2, B, n)).astype(np.float32)
+
+
+def _cases():
+    for n in (256, 4096):
+        yield f"dft_gemm n={n} B={B} fp32", n, KG.dft_gemm_kernel, _gemm_args(n, np.float32), {}
+        yield f"dft_gemm n={n} B={B} bf16", n, KG.dft_gemm_kernel, _gemm_args(n, BF16), {}
+        yield f"stockham n={n} B={B} fp32", n, KS.stockham_kernel, (_planes(n), KS.twiddle_table(n)), {}
+    n = 1000
+    chirp, filt = KB.tables(n)
+    yield f"bluestein n={n} B={B} fp32", n, KB.bluestein_kernel, \
+        (_planes(n), chirp, filt, KS.twiddle_table(KB.length(n))), {}
+    n = 4096
+    x = np.random.default_rng(0).standard_normal((B, n)).astype(np.float32)
+    yield f"rfft_half n={n} B={B} fp32", n, KR.rfft_half_kernel, (x, KR.half_table(n), KS.twiddle_table(n // 2)), {}
+
+
+CASE_NAMES = ["dft_gemm n=256 B=128 fp32", "dft_gemm n=256 B=128 bf16", "stockham n=256 B=128 fp32",
+              "dft_gemm n=4096 B=128 fp32", "dft_gemm n=4096 B=128 bf16", "stockham n=4096 B=128 fp32",
+              "bluestein n=1000 B=128 fp32", "rfft_half n=4096 B=128 fp32"]
+
+
+def counters_table(target="trn1"):
+    """Rows of (case, n, KernelProfile)."""
+    return [(name, n, nki.profile(k, *args, target=target, **kw)[1]) for name, n, k, args, kw in _cases()]
+
+
+def format_table(rows):
+    head = (f"{'case':<30} {'TE':>5} {'Vec':>5} {'DMA':>5} {'HBM read':>12} {'HBM write':>11} "
+            f"{'modeled us (lo-hi)':>20} {'Gflop/s modeled':>16}")
+    lines = [head, "-" * len(head)]
+    for name, n, p in rows:
+        nominal = B * 5 * n * math.log2(n)
+        lines.append(
+            f"{name:<30} {p.instructions['tensor']:>5} {p.instructions['vector']:>5} {p.instructions['dma']:>5} "
+            f"{p.hbm_read_bytes:>12,d} {p.hbm_write_bytes:>11,d} "
+            f"{p.modeled_time_lower_s * 1e6:>9.1f}-{p.modeled_time_upper_s * 1e6:<9.1f} "
+            f"{nominal / p.modeled_time_lower_s / 1e9:>16.1f}")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_bench_kernel_counters(benchmark, case):
+    name, n, kernel, args, kw = next(c for c in _cases() if c[0] == case)
+    _, prof = benchmark.pedantic(nki.profile, args=(kernel, *args), kwargs=kw, rounds=1, iterations=1)
+    benchmark.extra_info.update(
+        tensor=prof.instructions["tensor"], vector=prof.instructions["vector"], dma=prof.instructions["dma"],
+        hbm_read_bytes=prof.hbm_read_bytes, hbm_write_bytes=prof.hbm_write_bytes,
+        modeled_time_lower_us=round(prof.modeled_time_lower_s * 1e6, 2),
+        modeled_time_upper_us=round(prof.modeled_time_upper_s * 1e6, 2),
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(format_table(counters_table()))
