@@ -171,3 +171,15 @@ def test_complex_tensor_multiply_runs_the_cmul_kernel():
         y = a * b
     ref = a.to_torch().numpy().astype(np.complex128) * b.to_torch().numpy()
     np.testing.assert_allclose(y.to_torch().numpy(), ref, rtol=0, atol=4 * A.U32 * np.abs(ref).max())
+
+
+def test_emulator_bf16_products_are_exact_in_fp32():
+    """What "bf16_refined" relies on, as the emulator models it: (1 + 2^-7)^2 needs 15 significant
+    bits, exact in fp32 and not in bf16. NKI.md says trn1/trn2 round each bf16 product to bf16
+    before accumulation (not modeled by the emulator, docs/emulator.md); if the emulator starts
+    modeling it, this test fails and the refined mode needs 4-bit operand slices (docs/trnfft.md)."""
+    import ml_dtypes
+
+    a = np.full((1, 1), 1 + 2**-7, dtype=ml_dtypes.bfloat16)
+    y, _ = nki.profile(KG.dft_gemm_kernel, a, a)
+    assert float(y[0, 0]) == 1 + 2**-6 + 2**-14
