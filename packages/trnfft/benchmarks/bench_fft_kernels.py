@@ -38,18 +38,24 @@ def _planes(n):
     return np.random.default_rng(n).standard_normal((2, B, n)).astype(np.float32)
 
 
-def _cases():
-    for n in (256, 4096):
-        yield f"dft_gemm n={n} B={B} fp32", n, KG.dft_gemm_kernel, _gemm_args(n, np.float32), {}
-        yield f"dft_gemm n={n} B={B} bf16", n, KG.dft_gemm_kernel, _gemm_args(n, BF16), {}
-        yield f"stockham n={n} B={B} fp32", n, KS.stockham_kernel, (_planes(n), KS.twiddle_table(n)), {}
-    n = 1000
+def _bluestein_args(n):
     chirp, filt = KB.tables(n)
-    yield f"bluestein n={n} B={B} fp32", n, KB.bluestein_kernel, \
-        (_planes(n), chirp, filt, KS.twiddle_table(KB.length(n))), {}
-    n = 4096
+    return _planes(n), chirp, filt, KS.twiddle_table(KB.length(n))
+
+
+def _rfft_args(n):
     x = np.random.default_rng(0).standard_normal((B, n)).astype(np.float32)
-    yield f"rfft_half n={n} B={B} fp32", n, KR.rfft_half_kernel, (x, KR.half_table(n), KS.twiddle_table(n // 2)), {}
+    return x, KR.half_table(n), KS.twiddle_table(n // 2)
+
+
+def _cases():
+    """(name, n, kernel, args thunk, constants): the arrays are built only for the case that runs."""
+    for n in (256, 4096):
+        yield f"dft_gemm n={n} B={B} fp32", n, KG.dft_gemm_kernel, lambda n=n: _gemm_args(n, np.float32), {}
+        yield f"dft_gemm n={n} B={B} bf16", n, KG.dft_gemm_kernel, lambda n=n: _gemm_args(n, BF16), {}
+        yield f"stockham n={n} B={B} fp32", n, KS.stockham_kernel, lambda n=n: (_planes(n), KS.twiddle_table(n)), {}
+    yield f"bluestein n=1000 B={B} fp32", 1000, KB.bluestein_kernel, lambda: _bluestein_args(1000), {}
+    yield f"rfft_half n=4096 B={B} fp32", 4096, KR.rfft_half_kernel, lambda: _rfft_args(4096), {}
 
 
 CASE_NAMES = ["dft_gemm n=256 B=128 fp32", "dft_gemm n=256 B=128 bf16", "stockham n=256 B=128 fp32",
@@ -59,7 +65,7 @@ CASE_NAMES = ["dft_gemm n=256 B=128 fp32", "dft_gemm n=256 B=128 bf16", "stockha
 
 def counters_table(target="trn1"):
     """Rows of (case, n, KernelProfile)."""
-    return [(name, n, nki.profile(k, *args, target=target, **kw)[1]) for name, n, k, args, kw in _cases()]
+    return [(name, n, nki.profile(k, *args(), target=target, **kw)[1]) for name, n, k, args, kw in _cases()]
 
 
 def format_table(rows):
@@ -81,7 +87,7 @@ def test_bench_kernel_counters(benchmark, case):
     if benchmark.disabled and case.startswith("dft_gemm n=4096"):
         pytest.skip("a 128 x 8192 x 8192 emulated GEMM: run with --benchmark-enable")
     name, n, kernel, args, kw = next(c for c in _cases() if c[0] == case)
-    _, prof = benchmark.pedantic(nki.profile, args=(kernel, *args), kwargs=kw, rounds=1, iterations=1)
+    _, prof = benchmark.pedantic(nki.profile, args=(kernel, *args()), kwargs=kw, rounds=1, iterations=1)
     benchmark.extra_info.update(
         tensor=prof.instructions["tensor"], vector=prof.instructions["vector"], dma=prof.instructions["dma"],
         hbm_read_bytes=prof.hbm_read_bytes, hbm_write_bytes=prof.hbm_write_bytes,
