@@ -155,6 +155,27 @@ def test_ifft_fftn_rfft_irfft_simulator_on_ragged_batches():
     assert _relerr(y.numpy(), np.fft.irfft(h.numpy().astype(np.complex128), n=30)) <= A.GEMM_BOUND(30)
 
 
+def test_hermitian_and_real_nd_transforms_on_kernels():
+    """hfft/ihfft and rfftn/irfftn compose the real and complex kernels (one run per dim)."""
+    g = torch.Generator().manual_seed(1)
+    r = torch.randn(6, 10, 16, generator=g)
+    with kernel_ran("rfft_half_kernel", "dft_gemm_kernel", "dft_gemm_kernel"):
+        y = trnfft.rfftn(r, norm="ortho")
+    ref = scipy.fft.rfftn(r.numpy().astype(np.float64), norm="ortho")
+    assert _relerr(y.numpy(), ref) <= 3 * A.GEMM_BOUND(16)
+    X = torch.fft.rfftn(r)
+    with kernel_ran("dft_gemm_kernel", "dft_gemm_kernel", "dft_gemm_kernel"):
+        y = trnfft.irfftn(X, s=(6, 10, 16))
+    assert _relerr(y.numpy(), scipy.fft.irfftn(X.numpy().astype(np.complex128), s=(6, 10, 16))) <= 3 * A.GEMM_BOUND(16)
+    c = torch.randn(130, 9, dtype=torch.complex64, generator=g)
+    with kernel_ran("dft_gemm_kernel"):
+        y = trnfft.hfft(c, n=16, norm="forward")
+    assert _relerr(y.numpy(), scipy.fft.hfft(c.numpy().astype(np.complex128), n=16, norm="forward")) <= A.GEMM_BOUND(16)
+    with kernel_ran("rfft_half_kernel"):
+        y = trnfft.ihfft(r[0], n=16)
+    assert _relerr(y.numpy(), scipy.fft.ihfft(r[0].numpy().astype(np.float64), n=16)) <= A.STOCKHAM_BOUND(8) + 4 * A.U32
+
+
 @pytest.mark.parametrize("precision,bound", [("bf16", 4 * A.U_BF16), ("bf16_refined", 3e-5)])
 def test_bf16_modes_run_the_gemm_kernel(precision, bound):
     x = torch.randn(130, 48, dtype=torch.complex64, generator=torch.Generator().manual_seed(3))

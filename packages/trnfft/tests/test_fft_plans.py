@@ -35,12 +35,16 @@ CASES = [
     ("float64", trnfft.fft, (R.double(),), {}),
     ("empty", trnfft.fft, (torch.zeros(0, 8, dtype=torch.complex64),), {}),
     ("bluestein too long", trnfft.fft, (C[:1],), {"n": 4099}),
-    ("hfft has no kernel", trnfft.hfft, (C[:3],), {}),
-    ("rfftn 2-D has no kernel", trnfft.rfft2, (R[:8, :8],), {}),
+    ("hfft", trnfft.hfft, (C[:3],), {}),
+    ("ihfft", trnfft.ihfft, (R[:3],), {"norm": "ortho"}),
+    ("rfft2 (one kernel per dim)", trnfft.rfft2, (R[:8, :8],), {}),
+    ("irfftn one dim", trnfft.irfftn, (C[:3, :9],), {"s": (16,)}),
+    ("irfftn two dims", trnfft.irfftn, (C[:4, :9],), {"s": (4, 16)}),
+    ("rfftn length beyond the kernels", trnfft.rfftn, (R[:1],), {"s": (16384,)}),
     ("stft has no kernel", trnfft.stft, (R[0],), {"n_fft": 16, "window": torch.hann_window(16)}),
 ]
 TORCH_ONLY = {"too long for stockham", "kahan", "double", "float64", "empty", "bluestein too long",
-              "hfft has no kernel", "rfftn 2-D has no kernel", "stft has no kernel"}
+              "rfftn length beyond the kernels", "stft has no kernel"}
 
 
 @pytest.mark.parametrize("name,fn,args,kwargs", CASES, ids=[c[0] for c in CASES])

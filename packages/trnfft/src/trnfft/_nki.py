@@ -15,6 +15,9 @@ Routing of one transform length ``n`` (:func:`algorithm`), ``"fast"`` mode:
   (:mod:`trnfft.kernels.bluestein`);
 * real input of even ``n`` with ``n/2`` a power of two ``<= 4096`` -> the
   half-length kernel (:mod:`trnfft.kernels.rfft_half`);
+* hfft/irfft: Hermitian extension on the host, one complex inverse kernel;
+  ihfft: the rfft route; rfftn/irfftn: the real route along the last dim and
+  complex kernels along the others (one kernel run per dim);
 * ``"bf16"``/``"bf16_refined"``: DFT-as-GEMM with bf16 operands for
   ``n <= 1024``; ``"kahan"``/``"double"`` and longer lengths run on torch
   (the plan's reason says so).
@@ -43,7 +46,7 @@ from .kernels import dft_gemm as KG
 from .kernels import rfft_half as KR
 from .kernels import stockham as KS
 from .kernels.cmul import cmul_counts, cmul_kernel
-from .real import IRFFT, RFFT
+from .real import HFFT, IHFFT, IRFFT, IRFFTN, RFFT, RFFTN
 
 F32 = torch.float32
 C2C_DTYPES = (torch.float32, torch.complex64)
@@ -233,6 +236,10 @@ def _rfft_counts(x, n, dim, norm, precision):
 
 @RFFT.lowering("nki", dtypes=(torch.float32,), supports=_rfft_supports, counts=_rfft_counts)
 def _rfft_nki(x, n, dim, norm, precision):
+    return _r2c(x, n, dim, norm, precision)
+
+
+def _r2c(x, n, dim, norm, precision):
     h = n // 2 + 1
     if _rfft_route(n, precision)[0] == "rfft_half":
         def fn(r, i):
@@ -256,6 +263,10 @@ def _irfft_counts(x, n, dim, norm, precision):
 
 @IRFFT.lowering("nki", dtypes=(torch.complex64,), supports=_supports1, counts=_irfft_counts)
 def _irfft_nki(x, n, dim, norm, precision):
+    return _c2r(x, n, dim, norm, precision)
+
+
+def _c2r(x, n, dim, norm, precision):
     """Hermitian extension to length n on the host, then one complex inverse kernel; the real part."""
     h = n // 2 + 1
     x = E._resize(x.to(torch.complex64), h, dim)
@@ -270,6 +281,59 @@ def _irfft_nki(x, n, dim, norm, precision):
     yr, _ = _rows_c2c(full_r, full_i, True, precision)
     y = yr.reshape(*shp[:-1], n).movedim(-1, dim)
     return _scaled(y, norm, True, n)
+
+
+@HFFT.lowering("nki", dtypes=(torch.complex64,), supports=_supports1, counts=_irfft_counts)
+def _hfft_nki(x, n, dim, norm, precision):
+    """hfft(x, n) = irfft(conj(x), n) with the normalization swapped."""
+    return _c2r(x.conj().resolve_conj(), n, dim, E.swap_norm(norm), precision)
+
+
+def _ihfft_counts(x, n, dim, norm, precision):
+    return _rfft_counts(x, n, dim, norm, precision)
+
+
+@IHFFT.lowering("nki", dtypes=(torch.float32,), supports=_rfft_supports, counts=_ihfft_counts)
+def _ihfft_nki(x, n, dim, norm, precision):
+    """ihfft(x, n) = conj(rfft(x, n)) with the normalization swapped."""
+    return _r2c(x, n, dim, E.swap_norm(norm), precision).conj().resolve_conj()
+
+
+def _rn_supports(x, s, dim, norm, precision):
+    why = _nonempty(x) or _rfft_route(s[-1], precision)[1]
+    for n in s[:-1]:
+        why = why or algorithm(n, precision)[1]
+    return why or None
+
+
+def _rfftn_counts(x, s, dim, norm, precision):
+    if len(s) == 1:
+        return _rfft_counts(x, s[0], dim[0], norm, precision)
+    return None  # one kernel run per transformed dim
+
+
+def _irfftn_counts(x, s, dim, norm, precision):
+    if len(s) == 1:
+        return _irfft_counts(x, s[0], dim[0], norm, precision)
+    return None
+
+
+@RFFTN.lowering("nki", dtypes=(torch.float32,), supports=_rn_supports, counts=_rfftn_counts)
+def _rfftn_nki(x, s, dim, norm, precision):
+    """Half spectrum along dim[-1] (real-input kernel), then complex kernels along the other dims."""
+    y = _r2c(x, s[-1], dim[-1], "backward", precision)
+    if len(s) > 1:
+        y = _c2c(y, s[:-1], dim[:-1], "backward", False, precision)
+    return _scaled(y, norm, False, math.prod(s))
+
+
+@IRFFTN.lowering("nki", dtypes=(torch.complex64,), supports=_supportsn, counts=_irfftn_counts)
+def _irfftn_nki(x, s, dim, norm, precision):
+    """Complex inverse kernels along dim[:-1], then the Hermitian-to-real inverse along dim[-1]."""
+    if len(s) > 1:
+        x = _c2c(x, s[:-1], dim[:-1], "forward", True, precision)  # unscaled
+    y = _c2r(x, s[-1], dim[-1], "forward", precision)  # unscaled
+    return _scaled(y, norm, True, math.prod(s))
 
 
 # ------------------------------------------------------------------ complex multiply
