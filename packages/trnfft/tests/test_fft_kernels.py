@@ -176,6 +176,30 @@ def test_hermitian_and_real_nd_transforms_on_kernels():
     assert _relerr(y.numpy(), scipy.fft.ihfft(r[0].numpy().astype(np.float64), n=16)) <= A.STOCKHAM_BOUND(8) + 4 * A.U32
 
 
+@pytest.mark.parametrize("kw,kernel", [
+    ({"n_fft": 64, "hop_length": 16, "win_length": 48}, "rfft_half_kernel"),
+    ({"n_fft": 60, "center": False, "pad_mode": "constant"}, "dft_gemm_kernel"),
+])
+def test_stft_frames_go_through_one_transform_kernel(kw, kernel):
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(3, 700, generator=g)
+    w = torch.hann_window(kw.get("win_length", kw["n_fft"]))
+    with kernel_ran(kernel):
+        y = trnfft.stft(x, window=w, **kw)
+    ref = torch.stft(x.double(), window=w.double(), return_complex=True, **kw)  # torch's own conventions, fp64
+    assert y.shape == ref.shape
+    assert _relerr(y.numpy(), ref.numpy()) <= A.GEMM_BOUND(kw["n_fft"])
+
+
+def test_complex_stft_two_sided_normalized():
+    x = torch.randn(2, 300, dtype=torch.complex64, generator=torch.Generator().manual_seed(5))
+    with kernel_ran("dft_gemm_kernel"):
+        y = trnfft.stft(x, 32, normalized=True, onesided=False, window=torch.hann_window(32))
+    ref = torch.stft(x.to(torch.complex128), 32, normalized=True, onesided=False,
+                     window=torch.hann_window(32, dtype=torch.float64), return_complex=True)
+    assert _relerr(y.numpy(), ref.numpy()) <= A.GEMM_BOUND(32)
+
+
 @pytest.mark.parametrize("precision,bound", [("bf16", 4 * A.U_BF16), ("bf16_refined", 3e-5)])
 def test_bf16_modes_run_the_gemm_kernel(precision, bound):
     x = torch.randn(130, 48, dtype=torch.complex64, generator=torch.Generator().manual_seed(3))

@@ -41,10 +41,12 @@ CASES = [
     ("irfftn one dim", trnfft.irfftn, (C[:3, :9],), {"s": (16,)}),
     ("irfftn two dims", trnfft.irfftn, (C[:4, :9],), {"s": (4, 16)}),
     ("rfftn length beyond the kernels", trnfft.rfftn, (R[:1],), {"s": (16384,)}),
-    ("stft has no kernel", trnfft.stft, (R[0],), {"n_fft": 16, "window": torch.hann_window(16)}),
+    ("stft", trnfft.stft, (R[:2],), {"n_fft": 16, "window": torch.hann_window(16)}),
+    ("istft has no kernel", trnfft.istft, (torch.stft(R[0], 16, window=torch.hann_window(16), return_complex=True),),
+     {"n_fft": 16, "window": torch.hann_window(16)}),
 ]
 TORCH_ONLY = {"too long for stockham", "kahan", "double", "float64", "empty", "bluestein too long",
-              "rfftn length beyond the kernels", "stft has no kernel"}
+              "rfftn length beyond the kernels", "istft has no kernel"}
 
 
 @pytest.mark.parametrize("name,fn,args,kwargs", CASES, ids=[c[0] for c in CASES])

@@ -4,7 +4,7 @@ Every transform accepts a :class:`ComplexTensor` (split real/imaginary, the
 layout NeuronCores compute in), a torch tensor (real or complex) or a NumPy
 array, and returns the matching kind (see :mod:`trnfft.basic`). Every
 transform is a :class:`trnsci.dispatch.Op` with a torch lowering and, for
-every transform but stft/istft and for the complex multiply, an NKI lowering
+every transform, stft and the complex multiply, an NKI lowering
 (:mod:`trnfft._nki`: DFT-as-GEMM, Stockham, Bluestein, half-length real
 kernels); plans say which runs and why (``create_plan(...).backend``).
 """

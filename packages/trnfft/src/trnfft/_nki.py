@@ -15,6 +15,8 @@ Routing of one transform length ``n`` (:func:`algorithm`), ``"fast"`` mode:
   (:mod:`trnfft.kernels.bluestein`);
 * real input of even ``n`` with ``n/2`` a power of two ``<= 4096`` -> the
   half-length kernel (:mod:`trnfft.kernels.rfft_half`);
+* stft: framing/windowing on the host, the frames as the batch of one
+  rfft (one-sided) or fft kernel; istft stays on torch;
 * hfft/irfft: Hermitian extension on the host, one complex inverse kernel;
   ihfft: the rfft route; rfftn/irfftn: the real route along the last dim and
   complex kernels along the others (one kernel run per dim);
@@ -47,6 +49,7 @@ from .kernels import rfft_half as KR
 from .kernels import stockham as KS
 from .kernels.cmul import cmul_counts, cmul_kernel
 from .real import HFFT, IHFFT, IRFFT, IRFFTN, RFFT, RFFTN
+from .stft import STFT
 
 F32 = torch.float32
 C2C_DTYPES = (torch.float32, torch.complex64)
@@ -334,6 +337,37 @@ def _irfftn_nki(x, s, dim, norm, precision):
         x = _c2c(x, s[:-1], dim[:-1], "forward", True, precision)  # unscaled
     y = _c2r(x, s[-1], dim[-1], "forward", precision)  # unscaled
     return _scaled(y, norm, True, math.prod(s))
+
+
+# ------------------------------------------------------------------ stft
+
+def _stft_supports(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided):
+    if not x.numel():
+        return "empty input: nothing for a kernel to do"
+    if onesided and not x.is_complex():
+        return _rfft_route(n_fft, "fast")[1] or None
+    return algorithm(n_fft, "fast")[1] or None
+
+
+@STFT.lowering("nki", dtypes=(torch.float32, torch.complex64), supports=_stft_supports)
+def _stft_nki(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided):
+    """Framing, padding and windowing on the host (torch.stft's conventions), then one transform
+    kernel over every frame (frames are the batch rows)."""
+    if center:
+        p = n_fft // 2
+        x = torch.nn.functional.pad(x.reshape(-1, 1, x.shape[-1]), (p, p), mode=pad_mode).reshape(
+            *x.shape[:-1], x.shape[-1] + 2 * p)
+    if window is None:
+        window = torch.ones(win_length, dtype=x.real.dtype, device=x.device)
+    left = (n_fft - win_length) // 2
+    w = torch.nn.functional.pad(window, (left, n_fft - win_length - left))
+    frames = x.unfold(-1, n_fft, hop_length) * w  # (B?, F, n_fft)
+    norm = "ortho" if normalized else "backward"
+    if onesided:
+        y = _r2c(frames.contiguous(), n_fft, frames.dim() - 1, norm, "fast")
+    else:
+        y = _c2c(frames, (n_fft,), (frames.dim() - 1,), norm, False, "fast")
+    return y.transpose(-1, -2)
 
 
 # ------------------------------------------------------------------ complex multiply
