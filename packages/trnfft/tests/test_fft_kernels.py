@@ -228,3 +228,10 @@ def test_emulator_bf16_products_are_exact_in_fp32():
     a = np.full((1, 1), 1 + 2**-7, dtype=ml_dtypes.bfloat16)
     y, _ = nki.profile(KG.dft_gemm_kernel, a, a)
     assert float(y[0, 0]) == 1 + 2**-6 + 2**-14
+
+
+def test_complex_tensor_times_python_complex_stays_on_the_host():
+    a = trnfft.ComplexTensor(torch.tensor([1.0, 2.0]), torch.tensor([1.0, -1.0]))
+    with trnfft.use_backend("simulator"):
+        y = (a * (2 + 3j)).to_torch()
+    np.testing.assert_array_equal(y.numpy(), np.array([1 + 1j, 2 - 1j]) * (2 + 3j))

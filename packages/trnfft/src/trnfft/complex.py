@@ -196,7 +196,9 @@ class ComplexTensor:
         c, d = p
         if d is None:
             return ComplexTensor._make(self.real * c, self.imag * c)
-        return ComplexTensor._make(*CMUL(self.real, self.imag, c, d))
+        if isinstance(c, torch.Tensor):  # two complex tensors: the elementwise-multiply op
+            return ComplexTensor._make(*CMUL(self.real, self.imag, c, d))
+        return ComplexTensor._make(self.real * c - self.imag * d, self.real * d + self.imag * c)
 
     __rmul__ = __mul__
 
