@@ -385,6 +385,7 @@ def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, 
     total, peak = 0, 0
     for k, (a, b) in enumerate(pairs):
         i, j = sorted((ids.index(a), ids.index(b)))
+        a, b = ids[i], ids[j]  # the recipe takes the operands in list order
         ta, tb = terms_ssa[a], terms_ssa[b]
         rest = "".join(terms_ssa[x] for x in ids if x not in (a, b))
         keep = set(rest) | set(output)
