@@ -80,14 +80,9 @@ def _cp_torch(T, rank, max_iter, tol, generator):
             F = F / torch.where(weights > 0, weights, torch.ones_like(weights))
             factors[n] = F
             grams[n] = F.mT @ F
-        # ||T - X||^2 = ||T||^2 - 2 <T, X> + ||X||^2, from the last mode's MTTKRP
-        inner = (weights * (factors[-1] * mttkrp).sum(0)).sum()
-        G = torch.ones_like(grams[0])
-        for g in grams:
-            G = G * g
-        normX2 = weights @ G @ weights
-        err = float(torch.sqrt(torch.clamp(normT**2 - 2 * inner + normX2, min=0)) / normT)
-        if err < tol or abs(prev - err) < tol * max(err, 1e-300) * 1e-3:
+        X = ((factors[0] * weights) @ _khatri_rao(factors[1:]).mT).reshape(T.shape)
+        err = float(torch.linalg.norm(T - X) / normT)
+        if err < tol or prev - err < tol * 1e-3:
             break
         prev = err
     return factors, weights, it
@@ -215,7 +210,7 @@ def _tucker_torch(T, ranks, method, max_iter, tol):
     return core, factors
 
 
-def tucker_decompose(tensor, ranks, method="hosvd", *, max_iter=50, tol=1e-10):
+def tucker_decompose(tensor, ranks, method="hosvd", *, max_iter=50, tol=1e-8):
     """Tucker decomposition ``T ~ G x_0 U0 x_1 U1 ...``.
 
     Parameters
