@@ -27,8 +27,6 @@ def _check_term(term: str, where: str, k: int | None) -> None:
         if ch not in _LETTERS:
             what = "the output" if k is None else f"operand {k}'s subscripts"
             raise ValueError(f"{where}: invalid index {ch!r} in {what} {term!r}; indices must be letters a-z, A-Z")
-    if "." in body:
-        raise ValueError(f"{where}: a lone '.' in {term!r}; an ellipsis is written '...'")
     if term.count("...") > 1:
         raise ValueError(f"{where}: more than one ellipsis in {term!r}")
 
