@@ -40,19 +40,25 @@ def _bmm(a, b, blas):
     return torch.bmm(a, b)
 
 
-def _pair(a, b, r, mul=None):
+def _pair(a, b, r):
     kind, sa, sb, pa, pb, va, vb, res_shape, (Bn, M, N, K) = r
     if sa:
         a = a.sum(sa)
     if sb:
         b = b.sum(sb)
-    a = a.permute(pa).reshape(va)
-    b = b.permute(pb).reshape(vb)
+    if pa is not None:
+        a = a.permute(pa)
+    if va is not None:
+        a = a.reshape(va)
+    if pb is not None:
+        b = b.permute(pb)
+    if vb is not None:
+        b = b.reshape(vb)
     if kind == "ew":
         return a * b
-    blas = a.dtype in _BLAS_DTYPES and 2 * Bn * M * N * K >= P._TRNBLAS_MIN_FLOPS
-    c = _mm(a, b, blas) if len(va) == 2 else _bmm(a, b, blas)
-    return c.reshape(res_shape)
+    blas = 2 * Bn * M * N * K >= P._TRNBLAS_MIN_FLOPS and a.dtype in _BLAS_DTYPES
+    c = _mm(a, b, blas) if a.dim() == 2 else _bmm(a, b, blas)
+    return c if res_shape is None else c.reshape(res_shape)
 
 
 def _prepare(ops, prep):
@@ -145,7 +151,7 @@ def _dd_run(exec_, ops):
             for sb in sb_all:
                 acc = _dd_add(acc, _pair(sa, sb, r))
         if acc is None:
-            raise _ZeroResult(r[7])
+            raise _ZeroResult(None)
         parts.append(list(_two_sum(acc[0], acc[1])))
     comps = parts[0]
     acc = None
@@ -293,8 +299,10 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
     prec = P._PRECISION(precision, "precision", where)
     opt = P._OPTIMIZE(optimize, "optimize", where)
     plan = P._plan(subscripts, tuple(tuple(x.shape) for x in ts), dt, dev, prec, opt, None, where)
-    alpha = V.scalar(alpha, "alpha", where)
-    beta = V.scalar(beta, "beta", where)
+    if type(alpha) is not int and type(alpha) is not float:
+        alpha = V.scalar(alpha, "alpha", where)
+    if type(beta) is not int and type(beta) is not float:
+        beta = V.scalar(beta, "beta", where)
     compute = dt
     if prec == "kahan":
         compute = _HIGH.get(dt, dt)

@@ -327,7 +327,7 @@ def _gemm_step(ta, tb, keep, sizes):
         pb = tuple(rb.index(ch) for ch in batch + nn)
         va = tuple(sizes[ch] for ch in batch + m) + (1,) * len(nn)
         vb = tuple(sizes[ch] for ch in batch) + (1,) * len(m) + tuple(sizes[ch] for ch in nn)
-        return ("ew", sa, sb, pa, pb, va, vb, res_shape, (B, M, N, K)), res, "elementwise", flops
+        return ("ew", sa, sb, *_lean(ra, rb, pa, pb, va, vb, sizes), None, (B, M, N, K)), res, "elementwise", flops
     pa = tuple(ra.index(ch) for ch in batch + m + ksum)
     pb = tuple(rb.index(ch) for ch in batch + ksum + nn)
     strategy = "batched_gemm" if batch else "gemm"
@@ -335,7 +335,18 @@ def _gemm_step(ta, tb, keep, sizes):
         va, vb = (B, M, K), (B, K, N)
     else:
         va, vb = (M, K), (K, N)
-    return ("mm", sa, sb, pa, pb, va, vb, res_shape, (B, M, N, K)), res, strategy, flops
+    rs = res_shape if res_shape != (va[:-2] + (M, N)) else None
+    return ("mm", sa, sb, *_lean(ra, rb, pa, pb, va, vb, sizes), rs, (B, M, N, K)), res, strategy, flops
+
+
+def _lean(ra, rb, pa, pb, va, vb, sizes):
+    """Drop identity permutations and no-op reshapes (None), so execution skips them."""
+    out = []
+    for r, p, v in ((ra, pa, va), (rb, pb, vb)):
+        permuted = tuple(sizes[r[k]] for k in p)
+        out.append((None if p == tuple(range(len(p))) else p, None if permuted == tuple(v) else v))
+    (pa, va), (pb, vb) = out
+    return pa, pb, va, vb
 
 
 def _reason(strategy, flops, BMNK):
@@ -394,7 +405,7 @@ def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, 
         size = _prod(sizes, res)
         reason = _reason(strategy, flops, recipe[-1])
         steps.append(ContractionStep((i, j), f"{ta},{tb}->{res}", strategy, flops, size, "torch", reason,
-                                     recipe[7]))
+                                     tuple(sizes[ch] for ch in res)))
         recipes.append((i, j, recipe))
         total += flops
         if not last:
