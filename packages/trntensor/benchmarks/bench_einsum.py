@@ -59,7 +59,10 @@ def test_path_quality_table():
         for seed in range(10):
             eq, shapes = oet.rand_equation(n, 3, n_out=2, seed=1000 * n + seed)
             dp = int(oe.contract_path(eq, *shapes, shapes=True, optimize="dp")[1].opt_cost)
-            cost = lambda path: int(oe.contract_path(eq, *shapes, shapes=True, optimize=path)[1].opt_cost)
+
+            def cost(path, eq=eq, shapes=shapes):
+                return int(oe.contract_path(eq, *shapes, shapes=True, optimize=path)[1].opt_cost)
+
             ra.append(cost(trntensor.contract_path(eq, *shapes, optimize="auto")[0]) / dp)
             rg.append(cost(trntensor.contract_path(eq, *shapes, optimize="greedy")[0]) / dp)
             ro.append(int(oe.contract_path(eq, *shapes, shapes=True, optimize="greedy")[1].opt_cost) / dp)

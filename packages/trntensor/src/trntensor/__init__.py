@@ -12,7 +12,12 @@ from .chem import ao_to_mo_transform, mp2_energy
 from .decompose import cp_decompose, cp_reconstruct, tt_decompose, tt_reconstruct, tucker_decompose, tucker_reconstruct
 from .einsum import einsum, multi_einsum, tensordot
 from .plan import (
-    ContractionPlan, ContractionStep, clear_plan_cache, contract_path, estimate_flops, plan_cache_info,
+    ContractionPlan,
+    ContractionStep,
+    clear_plan_cache,
+    contract_path,
+    estimate_flops,
+    plan_cache_info,
     plan_contraction,
 )
 from .residency import HAS_NKI, from_xla, to_xla

@@ -90,7 +90,7 @@ def parse(subscripts: str, shapes: tuple[tuple[int, ...], ...], where: str = "ei
                 raise ValueError(
                     f"{where}: inconsistent sizes for {name}: {m} and {n} (operand {k}, subscripts {raw[k]!r})"
                 )
-    for k, (t, shp) in enumerate(zip(terms, shapes)):
+    for t, shp in zip(terms, shapes):
         broadcast.append(tuple(p for p, (ch, n) in enumerate(zip(t, shp)) if n == 1 and sizes[ch] != 1))
     if rhs is None:
         counts: dict[str, int] = {}
@@ -102,10 +102,7 @@ def parse(subscripts: str, shapes: tuple[tuple[int, ...], ...], where: str = "ei
         if "..." in rhs:
             output = rhs.replace("...", ell)
         else:
-            output = rhs
-            if n_ell and any(sizes[ch] != 1 for ch in ell):
-                # numpy sums ellipsis dims missing from an explicit output
-                pass
+            output = rhs  # ellipsis dimensions missing from an explicit output are summed
         seen = set()
         for ch in output:
             if ch in seen:

@@ -67,7 +67,7 @@ def _cp_torch(T, rank, max_iter, tol, generator):
     prev = math.inf
     grams = [F.mT @ F for F in factors]
     it = 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 -- the sweep count is returned
         for n in range(d):
             others = [factors[k] for k in range(d) if k != n]
             G = torch.ones_like(grams[0])

@@ -360,7 +360,8 @@ def multi_einsum(*contractions, precision="fast", optimize="auto"):
                 results[k] = einsum(sub, *ops, precision=precision, optimize=optimize)
             continue
         used = set(sub)
-        z = next(ch for ch in string.ascii_letters if ch not in used) if len(used & set(string.ascii_letters)) < 52 else None
+        free = [ch for ch in string.ascii_letters if ch not in used]
+        z = free[0] if free else None
         if z is None:
             for k, ops in members:
                 results[k] = einsum(sub, *ops, precision=precision, optimize=optimize)

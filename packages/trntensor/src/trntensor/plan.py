@@ -159,7 +159,6 @@ def _optimal_path(terms, output, sizes, memory_limit):
     n = len(terms)
     letters = sorted(set("".join(terms)))
     bit = {ch: 1 << i for i, ch in enumerate(letters)}
-    logs = [math.log(sizes[ch]) if sizes[ch] > 0 else -1e300 for ch in letters]
     masks = [0] * n
     for k, t in enumerate(terms):
         for ch in t:
@@ -187,7 +186,6 @@ def _optimal_path(terms, output, sizes, memory_limit):
             size_cache[m] = v
         return v
 
-    del logs
     kept = [0] * (1 << n)
     for s in range(1, 1 << n):
         kept[s] = union[s] & (union[full ^ s] | out_mask)
@@ -224,7 +222,6 @@ def _optimal_path(terms, output, sizes, memory_limit):
     if cost[full] == INF:
         return None
     pairs = []
-    ids = {}
 
     def build(s):
         if s & (s - 1) == 0:
@@ -235,7 +232,6 @@ def _optimal_path(terms, output, sizes, memory_limit):
         return n + len(pairs) - 1
 
     build(full)
-    del ids
     return pairs
 
 
@@ -296,12 +292,6 @@ def _ssa_to_linear(pairs, n):
 
 
 # ------------------------------------------------------------------ building a plan
-
-def _diag_recipe(term, shape_strides):
-    """Unique letters of ``term`` and, for repeated ones, an as_strided view."""
-    uniq = "".join(dict.fromkeys(term))
-    return uniq
-
 
 def _gemm_step(ta, tb, keep, sizes):
     """Executable recipe for one pairwise step (TTGT: transpose-transpose-GEMM-transpose).

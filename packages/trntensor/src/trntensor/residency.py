@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import torch
-
 from trnsci import _validate as V
 from trnsci import nki as _nki
 
