@@ -76,10 +76,10 @@ def _prepare(ops, prep):
 def _run(exec_, ops, pair=_pair):
     prep, recipes, sumdims, perm, _ = exec_
     xs = _prepare(ops, prep)
-    for i, j, r in recipes:
+    for i, j, swap, r in recipes:
         b = xs.pop(j)
         a = xs.pop(i)
-        xs.append(pair(a, b, r))
+        xs.append(pair(b, a, r) if swap else pair(a, b, r))
     x = xs[0]
     if sumdims:
         x = x.sum(sumdims)
@@ -138,9 +138,11 @@ def _dd_run(exec_, ops):
     """The contraction to ~2^-100 relative accuracy, as float64 (see einsum Notes)."""
     prep, recipes, sumdims, perm, out_shape = exec_
     parts = [[x.to(torch.float64)] for x in _prepare(ops, prep)]
-    for i, j, r in recipes:
+    for i, j, swap, r in recipes:
         b = parts.pop(j)
         a = parts.pop(i)
+        if swap:
+            a, b = b, a
         Bn, M, N, K = r[-1]
         na, nb = a[0].numel(), b[0].numel()
         terms = max(1, (na // max(Bn * M * K, 1)) * (nb // max(Bn * K * N, 1)) * K)
