@@ -235,3 +235,11 @@ def test_large_steps_go_through_trnblas(monkeypatch):
     plan = trntensor.plan_contraction("ij,jk->ik", a.shape, b.shape)
     assert calls and "trnblas.gemm" in plan.steps[0].reason
     assert math.isclose(plan.flops, 2 * 192**3)
+
+
+def test_dd_propagates_inf_and_nan_like_numpy():
+    a = np.ones((2, 2))
+    x = np.array([np.inf, 1.0])
+    ref = np.einsum("ij,j->i", a, x)
+    got = trntensor.einsum("ij,j->i", torch.from_numpy(a), torch.from_numpy(x), precision="dd")
+    np.testing.assert_array_equal(got.numpy(), ref)

@@ -179,6 +179,9 @@ def _einsum_torch(plan_exec, operands, alpha, beta, C, compute_dtype, result_dty
     device; ``C`` None whenever ``beta == 0``; ``precision`` "fast",
     "kahan" or "dd" (real operands). Returns a new tensor of ``result_dtype``.
     """
+    if precision == "dd" and not all(bool(torch.isfinite(x).all()) for x in operands):
+        precision = "kahan"  # Inf/NaN propagate as in float64; splitting them would only add NaNs
+        compute_dtype = torch.float64
     if precision == "dd":
         try:
             R = _dd_run(plan_exec, operands)
@@ -248,7 +251,9 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
     Returns
     -------
     tensor
-        The result, on the operands' device (NumPy in, NumPy out).
+        The result, on the operands' device (NumPy in, NumPy out). As with
+        ``numpy.einsum``, a pure transpose or diagonal of one operand
+        (``"ij->ji"``, ``"ii->i"``) is returned as a view of it.
 
     Raises
     ------
