@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import string
 
+import numpy as np
 import torch
 
 import trnblas
@@ -342,7 +343,8 @@ def multi_einsum(*contractions, precision="fast", optimize="auto"):
     Returns
     -------
     list of tensors
-        One result per contraction, in order.
+        One result per contraction, in order (NumPy arrays if any operand
+        was one). A batched group's results are views into one tensor.
 
     Examples
     --------
@@ -361,6 +363,7 @@ def multi_einsum(*contractions, precision="fast", optimize="auto"):
         key = (c[0], tuple((tuple(x.shape), x.dtype, x.device) for x in ops))
         groups.setdefault(key, []).append((k, ops))
     results = [None] * len(contractions)
+    numpy_in = any(isinstance(x, np.ndarray) for c in contractions for x in c[1:])
     for (sub, _), members in groups.items():
         if len(members) == 1 or "..." in sub:
             for k, ops in members:
@@ -390,6 +393,8 @@ def multi_einsum(*contractions, precision="fast", optimize="auto"):
         R = einsum(",".join(new_terms) + "->" + z + rhs, *new_ops, precision=precision, optimize=optimize)
         for q, (k, _) in enumerate(members):
             results[k] = R[q]
+    if numpy_in:
+        results = [r.cpu().numpy() if isinstance(r, torch.Tensor) else r for r in results]
     return results
 
 
