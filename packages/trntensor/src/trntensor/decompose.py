@@ -52,15 +52,16 @@ def _tensor(T, where, min_dim=2):
 
 # ------------------------------------------------------------------ CP
 
-def _cp_torch(T, rank, max_iter, tol, generator):
+def _cp_torch(T, rank, max_iter, tol, seed):
     """CP-ALS with SVD-based initialization; returns ``(factors, weights, n_iter)``."""
+    generator = torch.Generator().manual_seed(seed)
     d = T.dim()
     factors = []
     for n in range(d):
         U = torch.linalg.svd(_unfold(T, n), full_matrices=False)[0]
         if U.shape[1] < rank:
             extra = torch.randn(T.shape[n], rank - U.shape[1], generator=generator, dtype=torch.float64)
-            U = torch.cat([U, extra.to(T.dtype)], 1)
+            U = torch.cat([U, extra.to(device=T.device, dtype=T.dtype)], 1)
         factors.append(U[:, :rank].clone())
     weights = torch.ones(rank, dtype=T.dtype, device=T.device)
     normT = torch.linalg.norm(T)
@@ -134,8 +135,8 @@ def cp_decompose(tensor, rank, max_iter=100, tol=1e-6, *, seed=0):
     tol = V.scalar(tol, "tol", where, complex_ok=False)
     if not tol >= 0:
         raise ValueError(f"{where}: tol must be >= 0, got {tol}")
-    g = torch.Generator().manual_seed(V.integer(seed, "seed", where))
-    factors, weights, _ = _cp_torch(T, rank, max_iter, tol, g)
+    seed = V.integer(seed, "seed", where)
+    factors, weights, _ = _cp_torch(T, rank, max_iter, tol, seed)
     return factors, weights
 
 
@@ -174,10 +175,15 @@ def cp_reconstruct(factors, weights=None):
         w = V.tensor(weights, "weights", where)
         V.shape(w, "weights", (R,), where)
         w = w.to(fs[0].dtype)
-    shape = tuple(f.shape[0] for f in fs)
-    if len(fs) == 1:
-        return fs[0] @ w
-    return ((fs[0] * w) @ _khatri_rao(fs[1:]).mT).reshape(shape)
+    return _cp_reconstruct_torch(fs, w)
+
+
+def _cp_reconstruct_torch(factors, weights):
+    """``sum_r w[r] A0[:, r] o A1[:, r] o ...`` as one GEMM against the Khatri-Rao product."""
+    shape = tuple(f.shape[0] for f in factors)
+    if len(factors) == 1:
+        return factors[0] @ weights
+    return ((factors[0] * weights) @ _khatri_rao(factors[1:]).mT).reshape(shape)
 
 
 # ------------------------------------------------------------------ Tucker
@@ -268,13 +274,21 @@ def tucker_reconstruct(core, factors):
     V.dtype(G, "core", _DTYPES, where)
     if not isinstance(factors, (list, tuple)) or len(factors) != G.dim():
         raise ValueError(f"{where}: factors must be a list of {G.dim()} matrices (one per core mode)")
-    X = G
+    Us = []
     for n, U in enumerate(factors):
         U = V.tensor(U, f"factors[{n}]", where)
         V.ndim(U, f"factors[{n}]", 2, where)
         if U.shape[1] != G.shape[n]:
             raise ValueError(f"{where}: factors[{n}] has {U.shape[1]} columns but core mode {n} has size {G.shape[n]}")
-        X = _mode_dot(X, U.to(G.dtype), n)
+        Us.append(U.to(G.dtype))
+    return _tucker_reconstruct_torch(G, Us)
+
+
+def _tucker_reconstruct_torch(core, factors):
+    """``G x_0 U0 x_1 U1 ...``: one mode product (GEMM) per mode."""
+    X = core
+    for n, U in enumerate(factors):
+        X = _mode_dot(X, U, n)
     return X
 
 
@@ -365,10 +379,15 @@ def tt_reconstruct(cores):
             raise ValueError(f"{where}: cores[{k}] has left rank {c.shape[0]} but the previous right rank is {prev}")
     if cs[-1].shape[2] != 1:
         raise ValueError(f"{where}: the last core's right rank must be 1, got {cs[-1].shape[2]}")
-    X = cs[0].reshape(cs[0].shape[1], cs[0].shape[2])
-    shape = [cs[0].shape[1]]
-    for c in cs[1:]:
-        X = X @ c.reshape(c.shape[0], -1).to(X.dtype)
+    return _tt_reconstruct_torch([c.to(cs[0].dtype) for c in cs])
+
+
+def _tt_reconstruct_torch(cores):
+    """Left-to-right GEMMs ``(I_0...I_k, r_k) @ (r_k, I_{k+1} r_{k+1})``."""
+    X = cores[0].reshape(cores[0].shape[1], cores[0].shape[2])
+    shape = [cores[0].shape[1]]
+    for c in cores[1:]:
+        X = X @ c.reshape(c.shape[0], -1)
         shape.append(c.shape[1])
         X = X.reshape(-1, c.shape[2])
     return X.reshape(shape)
