@@ -402,7 +402,8 @@ def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, 
                 recipe, res, strategy, swap = r2, res2, s2, True
         size = _prod(sizes, res)
         reason = _reason(strategy, flops, recipe[-1])
-        steps.append(ContractionStep((i, j), f"{tb},{ta}->{res}" if swap else f"{ta},{tb}->{res}", strategy, flops, size, "torch", reason,
+        sub = f"{tb},{ta}->{res}" if swap else f"{ta},{tb}->{res}"
+        steps.append(ContractionStep((i, j), sub, strategy, flops, size, "torch", reason,
                                      tuple(sizes[ch] for ch in res)))
         recipes.append((i, j, swap, recipe))
         total += flops
