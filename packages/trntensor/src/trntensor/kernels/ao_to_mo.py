@@ -22,13 +22,14 @@ operand (free dim ``n``) and ``C_occ[m, i-chunk]`` as the moving one:
 free dim, ready to be the second matmul's moving operand against the
 stationary ``C_vir[n, a-tile]``.
 
-Tiling (TK = 128 partitions, TA = 128 stationary free, W <= 512 moving free)
+Tiling (TK = 128 partitions, a-tiles aw <= 128 stationary free, W <= 512 moving free)
 ---------------------------------------------------------------------------
 Columns of ``X`` and ``B`` are chunks of ``pb`` auxiliary functions times
 ``ci`` occupied orbitals, ``W = pb * ci <= 512`` (:func:`chunking`: the
 widest chunk whose ``X`` -- all ``tn = ceil(nao/128)`` row tiles of it, ``4 tn
-W`` bytes per partition -- fits the SBUF budget with the other tiles, so the
-only size ceiling is memory: a huge ``nao`` just narrows the chunk).
+W`` bytes per partition -- fits the SBUF budget with the other tiles; ``aw =
+min(128, nvir, W)`` virtuals per a-tile. The only size ceiling is memory: a
+huge ``nao`` just narrows the chunk and the a-tile).
 For each i-chunk (``ti = ceil(nocc/ci)``), c_occ's columns are loaded
 (``tn`` row tiles); for each P-block (``tp = ceil(naux/pb)``):
 
@@ -45,7 +46,7 @@ For each i-chunk (``ti = ceil(nocc/ci)``), c_occ's columns are loaded
 Ragged edges (``nao``, ``nvir``, ``nocc``, ``naux`` not multiples of the
 tiles) are static slices of smaller extent.
 
-Closed forms (tm = tn = ceil(nao/128), ta = ceil(nvir/128), ti = ceil(nocc/ci),
+Closed forms (tm = tn = ceil(nao/128), ta = ceil(nvir/aw), ti = ceil(nocc/ci),
 tp = ceil(naux/pb), chunks = ti * tp)
 -----------------------------------------------------------------------
     HBM bytes read    = 4 * (ti * nao^2 * naux          eri3, once per i-chunk
@@ -71,37 +72,39 @@ TA = 128  # a-tile: stationary free size
 SBUF_BUDGET = sbuf_budget(reserve=12 * 1024)  # bytes per partition for the tiles below
 
 
-def _sbuf_bytes(nao, nvir, ci, pb):
-    """Bytes per partition of the kernel's live SBUF tiles for chunk ``pb x ci`` (fp32)."""
+def _sbuf_bytes(nao, ci, pb, aw):
+    """Bytes per partition of the kernel's live SBUF tiles for chunk ``pb x ci``, a-tiles of ``aw`` (fp32)."""
     tn = cdiv(nao, TK)
     w = ci * pb
     return 4 * (tn * w  # X, all n row tiles of one chunk
                 + tn * ci  # c_occ columns of the i-chunk
                 + 2 * TK * pb  # eri3 tile (and the next one)
-                + tn * min(TA, nvir)  # c_vir columns of one a-tile
+                + tn * aw  # c_vir columns of one a-tile
                 + w)  # output tile
 
 
 def chunking(nao, nocc, nvir, naux):
-    """``(ci, pb)``: occupied orbitals and auxiliary functions per column chunk.
+    """``(ci, pb, aw)``: occupied orbitals and auxiliary functions per column chunk, virtuals per a-tile.
 
-    The widest chunk ``W = ci * pb <= 512`` whose tiles fit :data:`SBUF_BUDGET`;
-    ``None`` when not even one column fits (``nao`` beyond any SBUF).
+    The widest chunk ``W = ci * pb <= 512`` (and a-tile ``aw <= min(128, W)``)
+    whose tiles fit :data:`SBUF_BUDGET`; ``None`` when not even one column
+    fits (``nao`` beyond any SBUF).
     """
     wmax = PSUM_FMAX
     while wmax >= 1:
         ci = min(nocc, wmax)
         pb = max(1, min(naux, wmax // ci))
-        if _sbuf_bytes(nao, nvir, ci, pb) <= SBUF_BUDGET:
-            return ci, pb
+        aw = min(TA, nvir, wmax)
+        if _sbuf_bytes(nao, ci, pb, aw) <= SBUF_BUDGET:
+            return ci, pb, aw
         wmax //= 2
     return None
 
 
 def ao_to_mo_counts(nao, nocc, nvir, naux):
     """The closed forms above as a dict (what the emulator must count)."""
-    ci, pb = chunking(nao, nocc, nvir, naux)
-    tn, ta = cdiv(nao, TK), cdiv(nvir, TA)
+    ci, pb, aw = chunking(nao, nocc, nvir, naux)
+    tn, ta = cdiv(nao, TK), cdiv(nvir, aw)
     ti, tp = cdiv(nocc, ci), cdiv(naux, pb)
     chunks = ti * tp
     return {
@@ -120,7 +123,7 @@ def ao_to_mo_kernel(eri3, c_occ, c_vir):
     nao, nocc = c_occ.shape
     nvir = c_vir.shape[1]
     naux = eri3.shape[1] // nao
-    ci, pb = chunking(nao, nocc, nvir, naux)
+    ci, pb, aw = chunking(nao, nocc, nvir, naux)
     tn = cdiv(nao, TK)
     out = nl.ndarray((nvir, naux * nocc), dtype=nl.float32, buffer=nl.shared_hbm)
     e3 = eri3.reshape((nao, nao, naux))
@@ -155,17 +158,17 @@ def ao_to_mo_kernel(eri3, c_occ, c_vir):
                 nisa.tensor_copy(x[0:nn, nt * w:(nt + 1) * w], acc)
                 del acc
             # ---- second half: B[a, (P, i)] = sum_n c_vir[n, a] X[n, (P, i)]
-            for at in nl.static_range(cdiv(nvir, TA)):
-                a0 = at * TA
-                aa = min(TA, nvir - a0)
-                cv = nl.ndarray((TK, tn * TA), dtype=nl.float32, buffer=nl.sbuf, name="c_vir")
+            for at in nl.static_range(cdiv(nvir, aw)):
+                a0 = at * aw
+                aa = min(aw, nvir - a0)
+                cv = nl.ndarray((TK, tn * aw), dtype=nl.float32, buffer=nl.sbuf, name="c_vir")
                 for t in nl.static_range(tn):
                     kk = min(TK, nao - t * TK)
-                    nisa.dma_copy(dst=cv[0:kk, t * TA:t * TA + aa], src=c_vir[t * TK:t * TK + kk, a0:a0 + aa])
+                    nisa.dma_copy(dst=cv[0:kk, t * aw:t * aw + aa], src=c_vir[t * TK:t * TK + kk, a0:a0 + aa])
                 bacc = nl.ndarray((aa, w), dtype=nl.float32, buffer=nl.psum, name="b_acc")
                 for nt in nl.static_range(tn):
                     kk = min(TK, nao - nt * TK)
-                    nisa.nc_matmul(bacc, cv[0:kk, nt * TA:nt * TA + aa], x[0:kk, nt * w:(nt + 1) * w])
+                    nisa.nc_matmul(bacc, cv[0:kk, nt * aw:nt * aw + aa], x[0:kk, nt * w:(nt + 1) * w])
                 res = nl.ndarray((aa, w), dtype=nl.float32, buffer=nl.sbuf, name="b_tile")
                 nisa.tensor_copy(res, bacc)
                 nisa.dma_copy(dst=o3[a0:a0 + aa, p0:p0 + pp, i0:i0 + cc], src=res)
