@@ -23,7 +23,7 @@ from __future__ import annotations
 import collections
 import math
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -105,12 +105,12 @@ class ContractionStep:
     elements of its result; ``shape`` its shape; ``dims`` the GEMM extents
     ``(batch, M, N, K)``; ``dtype`` the dtype the step computes in.
 
-    ``backend`` and ``reason`` say what runs the step and why, decided when
-    read by the same rule the call applies under the backend setting then in
-    effect: a GEMM step that goes through trnblas reports trnblas's own
-    decision (:attr:`plan`, its :class:`~trnsci.dispatch.Plan`, with the
-    kernel's closed-form figures when a kernel would run); every other step
-    runs on torch.
+    ``backend`` and ``reason`` say what runs the step and why, by the same
+    rule the call applies, under the backend setting in effect when
+    :func:`plan_contraction` made the plan: a GEMM step that goes through
+    trnblas reports trnblas's own decision (:attr:`plan`, its
+    :class:`~trnsci.dispatch.Plan`, with the kernel's closed-form figures
+    when a kernel would run); every other step runs on torch.
     """
 
     operands: tuple[int, ...]
@@ -121,27 +121,40 @@ class ContractionStep:
     shape: tuple[int, ...] = ()
     dims: tuple[int, int, int, int] = (1, 1, 1, 1)
     dtype: torch.dtype | None = None
+    decision: tuple | None = field(default=None, repr=False, compare=False)
 
-    @property
-    def plan(self):
-        """trnblas's plan of this step when it goes through trnblas, else None."""
+    def _decided(self) -> ContractionStep:
+        """This step with its decision (plan, backend, reason) taken under the current setting."""
+        p = self._blas_plan()
+        return replace(self, decision=(p, "torch" if p is None else p.backend, self._reason(p)))
+
+    def _blas_plan(self):
         if self.strategy in ("gemm", "batched_gemm") and _via_trnblas(self.flops, self.dtype):
             return _gemm_plan(self.strategy, self.dims, self.dtype)
         return None
 
     @property
+    def plan(self):
+        """trnblas's plan of this step when it goes through trnblas, else None."""
+        return self.decision[0] if self.decision is not None else self._blas_plan()
+
+    @property
     def backend(self) -> str:
-        """``"torch"``, ``"nki"`` or ``"simulator"``: what runs this step now."""
+        """``"torch"``, ``"nki"`` or ``"simulator"``: what runs this step."""
+        if self.decision is not None:
+            return self.decision[1]
         p = self.plan
         return "torch" if p is None else p.backend
 
     @property
     def reason(self) -> str:
         """Why, in words (for a trnblas step, trnblas's reason)."""
+        return self.decision[2] if self.decision is not None else self._reason(self.plan)
+
+    def _reason(self, p) -> str:
         if self.strategy in ("gemm", "batched_gemm"):
             Bn, M, N, K = self.dims
             dims = f"M={M} N={N} K={K}" + (f" batch={Bn}" if self.strategy == "batched_gemm" else "")
-            p = self.plan
             if p is not None:
                 return f"{p.op} {dims}: {p.reason}"
             if self.dtype not in _BLAS_DTYPES:
@@ -637,6 +650,9 @@ def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", m
     -------
     ContractionPlan
         Printable (``print(plan)``) in the manner of opt_einsum's PathInfo.
+        Each step's ``backend``/``reason`` is decided under the backend
+        setting in effect now (a GEMM step through trnblas: trnblas's own
+        decision, as the call would make it).
 
     Raises
     ------
@@ -662,7 +678,9 @@ def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", m
     ml = _memory_limit(memory_limit, where)
     if ml == "max_input":
         ml = max((math.prod(s) for s in shapes), default=1)
-    return _plan(subscripts, shapes, dtype, device, prec, opt, ml, where)
+    plan = _plan(subscripts, shapes, dtype, device, prec, opt, ml, where)
+    # the cached plan is setting-free; the one returned carries each step's decision made now
+    return replace(plan, steps=[s._decided() for s in plan.steps])
 
 
 def contract_path(subscripts, *operands, optimize="auto", memory_limit=None):
