@@ -711,13 +711,43 @@ def contract_path(subscripts, *operands, optimize="auto", memory_limit=None):
     return list(plan.path), plan
 
 
-def estimate_flops(subscripts, *operands, optimize="auto"):
-    """Flops of the planned contraction (2 per multiply-add; see module docs).
+def estimate_flops(subscripts, *operands, optimize="auto", naive=False):
+    """Flops of the contraction: of the planned path, or (``naive=True``) of one loop nest.
+
+    Parameters
+    ----------
+    subscripts, *operands, optimize
+        As for :func:`plan_contraction` (tensors, arrays or shape tuples).
+    naive : bool
+        False (default): :attr:`ContractionPlan.flops` of the planned
+        pairwise path, 2 flops per multiply-add (the cost model of the
+        module docs, opt_einsum's count). True: the count of the published
+        trntensor 0.x ``estimate_flops`` -- the product of the extents of
+        every distinct index, i.e. the multiply-adds of a single loop nest
+        over all indices (no factor 2, no path).
+
+    Returns
+    -------
+    int
+
+    Notes
+    -----
+    The default changed meaning from the published package (which returned
+    the ``naive=True`` count); pass ``naive=True`` for the old number.
 
     Examples
     --------
     >>> import trntensor
     >>> trntensor.estimate_flops("ij,jk->ik", (4, 5), (5, 6))
     240
+    >>> trntensor.estimate_flops("ij,jk,kl->il", (10, 20), (20, 30), (30, 5), naive=True)
+    30000
     """
-    return plan_contraction(subscripts, *operands, optimize=optimize).flops
+    where = "estimate_flops"
+    if not isinstance(naive, bool):
+        raise TypeError(f"{where}: naive must be a bool, got {type(naive).__name__}")
+    if not naive:
+        return plan_contraction(subscripts, *operands, optimize=optimize).flops
+    shapes, _, _ = _shapes_of(operands, where)
+    _, _, sizes, _ = _parse.parse(subscripts, shapes, where)
+    return math.prod(sizes.values())
