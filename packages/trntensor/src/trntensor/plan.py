@@ -29,6 +29,8 @@ import torch
 
 from trnsci import _validate as V
 from trnsci import backend as _backend
+from trnsci import dispatch as _dispatch
+from trnsci import nki as _nki
 
 from . import _parse
 
@@ -63,21 +65,25 @@ def _compute_dtype(dtype, precision):
     return dtype
 
 
-def _via_trnblas(flops, dtype) -> bool:
+def _via_trnblas(flops, dtype, batched) -> bool:
     """Whether a GEMM step goes through trnblas's public API -- the one rule execution and plans share.
 
     From ``2*192^3`` flops always (its validation overhead is then <= 5%;
-    under backend "auto" trnblas itself picks its kernel or torch). Below,
-    only when trnblas's backend is forced to "nki"/"simulator", so that
-    trnblas's own decision (its kernel, or torch with the reason) holds for
-    every GEMM step; otherwise trnblas would pick torch anyway and the step
-    calls torch.mm/bmm directly.
+    trnblas itself picks its kernel or torch). Below, when trnblas's
+    backend is forced to "nki"/"simulator", or is "auto" with the step at or
+    above trnblas's own threshold (only if lowered below ``2*192^3``), so
+    that trnblas's decision holds for every GEMM step; otherwise trnblas
+    would pick torch anyway and the step calls torch.mm/bmm directly.
     """
     if dtype not in _BLAS_DTYPES:
         return False
     if flops >= _TRNBLAS_MIN_FLOPS:
         return True
-    return _backend.resolve("trnblas").name in ("nki", "simulator")
+    name = _backend.resolve("trnblas").name
+    if name == "auto":  # trnblas picks torch without a NeuronCore; with one, by its (maybe lowered) threshold
+        return _nki.has_neuron_device() and \
+            flops >= _dispatch.threshold("trnblas.batched_gemm" if batched else "trnblas.gemm")[0]
+    return name in ("nki", "simulator")
 
 
 def _gemm_plan(strategy, dims, dtype):
@@ -129,7 +135,8 @@ class ContractionStep:
         return replace(self, decision=(p, "torch" if p is None else p.backend, self._reason(p)))
 
     def _blas_plan(self):
-        if self.strategy in ("gemm", "batched_gemm") and _via_trnblas(self.flops, self.dtype):
+        if self.strategy in ("gemm", "batched_gemm") and _via_trnblas(self.flops, self.dtype,
+                                                                     self.strategy == "batched_gemm"):
             return _gemm_plan(self.strategy, self.dims, self.dtype)
         return None
 
@@ -159,8 +166,8 @@ class ContractionStep:
                 return f"{p.op} {dims}: {p.reason}"
             if self.dtype not in _BLAS_DTYPES:
                 return f"torch.{'mm' if self.strategy == 'gemm' else 'bmm'} {dims}: dtype {self.dtype} is not a BLAS dtype"
-            return (f"torch.{'mm' if self.strategy == 'gemm' else 'bmm'} {dims}: below trnblas's call-overhead "
-                    f"break-even ({_TRNBLAS_MIN_FLOPS:g} flops) and trnblas not forced to a kernel backend")
+            return (f"torch.{'mm' if self.strategy == 'gemm' else 'bmm'} {dims}: under 2*192^3 flops and "
+                    f"trnblas would pick torch (backend {_backend.resolve('trnblas').name!r})")
         if self.strategy == "elementwise":
             return "broadcast multiply: no index summed" if self.operands != (0,) else \
                 "a view: transpose/diagonal only"
