@@ -164,10 +164,11 @@ class ContractionStep:
             dims = f"M={M} N={N} K={K}" + (f" batch={Bn}" if self.strategy == "batched_gemm" else "")
             if p is not None:
                 return f"{p.op} {dims}: {p.reason}"
+            fn = "torch.mm" if self.strategy == "gemm" else "torch.bmm"
             if self.dtype not in _BLAS_DTYPES:
-                return f"torch.{'mm' if self.strategy == 'gemm' else 'bmm'} {dims}: dtype {self.dtype} is not a BLAS dtype"
-            return (f"torch.{'mm' if self.strategy == 'gemm' else 'bmm'} {dims}: under 2*192^3 flops and "
-                    f"trnblas would pick torch (backend {_backend.resolve('trnblas').name!r})")
+                return f"{fn} {dims}: dtype {self.dtype} is not a BLAS dtype"
+            return (f"{fn} {dims}: under 2*192^3 flops and trnblas would pick torch "
+                    f"(backend {_backend.resolve('trnblas').name!r})")
         if self.strategy == "elementwise":
             return "broadcast multiply: no index summed" if self.operands != (0,) else \
                 "a view: transpose/diagonal only"
