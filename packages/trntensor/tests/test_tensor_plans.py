@@ -147,3 +147,11 @@ def test_einsum_op_plan():
     with trnsci.use_backend("torch"):
         p = dispatch.plan_call(trntensor.einsum, "ij,jk->ik", _t(2, 3), _t(3, 4))
     assert p.op == "trntensor.einsum" and p.flops == 2 * 2 * 3 * 4 and "ij,jk->ik" in p.description
+
+
+def test_contraction_plan_carries_the_einsum_ops_decision():
+    with trnsci.use_backend("simulator"):
+        p = trntensor.plan_contraction("ij,jk->ik", _t(2, 3), _t(3, 4))
+    assert p.op_plan.op == "trntensor.einsum" and p.op_plan.flops == p.flops == 48
+    assert p.op_plan.backend == "torch" and "no NKI kernel" in p.op_plan.reason
+    assert p.backend == "simulator"  # the step's kernel (trnblas's gemm_kernel)

@@ -197,6 +197,10 @@ class ContractionPlan:
         calls), else ``"path"`` and the set of backends used.
     optimize, precision : str
         The optimizer that chose the path and the precision mode.
+    op_plan : trnsci.dispatch.Plan or None
+        The ``trntensor.einsum`` Op's own decision for the call (set by
+        :func:`plan_contraction`): it has no kernel, so its backend is torch
+        and the kernels are the steps' (see :attr:`ContractionStep.plan`).
     """
 
     subscripts: str
@@ -210,6 +214,7 @@ class ContractionPlan:
     shapes: tuple = ()
     dtype: torch.dtype | None = None
     strategy: str = "path"
+    op_plan: object = field(default=None, repr=False, compare=False)
     _exec: tuple = field(default=(), repr=False, compare=False)
 
     @property
@@ -687,8 +692,14 @@ def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", m
     if ml == "max_input":
         ml = max((math.prod(s) for s in shapes), default=1)
     plan = _plan(subscripts, shapes, dtype, device, prec, opt, ml, where)
-    # the cached plan is setting-free; the one returned carries each step's decision made now
-    return replace(plan, steps=[s._decided() for s in plan.steps])
+    # the cached plan is setting-free; the one returned carries the decisions made now: the einsum
+    # Op's (its lowering's arguments need no tensors: size = plan.flops, dtype = the compute dtype)
+    # and each step's
+    from .einsum import EINSUM
+
+    dt = dtype if dtype is not None else torch.get_default_dtype()
+    op_plan = EINSUM.plan(plan, (), 1, 0, None, _compute_dtype(dtype, prec), dt, prec)
+    return replace(plan, steps=[s._decided() for s in plan.steps], op_plan=op_plan)
 
 
 def contract_path(subscripts, *operands, optimize="auto", memory_limit=None):
