@@ -35,3 +35,24 @@ def get(name: str) -> str:
             _decoded.clear()
         value = _decoded[raw] = os.fsdecode(raw).strip()
     return value
+
+
+_TRUE = ("1", "true", "yes", "on")
+_flags: dict[str, bool] = {}
+
+
+def flag(name: str) -> bool:
+    """True when ``name`` is set to ``1``, ``true``, ``yes`` or ``on`` (any case, spaces ignored).
+
+    Read afresh on every call like :func:`get`; only the parsing of a value
+    seen before is cached.
+    """
+    value = get(name)
+    if not value:
+        return False
+    on = _flags.get(value)
+    if on is None:
+        if len(_flags) > 64:
+            _flags.clear()
+        on = _flags[value] = value.lower() in _TRUE
+    return on
