@@ -37,6 +37,36 @@ def get(name: str) -> str:
     return value
 
 
+def reader(names: tuple[str, ...]):
+    """A function of no arguments returning ``(name, value)`` for the first of ``names`` set to a
+    non-blank value (stripped, as :func:`get`), else ``None``.
+
+    The same reads as calling :func:`get` on each name, with the keys
+    encoded once: :func:`trnsci.backend.resolve` runs this on every call.
+    """
+    names = tuple(names)
+    if not _fast:
+        def read_slow():
+            for name in names:
+                value = get(name)
+                if value:
+                    return name, value
+            return None
+        return read_slow
+    pairs = tuple((os.fsencode(name), name) for name in names)
+    data_get = _data.get
+
+    def read():
+        for key, name in pairs:
+            if data_get(key) is not None:  # usually none is set: one dict probe per name
+                value = get(name)
+                if value:
+                    return name, value
+        return None
+
+    return read
+
+
 _TRUE = ("1", "true", "yes", "on")
 _flags: dict[str, bool] = {}
 

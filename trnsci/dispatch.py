@@ -199,7 +199,7 @@ def _settled_on_torch(name: str) -> bool:
     the answer cannot depend on. Read afresh on every call: a change of
     backend, environment or (in tests) device takes effect at once.
     """
-    return name == "torch" or (name == "auto" and not _device_available() and not require_nki())
+    return name == "torch" or (name == "auto" and not _device_available() and not _env.flag("TRNSCI_REQUIRE_NKI"))
 
 
 class Decision(NamedTuple):

@@ -171,6 +171,8 @@ def _batched(alpha, A3, B3, beta, C3, tA, tB, m, n, k):
 
 
 def _scalars(where, alpha, beta, dtype, real=False):
+    if type(alpha) is float and type(beta) is float:  # the common case: nothing to check or convert
+        return alpha, beta
     return (v.scalar(alpha, "alpha", where, complex_ok=dtype.is_complex and not real),
             v.scalar(beta, "beta", where, complex_ok=dtype.is_complex and not real))
 
