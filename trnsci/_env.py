@@ -77,6 +77,10 @@ def flag(name: str) -> bool:
     Read afresh on every call like :func:`get`; only the parsing of a value
     seen before is cached.
     """
+    if _fast:  # the usual answer (unset) with one dict probe
+        key = _keys.get(name)
+        if key is not None and _data.get(key) is None:
+            return False
     value = get(name)
     if not value:
         return False
