@@ -328,6 +328,13 @@ def test_call_short_cut_agrees_with_the_rule(monkeypatch, setting, require, has_
             assert op(3) == ("torch", 3)
             assert seen == []  # nothing about the arguments was worked out
             assert op.plan(3).size == 5  # ... but a plan still reports the size
+        elif rule == "error":
+            with pytest.raises(RuntimeError):
+                op(3)
+        else:  # the full rule ran in the call, too (auto with a device: size 5 below threshold 10)
+            seen.clear()
+            assert op(3) == ("torch" if rule == "torch" else "kernel", 3)
+            assert (setting, rule) != ("auto", "nki") and ("size" in seen) == (setting == "auto")
 
 
 def test_call_reads_the_environment_afresh(monkeypatch):
