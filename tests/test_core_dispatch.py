@@ -12,9 +12,18 @@ import pytest
 import trnsci
 from trnsci import dispatch
 from trnsci import nki as tnki
+from trnsci.testing import scratch_ops
 
 OP = "trntensor.test_dispatch_op"  # a private op; the library prefix picks the scope
 dispatch.register(OP, "flops", 1000.0, "test op")
+
+
+@pytest.fixture(autouse=True)
+def _forget_test_ops():
+    """Ops a test builds under a library's prefix must not outlive it: each
+    library's plans test lists that library's kernel ops and would see them."""
+    with scratch_ops():
+        yield
 
 
 @pytest.fixture
