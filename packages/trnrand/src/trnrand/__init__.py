@@ -1,13 +1,81 @@
 """trnrand: cuRAND for AWS Trainium -- counter-based random numbers (Philox4x32-10) and quasi-random sequences.
 
-Every operation validates its arguments, asks :mod:`trnsci.dispatch` which
-backend runs it, and calls either its torch lowering or its NKI kernel.
+Every number comes from one stream definition (Philox4x32-10 keyed by the
+seed, counter = (word index // 4, subsequence)), so the same seed,
+subsequence and offset give the same bits on every backend and device.
 """
 
 from trnsci._libinfo import library_version as _library_version
 from trnsci.backend import bind as _bind
 
+from .distributions import (
+    bernoulli,
+    beta,
+    binomial,
+    categorical,
+    chi_squared,
+    exponential,
+    exponential_into,
+    gamma,
+    geometric,
+    lognormal,
+    multinomial,
+    normal,
+    normal_into,
+    poisson,
+    randint,
+    randperm,
+    standard_normal,
+    student_t,
+    truncated_normal,
+    uniform,
+    uniform_into,
+)
+from .generator import Generator, get_default_generator, manual_seed
+from .philox import philox4x32
+from .program import GeneratorProgram
+from .quasi import halton, latin_hypercube, sobol
+
 __version__ = _library_version("trnrand")
 set_backend, get_backend, use_backend = _bind("trnrand")
+HAS_NKI = False  # published name; kernels arrive in the NKI phase (see trnsci.nki for the backend in use)
 
-__all__ = ["__version__", "set_backend", "get_backend", "use_backend"]
+__all__ = [
+    "__version__",
+    "set_backend",
+    "get_backend",
+    "use_backend",
+    "HAS_NKI",
+    # generator
+    "Generator",
+    "GeneratorProgram",
+    "manual_seed",
+    "get_default_generator",
+    "philox4x32",
+    # distributions
+    "uniform",
+    "normal",
+    "standard_normal",
+    "lognormal",
+    "exponential",
+    "gamma",
+    "beta",
+    "chi_squared",
+    "student_t",
+    "truncated_normal",
+    "poisson",
+    "bernoulli",
+    "binomial",
+    "geometric",
+    "randint",
+    "randperm",
+    "multinomial",
+    "categorical",
+    "uniform_into",
+    "normal_into",
+    "exponential_into",
+    # quasi-random
+    "sobol",
+    "halton",
+    "latin_hypercube",
+]

@@ -1,0 +1,141 @@
+"""Philox4x32 and THE trnrand stream, in uint32 word arithmetic (private).
+
+This module is the single definition of every bit trnrand produces. The NKI
+kernel phase mirrors it operation for operation, so it is written only with
+operations an engine has: 32-bit xor/and/shift/add and an exact 32 x 32 ->
+64-bit product split into its high and low words.
+
+Representation: uint32 words are held in int64 tensors (values 0 .. 2**32-1).
+The product of two such words is < 2**64; int64 multiplication wraps modulo
+2**64, so ``p = a * M`` holds the exact 64 product bits; ``p & 0xFFFFFFFF`` is
+the low word and ``(p >> 32) & 0xFFFFFFFF`` the high word (the arithmetic
+shift's sign extension is masked away). The kernel cannot do this (its
+integer ALU is 32 bits wide) and uses 16-bit limbs instead; see
+``docs/trnrand.md`` "Kernels (planned)". Both give the same words.
+
+The stream (see docs/trnrand.md "The stream"):
+
+* key   = (seed mod 2**32, seed >> 32)                       (seed: 0 .. 2**64-1)
+* word j of subsequence s (j, s: 0 .. 2**64-1 and 2**64-1):
+  block b = j // 4, lane j % 4 of
+  philox4x32_10(counter=(b mod 2**32, b >> 32, s mod 2**32, s >> 32), key)
+"""
+
+from __future__ import annotations
+
+import torch
+
+M0 = 0xD2511F53
+M1 = 0xCD9E8D57
+W0 = 0x9E3779B9  # golden ratio
+W1 = 0xBB67AE85  # sqrt(3) - 1
+MASK = 0xFFFFFFFF
+_CHUNK = 1 << 14  # Philox blocks per pass: keeps the ~10 live int64 tensors (128 KiB each) in L2
+
+
+def _philox_torch(counter: torch.Tensor, key: torch.Tensor, rounds: int) -> torch.Tensor:
+    """Philox4x32-``rounds`` of int64 tensors holding uint32: (..., 4), (..., 2) -> (..., 4)."""
+    x0, x1, x2, x3 = (counter[..., i] for i in range(4))
+    k0, k1 = key[..., 0], key[..., 1]
+    for r in range(rounds):
+        if r:
+            k0 = (k0 + W0) & MASK
+            k1 = (k1 + W1) & MASK
+        p0 = x0 * M0
+        p1 = x2 * M1
+        x0, x1, x2, x3 = (((p1 >> 32) ^ x1 ^ k0) & MASK, p1 & MASK, ((p0 >> 32) ^ x3 ^ k1) & MASK, p0 & MASK)
+    return torch.stack((x0, x1, x2, x3), dim=-1)
+
+
+def _keys(seed: int, rounds: int) -> list[tuple[int, int]]:
+    k0, k1 = seed & MASK, (seed >> 32) & MASK
+    out = []
+    for _ in range(rounds):
+        out.append((k0, k1))
+        k0, k1 = (k0 + W0) & MASK, (k1 + W1) & MASK
+    return out
+
+
+def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, device, out: torch.Tensor) -> None:
+    """Philox4x32-10 of blocks block0 .. block0+nblocks-1 of one subsequence into out (nblocks, 4) int64.
+
+    Scalar key schedule; the counter's high words are constants of the
+    subsequence, so round 1's second product is a scalar.
+    """
+    keys = _keys(seed, 10)
+    s0, s1 = subsequence & MASK, (subsequence >> 32) & MASK
+    # first round's product of the constant word x2 = s0
+    q = s0 * M1
+    q_hi, q_lo = q >> 32, q & MASK
+    b_lo0, b_hi0 = block0 & MASK, block0 >> 32
+    for start in range(0, nblocks, _CHUNK):
+        m = min(_CHUNK, nblocks - start)
+        c = torch.arange(b_lo0 + start, b_lo0 + start + m, dtype=torch.int64, device=device)
+        x1 = ((c >> 32) + b_hi0) & MASK  # carry into the block index's high word
+        x0 = c & MASK
+        k0, k1 = keys[0]
+        # round 1: x2 = s0, x3 = s1 are scalars
+        p0 = x0 * M0
+        x0 = (x1 ^ (q_hi ^ k0)) & MASK
+        x1 = torch.full_like(p0, q_lo)
+        x2 = ((p0 >> 32) ^ (s1 ^ k1)) & MASK
+        x3 = p0 & MASK
+        for k0, k1 in keys[1:]:
+            p0 = x0 * M0
+            p1 = x2 * M1
+            x0 = (p1 >> 32).bitwise_xor_(x1).bitwise_xor_(k0).bitwise_and_(MASK)
+            x1 = p1.bitwise_and_(MASK)
+            x2 = (p0 >> 32).bitwise_xor_(x3).bitwise_xor_(k1).bitwise_and_(MASK)
+            x3 = p0.bitwise_and_(MASK)
+        o = out[start : start + m]
+        o[:, 0] = x0
+        o[:, 1] = x1
+        o[:, 2] = x2
+        o[:, 3] = x3
+
+
+def words(seed: int, subsequence: int, start: int, n: int, device="cpu") -> torch.Tensor:
+    """Words start .. start+n-1 of the stream as an int64 tensor (n,) of uint32 values."""
+    if n <= 0:
+        return torch.empty(0, dtype=torch.int64, device=device)
+    b0 = start // 4
+    b1 = (start + n - 1) // 4 + 1
+    out = torch.empty((b1 - b0, 4), dtype=torch.int64, device=device)
+    _blocks(seed, subsequence, b0, b1 - b0, device, out)
+    lead = start - 4 * b0
+    return out.reshape(-1)[lead : lead + n]
+
+
+# ---- words -> floats (exact: every step is an integer op or a power-of-two scale) -------------------------------
+TWO_M24 = 2.0**-24
+TWO_M53 = 2.0**-53
+
+
+def _u24(w: torch.Tensor) -> torch.Tensor:
+    """24-bit integer m = w >> 8 (the top 24 bits of a word)."""
+    return w >> 8
+
+
+def _m53(w_hi: torch.Tensor, w_lo: torch.Tensor) -> torch.Tensor:
+    """53-bit integer from two words: (w_hi >> 5) * 2**26 + (w_lo >> 6)."""
+    return ((w_hi >> 5) << 26) | (w_lo >> 6)
+
+
+def _unit(w: torch.Tensor, dtype: torch.dtype, open_low: bool) -> torch.Tensor:
+    """Words -> floats.
+
+    float32: one word per value, m = w >> 8 (24 bits): [0, 1) is m * 2**-24,
+    (0, 1] is (m + 1) * 2**-24. float64: two consecutive words (w[2i], w[2i+1])
+    per value, m = (w[2i] >> 5) * 2**26 + (w[2i+1] >> 6) (53 bits): m * 2**-53
+    or (m + 1) * 2**-53. All exact in the target dtype.
+    """
+    if dtype == torch.float64:
+        w = w.reshape(-1, 2)
+        m = _m53(w[:, 0], w[:, 1])
+        scale = TWO_M53
+    else:
+        m = w >> 8
+        scale = TWO_M24
+    if open_low:
+        m = m + 1
+    return m.to(dtype).mul_(scale)
