@@ -184,23 +184,25 @@ def _halton_torch(bases: torch.Tensor, perms, skip: int, n: int, dtype) -> torch
 
     perms: None, or a list of (levels, base) int64 digit permutations per dimension (scrambled).
     """
-    q = torch.arange(skip, skip + n, dtype=torch.int64)[:, None].expand(n, bases.numel()).clone()
-    x = torch.zeros(q.shape, dtype=torch.float64)
-    b2r = 1.0 / bases.to(torch.float64)
-    bf = bases[None, :]
-    if perms is None:
-        while bool((q > 0).any()):
-            x += (q % bf).to(torch.float64) * b2r
-            b2r = b2r / bases
-            q = torch.div(q, bf, rounding_mode="floor")
-    else:
-        levels = perms.shape[1]
-        for lev in range(levels):
-            dig = q % bf
-            pd = torch.gather(perms[:, lev, :], 1, dig.T).T  # perms: (d, levels, maxbase)
-            x += pd.to(torch.float64) * b2r
-            b2r = b2r / bases
-            q = torch.div(q, bf, rounding_mode="floor")
+    idx = torch.arange(skip, skip + n, dtype=torch.int64)
+    x = torch.zeros((bases.numel(), n), dtype=torch.float64)
+    for c, base in enumerate(bases.tolist()):
+        q = idx
+        xc = x[c]
+        b2r = 1.0 / base
+        lev = 0
+        while (perms is None and bool(q.any())) or (perms is not None and lev < perms.shape[1]):
+            qd = torch.div(q, base, rounding_mode="floor")
+            dig = q - qd * base
+            if perms is not None:
+                dig = perms[c, lev][dig]
+            xc += dig.to(torch.float64) * b2r
+            b2r /= base
+            q = qd
+            lev += 1
+            if perms is not None and b2r < 2.0**-54:
+                break
+    x = x.T
     return x.to(dtype) if dtype == torch.float64 else x.to(torch.float32).clamp_(max=1.0 - 2.0**-24)
 
 
