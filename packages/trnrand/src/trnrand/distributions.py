@@ -26,13 +26,17 @@ from .generator import Generator, _resolve
 FLOATS = (torch.float32, torch.float64)
 INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 TWO_PI = 2.0 * math.pi
+MAX_SAMPLES = 1 << 48
 
 
 # ---- validation helpers ------------------------------------------------------------------------------------------------
 def _size(size, where: str) -> tuple[int, ...]:
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         size = tuple(size[0])
-    return tuple(V.integer(s, "size", where, minimum=0) for s in size)
+    size = tuple(V.integer(s, "size", where, minimum=0) for s in size)
+    if math.prod(size) > MAX_SAMPLES:
+        raise ValueError(f"{where}: size {size} asks for more than 2**48 samples")
+    return size
 
 
 def _real(x, name: str, where: str, *, finite: bool = True) -> float:
@@ -798,6 +802,8 @@ def randperm(n, dtype=torch.long, generator=None):
     """
     where = "randperm"
     n = V.integer(n, "n", where, minimum=0)
+    if n > MAX_SAMPLES:
+        raise ValueError(f"{where}: n must be <= 2**48, got {n}")
     dtype = _fdtype(dtype, where, INTS)
     g = _resolve(generator, where)
     base = g._reserve(2 * n)
@@ -857,6 +863,8 @@ def multinomial(probs, num_samples, replacement=False, generator=None):
     where = "multinomial"
     probs = _probs(probs, where)
     num_samples = V.integer(num_samples, "num_samples", where, minimum=0)
+    if num_samples > MAX_SAMPLES:
+        raise ValueError(f"{where}: num_samples must be <= 2**48, got {num_samples}")
     if not isinstance(replacement, bool):
         raise TypeError(f"{where}: replacement must be a bool, got {type(replacement).__name__}")
     p2 = probs.reshape(-1, probs.shape[-1]).to(torch.float64)

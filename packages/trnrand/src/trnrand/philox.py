@@ -15,9 +15,15 @@ _INTS = (torch.int64, torch.int32, torch.uint32, torch.uint8, torch.int16, torch
 def _words_arg(x, name, last):
     if isinstance(x, (list, tuple)):
         try:
-            x = torch.tensor(x, dtype=torch.int64)
-        except (TypeError, ValueError, RuntimeError, OverflowError):
-            raise TypeError(f"philox4x32: {name} must hold integers 0 .. 2**32-1") from None
+            a = np.asarray(x, dtype=object)
+        except ValueError:
+            raise ValueError(f"philox4x32: {name} must be a rectangular nest of lists") from None
+        flat = a.ravel()
+        if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in flat):
+            raise TypeError(f"philox4x32: {name} must hold integers 0 .. 2**32-1")
+        if any(v < 0 or v > 0xFFFFFFFF for v in flat):
+            raise ValueError(f"philox4x32: {name} words must be in 0 .. 2**32-1")
+        x = torch.from_numpy(a.astype(np.int64))
     t = V.tensor(x, name, "philox4x32")
     if t.dtype not in _INTS:
         raise TypeError(f"philox4x32: {name} must have an integer dtype, got {str(t.dtype).replace('torch.', '')}")
@@ -80,4 +86,3 @@ def philox4x32(counter, key, rounds=10):
     return out.to(torch.uint32) if in_dtype == torch.uint32 else out
 
 
-_ = np

@@ -244,6 +244,8 @@ def halton(n_points, n_dims, scramble=False, seed=None, dtype=torch.float32, ski
     skip = V.integer(skip, "skip", where, minimum=0)
     if skip + n > 1 << 52:
         raise ValueError(f"{where}: skip + n_points must be <= 2**52")
+    if n * d > 1 << 40:
+        raise ValueError(f"{where}: n_points * n_dims must be <= 2**40, got {n * d}")
     if not isinstance(scramble, bool):
         raise TypeError(f"{where}: scramble must be a bool, got {type(scramble).__name__}")
     dtype = _fdtype(dtype, where)
@@ -297,6 +299,8 @@ def latin_hypercube(n_points, n_dims, dtype=torch.float32, generator=None, stren
     where = "latin_hypercube"
     n = V.integer(n_points, "n_points", where, minimum=0)
     d = V.integer(n_dims, "n_dims", where, minimum=1)
+    if n * d > 1 << 40:
+        raise ValueError(f"{where}: n_points * n_dims must be <= 2**40, got {n * d}")
     dtype = _fdtype(dtype, where)
     strength = V.integer(strength, "strength", where)
     if strength not in (1, 2):
