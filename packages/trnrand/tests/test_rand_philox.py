@@ -150,3 +150,20 @@ def test_unit_interval_ends():
     assert _philox._unit(w, torch.float32, False).tolist() == [0.0, 1.0 - 2**-24]
     assert _philox._unit(w, torch.float32, True).tolist() == [2**-24, 1.0]
     assert _philox._unit(torch.tensor([0, 0, 0xFFFFFFFF, 0xFFFFFFFF]), torch.float64, False).tolist() == [0.0, 1 - 2**-53]
+
+
+def test_limb_multiply_is_exact_and_fp32_is_not():
+    """The kernel's 16-bit-limb product equals Python's exact product; an fp32-engine product does not."""
+    from trnrand import _philox
+
+    rng = np.random.default_rng(0)
+    a = np.concatenate([[0, 1, 0xFFFF, 0x10000, 0xFFFFFFFF], rng.integers(0, 2**32, 2000)]).astype(np.int64)
+    for m in (_philox.M0, _philox.M1, 0xFFFFFFFF):
+        hi, lo = _philox._mulhilo_limbs(torch.from_numpy(a), m)
+        want = [int(x) * m for x in a]
+        assert hi.tolist() == [w >> 32 for w in want] and lo.tolist() == [w & 0xFFFFFFFF for w in want]
+    # the naive alternative: an fp32 multiply (Vector/Scalar engine arithmetic) keeps 24 significant bits
+    prod32 = torch.from_numpy(a[5:]).float() * float(_philox.M0)
+    lo32 = (prod32.double().floor().long() & 0xFFFFFFFF).tolist()
+    exact = [(int(x) * _philox.M0) & 0xFFFFFFFF for x in a[5:]]
+    assert sum(x == y for x, y in zip(lo32, exact)) < 10  # essentially every low word is wrong

@@ -80,18 +80,21 @@ def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, device, out:
         x1 = torch.full_like(p0, q_lo)
         x2 = ((p0 >> 32) ^ (s1 ^ k1)) & MASK
         x3 = p0 & MASK
+        # x1 and x3 are only ever xor-ed into words that are masked afterwards, so they may keep the
+        # product's high bits ("dirty"): x1 = p1 instead of p1 & MASK saves two ops per round.
         for k0, k1 in keys[1:]:
             p0 = x0 * M0
             p1 = x2 * M1
             x0 = (p1 >> 32).bitwise_xor_(x1).bitwise_xor_(k0).bitwise_and_(MASK)
-            x1 = p1.bitwise_and_(MASK)
             x2 = (p0 >> 32).bitwise_xor_(x3).bitwise_xor_(k1).bitwise_and_(MASK)
-            x3 = p0.bitwise_and_(MASK)
+            x1, x3 = p1, p0
         o = out[start : start + m]
         o[:, 0] = x0
         o[:, 1] = x1
         o[:, 2] = x2
         o[:, 3] = x3
+        o[:, 1] &= MASK
+        o[:, 3] &= MASK
 
 
 def words(seed: int, subsequence: int, start: int, n: int, device="cpu") -> torch.Tensor:
@@ -139,3 +142,22 @@ def _unit(w: torch.Tensor, dtype: torch.dtype, open_low: bool) -> torch.Tensor:
     if open_low:
         m = m + 1
     return m.to(dtype).mul_(scale)
+
+
+# ---- the kernel's multiply, on 16-bit limbs (reference for the NKI phase) ------------------------------------------
+def _mulhilo_limbs(a: torch.Tensor, b: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(hi, lo) of the 64-bit product a * b (a: uint32 values in int64, b: a uint32 constant) from 16-bit limbs.
+
+    Every intermediate is < 2**32: four 16 x 16 -> 32-bit products, 16-bit
+    masks/shifts and 32-bit adds -- what an engine with an exact 32-bit
+    integer ALU but no 64-bit product (GpSimd tensor_tensor / tensor_scalar
+    on uint32) can do. An fp32 engine cannot: a 16 x 16 product needs up to
+    32 significant bits, fp32 keeps 24.
+    """
+    al, ah = a & 0xFFFF, a >> 16
+    bl, bh = b & 0xFFFF, b >> 16
+    ll, lh, hl, hh = al * bl, al * bh, ah * bl, ah * bh
+    mid = (ll >> 16) + (lh & 0xFFFF) + (hl & 0xFFFF)  # < 3 * 2**16
+    lo = ((mid & 0xFFFF) << 16) | (ll & 0xFFFF)
+    hi = hh + (lh >> 16) + (hl >> 16) + (mid >> 16)
+    return hi, lo
