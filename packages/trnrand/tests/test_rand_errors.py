@@ -90,11 +90,30 @@ VALID = {
     "Generator": ((), {"seed": 1, "partition_rank": 0, "partition_size": 1, "subsequence": 0, "offset": 0}),
     "manual_seed": ((1,), {}),
 }
-NOT_WALKED = {"__version__", "set_backend", "get_backend", "use_backend", "HAS_NKI", "get_default_generator",
-              "GeneratorProgram"}  # backend setters are tested in the core; the program is tested via new_program()
+NOT_WALKED = {
+    "__version__",
+    "set_backend",
+    "get_backend",
+    "use_backend",
+    "HAS_NKI",
+    "get_default_generator",
+    "GeneratorProgram",
+}  # backend setters are tested in the core; the program is tested via new_program()
 
-BAD = [None, "x", 1.5, -1, True, float("nan"), float("inf"), torch.ones(2, dtype=torch.int32), np.zeros(0),
-       torch.zeros(0), [1, 2], 2**70]
+BAD = [
+    None,
+    "x",
+    1.5,
+    -1,
+    True,
+    float("nan"),
+    float("inf"),
+    torch.ones(2, dtype=torch.int32),
+    np.zeros(0),
+    torch.zeros(0),
+    [1, 2],
+    2**70,
+]
 
 
 def test_walker_covers_all():

@@ -74,7 +74,9 @@ def test_skip_ahead_equals_generate_and_discard():
         s = skip if skip % 2 == 0 else skip - 1
         assert torch.equal(tail, full[s:])
     c = trnrand.Generator(seed=3, offset=500)
-    assert torch.equal(trnrand.uniform(10, generator=c), trnrand.uniform(510, generator=trnrand.Generator(seed=3))[500:])
+    assert torch.equal(
+        trnrand.uniform(10, generator=c), trnrand.uniform(510, generator=trnrand.Generator(seed=3))[500:]
+    )
     c.advance_to(2)
     assert c.position() == 2
     assert torch.equal(trnrand.uniform(3, generator=c), trnrand.uniform(5, generator=trnrand.Generator(seed=3))[2:])
@@ -149,7 +151,10 @@ def test_unit_interval_ends():
 
     assert _philox._unit(w, torch.float32, False).tolist() == [0.0, 1.0 - 2**-24]
     assert _philox._unit(w, torch.float32, True).tolist() == [2**-24, 1.0]
-    assert _philox._unit(torch.tensor([0, 0, 0xFFFFFFFF, 0xFFFFFFFF]), torch.float64, False).tolist() == [0.0, 1 - 2**-53]
+    assert _philox._unit(torch.tensor([0, 0, 0xFFFFFFFF, 0xFFFFFFFF]), torch.float64, False).tolist() == [
+        0.0,
+        1 - 2**-53,
+    ]
 
 
 def test_limb_multiply_is_exact_and_fp32_is_not():

@@ -29,7 +29,7 @@ TWO_PI = 2.0 * math.pi
 MAX_SAMPLES = 1 << 48
 
 
-# ---- validation helpers ------------------------------------------------------------------------------------------------
+# ---- validation helpers ---------------------------------------------------------------------------
 def _size(size, where: str) -> tuple[int, ...]:
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         size = tuple(size[0])
@@ -92,7 +92,7 @@ def _wps(dtype) -> int:
     return 2 if dtype == torch.float64 else 1
 
 
-# ---- the unit maps ---------------------------------------------------------------------------------------------------
+# ---- the unit maps --------------------------------------------------------------------------------
 def _u01(w: torch.Tensor, dtype, open_low=False) -> torch.Tensor:
     return _philox._unit(w, dtype, open_low)
 
@@ -127,7 +127,7 @@ def _box_muller(w: torch.Tensor, dtype) -> torch.Tensor:
     return out.mul_(r[:, None])
 
 
-# ---- private torch implementations (the next phase registers these as Op lowerings) -----------------------------------
+# ---- private torch implementations (the next phase registers these as Op lowerings) ---------------
 def _uniform_torch(seed, subsequence, base, first, n, low, high, dtype, device):
     k = _wps(dtype)
     u = _u01(_philox.words(seed, subsequence, base + k * first, k * n, device), dtype)
@@ -211,9 +211,9 @@ def _categorical_torch(seed, subsequence, base, first, n, cdf, device):
     return idx.clamp_(max=cdf.numel() - 1)
 
 
-# ---- rejection samplers: a fixed 2 words per sample key a private Philox stream of attempts ---------------------------
+# ---- rejection samplers: a fixed 2 words per sample key a private Philox stream of attempts -------
 def _attempt_words(keys: torch.Tensor, attempt: int, component: int) -> torch.Tensor:
-    """Eight words (two Philox blocks) for each sample's attempt: counter (2 t + i, component, 0, 0), key = sample key."""
+    """Eight words (two Philox blocks) per sample attempt: counter (2t + i, component, 0, 0), key = the sample key."""
     m = keys.shape[0]
     ctr = torch.zeros((m, 2, 4), dtype=torch.int64, device=keys.device)
     ctr[:, 0, 0] = 2 * attempt
@@ -403,7 +403,7 @@ def _multinomial_torch(seed, subsequence, base, probs, num_samples, replacement,
     return torch.argsort(keyv, dim=1, stable=True)[:, :num_samples]
 
 
-# ---- public API ---------------------------------------------------------------------------------------------------------
+# ---- public API -----------------------------------------------------------------------------------
 def _finish(x: torch.Tensor, size) -> torch.Tensor:
     return x.reshape(size)
 
@@ -904,4 +904,3 @@ def truncated_normal(*size, mean=0.0, std=1.0, low=-2.0, high=2.0, dtype=torch.f
     if math.isnan(low) or math.isnan(high) or not low < high:
         raise ValueError(f"{where}: low must be < high, got low={low}, high={high}")
     return _keyed(where, size, dtype, generator, _truncated_normal_torch, mean, std, low, high)
-

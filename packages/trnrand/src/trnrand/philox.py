@@ -84,5 +84,3 @@ def philox4x32(counter, key, rounds=10):
     k = k.expand(*lead, 2).to(c.device)
     out = _philox_torch(c, k, r)
     return out.to(torch.uint32) if in_dtype == torch.uint32 else out
-
-

@@ -90,7 +90,7 @@ class GeneratorProgram:
             raise ValueError(f"{where}: call build() first")
         if not isinstance(buffers, dict):
             raise TypeError(f"{where}: buffers must be a dict of name -> tensor, got {type(buffers).__name__}")
-        for kind, n, _, out in self._steps:
+        for _kind, n, _, out in self._steps:
             if out not in buffers:
                 raise ValueError(f"{where}: buffers has no entry {out!r}")
             b = buffers[out]

@@ -95,7 +95,7 @@ def _sobol_torch(V: torch.Tensor, shift: torch.Tensor, skip: int, n: int, dtype)
 
 
 def _lms_scramble(Vn: np.ndarray, gen: Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Linear matrix scramble (random unit lower-triangular L_d over GF(2) on each V's bits, MSB first) + digital shift."""
+    """Linear matrix scramble (random unit lower-triangular L_d over GF(2), MSB first) + digital shift."""
     d, B = Vn.shape
     w = gen._words(gen._reserve(d * B * B + d), d * B * B + d).numpy()
     L = np.tril((w[: d * B * B] >> 31).reshape(d, B, B))
