@@ -45,6 +45,11 @@ def G():
         (lambda: trnrand.Generator(partition_rank=2, partition_size=2), ValueError, r"partition_rank must be in"),
         (lambda: trnrand.Generator(partition_size=0), ValueError, r"partition_size must be >= 1"),
         (lambda: trnrand.Generator(device="nowhere"), ValueError, r"device 'nowhere'"),
+        (
+            lambda: trnrand.Generator(device="cuda" if not torch.cuda.is_available() else "nowhere"),
+            ValueError,
+            r"device",
+        ),
         (lambda: G().advance(-1), ValueError, r"n must be >= 0"),
         (lambda: G().advance_to(1.5), TypeError, r"position must be an int"),
         (lambda: trnrand.philox4x32([0, 0, 0], [0, 0]), ValueError, r"counter must have shape \(\.\.\., 4\)"),

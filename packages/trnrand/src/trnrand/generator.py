@@ -24,14 +24,14 @@ def _u64(x, name: str, where: str) -> int:
 
 
 def _device(device, where: str) -> torch.device:
-    if isinstance(device, torch.device):
-        return device
-    if not isinstance(device, str):
+    if not isinstance(device, (str, torch.device)):
         raise TypeError(f"{where}: device must be a str or torch.device, got {type(device).__name__}")
     try:
-        return torch.device(device)
-    except RuntimeError as e:
-        raise ValueError(f"{where}: device {device!r} is not a torch device ({e})") from None
+        dev = torch.device(device)
+        torch.empty(0, device=dev)  # an unavailable backend (e.g. "cuda" without a GPU) fails here, not mid-draw
+    except (RuntimeError, AssertionError) as e:
+        raise ValueError(f"{where}: device {str(device)!r} is not usable here ({str(e).splitlines()[0]})") from None
+    return dev
 
 
 def _entropy_seed() -> int:
