@@ -88,14 +88,14 @@ def _gray_xor(idx: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
     return X
 
 
-_LOW_BITS = 12
+_LOW_BITS = 8
 
 
 def _sobol_torch(V: torch.Tensor, shift: torch.Tensor, skip: int, n: int, dtype) -> torch.Tensor:
     """Sobol' integers in Gray-code order: x_i = XOR over set bits b of gray(i) of V[:, b], then ^ shift.
 
     V: (n_dims, 30) int64 direction numbers (already scrambled when scrambling); shift: (n_dims,) int64.
-    Split i = a 2**L + c (c < 2**L): gray(i) = gray(a 2**L) ^ gray(c), so x_i = x(a 2**L) ^ x(c) -- two
+    Split i = a 2**L + c (c < 2**L): gray(i) = gray(a 2**L) ^ gray(c), so x_i = x(a 2**L) ^ x(c) (L = 8) -- two
     small tables and one gather-xor instead of a pass per bit over all points.
     """
     i = torch.arange(skip, skip + n, dtype=torch.int64)
