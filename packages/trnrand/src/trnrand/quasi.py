@@ -35,7 +35,10 @@ def _seed_generator(seed, where) -> Generator:
 
 @functools.lru_cache(maxsize=8)
 def _joe_kuo_table():
-    import scipy.stats
+    try:
+        import scipy.stats
+    except ImportError:  # pragma: no cover - scipy is in the suite's dev extra, not a hard dependency
+        raise ImportError("trnrand.sobol reads Joe and Kuo's direction numbers from SciPy; pip install scipy") from None
 
     path = os.path.join(os.path.dirname(scipy.stats.__file__), "_sobol_direction_numbers.npz")
     with np.load(path) as z:
