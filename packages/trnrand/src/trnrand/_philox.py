@@ -112,6 +112,11 @@ def words(seed: int, subsequence: int, start: int, n: int, device="cpu") -> torc
 # ---- words -> floats (exact: every step is an integer op or a power-of-two scale) -------------------------------
 TWO_M24 = 2.0**-24
 TWO_M53 = 2.0**-53
+#: float32 Box-Muller constants (shared with the kernel): C = the largest float32 below pi, the angle
+#: grid step S = 2 C 2**-24 (exact in float32) and the radius bias that keeps sqrt's argument > 0
+C_PI = 3.1415925025939941  # float(np.nextafter(np.float32(np.pi), 0)); checked in the tests
+S_ANGLE = 2.0 * C_PI * 2.0**-24
+R_BIAS = 2.0**-100
 
 
 def _u24(w: torch.Tensor) -> torch.Tensor:

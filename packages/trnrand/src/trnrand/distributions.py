@@ -20,7 +20,7 @@ import torch
 from trnsci import _validate as V
 
 from . import _philox
-from ._philox import MASK, TWO_M24, TWO_M53, _philox_torch
+from ._philox import C_PI, MASK, R_BIAS, S_ANGLE, TWO_M24, TWO_M53, _philox_torch
 from .generator import Generator, _resolve
 
 FLOATS = (torch.float32, torch.float64)
@@ -119,11 +119,14 @@ def _box_muller(w: torch.Tensor, dtype) -> torch.Tensor:
         m = w[:, 1] >> 8
         bits = 24
     mq = (m + (1 << (bits - 2))) & ((1 << bits) - 1)
-    scale = TWO_PI * 2.0**-bits
-    r = torch.log(u1).mul_(-2.0).sqrt_()
+    if dtype == torch.float64:
+        half, scale, tiny = math.pi, TWO_PI * 2.0**-bits, 0.0
+    else:  # the Box-Muller kernel's constants: every fp32 sin argument in [-C, C], C = float32 below pi
+        half, scale, tiny = C_PI, S_ANGLE, R_BIAS
+    r = torch.log(u1).mul_(-2.0).add_(tiny).sqrt_()
     out = torch.empty((r.shape[0], 2), dtype=dtype, device=w.device)
-    torch.sin(m.to(dtype).mul_(scale).sub_(math.pi), out=out[:, 0])
-    torch.sin(mq.to(dtype).mul_(scale).sub_(math.pi), out=out[:, 1])
+    torch.sin(m.to(dtype).mul_(scale).sub_(half), out=out[:, 0])
+    torch.sin(mq.to(dtype).mul_(scale).sub_(half), out=out[:, 1])
     return out.mul_(r[:, None])
 
 

@@ -126,8 +126,8 @@ class Lanes:
             for v in (m, m & 0xFFFF, m >> 16):
                 self.const(v)
 
-    def tile(self, name, dtype=nl.uint32):
-        return nl.ndarray((PMAX, self.f), dtype=dtype, buffer=nl.sbuf, name=name)
+    def tile(self, name, dtype=None):
+        return nl.ndarray((PMAX, self.f), dtype=dtype or nl.uint32, buffer=nl.sbuf, name=name)
 
     def const(self, v):
         """A [P, F] uint32 tile filled with v (memset once per call)."""
