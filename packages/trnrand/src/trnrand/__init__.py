@@ -38,7 +38,6 @@ from .quasi import halton, latin_hypercube, sobol
 
 __version__ = _library_version("trnrand")
 set_backend, get_backend, use_backend = _bind("trnrand")
-HAS_NKI = False  # published name; kernels arrive in the NKI phase (see trnsci.nki for the backend in use)
 
 __all__ = [
     "__version__",
@@ -79,3 +78,23 @@ __all__ = [
     "halton",
     "latin_hypercube",
 ]
+
+# Every NKI lowering lives in trnrand._nki and registers itself on the Ops declared next to the
+# public functions; imported last. A broken kernel module must not take the torch path down: it
+# warns (or raises under TRNSCI_REQUIRE_NKI=1) and every operation runs on torch.
+#: published name: True when trnrand's NKI lowerings (Philox, Box-Muller, Sobol' kernels) are registered
+HAS_NKI = False
+try:
+    from trnrand import _nki  # noqa: E402, F401
+
+    HAS_NKI = True
+except Exception as _exc:
+    from trnsci.dispatch import NkiRequiredError as _Required
+    from trnsci.dispatch import require_nki as _require
+
+    if _require():
+        raise _Required(f"trnrand: NKI lowerings failed to import: {_exc}") from _exc
+    import warnings as _warnings
+
+    _warnings.warn(f"trnrand: NKI lowerings not registered ({type(_exc).__name__}: {_exc}); "
+                   "every operation runs on torch", RuntimeWarning, stacklevel=2)

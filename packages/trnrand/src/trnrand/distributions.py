@@ -18,6 +18,7 @@ import math
 import torch
 
 from trnsci import _validate as V
+from trnsci.dispatch import Op
 
 from . import _philox
 from ._philox import C_PI, MASK, R_BIAS, S_ANGLE, TWO_M24, TWO_M53, _philox_torch
@@ -133,7 +134,11 @@ def _box_muller(w: torch.Tensor, dtype) -> torch.Tensor:
 # ---- private torch implementations (the next phase registers these as Op lowerings) ---------------
 def _uniform_torch(seed, subsequence, base, first, n, low, high, dtype, device):
     k = _wps(dtype)
-    u = _u01(_philox.words(seed, subsequence, base + k * first, k * n, device), dtype)
+    return _affine(_u01(_philox.words(seed, subsequence, base + k * first, k * n, device), dtype), low, high, dtype)
+
+
+def _affine(u, low, high, dtype):
+    """low + (high - low) u for u in [0, 1), kept below high."""
     if low == 0.0 and high == 1.0:
         return u
     x = u.mul_(high - low).add_(low)
@@ -151,11 +156,12 @@ def _standard_normal_pairs(seed, subsequence, base, first, n, dtype, device) -> 
     return z[lead : lead + n]
 
 
+def _scale(z, mean, std):
+    return z if mean == 0.0 and std == 1.0 else z.mul(std).add_(mean)
+
+
 def _normal_torch(seed, subsequence, base, first, n, mean, std, dtype, device):
-    z = _standard_normal_pairs(seed, subsequence, base, first, n, dtype, device)
-    if mean == 0.0 and std == 1.0:
-        return z
-    return z.mul(std).add_(mean)
+    return _scale(_standard_normal_pairs(seed, subsequence, base, first, n, dtype, device), mean, std)
 
 
 def _lognormal_torch(seed, subsequence, base, first, n, mean, std, dtype, device):
@@ -406,6 +412,66 @@ def _multinomial_torch(seed, subsequence, base, probs, num_samples, replacement,
     return torch.argsort(keyv, dim=1, stable=True)[:, :num_samples]
 
 
+
+# ---- Ops: every public draw decides torch vs kernel through one trnsci.dispatch.Op ----------------
+# Default threshold (samples): a guess -- there is no Trainium here to calibrate it (`trnsci calibrate`
+# on a trn1/trn2 replaces it). 2**20 samples are ~5-10 ms of CPU Philox at the measured torch rate,
+# far above a kernel launch plus the output DMA, so a kernel should win below it; ops without a
+# kernel keep it for symmetry.
+THRESHOLD = float(1 << 20)
+
+
+def _n(*a, **k) -> float:
+    return float(a[4])
+
+
+def _arg(i):
+    def dtype_of(*a, **k):
+        return a[i]
+
+    return dtype_of
+
+
+def _describe(*a, **k) -> str:
+    return f"{a[4]} samples, seed={a[0]}, subsequence={a[1]}, stream words from {a[2]}"
+
+
+def _op(name, dtype_index, doc, size=_n, describe=_describe):
+    op = Op(f"trnrand.{name}", "samples", THRESHOLD, size=size, describe=describe,
+            dtype=None if dtype_index is None else _arg(dtype_index), doc=doc)
+    return op
+
+
+UNIFORM = _op("uniform", 7, "uniform floats from one (fp32) or two (fp64) words per sample")
+NORMAL = _op("normal", 7, "Box-Muller normals, two words per fp32 pair")
+LOGNORMAL = _op("lognormal", 7, "exp of Box-Muller normals")
+EXPONENTIAL = _op("exponential", 6, "-log(u) / rate with u in (0, 1]")
+BERNOULLI = _op("bernoulli", 6, "word < round(p 2**32)")
+RANDINT = _op("randint", 7, "floor of a 64-bit fraction times the range (two words per sample)")
+GEOMETRIC = _op("geometric", 6, "inversion of a 53-bit uniform")
+TRUNCATED_NORMAL = _op("truncated_normal", 9, "inverse-CDF on the truncated interval")
+GAMMA = _op("gamma", 7, "Marsaglia-Tsang rejection, two key words per sample")
+BETA = _op("beta", 7, "X / (X + Y) of two keyed gammas")
+STUDENT_T = _op("student_t", 6, "normal / sqrt(chi2 / df), keyed")
+POISSON = _op("poisson", 6, "inversion (lam < 10) or PTRS rejection, keyed")
+BINOMIAL = _op("binomial", 7, "inversion (n p < 30) or BTRS rejection, keyed")
+CATEGORICAL = _op("categorical", None, "search of a 53-bit uniform in the CDF")
+RANDPERM = _op("randperm", 4, "argsort of 63-bit keys", size=lambda *a, **k: float(a[3]),
+               describe=lambda *a, **k: f"a permutation of {a[3]}")
+MULTINOMIAL = _op("multinomial", None, "rows x num_samples draws (CDF search or exponential races)",
+                  size=lambda *a, **k: float(a[3].shape[0] * a[4]),
+                  describe=lambda *a, **k: f"{a[3].shape[0]} rows x {a[4]} samples")
+
+for _op_, _fn in ((UNIFORM, _uniform_torch), (NORMAL, _normal_torch), (LOGNORMAL, _lognormal_torch),
+                  (EXPONENTIAL, _exponential_torch), (BERNOULLI, _bernoulli_torch), (RANDINT, _randint_torch),
+                  (GEOMETRIC, _geometric_torch), (TRUNCATED_NORMAL, _truncated_normal_torch),
+                  (GAMMA, _gamma_torch), (BETA, _beta_torch), (STUDENT_T, _student_t_torch),
+                  (POISSON, _poisson_torch), (BINOMIAL, _binomial_torch), (CATEGORICAL, _categorical_torch),
+                  (RANDPERM, _randperm_torch), (MULTINOMIAL, _multinomial_torch)):
+    _op_.lowering("torch")(_fn)
+del _op_, _fn
+
+
 # ---- public API -----------------------------------------------------------------------------------
 def _finish(x: torch.Tensor, size) -> torch.Tensor:
     return x.reshape(size)
@@ -457,8 +523,9 @@ def uniform(*size, low=0.0, high=1.0, dtype=torch.float32, generator=None):
     dtype = _fdtype(dtype, where)
     g = _resolve(generator, where)
     n = _numel(size)
-    base, first = _span(g, n, _wps(dtype))
-    return _finish(_uniform_torch(g._seed, g._subsequence, base, first, n, low, high, dtype, g._device), size)
+    with g._draw():
+        base, first = _span(g, n, _wps(dtype))
+        return _finish(UNIFORM(g._seed, g._subsequence, base, first, n, low, high, dtype, g._device), size)
 
 
 def normal(*size, mean=0.0, std=1.0, dtype=torch.float32, generator=None):
@@ -504,8 +571,9 @@ def normal(*size, mean=0.0, std=1.0, dtype=torch.float32, generator=None):
     dtype = _fdtype(dtype, where)
     g = _resolve(generator, where)
     n = _numel(size)
-    base, first = _span_pairs(g, n, 2 * _wps(dtype))
-    return _finish(_normal_torch(g._seed, g._subsequence, base, first, n, mean, std, dtype, g._device), size)
+    with g._draw():
+        base, first = _span_pairs(g, n, 2 * _wps(dtype))
+        return _finish(NORMAL(g._seed, g._subsequence, base, first, n, mean, std, dtype, g._device), size)
 
 
 def standard_normal(*size, dtype=torch.float32, generator=None):
@@ -535,8 +603,9 @@ def lognormal(*size, mean=0.0, std=1.0, dtype=torch.float32, generator=None):
     dtype = _fdtype(dtype, where)
     g = _resolve(generator, where)
     n = _numel(size)
-    base, first = _span_pairs(g, n, 2 * _wps(dtype))
-    return _finish(_lognormal_torch(g._seed, g._subsequence, base, first, n, mean, std, dtype, g._device), size)
+    with g._draw():
+        base, first = _span_pairs(g, n, 2 * _wps(dtype))
+        return _finish(LOGNORMAL(g._seed, g._subsequence, base, first, n, mean, std, dtype, g._device), size)
 
 
 def exponential(*size, rate=1.0, dtype=torch.float32, generator=None):
@@ -563,8 +632,9 @@ def exponential(*size, rate=1.0, dtype=torch.float32, generator=None):
     dtype = _fdtype(dtype, where)
     g = _resolve(generator, where)
     n = _numel(size)
-    base, first = _span(g, n, _wps(dtype))
-    return _finish(_exponential_torch(g._seed, g._subsequence, base, first, n, rate, dtype, g._device), size)
+    with g._draw():
+        base, first = _span(g, n, _wps(dtype))
+        return _finish(EXPONENTIAL(g._seed, g._subsequence, base, first, n, rate, dtype, g._device), size)
 
 
 def _into(buf, where: str):
@@ -625,8 +695,9 @@ def _keyed(name, size, dtype, generator, impl, *params, allowed=FLOATS):
     dtype = _fdtype(dtype, name, allowed)
     g = _resolve(generator, name)
     n = _numel(size)
-    base, first = _span(g, n, 2)
-    return _finish(impl(g._seed, g._subsequence, base, first, n, *params, dtype, g._device), size)
+    with g._draw():
+        base, first = _span(g, n, 2)
+        return _finish(impl(g._seed, g._subsequence, base, first, n, *params, dtype, g._device), size)
 
 
 def gamma(*size, shape, scale=1.0, dtype=torch.float32, generator=None):
@@ -649,7 +720,7 @@ def gamma(*size, shape, scale=1.0, dtype=torch.float32, generator=None):
     """
     where = "gamma"
     shape, scale = _positive(shape, "shape", where), _positive(scale, "scale", where)
-    return _keyed(where, size, dtype, generator, _gamma_torch, shape, scale)
+    return _keyed(where, size, dtype, generator, GAMMA, shape, scale)
 
 
 def chi_squared(*size, df, dtype=torch.float32, generator=None):
@@ -662,7 +733,7 @@ def chi_squared(*size, df, dtype=torch.float32, generator=None):
     torch.Size([2])
     """
     df = _positive(df, "df", "chi_squared")
-    return _keyed("chi_squared", size, dtype, generator, _gamma_torch, df / 2.0, 2.0)
+    return _keyed("chi_squared", size, dtype, generator, GAMMA, df / 2.0, 2.0)
 
 
 def beta(*size, alpha, beta, dtype=torch.float32, generator=None):
@@ -676,7 +747,7 @@ def beta(*size, alpha, beta, dtype=torch.float32, generator=None):
     True
     """
     a, b = _positive(alpha, "alpha", "beta"), _positive(beta, "beta", "beta")
-    return _keyed("beta", size, dtype, generator, _beta_torch, a, b)
+    return _keyed("beta", size, dtype, generator, BETA, a, b)
 
 
 def student_t(*size, df, dtype=torch.float32, generator=None):
@@ -689,7 +760,7 @@ def student_t(*size, df, dtype=torch.float32, generator=None):
     torch.Size([2])
     """
     df = _positive(df, "df", "student_t")
-    return _keyed("student_t", size, dtype, generator, _student_t_torch, df)
+    return _keyed("student_t", size, dtype, generator, STUDENT_T, df)
 
 
 def poisson(*size, lam=1.0, dtype=torch.float32, generator=None):
@@ -711,7 +782,7 @@ def poisson(*size, lam=1.0, dtype=torch.float32, generator=None):
         raise ValueError(f"{where}: lam must be >= 0, got {lam}")
     if lam > 2.0**52:
         raise ValueError(f"{where}: lam must be <= 2**52, got {lam}")
-    return _keyed(where, size, dtype, generator, _poisson_torch, lam, allowed=FLOATS + INTS)
+    return _keyed(where, size, dtype, generator, POISSON, lam, allowed=FLOATS + INTS)
 
 
 def binomial(*size, n, p, dtype=torch.int64, generator=None):
@@ -729,7 +800,7 @@ def binomial(*size, n, p, dtype=torch.int64, generator=None):
     if trials >= 1 << 53:
         raise ValueError(f"{where}: n must be < 2**53, got {trials}")
     p = _prob(p, "p", where)
-    return _keyed(where, size, dtype, generator, _binomial_torch, trials, p, allowed=FLOATS + INTS)
+    return _keyed(where, size, dtype, generator, BINOMIAL, trials, p, allowed=FLOATS + INTS)
 
 
 def bernoulli(*size, p=0.5, dtype=torch.float32, generator=None):
@@ -747,8 +818,9 @@ def bernoulli(*size, p=0.5, dtype=torch.float32, generator=None):
     dtype = _fdtype(dtype, where, FLOATS + INTS + (torch.bool,))
     g = _resolve(generator, where)
     n = _numel(size)
-    base, first = _span(g, n, 1)
-    return _finish(_bernoulli_torch(g._seed, g._subsequence, base, first, n, p, dtype, g._device), size)
+    with g._draw():
+        base, first = _span(g, n, 1)
+        return _finish(BERNOULLI(g._seed, g._subsequence, base, first, n, p, dtype, g._device), size)
 
 
 def geometric(*size, p, dtype=torch.int64, generator=None):
@@ -764,7 +836,7 @@ def geometric(*size, p, dtype=torch.int64, generator=None):
     p = _prob(p, "p", where)
     if p == 0.0:
         raise ValueError(f"{where}: p must be in (0, 1], got 0.0")
-    return _keyed(where, size, dtype, generator, _geometric_torch, p, allowed=FLOATS + INTS)
+    return _keyed(where, size, dtype, generator, GEOMETRIC, p, allowed=FLOATS + INTS)
 
 
 def randint(*size, low=0, high=1, dtype=torch.long, generator=None):
@@ -789,7 +861,7 @@ def randint(*size, low=0, high=1, dtype=torch.long, generator=None):
         raise ValueError(f"{where}: high - low must be <= 2**32, got {high - low}")
     if not -(1 << 63) <= low or high > 1 << 63:
         raise ValueError(f"{where}: low and high must fit int64")
-    return _keyed(where, size, dtype, generator, _randint_torch, low, high, allowed=INTS + FLOATS)
+    return _keyed(where, size, dtype, generator, RANDINT, low, high, allowed=INTS + FLOATS)
 
 
 def randperm(n, dtype=torch.long, generator=None):
@@ -809,8 +881,9 @@ def randperm(n, dtype=torch.long, generator=None):
         raise ValueError(f"{where}: n must be <= 2**48, got {n}")
     dtype = _fdtype(dtype, where, INTS)
     g = _resolve(generator, where)
-    base = g._reserve(2 * n)
-    return _randperm_torch(g._seed, g._subsequence, base, n, dtype, g._device)
+    with g._draw():
+        base = g._reserve(2 * n)
+        return RANDPERM(g._seed, g._subsequence, base, n, dtype, g._device)
 
 
 def _probs(probs, where: str) -> torch.Tensor:
@@ -844,9 +917,10 @@ def categorical(probs, *size, generator=None):
     size = _size(size, where)
     g = _resolve(generator, where)
     n = _numel(size)
-    base, first = _span(g, n, 2)
-    cdf = torch.cumsum(probs.to(torch.float64), 0).to(g._device)
-    return _finish(_categorical_torch(g._seed, g._subsequence, base, first, n, cdf, g._device), size)
+    with g._draw():
+        base, first = _span(g, n, 2)
+        cdf = torch.cumsum(probs.to(torch.float64), 0).to(g._device)
+        return _finish(CATEGORICAL(g._seed, g._subsequence, base, first, n, cdf, g._device), size)
 
 
 def multinomial(probs, num_samples, replacement=False, generator=None):
@@ -877,9 +951,10 @@ def multinomial(probs, num_samples, replacement=False, generator=None):
             raise ValueError(f"{where}: num_samples={num_samples} exceeds the {nz} categories with p > 0")
     g = _resolve(generator, where)
     words = 2 * p2.shape[0] * (num_samples if replacement else p2.shape[1])
-    base = g._reserve(words)
-    out = _multinomial_torch(g._seed, g._subsequence, base, p2.to(g._device), num_samples, replacement, g._device)
-    return out.reshape(*probs.shape[:-1], num_samples)
+    with g._draw():
+        base = g._reserve(words)
+        out = MULTINOMIAL(g._seed, g._subsequence, base, p2.to(g._device), num_samples, replacement, g._device)
+        return out.reshape(*probs.shape[:-1], num_samples)
 
 
 def truncated_normal(*size, mean=0.0, std=1.0, low=-2.0, high=2.0, dtype=torch.float32, generator=None):
@@ -906,4 +981,4 @@ def truncated_normal(*size, mean=0.0, std=1.0, low=-2.0, high=2.0, dtype=torch.f
     low, high = _real(low, "low", where, finite=False), _real(high, "high", where, finite=False)
     if math.isnan(low) or math.isnan(high) or not low < high:
         raise ValueError(f"{where}: low must be < high, got low={low}, high={high}")
-    return _keyed(where, size, dtype, generator, _truncated_normal_torch, mean, std, low, high)
+    return _keyed(where, size, dtype, generator, TRUNCATED_NORMAL, mean, std, low, high)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 
@@ -182,6 +183,16 @@ class Generator:
         base = self._offset
         self._offset = base + words_total
         return base
+
+    @contextlib.contextmanager
+    def _draw(self):
+        """A draw that raises -- or is only planned (``plan_call`` stops at the Op) -- leaves the position unchanged."""
+        start = self._offset
+        try:
+            yield
+        except BaseException:
+            self._offset = start
+            raise
 
     def _words(self, start: int, n: int) -> torch.Tensor:
         return _philox.words(self._seed, self._subsequence, start, n, self._device)

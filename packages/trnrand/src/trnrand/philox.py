@@ -6,8 +6,10 @@ import numpy as np
 import torch
 
 from trnsci import _validate as V
+from trnsci.dispatch import Op
 
 from ._philox import _philox_torch
+from .distributions import THRESHOLD
 
 _INTS = (torch.int64, torch.int32, torch.uint32, torch.uint8, torch.int16, torch.uint16, torch.uint64)
 
@@ -82,5 +84,11 @@ def philox4x32(counter, key, rounds=10):
         ) from None
     c = c.expand(*lead, 4)
     k = k.expand(*lead, 2).to(c.device)
-    out = _philox_torch(c, k, r)
+    out = PHILOX4X32(c, k, r)
     return out.to(torch.uint32) if in_dtype == torch.uint32 else out
+
+
+# threshold: see trnrand.distributions.THRESHOLD (a guess; no hardware here to calibrate it)
+PHILOX4X32 = Op("trnrand.philox4x32", "samples", THRESHOLD, size=lambda c, k, r: float(c.numel()),
+                dtype=lambda c, k, r: c.dtype, doc="Philox4x32-r of explicit counters and keys; samples = words")
+PHILOX4X32.lowering("torch")(_philox_torch)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -10,8 +11,10 @@ import numpy as np
 import torch
 
 from trnsci import _validate as V
+from trnsci.dispatch import Op
 
 from . import _philox
+from .distributions import THRESHOLD
 from .generator import Generator, _resolve
 
 SOBOL_BITS = 30  # as scipy.stats.qmc.Sobol's default: points are k * 2**-30
@@ -110,6 +113,11 @@ def _sobol_torch(V: torch.Tensor, shift: torch.Tensor, skip: int, n: int, dtype)
         low = _gray_xor(torch.arange(1 << _LOW_BITS, dtype=torch.int64), V)
         X = high[(i >> _LOW_BITS) - a0] ^ low[i & ((1 << _LOW_BITS) - 1)]
     X ^= shift
+    return _sobol_floats(X, dtype)
+
+
+def _sobol_floats(X: torch.Tensor, dtype) -> torch.Tensor:
+    """30-bit Sobol' integers -> floats, exactly: X 2**-30 (float64) or (X >> 6) 2**-24 (float32)."""
     if dtype == torch.float64:
         return X.to(torch.float64).mul_(2.0**-SOBOL_BITS)
     return (X >> (SOBOL_BITS - 24)).to(torch.float32).mul_(2.0**-24)
@@ -184,9 +192,12 @@ def sobol(n_points, n_dims, seed=None, scramble=True, dtype=torch.float32, skip=
         seed = V.integer(seed, "seed", where, minimum=0)
     Vn = _direction_numbers(d)
     shift = np.zeros(d, dtype=np.int64)
-    if scramble:
-        Vn, shift = _lms_scramble(Vn, _seed_generator(seed, where))
-    return _sobol_torch(torch.from_numpy(Vn), torch.from_numpy(shift), skip, n, dtype)
+    gen = _seed_generator(seed, where) if scramble else None
+    # a planned or failing call leaves a caller's Generator as it was
+    with gen._draw() if gen is not None else contextlib.nullcontext():
+        if scramble:
+            Vn, shift = _lms_scramble(Vn, gen)
+        return SOBOL(torch.from_numpy(Vn), torch.from_numpy(shift), skip, n, dtype)
 
 
 def _first_primes(n: int) -> list[int]:
@@ -274,16 +285,23 @@ def halton(n_points, n_dims, scramble=False, seed=None, dtype=torch.float32, ski
         seed = V.integer(seed, "seed", where, minimum=0)
     bases = torch.tensor(_first_primes(d), dtype=torch.int64)
     perms = None
-    if scramble:
-        g = _seed_generator(seed, where)
-        maxb = int(bases.max())
-        levels = max(1, math.ceil(53 * math.log(2) / math.log(2)))  # enough levels for base 2; others finish earlier
-        w = g._words(g._reserve(2 * d * levels * maxb), 2 * d * levels * maxb).reshape(d, levels, maxb, 2)
-        key = ((w[..., 0] >> 1) << 32) | w[..., 1]
-        # digits >= base get keys after every real digit, so each row's first `base` entries permute 0..base-1
-        key = torch.where(torch.arange(maxb)[None, None, :] < bases[:, None, None], key, torch.iinfo(torch.int64).max)
-        perms = torch.argsort(key, dim=-1, stable=True)
-    return _halton_torch(bases, perms, skip, n, dtype)
+    g = _seed_generator(seed, where) if scramble else None
+    # a planned or failing call leaves a caller's Generator as it was
+    with g._draw() if g is not None else contextlib.nullcontext():
+        if scramble:
+            perms = _halton_perms(g, bases, d)
+        return HALTON(bases, perms, skip, n, dtype)
+
+
+def _halton_perms(g: Generator, bases: torch.Tensor, d: int) -> torch.Tensor:
+    """Random digit permutations (d, levels, max base) for scrambled Halton."""
+    maxb = int(bases.max())
+    levels = max(1, math.ceil(53 * math.log(2) / math.log(2)))  # enough levels for base 2; others finish earlier
+    w = g._words(g._reserve(2 * d * levels * maxb), 2 * d * levels * maxb).reshape(d, levels, maxb, 2)
+    key = ((w[..., 0] >> 1) << 32) | w[..., 1]
+    # digits >= base get keys after every real digit, so each row's first `base` entries permute 0..base-1
+    key = torch.where(torch.arange(maxb)[None, None, :] < bases[:, None, None], key, torch.iinfo(torch.int64).max)
+    return torch.argsort(key, dim=-1, stable=True)
 
 
 def latin_hypercube(n_points, n_dims, dtype=torch.float32, generator=None, strength=1):
@@ -328,8 +346,9 @@ def latin_hypercube(n_points, n_dims, dtype=torch.float32, generator=None, stren
         raise ValueError(f"{where}: strength must be 1 or 2, got {strength}")
     g = _resolve(generator, where)
     if strength == 1:
-        base = g._reserve(4 * n * d)
-        return _lhs_torch(g._seed, g._subsequence, base, n, d, None, dtype)
+        with g._draw():
+            base = g._reserve(4 * n * d)
+            return LATIN_HYPERCUBE(g._seed, g._subsequence, base, n, d, None, dtype)
     p = math.isqrt(n)
     if p * p != n or p < 2 or any(p % q == 0 for q in range(2, math.isqrt(p) + 1)):
         raise ValueError(f"{where}: strength=2 needs n_points = p**2 for a prime p, got {n}")
@@ -339,8 +358,9 @@ def latin_hypercube(n_points, n_dims, dtype=torch.float32, generator=None, stren
     j = torch.arange(p).repeat(p)
     cols = [i, j] + [(i + k * j) % p for k in range(1, p)]
     oa = torch.stack(cols[:d], dim=1)  # (n, d) levels 0..p-1, each pair of columns an OA of strength 2
-    base = g._reserve(6 * n * d)
-    return _lhs_torch(g._seed, g._subsequence, base, n, d, (oa, p), dtype)
+    with g._draw():
+        base = g._reserve(6 * n * d)
+        return LATIN_HYPERCUBE(g._seed, g._subsequence, base, n, d, (oa, p), dtype)
 
 
 def _lhs_torch(seed, subsequence, base, n, d, oa, dtype):
@@ -365,3 +385,19 @@ def _lhs_torch(seed, subsequence, base, n, d, oa, dtype):
     x = (strata.to(torch.float64) + u) / n
     x = x.to(dtype)
     return x.clamp_(max=torch.nextafter(torch.tensor(1.0, dtype=dtype), torch.tensor(0.0, dtype=dtype)).item())
+
+
+# ---- Ops (threshold: see trnrand.distributions.THRESHOLD; a guess, no hardware to calibrate) -------
+SOBOL = Op("trnrand.sobol", "samples", THRESHOLD, size=lambda V, shift, skip, n, dtype: float(n * V.shape[0]),
+           dtype=lambda V, shift, skip, n, dtype: dtype,
+           describe=lambda V, shift, skip, n, dtype: f"{n} points x {V.shape[0]} dims from point {skip}",
+           doc="Gray-code Sobol' points; samples = points x dims")
+HALTON = Op("trnrand.halton", "samples", THRESHOLD, size=lambda b, p, skip, n, dtype: float(n * b.numel()),
+            dtype=lambda b, p, skip, n, dtype: dtype, doc="radical inverses; samples = points x dims")
+LATIN_HYPERCUBE = Op("trnrand.latin_hypercube", "samples", THRESHOLD,
+                     size=lambda s, q, base, n, d, oa, dtype: float(n * d),
+                     dtype=lambda s, q, base, n, d, oa, dtype: dtype,
+                     doc="random permutations per dimension (strength 1) or an orthogonal array (2)")
+SOBOL.lowering("torch")(_sobol_torch)
+HALTON.lowering("torch")(_halton_torch)
+LATIN_HYPERCUBE.lowering("torch")(_lhs_torch)

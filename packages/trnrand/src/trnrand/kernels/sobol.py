@@ -80,7 +80,7 @@ def sobol_kernel(v, shift, skip, n):
             j0 = jt * FMAX
             ff = min(FMAX, n - j0)
 
-            def tile(name):
+            def tile(name, dd=dd, ff=ff):
                 return nl.ndarray((dd, ff), dtype=nl.uint32, buffer=nl.sbuf, name=name)
 
             idx = nl.ndarray((dd, ff), dtype=nl.int32, buffer=nl.sbuf, name="idx")
