@@ -88,7 +88,8 @@ def test_philox_counters_equal_closed_form(nblocks, mode):
 
 
 @pytest.mark.parametrize("n,offset,sub,dtype", [
-    (1, 0, 0, torch.float32), (517, 3, 5, torch.float32), (2 * 512 + 7, 1, 0, torch.float64), (130, 2, 9, torch.float64),
+    (1, 0, 0, torch.float32), (517, 3, 5, torch.float32),
+    (2 * 512 + 7, 1, 0, torch.float64), (130, 2, 9, torch.float64),
 ])
 def test_uniform_simulator_is_bit_identical_to_torch(n, offset, sub, dtype):
     def draw():

@@ -42,7 +42,8 @@ TORCH_CALLS = [  # calls the kernels cannot take: the plan says torch, with the 
     ("no NKI kernel", trnrand.gamma, (8,), {"shape": 2.0, "generator": G()}),
     ("no NKI kernel", trnrand.halton, (8, 2), {}),
     ("no NKI kernel", trnrand.randperm, (9,), {"generator": G()}),
-    ("no NKI kernel", trnrand.philox4x32, (torch.zeros(2, 4, dtype=torch.int64), torch.zeros(2, dtype=torch.int64)), {}),
+    ("no NKI kernel", trnrand.philox4x32,
+     (torch.zeros(2, 4, dtype=torch.int64), torch.zeros(2, dtype=torch.int64)), {}),
 ]
 
 

@@ -81,3 +81,34 @@ def test_latin_hypercube_strength_1_and_2():
         trnrand.latin_hypercube(36, 3, strength=2)
     with pytest.raises(ValueError, match="n_dims"):
         trnrand.latin_hypercube(25, 7, strength=2)
+
+
+def test_shipped_joe_kuo_table_equals_scipys():
+    # trnrand ships its own bit-packed copy of new-joe-kuo-6.21201; SciPy's npz is the independent reference
+    import os
+
+    import scipy.stats
+
+    from trnrand import _joe_kuo
+
+    with np.load(os.path.join(os.path.dirname(scipy.stats.__file__), "_sobol_direction_numbers.npz")) as z:
+        poly, vinit = z["poly"].astype(np.int64), z["vinit"].astype(np.int64)
+    got_poly, got_vinit = _joe_kuo.table()
+    assert got_poly.shape == (21201,) and np.array_equal(got_poly, poly) and np.array_equal(got_vinit, vinit)
+    with open(_joe_kuo.PATH, "rb") as f:  # and the encoder reproduces the shipped bytes
+        assert _joe_kuo.encode(poly, vinit) == f.read()
+    p, v = _joe_kuo.table(1111)  # a prefix decodes alone
+    assert np.array_equal(p, poly[:1111]) and np.array_equal(v, vinit[:1111])
+
+
+def test_sobol_needs_no_scipy(monkeypatch):
+    import sys
+
+    from trnrand import quasi
+
+    quasi._direction_numbers.cache_clear()
+    monkeypatch.setitem(sys.modules, "scipy", None)  # any scipy import now fails
+    monkeypatch.setitem(sys.modules, "scipy.stats", None)
+    x = trnrand.sobol(4, 2, scramble=False, dtype=torch.float64)
+    assert x.tolist() == [[0.0, 0.0], [0.5, 0.5], [0.75, 0.25], [0.25, 0.75]]
+    quasi._direction_numbers.cache_clear()

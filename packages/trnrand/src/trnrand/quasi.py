@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import os
 
 import numpy as np
 import torch
@@ -13,7 +12,7 @@ import torch
 from trnsci import _validate as V
 from trnsci.dispatch import Op
 
-from . import _philox
+from . import _joe_kuo, _philox
 from .distributions import THRESHOLD
 from .generator import Generator, _resolve
 
@@ -36,18 +35,6 @@ def _seed_generator(seed, where) -> Generator:
     return Generator(seed=seed, subsequence=0x5EED)
 
 
-@functools.lru_cache(maxsize=8)
-def _joe_kuo_table():
-    try:
-        import scipy.stats
-    except ImportError:  # pragma: no cover - scipy is in the suite's dev extra, not a hard dependency
-        raise ImportError("trnrand.sobol reads Joe and Kuo's direction numbers from SciPy; pip install scipy") from None
-
-    path = os.path.join(os.path.dirname(scipy.stats.__file__), "_sobol_direction_numbers.npz")
-    with np.load(path) as z:
-        return z["poly"].astype(np.int64), z["vinit"].astype(np.int64)
-
-
 @functools.lru_cache(maxsize=32)
 def _direction_numbers(n_dims: int) -> np.ndarray:
     """V (n_dims, 30) int64: V[d, j] = m_{d,j} << (29 - j) from Joe-Kuo's primitive polynomials and initial m.
@@ -56,8 +43,7 @@ def _direction_numbers(n_dims: int) -> np.ndarray:
     V_j = V_(j-s) ^ (V_(j-s) >> s) ^ a_1 V_(j-1) ^ ... ^ a_(s-1) V_(j-s+1) for j >= s.
     Dimension 0 is the van der Corput sequence (V_j = 2**(29-j)).
     """
-    poly, vinit = _joe_kuo_table()
-    poly, vinit = poly[:n_dims], vinit[:n_dims]
+    poly, vinit = _joe_kuo.table(n_dims)
     B = SOBOL_BITS
     Vn = np.zeros((n_dims, B), dtype=np.int64)
     s = np.array([int(p).bit_length() - 1 for p in poly], dtype=np.int64)
