@@ -30,7 +30,7 @@ M1 = 0xCD9E8D57
 W0 = 0x9E3779B9  # golden ratio
 W1 = 0xBB67AE85  # sqrt(3) - 1
 MASK = 0xFFFFFFFF
-_CHUNK = 1 << 14  # Philox blocks per pass: keeps the ~10 live int64 tensors (128 KiB each) in L2
+_CHUNK = 1 << 16  # Philox blocks per pass (6 int64 buffers of 512 KiB); 2**14 and 2**18 were not faster
 
 
 def _philox_torch(counter: torch.Tensor, key: torch.Tensor, rounds: int) -> torch.Tensor:
@@ -60,7 +60,10 @@ def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, device, out:
     """Philox4x32-10 of blocks block0 .. block0+nblocks-1 of one subsequence into out (nblocks, 4) int64.
 
     Scalar key schedule; the counter's high words are constants of the
-    subsequence, so round 1's second product is a scalar.
+    subsequence, so round 1's second product is a scalar. Six preallocated
+    chunk buffers and ``out=`` / in-place ops: no allocation (and no page
+    faults of fresh large allocations) inside the rounds -- about 1.5-2x
+    faster than allocating each intermediate (measured, one thread).
     """
     keys = _keys(seed, 10)
     s0, s1 = subsequence & MASK, (subsequence >> 32) & MASK
@@ -68,33 +71,32 @@ def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, device, out:
     q = s0 * M1
     q_hi, q_lo = q >> 32, q & MASK
     b_lo0, b_hi0 = block0 & MASK, block0 >> 32
+    size = min(_CHUNK, nblocks)
+    x0, x1, x2, x3, p0, p1 = (torch.empty(size, dtype=torch.int64, device=device) for _ in range(6))
     for start in range(0, nblocks, _CHUNK):
         m = min(_CHUNK, nblocks - start)
-        c = torch.arange(b_lo0 + start, b_lo0 + start + m, dtype=torch.int64, device=device)
-        x1 = ((c >> 32) + b_hi0) & MASK  # carry into the block index's high word
-        x0 = c & MASK
+        if m < size:
+            x0, x1, x2, x3, p0, p1 = (t[:m] for t in (x0, x1, x2, x3, p0, p1))
+        c = torch.arange(b_lo0 + start, b_lo0 + start + m, dtype=torch.int64, device=device, out=x3)
+        torch.bitwise_right_shift(c, 32, out=x1).add_(b_hi0).bitwise_and_(MASK)  # carry into the high word
+        torch.bitwise_and(c, MASK, out=x0)
         k0, k1 = keys[0]
         # round 1: x2 = s0, x3 = s1 are scalars
-        p0 = x0 * M0
-        x0 = (x1 ^ (q_hi ^ k0)) & MASK
-        x1 = torch.full_like(p0, q_lo)
-        x2 = ((p0 >> 32) ^ (s1 ^ k1)) & MASK
-        x3 = p0 & MASK
+        torch.mul(x0, M0, out=p0)
+        torch.bitwise_xor(x1, q_hi ^ k0, out=x0).bitwise_and_(MASK)
+        x1.fill_(q_lo)
+        torch.bitwise_right_shift(p0, 32, out=x2).bitwise_xor_(s1 ^ k1).bitwise_and_(MASK)
+        x3, p0 = p0, x3
         # x1 and x3 are only ever xor-ed into words that are masked afterwards, so they may keep the
         # product's high bits ("dirty"): x1 = p1 instead of p1 & MASK saves two ops per round.
         for k0, k1 in keys[1:]:
-            p0 = x0 * M0
-            p1 = x2 * M1
-            x0 = (p1 >> 32).bitwise_xor_(x1).bitwise_xor_(k0).bitwise_and_(MASK)
-            x2 = (p0 >> 32).bitwise_xor_(x3).bitwise_xor_(k1).bitwise_and_(MASK)
-            x1, x3 = p1, p0
-        o = out[start : start + m]
-        o[:, 0] = x0
-        o[:, 1] = x1
-        o[:, 2] = x2
-        o[:, 3] = x3
-        o[:, 1] &= MASK
-        o[:, 3] &= MASK
+            torch.mul(x0, M0, out=p0)
+            torch.mul(x2, M1, out=p1)
+            torch.bitwise_right_shift(p1, 32, out=x0).bitwise_xor_(x1).bitwise_xor_(k0).bitwise_and_(MASK)
+            torch.bitwise_right_shift(p0, 32, out=x2).bitwise_xor_(x3).bitwise_xor_(k1).bitwise_and_(MASK)
+            x1, p1 = p1, x1
+            x3, p0 = p0, x3
+        torch.stack((x0, x1.bitwise_and_(MASK), x2, x3.bitwise_and_(MASK)), dim=1, out=out[start:start + m])
 
 
 def words(seed: int, subsequence: int, start: int, n: int, device="cpu") -> torch.Tensor:
