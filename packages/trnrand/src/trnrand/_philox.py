@@ -11,7 +11,7 @@ The product of two such words is < 2**64; int64 multiplication wraps modulo
 the low word and ``(p >> 32) & 0xFFFFFFFF`` the high word (the arithmetic
 shift's sign extension is masked away). The kernel cannot do this (its
 integer ALU is 32 bits wide) and uses 16-bit limbs instead; see
-``docs/trnrand.md`` "Kernels (planned)". Both give the same words.
+``trnrand.kernels.philox``. Both give the same words.
 
 The stream (see docs/trnrand.md "The stream"):
 

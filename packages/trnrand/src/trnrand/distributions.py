@@ -1,11 +1,12 @@
 """Distributions drawn from the Philox stream.
 
 Every public function validates, reserves its words from the generator
-(:meth:`Generator._reserve`), and calls one private torch implementation
+(:meth:`Generator._reserve`), and calls one :class:`trnsci.dispatch.Op`
+(``UNIFORM``, ``NORMAL``, ...) whose lowerings -- the torch implementation
 
     ``_<name>_torch(seed, subsequence, base, first, n, <parameters>, dtype, device)``
 
-which returns samples ``first .. first+n-1`` of the draw whose words start
+and, for some, an NKI kernel (:mod:`trnrand._nki`) -- return samples ``first .. first+n-1`` of the draw whose words start
 at stream word ``base``. Sample ``k`` depends only on ``(seed, subsequence,
 base, k)``, which is what makes partitions and the NKI path reproduce it.
 Word consumption per sample is listed in ``docs/trnrand.md``.
@@ -131,7 +132,7 @@ def _box_muller(w: torch.Tensor, dtype) -> torch.Tensor:
     return out.mul_(r[:, None])
 
 
-# ---- private torch implementations (the next phase registers these as Op lowerings) ---------------
+# ---- private torch implementations (registered below as the Ops' torch lowerings) ---------------------
 def _uniform_torch(seed, subsequence, base, first, n, low, high, dtype, device):
     k = _wps(dtype)
     return _affine(_u01(_philox.words(seed, subsequence, base + k * first, k * n, device), dtype), low, high, dtype)
