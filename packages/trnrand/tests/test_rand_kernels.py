@@ -18,7 +18,7 @@ from scipy.stats import qmc
 import trnrand
 from trnrand import _philox
 from trnrand.kernels.box_muller import box_muller_counts, box_muller_kernel
-from trnrand.kernels.philox import philox_counts, philox_kernel
+from trnrand.kernels.philox import SBUF_TILES, philox_counts, philox_kernel
 from trnrand.kernels.sobol import sobol_counts, sobol_kernel
 from trnrand.quasi import _direction_numbers
 from trnsci import nki
@@ -85,6 +85,7 @@ def test_philox_counters_equal_closed_form(nblocks, mode):
     assert_counts(prof, philox_counts(nblocks, mode))
     if nblocks == 128 * 512:
         assert prof.instructions["gpsimd"] == 6 + 181 and prof.instructions["vector"] == 178
+        assert prof.peak_sbuf_bytes <= SBUF_TILES * 4 * 512  # the documented SBUF plan
 
 
 @pytest.mark.parametrize("n,offset,sub,dtype", [

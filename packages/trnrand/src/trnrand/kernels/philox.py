@@ -70,7 +70,7 @@ instructions per 1000 words.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, sbuf_budget
 
 M0 = 0xD2511F53
 M1 = 0xCD9E8D57
@@ -79,6 +79,12 @@ W1 = 0xBB67AE85
 MASK = 0xFFFFFFFF
 FMAX = 512  # blocks per partition per tile
 MODES = ("words", "uniform")
+
+#: SBUF plan: at most this many [P, F] 4-byte tiles are live at once (6 constants, the [P, F, 4] output
+#: tile(s), the four lanes and a mulhilo's temporaries; the emulator's peak is 29 for the uniform
+#: mode and 25 for Box-Muller) -- 40 x 4 B x 512 = 80 KiB per partition, inside every target's SBUF.
+SBUF_TILES = 40
+assert SBUF_TILES * 4 * FMAX <= sbuf_budget("trn1"), "the Philox tile plan must fit SBUF"
 
 #: instructions of one 128 x F tile (see the module docstring)
 GPSIMD_PER_TILE = 1 + 180
