@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import struct
 
@@ -184,15 +183,9 @@ class Generator:
         self._offset = base + words_total
         return base
 
-    @contextlib.contextmanager
-    def _draw(self):
+    def _draw(self) -> _Draw:
         """A draw that raises -- or is only planned (``plan_call`` stops at the Op) -- leaves the position unchanged."""
-        start = self._offset
-        try:
-            yield
-        except BaseException:
-            self._offset = start
-            raise
+        return _Draw(self)
 
     def _words(self, start: int, n: int) -> torch.Tensor:
         return _philox.words(self._seed, self._subsequence, start, n, self._device)
@@ -216,6 +209,24 @@ class Generator:
 
 
 _default_generator: Generator | None = None
+
+
+class _Draw:
+    """Context of one draw: restores the generator's position if the draw raises (a plain class: ~10x cheaper
+    than a generator-based context manager on the per-call path)."""
+
+    __slots__ = ("_g", "_start")
+
+    def __init__(self, g: Generator):
+        self._g, self._start = g, g._offset
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self._g._offset = self._start
+        return False
 
 
 def get_default_generator() -> Generator:
