@@ -12,9 +12,18 @@ import pytest
 import trnsci
 from trnsci import dispatch
 from trnsci import nki as tnki
+from trnsci.testing import scratch_ops
 
 OP = "trntensor.test_dispatch_op"  # a private op; the library prefix picks the scope
 dispatch.register(OP, "flops", 1000.0, "test op")
+
+
+@pytest.fixture(autouse=True)
+def _forget_test_ops():
+    """Ops a test builds under a library's prefix must not outlive it: each
+    library's plans test lists that library's kernel ops and would see them."""
+    with scratch_ops():
+        yield
 
 
 @pytest.fixture
@@ -286,6 +295,74 @@ def test_lowering_supports_predicate_routes_to_torch_up_front():
     with trnsci.use_backend("torch"):
         assert op(12) == ("torch", 12)
     assert calls == []  # the predicate is not consulted off the kernel path
+
+
+def _counting_op(name):
+    """An op with a kernel whose size/dtype/supports/describe record every call."""
+    seen = []
+
+    def note(what, value):
+        def fn(*args, **kwargs):
+            seen.append(what)
+            return value
+        return fn
+
+    op = dispatch.Op(name, "n", 10, size=note("size", 5), dtype=note("dtype", None),
+                     describe=note("describe", ""))
+    op.lowering("torch")(lambda x: ("torch", x))
+    op.lowering("nki", supports=note("supports", None))(lambda x: ("kernel", x))
+    return op, seen
+
+
+@pytest.mark.parametrize("has_device", [False, True])
+@pytest.mark.parametrize("require", ["", "1"])
+@pytest.mark.parametrize("setting", ["torch", "auto", "simulator", "nki"])
+def test_call_short_cut_agrees_with_the_rule(monkeypatch, setting, require, has_device):
+    """Op.__call__ skips the size/dtype/supports work only where the full rule would say torch."""
+    monkeypatch.setattr(tnki, "HAS_NKI", has_device)
+    monkeypatch.setattr(tnki, "has_neuron_device", lambda: has_device)
+    if require:
+        monkeypatch.setenv("TRNSCI_REQUIRE_NKI", require)
+    op, seen = _counting_op("trntensor.test_op_shortcut")
+    with trnsci.use_backend(setting):
+        settled = dispatch._settled_on_torch(trnsci.backend.resolve("trntensor").name)
+        try:
+            rule = op.decide(3).backend
+        except RuntimeError:  # nki without a device, or REQUIRE_NKI with no kernel run
+            rule = "error"
+        assert settled == (setting == "torch" or (setting == "auto" and not has_device and not require))
+        if settled:
+            assert rule == "torch"
+            seen.clear()
+            assert op(3) == ("torch", 3)
+            assert seen == []  # nothing about the arguments was worked out
+            assert op.plan(3).size == 5  # ... but a plan still reports the size
+        elif rule == "error":
+            with pytest.raises(RuntimeError):
+                op(3)
+        else:  # the full rule ran in the call, too (auto with a device: size 5 below threshold 10)
+            seen.clear()
+            assert op(3) == ("torch" if rule == "torch" else "kernel", 3)
+            assert (setting, rule) != ("auto", "nki") and ("size" in seen) == (setting == "auto")
+
+
+def test_call_reads_the_environment_afresh(monkeypatch):
+    """Caching on the per-call path must not hide a change of environment from the next call."""
+    op, _ = _counting_op("trntensor.test_op_env")
+    assert op(1) == ("torch", 1)  # auto, no NeuronCore
+    monkeypatch.setenv("TRNSCI_REQUIRE_NKI", " Yes ")
+    with pytest.raises(trnsci.NkiRequiredError):
+        op(1)
+    monkeypatch.setenv("TRNSCI_REQUIRE_NKI", "0")
+    assert op(1) == ("torch", 1)
+    monkeypatch.setenv("TRNTENSOR_BACKEND", "simulator")
+    assert op(1) == ("kernel", 1)
+    monkeypatch.setenv("TRNTENSOR_BACKEND", "   ")  # blank: ignored, the suite variable applies
+    monkeypatch.setenv("TRNSCI_BACKEND", "simulator")
+    assert op(1) == ("kernel", 1)
+    monkeypatch.setenv("TRNSCI_BACKEND", "pytorch")
+    assert op(1) == ("torch", 1)
+    assert trnsci.backend.resolve("trntensor").origin == "env:TRNSCI_BACKEND"
 
 
 # ------------------------------------------------------------------ plans

@@ -35,3 +35,58 @@ def get(name: str) -> str:
             _decoded.clear()
         value = _decoded[raw] = os.fsdecode(raw).strip()
     return value
+
+
+def reader(names: tuple[str, ...]):
+    """A function of no arguments returning ``(name, value)`` for the first of ``names`` set to a
+    non-blank value (stripped, as :func:`get`), else ``None``.
+
+    The same reads as calling :func:`get` on each name, with the keys
+    encoded once: :func:`trnsci.backend.resolve` runs this on every call.
+    """
+    names = tuple(names)
+    if not _fast:
+        def read_slow():
+            for name in names:
+                value = get(name)
+                if value:
+                    return name, value
+            return None
+        return read_slow
+    pairs = tuple((os.fsencode(name), name) for name in names)
+    data_get = _data.get
+
+    def read():
+        for key, name in pairs:
+            if data_get(key) is not None:  # usually none is set: one dict probe per name
+                value = get(name)
+                if value:
+                    return name, value
+        return None
+
+    return read
+
+
+_TRUE = ("1", "true", "yes", "on")
+_flags: dict[str, bool] = {}
+
+
+def flag(name: str) -> bool:
+    """True when ``name`` is set to ``1``, ``true``, ``yes`` or ``on`` (any case, spaces ignored).
+
+    Read afresh on every call like :func:`get`; only the parsing of a value
+    seen before is cached.
+    """
+    if _fast:  # the usual answer (unset) with one dict probe
+        key = _keys.get(name)
+        if key is not None and _data.get(key) is None:
+            return False
+    value = get(name)
+    if not value:
+        return False
+    on = _flags.get(value)
+    if on is None:
+        if len(_flags) > 64:
+            _flags.clear()
+        on = _flags[value] = value.lower() in _TRUE
+    return on

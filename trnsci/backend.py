@@ -139,7 +139,7 @@ _chain = {
     key: (
         tuple(_block[k] for k in ((key, None) if key else (None,))),
         tuple(_api[k] for k in ((key, None) if key else (None,))),
-        tuple(env_var(k) for k in ((key, None) if key else (None,))),
+        _env.reader(tuple(env_var(k) for k in ((key, None) if key else (None,)))),
     )
     for key in (None, *LIBRARIES)
 }
@@ -151,6 +151,9 @@ def _setting(name: str, origin: str) -> Setting:
     if s is None:
         s = _settings[(name, origin)] = Setting(name, origin)
     return s
+
+
+_default = _setting("auto", "default")
 
 
 def resolve(library: str | None = None) -> Setting:
@@ -168,11 +171,11 @@ def resolve(library: str | None = None) -> Setting:
         value = var.get()
         if value is not None:
             return _setting(value, "api")
-    for name in envs:
-        raw = _env.get(name)
-        if raw:
-            return _setting(normalize(raw, source=f"environment variable {name}"), f"env:{name}")
-    return _setting("auto", "default")
+    found = envs()
+    if found is not None:
+        name, raw = found
+        return _setting(normalize(raw, source=f"environment variable {name}"), f"env:{name}")
+    return _default
 
 
 def get_backend(library: str | None = None) -> str:

@@ -176,7 +176,7 @@ def _entry(op: str) -> Threshold:
 
 def require_nki() -> bool:
     """True when ``TRNSCI_REQUIRE_NKI`` asks that every fallback be an error."""
-    return _env.get("TRNSCI_REQUIRE_NKI").lower() in ("1", "true", "yes", "on")
+    return _env.flag("TRNSCI_REQUIRE_NKI")
 
 
 _nki_module = None
@@ -187,6 +187,19 @@ def _device_available() -> bool:
     if _nki_module is None:  # imported late: the kernel layer imports this module's users
         from trnsci import nki as _nki_module
     return _nki_module.HAS_NKI and _nki_module.has_neuron_device()
+
+
+def _settled_on_torch(name: str) -> bool:
+    """True when the rule (:func:`_decide`) answers "torch", raising nothing, whatever the call's arguments.
+
+    That is backend ``"torch"``, or ``"auto"`` on a machine without a
+    NeuronCore while ``TRNSCI_REQUIRE_NKI`` is unset -- every call on a CPU
+    machine. :meth:`Op.__call__` checks this first and runs the torch
+    lowering without working out the size, dtype or kernel support, which
+    the answer cannot depend on. Read afresh on every call: a change of
+    backend, environment or (in tests) device takes effect at once.
+    """
+    return name == "torch" or (name == "auto" and not _device_available() and not _env.flag("TRNSCI_REQUIRE_NKI"))
 
 
 class Decision(NamedTuple):
@@ -241,30 +254,40 @@ def decide(op: str, size: float | None = None, *, supported: bool = True, why_no
     return _decide(entry, setting, size, None if supported else (lambda: why_not))
 
 
-def _decide(entry: Threshold, setting: _backend.Setting, size: float | None,
+def _decide(entry: Threshold, setting: _backend.Setting, size: float | Callable[[], float | None] | None,
             why_not: Callable[[], str | None] | None) -> Decision:
     """The decision rule. ``why_not()`` (called at most once, only when a kernel
-    could otherwise run) returns None when the kernel can take the call."""
+    could otherwise run) returns None when the kernel can take the call.
+
+    ``size`` may be a function of no arguments: it is then called only when
+    the threshold is consulted, and the decisions that do not depend on the
+    size carry ``size=None`` (:meth:`Op.decide` fills it in for reports).
+    """
     op = entry.op
     name = setting.name
     if name == "torch":
-        return Decision(op, "torch", _where(setting), setting, size)
+        return Decision(op, "torch", _where(setting), setting, None if callable(size) else size)
     if name == "nki" and not _device_available():
         raise RuntimeError(
             f"{op}: {_where(setting)}, but this machine has no NeuronCore with the Neuron SDK "
             "(use 'auto' to fall back to torch, or 'simulator' to run the kernel on the CPU)"
         )
+    lazy = callable(size)
     if name == "auto" and not _device_available():
         if require_nki():
             raise NkiRequiredError(f"{op}: TRNSCI_REQUIRE_NKI=1 but backend 'auto' found no NeuronCore")
-        return Decision(op, "torch", _where(setting) + "; no NeuronCore on this machine", setting, size)
+        return Decision(op, "torch", _where(setting) + "; no NeuronCore on this machine", setting,
+                        None if lazy else size)
     reason = why_not() if why_not is not None else None
     if reason is not None:
         if require_nki():
             raise NkiRequiredError(f"{op}: TRNSCI_REQUIRE_NKI=1 but the kernel cannot run this call: {reason}")
-        return Decision(op, "torch", f"{_where(setting)}; kernel unsupported: {reason}", setting, size)
+        return Decision(op, "torch", f"{_where(setting)}; kernel unsupported: {reason}", setting,
+                        None if lazy else size)
     if name != "auto":  # "nki" (device checked above) or "simulator"
-        return Decision(op, name, _where(setting), setting, size)
+        return Decision(op, name, _where(setting), setting, None if lazy else size)
+    if lazy:
+        size = size()
     thr, origin = threshold(op)
     if size is not None and size < thr:
         reason = f"{_where(setting)}; {entry.metric}={size:g} below threshold {thr:g} ({origin})"
@@ -449,6 +472,7 @@ class Op:
         self._size = size
         self._dtype = dtype or _first_tensor_dtype
         self._describe = describe
+        self._library = _library_of(name)
         self._lowerings: dict[str, Lowering] = {}
         self._torch: Callable | None = None
         with _lock:
@@ -546,11 +570,21 @@ class Op:
         return None
 
     def decide(self, *args, **kwargs) -> Decision:
-        """Which backend runs this call and why -- the one rule :meth:`__call__` and :meth:`plan` share."""
-        setting = _backend.resolve(_library_of(self.name))
-        size = None if self._size is None else self._size(*args, **kwargs)
-        if setting.name == "torch":  # the common path, kept short
-            return Decision(self.name, "torch", _where(setting), setting, size)
+        """Which backend runs this call and why -- the one rule :meth:`__call__` and :meth:`plan` share.
+
+        The returned :class:`Decision` always carries the call's size (when
+        the op declares a size function), whether or not the rule needed it.
+        """
+        d = self._decide(args, kwargs)
+        if d.size is None and self._size is not None:
+            d = d._replace(size=self._size(*args, **kwargs))
+        return d
+
+    def _decide(self, args: tuple, kwargs: dict) -> Decision:
+        """:func:`_decide` for this call; the size is worked out only if the threshold is consulted."""
+        setting = _backend.resolve(self._library)
+        size_fn = self._size
+        size = None if size_fn is None else (lambda: size_fn(*args, **kwargs))
         return _decide(self._entry, setting, size, lambda: self.why_not(*args, **kwargs))
 
     def plan(self, *args, **kwargs) -> Plan:
@@ -570,10 +604,15 @@ class Op:
     # ----------------------------------------------------------- running
 
     def __call__(self, *args, **kwargs):
-        ctx = _planning.get()
-        if ctx is not None:
+        if _planning.get() is not None:
             raise _Planned(self.plan(*args, **kwargs))
-        decision = self.decide(*args, **kwargs)
+        # The common case first, and cheaply: when the answer cannot depend on
+        # the arguments (backend "torch"; "auto" without a NeuronCore), run the
+        # torch lowering without computing the size, dtype or kernel support.
+        # Everything else goes through the full rule, which plan() shares.
+        if _settled_on_torch(_backend.resolve(self._library).name) and self._torch is not None:
+            return self._torch(*args, **kwargs)
+        decision = self._decide(args, kwargs)
         if decision.backend == "torch":
             if self._torch is None:
                 raise NotImplementedError(f"{self.name}: no torch lowering registered")

@@ -187,3 +187,25 @@ def assert_plan_matches_run(fn, *args, **kwargs):
             assert_counts(runs[0].profile, figures, ignore=tuple(k for k in figures if k not in counters
                                                                  and not k.startswith("hbm")))
     return plan, result, runs
+
+
+@contextlib.contextmanager
+def scratch_ops() -> Iterator[None]:
+    """Forget every :class:`~trnsci.dispatch.Op` (and its threshold) created inside the block.
+
+    Tests that build throw-away ops under a real library's prefix (to pick
+    up that library's backend scope) use it, so that a library's own
+    "every kernel op has plan cases" test never sees them.
+    """
+    from trnsci import dispatch
+
+    with dispatch._lock:
+        ops_before, reg_before = set(dispatch._OPS), set(dispatch._REGISTRY)
+    try:
+        yield
+    finally:
+        with dispatch._lock:
+            for name in set(dispatch._OPS) - ops_before:
+                del dispatch._OPS[name]
+            for name in set(dispatch._REGISTRY) - reg_before:
+                del dispatch._REGISTRY[name]

@@ -128,3 +128,58 @@ def test_batched_gemm(benchmark, n, batch, dtype, impl):
         a = [np.asfortranarray(x) for x in A.numpy()]
         b = [np.asfortranarray(x) for x in B.numpy()]
         benchmark(lambda: [f(1.0, x, y) for x, y in zip(a, b)])
+
+
+# ---------------------------------------------------------------- per-call overhead
+# Small problems, where trnblas's validation and dispatch are most of the
+# cost: trnblas next to the bare torch call it lowers to. "auto" is what a
+# user on a machine without a NeuronCore gets (the fixture above sets
+# "torch"; these cases re-enter "auto" to time the decision path too).
+
+OVERHEAD_N = [64]
+
+
+@pytest.mark.parametrize("backend", ["torch", "auto"])
+@pytest.mark.parametrize("impl", ["trnblas", "torch"])
+@pytest.mark.parametrize("n", OVERHEAD_N)
+def test_gemm_overhead(benchmark, n, impl, backend):
+    benchmark.group = f"gemm overhead n={n} float32 backend={backend}"
+    A, B = operands((n, n), torch.float32, 1), operands((n, n), torch.float32, 2)
+    with trnsci.use_backend(backend):
+        if impl == "trnblas":
+            benchmark(trnblas.gemm, 1.0, A, B)
+        else:
+            benchmark(torch.mm, A, B)
+
+
+@pytest.mark.parametrize("impl", ["trnblas", "torch"])
+@pytest.mark.parametrize("n", OVERHEAD_N)
+def test_gemv(benchmark, n, impl):
+    benchmark.group = f"gemv n={n} float32"
+    A, x = operands((n, n), torch.float32, 1), operands((n,), torch.float32, 2)
+    if impl == "trnblas":
+        benchmark(trnblas.gemv, 1.0, A, x)
+    else:
+        benchmark(torch.mv, A, x)
+
+
+@pytest.mark.parametrize("impl", ["trnblas", "torch"])
+@pytest.mark.parametrize("n", OVERHEAD_N)
+def test_axpy(benchmark, n, impl):
+    benchmark.group = f"axpy n={n} float32"
+    x, y = operands((n,), torch.float32, 1), operands((n,), torch.float32, 2)
+    if impl == "trnblas":
+        benchmark(trnblas.axpy, 2.0, x, y)
+    else:
+        benchmark(torch.add, y, x, alpha=2.0)
+
+
+@pytest.mark.parametrize("impl", ["trnblas", "torch"])
+@pytest.mark.parametrize("n", OVERHEAD_N)
+def test_dot(benchmark, n, impl):
+    benchmark.group = f"dot n={n} float32"
+    x, y = operands((n,), torch.float32, 1), operands((n,), torch.float32, 2)
+    if impl == "trnblas":
+        benchmark(trnblas.dot, x, y)
+    else:
+        benchmark(torch.dot, x, y)

@@ -31,10 +31,22 @@ def _gemm_cases(sizes):
                            ref_name, lambda An=An, Bn=Bn, ref=ref: ref(1.0, An, Bn))
 
 
+def _small_cases(n: int = 64):
+    """Level 1/2 calls small enough that the ratio is trnblas's per-call overhead."""
+    g = torch.Generator().manual_seed(n)
+    A = torch.randn(n, n, generator=g)
+    x, y = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    yield Case("trnblas", f"gemv {n} float32", lambda: trnblas.gemv(1.0, A, x), "torch.mv", lambda: torch.mv(A, x))
+    yield Case("trnblas", f"axpy {n} float32", lambda: trnblas.axpy(2.0, x, y),
+               "torch.add", lambda: torch.add(y, x, alpha=2.0))
+    yield Case("trnblas", f"dot {n} float32", lambda: trnblas.dot(x, y), "torch.dot", lambda: torch.dot(x, y))
+
+
 def cases(quick: bool = True):
     """Yield the comparison cases (smaller sizes when ``quick``)."""
     sizes = (64, 256) if quick else (64, 256, 1024, 2048)
     yield from _gemm_cases(sizes)
+    yield from _small_cases()
     n = 256 if quick else 1024
     g = torch.Generator().manual_seed(7)
     A = torch.randn(n, n, generator=g, dtype=torch.float64)

@@ -26,7 +26,8 @@ __all__ = ["axpy", "dot", "dotu", "dotc", "nrm2", "asum", "scal", "iamax", "iami
 def _pair(where, x, y):
     x = v.vector(x, "x", where, v.BLAS_DTYPES)
     y = v.vector(y, "y", where, v.BLAS_DTYPES)
-    v.agree(where, x=x, y=y)
+    if y.dtype is not x.dtype or y.device != x.device:
+        v.agree(where, x=x, y=y)
     if x.shape[0] != y.shape[0]:
         raise v.mismatch(where, "x and y must have one length", x=x, y=y)
     return x, y

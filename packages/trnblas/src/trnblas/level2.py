@@ -37,10 +37,11 @@ def _mv(where, alpha, a, x, beta, y):
 
 
 def _check_mv(where, rows, cols, A, x, y, what):
+    """Lengths of ``x`` and ``y`` against op(A); ``what`` is the message tail, or a function making it."""
     if x.shape[0] != cols:
-        raise v.mismatch(where, f"x must have {cols} entries ({what})", A=A, x=x)
+        raise v.mismatch(where, f"x must have {cols} entries ({what() if callable(what) else what})", A=A, x=x)
     if y is not None and y.shape[0] != rows:
-        raise v.mismatch(where, f"y must have {rows} entries ({what})", A=A, y=y)
+        raise v.mismatch(where, f"y must have {rows} entries ({what() if callable(what) else what})", A=A, y=y)
 
 
 @numpy_io
@@ -81,12 +82,14 @@ def gemv(alpha, A, x, beta=0.0, y=None, trans=False, *, out=None):
     x = v.vector(x, "x", where, v.BLAS_DTYPES)
     if y is not None:
         y = v.vector(y, "y", where, v.BLAS_DTYPES)
-    v.agree(where, A=A, x=x, y=y)
-    t = la.real_trans(la.trans(trans, "trans", where), A.dtype)
-    alpha = v.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
-    beta = v.scalar(beta, "beta", where, complex_ok=A.dtype.is_complex)
-    a = la.op(A, t)
-    _check_mv(where, a.shape[0], a.shape[1], A, x, y, f"op(A) is {a.shape[0]}x{a.shape[1]}, trans={t!r}")
+    v.agree3(where, A, x, y, ("A", "x", "y"))
+    t = "N" if trans is False else la.real_trans(la.trans(trans, "trans", where), A.dtype)
+    cplx = A.dtype.is_complex
+    alpha = v.scalar(alpha, "alpha", where, complex_ok=cplx)
+    beta = v.scalar(beta, "beta", where, complex_ok=cplx)
+    a = A if t == "N" else la.op(A, t)
+    rows, cols = a.shape
+    _check_mv(where, rows, cols, A, x, y, lambda: f"op(A) is {rows}x{cols}, trans={t!r}")
     return v.finish(_mv(where, alpha, a, x, beta, y), out, where)
 
 

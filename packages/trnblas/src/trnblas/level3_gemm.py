@@ -72,7 +72,14 @@ def _product(mm, addmm, alpha, a, b, beta, C):
 
 @GEMM.lowering("torch")
 def _gemm_torch(alpha, A, B, beta, C, transA, transB):
-    return _product(torch.mm, torch.addmm, alpha, la.op(A, transA), la.op(B, transB), beta, C)
+    a = A if transA == "N" else la.op(A, transA)
+    b = B if transB == "N" else la.op(B, transB)
+    if C is None or beta == 0:  # _product inlined: this is the hottest path of the library
+        R = torch.mm(a, b)
+        if alpha != 1:
+            R.mul_(alpha)
+        return R
+    return torch.addmm(C, a, b, beta=beta, alpha=alpha)
 
 
 @BATCHED_GEMM.lowering("torch")
@@ -109,10 +116,10 @@ def _gemm_operands(where, A, B, C, transA, transB, dtypes):
     if C is not None:
         C = v.tensor(C, "C", where, dtypes)
     v.agree3(where, A, B, C)
-    cplx = A.dtype.is_complex
-    tA = la.trans(transA, "transA", where)
-    tB = la.trans(transB, "transB", where)
-    if not cplx:
+    # The default (False) needs no parsing; anything else goes through la.trans.
+    tA = "N" if transA is False else la.trans(transA, "transA", where)
+    tB = "N" if transB is False else la.trans(transB, "transB", where)
+    if (tA == "C" or tB == "C") and not A.dtype.is_complex:
         tA = "T" if tA == "C" else tA
         tB = "T" if tB == "C" else tB
     sa, sb = A.shape, B.shape
@@ -164,6 +171,8 @@ def _batched(alpha, A3, B3, beta, C3, tA, tB, m, n, k):
 
 
 def _scalars(where, alpha, beta, dtype, real=False):
+    if type(alpha) is float and type(beta) is float:  # the common case: nothing to check or convert
+        return alpha, beta
     return (v.scalar(alpha, "alpha", where, complex_ok=dtype.is_complex and not real),
             v.scalar(beta, "beta", where, complex_ok=dtype.is_complex and not real))
 

@@ -1,13 +1,100 @@
 """trnrand: cuRAND for AWS Trainium -- counter-based random numbers (Philox4x32-10) and quasi-random sequences.
 
-Every operation validates its arguments, asks :mod:`trnsci.dispatch` which
-backend runs it, and calls either its torch lowering or its NKI kernel.
+Every number comes from one stream definition (Philox4x32-10 keyed by the
+seed, counter = (word index // 4, subsequence)), so the same seed,
+subsequence and offset give the same bits on every backend and device.
 """
 
 from trnsci._libinfo import library_version as _library_version
 from trnsci.backend import bind as _bind
 
+from .distributions import (
+    bernoulli,
+    beta,
+    binomial,
+    categorical,
+    chi_squared,
+    exponential,
+    exponential_into,
+    gamma,
+    geometric,
+    lognormal,
+    multinomial,
+    normal,
+    normal_into,
+    poisson,
+    randint,
+    randperm,
+    standard_normal,
+    student_t,
+    truncated_normal,
+    uniform,
+    uniform_into,
+)
+from .generator import Generator, get_default_generator, manual_seed
+from .philox import philox4x32
+from .program import GeneratorProgram
+from .quasi import halton, latin_hypercube, sobol
+
 __version__ = _library_version("trnrand")
 set_backend, get_backend, use_backend = _bind("trnrand")
 
-__all__ = ["__version__", "set_backend", "get_backend", "use_backend"]
+__all__ = [
+    "__version__",
+    "set_backend",
+    "get_backend",
+    "use_backend",
+    "HAS_NKI",
+    # generator
+    "Generator",
+    "GeneratorProgram",
+    "manual_seed",
+    "get_default_generator",
+    "philox4x32",
+    # distributions
+    "uniform",
+    "normal",
+    "standard_normal",
+    "lognormal",
+    "exponential",
+    "gamma",
+    "beta",
+    "chi_squared",
+    "student_t",
+    "truncated_normal",
+    "poisson",
+    "bernoulli",
+    "binomial",
+    "geometric",
+    "randint",
+    "randperm",
+    "multinomial",
+    "categorical",
+    "uniform_into",
+    "normal_into",
+    "exponential_into",
+    # quasi-random
+    "sobol",
+    "halton",
+    "latin_hypercube",
+]
+
+# Every NKI lowering lives in trnrand._nki and registers itself on the Ops declared next to the
+# public functions; imported last. A broken kernel module must not take the torch path down: it
+# warns (or raises under TRNSCI_REQUIRE_NKI=1) and every operation runs on torch.
+#: published name: True when trnrand's NKI lowerings (Philox, Box-Muller, Sobol' kernels) are registered
+HAS_NKI = False
+try:
+    from trnrand import _nki  # noqa: E402, F401
+
+    HAS_NKI = True
+except Exception as _exc:
+    from trnsci.dispatch import NkiRequiredError as _Required
+    from trnsci.dispatch import require_nki as _require
+
+    if _require():
+        raise _Required(f"trnrand: NKI lowerings failed to import: {_exc}") from _exc
+    import warnings as _warnings
+
+    _warnings.warn(f"trnrand: NKI lowerings not registered ({type(_exc).__name__}: {_exc}); "
+                   "every operation runs on torch", RuntimeWarning, stacklevel=2)

@@ -1,13 +1,53 @@
 """trntensor: cuTENSOR for AWS Trainium -- einsum with contraction planning and tensor decompositions.
 
 Every operation validates its arguments, asks :mod:`trnsci.dispatch` which
-backend runs it, and calls either its torch lowering or its NKI kernel.
+backend runs it, and calls its torch lowering or its NKI kernel (the fused
+AO->MO transform); GEMM-shaped contraction steps go through trnblas's public
+API and so reach trnblas's kernels. :func:`plan_contraction` (per step) and
+:func:`plan` say what would run, and why.
 """
 
 from trnsci._libinfo import library_version as _library_version
 from trnsci.backend import bind as _bind
 
+from .chem import ao_to_mo_transform, mp2_energy
+from .decompose import cp_decompose, cp_reconstruct, tt_decompose, tt_reconstruct, tucker_decompose, tucker_reconstruct
+from .einsum import einsum, multi_einsum, tensordot
+from .plan import (
+    ContractionPlan,
+    ContractionStep,
+    clear_plan_cache,
+    contract_path,
+    estimate_flops,
+    plan_cache_info,
+    plan_contraction,
+)
+from .residency import HAS_NKI, from_xla, to_xla
+
 __version__ = _library_version("trntensor")
 set_backend, get_backend, use_backend = _bind("trntensor")
 
-__all__ = ["__version__", "set_backend", "get_backend", "use_backend"]
+__all__ = [
+    "__version__", "set_backend", "get_backend", "use_backend", "HAS_NKI",
+    "einsum", "multi_einsum", "tensordot",
+    "ContractionPlan", "ContractionStep", "plan_contraction", "contract_path", "estimate_flops",
+    "clear_plan_cache", "plan_cache_info",
+    "cp_decompose", "cp_reconstruct", "tucker_decompose", "tucker_reconstruct", "tt_decompose", "tt_reconstruct",
+    "ao_to_mo_transform", "mp2_energy", "to_xla", "from_xla",
+]
+
+# Every NKI lowering lives in trntensor._nki and registers itself on the Ops declared next to the
+# public functions; imported last. A broken kernel module must not take the torch path down: it
+# warns (or raises under TRNSCI_REQUIRE_NKI=1) and every operation runs on torch.
+try:
+    from trntensor import _nki  # noqa: E402, F401
+except Exception as _exc:
+    from trnsci.dispatch import NkiRequiredError as _Required
+    from trnsci.dispatch import require_nki as _require
+
+    if _require():
+        raise _Required(f"trntensor: NKI lowerings failed to import: {_exc}") from _exc
+    import warnings as _warnings
+
+    _warnings.warn(f"trntensor: NKI lowerings not registered ({type(_exc).__name__}: {_exc}); "
+                   "every operation runs on torch", RuntimeWarning, stacklevel=2)

@@ -1,0 +1,59 @@
+"""trnrand kernels: emulator counters (exact) and modeled times at one full 128 x 512 tile.
+
+Run: ``pytest packages/trnrand/benchmarks/bench_rand_kernels.py --benchmark-enable --benchmark-only``
+or ``python packages/trnrand/benchmarks/bench_rand_kernels.py`` for the table. Times are the
+emulator's cost model ("modeled", lower bound = busiest engine), never measured on a NeuronCore.
+"""
+
+import numpy as np
+import pytest
+
+from trnrand.kernels.box_muller import box_muller_kernel
+from trnrand.kernels.philox import philox_kernel
+from trnrand.kernels.sobol import sobol_kernel
+from trnrand.quasi import _direction_numbers
+from trnsci import nki
+
+TILE = 128 * 512  # blocks: one full tile = 262144 stream words
+
+
+def _cases():
+    yield "philox words, 128x512 blocks", philox_kernel, (), {"seed": 1, "subsequence": 0, "block0": 0,
+                                                             "nblocks": TILE}
+    yield "philox uniform fp32, 128x512 blocks", philox_kernel, (), {"seed": 1, "subsequence": 0, "block0": 0,
+                                                                    "nblocks": TILE, "mode": "uniform"}
+    yield "box-muller fp32, 128x512 blocks", box_muller_kernel, (), {"seed": 1, "subsequence": 0, "block0": 0,
+                                                                     "nblocks": TILE}
+    v = _direction_numbers(10).astype(np.uint32)
+    yield "sobol 16384 points x 10 dims", sobol_kernel, (v, np.zeros((10, 1), np.uint32)), {"skip": 0, "n": 16384}
+
+
+CASE_NAMES = ["philox words, 128x512 blocks", "philox uniform fp32, 128x512 blocks",
+              "box-muller fp32, 128x512 blocks", "sobol 16384 points x 10 dims"]
+
+
+def table(target="trn1"):
+    head = (f"{'case':<38} {'GpSimd':>7} {'Vector':>7} {'Scalar':>7} {'DMA':>4} {'HBM write':>10} "
+            f"{'modeled us':>11} {'Gwords/s (modeled)':>19}")
+    lines = [head, "-" * len(head)]
+    for name, k, args, kw in _cases():
+        _, p = nki.profile(k, *args, target=target, **kw)
+        words = p.hbm_write_bytes // 4
+        lines.append(f"{name:<38} {p.instructions['gpsimd']:>7} {p.instructions['vector']:>7} "
+                     f"{p.instructions['scalar']:>7} {p.instructions['dma']:>4} {p.hbm_write_bytes:>10,d} "
+                     f"{p.modeled_time_lower_s * 1e6:>11.1f} {words / p.modeled_time_lower_s / 1e9:>19.2f}")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_bench_kernel_counters(benchmark, case):
+    name, kernel, args, kw = next(c for c in _cases() if c[0] == case)
+    _, prof = benchmark.pedantic(nki.profile, args=(kernel, *args), kwargs=kw, rounds=1, iterations=1)
+    benchmark.extra_info.update(
+        {"instructions": dict(prof.instructions), "hbm_write_bytes": prof.hbm_write_bytes,
+         "modeled_time_lower_us": prof.modeled_time_lower_s * 1e6,
+         "modeled_time_upper_us": prof.modeled_time_upper_s * 1e6})
+
+
+if __name__ == "__main__":
+    print(table())

@@ -1,0 +1,73 @@
+"""Benchmark cases for ``trnsci bench``: trnrand against NumPy's Philox bit generator, torch, and scipy.stats.qmc."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.stats.qmc as qmc
+import torch
+
+import trnrand
+from trnsci.bench import Case
+
+
+def _scipy_qmc(cls, n, d):
+    def run():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return cls(d, scramble=False).random(n)
+
+    return run
+
+
+def cases(quick: bool = True):
+    """Yield the comparison cases (smaller sizes when ``quick``)."""
+    n = 1 << 18 if quick else 1 << 22
+    g = trnrand.Generator(seed=1)
+    ph = np.random.Generator(np.random.Philox(1))
+    tg = torch.Generator().manual_seed(1)
+    yield Case(
+        "trnrand",
+        f"uniform {n} float32",
+        lambda: trnrand.uniform(n, generator=g),
+        "numpy Philox random",
+        lambda: ph.random(n, dtype=np.float32),
+    )
+    yield Case(
+        "trnrand",
+        f"normal {n} float32",
+        lambda: trnrand.normal(n, generator=g),
+        "numpy Philox standard_normal",
+        lambda: ph.standard_normal(n, dtype=np.float32),
+    )
+    yield Case(
+        "trnrand",
+        f"uniform {n} float64",
+        lambda: trnrand.uniform(n, dtype=torch.float64, generator=g),
+        "numpy Philox random",
+        lambda: ph.random(n),
+    )
+    yield Case(
+        "trnrand",
+        f"normal {n} float32 vs torch",
+        lambda: trnrand.normal(n, generator=g),
+        "torch.randn",
+        lambda: torch.randn(n, generator=tg),
+    )
+    m, d = (1 << 14, 10) if quick else (1 << 18, 10)
+    yield Case(
+        "trnrand",
+        f"sobol {m}x{d}",
+        lambda: trnrand.sobol(m, d, scramble=False, dtype=torch.float64),
+        "scipy Sobol",
+        _scipy_qmc(qmc.Sobol, m, d),
+    )
+    m, d = (100_000, 5)
+    yield Case(
+        "trnrand",
+        f"halton {m}x{d}",
+        lambda: trnrand.halton(m, d, dtype=torch.float64),
+        "scipy Halton",
+        _scipy_qmc(qmc.Halton, m, d),
+    )

@@ -1,0 +1,986 @@
+"""Distributions drawn from the Philox stream.
+
+Every public function validates, reserves its words from the generator
+(:meth:`Generator._reserve`), and calls one :class:`trnsci.dispatch.Op`
+(``UNIFORM``, ``NORMAL``, ...) whose lowerings -- the torch implementation
+
+    ``_<name>_torch(seed, subsequence, base, first, n, <parameters>, dtype, device)``
+
+and, for some, an NKI kernel (:mod:`trnrand._nki`) -- return samples
+``first .. first+n-1`` of the draw whose words start at stream word
+``base``. Sample ``k`` depends only on ``(seed, subsequence, base, k)``,
+which is what makes partitions and the NKI path reproduce it.
+Word consumption per sample is listed in ``docs/trnrand.md``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from trnsci import _validate as V
+from trnsci.dispatch import Op
+
+from . import _philox
+from ._philox import C_PI, MASK, R_BIAS, S_ANGLE, TWO_M24, TWO_M53, _philox_torch
+from .generator import Generator, _resolve
+
+FLOATS = (torch.float32, torch.float64)
+INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+TWO_PI = 2.0 * math.pi
+MAX_SAMPLES = 1 << 48
+
+
+# ---- validation helpers ---------------------------------------------------------------------------
+def _size(size, where: str) -> tuple[int, ...]:
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = tuple(size[0])
+    size = tuple(V.integer(s, "size", where, minimum=0) for s in size)
+    if math.prod(size) > MAX_SAMPLES:
+        raise ValueError(f"{where}: size {size} asks for more than 2**48 samples")
+    return size
+
+
+def _real(x, name: str, where: str, *, finite: bool = True) -> float:
+    x = V.scalar(x, name, where, complex_ok=False)
+    x = float(x)
+    if finite and not math.isfinite(x):
+        raise ValueError(f"{where}: {name} must be finite, got {x}")
+    return x
+
+
+def _positive(x, name: str, where: str) -> float:
+    x = _real(x, name, where)
+    if not x > 0:
+        raise ValueError(f"{where}: {name} must be > 0, got {x}")
+    return x
+
+
+def _prob(p, name: str, where: str) -> float:
+    p = _real(p, name, where, finite=False)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{where}: {name} must be in [0, 1], got {p}")
+    return p
+
+
+def _fdtype(dtype, where: str, allowed=FLOATS) -> torch.dtype:
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{where}: dtype must be a torch.dtype, got {type(dtype).__name__}")
+    if dtype not in allowed:
+        names = ", ".join(str(d).replace("torch.", "") for d in allowed)
+        raise TypeError(f"{where}: dtype must be one of {names}, got {str(dtype).replace('torch.', '')}")
+    return dtype
+
+
+def _numel(size) -> int:
+    return math.prod(size)
+
+
+def _span(gen: Generator, n: int, words_per_sample: int) -> tuple[int, int]:
+    """Reserve a global draw of partition_size * n samples; return (base word, first sample of this rank)."""
+    base = gen._reserve(words_per_sample * n * gen._size)
+    return base, gen._rank * n
+
+
+def _span_pairs(gen: Generator, n: int, words_per_pair: int) -> tuple[int, int]:
+    """As _span for samples made in pairs (Box-Muller): a draw of N samples uses ceil(N/2) pairs."""
+    total = n * gen._size
+    base = gen._reserve(words_per_pair * ((total + 1) // 2))
+    return base, gen._rank * n
+
+
+def _wps(dtype) -> int:
+    """Words per uniform sample: 1 for float32 (24 bits), 2 for float64 (53 bits)."""
+    return 2 if dtype == torch.float64 else 1
+
+
+# ---- the unit maps --------------------------------------------------------------------------------
+def _u01(w: torch.Tensor, dtype, open_low=False) -> torch.Tensor:
+    return _philox._unit(w, dtype, open_low)
+
+
+def _box_muller(w: torch.Tensor, dtype) -> torch.Tensor:
+    """Pairs of normals from words: float32 2 words/pair, float64 4 words/pair; returns (pairs, 2).
+
+    Radius from u1 in (0, 1] (never log 0). The angle is kept as an integer
+    m on a 2**24 (2**53) grid; both outputs are sin of an argument in
+    [-pi, pi]: z0 = r sin(2 pi m / 2**b - pi), z1 = r sin(2 pi m' / 2**b - pi)
+    with m' = (m + 2**(b-2)) mod 2**b (a quarter turn, exact integer
+    arithmetic). Since sin(t - pi) = -sin t and sin(t + pi/2 - pi) = -cos t,
+    (z0, z1) = -(r sin 2 pi v, r cos 2 pi v): Box-Muller using only sin on
+    [-pi, pi], the range of the Scalar Engine's Sin activation.
+    """
+    if dtype == torch.float64:
+        w = w.reshape(-1, 4)
+        u1 = (_philox._m53(w[:, 0], w[:, 1]) + 1).to(dtype).mul_(TWO_M53)
+        m = _philox._m53(w[:, 2], w[:, 3])
+        bits = 53
+    else:
+        w = w.reshape(-1, 2)
+        u1 = ((w[:, 0] >> 8) + 1).to(dtype).mul_(TWO_M24)
+        m = w[:, 1] >> 8
+        bits = 24
+    mq = (m + (1 << (bits - 2))) & ((1 << bits) - 1)
+    if dtype == torch.float64:
+        half, scale, tiny = math.pi, TWO_PI * 2.0**-bits, 0.0
+    else:  # the Box-Muller kernel's constants: every fp32 sin argument in [-C, C], C = float32 below pi
+        half, scale, tiny = C_PI, S_ANGLE, R_BIAS
+    r = torch.log(u1).mul_(-2.0).add_(tiny).sqrt_()
+    out = torch.empty((r.shape[0], 2), dtype=dtype, device=w.device)
+    torch.sin(m.to(dtype).mul_(scale).sub_(half), out=out[:, 0])
+    torch.sin(mq.to(dtype).mul_(scale).sub_(half), out=out[:, 1])
+    return out.mul_(r[:, None])
+
+
+# ---- private torch implementations (registered below as the Ops' torch lowerings) ---------------------
+def _uniform_torch(seed, subsequence, base, first, n, low, high, dtype, device):
+    k = _wps(dtype)
+    return _affine(_u01(_philox.words(seed, subsequence, base + k * first, k * n, device), dtype), low, high, dtype)
+
+
+def _affine(u, low, high, dtype):
+    """low + (high - low) u for u in [0, 1), kept below high."""
+    if low == 0.0 and high == 1.0:
+        return u
+    x = u.mul_(high - low).add_(low)
+    # [low, high): rounding of low + (high-low) u can reach high; step back one ulp
+    return torch.where(x < high, x, torch.nextafter(torch.tensor(high, dtype=dtype), torch.tensor(low, dtype=dtype)))
+
+
+def _standard_normal_pairs(seed, subsequence, base, first, n, dtype, device) -> torch.Tensor:
+    q = 4 if dtype == torch.float64 else 2
+    p0 = first // 2
+    p1 = (first + n + 1) // 2
+    w = _philox.words(seed, subsequence, base + q * p0, q * (p1 - p0), device)
+    z = _box_muller(w, dtype).reshape(-1)
+    lead = first - 2 * p0
+    return z[lead : lead + n]
+
+
+def _scale(z, mean, std):
+    return z if mean == 0.0 and std == 1.0 else z.mul(std).add_(mean)
+
+
+def _normal_torch(seed, subsequence, base, first, n, mean, std, dtype, device):
+    return _scale(_standard_normal_pairs(seed, subsequence, base, first, n, dtype, device), mean, std)
+
+
+def _lognormal_torch(seed, subsequence, base, first, n, mean, std, dtype, device):
+    return _standard_normal_pairs(seed, subsequence, base, first, n, dtype, device).mul(std).add_(mean).exp_()
+
+
+def _exponential_torch(seed, subsequence, base, first, n, rate, dtype, device):
+    k = _wps(dtype)
+    u = _u01(_philox.words(seed, subsequence, base + k * first, k * n, device), dtype, open_low=True)
+    return torch.log(u).mul_(-1.0 / rate).add_(0.0)  # u in (0, 1]: finite; + 0.0 turns -0.0 into 0.0
+
+
+def _bernoulli_torch(seed, subsequence, base, first, n, p, dtype, device):
+    w = _philox.words(seed, subsequence, base + first, n, device)
+    threshold = round(p * 2.0**32)  # P(w < T) = T / 2**32, within 2**-33 of p
+    return (w < threshold).to(dtype)
+
+
+def _mulhi_range(w0: torch.Tensor, w1: torch.Tensor, r: int) -> torch.Tensor:
+    """floor((w0 * 2**32 + w1) * r / 2**64) for r <= 2**32, from 32 x 32 -> 64 products only."""
+    if r == 1 << 32:
+        return w0.clone()
+    a = w0 * r
+    b = w1 * r
+    carry = ((a & MASK) + ((b >> 32) & MASK)) >> 32
+    return ((a >> 32) & MASK) + carry
+
+
+def _randint_torch(seed, subsequence, base, first, n, low, high, dtype, device):
+    w = _philox.words(seed, subsequence, base + 2 * first, 2 * n, device).reshape(-1, 2)
+    return (_mulhi_range(w[:, 0], w[:, 1], high - low) + low).to(dtype)
+
+
+def _geometric_torch(seed, subsequence, base, first, n, p, dtype, device):
+    u = _u01(_philox.words(seed, subsequence, base + 2 * first, 2 * n, device), torch.float64, open_low=True)
+    if p == 1.0:
+        return torch.ones(n, dtype=dtype, device=device)
+    return torch.floor(torch.log(u) / math.log1p(-p)).add_(1).to(dtype)
+
+
+def _truncated_normal_torch(seed, subsequence, base, first, n, mean, std, low, high, dtype, device):
+    u = _u01(_philox.words(seed, subsequence, base + 2 * first, 2 * n, device), torch.float64)
+    flip = low > 0  # sample the mirror image so the CDF differences are taken where they are accurate
+    a, b = (-high, -low) if flip else (low, high)
+    lo = torch.special.ndtr(torch.tensor(a, dtype=torch.float64))
+    hi = torch.special.ndtr(torch.tensor(b, dtype=torch.float64))
+    x = torch.special.ndtri(lo + u * (hi - lo)).clamp_(a, b)
+    if flip:
+        x = x.neg_()
+    return x.mul_(std).add_(mean).to(dtype)
+
+
+def _categorical_torch(seed, subsequence, base, first, n, cdf, device):
+    u = _u01(_philox.words(seed, subsequence, base + 2 * first, 2 * n, device), torch.float64)
+    idx = torch.searchsorted(cdf, u * cdf[-1], right=True)
+    return idx.clamp_(max=cdf.numel() - 1)
+
+
+# ---- rejection samplers: a fixed 2 words per sample key a private Philox stream of attempts -------
+def _attempt_words(keys: torch.Tensor, attempt: int, component: int) -> torch.Tensor:
+    """Eight words (two Philox blocks) per sample attempt: counter (2t + i, component, 0, 0), key = the sample key."""
+    m = keys.shape[0]
+    ctr = torch.zeros((m, 2, 4), dtype=torch.int64, device=keys.device)
+    ctr[:, 0, 0] = 2 * attempt
+    ctr[:, 1, 0] = 2 * attempt + 1
+    ctr[:, :, 1] = component
+    return _philox_torch(ctr, keys[:, None, :].expand(m, 2, 2), 10).reshape(m, 8)
+
+
+def _u53(w: torch.Tensor, i: int, open_low=False) -> torch.Tensor:
+    m = _philox._m53(w[:, i], w[:, i + 1])
+    return (m + 1 if open_low else m).to(torch.float64).mul_(TWO_M53)
+
+
+def _normal53(w: torch.Tensor, i: int) -> torch.Tensor:
+    return _box_muller(w[:, i : i + 4].reshape(-1), torch.float64)[:, 0]
+
+
+def _rejection(keys: torch.Tensor, component: int, attempt_fn) -> torch.Tensor:
+    """Run attempt_fn(words (m, 8)) -> (values, accepted) on every sample until each has accepted once."""
+    n = keys.shape[0]
+    out = torch.empty(n, dtype=torch.float64, device=keys.device)
+    todo = torch.arange(n, device=keys.device)
+    t = 0
+    while todo.numel():
+        val, ok = attempt_fn(_attempt_words(keys[todo], t, component))
+        out[todo[ok]] = val[ok]
+        todo = todo[~ok]
+        t += 1
+    return out
+
+
+def _sample_keys(seed, subsequence, base, first, n, device) -> torch.Tensor:
+    return _philox.words(seed, subsequence, base + 2 * first, 2 * n, device).reshape(n, 2)
+
+
+def _gamma_from_keys(keys: torch.Tensor, shape: float, component: int) -> torch.Tensor:
+    """Marsaglia-Tsang (2000) on Gamma(max(shape, shape+1)); shape < 1 boosted by U**(1/shape)."""
+    a = shape + 1.0 if shape < 1.0 else shape
+    d = a - 1.0 / 3.0
+    c = 1.0 / math.sqrt(9.0 * d)
+
+    def attempt(w):
+        x = _normal53(w, 0)
+        u = _u53(w, 4, open_low=True)
+        v = (1.0 + c * x) ** 3
+        ok = v > 0
+        vs = torch.where(ok, v, torch.ones_like(v))
+        ok &= torch.log(u) < 0.5 * x * x + d - d * vs + d * torch.log(vs)
+        val = d * vs
+        if shape < 1.0:  # words 6, 7 are independent of the acceptance test
+            val = val * _u53(w, 6, open_low=True) ** (1.0 / shape)
+        return val, ok
+
+    return _rejection(keys, component, attempt)
+
+
+def _gamma_torch(seed, subsequence, base, first, n, shape, scale, dtype, device):
+    keys = _sample_keys(seed, subsequence, base, first, n, device)
+    return _gamma_from_keys(keys, shape, 0).mul_(scale).to(dtype)
+
+
+def _beta_torch(seed, subsequence, base, first, n, alpha, beta, dtype, device):
+    keys = _sample_keys(seed, subsequence, base, first, n, device)
+    x = _gamma_from_keys(keys, alpha, 0)
+    y = _gamma_from_keys(keys, beta, 1)
+    return (x / (x + y)).to(dtype)
+
+
+def _student_t_torch(seed, subsequence, base, first, n, df, dtype, device):
+    keys = _sample_keys(seed, subsequence, base, first, n, device)
+    g = _gamma_from_keys(keys, df / 2.0, 0).mul_(2.0)  # chi-squared(df)
+    z = _normal53(_attempt_words(keys, 0, 1), 0)
+    return (z / torch.sqrt(g / df)).to(dtype)
+
+
+def _poisson_torch(seed, subsequence, base, first, n, lam, dtype, device):
+    keys = _sample_keys(seed, subsequence, base, first, n, device)
+    if lam == 0.0:
+        return torch.zeros(n, dtype=dtype, device=device)
+    if lam < 10.0:
+        # inversion by sequential search on one uniform (expected lam + 1 steps)
+        u = _u53(_attempt_words(keys, 0, 0), 0)
+        k = torch.zeros(n, dtype=torch.float64, device=device)
+        p = torch.full_like(k, math.exp(-lam))
+        cdf = p.clone()
+        active = u > cdf
+        step = 0
+        while bool(active.any()) and step < 200:
+            step += 1
+            k = torch.where(active, k + 1, k)
+            p = torch.where(active, p * lam / k, p)
+            cdf = torch.where(active, cdf + p, cdf)
+            active &= u > cdf
+        return k.to(dtype)
+    # PTRS, transformed rejection with squeeze (Hormann 1993)
+    slam, loglam = math.sqrt(lam), math.log(lam)
+    b = 0.931 + 2.53 * slam
+    a = -0.059 + 0.02483 * b
+    invalpha = 1.1239 + 1.1328 / (b - 3.4)
+    vr = 0.9277 - 3.6224 / (b - 2)
+
+    def attempt(w):
+        U = _u53(w, 0) - 0.5
+        Vv = _u53(w, 2, open_low=True)
+        us = 0.5 - U.abs()
+        k = torch.floor((2 * a / us + b) * U + lam + 0.43)
+        fast = (us >= 0.07) & (Vv <= vr)
+        bad = (k < 0) | ((us < 0.013) & (Vv > us))
+        lhs = torch.log(Vv) + math.log(invalpha) - torch.log(a / (us * us) + b)
+        rhs = -lam + k * loglam - torch.lgamma(k + 1)
+        return k, fast | (~bad & (lhs <= rhs))
+
+    return _rejection(keys, 0, attempt).to(dtype)
+
+
+def _binomial_torch(seed, subsequence, base, first, n, trials, p, dtype, device):
+    keys = _sample_keys(seed, subsequence, base, first, n, device)
+    if p == 0.0 or trials == 0:
+        return torch.zeros(n, dtype=dtype, device=device)
+    if p == 1.0:
+        return torch.full((n,), trials, dtype=dtype, device=device)
+    flip = p > 0.5
+    pp = 1.0 - p if flip else p
+    q = 1.0 - pp
+    if trials * pp < 30.0:
+        # inversion (expected n p + 1 steps)
+        u = _u53(_attempt_words(keys, 0, 0), 0)
+        s = pp / q
+        aa = (trials + 1) * s
+        r = torch.full((n,), q**trials, dtype=torch.float64, device=device)
+        x = torch.zeros(n, dtype=torch.float64, device=device)
+        active = u > r
+        while bool(active.any()):
+            u = torch.where(active, u - r, u)
+            x = torch.where(active, x + 1, x)
+            r = torch.where(active, r * (aa / x - s), r)
+            active &= (u > r) & (x < trials)
+        k = x
+    else:
+        # BTRS, transformed rejection with squeeze (Hormann 1993)
+        spq = math.sqrt(trials * pp * q)
+        b = 1.15 + 2.53 * spq
+        a = -0.0873 + 0.0248 * b + 0.01 * pp
+        c = trials * pp + 0.5
+        alpha = (2.83 + 5.1 / b) * spq
+        vr = 0.92 - 4.2 / b
+        m = math.floor((trials + 1) * pp)
+        h = math.lgamma(m + 1) + math.lgamma(trials - m + 1)
+        lpq = math.log(pp / q)
+
+        def attempt(w):
+            U = _u53(w, 0) - 0.5
+            Vv = _u53(w, 2, open_low=True)
+            us = 0.5 - U.abs()
+            kk = torch.floor((2 * a / us + b) * U + c)
+            inr = (kk >= 0) & (kk <= trials)
+            fast = inr & (us >= 0.07) & (Vv <= vr)
+            ks = kk.clamp(0, trials)
+            v2 = Vv * alpha / (a / (us * us) + b)
+            slow = inr & (torch.log(v2) <= h - torch.lgamma(ks + 1) - torch.lgamma(trials - ks + 1) + (ks - m) * lpq)
+            return kk, fast | slow
+
+        k = _rejection(keys, 0, attempt)
+    if flip:
+        k = trials - k
+    return k.to(dtype)
+
+
+def _randperm_torch(seed, subsequence, base, n, dtype, device):
+    w = _philox.words(seed, subsequence, base, 2 * n, device).reshape(-1, 2)
+    key = ((w[:, 0] >> 1) << 32) | w[:, 1]  # 63 random bits: ties have probability < n**2 / 2**64
+    return torch.argsort(key, stable=True).to(dtype)
+
+
+def _multinomial_torch(seed, subsequence, base, probs, num_samples, replacement, device):
+    rows, k = probs.shape
+    if replacement:
+        cdf = torch.cumsum(probs.to(torch.float64), dim=1)
+        w = _philox.words(seed, subsequence, base, 2 * rows * num_samples, device)
+        u = _u01(w, torch.float64).reshape(rows, num_samples)
+        idx = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
+        return idx.clamp_(max=k - 1)
+    # without replacement: exponential races, the num_samples smallest E_i / p_i (Efraimidis-Spirakis)
+    w = _philox.words(seed, subsequence, base, 2 * rows * k, device)
+    e = -torch.log(_u01(w, torch.float64, open_low=True)).reshape(rows, k)
+    keyv = e / probs.to(torch.float64)
+    return torch.argsort(keyv, dim=1, stable=True)[:, :num_samples]
+
+
+
+# ---- Ops: every public draw decides torch vs kernel through one trnsci.dispatch.Op ----------------
+# Default threshold (samples): a guess -- there is no Trainium here to calibrate it (`trnsci calibrate`
+# on a trn1/trn2 replaces it). 2**20 samples are ~5-10 ms of CPU Philox at the measured torch rate,
+# far above a kernel launch plus the output DMA, so a kernel should win below it; ops without a
+# kernel keep it for symmetry.
+THRESHOLD = float(1 << 20)
+
+
+def _n(*a, **k) -> float:
+    return float(a[4])
+
+
+def _arg(i):
+    def dtype_of(*a, **k):
+        return a[i]
+
+    return dtype_of
+
+
+def _describe(*a, **k) -> str:
+    return f"{a[4]} samples, seed={a[0]}, subsequence={a[1]}, stream words from {a[2]}"
+
+
+def _op(name, dtype_index, doc, size=_n, describe=_describe):
+    op = Op(f"trnrand.{name}", "samples", THRESHOLD, size=size, describe=describe,
+            dtype=None if dtype_index is None else _arg(dtype_index), doc=doc)
+    return op
+
+
+UNIFORM = _op("uniform", 7, "uniform floats from one (fp32) or two (fp64) words per sample")
+NORMAL = _op("normal", 7, "Box-Muller normals, two words per fp32 pair")
+LOGNORMAL = _op("lognormal", 7, "exp of Box-Muller normals")
+EXPONENTIAL = _op("exponential", 6, "-log(u) / rate with u in (0, 1]")
+BERNOULLI = _op("bernoulli", 6, "word < round(p 2**32)")
+RANDINT = _op("randint", 7, "floor of a 64-bit fraction times the range (two words per sample)")
+GEOMETRIC = _op("geometric", 6, "inversion of a 53-bit uniform")
+TRUNCATED_NORMAL = _op("truncated_normal", 9, "inverse-CDF on the truncated interval")
+GAMMA = _op("gamma", 7, "Marsaglia-Tsang rejection, two key words per sample")
+BETA = _op("beta", 7, "X / (X + Y) of two keyed gammas")
+STUDENT_T = _op("student_t", 6, "normal / sqrt(chi2 / df), keyed")
+POISSON = _op("poisson", 6, "inversion (lam < 10) or PTRS rejection, keyed")
+BINOMIAL = _op("binomial", 7, "inversion (n p < 30) or BTRS rejection, keyed")
+CATEGORICAL = _op("categorical", None, "search of a 53-bit uniform in the CDF")
+RANDPERM = _op("randperm", 4, "argsort of 63-bit keys", size=lambda *a, **k: float(a[3]),
+               describe=lambda *a, **k: f"a permutation of {a[3]}")
+MULTINOMIAL = _op("multinomial", None, "rows x num_samples draws (CDF search or exponential races)",
+                  size=lambda *a, **k: float(a[3].shape[0] * a[4]),
+                  describe=lambda *a, **k: f"{a[3].shape[0]} rows x {a[4]} samples")
+
+for _op_, _fn in ((UNIFORM, _uniform_torch), (NORMAL, _normal_torch), (LOGNORMAL, _lognormal_torch),
+                  (EXPONENTIAL, _exponential_torch), (BERNOULLI, _bernoulli_torch), (RANDINT, _randint_torch),
+                  (GEOMETRIC, _geometric_torch), (TRUNCATED_NORMAL, _truncated_normal_torch),
+                  (GAMMA, _gamma_torch), (BETA, _beta_torch), (STUDENT_T, _student_t_torch),
+                  (POISSON, _poisson_torch), (BINOMIAL, _binomial_torch), (CATEGORICAL, _categorical_torch),
+                  (RANDPERM, _randperm_torch), (MULTINOMIAL, _multinomial_torch)):
+    _op_.lowering("torch")(_fn)
+del _op_, _fn
+
+
+# ---- public API -----------------------------------------------------------------------------------
+def _finish(x: torch.Tensor, size) -> torch.Tensor:
+    return x.reshape(size)
+
+
+def uniform(*size, low=0.0, high=1.0, dtype=torch.float32, generator=None):
+    """Uniform samples on ``[low, high)``.
+
+    Sample ``k`` of a draw is the word ``w_k`` (float32: ``(w_k >> 8) *
+    2**-24``, 24 random bits) or the word pair ``(w_2k, w_2k+1)`` (float64:
+    53 random bits), then ``low + (high - low) * u``; the result never
+    equals ``high`` (a rounded ``high`` is stepped down one ulp).
+
+    Parameters
+    ----------
+    *size : int or a tuple of ints
+        Output shape (each >= 0).
+    low, high : float
+        Finite bounds with ``low < high``.
+    dtype : torch.float32 or torch.float64
+    generator : trnrand.Generator, optional
+        Default: :func:`get_default_generator`.
+
+    Returns
+    -------
+    torch.Tensor
+        Shape ``size``, ``dtype``, on the generator's device.
+
+    Raises
+    ------
+    ValueError
+        A negative size, non-finite bounds, ``low >= high``.
+    TypeError
+        Non-integer sizes, non-real bounds, another dtype or generator type.
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> g = trnrand.Generator(seed=0)
+    >>> x = trnrand.uniform(2, 3, low=-1.0, high=1.0, generator=g)
+    >>> x.shape, bool(((x >= -1) & (x < 1)).all())
+    (torch.Size([2, 3]), True)
+    """
+    where = "uniform"
+    size = _size(size, where)
+    low, high = _real(low, "low", where), _real(high, "high", where)
+    if not low < high:
+        raise ValueError(f"{where}: low must be < high, got low={low}, high={high}")
+    dtype = _fdtype(dtype, where)
+    g = _resolve(generator, where)
+    n = _numel(size)
+    with g._draw():
+        base, first = _span(g, n, _wps(dtype))
+        return _finish(UNIFORM(g._seed, g._subsequence, base, first, n, low, high, dtype, g._device), size)
+
+
+def normal(*size, mean=0.0, std=1.0, dtype=torch.float32, generator=None):
+    """Normal samples N(mean, std**2) by Box-Muller.
+
+    Normals come in pairs; pair ``i`` of a draw uses words ``2i, 2i+1``
+    (float32) or ``4i .. 4i+3`` (float64): radius ``sqrt(-2 log u1)`` with
+    ``u1`` in (0, 1] and an angle whose sine is taken only on [-pi, pi]
+    (see the docs' stream section). Sample ``2i`` is the sine output,
+    ``2i+1`` the quarter-turn output. A draw of ``N`` samples consumes
+    ``ceil(N/2)`` pairs.
+
+    Parameters
+    ----------
+    *size : int or a tuple of ints
+    mean : float
+    std : float
+        Finite, > 0.
+    dtype : torch.float32 or torch.float64
+    generator : trnrand.Generator, optional
+
+    Returns
+    -------
+    torch.Tensor of shape ``size``
+
+    Raises
+    ------
+    ValueError
+        Negative size, std <= 0, non-finite mean/std.
+    TypeError
+        Wrong argument types.
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> z = trnrand.normal(4, mean=1.0, std=2.0, generator=trnrand.Generator(seed=7))
+    >>> z.shape, z.dtype
+    (torch.Size([4]), torch.float32)
+    """
+    where = "normal"
+    size = _size(size, where)
+    mean, std = _real(mean, "mean", where), _positive(std, "std", where)
+    dtype = _fdtype(dtype, where)
+    g = _resolve(generator, where)
+    n = _numel(size)
+    with g._draw():
+        base, first = _span_pairs(g, n, 2 * _wps(dtype))
+        return _finish(NORMAL(g._seed, g._subsequence, base, first, n, mean, std, dtype, g._device), size)
+
+
+def standard_normal(*size, dtype=torch.float32, generator=None):
+    """N(0, 1) samples; the same numbers as ``normal(*size, dtype=dtype, generator=generator)``.
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> trnrand.standard_normal(3, generator=trnrand.Generator(seed=1)).shape
+    torch.Size([3])
+    """
+    return normal(*size, mean=0.0, std=1.0, dtype=dtype, generator=generator)
+
+
+def lognormal(*size, mean=0.0, std=1.0, dtype=torch.float32, generator=None):
+    """exp of N(mean, std**2) samples (``mean``, ``std`` of the underlying normal); consumes as :func:`normal`.
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> bool((trnrand.lognormal(5, generator=trnrand.Generator(seed=1)) > 0).all())
+    True
+    """
+    where = "lognormal"
+    size = _size(size, where)
+    mean, std = _real(mean, "mean", where), _positive(std, "std", where)
+    dtype = _fdtype(dtype, where)
+    g = _resolve(generator, where)
+    n = _numel(size)
+    with g._draw():
+        base, first = _span_pairs(g, n, 2 * _wps(dtype))
+        return _finish(LOGNORMAL(g._seed, g._subsequence, base, first, n, mean, std, dtype, g._device), size)
+
+
+def exponential(*size, rate=1.0, dtype=torch.float32, generator=None):
+    """Exponential samples with density ``rate * exp(-rate x)``: ``-log(u) / rate``, ``u`` in (0, 1].
+
+    ``u = (m + 1) 2**-24`` (float32, one word) or ``(m + 1) 2**-53``
+    (float64, two words), so the log is always finite; the largest sample
+    is ``24 log 2 / rate`` (float32) or ``53 log 2 / rate`` (float64).
+
+    Raises
+    ------
+    ValueError
+        Negative size, rate <= 0 or not finite.
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> bool((trnrand.exponential(8, rate=2.0, generator=trnrand.Generator(seed=1)) >= 0).all())
+    True
+    """
+    where = "exponential"
+    size = _size(size, where)
+    rate = _positive(rate, "rate", where)
+    dtype = _fdtype(dtype, where)
+    g = _resolve(generator, where)
+    n = _numel(size)
+    with g._draw():
+        base, first = _span(g, n, _wps(dtype))
+        return _finish(EXPONENTIAL(g._seed, g._subsequence, base, first, n, rate, dtype, g._device), size)
+
+
+def _into(buf, where: str):
+    if not isinstance(buf, torch.Tensor):
+        raise TypeError(f"{where}: buf must be a torch.Tensor, got {type(buf).__name__}")
+    _fdtype(buf.dtype, where)
+    return buf
+
+
+def uniform_into(buf, low=0.0, high=1.0, generator=None):
+    """Fill ``buf`` (float32/float64 tensor, any shape) in place with :func:`uniform` samples; returns ``buf``.
+
+    The numbers are those ``uniform(*buf.shape, low=low, high=high,
+    dtype=buf.dtype)`` would return from the same generator state.
+
+    Examples
+    --------
+    >>> import torch, trnrand
+    >>> b = trnrand.uniform_into(torch.empty(3), generator=trnrand.Generator(seed=2))
+    >>> bool(((b >= 0) & (b < 1)).all())
+    True
+    """
+    buf = _into(buf, "uniform_into")
+    buf.copy_(uniform(*buf.shape, low=low, high=high, dtype=buf.dtype, generator=generator))
+    return buf
+
+
+def normal_into(buf, mean=0.0, std=1.0, generator=None):
+    """Fill ``buf`` in place with :func:`normal` samples; returns ``buf``.
+
+    Examples
+    --------
+    >>> import torch, trnrand
+    >>> trnrand.normal_into(torch.empty(2, 2), generator=trnrand.Generator(seed=2)).shape
+    torch.Size([2, 2])
+    """
+    buf = _into(buf, "normal_into")
+    buf.copy_(normal(*buf.shape, mean=mean, std=std, dtype=buf.dtype, generator=generator))
+    return buf
+
+
+def exponential_into(buf, rate=1.0, generator=None):
+    """Fill ``buf`` in place with :func:`exponential` samples; returns ``buf``.
+
+    Examples
+    --------
+    >>> import torch, trnrand
+    >>> trnrand.exponential_into(torch.empty(3, dtype=torch.float64), generator=trnrand.Generator(seed=2)).dtype
+    torch.float64
+    """
+    buf = _into(buf, "exponential_into")
+    buf.copy_(exponential(*buf.shape, rate=rate, dtype=buf.dtype, generator=generator))
+    return buf
+
+
+def _keyed(name, size, dtype, generator, impl, *params, allowed=FLOATS):
+    size = _size(size, name)
+    dtype = _fdtype(dtype, name, allowed)
+    g = _resolve(generator, name)
+    n = _numel(size)
+    with g._draw():
+        base, first = _span(g, n, 2)
+        return _finish(impl(g._seed, g._subsequence, base, first, n, *params, dtype, g._device), size)
+
+
+def gamma(*size, shape, scale=1.0, dtype=torch.float32, generator=None):
+    """Gamma(shape, scale) samples: density ``x**(shape-1) exp(-x/scale) / (Gamma(shape) scale**shape)``.
+
+    Marsaglia-Tsang rejection; ``shape < 1`` via ``Gamma(shape+1) U**(1/shape)``.
+    Each sample consumes two stream words that key its own Philox stream of
+    attempts, so the draw is reproducible and splits across partitions.
+
+    Raises
+    ------
+    ValueError
+        shape or scale <= 0 or not finite.
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> trnrand.gamma(3, shape=2.0, generator=trnrand.Generator(seed=1)).shape
+    torch.Size([3])
+    """
+    where = "gamma"
+    shape, scale = _positive(shape, "shape", where), _positive(scale, "scale", where)
+    return _keyed(where, size, dtype, generator, GAMMA, shape, scale)
+
+
+def chi_squared(*size, df, dtype=torch.float32, generator=None):
+    """Chi-squared samples with ``df`` > 0 degrees of freedom (Gamma(df/2, scale=2)).
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> trnrand.chi_squared(2, df=3.0, generator=trnrand.Generator(seed=1)).shape
+    torch.Size([2])
+    """
+    df = _positive(df, "df", "chi_squared")
+    return _keyed("chi_squared", size, dtype, generator, GAMMA, df / 2.0, 2.0)
+
+
+def beta(*size, alpha, beta, dtype=torch.float32, generator=None):
+    """Beta(alpha, beta) samples on [0, 1] as ``X / (X + Y)``, X ~ Gamma(alpha), Y ~ Gamma(beta).
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> x = trnrand.beta(4, alpha=2.0, beta=3.0, generator=trnrand.Generator(seed=1))
+    >>> bool(((x >= 0) & (x <= 1)).all())
+    True
+    """
+    a, b = _positive(alpha, "alpha", "beta"), _positive(beta, "beta", "beta")
+    return _keyed("beta", size, dtype, generator, BETA, a, b)
+
+
+def student_t(*size, df, dtype=torch.float32, generator=None):
+    """Student's t samples with ``df`` > 0 degrees of freedom: ``Z / sqrt(chi2(df) / df)``.
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> trnrand.student_t(2, df=5.0, generator=trnrand.Generator(seed=1)).shape
+    torch.Size([2])
+    """
+    df = _positive(df, "df", "student_t")
+    return _keyed("student_t", size, dtype, generator, STUDENT_T, df)
+
+
+def poisson(*size, lam=1.0, dtype=torch.float32, generator=None):
+    """Poisson(lam) counts for any ``lam >= 0`` (as floats by default, like the published trnrand).
+
+    ``lam < 10``: inversion by sequential search; ``lam >= 10``: PTRS
+    transformed rejection (Hormann 1993). Two words per sample.
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> k = trnrand.poisson(5, lam=3.0, generator=trnrand.Generator(seed=1))
+    >>> bool((k == k.round()).all() and (k >= 0).all())
+    True
+    """
+    where = "poisson"
+    lam = _real(lam, "lam", where)
+    if lam < 0:
+        raise ValueError(f"{where}: lam must be >= 0, got {lam}")
+    if lam > 2.0**52:
+        raise ValueError(f"{where}: lam must be <= 2**52, got {lam}")
+    return _keyed(where, size, dtype, generator, POISSON, lam, allowed=FLOATS + INTS)
+
+
+def binomial(*size, n, p, dtype=torch.int64, generator=None):
+    """Binomial(n, p) counts: inversion when ``n min(p, 1-p) < 30``, else BTRS (Hormann 1993).
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> k = trnrand.binomial(6, n=10, p=0.3, generator=trnrand.Generator(seed=1))
+    >>> bool(((k >= 0) & (k <= 10)).all())
+    True
+    """
+    where = "binomial"
+    trials = V.integer(n, "n", where, minimum=0)
+    if trials >= 1 << 53:
+        raise ValueError(f"{where}: n must be < 2**53, got {trials}")
+    p = _prob(p, "p", where)
+    return _keyed(where, size, dtype, generator, BINOMIAL, trials, p, allowed=FLOATS + INTS)
+
+
+def bernoulli(*size, p=0.5, dtype=torch.float32, generator=None):
+    """1 with probability ``p`` in [0, 1], else 0: ``w < round(p 2**32)`` on one word per sample.
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> trnrand.bernoulli(4, p=1.0, generator=trnrand.Generator(seed=1)).tolist()
+    [1.0, 1.0, 1.0, 1.0]
+    """
+    where = "bernoulli"
+    size = _size(size, where)
+    p = _prob(p, "p", where)
+    dtype = _fdtype(dtype, where, FLOATS + INTS + (torch.bool,))
+    g = _resolve(generator, where)
+    n = _numel(size)
+    with g._draw():
+        base, first = _span(g, n, 1)
+        return _finish(BERNOULLI(g._seed, g._subsequence, base, first, n, p, dtype, g._device), size)
+
+
+def geometric(*size, p, dtype=torch.int64, generator=None):
+    """Trials up to the first success (support 1, 2, ...): ``floor(log u / log(1-p)) + 1``, u in (0, 1].
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> bool((trnrand.geometric(5, p=0.2, generator=trnrand.Generator(seed=1)) >= 1).all())
+    True
+    """
+    where = "geometric"
+    p = _prob(p, "p", where)
+    if p == 0.0:
+        raise ValueError(f"{where}: p must be in (0, 1], got 0.0")
+    return _keyed(where, size, dtype, generator, GEOMETRIC, p, allowed=FLOATS + INTS)
+
+
+def randint(*size, low=0, high=1, dtype=torch.long, generator=None):
+    """Integers uniform on ``[low, high)`` (``high - low <= 2**32``), two words per sample.
+
+    ``low + floor(x (high - low) / 2**64)`` with ``x`` the 64-bit number of
+    the two words: the bias is below ``(high - low) / 2**64``.
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> x = trnrand.randint(5, low=3, high=6, generator=trnrand.Generator(seed=1))
+    >>> bool(((x >= 3) & (x < 6)).all())
+    True
+    """
+    where = "randint"
+    low = V.integer(low, "low", where)
+    high = V.integer(high, "high", where)
+    if not low < high:
+        raise ValueError(f"{where}: low must be < high, got low={low}, high={high}")
+    if high - low > 1 << 32:
+        raise ValueError(f"{where}: high - low must be <= 2**32, got {high - low}")
+    if not -(1 << 63) <= low or high > 1 << 63:
+        raise ValueError(f"{where}: low and high must fit int64")
+    return _keyed(where, size, dtype, generator, RANDINT, low, high, allowed=INTS + FLOATS)
+
+
+def randperm(n, dtype=torch.long, generator=None):
+    """A uniformly random permutation of ``0 .. n-1`` (argsort of 63-bit keys, two words per element).
+
+    Not split across partitions: every rank gets the whole permutation.
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> sorted(trnrand.randperm(5, generator=trnrand.Generator(seed=1)).tolist())
+    [0, 1, 2, 3, 4]
+    """
+    where = "randperm"
+    n = V.integer(n, "n", where, minimum=0)
+    if n > MAX_SAMPLES:
+        raise ValueError(f"{where}: n must be <= 2**48, got {n}")
+    dtype = _fdtype(dtype, where, INTS)
+    g = _resolve(generator, where)
+    with g._draw():
+        base = g._reserve(2 * n)
+        return RANDPERM(g._seed, g._subsequence, base, n, dtype, g._device)
+
+
+def _probs(probs, where: str) -> torch.Tensor:
+    probs = V.tensor(probs, "probs", where)
+    V.dtype(probs, "probs", FLOATS, where)
+    V.ndim(probs, "probs", (1, 2), where)
+    if probs.shape[-1] == 0:
+        raise ValueError(f"{where}: probs must have at least one category")
+    if not bool(torch.isfinite(probs).all()) or bool((probs < 0).any()):
+        raise ValueError(f"{where}: probs must be finite and >= 0")
+    if bool((probs.sum(-1) <= 0).any()):
+        raise ValueError(f"{where}: each row of probs must have a positive sum")
+    return probs
+
+
+def categorical(probs, *size, generator=None):
+    """Category indices ``i`` with probability ``probs[i] / probs.sum()`` (1-D ``probs``), int64 of shape ``size``.
+
+    Inverse CDF on one float64 uniform (two words) per sample.
+
+    Examples
+    --------
+    >>> import torch, trnrand
+    >>> trnrand.categorical(torch.tensor([0.0, 1.0, 0.0]), 3, generator=trnrand.Generator(seed=1)).tolist()
+    [1, 1, 1]
+    """
+    where = "categorical"
+    probs = _probs(probs, where)
+    if probs.dim() != 1:
+        raise ValueError(f"{where}: probs must be 1-D, got shape {tuple(probs.shape)}")
+    size = _size(size, where)
+    g = _resolve(generator, where)
+    n = _numel(size)
+    with g._draw():
+        base, first = _span(g, n, 2)
+        cdf = torch.cumsum(probs.to(torch.float64), 0).to(g._device)
+        return _finish(CATEGORICAL(g._seed, g._subsequence, base, first, n, cdf, g._device), size)
+
+
+def multinomial(probs, num_samples, replacement=False, generator=None):
+    """Like ``torch.multinomial``: ``num_samples`` category indices per row of ``probs`` (1-D or 2-D).
+
+    With replacement: inverse CDF (two words per sample). Without:
+    exponential races, the ``num_samples`` smallest ``E_i / p_i`` (two words
+    per category). Not split across partitions.
+
+    Examples
+    --------
+    >>> import torch, trnrand
+    >>> p = torch.tensor([1.0, 0.0, 1.0])
+    >>> sorted(trnrand.multinomial(p, 2, generator=trnrand.Generator(seed=1)).tolist())
+    [0, 2]
+    """
+    where = "multinomial"
+    probs = _probs(probs, where)
+    num_samples = V.integer(num_samples, "num_samples", where, minimum=0)
+    if num_samples > MAX_SAMPLES:
+        raise ValueError(f"{where}: num_samples must be <= 2**48, got {num_samples}")
+    if not isinstance(replacement, bool):
+        raise TypeError(f"{where}: replacement must be a bool, got {type(replacement).__name__}")
+    p2 = probs.reshape(-1, probs.shape[-1]).to(torch.float64)
+    if not replacement:
+        nz = int((p2 > 0).sum(1).min())
+        if num_samples > nz:
+            raise ValueError(f"{where}: num_samples={num_samples} exceeds the {nz} categories with p > 0")
+    g = _resolve(generator, where)
+    words = 2 * p2.shape[0] * (num_samples if replacement else p2.shape[1])
+    with g._draw():
+        base = g._reserve(words)
+        out = MULTINOMIAL(g._seed, g._subsequence, base, p2.to(g._device), num_samples, replacement, g._device)
+        return out.reshape(*probs.shape[:-1], num_samples)
+
+
+def truncated_normal(*size, mean=0.0, std=1.0, low=-2.0, high=2.0, dtype=torch.float32, generator=None):
+    """Normal N(mean, std**2) restricted to ``[mean + low std, mean + high std]`` (bounds in std units).
+
+    Exact inversion ``ndtri(Phi(low) + u (Phi(high) - Phi(low)))`` in
+    float64 (mirrored for a positive interval, so tails keep their
+    accuracy); one float64 uniform (two words) per sample, no rejection.
+
+    Raises
+    ------
+    ValueError
+        low >= high, std <= 0, non-finite values (``low=-inf``/``high=inf`` allowed).
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> x = trnrand.truncated_normal(100, generator=trnrand.Generator(seed=1))
+    >>> bool(((x >= -2) & (x <= 2)).all())
+    True
+    """
+    where = "truncated_normal"
+    mean, std = _real(mean, "mean", where), _positive(std, "std", where)
+    low, high = _real(low, "low", where, finite=False), _real(high, "high", where, finite=False)
+    if math.isnan(low) or math.isnan(high) or not low < high:
+        raise ValueError(f"{where}: low must be < high, got low={low}, high={high}")
+    return _keyed(where, size, dtype, generator, TRUNCATED_NORMAL, mean, std, low, high)

@@ -1,0 +1,389 @@
+"""Quasi-random (low-discrepancy) point sets: Sobol', Halton, Latin hypercube."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+
+import numpy as np
+import torch
+
+from trnsci import _validate as V
+from trnsci.dispatch import Op
+
+from . import _joe_kuo, _philox
+from .distributions import THRESHOLD
+from .generator import Generator, _resolve
+
+SOBOL_BITS = 30  # as scipy.stats.qmc.Sobol's default: points are k * 2**-30
+SOBOL_MAX_DIMS = 21201  # Joe-Kuo new-joe-kuo-6.21201
+
+
+def _fdtype(dtype, where):
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{where}: dtype must be a torch.dtype, got {type(dtype).__name__}")
+    if dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"{where}: dtype must be float32 or float64, got {str(dtype).replace('torch.', '')}")
+    return dtype
+
+
+def _seed_generator(seed, where) -> Generator:
+    """Scrambling randomness: ``seed`` may be None (OS entropy), an int, or a trnrand.Generator (advanced)."""
+    if isinstance(seed, Generator):
+        return seed
+    return Generator(seed=seed, subsequence=0x5EED)
+
+
+@functools.lru_cache(maxsize=32)
+def _direction_numbers(n_dims: int) -> np.ndarray:
+    """V (n_dims, 30) int64: V[d, j] = m_{d,j} << (29 - j) from Joe-Kuo's primitive polynomials and initial m.
+
+    Recurrence (Bratley-Fox): with s = deg p_d and p_d = x^s + a_1 x^(s-1) + ... + a_(s-1) x + 1,
+    V_j = V_(j-s) ^ (V_(j-s) >> s) ^ a_1 V_(j-1) ^ ... ^ a_(s-1) V_(j-s+1) for j >= s.
+    Dimension 0 is the van der Corput sequence (V_j = 2**(29-j)).
+    """
+    poly, vinit = _joe_kuo.table(n_dims)
+    B = SOBOL_BITS
+    Vn = np.zeros((n_dims, B), dtype=np.int64)
+    s = np.array([int(p).bit_length() - 1 for p in poly], dtype=np.int64)
+    s[0] = 0
+    shifts = B - 1 - np.arange(B)
+    rows = np.arange(n_dims)
+    for j in range(B):
+        init = j < s
+        val = np.zeros(n_dims, dtype=np.int64)
+        if j < vinit.shape[1]:
+            val = np.where(init, vinit[:, j] << shifts[j], 0)
+        rec = ~init & (s > 0)
+        if rec.any():
+            js = np.clip(j - s, 0, B - 1)
+            base = Vn[rows, js]
+            r = base ^ (base >> s)
+            for k in range(1, int(s.max())):
+                ak = (poly >> np.maximum(s - k, 0)) & 1
+                use = rec & (k < s) & (ak == 1)
+                r = np.where(use, r ^ Vn[rows, max(j - k, 0)], r)
+            val = np.where(rec, r, val)
+        Vn[:, j] = val
+    Vn[0] = 1 << shifts
+    return Vn
+
+
+def _gray_xor(idx: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+    """XOR over the set bits b of gray(idx) = idx ^ (idx >> 1) of V[:, b]: (len(idx), n_dims) int64."""
+    g = idx ^ (idx >> 1)
+    X = torch.zeros((idx.numel(), V.shape[0]), dtype=torch.int64)
+    top = max(int(idx.max()).bit_length(), 1) if idx.numel() else 0
+    for b in range(min(top, SOBOL_BITS)):
+        X ^= ((g >> b) & 1)[:, None] * V[None, :, b]
+    return X
+
+
+_LOW_BITS = 8
+
+
+def _sobol_torch(V: torch.Tensor, shift: torch.Tensor, skip: int, n: int, dtype) -> torch.Tensor:
+    """Sobol' integers in Gray-code order: x_i = XOR over set bits b of gray(i) of V[:, b], then ^ shift.
+
+    V: (n_dims, 30) int64 direction numbers (already scrambled when scrambling); shift: (n_dims,) int64.
+    Split i = a 2**L + c (c < 2**L): gray(i) = gray(a 2**L) ^ gray(c), so x_i = x(a 2**L) ^ x(c) (L = 8) -- two
+    small tables and one gather-xor instead of a pass per bit over all points.
+    """
+    i = torch.arange(skip, skip + n, dtype=torch.int64)
+    if n <= 1 << _LOW_BITS:
+        X = _gray_xor(i, V)
+    else:
+        a0, a1 = skip >> _LOW_BITS, (skip + n - 1) >> _LOW_BITS
+        high = _gray_xor(torch.arange(a0, a1 + 1, dtype=torch.int64) << _LOW_BITS, V)
+        low = _gray_xor(torch.arange(1 << _LOW_BITS, dtype=torch.int64), V)
+        X = high[(i >> _LOW_BITS) - a0] ^ low[i & ((1 << _LOW_BITS) - 1)]
+    X ^= shift
+    return _sobol_floats(X, dtype)
+
+
+def _sobol_floats(X: torch.Tensor, dtype) -> torch.Tensor:
+    """30-bit Sobol' integers -> floats, exactly: X 2**-30 (float64) or (X >> 6) 2**-24 (float32)."""
+    if dtype == torch.float64:
+        return X.to(torch.float64).mul_(2.0**-SOBOL_BITS)
+    return (X >> (SOBOL_BITS - 24)).to(torch.float32).mul_(2.0**-24)
+
+
+def _lms_scramble(Vn: np.ndarray, gen: Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Linear matrix scramble (random unit lower-triangular L_d over GF(2), MSB first) + digital shift."""
+    d, B = Vn.shape
+    w = gen._words(gen._reserve(d * B * B + d), d * B * B + d).numpy()
+    L = np.tril((w[: d * B * B] >> 31).reshape(d, B, B))
+    L[:, np.arange(B), np.arange(B)] = 1
+    bits = (Vn[:, :, None] >> (B - 1 - np.arange(B))[None, None, :]) & 1  # (d, j, bit MSB-first)
+    newbits = np.einsum("dpk,djk->djp", L, bits) & 1
+    Vs = (newbits << (B - 1 - np.arange(B))[None, None, :]).sum(-1)
+    shift = w[d * B * B :] >> (32 - B)
+    return Vs.astype(np.int64), shift.astype(np.int64)
+
+
+def sobol(n_points, n_dims, seed=None, scramble=True, dtype=torch.float32, skip=0):
+    """Sobol' points in [0, 1)^d with Joe-Kuo direction numbers (up to 21201 dimensions).
+
+    Point ``i`` (``i = skip .. skip + n_points - 1``) is
+    ``x_i = XOR_b bit_b(gray(i)) V_b`` with ``gray(i) = i ^ (i >> 1)`` --
+    the Gray-code order of ``scipy.stats.qmc.Sobol``, so unscrambled
+    float64 output equals ``Sobol(d, scramble=False).random(n)`` bit for
+    bit. Values are 30-bit: ``k * 2**-30`` in float64; float32 keeps the top
+    24 bits (truncated, so never rounded up to 1.0).
+
+    Parameters
+    ----------
+    n_points : int
+        >= 0; ``skip + n_points <= 2**30``.
+    n_dims : int
+        1 .. 21201.
+    seed : int, trnrand.Generator or None
+        Scrambling randomness (None: from the OS).
+    scramble : bool
+        Linear matrix scramble (a random unit lower-triangular binary
+        matrix per dimension) + digital shift, as SciPy does, drawn from a
+        trnrand.Generator(seed) -- reproducible, not SciPy's numbers.
+    dtype : torch.float32 or torch.float64
+    skip : int
+        Points to skip (0 starts at the origin when unscrambled).
+
+    Returns
+    -------
+    torch.Tensor of shape (n_points, n_dims)
+
+    Raises
+    ------
+    ValueError
+        n_dims outside 1 .. 21201, negative n_points/skip, more than 2**30 points.
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> trnrand.sobol(4, 2, scramble=False, dtype=torch.float64).tolist()
+    [[0.0, 0.0], [0.5, 0.5], [0.75, 0.25], [0.25, 0.75]]
+    """
+    where = "sobol"
+    n = V.integer(n_points, "n_points", where, minimum=0)
+    d = V.integer(n_dims, "n_dims", where, minimum=1)
+    if d > SOBOL_MAX_DIMS:
+        raise ValueError(f"{where}: n_dims must be <= {SOBOL_MAX_DIMS} (the Joe-Kuo table), got {d}")
+    skip = V.integer(skip, "skip", where, minimum=0)
+    if skip + n > 1 << SOBOL_BITS:
+        raise ValueError(f"{where}: skip + n_points must be <= 2**{SOBOL_BITS}, got {skip + n}")
+    if not isinstance(scramble, bool):
+        raise TypeError(f"{where}: scramble must be a bool, got {type(scramble).__name__}")
+    dtype = _fdtype(dtype, where)
+    if seed is not None and not isinstance(seed, Generator):
+        seed = V.integer(seed, "seed", where, minimum=0)
+    Vn = _direction_numbers(d)
+    shift = np.zeros(d, dtype=np.int64)
+    gen = _seed_generator(seed, where) if scramble else None
+    # a planned or failing call leaves a caller's Generator as it was
+    with gen._draw() if gen is not None else contextlib.nullcontext():
+        if scramble:
+            Vn, shift = _lms_scramble(Vn, gen)
+        return SOBOL(torch.from_numpy(Vn), torch.from_numpy(shift), skip, n, dtype)
+
+
+def _first_primes(n: int) -> list[int]:
+    limit = max(16, int(n * (math.log(n + 1) + math.log(math.log(n + 3)) + 3)))
+    sieve = np.ones(limit, dtype=bool)
+    sieve[:2] = False
+    for p in range(2, int(limit**0.5) + 1):
+        if sieve[p]:
+            sieve[p * p :: p] = False
+    return np.flatnonzero(sieve)[:n].tolist()
+
+
+def _halton_torch(bases: torch.Tensor, perms, skip: int, n: int, dtype) -> torch.Tensor:
+    """Radical inverses of i = skip .. skip+n-1 in each base, accumulated as SciPy does:
+    x += digit * b2r; b2r /= base (float64, least significant digit first).
+
+    perms: None, or a list of (levels, base) int64 digit permutations per dimension (scrambled).
+    """
+    idx = torch.arange(skip, skip + n, dtype=torch.int64)
+    x = torch.zeros((bases.numel(), n), dtype=torch.float64)
+    for c, base in enumerate(bases.tolist()):
+        q = idx
+        xc = x[c]
+        b2r = 1.0 / base
+        lev = 0
+        while (perms is None and bool(q.any())) or (perms is not None and lev < perms.shape[1]):
+            qd = torch.div(q, base, rounding_mode="floor")
+            dig = q - qd * base
+            if perms is not None:
+                dig = perms[c, lev][dig]
+            xc += dig.to(torch.float64) * b2r
+            b2r /= base
+            q = qd
+            lev += 1
+            if perms is not None and b2r < 2.0**-54:
+                break
+    x = x.T
+    return x.to(dtype) if dtype == torch.float64 else x.to(torch.float32).clamp_(max=1.0 - 2.0**-24)
+
+
+def halton(n_points, n_dims, scramble=False, seed=None, dtype=torch.float32, skip=0):
+    """Halton points: coordinate ``d`` of point ``i`` is the radical inverse of ``i`` in the d-th prime.
+
+    Unscrambled float64 output equals ``scipy.stats.qmc.Halton(d,
+    scramble=False).random(n)`` bit for bit (same summation order; point 0
+    is the origin). ``scramble=True`` applies a random permutation of the
+    digits at every level of every base (Owen-type digit scrambling, to
+    double precision), drawn from ``trnrand.Generator(seed)``.
+
+    Parameters
+    ----------
+    n_points : int
+    n_dims : int
+        >= 1 (Halton degrades past ~20 dimensions; prefer Sobol').
+    scramble : bool
+    seed : int, trnrand.Generator or None
+    dtype : torch.float32 or torch.float64
+    skip : int
+        Index of the first point.
+
+    Returns
+    -------
+    torch.Tensor of shape (n_points, n_dims)
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> trnrand.halton(4, 2, dtype=torch.float64).tolist()
+    [[0.0, 0.0], [0.5, 0.3333333333333333], [0.25, 0.6666666666666666], [0.75, 0.1111111111111111]]
+    """
+    where = "halton"
+    n = V.integer(n_points, "n_points", where, minimum=0)
+    d = V.integer(n_dims, "n_dims", where, minimum=1)
+    if d > 10000:
+        raise ValueError(f"{where}: n_dims must be <= 10000, got {d}")
+    skip = V.integer(skip, "skip", where, minimum=0)
+    if skip + n > 1 << 52:
+        raise ValueError(f"{where}: skip + n_points must be <= 2**52")
+    if n * d > 1 << 40:
+        raise ValueError(f"{where}: n_points * n_dims must be <= 2**40, got {n * d}")
+    if not isinstance(scramble, bool):
+        raise TypeError(f"{where}: scramble must be a bool, got {type(scramble).__name__}")
+    dtype = _fdtype(dtype, where)
+    if seed is not None and not isinstance(seed, Generator):
+        seed = V.integer(seed, "seed", where, minimum=0)
+    bases = torch.tensor(_first_primes(d), dtype=torch.int64)
+    perms = None
+    g = _seed_generator(seed, where) if scramble else None
+    # a planned or failing call leaves a caller's Generator as it was
+    with g._draw() if g is not None else contextlib.nullcontext():
+        if scramble:
+            perms = _halton_perms(g, bases, d)
+        return HALTON(bases, perms, skip, n, dtype)
+
+
+def _halton_perms(g: Generator, bases: torch.Tensor, d: int) -> torch.Tensor:
+    """Random digit permutations (d, levels, max base) for scrambled Halton."""
+    maxb = int(bases.max())
+    levels = max(1, math.ceil(53 * math.log(2) / math.log(2)))  # enough levels for base 2; others finish earlier
+    w = g._words(g._reserve(2 * d * levels * maxb), 2 * d * levels * maxb).reshape(d, levels, maxb, 2)
+    key = ((w[..., 0] >> 1) << 32) | w[..., 1]
+    # digits >= base get keys after every real digit, so each row's first `base` entries permute 0..base-1
+    key = torch.where(torch.arange(maxb)[None, None, :] < bases[:, None, None], key, torch.iinfo(torch.int64).max)
+    return torch.argsort(key, dim=-1, stable=True)
+
+
+def latin_hypercube(n_points, n_dims, dtype=torch.float32, generator=None, strength=1):
+    """Latin hypercube sample in [0, 1)^d: every dimension has one point in each of the n strata [k/n, (k+1)/n).
+
+    ``strength=1``: a random permutation of the strata per dimension and a
+    uniform position inside each stratum. ``strength=2``: an orthogonal-
+    array LHS (n = p**2 for a prime p, n_dims <= p + 1): additionally every
+    2-D projection has exactly one point in each cell of the p x p grid.
+
+    Parameters
+    ----------
+    n_points, n_dims : int
+    dtype : torch.float32 or torch.float64
+    generator : trnrand.Generator, optional
+    strength : 1 or 2
+
+    Returns
+    -------
+    torch.Tensor of shape (n_points, n_dims)
+
+    Raises
+    ------
+    ValueError
+        Bad sizes; strength 2 with n_points not a prime squared or n_dims > sqrt(n_points) + 1.
+
+    Examples
+    --------
+    >>> import trnrand
+    >>> x = trnrand.latin_hypercube(5, 3, generator=trnrand.Generator(seed=1))
+    >>> sorted((x[:, 0] * 5).floor().int().tolist())
+    [0, 1, 2, 3, 4]
+    """
+    where = "latin_hypercube"
+    n = V.integer(n_points, "n_points", where, minimum=0)
+    d = V.integer(n_dims, "n_dims", where, minimum=1)
+    if n * d > 1 << 40:
+        raise ValueError(f"{where}: n_points * n_dims must be <= 2**40, got {n * d}")
+    dtype = _fdtype(dtype, where)
+    strength = V.integer(strength, "strength", where)
+    if strength not in (1, 2):
+        raise ValueError(f"{where}: strength must be 1 or 2, got {strength}")
+    g = _resolve(generator, where)
+    if strength == 1:
+        with g._draw():
+            base = g._reserve(4 * n * d)
+            return LATIN_HYPERCUBE(g._seed, g._subsequence, base, n, d, None, dtype)
+    p = math.isqrt(n)
+    if p * p != n or p < 2 or any(p % q == 0 for q in range(2, math.isqrt(p) + 1)):
+        raise ValueError(f"{where}: strength=2 needs n_points = p**2 for a prime p, got {n}")
+    if d > p + 1:
+        raise ValueError(f"{where}: strength=2 needs n_dims <= sqrt(n_points) + 1 = {p + 1}, got {d}")
+    i = torch.arange(p).repeat_interleave(p)
+    j = torch.arange(p).repeat(p)
+    cols = [i, j] + [(i + k * j) % p for k in range(1, p)]
+    oa = torch.stack(cols[:d], dim=1)  # (n, d) levels 0..p-1, each pair of columns an OA of strength 2
+    with g._draw():
+        base = g._reserve(6 * n * d)
+        return LATIN_HYPERCUBE(g._seed, g._subsequence, base, n, d, (oa, p), dtype)
+
+
+def _lhs_torch(seed, subsequence, base, n, d, oa, dtype):
+    w = _philox.words(seed, subsequence, base, 4 * n * d).reshape(n, d, 4)
+    key = ((w[..., 0] >> 1) << 32) | w[..., 1]
+    u = _philox._m53(w[..., 2], w[..., 3]).to(torch.float64).mul_(2.0**-53)
+    if oa is None:
+        strata = torch.argsort(torch.argsort(key, dim=0, stable=True), dim=0)  # rank of each key: a permutation
+    else:
+        levels, p = oa
+        w2 = _philox.words(seed, subsequence, base + 4 * n * d, 2 * n * d).reshape(n, d, 2)
+        lkey = ((w2[..., 0] >> 1) << 32) | w2[..., 1]
+        # random relabelling of the p levels per column
+        relabel = torch.argsort(lkey[:p, :], dim=0, stable=True)  # (p, d) a permutation per column
+        lev = torch.gather(relabel, 0, levels)
+        # within each level, a random order of its p points gives the sub-stratum
+        o1 = torch.argsort(key, dim=0, stable=True)
+        o2 = torch.argsort(torch.gather(lev, 0, o1), dim=0, stable=True)
+        order = torch.gather(o1, 0, o2)  # points sorted by (level, key)
+        rank = torch.argsort(order, dim=0)
+        strata = rank  # level * p + position within level
+    x = (strata.to(torch.float64) + u) / n
+    x = x.to(dtype)
+    return x.clamp_(max=torch.nextafter(torch.tensor(1.0, dtype=dtype), torch.tensor(0.0, dtype=dtype)).item())
+
+
+# ---- Ops (threshold: see trnrand.distributions.THRESHOLD; a guess, no hardware to calibrate) -------
+SOBOL = Op("trnrand.sobol", "samples", THRESHOLD, size=lambda V, shift, skip, n, dtype: float(n * V.shape[0]),
+           dtype=lambda V, shift, skip, n, dtype: dtype,
+           describe=lambda V, shift, skip, n, dtype: f"{n} points x {V.shape[0]} dims from point {skip}",
+           doc="Gray-code Sobol' points; samples = points x dims")
+HALTON = Op("trnrand.halton", "samples", THRESHOLD, size=lambda b, p, skip, n, dtype: float(n * b.numel()),
+            dtype=lambda b, p, skip, n, dtype: dtype, doc="radical inverses; samples = points x dims")
+LATIN_HYPERCUBE = Op("trnrand.latin_hypercube", "samples", THRESHOLD,
+                     size=lambda s, q, base, n, d, oa, dtype: float(n * d),
+                     dtype=lambda s, q, base, n, d, oa, dtype: dtype,
+                     doc="random permutations per dimension (strength 1) or an orthogonal array (2)")
+SOBOL.lowering("torch")(_sobol_torch)
+HALTON.lowering("torch")(_halton_torch)
+LATIN_HYPERCUBE.lowering("torch")(_lhs_torch)

@@ -1,0 +1,83 @@
+"""Plans equal runs for every trnrand op with a kernel, including calls the kernel cannot take."""
+
+import pytest
+import torch
+
+import trnrand
+from trnrand.distributions import GAMMA, NORMAL, UNIFORM
+from trnsci.dispatch import ops, plan_call
+from trnsci.testing import assert_plan_matches_run
+
+
+def G(**kw):
+    return trnrand.Generator(seed=31, **kw)
+
+
+KERNEL_CALLS = [
+    ("philox_kernel", trnrand.uniform, (300,), {"generator": G(offset=5)}),
+    ("philox_kernel", trnrand.uniform, (41,), {"low": -3.0, "high": 0.5, "dtype": torch.float64, "generator": G()}),
+    ("philox_kernel", trnrand.uniform_into, (torch.empty(2, 9),), {"generator": G(subsequence=4)}),
+    ("box_muller_kernel", trnrand.normal, (129,), {"mean": 1.0, "std": 0.5, "generator": G(offset=2)}),
+    ("box_muller_kernel", trnrand.standard_normal, (5, 7), {"generator": G()}),
+    ("box_muller_kernel", trnrand.lognormal, (33,), {"generator": G()}),
+    ("sobol_kernel", trnrand.sobol, (50, 3), {"seed": 2}),
+    ("sobol_kernel", trnrand.sobol, (513, 2), {"scramble": False, "dtype": torch.float64, "skip": 1}),
+]
+
+
+@pytest.mark.parametrize("kernel,fn,args,kwargs", KERNEL_CALLS, ids=lambda v: getattr(v, "__name__", None))
+def test_plan_names_the_kernel_that_runs(kernel, fn, args, kwargs):
+    with trnrand.use_backend("simulator"):
+        plan, result, runs = assert_plan_matches_run(fn, *args, **kwargs)
+    assert plan.backend == "simulator" and plan.kernel["name"] == kernel
+    assert [r.kernel for r in runs] == [kernel]
+
+
+TORCH_CALLS = [  # calls the kernels cannot take: the plan says torch, with the reason
+    ("float32", trnrand.normal, (8,), {"dtype": torch.float64, "generator": G()}),
+    ("odd stream word", trnrand.normal, (8,), {"generator": G(offset=3)}),
+    ("empty", trnrand.uniform, (0,), {"generator": G()}),
+    ("empty", trnrand.sobol, (0, 3), {}),
+    ("no NKI kernel", trnrand.exponential, (8,), {"generator": G()}),
+    ("no NKI kernel", trnrand.gamma, (8,), {"shape": 2.0, "generator": G()}),
+    ("no NKI kernel", trnrand.halton, (8, 2), {}),
+    ("no NKI kernel", trnrand.randperm, (9,), {"generator": G()}),
+    ("no NKI kernel", trnrand.philox4x32,
+     (torch.zeros(2, 4, dtype=torch.int64), torch.zeros(2, dtype=torch.int64)), {}),
+]
+
+
+@pytest.mark.parametrize("why,fn,args,kwargs", TORCH_CALLS, ids=lambda v: getattr(v, "__name__", None))
+def test_plan_says_torch_when_the_kernel_cannot_take_the_call(why, fn, args, kwargs):
+    with trnrand.use_backend("simulator"):
+        plan, result, runs = assert_plan_matches_run(fn, *args, **kwargs)
+    assert plan.backend == "torch" and runs == []
+    assert why in plan.reason
+
+
+def test_planning_does_not_move_the_generator():
+    g = G(offset=7)
+    with trnrand.use_backend("simulator"):
+        plan_call(trnrand.uniform, 100, generator=g)
+        plan_call(trnrand.gamma, 10, shape=1.5, generator=g)
+    assert g.position() == 7
+    gs = trnrand.Generator(seed=4)
+    plan_call(trnrand.sobol, 10, 2, seed=gs)
+    assert gs.position() == 0
+
+
+def test_plan_reports_no_single_kernel_figures_across_the_counter_word_boundary():
+    # two kernel calls (the block index's low word wraps inside the draw): no single closed form to show
+    g = trnrand.Generator(seed=5, offset=4 * ((1 << 32) - 1))
+    with trnrand.use_backend("simulator"):
+        plan = plan_call(trnrand.uniform, 12, generator=g)
+    assert plan.backend == "simulator" and plan.kernel is None
+
+
+def test_every_public_op_is_registered():
+    names = set(ops("trnrand"))
+    for op in ("uniform", "normal", "lognormal", "exponential", "gamma", "beta", "student_t", "truncated_normal",
+               "poisson", "bernoulli", "binomial", "geometric", "randint", "randperm", "multinomial",
+               "categorical", "sobol", "halton", "latin_hypercube", "philox4x32"):
+        assert f"trnrand.{op}" in names
+    assert UNIFORM.has_kernel and NORMAL.has_kernel and not GAMMA.has_kernel
