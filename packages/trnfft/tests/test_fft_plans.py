@@ -76,3 +76,13 @@ def test_fftplan_backend_comes_from_the_op_decision():
         assert [r.kernel for r in runs] == ["dft_gemm_kernel"]
     with trnfft.use_backend("simulator"), FFT.override("nki", None):
         assert p.backend == "torch" and "no NKI kernel" in p.reason
+
+
+def test_every_kernel_op_has_cases():
+    from trnsci import dispatch
+
+    with_kernel = {name for name, op in dispatch.ops("trnfft").items() if op.has_kernel}
+    with trnfft.use_backend("simulator"):
+        planned_on_kernel = {plan_call(fn, *args, **kwargs).op for name, fn, args, kwargs in CASES
+                             if name not in TORCH_ONLY}
+    assert with_kernel == planned_on_kernel
