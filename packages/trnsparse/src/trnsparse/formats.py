@@ -737,13 +737,16 @@ class BSRMatrix(SparseMatrix):
         return BSRMatrix.from_csr(self.to_csr(), block_size, threshold)
 
     def to_scipy(self):
+        """A SciPy ``bsr_array`` (a ``csr_array`` when the shape is not a multiple of the block size,
+        which SciPy's BSR cannot represent)."""
         import scipy.sparse as sp
 
+        if self.padded_shape != self._shape:
+            return self.to_csr().to_scipy()
         return sp.bsr_array((_host.np_view(self.blocks.detach().cpu()).copy(),
                              _host.np_view(self.block_col_indices.cpu()).copy(),
                              _host.np_view(self.block_row_ptrs.cpu()).copy()),
-                            shape=self.padded_shape, blocksize=(self.block_size,) * 2) \
-            if self.padded_shape == self._shape else self.to_csr().to_scipy().tobsr((self.block_size,) * 2)
+                            shape=self._shape, blocksize=(self.block_size,) * 2)
 
     def to_torch(self) -> torch.Tensor:
         """A torch ``sparse_bsr`` tensor of the padded shape (torch requires whole blocks)."""
