@@ -39,7 +39,7 @@ def host_ok(*tensors: torch.Tensor | None) -> bool:
 
 def np_view(t: torch.Tensor) -> np.ndarray:
     """A NumPy view of a CPU tensor (contiguous copy only when needed)."""
-    return t.detach().contiguous().numpy()
+    return t.detach().resolve_conj().resolve_neg().contiguous().numpy()
 
 
 def row_indices(row_ptrs: torch.Tensor, nnz: int) -> torch.Tensor:
