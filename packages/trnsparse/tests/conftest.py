@@ -44,3 +44,14 @@ def tol(dtype) -> float:
 @pytest.fixture(params=CASES)
 def case(request):
     return request.param
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Small tensors: torch's thread pool only adds contention on a shared machine (results are unchanged)."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
