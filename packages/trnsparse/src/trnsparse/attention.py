@@ -203,9 +203,12 @@ def block_sparse_attention(Q, K, V, mask, scale=None, causal=False):
     where = "block_sparse_attention"
     Q, K, V, mask, scale, causal = _attn_args(where, Q, K, V, mask, scale, causal)
     lead = Q.shape[:-2]
+    G = 1
+    for s in lead:
+        G *= s
     blocks = (mask.blocks != 0).to(Q.device)
-    out = _block_sparse_attention_torch(Q.reshape(-1, *Q.shape[-2:]), K.reshape(-1, *K.shape[-2:]),
-                                        V.reshape(-1, *V.shape[-2:]), blocks, mask.block_row_indices.to(Q.device),
+    out = _block_sparse_attention_torch(Q.reshape(G, *Q.shape[-2:]), K.reshape(G, *K.shape[-2:]),
+                                        V.reshape(G, *V.shape[-2:]), blocks, mask.block_row_indices.to(Q.device),
                                         mask.block_col_indices.to(Q.device), mask.block_size, scale, causal)
     return out.reshape(*lead, Q.shape[-2], V.shape[-1])
 
@@ -225,4 +228,6 @@ def block_sparse_attention_tiled(Q, K, V, mask_bsr, scale=None):
             [5., 6.],
             [5., 6.]])
     """
+    if not isinstance(mask_bsr, SparseMatrix):
+        raise TypeError(f"block_sparse_attention_tiled: mask_bsr must be a BSRMatrix, got {type(mask_bsr).__name__}")
     return block_sparse_attention(Q, K, V, mask_bsr, scale=scale)
