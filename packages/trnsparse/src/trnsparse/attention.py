@@ -127,7 +127,7 @@ def _block_sparse_attention_torch(Q, K, V, blocks, brow, bcol, block_size, scale
     return out.reshape(G, mb * b, dv)[:, :Sq]
 
 
-def _attn_args(where, Q, K, V, mask, scale, causal):
+def _attn_args(where, Q, K, V, mask, scale, causal, mask_name="mask"):
     Q = v.tensor(Q, "Q", where)
     K = v.tensor(K, "K", where)
     V = v.tensor(V, "V", where)
@@ -148,15 +148,15 @@ def _attn_args(where, Q, K, V, mask, scale, causal):
     Sq, Sk = Q.shape[-2], K.shape[-2]
     if isinstance(mask, torch.Tensor) and mask.layout == torch.strided:
         if mask.dim() != 2 or tuple(mask.shape) != (Sq, Sk):
-            raise ValueError(f"{where}: mask must have shape {(Sq, Sk)}, got {tuple(mask.shape)}")
+            raise ValueError(f"{where}: {mask_name} must have shape {(Sq, Sk)}, got {tuple(mask.shape)}")
         mask = BSRMatrix.from_dense(mask.to(torch.float32), block_size=min(128, max(Sq, Sk, 1)))
     if not isinstance(mask, SparseMatrix):
-        raise TypeError(f"{where}: mask must be a BSRMatrix pattern (see local_window_mask, causal_mask) or a "
+        raise TypeError(f"{where}: {mask_name} must be a BSRMatrix pattern (see local_window_mask, causal_mask) or a "
                         f"boolean (seq_q, seq_k) tensor, got {type(mask).__name__}")
     if not isinstance(mask, BSRMatrix):
         mask = mask.to_bsr(128)
     if mask.shape != (Sq, Sk):
-        raise ValueError(f"{where}: mask has shape {mask.shape} but Q and K give {(Sq, Sk)}")
+        raise ValueError(f"{where}: {mask_name} has shape {mask.shape} but Q and K give {(Sq, Sk)}")
     d = Q.shape[-1]
     if scale is None:
         scale = 1.0 / math.sqrt(d) if d else 1.0
@@ -200,8 +200,11 @@ def block_sparse_attention(Q, K, V, mask, scale=None, causal=False):
     >>> torch.allclose(out, ref)
     True
     """
-    where = "block_sparse_attention"
-    Q, K, V, mask, scale, causal = _attn_args(where, Q, K, V, mask, scale, causal)
+    return _attention("block_sparse_attention", "mask", Q, K, V, mask, scale, causal)
+
+
+def _attention(where, mask_name, Q, K, V, mask, scale, causal):
+    Q, K, V, mask, scale, causal = _attn_args(where, Q, K, V, mask, scale, causal, mask_name)
     lead = Q.shape[:-2]
     G = 1
     for s in lead:
@@ -213,6 +216,7 @@ def block_sparse_attention(Q, K, V, mask, scale=None, causal=False):
     return out.reshape(*lead, Q.shape[-2], V.shape[-1])
 
 
+@numpy_io
 def block_sparse_attention_tiled(Q, K, V, mask_bsr, scale=None):
     """Block-sparse attention over the tiles of ``mask_bsr`` (same as :func:`block_sparse_attention`).
 
@@ -228,6 +232,4 @@ def block_sparse_attention_tiled(Q, K, V, mask_bsr, scale=None):
             [5., 6.],
             [5., 6.]])
     """
-    if not isinstance(mask_bsr, SparseMatrix):
-        raise TypeError(f"block_sparse_attention_tiled: mask_bsr must be a BSRMatrix, got {type(mask_bsr).__name__}")
-    return block_sparse_attention(Q, K, V, mask_bsr, scale=scale)
+    return _attention("block_sparse_attention_tiled", "mask_bsr", Q, K, V, mask_bsr, scale, False)
