@@ -82,7 +82,8 @@ def test_spgemm_add_scale_transpose(dtype):
         np.testing.assert_allclose((TA + TA).to_dense().numpy(), 2 * A, rtol=t)
         np.testing.assert_allclose((TA - TA).to_dense().numpy(), 0 * A, atol=t)
         np.testing.assert_array_equal(trnsparse.nnz_per_row(TA).numpy(), np.diff(Sa.indptr))
-    C = trnsparse.spgemm(trnsparse.from_scipy(Sa), trnsparse.from_scipy(Sb))
+    C = trnsparse.spgemm(trnsparse.from_scipy(Sa), trnsparse.from_scipy(Sb)).sorted_indices()
+    assert C.has_sorted_indices and C.to_coo().has_canonical_format
     R = Sa @ Sb
     R.sort_indices()
     np.testing.assert_array_equal(C.col_indices.numpy(), R.indices)  # the same canonical pattern as SciPy
@@ -97,10 +98,11 @@ def test_spgemm_torch_route_matches_scipy():
     B = trnsparse.from_dense(torch.from_numpy(dense_case("big").T.copy()))
     with torch.enable_grad():
         va = A.values.clone().requires_grad_(True)
-        vals, cols, ptrs = _spgemm_torch(va, A.col_indices, A.row_ptrs, A.shape, B.values, B.col_indices,
+        vals, cols, ptrs, is_sorted = _spgemm_torch(va, A.col_indices, A.row_ptrs, A.shape, B.values, B.col_indices,
                                          B.row_ptrs, B.shape)
     R = (A.to_scipy() @ B.to_scipy())
     R.sort_indices()
+    assert is_sorted
     np.testing.assert_array_equal(cols.numpy(), R.indices)
     np.testing.assert_allclose(vals.detach().numpy(), R.data, rtol=1e-12, atol=1e-12)
 

@@ -158,7 +158,7 @@ class SparseMatrix:
 
     def to_torch(self) -> torch.Tensor:
         """A torch sparse tensor of the matching layout (CSR -> ``sparse_csr`` ...)."""
-        csr = self.to_csr()
+        csr = self.to_csr().sorted_indices()
         return torch.sparse_csr_tensor(csr.row_ptrs, csr.col_indices, csr.values, size=self._shape,
                                        check_invariants=False)
 
@@ -302,15 +302,42 @@ class CSRMatrix(SparseMatrix):
             row_ptrs = _host.ptrs_from_sorted(rows, m)
         self._set(values, col_indices, row_ptrs, (m, n))
 
-    def _set(self, values, col_indices, row_ptrs, shape):
+    def _set(self, values, col_indices, row_ptrs, shape, sorted_=True):
         self.values, self.col_indices, self.row_ptrs, self._shape = values, col_indices, row_ptrs, shape
+        self._sorted = sorted_
 
     @classmethod
-    def _make(cls, values, col_indices, row_ptrs, shape) -> CSRMatrix:
-        """Trusted constructor: canonical int64 arrays, no checks."""
+    def _make(cls, values, col_indices, row_ptrs, shape, sorted_=True) -> CSRMatrix:
+        """Trusted constructor: int64 arrays without duplicates, no checks.
+
+        ``sorted_=False`` marks a result whose columns are not sorted inside
+        rows (SpGEMM output, as in SciPy); :meth:`sorted_indices` sorts.
+        """
         obj = cls.__new__(cls)
-        obj._set(values, col_indices, row_ptrs, tuple(shape))
+        obj._set(values, col_indices, row_ptrs, tuple(shape), sorted_)
         return obj
+
+    @property
+    def has_sorted_indices(self) -> bool:
+        """True when column indices are sorted inside every row."""
+        return self._sorted
+
+    def sorted_indices(self) -> CSRMatrix:
+        """This matrix with column indices sorted inside rows (``self`` if already sorted)."""
+        if self._sorted:
+            return self
+        if _host.host_ok(self.values):
+            ptr = _host.np_view(self.row_ptrs)
+            idx = _host.np_view(self.col_indices).copy()
+            data = _host.np_view(self.values).copy()
+            _host._st.csr_sort_indices(self._shape[0], ptr, idx, data)
+            out = CSRMatrix._make(torch.from_numpy(data), torch.from_numpy(idx), self.row_ptrs, self._shape)
+        else:
+            key = self.row_indices * max(self._shape[1], 1) + self.col_indices
+            order = torch.argsort(key)
+            out = CSRMatrix._make(self.values[order], self.col_indices[order], self.row_ptrs, self._shape)
+        self.__dict__["_sorted_cache"] = out
+        return out
 
     def _values_tensor(self):
         return self.values
@@ -322,7 +349,8 @@ class CSRMatrix(SparseMatrix):
 
     @property
     def has_canonical_format(self) -> bool:
-        return True
+        """Sorted indices and no duplicates (CSR never holds duplicates)."""
+        return self._sorted
 
     @classmethod
     def from_dense(cls, A, threshold: float = 0.0) -> CSRMatrix:
@@ -333,7 +361,8 @@ class CSRMatrix(SparseMatrix):
         return self
 
     def to_coo(self) -> COOMatrix:
-        return COOMatrix._make(self.values, self.row_indices, self.col_indices, self._shape, canonical=True)
+        return COOMatrix._make(self.values, self.row_indices, self.col_indices, self._shape,
+                               canonical=True if self._sorted else None)
 
     def to_dense(self) -> torch.Tensor:
         """The dense ``(m, n)`` tensor."""
@@ -343,7 +372,7 @@ class CSRMatrix(SparseMatrix):
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "CSRMatrix.to")
         dev = self.device if device is None else torch.device(device)
         return CSRMatrix._make(self.values.to(dev, dt), self.col_indices.to(dev), self.row_ptrs.to(dev),
-                               self._shape)
+                               self._shape, self._sorted)
 
 
 # --------------------------------------------------------------- CSC

@@ -276,7 +276,8 @@ def _spmv_symmetric_torch(values, col_indices, row_ptrs, n, x, alpha, uplo):
 # --------------------------------------------------------------- SpGEMM / SDDMM
 
 def _spgemm_torch(a_values, a_cols, a_ptrs, a_shape, b_values, b_cols, b_ptrs, b_shape):
-    """C = A @ B for CSR arrays; returns canonical CSR (values, col_indices, row_ptrs)."""
+    """C = A @ B for CSR arrays -> (values, col_indices, row_ptrs, sorted): no duplicates; columns
+    sorted inside rows only when ``sorted`` is True (SciPy's SpGEMM leaves them unsorted)."""
     return _host.spgemm((a_values, a_cols, a_ptrs), (b_values, b_cols, b_ptrs), a_shape, b_shape)
 
 
@@ -307,8 +308,8 @@ def spgemm(A, B) -> CSRMatrix:
         raise ValueError(f"{where}: B is on {B.device} but A is on {A.device}")
     va, ca, pa, sa = _csr_parts(A)
     vb, cb, pb, sb = _csr_parts(B)
-    vals, cols, ptrs = _spgemm_torch(va, ca, pa, sa, vb, cb, pb, sb)
-    return CSRMatrix._make(vals, cols, ptrs, (sa[0], sb[1]))
+    vals, cols, ptrs, is_sorted = _spgemm_torch(va, ca, pa, sa, vb, cb, pb, sb)
+    return CSRMatrix._make(vals, cols, ptrs, (sa[0], sb[1]), is_sorted)
 
 
 def _sddmm_torch(col_indices, row_ptrs, values, X, Y, alpha, beta):
@@ -358,7 +359,7 @@ def sddmm(A_pattern, X, Y, alpha=1.0, beta=0.0) -> CSRMatrix:
     alpha = _scalar(alpha, "alpha", where, A.dtype)
     beta = _scalar(beta, "beta", where, A.dtype)
     vals = _sddmm_torch(A.col_indices, A.row_ptrs, A.values, X, Y, alpha, beta)
-    return CSRMatrix._make(vals, A.col_indices, A.row_ptrs, A.shape)
+    return CSRMatrix._make(vals, A.col_indices, A.row_ptrs, A.shape, A.has_sorted_indices)
 
 
 # --------------------------------------------------------------- triangular solves
@@ -562,7 +563,7 @@ def sparse_scale(A, alpha):
         return COOMatrix._make(A.values * alpha, A.row_indices, A.col_indices, A.shape, A._canonical)
     if isinstance(A, CSCMatrix):
         return CSCMatrix._make(A.values * alpha, A.row_indices, A.col_ptrs, A.shape)
-    return CSRMatrix._make(A.values * alpha, A.col_indices, A.row_ptrs, A.shape)
+    return CSRMatrix._make(A.values * alpha, A.col_indices, A.row_ptrs, A.shape, A.has_sorted_indices)
 
 
 def sparse_transpose(A):

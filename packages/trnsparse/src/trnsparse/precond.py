@@ -62,7 +62,7 @@ class Preconditioner:
 
 
 def _prepare(A, where):
-    A = as_sparse(A, "A", where).to_csr()
+    A = as_sparse(A, "A", where).to_csr().sorted_indices()
     m, n = A.shape
     if m != n:
         raise ValueError(f"{where}: A must be square, got shape {A.shape}")
