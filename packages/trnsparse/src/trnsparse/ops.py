@@ -99,8 +99,9 @@ def _apply(A: SparseMatrix, x: torch.Tensor, alpha, y, beta):
     if isinstance(A, BSRMatrix):
         r = _bsr_spmm_torch(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x)
         return _finish(r, alpha, y, beta)
-    vals, cols, ptrs, shape = _csr_parts(A)
-    return _spmv_torch(vals, cols, ptrs, shape, x, alpha, y, beta)
+    A = A.to_csr()
+    cols, ptrs = A._host_indices() if _host.host_ok(A.values, x) else (A.col_indices, A.row_ptrs)
+    return _spmv_torch(A.values, cols, ptrs, A.shape, x, alpha, y, beta)
 
 
 @numpy_io
