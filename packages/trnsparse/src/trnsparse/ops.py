@@ -307,8 +307,12 @@ def spgemm(A, B) -> CSRMatrix:
         raise TypeError(f"{where}: B has dtype {B.dtype} but A has {A.dtype}; cast them to one dtype")
     if A.device != B.device:
         raise ValueError(f"{where}: B is on {B.device} but A is on {A.device}")
-    va, ca, pa, sa = _csr_parts(A)
-    vb, cb, pb, sb = _csr_parts(B)
+    A, B = A.to_csr(), B.to_csr()
+    va, vb, sa, sb = A.values, B.values, A.shape, B.shape
+    if _host.host_ok(va, vb):
+        (ca, pa), (cb, pb) = A._host_indices(), B._host_indices()  # cached int32 copies
+    else:
+        ca, pa, cb, pb = A.col_indices, A.row_ptrs, B.col_indices, B.row_ptrs
     vals, cols, ptrs, is_sorted = _spgemm_torch(va, ca, pa, sa, vb, cb, pb, sb)
     return CSRMatrix._make(vals, cols, ptrs, (sa[0], sb[1]), is_sorted)
 
