@@ -15,8 +15,8 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-import trnsparse
 import trnsci
+import trnsparse
 from trnsparse._benchdata import attention_case, bsr_case, csr_pair, dense_attention
 
 pytest.importorskip("pytest_benchmark")

@@ -97,7 +97,7 @@ def test_walker_bad_inputs_raise_type_or_value_error_naming_the_argument(name):
                 msg = str(e)
                 assert params[i] in msg or name in msg, f"{name}: argument {params[i]} -> {msg!r}"
             except Exception as e:  # pragma: no cover - the failure message is the point
-                raise AssertionError(f"{name}({params[i]}={type(bad).__name__}) raised {type(e).__name__}: {e}")
+                raise AssertionError(f"{name}({params[i]}={type(bad).__name__}) raised {type(e).__name__}: {e}") from e
 
 
 @pytest.mark.parametrize("name", sorted(GOOD))

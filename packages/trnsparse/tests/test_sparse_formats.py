@@ -6,29 +6,17 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-from conftest import CASES, DTYPES, dense_case
+from sparse_cases import CASES, DTYPES, all_formats, dense_case
 
 import trnsparse
 from trnsparse import BSRMatrix, COOMatrix, CSCMatrix, CSRMatrix
-
-
-def _all_formats(D: np.ndarray):
-    """The same matrix in each format, built from SciPy's arrays (an independent construction)."""
-    S = sp.csr_array(D)
-    out = {"csr": CSRMatrix(S.data, S.indices, S.indptr, S.shape)}
-    C = sp.csc_array(D)
-    out["csc"] = CSCMatrix(C.data, C.indices, C.indptr, C.shape)
-    O = sp.coo_array(D)
-    out["coo"] = COOMatrix(O.data, O.row, O.col, O.shape)
-    out["bsr"] = BSRMatrix.from_dense(torch.from_numpy(D), block_size=3)
-    return out
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", CASES)
 def test_every_format_round_trips_to_dense(name, dtype):
     D = dense_case(name, dtype)
-    for fmt, A in _all_formats(D).items():
+    for fmt, A in all_formats(D).items():
         assert A.shape == D.shape and A.dtype == torch.from_numpy(D).dtype, fmt
         assert A.device.type == "cpu"
         np.testing.assert_array_equal(A.to_dense().numpy(), D, err_msg=fmt)

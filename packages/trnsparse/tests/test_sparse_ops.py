@@ -7,8 +7,7 @@ import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 import torch
-from conftest import CASES, DTYPES, dense_case, tol
-from test_sparse_formats import _all_formats
+from sparse_cases import CASES, DTYPES, all_formats, dense_case, tol
 
 import trnsparse
 
@@ -30,7 +29,7 @@ def test_spmv_spmm_every_format(name, dtype):
     y, Y = _rhs(m, 0, dtype, 2), _rhs(m, 3, dtype, 3)
     S = sp.csr_array(D)
     t = tol(dtype)
-    for fmt, A in _all_formats(D).items():
+    for fmt, A in all_formats(D).items():
         np.testing.assert_allclose(trnsparse.spmv(A, x, alpha=2.0, y=y, beta=-0.5), 2 * (S @ x) - 0.5 * y,
                                    rtol=t, atol=t, err_msg=fmt)
         np.testing.assert_allclose(trnsparse.spmm(A, X, alpha=0.5, C=Y, beta=2.0), 0.5 * (S @ X) + 2 * Y,
@@ -65,8 +64,8 @@ def test_spgemm_add_scale_transpose(dtype):
     B = dense_case("big", dtype).T.copy() * 0.5 + 0
     Sa, Sb = sp.csr_array(A), sp.csr_array(B)
     t = tol(dtype)
-    for fa, TA in _all_formats(A).items():
-        for fb, TB in _all_formats(B).items():
+    for fa, TA in all_formats(A).items():
+        for fb, TB in all_formats(B).items():
             C = trnsparse.spgemm(TA, TB)
             assert isinstance(C, trnsparse.CSRMatrix)
             np.testing.assert_allclose(C.to_dense().numpy(), (Sa @ Sb).toarray(), rtol=t, atol=t,

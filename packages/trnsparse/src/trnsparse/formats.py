@@ -623,14 +623,13 @@ class BSRMatrix(SparseMatrix):
         brow = _host.row_indices(block_row_ptrs, nblk)
         # entries in the padding of ragged edge tiles must be zero
         if nblk and (m % b or n % b):
-            pad = torch.ones(b, b, dtype=torch.bool, device=blocks.device)
             edge = torch.zeros(nblk, b, b, dtype=torch.bool, device=blocks.device)
+            ar = torch.arange(b, device=blocks.device)
             if m % b:
-                edge |= ((brow == mb - 1)[:, None, None] & (torch.arange(b, device=blocks.device) >= m % b)[None, :, None])
+                edge |= (brow == mb - 1)[:, None, None] & (ar >= m % b)[None, :, None]
             if n % b:
                 edge |= ((block_col_indices == nb - 1)[:, None, None]
                          & (torch.arange(b, device=blocks.device) >= n % b)[None, None, :])
-            del pad
             if bool((blocks.detach()[edge] != 0).any()):
                 raise ValueError(f"{where}: blocks hold nonzero entries outside shape {(m, n)} "
                                  f"(the padding of ragged edge blocks must be zero)")
