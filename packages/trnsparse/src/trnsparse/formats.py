@@ -337,6 +337,8 @@ class CSRMatrix(SparseMatrix):
         """This matrix with column indices sorted inside rows (``self`` if already sorted)."""
         if self._sorted:
             return self
+        if "_sorted_cache" in self.__dict__:
+            return self.__dict__["_sorted_cache"]
         if _host.host_ok(self.values):
             ptr = _host.np_view(self.row_ptrs)
             idx = _host.np_view(self.col_indices).copy()
