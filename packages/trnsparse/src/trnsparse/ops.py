@@ -11,14 +11,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from trnblas import _common as cm
+from trnsci import _linalg as la
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
 
 from . import _host
 from .formats import BSRMatrix, COOMatrix, CSCMatrix, CSRMatrix, SparseMatrix, as_sparse
 
-_UPLO = cm.uplo
+_UPLO = la.uplo
 
 
 # --------------------------------------------------------------- helpers
@@ -37,7 +37,7 @@ def _dense(x, name: str, where: str, dims, dtype: torch.dtype, device: torch.dev
 
 
 def _scalar(x, name: str, where: str, dtype: torch.dtype):
-    return cm.scalar(x, name, where, dtype)
+    return v.scalar(x, name, where, complex_ok=dtype.is_complex)
 
 
 def _csr_parts(A: SparseMatrix):
