@@ -15,6 +15,7 @@ import torch
 
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
+from trnsci.dispatch import Op
 
 from . import _host
 from .formats import BSRMatrix, SparseMatrix
@@ -127,6 +128,19 @@ def _block_sparse_attention_torch(Q, K, V, blocks, brow, bcol, block_size, scale
     return out.reshape(G, mb * b, dv)[:, :Sq]
 
 
+ATTENTION = Op(
+    # No hardware here to calibrate: the kernel pays off once a few 128x128
+    # score tiles per head need computing (launch cost amortized).
+    "trnsparse.block_sparse_attention", "flops", 8 * 2 * 128 * 128 * 128,
+    size=lambda Q, K, V, blocks, brow, bcol, b, *r: 2.0 * Q.shape[0] * blocks.shape[0] * b * b
+    * (Q.shape[2] + V.shape[2]),
+    describe=lambda Q, K, V, blocks, brow, bcol, b, scale, causal: f"{Q.shape[0]} head(s), Sq={Q.shape[1]}, "
+    f"Sk={K.shape[1]}, d={Q.shape[2]}, dv={V.shape[2]}, {blocks.shape[0]} stored {b}x{b} tiles, causal={causal}",
+    doc="softmax(Q K^T scale) V over the stored tiles; flops = 2 G n_blocks b^2 (d + dv)",
+)
+ATTENTION.lowering("torch")(_block_sparse_attention_torch)
+
+
 def _attn_args(where, Q, K, V, mask, scale, causal, mask_name="mask"):
     Q = v.tensor(Q, "Q", where)
     K = v.tensor(K, "K", where)
@@ -210,7 +224,7 @@ def _attention(where, mask_name, Q, K, V, mask, scale, causal):
     for s in lead:
         G *= s
     blocks = (mask.blocks != 0).to(Q.device)
-    out = _block_sparse_attention_torch(Q.reshape(G, *Q.shape[-2:]), K.reshape(G, *K.shape[-2:]),
+    out = ATTENTION(Q.reshape(G, *Q.shape[-2:]), K.reshape(G, *K.shape[-2:]),
                                         V.reshape(G, *V.shape[-2:]), blocks, mask.block_row_indices.to(Q.device),
                                         mask.block_col_indices.to(Q.device), mask.block_size, scale, causal)
     return out.reshape(*lead, Q.shape[-2], V.shape[-1])

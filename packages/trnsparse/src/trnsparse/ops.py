@@ -14,6 +14,7 @@ import torch
 from trnsci import _linalg as la
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
+from trnsci.dispatch import Op
 
 from . import _host
 from .formats import BSRMatrix, COOMatrix, CSCMatrix, CSRMatrix, SparseMatrix, as_sparse
@@ -62,6 +63,26 @@ def _spmv_torch(values, col_indices, row_ptrs, shape, x, alpha, y, beta):
 
 _spmm_torch = _spmv_torch  # one lowering serves vectors and column blocks
 
+# Thresholds: there is no Trainium here to calibrate them (``trnsci calibrate``
+# does that on hardware). They are set so a kernel launch (tens of
+# microseconds) is amortized by at least a few full 128x128x512 Tensor
+# Engine tiles of work; below that the host path wins.
+_TILE_FLOPS = 2 * 128 * 128 * 512
+
+
+def _ncols(x):
+    return 1 if x.dim() == 1 else x.shape[1]
+
+
+SPMM = Op(
+    "trnsparse.spmm", "flops", 8 * _TILE_FLOPS,
+    size=lambda values, cols, ptrs, shape, x, *r: 2.0 * values.shape[0] * _ncols(x),
+    describe=lambda values, cols, ptrs, shape, x, *r: f"CSR {shape[0]}x{shape[1]} nnz={values.shape[0]} @ "
+                                                       f"{_ncols(x)} column(s)",
+    doc="alpha * A @ X + beta * Y for a CSR matrix; flops = 2 nnz k",
+)
+SPMM.lowering("torch")(_spmv_torch)
+
 
 def _bsr_spmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size, B):
     """C = A @ B for BSR arrays: one (b x b) @ (b x k) product per stored tile."""
@@ -95,13 +116,26 @@ def _bsr_spmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size
     return out[:, 0] if vec else out
 
 
+def _bsr_flops(blocks, cols, ptrs, shape, b, B):
+    return 2.0 * blocks.shape[0] * b * b * _ncols(B)
+
+
+BSR_SPMM = Op(
+    "trnsparse.bsr_spmm", "flops", 8 * _TILE_FLOPS, size=_bsr_flops,
+    describe=lambda blocks, cols, ptrs, shape, b, B: f"BSR {shape[0]}x{shape[1]} ({blocks.shape[0]} stored "
+                                                      f"{b}x{b} blocks) @ {_ncols(B)} column(s)",
+    doc="A @ B for a BSR matrix, one tile product per stored block; flops = 2 n_blocks b^2 k",
+)
+BSR_SPMM.lowering("torch")(_bsr_spmm_torch)
+
+
 def _apply(A: SparseMatrix, x: torch.Tensor, alpha, y, beta):
     if isinstance(A, BSRMatrix):
-        r = _bsr_spmm_torch(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x)
+        r = BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x)
         return _finish(r, alpha, y, beta)
     A = A.to_csr()
     cols, ptrs = A._host_indices() if _host.host_ok(A.values, x) else (A.col_indices, A.row_ptrs)
-    return _spmv_torch(A.values, cols, ptrs, A.shape, x, alpha, y, beta)
+    return SPMM(A.values, cols, ptrs, A.shape, x, alpha, y, beta)
 
 
 @numpy_io
@@ -218,7 +252,7 @@ def bsr_spmm(A, B):
     B = _dense(B, "B", where, (1, 2), A.dtype, A.device)
     if B.shape[0] != A.shape[1]:
         raise ValueError(f"{where}: B must have {A.shape[1]} rows (A has shape {A.shape}), got {tuple(B.shape)}")
-    return _bsr_spmm_torch(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, B)
+    return BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, B)
 
 
 def spmv_symmetric(A, x, alpha=1.0, uplo="upper"):
@@ -258,7 +292,7 @@ def _spmv_symmetric_public(A, x, alpha, uplo):
     alpha = _scalar(alpha, "alpha", where, A.dtype)
     code = _UPLO(uplo, "uplo", where)
     vals, cols, ptrs, shape = _csr_parts(A)
-    return _spmv_symmetric_torch(vals, cols, ptrs, n, x, alpha, code)
+    return SPMV_SYMMETRIC(vals, cols, ptrs, n, x, alpha, code)
 
 
 def _spmv_symmetric_torch(values, col_indices, row_ptrs, n, x, alpha, uplo):
@@ -274,12 +308,28 @@ def _spmv_symmetric_torch(values, col_indices, row_ptrs, n, x, alpha, uplo):
     return _finish(_host.spmv(vals, cc, _host.ptrs_from_sorted(rr, n), (n, n), x), alpha, None, 0)
 
 
+SPMV_SYMMETRIC = Op(
+    "trnsparse.spmv_symmetric", "flops", float("inf"),  # no kernel
+    size=lambda values, cols, ptrs, n, x, *r: 4.0 * values.shape[0] * _ncols(x),
+    doc="alpha * S @ x, S symmetric from one stored triangle; flops ~ 4 nnz k",
+)
+SPMV_SYMMETRIC.lowering("torch")(_spmv_symmetric_torch)
+
+
 # --------------------------------------------------------------- SpGEMM / SDDMM
 
 def _spgemm_torch(a_values, a_cols, a_ptrs, a_shape, b_values, b_cols, b_ptrs, b_shape):
     """C = A @ B for CSR arrays -> (values, col_indices, row_ptrs, sorted): no duplicates; columns
     sorted inside rows only when ``sorted`` is True (SciPy's SpGEMM leaves them unsorted)."""
     return _host.spgemm((a_values, a_cols, a_ptrs), (b_values, b_cols, b_ptrs), a_shape, b_shape)
+
+
+SPGEMM = Op(
+    "trnsparse.spgemm", "nnz", float("inf"),  # no kernel: sparse x sparse stays on the host
+    size=lambda av, ac, ap, ash, bv, *r: float(av.shape[0] + bv.shape[0]),
+    doc="C = A @ B, both CSR; size = nnz(A) + nnz(B)",
+)
+SPGEMM.lowering("torch")(_spgemm_torch)
 
 
 def spgemm(A, B) -> CSRMatrix:
@@ -313,7 +363,7 @@ def spgemm(A, B) -> CSRMatrix:
         (ca, pa), (cb, pb) = A._host_indices(), B._host_indices()  # cached int32 copies
     else:
         ca, pa, cb, pb = A.col_indices, A.row_ptrs, B.col_indices, B.row_ptrs
-    vals, cols, ptrs, is_sorted = _spgemm_torch(va, ca, pa, sa, vb, cb, pb, sb)
+    vals, cols, ptrs, is_sorted = SPGEMM(va, ca, pa, sa, vb, cb, pb, sb)
     return CSRMatrix._make(vals, cols, ptrs, (sa[0], sb[1]), is_sorted)
 
 
@@ -332,6 +382,42 @@ def _sddmm_torch(col_indices, row_ptrs, values, X, Y, alpha, beta):
     return out
 
 
+SDDMM = Op(
+    "trnsparse.sddmm", "flops", float("inf"),  # CSR pattern: no kernel (the BSR pattern has one)
+    size=lambda cols, ptrs, values, X, Y, *r: 2.0 * cols.shape[0] * X.shape[1],
+    doc="alpha (X @ Y) sampled on a CSR pattern + beta A; flops = 2 nnz k",
+)
+SDDMM.lowering("torch")(_sddmm_torch)
+
+
+def _bsr_sddmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size, X, Y, alpha, beta):
+    """Every entry of every stored tile: alpha * (X @ Y) tile + beta * tile; (n_blocks, b, b) out.
+
+    Entries of ragged edge tiles outside ``shape`` stay zero.
+    """
+    m, n = shape
+    b = block_size
+    nblk = blocks.shape[0]
+    k = X.shape[1]
+    mb, nb = -(-m // b), -(-n // b)
+    Xp = torch.nn.functional.pad(X, (0, 0, 0, mb * b - m)).reshape(mb, b, k)
+    Yp = torch.nn.functional.pad(Y, (0, nb * b - n)).reshape(k, nb, b).permute(1, 0, 2)
+    brow = _host.row_indices(block_row_ptrs, nblk)
+    out = torch.bmm(Xp[brow], Yp[block_col_indices]) if nblk else blocks.new_zeros(0, b, b)
+    out = out * alpha if alpha != 1 else out
+    if beta != 0:
+        out = out + beta * blocks
+    return out
+
+
+BSR_SDDMM = Op(
+    "trnsparse.bsr_sddmm", "flops", 8 * _TILE_FLOPS,
+    size=lambda blocks, cols, ptrs, shape, b, X, *r: 2.0 * blocks.shape[0] * b * b * X.shape[1],
+    doc="alpha (X @ Y) on every entry of the stored tiles of a BSR pattern + beta A; flops = 2 n_blocks b^2 k",
+)
+BSR_SDDMM.lowering("torch")(_bsr_sddmm_torch)
+
+
 def sddmm(A_pattern, X, Y, alpha=1.0, beta=0.0) -> CSRMatrix:
     """Sampled dense-dense product: ``alpha * (X @ Y)`` on A's pattern, ``+ beta * A``.
 
@@ -343,7 +429,9 @@ def sddmm(A_pattern, X, Y, alpha=1.0, beta=0.0) -> CSRMatrix:
 
     Returns
     -------
-    CSRMatrix with A's pattern (explicit zeros kept). Differentiable in X and Y.
+    CSRMatrix with A's pattern (explicit zeros kept); for a BSRMatrix pattern a
+    BSRMatrix with A's tiles, every entry of each stored tile sampled (tile
+    entries outside A's shape stay zero). Differentiable in X and Y.
 
     Examples
     --------
@@ -354,7 +442,10 @@ def sddmm(A_pattern, X, Y, alpha=1.0, beta=0.0) -> CSRMatrix:
             [0., 3.]])
     """
     where = "sddmm"
-    A = as_sparse(A_pattern, "A_pattern", where).to_csr()
+    A = as_sparse(A_pattern, "A_pattern", where)
+    bsr = isinstance(A, BSRMatrix)
+    if not bsr:
+        A = A.to_csr()
     X = _dense(X, "X", where, 2, A.dtype, A.device)
     Y = _dense(Y, "Y", where, 2, A.dtype, A.device)
     m, n = A.shape
@@ -363,7 +454,10 @@ def sddmm(A_pattern, X, Y, alpha=1.0, beta=0.0) -> CSRMatrix:
                          f"{tuple(X.shape)}, Y has shape {tuple(Y.shape)}")
     alpha = _scalar(alpha, "alpha", where, A.dtype)
     beta = _scalar(beta, "beta", where, A.dtype)
-    vals = _sddmm_torch(A.col_indices, A.row_ptrs, A.values, X, Y, alpha, beta)
+    if bsr:
+        blocks = BSR_SDDMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, X, Y, alpha, beta)
+        return BSRMatrix._make(blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size)
+    vals = SDDMM(A.col_indices, A.row_ptrs, A.values, X, Y, alpha, beta)
     return CSRMatrix._make(vals, A.col_indices, A.row_ptrs, A.shape, A.has_sorted_indices)
 
 
@@ -433,6 +527,14 @@ def _spsv_torch(values, col_indices, row_ptrs, n, B, lower, unit_diagonal, trans
     return X[:, 0] if vec else X
 
 
+SPSV = Op(
+    "trnsparse.spsv", "flops", float("inf"),  # no kernel: level-scheduled solves stay on the host
+    size=lambda values, cols, ptrs, n, B, *r: 2.0 * values.shape[0] * _ncols(B),
+    doc="sparse triangular solve op(A) X = B (CSR); flops = 2 nnz k",
+)
+SPSV.lowering("torch")(_spsv_torch)
+
+
 def _tri_solve(where, A, b, lower, unit_diagonal, trans, dims):
     A = as_sparse(A, "A", where)
     m, n = A.shape
@@ -453,7 +555,7 @@ def _tri_solve(where, A, b, lower, unit_diagonal, trans, dims):
         if zero.numel():
             raise np.linalg.LinAlgError(f"{where}: A is singular: the diagonal entry of row "
                                         f"{int(zero[0])} is zero or not stored")
-    return _spsv_torch(vals, cols, ptrs, n, b, lower, unit, tr)
+    return SPSV(vals, cols, ptrs, n, b, lower, unit, tr)
 
 
 def _bool(x, name, where) -> bool:
@@ -522,6 +624,14 @@ def _sparse_add_torch(a, b, shape, alpha, beta):
     return vals, cols, _host.ptrs_from_sorted(rows, shape[0])
 
 
+SPARSE_ADD = Op(
+    "trnsparse.sparse_add", "nnz", float("inf"),  # no kernel: a merge of index lists
+    size=lambda a, b, *r: float(a[0].shape[0] + b[0].shape[0]),
+    doc="alpha A + beta B on the union of the patterns; size = nnz(A) + nnz(B)",
+)
+SPARSE_ADD.lowering("torch")(_sparse_add_torch)
+
+
 def sparse_add(A, B, alpha=1.0, beta=1.0) -> CSRMatrix:
     """``alpha * A + beta * B`` as CSR on the union of the patterns (no dense intermediate).
 
@@ -545,7 +655,7 @@ def sparse_add(A, B, alpha=1.0, beta=1.0) -> CSRMatrix:
     alpha = _scalar(alpha, "alpha", where, A.dtype)
     beta = _scalar(beta, "beta", where, A.dtype)
     ca, cb = A.to_coo(), B.to_coo()
-    vals, cols, ptrs = _sparse_add_torch((ca.values, ca.row_indices, ca.col_indices),
+    vals, cols, ptrs = SPARSE_ADD((ca.values, ca.row_indices, ca.col_indices),
                                          (cb.values, cb.row_indices, cb.col_indices), A.shape, alpha, beta)
     return CSRMatrix._make(vals, cols, ptrs, A.shape)
 

@@ -15,6 +15,7 @@ import torch
 
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
+from trnsci.dispatch import Op
 
 _REAL = (torch.float32, torch.float64)
 
@@ -164,10 +165,22 @@ def screened_spmm(A, diag_integrals, B, threshold):
     if A.shape[1] != n or d.shape[0] != n or B.shape[0] != n:
         raise ValueError(f"{where}: need square A (n, n), diag_integrals (n,), B (n, k): A has shape "
                          f"{tuple(A.shape)}, diag_integrals has shape {tuple(d.shape)}, B has shape {tuple(B.shape)}")
-    return _screened_spmm_torch(A, d, B, _thr(threshold, where))
+    return SCREENED_SPMM(A, d, B, _thr(threshold, where))
 
 
 def _screened_spmm_torch(A, d, B, threshold):
     a = d.double().abs()
     mask = (a[:, None] * a[None, :]) > threshold
     return (A * mask.to(A.dtype)) @ B
+
+
+SCREENED_SPMM = Op(
+    # No hardware here to calibrate: worth a kernel once a few full Tensor
+    # Engine tiles of work are done.
+    "trnsparse.screened_spmm", "flops", 8 * 2 * 128 * 128 * 512,
+    size=lambda A, d, B, threshold: 2.0 * A.shape[0] * A.shape[1] * B.shape[1],
+    describe=lambda A, d, B, threshold: f"({A.shape[0]}x{A.shape[1]} masked) @ {B.shape[1]} column(s), "
+                                        f"threshold {threshold:g}",
+    doc="(A * [|d_i d_j| > threshold]) @ B; flops = 2 n^2 k",
+)
+SCREENED_SPMM.lowering("torch")(_screened_spmm_torch)
