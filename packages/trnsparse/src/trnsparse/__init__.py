@@ -70,3 +70,20 @@ __all__ = [
     # attention
     "block_sparse_attention", "block_sparse_attention_tiled", "local_window_mask", "causal_mask",
 ]
+
+# Every NKI lowering lives in trnsparse._nki and registers itself on the Ops
+# declared next to the public functions; imported last. A broken kernel
+# module must not take the torch path down: it warns (or raises under
+# TRNSCI_REQUIRE_NKI=1) and every operation runs on torch.
+try:
+    from trnsparse import _nki  # noqa: E402, F401
+except Exception as _exc:
+    from trnsci.dispatch import NkiRequiredError as _Required
+    from trnsci.dispatch import require_nki as _require
+
+    if _require():
+        raise _Required(f"trnsparse: NKI lowerings failed to import: {_exc}") from _exc
+    import warnings as _warnings
+
+    _warnings.warn(f"trnsparse: NKI lowerings not registered ({type(_exc).__name__}: {_exc}); "
+                   "every operation runs on torch", RuntimeWarning, stacklevel=2)

@@ -1,0 +1,72 @@
+"""Every NKI lowering of trnsparse, in one place.
+
+Each function is registered as the ``"nki"`` lowering (which also serves
+``"simulator"``) of an :class:`~trnsci.dispatch.Op` declared next to its
+public function, with the same signature as its torch lowering, and
+declares what its kernel takes: ``dtypes=``, ``supports=`` (block size,
+SBUF plan, autograd) and ``counts=`` (the kernel's closed-form HBM bytes
+and instruction counts, shown by plans). Kernels return float32 (PSUM
+accumulates in fp32); results are cast once to the input dtype.
+
+Host-side work and why it is there (all proportional to what is stored):
+
+* BSR SpMM / SDDMM: each stored 128x128 tile is transposed (the contraction
+  index goes on the partition dim); the block column indices go to the
+  kernel as an int32 array and B's rows are gathered on chip by indirect
+  DMA. Nothing of A is densified.
+* SDDMM: X is passed transposed ([k, m]) so k is the partition dim.
+* Screened SpMM: A is passed transposed ([n, n], one pass), the Schwarz
+  factors |d| as float32.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trnsci import nki
+from trnsparse.kernels.bsr_spmm import bsr_spmm_counts, bsr_spmm_kernel
+from trnsparse.kernels.bsr_spmm import fits as bsr_spmm_fits
+from trnsparse.ops import BSR_SPMM
+
+F32 = torch.float32
+#: What the kernels take here: float32 (the sparse formats hold fp32/fp64/complex; the Tensor
+#: Engine has no fp64/complex, so those stay on the torch path).
+KERNEL_DTYPES = (torch.float32,)
+TB = 128
+
+
+def _grad(*ts):
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts)
+
+
+def _bsr_spmm_supports(blocks, block_col_indices, block_row_ptrs, shape, block_size, B):
+    if block_size != TB:
+        return f"block_size {block_size}: the kernel takes 128x128 tiles"
+    if B.dtype != blocks.dtype:
+        return f"B dtype {B.dtype} differs from A's {blocks.dtype}"
+    if _grad(blocks, B):
+        return "autograd: the kernel has no backward (the torch path is differentiable)"
+    if B.numel() == 0:
+        return "empty B: nothing to compute"
+    if not bsr_spmm_fits(blocks.shape[0], blocks.element_size()):
+        return f"{blocks.shape[0]} stored tiles exceed the kernel's SBUF plan for the index tiles"
+    return None
+
+
+def _bsr_spmm_counts(blocks, block_col_indices, block_row_ptrs, shape, block_size, B):
+    N = 1 if B.dim() == 1 else B.shape[1]
+    return {"kernel": "bsr_spmm_kernel",
+            **bsr_spmm_counts(shape[0], shape[1], N, block_col_indices.tolist(), block_row_ptrs.tolist(),
+                              blocks.element_size())}
+
+
+@BSR_SPMM.lowering("nki", dtypes=KERNEL_DTYPES, supports=_bsr_spmm_supports, counts=_bsr_spmm_counts)
+def _bsr_spmm_nki(blocks, block_col_indices, block_row_ptrs, shape, block_size, B):
+    vec = B.dim() == 1
+    b = (B[:, None] if vec else B).contiguous()
+    blocks_t = blocks.transpose(1, 2).contiguous()
+    bcol = block_col_indices.to(torch.int32).reshape(1, -1).contiguous()
+    C = nki.run(bsr_spmm_kernel, blocks_t, bcol, b, row_ptrs=tuple(block_row_ptrs.tolist()), M=shape[0],
+                out_dtype=F32)
+    C = C.to(B.dtype)
+    return C[:, 0] if vec else C

@@ -1,0 +1,138 @@
+"""BSR SpMM kernel: ``C[M, N] = A @ B`` with A block-sparse (128 x 128 tiles).
+
+Inputs (HBM)
+------------
+``blocks_t`` : ``[nblk, 128, 128]`` -- the stored tiles of A, each
+               transposed (``blocks_t[i] = A_tile_i^T``), so the tile's column
+               index (the contraction index) is the partition dim of the
+               stationary operand. Tiles on A's ragged right/bottom edges are
+               zero-padded (the BSR format stores them that way).
+``bcol``     : ``[1, nblk]`` int32 -- the block column of each stored tile.
+``b``        : ``[K, N]`` -- the dense operand, K on the partition dim.
+fp32 or bf16 (A and B alike). Output ``c`` : ``[M, N]`` float32.
+Compile-time: ``row_ptrs`` (the block row pointers, a tuple; the loop
+structure) and ``M``.
+
+What runs
+---------
+* Once: the block column indices are read into every partition
+  (``[128, nblk]``, one DMA with a zero partition step), and turned into
+  the B row each partition of each tile needs,
+  ``gidx[p, i] = 128 * bcol[i] + p`` (``iota`` + one bitvec ``tensor_scalar``:
+  shift left by 7, or with p).
+* Per N panel of up to ``NP = 2048`` columns (four 2 KiB PSUM banks) and
+  per block row: for each stored tile ``i`` of the row, one DMA of
+  ``blocks_t[i]`` and one indirect gather of B's 128 rows
+  ``b[gidx[:, i], n0:n0+np]`` (``.ap(vector_offset=, indirect_dim=0)``);
+  rows past K (ragged last block column) are skipped
+  (``oob_mode.skip``) and stay zero from a ``memset`` that runs only when
+  ``K % 128 != 0``. Then one ``nc_matmul`` per stored tile and 512-column
+  sub-tile, accumulated in PSUM across the row's tiles; one PSUM -> SBUF
+  copy and one store per sub-tile. A block row with no stored tile stores
+  zeros from a memset tile. Only stored tiles, and only the B rows they
+  touch, are read: nothing of A is densified.
+
+Closed forms (s = bytes per element, nblk stored tiles, mb = ceil(M/128),
+tn = ceil(N/512), np = ceil(N/2048) panels, kv_i = min(128, K - 128 bcol_i)
+the B rows tile i reads, e = block rows with no tile)
+----------------------------------------------------------------------------
+    HBM bytes read    = 4*128*nblk + np*nblk*128*128*s + s*N*sum_i kv_i
+    HBM bytes written = 4*M*N
+    Tensor Engine instructions (nc_matmul) = nblk*tn
+    DMA transfers     = 1 + 2*np*nblk + mb*tn
+    Vector instructions = 1 + (mb - e)*tn + e*np + [K%128 != 0]*np*nblk
+                          (gidx, PSUM copies, zero tiles, B tile memsets)
+    GpSimd instructions = 1 (iota)
+    matmul flops      = 2*128*128*N*nblk
+"""
+
+from trnsci.nki import nisa, nki, nl
+from trnsci.nki.tiling import cdiv, sbuf_budget
+
+TB = 128  # tile (block) size: the partition count and the stationary free size
+TN = 512  # PSUM tile width (fp32 bank)
+NP = 4 * TN  # columns per panel: four PSUM banks accumulate at once
+SBUF_BUDGET = sbuf_budget(reserve=12 * 1024)
+
+
+def fits(nblk, itemsize):
+    """Whether the SBUF plan (index tiles, one A tile, one B panel, output tiles) fits."""
+    per_partition = 8 * nblk + (TB + NP) * itemsize + 4 * TN
+    return per_partition <= SBUF_BUDGET
+
+
+def bsr_spmm_counts(M, K, N, bcol, row_ptrs, itemsize):
+    """The closed forms above as a dict (bcol: the block column indices, a sequence)."""
+    nblk = len(bcol)
+    mb, tn, npn = cdiv(M, TB), cdiv(N, TN), cdiv(N, NP)
+    empty = sum(1 for r in range(mb) if row_ptrs[r + 1] == row_ptrs[r])
+    kv = sum(min(TB, K - TB * int(c)) for c in bcol)
+    ragged = K % TB != 0
+    return {
+        "hbm_read_bytes": 4 * TB * nblk + npn * nblk * TB * TB * itemsize + itemsize * N * kv,
+        "hbm_write_bytes": 4 * M * N,
+        "tensor": nblk * tn,
+        "dma": 1 + 2 * npn * nblk + mb * tn,
+        "vector": 1 + (mb - empty) * tn + empty * npn + (npn * nblk if ragged else 0),
+        "gpsimd": 1,
+        "flops": 2 * TB * TB * N * nblk,
+    }
+
+
+@nki.jit
+def bsr_spmm_kernel(blocks_t, bcol, b, row_ptrs=(), M=0):
+    """``C = A @ b`` for the BSR tiles ``blocks_t`` (transposed) -> C [M, N] fp32."""
+    nblk = blocks_t.shape[0]
+    K, N = b.shape
+    c = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    gidx = nl.ndarray((TB, max(nblk, 1)), dtype=nl.int32, buffer=nl.sbuf, name="gidx")
+    if nblk:
+        # every partition reads all block column indices (partition step 0)
+        cidx = nl.ndarray((TB, nblk), dtype=nl.int32, buffer=nl.sbuf, name="cidx")
+        nisa.dma_copy(dst=cidx, src=bcol.ap(pattern=[[0, TB], [1, nblk]], offset=0))
+        part = nl.ndarray((TB, 1), dtype=nl.int32, buffer=nl.sbuf, name="part")
+        nisa.iota(part, [[0, 1]], offset=0, channel_multiplier=1)
+        # B row of partition p for tile i: 128 * bcol[i] + p = (bcol[i] << 7) | p, in exact integer
+        # (bitvec) arithmetic; arithmetic ALU ops would go through fp32
+        nisa.tensor_scalar(gidx[:, 0:nblk], cidx, nl.left_shift, 7, op1=nl.bitwise_or, operand1=part)
+    ragged = K % TB != 0
+    mb = cdiv(M, TB)
+    for pn in nl.static_range(cdiv(N, NP)):
+        n0 = pn * NP
+        npw = min(NP, N - n0)
+        nsub = cdiv(npw, TN)
+        for r in nl.static_range(mb):
+            m0 = r * TB
+            mm = min(TB, M - m0)
+            lo, hi = row_ptrs[r], row_ptrs[r + 1]
+            if lo == hi:
+                z = nl.ndarray((TB, npw), dtype=nl.float32, buffer=nl.sbuf, name="zero")
+                nisa.memset(z, 0.0)
+                for t in nl.static_range(nsub):
+                    j0 = t * TN
+                    nn = min(TN, npw - j0)
+                    nl.store(c[m0:m0 + mm, n0 + j0:n0 + j0 + nn], value=z[0:mm, j0:j0 + nn])
+                continue
+            accs = [nl.ndarray((TB, min(TN, npw - t * TN)), dtype=nl.float32, buffer=nl.psum, name=f"acc{t}")
+                    for t in range(nsub)]
+            for i in nl.static_range(lo, hi):
+                at = nl.ndarray((TB, TB), dtype=blocks_t.dtype, buffer=nl.sbuf, name="a_tile")
+                nisa.dma_copy(dst=at, src=blocks_t[i])
+                bt = nl.ndarray((TB, npw), dtype=b.dtype, buffer=nl.sbuf, name="b_rows")
+                if ragged:
+                    nisa.memset(bt, 0.0)
+                nisa.dma_copy(
+                    dst=bt,
+                    src=b.ap(pattern=[[N, TB], [1, npw]], offset=n0, vector_offset=gidx[:, i:i + 1], indirect_dim=0),
+                    oob_mode=nisa.oob_mode.skip,
+                )
+                for t in nl.static_range(nsub):
+                    j0 = t * TN
+                    nisa.nc_matmul(accs[t], at, bt[:, j0:j0 + accs[t].shape[1]])
+            for t in nl.static_range(nsub):
+                j0 = t * TN
+                nn = accs[t].shape[1]
+                res = nl.ndarray((TB, nn), dtype=nl.float32, buffer=nl.sbuf, name="c_tile")
+                nisa.tensor_copy(res, accs[t])
+                nl.store(c[m0:m0 + mm, n0 + j0:n0 + j0 + nn], value=res[0:mm, :])
+    return c
