@@ -82,3 +82,50 @@ def test_bsr_spmm_simulator_vector_through_spmv():
         y = trnsparse.spmv(A, torch.from_numpy(x), alpha=2.0)
     ref = 2.0 * (D.astype(np.float64) @ x)
     np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=1e-5 * np.abs(ref).max())
+
+
+def _screen_case(rng, n, N):
+    A = rng.standard_normal((n, n)).astype(np.float32)
+    # Schwarz diagonal over several decades, with ties, and one pair exactly at the threshold
+    d = (10.0 ** rng.uniform(-8, 0, n)).astype(np.float32)
+    d[5] = d[7] = d[9]
+    d[0], d[1] = 1e-3, 1e-5  # |d_0 d_1| = 1e-8 in float64 arithmetic: compared with > (excluded)
+    B = rng.standard_normal((n, N)).astype(np.float32)
+    thr = float(np.float64(d[0]) * np.float64(d[1]))
+    return A, d, B, thr
+
+
+def _screen_ref(A, d, B, thr):
+    a = np.abs(d.astype(np.float64))
+    mask = np.multiply.outer(a, a) > thr  # independent float64 mask, as the docstring defines it
+    return (A.astype(np.float64) * mask) @ B.astype(np.float64), mask
+
+
+def test_screened_spmm_kernel_counters_match_closed_form():
+    from trnsparse._nki import schwarz_ranks
+    from trnsparse.kernels.screened_spmm import screened_spmm_counts, screened_spmm_kernel
+
+    rng = np.random.default_rng(3)
+    n, N = 200, 37
+    A, d, B, thr = _screen_case(rng, n, N)
+    ref, mask = _screen_ref(A, d, B, thr)
+    rank, r = schwarz_ranks(torch.from_numpy(d), thr)
+    assert np.array_equal(rank.numpy()[:, 0][None, :] >= r.numpy()[0][:, None], mask)  # exact 0/1 mask
+    out, prof = nki.profile(screened_spmm_kernel, np.ascontiguousarray(A.T), B, rank.numpy(), r.numpy())
+    # fp32 accumulation over n=200 terms
+    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-5 * np.abs(ref).max())
+    assert_counts(prof, screened_spmm_counts(n, N), ignore=("flops",))
+
+
+def test_screened_spmm_simulator_vs_numpy_and_torch():
+    from trnsparse.screening import _screened_spmm_torch
+
+    rng = np.random.default_rng(4)
+    n, N = 260, 530  # ragged row tiles and two PSUM tiles
+    A, d, B, thr = _screen_case(rng, n, N)
+    ref, _ = _screen_ref(A, d, B, thr)
+    with kernel_ran("screened_spmm_kernel"):
+        C = trnsparse.screened_spmm(torch.from_numpy(A), torch.from_numpy(d), torch.from_numpy(B), thr)
+    np.testing.assert_allclose(C.numpy(), ref, rtol=0, atol=1e-5 * np.abs(ref).max())
+    T = _screened_spmm_torch(torch.from_numpy(A), torch.from_numpy(d), torch.from_numpy(B), thr)
+    np.testing.assert_allclose(C.numpy(), T.numpy(), rtol=0, atol=1e-5 * np.abs(ref).max())
