@@ -24,10 +24,11 @@ from __future__ import annotations
 import torch
 
 from trnsci import nki
+from trnsparse.kernels.bsr_sddmm import bsr_sddmm_counts, bsr_sddmm_kernel
 from trnsparse.kernels.bsr_spmm import bsr_spmm_counts, bsr_spmm_kernel
 from trnsparse.kernels.bsr_spmm import fits as bsr_spmm_fits
 from trnsparse.kernels.screened_spmm import screened_spmm_counts, screened_spmm_kernel
-from trnsparse.ops import BSR_SPMM
+from trnsparse.ops import BSR_SDDMM, BSR_SPMM
 from trnsparse.screening import SCREENED_SPMM
 
 F32 = torch.float32
@@ -120,3 +121,34 @@ def _screened_spmm_nki(A, d, B, threshold):
     rank, r = schwarz_ranks(d, threshold)
     C = nki.run(screened_spmm_kernel, A.mT.contiguous(), B.contiguous(), rank, r, out_dtype=F32)
     return C.to(B.dtype)
+
+
+# ----------------------------------------------------------------- SDDMM on a BSR pattern
+
+def _bsr_sddmm_supports(blocks, block_col_indices, block_row_ptrs, shape, block_size, X, Y, alpha, beta):
+    if block_size != TB:
+        return f"block_size {block_size}: the kernel takes 128x128 tiles"
+    if _grad(blocks, X, Y):
+        return "autograd: the kernel has no backward (the torch path is differentiable)"
+    if blocks.shape[0] == 0 or X.shape[1] == 0:
+        return "no stored tile or k = 0: nothing to compute"
+    if isinstance(alpha, complex) or isinstance(beta, complex):
+        return "complex alpha/beta with real data"
+    return None
+
+
+def _bsr_sddmm_counts(blocks, block_col_indices, block_row_ptrs, shape, block_size, X, Y, alpha, beta):
+    return {"kernel": "bsr_sddmm_kernel",
+            **bsr_sddmm_counts(shape[0], shape[1], X.shape[1], block_row_ptrs.tolist(),
+                               block_col_indices.tolist())}
+
+
+@BSR_SDDMM.lowering("nki", dtypes=KERNEL_DTYPES, supports=_bsr_sddmm_supports, counts=_bsr_sddmm_counts)
+def _bsr_sddmm_nki(blocks, block_col_indices, block_row_ptrs, shape, block_size, X, Y, alpha, beta):
+    P = nki.run(bsr_sddmm_kernel, X.mT.contiguous(), Y.contiguous(), row_ptrs=tuple(block_row_ptrs.tolist()),
+                cols=tuple(block_col_indices.tolist()), out_dtype=F32)
+    if alpha != 1:
+        P = P.mul_(alpha)
+    if beta != 0:
+        P = P.add_(blocks, alpha=beta)
+    return P.to(blocks.dtype)
