@@ -15,6 +15,8 @@ Host-side work and why it is there (all proportional to what is stored):
   kernel as an int32 array and B's rows are gathered on chip by indirect
   DMA. Nothing of A is densified.
 * SDDMM: X is passed transposed ([k, m]) so k is the partition dim.
+* Attention: Q and K are passed transposed per head ([G, d, S]) so d is
+  the partition dim of Q K^T; the tile pattern is a compile-time constant.
 * Screened SpMM: A is passed transposed ([n, n], one pass), the Schwarz
   factors |d| as float32.
 """
@@ -24,6 +26,8 @@ from __future__ import annotations
 import torch
 
 from trnsci import nki
+from trnsparse.attention import ATTENTION
+from trnsparse.kernels.attention import attention_counts, block_sparse_attention_kernel
 from trnsparse.kernels.bsr_sddmm import bsr_sddmm_counts, bsr_sddmm_kernel
 from trnsparse.kernels.bsr_spmm import bsr_spmm_counts, bsr_spmm_kernel
 from trnsparse.kernels.bsr_spmm import fits as bsr_spmm_fits
@@ -152,3 +156,60 @@ def _bsr_sddmm_nki(blocks, block_col_indices, block_row_ptrs, shape, block_size,
     if beta != 0:
         P = P.add_(blocks, alpha=beta)
     return P.to(blocks.dtype)
+
+
+# ----------------------------------------------------------------- block-sparse attention
+
+def _attention_mode(Q, K, V, blocks, brow, bcol, block_size, scale, causal):
+    """(causal_for_the_kernel, None) or (None, why the kernel cannot take the call)."""
+    if block_size != TB:
+        return None, f"block_size {block_size}: the kernel takes 128x128 tiles"
+    if Q.shape[2] > TB or V.shape[2] > 512:
+        return None, f"head_dim {Q.shape[2]} > 128 or value dim {V.shape[2]} > 512 (one Tensor Engine tile)"
+    if min(Q.shape[2], V.shape[2], Q.shape[1], K.shape[1]) == 0:
+        return None, "empty operand: nothing to compute"
+    if _grad(Q, K, V):
+        return None, "autograd: the kernel is forward only (the torch path is differentiable)"
+    if isinstance(scale, complex) or not scale > 0:
+        return None, f"scale {scale!r}: the kernel's online softmax needs a positive real scale"
+    Sq, Sk = Q.shape[1], K.shape[1]
+    ar = torch.arange(TB, device=blocks.device)
+    r = brow[:, None, None] * TB + ar[None, :, None]
+    c = bcol[:, None, None] * TB + ar[None, None, :]
+    inb = (r < Sq) & (c < Sk)
+    tri = inb & (c <= r)
+    allowed = blocks & inb
+    if causal:
+        return (True, None) if torch.equal(allowed & tri, tri) else (None, "tiles with entry-level masks")
+    if torch.equal(allowed, inb):
+        return False, None
+    if torch.equal(allowed, tri):
+        return True, None
+    return None, "tiles whose entries are neither all kept nor causal (entry-level masks)"
+
+
+def _attention_supports(*args):
+    return _attention_mode(*args)[1]
+
+
+def _attention_counts(Q, K, V, blocks, brow, bcol, block_size, scale, causal):
+    tri, why = _attention_mode(Q, K, V, blocks, brow, bcol, block_size, scale, causal)
+    if why is not None:
+        return None
+    ptrs = _block_row_ptrs(brow, Q.shape[1])
+    return {"kernel": "block_sparse_attention_kernel",
+            **attention_counts(Q.shape[0], Q.shape[1], K.shape[1], Q.shape[2], V.shape[2], ptrs, bcol.tolist(), tri)}
+
+
+def _block_row_ptrs(brow, Sq):
+    counts = torch.bincount(brow.cpu(), minlength=-(-Sq // TB))
+    return (0, *torch.cumsum(counts, 0).tolist())
+
+
+@ATTENTION.lowering("nki", dtypes=KERNEL_DTYPES, supports=_attention_supports, counts=_attention_counts)
+def _attention_nki(Q, K, V, blocks, brow, bcol, block_size, scale, causal):
+    tri, _ = _attention_mode(Q, K, V, blocks, brow, bcol, block_size, scale, causal)
+    O = nki.run(block_sparse_attention_kernel, Q.mT.contiguous(), K.mT.contiguous(), V.contiguous(),
+                row_ptrs=_block_row_ptrs(brow, Q.shape[1]), cols=tuple(bcol.tolist()), scale=float(scale),
+                causal=tri, out_dtype=F32)
+    return O.to(Q.dtype)
