@@ -50,7 +50,7 @@ from .screening import density_screen, schwarz_bounds, screen_quartets, screened
 
 __version__ = _library_version("trnsparse")
 set_backend, get_backend, use_backend = _bind("trnsparse")
-HAS_NKI = False  # published name: True once the NKI kernels are wired (next phase)
+from trnsci.nki import HAS_NKI  # noqa: E402  published name: True when the Neuron SDK's NKI is importable
 
 __all__ = [
     "__version__", "set_backend", "get_backend", "use_backend", "HAS_NKI",
