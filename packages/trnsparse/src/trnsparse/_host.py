@@ -192,8 +192,11 @@ def spgemm(a, b, shape_a, shape_b):
         cv = np.empty(nnz_c, dtype=np_view(va).dtype)
         _st.csr_matmat(m, n, a_p, a_c, np_view(va), b_p, b_c, np_view(vb), cp, cc, cv)
         nnz = int(cp[-1])
-        return (torch.from_numpy(cv[:nnz]), torch.from_numpy(cc[:nnz]).to(torch.int64),
-                torch.from_numpy(cp).to(torch.int64), False)
+        # int32 results stay int32 (CSRMatrix._make widens them only when read as col_indices/row_ptrs)
+        cc_t, cp_t = torch.from_numpy(cc[:nnz]), torch.from_numpy(cp)
+        if idx is np.int64:
+            cc_t, cp_t = cc_t.to(torch.int64), cp_t.to(torch.int64)
+        return torch.from_numpy(cv[:nnz]), cc_t, cp_t, False
     # torch route: expand every product a_ik * b_kj, then sum duplicates.
     rows_a = row_indices(pa, va.numel())
     cnt = (pb[1:] - pb[:-1])[ca]  # products per stored a entry

@@ -308,14 +308,44 @@ class CSRMatrix(SparseMatrix):
 
     @classmethod
     def _make(cls, values, col_indices, row_ptrs, shape, sorted_=True) -> CSRMatrix:
-        """Trusted constructor: int64 arrays without duplicates, no checks.
+        """Trusted constructor: index arrays without duplicates, no checks.
 
         ``sorted_=False`` marks a result whose columns are not sorted inside
         rows (SpGEMM output, as in SciPy); :meth:`sorted_indices` sorts.
+        int32 index arrays (SciPy kernels' output) are kept as the cached
+        host indices and widened to int64 only when ``col_indices`` /
+        ``row_ptrs`` are read.
         """
         obj = cls.__new__(cls)
+        if col_indices.dtype == torch.int32:
+            obj.__dict__["_idx32"] = (col_indices, row_ptrs)
+            col_indices = row_ptrs = None
         obj._set(values, col_indices, row_ptrs, tuple(shape), sorted_)
         return obj
+
+    @property
+    def col_indices(self) -> torch.Tensor:
+        """(nnz,) int64 column index of every stored entry."""
+        c = self.__dict__["_cols"]
+        if c is None:
+            c = self.__dict__["_cols"] = self.__dict__["_idx32"][0].to(torch.int64)
+        return c
+
+    @col_indices.setter
+    def col_indices(self, value):
+        self.__dict__["_cols"] = value
+
+    @property
+    def row_ptrs(self) -> torch.Tensor:
+        """(m + 1,) int64 row pointers."""
+        p = self.__dict__["_ptrs"]
+        if p is None:
+            p = self.__dict__["_ptrs"] = self.__dict__["_idx32"][1].to(torch.int64)
+        return p
+
+    @row_ptrs.setter
+    def row_ptrs(self, value):
+        self.__dict__["_ptrs"] = value
 
     def _host_indices(self):
         """(col_indices, row_ptrs) as int32 when they fit, cached: SciPy's kernels read half the bytes."""

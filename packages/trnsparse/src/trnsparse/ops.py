@@ -319,7 +319,8 @@ SPMV_SYMMETRIC.lowering("torch")(_spmv_symmetric_torch)
 # --------------------------------------------------------------- SpGEMM / SDDMM
 
 def _spgemm_torch(a_values, a_cols, a_ptrs, a_shape, b_values, b_cols, b_ptrs, b_shape):
-    """C = A @ B for CSR arrays -> (values, col_indices, row_ptrs, sorted): no duplicates; columns
+    """C = A @ B for CSR arrays -> (values, col_indices, row_ptrs, sorted) (int32 indices from SciPy
+    when they fit, else int64): no duplicates; columns
     sorted inside rows only when ``sorted`` is True (SciPy's SpGEMM leaves them unsorted)."""
     return _host.spgemm((a_values, a_cols, a_ptrs), (b_values, b_cols, b_ptrs), a_shape, b_shape)
 
