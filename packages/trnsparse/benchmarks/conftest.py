@@ -1,4 +1,4 @@
-"""Plain test runs (benchmarks disabled) deselect the benchmark-only cases of bench_sparse.py.
+"""Plain test runs (benchmarks disabled) deselect the benchmark-only cases (each bench module's ``benchmark_only``).
 
 They are deselected at collection rather than skipped, so a test run's "skipped" count
 only holds tests that could not run here; ``--benchmark-enable`` runs every case.
@@ -14,7 +14,7 @@ def pytest_collection_modifyitems(config, items):
         return
     keep, drop = [], []
     for item in items:
-        fn = getattr(item.module, "benchmark_only", None) if item.fspath.basename == "bench_sparse.py" else None
+        fn = getattr(item.module, "benchmark_only", None) if item.fspath.basename.startswith("bench_") else None
         params = getattr(getattr(item, "callspec", None), "params", {})
         (drop if fn is not None and fn(item.originalname, params) else keep).append(item)
     if drop:
