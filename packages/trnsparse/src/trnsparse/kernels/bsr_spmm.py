@@ -55,6 +55,14 @@ NP = 4 * TN  # columns per panel: four PSUM banks accumulate at once
 SBUF_BUDGET = sbuf_budget(reserve=12 * 1024)
 
 
+def panels(N):
+    """The column panels of an N-column product: (n0, width, 512-column sub-tiles) each."""
+    for pn in nl.static_range(cdiv(N, NP)):
+        n0 = pn * NP
+        npw = min(NP, N - n0)
+        yield n0, npw, cdiv(npw, TN)
+
+
 def fits(nblk, itemsize):
     """Whether the SBUF plan (index tiles, one A tile, one B panel, output tiles) fits."""
     per_partition = 8 * nblk + (TB + NP) * itemsize + 4 * TN
@@ -97,10 +105,7 @@ def bsr_spmm_kernel(blocks_t, bcol, b, row_ptrs=(), M=0):
         nisa.tensor_scalar(gidx[:, 0:nblk], cidx, nl.left_shift, 7, op1=nl.bitwise_or, operand1=part)
     ragged = K % TB != 0
     mb = cdiv(M, TB)
-    for pn in nl.static_range(cdiv(N, NP)):
-        n0 = pn * NP
-        npw = min(NP, N - n0)
-        nsub = cdiv(npw, TN)
+    for n0, npw, nsub in panels(N):
         for r in nl.static_range(mb):
             m0 = r * TB
             mm = min(TB, M - m0)

@@ -38,12 +38,10 @@ Closed forms (t = ceil(n/128), tn = ceil(N/512), np = ceil(N/2048))
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv, sbuf_budget
+from trnsci.nki.tiling import cdiv
+from trnsparse.kernels.bsr_spmm import NP, TN, panels
 
 T = 128
-TN = 512
-NP = 4 * TN
-SBUF_BUDGET = sbuf_budget(reserve=12 * 1024)
 
 
 def screened_spmm_counts(n, N):
@@ -65,10 +63,7 @@ def screened_spmm_kernel(a_t, b, rank, rthr):
     n, N = b.shape
     c = nl.ndarray((n, N), dtype=nl.float32, buffer=nl.shared_hbm)
     t = cdiv(n, T)
-    for pn in nl.static_range(cdiv(N, NP)):
-        n0 = pn * NP
-        npw = min(NP, N - n0)
-        nsub = cdiv(npw, TN)
+    for n0, npw, nsub in panels(N):
         for it in nl.static_range(t):
             i0 = it * T
             mm = min(T, n - i0)
