@@ -66,6 +66,8 @@ CASES = {
         (trnsparse.block_sparse_attention_tiled, (_t(150, 8), _t(150, 8), _t(150, 8),
                                                   trnsparse.causal_mask(150, block_size=128))),
         (trnsparse.block_sparse_attention, (_t(150, 8), _t(150, 8), _t(150, 8), _partial)),  # entry-level mask
+        (trnsparse.block_sparse_attention, (_t(150, 8).index_fill(0, torch.tensor([3]), float("nan")), _t(150, 8),
+                                            _t(150, 8), trnsparse.causal_mask(150, block_size=128))),  # NaN in Q
         (trnsparse.block_sparse_attention, (_t(150, 8, dtype=F64), _t(150, 8, dtype=F64), _t(150, 8, dtype=F64),
                                             trnsparse.causal_mask(150, block_size=128))),
         (trnsparse.block_sparse_attention, (_t(150, 8), _t(150, 8), _t(150, 8),

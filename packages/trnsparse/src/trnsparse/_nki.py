@@ -172,6 +172,9 @@ def _attention_mode(Q, K, V, blocks, brow, bcol, block_size, scale, causal):
         return None, "autograd: the kernel is forward only (the torch path is differentiable)"
     if isinstance(scale, complex) or not scale > 0:
         return None, f"scale {scale!r}: the kernel's online softmax needs a positive real scale"
+    if not all(bool(torch.isfinite(t).all()) for t in (Q, K, V)):
+        return None, ("non-finite Q/K/V: the Tensor Engine transpose of P is not bit-accurate for NaN/Inf "
+                      "on trn1")
     Sq, Sk = Q.shape[1], K.shape[1]
     ar = torch.arange(TB, device=blocks.device)
     r = brow[:, None, None] * TB + ar[None, :, None]
