@@ -237,3 +237,21 @@ def test_attention_simulator_causal_flag_window_of_one():
     allowed = (i[None, :] <= i[:, None]) & (i[:, None] // 128 == i[None, :] // 128)
     ref = _dense_attention(Q.numpy(), K.numpy(), V.numpy(), allowed, 0.5)
     np.testing.assert_allclose(out.numpy(), ref, rtol=0, atol=2e-5)
+
+
+def test_bsr_spmm_kernel_two_column_panels_and_full_k_tiles():
+    # N = 2100 > 2048: two passes over the tiles (A read twice); K = 256: no ragged B tile, no memsets
+    rng = np.random.default_rng(10)
+    M, K, N = 130, 256, 2100
+    D = _tiled(rng, M, K, np.array([[1, 1], [0, 1]], bool))
+    A = trnsparse.BSRMatrix.from_dense(torch.from_numpy(D), block_size=128)
+    B = rng.standard_normal((K, N)).astype(np.float32)
+    bcol = A.block_col_indices.to(torch.int32).numpy()[None, :].copy()
+    ptrs = tuple(int(p) for p in A.block_row_ptrs)
+    out, prof = nki.profile(bsr_spmm_kernel, A.blocks.transpose(1, 2).contiguous().numpy(), bcol, B,
+                            row_ptrs=ptrs, M=M)
+    ref = D.astype(np.float64) @ B
+    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-5 * np.abs(ref).max())
+    expected = bsr_spmm_counts(M, K, N, bcol[0].tolist(), ptrs, 4)
+    assert_counts(prof, expected, ignore=("flops",))
+    assert prof.hbm_read_bytes == 4 * 128 * 3 + 2 * 3 * 128 * 128 * 4 + 4 * N * 3 * 128
