@@ -30,7 +30,8 @@ def _bsr_case(density, seed=0):
     blocks_t = rng.standard_normal((len(rows), 128, 128)).astype(np.float32)
     ptrs = tuple(int(x) for x in np.concatenate([[0], np.cumsum(keep.sum(1))]))
     B = rng.standard_normal((N_BSR, K_BSR)).astype(np.float32)
-    return (blocks_t, cols.astype(np.int32)[None, :].copy(), B), {"row_ptrs": ptrs, "M": N_BSR}, keep.mean()
+    kw = {"row_ptrs": ptrs, "M": N_BSR, "cols": tuple(int(c) for c in cols)}  # as the lowering calls it
+    return (blocks_t, cols.astype(np.int32)[None, :].copy(), B), kw, keep.mean()
 
 
 def _attention_case(window):

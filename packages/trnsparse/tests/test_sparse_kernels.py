@@ -38,19 +38,21 @@ def test_bsr_spmm_kernel_counters_match_closed_form():
     B = rng.standard_normal((K, N)).astype(np.float32)
     bcol = A.block_col_indices.to(torch.int32).numpy()[None, :].copy()
     ptrs = tuple(int(p) for p in A.block_row_ptrs)
-    out, prof = nki.profile(bsr_spmm_kernel, A.blocks.transpose(1, 2).contiguous().numpy(), bcol, B,
-                            row_ptrs=ptrs, M=M)
+    blocks_t = A.blocks.transpose(1, 2).contiguous().numpy()
     ref = D.astype(np.float64) @ B
-    # fp32 products accumulated in fp32 over at most 2 tiles (K <= 270): error << 1e-5 * |ref|max
-    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-5 * np.abs(ref).max())
-    expected = bsr_spmm_counts(M, K, N, bcol[0].tolist(), ptrs, 4)
-    assert_counts(prof, expected, ignore=("flops",))
-    # HBM bytes are proportional to the stored tiles: 4 tiles of A (fp32) once, their B rows
-    # (the tile in block column 2 reads only K - 256 = 14 rows), and the index row per partition
     assert A.n_blocks == 4
-    kv = 128 + 14 + 128 + 14  # tiles (0,0), (0,2), (2,1), (2,2)
-    assert prof.hbm_read_bytes == 4 * 128 * 4 + 4 * 128 * 128 * 4 + 4 * N * kv
-    assert prof.hbm_write_bytes == 4 * M * N
+    # tiles (0,0), (0,2), (2,1), (2,2); block column 2 holds only K - 256 = 14 rows of B
+    for cols, kv in [((), 128 + 14 + 128 + 14), (tuple(bcol[0].tolist()), 128 + 14 + 128)]:
+        # cols=(): one B gather per stored tile; cols given: B row tiles resident, one gather per block column
+        out, prof = nki.profile(bsr_spmm_kernel, blocks_t, bcol, B, row_ptrs=ptrs, M=M, cols=cols)
+        # fp32 products accumulated in fp32 over at most 2 tiles (K <= 270): error << 1e-5 * |ref|max
+        np.testing.assert_allclose(out, ref, rtol=0, atol=1e-5 * np.abs(ref).max())
+        expected = bsr_spmm_counts(M, K, N, bcol[0].tolist(), ptrs, 4, keep_b=bool(cols))
+        assert_counts(prof, expected, ignore=("flops",))
+        # HBM bytes are proportional to the stored tiles: 4 tiles of A (fp32) once, the B rows
+        # gathered, and the index row per partition
+        assert prof.hbm_read_bytes == 4 * 128 * 4 + 4 * 128 * 128 * 4 + 4 * N * kv
+        assert prof.hbm_write_bytes == 4 * M * N
 
 
 def test_bsr_spmm_simulator_vs_scipy_and_torch():
@@ -252,6 +254,18 @@ def test_bsr_spmm_kernel_two_column_panels_and_full_k_tiles():
                             row_ptrs=ptrs, M=M)
     ref = D.astype(np.float64) @ B
     np.testing.assert_allclose(out, ref, rtol=0, atol=1e-5 * np.abs(ref).max())
-    expected = bsr_spmm_counts(M, K, N, bcol[0].tolist(), ptrs, 4)
+    expected = bsr_spmm_counts(M, K, N, bcol[0].tolist(), ptrs, 4, keep_b=False)
     assert_counts(prof, expected, ignore=("flops",))
     assert prof.hbm_read_bytes == 4 * 128 * 3 + 2 * 3 * 128 * 128 * 4 + 4 * N * 3 * 128
+
+
+def test_bsr_spmm_resident_b_only_when_it_fits_sbuf():
+    from trnsci.nki.tiling import sbuf_budget
+    from trnsparse.kernels.bsr_spmm import resident
+
+    # fp32, 2048-column panels: 8 KiB per partition per resident B row tile
+    fit = (sbuf_budget(reserve=12 * 1024) - 4 * 128 - 4 * 2048 - 4 * 512) // (4 * 2048)
+    cols = list(range(fit - 1))
+    assert resident(cols, 4096, 4)
+    assert not resident(list(range(fit + 1)), 4096, 4)
+    assert resident(list(range(fit + 1)), 512, 4)  # narrower panels: more tiles fit

@@ -55,7 +55,7 @@ def _bsr_spmm_supports(blocks, block_col_indices, block_row_ptrs, shape, block_s
         return "autograd: the kernel has no backward (the torch path is differentiable)"
     if B.numel() == 0:
         return "empty B: nothing to compute"
-    if not bsr_spmm_fits(blocks.shape[0], blocks.element_size()):
+    if not bsr_spmm_fits(blocks.shape[0], blocks.element_size(), 1 if B.dim() == 1 else B.shape[1]):
         return f"{blocks.shape[0]} stored tiles exceed the kernel's SBUF plan for the index tiles"
     return None
 
@@ -74,7 +74,7 @@ def _bsr_spmm_nki(blocks, block_col_indices, block_row_ptrs, shape, block_size, 
     blocks_t = blocks.transpose(1, 2).contiguous()
     bcol = block_col_indices.to(torch.int32).reshape(1, -1).contiguous()
     C = nki.run(bsr_spmm_kernel, blocks_t, bcol, b, row_ptrs=tuple(block_row_ptrs.tolist()), M=shape[0],
-                out_dtype=F32)
+                cols=tuple(block_col_indices.tolist()), out_dtype=F32)
     C = C.to(B.dtype)
     return C[:, 0] if vec else C
 
