@@ -15,7 +15,7 @@ import torch
 from trnsci import _validate as v
 
 from .formats import BSRMatrix, as_sparse
-from .ops import _bsr_spmm_torch, _dense
+from .ops import BSR_SPMM, _dense
 
 
 def _bsr(A, where) -> BSRMatrix:
@@ -31,7 +31,8 @@ def _square(A, where):
 
 
 def _mv(A: BSRMatrix):
-    return lambda x: _bsr_spmm_torch(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x)
+    """x -> A @ x through the BSR SpMM operation (its kernel where dispatch picks one)."""
+    return lambda x: BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x)
 
 
 def _rhs(A, b, where):

@@ -45,7 +45,7 @@ def schwarz_bounds(diagonal_integrals):
     tensor([2., 3.])
     """
     d = _real(diagonal_integrals, "diagonal_integrals", "schwarz_bounds", (1, 2))
-    return _schwarz_bounds_torch(d)
+    return SCHWARZ_BOUNDS(d)
 
 
 def _schwarz_bounds_torch(d):
@@ -66,7 +66,7 @@ def screen_quartets(Q, threshold=1e-10):
     """
     where = "screen_quartets"
     Q = _real(Q, "Q", where, (1, 2))
-    return _screen_quartets_torch(Q, _thr(threshold, where))
+    return SCREEN_QUARTETS(Q, _thr(threshold, where))
 
 
 def _screen_quartets_torch(Q, threshold):
@@ -94,7 +94,7 @@ def density_screen(Q, P, threshold=1e-10):
     P = _real(P, "P", where, 2)
     if Q.shape != P.shape:
         raise ValueError(f"{where}: Q has shape {tuple(Q.shape)} but P has shape {tuple(P.shape)}")
-    return _density_screen_torch(Q, P, _thr(threshold, where))
+    return DENSITY_SCREEN(Q, P, _thr(threshold, where))
 
 
 def _density_screen_torch(Q, P, threshold):
@@ -184,3 +184,18 @@ SCREENED_SPMM = Op(
     doc="(A * [|d_i d_j| > threshold]) @ B; flops = 2 n^2 k",
 )
 SCREENED_SPMM.lowering("torch")(_screened_spmm_torch)
+
+
+SCHWARZ_BOUNDS = Op("trnsparse.schwarz_bounds", "elements", float("inf"),  # elementwise: no kernel
+          size=lambda d: float(d.numel()), doc="sqrt(|d|); size = n")
+SCHWARZ_BOUNDS.lowering("torch")(_schwarz_bounds_torch)
+
+
+SCREEN_QUARTETS = Op("trnsparse.screen_quartets", "elements", float("inf"),  # elementwise: no kernel
+          size=lambda Q, t: float(Q.numel()) ** 2, doc="Q_ij Q_kl > threshold mask; size = n^4 (pairs^2)")
+SCREEN_QUARTETS.lowering("torch")(_screen_quartets_torch)
+
+
+DENSITY_SCREEN = Op("trnsparse.density_screen", "elements", float("inf"),  # elementwise: no kernel
+          size=lambda Q, P, t: float(Q.numel()) ** 2, doc="density-weighted Schwarz mask; size = pairs^2")
+DENSITY_SCREEN.lowering("torch")(_density_screen_torch)
