@@ -1,13 +1,89 @@
-"""trnsparse: cuSPARSE for AWS Trainium -- sparse formats (COO/CSR/BSR) and sparse products and solves.
+"""trnsparse: cuSPARSE for AWS Trainium -- sparse formats (COO/CSR/CSC/BSR), sparse products,
+triangular solves, preconditioners, BSR iterative solvers, integral screening and
+block-sparse attention.
 
-Every operation validates its arguments, asks :mod:`trnsci.dispatch` which
-backend runs it, and calls either its torch lowering or its NKI kernel.
+Every operation validates its arguments and calls its torch lowering (the
+NKI kernels and dispatch through :mod:`trnsci.dispatch` come next).
 """
 
 from trnsci._libinfo import library_version as _library_version
 from trnsci.backend import bind as _bind
 
+from .attention import block_sparse_attention, block_sparse_attention_tiled, causal_mask, local_window_mask
+from .formats import (
+    BSRMatrix,
+    COOMatrix,
+    CSCMatrix,
+    CSRMatrix,
+    SparseMatrix,
+    eye_sparse,
+    from_dense,
+    from_scipy,
+    from_torch,
+    random_sparse,
+)
+from .iterative import (
+    bsr_diagonal,
+    cg_bsr,
+    chebyshev_bsr,
+    chebyshev_coeffs,
+    jacobi_preconditioner_bsr,
+    power_iteration_bsr,
+    richardson_bsr,
+)
+from .ops import (
+    bsr_spmm,
+    nnz_per_row,
+    sddmm,
+    sparse_add,
+    sparse_scale,
+    sparse_transpose,
+    spgemm,
+    spmm,
+    spmv,
+    spmv_symmetric,
+    spsm,
+    spsv,
+)
+from .precond import Preconditioner, ic0, ilu0, jacobi
+from .screening import density_screen, schwarz_bounds, screen_quartets, screened_spmm, sparsity_stats
+
 __version__ = _library_version("trnsparse")
 set_backend, get_backend, use_backend = _bind("trnsparse")
+from trnsci.nki import HAS_NKI  # noqa: E402  published name: True when the Neuron SDK's NKI is importable
 
-__all__ = ["__version__", "set_backend", "get_backend", "use_backend"]
+__all__ = [
+    "__version__", "set_backend", "get_backend", "use_backend", "HAS_NKI",
+    # formats
+    "SparseMatrix", "COOMatrix", "CSRMatrix", "CSCMatrix", "BSRMatrix",
+    "from_dense", "from_scipy", "from_torch", "eye_sparse", "random_sparse",
+    # ops
+    "spmv", "spmm", "spgemm", "sddmm", "spsv", "spsm", "spmv_symmetric", "bsr_spmm",
+    "sparse_add", "sparse_scale", "sparse_transpose", "nnz_per_row",
+    # preconditioners
+    "Preconditioner", "ilu0", "ic0", "jacobi",
+    # iterative solvers on BSR
+    "cg_bsr", "chebyshev_bsr", "chebyshev_coeffs", "richardson_bsr", "power_iteration_bsr",
+    "jacobi_preconditioner_bsr", "bsr_diagonal",
+    # quantum chemistry
+    "schwarz_bounds", "screen_quartets", "density_screen", "sparsity_stats", "screened_spmm",
+    # attention
+    "block_sparse_attention", "block_sparse_attention_tiled", "local_window_mask", "causal_mask",
+]
+
+# Every NKI lowering lives in trnsparse._nki and registers itself on the Ops
+# declared next to the public functions; imported last. A broken kernel
+# module must not take the torch path down: it warns (or raises under
+# TRNSCI_REQUIRE_NKI=1) and every operation runs on torch.
+try:
+    from trnsparse import _nki  # noqa: E402, F401
+except Exception as _exc:
+    from trnsci.dispatch import NkiRequiredError as _Required
+    from trnsci.dispatch import require_nki as _require
+
+    if _require():
+        raise _Required(f"trnsparse: NKI lowerings failed to import: {_exc}") from _exc
+    import warnings as _warnings
+
+    _warnings.warn(f"trnsparse: NKI lowerings not registered ({type(_exc).__name__}: {_exc}); "
+                   "every operation runs on torch", RuntimeWarning, stacklevel=2)

@@ -1,0 +1,109 @@
+"""trnsparse kernels: emulator counters (exact) and modeled times.
+
+Run: ``pytest packages/trnsparse/benchmarks/bench_sparse_kernels.py --benchmark-enable --benchmark-only``
+or ``python packages/trnsparse/benchmarks/bench_sparse_kernels.py`` for the table.
+Modeled times come from the emulator's cost model: they are "modeled", not measured
+on a NeuronCore. BSR SpMM is set against trnblas's dense GEMM kernel on the same
+product (the crossover by block density), block-sparse attention against the same
+kernel with every tile stored (dense attention) by window size.
+"""
+
+import numpy as np
+import pytest
+
+from trnblas.kernels.gemm import gemm_kernel
+from trnsci import nki
+from trnsparse.kernels.attention import block_sparse_attention_kernel
+from trnsparse.kernels.bsr_spmm import bsr_spmm_kernel
+from trnsparse.kernels.screened_spmm import screened_spmm_kernel
+
+N_BSR, K_BSR = 1024, 256
+SEQ, D_HEAD = 1024, 64
+
+
+def _bsr_case(density, seed=0):
+    rng = np.random.default_rng(seed)
+    nb = N_BSR // 128
+    keep = rng.random((nb, nb)) < density  # p = probability a tile is stored, plus the diagonal tiles
+    np.fill_diagonal(keep, True)
+    rows, cols = np.nonzero(keep)
+    blocks_t = rng.standard_normal((len(rows), 128, 128)).astype(np.float32)
+    ptrs = tuple(int(x) for x in np.concatenate([[0], np.cumsum(keep.sum(1))]))
+    B = rng.standard_normal((N_BSR, K_BSR)).astype(np.float32)
+    kw = {"row_ptrs": ptrs, "M": N_BSR, "cols": tuple(int(c) for c in cols)}  # as the lowering calls it
+    return (blocks_t, cols.astype(np.int32)[None, :].copy(), B), kw, keep.mean()
+
+
+def _attention_case(window):
+    rng = np.random.default_rng(1)
+    nb = SEQ // 128
+    ptrs, cols = [0], []
+    for r in range(nb):
+        cs = list(range(max(0, r - window + 1), r + 1))
+        cols += cs
+        ptrs.append(len(cols))
+    q_t, k_t = (rng.standard_normal((1, D_HEAD, SEQ)).astype(np.float32) for _ in range(2))
+    v = rng.standard_normal((1, SEQ, D_HEAD)).astype(np.float32)
+    return (q_t, k_t, v), {"row_ptrs": tuple(ptrs), "cols": tuple(cols), "scale": 0.125, "causal": True}
+
+
+def _cases():
+    rng = np.random.default_rng(2)
+    for density in (0.125, 0.25, 0.5, 1.0):
+        args, kw, got = _bsr_case(density)
+        yield f"bsr_spmm {N_BSR}x{N_BSR} k={K_BSR} p={density}", bsr_spmm_kernel, args, kw
+    a = rng.standard_normal((N_BSR, N_BSR)).astype(np.float32)
+    yield f"dense gemm {N_BSR}x{N_BSR} k={K_BSR} (trnblas)", gemm_kernel, \
+        (a, rng.standard_normal((N_BSR, K_BSR)).astype(np.float32)), {}
+    for w in (1, 2, 4, SEQ // 128):
+        args, kw = _attention_case(w)
+        yield f"attention seq={SEQ} d={D_HEAD} causal window={w}", block_sparse_attention_kernel, args, kw
+    n = 512
+    yield f"screened_spmm n={n} k=64", screened_spmm_kernel, (
+        rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, 64)).astype(np.float32),
+        np.arange(n, dtype=np.float32)[:, None].copy(), np.full((1, n), n / 2, np.float32)), {}
+
+
+CASE_NAMES = [
+    "bsr_spmm 1024x1024 k=256 p=0.125", "bsr_spmm 1024x1024 k=256 p=0.25",
+    "bsr_spmm 1024x1024 k=256 p=0.5", "bsr_spmm 1024x1024 k=256 p=1.0",
+    "dense gemm 1024x1024 k=256 (trnblas)",
+    "attention seq=1024 d=64 causal window=1", "attention seq=1024 d=64 causal window=2",
+    "attention seq=1024 d=64 causal window=4", "attention seq=1024 d=64 causal window=8",
+    "screened_spmm n=512 k=64",
+]  # the names _cases() yields, listed so that collection builds no arrays
+
+
+def benchmark_only(name, params):
+    """Plain test runs keep one case (a smoke test); see conftest.py."""
+    return params.get("case") != "bsr_spmm 1024x1024 k=256 p=0.125"
+
+
+def counters_table(target="trn1"):
+    return [(name, nki.profile(k, *args, target=target, **kw)[1]) for name, k, args, kw in _cases()]
+
+
+def format_table(rows):
+    head = (f"{'case':<44} {'TE':>5} {'Vec':>5} {'Act':>5} {'DMA':>5} {'HBM read':>12} {'HBM write':>10} "
+            f"{'modeled us':>11}")
+    lines = [head, "-" * len(head)]
+    for name, p in rows:
+        lines.append(f"{name:<44} {p.instructions['tensor']:>5} {p.instructions['vector']:>5} "
+                     f"{p.instructions['scalar']:>5} {p.instructions['dma']:>5} {p.hbm_read_bytes:>12,d} "
+                     f"{p.hbm_write_bytes:>10,d} {p.modeled_time_lower_s * 1e6:>11.1f}")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_bench_kernel_counters(benchmark, case):
+    name, kernel, args, kw = next(c for c in _cases() if c[0] == case)
+    _, prof = benchmark.pedantic(nki.profile, args=(kernel, *args), kwargs=kw, rounds=1, iterations=1)
+    benchmark.extra_info.update(
+        tensor=prof.instructions["tensor"], vector=prof.instructions["vector"], scalar=prof.instructions["scalar"],
+        dma=prof.instructions["dma"], hbm_read_bytes=prof.hbm_read_bytes, hbm_write_bytes=prof.hbm_write_bytes,
+        modeled_time_lower_us=round(prof.modeled_time_lower_s * 1e6, 2),
+    )
+
+
+if __name__ == "__main__":
+    print(format_table(counters_table()))

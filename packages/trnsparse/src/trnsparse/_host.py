@@ -1,0 +1,211 @@
+"""Host (CPU) array kernels shared by the formats and the ops.
+
+Everything here takes plain tensors and does no validation. On CPU, for
+the dtypes SciPy's compiled sparse kernels handle (float32/64,
+complex64/128) and when no autograd graph is being recorded, the work runs
+in SciPy's ``sparsetools`` on zero-copy NumPy views of the tensors: on this
+hardware class those kernels are 5-25x faster than torch's CPU sparse
+kernels (measured, see ``docs/trnsparse.md``). Every other case (another
+device, autograd, bf16) runs pure torch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+try:  # SciPy is optional at run time: without it everything runs in torch.
+    from scipy.sparse import _sparsetools as _st
+except ImportError:  # pragma: no cover - scipy is in the dev extra
+    _st = None
+
+HOST_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
+
+
+def host_ok(*tensors: torch.Tensor | None) -> bool:
+    """True when SciPy's compiled kernels may run on these tensors."""
+    if _st is None or torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        return False
+    for t in tensors:
+        if t is None:
+            continue
+        if t.device.type != "cpu":
+            return False
+        if t.is_floating_point() or t.is_complex():
+            if t.dtype not in HOST_DTYPES:
+                return False
+    return True
+
+
+def np_view(t: torch.Tensor) -> np.ndarray:
+    """A NumPy view of a CPU tensor (contiguous copy only when needed)."""
+    return t.detach().resolve_conj().resolve_neg().contiguous().numpy()
+
+
+def row_indices(row_ptrs: torch.Tensor, nnz: int) -> torch.Tensor:
+    """The row index of every stored entry of a CSR matrix (int64)."""
+    m = row_ptrs.numel() - 1
+    counts = row_ptrs[1:] - row_ptrs[:-1]
+    return torch.repeat_interleave(torch.arange(m, device=row_ptrs.device), counts, output_size=nnz)
+
+
+def ptrs_from_sorted(idx: torch.Tensor, n: int) -> torch.Tensor:
+    """Compressed pointers (n+1,) for a sorted index array."""
+    ptr = torch.zeros(n + 1, dtype=torch.int64, device=idx.device)
+    if idx.numel():
+        ptr[1:] = torch.cumsum(torch.bincount(idx, minlength=n), 0)
+    return ptr
+
+
+def coo_canonical(values, rows, cols, shape):
+    """Sort row-major and sum duplicates: (values, rows, cols) canonical."""
+    m, n = shape
+    if values.numel() == 0:
+        return values, rows, cols
+    key = rows * n + cols
+    if bool((key[1:] > key[:-1]).all()):
+        return values, rows, cols
+    if host_ok(values):
+        # NumPy's stable argsort on int64 is several times faster than torch's on CPU.
+        kn = np_view(key)
+        order = np.argsort(kn, kind="stable")
+        ks = kn[order]
+        vs = np_view(values)[order]
+        if ks.size > 1 and not (ks[1:] > ks[:-1]).all():
+            starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+            vs = np.add.reduceat(vs, starts)
+            ks = ks[starts]
+        kt = torch.from_numpy(np.ascontiguousarray(ks))
+        return torch.from_numpy(np.ascontiguousarray(vs)), kt // n, kt % n
+    ks, order = torch.sort(key, stable=True)
+    vs = values[order]
+    uniq, inverse = torch.unique_consecutive(ks, return_inverse=True)
+    if uniq.numel() != ks.numel():
+        vs = torch.zeros(uniq.numel(), dtype=values.dtype, device=values.device).index_add(0, inverse, vs)
+    return vs, uniq // n, uniq % n
+
+
+def csr_is_canonical(col_indices, row_ptrs, nnz) -> bool:
+    """Column indices strictly increasing inside every row."""
+    if nnz < 2:
+        return True
+    inc = col_indices[1:] > col_indices[:-1]
+    # a row boundary lies between entries p-1 and p for p in row_ptrs[1:-1]
+    starts = row_ptrs[1:-1]
+    starts = starts[(starts > 0) & (starts < nnz)]
+    ok = inc.clone()
+    ok[starts - 1] = True
+    return bool(ok.all())
+
+
+def csr_transpose(values, col_indices, row_ptrs, shape):
+    """CSR of A -> CSR of A^T (i.e. CSC of A); canonical in, canonical out."""
+    m, n = shape
+    nnz = values.numel()
+    if host_ok(values):
+        indptr = np.empty(n + 1, dtype=np.int64)
+        indices = np.empty(nnz, dtype=np.int64)
+        data = np.empty(nnz, dtype=np_view(values).dtype)
+        _st.csr_tocsc(m, n, np_view(row_ptrs), np_view(col_indices), np_view(values), indptr, indices, data)
+        return torch.from_numpy(data), torch.from_numpy(indices), torch.from_numpy(indptr)
+    rows = row_indices(row_ptrs, nnz)
+    key = col_indices * max(m, 1) + rows
+    order = torch.argsort(key, stable=True)
+    return values[order], rows[order], ptrs_from_sorted(col_indices[order], n)
+
+
+def csr_to_dense(values, col_indices, row_ptrs, shape):
+    m, n = shape
+    out = torch.zeros(m, n, dtype=values.dtype, device=values.device)
+    if values.numel():
+        rows = row_indices(row_ptrs, values.numel())
+        out.index_put_((rows, col_indices), values, accumulate=True)
+    return out
+
+
+def dense_to_csr(A, threshold):
+    """(values, col_indices, row_ptrs) of the entries with not |a| <= threshold (NaN kept)."""
+    m, n = A.shape
+    if host_ok(A) and not A.requires_grad:
+        a = np_view(A)
+        mask = a != 0 if threshold == 0 else ~(np.abs(a) <= threshold)
+        counts = np.count_nonzero(mask, axis=1)
+        idx = np.flatnonzero(mask)
+        ptr = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        vals = a.reshape(-1)[idx]
+        cols = idx % n if n else idx
+        return torch.from_numpy(np.ascontiguousarray(vals)), torch.from_numpy(cols.astype(np.int64, copy=False)), \
+            torch.from_numpy(ptr)
+    mask = A != 0 if threshold == 0 else ~(A.abs() <= threshold)
+    idx = torch.nonzero(mask.reshape(-1)).reshape(-1)
+    counts = mask.sum(1)
+    ptr = torch.zeros(m + 1, dtype=torch.int64, device=A.device)
+    ptr[1:] = torch.cumsum(counts, 0)
+    return A.reshape(-1)[idx], idx % max(n, 1), ptr
+
+
+def spmv(values, col_indices, row_ptrs, shape, x):
+    """A @ x for a CSR A and a dense 1-D or 2-D x (no scaling)."""
+    m, n = shape
+    if x.dim() == 1:
+        k = None
+    else:
+        k = x.shape[1]
+    if host_ok(values, x) and values.dtype == x.dtype:
+        xv = np_view(x)
+        if k is None:
+            y = np.zeros(m, dtype=xv.dtype)
+            _st.csr_matvec(m, n, np_view(row_ptrs), np_view(col_indices), np_view(values), xv, y)
+        else:
+            y = np.zeros((m, k), dtype=xv.dtype)
+            _st.csr_matvecs(m, n, k, np_view(row_ptrs), np_view(col_indices), np_view(values), xv.ravel(), y.ravel())
+        return torch.from_numpy(y)
+    if values.numel() == 0 or m == 0 or n == 0:
+        shape_out = (m,) if k is None else (m, k)
+        z = torch.zeros(shape_out, dtype=torch.promote_types(values.dtype, x.dtype), device=x.device)
+        return z + 0 * x.sum() if x.requires_grad else z
+    # torch route: gather-multiply then a segment sum over rows (autograd-friendly for values and x).
+    rows = row_indices(row_ptrs, values.numel())
+    if k is None:
+        prod = values * x[col_indices]
+        return torch.zeros(m, dtype=prod.dtype, device=x.device).index_add(0, rows, prod)
+    prod = values[:, None] * x[col_indices]
+    return torch.zeros(m, k, dtype=prod.dtype, device=x.device).index_add(0, rows, prod)
+
+
+def spgemm(a, b, shape_a, shape_b):
+    """CSR x CSR -> canonical CSR (values, col_indices, row_ptrs)."""
+    (va, ca, pa), (vb, cb, pb) = a, b
+    m, k = shape_a
+    n = shape_b[1]
+    if host_ok(va, vb) and va.dtype == vb.dtype:
+        # SciPy's SMMP kernel; 32-bit indices when they fit (about 20% faster), columns left unsorted.
+        idx = np.int32 if max(m, k, n, va.numel(), vb.numel()) < 2**31 - 1 else np.int64
+        a_p, a_c, b_p, b_c = (np_view(t).astype(idx, copy=False) for t in (pa, ca, pb, cb))
+        nnz_c = _st.csr_matmat_maxnnz(m, n, a_p, a_c, b_p, b_c)
+        if nnz_c >= 2**31 - 1 and idx is np.int32:
+            idx = np.int64
+            a_p, a_c, b_p, b_c = (x.astype(idx) for x in (a_p, a_c, b_p, b_c))
+        cp = np.empty(m + 1, dtype=idx)
+        cc = np.empty(nnz_c, dtype=idx)
+        cv = np.empty(nnz_c, dtype=np_view(va).dtype)
+        _st.csr_matmat(m, n, a_p, a_c, np_view(va), b_p, b_c, np_view(vb), cp, cc, cv)
+        nnz = int(cp[-1])
+        # int32 results stay int32 (CSRMatrix._make widens them only when read as col_indices/row_ptrs)
+        cc_t, cp_t = torch.from_numpy(cc[:nnz]), torch.from_numpy(cp)
+        if idx is np.int64:
+            cc_t, cp_t = cc_t.to(torch.int64), cp_t.to(torch.int64)
+        return torch.from_numpy(cv[:nnz]), cc_t, cp_t, False
+    # torch route: expand every product a_ik * b_kj, then sum duplicates.
+    rows_a = row_indices(pa, va.numel())
+    cnt = (pb[1:] - pb[:-1])[ca]  # products per stored a entry
+    total = int(cnt.sum())
+    rep = torch.repeat_interleave(torch.arange(va.numel(), device=va.device), cnt, output_size=total)
+    starts = torch.repeat_interleave(pb[ca], cnt, output_size=total)
+    offs = torch.arange(total, device=va.device) - torch.repeat_interleave(
+        torch.cumsum(cnt, 0) - cnt, cnt, output_size=total)
+    pos = starts + offs
+    vals = va[rep] * vb[pos]
+    vals, rows, cols = coo_canonical(vals, rows_a[rep], cb[pos], (m, n))
+    return vals, cols, ptrs_from_sorted(rows, m), True

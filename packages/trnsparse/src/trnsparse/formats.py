@@ -1,0 +1,1058 @@
+"""Sparse matrix formats: COO, CSR, CSC and BSR, and conversions between them.
+
+CSR and COO are the interchange formats (fast on the host); BSR -- dense
+``block_size x block_size`` tiles, 128 for the Tensor Engine -- is the
+device format. Every format has ``shape``, ``dtype``, ``device``, ``nnz``,
+``density``, ``to_coo``/``to_csr``/``to_csc``/``to_bsr``/``to_dense``,
+``to_scipy``/``to_torch``, ``A @ x``, ``A + B``, ``A.T`` and ``matvec``.
+
+Canonical form: CSR, CSC and BSR always hold sorted indices with
+duplicates summed (the constructor sorts and sums if the caller's arrays
+are not canonical, without touching the caller's arrays). COO keeps what
+it is given, duplicates included, exactly like SciPy: every operation
+treats duplicates as summed, and :meth:`COOMatrix.sum_duplicates` returns
+the canonical COO.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+import torch
+
+from trnsci import _validate as v
+
+from . import _host
+
+VALUE_DTYPES = v.BLAS_DTYPES  # float32, float64, complex64, complex128
+_INDEX_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
+
+
+# --------------------------------------------------------------- validation
+
+def _shape(shape: Any, where: str) -> tuple[int, int]:
+    if isinstance(shape, torch.Size):
+        shape = tuple(shape)
+    if not isinstance(shape, (tuple, list)) or len(shape) != 2:
+        raise ValueError(f"{where}: shape must be a pair (rows, cols), got {shape!r}")
+    m = v.integer(shape[0], "shape[0]", where, minimum=0)
+    n = v.integer(shape[1], "shape[1]", where, minimum=0)
+    return m, n
+
+
+def _values(x: Any, name: str, where: str, ndim: int = 1) -> torch.Tensor:
+    t = v.tensor(x, name, where)
+    v.dtype(t, name, VALUE_DTYPES, where)
+    v.ndim(t, name, ndim, where)
+    return t
+
+
+def _index(x: Any, name: str, where: str) -> torch.Tensor:
+    t = v.tensor(x, name, where)
+    if t.dtype not in _INDEX_DTYPES:
+        raise TypeError(f"{where}: {name} must hold integers, got dtype {str(t.dtype).replace('torch.', '')}")
+    v.ndim(t, name, 1, where)
+    return t.to(torch.int64)
+
+
+def _in_range(idx: torch.Tensor, bound: int, name: str, what: str, where: str) -> None:
+    if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= bound):
+        bad = idx[(idx < 0) | (idx >= bound)][0].item()
+        raise ValueError(f"{where}: {name} out of range: {bad} is not in [0, {bound}) ({what})")
+
+
+def _ptrs(ptr: torch.Tensor, count: int, nnz: int, name: str, where: str) -> None:
+    if ptr.numel() != count + 1:
+        raise ValueError(f"{where}: {name} must have {count + 1} entries (one more than the number of rows), "
+                         f"got {ptr.numel()}")
+    if int(ptr[0]) != 0:
+        raise ValueError(f"{where}: {name}[0] must be 0, got {int(ptr[0])}")
+    if count and not bool((ptr[1:] >= ptr[:-1]).all()):
+        raise ValueError(f"{where}: {name} must be non-decreasing (monotone)")
+    if int(ptr[-1]) != nnz:
+        raise ValueError(f"{where}: {name}[-1] must equal the number of stored entries {nnz}, got {int(ptr[-1])}")
+
+
+def _same_device(where: str, **named: torch.Tensor) -> None:
+    v.same_device(where, **named)
+
+
+def _dtype_arg(dtype: Any, where: str) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        dt = dtype
+    else:
+        try:
+            dt = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
+                  np.dtype(np.complex64): torch.complex64, np.dtype(np.complex128): torch.complex128}[np.dtype(dtype)]
+        except (TypeError, KeyError):
+            raise TypeError(f"{where}: dtype must be one of float32, float64, complex64, complex128; "
+                            f"got {dtype!r}") from None
+    if dt not in VALUE_DTYPES:
+        raise TypeError(f"{where}: dtype must be one of float32, float64, complex64, complex128; got {dt}")
+    return dt
+
+
+# --------------------------------------------------------------- base class
+
+class SparseMatrix:
+    """Common behaviour of the four formats (not instantiated directly)."""
+
+    format = ""
+    ndim = 2
+    __array_priority__ = 100  # so ``ndarray @ A`` defers to us
+
+    # -- properties
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self._shape
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._values_tensor().dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self._values_tensor().device
+
+    @property
+    def nnz(self) -> int:
+        """Number of stored entries (BSR: entries of the stored blocks)."""
+        return int(self._values_tensor().numel())
+
+    @property
+    def density(self) -> float:
+        """``nnz / (rows * cols)`` (0.0 for an empty shape)."""
+        m, n = self._shape
+        return self.nnz / (m * n) if m * n else 0.0
+
+    def __len__(self):
+        raise TypeError("sparse matrix length is ambiguous; use .shape[0]")
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(shape={self._shape}, nnz={self.nnz}, dtype="
+                f"{str(self.dtype).replace('torch.', '')}, density={self.density:.4g})")
+
+    # -- conversions every format has
+    def to_csc(self) -> CSCMatrix:
+        """This matrix in CSC format."""
+        csr = self.to_csr()
+        vals, rows, cptr = _host.csr_transpose(csr.values, csr.col_indices, csr.row_ptrs, csr.shape)
+        return CSCMatrix._make(vals, rows, cptr, self._shape)
+
+    def to_bsr(self, block_size: int = 128, threshold: float = 0.0) -> BSRMatrix:
+        """This matrix in BSR format (see :meth:`BSRMatrix.from_csr`)."""
+        return BSRMatrix.from_csr(self.to_csr(), block_size=block_size, threshold=threshold)
+
+    def to_scipy(self):
+        """A SciPy sparse array of the same format and dtype (a copy on the host)."""
+        import scipy.sparse as sp
+
+        csr = self.to_csr()
+        data = _host.np_view(csr.values.detach().cpu())
+        out = sp.csr_array((data.copy(), _host.np_view(csr.col_indices.cpu()).copy(),
+                            _host.np_view(csr.row_ptrs.cpu()).copy()), shape=self._shape)
+        return {"csr": out, "coo": out.tocoo(), "csc": out.tocsc()}.get(self.format, out)
+
+    def to_torch(self) -> torch.Tensor:
+        """A torch sparse tensor of the matching layout (CSR -> ``sparse_csr`` ...)."""
+        csr = self.to_csr().sorted_indices()
+        return torch.sparse_csr_tensor(csr.row_ptrs, csr.col_indices, csr.values, size=self._shape,
+                                       check_invariants=False)
+
+    def to(self, dtype=None, device=None):
+        """A copy with values cast to ``dtype`` and/or moved to ``device``."""
+        raise NotImplementedError
+
+    # -- linear-operator protocol
+    def matvec(self, x):
+        """``A @ x`` for a dense 1-D ``x`` (or 2-D ``X``, columns)."""
+        from .ops import spmm, spmv
+
+        t = x if isinstance(x, torch.Tensor) else None
+        if t is not None and t.dim() == 2 or isinstance(x, np.ndarray) and x.ndim == 2:
+            return spmm(self, x)
+        return spmv(self, x)
+
+    def __matmul__(self, other):
+        from .ops import spgemm
+
+        if isinstance(other, SparseMatrix):
+            return spgemm(self, other)
+        if isinstance(other, (torch.Tensor, np.ndarray)):
+            return self.matvec(other)
+        return NotImplemented
+
+    def __rmatmul__(self, other):
+        if isinstance(other, (torch.Tensor, np.ndarray)):
+            from .ops import sparse_transpose
+
+            t = other if isinstance(other, torch.Tensor) else torch.from_numpy(np.asarray(other))
+            if t.dim() == 1:
+                r = sparse_transpose(self).matvec(t)
+            else:
+                r = sparse_transpose(self).matvec(t.transpose(0, 1)).transpose(0, 1)
+            return r.numpy() if isinstance(other, np.ndarray) else r
+        return NotImplemented
+
+    def __add__(self, other):
+        from .ops import sparse_add
+
+        if isinstance(other, SparseMatrix):
+            return sparse_add(self, other)
+        return NotImplemented
+
+    def __sub__(self, other):
+        from .ops import sparse_add
+
+        if isinstance(other, SparseMatrix):
+            return sparse_add(self, other, 1.0, -1.0)
+        return NotImplemented
+
+    def __mul__(self, other):
+        from .ops import sparse_scale
+
+        if isinstance(other, numbers.Number) and not isinstance(other, bool):
+            return sparse_scale(self, other)
+        return NotImplemented
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other):
+        from .ops import sparse_scale
+
+        if isinstance(other, numbers.Number) and not isinstance(other, bool):
+            return sparse_scale(self, 1.0 / other)
+        return NotImplemented
+
+    def __neg__(self):
+        from .ops import sparse_scale
+
+        return sparse_scale(self, -1.0)
+
+    @property
+    def T(self):
+        """The transpose, in the same format."""
+        from .ops import sparse_transpose
+
+        return sparse_transpose(self)
+
+    def transpose(self):
+        return self.T
+
+
+# --------------------------------------------------------------- CSR
+
+class CSRMatrix(SparseMatrix):
+    """Compressed Sparse Row matrix.
+
+    Parameters
+    ----------
+    values : (nnz,) tensor, float32/float64/complex64/complex128
+    col_indices : (nnz,) integer tensor, entries in ``[0, n)``
+    row_ptrs : (m + 1,) integer tensor, non-decreasing, ``row_ptrs[0] == 0``,
+        ``row_ptrs[-1] == nnz``; row ``i`` owns ``row_ptrs[i]:row_ptrs[i+1]``.
+    shape : (m, n)
+
+    Raises
+    ------
+    TypeError
+        Non-tensor arguments, integer values, non-integer indices.
+    ValueError
+        Lengths that disagree, indices out of range, ``row_ptrs`` not
+        monotone, tensors on different devices.
+
+    Notes
+    -----
+    Indices are stored as int64. If the columns of a row are unsorted or
+    repeated, the stored matrix is the canonical one (sorted, duplicates
+    summed); the caller's tensors are never modified.
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> A = trnsparse.CSRMatrix(torch.tensor([1., 2., 3.]), torch.tensor([0, 2, 1]),
+    ...                         torch.tensor([0, 2, 3]), (2, 3))
+    >>> A.to_dense()
+    tensor([[1., 0., 2.],
+            [0., 3., 0.]])
+    >>> A @ torch.ones(3)
+    tensor([3., 3.])
+    """
+
+    format = "csr"
+
+    def __init__(self, values, col_indices, row_ptrs, shape):
+        where = "CSRMatrix"
+        values = _values(values, "values", where)
+        col_indices = _index(col_indices, "col_indices", where)
+        row_ptrs = _index(row_ptrs, "row_ptrs", where)
+        m, n = _shape(shape, where)
+        _same_device(where, values=values, col_indices=col_indices, row_ptrs=row_ptrs)
+        if col_indices.numel() != values.numel():
+            raise ValueError(f"{where}: col_indices has {col_indices.numel()} entries but values has "
+                             f"{values.numel()}")
+        _ptrs(row_ptrs, m, values.numel(), "row_ptrs", where)
+        _in_range(col_indices, n, "col_indices", f"{n} columns", where)
+        if not _host.csr_is_canonical(col_indices, row_ptrs, values.numel()):
+            rows = _host.row_indices(row_ptrs, values.numel())
+            values, rows, col_indices = _host.coo_canonical(values, rows, col_indices, (m, n))
+            row_ptrs = _host.ptrs_from_sorted(rows, m)
+        self._set(values, col_indices, row_ptrs, (m, n))
+
+    def _set(self, values, col_indices, row_ptrs, shape, sorted_=True):
+        self.values, self.col_indices, self.row_ptrs, self._shape = values, col_indices, row_ptrs, shape
+        self._sorted = sorted_
+
+    @classmethod
+    def _make(cls, values, col_indices, row_ptrs, shape, sorted_=True) -> CSRMatrix:
+        """Trusted constructor: index arrays without duplicates, no checks.
+
+        ``sorted_=False`` marks a result whose columns are not sorted inside
+        rows (SpGEMM output, as in SciPy); :meth:`sorted_indices` sorts.
+        int32 index arrays (SciPy kernels' output) are kept as the cached
+        host indices and widened to int64 only when ``col_indices`` /
+        ``row_ptrs`` are read.
+        """
+        obj = cls.__new__(cls)
+        if col_indices.dtype == torch.int32:
+            obj.__dict__["_idx32"] = (col_indices, row_ptrs)
+            col_indices = row_ptrs = None
+        obj._set(values, col_indices, row_ptrs, tuple(shape), sorted_)
+        return obj
+
+    @property
+    def col_indices(self) -> torch.Tensor:
+        """(nnz,) int64 column index of every stored entry."""
+        c = self.__dict__["_cols"]
+        if c is None:
+            c = self.__dict__["_cols"] = self.__dict__["_idx32"][0].to(torch.int64)
+        return c
+
+    @col_indices.setter
+    def col_indices(self, value):
+        self.__dict__["_cols"] = value
+
+    @property
+    def row_ptrs(self) -> torch.Tensor:
+        """(m + 1,) int64 row pointers."""
+        p = self.__dict__["_ptrs"]
+        if p is None:
+            p = self.__dict__["_ptrs"] = self.__dict__["_idx32"][1].to(torch.int64)
+        return p
+
+    @row_ptrs.setter
+    def row_ptrs(self, value):
+        self.__dict__["_ptrs"] = value
+
+    def _host_indices(self):
+        """(col_indices, row_ptrs) as int32 when they fit, cached: SciPy's kernels read half the bytes."""
+        c = self.__dict__.get("_idx32")
+        if c is None:
+            if self.values.numel() < 2**31 - 1 and max(self._shape) < 2**31 - 1:
+                c = (self.col_indices.to(torch.int32), self.row_ptrs.to(torch.int32))
+            else:
+                c = (self.col_indices, self.row_ptrs)
+            self.__dict__["_idx32"] = c
+        return c
+
+    @property
+    def has_sorted_indices(self) -> bool:
+        """True when column indices are sorted inside every row."""
+        return self._sorted
+
+    def sorted_indices(self) -> CSRMatrix:
+        """This matrix with column indices sorted inside rows (``self`` if already sorted)."""
+        if self._sorted:
+            return self
+        if "_sorted_cache" in self.__dict__:
+            return self.__dict__["_sorted_cache"]
+        if _host.host_ok(self.values):
+            ptr = _host.np_view(self.row_ptrs)
+            idx = _host.np_view(self.col_indices).copy()
+            data = _host.np_view(self.values).copy()
+            _host._st.csr_sort_indices(self._shape[0], ptr, idx, data)
+            out = CSRMatrix._make(torch.from_numpy(data), torch.from_numpy(idx), self.row_ptrs, self._shape)
+        else:
+            key = self.row_indices * max(self._shape[1], 1) + self.col_indices
+            order = torch.argsort(key)
+            out = CSRMatrix._make(self.values[order], self.col_indices[order], self.row_ptrs, self._shape)
+        self.__dict__["_sorted_cache"] = out
+        return out
+
+    def _values_tensor(self):
+        return self.values
+
+    @property
+    def row_indices(self) -> torch.Tensor:
+        """Row index of every stored entry (int64, length ``nnz``)."""
+        return _host.row_indices(self.row_ptrs, self.nnz)
+
+    @property
+    def has_canonical_format(self) -> bool:
+        """Sorted indices and no duplicates (CSR never holds duplicates)."""
+        return self._sorted
+
+    @classmethod
+    def from_dense(cls, A, threshold: float = 0.0) -> CSRMatrix:
+        """See :func:`trnsparse.from_dense`."""
+        return from_dense(A, threshold)
+
+    def to_csr(self) -> CSRMatrix:
+        return self
+
+    def to_coo(self) -> COOMatrix:
+        return COOMatrix._make(self.values, self.row_indices, self.col_indices, self._shape,
+                               canonical=True if self._sorted else None)
+
+    def to_dense(self) -> torch.Tensor:
+        """The dense ``(m, n)`` tensor."""
+        return _host.csr_to_dense(self.values, self.col_indices, self.row_ptrs, self._shape)
+
+    def to(self, dtype=None, device=None) -> CSRMatrix:
+        dt = self.dtype if dtype is None else _dtype_arg(dtype, "CSRMatrix.to")
+        dev = self.device if device is None else torch.device(device)
+        return CSRMatrix._make(self.values.to(dev, dt), self.col_indices.to(dev), self.row_ptrs.to(dev),
+                               self._shape, self._sorted)
+
+
+# --------------------------------------------------------------- CSC
+
+class CSCMatrix(SparseMatrix):
+    """Compressed Sparse Column matrix.
+
+    Parameters
+    ----------
+    values : (nnz,) tensor
+    row_indices : (nnz,) integer tensor, entries in ``[0, m)``
+    col_ptrs : (n + 1,) integer tensor, non-decreasing, column ``j`` owns
+        ``col_ptrs[j]:col_ptrs[j+1]``
+    shape : (m, n)
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> A = trnsparse.CSCMatrix(torch.tensor([1., 2.]), torch.tensor([1, 0]),
+    ...                         torch.tensor([0, 1, 2]), (2, 2))
+    >>> A.to_dense()
+    tensor([[0., 2.],
+            [1., 0.]])
+    """
+
+    format = "csc"
+
+    def __init__(self, values, row_indices, col_ptrs, shape):
+        where = "CSCMatrix"
+        values = _values(values, "values", where)
+        row_indices = _index(row_indices, "row_indices", where)
+        col_ptrs = _index(col_ptrs, "col_ptrs", where)
+        m, n = _shape(shape, where)
+        _same_device(where, values=values, row_indices=row_indices, col_ptrs=col_ptrs)
+        if row_indices.numel() != values.numel():
+            raise ValueError(f"{where}: row_indices has {row_indices.numel()} entries but values has "
+                             f"{values.numel()}")
+        _ptrs(col_ptrs, n, values.numel(), "col_ptrs", where)
+        _in_range(row_indices, m, "row_indices", f"{m} rows", where)
+        if not _host.csr_is_canonical(row_indices, col_ptrs, values.numel()):
+            cols = _host.row_indices(col_ptrs, values.numel())
+            values, cols, row_indices = _host.coo_canonical(values, cols, row_indices, (n, m))
+            col_ptrs = _host.ptrs_from_sorted(cols, n)
+        self._set(values, row_indices, col_ptrs, (m, n))
+
+    def _set(self, values, row_indices, col_ptrs, shape):
+        self.values, self.row_indices, self.col_ptrs, self._shape = values, row_indices, col_ptrs, shape
+
+    @classmethod
+    def _make(cls, values, row_indices, col_ptrs, shape) -> CSCMatrix:
+        obj = cls.__new__(cls)
+        obj._set(values, row_indices, col_ptrs, tuple(shape))
+        return obj
+
+    def _values_tensor(self):
+        return self.values
+
+    def _transpose_csr(self) -> CSRMatrix:
+        """A^T as CSR, sharing this matrix's arrays (no copy)."""
+        return CSRMatrix._make(self.values, self.row_indices, self.col_ptrs, (self._shape[1], self._shape[0]))
+
+    def to_csr(self) -> CSRMatrix:
+        vals, cols, rptr = _host.csr_transpose(self.values, self.row_indices, self.col_ptrs,
+                                               (self._shape[1], self._shape[0]))
+        return CSRMatrix._make(vals, cols, rptr, self._shape)
+
+    def to_csc(self) -> CSCMatrix:
+        return self
+
+    def to_coo(self) -> COOMatrix:
+        return self.to_csr().to_coo()
+
+    def to_dense(self) -> torch.Tensor:
+        return self._transpose_csr().to_dense().transpose(0, 1).contiguous()
+
+    def to_torch(self) -> torch.Tensor:
+        return torch.sparse_csc_tensor(self.col_ptrs, self.row_indices, self.values, size=self._shape,
+                                       check_invariants=False)
+
+    def to(self, dtype=None, device=None) -> CSCMatrix:
+        dt = self.dtype if dtype is None else _dtype_arg(dtype, "CSCMatrix.to")
+        dev = self.device if device is None else torch.device(device)
+        return CSCMatrix._make(self.values.to(dev, dt), self.row_indices.to(dev), self.col_ptrs.to(dev),
+                               self._shape)
+
+
+# --------------------------------------------------------------- COO
+
+class COOMatrix(SparseMatrix):
+    """Coordinate (triplet) matrix; duplicates allowed and always summed.
+
+    Parameters
+    ----------
+    values : (nnz,) tensor
+    row_indices, col_indices : (nnz,) integer tensors in ``[0, m)``, ``[0, n)``
+    shape : (m, n)
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> A = trnsparse.COOMatrix(torch.tensor([1., 2., 5.]), torch.tensor([1, 0, 1]),
+    ...                         torch.tensor([1, 0, 1]), (2, 2))
+    >>> A.nnz, A.sum_duplicates().nnz
+    (3, 2)
+    >>> A.to_dense()
+    tensor([[2., 0.],
+            [0., 6.]])
+    """
+
+    format = "coo"
+
+    def __init__(self, values, row_indices, col_indices, shape):
+        where = "COOMatrix"
+        values = _values(values, "values", where)
+        row_indices = _index(row_indices, "row_indices", where)
+        col_indices = _index(col_indices, "col_indices", where)
+        m, n = _shape(shape, where)
+        _same_device(where, values=values, row_indices=row_indices, col_indices=col_indices)
+        for name, t in (("row_indices", row_indices), ("col_indices", col_indices)):
+            if t.numel() != values.numel():
+                raise ValueError(f"{where}: {name} has {t.numel()} entries but values has {values.numel()}")
+        _in_range(row_indices, m, "row_indices", f"{m} rows", where)
+        _in_range(col_indices, n, "col_indices", f"{n} columns", where)
+        self._set(values, row_indices, col_indices, (m, n), None)
+
+    def _set(self, values, row_indices, col_indices, shape, canonical):
+        self.values, self.row_indices, self.col_indices, self._shape = values, row_indices, col_indices, shape
+        self._canonical = canonical
+
+    @classmethod
+    def _make(cls, values, row_indices, col_indices, shape, canonical=None) -> COOMatrix:
+        obj = cls.__new__(cls)
+        obj._set(values, row_indices, col_indices, tuple(shape), canonical)
+        return obj
+
+    def _values_tensor(self):
+        return self.values
+
+    @property
+    def has_canonical_format(self) -> bool:
+        """True when entries are sorted row-major with no duplicates."""
+        if self._canonical is None:
+            n = self._shape[1]
+            key = self.row_indices * n + self.col_indices
+            self._canonical = bool((key[1:] > key[:-1]).all()) if key.numel() > 1 else True
+        return self._canonical
+
+    def sum_duplicates(self) -> COOMatrix:
+        """The canonical COO: sorted row-major, duplicate entries summed (a new matrix)."""
+        if self.has_canonical_format:
+            return self
+        vals, rows, cols = _host.coo_canonical(self.values, self.row_indices, self.col_indices, self._shape)
+        return COOMatrix._make(vals, rows, cols, self._shape, canonical=True)
+
+    def to_coo(self) -> COOMatrix:
+        return self
+
+    def to_csr(self) -> CSRMatrix:
+        c = self.sum_duplicates()
+        return CSRMatrix._make(c.values, c.col_indices, _host.ptrs_from_sorted(c.row_indices, self._shape[0]),
+                               self._shape)
+
+    def to_dense(self) -> torch.Tensor:
+        m, n = self._shape
+        out = torch.zeros(m, n, dtype=self.dtype, device=self.device)
+        if self.nnz:
+            out.index_put_((self.row_indices, self.col_indices), self.values, accumulate=True)
+        return out
+
+    def to_torch(self) -> torch.Tensor:
+        return torch.sparse_coo_tensor(torch.stack([self.row_indices, self.col_indices]), self.values,
+                                       size=self._shape, check_invariants=False)
+
+    def to(self, dtype=None, device=None) -> COOMatrix:
+        dt = self.dtype if dtype is None else _dtype_arg(dtype, "COOMatrix.to")
+        dev = self.device if device is None else torch.device(device)
+        return COOMatrix._make(self.values.to(dev, dt), self.row_indices.to(dev), self.col_indices.to(dev),
+                               self._shape, self._canonical)
+
+
+# --------------------------------------------------------------- BSR
+
+class BSRMatrix(SparseMatrix):
+    """Block Sparse Row matrix: dense ``block_size x block_size`` tiles.
+
+    Parameters
+    ----------
+    blocks : (n_blocks, b, b) tensor
+        The stored tiles, in block-row-major order. Edge tiles of a matrix
+        whose shape is not a multiple of ``b`` are zero-padded: entries
+        outside ``shape`` must be zero.
+    block_col_indices : (n_blocks,) integer tensor in ``[0, ceil(n / b))``
+    block_row_ptrs : (ceil(m / b) + 1,) integer tensor, non-decreasing
+    shape : (m, n)
+    block_size : int, default 128
+        ``b``; 128 is the Tensor Engine tile the kernels use.
+
+    Notes
+    -----
+    The layout is the one the kernels read: ``blocks`` is one contiguous
+    ``(n_blocks, b, b)`` array (one DMA descriptor per tile, HBM bytes
+    proportional to the stored tiles), ``block_row_ptrs`` / ``block_col_indices``
+    address it, and :attr:`block_row_indices` gives each tile's block row for
+    COO-style gathers. ``nnz`` counts every entry of every stored tile.
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> A = torch.zeros(4, 4); A[0, 1] = 1.0; A[3, 3] = 2.0
+    >>> B = trnsparse.BSRMatrix.from_dense(A, block_size=2)
+    >>> B.n_blocks, B.block_col_indices.tolist()
+    (2, [0, 1])
+    >>> torch.equal(B.to_dense(), A)
+    True
+    """
+
+    format = "bsr"
+
+    def __init__(self, blocks, block_col_indices, block_row_ptrs, shape, block_size: int = 128):
+        where = "BSRMatrix"
+        blocks = _values(blocks, "blocks", where, ndim=3)
+        block_col_indices = _index(block_col_indices, "block_col_indices", where)
+        block_row_ptrs = _index(block_row_ptrs, "block_row_ptrs", where)
+        m, n = _shape(shape, where)
+        b = v.integer(block_size, "block_size", where, minimum=1)
+        _same_device(where, blocks=blocks, block_col_indices=block_col_indices, block_row_ptrs=block_row_ptrs)
+        if tuple(blocks.shape[1:]) != (b, b):
+            raise ValueError(f"{where}: blocks must have shape (n_blocks, {b}, {b}) for block_size={b}, "
+                             f"got {tuple(blocks.shape)}")
+        mb, nb = -(-m // b), -(-n // b)
+        nblk = blocks.shape[0]
+        if block_col_indices.numel() != nblk:
+            raise ValueError(f"{where}: block_col_indices has {block_col_indices.numel()} entries but blocks "
+                             f"holds {nblk} blocks")
+        _ptrs(block_row_ptrs, mb, nblk, "block_row_ptrs", where)
+        _in_range(block_col_indices, nb, "block_col_indices", f"{nb} block columns", where)
+        brow = _host.row_indices(block_row_ptrs, nblk)
+        # entries in the padding of ragged edge tiles must be zero
+        if nblk and (m % b or n % b):
+            edge = torch.zeros(nblk, b, b, dtype=torch.bool, device=blocks.device)
+            ar = torch.arange(b, device=blocks.device)
+            if m % b:
+                edge |= (brow == mb - 1)[:, None, None] & (ar >= m % b)[None, :, None]
+            if n % b:
+                edge |= ((block_col_indices == nb - 1)[:, None, None]
+                         & (torch.arange(b, device=blocks.device) >= n % b)[None, None, :])
+            if bool((blocks.detach()[edge] != 0).any()):
+                raise ValueError(f"{where}: blocks hold nonzero entries outside shape {(m, n)} "
+                                 f"(the padding of ragged edge blocks must be zero)")
+        key = brow * max(nb, 1) + block_col_indices
+        if nblk > 1 and not bool((key[1:] > key[:-1]).all()):
+            order = torch.argsort(key, stable=True)
+            ks = key[order]
+            uniq, inv = torch.unique_consecutive(ks, return_inverse=True)
+            blocks = torch.zeros(uniq.numel(), b, b, dtype=blocks.dtype, device=blocks.device).index_add(
+                0, inv, blocks[order])
+            brow, block_col_indices = uniq // max(nb, 1), uniq % max(nb, 1)
+            block_row_ptrs = _host.ptrs_from_sorted(brow, mb)
+        self._set(blocks, block_col_indices, block_row_ptrs, (m, n), b)
+
+    def _set(self, blocks, block_col_indices, block_row_ptrs, shape, b):
+        self.blocks, self.block_col_indices, self.block_row_ptrs = blocks, block_col_indices, block_row_ptrs
+        self._shape, self.block_size = shape, b
+
+    @classmethod
+    def _make(cls, blocks, block_col_indices, block_row_ptrs, shape, b) -> BSRMatrix:
+        obj = cls.__new__(cls)
+        obj._set(blocks, block_col_indices, block_row_ptrs, tuple(shape), int(b))
+        return obj
+
+    def _values_tensor(self):
+        return self.blocks
+
+    @property
+    def n_blocks(self) -> int:
+        """Number of stored tiles."""
+        return int(self.blocks.shape[0])
+
+    @property
+    def n_block_rows(self) -> int:
+        return -(-self._shape[0] // self.block_size)
+
+    @property
+    def n_block_cols(self) -> int:
+        return -(-self._shape[1] // self.block_size)
+
+    @property
+    def padded_shape(self) -> tuple[int, int]:
+        """Shape rounded up to whole tiles (what a kernel sees)."""
+        return self.n_block_rows * self.block_size, self.n_block_cols * self.block_size
+
+    @property
+    def block_row_indices(self) -> torch.Tensor:
+        """Block row of every stored tile (int64, length ``n_blocks``)."""
+        return _host.row_indices(self.block_row_ptrs, self.n_blocks)
+
+    @property
+    def block_density(self) -> float:
+        """Stored tiles / all tiles."""
+        tot = self.n_block_rows * self.n_block_cols
+        return self.n_blocks / tot if tot else 0.0
+
+    @classmethod
+    def from_dense(cls, A, block_size: int = 128, threshold: float = 0.0) -> BSRMatrix:
+        """Tile a dense matrix; keep the tiles holding an entry with ``|a| > threshold``.
+
+        Kept tiles keep all their entries (exactly); NaN counts as above
+        any threshold.
+
+        Examples
+        --------
+        >>> import torch, trnsparse
+        >>> B = trnsparse.BSRMatrix.from_dense(torch.eye(5), block_size=2)
+        >>> B.n_blocks, B.padded_shape
+        (3, (6, 6))
+        """
+        where = "BSRMatrix.from_dense"
+        A = _values(A, "A", where, ndim=2)
+        b = v.integer(block_size, "block_size", where, minimum=1)
+        thr = _threshold(threshold, where)
+        m, n = A.shape
+        mb, nb = -(-m // b), -(-n // b)
+        Ap = A
+        if mb * b != m or nb * b != n:
+            Ap = torch.zeros(mb * b, nb * b, dtype=A.dtype, device=A.device)
+            Ap[:m, :n] = A
+        tiles = Ap.reshape(mb, b, nb, b).transpose(1, 2)  # (mb, nb, b, b) view
+        keep = ~(tiles.abs() <= thr).all(dim=3).all(dim=2) if thr > 0 else (tiles != 0).any(dim=3).any(dim=2)
+        idx = torch.nonzero(keep)
+        blocks = tiles[idx[:, 0], idx[:, 1]].contiguous()
+        return cls._make(blocks, idx[:, 1].contiguous(), _host.ptrs_from_sorted(idx[:, 0], mb), (m, n), b)
+
+    @classmethod
+    def from_csr(cls, csr, block_size: int = 128, threshold: float = 0.0) -> BSRMatrix:
+        """Tile a sparse matrix (any format); keep tiles with an entry ``|a| > threshold``.
+
+        Examples
+        --------
+        >>> import torch, trnsparse
+        >>> A = trnsparse.eye_sparse(3)
+        >>> trnsparse.BSRMatrix.from_csr(A, block_size=2).n_blocks
+        2
+        """
+        where = "BSRMatrix.from_csr"
+        if not isinstance(csr, SparseMatrix):
+            raise TypeError(f"{where}: csr must be a trnsparse matrix, got {type(csr).__name__}")
+        csr = csr.to_csr()
+        b = v.integer(block_size, "block_size", where, minimum=1)
+        thr = _threshold(threshold, where)
+        m, n = csr.shape
+        mb, nb = -(-m // b), -(-n // b)
+        rows, cols = csr.row_indices, csr.col_indices
+        key = (rows // b) * max(nb, 1) + cols // b
+        uniq, inv = torch.unique(key, sorted=True, return_inverse=True)
+        blocks = torch.zeros(uniq.numel(), b, b, dtype=csr.dtype, device=csr.device)
+        blocks.index_put_((inv, rows % b, cols % b), csr.values, accumulate=True)
+        brow, bcol = uniq // max(nb, 1), uniq % max(nb, 1)
+        if uniq.numel():
+            keep = ~(blocks.abs() <= thr).flatten(1).all(1)
+            blocks, brow, bcol = blocks[keep], brow[keep], bcol[keep]
+        return cls._make(blocks, bcol, _host.ptrs_from_sorted(brow, mb), (m, n), b)
+
+    def to_dense(self) -> torch.Tensor:
+        m, n = self._shape
+        b = self.block_size
+        mb, nb = self.n_block_rows, self.n_block_cols
+        T = torch.zeros(mb, nb, b, b, dtype=self.dtype, device=self.device)
+        if self.n_blocks:
+            T = T.index_put((self.block_row_indices, self.block_col_indices), self.blocks)
+        return T.transpose(1, 2).reshape(mb * b, nb * b)[:m, :n].contiguous()
+
+    def to_coo(self) -> COOMatrix:
+        return self.to_csr().to_coo()
+
+    def to_csr(self) -> CSRMatrix:
+        """The CSR matrix of the nonzero entries of the stored tiles."""
+        m, n = self._shape
+        b = self.block_size
+        k, i, j = torch.nonzero(self.blocks, as_tuple=True)
+        vals = self.blocks[k, i, j]
+        rows = self.block_row_indices[k] * b + i
+        cols = self.block_col_indices[k] * b + j
+        key = rows * max(n, 1) + cols
+        order = torch.argsort(key)
+        return CSRMatrix._make(vals[order], cols[order], _host.ptrs_from_sorted(rows[order], m), (m, n))
+
+    def to_bsr(self, block_size: int = 128, threshold: float = 0.0) -> BSRMatrix:
+        if block_size == self.block_size and threshold == 0.0:
+            return self
+        return BSRMatrix.from_csr(self.to_csr(), block_size, threshold)
+
+    def to_scipy(self):
+        """A SciPy ``bsr_array`` (a ``csr_array`` when the shape is not a multiple of the block size,
+        which SciPy's BSR cannot represent)."""
+        import scipy.sparse as sp
+
+        if self.padded_shape != self._shape:
+            return self.to_csr().to_scipy()
+        return sp.bsr_array((_host.np_view(self.blocks.detach().cpu()).copy(),
+                             _host.np_view(self.block_col_indices.cpu()).copy(),
+                             _host.np_view(self.block_row_ptrs.cpu()).copy()),
+                            shape=self._shape, blocksize=(self.block_size,) * 2)
+
+    def to_torch(self) -> torch.Tensor:
+        """A torch ``sparse_bsr`` tensor of the padded shape (torch requires whole blocks)."""
+        return torch.sparse_bsr_tensor(self.block_row_ptrs, self.block_col_indices, self.blocks,
+                                       size=self.padded_shape, check_invariants=False)
+
+    def to(self, dtype=None, device=None) -> BSRMatrix:
+        dt = self.dtype if dtype is None else _dtype_arg(dtype, "BSRMatrix.to")
+        dev = self.device if device is None else torch.device(device)
+        return BSRMatrix._make(self.blocks.to(dev, dt), self.block_col_indices.to(dev),
+                               self.block_row_ptrs.to(dev), self._shape, self.block_size)
+
+
+# --------------------------------------------------------------- helpers
+
+def _threshold(threshold: Any, where: str) -> float:
+    t = v.scalar(threshold, "threshold", where, complex_ok=False)
+    if not math.isfinite(t) or t < 0:
+        raise ValueError(f"{where}: threshold must be finite and >= 0, got {threshold!r}")
+    return float(t)
+
+
+def as_sparse(A: Any, name: str, where: str) -> SparseMatrix:
+    """``A`` if it is a trnsparse matrix; SciPy sparse input converted; else TypeError."""
+    if isinstance(A, SparseMatrix):
+        return A
+    if _is_scipy_sparse(A):
+        return from_scipy(A)
+    raise TypeError(f"{where}: {name} must be a trnsparse matrix (CSRMatrix, COOMatrix, CSCMatrix, BSRMatrix) "
+                    f"or a scipy.sparse matrix, got {type(A).__name__}")
+
+
+def _is_scipy_sparse(A: Any) -> bool:
+    mod = type(A).__module__
+    if not mod.startswith("scipy.sparse"):
+        return False
+    import scipy.sparse as sp
+
+    return sp.issparse(A)
+
+
+def from_dense(A, threshold: float = 0.0) -> CSRMatrix:
+    """Dense matrix -> CSR, keeping the entries with ``|a| > threshold``.
+
+    Parameters
+    ----------
+    A : (m, n) tensor or ndarray, float32/float64/complex64/complex128
+    threshold : float, default 0.0
+        Entries with ``|a| <= threshold`` are dropped (with 0.0: exact zeros).
+        NaN entries are always kept.
+
+    Returns
+    -------
+    CSRMatrix
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> trnsparse.from_dense(torch.tensor([[0., 1e-9], [2., 0.]]), threshold=1e-6).nnz
+    1
+    """
+    where = "from_dense"
+    A = _values(A, "A", where, ndim=2)
+    thr = _threshold(threshold, where)
+    vals, cols, ptr = _host.dense_to_csr(A, thr)
+    return CSRMatrix._make(vals, cols, ptr, tuple(A.shape))
+
+
+def from_scipy(sp_matrix, format: str = "csr") -> SparseMatrix:
+    """A SciPy sparse matrix/array -> trnsparse matrix (default CSR), dtype preserved.
+
+    float32, float64, complex64 and complex128 are kept as they are;
+    integer and bool data become float64 (exact below 2**53); other dtypes
+    raise ``TypeError``. ``format`` is ``"csr"``, ``"csc"``, ``"coo"`` or
+    ``"bsr"`` (BSR keeps SciPy's blocksize if it is square).
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, trnsparse
+    >>> A = trnsparse.from_scipy(sp.eye(3, dtype=np.float32, format="csr"))
+    >>> A.dtype, A.nnz
+    (torch.float32, 3)
+    """
+    where = "from_scipy"
+    if not _is_scipy_sparse(sp_matrix):
+        raise TypeError(f"{where}: sp_matrix must be a scipy.sparse matrix or array, got "
+                        f"{type(sp_matrix).__name__}")
+    fmt = v.choice(format, "format", {"csr": ("csr",), "csc": ("csc",), "coo": ("coo",), "bsr": ("bsr",)}, where)
+    dt = sp_matrix.dtype
+    if dt.kind in "biu":
+        sp_matrix = sp_matrix.astype(np.float64)
+    elif dt not in (np.float32, np.float64, np.complex64, np.complex128):
+        raise TypeError(f"{where}: sp_matrix has dtype {dt}; expected float32, float64, complex64 or complex128")
+    m, n = sp_matrix.shape
+    if fmt == "bsr" and sp_matrix.format == "bsr" and sp_matrix.blocksize[0] == sp_matrix.blocksize[1]:
+        B = sp_matrix.copy()
+        B.sum_duplicates()
+        return BSRMatrix._make(torch.from_numpy(np.ascontiguousarray(B.data)),
+                               torch.from_numpy(B.indices.astype(np.int64)),
+                               torch.from_numpy(B.indptr.astype(np.int64)), (m, n), B.blocksize[0])
+    if fmt == "csc":
+        C = sp_matrix.tocsc(copy=True)
+        C.sum_duplicates()
+        return CSCMatrix._make(torch.from_numpy(np.ascontiguousarray(C.data)),
+                               torch.from_numpy(C.indices.astype(np.int64)),
+                               torch.from_numpy(C.indptr.astype(np.int64)), (m, n))
+    if fmt == "coo" and sp_matrix.format == "coo":
+        C = sp_matrix
+        return COOMatrix._make(torch.from_numpy(np.array(C.data)), torch.from_numpy(C.row.astype(np.int64)),
+                               torch.from_numpy(C.col.astype(np.int64)), (m, n))
+    C = sp_matrix.tocsr(copy=True)
+    C.sum_duplicates()  # also sorts
+    csr = CSRMatrix._make(torch.from_numpy(np.ascontiguousarray(C.data)),
+                          torch.from_numpy(C.indices.astype(np.int64)),
+                          torch.from_numpy(C.indptr.astype(np.int64)), (m, n))
+    if fmt == "coo":
+        return csr.to_coo()
+    if fmt == "bsr":
+        b = sp_matrix.blocksize[0] if sp_matrix.format == "bsr" else 128
+        return BSRMatrix.from_csr(csr, block_size=b)
+    return csr
+
+
+def from_torch(t) -> SparseMatrix:
+    """A torch sparse tensor (COO, CSR, CSC or BSR layout) -> the matching trnsparse format.
+
+    A dense tensor gives a CSR matrix of its nonzeros (see :func:`from_dense`).
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> trnsparse.from_torch(torch.eye(3).to_sparse_csr()).format
+    'csr'
+    """
+    where = "from_torch"
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{where}: t must be a torch.Tensor, got {type(t).__name__}")
+    v.dtype(t, "t", VALUE_DTYPES, where)
+    if t.dim() != 2:
+        raise ValueError(f"{where}: t must be 2-D, got shape {tuple(t.shape)}")
+    shape = tuple(t.shape)
+    if t.layout == torch.strided:
+        return from_dense(t)
+    if t.layout == torch.sparse_coo:
+        idx = t._indices()
+        return COOMatrix(t._values(), idx[0], idx[1], shape)
+    if t.layout == torch.sparse_csr:
+        return CSRMatrix(t.values(), t.col_indices(), t.crow_indices(), shape)
+    if t.layout == torch.sparse_csc:
+        return CSCMatrix(t.values(), t.row_indices(), t.ccol_indices(), shape)
+    if t.layout == torch.sparse_bsr:
+        b = t.values().shape[1]
+        if t.values().shape[1] != t.values().shape[2]:
+            raise ValueError(f"{where}: only square blocks are supported, got {tuple(t.values().shape[1:])}")
+        return BSRMatrix(t.values(), t.col_indices(), t.crow_indices(), shape, block_size=b)
+    raise ValueError(f"{where}: unsupported layout {t.layout}")
+
+
+def eye_sparse(n: int, dtype: torch.dtype = torch.float32, device=None) -> CSRMatrix:
+    """The ``n x n`` identity as CSR.
+
+    Examples
+    --------
+    >>> import trnsparse
+    >>> trnsparse.eye_sparse(3).nnz
+    3
+    """
+    where = "eye_sparse"
+    n = v.integer(n, "n", where, minimum=0)
+    dt = _dtype_arg(dtype, where)
+    dev = torch.device("cpu") if device is None else torch.device(device)
+    return CSRMatrix._make(torch.ones(n, dtype=dt, device=dev), torch.arange(n, device=dev),
+                           torch.arange(n + 1, device=dev), (n, n))
+
+
+def random_sparse(m: int, n: int, density: float = 0.01, *, dtype: torch.dtype = torch.float32,
+                  device=None, seed=None, format: str = "csr") -> SparseMatrix:
+    """A random ``m x n`` matrix with ``round(density * m * n)`` distinct stored entries.
+
+    Positions are uniform without replacement and values uniform in
+    [0, 1) (complex: real and imaginary parts), like ``scipy.sparse.random``.
+
+    Parameters
+    ----------
+    m, n : int
+    density : float in [0, 1]
+    dtype : torch dtype, default float32
+    device : torch device, default CPU
+    seed : int or torch.Generator, optional
+    format : {"csr", "coo", "csc", "bsr"}
+
+    Examples
+    --------
+    >>> import trnsparse
+    >>> A = trnsparse.random_sparse(100, 50, density=0.1, seed=0)
+    >>> A.shape, A.nnz
+    ((100, 50), 500)
+    """
+    where = "random_sparse"
+    m = v.integer(m, "m", where, minimum=0)
+    n = v.integer(n, "n", where, minimum=0)
+    d = v.scalar(density, "density", where, complex_ok=False)
+    if not 0 <= d <= 1:
+        raise ValueError(f"{where}: density must be in [0, 1], got {density!r}")
+    dt = _dtype_arg(dtype, where)
+    fmt = v.choice(format, "format", {"csr": ("csr",), "csc": ("csc",), "coo": ("coo",), "bsr": ("bsr",)}, where)
+    if isinstance(seed, torch.Generator):
+        g = seed
+    elif seed is None:
+        g = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,))))
+    else:
+        g = torch.Generator().manual_seed(v.integer(seed, "seed", where, minimum=0))
+    total = m * n
+    k = int(round(d * total))
+    if k > total // 2:
+        keys = torch.randperm(total, generator=g)[:k]
+    else:
+        keys = torch.empty(0, dtype=torch.int64)
+        while keys.numel() < k:
+            draw = torch.randint(0, total, (int((k - keys.numel()) * 1.1) + 16,), generator=g)
+            keys = torch.unique(torch.cat([keys, draw]))
+        if keys.numel() > k:
+            keys = keys[torch.randperm(keys.numel(), generator=g)[:k]]
+    keys, _ = torch.sort(keys)
+    real = torch.float32 if dt in (torch.float32, torch.complex64) else torch.float64
+    vals = torch.rand(k, generator=g, dtype=real)
+    if dt.is_complex:
+        vals = torch.complex(vals, torch.rand(k, generator=g, dtype=real))
+    dev = torch.device("cpu") if device is None else torch.device(device)
+    rows, cols = (keys // n).to(dev), (keys % n).to(dev)
+    csr = CSRMatrix._make(vals.to(dev, dt), cols, _host.ptrs_from_sorted(rows, m), (m, n))
+    if fmt == "csr":
+        return csr
+    if fmt == "coo":
+        return csr.to_coo()
+    if fmt == "csc":
+        return csr.to_csc()
+    return csr.to_bsr()

@@ -1,0 +1,724 @@
+"""Sparse products, sums and triangular solves (cuSPARSE / scipy.sparse surface).
+
+Every public function validates its arguments into canonical form and
+calls one private ``_<op>_torch`` lowering that does no validation.
+Matrices may be any trnsparse format (or a SciPy sparse matrix); dense
+operands are torch tensors or NumPy arrays (NumPy in -> NumPy out).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from trnsci import _linalg as la
+from trnsci import _validate as v
+from trnsci._validate import numpy_io
+from trnsci.dispatch import Op
+
+from . import _host
+from .formats import BSRMatrix, COOMatrix, CSCMatrix, CSRMatrix, SparseMatrix, as_sparse
+
+_UPLO = la.uplo
+
+
+# --------------------------------------------------------------- helpers
+
+def _dense(x, name: str, where: str, dims, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    t = v.tensor(x, name, where)
+    if t.dtype != dtype:
+        if t.dtype not in v.BLAS_DTYPES:
+            v.dtype(t, name, v.BLAS_DTYPES, where)
+        raise TypeError(f"{where}: {name} has dtype {str(t.dtype).replace('torch.', '')} but the matrix has "
+                        f"{str(dtype).replace('torch.', '')}; cast them to one dtype")
+    v.ndim(t, name, dims, where)
+    if t.device != device:
+        raise ValueError(f"{where}: {name} is on {t.device} but the matrix is on {device}")
+    return t
+
+
+def _scalar(x, name: str, where: str, dtype: torch.dtype):
+    return v.scalar(x, name, where, complex_ok=dtype.is_complex)
+
+
+def _csr_parts(A: SparseMatrix):
+    c = A.to_csr()
+    return c.values, c.col_indices, c.row_ptrs, c.shape
+
+
+def _finish(result, alpha, y, beta):
+    if alpha != 1:
+        result = result * alpha
+    if y is not None and beta != 0:
+        result = result + beta * y
+    return result
+
+
+# --------------------------------------------------------------- SpMV / SpMM
+
+def _spmv_torch(values, col_indices, row_ptrs, shape, x, alpha, y, beta):
+    """y <- alpha * A @ x + beta * y for CSR arrays; x 1-D or 2-D."""
+    return _finish(_host.spmv(values, col_indices, row_ptrs, shape, x), alpha, y, beta)
+
+
+_spmm_torch = _spmv_torch  # one lowering serves vectors and column blocks
+
+# Thresholds: there is no Trainium here to calibrate them (``trnsci calibrate``
+# does that on hardware). They are set so a kernel launch (tens of
+# microseconds) is amortized by at least a few full 128x128x512 Tensor
+# Engine tiles of work; below that the host path wins.
+_TILE_FLOPS = 2 * 128 * 128 * 512
+
+
+def _ncols(x):
+    return 1 if x.dim() == 1 else x.shape[1]
+
+
+SPMM = Op(
+    "trnsparse.spmm", "flops", 8 * _TILE_FLOPS,
+    size=lambda values, cols, ptrs, shape, x, *r: 2.0 * values.shape[0] * _ncols(x),
+    describe=lambda values, cols, ptrs, shape, x, *r: f"CSR {shape[0]}x{shape[1]} nnz={values.shape[0]} @ "
+                                                       f"{_ncols(x)} column(s)",
+    doc="alpha * A @ X + beta * Y for a CSR matrix; flops = 2 nnz k",
+)
+SPMM.lowering("torch")(_spmv_torch)
+
+
+def _bsr_spmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size, B):
+    """C = A @ B for BSR arrays: one (b x b) @ (b x k) product per stored tile."""
+    m, n = shape
+    b = block_size
+    vec = B.dim() == 1
+    if vec:
+        B = B[:, None]
+    k = B.shape[1]
+    mb, nb = -(-m // b), -(-n // b)
+    Bp = B
+    if nb * b != n:
+        Bp = torch.cat([B, B.new_zeros(nb * b - n, k)])
+    nblk = blocks.shape[0]
+    if k <= 8 and _host.host_ok(blocks, Bp) and blocks.dtype == B.dtype:
+        # few right-hand sides: SciPy's BSR kernel beats a batched GEMM of (b x b) @ (b x k) tiles
+        y = np.zeros((mb * b, k), dtype=_host.np_view(Bp[:0]).dtype)
+        _host._st.bsr_matvecs(mb, nb, k, b, b, _host.np_view(block_row_ptrs), _host.np_view(block_col_indices),
+                              _host.np_view(blocks).ravel(), _host.np_view(Bp).ravel(), y.ravel())
+        out = torch.from_numpy(y)[:m]
+        return out[:, 0] if vec else out
+    out = torch.zeros(mb, b, k, dtype=torch.promote_types(blocks.dtype, B.dtype), device=B.device)
+    if nblk:
+        brow = _host.row_indices(block_row_ptrs, nblk)
+        Bt = Bp.reshape(nb, b, k)
+        step = max(1, (1 << 24) // max(1, b * k))  # bound the gathered operand to ~16M entries
+        for s in range(0, nblk, step):
+            e = min(nblk, s + step)
+            out = out.index_add(0, brow[s:e], torch.bmm(blocks[s:e], Bt[block_col_indices[s:e]]))
+    out = out.reshape(mb * b, k)[:m]
+    return out[:, 0] if vec else out
+
+
+def _bsr_flops(blocks, cols, ptrs, shape, b, B):
+    return 2.0 * blocks.shape[0] * b * b * _ncols(B)
+
+
+BSR_SPMM = Op(
+    "trnsparse.bsr_spmm", "flops", 8 * _TILE_FLOPS, size=_bsr_flops,
+    describe=lambda blocks, cols, ptrs, shape, b, B: f"BSR {shape[0]}x{shape[1]} ({blocks.shape[0]} stored "
+                                                      f"{b}x{b} blocks) @ {_ncols(B)} column(s)",
+    doc="A @ B for a BSR matrix, one tile product per stored block; flops = 2 n_blocks b^2 k",
+)
+BSR_SPMM.lowering("torch")(_bsr_spmm_torch)
+
+
+def _apply(A: SparseMatrix, x: torch.Tensor, alpha, y, beta):
+    if isinstance(A, BSRMatrix):
+        r = BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x)
+        return _finish(r, alpha, y, beta)
+    A = A.to_csr()
+    cols, ptrs = A._host_indices() if _host.host_ok(A.values, x) else (A.col_indices, A.row_ptrs)
+    return SPMM(A.values, cols, ptrs, A.shape, x, alpha, y, beta)
+
+
+@numpy_io
+def spmv(A, x, alpha=1.0, y=None, beta=0.0):
+    """Sparse matrix times dense vector: ``alpha * A @ x + beta * y``.
+
+    Parameters
+    ----------
+    A : sparse matrix (any trnsparse format or scipy.sparse), shape (m, n)
+    x : (n,) tensor or ndarray of A's dtype
+    alpha, beta : scalars (complex only for complex data)
+    y : (m,) tensor, optional (not modified)
+
+    Returns
+    -------
+    (m,) tensor (ndarray for NumPy input), on x's device.
+
+    Raises
+    ------
+    TypeError
+        A not a sparse matrix; x of another dtype.
+    ValueError
+        Length mismatches (named).
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> A = trnsparse.from_dense(torch.tensor([[2., 0.], [1., 3.]]))
+    >>> trnsparse.spmv(A, torch.tensor([1., 1.]), alpha=2.0)
+    tensor([4., 8.])
+    """
+    where = "spmv"
+    A = as_sparse(A, "A", where)
+    x = _dense(x, "x", where, 1, A.dtype, A.device)
+    m, n = A.shape
+    if x.shape[0] != n:
+        raise ValueError(f"{where}: x must have {n} entries (A has shape {A.shape}), got {tuple(x.shape)}")
+    alpha = _scalar(alpha, "alpha", where, A.dtype)
+    beta = _scalar(beta, "beta", where, A.dtype)
+    if y is not None:
+        y = _dense(y, "y", where, 1, A.dtype, A.device)
+        if y.shape[0] != m:
+            raise ValueError(f"{where}: y must have {m} entries (A has shape {A.shape}), got {tuple(y.shape)}")
+    return _apply(A, x, alpha, y, beta)
+
+
+@numpy_io
+def spmm(A, B, alpha=1.0, C=None, beta=0.0):
+    """Sparse matrix times dense matrix: ``alpha * A @ B + beta * C``.
+
+    Parameters
+    ----------
+    A : sparse matrix, shape (m, n)
+    B : (n, k) tensor of A's dtype
+    C : (m, k) tensor, optional (not modified)
+
+    Returns
+    -------
+    (m, k) tensor.
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> A = trnsparse.eye_sparse(2, dtype=torch.float64)
+    >>> trnsparse.spmm(A, torch.ones(2, 3, dtype=torch.float64), alpha=3.0)
+    tensor([[3., 3., 3.],
+            [3., 3., 3.]], dtype=torch.float64)
+    """
+    where = "spmm"
+    A = as_sparse(A, "A", where)
+    B = _dense(B, "B", where, 2, A.dtype, A.device)
+    m, n = A.shape
+    if B.shape[0] != n:
+        raise ValueError(f"{where}: B must have {n} rows (A has shape {A.shape}), got shape {tuple(B.shape)}")
+    alpha = _scalar(alpha, "alpha", where, A.dtype)
+    beta = _scalar(beta, "beta", where, A.dtype)
+    if C is not None:
+        C = _dense(C, "C", where, 2, A.dtype, A.device)
+        if tuple(C.shape) != (m, B.shape[1]):
+            raise ValueError(f"{where}: C must have shape {(m, B.shape[1])}, got {tuple(C.shape)}")
+    return _apply(A, B, alpha, C, beta)
+
+
+@numpy_io
+def bsr_spmm(A, B):
+    """Block-sparse times dense: ``A @ B`` with one tile product per stored block.
+
+    Parameters
+    ----------
+    A : BSRMatrix, shape (m, n) (other formats are tiled with block_size 128)
+    B : (n, k) or (n,) tensor of A's dtype
+
+    Returns
+    -------
+    (m, k) or (m,) tensor.
+
+    Notes
+    -----
+    Work and data read are proportional to the stored tiles:
+    ``2 * n_blocks * b**2 * k`` flops. This is the torch lowering of the
+    planned Tensor Engine kernel (one ``nc_matmul`` per tile into PSUM).
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> A = trnsparse.BSRMatrix.from_dense(torch.eye(4), block_size=2)
+    >>> trnsparse.bsr_spmm(A, torch.arange(8.).reshape(4, 2))[:, 0]
+    tensor([0., 2., 4., 6.])
+    """
+    where = "bsr_spmm"
+    A = as_sparse(A, "A", where)
+    if not isinstance(A, BSRMatrix):
+        A = A.to_bsr(128)
+    B = _dense(B, "B", where, (1, 2), A.dtype, A.device)
+    if B.shape[0] != A.shape[1]:
+        raise ValueError(f"{where}: B must have {A.shape[1]} rows (A has shape {A.shape}), got {tuple(B.shape)}")
+    return BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, B)
+
+
+def spmv_symmetric(A, x, alpha=1.0, uplo="upper"):
+    """``alpha * S @ x`` where S is the symmetric matrix held by one triangle of A.
+
+    Only the ``uplo`` triangle of A (with the diagonal) is read; the other
+    triangle is ignored. ``S = T + T_strict^T`` (a plain transpose, also
+    for complex data: complex symmetric, not Hermitian).
+
+    Parameters
+    ----------
+    A : square sparse matrix
+    x : (n,) or (n, k) tensor
+    alpha : scalar
+    uplo : {"upper", "lower"} (also "U"/"L")
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> A = trnsparse.from_dense(torch.tensor([[1., 2.], [99., 3.]]))
+    >>> trnsparse.spmv_symmetric(A, torch.tensor([1., 1.]), uplo="upper")
+    tensor([3., 5.])
+    """
+    return _spmv_symmetric_public(A, x, alpha, uplo)
+
+
+@numpy_io
+def _spmv_symmetric_public(A, x, alpha, uplo):
+    where = "spmv_symmetric"
+    A = as_sparse(A, "A", where)
+    m, n = A.shape
+    if m != n:
+        raise ValueError(f"{where}: A must be square, got shape {A.shape}")
+    x = _dense(x, "x", where, (1, 2), A.dtype, A.device)
+    if x.shape[0] != n:
+        raise ValueError(f"{where}: x must have {n} rows (A has shape {A.shape}), got {tuple(x.shape)}")
+    alpha = _scalar(alpha, "alpha", where, A.dtype)
+    code = _UPLO(uplo, "uplo", where)
+    vals, cols, ptrs, shape = _csr_parts(A)
+    return SPMV_SYMMETRIC(vals, cols, ptrs, n, x, alpha, code)
+
+
+def _spmv_symmetric_torch(values, col_indices, row_ptrs, n, x, alpha, uplo):
+    """alpha * (T + T_strict^T) @ x with T the uplo ('U'/'L') triangle of the CSR arrays."""
+    rows = _host.row_indices(row_ptrs, values.numel())
+    keep = col_indices >= rows if uplo == "U" else col_indices <= rows
+    r, c, w = rows[keep], col_indices[keep], values[keep]
+    strict = r != c
+    rr = torch.cat([r, c[strict]])
+    cc = torch.cat([c, r[strict]])
+    ww = torch.cat([w, w[strict]])
+    vals, rr, cc = _host.coo_canonical(ww, rr, cc, (n, n))
+    return _finish(_host.spmv(vals, cc, _host.ptrs_from_sorted(rr, n), (n, n), x), alpha, None, 0)
+
+
+SPMV_SYMMETRIC = Op(
+    "trnsparse.spmv_symmetric", "flops", float("inf"),  # no kernel
+    size=lambda values, cols, ptrs, n, x, *r: 4.0 * values.shape[0] * _ncols(x),
+    doc="alpha * S @ x, S symmetric from one stored triangle; flops ~ 4 nnz k",
+)
+SPMV_SYMMETRIC.lowering("torch")(_spmv_symmetric_torch)
+
+
+# --------------------------------------------------------------- SpGEMM / SDDMM
+
+def _spgemm_torch(a_values, a_cols, a_ptrs, a_shape, b_values, b_cols, b_ptrs, b_shape):
+    """C = A @ B for CSR arrays -> (values, col_indices, row_ptrs, sorted) (int32 indices from SciPy
+    when they fit, else int64): no duplicates; columns
+    sorted inside rows only when ``sorted`` is True (SciPy's SpGEMM leaves them unsorted)."""
+    return _host.spgemm((a_values, a_cols, a_ptrs), (b_values, b_cols, b_ptrs), a_shape, b_shape)
+
+
+SPGEMM = Op(
+    "trnsparse.spgemm", "nnz", float("inf"),  # no kernel: sparse x sparse stays on the host
+    size=lambda av, ac, ap, ash, bv, *r: float(av.shape[0] + bv.shape[0]),
+    doc="C = A @ B, both CSR; size = nnz(A) + nnz(B)",
+)
+SPGEMM.lowering("torch")(_spgemm_torch)
+
+
+def spgemm(A, B) -> CSRMatrix:
+    """Sparse times sparse: ``C = A @ B`` as a CSR matrix (canonical, no explicit zeros dropped).
+
+    Parameters
+    ----------
+    A : sparse matrix (m, k)
+    B : sparse matrix (k, n) of the same dtype
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> A = trnsparse.from_dense(torch.tensor([[1., 2.], [0., 3.]]))
+    >>> (A @ A).to_dense()
+    tensor([[1., 8.],
+            [0., 9.]])
+    """
+    where = "spgemm"
+    A = as_sparse(A, "A", where)
+    B = as_sparse(B, "B", where)
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"{where}: inner dimensions differ: A has shape {A.shape}, B has shape {B.shape}")
+    if A.dtype != B.dtype:
+        raise TypeError(f"{where}: B has dtype {B.dtype} but A has {A.dtype}; cast them to one dtype")
+    if A.device != B.device:
+        raise ValueError(f"{where}: B is on {B.device} but A is on {A.device}")
+    A, B = A.to_csr(), B.to_csr()
+    va, vb, sa, sb = A.values, B.values, A.shape, B.shape
+    if _host.host_ok(va, vb):
+        (ca, pa), (cb, pb) = A._host_indices(), B._host_indices()  # cached int32 copies
+    else:
+        ca, pa, cb, pb = A.col_indices, A.row_ptrs, B.col_indices, B.row_ptrs
+    vals, cols, ptrs, is_sorted = SPGEMM(va, ca, pa, sa, vb, cb, pb, sb)
+    return CSRMatrix._make(vals, cols, ptrs, (sa[0], sb[1]), is_sorted)
+
+
+def _sddmm_torch(col_indices, row_ptrs, values, X, Y, alpha, beta):
+    """values_out = alpha * (X @ Y)[i, j] + beta * values, for every stored (i, j)."""
+    nnz = col_indices.numel()
+    rows = _host.row_indices(row_ptrs, nnz)
+    k = X.shape[1]
+    Yt = Y.transpose(0, 1)
+    step = max(1, (1 << 24) // max(1, k))
+    parts = [(X[rows[s:s + step]] * Yt[col_indices[s:s + step]]).sum(1) for s in range(0, nnz, step)]
+    out = torch.cat(parts) if parts else X.new_zeros(0)
+    out = out * alpha if alpha != 1 else out
+    if beta != 0:
+        out = out + beta * values
+    return out
+
+
+SDDMM = Op(
+    "trnsparse.sddmm", "flops", float("inf"),  # CSR pattern: no kernel (the BSR pattern has one)
+    size=lambda cols, ptrs, values, X, Y, *r: 2.0 * cols.shape[0] * X.shape[1],
+    doc="alpha (X @ Y) sampled on a CSR pattern + beta A; flops = 2 nnz k",
+)
+SDDMM.lowering("torch")(_sddmm_torch)
+
+
+def _bsr_sddmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size, X, Y, alpha, beta):
+    """Every entry of every stored tile: alpha * (X @ Y) tile + beta * tile; (n_blocks, b, b) out.
+
+    Entries of ragged edge tiles outside ``shape`` stay zero.
+    """
+    m, n = shape
+    b = block_size
+    nblk = blocks.shape[0]
+    k = X.shape[1]
+    mb, nb = -(-m // b), -(-n // b)
+    Xp = torch.nn.functional.pad(X, (0, 0, 0, mb * b - m)).reshape(mb, b, k)
+    Yp = torch.nn.functional.pad(Y, (0, nb * b - n)).reshape(k, nb, b).permute(1, 0, 2)
+    brow = _host.row_indices(block_row_ptrs, nblk)
+    out = torch.bmm(Xp[brow], Yp[block_col_indices]) if nblk else blocks.new_zeros(0, b, b)
+    out = out * alpha if alpha != 1 else out
+    if beta != 0:
+        out = out + beta * blocks
+    return out
+
+
+BSR_SDDMM = Op(
+    "trnsparse.bsr_sddmm", "flops", 8 * _TILE_FLOPS,
+    size=lambda blocks, cols, ptrs, shape, b, X, *r: 2.0 * blocks.shape[0] * b * b * X.shape[1],
+    doc="alpha (X @ Y) on every entry of the stored tiles of a BSR pattern + beta A; flops = 2 n_blocks b^2 k",
+)
+BSR_SDDMM.lowering("torch")(_bsr_sddmm_torch)
+
+
+def sddmm(A_pattern, X, Y, alpha=1.0, beta=0.0) -> CSRMatrix:
+    """Sampled dense-dense product: ``alpha * (X @ Y)`` on A's pattern, ``+ beta * A``.
+
+    Parameters
+    ----------
+    A_pattern : sparse matrix (m, n); its stored positions select the outputs
+    X : (m, k) tensor, Y : (k, n) tensor (A's dtype)
+    alpha, beta : scalars
+
+    Returns
+    -------
+    CSRMatrix with A's pattern (explicit zeros kept); for a BSRMatrix pattern a
+    BSRMatrix with A's tiles, every entry of each stored tile sampled (tile
+    entries outside A's shape stay zero). Differentiable in X and Y.
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> P = trnsparse.eye_sparse(2)
+    >>> trnsparse.sddmm(P, torch.ones(2, 3), torch.ones(3, 2)).to_dense()
+    tensor([[3., 0.],
+            [0., 3.]])
+    """
+    where = "sddmm"
+    A = as_sparse(A_pattern, "A_pattern", where)
+    bsr = isinstance(A, BSRMatrix)
+    if not bsr:
+        A = A.to_csr()
+    X = _dense(X, "X", where, 2, A.dtype, A.device)
+    Y = _dense(Y, "Y", where, 2, A.dtype, A.device)
+    m, n = A.shape
+    if X.shape[0] != m or Y.shape[1] != n or X.shape[1] != Y.shape[0]:
+        raise ValueError(f"{where}: need X (m, k), Y (k, n) for A_pattern of shape {A.shape}: X has shape "
+                         f"{tuple(X.shape)}, Y has shape {tuple(Y.shape)}")
+    alpha = _scalar(alpha, "alpha", where, A.dtype)
+    beta = _scalar(beta, "beta", where, A.dtype)
+    if bsr:
+        blocks = BSR_SDDMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, X, Y, alpha, beta)
+        return BSRMatrix._make(blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size)
+    vals = SDDMM(A.col_indices, A.row_ptrs, A.values, X, Y, alpha, beta)
+    return CSRMatrix._make(vals, A.col_indices, A.row_ptrs, A.shape, A.has_sorted_indices)
+
+
+# --------------------------------------------------------------- triangular solves
+
+_SPSV_TILE = 128
+
+
+def _spsv_torch(values, col_indices, row_ptrs, n, B, lower, unit_diagonal, trans):
+    """Solve op(T) X = B, T the lower/upper triangle of the CSR arrays (n x n); B 1-D or 2-D.
+
+    Block forward substitution: 128-row tiles; each tile solves a dense
+    triangular block after subtracting the already-solved part (a gather
+    and segment sum). Python loops over tiles only.
+    """
+    if trans:
+        values, col_indices, row_ptrs = _host.csr_transpose(values, col_indices, row_ptrs, (n, n))
+        lower = not lower
+    vec = B.dim() == 1
+    if vec:
+        B = B[:, None]
+    k = B.shape[1]
+    rows = _host.row_indices(row_ptrs, values.numel())
+    cols = col_indices
+    keep = cols <= rows if lower else cols >= rows
+    if unit_diagonal:
+        keep &= cols != rows
+    rows, cols, vals = rows[keep], cols[keep], values[keep]
+    if not lower:  # reverse the order of the unknowns: an upper solve becomes a lower one
+        rows, cols, B = n - 1 - rows, n - 1 - cols, B.flip(0)
+    dtype = torch.promote_types(vals.dtype, B.dtype)
+    bs = min(_SPSV_TILE, max(n, 1))
+    nbk = -(-n // bs)
+    blk = rows // bs
+    inb = (cols // bs) == blk
+    tiles = torch.zeros(nbk, bs, bs, dtype=dtype, device=B.device)
+    tiles = tiles.index_put((blk[inb], rows[inb] % bs, cols[inb] % bs), vals[inb].to(dtype), accumulate=True)
+    eye = torch.arange(bs, device=B.device)
+    pad_rows = torch.arange(nbk * bs, device=B.device).reshape(nbk, bs) >= n
+    if unit_diagonal:
+        tiles[:, eye, eye] = 1
+    else:
+        tiles[:, eye, eye] = torch.where(pad_rows, torch.ones((), dtype=dtype, device=B.device),
+                                         tiles[:, eye, eye])
+    off = ~inb
+    orows, ocols, ovals = rows[off], cols[off], vals[off].to(dtype)
+    order = torch.argsort(orows, stable=True)
+    orows, ocols, ovals = orows[order], ocols[order], ovals[order]
+    optr = _host.ptrs_from_sorted(orows // bs, nbk).tolist()
+    Bp = B.to(dtype)
+    if nbk * bs != n:
+        Bp = torch.cat([Bp, Bp.new_zeros(nbk * bs - n, k)])
+    X = torch.zeros(nbk * bs, k, dtype=dtype, device=B.device)
+    for t in range(nbk):
+        r0 = t * bs
+        rhs = Bp[r0:r0 + bs]
+        s, e = optr[t], optr[t + 1]
+        if e > s:
+            contrib = torch.zeros(bs, k, dtype=dtype, device=B.device).index_add(
+                0, orows[s:e] - r0, ovals[s:e, None] * X[ocols[s:e]])
+            rhs = rhs - contrib
+        X[r0:r0 + bs] = torch.linalg.solve_triangular(tiles[t], rhs, upper=False,
+                                                      unitriangular=bool(unit_diagonal))
+    X = X[:n]
+    if not lower:
+        X = X.flip(0)
+    return X[:, 0] if vec else X
+
+
+SPSV = Op(
+    "trnsparse.spsv", "flops", float("inf"),  # no kernel: level-scheduled solves stay on the host
+    size=lambda values, cols, ptrs, n, B, *r: 2.0 * values.shape[0] * _ncols(B),
+    doc="sparse triangular solve op(A) X = B (CSR); flops = 2 nnz k",
+)
+SPSV.lowering("torch")(_spsv_torch)
+
+
+def _tri_solve(where, A, b, lower, unit_diagonal, trans, dims):
+    A = as_sparse(A, "A", where)
+    m, n = A.shape
+    if m != n:
+        raise ValueError(f"{where}: A must be square, got shape {A.shape}")
+    b = _dense(b, "b", where, dims, A.dtype, A.device)
+    if b.shape[0] != n:
+        raise ValueError(f"{where}: b must have {n} rows (A has shape {A.shape}), got shape {tuple(b.shape)}")
+    lower = _bool(lower, "lower", where)
+    unit = _bool(unit_diagonal, "unit_diagonal", where)
+    tr = _bool(trans, "trans", where)
+    vals, cols, ptrs, _ = _csr_parts(A)
+    if not unit:
+        rows = _host.row_indices(ptrs, vals.numel())
+        dmask = rows == cols
+        d = torch.zeros(n, dtype=A.dtype, device=A.device).index_add(0, rows[dmask], vals[dmask].detach())
+        zero = torch.nonzero(d == 0)
+        if zero.numel():
+            raise np.linalg.LinAlgError(f"{where}: A is singular: the diagonal entry of row "
+                                        f"{int(zero[0])} is zero or not stored")
+    return SPSV(vals, cols, ptrs, n, b, lower, unit, tr)
+
+
+def _bool(x, name, where) -> bool:
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    raise TypeError(f"{where}: {name} must be True or False, got {x!r}")
+
+
+@numpy_io
+def spsv(A, b, lower=True, unit_diagonal=False, trans=False):
+    """Sparse triangular solve ``op(A) x = b`` (keywords as ``scipy.sparse.linalg.spsolve_triangular``).
+
+    Parameters
+    ----------
+    A : square sparse matrix; only its ``lower`` (or upper) triangle is read
+    b : (n,) or (n, k) tensor of A's dtype
+    lower : bool, default True
+    unit_diagonal : bool, default False
+        Take the diagonal as ones (stored diagonal entries are ignored).
+    trans : bool, default False
+        Solve ``A^T x = b`` instead.
+
+    Returns
+    -------
+    x, same shape as b.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        (a ``ValueError``) when a diagonal entry is zero or missing.
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> L = trnsparse.from_dense(torch.tensor([[2., 0.], [1., 4.]], dtype=torch.float64))
+    >>> trnsparse.spsv(L, torch.tensor([2., 9.], dtype=torch.float64))
+    tensor([1., 2.], dtype=torch.float64)
+    """
+    return _tri_solve("spsv", A, b, lower, unit_diagonal, trans, (1, 2))
+
+
+@numpy_io
+def spsm(A, B, lower=True, unit_diagonal=False, trans=False):
+    """Sparse triangular solve with many right-hand sides: ``op(A) X = B`` (B is (n, k)).
+
+    See :func:`spsv` for the keywords.
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> U = trnsparse.from_dense(torch.tensor([[2., 1.], [0., 1.]], dtype=torch.float64))
+    >>> trnsparse.spsm(U, torch.tensor([[3., 2.], [1., 0.]], dtype=torch.float64), lower=False)
+    tensor([[1., 1.],
+            [1., 0.]], dtype=torch.float64)
+    """
+    return _tri_solve("spsm", A, B, lower, unit_diagonal, trans, 2)
+
+
+# --------------------------------------------------------------- structure ops
+
+def _sparse_add_torch(a, b, shape, alpha, beta):
+    """alpha * A + beta * B for COO triplets (values, rows, cols) -> canonical CSR arrays."""
+    (va, ra, ca), (vb, rb, cb) = a, b
+    vals = torch.cat([va * alpha if alpha != 1 else va, vb * beta if beta != 1 else vb])
+    vals, rows, cols = _host.coo_canonical(vals, torch.cat([ra, rb]), torch.cat([ca, cb]), shape)
+    return vals, cols, _host.ptrs_from_sorted(rows, shape[0])
+
+
+SPARSE_ADD = Op(
+    "trnsparse.sparse_add", "nnz", float("inf"),  # no kernel: a merge of index lists
+    size=lambda a, b, *r: float(a[0].shape[0] + b[0].shape[0]),
+    doc="alpha A + beta B on the union of the patterns; size = nnz(A) + nnz(B)",
+)
+SPARSE_ADD.lowering("torch")(_sparse_add_torch)
+
+
+def sparse_add(A, B, alpha=1.0, beta=1.0) -> CSRMatrix:
+    """``alpha * A + beta * B`` as CSR on the union of the patterns (no dense intermediate).
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> I = trnsparse.eye_sparse(2)
+    >>> (I + I).to_dense()
+    tensor([[2., 0.],
+            [0., 2.]])
+    """
+    where = "sparse_add"
+    A = as_sparse(A, "A", where)
+    B = as_sparse(B, "B", where)
+    if A.shape != B.shape:
+        raise ValueError(f"{where}: A has shape {A.shape} but B has shape {B.shape}")
+    if A.dtype != B.dtype:
+        raise TypeError(f"{where}: B has dtype {B.dtype} but A has {A.dtype}; cast them to one dtype")
+    if A.device != B.device:
+        raise ValueError(f"{where}: B is on {B.device} but A is on {A.device}")
+    alpha = _scalar(alpha, "alpha", where, A.dtype)
+    beta = _scalar(beta, "beta", where, A.dtype)
+    ca, cb = A.to_coo(), B.to_coo()
+    vals, cols, ptrs = SPARSE_ADD((ca.values, ca.row_indices, ca.col_indices),
+                                         (cb.values, cb.row_indices, cb.col_indices), A.shape, alpha, beta)
+    return CSRMatrix._make(vals, cols, ptrs, A.shape)
+
+
+def sparse_scale(A, alpha):
+    """``alpha * A`` in A's format (same pattern).
+
+    Examples
+    --------
+    >>> import trnsparse
+    >>> (trnsparse.sparse_scale(trnsparse.eye_sparse(2), 3.0)).to_dense()[1, 1].item()
+    3.0
+    """
+    where = "sparse_scale"
+    A = as_sparse(A, "A", where)
+    alpha = _scalar(alpha, "alpha", where, A.dtype)
+    if isinstance(A, BSRMatrix):
+        return BSRMatrix._make(A.blocks * alpha, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size)
+    if isinstance(A, COOMatrix):
+        return COOMatrix._make(A.values * alpha, A.row_indices, A.col_indices, A.shape, A._canonical)
+    if isinstance(A, CSCMatrix):
+        return CSCMatrix._make(A.values * alpha, A.row_indices, A.col_ptrs, A.shape)
+    return CSRMatrix._make(A.values * alpha, A.col_indices, A.row_ptrs, A.shape, A.has_sorted_indices)
+
+
+def sparse_transpose(A):
+    """``A^T`` (plain transpose, no conjugation) in A's format.
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> A = trnsparse.from_dense(torch.tensor([[0., 1.], [0., 0.]]))
+    >>> trnsparse.sparse_transpose(A).to_dense()
+    tensor([[0., 0.],
+            [1., 0.]])
+    """
+    where = "sparse_transpose"
+    A = as_sparse(A, "A", where)
+    m, n = A.shape
+    if isinstance(A, COOMatrix):
+        return COOMatrix._make(A.values, A.col_indices, A.row_indices, (n, m))
+    if isinstance(A, CSCMatrix):
+        return CSCMatrix._make(*_host.csr_transpose(A.values, A.row_indices, A.col_ptrs, (n, m)), (n, m))
+    if isinstance(A, BSRMatrix):
+        brow = A.block_row_indices
+        key = A.block_col_indices * max(A.n_block_rows, 1) + brow
+        order = torch.argsort(key, stable=True)
+        return BSRMatrix._make(A.blocks[order].transpose(1, 2).contiguous(), brow[order],
+                               _host.ptrs_from_sorted(A.block_col_indices[order], A.n_block_cols), (n, m),
+                               A.block_size)
+    vals, cols, ptrs = _host.csr_transpose(A.values, A.col_indices, A.row_ptrs, (m, n))
+    return CSRMatrix._make(vals, cols, ptrs, (n, m))
+
+
+def nnz_per_row(A) -> torch.Tensor:
+    """Stored entries per row of the canonical CSR form (int64, length m).
+
+    Examples
+    --------
+    >>> import trnsparse
+    >>> trnsparse.nnz_per_row(trnsparse.eye_sparse(3)).tolist()
+    [1, 1, 1]
+    """
+    A = as_sparse(A, "A", "nnz_per_row").to_csr()
+    return A.row_ptrs[1:] - A.row_ptrs[:-1]

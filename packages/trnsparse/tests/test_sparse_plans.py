@@ -1,0 +1,106 @@
+"""Every trnsparse op with a kernel: its plan says exactly what the call does, kernel or torch.
+
+The cases include calls the kernels cannot take (float64, block sizes other than 128, autograd,
+entry-level attention masks, non-finite Schwarz factors). A new op with a kernel fails
+``test_every_kernel_op_has_cases`` until it is listed here. Shapes are small (one or two tiles).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import trnsci
+import trnsparse
+from trnsci import dispatch
+from trnsci.testing import assert_plan_matches_run
+
+pytestmark = pytest.mark.simulator
+
+F64 = torch.float64
+
+
+def _t(*shape, dtype=torch.float32, seed=0, grad=False):
+    t = torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+    return t.requires_grad_() if grad else t
+
+
+def _bsr(m, n, dtype=torch.float32, block_size=128):
+    D = _t(m, n, dtype=dtype)
+    D[: min(m, 128), 128:] = 0  # one tile of the top block row left out
+    return trnsparse.BSRMatrix.from_dense(D, block_size=block_size)
+
+
+def _d(n, bad=False):
+    d = 10.0 ** torch.linspace(-8, 0, n)
+    if bad:
+        d[3] = float("nan")
+    return d
+
+
+_partial = trnsparse.BSRMatrix.from_dense((torch.rand(150, 150, generator=torch.Generator().manual_seed(1)) > 0.5)
+                                          .float(), block_size=128)
+
+CASES = {
+    "trnsparse.bsr_spmm": [
+        (trnsparse.bsr_spmm, (_bsr(150, 200), _t(200, 7))),
+        (trnsparse.spmm, (_bsr(150, 200), _t(200, 7))),  # reaches BSR SpMM through spmm
+        (trnsparse.bsr_spmm, (_bsr(150, 200, F64), _t(200, 7, dtype=F64))),  # dtype the kernel lacks
+        (trnsparse.bsr_spmm, (_bsr(20, 30, block_size=8), _t(30, 2))),  # block size 8
+        (trnsparse.bsr_spmm, (_bsr(150, 200), _t(200, 3, grad=True))),  # autograd
+    ],
+    "trnsparse.bsr_sddmm": [
+        (trnsparse.sddmm, (_bsr(150, 200), _t(150, 5), _t(5, 200))),
+        (trnsparse.sddmm, (_bsr(150, 200, F64), _t(150, 5, dtype=F64), _t(5, 200, dtype=F64))),
+        (trnsparse.sddmm, (_bsr(150, 200), _t(150, 5, grad=True), _t(5, 200))),
+    ],
+    "trnsparse.screened_spmm": [
+        (trnsparse.screened_spmm, (_t(140, 140), _d(140), _t(140, 6), 1e-8)),
+        (trnsparse.screened_spmm, (_t(140, 140, dtype=F64), _d(140), _t(140, 6, dtype=F64), 1e-8)),
+        (trnsparse.screened_spmm, (_t(140, 140), _d(140, bad=True), _t(140, 6), 1e-8)),
+    ],
+    "trnsparse.block_sparse_attention": [
+        (trnsparse.block_sparse_attention, (_t(150, 8), _t(150, 8), _t(150, 8),
+                                            trnsparse.local_window_mask(150, 1, block_size=128)), {"causal": True}),
+        (trnsparse.block_sparse_attention_tiled, (_t(150, 8), _t(150, 8), _t(150, 8),
+                                                  trnsparse.causal_mask(150, block_size=128))),
+        (trnsparse.block_sparse_attention, (_t(150, 8), _t(150, 8), _t(150, 8), _partial)),  # entry-level mask
+        (trnsparse.block_sparse_attention, (_t(150, 8).index_fill(0, torch.tensor([3]), float("nan")), _t(150, 8),
+                                            _t(150, 8), trnsparse.causal_mask(150, block_size=128))),  # NaN in Q
+        (trnsparse.block_sparse_attention, (_t(150, 8, dtype=F64), _t(150, 8, dtype=F64), _t(150, 8, dtype=F64),
+                                            trnsparse.causal_mask(150, block_size=128))),
+        (trnsparse.block_sparse_attention, (_t(150, 8), _t(150, 8), _t(150, 8),
+                                            trnsparse.causal_mask(150, block_size=64))),  # block size 64
+    ],
+}
+
+
+def test_every_kernel_op_has_cases():
+    with_kernel = {name for name, op in dispatch.ops("trnsparse").items() if op.has_kernel}
+    assert with_kernel == set(CASES)
+
+
+@pytest.mark.parametrize("backend", ["simulator", "torch"])
+@pytest.mark.parametrize("op_name,case", [(k, c) for k, cs in CASES.items() for c in cs],
+                         ids=lambda x: x if isinstance(x, str) else "")
+def test_plan_backend_is_what_ran(backend, op_name, case):
+    fn, args, kwargs = (*case, {})[:3]
+    with trnsci.use_backend(backend):
+        plan, _, runs = assert_plan_matches_run(fn, *args, **kwargs)
+    assert plan.op == op_name
+    if backend == "torch":
+        assert runs == [] and plan.backend == "torch"
+
+
+def test_plans_name_the_reason_the_kernel_cannot_take_a_call():
+    with trnsci.use_backend("simulator"):
+        p = dispatch.plan_call(trnsparse.bsr_spmm, _bsr(20, 30, block_size=8), _t(30, 2))
+        q = dispatch.plan_call(trnsparse.block_sparse_attention, _t(150, 8), _t(150, 8), _t(150, 8), _partial)
+        r = dispatch.plan_call(trnsparse.screened_spmm, _t(140, 140), _d(140, bad=True), _t(140, 6), 1e-8)
+        k = dispatch.plan_call(trnsparse.bsr_spmm, _bsr(150, 200), _t(200, 7))
+    assert p.backend == "torch" and "block_size 8" in p.reason
+    assert q.backend == "torch" and "entry-level" in q.reason
+    assert r.backend == "torch" and "non-finite" in r.reason
+    assert k.backend == "simulator" and k.kernel["name"] == "bsr_spmm_kernel"
+    assert np.isfinite(k.size)
