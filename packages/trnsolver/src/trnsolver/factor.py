@@ -61,7 +61,7 @@ def _check(x, where: str) -> bool:
 
 def _cholesky_torch(A: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.Tensor]:
     L, info = torch.linalg.cholesky_ex(A)
-    return (L.mH if upper else L), info
+    return (L.mH.resolve_conj() if upper else L), info
 
 
 @numpy_io
@@ -305,7 +305,8 @@ def _lu_solve_torch(LU: torch.Tensor, piv1: torch.Tensor, B: torch.Tensor, trans
         return torch.linalg.lu_solve(LU, piv1, B)
     if trans == "C" or not LU.is_complex():
         return torch.linalg.lu_solve(LU, piv1, B, adjoint=True)
-    return torch.linalg.lu_solve(LU.conj(), piv1, B.conj(), adjoint=True).conj()
+    # A^T = conj(A)^H, and conj(A) = P conj(L) conj(U) shares the pivots
+    return torch.linalg.lu_solve(LU.conj().resolve_conj(), piv1, B, adjoint=True)
 
 
 @numpy_io
@@ -776,6 +777,8 @@ def inv_sqrt_spd(A, *, min_eig=None, check_finite=True):
     min_eig = None if min_eig is None else cc.positive(min_eig, "min_eig", where)
     if cc.flag(check_finite, "check_finite", where):
         cc.finite(where, A=A)
+    if A.shape[-1] == 0:
+        return A.clone()
     X, wmin = _inv_sqrt_spd_torch(A, min_eig)
     if min_eig is None and wmin.numel() and bool((wmin <= 0).any()):
         i = int(torch.nonzero((wmin <= 0).reshape(-1))[0])
