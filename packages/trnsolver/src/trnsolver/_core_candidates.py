@@ -158,14 +158,18 @@ def batch_index(flat: int, shape: tuple) -> tuple:
 # ------------------------------------------------------------------ operators
 
 def _is_scipy(obj: Any) -> bool:
-    return type(obj).__module__.split(".")[0] == "scipy"
+    mod = type(obj).__module__ or ""
+    return mod.split(".")[0] == "scipy" or type(obj).__name__ == "SuperLU"
 
 
 def _call_foreign(fn: Callable, x: torch.Tensor, scipy_like: bool) -> torch.Tensor:
     if scipy_like:
         y = fn(x.detach().cpu().numpy())
     else:
-        y = fn(x)
+        try:
+            y = fn(x)
+        except TypeError:   # a NumPy-only object (e.g. SciPy's SuperLU, a C type)
+            y = fn(x.detach().cpu().numpy())
     if isinstance(y, np.ndarray) or not isinstance(y, torch.Tensor):
         y = torch.as_tensor(np.asarray(y))
     return y.reshape(x.shape).to(dtype=x.dtype, device=x.device)

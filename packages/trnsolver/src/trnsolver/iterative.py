@@ -93,11 +93,18 @@ def _cg_torch(matvec, b, x0, tol, atol, maxiter, precond):
         r.sub_(Ap, alpha=float(alpha)) if not r.is_complex() else r.sub_(alpha * Ap)
         rn = float(torch.linalg.vector_norm(r))
         hist.append(rn / scale)
+        restart = False
         if rn <= stop:
-            break
+            # the recursive residual drifts from b - A x: confirm, else replace and restart
+            r = b - matvec(x)
+            rn = float(torch.linalg.vector_norm(r))
+            hist[-1] = rn / scale
+            if rn <= stop:
+                break
+            restart = True
         z = precond(r) if precond is not None else r
         rz_new = _dot(r, z).real
-        beta = rz_new / rz
+        beta = 0.0 if restart else rz_new / rz
         rz = rz_new
         p = z + beta * p
     return x, it, hist
@@ -303,6 +310,10 @@ def _bicgstab_torch(matvec, b, x0, tol, atol, maxiter, precond):
         rho = rho_new
         rn = float(torch.linalg.vector_norm(r))
         hist.append(rn / scale)
+        if rn <= stop:   # confirm with the true residual; replace it if the recursion drifted
+            r = b - matvec(x)
+            rn = float(torch.linalg.vector_norm(r))
+            hist[-1] = rn / scale
         if rn <= stop or float(abs(omega)) == 0.0:
             break
     return x, it, hist
