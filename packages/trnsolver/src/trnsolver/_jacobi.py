@@ -92,9 +92,9 @@ def _sorted(A, V):
     return w, V
 
 
-def _jacobi_eigh_torch(A: torch.Tensor, tol: float, max_sweeps: int):
-    """Scalar parallel Jacobi. Returns ``(w ascending, V, sweeps)`` with
-    ``A = V diag(w) V^T``; ``sweeps`` is the number of sweeps run."""
+def _jacobi_eigh_torch(A: torch.Tensor, tol: float, max_sweeps: int, sort: bool = True):
+    """Scalar parallel Jacobi. Returns ``(w, V, sweeps)`` with ``A = V diag(w) V^T``
+    (``w`` ascending when ``sort``); ``sweeps`` is the number of sweeps run."""
     n = A.shape[-1]
     A = 0.5 * (A + A.mT)
     pad = n % 2
@@ -114,6 +114,8 @@ def _jacobi_eigh_torch(A: torch.Tensor, tol: float, max_sweeps: int):
                 A, V = _apply_round(A, V, tops[r], bots[r])
     if pad:  # the padded row/column stays exactly zero; drop it
         A, V = A[..., :n, :n], V[..., :n, :n]
+    if not sort:
+        return A.diagonal(dim1=-2, dim2=-1), V, sweeps
     w, V = _sorted(A, V)
     return w, V, sweeps
 
@@ -152,7 +154,9 @@ def _block_jacobi_eigh_torch(A: torch.Tensor, tol: float, max_sweeps: int, block
             # index sets of the nb/2 block pairs: (npair, 2*block)
             idx = torch.cat([tops[r][:, None] * block + ar, bots[r][:, None] * block + ar], dim=1).to(A.device)
             sub = A[..., idx[:, :, None], idx[:, None, :]]          # (..., npair, 2b, 2b)
-            _, U, _ = _jacobi_eigh_torch(sub, 0.0, inner_sweeps)  # one tile per pair, batched, fixed sweeps
+            # one tile per pair, batched, fixed sweeps; unsorted (sorting inside a pair
+            # whose blocks swap top/bottom roles between rounds makes the sweep cycle)
+            _, U, _ = _jacobi_eigh_torch(sub, 0.0, inner_sweeps, sort=False)
             # rows then columns as block matmuls:  A_S <- U^T A_S ; A_S <- A_S U
             rows = A[..., idx, :]                                    # (..., npair, 2b, m)
             A = A.clone()
