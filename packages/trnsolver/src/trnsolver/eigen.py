@@ -167,7 +167,7 @@ def eigh_generalized(A, B, max_sweeps=100, tol=1e-10, *, subset_by_index=None, c
     >>> import torch, trnsolver
     >>> A = torch.tensor([[2.0, 0.0], [0.0, 8.0]], dtype=torch.float64)
     >>> B = torch.tensor([[1.0, 0.0], [0.0, 2.0]], dtype=torch.float64)
-    >>> trnsolver.eigh_generalized(A, B)[0].tolist()
+    >>> [round(v, 12) for v in trnsolver.eigh_generalized(A, B)[0].tolist()]
     [2.0, 4.0]
     """
     where = "eigh_generalized"

@@ -146,7 +146,8 @@ def cho_factor(A, lower=False, *, check_finite=True):
     >>> import torch, trnsolver
     >>> A = torch.tensor([[4.0, 2.0], [2.0, 3.0]], dtype=torch.float64)
     >>> cf = trnsolver.cho_factor(A)
-    >>> trnsolver.cho_solve(cf, torch.tensor([6.0, 5.0], dtype=torch.float64)).tolist()
+    >>> x = trnsolver.cho_solve(cf, torch.tensor([6.0, 5.0], dtype=torch.float64))
+    >>> [round(v, 12) for v in x.tolist()]
     [1.0, 1.0]
     """
     where = "cho_factor"
@@ -181,8 +182,9 @@ def cho_solve(c_and_lower, b, *, check_finite=True):
     --------
     >>> import torch, trnsolver
     >>> A = torch.tensor([[2.0, 1.0], [1.0, 2.0]], dtype=torch.float64)
-    >>> trnsolver.cho_solve(trnsolver.cho_factor(A, lower=True), torch.tensor([3.0, 3.0], dtype=torch.float64))
-    tensor([1., 1.], dtype=torch.float64)
+    >>> x = trnsolver.cho_solve(trnsolver.cho_factor(A, lower=True), torch.tensor([3.0, 3.0], dtype=torch.float64))
+    >>> [round(v, 12) for v in x.tolist()]
+    [1.0, 1.0]
     """
     where = "cho_solve"
     if not isinstance(c_and_lower, (tuple, list)) or len(c_and_lower) != 2:
@@ -606,7 +608,7 @@ def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
     >>> import torch, trnsolver
     >>> A = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=torch.float64)
     >>> x, res, rank, s = trnsolver.lstsq(A, torch.tensor([1.0, 1.0, 2.0], dtype=torch.float64))
-    >>> x.tolist(), int(rank)
+    >>> [round(v, 12) for v in x.tolist()], int(rank)
     ([1.0, 1.0], 2)
     """
     where = "lstsq"
@@ -676,8 +678,9 @@ def inv_spd(A, *, check_finite=True):
     Examples
     --------
     >>> import torch, trnsolver
-    >>> trnsolver.inv_spd(torch.tensor([[4.0, 0.0], [0.0, 2.0]])).tolist()
-    [[0.25, 0.0], [0.0, 0.5]]
+    >>> X = trnsolver.inv_spd(torch.tensor([[4.0, 0.0], [0.0, 2.0]], dtype=torch.float64))
+    >>> [round(v, 12) for v in X.diagonal().tolist()]
+    [0.25, 0.5]
     """
     where = "inv_spd"
     A = cc.square_matrix(A, "A", where)
