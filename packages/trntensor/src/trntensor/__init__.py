@@ -1,13 +1,35 @@
 """trntensor: cuTENSOR for AWS Trainium -- einsum with contraction planning and tensor decompositions.
 
-Every operation validates its arguments, asks :mod:`trnsci.dispatch` which
-backend runs it, and calls either its torch lowering or its NKI kernel.
+Every operation validates its arguments and runs its torch implementation;
+GEMM-shaped contraction steps go through trnblas. NKI kernels come later
+(see the docs page's "Kernels (planned)").
 """
 
 from trnsci._libinfo import library_version as _library_version
 from trnsci.backend import bind as _bind
 
+from .chem import ao_to_mo_transform, mp2_energy
+from .decompose import cp_decompose, cp_reconstruct, tt_decompose, tt_reconstruct, tucker_decompose, tucker_reconstruct
+from .einsum import einsum, multi_einsum, tensordot
+from .plan import (
+    ContractionPlan,
+    ContractionStep,
+    clear_plan_cache,
+    contract_path,
+    estimate_flops,
+    plan_cache_info,
+    plan_contraction,
+)
+from .residency import HAS_NKI, from_xla, to_xla
+
 __version__ = _library_version("trntensor")
 set_backend, get_backend, use_backend = _bind("trntensor")
 
-__all__ = ["__version__", "set_backend", "get_backend", "use_backend"]
+__all__ = [
+    "__version__", "set_backend", "get_backend", "use_backend", "HAS_NKI",
+    "einsum", "multi_einsum", "tensordot",
+    "ContractionPlan", "ContractionStep", "plan_contraction", "contract_path", "estimate_flops",
+    "clear_plan_cache", "plan_cache_info",
+    "cp_decompose", "cp_reconstruct", "tucker_decompose", "tucker_reconstruct", "tt_decompose", "tt_reconstruct",
+    "ao_to_mo_transform", "mp2_energy", "to_xla", "from_xla",
+]

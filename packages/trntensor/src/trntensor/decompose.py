@@ -1,0 +1,393 @@
+"""Tensor decompositions: CP (ALS), Tucker (HOSVD / HOOI), tensor train (TT-SVD).
+
+All heavy steps are GEMMs on unfoldings (mode-n matricizations, C order:
+``unfold(T, n) = T.moveaxis(n, 0).reshape(T.shape[n], -1)``); the
+Khatri-Rao product is one broadcast multiply per factor, no loop over rank.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from trnsci import _validate as V
+
+__all__ = ["cp_decompose", "cp_reconstruct", "tucker_decompose", "tucker_reconstruct", "tt_decompose",
+           "tt_reconstruct"]
+
+_DTYPES = (torch.float32, torch.float64)
+_METHOD = V.Options({"hooi": ("hooi",), "hosvd": ("hosvd",)})
+
+
+def _unfold(T, n):
+    return T.moveaxis(n, 0).reshape(T.shape[n], -1)
+
+
+def _mode_dot(T, M, n):
+    """``T x_n M``: contracts mode ``n`` of ``T`` with the columns of ``M`` (J, I_n)."""
+    return torch.tensordot(T, M, dims=([n], [1])).moveaxis(-1, n)
+
+
+def _khatri_rao(mats):
+    """Column-wise Kronecker product of (I_k, R) matrices, first matrix slowest."""
+    R = mats[0].shape[1]
+    out = mats[0]
+    for M in mats[1:]:
+        out = (out[:, None, :] * M[None, :, :]).reshape(-1, R)
+    return out
+
+
+def _tensor(T, where, min_dim=2):
+    T = V.tensor(T, "tensor", where)
+    V.dtype(T, "tensor", _DTYPES, where)
+    if T.dim() < min_dim:
+        raise ValueError(f"{where}: tensor must have at least {min_dim} dimensions, got shape {tuple(T.shape)}")
+    if T.numel() == 0:
+        raise ValueError(f"{where}: tensor is empty (shape {tuple(T.shape)})")
+    if not bool(torch.isfinite(T).all()):
+        raise ValueError(f"{where}: tensor holds NaN or Inf")
+    return T
+
+
+# ------------------------------------------------------------------ CP
+
+def _cp_torch(T, rank, max_iter, tol, seed):
+    """CP-ALS with SVD-based initialization; returns ``(factors, weights, n_iter)``."""
+    generator = torch.Generator().manual_seed(seed)
+    d = T.dim()
+    factors = []
+    for n in range(d):
+        U = torch.linalg.svd(_unfold(T, n), full_matrices=False)[0]
+        if U.shape[1] < rank:
+            extra = torch.randn(T.shape[n], rank - U.shape[1], generator=generator, dtype=torch.float64)
+            U = torch.cat([U, extra.to(device=T.device, dtype=T.dtype)], 1)
+        factors.append(U[:, :rank].clone())
+    weights = torch.ones(rank, dtype=T.dtype, device=T.device)
+    normT = torch.linalg.norm(T)
+    prev = math.inf
+    grams = [F.mT @ F for F in factors]
+    it = 0
+    for it in range(1, max_iter + 1):  # noqa: B007 -- the sweep count is returned
+        for n in range(d):
+            others = [factors[k] for k in range(d) if k != n]
+            G = torch.ones_like(grams[0])
+            for k in range(d):
+                if k != n:
+                    G = G * grams[k]
+            mttkrp = _unfold(T, n) @ _khatri_rao(others)
+            F = mttkrp @ torch.linalg.pinv(G, hermitian=True)
+            weights = torch.linalg.norm(F, dim=0)
+            F = F / torch.where(weights > 0, weights, torch.ones_like(weights))
+            factors[n] = F
+            grams[n] = F.mT @ F
+        X = ((factors[0] * weights) @ _khatri_rao(factors[1:]).mT).reshape(T.shape)
+        err = float(torch.linalg.norm(T - X) / normT)
+        if err < tol or prev - err < tol * 1e-3:
+            break
+        prev = err
+    return factors, weights, it
+
+
+def cp_decompose(tensor, rank, max_iter=100, tol=1e-6, *, seed=0):
+    """CP (CANDECOMP/PARAFAC) decomposition by alternating least squares.
+
+    ``T[i, j, k, ...] ~ sum_r w[r] A0[i, r] A1[j, r] A2[k, r] ...``
+
+    Parameters
+    ----------
+    tensor : tensor, at least 2-D, float32 or float64
+    rank : int >= 1
+    max_iter : int
+        ALS sweeps at most.
+    tol : float
+        Stop once the relative error ``||T - X|| / ||T||`` drops below
+        ``tol`` or stops improving.
+    seed : int
+        Seeds the random columns used when ``rank`` exceeds a mode's size
+        (initialization is otherwise the leading singular vectors).
+
+    Returns
+    -------
+    factors : list of tensors (I_n, rank)
+        Unit-norm columns.
+    weights : tensor (rank,)
+
+    Raises
+    ------
+    TypeError, ValueError
+        Wrong types, empty or non-finite tensors, ``rank < 1``.
+
+    Examples
+    --------
+    >>> import torch, trntensor
+    >>> g = torch.Generator().manual_seed(0)
+    >>> A, B, C = (torch.randn(n, 2, generator=g, dtype=torch.float64) for n in (4, 5, 6))
+    >>> T = torch.einsum("ir,jr,kr->ijk", A, B, C)
+    >>> f, w = trntensor.cp_decompose(T, 2, max_iter=500, tol=1e-12)
+    >>> bool(torch.linalg.norm(trntensor.cp_reconstruct(f, w) - T) < 1e-8 * torch.linalg.norm(T))
+    True
+    """
+    where = "cp_decompose"
+    T = _tensor(tensor, where)
+    rank = V.integer(rank, "rank", where, minimum=1)
+    max_iter = V.integer(max_iter, "max_iter", where, minimum=1)
+    tol = V.scalar(tol, "tol", where, complex_ok=False)
+    if not tol >= 0:
+        raise ValueError(f"{where}: tol must be >= 0, got {tol}")
+    seed = V.integer(seed, "seed", where)
+    factors, weights, _ = _cp_torch(T, rank, max_iter, tol, seed)
+    return factors, weights
+
+
+def cp_reconstruct(factors, weights=None):
+    """The full tensor ``sum_r w[r] A0[:, r] o A1[:, r] o ...`` of CP factors.
+
+    Parameters
+    ----------
+    factors : list of tensors (I_n, R)
+    weights : tensor (R,), optional (ones)
+
+    Returns
+    -------
+    tensor (I_0, I_1, ...)
+
+    Examples
+    --------
+    >>> import torch, trntensor
+    >>> trntensor.cp_reconstruct([torch.ones(2, 1), torch.ones(3, 1)], torch.tensor([2.0])).tolist()
+    [[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]]
+    """
+    where = "cp_reconstruct"
+    if not isinstance(factors, (list, tuple)) or not factors:
+        raise TypeError(f"{where}: factors must be a non-empty list of matrices")
+    fs = [V.tensor(f, f"factors[{k}]", where) for k, f in enumerate(factors)]
+    for k, f in enumerate(fs):
+        V.dtype(f, f"factors[{k}]", _DTYPES, where)
+        V.ndim(f, f"factors[{k}]", 2, where)
+        if f.shape[1] != fs[0].shape[1]:
+            raise ValueError(f"{where}: factors[{k}] has {f.shape[1]} columns but factors[0] has {fs[0].shape[1]}")
+    V.same_dtype(where, **{f"factors[{k}]": f for k, f in enumerate(fs)})
+    R = fs[0].shape[1]
+    if weights is None:
+        w = torch.ones(R, dtype=fs[0].dtype, device=fs[0].device)
+    else:
+        w = V.tensor(weights, "weights", where)
+        V.shape(w, "weights", (R,), where)
+        w = w.to(fs[0].dtype)
+    return _cp_reconstruct_torch(fs, w)
+
+
+def _cp_reconstruct_torch(factors, weights):
+    """``sum_r w[r] A0[:, r] o A1[:, r] o ...`` as one GEMM against the Khatri-Rao product."""
+    shape = tuple(f.shape[0] for f in factors)
+    if len(factors) == 1:
+        return factors[0] @ weights
+    return ((factors[0] * weights) @ _khatri_rao(factors[1:]).mT).reshape(shape)
+
+
+# ------------------------------------------------------------------ Tucker
+
+def _leading(M, r):
+    return torch.linalg.svd(M, full_matrices=False)[0][:, :r]
+
+
+def _tucker_torch(T, ranks, method, max_iter, tol):
+    d = T.dim()
+    factors = [_leading(_unfold(T, n), ranks[n]) for n in range(d)]
+    if method == "hooi":
+        normT = torch.linalg.norm(T)
+        prev = None
+        for _ in range(max_iter):
+            for n in range(d):
+                Y = T
+                for k in range(d):
+                    if k != n:
+                        Y = _mode_dot(Y, factors[k].mT, k)
+                factors[n] = _leading(_unfold(Y, n), ranks[n])
+            core = _mode_dot(Y, factors[d - 1].mT, d - 1)
+            fit = float(torch.linalg.norm(core) / normT)
+            if prev is not None and abs(fit - prev) < tol:
+                break
+            prev = fit
+    core = T
+    for n in range(d):
+        core = _mode_dot(core, factors[n].mT, n)
+    return core, factors
+
+
+def tucker_decompose(tensor, ranks, method="hosvd", *, max_iter=50, tol=1e-8):
+    """Tucker decomposition ``T ~ G x_0 U0 x_1 U1 ...``.
+
+    Parameters
+    ----------
+    tensor : tensor, at least 2-D, float32 or float64
+    ranks : sequence of int
+        Core size per mode, ``1 <= ranks[n] <= tensor.shape[n]``.
+    method : {"hosvd", "hooi"}
+        ``"hosvd"``: leading left singular vectors of each unfolding.
+        ``"hooi"``: higher-order orthogonal iteration from the HOSVD start
+        (never a worse fit).
+    max_iter, tol
+        HOOI sweeps at most, and the change in ``||G|| / ||T||`` that stops it.
+
+    Returns
+    -------
+    core : tensor of shape ``ranks``
+    factors : list of tensors (I_n, ranks[n]) with orthonormal columns
+
+    Examples
+    --------
+    >>> import torch, trntensor
+    >>> T = torch.randn(4, 5, 6, dtype=torch.float64)
+    >>> G, U = trntensor.tucker_decompose(T, (4, 5, 6))
+    >>> bool(torch.allclose(trntensor.tucker_reconstruct(G, U), T))
+    True
+    """
+    where = "tucker_decompose"
+    T = _tensor(tensor, where)
+    if not isinstance(ranks, (list, tuple)):
+        raise TypeError(f"{where}: ranks must be a sequence of ints, got {type(ranks).__name__}")
+    if len(ranks) != T.dim():
+        raise ValueError(f"{where}: ranks has {len(ranks)} entries for a {T.dim()}-D tensor")
+    ranks = tuple(V.integer(r, f"ranks[{k}]", where, minimum=1) for k, r in enumerate(ranks))
+    for k, (r, n) in enumerate(zip(ranks, T.shape)):
+        if r > n:
+            raise ValueError(f"{where}: ranks[{k}]={r} exceeds the mode's size {n}")
+    method = _METHOD(method, "method", where)
+    max_iter = V.integer(max_iter, "max_iter", where, minimum=1)
+    tol = V.scalar(tol, "tol", where, complex_ok=False)
+    return _tucker_torch(T, ranks, method, max_iter, tol)
+
+
+def tucker_reconstruct(core, factors):
+    """The full tensor ``G x_0 U0 x_1 U1 ...``.
+
+    Examples
+    --------
+    >>> import torch, trntensor
+    >>> trntensor.tucker_reconstruct(torch.ones(1, 1), [torch.ones(2, 1), torch.ones(3, 1)]).shape
+    torch.Size([2, 3])
+    """
+    where = "tucker_reconstruct"
+    G = V.tensor(core, "core", where)
+    V.dtype(G, "core", _DTYPES, where)
+    if not isinstance(factors, (list, tuple)) or len(factors) != G.dim():
+        raise ValueError(f"{where}: factors must be a list of {G.dim()} matrices (one per core mode)")
+    Us = []
+    for n, U in enumerate(factors):
+        U = V.tensor(U, f"factors[{n}]", where)
+        V.ndim(U, f"factors[{n}]", 2, where)
+        if U.shape[1] != G.shape[n]:
+            raise ValueError(f"{where}: factors[{n}] has {U.shape[1]} columns but core mode {n} has size {G.shape[n]}")
+        Us.append(U.to(G.dtype))
+    return _tucker_reconstruct_torch(G, Us)
+
+
+def _tucker_reconstruct_torch(core, factors):
+    """``G x_0 U0 x_1 U1 ...``: one mode product (GEMM) per mode."""
+    X = core
+    for n, U in enumerate(factors):
+        X = _mode_dot(X, U, n)
+    return X
+
+
+# ------------------------------------------------------------------ tensor train
+
+def _tt_torch(T, max_rank, tol):
+    d = T.dim()
+    shape = T.shape
+    delta = tol * float(torch.linalg.norm(T)) / math.sqrt(max(d - 1, 1)) if tol else 0.0
+    cores = []
+    r = 1
+    M = T.reshape(1, -1)
+    for n in range(d - 1):
+        M = M.reshape(r * shape[n], -1)
+        U, S, Vh = torch.linalg.svd(M, full_matrices=False)
+        # smallest rank whose discarded tail has norm <= delta
+        tail = torch.flip(torch.cumsum(torch.flip(S**2, [0]), 0), [0])  # tail[k] = sum_{j>=k} S_j^2
+        keep = int((tail > delta**2).sum()) if delta > 0 else int((S > 0).sum())
+        keep = max(1, keep)
+        if max_rank is not None:
+            keep = min(keep, max_rank)
+        cores.append(U[:, :keep].reshape(r, shape[n], keep))
+        M = S[:keep, None] * Vh[:keep]
+        r = keep
+    cores.append(M.reshape(r, shape[d - 1], 1))
+    return cores
+
+
+def tt_decompose(tensor, max_rank=None, tol=None):
+    """Tensor-train (matrix product state) decomposition by sequential SVDs.
+
+    ``T[i0, i1, ...] ~ G0[0, i0, :] @ G1[:, i1, :] @ ... @ G_{d-1}[:, i_{d-1}, 0]``
+
+    Parameters
+    ----------
+    tensor : tensor, at least 2-D, float32 or float64
+    max_rank : int, optional
+        Cap on every TT rank.
+    tol : float, optional
+        Relative Frobenius error target: each of the ``d - 1`` truncations
+        discards at most ``tol ||T|| / sqrt(d - 1)``, so the total relative
+        error is at most ``tol`` (before a ``max_rank`` cap). Neither given:
+        exact (ranks limited only by numerical zeros).
+
+    Returns
+    -------
+    list of tensors (r_{n-1}, I_n, r_n), ``r_{-1} = r_{d-1} = 1``
+
+    Examples
+    --------
+    >>> import torch, trntensor
+    >>> T = torch.randn(3, 4, 5, dtype=torch.float64)
+    >>> cores = trntensor.tt_decompose(T)
+    >>> [tuple(c.shape) for c in cores]
+    [(1, 3, 3), (3, 4, 5), (5, 5, 1)]
+    >>> bool(torch.allclose(trntensor.tt_reconstruct(cores), T))
+    True
+    """
+    where = "tt_decompose"
+    T = _tensor(tensor, where)
+    if max_rank is not None:
+        max_rank = V.integer(max_rank, "max_rank", where, minimum=1)
+    if tol is not None:
+        tol = V.scalar(tol, "tol", where, complex_ok=False)
+        if not tol >= 0:
+            raise ValueError(f"{where}: tol must be >= 0, got {tol}")
+    return _tt_torch(T, max_rank, tol)
+
+
+def tt_reconstruct(cores):
+    """The full tensor of TT cores (see :func:`tt_decompose`).
+
+    Examples
+    --------
+    >>> import torch, trntensor
+    >>> trntensor.tt_reconstruct([torch.ones(1, 2, 1), torch.ones(1, 3, 1)]).shape
+    torch.Size([2, 3])
+    """
+    where = "tt_reconstruct"
+    if not isinstance(cores, (list, tuple)) or not cores:
+        raise TypeError(f"{where}: cores must be a non-empty list of 3-D tensors")
+    cs = [V.tensor(c, f"cores[{k}]", where) for k, c in enumerate(cores)]
+    for k, c in enumerate(cs):
+        V.ndim(c, f"cores[{k}]", 3, where)
+        V.dtype(c, f"cores[{k}]", _DTYPES, where)
+        prev = 1 if k == 0 else cs[k - 1].shape[2]
+        if c.shape[0] != prev:
+            raise ValueError(f"{where}: cores[{k}] has left rank {c.shape[0]} but the previous right rank is {prev}")
+    if cs[-1].shape[2] != 1:
+        raise ValueError(f"{where}: the last core's right rank must be 1, got {cs[-1].shape[2]}")
+    return _tt_reconstruct_torch([c.to(cs[0].dtype) for c in cs])
+
+
+def _tt_reconstruct_torch(cores):
+    """Left-to-right GEMMs ``(I_0...I_k, r_k) @ (r_k, I_{k+1} r_{k+1})``."""
+    X = cores[0].reshape(cores[0].shape[1], cores[0].shape[2])
+    shape = [cores[0].shape[1]]
+    for c in cores[1:]:
+        X = X @ c.reshape(c.shape[0], -1)
+        shape.append(c.shape[1])
+        X = X.reshape(-1, c.shape[2])
+    return X.reshape(shape)

@@ -1,0 +1,460 @@
+"""Einstein summation: :func:`einsum`, :func:`multi_einsum`, :func:`tensordot`.
+
+Each call is planned once per signature (:mod:`trntensor.plan`, cached) and
+run step by step: every pairwise step is a permute + reshape into a GEMM or
+batched GEMM (TTGT), run by :func:`trnblas.gemm` / :func:`trnblas.batched_gemm`
+when large enough to reach their kernels, a broadcast multiply when no index
+is summed, or a sum.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+
+import numpy as np
+import torch
+
+import trnblas
+from trnsci import _validate as V
+
+from . import plan as P
+
+__all__ = ["einsum", "multi_einsum", "tensordot"]
+
+_BLAS_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
+_HIGH = {torch.float16: torch.float64, torch.bfloat16: torch.float64, torch.float32: torch.float64,
+         torch.float64: torch.float64, torch.complex64: torch.complex128, torch.complex128: torch.complex128}
+
+
+# ------------------------------------------------------------------ execution (no validation)
+
+def _mm(a, b, blas):
+    if blas:
+        return trnblas.gemm(1.0, a, b)
+    return torch.mm(a, b)
+
+
+def _bmm(a, b, blas):
+    if blas:
+        return trnblas.batched_gemm(1.0, a, b)
+    return torch.bmm(a, b)
+
+
+def _pair(a, b, r):
+    kind, sa, sb, pa, pb, va, vb, res_shape, (Bn, M, N, K) = r
+    if sa:
+        a = a.sum(sa)
+    if sb:
+        b = b.sum(sb)
+    if pa is not None:
+        a = a.permute(pa)
+    if va is not None:
+        a = a.reshape(va)
+    if pb is not None:
+        b = b.permute(pb)
+    if vb is not None:
+        b = b.reshape(vb)
+    if kind == "ew":
+        return a * b
+    blas = 2 * Bn * M * N * K >= P._TRNBLAS_MIN_FLOPS and a.dtype in _BLAS_DTYPES
+    c = _mm(a, b, blas) if a.dim() == 2 else _bmm(a, b, blas)
+    return c if res_shape is None else c.reshape(res_shape)
+
+
+def _prepare(ops, prep):
+    xs = []
+    for x, (squeeze, diag, ushape) in zip(ops, prep):
+        if squeeze:
+            x = x.squeeze(squeeze)
+        if diag is not None:
+            st = x.stride()
+            x = x.as_strided(ushape, tuple(sum(st[p] for p in g) for g in diag), x.storage_offset())
+        xs.append(x)
+    return xs
+
+
+def _run(exec_, ops, pair=_pair):
+    prep, recipes, sumdims, perm, _ = exec_
+    xs = _prepare(ops, prep)
+    for i, j, swap, r in recipes:
+        b = xs.pop(j)
+        a = xs.pop(i)
+        xs.append(pair(b, a, r) if swap else pair(a, b, r))
+    x = xs[0]
+    if sumdims:
+        x = x.sum(sumdims)
+    if perm is not None:
+        x = x.permute(perm)
+    return x
+
+
+# --- double-double: Ozaki splitting, exact slice contractions, TwoSum accumulation
+
+def _two_sum(a, b):
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _split(x, rho, nmax):
+    """Slices ``s_0 + s_1 + ...`` of ``x`` (float64), each a multiple of one power of two with rho+1 bits."""
+    out = []
+    for _ in range(nmax):
+        mu = float(x.abs().max()) if x.numel() else 0.0
+        if mu == 0.0 or not math.isfinite(mu):
+            if not math.isfinite(mu):
+                out.append(x)
+            break
+        e = math.ceil(math.log2(mu))
+        sigma = 0.75 * 2.0 ** (e + 53 - rho)
+        s = (x + sigma) - sigma
+        out.append(s)
+        x = x - s
+    return out
+
+
+def _rho(terms):
+    """Bits per slice so that ``terms`` products of two slices sum exactly in float64."""
+    return max(6, (53 - math.ceil(math.log2(max(terms, 2)))) // 2 - 1)
+
+
+def _slices(comps, rho):
+    nhi = math.ceil(64 / rho) + 1
+    out = []
+    for q, c in enumerate(comps):
+        out += _split(c, rho, nhi if q == 0 else 2)
+    return out
+
+
+def _dd_add(acc, v):
+    if acc is None:
+        return [v, torch.zeros_like(v)]
+    s, e = _two_sum(acc[0], v)
+    acc[0], acc[1] = s, acc[1] + e
+    return acc
+
+
+def _dd_run(exec_, ops):
+    """The contraction to ~2^-100 relative accuracy, as float64 (see einsum Notes)."""
+    prep, recipes, sumdims, perm, out_shape = exec_
+    parts = [[x.to(torch.float64)] for x in _prepare(ops, prep)]
+    for i, j, swap, r in recipes:
+        b = parts.pop(j)
+        a = parts.pop(i)
+        if swap:
+            a, b = b, a
+        Bn, M, N, K = r[-1]
+        na, nb = a[0].numel(), b[0].numel()
+        terms = max(1, (na // max(Bn * M * K, 1)) * (nb // max(Bn * K * N, 1)) * K)
+        rho = _rho(terms)
+        acc = None
+        sb_all = _slices(b, rho)
+        for sa in _slices(a, rho):
+            for sb in sb_all:
+                acc = _dd_add(acc, _pair(sa, sb, r))
+        if acc is None:
+            raise _ZeroResult(None)
+        parts.append(list(_two_sum(acc[0], acc[1])))
+    comps = parts[0]
+    acc = None
+    terms = math.prod(comps[0].shape[d] for d in sumdims) if sumdims else 1
+    for x in _slices(comps, _rho(terms)) if sumdims else comps:
+        acc = _dd_add(acc, x.sum(sumdims) if sumdims else x)
+    if acc is None:
+        raise _ZeroResult(None)
+    hi, lo = _two_sum(acc[0], acc[1])
+    if perm is not None:
+        hi, lo = hi.permute(perm), lo.permute(perm)
+    return hi + lo
+
+
+class _ZeroResult(Exception):
+    pass
+
+
+def _einsum_torch(plan_exec, operands, alpha, beta, C, compute_dtype, result_dtype, precision):
+    """The contraction of canonical arguments: ``alpha * einsum + beta * C``.
+
+    ``plan_exec`` is ``ContractionPlan._exec``; ``operands`` tensors on one
+    device; ``C`` None whenever ``beta == 0``; ``precision`` "fast",
+    "kahan" or "dd" (real operands). Returns a new tensor of ``result_dtype``.
+    """
+    if precision == "dd" and not all(bool(torch.isfinite(x).all()) for x in operands):
+        precision = "kahan"  # Inf/NaN propagate as in float64; splitting them would only add NaNs
+        compute_dtype = torch.float64
+    if precision == "dd":
+        try:
+            R = _dd_run(plan_exec, operands)
+        except _ZeroResult:
+            R = torch.zeros(plan_exec[4], dtype=torch.float64, device=operands[0].device)
+    else:
+        ops = [x if x.dtype == compute_dtype else x.to(compute_dtype) for x in operands]
+        R = _run(plan_exec, ops)
+    if R.dtype != result_dtype:
+        R = R.to(result_dtype)
+    if alpha != 1:
+        R = R * alpha
+    if C is not None:
+        R = R + beta * C if beta != 1 else R + C
+    return R
+
+
+# ------------------------------------------------------------------ public API
+
+def _operands(operands, where):
+    ts = []
+    for k, x in enumerate(operands):
+        if type(x) is not torch.Tensor:
+            x = V.tensor(x, f"operand {k}", where)
+        if x.dtype == torch.bool:
+            raise TypeError(f"{where}: operand {k} has dtype bool; einsum takes integer, float or complex tensors")
+        ts.append(x)
+    return ts
+
+
+@V.numpy_io
+def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precision="fast", optimize="auto"):
+    """Einstein summation with a planned pairwise contraction order.
+
+    ``alpha * einsum(subscripts, *operands) + beta * out``, the contraction
+    being ``numpy.einsum``'s: every index letter is a dimension; indices
+    absent from the output are summed.
+
+    Parameters
+    ----------
+    subscripts : str
+        ``"ij,jk->ik"``. Letters a-z/A-Z; spaces ignored; ``...`` broadcasts
+        leading/trailing dimensions (size-1 extents broadcast, as in NumPy);
+        a letter repeated within one operand takes its diagonal
+        (``"ii->"`` is the trace). Without ``->`` the output holds the
+        letters seen exactly once, in alphabetical order (after the
+        ellipsis dimensions).
+    *operands : tensors or arrays
+        Any number (>= 1). Mixed dtypes are promoted as torch does
+        (``torch.promote_types``); bool is rejected.
+    alpha, beta : number
+        Scale factors. ``beta == 0`` never reads ``out`` (NaNs there do not
+        propagate); ``beta != 0`` requires ``out``.
+    out : tensor, optional
+        Receives the result (its shape, dtype and device must match).
+    dtype : torch.dtype, optional
+        Compute and result dtype (operands are cast to it). Default: the
+        promoted dtype of the operands.
+    precision : {"fast", "kahan", "dd"}
+        ``"fast"``: the compute dtype throughout. ``"kahan"``: products and
+        sums in float64 (complex128) whatever the input dtype, rounded once
+        to the result dtype. ``"dd"``: double-double -- real operands only;
+        see Notes.
+    optimize : {"auto", "optimal", "greedy", "none"} or bool
+        The path optimizer (:func:`trntensor.plan_contraction`).
+
+    Returns
+    -------
+    tensor
+        The result, on the operands' device (NumPy in, NumPy out). As with
+        ``numpy.einsum``, a pure transpose or diagonal of one operand
+        (``"ij->ji"``, ``"ii->i"``) is returned as a view of it.
+
+    Raises
+    ------
+    ValueError
+        Subscripts/operand count mismatch, inconsistent sizes, invalid
+        characters or an output index absent from the inputs (the message
+        names the index), ``beta != 0`` without ``out``, devices differ.
+    TypeError
+        Non-tensor operands, bool dtypes, complex data with ``"dd"``.
+
+    Notes
+    -----
+    ``"dd"``: every operand (and every intermediate, held as a float64
+    pair ``hi + lo``) is split into slices whose pairwise products and
+    sums are exact in float64 (the Ozaki scheme); the slice results are
+    accumulated with error-free TwoSum. The computed contraction ``c``
+    satisfies ``|c - c_exact| <= n 2^-100 max|A| max|B|`` per step
+    (``n`` the number of summed terms), i.e. about 30 decimal digits of
+    the largest term -- far below float64's rounding, so the float64 result
+    is the correctly rounded exact value up to one ulp even under heavy
+    cancellation. ``alpha``/``beta`` are applied after rounding to the
+    result dtype. It costs ~10-25 float64 contractions.
+
+    Examples
+    --------
+    >>> import torch, trntensor
+    >>> A, B = torch.ones(2, 3), torch.ones(3, 4)
+    >>> trntensor.einsum("ij,jk->ki", A, B).shape
+    torch.Size([4, 2])
+    >>> float(trntensor.einsum("ii", torch.eye(3)))
+    3.0
+    >>> trntensor.einsum("...ij,...jk", torch.ones(5, 2, 3), B).shape
+    torch.Size([5, 2, 4])
+    """
+    where = "einsum"
+    if not operands:
+        raise ValueError(f"{where}: at least one operand is required")
+    ts = _operands(operands, where)
+    dev = ts[0].device
+    dt = ts[0].dtype
+    for x in ts[1:]:
+        if x.device != dev:
+            V.same_device(where, **{f"operand {k}": t for k, t in enumerate(ts)})
+        if x.dtype != dt:
+            dt = torch.promote_types(dt, x.dtype)
+    if dtype is not None:
+        if not isinstance(dtype, torch.dtype) or dtype == torch.bool:
+            raise TypeError(f"{where}: dtype must be a torch.dtype (not bool), got {dtype!r}")
+        dt = dtype
+    prec = P._PRECISION(precision, "precision", where)
+    opt = P._OPTIMIZE(optimize, "optimize", where)
+    plan = P._plan(subscripts, tuple(tuple(x.shape) for x in ts), dt, dev, prec, opt, None, where)
+    if type(alpha) is not int and type(alpha) is not float:
+        alpha = V.scalar(alpha, "alpha", where)
+    if type(beta) is not int and type(beta) is not float:
+        beta = V.scalar(beta, "beta", where)
+    compute = dt
+    if prec == "kahan":
+        compute = _HIGH.get(dt, dt)
+    elif prec == "dd":
+        if dt.is_complex or not dt.is_floating_point:
+            raise TypeError(f"{where}: precision='dd' takes real floating operands, got {str(dt)[6:]}")
+    C = None
+    if beta != 0:
+        if out is None:
+            raise ValueError(f"{where}: beta={beta} needs out= (the tensor it scales)")
+        C = V.tensor(out, "out", where)
+        V.shape(C, "out", plan._exec[4], where)
+    R = _einsum_torch(plan._exec, ts, alpha, beta, C, compute, dt, prec)
+    return V.write_out(R, out, where)
+
+
+def multi_einsum(*contractions, precision="fast", optimize="auto"):
+    """Several einsums; homogeneous ones run as one batched contraction.
+
+    Parameters
+    ----------
+    *contractions : tuple ``(subscripts, *operands)``
+        Contractions with the same subscripts, operand shapes, dtypes and
+        device are stacked along a new batch index and run as one einsum
+        (one GEMM dispatch instead of many); an operand that is the same
+        tensor in every member of a group is not copied.
+    precision, optimize
+        As for :func:`einsum`.
+
+    Returns
+    -------
+    list of tensors
+        One result per contraction, in order (NumPy arrays if any operand
+        was one). A batched group's results are views into one tensor.
+
+    Examples
+    --------
+    >>> import torch, trntensor
+    >>> B = torch.randn(2, 3, 4, dtype=torch.float64)
+    >>> J, K = trntensor.multi_einsum(("iaP,jbP->iajb", B, B), ("ibP,jaP->iajb", B, B))
+    >>> torch.allclose(J.transpose(1, 3), K)
+    True
+    """
+    where = "multi_einsum"
+    groups: dict = {}
+    for k, c in enumerate(contractions):
+        if not isinstance(c, (tuple, list)) or len(c) < 2 or not isinstance(c[0], str):
+            raise TypeError(f"{where}: contraction {k} must be a tuple (subscripts, *operands)")
+        ops = _operands(c[1:], f"{where}: contraction {k}")
+        key = (c[0], tuple((tuple(x.shape), x.dtype, x.device) for x in ops))
+        groups.setdefault(key, []).append((k, ops))
+    results = [None] * len(contractions)
+    numpy_in = any(isinstance(x, np.ndarray) for c in contractions for x in c[1:])
+    for (sub, _), members in groups.items():
+        if len(members) == 1 or "..." in sub:
+            for k, ops in members:
+                results[k] = einsum(sub, *ops, precision=precision, optimize=optimize)
+            continue
+        used = set(sub)
+        free = [ch for ch in string.ascii_letters if ch not in used]
+        z = free[0] if free else None
+        if z is None:
+            for k, ops in members:
+                results[k] = einsum(sub, *ops, precision=precision, optimize=optimize)
+            continue
+        s = sub.replace(" ", "")
+        lhs, rhs = s.split("->") if "->" in s else (s, None)
+        if rhs is None:
+            rhs = P.plan_contraction(sub, *members[0][1]).subscripts.split("->")[1]
+        terms = lhs.split(",")
+        new_ops, new_terms = [], []
+        for p, t in enumerate(terms):
+            first = members[0][1][p]
+            if all(m[1][p] is first for m in members):
+                new_ops.append(first)
+                new_terms.append(t)
+            else:
+                new_ops.append(torch.stack([m[1][p] for m in members]))
+                new_terms.append(z + t)
+        R = einsum(",".join(new_terms) + "->" + z + rhs, *new_ops, precision=precision, optimize=optimize)
+        for q, (k, _) in enumerate(members):
+            results[k] = R[q]
+    if numpy_in:
+        results = [r.cpu().numpy() if isinstance(r, torch.Tensor) else r for r in results]
+    return results
+
+
+@V.numpy_io
+def tensordot(a, b, dims=2):
+    """Contract the last ``dims`` axes of ``a`` with the first of ``b`` (or named axes).
+
+    Parameters
+    ----------
+    a, b : tensors
+    dims : int or (sequence, sequence)
+        An int ``d``: the last ``d`` axes of ``a`` with the first ``d`` of
+        ``b``. A pair of equally long axis lists: those axes, in order.
+
+    Returns
+    -------
+    tensor
+        Free axes of ``a`` then free axes of ``b`` (as
+        :func:`numpy.tensordot`).
+
+    Examples
+    --------
+    >>> import torch, trntensor
+    >>> trntensor.tensordot(torch.ones(2, 3, 4), torch.ones(3, 4, 5)).shape
+    torch.Size([2, 5])
+    """
+    where = "tensordot"
+    a = V.tensor(a, "a", where)
+    b = V.tensor(b, "b", where)
+    if isinstance(dims, bool):
+        raise TypeError(f"{where}: dims must be an int or a pair of axis lists, got bool")
+    if isinstance(dims, int):
+        if dims < 0 or dims > min(a.dim(), b.dim()):
+            raise ValueError(f"{where}: dims={dims} must lie in 0..{min(a.dim(), b.dim())}")
+        ax_a = list(range(a.dim() - dims, a.dim()))
+        ax_b = list(range(dims))
+    elif isinstance(dims, (tuple, list)) and len(dims) == 2:
+        ax_a = [dims[0]] if isinstance(dims[0], int) else list(dims[0])
+        ax_b = [dims[1]] if isinstance(dims[1], int) else list(dims[1])
+        if len(ax_a) != len(ax_b):
+            raise ValueError(f"{where}: dims lists differ in length: {ax_a} and {ax_b}")
+        for name, axes, t in (("dims[0]", ax_a, a), ("dims[1]", ax_b, b)):
+            for x in axes:
+                if isinstance(x, bool) or not isinstance(x, int) or not -t.dim() <= x < t.dim():
+                    raise ValueError(f"{where}: {name} holds axis {x!r}, out of range for {t.dim()}-D")
+        ax_a = [x % a.dim() for x in ax_a]
+        ax_b = [x % b.dim() for x in ax_b]
+        if len(set(ax_a)) != len(ax_a) or len(set(ax_b)) != len(ax_b):
+            raise ValueError(f"{where}: repeated axis in dims {dims}")
+    else:
+        raise TypeError(f"{where}: dims must be an int or a pair of axis lists, got {dims!r}")
+    letters = string.ascii_letters
+    if a.dim() + b.dim() > len(letters):
+        raise ValueError(f"{where}: too many dimensions ({a.dim() + b.dim()})")
+    ta = list(letters[: a.dim()])
+    tb = list(letters[a.dim(): a.dim() + b.dim()])
+    for x, y in zip(ax_a, ax_b):
+        if a.shape[x] != b.shape[y]:
+            raise ValueError(f"{where}: a's axis {x} has size {a.shape[x]} but b's axis {y} has {b.shape[y]}")
+        tb[y] = ta[x]
+    outs = "".join(ch for p, ch in enumerate(ta) if p not in ax_a) + "".join(
+        ch for p, ch in enumerate(tb) if p not in ax_b)
+    return einsum("".join(ta) + "," + "".join(tb) + "->" + outs, a, b)

@@ -1,0 +1,629 @@
+"""Contraction planning: the pairwise path, its cost and each step's strategy.
+
+Planning is separate from execution, as in opt_einsum:
+:func:`plan_contraction` returns a :class:`ContractionPlan` that says what
+:func:`trntensor.einsum` will run -- the order of pairwise contractions, each
+step's strategy (GEMM, batched GEMM, elementwise, reduction) and its cost
+-- without running it. :func:`contract_path` gives the same in opt_einsum's
+``(path, info)`` form. Plans are cached (see :func:`plan_cache_info`).
+
+Cost model
+----------
+A pairwise step touching the set of indices ``I`` (the union of both
+operands' indices) costs ``prod(size[i] for i in I)`` multiply-adds when it
+sums over at least one index, counted as **2 flops each** -- the ``2*M*N*K``
+(times batch) of a GEMM -- and ``1`` flop per output element when it sums
+over nothing (elementwise products, outer products). This is the count
+opt_einsum reports, so paths compare directly. A one-operand step (a trace,
+a sum) costs one flop per input element.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import threading
+from dataclasses import dataclass, field
+
+import torch
+
+from trnsci import _validate as V
+
+from . import _parse
+
+__all__ = [
+    "ContractionPlan", "ContractionStep", "plan_contraction", "contract_path", "estimate_flops",
+    "clear_plan_cache", "plan_cache_info",
+]
+
+_OPTIMIZE = V.Options({
+    "auto": ("auto", True), "optimal": ("optimal", "dp", "exhaustive"), "greedy": ("greedy",),
+    "none": ("none", False),
+})
+_PRECISION = V.Options({"fast": ("fast",), "kahan": ("kahan",), "dd": ("dd", "double-double")})
+_AUTO_OPTIMAL_MAX = 8  # up to this many operands "auto" runs the exhaustive DP (3^n subset splits)
+# GEMM steps from this size go through trnblas: its call overhead (6-14 us, measured against torch.mm on
+# float64, one thread) is 94% of a 48^3 GEMM, 19% at 96^3, 8% at 128^3, 5% at 192^3.
+_TRNBLAS_MIN_FLOPS = 2 * 192**3
+
+
+# ------------------------------------------------------------------ plan objects
+
+@dataclass(frozen=True)
+class ContractionStep:
+    """One pairwise (or single-operand) step of a :class:`ContractionPlan`.
+
+    ``operands`` are positions in the current operand list (opt_einsum's
+    path format: the inputs are removed and the result appended);
+    ``subscripts`` is the step as an einsum string; ``strategy`` one of
+    ``"gemm"``, ``"batched_gemm"``, ``"elementwise"``, ``"reduction"``;
+    ``flops`` the step's cost (module docstring); ``size`` the number of
+    elements of its result; ``backend`` and ``reason`` what runs it and why.
+    """
+
+    operands: tuple[int, ...]
+    subscripts: str
+    strategy: str
+    flops: int
+    size: int
+    backend: str
+    reason: str
+    shape: tuple[int, ...] = ()
+
+
+@dataclass
+class ContractionPlan:
+    """What :func:`trntensor.einsum` runs for one call signature.
+
+    Attributes
+    ----------
+    subscripts : str
+        The canonical einsum string (explicit output, ellipses expanded).
+    path : list of tuple of int
+        Pairwise path in opt_einsum's format.
+    steps : list of ContractionStep
+    flops : int
+        Sum of the steps' flops (2 per multiply-add, see module docs).
+    naive_flops : int
+        Cost of one single contraction over all indices at once.
+    largest_intermediate : int
+        Elements of the largest step result (the peak intermediate).
+    strategy, backend : str
+        Strategy and backend of the plan's one step (for one- or two-operand
+        calls), else ``"path"`` and the set of backends used.
+    optimize, precision : str
+        The optimizer that chose the path and the precision mode.
+    """
+
+    subscripts: str
+    path: list
+    steps: list
+    flops: int
+    naive_flops: int
+    largest_intermediate: int
+    optimize: str
+    precision: str
+    shapes: tuple = ()
+    dtype: torch.dtype | None = None
+    strategy: str = "path"
+    backend: str = "torch"
+    _exec: tuple = field(default=(), repr=False, compare=False)
+
+    @property
+    def estimated_flops(self) -> int:
+        """The published name of :attr:`flops`."""
+        return self.flops
+
+    @property
+    def speedup(self) -> float:
+        """``naive_flops / flops``."""
+        return self.naive_flops / max(self.flops, 1)
+
+    def __str__(self) -> str:
+        lines = [
+            f"  Complete contraction:  {self.subscripts}",
+            f"         Naive FLOP count:  {self.naive_flops:.4g}",
+            f"     Optimized FLOP count:  {self.flops:.4g}",
+            f"      Theoretical speedup:  {self.speedup:.4g}",
+            f"     Largest intermediate:  {self.largest_intermediate:.4g} elements",
+            f"       Optimizer / precision:  {self.optimize} / {self.precision}",
+            "-" * 96,
+            f"{'step':>4}  {'path':<8} {'subscripts':<28} {'strategy':<13} {'flops':>10}  {'backend':<7} reason",
+            "-" * 96,
+        ]
+        for k, s in enumerate(self.steps):
+            lines.append(
+                f"{k:>4}  {str(s.operands):<8} {s.subscripts:<28} {s.strategy:<13} {s.flops:>10.4g}  "
+                f"{s.backend:<7} {s.reason}"
+            )
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ optimizers
+
+def _prod(sizes, letters) -> int:
+    p = 1
+    for ch in letters:
+        p *= sizes[ch]
+    return p
+
+
+def _step_cost(touched: frozenset, removed: bool, sizes) -> int:
+    return _prod(sizes, touched) * (2 if removed else 1)
+
+
+def _optimal_path(terms, output, sizes, memory_limit):
+    """Exhaustive DP over operand subsets (3^n): the cheapest pairwise tree.
+
+    Returns a list of ssa pairs ``(a, b)``; ids ``0..n-1`` are the inputs,
+    ``n, n+1, ...`` the step results in order.
+    """
+    n = len(terms)
+    letters = sorted(set("".join(terms)))
+    bit = {ch: 1 << i for i, ch in enumerate(letters)}
+    masks = [0] * n
+    for k, t in enumerate(terms):
+        for ch in t:
+            masks[k] |= bit[ch]
+    out_mask = 0
+    for ch in output:
+        out_mask |= bit[ch]
+    full = (1 << n) - 1
+    union = [0] * (1 << n)
+    for s in range(1, 1 << n):
+        low = s & -s
+        union[s] = union[s ^ low] | masks[low.bit_length() - 1]
+
+    size_cache: dict[int, int] = {}
+
+    def msize(m):
+        v = size_cache.get(m)
+        if v is None:
+            v = 1
+            mm = m
+            while mm:
+                lb = mm & -mm
+                v *= sizes[letters[lb.bit_length() - 1]]
+                mm ^= lb
+            size_cache[m] = v
+        return v
+
+    kept = [0] * (1 << n)
+    for s in range(1, 1 << n):
+        kept[s] = union[s] & (union[full ^ s] | out_mask)
+    INF = float("inf")
+    cost = [INF] * (1 << n)
+    choice = [0] * (1 << n)
+    for k in range(n):
+        cost[1 << k] = 0
+        kept[1 << k] = masks[k]  # leaves keep all their indices (as in opt_einsum's count)
+    by_count = sorted(range(1, 1 << n), key=lambda s: bin(s).count("1"))
+    for s in by_count:
+        if s & (s - 1) == 0:
+            continue
+        if memory_limit is not None and s != full and msize(kept[s]) > memory_limit:
+            continue
+        low = s & -s
+        rest = s ^ low
+        best, arg = INF, 0
+        sub = rest
+        while True:
+            a = sub | low  # the part holding the lowest operand
+            b = s ^ a
+            if b:
+                ca, cb = cost[a], cost[b]
+                if ca + cb < best:
+                    touched = kept[a] | kept[b]
+                    c = ca + cb + msize(touched) * (2 if touched & ~kept[s] else 1)
+                    if c < best:
+                        best, arg = c, a
+            if sub == 0:
+                break
+            sub = (sub - 1) & rest
+        cost[s], choice[s] = best, arg
+    if cost[full] == INF:
+        return None
+    pairs = []
+
+    def build(s):
+        if s & (s - 1) == 0:
+            return s.bit_length() - 1
+        a = choice[s]
+        ia, ib = build(a), build(s ^ a)
+        pairs.append((ia, ib))
+        return n + len(pairs) - 1
+
+    build(full)
+    return pairs
+
+
+def _greedy_path(terms, output, sizes, memory_limit):
+    """Greedy: repeatedly contract the pair whose result shrinks memory most.
+
+    Candidates are pairs sharing an index (outer products only when nothing
+    else is left); the score is ``size(result) - size(a) - size(b)`` with
+    the step's flops breaking ties, as in opt_einsum's greedy.
+    """
+    n = len(terms)
+    live = {k: frozenset(t) for k, t in enumerate(terms)}
+    out = frozenset(output)
+    pairs = []
+    nxt = n
+    while len(live) > 1:
+        keys = list(live)
+        count = collections.Counter()
+        for k in keys:
+            count.update(live[k])
+        best = None
+        for share in (True, False):
+            for i in range(len(keys)):
+                a = live[keys[i]]
+                for j in range(i + 1, len(keys)):
+                    b = live[keys[j]]
+                    if share and not (a & b):
+                        continue
+                    touched = a | b
+                    res = frozenset(ch for ch in touched if ch in out or count[ch] > (ch in a) + (ch in b))
+                    rs = _prod(sizes, res)
+                    if memory_limit is not None and len(live) > 2 and rs > memory_limit:
+                        continue
+                    score = (rs - _prod(sizes, a) - _prod(sizes, b), _step_cost(touched, touched != res, sizes))
+                    if best is None or score < best[0]:
+                        best = (score, keys[i], keys[j], res)
+            if best is not None:
+                break
+        if best is None:
+            return None
+        _, i, j, res = best
+        pairs.append((i, j))
+        del live[i], live[j]
+        live[nxt] = res
+        nxt += 1
+    return pairs
+
+
+def _ssa_to_linear(pairs, n):
+    ids = list(range(n))
+    path = []
+    for k, (a, b) in enumerate(pairs):
+        i, j = sorted((ids.index(a), ids.index(b)))
+        path.append((i, j))
+        del ids[j], ids[i]
+        ids.append(n + k)
+    return path
+
+
+# ------------------------------------------------------------------ building a plan
+
+def _gemm_step(ta, tb, keep, sizes):
+    """Executable recipe for one pairwise step (TTGT: transpose-transpose-GEMM-transpose).
+
+    Returns ``(recipe, result_term, strategy, flops)``.
+    """
+    sa = tuple(k for k, ch in enumerate(ta) if ch not in tb and ch not in keep)
+    sb = tuple(k for k, ch in enumerate(tb) if ch not in ta and ch not in keep)
+    ra = "".join(ch for ch in ta if ch in tb or ch in keep)
+    rb = "".join(ch for ch in tb if ch in ta or ch in keep)
+    batch = "".join(ch for ch in ra if ch in rb and ch in keep)
+    ksum = "".join(ch for ch in ra if ch in rb and ch not in keep)
+    m = "".join(ch for ch in ra if ch not in rb)
+    nn = "".join(ch for ch in rb if ch not in ra)
+    res = batch + m + nn
+    touched = set(ta) | set(tb)
+    flops = _step_cost(frozenset(touched), bool(touched - set(res)), sizes)
+    B, M, N, K = (_prod(sizes, x) for x in (batch, m, nn, ksum))
+    res_shape = tuple(sizes[ch] for ch in res)
+    if not ksum:
+        # elementwise / outer product: broadcast multiply, no GEMM
+        pa = tuple(ra.index(ch) for ch in batch + m)
+        pb = tuple(rb.index(ch) for ch in batch + nn)
+        va = tuple(sizes[ch] for ch in batch + m) + (1,) * len(nn)
+        vb = tuple(sizes[ch] for ch in batch) + (1,) * len(m) + tuple(sizes[ch] for ch in nn)
+        return ("ew", sa, sb, *_lean(ra, rb, pa, pb, va, vb, sizes), None, (B, M, N, K)), res, "elementwise", flops
+    pa = tuple(ra.index(ch) for ch in batch + m + ksum)
+    pb = tuple(rb.index(ch) for ch in batch + ksum + nn)
+    strategy = "batched_gemm" if batch else "gemm"
+    if batch:
+        va, vb = (B, M, K), (B, K, N)
+    else:
+        va, vb = (M, K), (K, N)
+    rs = res_shape if res_shape != (va[:-2] + (M, N)) else None
+    return ("mm", sa, sb, *_lean(ra, rb, pa, pb, va, vb, sizes), rs, (B, M, N, K)), res, strategy, flops
+
+
+def _lean(ra, rb, pa, pb, va, vb, sizes):
+    """Drop identity permutations and no-op reshapes (None), so execution skips them."""
+    out = []
+    for r, p, v in ((ra, pa, va), (rb, pb, vb)):
+        permuted = tuple(sizes[r[k]] for k in p)
+        out.append((None if p == tuple(range(len(p))) else p, None if permuted == tuple(v) else v))
+    (pa, va), (pb, vb) = out
+    return pa, pb, va, vb
+
+
+def _reason(strategy, flops, BMNK):
+    if strategy in ("gemm", "batched_gemm"):
+        Bn, M, N, K = BMNK
+        dims = f"M={M} N={N} K={K}" + (f" batch={Bn}" if strategy == "batched_gemm" else "")
+        if flops >= _TRNBLAS_MIN_FLOPS:
+            return f"trnblas.{'gemm' if strategy == 'gemm' else 'batched_gemm'} {dims} (torch path off Neuron)"
+        return f"torch.{'mm' if strategy == 'gemm' else 'bmm'} {dims}: below trnblas's call-overhead break-even"
+    if strategy == "elementwise":
+        return "broadcast multiply: no index summed"
+    return "sum over the summed indices"
+
+
+def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, memory_limit, where):
+    n = len(terms)
+    # per-operand preparation: squeeze broadcast size-1 dims, take diagonals of repeated letters
+    prep = []
+    cur = []
+    for k, t in enumerate(terms):
+        squeeze = broadcast[k]
+        if squeeze:
+            t = "".join(ch for p, ch in enumerate(t) if p not in squeeze)
+        uniq = "".join(dict.fromkeys(t))
+        diag = None
+        if len(uniq) != len(t):
+            diag = tuple(tuple(p for p, c in enumerate(t) if c == ch) for ch in uniq)
+        prep.append((squeeze, diag, tuple(sizes[ch] for ch in uniq)))
+        cur.append(uniq)
+    naive = _prod(sizes, set("".join(cur))) * (max(n - 1, 1) + (1 if set("".join(cur)) - set(output) else 0))
+    if n == 1:
+        pairs = []
+    elif optimize == "none":
+        pairs = [(0, 1)] + [(n + k, k + 2) for k in range(n - 2)]
+    else:
+        method = optimize
+        if method == "auto":
+            method = "optimal" if n <= _AUTO_OPTIMAL_MAX else "greedy"
+        fn = _optimal_path if method == "optimal" else _greedy_path
+        pairs = fn(cur, output, sizes, memory_limit)
+        if pairs is None:
+            raise ValueError(f"{where}: memory_limit={memory_limit} admits no contraction path; raise it")
+    # walk the pairs, building executable steps
+    ids = list(range(n))
+    terms_ssa = list(cur)
+    steps, recipes = [], []
+    total, peak = 0, 0
+    for k, (a, b) in enumerate(pairs):
+        i, j = sorted((ids.index(a), ids.index(b)))
+        a, b = ids[i], ids[j]  # the recipe takes the operands in list order
+        ta, tb = terms_ssa[a], terms_ssa[b]
+        rest = "".join(terms_ssa[x] for x in ids if x not in (a, b))
+        keep = set(rest) | set(output)
+        recipe, res, strategy, flops = _gemm_step(ta, tb, keep, sizes)
+        last = k == len(pairs) - 1
+        swap = False
+        if last and res != output and set(res) == set(output):
+            # operands the other way round may give the output order directly (no final transpose)
+            r2, res2, s2, _ = _gemm_step(tb, ta, keep, sizes)
+            if res2 == output:
+                recipe, res, strategy, swap = r2, res2, s2, True
+        size = _prod(sizes, res)
+        reason = _reason(strategy, flops, recipe[-1])
+        sub = f"{tb},{ta}->{res}" if swap else f"{ta},{tb}->{res}"
+        steps.append(ContractionStep((i, j), sub, strategy, flops, size, "torch", reason,
+                                     tuple(sizes[ch] for ch in res)))
+        recipes.append((i, j, swap, recipe))
+        total += flops
+        if not last:
+            peak = max(peak, size)
+        del ids[j], ids[i]
+        ids.append(n + k)
+        terms_ssa.append(res)
+    final = terms_ssa[ids[0]]
+    # the last result: sum leftover indices, permute into the output order
+    sumdims = tuple(p for p, ch in enumerate(final) if ch not in output)
+    left = "".join(ch for ch in final if ch in output)
+    perm = tuple(left.index(ch) for ch in output)
+    if sumdims:
+        fl = _prod(sizes, final)
+        total += fl
+        steps.append(ContractionStep((0,), f"{final}->{output}", "reduction", fl, _prod(sizes, output), "torch",
+                                     "sum over the summed indices"))
+    elif n == 1:
+        steps.append(ContractionStep((0,), f"{final}->{output}", "elementwise", 0, _prod(sizes, output), "torch",
+                                     "a view: transpose/diagonal only"))
+    peak = max(peak, _prod(sizes, output))
+    ops_str = ",".join(terms)
+    canon = f"{ops_str}->{output}"
+    plan = ContractionPlan(
+        subscripts=canon, path=_ssa_to_linear(pairs, n) if n > 1 else [(0,)], steps=steps, flops=total,
+        naive_flops=naive, largest_intermediate=peak, optimize=optimize, precision=precision,
+        shapes=shapes, dtype=dtype,
+    )
+    if len(steps) == 1:
+        plan.strategy = steps[0].strategy
+    plan._exec = (tuple(prep), tuple(recipes), sumdims, perm if perm != tuple(range(len(perm))) else None,
+                  tuple(sizes[ch] for ch in output))
+    return plan
+
+
+# ------------------------------------------------------------------ the cache
+
+_CACHE_MAX = 512
+_cache: collections.OrderedDict = collections.OrderedDict()
+_lock = threading.Lock()
+_stats = {"hits": 0, "misses": 0}
+
+
+def clear_plan_cache() -> None:
+    """Empty the plan cache and reset its hit/miss counters.
+
+    Examples
+    --------
+    >>> import trntensor
+    >>> trntensor.clear_plan_cache()
+    >>> trntensor.plan_cache_info()["size"]
+    0
+    """
+    with _lock:
+        _cache.clear()
+        _stats["hits"] = _stats["misses"] = 0
+
+
+def plan_cache_info() -> dict:
+    """Counters of the plan cache: ``hits``, ``misses``, ``size``, ``maxsize``.
+
+    Plans are cached by ``(subscripts, shapes, dtypes, device, precision,
+    optimize, memory_limit)``; the least recently used plan is dropped once
+    ``maxsize`` plans are held.
+
+    Examples
+    --------
+    >>> import torch, trntensor
+    >>> trntensor.clear_plan_cache()
+    >>> A = torch.ones(2, 3)
+    >>> _ = trntensor.einsum("ij->ji", A); _ = trntensor.einsum("ij->ji", A)
+    >>> info = trntensor.plan_cache_info()
+    >>> (info["hits"], info["misses"], info["size"])
+    (1, 1, 1)
+    """
+    with _lock:
+        return {"hits": _stats["hits"], "misses": _stats["misses"], "size": len(_cache), "maxsize": _CACHE_MAX}
+
+
+def _plan(subscripts, shapes, dtype, device, precision, optimize, memory_limit, where):
+    """The cached plan for canonical arguments (shapes: tuple of tuples)."""
+    key = (subscripts, shapes, dtype, device, precision, optimize, memory_limit)
+    plan = _cache.get(key)
+    if plan is not None:
+        _stats["hits"] += 1
+        _cache.move_to_end(key)
+        return plan
+    terms, output, sizes, broadcast = _parse.parse(subscripts, shapes, where)
+    plan = _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, memory_limit, where)
+    with _lock:
+        _stats["misses"] += 1
+        _cache[key] = plan
+        if len(_cache) > _CACHE_MAX:
+            _cache.popitem(last=False)
+    return plan
+
+
+# ------------------------------------------------------------------ public planning API
+
+def _shapes_of(operands, where):
+    """Shapes (tuples) from tensors/arrays or shape tuples."""
+    shapes = []
+    dtypes = []
+    device = None
+    for k, op in enumerate(operands):
+        if isinstance(op, (tuple, list)) and all(isinstance(d, int) and not isinstance(d, bool) for d in op):
+            if any(d < 0 for d in op):
+                raise ValueError(f"{where}: operand {k}'s shape {tuple(op)} has a negative extent")
+            shapes.append(tuple(op))
+            continue
+        t = V.tensor(op, f"operand {k}", where)
+        shapes.append(tuple(t.shape))
+        dtypes.append(t.dtype)
+        device = t.device if device is None else device
+    dtype = None
+    if dtypes:
+        dtype = dtypes[0]
+        for d in dtypes[1:]:
+            dtype = torch.promote_types(dtype, d)
+    return tuple(shapes), dtype, device
+
+
+def _memory_limit(memory_limit, where):
+    if memory_limit is None:
+        return None
+    if isinstance(memory_limit, str) and memory_limit == "max_input":
+        return "max_input"
+    return V.integer(memory_limit, "memory_limit", where, minimum=1)
+
+
+def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", memory_limit=None):
+    """Plan an einsum without running it.
+
+    Parameters
+    ----------
+    subscripts : str
+        As for :func:`trntensor.einsum`.
+    *operands : tensors, arrays or shape tuples
+        Only shapes (and dtypes, for the cache key) are read.
+    optimize : {"auto", "optimal", "greedy", "none"} or bool
+        ``"optimal"`` (alias ``"dp"``): exhaustive dynamic programming over
+        operand subsets, the cheapest pairwise order under the cost model
+        of the module docs (``3^n`` work: meant for up to ~10 operands).
+        ``"greedy"``: the pair that shrinks memory most, O(n^3) per path.
+        ``"auto"`` (or ``True``): optimal up to 8 operands, else greedy.
+        ``"none"`` (or ``False``): left to right.
+    precision : {"fast", "kahan", "dd"}
+        Recorded in the plan (it does not change the path).
+    memory_limit : int or "max_input", optional
+        Largest intermediate allowed, in elements (``"max_input"``: the
+        largest operand's size). Paths over it are skipped.
+
+    Returns
+    -------
+    ContractionPlan
+        Printable (``print(plan)``) in the manner of opt_einsum's PathInfo.
+
+    Raises
+    ------
+    ValueError
+        Malformed subscripts, operand count or size mismatches (the message
+        names the index), an unknown option, or a memory limit no path meets.
+    TypeError
+        Operands that are neither tensors, arrays nor shape tuples.
+
+    Examples
+    --------
+    >>> import trntensor
+    >>> p = trntensor.plan_contraction("ij,jk,kl->il", (10, 20), (20, 30), (30, 5))
+    >>> p.path, p.flops
+    ([(1, 2), (0, 1)], 8000)
+    >>> [s.strategy for s in p.steps]
+    ['gemm', 'gemm']
+    """
+    where = "plan_contraction"
+    shapes, dtype, device = _shapes_of(operands, where)
+    opt = _OPTIMIZE(optimize, "optimize", where)
+    prec = _PRECISION(precision, "precision", where)
+    ml = _memory_limit(memory_limit, where)
+    if ml == "max_input":
+        ml = max((math.prod(s) for s in shapes), default=1)
+    return _plan(subscripts, shapes, dtype, device, prec, opt, ml, where)
+
+
+def contract_path(subscripts, *operands, optimize="auto", memory_limit=None):
+    """The pairwise path in opt_einsum's format, and the plan.
+
+    Parameters
+    ----------
+    subscripts, *operands, optimize, memory_limit
+        As for :func:`plan_contraction`.
+
+    Returns
+    -------
+    path : list of tuple of int
+        ``path[k]`` names the positions (in the current operand list, where
+        contracted operands are removed and each result is appended) of the
+        k-th contraction -- the list ``opt_einsum.contract(..., optimize=path)``
+        accepts.
+    plan : ContractionPlan
+
+    Examples
+    --------
+    >>> import trntensor
+    >>> path, plan = trntensor.contract_path("ab,bc,cd->ad", (2, 100), (100, 100), (100, 2))
+    >>> path
+    [(0, 1), (0, 1)]
+    """
+    plan = plan_contraction(subscripts, *operands, optimize=optimize, memory_limit=memory_limit)
+    return list(plan.path), plan
+
+
+def estimate_flops(subscripts, *operands, optimize="auto"):
+    """Flops of the planned contraction (2 per multiply-add; see module docs).
+
+    Examples
+    --------
+    >>> import trntensor
+    >>> trntensor.estimate_flops("ij,jk->ik", (4, 5), (5, 6))
+    240
+    """
+    return plan_contraction(subscripts, *operands, optimize=optimize).flops

@@ -1,0 +1,93 @@
+"""The planner against opt_einsum (a reference only): path cost, path format, cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import opt_einsum as oe
+import opt_einsum.testing as oet
+import pytest
+import torch
+
+import trntensor
+
+# fixed random set: 3..8 operands, 6 equations each, opt_einsum's own generator
+CASES = [(n, seed) for n in range(3, 9) for seed in range(6)]
+
+
+def _opt_cost(eq, shapes, path):
+    return int(oe.contract_path(eq, *shapes, shapes=True, optimize=path)[1].opt_cost)
+
+
+@pytest.mark.parametrize("n,seed", CASES)
+def test_path_cost_within_1p1_of_opt_einsum_optimal(n, seed):
+    eq, shapes = oet.rand_equation(n, 3, n_out=2, seed=1000 * n + seed)
+    ref = int(oe.contract_path(eq, *shapes, shapes=True, optimize="dp")[1].opt_cost)
+    path, plan = trntensor.contract_path(eq, *shapes, optimize="auto")
+    ours = _opt_cost(eq, shapes, path)  # our path, costed by opt_einsum itself
+    assert ours <= 1.1 * ref, (eq, ours, ref)
+    assert plan.flops == ours  # one cost model: ours counts what opt_einsum counts
+
+
+@pytest.mark.parametrize("n,seed", CASES[::4])
+def test_greedy_paths_are_valid_and_sane(n, seed):
+    eq, shapes = oet.rand_equation(n, 3, n_out=2, seed=1000 * n + seed)
+    path, plan = trntensor.contract_path(eq, *shapes, optimize="greedy")
+    ours = _opt_cost(eq, shapes, path)
+    naive = int(oe.contract_path(eq, *shapes, shapes=True, optimize="greedy")[1].opt_cost)
+    assert ours <= 4 * naive  # a heuristic: same ballpark as opt_einsum's greedy
+
+
+def test_path_runs_in_opt_einsum_and_matches():
+    eq, shapes = oet.rand_equation(6, 3, n_out=2, seed=7, d_max=4)
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s) for s in shapes]
+    path, _ = trntensor.contract_path(eq, *arrays)
+    ref = np.einsum(eq, *arrays, optimize=False)
+    np.testing.assert_allclose(oe.contract(eq, *arrays, optimize=path), ref, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(trntensor.einsum(eq, *arrays), ref, rtol=1e-9, atol=1e-9)
+
+
+def test_plan_contents_and_printing():
+    plan = trntensor.plan_contraction("bij,bjk,kl->bil", (4, 8, 16), (4, 16, 32), (32, 2))
+    assert plan.path == [(1, 2), (0, 1)]
+    assert [s.strategy for s in plan.steps] == ["gemm", "batched_gemm"]
+    # 2*M*N*K: step 0 (b j)x(l) with K=k: 2*4*16*2*32; step 1 batch 4, 8x2, K=16
+    assert plan.steps[0].flops == 2 * 4 * 16 * 32 * 2
+    assert plan.steps[1].flops == 2 * 4 * 8 * 16 * 2
+    assert plan.flops == sum(s.flops for s in plan.steps)
+    assert plan.largest_intermediate == 4 * 16 * 2
+    assert all(s.backend == "torch" and s.reason for s in plan.steps)
+    text = str(plan)
+    assert "Optimized FLOP count" in text and "batched_gemm" in text
+    assert trntensor.plan_contraction("ij,ij->ij", (2, 3), (2, 3)).strategy == "elementwise"
+    assert trntensor.plan_contraction("ij->i", (2, 3)).strategy == "reduction"
+
+
+def test_memory_limit_excludes_large_intermediates():
+    shapes = [(2, 50), (50, 50), (50, 2), (2, 50)]
+    eq = "ab,bc,cd,de->ae"
+    plan = trntensor.plan_contraction(eq, *shapes, memory_limit=100)
+    assert plan.largest_intermediate <= 100 or len(plan.steps) == 1
+    with pytest.raises(ValueError, match="memory_limit"):
+        trntensor.plan_contraction("ab,bc,cd->ad", (50, 50), (50, 50), (50, 50), memory_limit=10)
+
+
+def test_plan_cache_lru_and_counters():
+    trntensor.clear_plan_cache()
+    a = torch.ones(2, 3)
+    trntensor.einsum("ij->j", a)
+    trntensor.einsum("ij->j", a)
+    trntensor.einsum("ij->j", a.double())  # dtype is part of the key
+    info = trntensor.plan_cache_info()
+    assert (info["hits"], info["misses"], info["size"]) == (1, 2, 2)
+    for k in range(info["maxsize"] + 5):
+        trntensor.plan_contraction("ij->i", (1, k + 1))
+    assert trntensor.plan_cache_info()["size"] == info["maxsize"]
+    trntensor.clear_plan_cache()
+    assert trntensor.plan_cache_info() == {"hits": 0, "misses": 0, "size": 0, "maxsize": info["maxsize"]}
+
+
+def test_estimate_flops_matches_opt_einsum():
+    eq, shapes = "ij,jk,kl->il", [(10, 20), (20, 30), (30, 40)]
+    ref = int(oe.contract_path(eq, *shapes, shapes=True, optimize="optimal")[1].opt_cost)
+    assert trntensor.estimate_flops(eq, *shapes) == ref
