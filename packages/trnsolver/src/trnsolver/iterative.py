@@ -81,16 +81,17 @@ def _cg_torch(matvec, b, x0, tol, atol, maxiter, precond):
         return x, 0, hist
     z = precond(r) if precond is not None else r
     p = z.clone()
-    rz = _dot(r, z).real
+    cplx = b.is_complex()
+    rz = float(_dot(r, z).real)
     it = 0
     for it in range(1, maxiter + 1):
         Ap = matvec(p)
-        pAp = _dot(p, Ap).real
-        if float(pAp) == 0.0:
+        pAp = float(_dot(p, Ap).real)
+        if pAp == 0.0:
             break
         alpha = rz / pAp
-        x.add_(p, alpha=float(alpha)) if not x.is_complex() else x.add_(alpha * p)
-        r.sub_(Ap, alpha=float(alpha)) if not r.is_complex() else r.sub_(alpha * Ap)
+        x.add_(p, alpha=alpha)
+        r.add_(Ap, alpha=-alpha)
         rn = float(torch.linalg.vector_norm(r))
         hist.append(rn / scale)
         restart = False
@@ -103,10 +104,10 @@ def _cg_torch(matvec, b, x0, tol, atol, maxiter, precond):
                 break
             restart = True
         z = precond(r) if precond is not None else r
-        rz_new = _dot(r, z).real
+        rz_new = float(_dot(r, z).real)
         beta = 0.0 if restart else rz_new / rz
         rz = rz_new
-        p = z + beta * p
+        p = z + beta * p if cplx else p.mul_(beta).add_(z)
     return x, it, hist
 
 

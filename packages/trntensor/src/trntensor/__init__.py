@@ -1,8 +1,10 @@
 """trntensor: cuTENSOR for AWS Trainium -- einsum with contraction planning and tensor decompositions.
 
-Every operation validates its arguments and runs its torch implementation;
-GEMM-shaped contraction steps go through trnblas. NKI kernels come later
-(see the docs page's "Kernels (planned)").
+Every operation validates its arguments, asks :mod:`trnsci.dispatch` which
+backend runs it, and calls its torch lowering or its NKI kernel (the fused
+AO->MO transform); GEMM-shaped contraction steps go through trnblas's public
+API and so reach trnblas's kernels. :func:`plan_contraction` (per step) and
+:func:`plan` say what would run, and why.
 """
 
 from trnsci._libinfo import library_version as _library_version
@@ -33,3 +35,19 @@ __all__ = [
     "cp_decompose", "cp_reconstruct", "tucker_decompose", "tucker_reconstruct", "tt_decompose", "tt_reconstruct",
     "ao_to_mo_transform", "mp2_energy", "to_xla", "from_xla",
 ]
+
+# Every NKI lowering lives in trntensor._nki and registers itself on the Ops declared next to the
+# public functions; imported last. A broken kernel module must not take the torch path down: it
+# warns (or raises under TRNSCI_REQUIRE_NKI=1) and every operation runs on torch.
+try:
+    from trntensor import _nki  # noqa: E402, F401
+except Exception as _exc:
+    from trnsci.dispatch import NkiRequiredError as _Required
+    from trnsci.dispatch import require_nki as _require
+
+    if _require():
+        raise _Required(f"trntensor: NKI lowerings failed to import: {_exc}") from _exc
+    import warnings as _warnings
+
+    _warnings.warn(f"trntensor: NKI lowerings not registered ({type(_exc).__name__}: {_exc}); "
+                   "every operation runs on torch", RuntimeWarning, stacklevel=2)

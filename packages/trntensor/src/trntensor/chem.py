@@ -6,12 +6,33 @@ import torch
 
 import trnblas
 from trnsci import _validate as V
+from trnsci.dispatch import Op
 
-__all__ = ["ao_to_mo_transform", "mp2_energy"]
+__all__ = ["ao_to_mo_transform", "mp2_energy", "AO_TO_MO"]
 
 _DTYPES = (torch.float32, torch.float64)
 
 
+def _ao_to_mo_flops(eri3, C_occ, C_vir):
+    nao, naux = eri3.shape[0], eri3.shape[2]
+    nocc, nvir = C_occ.shape[1], C_vir.shape[1]
+    return 2 * nocc * nao * nao * naux + 2 * nocc * nvir * nao * naux
+
+
+def _ao_to_mo_describe(eri3, C_occ, C_vir):
+    return (f"eri3 {tuple(eri3.shape)}, C_occ {tuple(C_occ.shape)}, C_vir {tuple(C_vir.shape)} "
+            f"-> B ({C_occ.shape[1]}, {C_vir.shape[1]}, {eri3.shape[2]})")
+
+
+# Threshold: the fused kernel replaces two trnblas GEMMs (and their HBM round trip of the intermediate),
+# so it takes over at trnblas.batched_gemm's default size, 2*256^3 flops. Uncalibrated: no hardware here.
+AO_TO_MO = Op(
+    "trntensor.ao_to_mo_transform", "flops", 2 * 256**3, size=_ao_to_mo_flops, describe=_ao_to_mo_describe,
+    doc="B[i,a,P] = sum_mn C_occ[m,i] eri3[m,n,P] C_vir[n,a]; flops = 2 nocc nao^2 naux + 2 nocc nvir nao naux",
+)
+
+
+@AO_TO_MO.lowering("torch")
 def _ao_to_mo_torch(eri3, C_occ, C_vir):
     """``B[i,a,P] = sum_{mn} C_occ[m,i] eri3[m,n,P] C_vir[n,a]`` as two GEMMs.
 
@@ -25,10 +46,6 @@ def _ao_to_mo_torch(eri3, C_occ, C_vir):
     X = X.reshape(nocc, nao, naux)
     Cv = C_vir.mT.unsqueeze(0).expand(nocc, nvir, nao)
     return trnblas.batched_gemm(1.0, Cv, X)  # (nocc, nvir, naux)
-
-
-def _ao_to_mo_flops(nao, nocc, nvir, naux):
-    return 2 * nocc * nao * nao * naux + 2 * nocc * nvir * nao * naux
 
 
 @V.numpy_io
@@ -63,10 +80,14 @@ def ao_to_mo_transform(eri3, C_occ, C_vir):
 
     Notes
     -----
-    Two GEMM steps through trnblas (``2 nocc nao^2 naux + 2 nocc nvir nao
-    naux`` flops), contracting the occupied side first -- the cheaper order
-    as ``nocc < nvir`` in practice. The intermediate is ``nocc nao naux``
-    elements; the planned NKI kernel keeps it in SBUF (docs page).
+    ``2 nocc nao^2 naux + 2 nocc nvir nao naux`` flops, the occupied side
+    contracted first (the cheaper order, as ``nocc < nvir`` in practice).
+    The torch path runs two GEMMs through trnblas; the NKI kernel
+    (float32; :mod:`trntensor.kernels.ao_to_mo`) fuses them and keeps the
+    ``nocc nao naux`` intermediate in SBUF, so it never reaches HBM.
+    ``trnsci.dispatch.plan_call(trntensor.ao_to_mo_transform, eri3, C_occ,
+    C_vir)`` says which runs, and why (with the kernel's closed-form HBM
+    bytes and instruction counts when it would run).
 
     Examples
     --------
@@ -95,7 +116,7 @@ def ao_to_mo_transform(eri3, C_occ, C_vir):
     nocc, nvir, naux = C_occ.shape[1], C_vir.shape[1], eri3.shape[2]
     if 0 in (nao, nocc, nvir, naux):
         return eri3.new_zeros((nocc, nvir, naux))
-    return _ao_to_mo_torch(eri3, C_occ, C_vir)
+    return AO_TO_MO(eri3, C_occ, C_vir)
 
 
 def mp2_energy(B, eps_occ, eps_vir):

@@ -12,6 +12,7 @@ import math
 import torch
 
 from trnsci import _validate as V
+from trnsci.dispatch import Op
 
 __all__ = ["cp_decompose", "cp_reconstruct", "tucker_decompose", "tucker_reconstruct", "tt_decompose",
            "tt_reconstruct"]
@@ -50,8 +51,39 @@ def _tensor(T, where, min_dim=2):
     return T
 
 
+# ------------------------------------------------------------------ Ops
+# One Op per public function, metric "elements" (of the full tensor, input or result). None has an
+# NKI kernel yet (their GEMMs run on torch inside the lowering), so the thresholds are never consulted;
+# 2^20 elements is a placeholder, uncalibrated: there is no hardware here.
+
+def _numel(shape):
+    return math.prod(shape)
+
+
+def _first(x):
+    return x[0] if isinstance(x, (list, tuple)) else x
+
+
+CP = Op("trntensor.cp_decompose", "elements", 2**20, size=lambda T, *a: T.numel(),
+        doc="CP-ALS of a dense tensor; elements of the input")
+CP_RECONSTRUCT = Op("trntensor.cp_reconstruct", "elements", 2**20,
+                    size=lambda fs, w: _numel(f.shape[0] for f in fs), dtype=lambda fs, w: fs[0].dtype,
+                    doc="full tensor of CP factors; elements of the result")
+TUCKER = Op("trntensor.tucker_decompose", "elements", 2**20, size=lambda T, *a: T.numel(),
+            doc="HOSVD/HOOI Tucker decomposition; elements of the input")
+TUCKER_RECONSTRUCT = Op("trntensor.tucker_reconstruct", "elements", 2**20,
+                        size=lambda G, Us: _numel(U.shape[0] for U in Us) if Us else G.numel(),
+                        doc="full tensor of a Tucker core and factors; elements of the result")
+TT = Op("trntensor.tt_decompose", "elements", 2**20, size=lambda T, *a: T.numel(),
+        doc="TT-SVD; elements of the input")
+TT_RECONSTRUCT = Op("trntensor.tt_reconstruct", "elements", 2**20,
+                    size=lambda cs: _numel(c.shape[1] for c in cs), dtype=lambda cs: _first(cs).dtype,
+                    doc="full tensor of TT cores; elements of the result")
+
+
 # ------------------------------------------------------------------ CP
 
+@CP.lowering("torch")
 def _cp_torch(T, rank, max_iter, tol, seed):
     """CP-ALS with SVD-based initialization; returns ``(factors, weights, n_iter)``."""
     generator = torch.Generator().manual_seed(seed)
@@ -136,7 +168,7 @@ def cp_decompose(tensor, rank, max_iter=100, tol=1e-6, *, seed=0):
     if not tol >= 0:
         raise ValueError(f"{where}: tol must be >= 0, got {tol}")
     seed = V.integer(seed, "seed", where)
-    factors, weights, _ = _cp_torch(T, rank, max_iter, tol, seed)
+    factors, weights, _ = CP(T, rank, max_iter, tol, seed)
     return factors, weights
 
 
@@ -175,9 +207,10 @@ def cp_reconstruct(factors, weights=None):
         w = V.tensor(weights, "weights", where)
         V.shape(w, "weights", (R,), where)
         w = w.to(fs[0].dtype)
-    return _cp_reconstruct_torch(fs, w)
+    return CP_RECONSTRUCT(fs, w)
 
 
+@CP_RECONSTRUCT.lowering("torch")
 def _cp_reconstruct_torch(factors, weights):
     """``sum_r w[r] A0[:, r] o A1[:, r] o ...`` as one GEMM against the Khatri-Rao product."""
     shape = tuple(f.shape[0] for f in factors)
@@ -192,6 +225,7 @@ def _leading(M, r):
     return torch.linalg.svd(M, full_matrices=False)[0][:, :r]
 
 
+@TUCKER.lowering("torch")
 def _tucker_torch(T, ranks, method, max_iter, tol):
     d = T.dim()
     factors = [_leading(_unfold(T, n), ranks[n]) for n in range(d)]
@@ -257,7 +291,7 @@ def tucker_decompose(tensor, ranks, method="hosvd", *, max_iter=50, tol=1e-8):
     method = _METHOD(method, "method", where)
     max_iter = V.integer(max_iter, "max_iter", where, minimum=1)
     tol = V.scalar(tol, "tol", where, complex_ok=False)
-    return _tucker_torch(T, ranks, method, max_iter, tol)
+    return TUCKER(T, ranks, method, max_iter, tol)
 
 
 def tucker_reconstruct(core, factors):
@@ -281,9 +315,10 @@ def tucker_reconstruct(core, factors):
         if U.shape[1] != G.shape[n]:
             raise ValueError(f"{where}: factors[{n}] has {U.shape[1]} columns but core mode {n} has size {G.shape[n]}")
         Us.append(U.to(G.dtype))
-    return _tucker_reconstruct_torch(G, Us)
+    return TUCKER_RECONSTRUCT(G, Us)
 
 
+@TUCKER_RECONSTRUCT.lowering("torch")
 def _tucker_reconstruct_torch(core, factors):
     """``G x_0 U0 x_1 U1 ...``: one mode product (GEMM) per mode."""
     X = core
@@ -294,6 +329,7 @@ def _tucker_reconstruct_torch(core, factors):
 
 # ------------------------------------------------------------------ tensor train
 
+@TT.lowering("torch")
 def _tt_torch(T, max_rank, tol):
     d = T.dim()
     shape = T.shape
@@ -355,7 +391,7 @@ def tt_decompose(tensor, max_rank=None, tol=None):
         tol = V.scalar(tol, "tol", where, complex_ok=False)
         if not tol >= 0:
             raise ValueError(f"{where}: tol must be >= 0, got {tol}")
-    return _tt_torch(T, max_rank, tol)
+    return TT(T, max_rank, tol)
 
 
 def tt_reconstruct(cores):
@@ -379,9 +415,10 @@ def tt_reconstruct(cores):
             raise ValueError(f"{where}: cores[{k}] has left rank {c.shape[0]} but the previous right rank is {prev}")
     if cs[-1].shape[2] != 1:
         raise ValueError(f"{where}: the last core's right rank must be 1, got {cs[-1].shape[2]}")
-    return _tt_reconstruct_torch([c.to(cs[0].dtype) for c in cs])
+    return TT_RECONSTRUCT([c.to(cs[0].dtype) for c in cs])
 
 
+@TT_RECONSTRUCT.lowering("torch")
 def _tt_reconstruct_torch(cores):
     """Left-to-right GEMMs ``(I_0...I_k, r_k) @ (r_k, I_{k+1} r_{k+1})``."""
     X = cores[0].reshape(cores[0].shape[1], cores[0].shape[2])

@@ -17,14 +17,22 @@ import torch
 
 import trnblas
 from trnsci import _validate as V
+from trnsci.dispatch import Op
 
 from . import plan as P
 
-__all__ = ["einsum", "multi_einsum", "tensordot"]
+__all__ = ["einsum", "multi_einsum", "tensordot", "EINSUM"]
 
-_BLAS_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
-_HIGH = {torch.float16: torch.float64, torch.bfloat16: torch.float64, torch.float32: torch.float64,
-         torch.float64: torch.float64, torch.complex64: torch.complex128, torch.complex128: torch.complex128}
+# The einsum Op: its size is the planned path's flops. It has no kernel of its own -- its GEMM-shaped
+# steps reach trnblas's kernels through trnblas's public API (ContractionStep.plan says which) -- so
+# the threshold is never consulted; it is trnblas.gemm's default (2*512^3), uncalibrated: no hardware here.
+EINSUM = Op(
+    "trntensor.einsum", "flops", 2 * 512**3,
+    size=lambda plan, *rest: plan.flops,
+    dtype=lambda plan, operands, alpha, beta, C, compute_dtype, *rest: compute_dtype,
+    describe=lambda plan, *rest: f"{plan.subscripts}  shapes {list(plan.shapes)}  ({plan.precision})",
+    doc="alpha * einsum(subscripts, *operands) + beta * out along the planned pairwise path; flops = the path's",
+)
 
 
 # ------------------------------------------------------------------ execution (no validation)
@@ -57,7 +65,7 @@ def _pair(a, b, r):
         b = b.reshape(vb)
     if kind == "ew":
         return a * b
-    blas = 2 * Bn * M * N * K >= P._TRNBLAS_MIN_FLOPS and a.dtype in _BLAS_DTYPES
+    blas = P._via_trnblas(2 * Bn * M * N * K, a.dtype)
     c = _mm(a, b, blas) if a.dim() == 2 else _bmm(a, b, blas)
     return c if res_shape is None else c.reshape(res_shape)
 
@@ -173,13 +181,15 @@ class _ZeroResult(Exception):
     pass
 
 
-def _einsum_torch(plan_exec, operands, alpha, beta, C, compute_dtype, result_dtype, precision):
+@EINSUM.lowering("torch")
+def _einsum_torch(plan, operands, alpha, beta, C, compute_dtype, result_dtype, precision):
     """The contraction of canonical arguments: ``alpha * einsum + beta * C``.
 
-    ``plan_exec`` is ``ContractionPlan._exec``; ``operands`` tensors on one
+    ``plan`` is the call's :class:`ContractionPlan`; ``operands`` tensors on one
     device; ``C`` None whenever ``beta == 0``; ``precision`` "fast",
     "kahan" or "dd" (real operands). Returns a new tensor of ``result_dtype``.
     """
+    plan_exec = plan._exec
     if precision == "dd" and not all(bool(torch.isfinite(x).all()) for x in operands):
         precision = "kahan"  # Inf/NaN propagate as in float64; splitting them would only add NaNs
         compute_dtype = torch.float64
@@ -313,7 +323,7 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
         beta = V.scalar(beta, "beta", where)
     compute = dt
     if prec == "kahan":
-        compute = _HIGH.get(dt, dt)
+        compute = P._HIGH.get(dt, dt)
     elif prec == "dd":
         if dt.is_complex or not dt.is_floating_point:
             raise TypeError(f"{where}: precision='dd' takes real floating operands, got {str(dt)[6:]}")
@@ -323,7 +333,7 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
             raise ValueError(f"{where}: beta={beta} needs out= (the tensor it scales)")
         C = V.tensor(out, "out", where)
         V.shape(C, "out", plan._exec[4], where)
-    R = _einsum_torch(plan._exec, ts, alpha, beta, C, compute, dt, prec)
+    R = EINSUM(plan, ts, alpha, beta, C, compute, dt, prec)
     return V.write_out(R, out, where)
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import torch
 
 from trnsci import _validate as V
+from trnsci import backend as _backend
 
 from . import _parse
 
@@ -45,6 +46,49 @@ _AUTO_OPTIMAL_MAX = 8  # up to this many operands "auto" runs the exhaustive DP 
 # GEMM steps from this size go through trnblas: its call overhead (6-14 us, measured against torch.mm on
 # float64, one thread) is 94% of a 48^3 GEMM, 19% at 96^3, 8% at 128^3, 5% at 192^3.
 _TRNBLAS_MIN_FLOPS = 2 * 192**3
+_BLAS_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
+#: The compute dtype of precision="kahan" (float64 accumulation) per operand dtype.
+_HIGH = {torch.float16: torch.float64, torch.bfloat16: torch.float64, torch.float32: torch.float64,
+         torch.float64: torch.float64, torch.complex64: torch.complex128, torch.complex128: torch.complex128}
+
+
+def _compute_dtype(dtype, precision):
+    """The dtype the steps run in: the operands' (``"fast"``), widened (``"kahan"``), float64 (``"dd"``)."""
+    if dtype is None:
+        dtype = torch.get_default_dtype()
+    if precision == "kahan":
+        return _HIGH.get(dtype, dtype)
+    if precision == "dd":
+        return torch.float64
+    return dtype
+
+
+def _via_trnblas(flops, dtype) -> bool:
+    """Whether a GEMM step goes through trnblas's public API -- the one rule execution and plans share.
+
+    From ``2*192^3`` flops always (its validation overhead is then <= 5%;
+    under backend "auto" trnblas itself picks its kernel or torch). Below,
+    only when trnblas's backend is forced to "nki"/"simulator", so that
+    trnblas's own decision (its kernel, or torch with the reason) holds for
+    every GEMM step; otherwise trnblas would pick torch anyway and the step
+    calls torch.mm/bmm directly.
+    """
+    if dtype not in _BLAS_DTYPES:
+        return False
+    if flops >= _TRNBLAS_MIN_FLOPS:
+        return True
+    return _backend.resolve("trnblas").name in ("nki", "simulator")
+
+
+def _gemm_plan(strategy, dims, dtype):
+    """trnblas's own :class:`~trnsci.dispatch.Plan` of a GEMM step (shapes on the meta device)."""
+    from trnblas.level3 import BATCHED_GEMM, GEMM
+
+    Bn, M, N, K = dims
+    lead = (Bn,) if strategy == "batched_gemm" else ()
+    A = torch.empty((*lead, M, K), dtype=dtype, device="meta")
+    B = torch.empty((*lead, K, N), dtype=dtype, device="meta")
+    return (BATCHED_GEMM if lead else GEMM).plan(1.0, A, B, 0.0, None, "N", "N")
 
 
 # ------------------------------------------------------------------ plan objects
@@ -58,7 +102,15 @@ class ContractionStep:
     ``subscripts`` is the step as an einsum string; ``strategy`` one of
     ``"gemm"``, ``"batched_gemm"``, ``"elementwise"``, ``"reduction"``;
     ``flops`` the step's cost (module docstring); ``size`` the number of
-    elements of its result; ``backend`` and ``reason`` what runs it and why.
+    elements of its result; ``shape`` its shape; ``dims`` the GEMM extents
+    ``(batch, M, N, K)``; ``dtype`` the dtype the step computes in.
+
+    ``backend`` and ``reason`` say what runs the step and why, decided when
+    read by the same rule the call applies under the backend setting then in
+    effect: a GEMM step that goes through trnblas reports trnblas's own
+    decision (:attr:`plan`, its :class:`~trnsci.dispatch.Plan`, with the
+    kernel's closed-form figures when a kernel would run); every other step
+    runs on torch.
     """
 
     operands: tuple[int, ...]
@@ -66,9 +118,40 @@ class ContractionStep:
     strategy: str
     flops: int
     size: int
-    backend: str
-    reason: str
     shape: tuple[int, ...] = ()
+    dims: tuple[int, int, int, int] = (1, 1, 1, 1)
+    dtype: torch.dtype | None = None
+
+    @property
+    def plan(self):
+        """trnblas's plan of this step when it goes through trnblas, else None."""
+        if self.strategy in ("gemm", "batched_gemm") and _via_trnblas(self.flops, self.dtype):
+            return _gemm_plan(self.strategy, self.dims, self.dtype)
+        return None
+
+    @property
+    def backend(self) -> str:
+        """``"torch"``, ``"nki"`` or ``"simulator"``: what runs this step now."""
+        p = self.plan
+        return "torch" if p is None else p.backend
+
+    @property
+    def reason(self) -> str:
+        """Why, in words (for a trnblas step, trnblas's reason)."""
+        if self.strategy in ("gemm", "batched_gemm"):
+            Bn, M, N, K = self.dims
+            dims = f"M={M} N={N} K={K}" + (f" batch={Bn}" if self.strategy == "batched_gemm" else "")
+            p = self.plan
+            if p is not None:
+                return f"{p.op} {dims}: {p.reason}"
+            if self.dtype not in _BLAS_DTYPES:
+                return f"torch.{'mm' if self.strategy == 'gemm' else 'bmm'} {dims}: dtype {self.dtype} is not a BLAS dtype"
+            return (f"torch.{'mm' if self.strategy == 'gemm' else 'bmm'} {dims}: below trnblas's call-overhead "
+                    f"break-even ({_TRNBLAS_MIN_FLOPS:g} flops) and trnblas not forced to a kernel backend")
+        if self.strategy == "elementwise":
+            return "broadcast multiply: no index summed" if self.operands != (0,) else \
+                "a view: transpose/diagonal only"
+        return "sum over the summed indices"
 
 
 @dataclass
@@ -106,8 +189,13 @@ class ContractionPlan:
     shapes: tuple = ()
     dtype: torch.dtype | None = None
     strategy: str = "path"
-    backend: str = "torch"
     _exec: tuple = field(default=(), repr=False, compare=False)
+
+    @property
+    def backend(self) -> str:
+        """The backend of every step (e.g. ``"torch"``), or the distinct ones joined by ``"+"``."""
+        seen = sorted({s.backend for s in self.steps}) or ["torch"]
+        return "+".join(seen)
 
     @property
     def estimated_flops(self) -> int:
@@ -341,18 +429,6 @@ def _lean(ra, rb, pa, pb, va, vb, sizes):
     return pa, pb, va, vb
 
 
-def _reason(strategy, flops, BMNK):
-    if strategy in ("gemm", "batched_gemm"):
-        Bn, M, N, K = BMNK
-        dims = f"M={M} N={N} K={K}" + (f" batch={Bn}" if strategy == "batched_gemm" else "")
-        if flops >= _TRNBLAS_MIN_FLOPS:
-            return f"trnblas.{'gemm' if strategy == 'gemm' else 'batched_gemm'} {dims} (torch path off Neuron)"
-        return f"torch.{'mm' if strategy == 'gemm' else 'bmm'} {dims}: below trnblas's call-overhead break-even"
-    if strategy == "elementwise":
-        return "broadcast multiply: no index summed"
-    return "sum over the summed indices"
-
-
 def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, memory_limit, where):
     n = len(terms)
     # per-operand preparation: squeeze broadcast size-1 dims, take diagonals of repeated letters
@@ -382,6 +458,7 @@ def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, 
         if pairs is None:
             raise ValueError(f"{where}: memory_limit={memory_limit} admits no contraction path; raise it")
     # walk the pairs, building executable steps
+    cdt = _compute_dtype(dtype, precision)
     ids = list(range(n))
     terms_ssa = list(cur)
     steps, recipes = [], []
@@ -401,10 +478,9 @@ def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, 
             if res2 == output:
                 recipe, res, strategy, swap = r2, res2, s2, True
         size = _prod(sizes, res)
-        reason = _reason(strategy, flops, recipe[-1])
         sub = f"{tb},{ta}->{res}" if swap else f"{ta},{tb}->{res}"
-        steps.append(ContractionStep((i, j), sub, strategy, flops, size, "torch", reason,
-                                     tuple(sizes[ch] for ch in res)))
+        steps.append(ContractionStep((i, j), sub, strategy, flops, size, tuple(sizes[ch] for ch in res),
+                                     recipe[-1], cdt))
         recipes.append((i, j, swap, recipe))
         total += flops
         if not last:
@@ -420,11 +496,11 @@ def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, 
     if sumdims:
         fl = _prod(sizes, final)
         total += fl
-        steps.append(ContractionStep((0,), f"{final}->{output}", "reduction", fl, _prod(sizes, output), "torch",
-                                     "sum over the summed indices"))
+        steps.append(ContractionStep((0,), f"{final}->{output}", "reduction", fl, _prod(sizes, output),
+                                     tuple(sizes[ch] for ch in output), dtype=cdt))
     elif n == 1:
-        steps.append(ContractionStep((0,), f"{final}->{output}", "elementwise", 0, _prod(sizes, output), "torch",
-                                     "a view: transpose/diagonal only"))
+        steps.append(ContractionStep((0,), f"{final}->{output}", "elementwise", 0, _prod(sizes, output),
+                                     tuple(sizes[ch] for ch in output), dtype=cdt))
     peak = max(peak, _prod(sizes, output))
     ops_str = ",".join(terms)
     canon = f"{ops_str}->{output}"
