@@ -39,12 +39,13 @@ The energy is ``E = sum_ij sum_ab (ia|jb) [2 (ia|jb) - (ib|ja)] /
 
 from __future__ import annotations
 
+import functools
 import numbers
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -254,7 +255,7 @@ def _orbitals(mf, frozen, where: str):
         nf = 0 if frozen is None else int(frozen)
         nocc = int(np.count_nonzero(occ))
         if not 0 <= nf < nocc:
-            raise ValueError(f"{where}: frozen must be in [0, nocc={nocc}), got {frozen}")
+            raise ValueError(f"{where}: frozen must be below nocc={nocc} (and not negative), got {frozen}")
         active[:nf] = False
     else:
         try:
@@ -345,7 +346,7 @@ def _parallel(fn, items) -> None:
         torch.set_num_threads(n)
 
 
-def _ao2mo_block(pqL, q0, q1, Co, Cv, V, p0) -> None:
+def _ao2mo_block(pqL, q, *, Co, Cv, V, p0) -> None:
     """``V[:, :, p0+q0 : p0+q1] = C_occ^T (mn|Q) C_vir`` for the block's aux functions ``q0:q1``.
 
     ``pqL`` is PySCF's packed ``(npair, nQ)`` block in Fortran order, i.e.
@@ -358,6 +359,7 @@ def _ao2mo_block(pqL, q0, q1, Co, Cv, V, p0) -> None:
     _, _, lib = _pyscf()
     nao, nocc = Co.shape
     nvir = Cv.shape[1]
+    q0, q1 = q
     nq = q1 - q0
     eri = torch.from_numpy(lib.unpack_tril(pqL.T[q0:q1]))  # (nq, nao, nao)
     Y = trnblas.gemm(1.0, eri.view(nq * nao, nao), Co).view(nq, nao, nocc)
@@ -404,8 +406,8 @@ def _build_B(mol, auxmol, c_occ, c_vir, max_memory_mb, timings, backends, progre
             pqL = gto.moleintor.getints3c(int3c, atm, bas, env, (0, nbas, 0, nbas, nbas + s0, nbas + s1),
                                           1, "s2ij", ao_loc, cintopt)
         with _stage("ao2mo", timings, backends):
-            _parallel(lambda q: _ao2mo_block(pqL, q[0], q[1], Co, Cv, V, p0), _split(nq, _NTHREADS()))
-            del pqL
+            _parallel(functools.partial(_ao2mo_block, pqL, Co=Co, Cv=Cv, V=V, p0=p0), _split(nq, _NTHREADS()))
+            pqL = None
     progress.show("int3c", len(blocks), len(blocks))
 
     with _stage("fit", timings, backends):

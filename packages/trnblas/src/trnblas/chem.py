@@ -220,22 +220,24 @@ def mp2_energy(B, eps_occ, eps_vir, *, max_memory=None):
 
 
 # ----------------------------------------------------------------- from PySCF
+# The suite's DF-MP2 pipeline lives in trnsci.chem (the umbrella depends on all
+# six libraries); these two keep their signatures and delegate to it.
 
 def df_factors(mf, auxbasis=None, *, frozen=0):
     """Density-fitted factors ``(B, eps_occ, eps_vir)`` of a closed-shell PySCF mean field.
 
-    ``B[i, a, Q] = sum_P (ia|P) [(P|Q)^-1/2]_PQ`` over the active occupied
-    orbitals (the lowest ``frozen`` are dropped) and all virtuals, so that
-    ``(ia|jb) ~= sum_Q B[i,a,Q] B[j,b,Q]``; the inverse square root drops
-    eigenvalues of the Coulomb metric below 1e-10.
+    A thin wrapper of :func:`trnsci.chem.df_factors` (see it for the
+    stages): ``(ia|jb) ~= sum_Q B[i,a,Q] B[j,b,Q]`` over the active occupied
+    orbitals (the lowest ``frozen`` dropped) and all virtuals.
 
     Parameters
     ----------
     mf : pyscf.scf.hf.RHF
         A converged restricted Hartree-Fock object.
     auxbasis : str or dict, optional
-        The RI auxiliary basis; default PySCF's choice for MP2
-        (``pyscf.df.make_auxbasis(mol, mp2fit=True)``, e.g. cc-pVDZ-RI).
+        The RI auxiliary basis; default what PySCF's ``DFMP2(mf)`` takes
+        (:func:`trnsci.chem.aux_basis`: the MP2-fit basis, e.g. cc-pVDZ-RI,
+        unless ``mf`` is density-fitted).
     frozen : int
         Number of core orbitals left out of the correlation treatment.
 
@@ -252,44 +254,20 @@ def df_factors(mf, auxbasis=None, *, frozen=0):
     ValueError
         An open-shell or unconverged mean field, or ``frozen`` out of range.
     """
-    import numpy as np
-    from pyscf import df
+    from trnsci import chem
 
-    mol = mf.mol
-    occ = np.asarray(mf.mo_occ)
-    if occ.ndim != 1 or not np.all((occ == 0) | (occ == 2)):
-        raise ValueError("df_factors: mf must be a closed-shell restricted mean field (occupations 0 or 2)")
-    if not getattr(mf, "converged", True):
-        raise ValueError("df_factors: mf has not converged; run mf.kernel() first")
-    nocc = int(np.count_nonzero(occ))
-    frozen = V.integer(frozen, "frozen", "df_factors", minimum=0)
-    if frozen >= nocc:
-        raise ValueError(f"df_factors: frozen must be below nocc={nocc}, got {frozen}")
-    if auxbasis is None:
-        auxbasis = df.make_auxbasis(mol, mp2fit=True)
-    auxmol = df.addons.make_auxmol(mol, auxbasis)
-    c_occ = mf.mo_coeff[:, frozen:nocc]
-    c_vir = mf.mo_coeff[:, nocc:]
-    j3c = df.incore.aux_e2(mol, auxmol, intor="int3c2e", aosym="s1")  # (nao, nao, naux)
-    w, v = np.linalg.eigh(auxmol.intor("int2c2e"))
-    keep = w > 1e-10
-    metric = (v[:, keep] / np.sqrt(w[keep])) @ v[:, keep].T
-    ov = np.einsum("mnP,mi,na->iaP", j3c, c_occ, c_vir, optimize=True)
-    B = torch.from_numpy(np.ascontiguousarray(ov @ metric))
-    eps = torch.from_numpy(np.asarray(mf.mo_energy, dtype=np.float64).copy())
-    return B, eps[frozen:nocc].clone(), eps[nocc:].clone()
+    return chem.df_factors(mf, auxbasis, frozen=frozen)
 
 
 def dfmp2(mf, auxbasis=None, *, frozen=0, dtype=torch.float64, max_memory=None) -> float:
     """Closed-shell DF-MP2 correlation energy (Eh) of a converged PySCF RHF object.
 
-    :func:`df_factors` then :func:`mp2_energy` with ``B`` in ``dtype``
-    (float32 or bfloat16 let the NKI kernel take it under backends that
-    choose it; float64 always runs on torch). Matches
-    ``pyscf.mp.dfmp2.DFMP2(mf, frozen=frozen).kernel()[0]`` (whose default
-    auxiliary basis is the same MP2-fit basis; note that
-    ``pyscf.mp.MP2(mf).density_fit()`` without ``auxbasis`` switches to the
-    JK-fit default instead).
+    ``trnsci.chem.df_mp2(mf, ...).e_corr`` (prefer that: it also reports
+    timings and backends per stage). ``B`` goes to the energy stage in
+    ``dtype`` (float32 or bfloat16 let the NKI kernel take it under backends
+    that choose it). Matches ``pyscf.mp.dfmp2.DFMP2(mf, frozen=frozen).kernel()[0]``.
     """
-    B, eo, ev = df_factors(mf, auxbasis, frozen=frozen)
-    return float(mp2_energy(B.to(dtype), eo, ev, max_memory=max_memory))
+    from trnsci import chem
+
+    return chem.df_mp2(mf, auxbasis=auxbasis, frozen=frozen, dtype=dtype, max_memory=max_memory,
+                       progress=False).e_corr
