@@ -310,6 +310,9 @@ def _aux_blocks(auxmol, max_aux: int):
     yield s0, auxmol.nbas, int(loc[s0]), int(loc[auxmol.nbas])
 
 
+_PIECE_BYTES = 4 * 2**20
+
+
 def _NTHREADS() -> int:
     return torch.get_num_threads()
 
@@ -406,7 +409,9 @@ def _build_B(mol, auxmol, c_occ, c_vir, max_memory_mb, timings, backends, progre
             pqL = gto.moleintor.getints3c(int3c, atm, bas, env, (0, nbas, 0, nbas, nbas + s0, nbas + s1),
                                           1, "s2ij", ao_loc, cintopt)
         with _stage("ao2mo", timings, backends):
-            _parallel(functools.partial(_ao2mo_block, pqL, Co=Co, Cv=Cv, V=V, p0=p0), _split(nq, _NTHREADS()))
+            # pieces of ~_PIECE_BYTES unpacked integrals: they stay in cache and need no fresh pages
+            pieces = _split(nq, max(_NTHREADS(), -(-nq * nao * nao * 8 // _PIECE_BYTES)))
+            _parallel(functools.partial(_ao2mo_block, pqL, Co=Co, Cv=Cv, V=V, p0=p0), pieces)
             pqL = None
     progress.show("int3c", len(blocks), len(blocks))
 
