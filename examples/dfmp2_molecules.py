@@ -33,7 +33,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     names = ["h2o", "nh3", "ch4", "hf"] + (["benzene"] if args.large else [])
     dtype = torch.float32 if trnsci.get_backend("trnblas") == "simulator" else torch.float64
-    print(f"{'molecule':<10} {'trnsci (Eh)':>16} {'PySCF (Eh)':>16} {'diff':>10} {'trnsci s':>9} {'PySCF s':>8}  stages")
+    print(f"{'molecule':<10} {'trnsci (Eh)':>16} {'PySCF (Eh)':>16} {'diff':>10} {'trnsci s':>9} "
+          f"{'PySCF s':>8}  stages")
     worst = 0.0
     for name in names:
         mol = gto.M(atom=MOLECULES[name], basis=args.basis, verbose=0)
