@@ -20,6 +20,7 @@ from . import _isa as I
 from . import _ops as O
 from . import dtypes as dt
 from . import memory as mem
+from .access import ds  # noqa: F401  (nl.ds, re-exported by nl)
 from .errors import NkiValidationError, NotEmulatedError, fail
 from .memory import Tensor, hbm, private_hbm, psum, sbuf, shared_hbm  # noqa: F401
 
