@@ -156,6 +156,7 @@ def test_density_fitted_mean_field_uses_its_own_basis():
     mf = scf.RHF(mol).density_fit(auxbasis="def2-universal-jkfit").run()
     r = chem.df_mp2(mf, progress=False)
     assert r.auxbasis == "def2-universal-jkfit"
+    assert r.backends["int3c"] == "cached (mf.with_df)"  # the SCF's fitted integrals, as PySCF reuses them
     assert abs(r.e_corr - _pyscf_dfmp2(mf)) <= 1e-8
     r2 = chem.df_mp2(mf, auxbasis="cc-pvdz-ri", progress=False)  # explicit auxbasis wins
     assert abs(r2.e_corr - r.e_corr) > 1e-7

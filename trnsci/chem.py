@@ -33,6 +33,11 @@ Stages (the names in :attr:`DFMP2Result.timings` and ``.backends``):
     orbitals against all ``j <= i`` and a fused denominator/reduction; on
     NKI the fused kernel that keeps ``T_ij`` on chip.
 
+A density-fitted mean field that holds its fitted integrals in memory
+(``mf.with_df._cderi``, after its SCF) lends them, as PySCF's DFMP2 then
+does too: ``metric``, ``int3c`` and ``fit`` are skipped (backend
+``"cached (mf.with_df)"``) unless ``auxbasis`` is given.
+
 The energy is ``E = sum_ij sum_ab (ia|jb) [2 (ia|jb) - (ib|ja)] /
 (e_i + e_j - e_a - e_b)``, the closed-shell (R)MP2 correlation energy.
 """
@@ -372,6 +377,32 @@ def _ao2mo_block(pqL, q, *, Co, Cv, V, p0) -> None:
     V[:, :, p0 + q0:p0 + q1] = W.permute(1, 2, 0)
 
 
+def _cached_cderi(mf, auxbasis):
+    """A density-fitted mean field's in-memory fitted integrals ``L^{-1} (P|mn)`` (naux, npair), or None."""
+    with_df = getattr(mf, "with_df", None)
+    cderi = getattr(with_df, "_cderi", None) if auxbasis is None else None
+    if isinstance(cderi, np.ndarray) and cderi.ndim == 2 and cderi.flags.c_contiguous:
+        nao = mf.mol.nao_nr()
+        if cderi.shape[1] == nao * (nao + 1) // 2:
+            return cderi
+    return None
+
+
+def _B_from_cderi(cderi, c_occ, c_vir, timings, backends):
+    """``B`` from PySCF's cached fit (what its DFMP2 does then too): only the AO->MO stage runs."""
+    nocc, nvir = c_occ.shape[1], c_vir.shape[1]
+    naux, nao = cderi.shape[0], c_occ.shape[0]
+    for name in ("metric", "int3c", "fit"):
+        timings[name] = 0.0
+        backends[name] = "cached (mf.with_df)"
+    V = torch.empty((nocc, nvir, naux), dtype=torch.float64)
+    Co, Cv = torch.from_numpy(c_occ), torch.from_numpy(c_vir)
+    with _stage("ao2mo", timings, backends):
+        pieces = _split(naux, max(_NTHREADS(), -(-naux * nao * nao * 8 // _PIECE_BYTES)))
+        _parallel(functools.partial(_ao2mo_block, cderi.T, Co=Co, Cv=Cv, V=V, p0=0), pieces)
+    return V
+
+
 def _build_B(mol, auxmol, c_occ, c_vir, max_memory_mb, timings, backends, progress):
     """``B (nocc, nvir, naux)`` float64: metric, 3c2e blocks, AO->MO, fit (see the module docstring)."""
     import trnblas
@@ -557,7 +588,11 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
     bar = _Progress(progress, f"DF-MP2 {mf.mol.nao_nr()} bf")
     try:
         with _backend_scope(backend):
-            B = _build_B(mf.mol, auxmol, c_occ, c_vir, mm, timings, backends, bar)
+            cderi = _cached_cderi(mf, auxbasis)
+            if cderi is not None:
+                B = _B_from_cderi(cderi, c_occ, c_vir, timings, backends)
+            else:
+                B = _build_B(mf.mol, auxmol, c_occ, c_vir, mm, timings, backends, bar)
             e, pairs = _energy(B.to(dtype), torch.from_numpy(eo), torch.from_numpy(ev), mm, timings, backends, bar)
     finally:
         bar.close()
