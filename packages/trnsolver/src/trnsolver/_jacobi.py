@@ -144,7 +144,6 @@ def _block_jacobi_eigh_torch(A: torch.Tensor, tol: float, max_sweeps: int, block
     V = torch.eye(m, dtype=A.dtype, device=A.device).expand_as(A).clone()
     tops, bots = round_robin(nb)
     ar = torch.arange(block, device=A.device)
-    batch = A.shape[:-2]
     sweeps = 0
     for sweeps in range(max_sweeps + 1):
         off, tot = _off(A)

@@ -84,7 +84,7 @@ def _cg_torch(matvec, b, x0, tol, atol, maxiter, precond):
     cplx = b.is_complex()
     rz = float(_dot(r, z).real)
     it = 0
-    for it in range(1, maxiter + 1):
+    for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
         Ap = matvec(p)
         pAp = float(_dot(p, Ap).real)
         if pAp == 0.0:
@@ -549,7 +549,7 @@ class _SSOR:
     def __call__(self, r):
         w = self.omega
         y = torch.linalg.solve_triangular(self.lower, r.unsqueeze(-1), upper=False)
-        y = y * (self.d / w).unsqueeze(-1) * ((2 - w))
+        y = y * (self.d / w).unsqueeze(-1) * (2 - w)
         return torch.linalg.solve_triangular(self.upper, y, upper=True).squeeze(-1)
 
     solve = matvec = __call__
