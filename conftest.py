@@ -21,6 +21,20 @@ def _clean_backend_env(monkeypatch):
         backend.reset_backend(lib)
 
 
+@pytest.fixture
+def kernel_runs():
+    """The test body runs under the ``simulator`` backend and must run an NKI kernel.
+
+    Yields the list of :class:`trnsci.nki.KernelRun` (names, profiles); the
+    test fails at teardown if no kernel ran (the torch path answered). See
+    :func:`trnsci.testing.kernel_ran` for the context-manager form.
+    """
+    from trnsci.testing import kernel_ran
+
+    with kernel_ran() as runs:
+        yield runs
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip tests marked ``neuron`` where no NeuronCore with the Neuron SDK is present."""
     from trnsci import nki

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+import math
 import warnings
 
 import pytest
@@ -131,31 +133,78 @@ def test_register_conflict():
 
 # ------------------------------------------------------------------ Op
 
-def _make_op(name, kernel_impl):
-    op = dispatch.Op(name, metric="n", threshold=10)
+def _make_op(name, kernel_impl, **nki_decl):
+    """An op whose size is its argument; the torch lowering tags its result."""
+    op = dispatch.Op(name, "n", 10, size=lambda x: x)
 
     @op.lowering("torch")
     def _(x):
         return ("torch", x)
 
     if kernel_impl is not None:
-        op.lowering("nki")(kernel_impl)
+        op.lowering("nki", **nki_decl)(kernel_impl)
     return op
 
 
 def test_op_runs_chosen_lowering():
-    op = _make_op("trntensor.test_op_a", lambda x: ("kernel", x))
-    assert op(3, size=100) == ("torch", 3)  # auto, no device
+    op = _make_op("trntensor.test_op_a", lambda x: ("kernel", x), supports=lambda x: "odd" if x % 2 else None)
+    assert op(100) == ("torch", 100)  # auto, no device
     with trnsci.use_backend("simulator"):
-        assert op(3, size=1) == ("kernel", 3)
-        assert op(3, size=1, supported=False, why_not="dtype") == ("torch", 3)
-        assert op.plan(1).backend == "simulator"
+        assert op(2) == ("kernel", 2)
+        assert op(3) == ("torch", 3)  # the kernel cannot take it: supports() said why
+        assert op.plan(2).backend == "simulator"
+        p = op.plan(3)
+        assert p.backend == "torch" and "kernel unsupported: odd" in p.reason and p.n == 3 == p.size
+
+
+def test_op_reserves_no_keyword():
+    """A library keyword such as trnrand's ``size=`` reaches the lowerings untouched."""
+    op = dispatch.Op("trnrand.test_op_size_kw", "samples", 1e6, size=lambda *, size, seed: math.prod(size))
+    op.lowering("torch")(lambda *, size, seed: ("torch", size, seed))
+    op.lowering("nki")(lambda *, size, seed: ("kernel", size, seed))
+    assert op(size=(2, 3), seed=1) == ("torch", (2, 3), 1)
+    with trnsci.use_backend("simulator"):
+        assert op(size=(2, 3), seed=1) == ("kernel", (2, 3), 1)
+        assert op.plan(size=(2, 3), seed=1).samples == 6
+
+
+def test_second_lowering_for_a_backend_is_an_error():
+    op = _make_op("trntensor.test_op_dup", lambda x: ("kernel", x))
+    with pytest.raises(ValueError, match="already registered"):
+        op.lowering("nki")(lambda x: x)
+    with pytest.raises(ValueError, match="already registered"):
+        op.lowering("torch")(lambda x: x)
+    with pytest.raises(ValueError, match="NKI lowering"):
+        dispatch.Op("trntensor.test_op_dup2", "n", 1).lowering("torch", dtypes=())
+
+
+def test_override_swaps_and_restores_a_lowering():
+    op = _make_op("trntensor.test_op_override", lambda x: ("kernel", x))
+    with trnsci.use_backend("simulator"):
+        with op.override("nki", lambda x: ("spy", x)):
+            assert op(1) == ("spy", 1)
+        with op.override("nki", None):
+            assert not op.has_kernel and op(1) == ("torch", 1)
+        assert op(1) == ("kernel", 1)
+
+
+def test_dtypes_declared_on_the_lowering_route_other_dtypes_to_torch():
+    import torch
+
+    op = dispatch.Op("trntensor.test_op_dtypes", "n", 1, size=lambda t: t.numel())
+    op.lowering("torch")(lambda t: "torch")
+    op.lowering("nki", dtypes=(torch.float32,))(lambda t: "kernel")
+    with trnsci.use_backend("simulator"):
+        assert op(torch.ones(2)) == "kernel"
+        assert op(torch.ones(2, dtype=torch.float64)) == "torch"
+        p = op.plan(torch.ones(2, dtype=torch.float64))
+    assert "dtype float64" in p.reason and "float32" in p.reason and "no float64" in p.reason
 
 
 def test_op_without_kernel_says_so():
     op = _make_op("trntensor.test_op_b", None)
     with trnsci.use_backend("simulator"):
-        d = op.plan(5)
+        d = op.decide(5)
     assert d.backend == "torch" and "no NKI kernel" in d.reason
 
 
@@ -170,12 +219,31 @@ def test_kernel_failure_falls_back_with_one_warning_per_cause():
     with trnsci.use_backend("simulator"):
         with warnings.catch_warnings(record=True) as rec:
             warnings.simplefilter("always")
-            results = [op(i, size=1) for i in range(4)]
+            results = [op(i) for i in range(4)]
     assert results == [("torch", i) for i in range(4)]  # the right answer every time
     assert len(calls) == 4  # the kernel was tried each time
     fallbacks = [w for w in rec if issubclass(w.category, trnsci.NkiFallbackWarning)]
     assert len(fallbacks) == 2  # two distinct causes: "... 0" and "... 1"
     assert "tile overflow" in str(fallbacks[0].message)
+
+
+def test_fallback_warning_points_at_the_users_line():
+    import torch
+
+    import trnblas
+    from trnblas.level3 import GEMM
+
+    def broken(*args):
+        raise RuntimeError("test_core_dispatch: deliberately broken kernel for the stacklevel check")
+
+    A = torch.ones(3, 3)
+    with trnsci.use_backend("simulator"), GEMM.override("nki", broken):
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            line = inspect.currentframe().f_lineno + 1
+            trnblas.gemm(1.0, A.numpy(), A.numpy())  # through numpy_io, gemm, _run_gemm, Op.__call__, execute
+    (w,) = [w for w in rec if issubclass(w.category, trnsci.NkiFallbackWarning)]
+    assert (w.filename, w.lineno) == (__file__, line)
 
 
 def test_kernel_failure_raises_under_require_nki(monkeypatch):
@@ -187,26 +255,106 @@ def test_kernel_failure_raises_under_require_nki(monkeypatch):
     op = _make_op("trntensor.test_op_d", broken)
     with trnsci.use_backend("simulator"):
         with pytest.raises(trnsci.NkiRequiredError, match="nope"):
-            op(1, size=1)
+            op(1)
 
 
 def test_op_sets_kernel_target():
     seen = []
     op = _make_op("trntensor.test_op_e", lambda x: seen.append(tnki._target.get()))
     with trnsci.use_backend("simulator"):
-        op(1, size=1)
+        op(1)
     assert seen == ["simulator"]
     assert tnki._target.get() is None
 
 
 def test_lowering_supports_predicate_routes_to_torch_up_front():
-    op = dispatch.Op("trntensor.test_op_f", metric="n", threshold=1)
+    calls = []
+
+    def supports(x):
+        calls.append(x)
+        return None if x < 10 else f"x={x} exceeds SBUF"
+
+    op = dispatch.Op("trntensor.test_op_f", "n", 1)
     op.lowering("torch")(lambda x: ("torch", x))
-    op.lowering("nki", supports=lambda x: None if x < 10 else f"x={x} exceeds SBUF")(lambda x: ("kernel", x))
+    op.lowering("nki", supports=supports)(lambda x: ("kernel", x))
     with trnsci.use_backend("simulator"):
-        assert op(3, size=1) == ("kernel", 3)
+        assert op(3) == ("kernel", 3)
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # no fallback warning: it never tried the kernel
-            assert op(12, size=1) == ("torch", 12)
+            assert op(12) == ("torch", 12)
+    calls.clear()
     with trnsci.use_backend("torch"):
-        assert op(12, size=1) == ("torch", 12)  # the predicate is not consulted off the kernel path
+        assert op(12) == ("torch", 12)
+    assert calls == []  # the predicate is not consulted off the kernel path
+
+
+# ------------------------------------------------------------------ plans
+
+def test_plan_reports_size_threshold_and_closed_form_counts(device):
+    op = dispatch.Op("trntensor.test_op_plan", "points", 100, size=lambda x: x, describe=lambda x: f"{x} points")
+    op.lowering("torch")(lambda x: x)
+    op.lowering("nki", counts=lambda x: {"kernel": "k", "hbm_read_bytes": 8 * x, "hbm_write_bytes": 4, "tensor": 2})(
+        lambda x: x)
+    small, big = op.plan(50), op.plan(1000)  # auto, with a (pretend) NeuronCore
+    assert (small.backend, small.points, small.threshold, small.kernel) == ("torch", 50, 100, None)
+    assert big.backend == "nki" and big.kernel == {"name": "k", "hbm_read_bytes": 8000, "hbm_write_bytes": 4,
+                                                    "tensor": 2}
+    text = str(big)
+    for piece in ("operation: trntensor.test_op_plan", "shapes: 1000 points", "points: 1,000", "threshold: 100",
+                  "backend: nki", "HBM read 8,000 B", "tensor 2", "closed form"):
+        assert piece in text, (piece, text)
+    with pytest.raises(AttributeError):
+        big.flops  # noqa: B018 -- only the op's own metric is an attribute
+
+
+def test_plan_call_plans_the_first_op_and_reports_calls_that_dispatch_none():
+    op = _make_op("trntensor.test_op_g", lambda x: ("kernel", x))
+
+    def public(x):
+        if x == 0:
+            return ("quick", 0)
+        return op(x * 2)
+
+    with trnsci.use_backend("simulator"):
+        p = dispatch.plan_call(public, 4)
+        assert (p.op, p.backend, p.size) == ("trntensor.test_op_g", "simulator", 8)
+        q = dispatch.plan_call(public, 0)
+    assert q.op is None and q.backend == "torch" and "dispatches no operation" in q.reason
+    assert public(4) == ("torch", 8)  # planning left no state behind
+
+
+# ------------------------------------------------------------------ trnsci.testing
+
+def test_testing_helpers_fail_when_they_should():
+    import numpy as np
+    import torch
+
+    from trnsci import testing
+
+    with pytest.raises(AssertionError, match="no NKI kernel ran"):
+        with testing.kernel_ran():
+            pass  # nothing ran
+    prof = type("P", (), {"hbm_read_bytes": 8, "hbm_write_bytes": 4, "flops": 0, "instructions": {"tensor": 1}})()
+    testing.assert_counts(prof, {"hbm_read_bytes": 8, "tensor": 1})
+    with pytest.raises(AssertionError, match="no counter for"):
+        testing.assert_counts(prof, {"hbm_read_bytes": 8, "gpsimd": 0})  # a missing key is not skipped
+    with pytest.raises(AssertionError, match="tensor: 1 != 2"):
+        testing.assert_counts(prof, {"tensor": 2})
+    x = testing.random(5, torch.float32)
+    testing.assert_close(x, x.astype(np.float64), dtype=torch.float32)
+    with pytest.raises(AssertionError):
+        testing.assert_close(x + 1e-3, x, dtype=torch.float32)  # 1e-3 >> 32 eps(fp32) = 3.8e-6
+    assert testing.tolerance(torch.complex128, k=3) == 64 * 2.0**-52
+    with pytest.raises(AssertionError, match="shape"):
+        testing.assert_close(x[:2], x)
+
+
+def test_validate_sparse_opt_in():
+    import torch
+
+    from trnsci import _validate as v
+
+    S = torch.eye(2).to_sparse()
+    with pytest.raises(TypeError, match="S is a sparse tensor"):
+        v.tensor(S, "S", "op")
+    assert v.tensor(S, "S", "op", sparse=True) is S

@@ -10,9 +10,9 @@ checks -- and the ``trnsci`` command. The libraries are separate packages:
 
 from trnsci._version import __version__
 from trnsci.backend import LIBRARIES, get_backend, reset_backend, set_backend, use_backend
-from trnsci.dispatch import Decision, NkiFallbackWarning, NkiRequiredError, decide
+from trnsci.dispatch import Decision, NkiFallbackWarning, NkiRequiredError, Op, Plan, decide, plan_call
 
 __all__ = [
     "__version__", "LIBRARIES", "set_backend", "get_backend", "use_backend", "reset_backend",
-    "decide", "Decision", "NkiFallbackWarning", "NkiRequiredError",
+    "decide", "Decision", "NkiFallbackWarning", "NkiRequiredError", "Op", "Plan", "plan_call",
 ]

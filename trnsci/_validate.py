@@ -28,15 +28,86 @@ def _dtype_names(dtypes: Iterable[torch.dtype]) -> str:
     return ", ".join(str(d).replace("torch.", "") for d in dtypes)
 
 
-def tensor(x: Any, name: str, where: str = "") -> torch.Tensor:
-    """``x`` as a torch tensor (NumPy arrays share memory), else ``TypeError``."""
-    if isinstance(x, torch.Tensor):
-        return x
-    if isinstance(x, np.ndarray):
+def tensor(x: Any, name: str, where: str = "", dtypes: Sequence[torch.dtype] | None = None, *,
+           sparse: bool = False) -> torch.Tensor:
+    """``x`` as a torch tensor (NumPy arrays share memory when they can), else ``TypeError``.
+
+    ``dtypes``, if given, are the allowed dtypes (``TypeError`` naming them
+    otherwise). Sparse tensors (COO, CSR, ...) are a ``TypeError`` (pass
+    ``x.to_dense()``) unless ``sparse=True``; NumPy arrays with negative
+    strides are copied.
+    """
+    if type(x) is torch.Tensor or isinstance(x, torch.Tensor):
+        t = x
+        if t.layout is not torch.strided and not sparse:
+            raise TypeError(f"{_p(where)}{name} is a sparse tensor (layout {t.layout}); "
+                            f"pass a dense tensor ({name}.to_dense())")
+    elif isinstance(x, np.ndarray):
         if x.dtype == object or x.dtype.kind in "USV":
             raise TypeError(f"{_p(where)}{name} must hold numbers, got a NumPy array of dtype {x.dtype}")
-        return torch.from_numpy(x) if x.flags.writeable else torch.from_numpy(x.copy())
-    raise TypeError(f"{_p(where)}{name} must be a torch.Tensor or numpy.ndarray, got {type(x).__name__}")
+        t = _from_numpy(x)
+    else:
+        raise TypeError(f"{_p(where)}{name} must be a torch.Tensor or numpy.ndarray, got {type(x).__name__}")
+    if dtypes is not None and t.dtype not in dtypes:
+        dtype(t, name, dtypes, where)
+    return t
+
+
+def _from_numpy(a: np.ndarray) -> torch.Tensor:
+    """Share memory when torch can (writeable, non-negative strides), else copy."""
+    if not a.flags.writeable or any(st < 0 for st in a.strides):
+        a = a.copy()
+    return torch.from_numpy(a)
+
+
+def matrix(x: Any, name: str, where: str = "", dtypes: Sequence[torch.dtype] | None = None) -> torch.Tensor:
+    """:func:`tensor` that must be 2-D."""
+    t = tensor(x, name, where, dtypes)
+    if t.dim() != 2:
+        ndim(t, name, 2, where)
+    return t
+
+
+def vector(x: Any, name: str, where: str = "", dtypes: Sequence[torch.dtype] | None = None) -> torch.Tensor:
+    """:func:`tensor` that must be 1-D."""
+    t = tensor(x, name, where, dtypes)
+    if t.dim() != 1:
+        ndim(t, name, 1, where)
+    return t
+
+
+def square(t: torch.Tensor, name: str, where: str = "") -> int:
+    """The order of a square matrix (last two dims equal), else ``ValueError``."""
+    if t.shape[-1] != t.shape[-2]:
+        raise ValueError(f"{_p(where)}{name} must be square, got shape {tuple(t.shape)}")
+    return t.shape[-1]
+
+
+def agree(where: str = "", **named: torch.Tensor | None) -> None:
+    """All named tensors (None skipped) share dtype (``TypeError``) and device (``ValueError``)."""
+    first = None
+    for t in named.values():
+        if t is None:
+            continue
+        if first is None:
+            first = t
+        elif t.dtype is not first.dtype or t.device != first.device:
+            same_dtype(where, **named)
+            same_device(where, **named)
+
+
+def agree3(where: str, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor | None,
+           names: tuple[str, str, str] = ("A", "B", "C")) -> None:
+    """:func:`agree` for a fixed triple without building a dict on the common path."""
+    dt, dev = A.dtype, A.device
+    if B.dtype is not dt or B.device != dev or (C is not None and (C.dtype is not dt or C.device != dev)):
+        agree(where, **dict(zip(names, (A, B, C))))
+
+
+def mismatch(where: str, what: str, **named: torch.Tensor) -> ValueError:
+    """A ``ValueError`` (to raise) naming every tensor involved and its shape."""
+    parts = ", ".join(f"{k} has shape {tuple(t.shape)}" for k, t in named.items())
+    return ValueError(f"{_p(where)}{what}: {parts}")
 
 
 def _p(where: str) -> str:
@@ -92,17 +163,44 @@ def same_device(where: str = "", **named: torch.Tensor) -> torch.device:
     return first.device
 
 
-def scalar(x: Any, name: str, where: str = "", *, complex_ok: bool = True) -> complex | float:
-    """A Python number (or 0-d tensor/array) as a Python scalar."""
+_INT64 = 2**63
+
+
+def scalar(x: Any, name: str, where: str = "", *, complex_ok: bool = True) -> complex | float | int:
+    """A Python number (or 0-d tensor/array) as a Python scalar.
+
+    Booleans and non-numbers are a ``TypeError``, as is a complex value when
+    ``complex_ok`` is false. Integers beyond int64 become floats (torch
+    cannot take them as scalars); beyond float range, ``ValueError``.
+    """
+    t = type(x)
+    if t is float or (t is int and -_INT64 <= x < _INT64):
+        return x
     if isinstance(x, (torch.Tensor, np.ndarray)) and x.ndim == 0:
         x = x.item()
-    if isinstance(x, bool) or not isinstance(x, numbers.Number):
+    if isinstance(x, bool) or isinstance(x, np.bool_) or not isinstance(x, numbers.Number):
         raise TypeError(f"{_p(where)}{name} must be a number, got {type(x).__name__}")
     if isinstance(x, numbers.Complex) and not isinstance(x, numbers.Real):
         if not complex_ok:
             raise TypeError(f"{_p(where)}{name} must be real, got {x!r}")
         return complex(x)
-    return float(x) if not isinstance(x, numbers.Integral) else int(x)
+    if isinstance(x, numbers.Integral):
+        x = int(x)
+        if -_INT64 <= x < _INT64:
+            return x
+        try:
+            return float(x)
+        except OverflowError:
+            raise ValueError(f"{_p(where)}{name} (an integer of {len(str(abs(x)))} digits) is too large "
+                             "for floating point") from None
+    return float(x)
+
+
+def finish(result: torch.Tensor, out: Any, where: str = "") -> torch.Tensor:
+    """Return ``result``, or copy it into ``out`` (see :func:`write_out`) and return ``out``."""
+    if out is None:
+        return result
+    return write_out(result, out, where)
 
 
 def choice(value: Any, name: str, options: dict[str, Sequence[Any]], where: str = "") -> str:
@@ -176,6 +274,10 @@ def numpy_io(fn: Callable) -> Callable:
                     break
             else:
                 return fn(*args, **kwargs)
+        out = kwargs.get("out")
+        if isinstance(out, np.ndarray) and (not out.flags.writeable or any(st < 0 for st in out.strides)):
+            raise ValueError(f"{fn.__name__}: out must be a writeable NumPy array with non-negative strides "
+                             "(the result is written through shared memory)")
         args = tuple(_np_to_torch(a) for a in args)
         kwargs = {k: _np_to_torch(v) for k, v in kwargs.items()}
         return _torch_to_np(fn(*args, **kwargs))
@@ -185,7 +287,7 @@ def numpy_io(fn: Callable) -> Callable:
 
 def _np_to_torch(a: Any) -> Any:
     if isinstance(a, np.ndarray) and a.dtype != object and a.dtype.kind not in "USV":
-        return torch.from_numpy(a) if a.flags.writeable else torch.from_numpy(a.copy())
+        return _from_numpy(a)
     return a
 
 
@@ -218,5 +320,13 @@ def write_out(result: torch.Tensor, out: Any, where: str = "", name: str = "out"
         raise TypeError(f"{_p(where)}{name} has dtype {out.dtype}; the result is {result.dtype}")
     if out.device != result.device:
         raise ValueError(f"{_p(where)}{name} is on {out.device}; the result is on {result.device}")
+    if out.layout is not torch.strided:
+        raise TypeError(f"{_p(where)}{name} is a sparse tensor (layout {out.layout}); pass a dense tensor")
+    if out.requires_grad:
+        raise ValueError(f"{_p(where)}{name} requires grad; trnsci cannot write into it in place "
+                         f"(pass {name}.detach() or leave {name} out)")
+    if any(st == 0 and n > 1 for st, n in zip(out.stride(), out.shape)):
+        raise ValueError(f"{_p(where)}{name} has overlapping memory (a stride of 0, e.g. from expand); "
+                         "pass a tensor with its own storage for every element")
     out.copy_(result)
     return out

@@ -27,9 +27,12 @@ cause) or raising when ``TRNSCI_REQUIRE_NKI=1``.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import math
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -208,7 +211,11 @@ class Decision(NamedTuple):
 
 
 def decide(op: str, size: float | None = None, *, supported: bool = True, why_not: str = "") -> Decision:
-    """Choose the backend for one call of ``op``.
+    """Choose the backend for one call of ``op`` from its size and whether the kernel can take it.
+
+    Libraries do not call this: :meth:`Op.decide` works out ``size`` and
+    ``supported`` from the call's arguments and the declarations on the op.
+    This function is the rule both follow.
 
     Parameters
     ----------
@@ -231,6 +238,14 @@ def decide(op: str, size: float | None = None, *, supported: bool = True, why_no
     """
     entry = _REGISTRY.get(op) or _entry(op)
     setting = _backend.resolve(_library_of(op))
+    return _decide(entry, setting, size, None if supported else (lambda: why_not))
+
+
+def _decide(entry: Threshold, setting: _backend.Setting, size: float | None,
+            why_not: Callable[[], str | None] | None) -> Decision:
+    """The decision rule. ``why_not()`` (called at most once, only when a kernel
+    could otherwise run) returns None when the kernel can take the call."""
+    op = entry.op
     name = setting.name
     if name == "torch":
         return Decision(op, "torch", _where(setting), setting, size)
@@ -239,16 +254,17 @@ def decide(op: str, size: float | None = None, *, supported: bool = True, why_no
             f"{op}: {_where(setting)}, but this machine has no NeuronCore with the Neuron SDK "
             "(use 'auto' to fall back to torch, or 'simulator' to run the kernel on the CPU)"
         )
-    if not supported:
-        if require_nki():
-            raise NkiRequiredError(f"{op}: TRNSCI_REQUIRE_NKI=1 but the kernel cannot run this call: {why_not}")
-        return Decision(op, "torch", f"{_where(setting)}; kernel unsupported: {why_not}", setting, size)
-    if name != "auto":  # "nki" (device checked above) or "simulator"
-        return Decision(op, name, _where(setting), setting, size)
-    if not _device_available():
+    if name == "auto" and not _device_available():
         if require_nki():
             raise NkiRequiredError(f"{op}: TRNSCI_REQUIRE_NKI=1 but backend 'auto' found no NeuronCore")
         return Decision(op, "torch", _where(setting) + "; no NeuronCore on this machine", setting, size)
+    reason = why_not() if why_not is not None else None
+    if reason is not None:
+        if require_nki():
+            raise NkiRequiredError(f"{op}: TRNSCI_REQUIRE_NKI=1 but the kernel cannot run this call: {reason}")
+        return Decision(op, "torch", f"{_where(setting)}; kernel unsupported: {reason}", setting, size)
+    if name != "auto":  # "nki" (device checked above) or "simulator"
+        return Decision(op, name, _where(setting), setting, size)
     thr, origin = threshold(op)
     if size is not None and size < thr:
         reason = f"{_where(setting)}; {entry.metric}={size:g} below threshold {thr:g} ({origin})"
@@ -281,12 +297,34 @@ def _library_of(op: str) -> str | None:
 # ------------------------------------------------------------------ fallback
 
 _warned: set[tuple[str, str, str]] = set()
+_OUR_PACKAGES = ("trnsci", *_backend.LIBRARIES)
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning point at the first frame outside trnsci's packages.
+
+    Counted for a ``warnings.warn`` call made directly in the caller of this
+    function; the user's line is wherever the public function was called,
+    however many library frames (NumPy wrappers, helpers, ``Op`` hops) lie
+    between.
+    """
+    frame = sys._getframe(1)  # the function that will call warnings.warn: stacklevel 1
+    level = 1
+    while frame is not None:
+        mod = frame.f_globals.get("__name__", "")
+        if mod.split(".", 1)[0] not in _OUR_PACKAGES:
+            return level
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def fallback(op: str, exc: BaseException) -> None:
     """Handle a kernel failure: raise under REQUIRE_NKI, else warn once per cause.
 
-    A cause is the operation, the exception type and its message.
+    A cause is the operation, the exception type and its message. The
+    :class:`NkiFallbackWarning` points at the user's line (the first frame
+    outside trnsci and its libraries).
     """
     if require_nki():
         raise NkiRequiredError(
@@ -300,80 +338,258 @@ def fallback(op: str, exc: BaseException) -> None:
     warnings.warn(
         f"{op}: NKI kernel failed ({type(exc).__name__}: {exc}); the torch fallback computed the result",
         NkiFallbackWarning,
-        stacklevel=4,
+        stacklevel=_user_stacklevel(),
     )
 
 
 # ------------------------------------------------------------------ operations
 
-class Op:
-    """One operation, defined once, with one lowering per backend.
+@dataclass
+class Lowering:
+    """One backend's implementation of an :class:`Op`, with what the kernel can take.
 
-    ``Op("trnblas.gemm", metric="flops", threshold=2.7e8)`` registers the
-    threshold. ``@op.lowering("torch")`` and ``@op.lowering("nki")`` attach
-    the implementations; the NKI lowering also serves ``"simulator"`` (it
-    calls :func:`trnsci.nki.run`, which reads the target from the context).
-    ``op(*args, size=..., supported=..., why_not=..., **kwargs)`` decides and
-    runs; ``op.plan(size)`` only decides.
+    Attributes
+    ----------
+    fn : callable
+        The implementation; it takes the op's (canonical) arguments.
+    dtypes : tuple of torch.dtype or None
+        NKI lowerings: the dtypes the kernel takes, checked against the
+        op's dtype for the call (see :class:`Op`'s ``dtype=``).
+    supports : callable or None
+        NKI lowerings: ``supports(*args, **kwargs) -> None | str``; a string
+        says why the kernel cannot take this call (a shape beyond SBUF, an
+        unsupported option).
+    counts : callable or None
+        NKI lowerings: ``counts(*args, **kwargs) -> dict | None``, the
+        kernel's closed-form figures for this call: ``"kernel"`` (its
+        name), ``"hbm_read_bytes"``, ``"hbm_write_bytes"`` and instruction
+        counts per engine (``"tensor"``, ``"vector"``, ``"dma"``, ...), the
+        same keys as the emulator's profile. None when no closed form
+        applies (e.g. the host splits the call into several kernel runs).
     """
 
-    def __init__(self, name: str, *, metric: str, threshold: float, doc: str = "", probe: Callable | None = None):
+    fn: Callable
+    dtypes: tuple | None = None
+    supports: Callable[..., str | None] | None = None
+    counts: Callable[..., dict | None] | None = None
+
+
+def _first_tensor_dtype(*args, **kwargs):
+    for a in args:
+        dt = getattr(a, "dtype", None)
+        if dt is not None and hasattr(a, "shape"):
+            return dt
+    for a in kwargs.values():
+        dt = getattr(a, "dtype", None)
+        if dt is not None and hasattr(a, "shape"):
+            return dt
+    return None
+
+
+class Op:
+    """One operation, defined once: its size, its lowerings, and the one decision between them.
+
+    Parameters
+    ----------
+    name : str
+        ``"<library>.<op>"``, e.g. ``"trnblas.gemm"``; the library part picks
+        the backend scope (``trnblas.use_backend``).
+    metric : str
+        What ``size`` measures: ``"flops"``, ``"points"`` (an FFT), ``"nnz"``
+        (a sparse op), ``"samples"`` (an RNG), ...
+    threshold : float
+        The default smallest size at which the kernel beats torch under
+        backend ``"auto"`` (see :func:`threshold` for overrides).
+    size : callable, optional
+        ``size(*args, **kwargs) -> float``: the metric for one call, from
+        the same arguments the lowerings take. Without it the size is
+        unknown (thresholds then never send a call to torch).
+    dtype : callable, optional
+        ``dtype(*args, **kwargs) -> torch.dtype``: the dtype checked
+        against the NKI lowering's ``dtypes``. Default: the dtype of the
+        first tensor argument.
+    describe : callable, optional
+        ``describe(*args, **kwargs) -> str``: the problem in words for
+        :class:`Plan` (``"op(A) 64x32 @ op(B) 32x16 -> 64x16"``).
+    doc, probe
+        As :func:`register`.
+
+    Notes
+    -----
+    ``@op.lowering("torch")`` and ``@op.lowering("nki", dtypes=...,
+    supports=..., counts=...)`` attach the implementations; the NKI lowering
+    also serves ``"simulator"`` (it calls :func:`trnsci.nki.run`, which
+    reads the target from the context). Every lowering takes the same
+    arguments. ``op(*args, **kwargs)`` -- no keyword is reserved -- runs
+    :meth:`decide` and then the chosen lowering; :meth:`plan` runs the same
+    :meth:`decide` and reports. A kernel that raises falls back to torch
+    (one :class:`NkiFallbackWarning` per cause, or :class:`NkiRequiredError`
+    under ``TRNSCI_REQUIRE_NKI=1``).
+
+    Examples
+    --------
+    >>> import torch, trnsci
+    >>> from trnsci.dispatch import Op
+    >>> SCALE = Op("trntensor.doc_scale", "elements", 1e6, size=lambda x, a: x.numel())
+    >>> @SCALE.lowering("torch")
+    ... def _scale_torch(x, a):
+    ...     return x * a
+    >>> SCALE(torch.ones(3), 2.0).tolist()
+    [2.0, 2.0, 2.0]
+    >>> SCALE.plan(torch.ones(3), 2.0).backend
+    'torch'
+    """
+
+    def __init__(self, name: str, metric: str, threshold: float, *, size: Callable[..., float] | None = None,
+                 dtype: Callable | None = None, describe: Callable[..., str] | None = None,
+                 doc: str = "", probe: Callable | None = None):
         self.name = name
         self.metric = metric
-        register(name, metric, threshold, doc, probe)
-        self._lowerings: dict[str, Callable] = {}
-        self._supports: Callable[..., str | None] | None = None
+        self._entry = register(name, metric, threshold, doc, probe)
+        self._size = size
+        self._dtype = dtype or _first_tensor_dtype
+        self._describe = describe
+        self._lowerings: dict[str, Lowering] = {}
+        self._torch: Callable | None = None
+        with _lock:
+            _OPS[name] = self
 
-    def lowering(self, backend: str, *, supports: Callable[..., str | None] | None = None):
+    # ----------------------------------------------------------- declaring
+
+    def lowering(self, backend: str, *, dtypes=None, supports: Callable[..., str | None] | None = None,
+                 counts: Callable[..., dict | None] | None = None):
         """Decorator attaching the ``"torch"`` or ``"nki"`` implementation.
 
-        ``supports(*args, **kwargs)``, for the NKI lowering, returns ``None``
-        when the kernel can take the call, else the reason it cannot (a
-        shape that exceeds SBUF, say); such calls are planned onto torch up
-        front, with that reason, instead of failing in the kernel.
+        ``dtypes``, ``supports`` and ``counts`` belong to the NKI lowering
+        (see :class:`Lowering`). Registering a second lowering for one
+        backend is a ``ValueError``; tests swap lowerings with
+        :meth:`override`.
         """
         if backend not in ("torch", "nki"):
             raise ValueError(f"lowering backend must be 'torch' or 'nki', got {backend!r}")
+        if backend == "torch" and (dtypes is not None or supports is not None or counts is not None):
+            raise ValueError(f"{self.name}: dtypes/supports/counts describe the NKI lowering, not the torch one")
 
         def register_lowering(fn: Callable) -> Callable:
-            self._lowerings[backend] = fn
-            if backend == "nki":
-                self._supports = supports
+            if backend in self._lowerings:
+                raise ValueError(f"{self.name}: a {backend!r} lowering is already registered "
+                                 f"({getattr(self._lowerings[backend].fn, '__qualname__', '?')}); "
+                                 "use Op.override to replace it in a test")
+            self._set(backend, Lowering(fn, tuple(dtypes) if dtypes is not None else None, supports, counts))
             return fn
 
         return register_lowering
+
+    def _set(self, backend: str, low: Lowering | None) -> None:
+        if low is None:
+            self._lowerings.pop(backend, None)
+        else:
+            self._lowerings[backend] = low
+        t = self._lowerings.get("torch")
+        self._torch = t.fn if t is not None else None
+
+    @contextlib.contextmanager
+    def override(self, backend: str, fn: Callable | None, **declarations):
+        """Replace (``fn``) or remove (``None``) one lowering inside a ``with`` block.
+
+        For tests: a spy, a deliberately broken kernel, or no kernel at all.
+        ``declarations`` (``dtypes=``, ``supports=``, ``counts=``) default to
+        the replaced lowering's. The original is restored on exit.
+
+        >>> from trnblas.level3 import GEMM
+        >>> with GEMM.override("nki", None):
+        ...     GEMM.has_kernel
+        False
+        """
+        if backend not in ("torch", "nki"):
+            raise ValueError(f"lowering backend must be 'torch' or 'nki', got {backend!r}")
+        old = self._lowerings.get(backend)
+        if fn is None:
+            new = None
+        else:
+            base = old or Lowering(fn)
+            new = Lowering(fn, declarations.get("dtypes", base.dtypes), declarations.get("supports", base.supports),
+                           declarations.get("counts", base.counts))
+        self._set(backend, new)
+        try:
+            yield self
+        finally:
+            self._set(backend, old)
 
     @property
     def has_kernel(self) -> bool:
         return "nki" in self._lowerings
 
-    def plan(self, size: float | None = None, *, supported: bool = True, why_not: str = "") -> Decision:
-        if not self.has_kernel:
-            supported, why_not = False, "no NKI kernel for this operation yet"
-        return decide(self.name, size, supported=supported, why_not=why_not)
+    def lowering_for(self, backend: str) -> Lowering | None:
+        """The :class:`Lowering` registered for ``"torch"`` or ``"nki"`` (None if none)."""
+        return self._lowerings.get(backend)
 
-    def __call__(self, *args, size: float | None = None, supported: bool = True, why_not: str = "", **kwargs):
-        lowerings = self._lowerings
-        if "nki" not in lowerings:
-            supported, why_not = False, "no NKI kernel for this operation yet"
-        decision = decide(self.name, size, supported=supported, why_not=why_not)
-        if decision.backend == "torch":  # the common path, kept short: it runs on every call
-            return lowerings["torch"](*args, **kwargs)
-        if self._supports is not None:
-            reason = self._supports(*args, **kwargs)
-            if reason:
-                decision = self.plan(size, supported=False, why_not=reason)
+    # ----------------------------------------------------------- deciding
+
+    def size(self, *args, **kwargs) -> float | None:
+        """The op's metric for this call (None without a ``size`` function)."""
+        return None if self._size is None else self._size(*args, **kwargs)
+
+    def why_not(self, *args, **kwargs) -> str | None:
+        """None when the NKI lowering can take this call, else why not (no kernel, dtype, ``supports``)."""
+        low = self._lowerings.get("nki")
+        if low is None:
+            return "no NKI kernel for this operation yet"
+        if low.dtypes is not None:
+            dt = self._dtype(*args, **kwargs)
+            if dt not in low.dtypes:
+                from trnsci.nki import hw
+
+                return hw.why_not_dtype(dt, low.dtypes)
+        if low.supports is not None:
+            return low.supports(*args, **kwargs) or None
+        return None
+
+    def decide(self, *args, **kwargs) -> Decision:
+        """Which backend runs this call and why -- the one rule :meth:`__call__` and :meth:`plan` share."""
+        setting = _backend.resolve(_library_of(self.name))
+        size = None if self._size is None else self._size(*args, **kwargs)
+        if setting.name == "torch":  # the common path, kept short
+            return Decision(self.name, "torch", _where(setting), setting, size)
+        return _decide(self._entry, setting, size, lambda: self.why_not(*args, **kwargs))
+
+    def plan(self, *args, **kwargs) -> Plan:
+        """What :meth:`__call__` would do with these arguments, as a printable :class:`Plan`."""
+        d = self.decide(*args, **kwargs)
+        kernel = None
+        low = self._lowerings.get("nki")
+        if d.backend != "torch" and low is not None and low.counts is not None:
+            figures = low.counts(*args, **kwargs)
+            if figures is not None:
+                figures = dict(figures)
+                kernel = {"name": figures.pop("kernel", None), **figures}
+        desc = self._describe(*args, **kwargs) if self._describe is not None else ""
+        dt = self._dtype(*args, **kwargs)
+        return Plan(self.name, d.backend, d.reason, self.metric, d.size, d.threshold, dt, desc, kernel, d)
+
+    # ----------------------------------------------------------- running
+
+    def __call__(self, *args, **kwargs):
+        ctx = _planning.get()
+        if ctx is not None:
+            raise _Planned(self.plan(*args, **kwargs))
+        decision = self.decide(*args, **kwargs)
+        if decision.backend == "torch":
+            if self._torch is None:
+                raise NotImplementedError(f"{self.name}: no torch lowering registered")
+            return self._torch(*args, **kwargs)
         return self.execute(decision, *args, **kwargs)
 
     def execute(self, decision: Decision, *args, **kwargs):
-        torch_impl = self._lowerings["torch"]
+        """Run the lowering ``decision`` chose (torch fallback on a kernel failure)."""
+        torch_impl = self._torch
         if decision.backend == "torch":
             return torch_impl(*args, **kwargs)
         from trnsci import nki
 
         try:
             with nki.target(decision.backend):
-                return self._lowerings["nki"](*args, **kwargs)
+                return self._lowerings["nki"].fn(*args, **kwargs)
         except (KeyboardInterrupt, NkiRequiredError):
             raise
         except Exception as exc:  # a kernel failure: never a wrong answer
@@ -382,3 +598,124 @@ class Op:
 
     def __repr__(self) -> str:
         return f"Op({self.name!r}, metric={self.metric!r}, lowerings={sorted(self._lowerings)})"
+
+
+_OPS: dict[str, Op] = {}
+
+
+def ops(library: str | None = None) -> dict[str, Op]:
+    """Every :class:`Op` created so far (name -> Op), optionally of one library."""
+    with _lock:
+        items = dict(_OPS)
+    if library is None:
+        return items
+    return {k: v for k, v in items.items() if k.split(".", 1)[0] == library}
+
+
+# ------------------------------------------------------------------ plans
+
+@dataclass(frozen=True)
+class Plan:
+    """What one call would run, and why -- printable, in the manner of opt_einsum's ``PathInfo``.
+
+    Attributes
+    ----------
+    op : str or None
+        The dispatched operation (``"trnblas.gemm"``); None when the call
+        dispatches nothing (a quick return, or a function with no ``Op``).
+    backend : str
+        ``"torch"``, ``"nki"`` or ``"simulator"``.
+    reason : str
+        Why, in words (backend setting and its origin, kernel support,
+        size against threshold).
+    metric : str
+        The op's size metric (``"flops"``, ``"points"``, ``"nnz"``, ...).
+    size : float or None
+        Its value for this call; also readable under the metric's name
+        (``plan.flops``, ``plan.points``, ...).
+    threshold : float or None
+        The NKI threshold that applied (None when the size did not matter).
+    dtype : torch.dtype or None
+    description : str
+        The problem in words (shapes and options), when the op describes it.
+    kernel : dict or None
+        When a kernel would run and has a closed form: ``{"name": ...,
+        "hbm_read_bytes": ..., "hbm_write_bytes": ..., "tensor": ..., ...}``
+        -- the figures the emulator's counters reproduce exactly.
+    decision : Decision or None
+    """
+
+    op: str | None
+    backend: str
+    reason: str
+    metric: str = ""
+    size: float | None = None
+    threshold: float | None = None
+    dtype: Any = None
+    description: str = ""
+    kernel: dict | None = None
+    decision: Decision | None = None
+
+    def __getattr__(self, name: str):
+        if name != "metric" and name == self.__dict__.get("metric"):
+            return self.size
+        raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
+
+    def __str__(self) -> str:
+        thr = "(not consulted)" if self.threshold is None else f"{self.threshold:,.0f}"
+        size = "unknown" if self.size is None else f"{self.size:,.0f}"
+        rows = [("operation", self.op or "(none dispatched)")]
+        if self.description:
+            rows.append(("shapes", self.description))
+        if self.dtype is not None:
+            rows.append(("dtype", str(self.dtype).replace("torch.", "")))
+        if self.op is not None:
+            rows += [(self.metric or "size", size), ("threshold", thr)]
+        rows += [("backend", self.backend), ("reason", self.reason)]
+        if self.kernel:
+            k = self.kernel
+            counts = ", ".join(f"{key} {v:,}" for key, v in k.items()
+                               if key not in ("name", "hbm_read_bytes", "hbm_write_bytes", "flops"))
+            rows.append(("kernel", f"{k.get('name')}: HBM read {k.get('hbm_read_bytes', 0):,} B, "
+                                   f"write {k.get('hbm_write_bytes', 0):,} B; {counts} (closed form)"))
+        width = max(len(r[0]) for r in rows)
+        return "\n".join(f"{key:>{width}}: {v}" for key, v in rows)
+
+
+class _Planned(Exception):
+    def __init__(self, plan: Plan):
+        super().__init__(plan.op)
+        self.plan = plan
+
+
+_planning: contextvars.ContextVar[bool | None] = contextvars.ContextVar("trnsci_planning", default=None)
+
+
+def plan_call(fn: Callable, *args, **kwargs) -> Plan:
+    """Plan a call of a public function: validate as the call would, then report its first :class:`Op`.
+
+    ``fn(*args, **kwargs)`` runs up to the first dispatched operation, which
+    is planned (:meth:`Op.plan`) instead of run; nothing is computed. A call
+    that reaches no operation (a quick return such as ``alpha == 0``, or a
+    function that always runs on torch) plans as ``op=None``, ``"torch"``.
+    Invalid arguments raise exactly as the call would.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> from trnsci.dispatch import plan_call
+    >>> with trnblas.use_backend("torch"):
+    ...     p = plan_call(trnblas.gemm, 1.0, torch.ones(4, 3), torch.ones(3, 2))
+    >>> p.op, p.backend, p.flops
+    ('trnblas.gemm', 'torch', 48)
+    """
+    token = _planning.set(True)
+    try:
+        fn(*args, **kwargs)
+    except _Planned as planned:
+        return planned.plan
+    finally:
+        _planning.reset(token)
+    name = getattr(fn, "__qualname__", repr(fn))
+    return Plan(None, "torch", f"{name} dispatches no operation for these arguments "
+                               "(a quick return, or a function that always runs on torch)")

@@ -1,5 +1,8 @@
-"""Integer fidelity: Vector/Scalar arithmetic goes through fp32, bitwise ops
-and shifts are exact.  References are exact Python integer math."""
+"""Integer fidelity.  int32/uint32 tensor_tensor defaults to the GpSimd native
+integer path (exact, wrapping mod 2**32); on the Vector engine (engine=vector,
+or an operand in PSUM) and in tensor_scalar it goes through fp32 and loses
+bits above 2**24.  Bitwise ops and shifts are exact.  References are exact
+Python integer math."""
 
 import numpy as np
 import pytest
@@ -25,12 +28,29 @@ def _store(t):
     return out
 
 
+def _vector_tt(x, y, op):
+    out = nl.ndarray(x.shape, dtype=nl.uint32, buffer=nl.sbuf)
+    nisa.tensor_tensor(out, x, y, op=op, engine=nisa.engine.vector)
+    return out
+
+
+def test_uint32_multiply_on_gpsimd_is_exact_mod_2_32():
+    a = _rand_u32(10)
+    b = _rand_u32(11)
+
+    def k(a, b):
+        return _store(nl.multiply(nl.load(a), nl.load(b)))  # int tiles in SBUF -> GpSimd
+
+    got = simulate(k, a, b).astype(np.uint64)
+    np.testing.assert_array_equal(got, _exact(lambda x, y: (x * y) & MASK32, a, b))
+
+
 def test_uint32_multiply_through_fp32_loses_bits():
     a = _rand_u32(0, 1 << 16)
     b = _rand_u32(1, 1 << 16)
 
     def k(a, b):
-        return _store(nl.multiply(nl.load(a), nl.load(b)))
+        return _store(_vector_tt(nl.load(a), nl.load(b), nl.multiply))
 
     got = simulate(k, a, b).astype(np.uint64)
     exact = _exact(lambda x, y: (x * y) & MASK32, a, b)
@@ -46,9 +66,13 @@ def test_uint32_add_above_2_24_loses_bits():
     b = np.zeros((P, 1), np.uint32)
 
     def k(a, b):
+        return _store(_vector_tt(nl.load(a), nl.load(b), nl.add))
+
+    def k_gpsimd(a, b):
         return _store(nl.add(nl.load(a), nl.load(b)))
 
-    assert (simulate(k, a, b) == 1 << 24).all()  # the low bit is gone
+    assert (simulate(k, a, b) == 1 << 24).all()  # the low bit is gone on the Vector engine
+    assert (simulate(k_gpsimd, a, b) == (1 << 24) + 1).all()  # exact on GpSimd
 
 
 def test_int32_add_saturates():
@@ -92,9 +116,9 @@ def limb_mul_kernel(a, b):
 
 
 def naive_16bit_limb_kernel(a, b):
-    """lo16(a) * lo16(b): one multiply of two 16-bit limbs, up to 32 bits."""
+    """lo16(a) * lo16(b) on the Vector engine: one fp32 multiply of 16-bit limbs, up to 32 bits."""
     x, y = nl.load(a), nl.load(b)
-    return _store(nl.multiply(_mask(x, 0xFFFF), _mask(y, 0xFFFF)))
+    return _store(_vector_tt(_mask(x, 0xFFFF), _mask(y, 0xFFFF), nl.multiply))
 
 
 def test_limb_multiply_is_exact_mod_2_32():

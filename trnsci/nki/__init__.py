@@ -4,10 +4,14 @@ Kernels import through this module and never name a toolchain directly::
 
     from trnsci.nki import nki, nl, nisa
 
-``SOURCE`` says which one was taken: ``"neuron"`` (the ``nki`` package of
-Neuron SDK >= 2.29, or the legacy ``neuronxcc.nki``) or ``"emulator"``
-(:mod:`trnsci.nki.emulator`, NumPy). ``TRNSCI_NKI=emulator`` forces the
-emulator even where the real package is installed.
+``SOURCE`` says which one was taken: ``"neuron"`` (AWS's ``nki`` package,
+NKI >= 0.6 = Neuron SDK >= 2.32, imported as ``import nki``,
+``import nki.language as nl``, ``import nki.isa as nisa``) or ``"emulator"``
+(:mod:`trnsci.nki.emulator`, NumPy, which models NKI 0.6). An older ``nki``
+is not used (its API differs from the one the kernels are written for), and
+the legacy ``neuronxcc.nki`` namespace is never imported: NKI >= 0.4 rejects
+it inside kernels. ``TRNSCI_NKI=emulator`` forces the emulator even where
+the real package is installed.
 
 :func:`run` executes a kernel on torch tensors for the backend the current
 operation chose (``"nki"``: hardware through XLA; ``"simulator"``: on the
@@ -34,17 +38,38 @@ __all__ = [
 ]
 
 
+MIN_NKI_VERSION = (0, 6)
+
+
+def _version_tuple(v):
+    parts = []
+    for p in str(v).split(".")[:2]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
 def _load_toolchain():
-    """Return (source, nki, nl, nisa, error) for the first toolchain that imports."""
+    """Return (source, nki, nl, nisa, error): AWS's nki >= 0.6 if it imports, else the emulator."""
     if os.environ.get("TRNSCI_NKI", "").strip().lower() != "emulator":
-        for base in ("nki", "neuronxcc.nki"):
-            try:
-                mod = importlib.import_module(base)
-                lang = importlib.import_module(base + ".language")
-                isa = importlib.import_module(base + ".isa")
-            except Exception:  # placeholders on PyPI raise ImportError; be broad
-                continue
-            return "neuron", mod, lang, isa, None
+        try:
+            mod = importlib.import_module("nki")
+            lang = importlib.import_module("nki.language")
+            isa = importlib.import_module("nki.isa")
+        except Exception:  # placeholders on PyPI raise ImportError; be broad
+            mod = None
+        if mod is not None:
+            version = getattr(mod, "__version__", None)
+            if version is not None and _version_tuple(version) >= MIN_NKI_VERSION:
+                return "neuron", mod, lang, isa, None
+            import warnings
+
+            warnings.warn(
+                f"trnsci.nki: the installed nki ({version or 'unknown version'}) is older than "
+                f"{'.'.join(map(str, MIN_NKI_VERSION))}; using the NKI 0.6 emulator instead",
+                RuntimeWarning,
+                stacklevel=2,
+            )
     try:
         from trnsci.nki import emulator
 

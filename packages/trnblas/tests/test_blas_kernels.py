@@ -18,31 +18,17 @@ from trnblas.kernels.gemm import gemm_counts, gemm_kernel, max_k, panel_width
 from trnblas.kernels.syrk import syrk_counts, syrk_kernel
 from trnblas.kernels.trsm import trsm_counts, trsm_kernel
 from trnsci import nki
+from trnsci.testing import assert_counts, kernel_ran
 
 pytestmark = pytest.mark.simulator
 
 BF16 = ml_dtypes.bfloat16
 
 
-def _rng(seed=0):
-    return np.random.default_rng(seed)
-
-
-def _check_counts(prof, expected):
-    got = {
-        "hbm_read_bytes": prof.hbm_read_bytes,
-        "hbm_write_bytes": prof.hbm_write_bytes,
-        "flops": prof.flops,
-        **prof.instructions,
-    }
-    for key, want in expected.items():
-        if key in got:
-            assert got[key] == want, f"{key}: emulator counted {got[key]}, closed form says {want}"
-
-
 @pytest.fixture
 def simulator():
-    with trnsci.use_backend("simulator"), nki.capture() as runs:
+    """The simulator backend, recording kernel runs; fails the test if no kernel ran."""
+    with kernel_ran() as runs:
         yield runs
 
 
@@ -51,7 +37,7 @@ def simulator():
 @pytest.mark.parametrize("m,n,k", [(200, 300, 700), (128, 128, 128), (1, 1, 1), (130, 513, 129), (10, 5000, 1024)])
 @pytest.mark.parametrize("dtype", [np.float32, BF16])
 def test_gemm_kernel_counters_match_closed_form(m, n, k, dtype):
-    rng = _rng(m + n + k)
+    rng = np.random.default_rng(m + n + k)
     a = rng.standard_normal((m, k)).astype(dtype)
     b = rng.standard_normal((k, n)).astype(dtype)
     out, prof = nki.profile(gemm_kernel, np.ascontiguousarray(a.T), b)
@@ -59,7 +45,7 @@ def test_gemm_kernel_counters_match_closed_form(m, n, k, dtype):
     # fp32 accumulation of exactly representable (bf16 or fp32) products
     np.testing.assert_allclose(out, ref, rtol=0, atol=2e-6 * k * np.abs(ref).max() + 1e-6)
     expected = gemm_counts(m, n, k, np.dtype(dtype).itemsize)
-    _check_counts(prof, expected)
+    assert_counts(prof, expected)
     assert prof.instructions["dma"] == expected["dma"]
     if (m, n, k) == (10, 5000, 1024) and dtype is np.float32:
         assert panel_width(k, n, 4) < n  # this case exercises several B panels (A re-read)
@@ -74,11 +60,11 @@ def test_gemm_minimum_traffic_when_b_fits():
 
 
 def test_gemm_2048_bf16_modeled_tensor_engine_utilization():
-    rng = _rng(1)
+    rng = np.random.default_rng(1)
     a = rng.standard_normal((2048, 2048)).astype(BF16)
     b = rng.standard_normal((2048, 2048)).astype(BF16)
     _, prof = nki.profile(gemm_kernel, a, b, target="trn1")
-    _check_counts(prof, gemm_counts(2048, 2048, 2048, 2))
+    assert_counts(prof, gemm_counts(2048, 2048, 2048, 2))
     assert prof.instructions["tensor"] == 16 * 16 * 4
     assert prof.tensor_engine_utilization() >= 0.85
 
@@ -123,12 +109,12 @@ def test_gemm_large_k_split_on_host(simulator):
 # ----------------------------------------------------------------- batched GEMM
 
 def test_batched_gemm_kernel_counters():
-    rng = _rng(7)
+    rng = np.random.default_rng(7)
     a = rng.standard_normal((3, 150, 70)).astype(np.float32)
     b = rng.standard_normal((3, 150, 520)).astype(np.float32)
     out, prof = nki.profile(batched_gemm_kernel, a, b)
     np.testing.assert_allclose(out, np.einsum("bkm,bkn->bmn", a, b), rtol=1e-5, atol=1e-4)
-    _check_counts(prof, batched_gemm_counts(3, 70, 520, 150, 4))
+    assert_counts(prof, batched_gemm_counts(3, 70, 520, 150, 4))
 
 
 def test_batched_gemm_public_api_one_kernel_call(simulator):
@@ -146,12 +132,12 @@ def test_batched_gemm_public_api_one_kernel_call(simulator):
 @pytest.mark.parametrize("upper", [False, True])
 @pytest.mark.parametrize("n,k", [(1000, 70), (130, 257)])
 def test_syrk_kernel_counters(n, k, upper):
-    x = _rng(n + k).standard_normal((k, n)).astype(np.float32)
+    x = np.random.default_rng(n + k).standard_normal((k, n)).astype(np.float32)
     out, prof = nki.profile(syrk_kernel, x, upper=upper)
     ref = x.T.astype(np.float64) @ x
     keep = np.triu(np.ones((n, n), bool)) if upper else np.tril(np.ones((n, n), bool))
     np.testing.assert_allclose(out[keep], ref[keep], rtol=1e-5, atol=1e-3)
-    _check_counts(prof, syrk_counts(n, k, 4, upper))
+    assert_counts(prof, syrk_counts(n, k, 4, upper))
 
 
 def test_syrk_about_half_of_gemm_instructions():
@@ -228,14 +214,15 @@ def test_trsm_kernel_counters(n, r):
     out, prof = nki.profile(trsm_kernel, w, rhs)
     ref = scipy.linalg.solve_triangular(np.tril(A.double().numpy()), B.double().numpy(), lower=True)
     assert np.abs(out - ref).max() / np.abs(ref).max() < 1e-5
-    _check_counts(prof, trsm_counts(n, r))
+    assert_counts(prof, trsm_counts(n, r))
 
 
-def test_float64_goes_to_torch_not_kernel(simulator):
+def test_float64_goes_to_torch_not_kernel():
     A = torch.randn(20, 20, dtype=torch.float64)
-    R = trnblas.gemm(1.0, A, A)
+    with trnsci.use_backend("simulator"), nki.capture() as runs:
+        R = trnblas.gemm(1.0, A, A)
     torch.testing.assert_close(R, A @ A)
-    assert simulator == []  # the kernel takes fp32/bf16 only; fp64 is never downcast
+    assert runs == []  # the kernel takes fp32/bf16 only; fp64 is never downcast
 
 
 def test_oversized_calls_plan_onto_torch_without_touching_the_kernel(monkeypatch):
@@ -287,7 +274,7 @@ def test_gemm_kernel_any_shape_matches_float64(m, n, k, transA, transB, alpha, b
     absprod = abs(alpha) * (np.abs(opa) @ np.abs(opb))
     bound = (k + 2) * u * absprod + 4 * u * (np.abs(ref) + abs(beta) * np.abs(C.double().numpy()))
     assert np.all(np.abs(got.double().numpy() - ref) <= bound)
-    _check_counts(runs[0].profile, gemm_counts(m, n, k, 4))
+    assert_counts(runs[0].profile, gemm_counts(m, n, k, 4))
 
 
 def test_gemm_ex_feeds_bf16_operands_to_the_tensor_engine(simulator):
@@ -299,7 +286,7 @@ def test_gemm_ex_feeds_bf16_operands_to_the_tensor_engine(simulator):
     R = trnblas.gemm_ex(1.0, A, B, out_dtype=torch.float32)
     assert R.dtype == torch.float32
     assert [r.kernel for r in simulator] == ["gemm_kernel"]
-    _check_counts(simulator[0].profile, gemm_counts(m, n, k, 2))  # bf16 traffic, not widened fp32
+    assert_counts(simulator[0].profile, gemm_counts(m, n, k, 2))  # bf16 traffic, not widened fp32
     ref = A.double().numpy() @ B.double().numpy()  # bf16 values are exact in float64
     # exact products, fp32 accumulation over k terms
     bound = (k + 1) * 2.0**-24 * (np.abs(A.double().numpy()) @ np.abs(B.double().numpy()))

@@ -15,27 +15,19 @@ import scipy.linalg.blas as sb
 import torch
 
 import trnblas
+from trnsci.testing import NUMPY_DTYPES, assert_close
+from trnsci.testing import random as rand
 
 DTYPES = [torch.float32, torch.float64, torch.complex64, torch.complex128]
-NP = {torch.float32: np.float32, torch.float64: np.float64,
-      torch.complex64: np.complex64, torch.complex128: np.complex128}
+NP = NUMPY_DTYPES
 PREFIX = {torch.float32: "s", torch.float64: "d", torch.complex64: "c", torch.complex128: "z"}
 
 
-def rand(n, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    a = rng.standard_normal(n)
-    if dtype.is_complex:
-        a = a + 1j * rng.standard_normal(n)
-    return a.astype(NP[dtype])
 
 
 def close(got, want, dtype, n=1):
-    got = got.numpy() if isinstance(got, torch.Tensor) else np.asarray(got)
-    real = torch.empty(0, dtype=dtype).real.dtype if dtype.is_complex else dtype
-    tol = 16 * (n + 1) * torch.finfo(real).eps
-    scale = max(1.0, float(np.max(np.abs(want)))) if np.size(want) else 1.0
-    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale)
+    """Within ``16 (n + 1) eps`` of the reference, relative to its largest entry (see the module docstring)."""
+    assert_close(got, want, dtype=dtype, k=n)
 
 
 def t(a):

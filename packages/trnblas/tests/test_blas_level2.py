@@ -16,20 +16,15 @@ import scipy.linalg.blas as sb
 import torch
 
 import trnblas
+from trnsci.testing import NUMPY_DTYPES, assert_close
+from trnsci.testing import random as rand
 
 DTYPES = [torch.float32, torch.float64, torch.complex64, torch.complex128]
-NP = {torch.float32: np.float32, torch.float64: np.float64,
-      torch.complex64: np.complex64, torch.complex128: np.complex128}
+NP = NUMPY_DTYPES
 T = {"N": 0, "T": 1, "C": 2}
 NAN = float("nan")
 
 
-def rand(shape, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    a = rng.standard_normal(shape)
-    if dtype.is_complex:
-        a = a + 1j * rng.standard_normal(shape)
-    return a.astype(NP[dtype])
 
 
 def blas(name, dtype):
@@ -37,12 +32,8 @@ def blas(name, dtype):
 
 
 def close(got, want, dtype, k=1):
-    got = got.numpy() if isinstance(got, torch.Tensor) else np.asarray(got)
-    real = torch.empty(0, dtype=dtype).real.dtype if dtype.is_complex else dtype
-    t = 16 * (k + 1) * torch.finfo(real).eps
-    scale = max(1.0, float(np.nanmax(np.abs(want)))) if np.size(want) else 1.0
-    assert got.shape == np.shape(want)
-    np.testing.assert_allclose(got, want, rtol=t, atol=t * scale)
+    """Within ``16 (k + 1) eps`` of the reference, relative to its largest entry (see the module docstring)."""
+    assert_close(got, want, dtype=dtype, k=k)
 
 
 def t(a):

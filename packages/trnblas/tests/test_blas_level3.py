@@ -18,39 +18,27 @@ import torch
 
 import trnblas
 import trnsci
+from trnsci.testing import NUMPY_DTYPES, assert_close
+from trnsci.testing import random as rand
 
 DTYPES = [torch.float32, torch.float64, torch.complex64, torch.complex128]
-NP = {torch.float32: np.float32, torch.float64: np.float64,
-      torch.complex64: np.complex64, torch.complex128: np.complex128}
+NP = NUMPY_DTYPES
 TRANS = ["N", "T", "C"]
 SCIPY_TRANS = {"N": 0, "T": 1, "C": 2}
 NAN = float("nan")
 
 
-def rand(shape, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    a = rng.standard_normal(shape)
-    if torch.empty(0, dtype=dtype).is_complex():
-        a = a + 1j * rng.standard_normal(shape)
-    return a.astype(NP[dtype])
 
 
 def blas(name, dtype):
     return sb.get_blas_funcs(name, dtype=NP[dtype])
 
 
-def tol(dtype, k=1):
-    eps = torch.finfo(dtype if not dtype.is_complex else torch.empty(0, dtype=dtype).real.dtype).eps
-    return 16 * (k + 1) * eps
 
 
 def close(got, want, dtype, k=1):
-    got = got.numpy() if isinstance(got, torch.Tensor) else np.asarray(got)
-    want = np.asarray(want)
-    assert got.shape == want.shape, (got.shape, want.shape)
-    t = tol(dtype, k)
-    scale = max(1.0, float(np.nanmax(np.abs(want)))) if want.size else 1.0
-    np.testing.assert_allclose(got, want, rtol=t, atol=t * scale)
+    """Within ``16 (k + 1) eps`` of the reference, relative to its largest entry (see the module docstring)."""
+    assert_close(got, want, dtype=dtype, k=k)
 
 
 def scalars(dtype):

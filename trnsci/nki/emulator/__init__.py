@@ -2,7 +2,7 @@
 
 Public interface::
 
-    from trnsci.nki.emulator import nki, nl, nisa, KernelProfile, simulate, profile, EmulatorError
+    from trnsci.nki.emulator import nki, nl, nisa, KernelProfile, simulate, profile, NkiValidationError
 
 * ``nki.jit(fn)`` wraps a kernel; calling it runs the emulator.
 * ``nki.simulate(kernel)(*arrays, **kw)`` / ``simulate(kernel, *arrays, **kw)``
@@ -12,7 +12,8 @@ Public interface::
 """
 
 from . import nisa, nl
-from .errors import EmulatorError
+from ._table import INSTRUCTIONS
+from .errors import EmulatorError, NkiValidationError, NotEmulatedError, RemovedAPIError
 from .jit import Kernel, _make_nki_namespace, jit, profile, simulate, simulate_kernel
 from .profile import TARGETS, KernelProfile, Target
 
@@ -26,6 +27,10 @@ __all__ = [
     "simulate",
     "profile",
     "EmulatorError",
+    "NkiValidationError",
+    "NotEmulatedError",
+    "RemovedAPIError",
+    "INSTRUCTIONS",
     "Kernel",
     "jit",
     "simulate_kernel",

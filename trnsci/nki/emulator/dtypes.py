@@ -21,13 +21,25 @@ uint16 = np.dtype(np.uint16)
 int8 = np.dtype(np.int8)
 uint8 = np.dtype(np.uint8)
 bool_ = uint8  # comparison masks; NKI's bool_ is one byte per element
+float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
+float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
+float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
 
-FLOAT_DTYPES = (float32, bfloat16, float16)
+FP8_DTYPES = (float8_e4m3, float8_e5m2, float8_e4m3fn)
+FLOAT_DTYPES = (float32, bfloat16, float16) + FP8_DTYPES
 INT_DTYPES = (int32, uint32, int16, uint16, int8, uint8)
 SUPPORTED = FLOAT_DTYPES + INT_DTYPES
 
 _BY_NAME = {str(d): d for d in SUPPORTED}
 _BY_NAME.update({"bf16": bfloat16, "fp32": float32, "fp16": float16, "bool": uint8})
+
+# NKI 0.6 dtypes the emulator has no storage format for (yet).
+NOT_EMULATED = {
+    "tfloat32": "tfloat32 (1S,8E,10M) has no NumPy storage type; use float32",
+    "float8_e5m2_x4": "x4-packed types are for nc_matmul_mx on NeuronCore-v4 (trn3)",
+    "float8_e4m3fn_x4": "x4-packed types are for nc_matmul_mx on NeuronCore-v4 (trn3)",
+    "float4_e2m1fn_x4": "x4-packed types are for nc_matmul_mx on NeuronCore-v4 (trn3)",
+}
 
 # Integer sentinel for fresh allocations: every byte 0xA5 (uint32 0xA5A5A5A5).
 INT_SENTINEL_BYTE = 0xA5
@@ -39,6 +51,10 @@ def normalize(dtype, op="dtype", operand="dtype"):
     """Return the NumPy dtype for an NKI dtype spec, or raise EmulatorError."""
     if dtype is None:
         return None
+    if dtype is bool:
+        return uint8
+    if isinstance(dtype, str) and dtype in NOT_EMULATED:
+        raise EmulatorError(f"{op}: dtype {dtype} for '{operand}' is not emulated yet: {NOT_EMULATED[dtype]}")
     try:
         if isinstance(dtype, str):
             d = _BY_NAME[dtype]
@@ -69,6 +85,14 @@ def is_int(d):
 
 def unsigned_of(d):
     return _UNSIGNED[d.itemsize]
+
+
+def is_fp32(d):
+    return d == float32
+
+
+def is_int32(d):
+    return d in (int32, uint32)
 
 
 def fill_sentinel(arr):

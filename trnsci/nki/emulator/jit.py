@@ -30,7 +30,7 @@ class Kernel:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        out, _ = run(self, args, kwargs, target="trn1")
+        out, _ = run(self, args, kwargs)
         return out
 
     def __getitem__(self, grid):
@@ -84,6 +84,11 @@ def _unwrap(x):
                 f"kernel returned {x.buffer.name.upper()} tile '{x.name}'; kernels return "
                 "HBM tensors (nl.ndarray(..., buffer=nl.shared_hbm) written with nl.store)"
             )
+        if x.buffer is not mem.shared_hbm:
+            raise EmulatorError(
+                f"kernel returned '{x.name}' allocated in nl.{x.buffer.name}; kernel outputs must be allocated "
+                "with buffer=nl.shared_hbm since NKI 0.3 (nki/migration/index.rst)"
+            )
         return np.array(x._read(), copy=True)
     if isinstance(x, tuple):
         return tuple(_unwrap(v) for v in x)
@@ -94,8 +99,27 @@ def _unwrap(x):
     return x
 
 
-def run(kernel, args, kwargs, target="trn1"):
+_TARGET_ALIASES = {"trn1": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2"}
+
+
+def default_target():
+    """trn1, or the target NEURON_PLATFORM_TARGET_OVERRIDE names (as AWS's simulator reads it)."""
+    import os
+
+    v = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "").strip().lower()
+    if not v:
+        return "trn1"
+    if v not in _TARGET_ALIASES:
+        raise EmulatorError(
+            f"NEURON_PLATFORM_TARGET_OVERRIDE={v!r}: the emulator models trn1 (gen2) and trn2 (gen3) only"
+        )
+    return _TARGET_ALIASES[v]
+
+
+def run(kernel, args, kwargs, target=None):
     """Run a kernel (Kernel or plain function); return (outputs, KernelProfile)."""
+    if target is None:
+        target = default_target()
     fn = kernel.fn if isinstance(kernel, Kernel) else kernel
     grid = kernel.grid if isinstance(kernel, Kernel) else ()
     if not callable(fn):
@@ -134,7 +158,7 @@ def simulate(kernel, *args, **kwargs):
     return run(kernel, args, kwargs)[0]
 
 
-def profile(kernel, *args, target="trn1", **kwargs):
+def profile(kernel, *args, target=None, **kwargs):
     """Run a kernel and return ``(outputs, KernelProfile)`` for ``target``."""
     return run(kernel, args, kwargs, target=target)
 
@@ -144,15 +168,16 @@ def simulate_kernel(kernel, *args, **kwargs):
     return run(kernel, args, kwargs)[0]
 
 
+def _nki_simulate(kernel, *a, **k):
+    """``nki.simulate(kernel)(*arrays)`` (also ``nki.simulate(kernel, *arrays)``)."""
+    return simulate(kernel, *a, **k) if (a or k) else simulate(kernel)
+
+
 def _make_nki_namespace(nl, nisa):
-    ns = types.SimpleNamespace(
-        jit=jit,
-        simulate=lambda kernel, *a, **k: simulate(kernel, *a, **k) if (a or k) else simulate(kernel),
-        simulate_kernel=simulate_kernel,
-        profile=profile,
-        language=nl,
-        isa=nisa,
-        Kernel=Kernel,
-        is_emulator=True,
-    )
+    """The emulated top-level ``nki`` module: ``jit``, ``simulate``, ``language``, ``isa``."""
+    ns = types.ModuleType("nki", "Emulated top-level nki namespace (trnsci.nki.emulator)")
+    ns.jit = jit
+    ns.simulate = _nki_simulate
+    ns.language = nl
+    ns.isa = nisa
     return ns

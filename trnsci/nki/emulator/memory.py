@@ -1,10 +1,8 @@
 """Memories, allocations, tensors (HBM tensors and SBUF/PSUM tiles) and views.
 
-A :class:`Tensor` is a window onto one :class:`Allocation`.  Basic indexing
-(ints and slices) gives a NumPy view, so writes through a view land in the
-allocation.  Index expressions built from ``nl.arange`` / ``nl.mgrid``
-(integer arrays) give an "indexed view" that reads by gathering and writes
-by scattering into its parent.
+A :class:`Tensor` is a view (shape, strides, offset, dtype) onto the storage
+of one :class:`Allocation`; indexing and the NKI 0.6 view primitives live in
+:mod:`.access`.  Writes through any view land in the allocation.
 
 Every kernel call runs inside a fresh :class:`TraceContext` that owns the
 counters and tracks live on-chip bytes per partition: an allocation is live
@@ -17,6 +15,7 @@ from math import prod
 
 import numpy as np
 
+from . import access
 from . import dtypes as dt
 from .errors import EmulatorError
 from .profile import Counters, build_profile, get_target
@@ -77,6 +76,7 @@ class TraceContext:
         self.shared_index = 0
         self.program_id = ()
         self.grid = ()
+        self.writebacks = []  # (caller's non-contiguous array, dense storage)
         self._prev = None
 
     def __enter__(self):
@@ -86,6 +86,10 @@ class TraceContext:
 
     def __exit__(self, *exc):
         _state.ctx = self._prev
+        for orig, dense in self.writebacks:
+            if orig.flags.writeable and orig.tobytes() != dense.tobytes():
+                orig[...] = dense
+        self.writebacks = []
         return False
 
     # ---- capacity -------------------------------------------------------
@@ -125,14 +129,22 @@ class TraceContext:
 
 
 class Allocation:
-    """One allocation: the backing NumPy array (+ PSUM written-mask)."""
+    """One allocation: the backing NumPy array, its flat storage (+ PSUM written-mask).
 
-    __slots__ = ("ctx", "buffer", "arr", "mask", "pbytes", "banks", "name", "__weakref__")
+    ``flat`` is the storage as a 1-D array (a view of ``arr``); views of
+    another dtype read it through ``flat_as(dtype)``.  PSUM allocations carry
+    a per-byte written-mask (``mask``) so views of any dtype can track which
+    elements an instruction has written.
+    """
+
+    __slots__ = ("ctx", "buffer", "arr", "flat", "_flats", "mask", "pbytes", "banks", "name", "__weakref__")
 
     def __init__(self, ctx, buffer, arr, name, op):
         self.ctx = None
         self.buffer = buffer
         self.arr = arr
+        self.flat = arr.reshape(-1)
+        self._flats = {}
         self.name = name
         self.mask = None
         self.pbytes = 0
@@ -140,11 +152,22 @@ class Allocation:
         if buffer.on_chip:
             self.pbytes = int(prod(arr.shape[1:])) * arr.dtype.itemsize
             if buffer is psum:
-                self.mask = np.zeros(arr.shape, dtype=bool)
+                # one state byte per byte of the tile: 0 never written, 1 written by a
+                # non-matmul instruction, 2 initialized by a matmul (see access.mask_read)
+                self.mask = np.zeros(arr.nbytes, dtype=np.uint8)
                 bank = ctx.target.psum_bank_bytes
                 self.banks = max(1, -(-self.pbytes // bank))
             ctx.reserve(self, op, name)
             self.ctx = ctx
+
+    def flat_as(self, dtype):
+        """The flat storage reinterpreted as dtype (no copy)."""
+        if dtype == self.flat.dtype:
+            return self.flat
+        f = self._flats.get(dtype)
+        if f is None:
+            f = self._flats[dtype] = self.flat.view(dtype)
+        return f
 
     def __del__(self):
         ctx = self.ctx
@@ -208,15 +231,21 @@ def _allocate(ctx, shape, dtype, buffer, name, op, fill):
     if fill:
         dt.fill_sentinel(arr)
     alloc = Allocation(ctx, buffer, arr, name, op)
-    return Tensor._new(alloc, arr, alloc.mask)
+    return Tensor._fresh(alloc)
 
 
 def wrap_hbm(array, name):
     """Wrap a caller's NumPy array as an HBM kernel argument (no copy)."""
     ctx = current("kernel argument")
     dt.normalize(array.dtype, "kernel argument", name)
+    if not array.flags.c_contiguous:
+        # HBM storage is dense row-major: run on a contiguous copy and write
+        # changes back into the caller's array when the kernel returns
+        dense = np.ascontiguousarray(array)
+        ctx.writebacks.append((array, dense))
+        array = dense
     alloc = Allocation(ctx, shared_hbm, array, name, "kernel argument")
-    return Tensor._new(alloc, array, None)
+    return Tensor._fresh(alloc)
 
 
 # --------------------------------------------------------------------------
@@ -225,28 +254,35 @@ def wrap_hbm(array, name):
 _nl_ops = None  # filled in by nl at import time (operator overloads)
 
 
-def _is_index_array(k):
-    return isinstance(k, np.ndarray) and k.dtype.kind in "iu"
-
-
 class Tensor:
-    """An HBM tensor or an SBUF/PSUM tile (or a view of one)."""
+    """An HBM tensor or an SBUF/PSUM tile: a view on one allocation's storage.
 
-    __slots__ = ("_alloc", "_arr", "_mask", "_base", "_mbase", "_key", "shape", "dtype")
+    ``shape``, ``strides`` and ``offset`` are in elements of ``dtype`` (NKI
+    0.6 ``NkiTensor`` model); view operations live in :mod:`.access`.
+    """
+
+    __slots__ = ("_alloc", "shape", "strides", "offset", "dtype", "_ind", "_np")
     __array_ufunc__ = None  # make NumPy defer to our reflected operators
 
     @classmethod
-    def _new(cls, alloc, arr, mask, base=None, mbase=None, key=None, shape=None):
+    def _fresh(cls, alloc):
+        a = alloc.arr
+        return cls._make(alloc, tuple(a.shape), access._contig_strides(a.shape), 0, a.dtype, None)
+
+    @classmethod
+    def _make(cls, alloc, shape, strides, offset, dtype, ind):
         t = object.__new__(cls)
         t._alloc = alloc
-        t._arr = arr
-        t._mask = mask
-        t._base = base
-        t._mbase = mbase
-        t._key = key
-        t.shape = tuple(arr.shape) if shape is None else shape
-        t.dtype = alloc.arr.dtype
+        t.shape = tuple(int(n) for n in shape)
+        t.strides = tuple(int(s) for s in strides)
+        t.offset = int(offset)
+        t.dtype = dtype
+        t._ind = ind
+        t._np = None
         return t
+
+    def _derive(self, shape, strides, offset, ind=None, dtype=None):
+        return Tensor._make(self._alloc, shape, strides, offset, self.dtype if dtype is None else dtype, ind)
 
     # ---- properties ------------------------------------------------------
     @property
@@ -277,145 +313,121 @@ class Tensor:
     def free_size(self):
         return int(prod(self.shape[1:]))
 
+    @property
+    def _key(self):
+        """None for a direct (strided) view; set for an indirect one."""
+        return None if self._ind is None else self._ind.kind
+
     def __repr__(self):
         return f"<{self.buffer.name} tensor '{self.name}' {self.shape} {self.dtype}>"
 
     # ---- raw access (used by the ops) -----------------------------------
+    @property
+    def _arr(self):
+        v = self._np
+        if v is None:
+            v = self._np = access.strided_view(self)
+        return v
+
     def _read(self):
-        if self._key is None:
+        if self._ind is None:
             return self._arr
-        return self._base[self._key]
+        return access.gather(self)[0]
 
     def _write(self, values):
-        if self._key is None:
+        if self._ind is None:
             self._arr[...] = values
         else:
-            self._base[self._key] = values
+            access.scatter(self, values)
         if self._alloc.mask is not None:
-            self._mask_write(True)
+            access.mask_write(self, True)
 
     def _mask_read(self):
-        if self._key is None:
-            return self._mask
-        return self._mbase[self._key]
+        return access.mask_read(self)
 
     def _mask_write(self, value):
-        if self._key is None:
-            self._mask[...] = value
-        else:
-            self._mbase[self._key] = value
+        access.mask_write(self, value)
 
-    # ---- indexing ----------------------------------------------------------
-    def _normalize_key(self, key):
-        if not isinstance(key, tuple):
-            key = (key,)
-        nd = len(self.shape)
-        if any(k is Ellipsis for k in key):
-            i = next(j for j, k in enumerate(key) if k is Ellipsis)
-            fill = nd - (len(key) - 1)
-            key = key[:i] + (slice(None),) * fill + key[i + 1 :]
-        if len(key) > nd:
-            raise EmulatorError(f"indexing: too many indices ({len(key)}) for '{self.name}' of shape {self.shape}")
-        key = key + (slice(None),) * (nd - len(key))
-        advanced = False
-        out = []
-        for d, (k, n) in enumerate(zip(key, self.shape)):
-            if isinstance(k, slice):
-                start, stop = k.start, k.stop
-                for v in (start, stop):
-                    if v is not None and not isinstance(v, (int, np.integer)):
-                        raise EmulatorError(
-                            f"indexing: slice bounds of '{self.name}' must be compile-time "
-                            f"integers, got {type(v).__name__}"
-                        )
-                if (start is not None and (start > n or start < -n)) or (stop is not None and (stop > n or stop < -n)):
-                    raise EmulatorError(
-                        f"indexing: out-of-bounds access {start}:{stop} on dimension {d} of "
-                        f"'{self.name}' with shape {self.shape}"
-                    )
-                out.append(k)
-            elif isinstance(k, (bool, np.bool_)):
-                raise EmulatorError(f"indexing: boolean index on '{self.name}' is not supported")
-            elif isinstance(k, (int, np.integer)):
-                if not -n <= k < n:
-                    raise EmulatorError(
-                        f"indexing: index {k} is out of bounds for dimension {d} of '{self.name}' with size {n}"
-                    )
-                k = int(k) % n
-                if d == 0 and self.on_chip:
-                    k = slice(k, k + 1)  # tiles keep their partition dim
-                out.append(k)
-            elif _is_index_array(k):
-                if k.size and (k.min() < 0 or k.max() >= n):
-                    raise EmulatorError(
-                        f"indexing: index expression out of bounds for dimension {d} of "
-                        f"'{self.name}' with size {n} (range {k.min()}..{k.max()})"
-                    )
-                advanced = True
-                out.append(k)
-            elif isinstance(k, Tensor):
-                raise EmulatorError(
-                    f"indexing: dynamic indexing of '{self.name}' with tile values is not "
-                    "supported by the emulator; use compile-time indices"
-                )
-            else:
-                raise EmulatorError(f"indexing: unsupported index {k!r} for '{self.name}'")
-        return tuple(out), advanced
-
+    # ---- NKI 0.6 indexing and view primitives (see access.py) ------------
     def __getitem__(self, key):
-        if self._key is not None:
-            raise EmulatorError(
-                f"indexing: '{self.name}' is already an index-expression view; index the "
-                "original tensor with one combined expression"
-            )
-        key, advanced = self._normalize_key(key)
-        mask = self._mask
-        if not advanced:
-            arr = self._arr[key]
-            return Tensor._new(self._alloc, arr, None if mask is None else mask[key])
-        # index expression: slices become aranges along their own axis
-        nd = len(self.shape)
-        parts = []
-        for d, k in enumerate(key):
-            if isinstance(k, slice):
-                r = np.arange(*k.indices(self.shape[d]))
-                shp = [1] * nd
-                shp[d] = r.size
-                parts.append(r.reshape(shp))
-            else:
-                parts.append(k)
-        try:
-            shape = tuple(np.broadcast_shapes(*[np.shape(p) for p in parts]))
-        except ValueError as e:
-            raise EmulatorError(f"indexing: index expressions for '{self.name}' do not broadcast: {e}") from None
-        if self.on_chip and len(shape) < 2:
-            shape = (shape[0] if shape else 1, 1)
-        parts = tuple(np.broadcast_to(p, shape) if np.ndim(p) else p for p in parts)
-        return Tensor._new(self._alloc, self._arr, None, base=self._arr, mbase=mask, key=parts, shape=shape)
+        return access.index(self, key)
 
     def __setitem__(self, key, value):
         view = self[key]
         _nl_ops.assign(view, value)
 
-    def reshape(self, *shape):
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        if self._key is not None:
-            raise EmulatorError(f"reshape: cannot reshape index-expression view of '{self.name}'")
-        arr = self._arr.view()
-        try:
-            arr.shape = shape
-        except (AttributeError, ValueError) as e:
-            raise EmulatorError(
-                f"reshape: cannot reshape '{self.name}' {self.shape} to {tuple(shape)} without a copy: {e}"
-            ) from None
-        if self.on_chip:
-            check_tile_shape(arr.shape, self.buffer, self.dtype, "reshape", self.name)
-        mask = None
-        if self._mask is not None:
-            mask = self._mask.view()
-            mask.shape = shape
-        return Tensor._new(self._alloc, arr, mask)
+    def slice(self, dim, start, end, step=1):
+        """View of ``start:end:step`` along ``dim`` (``0 <= start < end <= shape[dim]``)."""
+        return access.slice_(self, dim, start, end, step)
+
+    def select(self, dim, index):
+        """Pick one index along ``dim`` and drop the dim; a (1, 1) SBUF int tile selects at run time."""
+        return access.select(self, dim, index)
+
+    def vector_select(self, dim, vector_offset):
+        """HBM only, dim 0: partition p reads row ``vector_offset[p]`` (an indirect view)."""
+        return access.vector_select(self, dim, vector_offset)
+
+    def permute(self, dims):
+        """Reorder dims (the partition dim stays first on SBUF/PSUM)."""
+        return access.permute(self, dims)
+
+    def broadcast(self, dim, size):
+        """Repeat a size-1 dim ``size`` times (stride 0; not the partition dim)."""
+        return access.broadcast(self, dim, size)
+
+    def expand_dim(self, dim):
+        """Insert a size-1 dim at ``dim``."""
+        return access.expand_dim(self, dim)
+
+    def squeeze_dim(self, dim):
+        """Remove the size-1 dim ``dim``."""
+        return access.squeeze_dim(self, dim)
+
+    def reshape_dim(self, dim, shape):
+        """Split dim ``dim`` into ``shape`` (one entry may be -1)."""
+        return access.reshape_dim(self, dim, shape)
+
+    def flatten_dims(self, start_dim, end_dim):
+        """Merge dims ``start_dim..end_dim`` (inclusive; must be contiguous)."""
+        return access.flatten_dims(self, start_dim, end_dim)
+
+    def reshape(self, shape, *extra):
+        """Same storage, new shape (a view; fails when a copy would be needed)."""
+        if extra:
+            access.vfail(
+                f"{self.name}.reshape",
+                f"'shape' must be a tuple of sizes, got {(shape,) + extra} as separate arguments "
+                "(call t.reshape((a, b, ...)))",
+            )
+        return access.reshape(self, shape)
+
+    def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None):
+        """einops-style split / permute / merge, e.g. ``(('b', ('h', 'w')), ('b', 'w', 'h'), {'h': 4})``."""
+        return access.rearrange(self, src_pattern, dst_pattern, fixed_sizes)
+
+    def view(self, dtype):
+        """Reinterpret the bits as ``dtype``; the last dim scales by the itemsize ratio."""
+        return access.view(self, dtype)
+
+    reinterpret_cast = view
+
+    def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
+        """Explicit access pattern ``[[step, num], ...]`` on this tensor's storage."""
+        return access.ap(self, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype)
+
+    def get_pattern(self):
+        """``[[stride, count], ...]`` of this view, one pair per dim."""
+        return access.get_pattern(self)
+
+    def is_contiguous(self):
+        return access.is_contiguous(self)
+
+    def is_indirect(self):
+        return self._ind is not None
+
+    def indirect(self, index, num_elem=None):
+        return access.indirect(self, index, num_elem)
 
     # ---- tracing rules -----------------------------------------------------
     def __bool__(self):
@@ -434,6 +446,8 @@ class Tensor:
         raise EmulatorError(f"cannot iterate over tile '{self.name}'; use nl.affine_range")
 
     def __len__(self):
+        if not self.shape:
+            raise TypeError(f"len() of 0-d view of '{self.name}'")
         return self.shape[0]
 
     __hash__ = object.__hash__

@@ -5,7 +5,10 @@ peak on-chip bytes, matmul flops).  Times are *modeled* from the public
 figures in NKI.md and the cycle rules of thumb below; they are for design
 decisions, never measurements.
 
-Cycle rules (N = elements per partition of the instruction's output):
+The cycles of each instruction come from the instruction table
+(``_table.INSTRUCTIONS[name].cost``, declared next to each instruction in
+``_isa.py``); :meth:`Counters.issue` records them.  The rules encoded there
+(N = elements per partition of the instruction's main operand):
 
 * Vector: one-input op N, tensor_tensor 2N, reciprocal 8N; min 64 per instr.
 * Scalar: activation N; min 64.
@@ -100,6 +103,7 @@ class Counters:
         "dma_effective_bytes",
         "flops_lowp",
         "flops_fp32",
+        "by_instruction",
     )
 
     def __init__(self):
@@ -111,12 +115,21 @@ class Counters:
         self.dma_effective_bytes = 0
         self.flops_lowp = 0
         self.flops_fp32 = 0
+        self.by_instruction = {}
 
-    def engine(self, name, cycles):
-        self.instructions[name] += 1
-        self.cycles[name] += max(MIN_INSTR_CYCLES, int(cycles))
+    def issue(self, instr, engine, cycles):
+        """Count one ``instr`` on ``engine``; cycles come from the instruction table
+        (``_table.INSTRUCTIONS[instr].cycles``), DMA time from :meth:`dma`."""
+        key = (instr, engine)
+        self.by_instruction[key] = self.by_instruction.get(key, 0) + 1
+        if engine == "dma":
+            return
+        self.instructions[engine] += 1
+        self.cycles[engine] += max(MIN_INSTR_CYCLES, int(cycles))
 
-    def dma(self, partitions, nbytes, hbm_read=0, hbm_write=0):
+    def dma(self, partitions, nbytes, hbm_read=0, hbm_write=0, instr="nisa.dma_copy"):
+        key = (instr, "dma")
+        self.by_instruction[key] = self.by_instruction.get(key, 0) + 1
         self.instructions["dma"] += 1
         self.dma_transfers += 1
         partitions = max(1, int(partitions))
@@ -149,6 +162,9 @@ class KernelProfile:
     engine_time_s : dict
         Modeled busy time per engine (the DMA entry includes latency hidden
         across queues, as in the lower bound).
+    by_instruction : dict
+        Instructions per ``"nisa.<name>@<engine>"`` (nl wrappers count as the
+        nisa instructions they lower to).
     """
 
     target: str = "trn1"
@@ -164,6 +180,7 @@ class KernelProfile:
     engine_time_s: dict = field(default_factory=dict)
     flops_fp32: int = 0
     flops_bf16: int = 0
+    by_instruction: dict = field(default_factory=dict)
 
     @property
     def hbm_bytes(self):
@@ -222,4 +239,5 @@ def build_profile(counters, target, peak_sbuf, peak_psum):
         engine_time_s=engine_time,
         flops_fp32=counters.flops_fp32,
         flops_bf16=counters.flops_lowp,
+        by_instruction={f"{k[0]}@{k[1]}": v for k, v in sorted(counters.by_instruction.items())},
     )

@@ -76,7 +76,8 @@ from trnblas.chem import df_factors, dfmp2, mp2_energy, mp2_pair_energies  # noq
 
 __all__ += ["mp2_energy", "mp2_pair_energies", "df_factors", "dfmp2"]
 
-# NKI lowerings register themselves on the Ops above; imported last. A broken
+# Every NKI lowering lives in trnblas._nki and registers itself on the Ops
+# declared next to the public functions; imported last. A broken
 # kernel module must not take the torch path down: it warns (or raises under
 # TRNSCI_REQUIRE_NKI=1) and every operation runs on torch.
 try:

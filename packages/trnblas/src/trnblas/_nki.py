@@ -1,8 +1,12 @@
-"""Host-side NKI lowerings of the level-3 operations.
+"""Every NKI lowering of trnblas, in one place.
 
 Each function below is registered as the ``"nki"`` lowering (which also
-serves ``"simulator"``) of an :class:`~trnsci.dispatch.Op` from
-:mod:`trnblas.level3`, with the same signature as its torch lowering. It
+serves ``"simulator"``) of an :class:`~trnsci.dispatch.Op` declared next to
+its public function (:mod:`trnblas.level3`, :mod:`trnblas.chem`), with the
+same signature as its torch lowering, and declares what its kernel takes:
+``dtypes=`` (checked against the call's dtype), ``supports=`` (shapes the
+kernel's SBUF plan cannot hold) and ``counts=`` (the kernel's closed-form
+HBM bytes and instruction counts, shown by plans). The lowering
 puts the operands in the layout the kernel expects (contraction dim first,
 i.e. on the partition dim), runs the kernel through :func:`trnsci.nki.run`,
 and applies alpha, beta, triangles and the dtype on the host. Kernels
@@ -28,21 +32,25 @@ from __future__ import annotations
 
 import torch
 
-from trnblas import _common as c
+from trnblas.chem import MP2_ENERGY, result_dtype
 from trnblas.kernels.batched_gemm import batched_gemm_kernel
-from trnblas.kernels.gemm import gemm_kernel, max_k
+from trnblas.kernels.gemm import gemm_counts, gemm_kernel, max_k
+from trnblas.kernels.mp2_energy import mp2_pair_energy_kernel, occ_block
 from trnblas.kernels.syrk import fits as syrk_fits
-from trnblas.kernels.syrk import syrk_kernel
+from trnblas.kernels.syrk import syrk_counts, syrk_kernel
 from trnblas.kernels.trsm import MAX_N as TRSM_MAX_N
 from trnblas.kernels.trsm import TB as TRSM_BLOCK
 from trnblas.kernels.trsm import fits as trsm_fits
-from trnblas.kernels.trsm import trsm_kernel
+from trnblas.kernels.trsm import trsm_counts, trsm_kernel
 from trnblas.level3 import BATCHED_GEMM, GEMM, GEMM_EX, SYRK, TRSM
+from trnsci import _linalg as la
 from trnsci import nki
 
-__all__ = ["gemm_operands", "trsm_operands"]
+__all__ = ["gemm_operands", "trsm_operands", "KERNEL_DTYPES"]
 
 F32 = torch.float32
+#: What the GEMM, SYRK and MP2 kernels take (the Tensor Engine's fp32 and bf16; no fp64/complex).
+KERNEL_DTYPES = (torch.float32, torch.bfloat16)
 
 
 def _finish(P, alpha, beta, C, dtype):
@@ -74,26 +82,55 @@ def _run_gemm_kernel(kernel, a_t, b):
     return P
 
 
-@GEMM.lowering("nki")
+def _gemm_figures(m, n, k, itemsize, batch=1, kernel="gemm_kernel"):
+    """Closed-form counts of one (batched) GEMM kernel run; None when the host splits K."""
+    if k > max_k(itemsize):  # several kernel runs, one per K chunk
+        return None
+    return {"kernel": kernel, **{key: batch * val for key, val in gemm_counts(m, n, k, itemsize).items()}}
+
+
+def _gemm_counts(alpha, A, B, beta, C, transA, transB, *rest):
+    m, k = la.op_shape(A, transA)
+    n = la.op_shape(B, transB)[1]
+    if A.dim() == 3:
+        return _gemm_figures(m, n, k, A.element_size(), A.shape[0], "batched_gemm_kernel")
+    return _gemm_figures(m, n, k, A.element_size())
+
+
+@GEMM.lowering("nki", dtypes=KERNEL_DTYPES, counts=_gemm_counts)
 def _gemm_nki(alpha, A, B, beta, C, transA, transB):
     a_t, b = gemm_operands(A, B, transA, transB)
     return _finish(_run_gemm_kernel(gemm_kernel, a_t, b), alpha, beta, C, A.dtype)
 
 
-@GEMM_EX.lowering("nki")
+def _gemm_ex_supports(alpha, A, B, beta, C, transA, transB, compute_dtype):
+    if compute_dtype is not torch.float32:
+        return f"compute_dtype {str(compute_dtype).replace('torch.', '')}: the kernel accumulates in float32"
+    return None
+
+
+@GEMM_EX.lowering("nki", dtypes=KERNEL_DTYPES, supports=_gemm_ex_supports, counts=_gemm_counts)
 def _gemm_ex_nki(alpha, A, B, beta, C, transA, transB, compute_dtype):
     """bf16 (or fp32) operands straight to the Tensor Engine; the fp32 PSUM result is kept."""
     a_t, b = gemm_operands(A, B, transA, transB)
     return _finish(_run_gemm_kernel(gemm_kernel, a_t, b), alpha, beta, C, compute_dtype)
 
 
-@BATCHED_GEMM.lowering("nki")
+@BATCHED_GEMM.lowering("nki", dtypes=KERNEL_DTYPES, counts=_gemm_counts)
 def _batched_gemm_nki(alpha, A, B, beta, C, transA, transB):
     a_t, b = gemm_operands(A, B, transA, transB)
     return _finish(_run_gemm_kernel(batched_gemm_kernel, a_t, b), alpha, beta, C, A.dtype)
 
 
-@SYRK.lowering("nki")
+def _syrk_counts(alpha, A, beta, C, trans, uplo):
+    n, k = la.op_shape(A, trans)
+    size = A.element_size()
+    if not syrk_fits(k, n, size):
+        return _gemm_figures(n, n, k, size)
+    return {"kernel": "syrk_kernel", **syrk_counts(n, k, size, uplo == "U")}
+
+
+@SYRK.lowering("nki", dtypes=KERNEL_DTYPES, counts=_syrk_counts)
 def _syrk_nki(alpha, A, beta, C, trans, uplo):
     X = (A.mT if trans == "N" else A).contiguous()  # [k, n]
     k, n = X.shape
@@ -102,7 +139,7 @@ def _syrk_nki(alpha, A, beta, C, trans, uplo):
     else:  # X does not fit SBUF at once: full product through the GEMM kernel
         P = _run_gemm_kernel(gemm_kernel, X, X)
     R = _finish(P, alpha, beta, C, A.dtype)  # only the uplo triangle is meaningful
-    return c.merge_triangle(R, C, uplo, False, False)
+    return la.merge_triangle(R, C, uplo, False, False)
 
 
 def trsm_operands(alpha, A, B, side, uplo, trans, diag):
@@ -145,12 +182,52 @@ def trsm_operands(alpha, A, B, side, uplo, trans, diag):
 
 
 def _trsm_supports(alpha, A, B, side, uplo, trans, diag):
-    n = A.shape[0]
+    n = A.shape[0]  # the triangular order (the host reduces every variant to a left solve of this order)
     return None if trsm_fits(n) else f"triangular order {n} exceeds the kernel's SBUF plan (n <= {TRSM_MAX_N})"
 
 
-@TRSM.lowering("nki", supports=_trsm_supports)
+def _trsm_counts(alpha, A, B, side, uplo, trans, diag):
+    m, n = B.shape
+    order, nrhs = (m, n) if side == "L" else (n, m)
+    return {"kernel": "trsm_kernel", **trsm_counts(order, nrhs)}
+
+
+@TRSM.lowering("nki", dtypes=(torch.float32,), supports=_trsm_supports, counts=_trsm_counts)
 def _trsm_nki(alpha, A, B, side, uplo, trans, diag):
     w, r, undo = trsm_operands(alpha, A, B, side, uplo, trans, diag)
     Y = nki.run(trsm_kernel, w, r, out_dtype=F32)
     return undo(Y).to(B.dtype).contiguous()
+
+
+# ----------------------------------------------------------------- DF-MP2
+
+def _mp2_supports(B, eps_occ, eps_vir, max_memory):
+    """None when the fused kernel's SBUF plan holds this problem, else why not."""
+    nocc, nvir, naux = B.shape
+    try:
+        occ_block(nocc, nvir, naux, B.element_size())
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _mp2_counts(B, eps_occ, eps_vir, max_memory):
+    from trnblas.kernels.mp2_energy import mp2_counts
+
+    nocc, nvir, naux = B.shape
+    return {"kernel": "mp2_pair_energy_kernel", **mp2_counts(nocc, nvir, naux, B.element_size())}
+
+
+@MP2_ENERGY.lowering("nki", dtypes=KERNEL_DTYPES, supports=_mp2_supports, counts=_mp2_counts)
+def _mp2_pairs_nki(B, eps_occ, eps_vir, max_memory):
+    nocc, nvir, naux = B.shape
+    # The kernel contracts over naux on the partition dim: it reads B as
+    # L[Q, i*nvir + a] (one host pass over B; PySCF's own DF tensors are
+    # already in this (naux, nocc*nvir) layout).
+    L = B.permute(2, 0, 1).reshape(naux, nocc * nvir).contiguous()
+    eo = eps_occ.to(torch.float32).reshape(1, nocc).contiguous()
+    ev = eps_vir.to(torch.float32).reshape(1, nvir).contiguous()
+    raw = nki.run(mp2_pair_energy_kernel, L, eo, ev, nocc=nocc, out_dtype=torch.float32)
+    # The kernel writes the lower triangle (j <= i); e_ji = e_ij.
+    low = torch.tril(raw.to(torch.float32))
+    return (low + torch.tril(low, -1).T).to(result_dtype(B.dtype))

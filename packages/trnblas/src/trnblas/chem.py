@@ -15,7 +15,7 @@ by its FLOP count ``2 nocc^2 nvir^2 naux``):
   block pair is one GEMM ``(|I| nvir, naux) @ (naux, |J| nvir)``; only
   blocks with ``J <= I`` are formed (``e_ji = e_ij``). Block sizes bound the
   intermediate memory by ``max_memory``.
-* NKI (:mod:`trnblas.kernels.mp2_energy`): one kernel computes every
+* NKI (:mod:`trnblas.kernels.mp2_energy`, lowering in :mod:`trnblas._nki`): one kernel computes every
   ``T^(ij)`` in PSUM and reduces it on the Vector/Scalar engines; ``T``
   never reaches HBM. The kernel takes fp32 or bf16 ``B``.
 """
@@ -23,7 +23,9 @@ by its FLOP count ``2 nocc^2 nvir^2 naux``):
 from __future__ import annotations
 
 import math
+import numbers
 
+import numpy as np
 import torch
 
 from trnsci import _validate as V
@@ -31,20 +33,22 @@ from trnsci.dispatch import Op
 
 __all__ = ["mp2_pair_energies", "mp2_energy", "df_factors", "dfmp2", "MP2_ENERGY"]
 
+def _mp2_flops(B, eps_occ, eps_vir, max_memory) -> float:
+    nocc, nvir, naux = B.shape
+    return 2 * nocc * nocc * nvir * nvir * naux
+
+
+def _mp2_describe(B, eps_occ, eps_vir, max_memory) -> str:
+    nocc, nvir, naux = B.shape
+    return f"nocc={nocc}, nvir={nvir}, naux={naux}"
+
+
 MP2_ENERGY = Op(
-    "trnblas.mp2_energy",
-    metric="flops",
-    threshold=1e9,
+    "trnblas.mp2_energy", "flops", 1e9, size=_mp2_flops, describe=_mp2_describe,
     doc="DF-MP2 pair energies; flops = 2 nocc^2 nvir^2 naux. Default is a guess pending `trnsci calibrate`.",
 )
 
 _DEFAULT_MAX_MEMORY_MB = 512.0
-_NKI_DTYPES = (torch.float32, torch.bfloat16)
-
-
-def _mp2_flops(nocc: int, nvir: int, naux: int) -> float:
-    return 2.0 * nocc * nocc * nvir * nvir * naux
-
 
 def _validate(B, eps_occ, eps_vir, max_memory, where):
     B = V.tensor(B, "B", where)
@@ -76,12 +80,14 @@ def _validate(B, eps_occ, eps_vir, max_memory, where):
         )
     if max_memory is None:
         max_memory = _DEFAULT_MAX_MEMORY_MB
-    if isinstance(max_memory, bool) or not isinstance(max_memory, (int, float)) or not max_memory > 0:
+    if isinstance(max_memory, (bool, np.bool_)) or not isinstance(max_memory, numbers.Real):
+        raise TypeError(f"{where}: max_memory must be a number of MiB, got {type(max_memory).__name__}")
+    if not max_memory > 0:  # also catches NaN
         raise ValueError(f"{where}: max_memory must be a positive number of MiB, got {max_memory!r}")
     return B, eps_occ, eps_vir, float(max_memory)
 
 
-def _result_dtype(dtype: torch.dtype) -> torch.dtype:
+def result_dtype(dtype: torch.dtype) -> torch.dtype:
     # bf16/fp16 pair energies would keep 2-3 digits: report them in fp32.
     return torch.float64 if dtype == torch.float64 else torch.float32
 
@@ -89,6 +95,8 @@ def _result_dtype(dtype: torch.dtype) -> torch.dtype:
 def _occ_block(nocc: int, nvir: int, itemsize: int, max_memory_mb: float) -> int:
     """Occupied block size so that ~4 live (|I|, |J|, nvir, nvir) arrays fit in max_memory."""
     per_pair = 4 * nvir * nvir * itemsize
+    if max_memory_mb * 2**20 >= per_pair * nocc * nocc:  # everything fits (also max_memory=inf)
+        return nocc
     pairs = max(1, int(max_memory_mb * 2**20 // per_pair))
     return max(1, min(nocc, math.isqrt(pairs)))
 
@@ -96,7 +104,7 @@ def _occ_block(nocc: int, nvir: int, itemsize: int, max_memory_mb: float) -> int
 @MP2_ENERGY.lowering("torch")
 def _mp2_pairs_torch(B, eps_occ, eps_vir, max_memory):
     nocc, nvir, naux = B.shape
-    dtype = _result_dtype(B.dtype)
+    dtype = result_dtype(B.dtype)
     Bc = B.to(dtype)
     eia = eps_occ.to(dtype)[:, None] - eps_vir.to(dtype)[None, :]  # (nocc, nvir), negative
     bo = _occ_block(nocc, nvir, torch.finfo(dtype).bits // 8, max_memory)
@@ -117,45 +125,9 @@ def _mp2_pairs_torch(B, eps_occ, eps_vir, max_memory):
     return out
 
 
-def _mp2_kernel_supports(B, eps_occ, eps_vir, max_memory):
-    """None when the fused kernel's SBUF plan holds this problem, else why not."""
-    from trnblas.kernels.mp2_energy import occ_block
-
-    nocc, nvir, naux = B.shape
-    try:
-        occ_block(nocc, nvir, naux, B.element_size())
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-@MP2_ENERGY.lowering("nki", supports=_mp2_kernel_supports)
-def _mp2_pairs_nki(B, eps_occ, eps_vir, max_memory):
-    from trnblas.kernels.mp2_energy import mp2_pair_energy_kernel
-    from trnsci import nki
-
-    nocc, nvir, naux = B.shape
-    # The kernel contracts over naux on the partition dim: it reads B as
-    # L[Q, i*nvir + a] (one host pass over B; PySCF's own DF tensors are
-    # already in this (naux, nocc*nvir) layout).
-    L = B.permute(2, 0, 1).reshape(naux, nocc * nvir).contiguous()
-    eo = eps_occ.to(torch.float32).reshape(1, nocc).contiguous()
-    ev = eps_vir.to(torch.float32).reshape(1, nvir).contiguous()
-    raw = nki.run(mp2_pair_energy_kernel, L, eo, ev, nocc=nocc, out_dtype=torch.float32)
-    # The kernel writes the lower triangle (j <= i); e_ji = e_ij.
-    low = torch.tril(raw.to(torch.float32))
-    return (low + torch.tril(low, -1).T).to(_result_dtype(B.dtype))
-
-
 def _pairs(B, eps_occ, eps_vir, max_memory, where):
     B, eps_occ, eps_vir, max_memory = _validate(B, eps_occ, eps_vir, max_memory, where)
-    nocc, nvir, naux = B.shape
-    supported = B.dtype in _NKI_DTYPES
-    why_not = "" if supported else f"the kernel takes float32/bfloat16 B, got {str(B.dtype).replace('torch.', '')}"
-    return MP2_ENERGY(
-        B, eps_occ, eps_vir, max_memory,
-        size=_mp2_flops(nocc, nvir, naux), supported=supported, why_not=why_not,
-    )
+    return MP2_ENERGY(B, eps_occ, eps_vir, max_memory)
 
 
 @V.numpy_io

@@ -16,7 +16,6 @@ import math
 
 import torch
 
-from trnblas import _common as cm
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
 
@@ -25,11 +24,11 @@ __all__ = ["axpy", "dot", "dotu", "dotc", "nrm2", "asum", "scal", "iamax", "iami
 
 
 def _pair(where, x, y):
-    x = cm.vector(x, "x", where)
-    y = cm.vector(y, "y", where)
-    cm.agree(where, x=x, y=y)
+    x = v.vector(x, "x", where, v.BLAS_DTYPES)
+    y = v.vector(y, "y", where, v.BLAS_DTYPES)
+    v.agree(where, x=x, y=y)
     if x.shape[0] != y.shape[0]:
-        raise cm.mismatch(where, "x and y must have one length", x=x, y=y)
+        raise v.mismatch(where, "x and y must have one length", x=x, y=y)
     return x, y
 
 
@@ -67,9 +66,9 @@ def axpy(alpha, x, y, *, out=None):
     """
     where = "axpy"
     x, y = _pair(where, x, y)
-    alpha = cm.scalar(alpha, "alpha", where, x.dtype)
+    alpha = v.scalar(alpha, "alpha", where, complex_ok=x.dtype.is_complex)
     R = y.clone() if alpha == 0 else torch.add(y, x, alpha=alpha)
-    return cm.finish(R, out, where)
+    return v.finish(R, out, where)
 
 
 @numpy_io
@@ -183,7 +182,9 @@ def nrm2(x):
     >>> float(trnblas.nrm2(torch.tensor([1e200, 1e200], dtype=torch.float64)))
     1.414213562373095e+200
     """
-    x = cm.vector(x, "x", "nrm2")
+    x = v.vector(x, "x", "nrm2", v.BLAS_DTYPES)
+    if x.is_complex():  # |x| over the real and imaginary parts: scaling by a real never divides a complex
+        x = torch.view_as_real(x.resolve_conj()).reshape(-1)
     r = torch.linalg.vector_norm(x)
     lo, hi = _SAFE[x.dtype]
     val = float(r)
@@ -221,7 +222,7 @@ def asum(x):
     >>> trnblas.asum(torch.tensor([3 + 4j], dtype=torch.complex64))
     tensor(7.)
     """
-    x = cm.vector(x, "x", "asum")
+    x = v.vector(x, "x", "asum", v.BLAS_DTYPES)
     if x.is_complex():
         if x.is_conj():
             x = x.conj()  # magnitudes only: drop the lazy conjugation
@@ -258,10 +259,10 @@ def scal(alpha, x, *, out=None):
     [3.0, 3.0]
     """
     where = "scal"
-    x = cm.vector(x, "x", where)
-    alpha = cm.scalar(alpha, "alpha", where, x.dtype)
+    x = v.vector(x, "x", where, v.BLAS_DTYPES)
+    alpha = v.scalar(alpha, "alpha", where, complex_ok=x.dtype.is_complex)
     R = torch.zeros_like(x) if alpha == 0 else torch.mul(x, alpha)
-    return cm.finish(R, out, where)
+    return v.finish(R, out, where)
 
 
 def _magnitude(x: torch.Tensor) -> torch.Tensor:
@@ -303,7 +304,7 @@ def iamax(x) -> int:
     >>> trnblas.iamax(torch.tensor([1.0, -5.0, 5.0]))
     1
     """
-    x = cm.vector(x, "x", "iamax")
+    x = v.vector(x, "x", "iamax", v.BLAS_DTYPES)
     if x.shape[0] == 0:
         return -1
     return int(torch.argmax(_magnitude(x)))
@@ -337,7 +338,7 @@ def iamin(x) -> int:
     >>> trnblas.iamin(torch.tensor([3.0, -1.0, 1.0]))
     1
     """
-    x = cm.vector(x, "x", "iamin")
+    x = v.vector(x, "x", "iamin", v.BLAS_DTYPES)
     if x.shape[0] == 0:
         return -1
     return int(torch.argmin(_magnitude(x)))
@@ -376,8 +377,8 @@ def rot(x, y, c, s):
     """
     where = "rot"
     x, y = _pair(where, x, y)
-    cc = cm.scalar(c, "c", where, x.dtype, real=True)
-    ss = cm.scalar(s, "s", where, x.dtype)
+    cc = v.scalar(c, "c", where, complex_ok=False)
+    ss = v.scalar(s, "s", where, complex_ok=x.dtype.is_complex)
     xr = torch.mul(x, cc).add_(y, alpha=ss)
     yr = torch.mul(y, cc).sub_(x, alpha=ss.conjugate() if isinstance(ss, complex) else ss)
     return xr, yr
@@ -505,7 +506,7 @@ def copy(x, *, out=None):
     >>> trnblas.copy(torch.ones(2)).tolist()
     [1.0, 1.0]
     """
-    x = cm.vector(x, "x", "copy")
+    x = v.vector(x, "x", "copy", v.BLAS_DTYPES)
     if out is not None:
         return v.write_out(x, out, "copy")
     return x.clone()

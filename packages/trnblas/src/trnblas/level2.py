@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from trnblas import _common as cm
+from trnsci import _linalg as la
+from trnsci import _validate as v
 from trnsci._validate import numpy_io
 
 __all__ = ["gemv", "symv", "hemv", "ger", "geru", "gerc", "syr", "syr2", "her", "her2", "trmv", "trsv"]
@@ -37,9 +38,9 @@ def _mv(where, alpha, a, x, beta, y):
 
 def _check_mv(where, rows, cols, A, x, y, what):
     if x.shape[0] != cols:
-        raise cm.mismatch(where, f"x must have {cols} entries ({what})", A=A, x=x)
+        raise v.mismatch(where, f"x must have {cols} entries ({what})", A=A, x=x)
     if y is not None and y.shape[0] != rows:
-        raise cm.mismatch(where, f"y must have {rows} entries ({what})", A=A, y=y)
+        raise v.mismatch(where, f"y must have {rows} entries ({what})", A=A, y=y)
 
 
 @numpy_io
@@ -76,33 +77,33 @@ def gemv(alpha, A, x, beta=0.0, y=None, trans=False, *, out=None):
     [3.0, 3.0]
     """
     where = "gemv"
-    A = cm.matrix(A, "A", where)
-    x = cm.vector(x, "x", where)
+    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
+    x = v.vector(x, "x", where, v.BLAS_DTYPES)
     if y is not None:
-        y = cm.vector(y, "y", where)
-    cm.agree(where, A=A, x=x, y=y)
-    t = cm.real_trans(cm.trans(trans, "trans", where), A.dtype)
-    alpha = cm.scalar(alpha, "alpha", where, A.dtype)
-    beta = cm.scalar(beta, "beta", where, A.dtype)
-    a = cm.op(A, t)
+        y = v.vector(y, "y", where, v.BLAS_DTYPES)
+    v.agree(where, A=A, x=x, y=y)
+    t = la.real_trans(la.trans(trans, "trans", where), A.dtype)
+    alpha = v.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
+    beta = v.scalar(beta, "beta", where, complex_ok=A.dtype.is_complex)
+    a = la.op(A, t)
     _check_mv(where, a.shape[0], a.shape[1], A, x, y, f"op(A) is {a.shape[0]}x{a.shape[1]}, trans={t!r}")
-    return cm.finish(_mv(where, alpha, a, x, beta, y), out, where)
+    return v.finish(_mv(where, alpha, a, x, beta, y), out, where)
 
 
 def _symv_like(where, alpha, A, x, beta, y, uplo, hermitian, out):
-    A = cm.matrix(A, "A", where)
-    x = cm.vector(x, "x", where)
+    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
+    x = v.vector(x, "x", where, v.BLAS_DTYPES)
     if y is not None:
-        y = cm.vector(y, "y", where)
-    cm.agree(where, A=A, x=x, y=y)
-    u = cm.uplo(uplo, "uplo", where)
-    alpha = cm.scalar(alpha, "alpha", where, A.dtype)
-    beta = cm.scalar(beta, "beta", where, A.dtype)
-    n = cm.square(A, "A", where)
+        y = v.vector(y, "y", where, v.BLAS_DTYPES)
+    v.agree(where, A=A, x=x, y=y)
+    u = la.uplo(uplo, "uplo", where)
+    alpha = v.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
+    beta = v.scalar(beta, "beta", where, complex_ok=A.dtype.is_complex)
+    n = v.square(A, "A", where)
     _check_mv(where, n, n, A, x, y, f"A is {n}x{n}")
     if alpha == 0 or n == 0:
-        return cm.finish(_mv(where, 0, A, x, beta, y), out, where)
-    return cm.finish(_mv(where, alpha, cm.symmetric(A, u, hermitian), x, beta, y), out, where)
+        return v.finish(_mv(where, 0, A, x, beta, y), out, where)
+    return v.finish(_mv(where, alpha, la.symmetric(A, u, hermitian), x, beta, y), out, where)
 
 
 @numpy_io
@@ -172,13 +173,13 @@ def hemv(alpha, A, x, beta=0.0, y=None, uplo="upper", *, out=None):
 
 
 def _outer_operands(where, x, y, A, alpha, real_alpha=False):
-    x = cm.vector(x, "x", where)
+    x = v.vector(x, "x", where, v.BLAS_DTYPES)
     if y is not None:
-        y = cm.vector(y, "y", where)
+        y = v.vector(y, "y", where, v.BLAS_DTYPES)
     if A is not None:
-        A = cm.matrix(A, "A", where)
-    cm.agree(where, x=x, y=y, A=A)
-    alpha = cm.scalar(alpha, "alpha", where, x.dtype, real=real_alpha)
+        A = v.matrix(A, "A", where, v.BLAS_DTYPES)
+    v.agree(where, x=x, y=y, A=A)
+    alpha = v.scalar(alpha, "alpha", where, complex_ok=x.dtype.is_complex and not real_alpha)
     return x, y, A, alpha
 
 
@@ -217,10 +218,13 @@ def ger(alpha, x, y, A=None, *, conj=False, out=None):
 
 
 def _ger(where, alpha, x, y, A, conj, out):
+    if type(conj) is not bool:
+        raise TypeError(f"{where}: conj must be True or False, got {conj!r}")
+    y = v.vector(y, "y", where, v.BLAS_DTYPES)  # required: only A may be omitted
     x, y, A, alpha = _outer_operands(where, x, y, A, alpha)
     m, n = x.shape[0], y.shape[0]
     if A is not None and tuple(A.shape) != (m, n):
-        raise cm.mismatch(where, f"A must be ({m}, {n}) = (len(x), len(y))", x=x, y=y, A=A)
+        raise v.mismatch(where, f"A must be ({m}, {n}) = (len(x), len(y))", x=x, y=y, A=A)
     yy = y.conj() if conj and y.is_complex() else y
     if alpha == 0 or m == 0 or n == 0:
         R = A.clone() if A is not None else torch.zeros(m, n, dtype=x.dtype, device=x.device)
@@ -230,7 +234,7 @@ def _ger(where, alpha, x, y, A, conj, out):
             R.mul_(alpha)
     else:
         R = torch.addr(A, x, yy, alpha=alpha)
-    return cm.finish(R, out, where)
+    return v.finish(R, out, where)
 
 
 @numpy_io
@@ -247,20 +251,20 @@ def gerc(alpha, x, y, A=None, *, out=None):
 
 def _sym_update(where, alpha, x, y, A, uplo, fill, hermitian, out):
     """``A + P (+ P^T or P^H)`` in one triangle; ``P = alpha x y^T`` (or ``x y^H``)."""
-    full = cm.fill(fill, where)
+    full = la.fill(fill, where)
     x, y, A, alpha = _outer_operands(where, x, y, A, alpha, real_alpha=hermitian and y is None)
-    u = cm.uplo(uplo, "uplo", where)
+    u = la.uplo(uplo, "uplo", where)
     n = x.shape[0]
     if y is not None and y.shape[0] != n:
-        raise cm.mismatch(where, "x and y must have one length", x=x, y=y)
+        raise v.mismatch(where, "x and y must have one length", x=x, y=y)
     if A is not None and tuple(A.shape) != (n, n):
-        raise cm.mismatch(where, f"A must be ({n}, {n}) = (len(x), len(x))", x=x, A=A)
+        raise v.mismatch(where, f"A must be ({n}, {n}) = (len(x), len(x))", x=x, A=A)
     herm = hermitian and x.is_complex()
     if alpha == 0 or n == 0:
         if A is not None and not full:
-            return cm.finish(A.clone(), out, where)  # BLAS quick return: A untouched
+            return v.finish(A.clone(), out, where)  # BLAS quick return: A untouched
         R = A.clone() if A is not None else torch.zeros(n, n, dtype=x.dtype, device=x.device)
-        return cm.finish(cm.merge_triangle(R, None, u, full, herm), out, where)
+        return v.finish(la.merge_triangle(R, None, u, full, herm), out, where)
     if y is None:  # syr / her: alpha x x^T  or  alpha x x^H
         R = torch.outer(x, x.conj() if herm else x)
         if alpha != 1:
@@ -273,8 +277,8 @@ def _sym_update(where, alpha, x, y, A, uplo, fill, hermitian, out):
     if A is not None:
         R.add_(A)
     if herm:
-        cm.real_diagonal(R)
-    return cm.finish(cm.merge_triangle(R, A, u, full, herm), out, where)
+        la.real_diagonal(R)
+    return v.finish(la.merge_triangle(R, A, u, full, herm), out, where)
 
 
 @numpy_io
@@ -338,7 +342,7 @@ def syr2(alpha, x, y, A=None, uplo="upper", fill=None, *, out=None):
     >>> trnblas.syr2(1.0, torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0]), fill="full").tolist()
     [[0.0, 1.0], [1.0, 0.0]]
     """
-    y_ = cm.vector(y, "y", "syr2")
+    y_ = v.vector(y, "y", "syr2", v.BLAS_DTYPES)
     return _sym_update("syr2", alpha, x, y_, A, uplo, fill, False, out)
 
 
@@ -404,20 +408,20 @@ def her2(alpha, x, y, A=None, uplo="upper", fill=None, *, out=None):
     >>> trnblas.her2(1.0, x, x)
     tensor([[2.+0.j]])
     """
-    y_ = cm.vector(y, "y", "her2")
+    y_ = v.vector(y, "y", "her2", v.BLAS_DTYPES)
     return _sym_update("her2", alpha, x, y_, A, uplo, fill, True, out)
 
 
 def _tri_mv_operands(where, A, x, uplo, trans, diag):
-    A = cm.matrix(A, "A", where)
-    x = cm.vector(x, "x", where)
-    cm.agree(where, A=A, x=x)
-    u = cm.uplo(uplo, "uplo", where)
-    t = cm.real_trans(cm.trans(trans, "trans", where), A.dtype)
-    d = cm.diag(diag, "diag", where)
-    n = cm.square(A, "A", where)
+    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
+    x = v.vector(x, "x", where, v.BLAS_DTYPES)
+    v.agree(where, A=A, x=x)
+    u = la.uplo(uplo, "uplo", where)
+    t = la.real_trans(la.trans(trans, "trans", where), A.dtype)
+    d = la.diag(diag, "diag", where)
+    n = v.square(A, "A", where)
     if x.shape[0] != n:
-        raise cm.mismatch(where, f"x must have {n} entries (A is {n}x{n})", A=A, x=x)
+        raise v.mismatch(where, f"x must have {n} entries (A is {n}x{n})", A=A, x=x)
     return A, x, u, t, d, n
 
 
@@ -456,8 +460,8 @@ def trmv(A, x, uplo="upper", trans=False, diag="nonunit", *, out=None):
     where = "trmv"
     A, x, u, t, d, n = _tri_mv_operands(where, A, x, uplo, trans, diag)
     if n == 0:
-        return cm.finish(x.clone(), out, where)
-    return cm.finish(torch.mv(cm.op(cm.triangle(A, u, d == "U"), t), x), out, where)
+        return v.finish(x.clone(), out, where)
+    return v.finish(torch.mv(la.op(la.triangle(A, u, d == "U"), t), x), out, where)
 
 
 @numpy_io
@@ -493,7 +497,7 @@ def trsv(A, x, uplo="upper", trans=False, diag="nonunit", *, out=None):
     where = "trsv"
     A, x, u, t, d, n = _tri_mv_operands(where, A, x, uplo, trans, diag)
     if n == 0:
-        return cm.finish(x.clone(), out, where)
+        return v.finish(x.clone(), out, where)
     upper = (u == "U") != (t != "N")
-    z = torch.linalg.solve_triangular(cm.op(A, t), x.unsqueeze(1), upper=upper, unitriangular=d == "U")
-    return cm.finish(z.squeeze(1), out, where)
+    z = torch.linalg.solve_triangular(la.op(A, t), x.unsqueeze(1), upper=upper, unitriangular=d == "U")
+    return v.finish(z.squeeze(1), out, where)

@@ -54,16 +54,15 @@ per full tile, i.e. the full 128x128x512 MAC array rate.
 """
 
 from trnsci.nki import nisa, nki, nl
+from trnsci.nki.tiling import cdiv, sbuf_budget
 
 TK = 128  # contraction tile (partition dim)
 TM = 128  # stationary free size
 TN = 512  # moving free size / PSUM tile width (fp32)
 SM = 4 * TM  # width of one A strip load
-SBUF_BUDGET = 180 * 1024  # bytes per partition: B panel + two A strips (double buffer); trn1 has 192 KiB
+SBUF_BUDGET = sbuf_budget(reserve=12 * 1024)  # per partition: B panel + two A strips (double buffer)
 
 
-def cdiv(a, b):
-    return -(-a // b)
 
 
 def panel_width(K, N, itemsize):

@@ -36,12 +36,15 @@ Broadcasts without partition broadcasting
 ``ev`` slice against a ``[1, 1]`` one turns it into a column
 (``vcol[a] = e_a``). Then ``negsum[a, b] = -(e_a + e_b)`` is one
 ``tensor_scalar`` per a-tile, and per pair
-``recip = 1 / (negsum + (e_i + e_j))`` is one Scalar-engine ``activation``
-with a ``(P, 1)`` bias.
+``recip = 1 / (negsum + (e_i + e_j))`` is two Scalar-engine ``activation``
+instructions: an identity with the ``(P, 1)`` bias ``e_i + e_j``, then the
+reciprocal (on trn1 the reciprocal activation takes no bias).
 
 Reduction to pair energies
 --------------------------
 Per (pair, a-tile, b-tile) the Vector engine forms ``(2T - T') * T * recip``
+(for ``i == j`` the Scalar engine squares ``T``: ``tensor_tensor`` may not
+read both operands from PSUM)
 and sums it along b into column ``j`` of a per-``i`` tile
 ``part[a, (at, j)]``. The sum over ``a`` (the partition dim) is a matmul:
 stationary ``S_i`` (``[a, |I|]``, ones in column ``i``), moving
@@ -68,20 +71,19 @@ s_I = size of block I, I = 0..nb-1)
         = nocc^2 * na * nbt * nq                        T products
         + na * sum_I s_I*(I + 1)                        pair sums over a
         + ceil(nocc/512) + ceil(nvir/512) + na          broadcasts
-    Scalar instructions = npairs * na * nbt, npairs = nocc(nocc+1)/2
+    Scalar instructions = (2 * npairs + nocc) * na * nbt, npairs = nocc(nocc+1)/2
     matmul flops (T products) = 2 * nocc^2 * nvir^2 * naux
 """
 
 from trnsci.nki import nisa, nki, nl
+from trnsci.nki.tiling import cdiv, sbuf_budget
 
 TQ = 128
 TA = 128
 TB = 512
-SBUF_BUDGET = 180 * 1024
+SBUF_BUDGET = sbuf_budget(reserve=12 * 1024)
 
 
-def cdiv(a, b):
-    return -(-a // b)
 
 
 def _fixed_bytes(nocc, nvir, bo):
@@ -126,7 +128,7 @@ def mp2_counts(nocc, nvir, naux, itemsize, bo=None):
         "tensor": nocc * nocc * na * nbt * nq
         + na * sum(s * (b + 1) for b, s in enumerate(sizes))
         + cdiv(nocc, TB) + cdiv(nvir, TB) + na,
-        "scalar": npairs * na * nbt,
+        "scalar": (2 * npairs + nocc) * na * nbt,
         "flops_T": 2 * nocc * nocc * nvir * nvir * naux,
     }
 
@@ -222,12 +224,17 @@ def mp2_pair_energy_kernel(L, eo, ev, nocc, bo=None):
                                 ci = qt * si * nvir + ii * nvir
                                 cj = qt * sj * nvir + jj * nvir
                                 nisa.nc_matmul(t_ab, li[0:qq, ci + a0:ci + a0 + aa], lj[0:qq, cj + b0:cj + b0 + bb])
+                            # recip = 1 / (negsum + e_ij): trn1's reciprocal activation takes no bias,
+                            # so the (P, 1) bias goes into an identity activation first (both Scalar)
                             recip = nl.ndarray((aa, bb), dtype=nl.float32, buffer=nl.sbuf, name="recip")
-                            nisa.activation(recip, nl.reciprocal, negsum[0:aa, at * nvir + b0:at * nvir + b0 + bb],
+                            nisa.activation(recip, nl.copy, negsum[0:aa, at * nvir + b0:at * nvir + b0 + bb],
                                             bias=eij[0:aa, :])
+                            nisa.activation(recip, nl.reciprocal, recip)
                             y = nl.ndarray((aa, bb), dtype=nl.float32, buffer=nl.sbuf, name="y")
                             if same:
-                                nisa.tensor_tensor(y, t_ab, t_ab, nl.multiply)  # 2T - T^T = T
+                                # 2T - T^T = T, so y = T * T: one Scalar square (tensor_tensor may not
+                                # read both inputs from PSUM)
+                                nisa.activation(y, nl.square, t_ab)
                             else:
                                 t_ba = nl.ndarray((aa, bb), dtype=nl.float32, buffer=nl.psum, name="Tx")
                                 for qt in nl.static_range(nq):

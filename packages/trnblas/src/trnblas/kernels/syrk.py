@@ -38,15 +38,14 @@ GEMM's: 0.53 at N = 2048.
 """
 
 from trnsci.nki import nisa, nki, nl
+from trnsci.nki.tiling import cdiv, sbuf_budget
 
 TK = 128
 TM = 128
 TN = 512
-SBUF_BUDGET = 176 * 1024
+SBUF_BUDGET = sbuf_budget(reserve=16 * 1024)
 
 
-def cdiv(a, b):
-    return -(-a // b)
 
 
 def fits(K, N, itemsize):

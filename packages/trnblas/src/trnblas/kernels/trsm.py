@@ -38,13 +38,12 @@ SBUF holds ``X`` for one column chunk: nb * 2 KiB per partition (n <= 8192).
 """
 
 from trnsci.nki import nisa, nki, nl
+from trnsci.nki.tiling import cdiv
 
 TB = 128  # row block = partition count = stationary width
 TR = 512  # right-hand-side columns per PSUM bank
 
 
-def cdiv(a, b):
-    return -(-a // b)
 
 
 MAX_N = 8192  # X for one 512-column chunk: nb * 2 KiB per partition of SBUF

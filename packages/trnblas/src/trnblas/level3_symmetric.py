@@ -1,0 +1,421 @@
+"""BLAS level 3, symmetric and Hermitian: ``symm``, ``hemm``, ``syrk``, ``herk``, ``syr2k``, ``her2k``.
+
+Op ``SYRK`` ``(alpha, A, beta, C, trans, uplo)``: the ``uplo`` triangle
+computed, the other one copied from ``C`` (zeros if None); torch lowering
+here, NKI lowering in :mod:`trnblas._nki`. ``symm``/``hemm`` expand the
+stored triangle and run ``GEMM``; ``syr2k``/``her2k`` run on torch.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trnblas.level3_gemm import _cplx, _product, _run_gemm, _scalars, _scaled
+from trnsci import _linalg as la
+from trnsci import _validate as v
+from trnsci._validate import numpy_io
+from trnsci.dispatch import Op
+
+__all__ = ["symm", "hemm", "syrk", "herk", "syr2k", "her2k", "SYRK"]
+
+
+def _syrk_flops(alpha, A, beta, C, trans, uplo):
+    n, k = la.op_shape(A, trans)
+    return n * n * k * _cplx(A)
+
+
+def _syrk_describe(alpha, A, beta, C, trans, uplo):
+    n, k = la.op_shape(A, trans)
+    return f"{n}x{n} triangle {uplo!r} of op(A) op(A)^T, op(A) {n}x{k}   (trans={trans!r})"
+
+
+SYRK = Op(
+    "trnblas.syrk", "flops", 512**3, size=_syrk_flops, describe=_syrk_describe,
+    doc="one triangle of C = alpha op(A) op(A)^T + beta C; flops = n^2 k",
+)
+
+_SYRK_BLOCK = 512  # block rows of this height; below four blocks one full GEMM was faster (measured)
+
+
+@SYRK.lowering("torch")
+def _syrk_torch(alpha, A, beta, C, trans, uplo):
+    """One GEMM per block row, each covering only the ``uplo`` side: about half of a full GEMM's flops."""
+    a = A if trans == "N" else A.mT  # (n, k)
+    n = a.shape[0]
+    if n < 4 * _SYRK_BLOCK:
+        R = _product(torch.mm, torch.addmm, alpha, a, a.mT, beta, C)
+        return la.merge_triangle(R, C, uplo, False, False)
+    R = torch.zeros((n, n), dtype=a.dtype, device=a.device) if C is None else C.clone()
+    for i0 in range(0, n, _SYRK_BLOCK):
+        i1 = min(n, i0 + _SYRK_BLOCK)
+        j0, j1 = (i0, n) if uplo == "U" else (0, i1)  # this block row's part of the triangle
+        Cp = None if C is None else C[i0:i1, j0:j1]
+        R[i0:i1, j0:j1] = _product(torch.mm, torch.addmm, alpha, a[i0:i1], a[j0:j1].mT, beta, Cp)
+        d = slice(i0, i1)  # the diagonal block: only its own triangle is ours
+        Cd = None if C is None else C[d, d]
+        R[d, d] = la.merge_triangle(R[d, d].clone(), Cd, uplo, False, False)
+    return R
+
+
+# ===================================================================== symmetric / Hermitian
+
+def _symm_like(where, alpha, A, B, beta, C, side, uplo, hermitian, out):
+    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
+    B = v.matrix(B, "B", where, v.BLAS_DTYPES)
+    if C is not None:
+        C = v.matrix(C, "C", where, v.BLAS_DTYPES)
+    v.agree(where, A=A, B=B, C=C)
+    s = la.side(side, "side", where)
+    u = la.uplo(uplo, "uplo", where)
+    alpha, beta = _scalars(where, alpha, beta, A.dtype)
+    na = v.square(A, "A", where)
+    m, n = B.shape
+    if na != (m if s == "L" else n):
+        which = "rows" if s == "L" else "columns"
+        raise v.mismatch(where, f"side={s!r} needs A to be {which}(B) x {which}(B)", A=A, B=B)
+    if C is not None and tuple(C.shape) != (m, n):
+        raise v.mismatch(where, f"C must have the shape of B, ({m}, {n})", B=B, C=C)
+    if alpha == 0 or m == 0 or n == 0:
+        return v.finish(_scaled(beta, C, (m, n), A.dtype, A.device), out, where)
+    full = la.symmetric(A, u, hermitian)
+    if s == "L":
+        R = _run_gemm(where, alpha, full, B, beta, C, "N", "N", m, n, na)
+    else:
+        R = _run_gemm(where, alpha, B, full, beta, C, "N", "N", m, n, na)
+    return v.finish(R, out, where)
+
+
+@numpy_io
+def symm(alpha, A, B, beta=0.0, C=None, side="left", uplo="upper", *, out=None):
+    """Symmetric matrix multiply: ``alpha A B + beta C`` (left) or ``alpha B A + beta C`` (right).
+
+    Parameters
+    ----------
+    alpha, beta : number
+        ``beta == 0`` never reads ``C``; ``alpha == 0`` never reads ``A``/``B``.
+    A : tensor, shape (m, m) for side="left", (n, n) for side="right"
+        Symmetric; only its ``uplo`` triangle (diagonal included) is read.
+    B : tensor, shape (m, n)
+    C : tensor, shape (m, n), optional
+    side : {"left", "right", "L", "R"}
+    uplo : {"upper", "lower", "U", "L"}
+    out : tensor, optional
+
+    Returns
+    -------
+    tensor, shape (m, n)
+
+    Raises
+    ------
+    TypeError
+        Non-BLAS dtypes (float32/64, complex64/128 are accepted), mixed dtypes.
+    ValueError
+        Shapes, devices, or option strings.
+
+    Notes
+    -----
+    For complex data ``A`` is symmetric (``A == A.T``, as ``csymm``), not
+    Hermitian; see :func:`hemm`. The full matrix is rebuilt from the
+    triangle (O(n^2)) and multiplied as a :func:`gemm`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A = torch.tensor([[2.0, 1.0], [float("nan"), 3.0]])   # lower triangle unused
+    >>> trnblas.symm(1.0, A, torch.eye(2)).tolist()
+    [[2.0, 1.0], [1.0, 3.0]]
+    """
+    return _symm_like("symm", alpha, A, B, beta, C, side, uplo, False, out)
+
+
+@numpy_io
+def hemm(alpha, A, B, beta=0.0, C=None, side="left", uplo="upper", *, out=None):
+    """Hermitian matrix multiply: ``alpha A B + beta C`` (left) or ``alpha B A + beta C`` (right).
+
+    Parameters
+    ----------
+    alpha, beta : number
+    A : tensor, square
+        Hermitian; only its ``uplo`` triangle is read, and the imaginary
+        part of its diagonal is ignored (taken as zero), as in BLAS.
+    B, C, side, uplo, out
+        As in :func:`symm`.
+
+    Returns
+    -------
+    tensor, shape (m, n)
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`symm`.
+
+    Notes
+    -----
+    For real data ``hemm`` equals :func:`symm`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A = torch.tensor([[1, 2j], [0, 1]], dtype=torch.complex64)
+    >>> trnblas.hemm(1, A, torch.eye(2, dtype=torch.complex64))[1, 0]
+    tensor(0.-2.j)
+    """
+    return _symm_like("hemm", alpha, A, B, beta, C, side, uplo, True, out)
+
+
+def _rank_k_operands(where, A, B, C, trans, uplo, allowed_trans):
+    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
+    if B is not None:
+        B = v.matrix(B, "B", where, v.BLAS_DTYPES)
+    if C is not None:
+        C = v.matrix(C, "C", where, v.BLAS_DTYPES)
+    v.agree(where, A=A, B=B, C=C)
+    t = la.real_trans(la.trans(trans, "trans", where), A.dtype)
+    if t not in allowed_trans and A.is_complex():
+        raise ValueError(f"{where}: trans={trans!r} is not allowed for complex data; "
+                         f"use one of {', '.join(repr(x) for x in allowed_trans)}")
+    u = la.uplo(uplo, "uplo", where)
+    n, k = (A.shape[0], A.shape[1]) if t == "N" else (A.shape[1], A.shape[0])
+    if B is not None and B.shape != A.shape:
+        raise v.mismatch(where, "A and B must have one shape", A=A, B=B)
+    if C is not None and tuple(C.shape) != (n, n):
+        raise v.mismatch(where, f"C must be ({n}, {n}) for trans={t!r}", A=A, C=C)
+    return A, B, C, t, u, n, k
+
+
+def _quick_rank_k(alpha, beta, C, u, n, k, dtype, device, full, hermitian):
+    """``alpha == 0`` or ``k == 0``: the triangle becomes ``beta * C`` (BLAS quick return)."""
+    if C is not None and beta == 1 and not full:
+        return C.clone()  # BLAS returns without touching C
+    R = _scaled(beta, C, (n, n), dtype, device)
+    R = la.merge_triangle(R, C, u, full, hermitian)
+    if hermitian:
+        la.real_diagonal(R)
+    return R
+
+
+def _finish_triangle(R, C, beta, u, full, hermitian):
+    """After a lowering that ignored ``C`` (``beta == 0``): restore its other triangle."""
+    if full:
+        return la.merge_triangle(R, None, u, True, hermitian)
+    if beta == 0 and C is not None:
+        return la.merge_triangle(R, C, u, False, hermitian)
+    return R
+
+
+@numpy_io
+def syrk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, out=None):
+    """Symmetric rank-k update: one triangle of ``alpha op(A) op(A)^T + beta C``.
+
+    Parameters
+    ----------
+    alpha, beta : number
+        ``beta == 0`` never reads ``C``'s ``uplo`` triangle; ``alpha == 0``
+        (or ``k == 0``) never reads ``A``.
+    A : tensor, shape (n, k) if not trans, (k, n) if trans
+    C : tensor, shape (n, n), optional
+    trans : bool or {"N", "T"}
+        ``False``: ``A A^T``; ``True``: ``A^T A``. ``"C"`` is accepted for
+        real data (where it means ``"T"``); complex data takes ``"N"``/``"T"``
+        (no conjugation -- see :func:`herk`).
+    uplo : {"upper", "lower", "U", "L"}
+        The triangle (diagonal included) that is computed.
+    fill : {None, "full"}
+        ``None`` (BLAS semantics): the other triangle of the result is
+        ``C``'s, untouched (zeros when ``C`` is None). ``"full"``: the other
+        triangle mirrors the computed one, giving the whole symmetric matrix.
+    out : tensor, optional
+
+    Returns
+    -------
+    tensor, shape (n, n)
+
+    Raises
+    ------
+    TypeError
+        Non-BLAS dtypes, mixed dtypes, complex alpha/beta for real data.
+    ValueError
+        Shapes, devices, option strings, ``trans="C"`` with complex data.
+
+    Notes
+    -----
+    Runs the ``trnblas.syrk`` operation (NKI kernel for float32/bfloat16);
+    the torch lowering computes the full product with one GEMM.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> trnblas.syrk(1.0, A).tolist()
+    [[5.0, 11.0], [0.0, 25.0]]
+    >>> trnblas.syrk(1.0, A, fill="full").tolist()
+    [[5.0, 11.0], [11.0, 25.0]]
+    """
+    where = "syrk"
+    full = la.fill(fill, where)
+    A, _, C, t, u, n, k = _rank_k_operands(where, A, None, C, trans, uplo, ("N", "T"))
+    alpha, beta = _scalars(where, alpha, beta, A.dtype)
+    if alpha == 0 or k == 0 or n == 0:
+        return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, False), out, where)
+    R = SYRK(alpha, A, beta, C if beta != 0 else None, t, u)
+    return v.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
+
+
+@numpy_io
+def herk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, out=None):
+    """Hermitian rank-k update: one triangle of ``alpha op(A) op(A)^H + beta C``.
+
+    Parameters
+    ----------
+    alpha, beta : real number
+        Real, as in BLAS (a complex value is a ``TypeError``).
+    A : tensor, shape (n, k) if trans is "N", (k, n) if trans is "C"
+    C : tensor, shape (n, n), optional
+        Hermitian; the imaginary part of its diagonal is discarded.
+    trans : bool or {"N", "C"}
+        ``"N"``/``False``: ``A A^H``; ``"C"``: ``A^H A``. ``True``/``"T"``
+        are accepted for real data only.
+    uplo, fill, out
+        As in :func:`syrk`.
+
+    Returns
+    -------
+    tensor, shape (n, n)
+        The diagonal is real (imaginary part zero), as BLAS leaves it --
+        except for BLAS's own quick return (``alpha == 0`` or ``k == 0``
+        with ``beta == 1``), where ``C`` comes back unchanged.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`syrk`.
+
+    Notes
+    -----
+    For real data ``herk`` equals :func:`syrk` (and runs the same operation).
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A = torch.tensor([[1j, 1.0]], dtype=torch.complex64)
+    >>> trnblas.herk(1.0, A)
+    tensor([[2.+0.j]])
+    """
+    where = "herk"
+    full = la.fill(fill, where)
+    A, _, C, t, u, n, k = _rank_k_operands(where, A, None, C, trans, uplo, ("N", "C"))
+    alpha, beta = _scalars(where, alpha, beta, A.dtype, real=True)
+    if not A.is_complex():
+        if alpha == 0 or k == 0 or n == 0:
+            return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, False), out, where)
+        R = SYRK(alpha, A, beta, C if beta != 0 else None, t, u)
+        return v.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
+    if alpha == 0 or k == 0 or n == 0:
+        return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, True), out, where)
+    a = A if t == "N" else A.mH
+    if C is None or beta == 0:
+        R = torch.mm(a, a.mH)
+        if alpha != 1:
+            R.mul_(alpha)
+    else:
+        R = torch.addmm(C, a, a.mH, beta=beta, alpha=alpha)
+    la.real_diagonal(R)
+    return v.finish(la.merge_triangle(R, C, u, full, True), out, where)
+
+
+def _rank_2k(where, alpha, A, B, beta, C, trans, uplo, fill, hermitian, out):
+    B = v.matrix(B, "B", where, v.BLAS_DTYPES)  # required (syrk is the one-operand update)
+    full = la.fill(fill, where)
+    A, B, C, t, u, n, k = _rank_k_operands(where, A, B, C, trans, uplo, ("N", "C") if hermitian else ("N", "T"))
+    alpha = v.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
+    beta = v.scalar(beta, "beta", where, complex_ok=A.dtype.is_complex and not hermitian)
+    herm = hermitian and A.is_complex()
+    if alpha == 0 or k == 0 or n == 0:
+        return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, herm), out, where)
+    a, b = la.op(A, t), la.op(B, t)
+    P = torch.mm(a, b.mH if herm else b.mT)
+    if alpha != 1:
+        P.mul_(alpha)
+    R = P + (P.mH if herm else P.mT)  # alpha a b^T + alpha b a^T  /  alpha a b^H + conj(alpha) b a^H
+    if C is not None and beta != 0:
+        R.add_(C, alpha=beta)
+    if herm:
+        la.real_diagonal(R)
+    return v.finish(la.merge_triangle(R, C, u, full, herm), out, where)
+
+
+@numpy_io
+def syr2k(alpha, A, B, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, out=None):
+    """Symmetric rank-2k update: one triangle of ``alpha (op(A) op(B)^T + op(B) op(A)^T) + beta C``.
+
+    Parameters
+    ----------
+    alpha, beta : number
+    A, B : tensor, shape (n, k) if not trans, (k, n) if trans
+    C : tensor, shape (n, n), optional
+    trans : bool or {"N", "T"}
+        ``"C"`` accepted for real data.
+    uplo, fill, out
+        As in :func:`syrk`.
+
+    Returns
+    -------
+    tensor, shape (n, n)
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`syrk`; ``A`` and ``B`` must have one shape.
+
+    Notes
+    -----
+    One GEMM ``P = op(A) op(B)^T``; the result is ``alpha (P + P^T) + beta C``,
+    exactly symmetric.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> trnblas.syr2k(1.0, torch.ones(2, 1), torch.ones(2, 1), fill="full").tolist()
+    [[2.0, 2.0], [2.0, 2.0]]
+    """
+    return _rank_2k("syr2k", alpha, A, B, beta, C, trans, uplo, fill, False, out)
+
+
+@numpy_io
+def her2k(alpha, A, B, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, out=None):
+    """Hermitian rank-2k update: one triangle of ``alpha a b^H + conj(alpha) b a^H + beta C``.
+
+    ``a = op(A)``, ``b = op(B)``.
+
+    Parameters
+    ----------
+    alpha : number
+        May be complex.
+    beta : real number
+    A, B : tensor, shape (n, k) if trans is "N", (k, n) if trans is "C"
+    C : tensor, shape (n, n), optional
+    trans : bool or {"N", "C"}
+    uplo, fill, out
+        As in :func:`syrk`.
+
+    Returns
+    -------
+    tensor, shape (n, n)
+        Real diagonal, as BLAS.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`syr2k`; complex ``beta``.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> x = torch.tensor([[1j]], dtype=torch.complex64)
+    >>> trnblas.her2k(1.0, x, x)
+    tensor([[2.+0.j]])
+    """
+    return _rank_2k("her2k", alpha, A, B, beta, C, trans, uplo, fill, True, out)
+
+

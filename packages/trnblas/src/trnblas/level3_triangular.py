@@ -1,0 +1,169 @@
+"""BLAS level 3, triangular: ``trmm`` (through ``GEMM``) and ``trsm``.
+
+Op ``TRSM`` ``(alpha, A, B, side, uplo, trans, diag) -> X``; torch lowering
+here, NKI lowering in :mod:`trnblas._nki`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trnblas.level3_gemm import _cplx, _run_gemm
+from trnsci import _linalg as la
+from trnsci import _validate as v
+from trnsci._validate import numpy_io
+from trnsci.dispatch import Op
+
+__all__ = ["trmm", "trsm", "TRSM"]
+
+
+def _trsm_flops(alpha, A, B, side, uplo, trans, diag):
+    m, n = B.shape
+    return (m * m * n if side == "L" else m * n * n) * _cplx(A)
+
+
+def _trsm_describe(alpha, A, B, side, uplo, trans, diag):
+    m, n = B.shape
+    return f"solve op(A) X = B, B {m}x{n}   (side={side!r}, uplo={uplo!r}, trans={trans!r}, diag={diag!r})"
+
+
+TRSM = Op(
+    "trnblas.trsm", "flops", 512**3, size=_trsm_flops, describe=_trsm_describe,
+    doc="X with op(A) X = alpha B or X op(A) = alpha B, A triangular; flops = m^2 n (left)",
+)
+
+
+@TRSM.lowering("torch")
+def _trsm_torch(alpha, A, B, side, uplo, trans, diag):
+    upper = uplo == "U"
+    a = la.op(A, trans)
+    if trans != "N":
+        upper = not upper
+    X = torch.linalg.solve_triangular(a, B, upper=upper, left=side == "L", unitriangular=diag == "U")
+    if alpha != 1:
+        X.mul_(alpha)
+    return X
+
+
+# ===================================================================== triangular
+
+def _tri_operands(where, alpha, A, B, side, uplo, trans, diag):
+    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
+    B = v.matrix(B, "B", where, v.BLAS_DTYPES)
+    v.agree(where, A=A, B=B)
+    s = la.side(side, "side", where)
+    u = la.uplo(uplo, "uplo", where)
+    t = la.real_trans(la.trans(trans, "trans", where), A.dtype)
+    d = la.diag(diag, "diag", where)
+    alpha = v.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
+    na = v.square(A, "A", where)
+    m, n = B.shape
+    if na != (m if s == "L" else n):
+        which = "rows" if s == "L" else "columns"
+        raise v.mismatch(where, f"side={s!r} needs A to be {which}(B) x {which}(B)", A=A, B=B)
+    return alpha, A, B, s, u, t, d, m, n
+
+
+@numpy_io
+def trmm(alpha, A, B, side="left", uplo="upper", trans=False, diag="nonunit", *, out=None):
+    """Triangular matrix multiply: ``alpha op(A) B`` (left) or ``alpha B op(A)`` (right).
+
+    Parameters
+    ----------
+    alpha : number
+        ``alpha == 0`` returns zeros without reading ``A`` or ``B``.
+    A : tensor, square
+        Triangular: only its ``uplo`` triangle is read; with ``diag="unit"``
+        its diagonal is not read either (taken as ones).
+    B : tensor, shape (m, n)
+    side : {"left", "right", "L", "R"}
+    uplo : {"upper", "lower", "U", "L"}
+    trans : bool or {"N", "T", "C"}
+    diag : {"nonunit", "unit", "N", "U"}
+    out : tensor, optional
+
+    Returns
+    -------
+    tensor, shape (m, n)
+        A new tensor (cuBLAS's out-of-place ``trmm``); ``B`` is not modified.
+
+    Raises
+    ------
+    TypeError, ValueError
+        dtypes, shapes, devices, option strings.
+
+    Notes
+    -----
+    The triangle is extracted (O(n^2)) and multiplied as a :func:`gemm`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A = torch.tensor([[2.0, 1.0], [9.0, 3.0]])
+    >>> trnblas.trmm(1.0, A, torch.eye(2), uplo="upper").tolist()
+    [[2.0, 1.0], [0.0, 3.0]]
+    """
+    where = "trmm"
+    alpha, A, B, s, u, t, d, m, n = _tri_operands(where, alpha, A, B, side, uplo, trans, diag)
+    if alpha == 0 or m == 0 or n == 0:
+        return v.finish(torch.zeros(m, n, dtype=A.dtype, device=A.device), out, where)
+    T = la.triangle(A, u, d == "U")
+    if s == "L":
+        R = _run_gemm(where, alpha, T, B, 0, None, t, "N", m, n, m)
+    else:
+        R = _run_gemm(where, alpha, B, T, 0, None, "N", t, m, n, n)
+    return v.finish(R, out, where)
+
+
+@numpy_io
+def trsm(alpha, A, B, side="left", uplo="upper", trans=False, diag="nonunit", *, out=None):
+    """Triangular solve with many right-hand sides.
+
+    Returns ``X`` with ``op(A) X = alpha B`` (side="left") or
+    ``X op(A) = alpha B`` (side="right").
+
+    Parameters
+    ----------
+    alpha : number
+        ``alpha == 0`` returns zeros without reading ``A`` or ``B``.
+    A : tensor, square
+        Triangular: only its ``uplo`` triangle is read, and with
+        ``diag="unit"`` not its diagonal (taken as ones). A zero on a
+        non-unit diagonal gives Inf/NaN, as BLAS (no check).
+    B : tensor, shape (m, n)
+    side : {"left", "right", "L", "R"}
+    uplo : {"upper", "lower", "U", "L"}
+    trans : bool or {"N", "T", "C"}
+    diag : {"nonunit", "unit", "N", "U"}
+    out : tensor, optional
+
+    Returns
+    -------
+    tensor, shape (m, n)
+        A new tensor; ``B`` is not overwritten (unlike BLAS).
+
+    Raises
+    ------
+    TypeError, ValueError
+        dtypes, shapes, devices, option strings.
+
+    Notes
+    -----
+    Runs the ``trnblas.trsm`` operation (NKI kernel for float32); the torch
+    lowering is :func:`torch.linalg.solve_triangular`.
+
+    Examples
+    --------
+    >>> import torch, trnblas
+    >>> A = torch.tensor([[2.0, 0.0], [0.0, 4.0]])
+    >>> trnblas.trsm(1.0, A, torch.ones(2, 1)).tolist()
+    [[0.5], [0.25]]
+    """
+    where = "trsm"
+    alpha, A, B, s, u, t, d, m, n = _tri_operands(where, alpha, A, B, side, uplo, trans, diag)
+    if alpha == 0 or m == 0 or n == 0:
+        return v.finish(torch.zeros(m, n, dtype=A.dtype, device=A.device), out, where)
+    X = TRSM(alpha, A, B, s, u, t, d)
+    return v.finish(X, out, where)
+
+

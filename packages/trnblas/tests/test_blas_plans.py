@@ -1,0 +1,91 @@
+"""Every trnblas op with a kernel: its plan says exactly what the call does, kernel or torch.
+
+The cases include calls the kernel cannot take (dtypes, shapes beyond its
+SBUF plan, options) and calls the host splits into several kernel runs.
+A new op with a kernel fails ``test_every_kernel_op_has_cases`` until it is
+listed here.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import trnblas
+import trnsci
+from trnsci import dispatch
+from trnsci.testing import assert_plan_matches_run
+
+pytestmark = pytest.mark.simulator
+
+
+def _t(*shape, dtype=torch.float32, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def _tri(n, dtype=torch.float32):
+    return (torch.eye(n) * 3 + _t(n, n).triu() * 0.1).to(dtype)
+
+
+def _mp2(nocc, nvir, naux, dtype=torch.float32):
+    return (_t(nocc, nvir, naux, dtype=torch.float64) * 0.1).to(dtype), -torch.ones(nocc), torch.ones(nvir)
+
+
+F64 = torch.float64
+CASES = {
+    "trnblas.gemm": [
+        (trnblas.gemm, (1.0, _t(20, 30), _t(30, 10))),
+        (trnblas.gemm, (1.0, _t(20, 30, dtype=F64), _t(30, 10, dtype=F64))),  # dtype the kernel lacks
+        (trnblas.gemm, (1.0, _t(4, 3900), _t(3900, 5))),  # K split on the host: two kernel runs, no closed form
+        (trnblas.trmm, (1.0, _tri(6), _t(6, 4))),  # reaches GEMM through trmm
+    ],
+    "trnblas.batched_gemm": [
+        (trnblas.batched_gemm, (1.0, _t(3, 5, 6), _t(3, 6, 7))),
+        (trnblas.gemm, (1.0, _t(2, 5, 6, dtype=torch.complex64), _t(6, 7, dtype=torch.complex64))),
+    ],
+    "trnblas.gemm_ex": [
+        (trnblas.gemm_ex, (1.0, _t(9, 8, dtype=torch.bfloat16), _t(8, 7, dtype=torch.bfloat16))),
+        (trnblas.gemm_ex, (1.0, _t(9, 8), _t(8, 7)), {"compute_dtype": F64}),  # runs GEMM, on torch
+        (trnblas.gemm_ex, (1.0, _t(9, 8, dtype=torch.float16), _t(8, 7, dtype=torch.float16))),
+    ],
+    "trnblas.syrk": [
+        (trnblas.syrk, (1.0, _t(40, 30)), {"uplo": "lower"}),
+        (trnblas.syrk, (1.0, _t(40, 30, dtype=F64))),
+        (trnblas.herk, (1.0, _t(40, 30)), {"trans": "T"}),
+    ],
+    "trnblas.trsm": [
+        (trnblas.trsm, (1.0, _tri(50), _t(50, 3))),
+        (trnblas.trsm, (1.0, _tri(50, F64), _t(50, 3, dtype=F64))),
+        # issue 7: under the simulator this planned "simulator" and then ran torch
+        (trnblas.trsm, lambda: (1.0, torch.eye(8200), torch.ones(8200, 1))),  # built when run: 270 MB
+    ],
+    "trnblas.mp2_energy": [
+        (trnblas.mp2_energy, _mp2(3, 20, 40)),
+        (trnblas.mp2_energy, _mp2(3, 20, 40, F64)),
+        (trnblas.mp2_energy, _mp2(2, 2000, 200)),  # beyond the kernel's SBUF plan
+    ],
+}
+
+
+def test_every_kernel_op_has_cases():
+    with_kernel = {name for name, op in dispatch.ops("trnblas").items() if op.has_kernel}
+    assert with_kernel == set(CASES)
+
+
+@pytest.mark.parametrize("backend", ["simulator", "torch"])
+@pytest.mark.parametrize("op_name,case", [(k, c) for k, cs in CASES.items() for c in cs],
+                         ids=lambda x: x if isinstance(x, str) else "")
+def test_plan_backend_is_what_ran(backend, op_name, case):
+    fn, args, kwargs = (*case, {})[:3]
+    args = args() if callable(args) else args
+    with trnsci.use_backend(backend):
+        plan, _, runs = assert_plan_matches_run(fn, *args, **kwargs)
+    assert plan.op in (op_name, "trnblas.gemm")  # gemm_ex with a float64 compute dtype widens, then runs GEMM
+    if backend == "torch":
+        assert runs == [] and plan.backend == "torch"
+
+
+def test_trsm_beyond_the_kernel_plans_torch_with_the_reason():
+    with trnsci.use_backend("simulator"):
+        p = trnblas.plan_trsm(torch.eye(8200), torch.ones(8200, 1))
+    assert p.backend == "torch" and "8200" in p.reason and "SBUF" in p.reason

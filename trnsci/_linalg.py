@@ -1,0 +1,144 @@
+"""BLAS/LAPACK conventions shared by trnblas, trnsolver and trnsparse.
+
+Option keywords (``trans``, ``uplo``, ``side``, ``diag``, ``fill``) are parsed
+into one-letter codes, case-insensitively, with a ``ValueError`` that lists
+the valid spellings; ``op(A)`` and the triangle helpers work on those codes.
+
+==========  ====================================  ==========================
+keyword     spellings                             code
+==========  ====================================  ==========================
+``trans``   ``False``/``"N"``, ``True``/``"T"``,   ``"N"``, ``"T"``, ``"C"``
+            ``"C"``
+``uplo``    ``"upper"``/``"U"``, ``"lower"``/``"L"``  ``"U"``, ``"L"``
+``side``    ``"left"``/``"L"``, ``"right"``/``"R"``   ``"L"``, ``"R"``
+``diag``    ``"nonunit"``/``"N"``, ``"unit"``/``"U"``  ``"N"``, ``"U"``
+==========  ====================================  ==========================
+
+Examples
+--------
+>>> import torch
+>>> from trnsci import _linalg as la
+>>> la.uplo("Lower", "uplo", "potrf"), la.trans(True, "trans", "gemv")
+('L', 'T')
+>>> la.triangle(torch.ones(2, 2), "U").tolist()
+[[1.0, 1.0], [0.0, 1.0]]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from trnsci._validate import Options
+
+__all__ = [
+    "TRANS_OPTIONS", "UPLO_OPTIONS", "SIDE_OPTIONS", "DIAG_OPTIONS",
+    "trans", "uplo", "side", "diag", "fill", "real_trans", "op", "op_shape",
+    "triangle_mask", "triangle", "symmetric", "merge_triangle", "real_diagonal",
+]
+
+# Canonical code -> accepted spellings (strings compared case-insensitively).
+TRANS_OPTIONS = {"N": ("N", False), "T": ("T", True), "C": ("C",)}
+UPLO_OPTIONS = {"U": ("upper", "U"), "L": ("lower", "L")}
+SIDE_OPTIONS = {"L": ("left", "L"), "R": ("right", "R")}
+DIAG_OPTIONS = {"N": ("nonunit", "N"), "U": ("unit", "U")}
+
+#: ``trans(value, name, where) -> "N" | "T" | "C"``
+trans = Options(TRANS_OPTIONS)
+#: ``uplo(value, name, where) -> "U" | "L"``
+uplo = Options(UPLO_OPTIONS)
+#: ``side(value, name, where) -> "L" | "R"``
+side = Options(SIDE_OPTIONS)
+#: ``diag(value, name, where) -> "N" | "U"``
+diag = Options(DIAG_OPTIONS)
+
+
+def fill(value: Any, where: str) -> bool:
+    """``fill=None`` (BLAS: one triangle) -> False, ``fill="full"`` -> True."""
+    if value is None:
+        return False
+    if isinstance(value, str) and value.lower() == "full":
+        return True
+    raise ValueError(f"{where}: fill must be None or 'full'; got {value!r}")
+
+
+def real_trans(code: str, dtype: torch.dtype) -> str:
+    """For real data a conjugate transpose is a transpose: ``"C"`` -> ``"T"``."""
+    if code == "C" and not dtype.is_complex:
+        return "T"
+    return code
+
+
+def op(t: torch.Tensor, code: str) -> torch.Tensor:
+    """``op(t)`` as a view: ``t``, its transpose, or its conjugate transpose."""
+    if code == "N":
+        return t
+    if code == "T":
+        return t.mT
+    return t.mH
+
+
+def op_shape(t: torch.Tensor, code: str) -> tuple[int, int]:
+    """The (rows, cols) of ``op(t)``'s last two dimensions."""
+    r, c = t.shape[-2], t.shape[-1]
+    return (r, c) if code == "N" else (c, r)
+
+
+def triangle_mask(n: int, code: str, device: torch.device) -> torch.Tensor:
+    """Boolean ``(n, n)`` mask of the ``code`` ("U"/"L") triangle, diagonal included."""
+    ones = torch.ones(n, n, dtype=torch.bool, device=device)
+    return ones.triu_() if code == "U" else ones.tril_()
+
+
+def triangle(A: torch.Tensor, code: str, unit: bool = False) -> torch.Tensor:
+    """The ``code`` triangle of ``A`` with zeros elsewhere; unit diagonal if asked.
+
+    The other triangle of ``A`` is never read (``triu``/``tril`` select, they
+    do not multiply), nor is the diagonal when ``unit`` is true.
+    """
+    if unit:
+        T = A.triu(1) if code == "U" else A.tril(-1)
+        T.diagonal(dim1=-2, dim2=-1).fill_(1)
+        return T
+    return A.triu() if code == "U" else A.tril()
+
+
+def symmetric(A: torch.Tensor, code: str, hermitian: bool = False) -> torch.Tensor:
+    """The full symmetric (or Hermitian) matrix stored in ``A``'s ``code`` triangle.
+
+    Hermitian: the imaginary part of the diagonal is ignored, as in BLAS.
+    """
+    strict = A.triu(1) if code == "U" else A.tril(-1)
+    d = A.diagonal(dim1=-2, dim2=-1)
+    if hermitian and A.is_complex():
+        full = strict + strict.mH
+        d = d.real.to(A.dtype)
+    else:
+        full = strict + strict.mT
+    full.diagonal(dim1=-2, dim2=-1).add_(d)
+    return full
+
+
+def merge_triangle(R: torch.Tensor, C: torch.Tensor | None, code: str, full: bool, hermitian: bool) -> torch.Tensor:
+    """Keep ``R``'s ``code`` triangle; take the other one from ``C`` (zeros if None).
+
+    ``full=True`` instead mirrors the computed triangle into the other one
+    (conjugated when ``hermitian``), giving the whole symmetric/Hermitian
+    matrix.
+    """
+    n = R.shape[-1]
+    if full:
+        keep = R.triu() if code == "U" else R.tril()
+        strict = keep.triu(1) if code == "U" else keep.tril(-1)
+        return keep + (strict.mH if hermitian else strict.mT)
+    if C is None:
+        return R.triu_() if code == "U" else R.tril_()
+    return torch.where(triangle_mask(n, code, R.device), R, C)
+
+
+def real_diagonal(R: torch.Tensor) -> torch.Tensor:
+    """Zero the imaginary part of ``R``'s diagonal in place (Hermitian results)."""
+    if R.is_complex():
+        R.diagonal(dim1=-2, dim2=-1).imag.zero_()
+    return R

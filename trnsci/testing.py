@@ -1,0 +1,189 @@
+"""Test helpers every trnsci library uses, so tests state their tolerances and prove what ran.
+
+* :func:`random` -- reproducible standard-normal data (complex when asked) as
+  NumPy, for feeding both the code under test and an independent reference.
+* :func:`tolerance` / :func:`assert_close` -- compare with a reference under
+  a stated tolerance (default: ``16 (k + 1) eps`` of the dtype, the
+  rounding-error bound of a length-``k`` dot product with room for a
+  different summation order; Higham, *Accuracy and Stability*, ch. 3).
+* :func:`kernel_ran` -- a context that runs the block under the simulator
+  backend and fails unless an NKI kernel (not the torch fallback) ran.
+* :func:`assert_counts` -- the emulator's counters equal closed forms; a key
+  the profile does not have is a failure, not a skip.
+* :func:`assert_plan_matches_run` -- what a plan says is what the call does.
+
+Examples
+--------
+>>> import torch
+>>> from trnsci import testing
+>>> x = testing.random((3,), torch.complex64, seed=1)
+>>> x.dtype
+dtype('complex64')
+>>> testing.assert_close(x * 1, x, dtype=torch.complex64)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["random", "tolerance", "assert_close", "kernel_ran", "assert_counts", "assert_plan_matches_run",
+           "NUMPY_DTYPES", "TORCH_DTYPES"]
+
+#: torch dtype -> NumPy dtype (bfloat16 through ml_dtypes when installed).
+NUMPY_DTYPES = {torch.float16: np.float16, torch.float32: np.float32, torch.float64: np.float64,
+                torch.complex64: np.complex64, torch.complex128: np.complex128}
+try:
+    import ml_dtypes
+
+    NUMPY_DTYPES[torch.bfloat16] = ml_dtypes.bfloat16
+except ImportError:  # pragma: no cover
+    pass
+TORCH_DTYPES = {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}
+
+
+def _np_dtype(dtype) -> np.dtype:
+    return np.dtype(NUMPY_DTYPES[dtype]) if isinstance(dtype, torch.dtype) else np.dtype(dtype)
+
+
+def _real_torch_dtype(dtype) -> torch.dtype:
+    if not isinstance(dtype, torch.dtype):
+        dtype = TORCH_DTYPES[np.dtype(dtype)]
+    return dtype.to_real() if dtype.is_complex else dtype
+
+
+def random(shape, dtype=torch.float64, seed: int = 0) -> np.ndarray:
+    """Standard-normal entries (real and imaginary parts for complex dtypes) as a NumPy array.
+
+    ``dtype`` is a torch or NumPy dtype; ``torch.from_numpy`` turns the result
+    into a tensor sharing memory.
+    """
+    rng = np.random.default_rng(seed)
+    np_dt = _np_dtype(dtype)
+    a = rng.standard_normal(shape)
+    if np_dt.kind == "c":
+        a = a + 1j * rng.standard_normal(shape)
+    return a.astype(np_dt)
+
+
+def tolerance(dtype, k: int = 1) -> float:
+    """``16 (k + 1) eps``: the relative error allowed for a length-``k`` dot product in ``dtype``.
+
+    A length-``k`` dot product has error at most about ``k eps sum|a_i b_i|``;
+    the factor 16 leaves room for a different summation order while an O(1)
+    mistake still fails.
+    """
+    return 16 * (k + 1) * torch.finfo(_real_torch_dtype(dtype)).eps
+
+
+def _numpy(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu()
+        if x.dtype == torch.bfloat16:
+            x = x.float()
+        return x.numpy()
+    return np.asarray(x)
+
+
+def assert_close(actual, desired, *, dtype=None, k: int = 1, rtol: float | None = None,
+                 atol: float | None = None) -> None:
+    """Fail unless ``actual`` matches the reference ``desired`` within a stated tolerance.
+
+    Shapes must be equal. By default ``rtol = tolerance(dtype, k)`` and
+    ``atol = rtol * max(1, max|desired|)`` (errors scale with the largest
+    entry, so small entries are not held to a relative bound they cannot
+    meet). ``dtype`` defaults to ``actual``'s. Pass ``rtol``/``atol`` to
+    state another bound -- and say why in a comment.
+    """
+    a, d = _numpy(actual), _numpy(desired)
+    if a.shape != d.shape:
+        raise AssertionError(f"shape {a.shape} differs from the reference's {d.shape}")
+    if rtol is None:
+        rtol = tolerance(dtype if dtype is not None else TORCH_DTYPES.get(a.dtype, torch.float64), k)
+    if atol is None:
+        finite = np.abs(d[np.isfinite(d)]) if d.size else d
+        scale = max(1.0, float(finite.max())) if finite.size else 1.0
+        atol = rtol * scale
+    np.testing.assert_allclose(a, d, rtol=rtol, atol=atol)
+
+
+@contextlib.contextmanager
+def kernel_ran(*kernels: str, backend: str = "simulator") -> Iterator[list]:
+    """Run the block under ``backend`` and fail unless an NKI kernel ran in it.
+
+    Yields the list of :class:`trnsci.nki.KernelRun` filled in by the block.
+    With ``kernels`` given, the kernel names that ran must equal them, in
+    order. A torch fallback -- silent or with a warning -- fails the test.
+
+    >>> import torch, trnblas
+    >>> with kernel_ran("gemm_kernel"):
+    ...     _ = trnblas.gemm(1.0, torch.ones(3, 2), torch.ones(2, 4))
+    """
+    from trnsci import nki
+    from trnsci.backend import use_backend
+
+    with use_backend(backend), nki.capture() as runs:
+        yield runs
+    names = [r.kernel for r in runs]
+    if not names:
+        raise AssertionError(f"no NKI kernel ran under backend {backend!r}: the torch path computed the result")
+    if kernels and names != list(kernels):
+        raise AssertionError(f"kernels run: {names}; expected {list(kernels)}")
+
+
+def _profile_counters(prof) -> dict[str, Any]:
+    return {"hbm_read_bytes": prof.hbm_read_bytes, "hbm_write_bytes": prof.hbm_write_bytes,
+            "flops": prof.flops, **prof.instructions}
+
+
+def assert_counts(profile, expected: Mapping[str, int], *, ignore: tuple[str, ...] = ()) -> None:
+    """Fail unless every closed-form figure in ``expected`` equals the profile's counter.
+
+    ``profile`` is a :class:`trnsci.nki.emulator.profile.KernelProfile` (from
+    :func:`trnsci.nki.profile` or a captured ``KernelRun.profile``). A key of
+    ``expected`` the profile does not count is a failure -- name it in
+    ``ignore`` if it is a planning figure rather than a counter.
+    """
+    got = _profile_counters(profile)
+    missing = sorted(k for k in expected if k not in got and k not in ignore)
+    if missing:
+        raise AssertionError(f"the profile has no counter for {missing}; it counts {sorted(got)}")
+    wrong = {k: (got[k], v) for k, v in expected.items() if k not in ignore and got[k] != v}
+    if wrong:
+        raise AssertionError("emulator counted != closed form: "
+                             + ", ".join(f"{k}: {g} != {w}" for k, (g, w) in sorted(wrong.items())))
+
+
+def assert_plan_matches_run(fn, *args, **kwargs):
+    """Plan ``fn(*args, **kwargs)``, run it, and fail unless the plan said what ran.
+
+    The plan's backend must be the backend the call used (``"torch"`` when no
+    kernel ran, else the kernel's backend); when the plan names a kernel and
+    its closed-form figures, exactly that kernel ran once and its counters
+    equal them. Runs under whatever backend is in effect. Returns
+    ``(plan, result, runs)``.
+    """
+    from trnsci import nki
+    from trnsci.dispatch import plan_call
+
+    plan = plan_call(fn, *args, **kwargs)
+    with nki.capture() as runs:
+        result = fn(*args, **kwargs)
+    ran = runs[0].backend if runs else "torch"
+    if plan.backend != ran:
+        raise AssertionError(f"{plan.op}: the plan said {plan.backend!r} ({plan.reason}) but the call ran on "
+                             f"{ran!r} (kernels: {[r.kernel for r in runs]})")
+    if plan.kernel is not None:
+        names = [r.kernel for r in runs]
+        if names != [plan.kernel["name"]]:
+            raise AssertionError(f"{plan.op}: the plan named kernel {plan.kernel['name']!r}; ran {names}")
+        if runs[0].profile is not None:
+            figures = {k: v for k, v in plan.kernel.items() if k != "name"}
+            counters = _profile_counters(runs[0].profile)
+            assert_counts(runs[0].profile, figures, ignore=tuple(k for k in figures if k not in counters
+                                                                 and not k.startswith("hbm")))
+    return plan, result, runs
