@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import torch
 
-from trnblas import _common as c
+from trnsci import _linalg as la
+from trnsci import _validate as v
 from trnsci._validate import numpy_io
 from trnsolver import _core_candidates as cc
 from trnsolver.factor import _NOT_PD, _raise_info
 
 __all__ = ["eigh", "eigvalsh", "eigh_generalized"]
 
-_UPLO = c.v.Options({"L": ("L", "lower"), "U": ("U", "upper")})
+_UPLO = v.Options({"L": ("L", "lower"), "U": ("U", "upper")})
 
 
 def _subset(subset_by_index, n: int, where: str) -> tuple[int, int] | None:
@@ -24,8 +25,8 @@ def _subset(subset_by_index, n: int, where: str) -> tuple[int, int] | None:
         return None
     if not isinstance(subset_by_index, (tuple, list)) or len(subset_by_index) != 2:
         raise TypeError(f"{where}: subset_by_index must be a pair (lo, hi) of ints")
-    lo = c.v.integer(subset_by_index[0], "subset_by_index[0]", where, minimum=0)
-    hi = c.v.integer(subset_by_index[1], "subset_by_index[1]", where, minimum=0)
+    lo = v.integer(subset_by_index[0], "subset_by_index[0]", where, minimum=0)
+    hi = v.integer(subset_by_index[1], "subset_by_index[1]", where, minimum=0)
     if not lo <= hi < n:
         raise ValueError(f"{where}: subset_by_index must satisfy 0 <= lo <= hi < n = {n}, got ({lo}, {hi})")
     return lo, hi
@@ -49,7 +50,7 @@ def _eigh_torch(A: torch.Tensor, uplo: str, lo: int, hi: int, vectors: bool):
 def _eigh_args(where, A, tol, max_sweeps, subset_by_index, uplo, check_finite):
     A = cc.square_matrix(A, "A", where)
     cc.positive(tol, "tol", where, zero_ok=True)
-    c.v.integer(max_sweeps, "max_sweeps", where, minimum=1)
+    v.integer(max_sweeps, "max_sweeps", where, minimum=1)
     uplo = _UPLO(uplo, "uplo", where)
     n = A.shape[-1]
     sub = _subset(subset_by_index, n, where)
@@ -173,16 +174,16 @@ def eigh_generalized(A, B, max_sweeps=100, tol=1e-10, *, subset_by_index=None, c
     where = "eigh_generalized"
     A, _, lo, hi = _eigh_args(where, A, tol, max_sweeps, subset_by_index, "L", check_finite)
     B = cc.square_matrix(B, "B", where)
-    c.agree(where, A=A, B=B)
+    v.agree(where, A=A, B=B)
     if B.shape[-1] != A.shape[-1]:
-        raise c.mismatch(where, "A and B must be the same size", A=A, B=B)
+        raise v.mismatch(where, "A and B must be the same size", A=A, B=B)
     try:
         torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     except RuntimeError:
-        raise c.mismatch(where, "batch dimensions do not broadcast", A=A, B=B) from None
+        raise v.mismatch(where, "batch dimensions do not broadcast", A=A, B=B) from None
     if check_finite:
         cc.finite(where, B=B)
-    A = c.symmetric(A, "L", hermitian=True)
+    A = la.symmetric(A, "L", hermitian=True)
     w, X, info = _eigh_generalized_torch(A, B, lo, hi)
     _raise_info(where, info, "B is not positive definite: " + _NOT_PD)
     return w, X

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from trnblas import _common as c
+from trnsci import _validate as v
 from trnsci._validate import numpy_io
 from trnsolver import _core_candidates as cc
 from trnsolver._core_candidates import LinAlgError
@@ -299,7 +299,7 @@ def lu_factor(A, *, check=True, check_finite=True):
     return LU, piv
 
 
-_TRANS = c.v.Options({"N": (0, "N"), "T": (1, "T"), "C": (2, "C")})
+_TRANS = v.Options({"N": (0, "N"), "T": (1, "T"), "C": (2, "C")})
 
 
 def _lu_solve_torch(LU: torch.Tensor, piv1: torch.Tensor, B: torch.Tensor, trans: str) -> torch.Tensor:
@@ -338,7 +338,7 @@ def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
         raise TypeError(f"{where}: lu_and_piv must be the (lu, piv) pair from lu_factor")
     LU, piv = lu_and_piv[0], lu_and_piv[1]
     LU = cc.square_matrix(LU, "lu", where)
-    piv = c.v.tensor(piv, "piv", where)
+    piv = v.tensor(piv, "piv", where)
     if piv.dtype not in (torch.int32, torch.int64) or tuple(piv.shape) != tuple(LU.shape[:-1]):
         raise ValueError(f"{where}: piv must be an integer tensor of shape {tuple(LU.shape[:-1])}, "
                          f"got {piv.dtype} {tuple(piv.shape)}")
@@ -352,7 +352,7 @@ def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
 
 # ================================================================= QR, SVD
 
-_QR_MODE = c.v.Options({"reduced": ("reduced", "economic"), "complete": ("complete", "full"), "r": ("r",)})
+_QR_MODE = v.Options({"reduced": ("reduced", "economic"), "complete": ("complete", "full"), "r": ("r",)})
 
 
 def _qr_torch(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -559,7 +559,7 @@ def solve_spd(A, B, iterative_refinement=False, *, check_finite=True):
     return X.squeeze(-1) if vec else X
 
 
-_LSTSQ_DRIVER = c.v.Options({"gelsd": ("gelsd",), "gelsy": ("gelsy",), "gelss": ("gelss",)})
+_LSTSQ_DRIVER = v.Options({"gelsd": ("gelsd",), "gelsy": ("gelsy",), "gelss": ("gelss",)})
 
 
 def _lstsq_torch(A: torch.Tensor, B: torch.Tensor, rcond: float | None, driver: str):
@@ -613,12 +613,12 @@ def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
     """
     where = "lstsq"
     A = cc.matrix(A, "A", where)
-    Bt = c.tensor(B, "B", where, cc.LINALG_DTYPES)
-    c.agree(where, A=A, B=Bt)
+    Bt = v.tensor(B, "B", where, cc.LINALG_DTYPES)
+    v.agree(where, A=A, B=Bt)
     vec = Bt.dim() == A.dim() - 1
     Bm = Bt.unsqueeze(-1) if vec else Bt
     if Bm.dim() < 2 or Bm.shape[-2] != A.shape[-2]:
-        raise c.mismatch(where, f"B must have {A.shape[-2]} rows", A=A, B=Bt)
+        raise v.mismatch(where, f"B must have {A.shape[-2]} rows", A=A, B=Bt)
     rcond = None if rcond is None else cc.positive(rcond, "rcond", where, zero_ok=True)
     driver = _LSTSQ_DRIVER(driver, "driver", where)
     if cc.flag(check_finite, "check_finite", where):
@@ -865,7 +865,7 @@ def inv_sqrt_spd_ns(A, *, max_iters=20, tol=1e-7, on_fail="warn", check_finite=T
     """
     where = "inv_sqrt_spd_ns"
     A = cc.square_matrix(A, "A", where)
-    max_iters = c.v.integer(max_iters, "max_iters", where, minimum=0)
+    max_iters = v.integer(max_iters, "max_iters", where, minimum=0)
     tol = cc.positive(tol, "tol", where)
     on_fail = cc.ON_FAIL(on_fail, "on_fail", where)
     if cc.flag(check_finite, "check_finite", where):
