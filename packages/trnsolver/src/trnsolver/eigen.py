@@ -12,6 +12,7 @@ import torch
 from trnsci import _linalg as la
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
+from trnsci.dispatch import Op
 from trnsolver import _core_candidates as cc
 from trnsolver.factor import _NOT_PD, _raise_info
 
@@ -32,9 +33,30 @@ def _subset(subset_by_index, n: int, where: str) -> tuple[int, int] | None:
     return lo, hi
 
 
-def _eigh_torch(A: torch.Tensor, uplo: str, lo: int, hi: int, vectors: bool):
+def _eigh_flops(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
+    n = A.shape[-1]
+    return 9.0 * n ** 3 * (A.numel() // n // n if n else 0)
+
+
+def _eigh_describe(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
+    return f"eigh n={A.shape[-1]} batch={tuple(A.shape[:-2])} {str(A.dtype).replace('torch.', '')}"
+
+
+#: Op ``(A, uplo, lo, hi, vectors, tol, max_sweeps)``: eigenpairs lo..hi of a
+#: Hermitian matrix. Threshold: no Trainium here to calibrate on; a Jacobi
+#: sweep costs ~6 n^3 flops and takes 5-10 sweeps against LAPACK's ~9 n^3, so
+#: the kernel is only worth a launch for large tiles -- 9 * 512^3 is a
+#: placeholder until `trnsci calibrate` runs on hardware.
+EIGH = Op("trnsolver.eigh", "flops", 9.0 * 512 ** 3, size=_eigh_flops, describe=_eigh_describe,
+          doc="symmetric/Hermitian eigensolver (parallel Jacobi kernel on the device)")
+
+
+@EIGH.lowering("torch")
+def _eigh_torch(A: torch.Tensor, uplo: str, lo: int, hi: int, vectors: bool, tol: float = 1e-10,
+                max_sweeps: int = 100):
     """Eigenpairs ``lo..hi`` (inclusive, ascending) of the Hermitian matrix in
-    ``A``'s ``uplo`` triangle; ``V`` is None when ``vectors`` is False."""
+    ``A``'s ``uplo`` triangle; ``V`` is None when ``vectors`` is False
+    (``tol``/``max_sweeps`` are the Jacobi kernel's; LAPACK ignores them)."""
     n = A.shape[-1]
     if vectors:
         w, V = torch.linalg.eigh(A, UPLO=uplo)
@@ -102,7 +124,7 @@ def eigh(A, max_sweeps=100, tol=1e-10, *, subset_by_index=None, uplo="L", check_
     [2.0, 3.0]
     """
     A, uplo, lo, hi = _eigh_args("eigh", A, tol, max_sweeps, subset_by_index, uplo, check_finite)
-    return _eigh_torch(A, uplo, lo, hi, True)
+    return EIGH(A, uplo, lo, hi, True, float(tol), int(max_sweeps))
 
 
 @numpy_io
@@ -122,7 +144,7 @@ def eigvalsh(A, *, subset_by_index=None, uplo="L", check_finite=True):
     [-1.0, 1.0]
     """
     A, uplo, lo, hi = _eigh_args("eigvalsh", A, 0.0, 1, subset_by_index, uplo, check_finite)
-    return _eigh_torch(A, uplo, lo, hi, False)[0]
+    return EIGH(A, uplo, lo, hi, False)[0]
 
 
 def _eigh_generalized_torch(A: torch.Tensor, B: torch.Tensor, lo: int, hi: int):
@@ -133,7 +155,7 @@ def _eigh_generalized_torch(A: torch.Tensor, B: torch.Tensor, lo: int, hi: int):
         return None, None, info
     Y = torch.linalg.solve_triangular(L, A, upper=False)
     C = torch.linalg.solve_triangular(L, Y.mH, upper=False)   # L^-1 A^H L^-H = L^-1 A L^-H
-    w, Z = _eigh_torch(C, "L", lo, hi, True)
+    w, Z = EIGH(C, "L", lo, hi, True)
     X = torch.linalg.solve_triangular(L.mH, Z, upper=True)
     return w, X, info
 
