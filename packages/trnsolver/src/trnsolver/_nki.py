@@ -40,14 +40,14 @@ from trnsolver._blocked import _blocked_cholesky_torch
 from trnsolver._jacobi import _block_jacobi_eigh_torch
 from trnsolver.eigen import EIGH
 from trnsolver.factor import CHOLESKY, INV_SQRT_SPD_NS, _inv_sqrt_spd_ns_torch
-from trnsolver.kernels.jacobi import MAX_N, jacobi_sweep_counts, jacobi_sweep_kernel, schedule
+from trnsolver.kernels.jacobi import MAX_N, jacobi_sweep_kernel, schedule
 
 F32 = torch.float32
 KERNEL_DTYPES = (torch.float32,)
 #: Off-norm target below which fp32 sweeps cannot usefully go (relative to ||A||_F).
 FP32_TOL = 1e-6
 #: Block size of block Jacobi (a block pair is one 2*BLOCK <= 128 tile).
-BLOCK = 64
+BLOCK = MAX_N // 2
 #: Diagonal block of the device Cholesky.
 CHOL_BLOCK = 128
 
@@ -109,11 +109,9 @@ def _eigh_supports(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
 
 
 def _eigh_counts(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
-    n = A.shape[-1]
-    m = n + n % 2 if n <= MAX_N else 2 * BLOCK
-    c = jacobi_sweep_counts(m)
-    c["per"] = "sweep" if n <= MAX_N else "inner sweep of one block-pair tile"
-    return c
+    """None: the number of sweep launches depends on the data. One sweep's
+    closed forms are :func:`~trnsolver.kernels.jacobi.jacobi_sweep_counts`."""
+    return None
 
 
 @EIGH.lowering("nki", dtypes=KERNEL_DTYPES, supports=_eigh_supports, counts=_eigh_counts)
@@ -123,7 +121,7 @@ def _eigh_nki(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
     flat = full.reshape(-1, n, n)
     ws, Vs, bad = [], [], 0
     for M in flat:
-        if n <= MAX_N:
+        if n <= 2 * BLOCK:  # one tile (2 * BLOCK = MAX_N = 128)
             d, V, sweeps, ok = jacobi_tile(M, tol, max_sweeps)
             d, order = torch.sort(d)
             V = V[:, order]
@@ -151,15 +149,7 @@ def _cholesky_supports(A, upper):
     return None
 
 
-def _cholesky_counts(A, upper):
-    n, nb = A.shape[-1], CHOL_BLOCK
-    panels = -(-n // nb)
-    return {"kernel": "trnblas trsm/syrk/gemm kernels", "panels": panels,
-            "trsm_calls": panels - 1, "syrk_calls": (panels - 1) * panels // 2,
-            "gemm_calls": (panels - 1) * (panels - 2) // 2}
-
-
-@CHOLESKY.lowering("nki", dtypes=KERNEL_DTYPES, supports=_cholesky_supports, counts=_cholesky_counts)
+@CHOLESKY.lowering("nki", dtypes=KERNEL_DTYPES, supports=_cholesky_supports)
 def _cholesky_nki(A, upper):
     n = A.shape[-1]
     Ls, infos = [], []
@@ -177,16 +167,7 @@ def _ns_supports(A, max_iters, tol):
     return "empty matrix" if A.shape[-1] == 0 else None
 
 
-def _ns_counts(A, max_iters, tol):
-    return {"kernel": "trnblas gemm_kernel", "gemm_calls_per_step": 3 * _batch_of(A)}
-
-
-def _batch_of(A):
-    n = A.shape[-1]
-    return A.numel() // n // n if n else 0
-
-
-@INV_SQRT_SPD_NS.lowering("nki", dtypes=KERNEL_DTYPES, supports=_ns_supports, counts=_ns_counts)
+@INV_SQRT_SPD_NS.lowering("nki", dtypes=KERNEL_DTYPES, supports=_ns_supports)
 def _inv_sqrt_spd_ns_nki(A, max_iters, tol):
     n = A.shape[-1]
     with _trnblas():
