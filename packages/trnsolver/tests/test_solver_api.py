@@ -55,10 +55,12 @@ GOOD = {
     "solve": (SPD, VEC), "solve_spd": (SPD, VEC), "lstsq": (SPD, VEC), "inv": (SPD,), "inv_spd": (SPD,),
     "det": (SPD,), "slogdet": (SPD,), "inv_sqrt_spd": (SPD,), "inv_sqrt_spd_ns": (SPD,),
     "cg": (SPD, VEC), "gmres": (SPD, VEC), "bicgstab": (SPD, VEC), "minres": (SPD, VEC),
-    "cho_solve": ((SPD, True), VEC), "lu_solve": ((SPD, torch.zeros(2, dtype=torch.int32)), VEC),
+    "cho_solve": ((SPD, True), VEC),
+    "lu_solve": ((SPD, torch.zeros(2, dtype=torch.int32)), VEC),
     "jacobi_preconditioner": (SPD,), "block_jacobi_preconditioner": (SPD,), "ssor_preconditioner": (SPD,),
 }
-NAMES = {"cho_solve": ("c", "b"), "lu_solve": ("lu", "b"), "eigh_generalized": ("A", "B"), "solve": ("A", "B"), "solve_spd": ("A", "B"), "lstsq": ("A", "B"),
+NAMES = {"cho_solve": ("c", "b"), "lu_solve": ("lu", "b"),
+         "eigh_generalized": ("A", "B"), "solve": ("A", "B"), "solve_spd": ("A", "B"), "lstsq": ("A", "B"),
          "cg": ("A", "b"), "gmres": ("A", "b"), "bicgstab": ("A", "b"), "minres": ("A", "b")}
 
 BAD = {

@@ -249,7 +249,8 @@ def test_lstsq_rank_deficient_minimum_norm():
 @pytest.mark.parametrize("dt", DTYPES)
 def test_inv_det_slogdet_vs_numpy(dt):
     A = rand((2, 5, 5), dt, 21) + 2 * torch.eye(5, dtype=dt)
-    np.testing.assert_allclose(trnsolver.inv(A).numpy(), np.linalg.inv(A.numpy()), rtol=1e3 * eps(dt), atol=1e3 * eps(dt))
+    np.testing.assert_allclose(trnsolver.inv(A).numpy(), np.linalg.inv(A.numpy()),
+                               rtol=1e3 * eps(dt), atol=1e3 * eps(dt))
     np.testing.assert_allclose(trnsolver.det(A).numpy(), np.linalg.det(A.numpy()), rtol=1e3 * eps(dt))
     s, l = trnsolver.slogdet(A)
     sn, ln = np.linalg.slogdet(A.numpy())

@@ -138,7 +138,8 @@ def test_eigh_generalized_B_not_pd():
         trnsolver.eigh_generalized(A, B)
 
 
-@pytest.mark.parametrize("bad,exc", [((5, 1), ValueError), ((0, 9), ValueError), ((1,), TypeError), ((1.0, 2), TypeError)])
+@pytest.mark.parametrize("bad,exc", [((5, 1), ValueError), ((0, 9), ValueError), ((1,), TypeError),
+                                     ((1.0, 2), TypeError)])
 def test_subset_errors(bad, exc):
     with pytest.raises(exc, match="subset_by_index"):
         trnsolver.eigh(torch.eye(4), subset_by_index=bad)

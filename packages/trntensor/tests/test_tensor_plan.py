@@ -91,3 +91,14 @@ def test_estimate_flops_matches_opt_einsum():
     eq, shapes = "ij,jk,kl->il", [(10, 20), (20, 30), (30, 40)]
     ref = int(oe.contract_path(eq, *shapes, shapes=True, optimize="optimal")[1].opt_cost)
     assert trntensor.estimate_flops(eq, *shapes) == ref
+
+
+def test_estimate_flops_keeps_the_published_count_under_naive():
+    # published meaning: product of every distinct index extent (one loop nest, multiply-adds)
+    assert trntensor.estimate_flops("ij,jk,kl->il", (10, 20), (20, 30), (30, 5), naive=True) == 10 * 20 * 30 * 5
+    assert trntensor.estimate_flops("bij,bjk->bik", torch.ones(2, 3, 4), torch.ones(2, 4, 5), naive=True) == 120
+    # default: the planned path's flops, opt_einsum's count
+    eq, shapes = "ij,jk,kl->il", [(10, 20), (20, 30), (30, 5)]
+    assert trntensor.estimate_flops(eq, *shapes) == int(oe.contract_path(eq, *shapes, shapes=True)[1].opt_cost)
+    with pytest.raises(TypeError, match="naive"):
+        trntensor.estimate_flops(eq, *shapes, naive="yes")

@@ -15,13 +15,14 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
-from trnblas import _common as c
+from trnsci import _validate as v
 
 LINALG_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
 
@@ -75,7 +76,7 @@ class SolverInfo:
     method: str = ""
 
 
-ON_FAIL = c.v.Options({"warn": ("warn",), "raise": ("raise",)})
+ON_FAIL = v.Options({"warn": ("warn",), "raise": ("raise",)})
 
 
 def report(where: str, info: SolverInfo, on_fail: str, tol: float) -> None:
@@ -93,7 +94,7 @@ def report(where: str, info: SolverInfo, on_fail: str, tol: float) -> None:
 
 def square_matrix(x: Any, name: str, where: str, dtypes=LINALG_DTYPES) -> torch.Tensor:
     """A tensor of shape ``(..., n, n)`` and a LAPACK dtype."""
-    t = c.tensor(x, name, where, dtypes)
+    t = v.tensor(x, name, where, dtypes)
     if t.dim() < 2:
         raise ValueError(f"{where}: {name} must be a matrix (..., n, n), got shape {tuple(t.shape)}")
     if t.shape[-1] != t.shape[-2]:
@@ -103,7 +104,7 @@ def square_matrix(x: Any, name: str, where: str, dtypes=LINALG_DTYPES) -> torch.
 
 def matrix(x: Any, name: str, where: str, dtypes=LINALG_DTYPES) -> torch.Tensor:
     """A tensor of shape ``(..., m, n)`` and a LAPACK dtype."""
-    t = c.tensor(x, name, where, dtypes)
+    t = v.tensor(x, name, where, dtypes)
     if t.dim() < 2:
         raise ValueError(f"{where}: {name} must be a matrix (..., m, n), got shape {tuple(t.shape)}")
     return t
@@ -115,19 +116,19 @@ def rhs(A: torch.Tensor, x: Any, name: str, where: str) -> tuple[torch.Tensor, b
     Returns ``(B as (..., n, k), was_vector)``. A ``B`` with one dimension
     fewer than ``A`` is a (batch of) vector(s), as in ``torch.linalg.solve``.
     """
-    B = c.tensor(x, name, where, LINALG_DTYPES)
-    c.agree(where, A=A, **{name: B})
+    B = v.tensor(x, name, where, LINALG_DTYPES)
+    v.agree(where, A=A, **{name: B})
     n = A.shape[-2]
     vec = B.dim() == A.dim() - 1
     if B.dim() == 0 or (not vec and B.dim() < 2):
         raise ValueError(f"{where}: {name} must have shape (..., {n}) or (..., {n}, k), got {tuple(B.shape)}")
     Bm = B.unsqueeze(-1) if vec else B
     if Bm.shape[-2] != n:
-        raise c.mismatch(where, f"{name} must have {n} rows", A=A, **{name: B})
+        raise v.mismatch(where, f"{name} must have {n} rows", A=A, **{name: B})
     try:
         torch.broadcast_shapes(A.shape[:-2], Bm.shape[:-2])
     except RuntimeError:
-        raise c.mismatch(where, "batch dimensions do not broadcast", A=A, **{name: B}) from None
+        raise v.mismatch(where, "batch dimensions do not broadcast", A=A, **{name: B}) from None
     return Bm, vec
 
 
@@ -145,7 +146,7 @@ def flag(x: Any, name: str, where: str) -> bool:
 
 
 def positive(x: Any, name: str, where: str, *, zero_ok: bool = False) -> float:
-    s = c.v.scalar(x, name, where, complex_ok=False)
+    s = v.scalar(x, name, where, complex_ok=False)
     if not (s >= 0 if zero_ok else s > 0) or s != s or s == float("inf"):
         raise ValueError(f"{where}: {name} must be a finite number {'>= 0' if zero_ok else '> 0'}, got {x!r}")
     return float(s)
@@ -181,7 +182,7 @@ def linear_operator(A: Any, n: int, dtype: torch.dtype, device, name: str, where
     if A is None:
         raise TypeError(f"{where}: {name} must be a matrix, an operator with matvec/@, or a callable; got None")
     if isinstance(A, np.ndarray):
-        A = c.v.tensor(A, name, where)
+        A = v.tensor(A, name, where)
     if isinstance(A, torch.Tensor):
         if A.dim() != 2 or A.shape[0] != A.shape[1]:
             raise ValueError(f"{where}: {name} must be a square matrix, got shape {tuple(A.shape)}")
@@ -191,7 +192,7 @@ def linear_operator(A: Any, n: int, dtype: torch.dtype, device, name: str, where
             raise TypeError(f"{where}: {name} has dtype {str(A.dtype).replace('torch.', '')}; "
                             "expected float32, float64, complex64 or complex128")
         if A.dtype != dtype or A.device != device:
-            c.agree(where, **{name: A}, b=torch.empty(0, dtype=dtype, device=device))
+            v.agree(where, **{name: A}, b=torch.empty(0, dtype=dtype, device=device))
         return lambda x: A @ x
     shape = getattr(A, "shape", None)
     if shape is not None and (len(tuple(shape)) != 2 or tuple(shape)[0] != n or tuple(shape)[1] != n):

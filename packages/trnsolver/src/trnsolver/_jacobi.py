@@ -120,15 +120,24 @@ def _jacobi_eigh_torch(A: torch.Tensor, tol: float, max_sweeps: int, sort: bool 
     return w, V, sweeps
 
 
-def _block_jacobi_eigh_torch(A: torch.Tensor, tol: float, max_sweeps: int, block: int = 64, inner_sweeps: int = 2):
+def _inner_torch(sub, inner_sweeps):
+    return _jacobi_eigh_torch(sub, 0.0, inner_sweeps, sort=False)[1]
+
+
+def _block_jacobi_eigh_torch(A: torch.Tensor, tol: float, max_sweeps: int, block: int = 64, inner_sweeps: int = 2,
+                             inner=None, mm=None):
     """Block parallel Jacobi for n beyond one tile (2 * block <= 128).
 
     Each block pair gets a fixed ``inner_sweeps`` scalar sweeps (uniform
     work per round, as on the device); the outer sweeps run to ``tol``.
-    Returns ``(w ascending, V, sweeps)``.
+    Returns ``(w ascending, V, sweeps)``. The device path passes
+    ``inner(sub, inner_sweeps) -> U`` (the Jacobi kernel per pair tile) and
+    ``mm(X, Y) -> X @ Y`` (trnblas GEMM kernels); the defaults are torch.
     """
     n = A.shape[-1]
-    if n <= 2 * block:
+    inner = inner or _inner_torch
+    mm = mm or torch.matmul
+    if inner is _inner_torch and n <= 2 * block:
         return _jacobi_eigh_torch(A, tol, max_sweeps)
     A = 0.5 * (A + A.mT)
     nb = -(-n // block)
@@ -144,7 +153,6 @@ def _block_jacobi_eigh_torch(A: torch.Tensor, tol: float, max_sweeps: int, block
     V = torch.eye(m, dtype=A.dtype, device=A.device).expand_as(A).clone()
     tops, bots = round_robin(nb)
     ar = torch.arange(block, device=A.device)
-    batch = A.shape[:-2]
     sweeps = 0
     for sweeps in range(max_sweeps + 1):
         off, tot = _off(A)
@@ -156,16 +164,16 @@ def _block_jacobi_eigh_torch(A: torch.Tensor, tol: float, max_sweeps: int, block
             sub = A[..., idx[:, :, None], idx[:, None, :]]          # (..., npair, 2b, 2b)
             # one tile per pair, batched, fixed sweeps; unsorted (sorting inside a pair
             # whose blocks swap top/bottom roles between rounds makes the sweep cycle)
-            _, U, _ = _jacobi_eigh_torch(sub, 0.0, inner_sweeps, sort=False)
+            U = inner(sub, inner_sweeps)
             # rows then columns as block matmuls:  A_S <- U^T A_S ; A_S <- A_S U
             rows = A[..., idx, :]                                    # (..., npair, 2b, m)
             A = A.clone()
-            A[..., idx, :] = U.mT @ rows
+            A[..., idx, :] = mm(U.mT, rows)
             cols = A[..., :, idx].movedim(-2, -3)                    # (..., npair, m, 2b)
-            A[..., :, idx] = (cols @ U).movedim(-3, -2)
+            A[..., :, idx] = mm(cols, U).movedim(-3, -2)
             vcols = V[..., :, idx].movedim(-2, -3)
             V = V.clone()
-            V[..., :, idx] = (vcols @ U).movedim(-3, -2)
+            V[..., :, idx] = mm(vcols, U).movedim(-3, -2)
     w, V = _sorted(A, V)
     if pad:  # padded eigenvalues are the lowest, with eigenvectors on the pad rows
         w, V = w[..., pad:], V[..., :n, pad:]

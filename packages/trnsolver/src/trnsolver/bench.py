@@ -40,8 +40,9 @@ def _dense_cases(sizes):
             yield Case("trnsolver", f"cholesky {tag}", lambda S=S: trnsolver.cholesky(S),
                        "scipy cholesky", lambda Sn=Sn: sl.cholesky(Sn, lower=True))
             b = torch.ones(n, dtype=dt)
+            bn = b.numpy()
             yield Case("trnsolver", f"solve {tag}", lambda A=A, b=b: trnsolver.solve(A, b),
-                       "scipy solve", lambda An=An, bn=b.numpy(): sl.solve(An, bn))
+                       "scipy solve", lambda An=An, bn=bn: sl.solve(An, bn))
 
 
 def _krylov_cases(m):

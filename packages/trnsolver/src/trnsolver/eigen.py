@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import torch
 
-from trnblas import _common as c
+from trnsci import _linalg as la
+from trnsci import _validate as v
 from trnsci._validate import numpy_io
+from trnsci.dispatch import Op
 from trnsolver import _core_candidates as cc
 from trnsolver.factor import _NOT_PD, _raise_info
 
 __all__ = ["eigh", "eigvalsh", "eigh_generalized"]
 
-_UPLO = c.v.Options({"L": ("L", "lower"), "U": ("U", "upper")})
+_UPLO = v.Options({"L": ("L", "lower"), "U": ("U", "upper")})
 
 
 def _subset(subset_by_index, n: int, where: str) -> tuple[int, int] | None:
@@ -24,16 +26,37 @@ def _subset(subset_by_index, n: int, where: str) -> tuple[int, int] | None:
         return None
     if not isinstance(subset_by_index, (tuple, list)) or len(subset_by_index) != 2:
         raise TypeError(f"{where}: subset_by_index must be a pair (lo, hi) of ints")
-    lo = c.v.integer(subset_by_index[0], "subset_by_index[0]", where, minimum=0)
-    hi = c.v.integer(subset_by_index[1], "subset_by_index[1]", where, minimum=0)
+    lo = v.integer(subset_by_index[0], "subset_by_index[0]", where, minimum=0)
+    hi = v.integer(subset_by_index[1], "subset_by_index[1]", where, minimum=0)
     if not lo <= hi < n:
         raise ValueError(f"{where}: subset_by_index must satisfy 0 <= lo <= hi < n = {n}, got ({lo}, {hi})")
     return lo, hi
 
 
-def _eigh_torch(A: torch.Tensor, uplo: str, lo: int, hi: int, vectors: bool):
+def _eigh_flops(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
+    n = A.shape[-1]
+    return 9.0 * n ** 3 * (A.numel() // n // n if n else 0)
+
+
+def _eigh_describe(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
+    return f"eigh n={A.shape[-1]} batch={tuple(A.shape[:-2])} {str(A.dtype).replace('torch.', '')}"
+
+
+#: Op ``(A, uplo, lo, hi, vectors, tol, max_sweeps)``: eigenpairs lo..hi of a
+#: Hermitian matrix. Threshold: no Trainium here to calibrate on; a Jacobi
+#: sweep costs ~6 n^3 flops and takes 5-10 sweeps against LAPACK's ~9 n^3, so
+#: the kernel is only worth a launch for large tiles -- 9 * 512^3 is a
+#: placeholder until `trnsci calibrate` runs on hardware.
+EIGH = Op("trnsolver.eigh", "flops", 9.0 * 512 ** 3, size=_eigh_flops, describe=_eigh_describe,
+          doc="symmetric/Hermitian eigensolver (parallel Jacobi kernel on the device)")
+
+
+@EIGH.lowering("torch")
+def _eigh_torch(A: torch.Tensor, uplo: str, lo: int, hi: int, vectors: bool, tol: float = 1e-10,
+                max_sweeps: int = 100):
     """Eigenpairs ``lo..hi`` (inclusive, ascending) of the Hermitian matrix in
-    ``A``'s ``uplo`` triangle; ``V`` is None when ``vectors`` is False."""
+    ``A``'s ``uplo`` triangle; ``V`` is None when ``vectors`` is False
+    (``tol``/``max_sweeps`` are the Jacobi kernel's; LAPACK ignores them)."""
     n = A.shape[-1]
     if vectors:
         w, V = torch.linalg.eigh(A, UPLO=uplo)
@@ -49,7 +72,7 @@ def _eigh_torch(A: torch.Tensor, uplo: str, lo: int, hi: int, vectors: bool):
 def _eigh_args(where, A, tol, max_sweeps, subset_by_index, uplo, check_finite):
     A = cc.square_matrix(A, "A", where)
     cc.positive(tol, "tol", where, zero_ok=True)
-    c.v.integer(max_sweeps, "max_sweeps", where, minimum=1)
+    v.integer(max_sweeps, "max_sweeps", where, minimum=1)
     uplo = _UPLO(uplo, "uplo", where)
     n = A.shape[-1]
     sub = _subset(subset_by_index, n, where)
@@ -101,7 +124,7 @@ def eigh(A, max_sweeps=100, tol=1e-10, *, subset_by_index=None, uplo="L", check_
     [2.0, 3.0]
     """
     A, uplo, lo, hi = _eigh_args("eigh", A, tol, max_sweeps, subset_by_index, uplo, check_finite)
-    return _eigh_torch(A, uplo, lo, hi, True)
+    return EIGH(A, uplo, lo, hi, True, float(tol), int(max_sweeps))
 
 
 @numpy_io
@@ -121,7 +144,7 @@ def eigvalsh(A, *, subset_by_index=None, uplo="L", check_finite=True):
     [-1.0, 1.0]
     """
     A, uplo, lo, hi = _eigh_args("eigvalsh", A, 0.0, 1, subset_by_index, uplo, check_finite)
-    return _eigh_torch(A, uplo, lo, hi, False)[0]
+    return EIGH(A, uplo, lo, hi, False)[0]
 
 
 def _eigh_generalized_torch(A: torch.Tensor, B: torch.Tensor, lo: int, hi: int):
@@ -132,7 +155,7 @@ def _eigh_generalized_torch(A: torch.Tensor, B: torch.Tensor, lo: int, hi: int):
         return None, None, info
     Y = torch.linalg.solve_triangular(L, A, upper=False)
     C = torch.linalg.solve_triangular(L, Y.mH, upper=False)   # L^-1 A^H L^-H = L^-1 A L^-H
-    w, Z = _eigh_torch(C, "L", lo, hi, True)
+    w, Z = EIGH(C, "L", lo, hi, True)
     X = torch.linalg.solve_triangular(L.mH, Z, upper=True)
     return w, X, info
 
@@ -173,16 +196,16 @@ def eigh_generalized(A, B, max_sweeps=100, tol=1e-10, *, subset_by_index=None, c
     where = "eigh_generalized"
     A, _, lo, hi = _eigh_args(where, A, tol, max_sweeps, subset_by_index, "L", check_finite)
     B = cc.square_matrix(B, "B", where)
-    c.agree(where, A=A, B=B)
+    v.agree(where, A=A, B=B)
     if B.shape[-1] != A.shape[-1]:
-        raise c.mismatch(where, "A and B must be the same size", A=A, B=B)
+        raise v.mismatch(where, "A and B must be the same size", A=A, B=B)
     try:
         torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     except RuntimeError:
-        raise c.mismatch(where, "batch dimensions do not broadcast", A=A, B=B) from None
+        raise v.mismatch(where, "batch dimensions do not broadcast", A=A, B=B) from None
     if check_finite:
         cc.finite(where, B=B)
-    A = c.symmetric(A, "L", hermitian=True)
+    A = la.symmetric(A, "L", hermitian=True)
     w, X, info = _eigh_generalized_torch(A, B, lo, hi)
     _raise_info(where, info, "B is not positive definite: " + _NOT_PD)
     return w, X

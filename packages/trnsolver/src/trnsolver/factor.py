@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import torch
 
-from trnblas import _common as c
+from trnsci import _validate as v
 from trnsci._validate import numpy_io
+from trnsci.dispatch import Op
 from trnsolver import _core_candidates as cc
 from trnsolver._core_candidates import LinAlgError
 
@@ -59,6 +60,28 @@ def _check(x, where: str) -> bool:
 
 # =================================================================== Cholesky
 
+def _batch(A: torch.Tensor) -> int:
+    n = A.shape[-1]
+    return A.numel() // n // n if n else 0
+
+
+def _cholesky_flops(A, upper):
+    return A.shape[-1] ** 3 / 3.0 * _batch(A)
+
+
+def _square_describe(A, *rest):
+    return f"n={A.shape[-1]} batch={tuple(A.shape[:-2])} {str(A.dtype).replace('torch.', '')}"
+
+
+#: Op ``(A, upper) -> (L or U, info)``. Threshold (flops, n^3/3): no Trainium
+#: here to calibrate on; the device path is a blocked factorization whose
+#: trailing updates are trnblas SYRK/GEMM kernels, which only pays off once
+#: the O(n^3) updates dwarf the per-block launches -- 2048^3/3 is a placeholder.
+CHOLESKY = Op("trnsolver.cholesky", "flops", 2048 ** 3 / 3.0, size=_cholesky_flops, describe=_square_describe,
+              doc="Cholesky factorization (blocked, trailing updates on trnblas SYRK/GEMM kernels)")
+
+
+@CHOLESKY.lowering("torch")
 def _cholesky_torch(A: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.Tensor]:
     L, info = torch.linalg.cholesky_ex(A)
     return (L.mH.resolve_conj() if upper else L), info
@@ -113,7 +136,7 @@ def cholesky(A, upper=False, *, check=True, check_finite=True):
     upper, check = _upper(upper, where), _check(check, where)
     if cc.flag(check_finite, "check_finite", where):
         cc.finite(where, A=A)
-    L, info = _cholesky_torch(A, upper)
+    L, info = CHOLESKY(A, upper)
     if not check:
         return L, info
     _raise_info(where, info, _NOT_PD)
@@ -155,7 +178,7 @@ def cho_factor(A, lower=False, *, check_finite=True):
     lower = cc.flag(lower, "lower", where)
     if cc.flag(check_finite, "check_finite", where):
         cc.finite(where, A=A)
-    F, info = _cholesky_torch(A, not lower)
+    F, info = CHOLESKY(A, not lower)
     _raise_info(where, info, _NOT_PD)
     return F, lower
 
@@ -299,7 +322,7 @@ def lu_factor(A, *, check=True, check_finite=True):
     return LU, piv
 
 
-_TRANS = c.v.Options({"N": (0, "N"), "T": (1, "T"), "C": (2, "C")})
+_TRANS = v.Options({"N": (0, "N"), "T": (1, "T"), "C": (2, "C")})
 
 
 def _lu_solve_torch(LU: torch.Tensor, piv1: torch.Tensor, B: torch.Tensor, trans: str) -> torch.Tensor:
@@ -338,7 +361,7 @@ def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
         raise TypeError(f"{where}: lu_and_piv must be the (lu, piv) pair from lu_factor")
     LU, piv = lu_and_piv[0], lu_and_piv[1]
     LU = cc.square_matrix(LU, "lu", where)
-    piv = c.v.tensor(piv, "piv", where)
+    piv = v.tensor(piv, "piv", where)
     if piv.dtype not in (torch.int32, torch.int64) or tuple(piv.shape) != tuple(LU.shape[:-1]):
         raise ValueError(f"{where}: piv must be an integer tensor of shape {tuple(LU.shape[:-1])}, "
                          f"got {piv.dtype} {tuple(piv.shape)}")
@@ -352,7 +375,7 @@ def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
 
 # ================================================================= QR, SVD
 
-_QR_MODE = c.v.Options({"reduced": ("reduced", "economic"), "complete": ("complete", "full"), "r": ("r",)})
+_QR_MODE = v.Options({"reduced": ("reduced", "economic"), "complete": ("complete", "full"), "r": ("r",)})
 
 
 def _qr_torch(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -559,7 +582,7 @@ def solve_spd(A, B, iterative_refinement=False, *, check_finite=True):
     return X.squeeze(-1) if vec else X
 
 
-_LSTSQ_DRIVER = c.v.Options({"gelsd": ("gelsd",), "gelsy": ("gelsy",), "gelss": ("gelss",)})
+_LSTSQ_DRIVER = v.Options({"gelsd": ("gelsd",), "gelsy": ("gelsy",), "gelss": ("gelss",)})
 
 
 def _lstsq_torch(A: torch.Tensor, B: torch.Tensor, rcond: float | None, driver: str):
@@ -613,12 +636,12 @@ def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
     """
     where = "lstsq"
     A = cc.matrix(A, "A", where)
-    Bt = c.tensor(B, "B", where, cc.LINALG_DTYPES)
-    c.agree(where, A=A, B=Bt)
+    Bt = v.tensor(B, "B", where, cc.LINALG_DTYPES)
+    v.agree(where, A=A, B=Bt)
     vec = Bt.dim() == A.dim() - 1
     Bm = Bt.unsqueeze(-1) if vec else Bt
     if Bm.dim() < 2 or Bm.shape[-2] != A.shape[-2]:
-        raise c.mismatch(where, f"B must have {A.shape[-2]} rows", A=A, B=Bt)
+        raise v.mismatch(where, f"B must have {A.shape[-2]} rows", A=A, B=Bt)
     rcond = None if rcond is None else cc.positive(rcond, "rcond", where, zero_ok=True)
     driver = _LSTSQ_DRIVER(driver, "driver", where)
     if cc.flag(check_finite, "check_finite", where):
@@ -793,6 +816,19 @@ def inv_sqrt_spd(A, *, min_eig=None, check_finite=True):
     return X
 
 
+def _ns_flops(A, max_iters, tol):
+    return 6.0 * A.shape[-1] ** 3 * _batch(A)  # one step: three n x n x n GEMMs
+
+
+#: Op ``(A, max_iters, tol) -> (X, iters, residual)``; metric: flops of one
+#: Newton-Schulz step. Threshold: no Trainium here to calibrate on; the
+#: device path is three trnblas GEMM kernels a step, so it follows trnblas's
+#: GEMM threshold (512^3 multiply-adds, i.e. 6 * 512^3 / 3 flops per GEMM).
+INV_SQRT_SPD_NS = Op("trnsolver.inv_sqrt_spd_ns", "flops", 2.0 * 512 ** 3 * 3, size=_ns_flops,
+                     describe=_square_describe, doc="Newton-Schulz A^{-1/2} on trnblas GEMM kernels")
+
+
+@INV_SQRT_SPD_NS.lowering("torch")
 def _inv_sqrt_spd_ns_torch(A: torch.Tensor, max_iters: int, tol: float) -> tuple[torch.Tensor, int, float]:
     """Coupled Newton-Schulz on GEMMs (the reference for the NKI kernel).
 
@@ -865,14 +901,14 @@ def inv_sqrt_spd_ns(A, *, max_iters=20, tol=1e-7, on_fail="warn", check_finite=T
     """
     where = "inv_sqrt_spd_ns"
     A = cc.square_matrix(A, "A", where)
-    max_iters = c.v.integer(max_iters, "max_iters", where, minimum=0)
+    max_iters = v.integer(max_iters, "max_iters", where, minimum=0)
     tol = cc.positive(tol, "tol", where)
     on_fail = cc.ON_FAIL(on_fail, "on_fail", where)
     if cc.flag(check_finite, "check_finite", where):
         cc.finite(where, A=A)
     if A.shape[-1] == 0:
         return A.clone(), 0, 0.0
-    X, iters, res = _inv_sqrt_spd_ns_torch(A, max_iters, tol)
+    X, iters, res = INV_SQRT_SPD_NS(A, max_iters, float(tol))
     info = cc.SolverInfo(iters, res, res <= tol, method=where)
     cc.report(where, info, on_fail, tol)
     return X, iters, res

@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from trnblas import _common as c
+from trnsci import _validate as v
 from trnsci._validate import numpy_io
 from trnsolver import _core_candidates as cc
 from trnsolver._core_candidates import SolverInfo
@@ -32,19 +32,19 @@ _KRYLOV_DTYPES = cc.LINALG_DTYPES
 
 
 def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info):
-    b = c.tensor(b, "b", where, _KRYLOV_DTYPES)
+    b = v.tensor(b, "b", where, _KRYLOV_DTYPES)
     if b.dim() != 1:
         raise ValueError(f"{where}: b must be a vector (n,), got shape {tuple(b.shape)}")
     n = b.shape[0]
     matvec = cc.linear_operator(A, n, b.dtype, b.device, "A", where)
     if x0 is not None:
-        x0 = c.tensor(x0, "x0", where, _KRYLOV_DTYPES)
+        x0 = v.tensor(x0, "x0", where, _KRYLOV_DTYPES)
         if tuple(x0.shape) != (n,):
-            raise c.mismatch(where, "x0 must match b", b=b, x0=x0)
-        c.agree(where, b=b, x0=x0)
+            raise v.mismatch(where, "x0 must match b", b=b, x0=x0)
+        v.agree(where, b=b, x0=x0)
     tol = cc.positive(tol, "tol", where, zero_ok=True)
     atol = cc.positive(atol, "atol", where, zero_ok=True)
-    maxiter = c.v.integer(maxiter, "maxiter", where, minimum=0)
+    maxiter = v.integer(maxiter, "maxiter", where, minimum=0)
     precond = cc.preconditioner(M, n, b.dtype, b.device, where)
     on_fail = cc.ON_FAIL(on_fail, "on_fail", where)
     return_info = cc.flag(return_info, "return_info", where)
@@ -84,7 +84,7 @@ def _cg_torch(matvec, b, x0, tol, atol, maxiter, precond):
     cplx = b.is_complex()
     rz = float(_dot(r, z).real)
     it = 0
-    for it in range(1, maxiter + 1):
+    for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
         Ap = matvec(p)
         pAp = float(_dot(p, Ap).real)
         if pAp == 0.0:
@@ -261,7 +261,7 @@ def gmres(A, b, x0=None, tol=1e-6, maxiter=100, restart=30, M=None, *, atol=0.0,
     where = "gmres"
     matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
         where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
-    restart = c.v.integer(restart, "restart", where, minimum=1)
+    restart = v.integer(restart, "restart", where, minimum=1)
     x, it, hist = _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond)
     return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
 
@@ -428,7 +428,7 @@ def minres(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail="
 # ========================================================= preconditioners
 
 def _diag_of(A, where):
-    A = c.tensor(A, "A", where, _KRYLOV_DTYPES)
+    A = v.tensor(A, "A", where, _KRYLOV_DTYPES)
     if A.layout != torch.strided:
         A = A.to_dense()
     if A.dim() != 2 or A.shape[0] != A.shape[1]:
@@ -523,7 +523,7 @@ def block_jacobi_preconditioner(A, block_size=16):
     """
     where = "block_jacobi_preconditioner"
     A = _diag_of(A, where)
-    bs = c.v.integer(block_size, "block_size", where, minimum=1)
+    bs = v.integer(block_size, "block_size", where, minimum=1)
     n = A.shape[0]
     bs = min(bs, max(n, 1))
     nb = n // bs
@@ -549,7 +549,7 @@ class _SSOR:
     def __call__(self, r):
         w = self.omega
         y = torch.linalg.solve_triangular(self.lower, r.unsqueeze(-1), upper=False)
-        y = y * (self.d / w).unsqueeze(-1) * ((2 - w))
+        y = y * (self.d / w).unsqueeze(-1) * (2 - w)
         return torch.linalg.solve_triangular(self.upper, y, upper=True).squeeze(-1)
 
     solve = matvec = __call__
@@ -579,7 +579,7 @@ def ssor_preconditioner(A, omega=1.0):
     """
     where = "ssor_preconditioner"
     A = _diag_of(A, where)
-    w = c.v.scalar(omega, "omega", where, complex_ok=False)
+    w = v.scalar(omega, "omega", where, complex_ok=False)
     if not 0 < w < 2:
         raise ValueError(f"{where}: omega must be in (0, 2), got {omega!r}")
     d = A.diagonal().clone()

@@ -65,8 +65,9 @@ def _pair(a, b, r):
         b = b.reshape(vb)
     if kind == "ew":
         return a * b
-    blas = P._via_trnblas(2 * Bn * M * N * K, a.dtype)
-    c = _mm(a, b, blas) if a.dim() == 2 else _bmm(a, b, blas)
+    batched = a.dim() == 3
+    blas = P._via_trnblas(2 * Bn * M * N * K, a.dtype, batched)
+    c = _bmm(a, b, blas) if batched else _mm(a, b, blas)
     return c if res_shape is None else c.reshape(res_shape)
 
 

@@ -23,12 +23,14 @@ from __future__ import annotations
 import collections
 import math
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from trnsci import _validate as V
 from trnsci import backend as _backend
+from trnsci import dispatch as _dispatch
+from trnsci import nki as _nki
 
 from . import _parse
 
@@ -63,21 +65,25 @@ def _compute_dtype(dtype, precision):
     return dtype
 
 
-def _via_trnblas(flops, dtype) -> bool:
+def _via_trnblas(flops, dtype, batched) -> bool:
     """Whether a GEMM step goes through trnblas's public API -- the one rule execution and plans share.
 
     From ``2*192^3`` flops always (its validation overhead is then <= 5%;
-    under backend "auto" trnblas itself picks its kernel or torch). Below,
-    only when trnblas's backend is forced to "nki"/"simulator", so that
-    trnblas's own decision (its kernel, or torch with the reason) holds for
-    every GEMM step; otherwise trnblas would pick torch anyway and the step
-    calls torch.mm/bmm directly.
+    trnblas itself picks its kernel or torch). Below, when trnblas's
+    backend is forced to "nki"/"simulator", or is "auto" with the step at or
+    above trnblas's own threshold (only if lowered below ``2*192^3``), so
+    that trnblas's decision holds for every GEMM step; otherwise trnblas
+    would pick torch anyway and the step calls torch.mm/bmm directly.
     """
     if dtype not in _BLAS_DTYPES:
         return False
     if flops >= _TRNBLAS_MIN_FLOPS:
         return True
-    return _backend.resolve("trnblas").name in ("nki", "simulator")
+    name = _backend.resolve("trnblas").name
+    if name == "auto":  # trnblas picks torch without a NeuronCore; with one, by its (maybe lowered) threshold
+        return _nki.has_neuron_device() and \
+            flops >= _dispatch.threshold("trnblas.batched_gemm" if batched else "trnblas.gemm")[0]
+    return name in ("nki", "simulator")
 
 
 def _gemm_plan(strategy, dims, dtype):
@@ -105,12 +111,12 @@ class ContractionStep:
     elements of its result; ``shape`` its shape; ``dims`` the GEMM extents
     ``(batch, M, N, K)``; ``dtype`` the dtype the step computes in.
 
-    ``backend`` and ``reason`` say what runs the step and why, decided when
-    read by the same rule the call applies under the backend setting then in
-    effect: a GEMM step that goes through trnblas reports trnblas's own
-    decision (:attr:`plan`, its :class:`~trnsci.dispatch.Plan`, with the
-    kernel's closed-form figures when a kernel would run); every other step
-    runs on torch.
+    ``backend`` and ``reason`` say what runs the step and why, by the same
+    rule the call applies, under the backend setting in effect when
+    :func:`plan_contraction` made the plan: a GEMM step that goes through
+    trnblas reports trnblas's own decision (:attr:`plan`, its
+    :class:`~trnsci.dispatch.Plan`, with the kernel's closed-form figures
+    when a kernel would run); every other step runs on torch.
     """
 
     operands: tuple[int, ...]
@@ -121,33 +127,48 @@ class ContractionStep:
     shape: tuple[int, ...] = ()
     dims: tuple[int, int, int, int] = (1, 1, 1, 1)
     dtype: torch.dtype | None = None
+    decision: tuple | None = field(default=None, repr=False, compare=False)
 
-    @property
-    def plan(self):
-        """trnblas's plan of this step when it goes through trnblas, else None."""
-        if self.strategy in ("gemm", "batched_gemm") and _via_trnblas(self.flops, self.dtype):
+    def _decided(self) -> ContractionStep:
+        """This step with its decision (plan, backend, reason) taken under the current setting."""
+        p = self._blas_plan()
+        return replace(self, decision=(p, "torch" if p is None else p.backend, self._reason(p)))
+
+    def _blas_plan(self):
+        if self.strategy in ("gemm", "batched_gemm") and _via_trnblas(self.flops, self.dtype,
+                                                                     self.strategy == "batched_gemm"):
             return _gemm_plan(self.strategy, self.dims, self.dtype)
         return None
 
     @property
+    def plan(self):
+        """trnblas's plan of this step when it goes through trnblas, else None."""
+        return self.decision[0] if self.decision is not None else self._blas_plan()
+
+    @property
     def backend(self) -> str:
-        """``"torch"``, ``"nki"`` or ``"simulator"``: what runs this step now."""
+        """``"torch"``, ``"nki"`` or ``"simulator"``: what runs this step."""
+        if self.decision is not None:
+            return self.decision[1]
         p = self.plan
         return "torch" if p is None else p.backend
 
     @property
     def reason(self) -> str:
         """Why, in words (for a trnblas step, trnblas's reason)."""
+        return self.decision[2] if self.decision is not None else self._reason(self.plan)
+
+    def _reason(self, p) -> str:
         if self.strategy in ("gemm", "batched_gemm"):
             Bn, M, N, K = self.dims
             dims = f"M={M} N={N} K={K}" + (f" batch={Bn}" if self.strategy == "batched_gemm" else "")
-            p = self.plan
             if p is not None:
                 return f"{p.op} {dims}: {p.reason}"
+            fn = "torch.mm" if self.strategy == "gemm" else "torch.bmm"
             if self.dtype not in _BLAS_DTYPES:
-                return f"torch.{'mm' if self.strategy == 'gemm' else 'bmm'} {dims}: dtype {self.dtype} is not a BLAS dtype"
-            return (f"torch.{'mm' if self.strategy == 'gemm' else 'bmm'} {dims}: below trnblas's call-overhead "
-                    f"break-even ({_TRNBLAS_MIN_FLOPS:g} flops) and trnblas not forced to a kernel backend")
+                return f"{fn} {dims}: dtype {self.dtype} is not a BLAS dtype"
+            return (f"{fn} {dims}: under 2*192^3 flops and trnblas would pick torch "
+                    f"(backend {_backend.resolve('trnblas').name!r})")
         if self.strategy == "elementwise":
             return "broadcast multiply: no index summed" if self.operands != (0,) else \
                 "a view: transpose/diagonal only"
@@ -176,6 +197,10 @@ class ContractionPlan:
         calls), else ``"path"`` and the set of backends used.
     optimize, precision : str
         The optimizer that chose the path and the precision mode.
+    op_plan : trnsci.dispatch.Plan or None
+        The ``trntensor.einsum`` Op's own decision for the call (set by
+        :func:`plan_contraction`): it has no kernel, so its backend is torch
+        and the kernels are the steps' (see :attr:`ContractionStep.plan`).
     """
 
     subscripts: str
@@ -189,6 +214,7 @@ class ContractionPlan:
     shapes: tuple = ()
     dtype: torch.dtype | None = None
     strategy: str = "path"
+    op_plan: object = field(default=None, repr=False, compare=False)
     _exec: tuple = field(default=(), repr=False, compare=False)
 
     @property
@@ -637,6 +663,9 @@ def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", m
     -------
     ContractionPlan
         Printable (``print(plan)``) in the manner of opt_einsum's PathInfo.
+        Each step's ``backend``/``reason`` is decided under the backend
+        setting in effect now (a GEMM step through trnblas: trnblas's own
+        decision, as the call would make it).
 
     Raises
     ------
@@ -662,7 +691,15 @@ def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", m
     ml = _memory_limit(memory_limit, where)
     if ml == "max_input":
         ml = max((math.prod(s) for s in shapes), default=1)
-    return _plan(subscripts, shapes, dtype, device, prec, opt, ml, where)
+    plan = _plan(subscripts, shapes, dtype, device, prec, opt, ml, where)
+    # the cached plan is setting-free; the one returned carries the decisions made now: the einsum
+    # Op's (its lowering's arguments need no tensors: size = plan.flops, dtype = the compute dtype)
+    # and each step's
+    from .einsum import EINSUM
+
+    dt = dtype if dtype is not None else torch.get_default_dtype()
+    op_plan = EINSUM.plan(plan, (), 1, 0, None, _compute_dtype(dtype, prec), dt, prec)
+    return replace(plan, steps=[s._decided() for s in plan.steps], op_plan=op_plan)
 
 
 def contract_path(subscripts, *operands, optimize="auto", memory_limit=None):
@@ -693,13 +730,43 @@ def contract_path(subscripts, *operands, optimize="auto", memory_limit=None):
     return list(plan.path), plan
 
 
-def estimate_flops(subscripts, *operands, optimize="auto"):
-    """Flops of the planned contraction (2 per multiply-add; see module docs).
+def estimate_flops(subscripts, *operands, optimize="auto", naive=False):
+    """Flops of the contraction: of the planned path, or (``naive=True``) of one loop nest.
+
+    Parameters
+    ----------
+    subscripts, *operands, optimize
+        As for :func:`plan_contraction` (tensors, arrays or shape tuples).
+    naive : bool
+        False (default): :attr:`ContractionPlan.flops` of the planned
+        pairwise path, 2 flops per multiply-add (the cost model of the
+        module docs, opt_einsum's count). True: the count of the published
+        trntensor 0.x ``estimate_flops`` -- the product of the extents of
+        every distinct index, i.e. the multiply-adds of a single loop nest
+        over all indices (no factor 2, no path).
+
+    Returns
+    -------
+    int
+
+    Notes
+    -----
+    The default changed meaning from the published package (which returned
+    the ``naive=True`` count); pass ``naive=True`` for the old number.
 
     Examples
     --------
     >>> import trntensor
     >>> trntensor.estimate_flops("ij,jk->ik", (4, 5), (5, 6))
     240
+    >>> trntensor.estimate_flops("ij,jk,kl->il", (10, 20), (20, 30), (30, 5), naive=True)
+    30000
     """
-    return plan_contraction(subscripts, *operands, optimize=optimize).flops
+    where = "estimate_flops"
+    if not isinstance(naive, bool):
+        raise TypeError(f"{where}: naive must be a bool, got {type(naive).__name__}")
+    if not naive:
+        return plan_contraction(subscripts, *operands, optimize=optimize).flops
+    shapes, _, _ = _shapes_of(operands, where)
+    _, _, sizes, _ = _parse.parse(subscripts, shapes, where)
+    return math.prod(sizes.values())

@@ -117,6 +117,13 @@ def ao_to_mo_counts(nao, nocc, nvir, naux):
     }
 
 
+def _load_columns(dst, src, c0, cw, width, tn, nao):
+    """Columns ``[c0, c0+cw)`` of ``src`` [nao, *] into ``dst``: row tile t at ``dst[:, t*width:...]``."""
+    for t in nl.static_range(tn):
+        kk = min(TK, nao - t * TK)
+        nisa.dma_copy(dst=dst[0:kk, t * width:t * width + cw], src=src[t * TK:t * TK + kk, c0:c0 + cw])
+
+
 @nki.jit
 def ao_to_mo_kernel(eri3, c_occ, c_vir):
     """``B[a, P*nocc + i]`` from eri3 ``[nao, nao*naux]``, c_occ ``[nao, nocc]``, c_vir ``[nao, nvir]`` (fp32)."""
@@ -132,9 +139,7 @@ def ao_to_mo_kernel(eri3, c_occ, c_vir):
         i0 = it * ci
         cc = min(ci, nocc - i0)
         co = nl.ndarray((TK, tn * ci), dtype=nl.float32, buffer=nl.sbuf, name="c_occ")
-        for t in nl.static_range(tn):
-            kk = min(TK, nao - t * TK)
-            nisa.dma_copy(dst=co[0:kk, t * ci:t * ci + cc], src=c_occ[t * TK:t * TK + kk, i0:i0 + cc])
+        _load_columns(co, c_occ, i0, cc, ci, tn, nao)
         for pt in nl.static_range(cdiv(naux, pb)):
             p0 = pt * pb
             pp = min(pb, naux - p0)
@@ -162,9 +167,7 @@ def ao_to_mo_kernel(eri3, c_occ, c_vir):
                 a0 = at * aw
                 aa = min(aw, nvir - a0)
                 cv = nl.ndarray((TK, tn * aw), dtype=nl.float32, buffer=nl.sbuf, name="c_vir")
-                for t in nl.static_range(tn):
-                    kk = min(TK, nao - t * TK)
-                    nisa.dma_copy(dst=cv[0:kk, t * aw:t * aw + aa], src=c_vir[t * TK:t * TK + kk, a0:a0 + aa])
+                _load_columns(cv, c_vir, a0, aa, aw, tn, nao)
                 bacc = nl.ndarray((aa, w), dtype=nl.float32, buffer=nl.psum, name="b_acc")
                 for nt in nl.static_range(tn):
                     kk = min(TK, nao - nt * TK)

@@ -1,0 +1,157 @@
+"""Plans say what runs: every trntensor op with a kernel (plan == run, incl. calls the kernel
+cannot take), and every einsum step's backend/reason against the kernels that actually ran."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import trnblas
+import trnsci
+import trntensor
+from trnsci import dispatch, nki
+from trnsci.testing import assert_counts, assert_plan_matches_run
+
+pytestmark = pytest.mark.simulator
+
+F32, F64 = torch.float32, torch.float64
+
+
+def _t(*shape, dtype=F32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
+
+
+def _ao(nao, nocc, nvir, naux, dtype=F32):
+    return (_t(nao, nao, naux, dtype=dtype), _t(nao, nocc, dtype=dtype, seed=1), _t(nao, nvir, dtype=dtype, seed=2))
+
+
+CASES = {
+    "trntensor.ao_to_mo_transform": [
+        (trntensor.ao_to_mo_transform, _ao(9, 2, 3, 5)),
+        (trntensor.ao_to_mo_transform, _ao(9, 2, 3, 5, F64)),  # float64: the kernel takes float32 only
+    ],
+}
+
+
+def test_every_kernel_op_has_cases():
+    with_kernel = {name for name, op in dispatch.ops("trntensor").items() if op.has_kernel}
+    assert with_kernel == set(CASES)
+
+
+@pytest.mark.parametrize("backend", ["simulator", "torch"])
+@pytest.mark.parametrize("op_name,case", [(k, c) for k, cs in CASES.items() for c in cs],
+                         ids=lambda x: x if isinstance(x, str) else "")
+def test_plan_backend_is_what_ran(backend, op_name, case):
+    fn, args = case
+    with trnsci.use_backend(backend):
+        plan, _, runs = assert_plan_matches_run(fn, *args)
+    assert plan.op == op_name
+    if backend == "torch" or args[0].dtype == F64:
+        assert runs == [] and plan.backend == "torch"
+    if args[0].dtype == F64 and backend == "simulator":
+        assert "float64" in plan.reason
+
+
+def test_ao_to_mo_beyond_the_sbuf_plan_plans_torch_with_the_reason():
+    from trntensor.chem import AO_TO_MO
+
+    meta = [torch.empty(s, device="meta") for s in ((10**8, 10**8, 1), (10**8, 1), (10**8, 1))]
+    with trnsci.use_backend("simulator"):
+        p = AO_TO_MO.plan(*meta)
+    assert p.backend == "torch" and "SBUF" in p.reason and p.kernel is None
+
+
+# ------------------------------------------------------------------ einsum steps vs what ran
+
+EINSUM_CASES = [
+    ("ij,jk->ki", [(30, 20), (20, 10)], F32),  # one GEMM step (final operands swapped)
+    ("bij,bkj->bik", [(3, 7, 5), (3, 6, 5)], F32),  # batched GEMM
+    ("ibj,bjk->bik", [(4, 3, 5), (3, 5, 6)], F32),  # batched GEMM after permutes
+    ("ij,jk,kl->il", [(9, 40), (40, 30), (30, 2)], F32),  # two GEMM steps
+    ("ij,jk->i", [(5, 6), (6, 7)], F32),  # GEMM then a reduction
+    ("ij,ij->ij", [(4, 5), (4, 5)], F32),  # elementwise: torch
+    ("ij,jk->ik", [(8, 9), (9, 4)], F64),  # float64: trnblas's kernels do not take it
+]
+
+
+def _step_kernels(plan):
+    return [(s.plan.op, s.plan.kernel) for s in plan.steps if s.backend != "torch"]
+
+
+@pytest.mark.parametrize("sub,shapes,dtype", EINSUM_CASES, ids=[c[0] for c in EINSUM_CASES])
+def test_einsum_steps_report_what_ran(sub, shapes, dtype):
+    ops = [_t(*s, dtype=dtype, seed=k) for k, s in enumerate(shapes)]
+    with trnsci.use_backend("simulator"):
+        plan = trntensor.plan_contraction(sub, *ops)
+        expected = _step_kernels(plan)
+        with nki.capture() as runs:
+            R = trntensor.einsum(sub, *ops)
+    assert [r.kernel for r in runs] == [k["name"] for _, k in expected]
+    for run, (op, k) in zip(runs, expected):
+        assert run.backend == "simulator" and op.startswith("trnblas.")
+        assert_counts(run.profile, {key: v for key, v in k.items() if key != "name"})
+    for s in plan.steps:
+        if s.strategy in ("gemm", "batched_gemm"):
+            assert s.reason.startswith("trnblas.") and "backend 'simulator'" in s.reason
+            assert s.backend == ("simulator" if dtype == F32 else "torch")
+        else:
+            assert s.backend == "torch" and "trnblas" not in s.reason
+    ref = np.einsum(sub, *[x.double().numpy() for x in ops], optimize=False)
+    # fp32 GEMMs with K <= 40 (per step), error well below 1e-5 relative to max |ref|
+    np.testing.assert_allclose(R.double().numpy(), ref, rtol=0, atol=1e-5 * np.abs(ref).max())
+
+
+def test_einsum_steps_under_torch_and_auto():
+    A, B = _t(300, 200), _t(200, 250)  # 2*300*200*250 = 3e7 flops >= 2*192^3: through trnblas
+    a, b = _t(8, 9), _t(9, 4)  # small: torch.mm directly unless trnblas is forced to a kernel backend
+    with trnsci.use_backend("torch"), nki.capture() as runs:
+        big = trntensor.plan_contraction("ij,jk->ik", A, B).steps[0]
+        small = trntensor.plan_contraction("ij,jk->ik", a, b).steps[0]
+        assert big.backend == small.backend == "torch"
+        assert big.reason.startswith("trnblas.gemm") and "backend 'torch'" in big.reason
+        assert small.reason.startswith("torch.mm") and small.plan is None
+        trntensor.einsum("ij,jk->ik", A, B)
+    assert runs == []
+    with trnsci.use_backend("auto"):
+        assert trntensor.plan_contraction("ij,jk->ik", A, B).steps[0].backend == trnblas.plan_gemm(A, B).backend
+        assert trntensor.plan_contraction("ij,jk->ik", a, b).steps[0].plan is None
+
+
+def test_einsum_plan_is_cached_but_decided_under_the_setting():
+    a, b = _t(8, 9), _t(9, 4)
+    trntensor.clear_plan_cache()
+    with trnsci.use_backend("torch"):
+        p1 = trntensor.plan_contraction("ij,jk->ik", a, b)
+    with trnsci.use_backend("simulator"):
+        p2 = trntensor.plan_contraction("ij,jk->ik", a, b)
+    assert trntensor.plan_cache_info()["hits"] == 1  # one cached plan ...
+    assert p1.backend == "torch" and p2.backend == "simulator"  # ... decided under each setting
+    assert p2.steps[0].plan.kernel["name"] == "gemm_kernel" and p1.steps[0].plan is None
+
+
+def test_kahan_steps_compute_in_float64_and_plan_torch():
+    a, b = _t(8, 9), _t(9, 4)
+    with trnsci.use_backend("simulator"), nki.capture() as runs:
+        p = trntensor.plan_contraction("ij,jk->ik", a, b, precision="kahan")
+        trntensor.einsum("ij,jk->ik", a, b, precision="kahan")
+    assert runs == [] and p.steps[0].dtype == F64 and p.steps[0].backend == "torch"
+    assert "float64" in p.steps[0].reason
+
+
+def test_einsum_op_plan():
+    from trntensor.einsum import EINSUM
+
+    assert not EINSUM.has_kernel
+    with trnsci.use_backend("torch"):
+        p = dispatch.plan_call(trntensor.einsum, "ij,jk->ik", _t(2, 3), _t(3, 4))
+    assert p.op == "trntensor.einsum" and p.flops == 2 * 2 * 3 * 4 and "ij,jk->ik" in p.description
+
+
+def test_contraction_plan_carries_the_einsum_ops_decision():
+    with trnsci.use_backend("simulator"):
+        p = trntensor.plan_contraction("ij,jk->ik", _t(2, 3), _t(3, 4))
+    assert p.op_plan.op == "trntensor.einsum" and p.op_plan.flops == p.flops == 48
+    assert p.op_plan.backend == "torch" and "no NKI kernel" in p.op_plan.reason
+    assert p.backend == "simulator"  # the step's kernel (trnblas's gemm_kernel)
