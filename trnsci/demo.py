@@ -172,6 +172,7 @@ def dfmp2_part(molecules, basis, backend, dtype, frozen_core, echo=print) -> boo
     from pyscf.mp.dfmp2 import DFMP2
 
     import trnblas  # noqa: F401  (imported up front: not part of the timed call)
+    import trnsolver  # noqa: F401
     from trnsci import chem
 
     bound = 1e-8 if dtype == torch.float64 else 1e-5
