@@ -163,9 +163,12 @@ def _stage(name: str, timings: dict, backends: dict, default: str = "torch") -> 
     """Time a stage and record where it ran (any NKI kernel run inside it wins)."""
     from trnsci import nki
 
+    outer = nki._runs.get()  # an enclosing nki.capture() (same package) must still see the runs
     t0 = time.perf_counter()
     with nki.capture() as runs:
         yield
+    if outer is not None:
+        outer.extend(runs)
     timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
     if runs:
         kernels = sorted({r.kernel for r in runs})
