@@ -105,17 +105,23 @@ def _occ_block(nocc: int, nvir: int, itemsize: int, max_memory_mb: float, worker
     return max(1, min(-(-nocc // 12), rows))
 
 
+_SLAB_BYTES = 2 * 2**20  # elementwise work on slabs that stay in cache
+
+
 def _pair_block(Bf, eia, nvir, i0, i1, out):
-    """``out[i, :i+1] = e_ij`` for ``i0 <= i < i1``: one GEMM for the block, then row by row."""
+    """``out[i, :i+1] = e_ij`` for ``i0 <= i < i1``: one GEMM for the block, then cache-sized slabs."""
     t = (Bf[i0 * nvir:i1 * nvir] @ Bf[:i1 * nvir].T).view(i1 - i0, nvir, i1, nvir)  # T[i, a, j, b]
+    jc = max(1, _SLAB_BYTES // (nvir * nvir * t.element_size()))
     for k in range(i1 - i0):
         i = i0 + k
-        ti = t[k, :, :i + 1, :]  # (a, j, b): a cache-sized slab; exchange partner T_ibja is within it
-        u = eia[i][:, None, None] + eia[None, :i + 1, :]  # D_iajb
-        torch.div(ti, u, out=u)  # u = T / D
-        x = torch.add(ti, ti.permute(2, 1, 0), alpha=-0.5)  # T_iajb - T_ibja / 2
-        x.mul_(u)
-        out[i, :i + 1] = 2.0 * x.sum(dim=(0, 2))
+        for j0 in range(0, i + 1, jc):
+            j1 = min(i + 1, j0 + jc)
+            ti = t[k, :, j0:j1, :]  # (a, j, b); the exchange partner T_ibja is in the same slab
+            u = eia[i][:, None, None] + eia[None, j0:j1, :]  # D_iajb
+            torch.div(ti, u, out=u)  # u = T / D
+            x = torch.add(ti, ti.permute(2, 1, 0), alpha=-0.5)  # T_iajb - T_ibja / 2
+            x.mul_(u)
+            out[i, j0:j1] = 2.0 * x.sum(dim=(0, 2))
 
 
 @MP2_ENERGY.lowering("torch")
