@@ -226,3 +226,24 @@ def test_molecule_set_matches_pyscf(name, basis, frozen):
         r32 = chem.df_mp2(mf, frozen=nf, dtype=torch.float32, progress=False)
     assert abs(r.e_corr - e_ref) <= 1e-8
     assert abs(r32.e_corr - e_ref) <= 1e-6
+
+
+# ------------------------------------------------------------ the demo
+
+def test_demo_without_pyscf_says_how_to_install(monkeypatch, capsys):
+    from trnsci import demo
+
+    monkeypatch.setitem(sys.modules, "pyscf", None)
+    assert demo.main(["--no-kernels"]) == 0
+    assert "pip install 'trnsci[chem]'" in capsys.readouterr().out
+
+
+@pytest.mark.simulator
+def test_demo_kernel_cases_are_discovered_and_agree():
+    from trnsci import demo
+
+    mods = demo.kernel_case_modules()
+    assert "trnblas" in mods
+    cases = {c.name: c for c in mods["trnblas"].kernel_cases()}
+    r = demo.run_kernel_case(cases["mp2_energy"])
+    assert r["kernels"] == ["mp2_pair_energy_kernel"] and r["ok"] and r["profiles"]
