@@ -6,8 +6,9 @@ water/cc-pVDZ, both codes on the same mean field.
 Side by side, per stage (``python benchmarks/bench_chem.py benzene cc-pvdz
 [repeats] [--profile]``): converges the RHF once, then alternates PySCF
 ``DFMP2(mf).kernel()`` (integrals included), ``trnsci.chem.df_mp2(mf)`` and
-PySCF's energy step alone (``pyscf.mp.dfmp2.kernel`` on prebuilt integrals)
-``repeats`` times with short pauses, and prints the best of each. Best-of-N
+PySCF's energy step alone (``pyscf.mp.dfmp2.kernel`` on prebuilt integrals),
+each PySCF step also with ``with_t2=False`` (its default keeps the
+amplitudes), ``repeats`` times with short pauses, and prints the best of each. Best-of-N
 because the machine may be shared; the load average is printed with it.
 """
 
@@ -70,6 +71,15 @@ def side_by_side(name: str, basis: str, repeats: int = 3) -> dict:
         t0 = time.perf_counter()
         dfmp2.kernel(m, eris=eris)
         keep("pyscf energy", time.perf_counter() - t0)
+        # PySCF keeps the t2 amplitudes by default; without them it does less work
+        time.sleep(0.3)
+        t0 = time.perf_counter()
+        dfmp2.DFMP2(mf).kernel(with_t2=False)
+        keep("pyscf whole no-t2", time.perf_counter() - t0)
+        time.sleep(0.3)
+        t0 = time.perf_counter()
+        dfmp2.kernel(m, eris=eris, with_t2=False)
+        keep("pyscf energy no-t2", time.perf_counter() - t0)
     with open("/proc/loadavg") as fh:
         load = fh.read().split()[0]
     return {"molecule": name, "basis": basis, "nao": r.nao, "naux": r.naux, "nocc": r.nocc, "nvir": r.nvir,
@@ -97,8 +107,9 @@ def main(argv: list[str]) -> int:
     for key, value in res["best"].items():
         print(f"  {key:<16} {value:8.3f} s")
     b = res["best"]
-    print(f"  ratio whole trnsci/PySCF {b['trnsci whole'] / b['pyscf whole']:.2f}, "
-          f"energy {b['trnsci energy'] / b['pyscf energy']:.2f}")
+    print(f"  ratio whole trnsci/PySCF {b['trnsci whole'] / b['pyscf whole']:.2f} "
+          f"(no-t2 {b['trnsci whole'] / b['pyscf whole no-t2']:.2f}), "
+          f"energy {b['trnsci energy'] / b['pyscf energy']:.2f} (no-t2 {b['trnsci energy'] / b['pyscf energy no-t2']:.2f})")
     return 0
 
 
