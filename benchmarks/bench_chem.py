@@ -109,7 +109,8 @@ def main(argv: list[str]) -> int:
     b = res["best"]
     print(f"  ratio whole trnsci/PySCF {b['trnsci whole'] / b['pyscf whole']:.2f} "
           f"(no-t2 {b['trnsci whole'] / b['pyscf whole no-t2']:.2f}), "
-          f"energy {b['trnsci energy'] / b['pyscf energy']:.2f} (no-t2 {b['trnsci energy'] / b['pyscf energy no-t2']:.2f})")
+          f"energy {b['trnsci energy'] / b['pyscf energy']:.2f} "
+          f"(no-t2 {b['trnsci energy'] / b['pyscf energy no-t2']:.2f})")
     return 0
 
 
