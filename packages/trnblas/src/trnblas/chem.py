@@ -101,7 +101,8 @@ def _occ_block(nocc: int, nvir: int, itemsize: int, max_memory_mb: float, worker
     within ``max_memory``.
     """
     per_row = nocc * nvir * nvir * itemsize
-    rows = int(max_memory_mb * 2**20 // (workers * per_row)) - 2
+    fit = max_memory_mb * 2**20 / (workers * per_row) - 2  # may be inf (max_memory=inf)
+    rows = nocc if fit >= nocc else int(fit)
     return max(1, min(-(-nocc // 12), rows))
 
 
