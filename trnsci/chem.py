@@ -427,7 +427,8 @@ def _build_B(mol, auxmol, c_occ, c_vir, max_memory_mb, timings, backends, progre
     # and the unpacked integrals and the half-transformed intermediate.
     per_aux = 8 * (nao * (nao + 1) // 2 + nao * nao + nocc * nao + nocc * nvir)
     budget = max_memory_mb * 2**20 - 8 * nocc * nvir * naux
-    max_aux = max(1, int(budget // per_aux)) if budget > 0 else 1
+    fit = budget / per_aux  # inf for max_memory=inf
+    max_aux = naux if fit >= naux else max(1, int(fit))
     blocks = list(_aux_blocks(auxmol, max_aux))
 
     nbas = mol.nbas
