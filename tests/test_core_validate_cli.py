@@ -183,11 +183,17 @@ def test_bench_runs_trnblas_cases(capsys):
 
 @pytest.mark.slow
 def test_demo_agrees_with_pyscf():
-    """`trnsci demo` runs DF-MP2 on water and reports agreement with PySCF."""
-    r = subprocess.run([sys.executable, "-m", "trnsci", "demo"], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "agrees with PySCF" in r.stdout
-    assert "PySCF DF-MP2" in r.stdout and "simulator" in r.stdout
+    """`trnsci demo` runs DF-MP2 on a molecule against PySCF, then the libraries' kernel cases."""
+    pytest.importorskip("pyscf")
+    from trnsci import nki
+
+    r = subprocess.run([sys.executable, "-m", "trnsci", "demo", "--molecule", "hf"],
+                       capture_output=True, text=True, timeout=300)
+    assert "|dE| bound 1e-08 Eh: all within" in r.stdout, r.stdout + r.stderr
+    assert "E_corr PySCF" in r.stdout and "NKI kernels on the emulator" in r.stdout
+    if nki.EMULATOR_ERROR is None:
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "mp2_energy" in r.stdout and "agrees with torch" in r.stdout and "[modeled]" in r.stdout
 
 
 def test_options_fast_lookup_and_errors():

@@ -19,4 +19,4 @@ def test_example_runs(script):
 
 
 def test_there_are_examples():
-    assert {p.name for p in EXAMPLES} >= {"backend_scopes.py", "dfmp2_molecules.py"}
+    assert {p.name for p in EXAMPLES} >= {"backend_scopes.py", "dfmp2_molecules.py", "dfmp2_synthetic.py"}

@@ -68,19 +68,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _entry_point(module: str, attr: str) -> Callable | None:
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError):
-        return None
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
-    demo = _entry_point("trnblas.demo", "main")
-    if demo is None:
-        print("trnsci demo: no demo is installed yet (it arrives with trnblas's DF-MP2 energy)")
-        return 1
-    return demo(args.rest)
+    from trnsci import demo
+
+    return demo.main(args.rest)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -146,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"trnsci {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="versions, kernel source, backends and thresholds").set_defaults(fn=cmd_info)
-    p = sub.add_parser("demo", help="DF-MP2 correlation energy of a real molecule, checked against PySCF")
+    p = sub.add_parser("demo", help="DF-MP2 on real molecules vs PySCF, then each library's NKI kernels (emulator)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(fn=cmd_demo)
     p = sub.add_parser("bench", help="quick speed ratios against the reference libraries")

@@ -22,8 +22,8 @@ by its FLOP count ``2 nocc^2 nvir^2 naux``):
 
 from __future__ import annotations
 
-import math
 import numbers
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -92,37 +92,72 @@ def result_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _occ_block(nocc: int, nvir: int, itemsize: int, max_memory_mb: float) -> int:
-    """Occupied block size so that ~4 live (|I|, |J|, nvir, nvir) arrays fit in max_memory."""
-    per_pair = 4 * nvir * nvir * itemsize
-    if max_memory_mb * 2**20 >= per_pair * nocc * nocc:  # everything fits (also max_memory=inf)
-        return nocc
-    pairs = max(1, int(max_memory_mb * 2**20 // per_pair))
-    return max(1, min(nocc, math.isqrt(pairs)))
+def _occ_block(nocc: int, nvir: int, itemsize: int, max_memory_mb: float, workers: int = 1) -> int:
+    """Rows ``|I|`` of one energy block.
+
+    At most ~nocc/12 rows (many blocks: skipping ``j > max(I)`` then saves
+    close to half the GEMM flops, and the workers balance), and each
+    worker's block ``(|I|, nvir, i1, nvir)`` plus two per-row temporaries
+    within ``max_memory``.
+    """
+    per_row = nocc * nvir * nvir * itemsize
+    fit = max_memory_mb * 2**20 / (workers * per_row) - 2  # may be inf (max_memory=inf)
+    rows = nocc if fit >= nocc else int(fit)
+    return max(1, min(-(-nocc // 12), rows))
+
+
+_SLAB_BYTES = 2 * 2**20  # elementwise work on slabs that stay in cache
+
+
+def _pair_block(Bf, eia, nvir, i0, i1, out):
+    """``out[i, :i+1] = e_ij`` for ``i0 <= i < i1``: one GEMM for the block, then cache-sized slabs."""
+    t = (Bf[i0 * nvir:i1 * nvir] @ Bf[:i1 * nvir].T).view(i1 - i0, nvir, i1, nvir)  # T[i, a, j, b]
+    jc = max(1, _SLAB_BYTES // (nvir * nvir * t.element_size()))
+    for k in range(i1 - i0):
+        i = i0 + k
+        for j0 in range(0, i + 1, jc):
+            j1 = min(i + 1, j0 + jc)
+            ti = t[k, :, j0:j1, :]  # (a, j, b); the exchange partner T_ibja is in the same slab
+            u = eia[i][:, None, None] + eia[None, j0:j1, :]  # D_iajb
+            torch.div(ti, u, out=u)  # u = T / D
+            x = torch.add(ti, ti.permute(2, 1, 0), alpha=-0.5)  # T_iajb - T_ibja / 2
+            x.mul_(u)
+            out[i, j0:j1] = 2.0 * x.sum(dim=(0, 2))
 
 
 @MP2_ENERGY.lowering("torch")
 def _mp2_pairs_torch(B, eps_occ, eps_vir, max_memory):
+    # e_ij = sum_ab T_ab (2 T_ab - T_ba) / D_ab only for j <= i (e_ji = e_ij). Rows are grouped
+    # into blocks I with one GEMM (|I| nvir, naux) @ (naux, i1 nvir) each, i1 = max(I) + 1; the
+    # elementwise reduction then runs row by row on cache-sized slabs. Blocks are independent:
+    # with N intra-op threads they go to N Python workers running single-threaded torch (the GEMM
+    # and reductions release the GIL) -- on a small, busy machine that beats N-thread GEMMs
+    # with a barrier per call by 2-4x (measured, docs/chem.md).
     nocc, nvir, naux = B.shape
     dtype = result_dtype(B.dtype)
-    Bc = B.to(dtype)
+    Bf = B.to(dtype).reshape(nocc * nvir, naux)
     eia = eps_occ.to(dtype)[:, None] - eps_vir.to(dtype)[None, :]  # (nocc, nvir), negative
-    bo = _occ_block(nocc, nvir, torch.finfo(dtype).bits // 8, max_memory)
-    out = torch.empty((nocc, nocc), dtype=dtype, device=B.device)
-    for i0 in range(0, nocc, bo):
-        i1 = min(nocc, i0 + bo)
-        bi = Bc[i0:i1].reshape((i1 - i0) * nvir, naux)
-        for j0 in range(0, i1, bo):
-            j1 = min(nocc, j0 + bo)
-            bj = Bc[j0:j1].reshape((j1 - j0) * nvir, naux)
-            # one GEMM for the whole block pair: (|I| nvir, naux) @ (naux, |J| nvir)
-            t = (bi @ bj.T).view(i1 - i0, nvir, j1 - j0, nvir).permute(0, 2, 1, 3)  # (i, j, a, b)
-            denom = eia[i0:i1, None, :, None] + eia[None, j0:j1, None, :]
-            e = (t * (2.0 * t - t.transpose(-1, -2)) / denom).sum(dim=(-1, -2))
-            out[i0:i1, j0:j1] = e
-            if j0 != i0:
-                out[j0:j1, i0:i1] = e.T
-    return out
+    nthreads = torch.get_num_threads()
+    bo = _occ_block(nocc, nvir, torch.finfo(dtype).bits // 8, max_memory, nthreads)
+    blocks = [(i0, min(nocc, i0 + bo)) for i0 in range(0, nocc, bo)][::-1]  # largest first
+    out = torch.zeros((nocc, nocc), dtype=dtype, device=B.device)
+    workers = min(nthreads, len(blocks))
+    if workers <= 1 or B.device.type != "cpu":
+        for i0, i1 in blocks:
+            _pair_block(Bf, eia, nvir, i0, i1, out)
+    else:
+        def work(block):
+            torch.set_num_threads(1)
+            _pair_block(Bf, eia, nvir, *block, out)
+
+        torch.set_num_threads(1)
+        try:
+            with ThreadPoolExecutor(workers) as pool:
+                list(pool.map(work, blocks))
+        finally:
+            torch.set_num_threads(nthreads)
+    low = out.tril(-1)
+    return low + low.T + torch.diag(out.diagonal())
 
 
 def _pairs(B, eps_occ, eps_vir, max_memory, where):
@@ -192,22 +227,24 @@ def mp2_energy(B, eps_occ, eps_vir, *, max_memory=None):
 
 
 # ----------------------------------------------------------------- from PySCF
+# The suite's DF-MP2 pipeline lives in trnsci.chem (the umbrella depends on all
+# six libraries); these two keep their signatures and delegate to it.
 
 def df_factors(mf, auxbasis=None, *, frozen=0):
     """Density-fitted factors ``(B, eps_occ, eps_vir)`` of a closed-shell PySCF mean field.
 
-    ``B[i, a, Q] = sum_P (ia|P) [(P|Q)^-1/2]_PQ`` over the active occupied
-    orbitals (the lowest ``frozen`` are dropped) and all virtuals, so that
-    ``(ia|jb) ~= sum_Q B[i,a,Q] B[j,b,Q]``; the inverse square root drops
-    eigenvalues of the Coulomb metric below 1e-10.
+    A thin wrapper of :func:`trnsci.chem.df_factors` (see it for the
+    stages): ``(ia|jb) ~= sum_Q B[i,a,Q] B[j,b,Q]`` over the active occupied
+    orbitals (the lowest ``frozen`` dropped) and all virtuals.
 
     Parameters
     ----------
     mf : pyscf.scf.hf.RHF
         A converged restricted Hartree-Fock object.
     auxbasis : str or dict, optional
-        The RI auxiliary basis; default PySCF's choice for MP2
-        (``pyscf.df.make_auxbasis(mol, mp2fit=True)``, e.g. cc-pVDZ-RI).
+        The RI auxiliary basis; default what PySCF's ``DFMP2(mf)`` takes
+        (:func:`trnsci.chem.aux_basis`: the MP2-fit basis, e.g. cc-pVDZ-RI,
+        unless ``mf`` is density-fitted).
     frozen : int
         Number of core orbitals left out of the correlation treatment.
 
@@ -224,44 +261,20 @@ def df_factors(mf, auxbasis=None, *, frozen=0):
     ValueError
         An open-shell or unconverged mean field, or ``frozen`` out of range.
     """
-    import numpy as np
-    from pyscf import df
+    from trnsci import chem
 
-    mol = mf.mol
-    occ = np.asarray(mf.mo_occ)
-    if occ.ndim != 1 or not np.all((occ == 0) | (occ == 2)):
-        raise ValueError("df_factors: mf must be a closed-shell restricted mean field (occupations 0 or 2)")
-    if not getattr(mf, "converged", True):
-        raise ValueError("df_factors: mf has not converged; run mf.kernel() first")
-    nocc = int(np.count_nonzero(occ))
-    frozen = V.integer(frozen, "frozen", "df_factors", minimum=0)
-    if frozen >= nocc:
-        raise ValueError(f"df_factors: frozen must be below nocc={nocc}, got {frozen}")
-    if auxbasis is None:
-        auxbasis = df.make_auxbasis(mol, mp2fit=True)
-    auxmol = df.addons.make_auxmol(mol, auxbasis)
-    c_occ = mf.mo_coeff[:, frozen:nocc]
-    c_vir = mf.mo_coeff[:, nocc:]
-    j3c = df.incore.aux_e2(mol, auxmol, intor="int3c2e", aosym="s1")  # (nao, nao, naux)
-    w, v = np.linalg.eigh(auxmol.intor("int2c2e"))
-    keep = w > 1e-10
-    metric = (v[:, keep] / np.sqrt(w[keep])) @ v[:, keep].T
-    ov = np.einsum("mnP,mi,na->iaP", j3c, c_occ, c_vir, optimize=True)
-    B = torch.from_numpy(np.ascontiguousarray(ov @ metric))
-    eps = torch.from_numpy(np.asarray(mf.mo_energy, dtype=np.float64).copy())
-    return B, eps[frozen:nocc].clone(), eps[nocc:].clone()
+    return chem.df_factors(mf, auxbasis, frozen=frozen)
 
 
 def dfmp2(mf, auxbasis=None, *, frozen=0, dtype=torch.float64, max_memory=None) -> float:
     """Closed-shell DF-MP2 correlation energy (Eh) of a converged PySCF RHF object.
 
-    :func:`df_factors` then :func:`mp2_energy` with ``B`` in ``dtype``
-    (float32 or bfloat16 let the NKI kernel take it under backends that
-    choose it; float64 always runs on torch). Matches
-    ``pyscf.mp.dfmp2.DFMP2(mf, frozen=frozen).kernel()[0]`` (whose default
-    auxiliary basis is the same MP2-fit basis; note that
-    ``pyscf.mp.MP2(mf).density_fit()`` without ``auxbasis`` switches to the
-    JK-fit default instead).
+    ``trnsci.chem.df_mp2(mf, ...).e_corr`` (prefer that: it also reports
+    timings and backends per stage). ``B`` goes to the energy stage in
+    ``dtype`` (float32 or bfloat16 let the NKI kernel take it under backends
+    that choose it). Matches ``pyscf.mp.dfmp2.DFMP2(mf, frozen=frozen).kernel()[0]``.
     """
-    B, eo, ev = df_factors(mf, auxbasis, frozen=frozen)
-    return float(mp2_energy(B.to(dtype), eo, ev, max_memory=max_memory))
+    from trnsci import chem
+
+    return chem.df_mp2(mf, auxbasis=auxbasis, frozen=frozen, dtype=dtype, max_memory=max_memory,
+                       progress=False).e_corr

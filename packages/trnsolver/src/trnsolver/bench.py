@@ -1,0 +1,73 @@
+"""Benchmark cases for ``trnsci bench``: trnsolver against scipy.linalg,
+torch.linalg and scipy.sparse.linalg on the same inputs (see :mod:`trnsci.bench`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sl
+import scipy.sparse as sp
+import scipy.sparse.linalg as spl
+import torch
+
+import trnsolver
+from trnsci.bench import Case
+
+
+def _sym(n, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, n, generator=g, dtype=dtype)
+    return X + X.T
+
+
+def poisson2d(m: int) -> sp.csr_matrix:
+    """The 5-point Laplacian on an m x m grid (n = m^2 unknowns), Dirichlet boundaries."""
+    T = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(m, m))
+    return (sp.kron(sp.eye(m), T) + sp.kron(T, sp.eye(m))).tocsr()
+
+
+def _dense_cases(sizes):
+    for n in sizes:
+        for dt in (torch.float32, torch.float64):
+            A = _sym(n, dt, n)
+            An = A.numpy()
+            tag = f"{n} {str(dt)[6:]}"
+            yield Case("trnsolver", f"eigh {tag}", lambda A=A: trnsolver.eigh(A),
+                       "scipy eigh", lambda An=An: sl.eigh(An))
+            yield Case("trnsolver", f"eigh {tag}", lambda A=A: trnsolver.eigh(A),
+                       "torch eigh", lambda A=A: torch.linalg.eigh(A))
+            S = A @ A.T / n + torch.eye(n, dtype=dt)
+            Sn = S.numpy()
+            yield Case("trnsolver", f"cholesky {tag}", lambda S=S: trnsolver.cholesky(S),
+                       "scipy cholesky", lambda Sn=Sn: sl.cholesky(Sn, lower=True))
+            b = torch.ones(n, dtype=dt)
+            bn = b.numpy()
+            yield Case("trnsolver", f"solve {tag}", lambda A=A, b=b: trnsolver.solve(A, b),
+                       "scipy solve", lambda An=An, bn=bn: sl.solve(An, bn))
+
+
+def _krylov_cases(m):
+    A = poisson2d(m)
+    b = np.ones(A.shape[0])
+    At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr).long(), torch.from_numpy(A.indices).long(),
+                                 torch.from_numpy(A.data), A.shape, check_invariants=True)
+    bt = torch.from_numpy(b)
+    yield Case("trnsolver", f"cg poisson {m}^2", lambda: trnsolver.cg(At, bt, tol=1e-6, maxiter=5000),
+               "scipy cg", lambda: spl.cg(A, b, rtol=1e-6, maxiter=5000))
+    # an ILU-type preconditioner object: SciPy's spilu with ILU(0)-like fill (not symmetric, so
+    # it pairs with BiCGSTAB/GMRES; CG needs a symmetric M such as trnsparse's ic0)
+    ilu = spl.spilu(A.tocsc(), drop_tol=1e-2, fill_factor=1.0)
+    Mop = spl.LinearOperator(A.shape, ilu.solve)
+    yield Case("trnsolver", f"bicgstab poisson {m}^2", lambda: trnsolver.bicgstab(At, bt, tol=1e-6, maxiter=5000),
+               "scipy bicgstab", lambda: spl.bicgstab(A, b, rtol=1e-6, maxiter=5000))
+    yield Case("trnsolver", f"bicgstab+ilu poisson {m}^2",
+               lambda: trnsolver.bicgstab(At, bt, tol=1e-6, maxiter=5000, M=ilu),
+               "scipy bicgstab+ilu", lambda: spl.bicgstab(A, b, rtol=1e-6, maxiter=5000, M=Mop))
+    yield Case("trnsolver", f"gmres+ilu poisson {m}^2",
+               lambda: trnsolver.gmres(At, bt, tol=1e-6, maxiter=500, M=ilu),
+               "scipy gmres+ilu", lambda: spl.gmres(A, b, rtol=1e-6, maxiter=500, M=Mop))
+
+
+def cases(quick: bool = True):
+    """Yield the comparison cases (smaller sizes when ``quick``)."""
+    yield from _dense_cases((64, 256) if quick else (64, 256, 512, 1024, 2048))
+    yield from _krylov_cases(32 if quick else 256)

@@ -1,0 +1,915 @@
+"""Dense factorizations and solves (cuSOLVER ``potrf/getrf/geqrf/gesvd`` and friends).
+
+Every public function validates its arguments into canonical form and calls
+one private torch implementation ``_<op>_torch`` that does no validation
+(the seam the NKI phase registers as the torch lowering). All accept leading
+batch dimensions ``(..., n, n)``, float32/float64/complex64/complex128, torch
+tensors on any device (results on that device) or NumPy arrays (results as
+NumPy).
+
+Failure is explicit: a matrix that is not positive definite (Cholesky) or
+exactly singular (LU, solve, inv) raises :class:`trnsolver.LinAlgError`, a
+``numpy.linalg.LinAlgError``, naming the failing minor / pivot and the batch
+index; with ``check=False`` the factorizations return cuSOLVER's ``info``
+instead.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trnsci import _validate as v
+from trnsci._validate import numpy_io
+from trnsci.dispatch import Op
+from trnsolver import _core_candidates as cc
+from trnsolver._core_candidates import LinAlgError
+
+__all__ = [
+    "cholesky", "cho_factor", "cho_solve", "lu", "lu_factor", "lu_solve", "qr", "svd",
+    "pinv", "solve", "solve_spd", "lstsq", "inv", "inv_spd", "det", "slogdet",
+    "inv_sqrt_spd", "inv_sqrt_spd_ns",
+]
+
+
+def _raise_info(where: str, info: torch.Tensor, what: str) -> None:
+    """Raise LinAlgError for the first nonzero ``info`` (1-based position)."""
+    if info.numel() == 0:
+        return
+    flat = info.reshape(-1)
+    bad = torch.nonzero(flat).reshape(-1)
+    if bad.numel() == 0:
+        return
+    i = int(bad[0])
+    k = int(flat[i])
+    bidx = cc.batch_index(i, tuple(info.shape))
+    at = f" (batch index {bidx})" if bidx else ""
+    raise LinAlgError(f"{where}: {what.format(k=k, k0=k - 1)}{at}", info=k, batch_index=bidx)
+
+
+_NOT_PD = "the leading minor of order {k} is not positive definite"
+_SINGULAR = "the matrix is singular: U[{k0}, {k0}] is exactly zero"
+
+
+def _upper(x, where: str, name: str = "upper") -> bool:
+    return cc.flag(x, name, where)
+
+
+def _check(x, where: str) -> bool:
+    return cc.flag(x, "check", where)
+
+
+# =================================================================== Cholesky
+
+def _batch(A: torch.Tensor) -> int:
+    n = A.shape[-1]
+    return A.numel() // n // n if n else 0
+
+
+def _cholesky_flops(A, upper):
+    return A.shape[-1] ** 3 / 3.0 * _batch(A)
+
+
+def _square_describe(A, *rest):
+    return f"n={A.shape[-1]} batch={tuple(A.shape[:-2])} {str(A.dtype).replace('torch.', '')}"
+
+
+#: Op ``(A, upper) -> (L or U, info)``. Threshold (flops, n^3/3): no Trainium
+#: here to calibrate on; the device path is a blocked factorization whose
+#: trailing updates are trnblas SYRK/GEMM kernels, which only pays off once
+#: the O(n^3) updates dwarf the per-block launches -- 2048^3/3 is a placeholder.
+CHOLESKY = Op("trnsolver.cholesky", "flops", 2048 ** 3 / 3.0, size=_cholesky_flops, describe=_square_describe,
+              doc="Cholesky factorization (blocked, trailing updates on trnblas SYRK/GEMM kernels)")
+
+
+@CHOLESKY.lowering("torch")
+def _cholesky_torch(A: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    L, info = torch.linalg.cholesky_ex(A)
+    return (L.mH.resolve_conj() if upper else L), info
+
+
+@numpy_io
+def cholesky(A, upper=False, *, check=True, check_finite=True):
+    """Cholesky factorization ``A = L L^H`` (or ``A = U^H U`` with ``upper=True``).
+
+    Parameters
+    ----------
+    A : tensor, shape (..., n, n)
+        Hermitian positive definite; only the lower triangle is read.
+    upper : bool
+        Return the upper factor ``U = L^H`` instead of ``L``.
+    check : bool
+        ``True`` (default): raise when ``A`` is not positive definite.
+        ``False``: return ``(factor, info)`` as cuSOLVER's ``potrf`` does,
+        ``info`` (int32, shape ``(...)``) being 0 or the order of the first
+        leading minor that is not positive definite.
+    check_finite : bool
+        Raise ``ValueError`` on NaN/Inf in ``A`` (as SciPy does).
+
+    Returns
+    -------
+    L : tensor, shape (..., n, n)
+        Lower (or upper) triangular with a real positive diagonal, zeros in
+        the other triangle. With ``check=False``: ``(L, info)``.
+
+    Raises
+    ------
+    LinAlgError
+        ``A`` is not positive definite; the message names the leading minor
+        (1-based, ``err.info``) and the batch index (``err.batch_index``).
+    TypeError, ValueError
+        ``A`` is not a square float/complex matrix, or holds NaN/Inf.
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> A = torch.tensor([[4.0, 2.0], [2.0, 3.0]], dtype=torch.float64)
+    >>> L = trnsolver.cholesky(A)
+    >>> torch.allclose(L @ L.T, A)
+    True
+    >>> trnsolver.cholesky(torch.tensor([[1.0, 2.0], [2.0, 1.0]]))
+    Traceback (most recent call last):
+    ...
+    trnsolver._core_candidates.LinAlgError: cholesky: the leading minor of order 2 is not positive definite
+    """
+    where = "cholesky"
+    A = cc.square_matrix(A, "A", where)
+    upper, check = _upper(upper, where), _check(check, where)
+    if cc.flag(check_finite, "check_finite", where):
+        cc.finite(where, A=A)
+    L, info = CHOLESKY(A, upper)
+    if not check:
+        return L, info
+    _raise_info(where, info, _NOT_PD)
+    return L
+
+
+@numpy_io
+def cho_factor(A, lower=False, *, check_finite=True):
+    """Cholesky factor in the form :func:`cho_solve` takes (``scipy.linalg.cho_factor``).
+
+    Parameters
+    ----------
+    A : tensor, shape (..., n, n)
+        Hermitian positive definite.
+    lower : bool
+        Factor as ``L L^H`` (True) or ``U^H U`` (False, SciPy's default).
+
+    Returns
+    -------
+    (c, lower) : (tensor, bool)
+        The triangular factor (zeros in the other triangle) and the flag.
+
+    Raises
+    ------
+    LinAlgError
+        ``A`` is not positive definite (names the minor).
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> A = torch.tensor([[4.0, 2.0], [2.0, 3.0]], dtype=torch.float64)
+    >>> cf = trnsolver.cho_factor(A)
+    >>> x = trnsolver.cho_solve(cf, torch.tensor([6.0, 5.0], dtype=torch.float64))
+    >>> [round(v, 12) for v in x.tolist()]
+    [1.0, 1.0]
+    """
+    where = "cho_factor"
+    A = cc.square_matrix(A, "A", where)
+    lower = cc.flag(lower, "lower", where)
+    if cc.flag(check_finite, "check_finite", where):
+        cc.finite(where, A=A)
+    F, info = CHOLESKY(A, not lower)
+    _raise_info(where, info, _NOT_PD)
+    return F, lower
+
+
+def _cho_solve_torch(F: torch.Tensor, B: torch.Tensor, lower: bool) -> torch.Tensor:
+    return torch.cholesky_solve(B, F, upper=not lower)
+
+
+@numpy_io
+def cho_solve(c_and_lower, b, *, check_finite=True):
+    """Solve ``A x = b`` from :func:`cho_factor`'s ``(c, lower)`` (``scipy.linalg.cho_solve``).
+
+    Parameters
+    ----------
+    c_and_lower : (tensor, bool)
+        The factor (only its ``lower``/upper triangle is read) and the flag.
+    b : tensor, shape (..., n) or (..., n, k)
+
+    Returns
+    -------
+    x : tensor, the shape of ``b``
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> A = torch.tensor([[2.0, 1.0], [1.0, 2.0]], dtype=torch.float64)
+    >>> x = trnsolver.cho_solve(trnsolver.cho_factor(A, lower=True), torch.tensor([3.0, 3.0], dtype=torch.float64))
+    >>> [round(v, 12) for v in x.tolist()]
+    [1.0, 1.0]
+    """
+    where = "cho_solve"
+    if not isinstance(c_and_lower, (tuple, list)) or len(c_and_lower) != 2:
+        raise TypeError(f"{where}: c_and_lower must be the (c, lower) pair from cho_factor")
+    F, lower = c_and_lower
+    F = cc.square_matrix(F, "c", where)
+    lower = cc.flag(lower, "lower", where)
+    B, vec = cc.rhs(F, b, "b", where)
+    if cc.flag(check_finite, "check_finite", where):
+        cc.finite(where, c=F, b=B)
+    F = F.tril() if lower else F.triu()
+    X = _cho_solve_torch(F, B, lower)
+    return X.squeeze(-1) if vec else X
+
+
+# ======================================================================== LU
+
+def _lu_factor_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    LU, piv, info = torch.linalg.lu_factor_ex(A)
+    return LU, piv, info
+
+
+def _lu_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    LU, piv, info = torch.linalg.lu_factor_ex(A)
+    P, L, U = torch.lu_unpack(LU, piv)
+    return P, L, U, info
+
+
+@numpy_io
+def lu(A, *, check=True, check_finite=True):
+    """LU factorization with partial pivoting, ``A = P @ L @ U``.
+
+    Parameters
+    ----------
+    A : tensor, shape (..., m, n)
+    check : bool
+        ``True``: raise when ``U`` has an exactly zero pivot (``A`` square and
+        singular). ``False``: return ``(P, L, U, info)``, ``info`` 0 or the
+        1-based position of the first zero pivot (cuSOLVER's ``getrf``).
+
+    Returns
+    -------
+    P : tensor, shape (..., m, m)
+        Permutation matrix, ``A = P @ L @ U`` (the convention of
+        ``scipy.linalg.lu`` and ``torch.linalg.lu``).
+    L : tensor, shape (..., m, k), k = min(m, n)
+        Unit lower triangular (trapezoidal).
+    U : tensor, shape (..., k, n)
+        Upper triangular (trapezoidal).
+
+    Raises
+    ------
+    LinAlgError
+        A zero pivot ``U[i, i]`` (the message names ``i``).
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> A = torch.tensor([[0.0, 1.0], [2.0, 3.0]], dtype=torch.float64)
+    >>> P, L, U = trnsolver.lu(A)
+    >>> torch.allclose(P @ L @ U, A)
+    True
+    """
+    where = "lu"
+    A = cc.matrix(A, "A", where)
+    check = _check(check, where)
+    if cc.flag(check_finite, "check_finite", where):
+        cc.finite(where, A=A)
+    P, L, U, info = _lu_torch(A)
+    if not check:
+        return P, L, U, info
+    _raise_info(where, info, _SINGULAR)
+    return P, L, U
+
+
+@numpy_io
+def lu_factor(A, *, check=True, check_finite=True):
+    """Packed LU factorization (``scipy.linalg.lu_factor``): ``(lu, piv)``.
+
+    Parameters
+    ----------
+    A : tensor, shape (..., n, n)
+    check : bool
+        Raise :class:`LinAlgError` on an exactly zero pivot (default); with
+        ``False`` return ``(lu, piv, info)``.
+
+    Returns
+    -------
+    lu : tensor, shape (..., n, n)
+        ``L`` (unit diagonal not stored) below the diagonal, ``U`` on and above.
+    piv : tensor of int32, shape (..., n)
+        0-based LAPACK pivots: row ``i`` was swapped with row ``piv[i]``.
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> A = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)
+    >>> f = trnsolver.lu_factor(A)
+    >>> trnsolver.lu_solve(f, torch.tensor([5.0, 11.0], dtype=torch.float64)).tolist()
+    [1.0, 2.0]
+    """
+    where = "lu_factor"
+    A = cc.square_matrix(A, "A", where)
+    check = _check(check, where)
+    if cc.flag(check_finite, "check_finite", where):
+        cc.finite(where, A=A)
+    LU, piv, info = _lu_factor_torch(A)
+    piv = piv - 1
+    if not check:
+        return LU, piv, info
+    _raise_info(where, info, _SINGULAR)
+    return LU, piv
+
+
+_TRANS = v.Options({"N": (0, "N"), "T": (1, "T"), "C": (2, "C")})
+
+
+def _lu_solve_torch(LU: torch.Tensor, piv1: torch.Tensor, B: torch.Tensor, trans: str) -> torch.Tensor:
+    if trans == "N":
+        return torch.linalg.lu_solve(LU, piv1, B)
+    if trans == "C" or not LU.is_complex():
+        return torch.linalg.lu_solve(LU, piv1, B, adjoint=True)
+    # A^T = conj(A)^H, and conj(A) = P conj(L) conj(U) shares the pivots
+    return torch.linalg.lu_solve(LU.conj().resolve_conj(), piv1, B, adjoint=True)
+
+
+@numpy_io
+def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
+    """Solve ``op(A) x = b`` from :func:`lu_factor`'s ``(lu, piv)``.
+
+    Parameters
+    ----------
+    lu_and_piv : (tensor, tensor)
+    b : tensor, shape (..., n) or (..., n, k)
+    trans : {0, 1, 2} or {"N", "T", "C"}
+        ``A x = b``, ``A^T x = b`` or ``A^H x = b`` (SciPy's codes).
+
+    Returns
+    -------
+    x : tensor, the shape of ``b``
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> A = torch.tensor([[2.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+    >>> trnsolver.lu_solve(trnsolver.lu_factor(A), torch.tensor([2.0, 3.0], dtype=torch.float64), trans=1).tolist()
+    [-0.5, 3.0]
+    """
+    where = "lu_solve"
+    if not isinstance(lu_and_piv, (tuple, list)) or len(lu_and_piv) not in (2, 3):
+        raise TypeError(f"{where}: lu_and_piv must be the (lu, piv) pair from lu_factor")
+    LU, piv = lu_and_piv[0], lu_and_piv[1]
+    LU = cc.square_matrix(LU, "lu", where)
+    piv = v.tensor(piv, "piv", where)
+    if piv.dtype not in (torch.int32, torch.int64) or tuple(piv.shape) != tuple(LU.shape[:-1]):
+        raise ValueError(f"{where}: piv must be an integer tensor of shape {tuple(LU.shape[:-1])}, "
+                         f"got {piv.dtype} {tuple(piv.shape)}")
+    trans = _TRANS(trans, "trans", where)
+    B, vec = cc.rhs(LU, b, "b", where)
+    if cc.flag(check_finite, "check_finite", where):
+        cc.finite(where, lu=LU, b=B)
+    X = _lu_solve_torch(LU, (piv + 1).to(torch.int32), B, trans)
+    return X.squeeze(-1) if vec else X
+
+
+# ================================================================= QR, SVD
+
+_QR_MODE = v.Options({"reduced": ("reduced", "economic"), "complete": ("complete", "full"), "r": ("r",)})
+
+
+def _qr_torch(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.linalg.qr(A, mode=mode)
+
+
+@numpy_io
+def qr(A, mode="reduced"):
+    """QR factorization ``A = Q R``.
+
+    Parameters
+    ----------
+    A : tensor, shape (..., m, n)
+    mode : {"reduced", "complete", "r"}
+        ``"reduced"`` (SciPy's ``"economic"``): ``Q`` is ``(m, k)``, ``R``
+        ``(k, n)``, ``k = min(m, n)``. ``"complete"``: ``Q`` is ``(m, m)``.
+        ``"r"``: only ``R`` (``Q`` is an empty tensor).
+
+    Returns
+    -------
+    Q : tensor with orthonormal columns
+    R : tensor, upper triangular (trapezoidal)
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> A = torch.tensor([[3.0, 1.0], [4.0, 2.0]], dtype=torch.float64)
+    >>> Q, R = trnsolver.qr(A)
+    >>> torch.allclose(Q @ R, A)
+    True
+    """
+    where = "qr"
+    A = cc.matrix(A, "A", where)
+    mode = _QR_MODE(mode, "mode", where)
+    return _qr_torch(A, mode)
+
+
+def _svd_torch(A: torch.Tensor, full_matrices: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return torch.linalg.svd(A, full_matrices=full_matrices)
+
+
+@numpy_io
+def svd(A, full_matrices=False, *, check_finite=True):
+    """Singular value decomposition ``A = U diag(S) Vh``.
+
+    Parameters
+    ----------
+    A : tensor, shape (..., m, n)
+    full_matrices : bool
+        ``False`` (default): ``U`` is ``(m, k)``, ``Vh`` ``(k, n)``, ``k = min(m, n)``.
+
+    Returns
+    -------
+    U : tensor
+    S : tensor, real, shape (..., k), descending
+    Vh : tensor
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> U, S, Vh = trnsolver.svd(torch.tensor([[3.0, 0.0], [0.0, -2.0]]))
+    >>> S.tolist()
+    [3.0, 2.0]
+    """
+    where = "svd"
+    A = cc.matrix(A, "A", where)
+    full = cc.flag(full_matrices, "full_matrices", where)
+    if cc.flag(check_finite, "check_finite", where):
+        cc.finite(where, A=A)
+    return _svd_torch(A, full)
+
+
+def _pinv_torch(A: torch.Tensor, rtol: float | None) -> torch.Tensor:
+    if A.numel() == 0:
+        return A.new_zeros(A.shape[:-2] + (A.shape[-1], A.shape[-2]))
+    if rtol is None:
+        rtol = torch.finfo(A.real.dtype if A.is_complex() else A.dtype).eps * max(A.shape[-2:])
+    U, S, Vh = torch.linalg.svd(A, full_matrices=False)
+    cut = S[..., :1] * rtol
+    Sinv = torch.where(S > cut, 1.0 / torch.where(S > cut, S, torch.ones_like(S)), torch.zeros_like(S))
+    return (Vh.mH * Sinv.unsqueeze(-2).to(A.dtype)) @ U.mH
+
+
+@numpy_io
+def pinv(A, rcond=None, *, check_finite=True):
+    """Moore-Penrose pseudo-inverse from the SVD.
+
+    Parameters
+    ----------
+    A : tensor, shape (..., m, n)
+    rcond : float, optional
+        Singular values ``<= rcond * max(S)`` count as zero. Default
+        ``max(m, n) * eps`` (``scipy.linalg.pinv``'s default ``rtol``).
+
+    Returns
+    -------
+    A_pinv : tensor, shape (..., n, m)
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> trnsolver.pinv(torch.tensor([[2.0, 0.0], [0.0, 0.0]])).tolist()
+    [[0.5, 0.0], [0.0, 0.0]]
+    """
+    where = "pinv"
+    A = cc.matrix(A, "A", where)
+    rtol = None if rcond is None else cc.positive(rcond, "rcond", where, zero_ok=True)
+    if cc.flag(check_finite, "check_finite", where):
+        cc.finite(where, A=A)
+    return _pinv_torch(A, rtol)
+
+
+# ==================================================================== solves
+
+def _solve_torch(A: torch.Tensor, B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    X, info = torch.linalg.solve_ex(A, B)
+    return X, info
+
+
+@numpy_io
+def solve(A, B, *, check_finite=True):
+    """Solve ``A X = B`` by LU with partial pivoting.
+
+    Parameters
+    ----------
+    A : tensor, shape (..., n, n)
+    B : tensor, shape (..., n) or (..., n, k)
+        One dimension fewer than ``A``: a (batch of) vector(s).
+
+    Returns
+    -------
+    X : tensor, the shape of ``B`` (batch dimensions broadcast)
+
+    Raises
+    ------
+    LinAlgError
+        ``A`` is exactly singular (names the zero pivot).
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> A = torch.tensor([[3.0, 1.0], [1.0, 2.0]], dtype=torch.float64)
+    >>> trnsolver.solve(A, torch.tensor([9.0, 8.0], dtype=torch.float64)).tolist()
+    [2.0, 3.0]
+    """
+    where = "solve"
+    A = cc.square_matrix(A, "A", where)
+    Bm, vec = cc.rhs(A, B, "B", where)
+    if cc.flag(check_finite, "check_finite", where):
+        cc.finite(where, A=A, B=Bm)
+    X, info = _solve_torch(A, Bm)
+    _raise_info(where, info, _SINGULAR)
+    return X.squeeze(-1) if vec else X
+
+
+def _solve_spd_torch(A: torch.Tensor, B: torch.Tensor, refine: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    L, info = torch.linalg.cholesky_ex(A)
+    X = torch.cholesky_solve(B, L)
+    if refine:
+        hi = torch.complex128 if A.is_complex() else torch.float64
+        R = (B.to(hi) - A.to(hi) @ X.to(hi)).to(A.dtype)
+        X = X + torch.cholesky_solve(R, L)
+    return X, info
+
+
+@numpy_io
+def solve_spd(A, B, iterative_refinement=False, *, check_finite=True):
+    """Solve ``A X = B`` for Hermitian positive definite ``A`` by Cholesky.
+
+    Parameters
+    ----------
+    A : tensor, shape (..., n, n)
+        Hermitian positive definite; only its lower triangle is read.
+    B : tensor, shape (..., n) or (..., n, k)
+    iterative_refinement : bool
+        One step of refinement with the residual ``B - A X`` formed in
+        float64 (complex128): for float32 data the error drops from
+        ``~cond(A) eps32`` toward ``eps32`` while ``cond(A) eps32 < 1``.
+
+    Returns
+    -------
+    X : tensor, the shape of ``B``
+
+    Raises
+    ------
+    LinAlgError
+        ``A`` is not positive definite (names the leading minor).
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> A = torch.tensor([[4.0, 1.0], [1.0, 3.0]], dtype=torch.float64)
+    >>> trnsolver.solve_spd(A, torch.tensor([5.0, 4.0], dtype=torch.float64)).tolist()
+    [1.0, 1.0]
+    """
+    where = "solve_spd"
+    A = cc.square_matrix(A, "A", where)
+    Bm, vec = cc.rhs(A, B, "B", where)
+    refine = cc.flag(iterative_refinement, "iterative_refinement", where)
+    if cc.flag(check_finite, "check_finite", where):
+        cc.finite(where, A=A, B=Bm)
+    X, info = _solve_spd_torch(A, Bm, refine)
+    _raise_info(where, info, _NOT_PD)
+    return X.squeeze(-1) if vec else X
+
+
+_LSTSQ_DRIVER = v.Options({"gelsd": ("gelsd",), "gelsy": ("gelsy",), "gelss": ("gelss",)})
+
+
+def _lstsq_torch(A: torch.Tensor, B: torch.Tensor, rcond: float | None, driver: str):
+    m, n = A.shape[-2], A.shape[-1]
+    if A.numel() == 0 or B.numel() == 0:
+        X = A.new_zeros(A.shape[:-2] + (n, B.shape[-1]))
+        return X, A.new_zeros(0).real, torch.zeros(A.shape[:-2], dtype=torch.int64), A.new_zeros(0).real
+    if A.device.type != "cpu":
+        driver = "gels"
+    sol = torch.linalg.lstsq(A, B, rcond=rcond, driver=driver)
+    X, rank, sv = sol.solution, sol.rank, sol.singular_values
+    if m > n and rank.numel() and bool((rank == n).all()):
+        res = ((A @ X - B).abs() ** 2).sum(-2)
+    else:
+        res = A.new_zeros(0).real
+    return X, res, rank, sv
+
+
+@numpy_io
+def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
+    """Least-squares solution of ``A X ~= B`` (``scipy.linalg.lstsq``).
+
+    Parameters
+    ----------
+    A : tensor, shape (..., m, n)
+        Any rank (rank-deficient ``A`` gives the minimum-norm solution).
+    B : tensor, shape (..., m) or (..., m, k)
+    rcond : float, optional
+        Singular values ``<= rcond * max(S)`` count as zero (default
+        ``eps * max(m, n)``).
+    driver : {"gelsd", "gelsy", "gelss"}
+        LAPACK driver on the CPU; other devices use QR (full rank only).
+
+    Returns
+    -------
+    x : tensor, shape (..., n) or (..., n, k)
+    residues : tensor
+        Squared 2-norm of each residual column when ``m > n`` and ``A`` has
+        full rank, else an empty tensor.
+    rank : tensor of int64
+    s : tensor
+        Singular values of ``A`` (gelsd/gelss), empty otherwise.
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> A = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=torch.float64)
+    >>> x, res, rank, s = trnsolver.lstsq(A, torch.tensor([1.0, 1.0, 2.0], dtype=torch.float64))
+    >>> [round(v, 12) for v in x.tolist()], int(rank)
+    ([1.0, 1.0], 2)
+    """
+    where = "lstsq"
+    A = cc.matrix(A, "A", where)
+    Bt = v.tensor(B, "B", where, cc.LINALG_DTYPES)
+    v.agree(where, A=A, B=Bt)
+    vec = Bt.dim() == A.dim() - 1
+    Bm = Bt.unsqueeze(-1) if vec else Bt
+    if Bm.dim() < 2 or Bm.shape[-2] != A.shape[-2]:
+        raise v.mismatch(where, f"B must have {A.shape[-2]} rows", A=A, B=Bt)
+    rcond = None if rcond is None else cc.positive(rcond, "rcond", where, zero_ok=True)
+    driver = _LSTSQ_DRIVER(driver, "driver", where)
+    if cc.flag(check_finite, "check_finite", where):
+        cc.finite(where, A=A, B=Bm)
+    X, res, rank, sv = _lstsq_torch(A, Bm, rcond, driver)
+    if vec:
+        X = X.squeeze(-1)
+        res = res.squeeze(-1) if res.numel() else res
+    return X, res, rank, sv
+
+
+# ============================================================= inverses, det
+
+def _inv_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.linalg.inv_ex(A)
+
+
+@numpy_io
+def inv(A, *, check_finite=True):
+    """Inverse of a square matrix (LU).
+
+    Raises
+    ------
+    LinAlgError
+        ``A`` is exactly singular (names the zero pivot).
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> trnsolver.inv(torch.tensor([[2.0, 0.0], [0.0, 4.0]])).tolist()
+    [[0.5, 0.0], [0.0, 0.25]]
+    """
+    where = "inv"
+    A = cc.square_matrix(A, "A", where)
+    if cc.flag(check_finite, "check_finite", where):
+        cc.finite(where, A=A)
+    X, info = _inv_torch(A)
+    _raise_info(where, info, _SINGULAR)
+    return X
+
+
+def _inv_spd_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    L, info = torch.linalg.cholesky_ex(A)
+    X = torch.cholesky_inverse(L)
+    return X, info
+
+
+@numpy_io
+def inv_spd(A, *, check_finite=True):
+    """Inverse of a Hermitian positive definite matrix via Cholesky (``potri``).
+
+    Raises
+    ------
+    LinAlgError
+        ``A`` is not positive definite (names the leading minor).
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> X = trnsolver.inv_spd(torch.tensor([[4.0, 0.0], [0.0, 2.0]], dtype=torch.float64))
+    >>> [round(v, 12) for v in X.diagonal().tolist()]
+    [0.25, 0.5]
+    """
+    where = "inv_spd"
+    A = cc.square_matrix(A, "A", where)
+    if cc.flag(check_finite, "check_finite", where):
+        cc.finite(where, A=A)
+    if A.shape[-1] == 0:
+        return A.clone()
+    X, info = _inv_spd_torch(A)
+    _raise_info(where, info, _NOT_PD)
+    return X
+
+
+def _slogdet_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return tuple(torch.linalg.slogdet(A))
+
+
+@numpy_io
+def det(A):
+    """Determinant (LU); 0 for a singular matrix, 1 for an empty one.
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> float(trnsolver.det(torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)))
+    -2.0
+    """
+    where = "det"
+    A = cc.square_matrix(A, "A", where)
+    sign, logabs = _slogdet_torch(A)
+    return sign * torch.exp(logabs).to(sign.dtype)
+
+
+@numpy_io
+def slogdet(A):
+    """Sign (or phase) and natural log of ``|det(A)|``, without overflow.
+
+    Returns
+    -------
+    sign : tensor, shape (...)
+        ``+-1`` (a unit complex number for complex ``A``), 0 if singular.
+    logabsdet : tensor, real, shape (...)
+        ``-inf`` if singular.
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> s, l = trnsolver.slogdet(torch.eye(3, dtype=torch.float64) * 1e200)
+    >>> float(s), round(float(l), 3)
+    (1.0, 1381.551)
+    """
+    where = "slogdet"
+    A = cc.square_matrix(A, "A", where)
+    return _slogdet_torch(A)
+
+
+# ===================================================== inverse square roots
+
+def _inv_sqrt_spd_torch(A: torch.Tensor, min_eig: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    w, V = torch.linalg.eigh(A)
+    wmin = w[..., 0] if w.shape[-1] else w.new_zeros(A.shape[:-2])
+    if min_eig is not None:
+        w = w.clamp(min=min_eig)
+    s = torch.where(w > 0, w, torch.ones_like(w)).rsqrt()
+    return (V * s.unsqueeze(-2).to(V.dtype)) @ V.mH, wmin
+
+
+@numpy_io
+def inv_sqrt_spd(A, *, min_eig=None, check_finite=True):
+    """``A^{-1/2}`` of a Hermitian positive definite matrix, from its eigendecomposition.
+
+    Parameters
+    ----------
+    A : tensor, shape (..., n, n)
+        Hermitian positive definite (lower triangle read).
+    min_eig : float, optional
+        Clamp the eigenvalues to ``>= min_eig > 0`` before inverting (an
+        explicit regularisation, e.g. for a nearly singular density-fitting
+        metric). Without it a non-positive eigenvalue raises.
+
+    Returns
+    -------
+    X : tensor, shape (..., n, n), Hermitian, ``X A X = I``
+
+    Raises
+    ------
+    LinAlgError
+        ``A`` has an eigenvalue ``<= 0`` and ``min_eig`` was not given.
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> trnsolver.inv_sqrt_spd(torch.tensor([[4.0, 0.0], [0.0, 16.0]], dtype=torch.float64)).tolist()
+    [[0.5, 0.0], [0.0, 0.25]]
+    """
+    where = "inv_sqrt_spd"
+    A = cc.square_matrix(A, "A", where)
+    min_eig = None if min_eig is None else cc.positive(min_eig, "min_eig", where)
+    if cc.flag(check_finite, "check_finite", where):
+        cc.finite(where, A=A)
+    if A.shape[-1] == 0:
+        return A.clone()
+    X, wmin = _inv_sqrt_spd_torch(A, min_eig)
+    if min_eig is None and wmin.numel() and bool((wmin <= 0).any()):
+        i = int(torch.nonzero((wmin <= 0).reshape(-1))[0])
+        bidx = cc.batch_index(i, tuple(wmin.shape))
+        at = f" (batch index {bidx})" if bidx else ""
+        raise LinAlgError(f"{where}: A is not positive definite: smallest eigenvalue "
+                          f"{float(wmin.reshape(-1)[i]):.3e}{at}; pass min_eig= to clamp explicitly",
+                          batch_index=bidx)
+    return X
+
+
+def _ns_flops(A, max_iters, tol):
+    return 6.0 * A.shape[-1] ** 3 * _batch(A)  # one step: three n x n x n GEMMs
+
+
+#: Op ``(A, max_iters, tol) -> (X, iters, residual)``; metric: flops of one
+#: Newton-Schulz step. Threshold: no Trainium here to calibrate on; the
+#: device path is three trnblas GEMM kernels a step, so it follows trnblas's
+#: GEMM threshold (512^3 multiply-adds, i.e. 6 * 512^3 / 3 flops per GEMM).
+INV_SQRT_SPD_NS = Op("trnsolver.inv_sqrt_spd_ns", "flops", 2.0 * 512 ** 3 * 3, size=_ns_flops,
+                     describe=_square_describe, doc="Newton-Schulz A^{-1/2} on trnblas GEMM kernels")
+
+
+@INV_SQRT_SPD_NS.lowering("torch")
+def _inv_sqrt_spd_ns_torch(A: torch.Tensor, max_iters: int, tol: float) -> tuple[torch.Tensor, int, float]:
+    """Coupled Newton-Schulz on GEMMs (the reference for the NKI kernel).
+
+    ``Y0 = A / s``, ``Z0 = I`` with ``s = ||A||_F`` (>= the spectral radius,
+    so the spectrum of ``Y0`` lies in (0, 1]); each step
+    ``T = (3 I - Z Y) / 2``, ``Y <- Y T``, ``Z <- T Z``; then
+    ``Z -> (A/s)^{-1/2}``. Three GEMMs a step (``Z Y``, ``Y T``, ``T Z``),
+    all through ``trnblas.gemm``; the residual is ``||I - Z Y||_F / sqrt(n)``
+    from the product the next step needs anyway.
+    """
+    import trnblas
+
+    n = A.shape[-1]
+    s = torch.linalg.matrix_norm(A).real.clamp_min(torch.finfo(A.real.dtype).tiny)
+    eye = torch.eye(n, dtype=A.dtype, device=A.device)
+    Y = A / s[..., None, None].to(A.dtype)
+    Z = eye.expand_as(A).clone()
+    ZY = Y
+    res = float("inf")
+    it = 0
+    for it in range(max_iters + 1):
+        R = eye - ZY
+        res = float(torch.linalg.matrix_norm(R).max()) / max(n, 1) ** 0.5
+        if res <= tol or it == max_iters:
+            break
+        T = eye + 0.5 * R
+        Y = trnblas.gemm(1.0, Y, T)
+        Z = trnblas.gemm(1.0, T, Z)
+        ZY = trnblas.gemm(1.0, Z, Y)
+    return Z * s.rsqrt()[..., None, None].to(A.dtype), it, res
+
+
+@numpy_io
+def inv_sqrt_spd_ns(A, *, max_iters=20, tol=1e-7, on_fail="warn", check_finite=True):
+    """``A^{-1/2}`` by the coupled Newton-Schulz iteration (GEMMs only).
+
+    Parameters
+    ----------
+    A : tensor, shape (..., n, n)
+        Hermitian positive definite. Converges for any such ``A``; the
+        number of steps grows like ``log2(cond(A))`` plus a few quadratic
+        ones, so prefer :func:`inv_sqrt_spd` beyond ``cond ~ 1e6``.
+    max_iters : int
+    tol : float
+        Stop when ``||I - Z Y||_F / sqrt(n) <= tol``.
+    on_fail : {"warn", "raise"}
+        Not converged after ``max_iters``: a ``ConvergenceWarning`` (default)
+        or a ``ConvergenceError``.
+
+    Returns
+    -------
+    X : tensor, shape (..., n, n)
+    iters : int
+        Steps taken.
+    residual : float
+        Final ``||I - Z Y||_F / sqrt(n)`` (largest over the batch).
+
+    Notes
+    -----
+    Every step is three matrix products through ``trnblas.gemm`` -- the
+    workload the Tensor Engine is built for; see the docs for the kernel plan.
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> A = torch.tensor([[4.0, 0.0], [0.0, 9.0]], dtype=torch.float64)
+    >>> X, iters, res = trnsolver.inv_sqrt_spd_ns(A, tol=1e-12)
+    >>> [round(v, 8) for v in X.diagonal().tolist()], res <= 1e-12
+    ([0.5, 0.33333333], True)
+    """
+    where = "inv_sqrt_spd_ns"
+    A = cc.square_matrix(A, "A", where)
+    max_iters = v.integer(max_iters, "max_iters", where, minimum=0)
+    tol = cc.positive(tol, "tol", where)
+    on_fail = cc.ON_FAIL(on_fail, "on_fail", where)
+    if cc.flag(check_finite, "check_finite", where):
+        cc.finite(where, A=A)
+    if A.shape[-1] == 0:
+        return A.clone(), 0, 0.0
+    X, iters, res = INV_SQRT_SPD_NS(A, max_iters, float(tol))
+    info = cc.SolverInfo(iters, res, res <= tol, method=where)
+    cc.report(where, info, on_fail, tol)
+    return X, iters, res
+

@@ -1,0 +1,590 @@
+"""Krylov solvers (CG, GMRES, BiCGSTAB, MINRES) and simple preconditioners.
+
+``A`` may be a dense or sparse torch tensor, a NumPy array, a SciPy sparse
+matrix or ``LinearOperator``, a trnsparse matrix, any object with ``matvec``
+or ``@``, or a callable ``x -> A x``. The preconditioner ``M`` follows
+SciPy's convention, ``M r ~ A^{-1} r``: a matrix, a callable, or an object
+with ``solve`` / ``__call__`` / ``matvec`` (trnsparse's ilu0/ic0/jacobi
+objects, SciPy's ``spilu`` result).
+
+Published return ``(x, iters, relres)``; ``return_info=True`` returns
+``(x, info)`` with a :class:`SolverInfo` (iterations, residual history,
+converged flag). A solver that stops at ``maxiter`` without meeting ``tol``
+warns (``ConvergenceWarning``) or raises (``on_fail="raise"``); the
+reported ``relres`` is always recomputed from the returned ``x``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from trnsci import _validate as v
+from trnsci._validate import numpy_io
+from trnsolver import _core_candidates as cc
+from trnsolver._core_candidates import SolverInfo
+
+__all__ = ["cg", "gmres", "bicgstab", "minres",
+           "jacobi_preconditioner", "block_jacobi_preconditioner", "ssor_preconditioner"]
+
+_KRYLOV_DTYPES = cc.LINALG_DTYPES
+
+
+def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info):
+    b = v.tensor(b, "b", where, _KRYLOV_DTYPES)
+    if b.dim() != 1:
+        raise ValueError(f"{where}: b must be a vector (n,), got shape {tuple(b.shape)}")
+    n = b.shape[0]
+    matvec = cc.linear_operator(A, n, b.dtype, b.device, "A", where)
+    if x0 is not None:
+        x0 = v.tensor(x0, "x0", where, _KRYLOV_DTYPES)
+        if tuple(x0.shape) != (n,):
+            raise v.mismatch(where, "x0 must match b", b=b, x0=x0)
+        v.agree(where, b=b, x0=x0)
+    tol = cc.positive(tol, "tol", where, zero_ok=True)
+    atol = cc.positive(atol, "atol", where, zero_ok=True)
+    maxiter = v.integer(maxiter, "maxiter", where, minimum=0)
+    precond = cc.preconditioner(M, n, b.dtype, b.device, where)
+    on_fail = cc.ON_FAIL(on_fail, "on_fail", where)
+    return_info = cc.flag(return_info, "return_info", where)
+    cc.finite(where, b=b, x0=x0)
+    return matvec, b, x0, tol, atol, maxiter, precond, on_fail, return_info
+
+
+def _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, return_info, method):
+    bnorm = float(torch.linalg.vector_norm(b))
+    rnorm = float(torch.linalg.vector_norm(b - matvec(x))) if b.numel() else 0.0
+    relres = rnorm / bnorm if bnorm > 0 else rnorm
+    converged = rnorm <= max(tol * bnorm, atol) or (bnorm == 0 and rnorm == 0)
+    info = SolverInfo(it, relres, bool(converged), hist, method)
+    cc.report(where, info, on_fail, tol)
+    return (x, info) if return_info else (x, it, relres)
+
+
+def _dot(x, y):
+    return torch.vdot(x, y)
+
+
+# ===================================================================== CG
+
+def _cg_torch(matvec, b, x0, tol, atol, maxiter, precond):
+    """Preconditioned CG. Returns ``(x, iterations, relative residual history)``."""
+    x = torch.zeros_like(b) if x0 is None else x0.clone()
+    bnorm = float(torch.linalg.vector_norm(b))
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+    r = b - matvec(x) if x0 is not None else b.clone()
+    rn = float(torch.linalg.vector_norm(r))
+    hist = [rn / scale]
+    if rn <= stop:
+        return x, 0, hist
+    z = precond(r) if precond is not None else r
+    p = z.clone()
+    cplx = b.is_complex()
+    rz = float(_dot(r, z).real)
+    it = 0
+    for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
+        Ap = matvec(p)
+        pAp = float(_dot(p, Ap).real)
+        if pAp == 0.0:
+            break
+        alpha = rz / pAp
+        x.add_(p, alpha=alpha)
+        r.add_(Ap, alpha=-alpha)
+        rn = float(torch.linalg.vector_norm(r))
+        hist.append(rn / scale)
+        restart = False
+        if rn <= stop:
+            # the recursive residual drifts from b - A x: confirm, else replace and restart
+            r = b - matvec(x)
+            rn = float(torch.linalg.vector_norm(r))
+            hist[-1] = rn / scale
+            if rn <= stop:
+                break
+            restart = True
+        z = precond(r) if precond is not None else r
+        rz_new = float(_dot(r, z).real)
+        beta = 0.0 if restart else rz_new / rz
+        rz = rz_new
+        p = z + beta * p if cplx else p.mul_(beta).add_(z)
+    return x, it, hist
+
+
+@numpy_io
+def cg(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail="warn", return_info=False):
+    """Conjugate gradients for Hermitian positive definite ``A x = b``.
+
+    Parameters
+    ----------
+    A : matrix, sparse matrix, operator or callable, (n, n)
+        Hermitian positive definite.
+    b : tensor, shape (n,)
+    x0 : tensor, shape (n,), optional
+        Starting guess (default zeros); never modified.
+    tol, atol : float
+        Stop when ``||b - A x|| <= max(tol ||b||, atol)``.
+    maxiter : int
+    M : matrix, callable or object with solve/__call__/matvec, optional
+        Hermitian positive definite preconditioner applying ``~A^{-1}``.
+    on_fail : {"warn", "raise"}
+        Not converged: ``ConvergenceWarning`` or ``ConvergenceError``.
+    return_info : bool
+        Return ``(x, SolverInfo)`` instead of ``(x, iters, relres)``.
+
+    Returns
+    -------
+    x : tensor, shape (n,)
+    iters : int
+    relres : float
+        ``||b - A x|| / ||b||``, recomputed from ``x``.
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> A = torch.tensor([[4.0, 1.0], [1.0, 3.0]], dtype=torch.float64)
+    >>> x, iters, relres = trnsolver.cg(A, torch.tensor([1.0, 2.0], dtype=torch.float64), tol=1e-12)
+    >>> [round(v, 6) for v in x.tolist()], iters
+    ([0.090909, 0.636364], 2)
+    """
+    where = "cg"
+    matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
+        where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
+    x, it, hist = _cg_torch(matvec, b, x0, tol, atol, maxiter, precond)
+    return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
+
+
+# ================================================================== GMRES
+
+def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond):
+    """Restarted right-preconditioned GMRES (Givens QR of the Hessenberg
+    matrix, classical Gram-Schmidt with one re-orthogonalisation, as GEMVs).
+    ``maxiter`` counts restart cycles; returns ``(x, matvecs, history)``."""
+    x = torch.zeros_like(b) if x0 is None else x0.clone()
+    n = b.shape[0]
+    bnorm = float(torch.linalg.vector_norm(b))
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+    m = max(1, min(restart, n))
+    total = 0
+    hist = []
+    for _cycle in range(maxiter):
+        r = b - matvec(x)
+        beta = float(torch.linalg.vector_norm(r))
+        if not hist:
+            hist.append(beta / scale)
+        if beta <= stop:
+            return x, total, hist
+        V = torch.zeros(m + 1, n, dtype=b.dtype, device=b.device)
+        H = torch.zeros(m + 1, m, dtype=b.dtype)
+        cs = torch.zeros(m, dtype=b.dtype)
+        sn = torch.zeros(m, dtype=b.dtype)
+        g = torch.zeros(m + 1, dtype=b.dtype)
+        g[0] = beta
+        V[0] = r / beta
+        k = 0
+        for j in range(m):
+            w = matvec(precond(V[j]) if precond is not None else V[j])
+            total += 1
+            h = V[: j + 1].conj() @ w
+            w = w - h @ V[: j + 1]
+            h2 = V[: j + 1].conj() @ w          # re-orthogonalise (CGS2)
+            w = w - h2 @ V[: j + 1]
+            h = (h + h2).cpu()
+            hn = float(torch.linalg.vector_norm(w))
+            col = torch.zeros(m + 1, dtype=b.dtype)
+            col[: j + 1] = h
+            col[j + 1] = hn
+            for i in range(j):  # apply previous Givens rotations
+                t = cs[i] * col[i] + sn[i] * col[i + 1]
+                col[i + 1] = -sn[i].conj() * col[i] + cs[i] * col[i + 1]
+                col[i] = t
+            a, bb = col[j], col[j + 1]
+            den = math.sqrt(abs(complex(a)) ** 2 + abs(complex(bb)) ** 2)
+            if den == 0:
+                cs[j], sn[j] = 1.0, 0.0
+            else:
+                if abs(complex(a)) == 0:
+                    cs[j], sn[j] = 0.0, 1.0
+                else:
+                    ph = a / abs(complex(a))
+                    cs[j] = abs(complex(a)) / den
+                    sn[j] = ph * (bb.conj() if b.is_complex() else bb) / den
+            col[j] = cs[j] * a + sn[j] * bb
+            col[j + 1] = 0
+            g[j + 1] = -sn[j].conj() * g[j]
+            g[j] = cs[j] * g[j]
+            H[:, j] = col
+            k = j + 1
+            res = abs(complex(g[j + 1]))
+            hist.append(res / scale)
+            if hn > 0:
+                V[j + 1] = w / hn
+            if res <= stop or hn == 0:
+                break
+        y = torch.linalg.solve_triangular(H[:k, :k], g[:k].unsqueeze(-1), upper=True).squeeze(-1)
+        dx = y.to(b.device) @ V[:k]
+        x = x + (precond(dx) if precond is not None else dx)
+    return x, total, hist
+
+
+@numpy_io
+def gmres(A, b, x0=None, tol=1e-6, maxiter=100, restart=30, M=None, *, atol=0.0, on_fail="warn",
+          return_info=False):
+    """Restarted GMRES for a general (non-symmetric) ``A x = b``.
+
+    Parameters
+    ----------
+    A, b, x0, tol, atol, M, on_fail, return_info
+        As in :func:`cg`; ``M`` is applied on the right (``A M y = b``,
+        ``x = M y``), so the residual tested is the true one.
+    maxiter : int
+        Restart cycles (as in SciPy); at most ``maxiter * restart`` products.
+    restart : int
+        Krylov subspace dimension per cycle.
+
+    Returns
+    -------
+    x : tensor, shape (n,)
+    iters : int
+        Matrix-vector products with ``A``.
+    relres : float
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> A = torch.tensor([[2.0, 1.0], [0.0, 3.0]], dtype=torch.float64)
+    >>> x, iters, relres = trnsolver.gmres(A, torch.tensor([3.0, 3.0], dtype=torch.float64), tol=1e-12)
+    >>> [round(v, 10) for v in x.tolist()]
+    [1.0, 1.0]
+    """
+    where = "gmres"
+    matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
+        where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
+    restart = v.integer(restart, "restart", where, minimum=1)
+    x, it, hist = _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond)
+    return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
+
+
+# =============================================================== BiCGSTAB
+
+def _bicgstab_torch(matvec, b, x0, tol, atol, maxiter, precond):
+    """Right-preconditioned BiCGSTAB (van der Vorst). Returns ``(x, iters, history)``."""
+    x = torch.zeros_like(b) if x0 is None else x0.clone()
+    bnorm = float(torch.linalg.vector_norm(b))
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+    r = b - matvec(x)
+    rn = float(torch.linalg.vector_norm(r))
+    hist = [rn / scale]
+    if rn <= stop:
+        return x, 0, hist
+    rhat = r.clone()
+    rho = alpha = omega = 1.0
+    v = torch.zeros_like(b)
+    p = torch.zeros_like(b)
+    it = 0
+    for it in range(1, maxiter + 1):
+        rho_new = _dot(rhat, r)
+        if float(abs(rho_new)) == 0.0:
+            break
+        beta = (rho_new / rho) * (alpha / omega) if it > 1 else 0.0
+        p = r + beta * (p - omega * v) if it > 1 else r.clone()
+        ph = precond(p) if precond is not None else p
+        v = matvec(ph)
+        den = _dot(rhat, v)
+        if float(abs(den)) == 0.0:
+            break
+        alpha = rho_new / den
+        s = r - alpha * v
+        sn = float(torch.linalg.vector_norm(s))
+        if sn <= stop:
+            x = x + alpha * ph
+            hist.append(sn / scale)
+            break
+        sh = precond(s) if precond is not None else s
+        t = matvec(sh)
+        tt = _dot(t, t)
+        omega = _dot(t, s) / tt if float(abs(tt)) > 0 else 0.0
+        x = x + alpha * ph + omega * sh
+        r = s - omega * t
+        rho = rho_new
+        rn = float(torch.linalg.vector_norm(r))
+        hist.append(rn / scale)
+        if rn <= stop:   # confirm with the true residual; replace it if the recursion drifted
+            r = b - matvec(x)
+            rn = float(torch.linalg.vector_norm(r))
+            hist[-1] = rn / scale
+        if rn <= stop or float(abs(omega)) == 0.0:
+            break
+    return x, it, hist
+
+
+@numpy_io
+def bicgstab(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail="warn", return_info=False):
+    """BiCGSTAB for a general ``A x = b`` (right preconditioning, as SciPy).
+
+    Parameters, returns and errors as in :func:`cg` (``A`` need not be
+    symmetric).
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> A = torch.tensor([[3.0, 1.0], [-1.0, 2.0]], dtype=torch.float64)
+    >>> x, iters, relres = trnsolver.bicgstab(A, torch.tensor([4.0, 1.0], dtype=torch.float64), tol=1e-12)
+    >>> [round(v, 10) for v in x.tolist()]
+    [1.0, 1.0]
+    """
+    where = "bicgstab"
+    matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
+        where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
+    x, it, hist = _bicgstab_torch(matvec, b, x0, tol, atol, maxiter, precond)
+    return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
+
+
+# ================================================================= MINRES
+
+def _minres_torch(matvec, b, x0, tol, atol, maxiter, precond, shift=0.0):
+    """Preconditioned MINRES (Paige-Saunders) for Hermitian ``A``.
+
+    The recurrence's residual estimate (in the ``M``-norm) triggers a check
+    of the true residual, so convergence is never claimed from the estimate
+    alone. Returns ``(x, iters, history)``."""
+    x = torch.zeros_like(b) if x0 is None else x0.clone()
+    bnorm = float(torch.linalg.vector_norm(b))
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+    r1 = b - matvec(x)
+    rn = float(torch.linalg.vector_norm(r1))
+    hist = [rn / scale]
+    if rn <= stop:
+        return x, 0, hist
+    y = precond(r1) if precond is not None else r1
+    beta1 = math.sqrt(max(float(_dot(r1, y).real), 0.0))
+    if beta1 == 0.0:
+        return x, 0, hist
+    oldb, beta, dbar, epsln, phibar = 0.0, beta1, 0.0, 0.0, beta1
+    cs, sn = -1.0, 0.0
+    w = torch.zeros_like(b)
+    w2 = torch.zeros_like(b)
+    r2 = r1
+    eps = torch.finfo(b.real.dtype if b.is_complex() else b.dtype).eps
+    it = 0
+    for it in range(1, maxiter + 1):
+        v = y / beta
+        y = matvec(v)
+        if it >= 2:
+            y = y - (beta / oldb) * r1
+        alfa = float(_dot(v, y).real)
+        y = y - (alfa / beta) * r2
+        r1, r2 = r2, y
+        y = precond(r2) if precond is not None else r2
+        oldb = beta
+        beta = math.sqrt(max(float(_dot(r2, y).real), 0.0))
+        oldeps = epsln
+        delta = cs * dbar + sn * alfa
+        gbar = sn * dbar - cs * alfa
+        epsln = sn * beta
+        dbar = -cs * beta
+        gamma = max(math.hypot(gbar, beta), eps)
+        cs, sn = gbar / gamma, beta / gamma
+        phi = cs * phibar
+        phibar = sn * phibar
+        w1, w2 = w2, w
+        w = (v - oldeps * w1 - delta * w2) / gamma
+        x = x + phi * w
+        est = phibar / beta1 * scale
+        hist.append(phibar / beta1 * (rn / scale))
+        if est <= stop or beta == 0.0:
+            true = float(torch.linalg.vector_norm(b - matvec(x)))
+            hist[-1] = true / scale
+            if true <= stop or beta == 0.0:
+                break
+    return x, it, hist
+
+
+@numpy_io
+def minres(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail="warn", return_info=False):
+    """MINRES for Hermitian (possibly indefinite) ``A x = b``.
+
+    Parameters, returns and errors as in :func:`cg`; ``M`` must be
+    Hermitian positive definite.
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> A = torch.tensor([[1.0, 2.0], [2.0, -1.0]], dtype=torch.float64)   # indefinite
+    >>> x, iters, relres = trnsolver.minres(A, torch.tensor([3.0, 1.0], dtype=torch.float64), tol=1e-12)
+    >>> [round(v, 10) for v in x.tolist()]
+    [1.0, 1.0]
+    """
+    where = "minres"
+    matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
+        where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
+    x, it, hist = _minres_torch(matvec, b, x0, tol, atol, maxiter, precond)
+    return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
+
+
+# ========================================================= preconditioners
+
+def _diag_of(A, where):
+    A = v.tensor(A, "A", where, _KRYLOV_DTYPES)
+    if A.layout != torch.strided:
+        A = A.to_dense()
+    if A.dim() != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"{where}: A must be a square matrix, got shape {tuple(A.shape)}")
+    return A
+
+
+class _Diagonal:
+    """``r -> r / d`` (callable; ``solve``/``matvec`` aliases)."""
+
+    def __init__(self, inv_d):
+        self.inv_d = inv_d
+
+    def __call__(self, r):
+        return r * self.inv_d
+
+    solve = matvec = __call__
+
+
+@numpy_io
+def jacobi_preconditioner(A):
+    """Jacobi (diagonal) preconditioner ``M r = r / diag(A)``.
+
+    Returns
+    -------
+    M : callable ``r -> r / diag(A)`` (also has ``solve``/``matvec``)
+
+    Raises
+    ------
+    ValueError
+        A zero (or non-finite) diagonal entry, named by index.
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> M = trnsolver.jacobi_preconditioner(torch.diag(torch.tensor([2.0, 4.0])))
+    >>> M(torch.tensor([2.0, 2.0])).tolist()
+    [1.0, 0.5]
+    """
+    where = "jacobi_preconditioner"
+    A = _diag_of(A, where)
+    d = A.diagonal().clone()
+    bad = (d == 0) | ~torch.isfinite(d)
+    if bool(bad.any()):
+        raise ValueError(f"{where}: A[{int(torch.nonzero(bad)[0])}, {int(torch.nonzero(bad)[0])}] "
+                         "is zero or not finite")
+    return _Diagonal(1.0 / d)
+
+
+class _BlockJacobi:
+    def __init__(self, Lb, L_tail, nb, bs):
+        self.Lb, self.L_tail, self.nb, self.bs = Lb, L_tail, nb, bs
+
+    def __call__(self, r):
+        k = self.nb * self.bs
+        head = torch.cholesky_solve(r[:k].reshape(self.nb, self.bs, 1), self.Lb).reshape(k)
+        if self.L_tail is None:
+            return head
+        tail = torch.cholesky_solve(r[k:].unsqueeze(-1), self.L_tail).squeeze(-1)
+        return torch.cat([head, tail])
+
+    solve = matvec = __call__
+
+
+@numpy_io
+def block_jacobi_preconditioner(A, block_size=16):
+    """Block-Jacobi preconditioner: exact solves with the diagonal blocks of ``A``.
+
+    Parameters
+    ----------
+    A : tensor, (n, n), Hermitian positive definite
+    block_size : int
+        Diagonal block size (the last block may be smaller). All full blocks
+        are factored and solved as one batch.
+
+    Returns
+    -------
+    M : callable ``r -> blockdiag(A)^{-1} r``
+
+    Raises
+    ------
+    LinAlgError
+        A diagonal block is not positive definite (named by its rows).
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> A = torch.tensor([[4.0, 1.0, 0.0], [1.0, 3.0, 0.0], [0.0, 0.0, 2.0]], dtype=torch.float64)
+    >>> M = trnsolver.block_jacobi_preconditioner(A, block_size=2)
+    >>> [round(v, 10) for v in M(A @ torch.ones(3, dtype=torch.float64)).tolist()]
+    [1.0, 1.0, 1.0]
+    """
+    where = "block_jacobi_preconditioner"
+    A = _diag_of(A, where)
+    bs = v.integer(block_size, "block_size", where, minimum=1)
+    n = A.shape[0]
+    bs = min(bs, max(n, 1))
+    nb = n // bs
+    k = nb * bs
+    blocks = A[:k, :k].reshape(nb, bs, nb, bs).diagonal(dim1=0, dim2=2).permute(2, 0, 1)
+    Lb, info = torch.linalg.cholesky_ex(blocks)
+    if bool((info != 0).any()):
+        i = int(torch.nonzero(info)[0])
+        raise cc.LinAlgError(f"{where}: diagonal block rows [{i * bs}:{(i + 1) * bs}] is not positive definite",
+                             info=int(info[i]))
+    L_tail = None
+    if k < n:
+        L_tail, info = torch.linalg.cholesky_ex(A[k:, k:])
+        if int(info):
+            raise cc.LinAlgError(f"{where}: diagonal block rows [{k}:{n}] is not positive definite", info=int(info))
+    return _BlockJacobi(Lb, L_tail, nb, bs)
+
+
+class _SSOR:
+    def __init__(self, lower, upper, d, omega):
+        self.lower, self.upper, self.d, self.omega = lower, upper, d, omega
+
+    def __call__(self, r):
+        w = self.omega
+        y = torch.linalg.solve_triangular(self.lower, r.unsqueeze(-1), upper=False)
+        y = y * (self.d / w).unsqueeze(-1) * (2 - w)
+        return torch.linalg.solve_triangular(self.upper, y, upper=True).squeeze(-1)
+
+    solve = matvec = __call__
+
+
+@numpy_io
+def ssor_preconditioner(A, omega=1.0):
+    """SSOR preconditioner: ``M = (D/w + L) (w / (2 - w)) D^{-1} (D/w + U)``, applied as ``M^{-1} r``.
+
+    Parameters
+    ----------
+    A : tensor (n, n), with ``A = L + D + U`` (strict lower, diagonal, strict upper)
+    omega : float in (0, 2)
+        Relaxation; ``omega = 1`` is symmetric Gauss-Seidel. Symmetric
+        positive definite when ``A`` is, so it suits CG and MINRES.
+
+    Returns
+    -------
+    M : callable ``r -> M^{-1} r`` (two triangular solves)
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> M = trnsolver.ssor_preconditioner(torch.diag(torch.tensor([2.0, 4.0], dtype=torch.float64)))
+    >>> M(torch.tensor([2.0, 2.0], dtype=torch.float64)).tolist()
+    [1.0, 0.5]
+    """
+    where = "ssor_preconditioner"
+    A = _diag_of(A, where)
+    w = v.scalar(omega, "omega", where, complex_ok=False)
+    if not 0 < w < 2:
+        raise ValueError(f"{where}: omega must be in (0, 2), got {omega!r}")
+    d = A.diagonal().clone()
+    if bool(((d == 0) | ~torch.isfinite(d)).any()):
+        raise ValueError(f"{where}: A has a zero or non-finite diagonal entry")
+    lower = A.tril(-1) + torch.diag(d / w)
+    upper = A.triu(1) + torch.diag(d / w)
+    return _SSOR(lower, upper, d, float(w))

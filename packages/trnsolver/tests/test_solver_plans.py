@@ -1,0 +1,88 @@
+"""Every trnsolver op with a kernel: its plan says what the call does, kernel or torch.
+
+Includes calls the kernels cannot take (float64, complex, empty, a Cholesky
+no larger than one diagonal block). The device paths launch several kernels
+per call (one Jacobi sweep per launch; three GEMMs per Newton-Schulz step),
+so their plans carry no single-kernel closed form; the per-sweep closed form
+is tested in test_solver_kernels.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import trnsolver
+from trnsci import dispatch
+from trnsci.backend import use_backend
+from trnsci.dispatch import plan_call
+from trnsci.nki import capture
+from trnsci.testing import assert_plan_matches_run
+from trnsolver import _nki
+
+pytestmark = pytest.mark.simulator
+
+
+def _spd(n, dtype=torch.float32):
+    X = torch.randn(n, n, generator=torch.Generator().manual_seed(n), dtype=torch.float64)
+    return (X @ X.T + n * torch.eye(n, dtype=torch.float64)).to(dtype)
+
+
+def _sym(n, dtype=torch.float32):
+    X = torch.randn(n, n, generator=torch.Generator().manual_seed(n + 1), dtype=torch.float64)
+    return (X + X.T).to(dtype)
+
+
+CASES = {
+    "trnsolver.eigh": [
+        (trnsolver.eigh, (_sym(7),)),
+        (trnsolver.eigvalsh, (_sym(6),)),
+        (trnsolver.eigh, (_sym(7, torch.float64),)),                      # dtype the kernel lacks
+        (trnsolver.eigh, (_sym(5).to(torch.complex64),)),                 # complex Hermitian: torch
+        (trnsolver.eigh, (torch.zeros(0, 0),)),                           # empty
+    ],
+    "trnsolver.cholesky": [
+        (trnsolver.cholesky, (_spd(20),)),                                # n <= CHOL_BLOCK: torch
+        (trnsolver.cholesky, (_spd(140, torch.float64),)),                # float64: torch
+    ],
+    "trnsolver.inv_sqrt_spd_ns": [
+        (trnsolver.inv_sqrt_spd_ns, (_spd(9),), {"tol": 1e-4}),
+        (trnsolver.inv_sqrt_spd_ns, (_spd(9, torch.float64),)),
+    ],
+}
+
+
+def test_every_kernel_op_has_cases():
+    with_kernel = {name for name, op in dispatch.ops("trnsolver").items() if op.has_kernel}
+    assert with_kernel == set(CASES)
+
+
+@pytest.mark.parametrize("backend", ["simulator", "torch"])
+@pytest.mark.parametrize("op_name,case", [(k, c) for k, cs in CASES.items() for c in cs],
+                         ids=lambda x: x if isinstance(x, str) else "")
+def test_plan_backend_is_what_ran(backend, op_name, case):
+    fn, args, kwargs = (*case, {})[:3]
+    with use_backend(backend):
+        plan, _, runs = assert_plan_matches_run(fn, *args, **kwargs)
+    assert plan.op == op_name
+    if backend == "torch":
+        assert plan.backend == "torch" and not runs
+
+
+def test_unsupported_calls_say_why():
+    with use_backend("simulator"):
+        assert "float64" in plan_call(trnsolver.eigh, _sym(4, torch.float64)).reason
+        assert "diagonal block" in plan_call(trnsolver.cholesky, _spd(10)).reason
+        assert plan_call(trnsolver.eigh, _sym(4)).backend == "simulator"
+
+
+def test_blocked_cholesky_plan_matches_run(monkeypatch):
+    monkeypatch.setattr(_nki, "CHOL_BLOCK", 8)
+    A = _spd(20)
+    with use_backend("simulator"):
+        plan = plan_call(trnsolver.cholesky, A)
+        with capture() as runs:
+            L = trnsolver.cholesky(A)
+    assert plan.backend == "simulator" and runs and all(r.backend == "simulator" for r in runs)
+    np.testing.assert_allclose(L.numpy(), np.linalg.cholesky(A.double().numpy()), atol=1e-4 * 8)

@@ -1,0 +1,675 @@
+"""Density-fitted MP2 (DF-MP2) for PySCF mean fields: the suite's one DF-MP2 pipeline.
+
+Why here: the pipeline strings together four of the six libraries -- PySCF
+integrals, the metric's Cholesky factor (trnsolver), the AO->MO transform
+(trntensor, whose GEMMs are trnblas's) and the pair energies (trnblas's
+``mp2_energy`` operation with its fused NKI kernel). The umbrella package
+``trnsci`` is the only one that depends on all six libraries, so the
+pipeline lives in :mod:`trnsci.chem`; ``trnblas.dfmp2`` and
+``trnblas.df_factors`` delegate to it.
+
+Stages (the names in :attr:`DFMP2Result.timings` and ``.backends``):
+
+``metric``
+    The Coulomb metric ``J_PQ = (P|Q)`` of the auxiliary basis (PySCF's
+    ``int2c2e``) and its Cholesky factor ``J = L L^T``
+    (:func:`trnsolver.cholesky`). A metric that is numerically singular
+    (not positive definite) falls back, as PySCF does, to ``J^{-1/2}`` from
+    :func:`trnsolver.eigh` with eigenvalues ``<= 1e-10`` dropped.
+``int3c``
+    The three-centre integrals ``(mn|P)`` (PySCF's ``int3c2e``, packed
+    ``m >= n``), one block of auxiliary shells at a time so that a block fits
+    ``max_memory``.
+``ao2mo``
+    ``V[i, a, P] = sum_mn C[m, i] (mn|P) C[n, a]`` per auxiliary block with
+    :func:`trntensor.ao_to_mo_transform` (two GEMMs through trnblas; no loop
+    over orbitals).
+``fit``
+    ``B = V L^{-T}`` by one triangular solve (:func:`trnblas.trsm`), so that
+    ``(ia|jb) ~= sum_Q B[i,a,Q] B[j,b,Q] = V J^{-1} V^T``.
+``energy``
+    Pair energies ``e_ij`` by :func:`trnblas.mp2_pair_energies` (operation
+    ``trnblas.mp2_energy``): on torch one GEMM per block of occupied
+    orbitals against all ``j <= i`` and a fused denominator/reduction; on
+    NKI the fused kernel that keeps ``T_ij`` on chip.
+
+A density-fitted mean field that holds its fitted integrals in memory
+(``mf.with_df._cderi``, after its SCF) lends them, as PySCF's DFMP2 then
+does too: ``metric``, ``int3c`` and ``fit`` are skipped (backend
+``"cached (mf.with_df)"``) unless ``auxbasis`` is given.
+
+The energy is ``E = sum_ij sum_ab (ia|jb) [2 (ia|jb) - (ib|ja)] /
+(e_i + e_j - e_a - e_b)``, the closed-shell (R)MP2 correlation energy.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import numbers
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+__all__ = ["DFMP2Result", "df_mp2", "df_mp2_from_tensors", "df_factors", "aux_basis", "STAGES"]
+
+#: Stage names in pipeline order (keys of ``DFMP2Result.timings``).
+STAGES = ("metric", "int3c", "ao2mo", "fit", "energy")
+
+#: Eigenvalues of the metric at or below this are dropped when it is not
+#: positive definite (PySCF's ``mp_dfmp2_thresh_lindep``).
+THRESH_LINDEP = 1e-10
+
+_DTYPES = (torch.float64, torch.float32, torch.bfloat16)
+
+
+def _pyscf():
+    try:
+        import pyscf  # noqa: F401
+        from pyscf import df, gto, lib
+    except ImportError as exc:  # pragma: no cover - exercised only without PySCF
+        raise ImportError(
+            "trnsci.chem.df_mp2 needs PySCF for the integrals: pip install 'trnsci[chem]' (or pip install pyscf)"
+        ) from exc
+    return df, gto, lib
+
+
+@dataclass
+class DFMP2Result:
+    """The outcome of :func:`df_mp2` / :func:`df_mp2_from_tensors`.
+
+    Attributes
+    ----------
+    e_corr : float
+        MP2 correlation energy (Eh).
+    e_tot : float or None
+        ``e_hf + e_corr``; None from :func:`df_mp2_from_tensors`.
+    e_hf : float or None
+        The mean field's total energy.
+    nao, naux, nocc, nvir : int
+        Basis functions, auxiliary functions (after any linear-dependency
+        removal), active occupied and virtual orbitals.
+    nfrozen : int
+        Orbitals left out of the correlation treatment.
+    auxbasis : object
+        The auxiliary basis used (name or dict as PySCF takes it).
+    dtype : torch.dtype
+        dtype of ``B`` in the energy stage.
+    timings : dict
+        Wall-clock seconds per stage (see :data:`STAGES`) and ``"total"``.
+    backends : dict
+        Where each stage ran: ``"pyscf"``, ``"torch"``, ``"simulator"`` or
+        ``"nki"`` (a kernel's name is appended when one ran).
+    pair_energies : tensor or None
+        ``(nocc, nocc)`` symmetric ``e_ij`` when asked for.
+    """
+
+    e_corr: float
+    e_tot: float | None = None
+    e_hf: float | None = None
+    nao: int | None = None
+    naux: int = 0
+    nocc: int = 0
+    nvir: int = 0
+    nfrozen: int = 0
+    auxbasis: object = None
+    dtype: torch.dtype = torch.float64
+    timings: dict = field(default_factory=dict)
+    backends: dict = field(default_factory=dict)
+    pair_energies: torch.Tensor | None = None
+
+    def __str__(self) -> str:
+        head = f"DF-MP2 E_corr = {self.e_corr:.12f} Eh"
+        if self.e_tot is not None:
+            head += f", E_tot = {self.e_tot:.12f} Eh"
+        dims = f"nocc={self.nocc} nvir={self.nvir} naux={self.naux}" + (
+            f" nao={self.nao}" if self.nao is not None else "")
+        stages = ", ".join(f"{k} {v:.3f} s ({self.backends.get(k, '?')})"
+                           for k, v in self.timings.items() if k != "total")
+        return f"{head}\n  {dims}, {self.dtype}\n  {stages}"
+
+
+# ------------------------------------------------------------------ helpers
+
+class _Progress:
+    """A one-line progress bar on stderr (only when stderr is a terminal)."""
+
+    def __init__(self, enabled: bool, label: str):
+        self.on = bool(enabled) and hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+        self.label = label
+
+    def show(self, stage: str, done: int, total: int) -> None:
+        if not self.on:
+            return
+        width = 24
+        fill = int(width * done / max(total, 1))
+        sys.stderr.write(f"\r{self.label} {stage:<7} [{'#' * fill}{'.' * (width - fill)}] {done}/{total}   ")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.on:
+            sys.stderr.write("\r" + " " * 72 + "\r")
+            sys.stderr.flush()
+
+
+@contextmanager
+def _stage(name: str, timings: dict, backends: dict, default: str = "torch") -> Iterator[None]:
+    """Time a stage and record where it ran (any NKI kernel run inside it wins)."""
+    from trnsci import nki
+
+    outer = nki._runs.get()  # an enclosing nki.capture() (same package) must still see the runs
+    t0 = time.perf_counter()
+    with nki.capture() as runs:
+        yield
+    if outer is not None:
+        outer.extend(runs)
+    timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+    if runs:
+        kernels = sorted({r.kernel for r in runs})
+        backends[name] = f"{runs[0].backend}:{','.join(kernels)}"
+    else:
+        backends.setdefault(name, default)
+
+
+def _max_memory(max_memory, default: float, where: str) -> float:
+    if max_memory is None:
+        return float(default)
+    if isinstance(max_memory, (bool, np.bool_)) or not isinstance(max_memory, numbers.Real):
+        raise TypeError(f"{where}: max_memory must be a number of MiB, got {type(max_memory).__name__}")
+    if not max_memory > 0:
+        raise ValueError(f"{where}: max_memory must be a positive number of MiB, got {max_memory!r}")
+    return float(max_memory)
+
+
+def _check_dtype(dtype, where: str) -> torch.dtype:
+    if dtype not in _DTYPES:
+        raise TypeError(f"{where}: dtype must be one of torch.float64, torch.float32, torch.bfloat16, got {dtype!r}")
+    return dtype
+
+
+def _backend_scope(backend):
+    if backend is None:
+        return nullcontext()
+    import trnsci
+
+    return trnsci.use_backend(backend)
+
+
+# ------------------------------------------------------------ mean field in
+
+def aux_basis(mf, auxbasis=None):
+    """The auxiliary basis PySCF's ``DFMP2(mf)`` would use (or ``auxbasis`` when given).
+
+    A density-fitted mean field (``mf.with_df``) lends its own fitting basis
+    (PySCF's JK-fit default when it names none); otherwise the MP2-fit basis
+    ``pyscf.df.make_auxbasis(mol, mp2fit=True)`` (e.g. cc-pVDZ-RI).
+
+    Returns
+    -------
+    str, dict or list
+        Anything ``pyscf.df.addons.make_auxmol`` takes.
+
+    Examples
+    --------
+    >>> from pyscf import gto
+    >>> from types import SimpleNamespace
+    >>> mol = gto.M(atom="He 0 0 0", basis="cc-pvdz", verbose=0)
+    >>> aux_basis(SimpleNamespace(mol=mol))['He']
+    'cc-pvdz-ri'
+    """
+    df, _, _ = _pyscf()
+    if auxbasis is not None:
+        return auxbasis
+    with_df = getattr(mf, "with_df", None)
+    if with_df is not None:
+        if getattr(with_df, "auxbasis", None) is not None:
+            return with_df.auxbasis
+        return df.make_auxbasis(mf.mol)
+    return df.make_auxbasis(mf.mol, mp2fit=True)
+
+
+def _auxmol(mf, auxbasis):
+    """``(auxmol, auxbasis)``: a DF mean field's own built auxmol when no basis is asked for."""
+    df, _, _ = _pyscf()
+    with_df = getattr(mf, "with_df", None)
+    if auxbasis is None and with_df is not None and getattr(with_df, "auxmol", None) is not None:
+        return with_df.auxmol, aux_basis(mf)
+    aux = aux_basis(mf, auxbasis)
+    return df.addons.make_auxmol(mf.mol, aux), aux
+
+
+def _orbitals(mf, frozen, where: str):
+    """Active occupied / virtual coefficient and energy arrays of a converged closed-shell mf."""
+    for attr in ("mol", "mo_coeff", "mo_occ", "mo_energy"):
+        if getattr(mf, attr, None) is None:
+            raise TypeError(f"{where}: mf must be a PySCF RHF object after mf.kernel() (no {attr!r})")
+    occ = np.asarray(mf.mo_occ)
+    coeff = np.asarray(mf.mo_coeff)
+    if occ.ndim != 1 or coeff.ndim != 2 or not np.all((occ == 0) | (occ == 2)):
+        raise ValueError(f"{where}: mf must be a closed-shell restricted mean field (RHF, occupations 0 or 2); "
+                         "open-shell (UHF/ROHF) DF-MP2 is not supported")
+    if np.iscomplexobj(coeff):
+        raise ValueError(f"{where}: mf must have real orbitals")
+    if not getattr(mf, "converged", False):
+        raise ValueError(f"{where}: mf has not converged (mf.converged is False); run mf.kernel() to convergence")
+    nmo = occ.size
+    active = np.ones(nmo, dtype=bool)
+    if frozen is None or (isinstance(frozen, numbers.Integral) and not isinstance(frozen, bool)):
+        nf = 0 if frozen is None else int(frozen)
+        nocc = int(np.count_nonzero(occ))
+        if not 0 <= nf < nocc:
+            raise ValueError(f"{where}: frozen must be below nocc={nocc} (and not negative), got {frozen}")
+        active[:nf] = False
+    else:
+        try:
+            idx = np.asarray(list(frozen), dtype=np.int64)
+        except (TypeError, ValueError):
+            raise TypeError(f"{where}: frozen must be None, an int or a list of orbital indices, "
+                            f"got {type(frozen).__name__}") from None
+        if idx.size and (idx.min() < 0 or idx.max() >= nmo):
+            raise ValueError(f"{where}: frozen orbital indices must lie in [0, {nmo}), got {idx.tolist()}")
+        active[idx] = False
+    o = active & (occ > 0)
+    v = active & (occ == 0)
+    if not o.any() or not v.any():
+        raise ValueError(f"{where}: frozen leaves no active occupied or no active virtual orbital")
+    eps = np.asarray(mf.mo_energy, dtype=np.float64)
+    return (np.ascontiguousarray(coeff[:, o]), np.ascontiguousarray(coeff[:, v]),
+            eps[o].copy(), eps[v].copy(), int(nmo - active.sum()))
+
+
+# ------------------------------------------------------------ the pipeline
+
+def _factor_metric(j2c: torch.Tensor):
+    """``("cd", L)`` with ``J = L L^T``, or ``("eig", M)`` with ``M M^T = J^+`` (lindep dropped).
+
+    Through trnsolver (``cholesky``, ``eigh``); while trnsolver cannot be
+    imported (it is being finished in parallel) the same torch.linalg calls
+    its torch path makes are used directly, and the stage says so.
+    """
+    try:
+        import trnsolver
+
+        cholesky_ex = lambda a: trnsolver.cholesky(a, check=False)  # noqa: E731
+        eigh, where = trnsolver.eigh, "torch"
+    except ImportError:
+        cholesky_ex, eigh, where = torch.linalg.cholesky_ex, torch.linalg.eigh, "torch (trnsolver not importable)"
+    L, info = cholesky_ex(j2c)
+    if int(info) == 0:
+        return "cd", L, where
+    w, U = eigh(j2c)
+    keep = w.abs() > THRESH_LINDEP
+    return "eig", U[:, keep] * w[keep].rsqrt(), where
+
+
+def _aux_blocks(auxmol, max_aux: int):
+    """Ranges of auxiliary shells ``(s0, s1, p0, p1)`` of at most ``max_aux`` functions (one shell minimum)."""
+    loc = auxmol.ao_loc_nr()
+    s0 = 0
+    for s in range(1, auxmol.nbas + 1):
+        if loc[s] - loc[s0] > max_aux and s - 1 > s0:
+            yield s0, s - 1, int(loc[s0]), int(loc[s - 1])
+            s0 = s - 1
+    yield s0, auxmol.nbas, int(loc[s0]), int(loc[auxmol.nbas])
+
+
+_PIECE_BYTES = 4 * 2**20
+
+
+def _NTHREADS() -> int:
+    return torch.get_num_threads()
+
+
+def _split(n: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` nearly equal ranges covering ``range(n)`` (empty ones dropped)."""
+    edges = [n * k // parts for k in range(parts + 1)]
+    return [(a, b) for a, b in zip(edges, edges[1:]) if b > a]
+
+
+def _parallel(fn, items) -> None:
+    """``fn(item)`` for every item: one Python worker per torch thread, each running single-threaded torch.
+
+    The GEMMs and PySCF's C helpers release the GIL, so the workers overlap;
+    on a small shared machine this beats one multi-threaded GEMM per call
+    (no barrier per call; measured in docs/chem.md). Restores the thread count.
+    """
+    items = list(items)
+    n = torch.get_num_threads()
+    if n <= 1 or len(items) <= 1:
+        for it in items:
+            fn(it)
+        return
+
+    def work(ctx_item):
+        ctx, it = ctx_item
+        torch.set_num_threads(1)
+        ctx.run(fn, it)  # the caller's backend scope and kernel capture hold in the worker
+
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(min(n, len(items))) as pool:
+            list(pool.map(work, [(contextvars.copy_context(), it) for it in items]))
+    finally:
+        torch.set_num_threads(n)
+
+
+def _ao2mo_block(pqL, q, *, Co, Cv, V, p0) -> None:
+    """``V[:, :, p0+q0 : p0+q1] = C_occ^T (mn|Q) C_vir`` for the block's aux functions ``q0:q1``.
+
+    ``pqL`` is PySCF's packed ``(npair, nQ)`` block in Fortran order, i.e.
+    rows ``(nQ, npair)``; each row unpacks to a symmetric ``(nao, nao)``.
+    Two GEMMs with all of the block's aux functions as rows:
+    ``(nq nao, nao) @ C_occ``, then ``(nq nocc, nao) @ C_vir``.
+    """
+    import trnblas
+
+    _, _, lib = _pyscf()
+    nao, nocc = Co.shape
+    nvir = Cv.shape[1]
+    q0, q1 = q
+    nq = q1 - q0
+    eri = torch.from_numpy(lib.unpack_tril(pqL.T[q0:q1]))  # (nq, nao, nao)
+    Y = trnblas.gemm(1.0, eri.view(nq * nao, nao), Co).view(nq, nao, nocc)
+    del eri
+    Y = Y.transpose(1, 2).reshape(nq * nocc, nao)
+    W = trnblas.gemm(1.0, Y, Cv).view(nq, nocc, nvir)
+    V[:, :, p0 + q0:p0 + q1] = W.permute(1, 2, 0)
+
+
+def _cached_cderi(mf, auxbasis):
+    """A density-fitted mean field's in-memory fitted integrals ``L^{-1} (P|mn)`` (naux, npair), or None."""
+    with_df = getattr(mf, "with_df", None)
+    cderi = getattr(with_df, "_cderi", None) if auxbasis is None else None
+    if isinstance(cderi, np.ndarray) and cderi.ndim == 2 and cderi.flags.c_contiguous:
+        nao = mf.mol.nao_nr()
+        if cderi.shape[1] == nao * (nao + 1) // 2:
+            return cderi
+    return None
+
+
+def _B_from_cderi(cderi, c_occ, c_vir, timings, backends):
+    """``B`` from PySCF's cached fit (what its DFMP2 does then too): only the AO->MO stage runs."""
+    nocc, nvir = c_occ.shape[1], c_vir.shape[1]
+    naux, nao = cderi.shape[0], c_occ.shape[0]
+    for name in ("metric", "int3c", "fit"):
+        timings[name] = 0.0
+        backends[name] = "cached (mf.with_df)"
+    V = torch.empty((nocc, nvir, naux), dtype=torch.float64)
+    Co, Cv = torch.from_numpy(c_occ), torch.from_numpy(c_vir)
+    with _stage("ao2mo", timings, backends):
+        pieces = _split(naux, max(_NTHREADS(), -(-naux * nao * nao * 8 // _PIECE_BYTES)))
+        _parallel(functools.partial(_ao2mo_block, cderi.T, Co=Co, Cv=Cv, V=V, p0=0), pieces)
+    return V
+
+
+def _build_B(mol, auxmol, c_occ, c_vir, max_memory_mb, timings, backends, progress):
+    """``B (nocc, nvir, naux)`` float64: metric, 3c2e blocks, AO->MO, fit (see the module docstring)."""
+    import trnblas
+
+    _, gto, lib = _pyscf()
+    nao = mol.nao_nr()
+    nocc, nvir = c_occ.shape[1], c_vir.shape[1]
+    naux = auxmol.nao_nr()
+
+    with _stage("metric", timings, backends):
+        j2c = torch.from_numpy(auxmol.intor("int2c2e", hermi=1))  # PySCF; cheap next to the 3c2e
+        kind, M, where = _factor_metric(j2c)
+    if backends["metric"] == "torch":
+        backends["metric"] = where
+
+    # V (nocc, nvir, naux) is the one big array; each aux block holds the packed
+    # and the unpacked integrals and the half-transformed intermediate.
+    per_aux = 8 * (nao * (nao + 1) // 2 + nao * nao + nocc * nao + nocc * nvir)
+    budget = max_memory_mb * 2**20 - 8 * nocc * nvir * naux
+    fit = budget / per_aux  # inf for max_memory=inf
+    max_aux = naux if fit >= naux else max(1, int(fit))
+    blocks = list(_aux_blocks(auxmol, max_aux))
+
+    nbas = mol.nbas
+    int3c = gto.moleintor.ascint3(mol._add_suffix("int3c2e"))
+    atm, bas, env = gto.mole.conc_env(mol._atm, mol._bas, mol._env, auxmol._atm, auxmol._bas, auxmol._env)
+    ao_loc = gto.moleintor.make_loc(bas, int3c)
+    cintopt = gto.moleintor.make_cintopt(atm, bas, env, int3c)
+    Co, Cv = torch.from_numpy(c_occ), torch.from_numpy(c_vir)
+    V = torch.empty((nocc, nvir, naux), dtype=torch.float64)
+    for k, (s0, s1, p0, p1) in enumerate(blocks):
+        progress.show("int3c", k, len(blocks))
+        nq = p1 - p0
+        with _stage("int3c", timings, backends, "pyscf"):
+            # (npair, nQ) in Fortran order = (nQ, npair) rows, m >= n packed
+            pqL = gto.moleintor.getints3c(int3c, atm, bas, env, (0, nbas, 0, nbas, nbas + s0, nbas + s1),
+                                          1, "s2ij", ao_loc, cintopt)
+        with _stage("ao2mo", timings, backends):
+            # pieces of ~_PIECE_BYTES unpacked integrals: they stay in cache and need no fresh pages
+            pieces = _split(nq, max(_NTHREADS(), -(-nq * nao * nao * 8 // _PIECE_BYTES)))
+            _parallel(functools.partial(_ao2mo_block, pqL, Co=Co, Cv=Cv, V=V, p0=p0), pieces)
+            pqL = None
+    progress.show("int3c", len(blocks), len(blocks))
+
+    with _stage("fit", timings, backends):
+        Vf = V.view(nocc * nvir, naux)
+        if kind == "cd":
+            # B L^T = V  <=>  B = V L^{-T}; then B B^T = V J^{-1} V^T
+            B = trnblas.trsm(1.0, M, Vf, side="right", uplo="lower", trans=True)
+        else:
+            B = trnblas.gemm(1.0, Vf, M)
+        B = B.view(nocc, nvir, -1)
+    return B
+
+
+def _energy(B, eps_occ, eps_vir, max_memory_mb, timings, backends, progress):
+    import trnblas
+
+    progress.show("energy", 0, 1)
+    with _stage("energy", timings, backends):
+        pairs = trnblas.mp2_pair_energies(B, eps_occ, eps_vir, max_memory=max_memory_mb)
+        e = float(pairs.double().sum())
+    progress.show("energy", 1, 1)
+    return e, pairs
+
+
+def df_factors(mf, auxbasis=None, *, frozen=None, max_memory=None):
+    """Density-fitted factors ``(B, eps_occ, eps_vir)`` of a converged closed-shell PySCF mean field.
+
+    ``B[i, a, Q] = sum_P (ia|P) [L^{-T}]_PQ`` with ``J = L L^T`` the Cholesky
+    factor of the auxiliary Coulomb metric (or ``J^{-1/2}`` without the
+    linearly dependent part when ``J`` is numerically singular), so that
+    ``(ia|jb) ~= sum_Q B[i,a,Q] B[j,b,Q]`` -- the same fit PySCF's DFMP2
+    makes. The stages are those of :func:`df_mp2` up to ``fit``.
+
+    Parameters
+    ----------
+    mf : pyscf.scf.hf.RHF
+        Converged restricted Hartree-Fock (density-fitted or not).
+    auxbasis : str or dict, optional
+        Default: what PySCF's ``DFMP2(mf)`` takes (:func:`aux_basis`).
+    frozen : int or list of int, optional
+        The lowest ``frozen`` orbitals, or the listed orbital indices, stay
+        out of the correlation treatment (PySCF's ``frozen``).
+    max_memory : float, optional
+        MiB for the integral blocks (default ``mf.max_memory``).
+
+    Returns
+    -------
+    B : (nocc, nvir, naux) float64 tensor
+    eps_occ : (nocc,) float64 tensor
+    eps_vir : (nvir,) float64 tensor
+        Active orbitals only.
+
+    Raises
+    ------
+    ImportError
+        PySCF is missing (``pip install 'trnsci[chem]'``).
+    ValueError
+        Open-shell or unconverged ``mf``; ``frozen`` out of range.
+    """
+    where = "df_factors"
+    _pyscf()
+    c_occ, c_vir, eo, ev, _ = _orbitals(mf, frozen, where)
+    mm = _max_memory(max_memory, getattr(mf, "max_memory", 4000), where)
+    auxmol, _ = _auxmol(mf, auxbasis)
+    B = _build_B(mf.mol, auxmol, c_occ, c_vir, mm, {}, {}, _Progress(False, ""))
+    return B, torch.from_numpy(eo), torch.from_numpy(ev)
+
+
+def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None, max_memory=None,
+           progress=True, pair_energies=False) -> DFMP2Result:
+    """Closed-shell DF-MP2 energy of a converged PySCF RHF, stage by stage across the suite.
+
+    Parameters
+    ----------
+    mf : pyscf.scf.hf.RHF
+        Converged restricted Hartree-Fock object (plain or density-fitted).
+    auxbasis : str or dict, optional
+        RI basis. Default: the one PySCF's ``pyscf.mp.dfmp2.DFMP2(mf)``
+        takes -- ``mf.with_df``'s basis for a density-fitted mean field,
+        else the MP2-fit basis (cc-pVDZ -> cc-pVDZ-RI, def2-SVP ->
+        def2-SVP-RI); see :func:`aux_basis`.
+    frozen : int or list of int, optional
+        Frozen orbitals as in PySCF (an int freezes the lowest ones).
+    dtype : torch.dtype
+        dtype of ``B`` in the energy stage: float64 (default; agrees with
+        PySCF to round-off), float32 or bfloat16 (what the NKI kernel takes).
+        Integrals, metric and fit are always float64.
+    backend : str, optional
+        Backend for the suite's operations in this call ("auto", "torch",
+        "nki", "simulator"); default: the current setting.
+    max_memory : float, optional
+        MiB for the intermediates (integral blocks, energy blocks); default
+        ``mf.max_memory``. ``B`` itself (``8 nocc nvir naux`` bytes) must fit.
+    progress : bool
+        Show a progress bar on stderr when it is a terminal.
+    pair_energies : bool
+        Also return the ``(nocc, nocc)`` pair energies.
+
+    Returns
+    -------
+    DFMP2Result
+        ``e_corr``, ``e_tot = mf.e_tot + e_corr``, per-stage ``timings``
+        and ``backends`` (stages: :data:`STAGES`).
+
+    Raises
+    ------
+    ImportError
+        PySCF is not installed (``pip install 'trnsci[chem]'``).
+    TypeError
+        ``mf`` is not a PySCF mean field after ``kernel()``; bad ``dtype``
+        or ``max_memory``.
+    ValueError
+        Open-shell or unconverged ``mf``; ``frozen`` out of range.
+
+    Notes
+    -----
+    Cost: integrals ``O(nao^2 naux)``; AO->MO ``2 nocc nao naux (nao +
+    nvir)`` flops; fit ``nocc nvir naux^2``; energy ``nocc^2 nvir^2 naux``
+    (``j <= i`` only). The module docstring lists the stages.
+
+    Examples
+    --------
+    >>> from pyscf import gto, scf
+    >>> import trnsci.chem
+    >>> mol = gto.M(atom="H 0 0 0; F 0 0 0.917", basis="cc-pvdz", verbose=0)
+    >>> mf = scf.RHF(mol).run()
+    >>> r = trnsci.chem.df_mp2(mf, progress=False)
+    >>> round(r.e_corr, 5)   # PySCF DFMP2(mf).kernel()[0] gives the same to 1e-12
+    -0.20378
+    >>> sorted(r.backends) == sorted(trnsci.chem.STAGES)
+    True
+    """
+    where = "df_mp2"
+    _pyscf()
+    dtype = _check_dtype(dtype, where)
+    t_start = time.perf_counter()
+    c_occ, c_vir, eo, ev, nfrozen = _orbitals(mf, frozen, where)
+    mm = _max_memory(max_memory, getattr(mf, "max_memory", 4000), where)
+    auxmol, aux = _auxmol(mf, auxbasis)
+    timings: dict = {}
+    backends: dict = {}
+    bar = _Progress(progress, f"DF-MP2 {mf.mol.nao_nr()} bf")
+    try:
+        with _backend_scope(backend):
+            cderi = _cached_cderi(mf, auxbasis)
+            if cderi is not None:
+                B = _B_from_cderi(cderi, c_occ, c_vir, timings, backends)
+            else:
+                B = _build_B(mf.mol, auxmol, c_occ, c_vir, mm, timings, backends, bar)
+            e, pairs = _energy(B.to(dtype), torch.from_numpy(eo), torch.from_numpy(ev), mm, timings, backends, bar)
+    finally:
+        bar.close()
+    timings = {k: timings[k] for k in STAGES}
+    timings["total"] = time.perf_counter() - t_start
+    backends = {k: backends[k] for k in STAGES}
+    return DFMP2Result(
+        e_corr=e, e_tot=float(mf.e_tot) + e, e_hf=float(mf.e_tot), nao=mf.mol.nao_nr(), naux=B.shape[2],
+        nocc=B.shape[0], nvir=B.shape[1], nfrozen=nfrozen, auxbasis=aux, dtype=dtype,
+        timings=timings, backends=backends, pair_energies=pairs if pair_energies else None,
+    )
+
+
+def df_mp2_from_tensors(B, eps_occ, eps_vir, *, dtype=None, backend=None, max_memory=None,
+                        pair_energies=False) -> DFMP2Result:
+    """DF-MP2 energy from density-fitted integrals ``B[i, a, Q]`` (the ``energy`` stage of :func:`df_mp2`).
+
+    Parameters
+    ----------
+    B : (nocc, nvir, naux) tensor or ndarray
+        ``(ia|jb) = sum_Q B[i,a,Q] B[j,b,Q]``; float64, float32 or bfloat16.
+    eps_occ : (nocc,) tensor or ndarray
+        Occupied orbital energies.
+    eps_vir : (nvir,) tensor or ndarray
+        Virtual orbital energies, all above ``eps_occ.max()``.
+    dtype : torch.dtype, optional
+        Cast ``B`` to this dtype first (default: keep it).
+    backend, max_memory, pair_energies
+        As in :func:`df_mp2` (``max_memory`` default 512 MiB).
+
+    Returns
+    -------
+    DFMP2Result
+        ``e_tot``/``e_hf``/``nao`` are None; ``timings``/``backends`` hold
+        the ``energy`` stage.
+
+    Raises
+    ------
+    ValueError
+        A wrong-shaped argument (named), empty dimensions, virtual energies
+        not above the occupied ones.
+    TypeError
+        Non-tensor arguments or unsupported dtypes.
+
+    Examples
+    --------
+    >>> import torch, trnsci.chem
+    >>> g = torch.Generator().manual_seed(0)
+    >>> B = 0.1 * torch.randn(3, 5, 8, dtype=torch.float64, generator=g)
+    >>> r = trnsci.chem.df_mp2_from_tensors(B, -1 - torch.arange(3.0).double(), 1 + torch.arange(5.0).double())
+    >>> r.e_corr < 0, (r.nocc, r.nvir, r.naux)
+    (True, (3, 5, 8))
+    """
+    where = "df_mp2_from_tensors"
+    from trnsci import _validate as Vd
+
+    B = Vd.tensor(B, "B", where)
+    eps_occ = Vd.tensor(eps_occ, "eps_occ", where)
+    eps_vir = Vd.tensor(eps_vir, "eps_vir", where)
+    if B.ndim != 3:
+        raise ValueError(f"{where}: B must be 3-D (nocc, nvir, naux), got shape {tuple(B.shape)}")
+    if dtype is not None:
+        B = B.to(_check_dtype(dtype, where))
+    mm = _max_memory(max_memory, 512.0, where)
+    timings: dict = {}
+    backends: dict = {}
+    t0 = time.perf_counter()
+    with _backend_scope(backend):
+        e, pairs = _energy(B, eps_occ, eps_vir, mm, timings, backends, _Progress(False, ""))
+    timings["total"] = time.perf_counter() - t0
+    nocc, nvir, naux = B.shape
+    return DFMP2Result(e_corr=e, naux=naux, nocc=nocc, nvir=nvir, dtype=B.dtype, timings=timings,
+                       backends=backends, pair_energies=pairs if pair_energies else None)
+

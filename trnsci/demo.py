@@ -1,0 +1,250 @@
+"""``trnsci demo``: DF-MP2 on real molecules against PySCF, then every library's NKI kernels on the emulator.
+
+Part 1 (needs PySCF, ``pip install 'trnsci[chem]'``): for each molecule, RHF
+with PySCF, then :func:`trnsci.chem.df_mp2` and PySCF's own ``DFMP2`` on the
+same orbitals and auxiliary basis, timed in this run, and a table.
+
+Part 2: each library's demo kernel cases. A library takes part by shipping a
+module ``<lib>.demo`` with a function ``kernel_cases()`` returning
+:class:`KernelCase` objects (found by name, like ``<lib>.bench``). Every
+case runs once on the torch path and once through backend ``"simulator"``;
+the demo prints the agreement and the emulator's modeled kernel profile.
+
+Usage::
+
+    trnsci demo [--molecule NAME ...] [--xyz FILE] [--basis cc-pvdz]
+                [--backend auto|torch|nki|simulator] [--dtype float64|float32]
+                [--no-kernels] [--kernels-only] [--frozen-core]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from trnsci.backend import LIBRARIES
+
+# Geometries in Angstrom (experimental / standard reference structures).
+MOLECULES = {
+    "h2o": "O 0 0 0.1173; H 0 0.7572 -0.4692; H 0 -0.7572 -0.4692",
+    "nh3": "N 0 0 0.1162; H 0 0.9397 -0.2711; H 0.8138 -0.4699 -0.2711; H -0.8138 -0.4699 -0.2711",
+    "ch4": "C 0 0 0; H 0.6291 0.6291 0.6291; H -0.6291 -0.6291 0.6291; H -0.6291 0.6291 -0.6291; "
+           "H 0.6291 -0.6291 -0.6291",
+    "hf": "H 0 0 0; F 0 0 0.917",
+    "n2": "N 0 0 0; N 0 0 1.0977",
+    "c2h4": "C 0 0 0.6695; C 0 0 -0.6695; H 0 0.9289 1.2321; H 0 -0.9289 1.2321; H 0 0.9289 -1.2321; "
+            "H 0 -0.9289 -1.2321",
+    "benzene": "C 0 1.3970 0; C 1.2098 0.6985 0; C 1.2098 -0.6985 0; C 0 -1.3970 0; C -1.2098 -0.6985 0; "
+               "C -1.2098 0.6985 0; H 0 2.4810 0; H 2.1486 1.2405 0; H 2.1486 -1.2405 0; H 0 -2.4810 0; "
+               "H -2.1486 -1.2405 0; H -2.1486 1.2405 0",
+    "naphthalene": "C 0 0.7140 0; C 0 -0.7140 0; C 1.2430 1.4010 0; C -1.2430 1.4010 0; C 1.2430 -1.4010 0; "
+                   "C -1.2430 -1.4010 0; C 2.4330 0.7050 0; C -2.4330 0.7050 0; C 2.4330 -0.7050 0; "
+                   "C -2.4330 -0.7050 0; H 1.2440 2.4870 0; H -1.2440 2.4870 0; H 1.2440 -2.4870 0; "
+                   "H -1.2440 -2.4870 0; H 3.3780 1.2450 0; H -3.3780 1.2450 0; H 3.3780 -1.2450 0; "
+                   "H -3.3780 -1.2450 0",
+}
+MOLECULES["water"], MOLECULES["ammonia"], MOLECULES["methane"] = MOLECULES["h2o"], MOLECULES["nh3"], MOLECULES["ch4"]
+DEFAULT_MOLECULES = ("h2o", "nh3", "benzene")
+
+INSTALL_HINT = "pip install 'trnsci[chem]'   (or: pip install pyscf)"
+
+
+@dataclass
+class KernelCase:
+    """One demo kernel run: ``call()`` once on torch and once on the simulator.
+
+    ``call`` must return a tensor (or something ``torch.as_tensor`` takes);
+    ``tol`` bounds ``max|kernel - torch| / max(1, max|torch|)`` (state why in
+    the library's ``kernel_cases``); ``shape`` describes the problem.
+    """
+
+    library: str
+    name: str
+    shape: str
+    call: Callable[[], object]
+    tol: float
+
+
+def kernel_case_modules() -> dict[str, object]:
+    """``{library: module}`` for every installed ``<lib>.demo`` that has ``kernel_cases``."""
+    found = {}
+    for lib in LIBRARIES:
+        try:
+            mod = importlib.import_module(f"{lib}.demo")
+        except ImportError:
+            continue
+        if callable(getattr(mod, "kernel_cases", None)):
+            found[lib] = mod
+    return found
+
+
+def run_kernel_case(case: KernelCase) -> dict:
+    """Run a case on torch and on the simulator; agreement, kernel names and profile."""
+    import trnsci
+    from trnsci import nki
+
+    with trnsci.use_backend("torch"):
+        ref = torch.as_tensor(case.call())
+    with trnsci.use_backend("simulator"), nki.capture() as runs:
+        got = torch.as_tensor(case.call())
+    ref64, got64 = ref.double(), got.double()
+    scale = max(1.0, float(ref64.abs().max())) if ref64.numel() else 1.0
+    err = float((got64 - ref64).abs().max()) / scale if ref64.numel() else 0.0
+    return {"case": case, "err": err, "ok": bool(runs) and err <= case.tol,
+            "kernels": [r.kernel for r in runs], "profiles": [r.profile for r in runs if r.profile is not None]}
+
+
+def kernel_part(echo=print) -> bool:
+    """Part 2: every library's demo kernel cases. True when all ran and agreed."""
+    from trnsci import nki
+
+    echo("\nNKI kernels on the emulator (backend 'simulator'; times are the emulator's model, not measured)")
+    if nki.EMULATOR_ERROR:
+        echo(f"  emulator unavailable: {nki.EMULATOR_ERROR}")
+        return False
+    mods = kernel_case_modules()
+    ok = True
+    for lib in LIBRARIES:
+        if lib not in mods:
+            echo(f"  {lib:<10} no demo kernel cases yet (a library adds them in {lib}/demo.py: kernel_cases())")
+            continue
+        for case in mods[lib].kernel_cases():
+            try:
+                r = run_kernel_case(case)
+            except Exception as exc:  # a broken case must not hide the others
+                echo(f"  {lib:<10} {case.name:<14} {case.shape}: FAILED ({type(exc).__name__}: {exc})")
+                ok = False
+                continue
+            kern = ", ".join(sorted(set(r["kernels"]))) or "no kernel ran (torch fallback)"
+            verdict = "agrees" if r["ok"] else "DISAGREES"
+            echo(f"  {lib:<10} {case.name:<14} {case.shape}: {verdict} with torch "
+                 f"(rel err {r['err']:.1e} <= {case.tol:.0e}); kernel {kern}")
+            for prof in r["profiles"][:1]:
+                echo("      " + str(prof).replace("\n", "\n      "))
+            ok &= r["ok"]
+    return ok
+
+
+# ------------------------------------------------------------------ DF-MP2
+
+def _read_xyz(path: str) -> str:
+    """Atoms of an .xyz file (count line, comment line, then 'El x y z' in Angstrom)."""
+    with open(path) as fh:
+        lines = [ln.strip() for ln in fh if ln.strip()]
+    if lines and lines[0].split()[0].isdigit():
+        lines = lines[2:]
+    return "; ".join(" ".join(ln.split()[:4]) for ln in lines)
+
+
+def _rhf(mol):
+    """A converged RHF: density-fitted SCF for speed, then one conventional-RHF object holding its orbitals.
+
+    Both DF-MP2 codes then see a plain (not density-fitted) RHF and take the
+    MP2-fit auxiliary basis, so the comparison covers their whole pipelines.
+    """
+    from pyscf import scf
+
+    dfmf = scf.RHF(mol).density_fit()
+    dfmf.conv_tol = 1e-10
+    dfmf.kernel()
+    mf = scf.RHF(mol)
+    mf.mo_coeff, mf.mo_occ, mf.mo_energy = dfmf.mo_coeff, dfmf.mo_occ, dfmf.mo_energy
+    mf.e_tot, mf.converged = dfmf.e_tot, dfmf.converged
+    return mf
+
+
+def _short_backends(b: dict) -> str:
+    vals = set(b.values())
+    if len(vals) == 1:
+        return vals.pop()
+    return " ".join(f"{k}={v}" for k, v in b.items())
+
+
+def dfmp2_part(molecules, basis, backend, dtype, frozen_core, echo=print) -> bool:
+    """Part 1: the DF-MP2 table. True when every |dE| is within the dtype's bound."""
+    from pyscf import gto
+    from pyscf.mp.dfmp2 import DFMP2
+
+    import trnblas  # noqa: F401  (imported up front: not part of the timed call)
+    import trnsolver  # noqa: F401
+    from trnsci import chem
+
+    bound = 1e-8 if dtype == torch.float64 else 1e-5
+    echo(f"DF-MP2 with trnsci.chem.df_mp2 vs PySCF DFMP2 ({basis}, B in {str(dtype).replace('torch.', '')}, "
+         f"{'frozen core' if frozen_core else 'all electrons'}; same orbitals and auxiliary basis)")
+    head = (f"  {'molecule':<12} {'nbf/naux/nocc':>14} {'E_corr trnsci':>16} {'E_corr PySCF':>16} {'|dE|':>8} "
+            f"{'t trnsci':>9} {'t PySCF':>8}  backends")
+    echo(head)
+    ok = True
+    for k, (name, atoms) in enumerate(molecules):
+        sys.stderr.write(f"\r  [{k + 1}/{len(molecules)}] {name}: SCF ...      ")
+        sys.stderr.flush()
+        mol = gto.M(atom=atoms, basis=basis, verbose=0)
+        mf = _rhf(mol)
+        ncore = _ncore(mol) if frozen_core else None
+        sys.stderr.write(f"\r  [{k + 1}/{len(molecules)}] {name}: DF-MP2 ...   ")
+        sys.stderr.flush()
+        r = chem.df_mp2(mf, frozen=ncore, dtype=dtype, backend=backend, progress=True)
+        t = time.perf_counter()
+        e_ref = float(DFMP2(mf, frozen=ncore).kernel()[0])
+        t_ref = time.perf_counter() - t
+        sys.stderr.write("\r" + " " * 60 + "\r")
+        de = abs(r.e_corr - e_ref)
+        ok &= de <= bound
+        echo(f"  {name:<12} {f'{r.nao}/{r.naux}/{r.nocc}':>14} {r.e_corr:16.10f} {e_ref:16.10f} {de:8.1e} "
+             f"{r.timings['total']:8.2f}s {t_ref:7.2f}s  {_short_backends(r.backends)}")
+    echo(f"  |dE| bound {bound:.0e} Eh: {'all within' if ok else 'EXCEEDED'}. Times are one run each on this "
+         "machine (integrals included); `python benchmarks/bench_chem.py` repeats and interleaves them.")
+    return ok
+
+
+def _ncore(mol) -> int:
+    from pyscf.data import elements
+
+    return int(elements.chemcore(mol))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="trnsci demo", description=__doc__.split("\n")[0])
+    parser.add_argument("--molecule", action="append", choices=sorted(MOLECULES), metavar="NAME",
+                        help=f"built-in molecule (repeatable; one of {', '.join(sorted(MOLECULES))}); "
+                             f"default {' '.join(DEFAULT_MOLECULES)}")
+    parser.add_argument("--xyz", action="append", metavar="FILE", help="molecule from an .xyz file (repeatable)")
+    parser.add_argument("--basis", default="cc-pvdz")
+    parser.add_argument("--backend", default=None, choices=("auto", "torch", "nki", "simulator"))
+    parser.add_argument("--dtype", default="float64", choices=("float64", "float32"))
+    parser.add_argument("--frozen-core", action="store_true", help="freeze the chemical core")
+    parser.add_argument("--no-kernels", action="store_true", help="skip the NKI kernel part")
+    parser.add_argument("--kernels-only", action="store_true", help="only the NKI kernel part")
+    args = parser.parse_args(argv or [])
+    molecules = [(m, MOLECULES[m]) for m in (args.molecule or ())]
+    for path in args.xyz or ():
+        try:
+            molecules.append((path.rsplit("/", 1)[-1].removesuffix(".xyz"), _read_xyz(path)))
+        except OSError as exc:
+            parser.error(f"--xyz {path}: {exc.strerror}")
+    if not molecules:
+        molecules = [(m, MOLECULES[m]) for m in DEFAULT_MOLECULES]
+    ok = True
+    t0 = time.perf_counter()
+    if not args.kernels_only:
+        try:
+            import pyscf  # noqa: F401
+        except ImportError:
+            print(f"DF-MP2 part skipped: it needs PySCF for the integrals and the reference.\n  {INSTALL_HINT}")
+        else:
+            ok &= dfmp2_part(molecules, args.basis, args.backend, getattr(torch, args.dtype), args.frozen_core)
+    if not args.no_kernels:
+        ok &= kernel_part()
+    print(f"\ndone in {time.perf_counter() - t0:.1f} s: {'all checks passed' if ok else 'SOME CHECKS FAILED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
