@@ -330,3 +330,22 @@ def write_out(result: torch.Tensor, out: Any, where: str = "", name: str = "out"
                          "pass a tensor with its own storage for every element")
     out.copy_(result)
     return out
+
+
+# =====================================================================
+# Flags and positive tolerances (from trnsolver, issue 11): ``check_finite=``,
+# ``tol=``-style arguments, with the argument named in the error.
+
+def flag(x: Any, name: str, where: str) -> bool:
+    """``x`` if it is a bool (Python or NumPy), else ``TypeError``."""
+    if not isinstance(x, (bool, np.bool_)):
+        raise TypeError(f"{where}: {name} must be True or False, got {type(x).__name__}")
+    return bool(x)
+
+
+def positive(x: Any, name: str, where: str, *, zero_ok: bool = False) -> float:
+    """A finite real ``> 0`` (``>= 0`` with ``zero_ok``) as a float, else ``TypeError``/``ValueError``."""
+    s = scalar(x, name, where, complex_ok=False)
+    if not (s >= 0 if zero_ok else s > 0) or s != s or s == float("inf"):
+        raise ValueError(f"{where}: {name} must be a finite number {'>= 0' if zero_ok else '> 0'}, got {x!r}")
+    return float(s)

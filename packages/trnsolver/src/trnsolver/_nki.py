@@ -32,10 +32,10 @@ import warnings
 import torch
 
 import trnblas
+from trnsci import _iterative as it_
 from trnsci import _linalg as la
 from trnsci import nki
 from trnsci.backend import get_backend, use_backend
-from trnsolver import _core_candidates as cc
 from trnsolver._blocked import _blocked_cholesky_torch
 from trnsolver._jacobi import _block_jacobi_eigh_torch
 from trnsolver.eigen import EIGH
@@ -135,7 +135,7 @@ def _eigh_nki(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
         Vs.append(V[:, lo:hi + 1])
     if bad:
         warnings.warn(f"eigh: the Jacobi kernel did not reach tol on {bad} matrix(es) in max_sweeps={max_sweeps}",
-                      cc.ConvergenceWarning, stacklevel=4)
+                      it_.ConvergenceWarning, stacklevel=4)
     k = hi - lo + 1
     w = torch.stack(ws).reshape(*A.shape[:-2], k).to(A.device)
     if not vectors:

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import torch
 
+from trnsci import _iterative as it_
+from trnsci import _linalg as la
 from trnsci import _validate as v
+from trnsci._linalg import LinAlgError
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
-from trnsolver import _core_candidates as cc
-from trnsolver._core_candidates import LinAlgError
 
 __all__ = [
     "cholesky", "cho_factor", "cho_solve", "lu", "lu_factor", "lu_solve", "qr", "svd",
@@ -41,7 +42,7 @@ def _raise_info(where: str, info: torch.Tensor, what: str) -> None:
         return
     i = int(bad[0])
     k = int(flat[i])
-    bidx = cc.batch_index(i, tuple(info.shape))
+    bidx = la.batch_index(i, tuple(info.shape))
     at = f" (batch index {bidx})" if bidx else ""
     raise LinAlgError(f"{where}: {what.format(k=k, k0=k - 1)}{at}", info=k, batch_index=bidx)
 
@@ -51,11 +52,11 @@ _SINGULAR = "the matrix is singular: U[{k0}, {k0}] is exactly zero"
 
 
 def _upper(x, where: str, name: str = "upper") -> bool:
-    return cc.flag(x, name, where)
+    return v.flag(x, name, where)
 
 
 def _check(x, where: str) -> bool:
-    return cc.flag(x, "check", where)
+    return v.flag(x, "check", where)
 
 
 # =================================================================== Cholesky
@@ -129,13 +130,13 @@ def cholesky(A, upper=False, *, check=True, check_finite=True):
     >>> trnsolver.cholesky(torch.tensor([[1.0, 2.0], [2.0, 1.0]]))
     Traceback (most recent call last):
     ...
-    trnsolver._core_candidates.LinAlgError: cholesky: the leading minor of order 2 is not positive definite
+    trnsci._linalg.LinAlgError: cholesky: the leading minor of order 2 is not positive definite
     """
     where = "cholesky"
-    A = cc.square_matrix(A, "A", where)
+    A = la.square_matrix(A, "A", where)
     upper, check = _upper(upper, where), _check(check, where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
     L, info = CHOLESKY(A, upper)
     if not check:
         return L, info
@@ -174,10 +175,10 @@ def cho_factor(A, lower=False, *, check_finite=True):
     [1.0, 1.0]
     """
     where = "cho_factor"
-    A = cc.square_matrix(A, "A", where)
-    lower = cc.flag(lower, "lower", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
+    A = la.square_matrix(A, "A", where)
+    lower = v.flag(lower, "lower", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
     F, info = CHOLESKY(A, not lower)
     _raise_info(where, info, _NOT_PD)
     return F, lower
@@ -213,11 +214,11 @@ def cho_solve(c_and_lower, b, *, check_finite=True):
     if not isinstance(c_and_lower, (tuple, list)) or len(c_and_lower) != 2:
         raise TypeError(f"{where}: c_and_lower must be the (c, lower) pair from cho_factor")
     F, lower = c_and_lower
-    F = cc.square_matrix(F, "c", where)
-    lower = cc.flag(lower, "lower", where)
-    B, vec = cc.rhs(F, b, "b", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, c=F, b=B)
+    F = la.square_matrix(F, "c", where)
+    lower = v.flag(lower, "lower", where)
+    B, vec = la.rhs(F, b, "b", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, c=F, b=B)
     F = F.tril() if lower else F.triu()
     X = _cho_solve_torch(F, B, lower)
     return X.squeeze(-1) if vec else X
@@ -272,10 +273,10 @@ def lu(A, *, check=True, check_finite=True):
     True
     """
     where = "lu"
-    A = cc.matrix(A, "A", where)
+    A = la.matrix(A, "A", where)
     check = _check(check, where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
     P, L, U, info = _lu_torch(A)
     if not check:
         return P, L, U, info
@@ -310,10 +311,10 @@ def lu_factor(A, *, check=True, check_finite=True):
     [1.0, 2.0]
     """
     where = "lu_factor"
-    A = cc.square_matrix(A, "A", where)
+    A = la.square_matrix(A, "A", where)
     check = _check(check, where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
     LU, piv, info = _lu_factor_torch(A)
     piv = piv - 1
     if not check:
@@ -360,15 +361,15 @@ def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
     if not isinstance(lu_and_piv, (tuple, list)) or len(lu_and_piv) not in (2, 3):
         raise TypeError(f"{where}: lu_and_piv must be the (lu, piv) pair from lu_factor")
     LU, piv = lu_and_piv[0], lu_and_piv[1]
-    LU = cc.square_matrix(LU, "lu", where)
+    LU = la.square_matrix(LU, "lu", where)
     piv = v.tensor(piv, "piv", where)
     if piv.dtype not in (torch.int32, torch.int64) or tuple(piv.shape) != tuple(LU.shape[:-1]):
         raise ValueError(f"{where}: piv must be an integer tensor of shape {tuple(LU.shape[:-1])}, "
                          f"got {piv.dtype} {tuple(piv.shape)}")
     trans = _TRANS(trans, "trans", where)
-    B, vec = cc.rhs(LU, b, "b", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, lu=LU, b=B)
+    B, vec = la.rhs(LU, b, "b", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, lu=LU, b=B)
     X = _lu_solve_torch(LU, (piv + 1).to(torch.int32), B, trans)
     return X.squeeze(-1) if vec else X
 
@@ -408,7 +409,7 @@ def qr(A, mode="reduced"):
     True
     """
     where = "qr"
-    A = cc.matrix(A, "A", where)
+    A = la.matrix(A, "A", where)
     mode = _QR_MODE(mode, "mode", where)
     return _qr_torch(A, mode)
 
@@ -441,10 +442,10 @@ def svd(A, full_matrices=False, *, check_finite=True):
     [3.0, 2.0]
     """
     where = "svd"
-    A = cc.matrix(A, "A", where)
-    full = cc.flag(full_matrices, "full_matrices", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
+    A = la.matrix(A, "A", where)
+    full = v.flag(full_matrices, "full_matrices", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
     return _svd_torch(A, full)
 
 
@@ -481,10 +482,10 @@ def pinv(A, rcond=None, *, check_finite=True):
     [[0.5, 0.0], [0.0, 0.0]]
     """
     where = "pinv"
-    A = cc.matrix(A, "A", where)
-    rtol = None if rcond is None else cc.positive(rcond, "rcond", where, zero_ok=True)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
+    A = la.matrix(A, "A", where)
+    rtol = None if rcond is None else v.positive(rcond, "rcond", where, zero_ok=True)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
     return _pinv_torch(A, rtol)
 
 
@@ -522,10 +523,10 @@ def solve(A, B, *, check_finite=True):
     [2.0, 3.0]
     """
     where = "solve"
-    A = cc.square_matrix(A, "A", where)
-    Bm, vec = cc.rhs(A, B, "B", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A, B=Bm)
+    A = la.square_matrix(A, "A", where)
+    Bm, vec = la.rhs(A, B, "B", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A, B=Bm)
     X, info = _solve_torch(A, Bm)
     _raise_info(where, info, _SINGULAR)
     return X.squeeze(-1) if vec else X
@@ -572,11 +573,11 @@ def solve_spd(A, B, iterative_refinement=False, *, check_finite=True):
     [1.0, 1.0]
     """
     where = "solve_spd"
-    A = cc.square_matrix(A, "A", where)
-    Bm, vec = cc.rhs(A, B, "B", where)
-    refine = cc.flag(iterative_refinement, "iterative_refinement", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A, B=Bm)
+    A = la.square_matrix(A, "A", where)
+    Bm, vec = la.rhs(A, B, "B", where)
+    refine = v.flag(iterative_refinement, "iterative_refinement", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A, B=Bm)
     X, info = _solve_spd_torch(A, Bm, refine)
     _raise_info(where, info, _NOT_PD)
     return X.squeeze(-1) if vec else X
@@ -635,17 +636,17 @@ def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
     ([1.0, 1.0], 2)
     """
     where = "lstsq"
-    A = cc.matrix(A, "A", where)
-    Bt = v.tensor(B, "B", where, cc.LINALG_DTYPES)
+    A = la.matrix(A, "A", where)
+    Bt = v.tensor(B, "B", where, la.LINALG_DTYPES)
     v.agree(where, A=A, B=Bt)
     vec = Bt.dim() == A.dim() - 1
     Bm = Bt.unsqueeze(-1) if vec else Bt
     if Bm.dim() < 2 or Bm.shape[-2] != A.shape[-2]:
         raise v.mismatch(where, f"B must have {A.shape[-2]} rows", A=A, B=Bt)
-    rcond = None if rcond is None else cc.positive(rcond, "rcond", where, zero_ok=True)
+    rcond = None if rcond is None else v.positive(rcond, "rcond", where, zero_ok=True)
     driver = _LSTSQ_DRIVER(driver, "driver", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A, B=Bm)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A, B=Bm)
     X, res, rank, sv = _lstsq_torch(A, Bm, rcond, driver)
     if vec:
         X = X.squeeze(-1)
@@ -675,9 +676,9 @@ def inv(A, *, check_finite=True):
     [[0.5, 0.0], [0.0, 0.25]]
     """
     where = "inv"
-    A = cc.square_matrix(A, "A", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
+    A = la.square_matrix(A, "A", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
     X, info = _inv_torch(A)
     _raise_info(where, info, _SINGULAR)
     return X
@@ -706,9 +707,9 @@ def inv_spd(A, *, check_finite=True):
     [0.25, 0.5]
     """
     where = "inv_spd"
-    A = cc.square_matrix(A, "A", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
+    A = la.square_matrix(A, "A", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
     if A.shape[-1] == 0:
         return A.clone()
     X, info = _inv_spd_torch(A)
@@ -731,7 +732,7 @@ def det(A):
     -2.0
     """
     where = "det"
-    A = cc.square_matrix(A, "A", where)
+    A = la.square_matrix(A, "A", where)
     sign, logabs = _slogdet_torch(A)
     return sign * torch.exp(logabs).to(sign.dtype)
 
@@ -755,7 +756,7 @@ def slogdet(A):
     (1.0, 1381.551)
     """
     where = "slogdet"
-    A = cc.square_matrix(A, "A", where)
+    A = la.square_matrix(A, "A", where)
     return _slogdet_torch(A)
 
 
@@ -799,16 +800,16 @@ def inv_sqrt_spd(A, *, min_eig=None, check_finite=True):
     [[0.5, 0.0], [0.0, 0.25]]
     """
     where = "inv_sqrt_spd"
-    A = cc.square_matrix(A, "A", where)
-    min_eig = None if min_eig is None else cc.positive(min_eig, "min_eig", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
+    A = la.square_matrix(A, "A", where)
+    min_eig = None if min_eig is None else v.positive(min_eig, "min_eig", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
     if A.shape[-1] == 0:
         return A.clone()
     X, wmin = _inv_sqrt_spd_torch(A, min_eig)
     if min_eig is None and wmin.numel() and bool((wmin <= 0).any()):
         i = int(torch.nonzero((wmin <= 0).reshape(-1))[0])
-        bidx = cc.batch_index(i, tuple(wmin.shape))
+        bidx = la.batch_index(i, tuple(wmin.shape))
         at = f" (batch index {bidx})" if bidx else ""
         raise LinAlgError(f"{where}: A is not positive definite: smallest eigenvalue "
                           f"{float(wmin.reshape(-1)[i]):.3e}{at}; pass min_eig= to clamp explicitly",
@@ -900,16 +901,16 @@ def inv_sqrt_spd_ns(A, *, max_iters=20, tol=1e-7, on_fail="warn", check_finite=T
     ([0.5, 0.33333333], True)
     """
     where = "inv_sqrt_spd_ns"
-    A = cc.square_matrix(A, "A", where)
+    A = la.square_matrix(A, "A", where)
     max_iters = v.integer(max_iters, "max_iters", where, minimum=0)
-    tol = cc.positive(tol, "tol", where)
-    on_fail = cc.ON_FAIL(on_fail, "on_fail", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
+    tol = v.positive(tol, "tol", where)
+    on_fail = it_.ON_FAIL(on_fail, "on_fail", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
     if A.shape[-1] == 0:
         return A.clone(), 0, 0.0
     X, iters, res = INV_SQRT_SPD_NS(A, max_iters, float(tol))
-    info = cc.SolverInfo(iters, res, res <= tol, method=where)
-    cc.report(where, info, on_fail, tol)
+    info = it_.SolverInfo(iters, res, res <= tol, method=where)
+    it_.report(where, info, on_fail, tol)
     return X, iters, res
 

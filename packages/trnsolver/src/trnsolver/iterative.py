@@ -20,15 +20,16 @@ import math
 
 import torch
 
+from trnsci import _iterative as it_
+from trnsci import _linalg as la
 from trnsci import _validate as v
+from trnsci._iterative import SolverInfo
 from trnsci._validate import numpy_io
-from trnsolver import _core_candidates as cc
-from trnsolver._core_candidates import SolverInfo
 
 __all__ = ["cg", "gmres", "bicgstab", "minres",
            "jacobi_preconditioner", "block_jacobi_preconditioner", "ssor_preconditioner"]
 
-_KRYLOV_DTYPES = cc.LINALG_DTYPES
+_KRYLOV_DTYPES = la.LINALG_DTYPES
 
 
 def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info):
@@ -36,19 +37,19 @@ def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info):
     if b.dim() != 1:
         raise ValueError(f"{where}: b must be a vector (n,), got shape {tuple(b.shape)}")
     n = b.shape[0]
-    matvec = cc.linear_operator(A, n, b.dtype, b.device, "A", where)
+    matvec = it_.linear_operator(A, n, b.dtype, b.device, "A", where)
     if x0 is not None:
         x0 = v.tensor(x0, "x0", where, _KRYLOV_DTYPES)
         if tuple(x0.shape) != (n,):
             raise v.mismatch(where, "x0 must match b", b=b, x0=x0)
         v.agree(where, b=b, x0=x0)
-    tol = cc.positive(tol, "tol", where, zero_ok=True)
-    atol = cc.positive(atol, "atol", where, zero_ok=True)
+    tol = v.positive(tol, "tol", where, zero_ok=True)
+    atol = v.positive(atol, "atol", where, zero_ok=True)
     maxiter = v.integer(maxiter, "maxiter", where, minimum=0)
-    precond = cc.preconditioner(M, n, b.dtype, b.device, where)
-    on_fail = cc.ON_FAIL(on_fail, "on_fail", where)
-    return_info = cc.flag(return_info, "return_info", where)
-    cc.finite(where, b=b, x0=x0)
+    precond = it_.preconditioner(M, n, b.dtype, b.device, where)
+    on_fail = it_.ON_FAIL(on_fail, "on_fail", where)
+    return_info = v.flag(return_info, "return_info", where)
+    la.finite(where, b=b, x0=x0)
     return matvec, b, x0, tol, atol, maxiter, precond, on_fail, return_info
 
 
@@ -58,7 +59,7 @@ def _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, return_info, meth
     relres = rnorm / bnorm if bnorm > 0 else rnorm
     converged = rnorm <= max(tol * bnorm, atol) or (bnorm == 0 and rnorm == 0)
     info = SolverInfo(it, relres, bool(converged), hist, method)
-    cc.report(where, info, on_fail, tol)
+    it_.report(where, info, on_fail, tol)
     return (x, info) if return_info else (x, it, relres)
 
 
@@ -532,13 +533,13 @@ def block_jacobi_preconditioner(A, block_size=16):
     Lb, info = torch.linalg.cholesky_ex(blocks)
     if bool((info != 0).any()):
         i = int(torch.nonzero(info)[0])
-        raise cc.LinAlgError(f"{where}: diagonal block rows [{i * bs}:{(i + 1) * bs}] is not positive definite",
+        raise la.LinAlgError(f"{where}: diagonal block rows [{i * bs}:{(i + 1) * bs}] is not positive definite",
                              info=int(info[i]))
     L_tail = None
     if k < n:
         L_tail, info = torch.linalg.cholesky_ex(A[k:, k:])
         if int(info):
-            raise cc.LinAlgError(f"{where}: diagonal block rows [{k}:{n}] is not positive definite", info=int(info))
+            raise la.LinAlgError(f"{where}: diagonal block rows [{k}:{n}] is not positive definite", info=int(info))
     return _BlockJacobi(Lb, L_tail, nb, bs)
 
 
