@@ -207,6 +207,8 @@ def rhs(A: torch.Tensor, x: Any, name: str, where: str) -> tuple[torch.Tensor, b
     Bm = B.unsqueeze(-1) if vec else B
     if Bm.shape[-2] != n:
         raise v.mismatch(where, f"{name} must have {n} rows", A=A, **{name: B})
+    if A.shape[:-2] == Bm.shape[:-2]:  # the common case; broadcast_shapes costs ~5 us
+        return Bm, vec
     try:
         torch.broadcast_shapes(A.shape[:-2], Bm.shape[:-2])
     except RuntimeError:

@@ -34,7 +34,10 @@ __all__ = [
 
 def _raise_info(where: str, info: torch.Tensor, what: str) -> None:
     """Raise LinAlgError for the first nonzero ``info`` (1-based position)."""
-    if info.numel() == 0:
+    if info.dim() == 0:  # one matrix: int() is ~0.4 us, nonzero() ~17 us (measured)
+        if not int(info):
+            return
+    elif info.numel() == 0 or not bool(info.any()):
         return
     flat = info.reshape(-1)
     bad = torch.nonzero(flat).reshape(-1)
@@ -491,9 +494,16 @@ def pinv(A, rcond=None, *, check_finite=True):
 
 # ==================================================================== solves
 
+_NO_INFO = torch.zeros((), dtype=torch.int32)
+
+
 def _solve_torch(A: torch.Tensor, B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    X, info = torch.linalg.solve_ex(A, B)
-    return X, info
+    # linalg.solve is ~20 us faster than solve_ex at n = 64 (measured); solve_ex
+    # only to find the zero pivot of a singular matrix
+    try:
+        return torch.linalg.solve(A, B), _NO_INFO
+    except RuntimeError:
+        return torch.linalg.solve_ex(A, B)
 
 
 @numpy_io
