@@ -69,15 +69,21 @@ def _dot(x, y):
 
 # ===================================================================== CG
 
-def _cg_torch(matvec, b, x0, tol, atol, maxiter, precond):
-    """Preconditioned CG. Returns ``(x, iterations, relative residual history)``."""
+def _start(matvec, b, x0, tol, atol):
+    """Common Krylov start: ``(x, r, ||r||, stop, scale, history)`` with
+    ``stop = max(tol ||b||, atol)`` and residuals recorded relative to ``||b||``."""
     x = torch.zeros_like(b) if x0 is None else x0.clone()
     bnorm = float(torch.linalg.vector_norm(b))
     stop = max(tol * bnorm, atol)
     scale = bnorm if bnorm > 0 else 1.0
     r = b - matvec(x) if x0 is not None else b.clone()
     rn = float(torch.linalg.vector_norm(r))
-    hist = [rn / scale]
+    return x, r, rn, stop, scale, [rn / scale]
+
+
+def _cg_torch(matvec, b, x0, tol, atol, maxiter, precond):
+    """Preconditioned CG. Returns ``(x, iterations, relative residual history)``."""
+    x, r, rn, stop, scale, hist = _start(matvec, b, x0, tol, atol)
     if rn <= stop:
         return x, 0, hist
     z = precond(r) if precond is not None else r
@@ -271,13 +277,7 @@ def gmres(A, b, x0=None, tol=1e-6, maxiter=100, restart=30, M=None, *, atol=0.0,
 
 def _bicgstab_torch(matvec, b, x0, tol, atol, maxiter, precond):
     """Right-preconditioned BiCGSTAB (van der Vorst). Returns ``(x, iters, history)``."""
-    x = torch.zeros_like(b) if x0 is None else x0.clone()
-    bnorm = float(torch.linalg.vector_norm(b))
-    stop = max(tol * bnorm, atol)
-    scale = bnorm if bnorm > 0 else 1.0
-    r = b - matvec(x)
-    rn = float(torch.linalg.vector_norm(r))
-    hist = [rn / scale]
+    x, r, rn, stop, scale, hist = _start(matvec, b, x0, tol, atol)
     if rn <= stop:
         return x, 0, hist
     rhat = r.clone()
@@ -351,13 +351,7 @@ def _minres_torch(matvec, b, x0, tol, atol, maxiter, precond, shift=0.0):
     The recurrence's residual estimate (in the ``M``-norm) triggers a check
     of the true residual, so convergence is never claimed from the estimate
     alone. Returns ``(x, iters, history)``."""
-    x = torch.zeros_like(b) if x0 is None else x0.clone()
-    bnorm = float(torch.linalg.vector_norm(b))
-    stop = max(tol * bnorm, atol)
-    scale = bnorm if bnorm > 0 else 1.0
-    r1 = b - matvec(x)
-    rn = float(torch.linalg.vector_norm(r1))
-    hist = [rn / scale]
+    x, r1, rn, stop, scale, hist = _start(matvec, b, x0, tol, atol)
     if rn <= stop:
         return x, 0, hist
     y = precond(r1) if precond is not None else r1
