@@ -69,6 +69,19 @@ def _batch(A: torch.Tensor) -> int:
     return A.numel() // n // n if n else 0
 
 
+#: Threshold of the ops without a kernel: they always run on torch, so the
+#: value is never compared; infinity says so in a plan.
+_NO_KERNEL = float("inf")
+
+
+def _flops(factor: float):
+    """Size function ``factor * m * n * min(m, n) * batch`` (first argument ``(..., m, n)``)."""
+    def size(A, *rest, **kwargs):
+        m, n = A.shape[-2], A.shape[-1]
+        return factor * m * n * min(m, n) * (A.numel() // (m * n) if m * n else 0)
+    return size
+
+
 def _cholesky_flops(A, upper):
     return A.shape[-1] ** 3 / 3.0 * _batch(A)
 
@@ -187,6 +200,11 @@ def cho_factor(A, lower=False, *, check_finite=True):
     return F, lower
 
 
+CHO_SOLVE = Op("trnsolver.cho_solve", "flops", _NO_KERNEL, size=_flops(2.0), describe=_square_describe,
+        doc="solve with a Cholesky factor (torch path; no kernel yet)")
+
+
+@CHO_SOLVE.lowering("torch")
 def _cho_solve_torch(F: torch.Tensor, B: torch.Tensor, lower: bool) -> torch.Tensor:
     return torch.cholesky_solve(B, F, upper=not lower)
 
@@ -223,17 +241,27 @@ def cho_solve(c_and_lower, b, *, check_finite=True):
     if v.flag(check_finite, "check_finite", where):
         la.finite(where, c=F, b=B)
     F = F.tril() if lower else F.triu()
-    X = _cho_solve_torch(F, B, lower)
+    X = CHO_SOLVE(F, B, lower)
     return X.squeeze(-1) if vec else X
 
 
 # ======================================================================== LU
 
+LU_FACTOR = Op("trnsolver.lu_factor", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=_square_describe,
+        doc="LU factorization, packed (getrf) (torch path; no kernel yet)")
+
+
+@LU_FACTOR.lowering("torch")
 def _lu_factor_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     LU, piv, info = torch.linalg.lu_factor_ex(A)
     return LU, piv, info
 
 
+LU = Op("trnsolver.lu", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=_square_describe,
+        doc="LU factorization A = P L U (torch path; no kernel yet)")
+
+
+@LU.lowering("torch")
 def _lu_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     LU, piv, info = torch.linalg.lu_factor_ex(A)
     P, L, U = torch.lu_unpack(LU, piv)
@@ -280,7 +308,7 @@ def lu(A, *, check=True, check_finite=True):
     check = _check(check, where)
     if v.flag(check_finite, "check_finite", where):
         la.finite(where, A=A)
-    P, L, U, info = _lu_torch(A)
+    P, L, U, info = LU(A)
     if not check:
         return P, L, U, info
     _raise_info(where, info, _SINGULAR)
@@ -318,7 +346,7 @@ def lu_factor(A, *, check=True, check_finite=True):
     check = _check(check, where)
     if v.flag(check_finite, "check_finite", where):
         la.finite(where, A=A)
-    LU, piv, info = _lu_factor_torch(A)
+    LU, piv, info = LU_FACTOR(A)
     piv = piv - 1
     if not check:
         return LU, piv, info
@@ -329,6 +357,11 @@ def lu_factor(A, *, check=True, check_finite=True):
 _TRANS = v.Options({"N": (0, "N"), "T": (1, "T"), "C": (2, "C")})
 
 
+LU_SOLVE = Op("trnsolver.lu_solve", "flops", _NO_KERNEL, size=_flops(2.0), describe=_square_describe,
+        doc="solve with an LU factorization (getrs) (torch path; no kernel yet)")
+
+
+@LU_SOLVE.lowering("torch")
 def _lu_solve_torch(LU: torch.Tensor, piv1: torch.Tensor, B: torch.Tensor, trans: str) -> torch.Tensor:
     if trans == "N":
         return torch.linalg.lu_solve(LU, piv1, B)
@@ -373,7 +406,7 @@ def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
     B, vec = la.rhs(LU, b, "b", where)
     if v.flag(check_finite, "check_finite", where):
         la.finite(where, lu=LU, b=B)
-    X = _lu_solve_torch(LU, (piv + 1).to(torch.int32), B, trans)
+    X = LU_SOLVE(LU, (piv + 1).to(torch.int32), B, trans)
     return X.squeeze(-1) if vec else X
 
 
@@ -382,6 +415,11 @@ def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
 _QR_MODE = v.Options({"reduced": ("reduced", "economic"), "complete": ("complete", "full"), "r": ("r",)})
 
 
+QR = Op("trnsolver.qr", "flops", _NO_KERNEL, size=_flops(2.0), describe=_square_describe,
+        doc="QR factorization (torch path; no kernel yet)")
+
+
+@QR.lowering("torch")
 def _qr_torch(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.linalg.qr(A, mode=mode)
 
@@ -414,9 +452,14 @@ def qr(A, mode="reduced"):
     where = "qr"
     A = la.matrix(A, "A", where)
     mode = _QR_MODE(mode, "mode", where)
-    return _qr_torch(A, mode)
+    return QR(A, mode)
 
 
+SVD = Op("trnsolver.svd", "flops", _NO_KERNEL, size=_flops(4.0), describe=_square_describe,
+        doc="singular value decomposition (torch path; no kernel yet)")
+
+
+@SVD.lowering("torch")
 def _svd_torch(A: torch.Tensor, full_matrices: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return torch.linalg.svd(A, full_matrices=full_matrices)
 
@@ -449,9 +492,14 @@ def svd(A, full_matrices=False, *, check_finite=True):
     full = v.flag(full_matrices, "full_matrices", where)
     if v.flag(check_finite, "check_finite", where):
         la.finite(where, A=A)
-    return _svd_torch(A, full)
+    return SVD(A, full)
 
 
+PINV = Op("trnsolver.pinv", "flops", _NO_KERNEL, size=_flops(4.0), describe=_square_describe,
+        doc="pseudo-inverse by the SVD (torch path; no kernel yet)")
+
+
+@PINV.lowering("torch")
 def _pinv_torch(A: torch.Tensor, rtol: float | None) -> torch.Tensor:
     if A.numel() == 0:
         return A.new_zeros(A.shape[:-2] + (A.shape[-1], A.shape[-2]))
@@ -489,7 +537,7 @@ def pinv(A, rcond=None, *, check_finite=True):
     rtol = None if rcond is None else v.positive(rcond, "rcond", where, zero_ok=True)
     if v.flag(check_finite, "check_finite", where):
         la.finite(where, A=A)
-    return _pinv_torch(A, rtol)
+    return PINV(A, rtol)
 
 
 # ==================================================================== solves
@@ -497,6 +545,11 @@ def pinv(A, rcond=None, *, check_finite=True):
 _NO_INFO = torch.zeros((), dtype=torch.int32)
 
 
+SOLVE = Op("trnsolver.solve", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=_square_describe,
+        doc="general solve (gesv) (torch path; no kernel yet)")
+
+
+@SOLVE.lowering("torch")
 def _solve_torch(A: torch.Tensor, B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     # linalg.solve is ~20 us faster than solve_ex at n = 64 (measured); solve_ex
     # only to find the zero pivot of a singular matrix
@@ -537,11 +590,16 @@ def solve(A, B, *, check_finite=True):
     Bm, vec = la.rhs(A, B, "B", where)
     if v.flag(check_finite, "check_finite", where):
         la.finite(where, A=A, B=Bm)
-    X, info = _solve_torch(A, Bm)
+    X, info = SOLVE(A, Bm)
     _raise_info(where, info, _SINGULAR)
     return X.squeeze(-1) if vec else X
 
 
+SOLVE_SPD = Op("trnsolver.solve_spd", "flops", _NO_KERNEL, size=_flops(1 / 3), describe=_square_describe,
+        doc="SPD solve (posv) (torch path; no kernel yet)")
+
+
+@SOLVE_SPD.lowering("torch")
 def _solve_spd_torch(A: torch.Tensor, B: torch.Tensor, refine: bool) -> tuple[torch.Tensor, torch.Tensor]:
     L, info = torch.linalg.cholesky_ex(A)
     X = torch.cholesky_solve(B, L)
@@ -588,7 +646,7 @@ def solve_spd(A, B, iterative_refinement=False, *, check_finite=True):
     refine = v.flag(iterative_refinement, "iterative_refinement", where)
     if v.flag(check_finite, "check_finite", where):
         la.finite(where, A=A, B=Bm)
-    X, info = _solve_spd_torch(A, Bm, refine)
+    X, info = SOLVE_SPD(A, Bm, refine)
     _raise_info(where, info, _NOT_PD)
     return X.squeeze(-1) if vec else X
 
@@ -596,6 +654,11 @@ def solve_spd(A, B, iterative_refinement=False, *, check_finite=True):
 _LSTSQ_DRIVER = v.Options({"gelsd": ("gelsd",), "gelsy": ("gelsy",), "gelss": ("gelss",)})
 
 
+LSTSQ = Op("trnsolver.lstsq", "flops", _NO_KERNEL, size=_flops(4.0), describe=_square_describe,
+        doc="least squares (torch path; no kernel yet)")
+
+
+@LSTSQ.lowering("torch")
 def _lstsq_torch(A: torch.Tensor, B: torch.Tensor, rcond: float | None, driver: str):
     m, n = A.shape[-2], A.shape[-1]
     if A.numel() == 0 or B.numel() == 0:
@@ -657,7 +720,7 @@ def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
     driver = _LSTSQ_DRIVER(driver, "driver", where)
     if v.flag(check_finite, "check_finite", where):
         la.finite(where, A=A, B=Bm)
-    X, res, rank, sv = _lstsq_torch(A, Bm, rcond, driver)
+    X, res, rank, sv = LSTSQ(A, Bm, rcond, driver)
     if vec:
         X = X.squeeze(-1)
         res = res.squeeze(-1) if res.numel() else res
@@ -666,6 +729,11 @@ def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
 
 # ============================================================= inverses, det
 
+INV = Op("trnsolver.inv", "flops", _NO_KERNEL, size=_flops(2.0), describe=_square_describe,
+        doc="inverse (torch path; no kernel yet)")
+
+
+@INV.lowering("torch")
 def _inv_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.linalg.inv_ex(A)
 
@@ -689,11 +757,16 @@ def inv(A, *, check_finite=True):
     A = la.square_matrix(A, "A", where)
     if v.flag(check_finite, "check_finite", where):
         la.finite(where, A=A)
-    X, info = _inv_torch(A)
+    X, info = INV(A)
     _raise_info(where, info, _SINGULAR)
     return X
 
 
+INV_SPD = Op("trnsolver.inv_spd", "flops", _NO_KERNEL, size=_flops(1.0), describe=_square_describe,
+        doc="SPD inverse (potri) (torch path; no kernel yet)")
+
+
+@INV_SPD.lowering("torch")
 def _inv_spd_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     L, info = torch.linalg.cholesky_ex(A)
     X = torch.cholesky_inverse(L)
@@ -722,11 +795,16 @@ def inv_spd(A, *, check_finite=True):
         la.finite(where, A=A)
     if A.shape[-1] == 0:
         return A.clone()
-    X, info = _inv_spd_torch(A)
+    X, info = INV_SPD(A)
     _raise_info(where, info, _NOT_PD)
     return X
 
 
+SLOGDET = Op("trnsolver.slogdet", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=_square_describe,
+        doc="sign and log|det| (torch path; no kernel yet)")
+
+
+@SLOGDET.lowering("torch")
 def _slogdet_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return tuple(torch.linalg.slogdet(A))
 
@@ -743,7 +821,7 @@ def det(A):
     """
     where = "det"
     A = la.square_matrix(A, "A", where)
-    sign, logabs = _slogdet_torch(A)
+    sign, logabs = SLOGDET(A)
     return sign * torch.exp(logabs).to(sign.dtype)
 
 
@@ -767,11 +845,16 @@ def slogdet(A):
     """
     where = "slogdet"
     A = la.square_matrix(A, "A", where)
-    return _slogdet_torch(A)
+    return SLOGDET(A)
 
 
 # ===================================================== inverse square roots
 
+INV_SQRT_SPD = Op("trnsolver.inv_sqrt_spd", "flops", _NO_KERNEL, size=_flops(9.0), describe=_square_describe,
+        doc="A^{-1/2} by the eigendecomposition (torch path; no kernel yet)")
+
+
+@INV_SQRT_SPD.lowering("torch")
 def _inv_sqrt_spd_torch(A: torch.Tensor, min_eig: float | None) -> tuple[torch.Tensor, torch.Tensor]:
     w, V = torch.linalg.eigh(A)
     wmin = w[..., 0] if w.shape[-1] else w.new_zeros(A.shape[:-2])
@@ -816,7 +899,7 @@ def inv_sqrt_spd(A, *, min_eig=None, check_finite=True):
         la.finite(where, A=A)
     if A.shape[-1] == 0:
         return A.clone()
-    X, wmin = _inv_sqrt_spd_torch(A, min_eig)
+    X, wmin = INV_SQRT_SPD(A, min_eig)
     if min_eig is None and wmin.numel() and bool((wmin <= 0).any()):
         i = int(torch.nonzero((wmin <= 0).reshape(-1))[0])
         bidx = la.batch_index(i, tuple(wmin.shape))

@@ -25,11 +25,21 @@ from trnsci import _linalg as la
 from trnsci import _validate as v
 from trnsci._iterative import SolverInfo
 from trnsci._validate import numpy_io
+from trnsci.dispatch import Op
+from trnsolver.factor import _NO_KERNEL
 
 __all__ = ["cg", "gmres", "bicgstab", "minres",
            "jacobi_preconditioner", "block_jacobi_preconditioner", "ssor_preconditioner"]
 
 _KRYLOV_DTYPES = la.LINALG_DTYPES
+
+
+def _rows(matvec, b, *rest, **kwargs):
+    return float(b.shape[0])
+
+
+def _describe_rows(matvec, b, *rest, **kwargs):
+    return f"n={b.shape[0]} {str(b.dtype).replace('torch.', '')}"
 
 
 def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info):
@@ -81,6 +91,11 @@ def _start(matvec, b, x0, tol, atol):
     return x, r, rn, stop, scale, [rn / scale]
 
 
+CG = Op("trnsolver.cg", "rows", _NO_KERNEL, size=_rows, describe=_describe_rows,
+        doc="conjugate gradients (torch path; no kernel yet)")
+
+
+@CG.lowering("torch")
 def _cg_torch(matvec, b, x0, tol, atol, maxiter, precond):
     """Preconditioned CG. Returns ``(x, iterations, relative residual history)``."""
     x, r, rn, stop, scale, hist = _start(matvec, b, x0, tol, atol)
@@ -157,12 +172,17 @@ def cg(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail="warn
     where = "cg"
     matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
         where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
-    x, it, hist = _cg_torch(matvec, b, x0, tol, atol, maxiter, precond)
+    x, it, hist = CG(matvec, b, x0, tol, atol, maxiter, precond)
     return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
 
 
 # ================================================================== GMRES
 
+GMRES = Op("trnsolver.gmres", "rows", _NO_KERNEL, size=_rows, describe=_describe_rows,
+        doc="restarted GMRES (torch path; no kernel yet)")
+
+
+@GMRES.lowering("torch")
 def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond):
     """Restarted right-preconditioned GMRES (Givens QR of the Hessenberg
     matrix, classical Gram-Schmidt with one re-orthogonalisation, as GEMVs).
@@ -269,12 +289,17 @@ def gmres(A, b, x0=None, tol=1e-6, maxiter=100, restart=30, M=None, *, atol=0.0,
     matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
         where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
     restart = v.integer(restart, "restart", where, minimum=1)
-    x, it, hist = _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond)
+    x, it, hist = GMRES(matvec, b, x0, tol, atol, restart, maxiter, precond)
     return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
 
 
 # =============================================================== BiCGSTAB
 
+BICGSTAB = Op("trnsolver.bicgstab", "rows", _NO_KERNEL, size=_rows, describe=_describe_rows,
+        doc="BiCGSTAB (torch path; no kernel yet)")
+
+
+@BICGSTAB.lowering("torch")
 def _bicgstab_torch(matvec, b, x0, tol, atol, maxiter, precond):
     """Right-preconditioned BiCGSTAB (van der Vorst). Returns ``(x, iters, history)``."""
     x, r, rn, stop, scale, hist = _start(matvec, b, x0, tol, atol)
@@ -339,12 +364,17 @@ def bicgstab(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail
     where = "bicgstab"
     matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
         where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
-    x, it, hist = _bicgstab_torch(matvec, b, x0, tol, atol, maxiter, precond)
+    x, it, hist = BICGSTAB(matvec, b, x0, tol, atol, maxiter, precond)
     return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
 
 
 # ================================================================= MINRES
 
+MINRES = Op("trnsolver.minres", "rows", _NO_KERNEL, size=_rows, describe=_describe_rows,
+        doc="MINRES (torch path; no kernel yet)")
+
+
+@MINRES.lowering("torch")
 def _minres_torch(matvec, b, x0, tol, atol, maxiter, precond, shift=0.0):
     """Preconditioned MINRES (Paige-Saunders) for Hermitian ``A``.
 
@@ -416,7 +446,7 @@ def minres(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail="
     where = "minres"
     matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
         where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
-    x, it, hist = _minres_torch(matvec, b, x0, tol, atol, maxiter, precond)
+    x, it, hist = MINRES(matvec, b, x0, tol, atol, maxiter, precond)
     return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
 
 
