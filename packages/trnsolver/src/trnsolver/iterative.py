@@ -73,6 +73,14 @@ def _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, return_info, meth
     return (x, info) if return_info else (x, it, relres)
 
 
+def _krylov(where, op, A, b, x0, tol, atol, maxiter, M, on_fail, return_info):
+    """Validate, run ``op(matvec, b, x0, tol, atol, maxiter, precond)``, report (CG, BiCGSTAB, MINRES)."""
+    matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
+        where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
+    x, it, hist = op(matvec, b, x0, tol, atol, maxiter, precond)
+    return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
+
+
 def _dot(x, y):
     return torch.vdot(x, y)
 
@@ -169,11 +177,7 @@ def cg(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail="warn
     >>> [round(v, 6) for v in x.tolist()], iters
     ([0.090909, 0.636364], 2)
     """
-    where = "cg"
-    matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
-        where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
-    x, it, hist = CG(matvec, b, x0, tol, atol, maxiter, precond)
-    return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
+    return _krylov("cg", CG, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
 
 
 # ================================================================== GMRES
@@ -361,11 +365,7 @@ def bicgstab(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail
     >>> [round(v, 10) for v in x.tolist()]
     [1.0, 1.0]
     """
-    where = "bicgstab"
-    matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
-        where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
-    x, it, hist = BICGSTAB(matvec, b, x0, tol, atol, maxiter, precond)
-    return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
+    return _krylov("bicgstab", BICGSTAB, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
 
 
 # ================================================================= MINRES
@@ -443,11 +443,7 @@ def minres(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail="
     >>> [round(v, 10) for v in x.tolist()]
     [1.0, 1.0]
     """
-    where = "minres"
-    matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
-        where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
-    x, it, hist = MINRES(matvec, b, x0, tol, atol, maxiter, precond)
-    return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
+    return _krylov("minres", MINRES, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
 
 
 # ========================================================= preconditioners
