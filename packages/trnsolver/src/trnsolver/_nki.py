@@ -84,6 +84,8 @@ def jacobi_tile(M: torch.Tensor, tol: float, max_sweeps: int, stop_early: bool =
         a, vt, norms = nki.run(jacobi_sweep_kernel, a, vt, eye, S, out_dtype=F32)
         sweeps += 1
         new = float(norms[0, 0])
+        if new != new:  # NaN/Inf in A (check_finite=False): stop, reported as not converged
+            break
         converged = new <= goal
         if stop_early and not converged and new >= off2:  # fp32 floor reached
             converged = new <= (64 * FP32_TOL) ** 2 * tot2
