@@ -26,16 +26,21 @@ Examples
 
 from __future__ import annotations
 
+import cmath
+import math
 from typing import Any
 
+import numpy as np
 import torch
 
+from trnsci import _validate as v
 from trnsci._validate import Options
 
 __all__ = [
     "TRANS_OPTIONS", "UPLO_OPTIONS", "SIDE_OPTIONS", "DIAG_OPTIONS",
     "trans", "uplo", "side", "diag", "fill", "real_trans", "op", "op_shape",
     "triangle_mask", "triangle", "symmetric", "merge_triangle", "real_diagonal",
+    "LINALG_DTYPES", "LinAlgError", "square_matrix", "matrix", "rhs", "finite", "batch_index",
 ]
 
 # Canonical code -> accepted spellings (strings compared case-insensitively).
@@ -142,3 +147,93 @@ def real_diagonal(R: torch.Tensor) -> torch.Tensor:
     if R.is_complex():
         R.diagonal(dim1=-2, dim2=-1).imag.zero_()
     return R
+
+
+# =====================================================================
+# LAPACK-style errors and dense arguments (from trnsolver, issue 11).
+# ``LinAlgError`` is a ``numpy.linalg.LinAlgError`` (hence a ``ValueError``)
+# carrying LAPACK's ``info``; the checks take ``(..., m, n)`` batches.
+
+#: The dtypes LAPACK (and torch.linalg) factorizations take.
+LINALG_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
+
+
+class LinAlgError(np.linalg.LinAlgError):
+    """A matrix is singular or not positive definite.
+
+    Subclasses ``numpy.linalg.LinAlgError`` (itself a ``ValueError``), so
+    ``except numpy.linalg.LinAlgError`` and ``except ValueError`` both catch
+    it. ``info`` is the 1-based LAPACK/cuSOLVER ``info`` (order of the
+    failing minor, or position of the zero pivot); ``batch_index`` the index
+    of the failing matrix in the leading dimensions (``()`` when unbatched).
+    """
+
+    def __init__(self, message: str, info: int = 0, batch_index: tuple = ()):
+        super().__init__(message)
+        self.info = info
+        self.batch_index = batch_index
+
+
+def square_matrix(x: Any, name: str, where: str, dtypes=LINALG_DTYPES) -> torch.Tensor:
+    """A tensor of shape ``(..., n, n)`` and a LAPACK dtype."""
+    t = v.tensor(x, name, where, dtypes)
+    if t.dim() < 2:
+        raise ValueError(f"{where}: {name} must be a matrix (..., n, n), got shape {tuple(t.shape)}")
+    if t.shape[-1] != t.shape[-2]:
+        raise ValueError(f"{where}: {name} must be square, got shape {tuple(t.shape)}")
+    return t
+
+
+def matrix(x: Any, name: str, where: str, dtypes=LINALG_DTYPES) -> torch.Tensor:
+    """A tensor of shape ``(..., m, n)`` and a LAPACK dtype."""
+    t = v.tensor(x, name, where, dtypes)
+    if t.dim() < 2:
+        raise ValueError(f"{where}: {name} must be a matrix (..., m, n), got shape {tuple(t.shape)}")
+    return t
+
+
+def rhs(A: torch.Tensor, x: Any, name: str, where: str) -> tuple[torch.Tensor, bool]:
+    """The right-hand side ``B`` of ``A X = B``: ``(..., n)`` (a vector) or ``(..., n, k)``.
+
+    Returns ``(B as (..., n, k), was_vector)``. A ``B`` with one dimension
+    fewer than ``A`` is a (batch of) vector(s), as in ``torch.linalg.solve``.
+    """
+    B = v.tensor(x, name, where, LINALG_DTYPES)
+    v.agree(where, A=A, **{name: B})
+    n = A.shape[-2]
+    vec = B.dim() == A.dim() - 1
+    if B.dim() == 0 or (not vec and B.dim() < 2):
+        raise ValueError(f"{where}: {name} must have shape (..., {n}) or (..., {n}, k), got {tuple(B.shape)}")
+    Bm = B.unsqueeze(-1) if vec else B
+    if Bm.shape[-2] != n:
+        raise v.mismatch(where, f"{name} must have {n} rows", A=A, **{name: B})
+    if A.shape[:-2] == Bm.shape[:-2]:  # the common case; broadcast_shapes costs ~5 us
+        return Bm, vec
+    try:
+        torch.broadcast_shapes(A.shape[:-2], Bm.shape[:-2])
+    except RuntimeError:
+        raise v.mismatch(where, "batch dimensions do not broadcast", A=A, **{name: B}) from None
+    return Bm, vec
+
+
+def finite(where: str, **named: torch.Tensor) -> None:
+    """``ValueError`` if a tensor holds NaN or Inf (SciPy's ``check_finite``).
+
+    A finite sum proves every entry finite (one NaN or Inf makes the sum NaN
+    or Inf), and one reduction costs far less than ``isfinite(t).all()``
+    (measured 5 us vs 19 us at 8 x 8, 80 us vs 1.8 ms at 512 x 512); only a
+    non-finite sum (bad data, or an overflow) is checked entry by entry.
+    """
+    for k, t in named.items():
+        if t is None or not t.numel():
+            continue
+        s = t.sum().item()
+        if (cmath.isfinite(s) if isinstance(s, complex) else math.isfinite(s)):
+            continue
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{where}: {k} contains NaN or Inf")
+
+
+def batch_index(flat: int, shape: tuple) -> tuple:
+    """The multi-index in ``shape`` of flat position ``flat`` (``()`` when unbatched)."""
+    return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()

@@ -403,3 +403,22 @@ def positive_ints(s: Any, name: str, where: str = "") -> tuple[int, ...]:
     if isinstance(s, (str, bytes)) or not isinstance(s, Sequence):
         raise TypeError(f"{_p(where)}{name} must be a sequence of ints, got {type(s).__name__}")
     return tuple(positive_int(v, f"{name} entries", where) for v in s)
+
+
+# =====================================================================
+# Flags and positive tolerances (from trnsolver, issue 11): ``check_finite=``,
+# ``tol=``-style arguments, with the argument named in the error.
+
+def flag(x: Any, name: str, where: str) -> bool:
+    """``x`` if it is a bool (Python or NumPy), else ``TypeError``."""
+    if not isinstance(x, (bool, np.bool_)):
+        raise TypeError(f"{where}: {name} must be True or False, got {type(x).__name__}")
+    return bool(x)
+
+
+def positive(x: Any, name: str, where: str, *, zero_ok: bool = False) -> float:
+    """A finite real ``> 0`` (``>= 0`` with ``zero_ok``) as a float, else ``TypeError``/``ValueError``."""
+    s = scalar(x, name, where, complex_ok=False)
+    if not (s >= 0 if zero_ok else s > 0) or s != s or s == float("inf"):
+        raise ValueError(f"{where}: {name} must be a finite number {'>= 0' if zero_ok else '> 0'}, got {x!r}")
+    return float(s)

@@ -161,3 +161,11 @@ def test_inv_sqrt_spd_ns_on_the_gemm_kernel():
     # fp32 GEMMs, cond(A) ~ 5: the NS fixed point is reached to ~1e-5 relative
     np.testing.assert_allclose(Z, ref, atol=5e-5 * np.abs(ref).max())
     assert res <= 1e-5
+
+
+def test_eigh_kernel_nan_with_check_finite_false_stops_and_warns():
+    A = _sym(4)
+    A[1, 2] = A[2, 1] = np.nan
+    with kernel_ran() as runs, pytest.warns(trnsolver.ConvergenceWarning, match="did not reach tol"):
+        w, _ = trnsolver.eigh(A, check_finite=False)
+    assert len(runs) == 1 and np.isnan(w).any()

@@ -86,3 +86,22 @@ def test_blocked_cholesky_plan_matches_run(monkeypatch):
             L = trnsolver.cholesky(A)
     assert plan.backend == "simulator" and runs and all(r.backend == "simulator" for r in runs)
     np.testing.assert_allclose(L.numpy(), np.linalg.cholesky(A.double().numpy()), atol=1e-4 * 8)
+
+
+TORCH_ONLY = [
+    (trnsolver.solve, (_spd(5), torch.ones(5)), "trnsolver.solve"),
+    (trnsolver.lu, (_sym(5),), "trnsolver.lu"),
+    (trnsolver.qr, (_sym(5),), "trnsolver.qr"),
+    (trnsolver.svd, (_sym(5),), "trnsolver.svd"),
+    (trnsolver.cg, (_spd(5), torch.ones(5)), "trnsolver.cg"),
+    (trnsolver.eigh_generalized, (_sym(5), _spd(5)), "trnsolver.eigh"),  # composed: its eigh step is the Op
+]
+
+
+@pytest.mark.parametrize("fn,args,op", TORCH_ONLY, ids=lambda x: getattr(x, "__name__", ""))
+def test_ops_without_kernel_plan_torch_and_say_so(fn, args, op):
+    with use_backend("simulator"):
+        plan, _, runs = assert_plan_matches_run(fn, *args)
+    assert plan.op == op
+    if op != "trnsolver.eigh":
+        assert plan.backend == "torch" and "no NKI kernel" in plan.reason and not runs

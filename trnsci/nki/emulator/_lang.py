@@ -435,7 +435,6 @@ def static_range(start, stop=None, step=1):
     return _range(start, stop, step)
 
 
-from .access import ds  # noqa: E402  (nl.ds: a dynamic slice, see access.py)
 
 
 def _as_int(v, op, name):

@@ -1,8 +1,11 @@
 """trnsolver: cuSOLVER for AWS Trainium -- dense factorizations, eigensolvers and Krylov methods.
 
 Every operation validates its arguments and calls one private torch
-implementation (``_<op>_torch``); the NKI kernels (parallel Jacobi eigh,
-Newton-Schulz inverse square root, blocked Cholesky) come in the next phase.
+implementation (``_<op>_torch``); ``eigh``/``eigvalsh``/``eigh_generalized``,
+``cholesky``/``cho_factor`` and ``inv_sqrt_spd_ns`` go through
+:class:`trnsci.dispatch.Op` objects (``EIGH``, ``CHOLESKY``,
+``INV_SQRT_SPD_NS``) whose NKI lowerings (:mod:`trnsolver._nki`) run the
+parallel Jacobi kernel and trnblas's GEMM/SYRK/TRSM kernels.
 """
 
 from trnsci._libinfo import library_version as _library_version
@@ -11,14 +14,12 @@ from trnsci.backend import bind as _bind
 __version__ = _library_version("trnsolver")
 set_backend, get_backend, use_backend = _bind("trnsolver")
 
-from trnsolver._core_candidates import (  # noqa: E402
-    ConvergenceError,
-    ConvergenceWarning,
-    LinAlgError,
-    SolverInfo,
-)
-from trnsolver.eigen import eigh, eigh_generalized, eigvalsh  # noqa: E402
-from trnsolver.factor import (  # noqa: E402
+from trnsci._iterative import ConvergenceError, ConvergenceWarning, SolverInfo  # noqa: E402
+from trnsci._linalg import LinAlgError  # noqa: E402
+from trnsolver.eigen import EIGH, eigh, eigh_generalized, eigvalsh  # noqa: E402, F401
+from trnsolver.factor import (  # noqa: E402, F401
+    CHOLESKY,
+    INV_SQRT_SPD_NS,
     cho_factor,
     cho_solve,
     cholesky,

@@ -32,10 +32,10 @@ import warnings
 import torch
 
 import trnblas
+from trnsci import _iterative as it_
 from trnsci import _linalg as la
 from trnsci import nki
 from trnsci.backend import get_backend, use_backend
-from trnsolver import _core_candidates as cc
 from trnsolver._blocked import _blocked_cholesky_torch
 from trnsolver._jacobi import _block_jacobi_eigh_torch
 from trnsolver.eigen import EIGH
@@ -84,6 +84,8 @@ def jacobi_tile(M: torch.Tensor, tol: float, max_sweeps: int, stop_early: bool =
         a, vt, norms = nki.run(jacobi_sweep_kernel, a, vt, eye, S, out_dtype=F32)
         sweeps += 1
         new = float(norms[0, 0])
+        if new != new:  # NaN/Inf in A (check_finite=False): stop, reported as not converged
+            break
         converged = new <= goal
         if stop_early and not converged and new >= off2:  # fp32 floor reached
             converged = new <= (64 * FP32_TOL) ** 2 * tot2
@@ -135,7 +137,7 @@ def _eigh_nki(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
         Vs.append(V[:, lo:hi + 1])
     if bad:
         warnings.warn(f"eigh: the Jacobi kernel did not reach tol on {bad} matrix(es) in max_sweeps={max_sweeps}",
-                      cc.ConvergenceWarning, stacklevel=4)
+                      it_.ConvergenceWarning, stacklevel=4)
     k = hi - lo + 1
     w = torch.stack(ws).reshape(*A.shape[:-2], k).to(A.device)
     if not vectors:

@@ -13,7 +13,6 @@ from trnsci import _linalg as la
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
-from trnsolver import _core_candidates as cc
 from trnsolver.factor import _NOT_PD, _raise_info
 
 __all__ = ["eigh", "eigvalsh", "eigh_generalized"]
@@ -70,15 +69,15 @@ def _eigh_torch(A: torch.Tensor, uplo: str, lo: int, hi: int, vectors: bool, tol
 
 
 def _eigh_args(where, A, tol, max_sweeps, subset_by_index, uplo, check_finite):
-    A = cc.square_matrix(A, "A", where)
-    cc.positive(tol, "tol", where, zero_ok=True)
+    A = la.square_matrix(A, "A", where)
+    v.positive(tol, "tol", where, zero_ok=True)
     v.integer(max_sweeps, "max_sweeps", where, minimum=1)
     uplo = _UPLO(uplo, "uplo", where)
     n = A.shape[-1]
     sub = _subset(subset_by_index, n, where)
     lo, hi = sub if sub is not None else (0, n - 1)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
     return A, uplo, lo, hi
 
 
@@ -195,7 +194,7 @@ def eigh_generalized(A, B, max_sweeps=100, tol=1e-10, *, subset_by_index=None, c
     """
     where = "eigh_generalized"
     A, _, lo, hi = _eigh_args(where, A, tol, max_sweeps, subset_by_index, "L", check_finite)
-    B = cc.square_matrix(B, "B", where)
+    B = la.square_matrix(B, "B", where)
     v.agree(where, A=A, B=B)
     if B.shape[-1] != A.shape[-1]:
         raise v.mismatch(where, "A and B must be the same size", A=A, B=B)
@@ -204,7 +203,7 @@ def eigh_generalized(A, B, max_sweeps=100, tol=1e-10, *, subset_by_index=None, c
     except RuntimeError:
         raise v.mismatch(where, "batch dimensions do not broadcast", A=A, B=B) from None
     if check_finite:
-        cc.finite(where, B=B)
+        la.finite(where, B=B)
     A = la.symmetric(A, "L", hermitian=True)
     w, X, info = _eigh_generalized_torch(A, B, lo, hi)
     _raise_info(where, info, "B is not positive definite: " + _NOT_PD)

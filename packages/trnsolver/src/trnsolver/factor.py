@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import torch
 
+from trnsci import _iterative as it_
+from trnsci import _linalg as la
 from trnsci import _validate as v
+from trnsci._linalg import LinAlgError
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
-from trnsolver import _core_candidates as cc
-from trnsolver._core_candidates import LinAlgError
 
 __all__ = [
     "cholesky", "cho_factor", "cho_solve", "lu", "lu_factor", "lu_solve", "qr", "svd",
@@ -33,7 +34,10 @@ __all__ = [
 
 def _raise_info(where: str, info: torch.Tensor, what: str) -> None:
     """Raise LinAlgError for the first nonzero ``info`` (1-based position)."""
-    if info.numel() == 0:
+    if info.dim() == 0:  # one matrix: int() is ~0.4 us, nonzero() ~17 us (measured)
+        if not int(info):
+            return
+    elif info.numel() == 0 or not bool(info.any()):
         return
     flat = info.reshape(-1)
     bad = torch.nonzero(flat).reshape(-1)
@@ -41,7 +45,7 @@ def _raise_info(where: str, info: torch.Tensor, what: str) -> None:
         return
     i = int(bad[0])
     k = int(flat[i])
-    bidx = cc.batch_index(i, tuple(info.shape))
+    bidx = la.batch_index(i, tuple(info.shape))
     at = f" (batch index {bidx})" if bidx else ""
     raise LinAlgError(f"{where}: {what.format(k=k, k0=k - 1)}{at}", info=k, batch_index=bidx)
 
@@ -51,11 +55,11 @@ _SINGULAR = "the matrix is singular: U[{k0}, {k0}] is exactly zero"
 
 
 def _upper(x, where: str, name: str = "upper") -> bool:
-    return cc.flag(x, name, where)
+    return v.flag(x, name, where)
 
 
 def _check(x, where: str) -> bool:
-    return cc.flag(x, "check", where)
+    return v.flag(x, "check", where)
 
 
 # =================================================================== Cholesky
@@ -63,6 +67,19 @@ def _check(x, where: str) -> bool:
 def _batch(A: torch.Tensor) -> int:
     n = A.shape[-1]
     return A.numel() // n // n if n else 0
+
+
+#: Threshold of the ops without a kernel: they always run on torch, so the
+#: value is never compared; infinity says so in a plan.
+_NO_KERNEL = float("inf")
+
+
+def _flops(factor: float):
+    """Size function ``factor * m * n * min(m, n) * batch`` (first argument ``(..., m, n)``)."""
+    def size(A, *rest, **kwargs):
+        m, n = A.shape[-2], A.shape[-1]
+        return factor * m * n * min(m, n) * (A.numel() // (m * n) if m * n else 0)
+    return size
 
 
 def _cholesky_flops(A, upper):
@@ -129,13 +146,13 @@ def cholesky(A, upper=False, *, check=True, check_finite=True):
     >>> trnsolver.cholesky(torch.tensor([[1.0, 2.0], [2.0, 1.0]]))
     Traceback (most recent call last):
     ...
-    trnsolver._core_candidates.LinAlgError: cholesky: the leading minor of order 2 is not positive definite
+    trnsci._linalg.LinAlgError: cholesky: the leading minor of order 2 is not positive definite
     """
     where = "cholesky"
-    A = cc.square_matrix(A, "A", where)
+    A = la.square_matrix(A, "A", where)
     upper, check = _upper(upper, where), _check(check, where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
     L, info = CHOLESKY(A, upper)
     if not check:
         return L, info
@@ -174,15 +191,20 @@ def cho_factor(A, lower=False, *, check_finite=True):
     [1.0, 1.0]
     """
     where = "cho_factor"
-    A = cc.square_matrix(A, "A", where)
-    lower = cc.flag(lower, "lower", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
+    A = la.square_matrix(A, "A", where)
+    lower = v.flag(lower, "lower", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
     F, info = CHOLESKY(A, not lower)
     _raise_info(where, info, _NOT_PD)
     return F, lower
 
 
+CHO_SOLVE = Op("trnsolver.cho_solve", "flops", _NO_KERNEL, size=_flops(2.0), describe=_square_describe,
+        doc="solve with a Cholesky factor (torch path; no kernel yet)")
+
+
+@CHO_SOLVE.lowering("torch")
 def _cho_solve_torch(F: torch.Tensor, B: torch.Tensor, lower: bool) -> torch.Tensor:
     return torch.cholesky_solve(B, F, upper=not lower)
 
@@ -213,23 +235,33 @@ def cho_solve(c_and_lower, b, *, check_finite=True):
     if not isinstance(c_and_lower, (tuple, list)) or len(c_and_lower) != 2:
         raise TypeError(f"{where}: c_and_lower must be the (c, lower) pair from cho_factor")
     F, lower = c_and_lower
-    F = cc.square_matrix(F, "c", where)
-    lower = cc.flag(lower, "lower", where)
-    B, vec = cc.rhs(F, b, "b", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, c=F, b=B)
+    F = la.square_matrix(F, "c", where)
+    lower = v.flag(lower, "lower", where)
+    B, vec = la.rhs(F, b, "b", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, c=F, b=B)
     F = F.tril() if lower else F.triu()
-    X = _cho_solve_torch(F, B, lower)
+    X = CHO_SOLVE(F, B, lower)
     return X.squeeze(-1) if vec else X
 
 
 # ======================================================================== LU
 
+LU_FACTOR = Op("trnsolver.lu_factor", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=_square_describe,
+        doc="LU factorization, packed (getrf) (torch path; no kernel yet)")
+
+
+@LU_FACTOR.lowering("torch")
 def _lu_factor_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     LU, piv, info = torch.linalg.lu_factor_ex(A)
     return LU, piv, info
 
 
+LU = Op("trnsolver.lu", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=_square_describe,
+        doc="LU factorization A = P L U (torch path; no kernel yet)")
+
+
+@LU.lowering("torch")
 def _lu_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     LU, piv, info = torch.linalg.lu_factor_ex(A)
     P, L, U = torch.lu_unpack(LU, piv)
@@ -272,11 +304,11 @@ def lu(A, *, check=True, check_finite=True):
     True
     """
     where = "lu"
-    A = cc.matrix(A, "A", where)
+    A = la.matrix(A, "A", where)
     check = _check(check, where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
-    P, L, U, info = _lu_torch(A)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
+    P, L, U, info = LU(A)
     if not check:
         return P, L, U, info
     _raise_info(where, info, _SINGULAR)
@@ -310,11 +342,11 @@ def lu_factor(A, *, check=True, check_finite=True):
     [1.0, 2.0]
     """
     where = "lu_factor"
-    A = cc.square_matrix(A, "A", where)
+    A = la.square_matrix(A, "A", where)
     check = _check(check, where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
-    LU, piv, info = _lu_factor_torch(A)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
+    LU, piv, info = LU_FACTOR(A)
     piv = piv - 1
     if not check:
         return LU, piv, info
@@ -325,6 +357,11 @@ def lu_factor(A, *, check=True, check_finite=True):
 _TRANS = v.Options({"N": (0, "N"), "T": (1, "T"), "C": (2, "C")})
 
 
+LU_SOLVE = Op("trnsolver.lu_solve", "flops", _NO_KERNEL, size=_flops(2.0), describe=_square_describe,
+        doc="solve with an LU factorization (getrs) (torch path; no kernel yet)")
+
+
+@LU_SOLVE.lowering("torch")
 def _lu_solve_torch(LU: torch.Tensor, piv1: torch.Tensor, B: torch.Tensor, trans: str) -> torch.Tensor:
     if trans == "N":
         return torch.linalg.lu_solve(LU, piv1, B)
@@ -360,16 +397,16 @@ def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
     if not isinstance(lu_and_piv, (tuple, list)) or len(lu_and_piv) not in (2, 3):
         raise TypeError(f"{where}: lu_and_piv must be the (lu, piv) pair from lu_factor")
     LU, piv = lu_and_piv[0], lu_and_piv[1]
-    LU = cc.square_matrix(LU, "lu", where)
+    LU = la.square_matrix(LU, "lu", where)
     piv = v.tensor(piv, "piv", where)
     if piv.dtype not in (torch.int32, torch.int64) or tuple(piv.shape) != tuple(LU.shape[:-1]):
         raise ValueError(f"{where}: piv must be an integer tensor of shape {tuple(LU.shape[:-1])}, "
                          f"got {piv.dtype} {tuple(piv.shape)}")
     trans = _TRANS(trans, "trans", where)
-    B, vec = cc.rhs(LU, b, "b", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, lu=LU, b=B)
-    X = _lu_solve_torch(LU, (piv + 1).to(torch.int32), B, trans)
+    B, vec = la.rhs(LU, b, "b", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, lu=LU, b=B)
+    X = LU_SOLVE(LU, (piv + 1).to(torch.int32), B, trans)
     return X.squeeze(-1) if vec else X
 
 
@@ -378,6 +415,11 @@ def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
 _QR_MODE = v.Options({"reduced": ("reduced", "economic"), "complete": ("complete", "full"), "r": ("r",)})
 
 
+QR = Op("trnsolver.qr", "flops", _NO_KERNEL, size=_flops(2.0), describe=_square_describe,
+        doc="QR factorization (torch path; no kernel yet)")
+
+
+@QR.lowering("torch")
 def _qr_torch(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.linalg.qr(A, mode=mode)
 
@@ -408,11 +450,16 @@ def qr(A, mode="reduced"):
     True
     """
     where = "qr"
-    A = cc.matrix(A, "A", where)
+    A = la.matrix(A, "A", where)
     mode = _QR_MODE(mode, "mode", where)
-    return _qr_torch(A, mode)
+    return QR(A, mode)
 
 
+SVD = Op("trnsolver.svd", "flops", _NO_KERNEL, size=_flops(4.0), describe=_square_describe,
+        doc="singular value decomposition (torch path; no kernel yet)")
+
+
+@SVD.lowering("torch")
 def _svd_torch(A: torch.Tensor, full_matrices: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return torch.linalg.svd(A, full_matrices=full_matrices)
 
@@ -441,13 +488,18 @@ def svd(A, full_matrices=False, *, check_finite=True):
     [3.0, 2.0]
     """
     where = "svd"
-    A = cc.matrix(A, "A", where)
-    full = cc.flag(full_matrices, "full_matrices", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
-    return _svd_torch(A, full)
+    A = la.matrix(A, "A", where)
+    full = v.flag(full_matrices, "full_matrices", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
+    return SVD(A, full)
 
 
+PINV = Op("trnsolver.pinv", "flops", _NO_KERNEL, size=_flops(4.0), describe=_square_describe,
+        doc="pseudo-inverse by the SVD (torch path; no kernel yet)")
+
+
+@PINV.lowering("torch")
 def _pinv_torch(A: torch.Tensor, rtol: float | None) -> torch.Tensor:
     if A.numel() == 0:
         return A.new_zeros(A.shape[:-2] + (A.shape[-1], A.shape[-2]))
@@ -481,18 +533,30 @@ def pinv(A, rcond=None, *, check_finite=True):
     [[0.5, 0.0], [0.0, 0.0]]
     """
     where = "pinv"
-    A = cc.matrix(A, "A", where)
-    rtol = None if rcond is None else cc.positive(rcond, "rcond", where, zero_ok=True)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
-    return _pinv_torch(A, rtol)
+    A = la.matrix(A, "A", where)
+    rtol = None if rcond is None else v.positive(rcond, "rcond", where, zero_ok=True)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
+    return PINV(A, rtol)
 
 
 # ==================================================================== solves
 
+_NO_INFO = torch.zeros((), dtype=torch.int32)
+
+
+SOLVE = Op("trnsolver.solve", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=_square_describe,
+        doc="general solve (gesv) (torch path; no kernel yet)")
+
+
+@SOLVE.lowering("torch")
 def _solve_torch(A: torch.Tensor, B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    X, info = torch.linalg.solve_ex(A, B)
-    return X, info
+    # linalg.solve is ~20 us faster than solve_ex at n = 64 (measured); solve_ex
+    # only to find the zero pivot of a singular matrix
+    try:
+        return torch.linalg.solve(A, B), _NO_INFO
+    except RuntimeError:
+        return torch.linalg.solve_ex(A, B)
 
 
 @numpy_io
@@ -522,15 +586,20 @@ def solve(A, B, *, check_finite=True):
     [2.0, 3.0]
     """
     where = "solve"
-    A = cc.square_matrix(A, "A", where)
-    Bm, vec = cc.rhs(A, B, "B", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A, B=Bm)
-    X, info = _solve_torch(A, Bm)
+    A = la.square_matrix(A, "A", where)
+    Bm, vec = la.rhs(A, B, "B", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A, B=Bm)
+    X, info = SOLVE(A, Bm)
     _raise_info(where, info, _SINGULAR)
     return X.squeeze(-1) if vec else X
 
 
+SOLVE_SPD = Op("trnsolver.solve_spd", "flops", _NO_KERNEL, size=_flops(1 / 3), describe=_square_describe,
+        doc="SPD solve (posv) (torch path; no kernel yet)")
+
+
+@SOLVE_SPD.lowering("torch")
 def _solve_spd_torch(A: torch.Tensor, B: torch.Tensor, refine: bool) -> tuple[torch.Tensor, torch.Tensor]:
     L, info = torch.linalg.cholesky_ex(A)
     X = torch.cholesky_solve(B, L)
@@ -572,12 +641,12 @@ def solve_spd(A, B, iterative_refinement=False, *, check_finite=True):
     [1.0, 1.0]
     """
     where = "solve_spd"
-    A = cc.square_matrix(A, "A", where)
-    Bm, vec = cc.rhs(A, B, "B", where)
-    refine = cc.flag(iterative_refinement, "iterative_refinement", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A, B=Bm)
-    X, info = _solve_spd_torch(A, Bm, refine)
+    A = la.square_matrix(A, "A", where)
+    Bm, vec = la.rhs(A, B, "B", where)
+    refine = v.flag(iterative_refinement, "iterative_refinement", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A, B=Bm)
+    X, info = SOLVE_SPD(A, Bm, refine)
     _raise_info(where, info, _NOT_PD)
     return X.squeeze(-1) if vec else X
 
@@ -585,6 +654,11 @@ def solve_spd(A, B, iterative_refinement=False, *, check_finite=True):
 _LSTSQ_DRIVER = v.Options({"gelsd": ("gelsd",), "gelsy": ("gelsy",), "gelss": ("gelss",)})
 
 
+LSTSQ = Op("trnsolver.lstsq", "flops", _NO_KERNEL, size=_flops(4.0), describe=_square_describe,
+        doc="least squares (torch path; no kernel yet)")
+
+
+@LSTSQ.lowering("torch")
 def _lstsq_torch(A: torch.Tensor, B: torch.Tensor, rcond: float | None, driver: str):
     m, n = A.shape[-2], A.shape[-1]
     if A.numel() == 0 or B.numel() == 0:
@@ -635,18 +709,18 @@ def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
     ([1.0, 1.0], 2)
     """
     where = "lstsq"
-    A = cc.matrix(A, "A", where)
-    Bt = v.tensor(B, "B", where, cc.LINALG_DTYPES)
+    A = la.matrix(A, "A", where)
+    Bt = v.tensor(B, "B", where, la.LINALG_DTYPES)
     v.agree(where, A=A, B=Bt)
     vec = Bt.dim() == A.dim() - 1
     Bm = Bt.unsqueeze(-1) if vec else Bt
     if Bm.dim() < 2 or Bm.shape[-2] != A.shape[-2]:
         raise v.mismatch(where, f"B must have {A.shape[-2]} rows", A=A, B=Bt)
-    rcond = None if rcond is None else cc.positive(rcond, "rcond", where, zero_ok=True)
+    rcond = None if rcond is None else v.positive(rcond, "rcond", where, zero_ok=True)
     driver = _LSTSQ_DRIVER(driver, "driver", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A, B=Bm)
-    X, res, rank, sv = _lstsq_torch(A, Bm, rcond, driver)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A, B=Bm)
+    X, res, rank, sv = LSTSQ(A, Bm, rcond, driver)
     if vec:
         X = X.squeeze(-1)
         res = res.squeeze(-1) if res.numel() else res
@@ -655,6 +729,11 @@ def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
 
 # ============================================================= inverses, det
 
+INV = Op("trnsolver.inv", "flops", _NO_KERNEL, size=_flops(2.0), describe=_square_describe,
+        doc="inverse (torch path; no kernel yet)")
+
+
+@INV.lowering("torch")
 def _inv_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.linalg.inv_ex(A)
 
@@ -675,14 +754,19 @@ def inv(A, *, check_finite=True):
     [[0.5, 0.0], [0.0, 0.25]]
     """
     where = "inv"
-    A = cc.square_matrix(A, "A", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
-    X, info = _inv_torch(A)
+    A = la.square_matrix(A, "A", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
+    X, info = INV(A)
     _raise_info(where, info, _SINGULAR)
     return X
 
 
+INV_SPD = Op("trnsolver.inv_spd", "flops", _NO_KERNEL, size=_flops(1.0), describe=_square_describe,
+        doc="SPD inverse (potri) (torch path; no kernel yet)")
+
+
+@INV_SPD.lowering("torch")
 def _inv_spd_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     L, info = torch.linalg.cholesky_ex(A)
     X = torch.cholesky_inverse(L)
@@ -706,16 +790,21 @@ def inv_spd(A, *, check_finite=True):
     [0.25, 0.5]
     """
     where = "inv_spd"
-    A = cc.square_matrix(A, "A", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
+    A = la.square_matrix(A, "A", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
     if A.shape[-1] == 0:
         return A.clone()
-    X, info = _inv_spd_torch(A)
+    X, info = INV_SPD(A)
     _raise_info(where, info, _NOT_PD)
     return X
 
 
+SLOGDET = Op("trnsolver.slogdet", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=_square_describe,
+        doc="sign and log|det| (torch path; no kernel yet)")
+
+
+@SLOGDET.lowering("torch")
 def _slogdet_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return tuple(torch.linalg.slogdet(A))
 
@@ -731,8 +820,8 @@ def det(A):
     -2.0
     """
     where = "det"
-    A = cc.square_matrix(A, "A", where)
-    sign, logabs = _slogdet_torch(A)
+    A = la.square_matrix(A, "A", where)
+    sign, logabs = SLOGDET(A)
     return sign * torch.exp(logabs).to(sign.dtype)
 
 
@@ -755,12 +844,17 @@ def slogdet(A):
     (1.0, 1381.551)
     """
     where = "slogdet"
-    A = cc.square_matrix(A, "A", where)
-    return _slogdet_torch(A)
+    A = la.square_matrix(A, "A", where)
+    return SLOGDET(A)
 
 
 # ===================================================== inverse square roots
 
+INV_SQRT_SPD = Op("trnsolver.inv_sqrt_spd", "flops", _NO_KERNEL, size=_flops(9.0), describe=_square_describe,
+        doc="A^{-1/2} by the eigendecomposition (torch path; no kernel yet)")
+
+
+@INV_SQRT_SPD.lowering("torch")
 def _inv_sqrt_spd_torch(A: torch.Tensor, min_eig: float | None) -> tuple[torch.Tensor, torch.Tensor]:
     w, V = torch.linalg.eigh(A)
     wmin = w[..., 0] if w.shape[-1] else w.new_zeros(A.shape[:-2])
@@ -799,16 +893,16 @@ def inv_sqrt_spd(A, *, min_eig=None, check_finite=True):
     [[0.5, 0.0], [0.0, 0.25]]
     """
     where = "inv_sqrt_spd"
-    A = cc.square_matrix(A, "A", where)
-    min_eig = None if min_eig is None else cc.positive(min_eig, "min_eig", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
+    A = la.square_matrix(A, "A", where)
+    min_eig = None if min_eig is None else v.positive(min_eig, "min_eig", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
     if A.shape[-1] == 0:
         return A.clone()
-    X, wmin = _inv_sqrt_spd_torch(A, min_eig)
+    X, wmin = INV_SQRT_SPD(A, min_eig)
     if min_eig is None and wmin.numel() and bool((wmin <= 0).any()):
         i = int(torch.nonzero((wmin <= 0).reshape(-1))[0])
-        bidx = cc.batch_index(i, tuple(wmin.shape))
+        bidx = la.batch_index(i, tuple(wmin.shape))
         at = f" (batch index {bidx})" if bidx else ""
         raise LinAlgError(f"{where}: A is not positive definite: smallest eigenvalue "
                           f"{float(wmin.reshape(-1)[i]):.3e}{at}; pass min_eig= to clamp explicitly",
@@ -900,16 +994,16 @@ def inv_sqrt_spd_ns(A, *, max_iters=20, tol=1e-7, on_fail="warn", check_finite=T
     ([0.5, 0.33333333], True)
     """
     where = "inv_sqrt_spd_ns"
-    A = cc.square_matrix(A, "A", where)
+    A = la.square_matrix(A, "A", where)
     max_iters = v.integer(max_iters, "max_iters", where, minimum=0)
-    tol = cc.positive(tol, "tol", where)
-    on_fail = cc.ON_FAIL(on_fail, "on_fail", where)
-    if cc.flag(check_finite, "check_finite", where):
-        cc.finite(where, A=A)
+    tol = v.positive(tol, "tol", where)
+    on_fail = it_.ON_FAIL(on_fail, "on_fail", where)
+    if v.flag(check_finite, "check_finite", where):
+        la.finite(where, A=A)
     if A.shape[-1] == 0:
         return A.clone(), 0, 0.0
     X, iters, res = INV_SQRT_SPD_NS(A, max_iters, float(tol))
-    info = cc.SolverInfo(iters, res, res <= tol, method=where)
-    cc.report(where, info, on_fail, tol)
+    info = it_.SolverInfo(iters, res, res <= tol, method=where)
+    it_.report(where, info, on_fail, tol)
     return X, iters, res
 

@@ -20,15 +20,26 @@ import math
 
 import torch
 
+from trnsci import _iterative as it_
+from trnsci import _linalg as la
 from trnsci import _validate as v
+from trnsci._iterative import SolverInfo
 from trnsci._validate import numpy_io
-from trnsolver import _core_candidates as cc
-from trnsolver._core_candidates import SolverInfo
+from trnsci.dispatch import Op
+from trnsolver.factor import _NO_KERNEL
 
 __all__ = ["cg", "gmres", "bicgstab", "minres",
            "jacobi_preconditioner", "block_jacobi_preconditioner", "ssor_preconditioner"]
 
-_KRYLOV_DTYPES = cc.LINALG_DTYPES
+_KRYLOV_DTYPES = la.LINALG_DTYPES
+
+
+def _rows(matvec, b, *rest, **kwargs):
+    return float(b.shape[0])
+
+
+def _describe_rows(matvec, b, *rest, **kwargs):
+    return f"n={b.shape[0]} {str(b.dtype).replace('torch.', '')}"
 
 
 def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info):
@@ -36,19 +47,19 @@ def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info):
     if b.dim() != 1:
         raise ValueError(f"{where}: b must be a vector (n,), got shape {tuple(b.shape)}")
     n = b.shape[0]
-    matvec = cc.linear_operator(A, n, b.dtype, b.device, "A", where)
+    matvec = it_.linear_operator(A, n, b.dtype, b.device, "A", where)
     if x0 is not None:
         x0 = v.tensor(x0, "x0", where, _KRYLOV_DTYPES)
         if tuple(x0.shape) != (n,):
             raise v.mismatch(where, "x0 must match b", b=b, x0=x0)
         v.agree(where, b=b, x0=x0)
-    tol = cc.positive(tol, "tol", where, zero_ok=True)
-    atol = cc.positive(atol, "atol", where, zero_ok=True)
+    tol = v.positive(tol, "tol", where, zero_ok=True)
+    atol = v.positive(atol, "atol", where, zero_ok=True)
     maxiter = v.integer(maxiter, "maxiter", where, minimum=0)
-    precond = cc.preconditioner(M, n, b.dtype, b.device, where)
-    on_fail = cc.ON_FAIL(on_fail, "on_fail", where)
-    return_info = cc.flag(return_info, "return_info", where)
-    cc.finite(where, b=b, x0=x0)
+    precond = it_.preconditioner(M, n, b.dtype, b.device, where)
+    on_fail = it_.ON_FAIL(on_fail, "on_fail", where)
+    return_info = v.flag(return_info, "return_info", where)
+    la.finite(where, b=b, x0=x0)
     return matvec, b, x0, tol, atol, maxiter, precond, on_fail, return_info
 
 
@@ -58,8 +69,16 @@ def _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, return_info, meth
     relres = rnorm / bnorm if bnorm > 0 else rnorm
     converged = rnorm <= max(tol * bnorm, atol) or (bnorm == 0 and rnorm == 0)
     info = SolverInfo(it, relres, bool(converged), hist, method)
-    cc.report(where, info, on_fail, tol)
+    it_.report(where, info, on_fail, tol)
     return (x, info) if return_info else (x, it, relres)
+
+
+def _krylov(where, op, A, b, x0, tol, atol, maxiter, M, on_fail, return_info):
+    """Validate, run ``op(matvec, b, x0, tol, atol, maxiter, precond)``, report (CG, BiCGSTAB, MINRES)."""
+    matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
+        where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
+    x, it, hist = op(matvec, b, x0, tol, atol, maxiter, precond)
+    return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
 
 
 def _dot(x, y):
@@ -68,15 +87,26 @@ def _dot(x, y):
 
 # ===================================================================== CG
 
-def _cg_torch(matvec, b, x0, tol, atol, maxiter, precond):
-    """Preconditioned CG. Returns ``(x, iterations, relative residual history)``."""
+def _start(matvec, b, x0, tol, atol):
+    """Common Krylov start: ``(x, r, ||r||, stop, scale, history)`` with
+    ``stop = max(tol ||b||, atol)`` and residuals recorded relative to ``||b||``."""
     x = torch.zeros_like(b) if x0 is None else x0.clone()
     bnorm = float(torch.linalg.vector_norm(b))
     stop = max(tol * bnorm, atol)
     scale = bnorm if bnorm > 0 else 1.0
     r = b - matvec(x) if x0 is not None else b.clone()
     rn = float(torch.linalg.vector_norm(r))
-    hist = [rn / scale]
+    return x, r, rn, stop, scale, [rn / scale]
+
+
+CG = Op("trnsolver.cg", "rows", _NO_KERNEL, size=_rows, describe=_describe_rows,
+        doc="conjugate gradients (torch path; no kernel yet)")
+
+
+@CG.lowering("torch")
+def _cg_torch(matvec, b, x0, tol, atol, maxiter, precond):
+    """Preconditioned CG. Returns ``(x, iterations, relative residual history)``."""
+    x, r, rn, stop, scale, hist = _start(matvec, b, x0, tol, atol)
     if rn <= stop:
         return x, 0, hist
     z = precond(r) if precond is not None else r
@@ -147,15 +177,16 @@ def cg(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail="warn
     >>> [round(v, 6) for v in x.tolist()], iters
     ([0.090909, 0.636364], 2)
     """
-    where = "cg"
-    matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
-        where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
-    x, it, hist = _cg_torch(matvec, b, x0, tol, atol, maxiter, precond)
-    return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
+    return _krylov("cg", CG, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
 
 
 # ================================================================== GMRES
 
+GMRES = Op("trnsolver.gmres", "rows", _NO_KERNEL, size=_rows, describe=_describe_rows,
+        doc="restarted GMRES (torch path; no kernel yet)")
+
+
+@GMRES.lowering("torch")
 def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond):
     """Restarted right-preconditioned GMRES (Givens QR of the Hessenberg
     matrix, classical Gram-Schmidt with one re-orthogonalisation, as GEMVs).
@@ -262,21 +293,20 @@ def gmres(A, b, x0=None, tol=1e-6, maxiter=100, restart=30, M=None, *, atol=0.0,
     matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
         where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
     restart = v.integer(restart, "restart", where, minimum=1)
-    x, it, hist = _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond)
+    x, it, hist = GMRES(matvec, b, x0, tol, atol, restart, maxiter, precond)
     return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
 
 
 # =============================================================== BiCGSTAB
 
+BICGSTAB = Op("trnsolver.bicgstab", "rows", _NO_KERNEL, size=_rows, describe=_describe_rows,
+        doc="BiCGSTAB (torch path; no kernel yet)")
+
+
+@BICGSTAB.lowering("torch")
 def _bicgstab_torch(matvec, b, x0, tol, atol, maxiter, precond):
     """Right-preconditioned BiCGSTAB (van der Vorst). Returns ``(x, iters, history)``."""
-    x = torch.zeros_like(b) if x0 is None else x0.clone()
-    bnorm = float(torch.linalg.vector_norm(b))
-    stop = max(tol * bnorm, atol)
-    scale = bnorm if bnorm > 0 else 1.0
-    r = b - matvec(x)
-    rn = float(torch.linalg.vector_norm(r))
-    hist = [rn / scale]
+    x, r, rn, stop, scale, hist = _start(matvec, b, x0, tol, atol)
     if rn <= stop:
         return x, 0, hist
     rhat = r.clone()
@@ -335,28 +365,23 @@ def bicgstab(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail
     >>> [round(v, 10) for v in x.tolist()]
     [1.0, 1.0]
     """
-    where = "bicgstab"
-    matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
-        where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
-    x, it, hist = _bicgstab_torch(matvec, b, x0, tol, atol, maxiter, precond)
-    return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
+    return _krylov("bicgstab", BICGSTAB, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
 
 
 # ================================================================= MINRES
 
+MINRES = Op("trnsolver.minres", "rows", _NO_KERNEL, size=_rows, describe=_describe_rows,
+        doc="MINRES (torch path; no kernel yet)")
+
+
+@MINRES.lowering("torch")
 def _minres_torch(matvec, b, x0, tol, atol, maxiter, precond, shift=0.0):
     """Preconditioned MINRES (Paige-Saunders) for Hermitian ``A``.
 
     The recurrence's residual estimate (in the ``M``-norm) triggers a check
     of the true residual, so convergence is never claimed from the estimate
     alone. Returns ``(x, iters, history)``."""
-    x = torch.zeros_like(b) if x0 is None else x0.clone()
-    bnorm = float(torch.linalg.vector_norm(b))
-    stop = max(tol * bnorm, atol)
-    scale = bnorm if bnorm > 0 else 1.0
-    r1 = b - matvec(x)
-    rn = float(torch.linalg.vector_norm(r1))
-    hist = [rn / scale]
+    x, r1, rn, stop, scale, hist = _start(matvec, b, x0, tol, atol)
     if rn <= stop:
         return x, 0, hist
     y = precond(r1) if precond is not None else r1
@@ -418,11 +443,7 @@ def minres(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail="
     >>> [round(v, 10) for v in x.tolist()]
     [1.0, 1.0]
     """
-    where = "minres"
-    matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
-        where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
-    x, it, hist = _minres_torch(matvec, b, x0, tol, atol, maxiter, precond)
-    return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
+    return _krylov("minres", MINRES, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
 
 
 # ========================================================= preconditioners
@@ -532,13 +553,13 @@ def block_jacobi_preconditioner(A, block_size=16):
     Lb, info = torch.linalg.cholesky_ex(blocks)
     if bool((info != 0).any()):
         i = int(torch.nonzero(info)[0])
-        raise cc.LinAlgError(f"{where}: diagonal block rows [{i * bs}:{(i + 1) * bs}] is not positive definite",
+        raise la.LinAlgError(f"{where}: diagonal block rows [{i * bs}:{(i + 1) * bs}] is not positive definite",
                              info=int(info[i]))
     L_tail = None
     if k < n:
         L_tail, info = torch.linalg.cholesky_ex(A[k:, k:])
         if int(info):
-            raise cc.LinAlgError(f"{where}: diagonal block rows [{k}:{n}] is not positive definite", info=int(info))
+            raise la.LinAlgError(f"{where}: diagonal block rows [{k}:{n}] is not positive definite", info=int(info))
     return _BlockJacobi(Lb, L_tail, nb, bs)
 
 

@@ -1,15 +1,26 @@
-"""Generic helpers the trnsci core lacks today (to be moved into the core).
+"""Iterative (Krylov) solver plumbing shared by trnsolver and trnsparse.
 
-* :class:`LinAlgError` -- a ``numpy.linalg.LinAlgError`` (hence also a
-  ``ValueError``) raised when a matrix is singular / not positive definite.
 * :class:`ConvergenceWarning` / :class:`ConvergenceError` -- an iterative
-  method stopped before meeting its tolerance.
-* :class:`SolverInfo` -- what an iterative method did (iterations, residual
-  history, converged flag).
-* :func:`linear_operator` / :func:`preconditioner` -- turn a matrix, a sparse
-  matrix, an object with ``matvec``/``solve``/``@``, or a callable into a
-  function ``x -> A x`` (``r -> M r``) on torch vectors.
-* :func:`square_matrix`, :func:`rhs`, :func:`finite` -- dense-argument checks.
+  method stopped before meeting its tolerance (the error is a
+  :class:`trnsci._linalg.LinAlgError`).
+* :class:`SolverInfo` -- what a method did (iterations, residual history,
+  converged flag); :func:`report` warns or raises when it did not converge
+  (``on_fail="warn" | "raise"``, parsed by :data:`ON_FAIL`).
+* :func:`linear_operator` / :func:`preconditioner` -- a dense or sparse
+  tensor/array, a SciPy sparse matrix or ``LinearOperator``, an object with
+  ``matvec``/``solve``/``@`` (trnsparse's ilu0/ic0/jacobi preconditioners:
+  ``M(r) == M.solve(r) == M.matvec(r)``) or a callable, as a function on
+  torch vectors (``x -> A x``, ``r -> M r ~ A^{-1} r``).
+
+Examples
+--------
+>>> import torch
+>>> from trnsci import _iterative as it
+>>> f = it.linear_operator(torch.eye(2) * 3, 2, torch.float32, torch.device("cpu"), "A", "cg")
+>>> f(torch.ones(2)).tolist()
+[3.0, 3.0]
+>>> it.ON_FAIL("Raise", "on_fail", "cg")
+'raise'
 """
 
 from __future__ import annotations
@@ -23,24 +34,10 @@ import numpy as np
 import torch
 
 from trnsci import _validate as v
+from trnsci._linalg import LINALG_DTYPES, LinAlgError
 
-LINALG_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
-
-
-class LinAlgError(np.linalg.LinAlgError):
-    """A matrix is singular or not positive definite.
-
-    Subclasses ``numpy.linalg.LinAlgError`` (itself a ``ValueError``), so
-    ``except numpy.linalg.LinAlgError`` and ``except ValueError`` both catch
-    it. ``info`` is the 1-based LAPACK/cuSOLVER ``info`` (order of the
-    failing minor, or position of the zero pivot); ``batch_index`` the index
-    of the failing matrix in the leading dimensions (``()`` when unbatched).
-    """
-
-    def __init__(self, message: str, info: int = 0, batch_index: tuple = ()):
-        super().__init__(message)
-        self.info = info
-        self.batch_index = batch_index
+__all__ = ["ConvergenceWarning", "ConvergenceError", "SolverInfo", "ON_FAIL", "report",
+           "linear_operator", "preconditioner"]
 
 
 class ConvergenceWarning(RuntimeWarning):
@@ -88,72 +85,6 @@ def report(where: str, info: SolverInfo, on_fail: str, tol: float) -> None:
     if on_fail == "raise":
         raise ConvergenceError(msg, info=info.iterations)
     warnings.warn(msg, ConvergenceWarning, stacklevel=3)
-
-
-# ------------------------------------------------------------------ dense args
-
-def square_matrix(x: Any, name: str, where: str, dtypes=LINALG_DTYPES) -> torch.Tensor:
-    """A tensor of shape ``(..., n, n)`` and a LAPACK dtype."""
-    t = v.tensor(x, name, where, dtypes)
-    if t.dim() < 2:
-        raise ValueError(f"{where}: {name} must be a matrix (..., n, n), got shape {tuple(t.shape)}")
-    if t.shape[-1] != t.shape[-2]:
-        raise ValueError(f"{where}: {name} must be square, got shape {tuple(t.shape)}")
-    return t
-
-
-def matrix(x: Any, name: str, where: str, dtypes=LINALG_DTYPES) -> torch.Tensor:
-    """A tensor of shape ``(..., m, n)`` and a LAPACK dtype."""
-    t = v.tensor(x, name, where, dtypes)
-    if t.dim() < 2:
-        raise ValueError(f"{where}: {name} must be a matrix (..., m, n), got shape {tuple(t.shape)}")
-    return t
-
-
-def rhs(A: torch.Tensor, x: Any, name: str, where: str) -> tuple[torch.Tensor, bool]:
-    """The right-hand side ``B`` of ``A X = B``: ``(..., n)`` (a vector) or ``(..., n, k)``.
-
-    Returns ``(B as (..., n, k), was_vector)``. A ``B`` with one dimension
-    fewer than ``A`` is a (batch of) vector(s), as in ``torch.linalg.solve``.
-    """
-    B = v.tensor(x, name, where, LINALG_DTYPES)
-    v.agree(where, A=A, **{name: B})
-    n = A.shape[-2]
-    vec = B.dim() == A.dim() - 1
-    if B.dim() == 0 or (not vec and B.dim() < 2):
-        raise ValueError(f"{where}: {name} must have shape (..., {n}) or (..., {n}, k), got {tuple(B.shape)}")
-    Bm = B.unsqueeze(-1) if vec else B
-    if Bm.shape[-2] != n:
-        raise v.mismatch(where, f"{name} must have {n} rows", A=A, **{name: B})
-    try:
-        torch.broadcast_shapes(A.shape[:-2], Bm.shape[:-2])
-    except RuntimeError:
-        raise v.mismatch(where, "batch dimensions do not broadcast", A=A, **{name: B}) from None
-    return Bm, vec
-
-
-def finite(where: str, **named: torch.Tensor) -> None:
-    """``ValueError`` if a tensor holds NaN or Inf (SciPy's ``check_finite``)."""
-    for k, t in named.items():
-        if t is not None and t.numel() and not bool(torch.isfinite(t).all()):
-            raise ValueError(f"{where}: {k} contains NaN or Inf")
-
-
-def flag(x: Any, name: str, where: str) -> bool:
-    if not isinstance(x, (bool, np.bool_)):
-        raise TypeError(f"{where}: {name} must be True or False, got {type(x).__name__}")
-    return bool(x)
-
-
-def positive(x: Any, name: str, where: str, *, zero_ok: bool = False) -> float:
-    s = v.scalar(x, name, where, complex_ok=False)
-    if not (s >= 0 if zero_ok else s > 0) or s != s or s == float("inf"):
-        raise ValueError(f"{where}: {name} must be a finite number {'>= 0' if zero_ok else '> 0'}, got {x!r}")
-    return float(s)
-
-
-def batch_index(flat: int, shape: tuple) -> tuple:
-    return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
 
 
 # ------------------------------------------------------------------ operators
