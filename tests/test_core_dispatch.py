@@ -435,3 +435,34 @@ def test_validate_sparse_opt_in():
     with pytest.raises(TypeError, match="S is a sparse tensor"):
         v.tensor(S, "S", "op")
     assert v.tensor(S, "S", "op", sparse=True) is S
+
+
+def _fake_library(tmp_path, monkeypatch, name, nki_source):
+    pkg = tmp_path / name
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_nki.py").write_text(nki_source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+def test_load_lowerings_imports_the_library_nki_module(tmp_path, monkeypatch):
+    _fake_library(tmp_path, monkeypatch, "fakelib_ok", "LOADED = True\n")
+    assert dispatch.load_lowerings("fakelib_ok") is True
+    import fakelib_ok._nki as mod
+
+    assert mod.LOADED
+
+
+def test_load_lowerings_failure_warns_once_and_keeps_torch(tmp_path, monkeypatch):
+    _fake_library(tmp_path, monkeypatch, "fakelib_bad", "raise ImportError('no kernels here')\n")
+    monkeypatch.delenv("TRNSCI_REQUIRE_NKI", raising=False)
+    expected = r"fakelib_bad: NKI lowerings not registered \(ImportError: no kernels here\)"
+    with pytest.warns(RuntimeWarning, match=expected):
+        assert dispatch.load_lowerings("fakelib_bad") is False
+
+
+def test_load_lowerings_failure_raises_under_require_nki(tmp_path, monkeypatch):
+    _fake_library(tmp_path, monkeypatch, "fakelib_bad2", "raise ImportError('no kernels here')\n")
+    monkeypatch.setenv("TRNSCI_REQUIRE_NKI", "1")
+    with pytest.raises(dispatch.NkiRequiredError, match="fakelib_bad2: NKI lowerings failed to import"):
+        dispatch.load_lowerings("fakelib_bad2")

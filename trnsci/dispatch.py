@@ -642,6 +642,28 @@ class Op:
 _OPS: dict[str, Op] = {}
 
 
+def load_lowerings(library: str) -> bool:
+    """Import ``<library>._nki``, where every NKI lowering of a library registers itself.
+
+    Each library's ``__init__`` calls this last, after its public functions
+    (and their Ops) exist. A kernel module that fails to import must not take
+    the torch path down: it warns once (``RuntimeWarning``) and every op of
+    the library runs on torch -- or, under ``TRNSCI_REQUIRE_NKI=1``, raises
+    :class:`NkiRequiredError`. Returns True when the lowerings registered.
+    """
+    import importlib
+
+    try:
+        importlib.import_module(f"{library}._nki")
+    except Exception as exc:
+        if require_nki():
+            raise NkiRequiredError(f"{library}: NKI lowerings failed to import: {exc}") from exc
+        warnings.warn(f"{library}: NKI lowerings not registered ({type(exc).__name__}: {exc}); "
+                      "every operation runs on torch", RuntimeWarning, stacklevel=3)
+        return False
+    return True
+
+
 def ops(library: str | None = None) -> dict[str, Op]:
     """Every :class:`Op` created so far (name -> Op), optionally of one library."""
     with _lock:

@@ -7,6 +7,7 @@ backend runs it, and calls either its torch lowering or its NKI kernel.
 
 from trnsci._libinfo import library_version as _library_version
 from trnsci.backend import bind as _bind
+from trnsci.dispatch import load_lowerings as _load_lowerings
 
 __version__ = _library_version("trnblas")
 set_backend, get_backend, use_backend = _bind("trnblas")
@@ -76,19 +77,6 @@ from trnblas.chem import df_factors, dfmp2, mp2_energy, mp2_pair_energies  # noq
 
 __all__ += ["mp2_energy", "mp2_pair_energies", "df_factors", "dfmp2"]
 
-# Every NKI lowering lives in trnblas._nki and registers itself on the Ops
-# declared next to the public functions; imported last. A broken
-# kernel module must not take the torch path down: it warns (or raises under
-# TRNSCI_REQUIRE_NKI=1) and every operation runs on torch.
-try:
-    from trnblas import _nki  # noqa: E402, F401
-except Exception as _exc:
-    from trnsci.dispatch import NkiRequiredError as _Required
-    from trnsci.dispatch import require_nki as _require
-
-    if _require():
-        raise _Required(f"trnblas: NKI lowerings failed to import: {_exc}") from _exc
-    import warnings as _warnings
-
-    _warnings.warn(f"trnblas: NKI lowerings not registered ({type(_exc).__name__}: {_exc}); "
-                   "every operation runs on torch", RuntimeWarning, stacklevel=2)
+# Every NKI lowering lives in trnblas._nki and registers itself on the Ops above;
+# imported last (a broken kernel module warns and leaves the torch path running).
+_load_lowerings("trnblas")

@@ -11,6 +11,7 @@ kernels); plans say which runs and why (``create_plan(...).backend``).
 
 from trnsci._libinfo import library_version as _library_version
 from trnsci.backend import bind as _bind
+from trnsci.dispatch import load_lowerings as _load_lowerings
 from trnsci.nki import HAS_NKI
 
 from . import nn
@@ -42,19 +43,6 @@ __all__ = [
     "nn",
 ]
 
-# Every NKI lowering lives in trnfft._nki and registers itself on the Ops
-# declared next to the public functions; imported last. A broken kernel
-# module must not take the torch path down: it warns (or raises under
-# TRNSCI_REQUIRE_NKI=1) and every operation runs on torch.
-try:
-    from trnfft import _nki  # noqa: E402, F401
-except Exception as _exc:
-    from trnsci.dispatch import NkiRequiredError as _Required
-    from trnsci.dispatch import require_nki as _require
-
-    if _require():
-        raise _Required(f"trnfft: NKI lowerings failed to import: {_exc}") from _exc
-    import warnings as _warnings
-
-    _warnings.warn(f"trnfft: NKI lowerings not registered ({type(_exc).__name__}: {_exc}); "
-                   "every operation runs on torch", RuntimeWarning, stacklevel=2)
+# Every NKI lowering lives in trnfft._nki and registers itself on the Ops above;
+# imported last (a broken kernel module warns and leaves the torch path running).
+_load_lowerings("trnfft")

@@ -7,6 +7,7 @@ subsequence and offset give the same bits on every backend and device.
 
 from trnsci._libinfo import library_version as _library_version
 from trnsci.backend import bind as _bind
+from trnsci.dispatch import load_lowerings as _load_lowerings
 
 from .distributions import (
     bernoulli,
@@ -79,22 +80,7 @@ __all__ = [
     "latin_hypercube",
 ]
 
-# Every NKI lowering lives in trnrand._nki and registers itself on the Ops declared next to the
-# public functions; imported last. A broken kernel module must not take the torch path down: it
-# warns (or raises under TRNSCI_REQUIRE_NKI=1) and every operation runs on torch.
-#: published name: True when trnrand's NKI lowerings (Philox, Box-Muller, Sobol' kernels) are registered
-HAS_NKI = False
-try:
-    from trnrand import _nki  # noqa: E402, F401
-
-    HAS_NKI = True
-except Exception as _exc:
-    from trnsci.dispatch import NkiRequiredError as _Required
-    from trnsci.dispatch import require_nki as _require
-
-    if _require():
-        raise _Required(f"trnrand: NKI lowerings failed to import: {_exc}") from _exc
-    import warnings as _warnings
-
-    _warnings.warn(f"trnrand: NKI lowerings not registered ({type(_exc).__name__}: {_exc}); "
-                   "every operation runs on torch", RuntimeWarning, stacklevel=2)
+# Every NKI lowering lives in trnrand._nki and registers itself on the Ops above;
+# imported last (a broken kernel module warns and leaves the torch path running).
+#: published name: True when the NKI lowerings (Philox, Box-Muller, Sobol kernels) registered
+HAS_NKI = _load_lowerings("trnrand")

@@ -8,6 +8,7 @@ NKI kernels and dispatch through :mod:`trnsci.dispatch` come next).
 
 from trnsci._libinfo import library_version as _library_version
 from trnsci.backend import bind as _bind
+from trnsci.dispatch import load_lowerings as _load_lowerings
 
 from .attention import block_sparse_attention, block_sparse_attention_tiled, causal_mask, local_window_mask
 from .formats import (
@@ -71,19 +72,6 @@ __all__ = [
     "block_sparse_attention", "block_sparse_attention_tiled", "local_window_mask", "causal_mask",
 ]
 
-# Every NKI lowering lives in trnsparse._nki and registers itself on the Ops
-# declared next to the public functions; imported last. A broken kernel
-# module must not take the torch path down: it warns (or raises under
-# TRNSCI_REQUIRE_NKI=1) and every operation runs on torch.
-try:
-    from trnsparse import _nki  # noqa: E402, F401
-except Exception as _exc:
-    from trnsci.dispatch import NkiRequiredError as _Required
-    from trnsci.dispatch import require_nki as _require
-
-    if _require():
-        raise _Required(f"trnsparse: NKI lowerings failed to import: {_exc}") from _exc
-    import warnings as _warnings
-
-    _warnings.warn(f"trnsparse: NKI lowerings not registered ({type(_exc).__name__}: {_exc}); "
-                   "every operation runs on torch", RuntimeWarning, stacklevel=2)
+# Every NKI lowering lives in trnsparse._nki and registers itself on the Ops above;
+# imported last (a broken kernel module warns and leaves the torch path running).
+_load_lowerings("trnsparse")
