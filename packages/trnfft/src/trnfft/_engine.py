@@ -269,8 +269,11 @@ def down(y: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return y
 
 
+_SWAP_NORM = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+
 def swap_norm(norm: str) -> str:
-    return {"backward": "forward", "forward": "backward"}.get(norm, norm)
+    return _SWAP_NORM[norm]
 
 
 # ------------------------------------------------------------------ Op metrics

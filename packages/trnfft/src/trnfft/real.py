@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from . import _engine as E
-from .basic import _C2C_FAST, _PREC, _fast_many, _s_or_none, _Tensor
+from .basic import _C2C_FAST, _PREC, _all_or, _fast_many, _s_or_none, _Tensor
 
 # ------------------------------------------------------------------ ops
 # torch lowerings here; NKI lowerings in trnfft._nki (same arguments).
@@ -35,7 +35,6 @@ IRFFTN = E.opn("trnfft.irfftn", "n-D inverse of rfftn (also irfft2); points = ba
 _T_rfft = torch.fft.rfft
 _T_irfft = torch.fft.irfft
 _T_hfft = torch.fft.hfft
-_T_ihfft = torch.fft.ihfft
 _T_rfftn = torch.fft.rfftn
 _T_irfftn = torch.fft.irfftn
 
@@ -87,8 +86,8 @@ def _ihfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -
     """ihfft: ``conj(rfft(x, n))`` with the normalization swapped; ``n//2+1`` outputs."""
     if not x.numel():
         return E.empty(x, (dim,), (n // 2 + 1,), True)
-    if precision == "fast":
-        return _T_ihfft(x, None if n == x.shape[dim] else n, dim, norm).resolve_conj()
+    if precision == "fast":  # torch's own ihfft is this with a lazy conj (a copy to resolve): conj in place
+        return _T_rfft(x, None if n == x.shape[dim] else n, dim, E._SWAP_NORM[norm]).conj_physical_()
     return _r2c_modes(x, (n,), (dim,), E.swap_norm(norm), precision).conj().resolve_conj()
 
 
@@ -98,7 +97,7 @@ def _rfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: st
     if not x.numel():
         return E.empty(x, dim, s[:-1] + (s[-1] // 2 + 1,), True)
     if precision == "fast":
-        return _T_rfftn(x, _s_or_none(x, s, dim), dim, norm)
+        return _T_rfftn(x, _s_or_none(x, s, dim), _all_or(x, dim), norm)
     return _r2c_modes(x, s, dim, norm, precision)
 
 
@@ -108,7 +107,10 @@ def _irfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: s
     if not x.numel():
         return E.empty(x, dim, s, False)
     if precision == "fast":
-        return _T_irfftn(x, s, dim, norm)
+        shp = x.shape
+        if s[-1] == 2 * (shp[dim[-1]] - 1) and _s_or_none(x, s[:-1], dim[:-1]) is None:
+            s = None  # torch's default lengths
+        return _T_irfftn(x, s, _all_or(x, dim), norm)
     return _c2r_modes(x, s, dim, norm, precision)
 
 
