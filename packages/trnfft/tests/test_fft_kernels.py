@@ -235,3 +235,66 @@ def test_complex_tensor_times_python_complex_stays_on_the_host():
     with trnfft.use_backend("simulator"):
         y = (a * (2 + 3j)).to_torch()
     np.testing.assert_array_equal(y.numpy(), np.array([1 + 1j, 2 - 1j]) * (2 + 3j))
+
+
+# ------------------------------------------------------------------ large lengths: several kernel runs
+# Four-step (n = n1 n2 beyond the Stockham kernel's SBUF plan) and Bluestein with m > 4096 are
+# orchestrated on the host from the kernels above; the sub-transforms run over B n2 / B n1 rows
+# (192 and 384 rows here: full 128-row tiles plus ragged ones). Small batches keep the emulator
+# under a second per call.
+
+def _summed(runs):
+    tot = {}
+    for r in runs:
+        p = r.profile
+        for k, v in {"hbm_read_bytes": p.hbm_read_bytes, "hbm_write_bytes": p.hbm_write_bytes,
+                     "flops": p.flops, **p.instructions}.items():
+            tot[k] = tot.get(k, 0) + v
+    return tot
+
+
+@pytest.mark.parametrize("fn,B,n,norm", [("fft", 3, 8192, "backward"), ("ifft", 2, 2**16, "ortho")])
+def test_four_step_large_powers_of_two(fn, B, n, norm):
+    from trnfft import _nki as N
+
+    x = torch.randn(B, n, dtype=torch.complex64, generator=torch.Generator().manual_seed(n))
+    with trnfft.use_backend("simulator"), nki.capture() as runs:
+        y = getattr(trnfft, fn)(x, norm=norm)
+    want = N.large_counts(B, n)
+    n1, n2 = N.split(n)
+    assert n1 * n2 == n and n1 <= 1024 and n2 <= 1024
+    assert [r.kernel for r in runs] == want["kernels"] and want["kernels"][1] == "cmul_kernel"
+    got = _summed(runs)
+    assert {k: got.get(k) for k in want if k != "kernels"} == {k: v for k, v in want.items() if k != "kernels"}
+    # the twiddle pass alone: four float32 planes of B n points in, two out
+    cm = runs[1].profile
+    assert (cm.hbm_read_bytes, cm.hbm_write_bytes) == (16 * B * n, 8 * B * n)
+    ref = getattr(scipy.fft, fn)(x.numpy().astype(np.complex128), norm=norm)
+    # four-step error: the two Stockham/GEMM sub-transform bounds plus ~3 u for the twiddle product
+    assert _relerr(y.numpy(), ref) <= A.STOCKHAM_BOUND(n)
+    with trnfft.use_backend("torch"):
+        t = getattr(trnfft, fn)(x, norm=norm)
+    assert _relerr(y.numpy(), t.numpy()) <= 2 * A.STOCKHAM_BOUND(n)
+
+
+def test_bluestein_with_a_long_convolution_and_long_rfft():
+    from trnfft import _nki as N
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 4099, dtype=torch.complex64, generator=g)  # prime; m = 16384 > 4096
+    assert KB.length(4099) == 16384 > KB.MAX_M
+    with trnfft.use_backend("simulator"), nki.capture() as runs:
+        y = trnfft.ifft(x, norm="ortho")
+    want = N.large_counts(2, 4099)
+    assert [r.kernel for r in runs] == want["kernels"]
+    assert want["kernels"].count("cmul_kernel") == 5  # chirp, 2 twiddle passes, filter, chirp
+    got = _summed(runs)
+    assert {k: got.get(k) for k in want if k != "kernels"} == {k: v for k, v in want.items() if k != "kernels"}
+    ref = scipy.fft.ifft(x.numpy().astype(np.complex128), norm="ortho")
+    assert _relerr(y.numpy(), ref) <= A.BLUESTEIN_BOUND(4099)
+    # rfft of n = 16384: n/2 beyond the half-length kernel, so the complex four-step of length n
+    r = torch.randn(3, 16384, generator=g)
+    with trnfft.use_backend("simulator"), nki.capture() as runs:
+        y = trnfft.rfft(r)
+    assert [k.kernel for k in runs] == N.large_counts(3, 16384)["kernels"]
+    assert _relerr(y.numpy(), np.fft.rfft(r.numpy().astype(np.float64))) <= A.STOCKHAM_BOUND(16384)

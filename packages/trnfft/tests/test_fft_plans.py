@@ -28,24 +28,27 @@ CASES = [
     ("irfft", trnfft.irfft, (C[:3, :9],), {"n": 16}),
     ("bf16", trnfft.fft, (C[:3],), {"precision": "bf16"}),
     ("complex multiply", lambda a, b: a * b, (trnfft.ComplexTensor(R, R), trnfft.ComplexTensor(R, -R)), {}),
+    ("four-step (several kernels, no single-kernel counts)", trnfft.fft, (C[:3],), {"n": 8192}),
+    ("bluestein, long convolution (several kernels)", trnfft.ifft, (C[:1],), {"n": 4099}),
+    ("rfftn of a length beyond the half kernel: four-step", trnfft.rfftn, (R[:1],), {"s": (16384,)}),
     # calls the kernels cannot take: planned and run on torch
-    ("too long for stockham", trnfft.fft, (C[:1],), {"n": 8192}),
+    ("too long for the four-step plan", trnfft.fft, (C[:1],), {"n": 2**21}),
     ("kahan", trnfft.fft, (C[:3],), {"precision": "kahan"}),
     ("double", trnfft.ifft, (C[:3],), {"precision": "double"}),
     ("float64", trnfft.fft, (R.double(),), {}),
     ("empty", trnfft.fft, (torch.zeros(0, 8, dtype=torch.complex64),), {}),
-    ("bluestein too long", trnfft.fft, (C[:1],), {"n": 4099}),
+    ("bluestein too long", trnfft.fft, (C[:1],), {"n": 2**19 + 1}),
     ("hfft", trnfft.hfft, (C[:3],), {}),
     ("ihfft", trnfft.ihfft, (R[:3],), {"norm": "ortho"}),
     ("rfft2 (one kernel per dim)", trnfft.rfft2, (R[:8, :8],), {}),
     ("irfftn one dim", trnfft.irfftn, (C[:3, :9],), {"s": (16,)}),
     ("irfftn two dims", trnfft.irfftn, (C[:4, :9],), {"s": (4, 16)}),
-    ("rfftn length beyond the kernels", trnfft.rfftn, (R[:1],), {"s": (16384,)}),
+    ("rfftn length beyond the kernels", trnfft.rfftn, (R[:1],), {"s": (2**21,)}),
     ("stft", trnfft.stft, (R[:2],), {"n_fft": 16, "window": torch.hann_window(16)}),
     ("istft has no kernel", trnfft.istft, (torch.stft(R[0], 16, window=torch.hann_window(16), return_complex=True),),
      {"n_fft": 16, "window": torch.hann_window(16)}),
 ]
-TORCH_ONLY = {"too long for stockham", "kahan", "double", "float64", "empty", "bluestein too long",
+TORCH_ONLY = {"too long for the four-step plan", "kahan", "double", "float64", "empty", "bluestein too long",
               "rfftn length beyond the kernels", "istft has no kernel"}
 
 
@@ -60,7 +63,10 @@ def test_plan_matches_run_under_simulator(name, fn, args, kwargs):
 
 def test_plan_reasons_name_the_limit():
     with trnfft.use_backend("simulator"):
-        assert "n <= 4096" in plan_call(trnfft.fft, C[:1], n=8192).reason
+        assert f"n <= {2**20}" in plan_call(trnfft.fft, C[:1], n=2**21).reason
+        assert f"> {2**20}" in plan_call(trnfft.fft, C[:1], n=2**19 + 1).reason
+        big = plan_call(trnfft.fft, C[:3], n=8192)  # several kernel runs: no single-kernel figures
+        assert big.backend == "simulator" and big.kernel is None
         assert "kahan" in plan_call(trnfft.fft, C[:1], precision="kahan").reason
         assert "float64" in plan_call(trnfft.fft, R.double()).reason
 

@@ -179,3 +179,44 @@ def test_differentiable_transforms_gradcheck():
     x32 = torch.randn(3, 17, requires_grad=True)
     trnfft.fft(x32, precision="kahan").abs().sum().backward()
     assert x32.grad is not None and torch.isfinite(x32.grad).all()
+
+
+# Every public transform has an inline route for the common call (plain
+# tensor, default keywords, precision "fast") and the full keyword parse;
+# both must land on the same Op call: bitwise-equal results, the same dtype,
+# and the same answer as NumPy (pocketfft, float64; float32 inputs within
+# 8 u32 log2 n as above, here n <= 16 -> 2e-6).
+_DEFAULT_CALLS = [
+    ("fft", np.fft.fft, "c", (3, 16)), ("ifft", np.fft.ifft, "c", (3, 16)),
+    ("fft2", np.fft.fft2, "c", (4, 6)), ("ifft2", np.fft.ifft2, "c", (2, 4, 6)),
+    ("fftn", np.fft.fftn, "c", (4, 6)), ("ifftn", np.fft.ifftn, "c", (2, 3, 5)),
+    ("rfft", np.fft.rfft, "r", (3, 16)), ("ihfft", np.fft.ihfft, "r", (3, 15)),
+    ("irfft", np.fft.irfft, "c", (3, 9)), ("hfft", np.fft.hfft, "c", (3, 9)),
+    ("rfft2", np.fft.rfft2, "r", (4, 6)), ("rfftn", np.fft.rfftn, "r", (2, 4, 6)),
+    ("irfft2", np.fft.irfft2, "c", (4, 5)), ("irfftn", np.fft.irfftn, "c", (2, 4, 5)),
+]
+
+
+@pytest.mark.parametrize("name,ref,kind,shape", _DEFAULT_CALLS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_default_call_matches_full_parse_and_numpy(name, ref, kind, shape, dtype):
+    f = getattr(trnfft, name)
+    r = np.random.default_rng(7)
+    a = r.standard_normal(shape) + (1j * r.standard_normal(shape) if kind == "c" else 0)
+    a = a.astype(np.complex64 if dtype == "float32" and kind == "c" else
+                 np.complex128 if kind == "c" else dtype)
+    x = torch.from_numpy(a)
+    y = f(x)
+    full = (dict(n=x.shape[-1] if name in ("fft", "ifft", "rfft", "ihfft") else 2 * (x.shape[-1] - 1), dim=-1)
+            if name in ("fft", "ifft", "rfft", "ihfft", "irfft", "hfft") else {})
+    y2 = f(x, norm="Backward", precision="fast", **full)  # case variant: the Options parser
+    assert y.dtype == y2.dtype and torch.equal(y, y2)
+    assert rel(y, ref(a.astype(np.complex128 if kind == "c" else np.float64))) < (
+        2e-6 if dtype == "float32" else 1e-12)
+
+
+@pytest.mark.parametrize("name", ["irfft", "hfft", "irfft2", "irfftn"])
+def test_default_length_needs_two_coefficients(name):
+    # 2 (m - 1) = 0 for m = 1: the common-call route must not take it
+    with pytest.raises(ValueError, match=name):
+        getattr(trnfft, name)(torch.ones(3, 1, dtype=torch.complex64))

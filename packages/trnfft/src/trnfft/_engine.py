@@ -92,6 +92,24 @@ def precision(p: Any, where: str) -> str:
     return PRECISION(p, "precision", where)
 
 
+# exact canonical spellings -> code, one dict probe; other spellings (case
+# variants) and errors go through the Options parsers above
+_NORM_CANON = {None: "backward", "backward": "backward", "ortho": "ortho", "forward": "forward"}
+_PREC_CANON = {p: p for p in PRECISIONS}
+
+
+def options(norm: Any, prec: Any, where: str) -> tuple[str, str]:
+    """Canonical ``(norm, precision)`` of a call (the same answers and errors as :data:`NORM` and
+    :func:`precision`, in that order)."""
+    nm = _NORM_CANON.get(norm) if norm is None or type(norm) is str else None
+    if nm is None:
+        nm = NORM(norm, "norm", where)
+    if prec is None:
+        return nm, _precision[0]
+    p = _PREC_CANON.get(prec) if type(prec) is str else None
+    return nm, (p if p is not None else PRECISION(prec, "precision", where))
+
+
 def dim1(x: torch.Tensor, dim: Any, axis_: Any, where: str) -> int:
     if axis_ is None and type(dim) is int:
         nd = x.dim()
@@ -251,8 +269,11 @@ def down(y: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return y
 
 
+_SWAP_NORM = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+
 def swap_norm(norm: str) -> str:
-    return {"backward": "forward", "forward": "backward"}.get(norm, norm)
+    return _SWAP_NORM[norm]
 
 
 # ------------------------------------------------------------------ Op metrics

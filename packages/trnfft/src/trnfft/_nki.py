@@ -11,8 +11,13 @@ Routing of one transform length ``n`` (:func:`algorithm`), ``"fast"`` mode:
 
 * ``n <= 64`` -> DFT-as-GEMM (:mod:`trnfft.kernels.dft_gemm`);
 * powers of two up to 4096 -> Stockham (:mod:`trnfft.kernels.stockham`);
+* powers of two 8192 .. 2**20 -> four-step on the host: column transforms,
+  twiddle multiply (complex-multiply kernel), row transforms -- three
+  kernel runs (:func:`large_counts`);
 * other ``n`` with convolution length ``m <= 4096`` -> Bluestein
-  (:mod:`trnfft.kernels.bluestein`);
+  (:mod:`trnfft.kernels.bluestein`); with ``4096 < m <= 2**20`` the same
+  chirp-z steps as separate runs (three complex multiplies, two four-step
+  transforms of length m);
 * real input of even ``n`` with ``n/2`` a power of two ``<= 4096`` -> the
   half-length kernel (:mod:`trnfft.kernels.rfft_half`);
 * stft: framing/windowing on the host, the frames as the batch of one
@@ -55,6 +60,11 @@ F32 = torch.float32
 C2C_DTYPES = (torch.float32, torch.complex64)
 GEMM_MAX_N = 64
 GEMM_MAX_N_BF16 = 1024
+#: Longest power of two (and Bluestein convolution) the host-orchestrated
+#: four-step plan takes: n = n1 n2 with n1, n2 <= 1024 -- each sub-transform
+#: one kernel run (DFT-GEMM or Stockham), the twiddle table 8 n bytes on the
+#: host. Simulator-tested at n = 8192 and 2**16 (Bluestein m = 16384).
+MAX_LARGE = 2**20
 
 
 def algorithm(n: int, precision: str) -> tuple[str | None, str]:
@@ -70,11 +80,15 @@ def algorithm(n: int, precision: str) -> tuple[str | None, str]:
     if n & (n - 1) == 0:
         if n <= KS.MAX_N:
             return "stockham", ""
-        return None, f"n={n} exceeds the Stockham kernel's SBUF plan (n <= {KS.MAX_N})"
+        if n <= MAX_LARGE:
+            return "four_step", ""
+        return None, f"n={n} exceeds the four-step plan (powers of two n <= {MAX_LARGE})"
     m = KB.length(n)
     if m <= KB.MAX_M:
         return "bluestein", ""
-    return None, f"n={n} needs a Bluestein convolution of length {m} > {KB.MAX_M} (the kernel's SBUF plan)"
+    if m <= MAX_LARGE:
+        return "bluestein_large", ""
+    return None, f"n={n} needs a Bluestein convolution of length {m} > {MAX_LARGE} (the four-step plan)"
 
 
 # ------------------------------------------------------------------ host tables (torch, cached)
@@ -127,6 +141,10 @@ def _rows_c2c(xr: torch.Tensor, xi: torch.Tensor, inverse: bool, precision: str)
             xt = torch.cat((hi, hi, lo), 0)
         y = nki.run(KG.dft_gemm_kernel, xt.contiguous(), _gemm_matrix(n, inverse, precision), out_dtype=F32)
         return y[:, :n], y[:, n:]
+    if alg == "four_step":
+        return _four_step(xr, xi, inverse, precision)
+    if alg == "bluestein_large":
+        return _bluestein_large(xr, xi, inverse, precision)
     planes = torch.stack((xr, xi)).contiguous()
     if alg == "stockham":
         y = nki.run(KS.stockham_kernel, planes, _table("tw", n), inverse=inverse, out_dtype=F32)
@@ -145,7 +163,110 @@ def _c2c_counts_rows(B: int, n: int, precision: str):
         return {"kernel": "dft_gemm_kernel", **KG.dft_gemm_counts(B, K, 2 * n, size)}
     if alg == "stockham":
         return {"kernel": "stockham_kernel", **KS.stockham_counts(B, n)}
+    if alg in ("four_step", "bluestein_large"):
+        return None  # several kernel runs: large_counts() gives their sum
     return {"kernel": "bluestein_kernel", **KB.bluestein_counts(B, n)}
+
+
+# ------------------------------------------------------------------ large lengths (several kernel runs)
+#
+# Four-step (Bailey) for a power of two n = n1 n2 beyond the Stockham kernel's
+# SBUF plan: with j = a n2 + b and k = k1 + n1 k2,
+#
+#     X[k1 + n1 k2] = sum_b w_n2^(b k2) [ w_n^(b k1) sum_a x[a n2 + b] w_n1^(a k1) ],
+#
+# i.e. (1) n2 column transforms of length n1, (2) the twiddle w_n^(b k1) (host
+# table, float64 from exactly reduced angles, rounded once to float32) by the
+# complex-multiply kernel, (3) n1 row transforms of length n2 -- each step one
+# kernel run over all B n2 (or B n1) rows; the transposes between the steps
+# are host passes (HBM round trips). fp32 error: the two sub-transforms'
+# bounds plus ~3 u for the twiddle product: within STOCKHAM_BOUND(n).
+# Bluestein with m > KB.MAX_M runs the same chirp-z steps as its kernel as
+# separate runs: chirp multiply, four-step FFT_m, filter multiply, inverse
+# four-step, chirp multiply (complex-multiply kernel for the products).
+
+
+def split(n: int) -> tuple[int, int]:
+    """``(n1, n2)``, ``n = n1 n2``, as equal as powers of two allow (n1 >= n2)."""
+    L = n.bit_length() - 1
+    return 1 << (L - L // 2), 1 << (L // 2)
+
+
+@functools.lru_cache(maxsize=16)
+def four_step_twiddles(n: int) -> torch.Tensor:
+    """float32 ``[2, n2, n1]``: ``w_n^(b k1)`` (cos, sin) for ``b < n2``, ``k1 < n1``."""
+    import numpy as np
+
+    from ._algorithms import _cos_sin, _reduced_angle
+
+    n1, n2 = split(n)
+    c, s = _cos_sin(_reduced_angle(np.outer(np.arange(n2), np.arange(n1)) % n, n))
+    return torch.from_numpy(np.stack([c, s]).astype(np.float32))
+
+
+def _cmul_rows(ar, ai, br, bi, conj=False):
+    """``a * b`` (``a * conj(b)``) of float32 ``(R, m)`` planes through one complex-multiply kernel run."""
+    y = nki.run(cmul_kernel, torch.stack((ar, ai)).contiguous(), torch.stack((br, bi)).contiguous(),
+                conj=conj, out_dtype=F32)
+    return y[0], y[1]
+
+
+def _four_step(xr, xi, inverse, precision):
+    B, n = xr.shape
+    n1, n2 = split(n)
+    # (1) columns: rows [b, a] of length n1
+    cr = xr.reshape(B, n1, n2).transpose(1, 2).reshape(B * n2, n1)
+    ci = xi.reshape(B, n1, n2).transpose(1, 2).reshape(B * n2, n1)
+    yr, yi = _rows_c2c(cr.contiguous(), ci.contiguous(), inverse, precision)
+    # (2) twiddles w_n^(b k1) (conjugate for the inverse), broadcast over the batch on the host
+    tw = four_step_twiddles(n).unsqueeze(1).expand(2, B, n2, n1).reshape(2, B * n2, n1)
+    yr, yi = _cmul_rows(yr, yi, tw[0], tw[1], conj=inverse)
+    # (3) rows [k1, b] of length n2, then X[k1 + n1 k2] = Z[k1, k2]
+    rr = yr.reshape(B, n2, n1).transpose(1, 2).reshape(B * n1, n2)
+    ri = yi.reshape(B, n2, n1).transpose(1, 2).reshape(B * n1, n2)
+    zr, zi = _rows_c2c(rr.contiguous(), ri.contiguous(), inverse, precision)
+    return (zr.reshape(B, n1, n2).transpose(1, 2).reshape(B, n),
+            zi.reshape(B, n1, n2).transpose(1, 2).reshape(B, n))
+
+
+def _bluestein_large(xr, xi, inverse, precision):
+    B, n = xr.shape
+    m = KB.length(n)
+    chirp, filt = _table("chirp", n, inverse)
+    wr, wi = chirp[0].expand(B, n), chirp[1].expand(B, n)
+    ar, ai = _cmul_rows(xr, xi, wr, wi, conj=inverse)
+    pad = xr.new_zeros(B, m - n)
+    Ar, Ai = _four_step(torch.cat((ar, pad), 1), torch.cat((ai, pad), 1), False, precision)
+    Pr, Pi = _cmul_rows(Ar, Ai, filt[0].expand(B, m), filt[1].expand(B, m))
+    cr, ci = _four_step(Pr, Pi, True, precision)
+    return _cmul_rows(cr[:, :n].contiguous(), ci[:, :n].contiguous(), wr, wi, conj=inverse)
+
+
+def _four_step_parts(B: int, n: int, precision: str) -> list[dict]:
+    n1, n2 = split(n)  # n1, n2 <= 1024: each sub-transform is one DFT-GEMM or Stockham run
+    return [_c2c_counts_rows(B * n2, n1, precision), {"kernel": "cmul_kernel", **cmul_counts(B * n2, n1)},
+            _c2c_counts_rows(B * n1, n2, precision)]
+
+
+def large_counts(B: int, n: int, precision: str = "fast") -> dict:
+    """Closed-form counters of a large-length call (``four_step`` / ``bluestein_large``) summed
+    over its kernel runs, with ``"kernels"``: their names in run order."""
+    alg, why = algorithm(n, precision)
+    if alg == "four_step":
+        parts = _four_step_parts(B, n, precision)
+    elif alg == "bluestein_large":
+        m = KB.length(n)
+        parts = [{"kernel": "cmul_kernel", **cmul_counts(B, n)}, *_four_step_parts(B, m, precision),
+                 {"kernel": "cmul_kernel", **cmul_counts(B, m)}, *_four_step_parts(B, m, precision),
+                 {"kernel": "cmul_kernel", **cmul_counts(B, n)}]
+    else:
+        raise ValueError(f"large_counts: n={n} is not a large-length plan ({alg or why})")
+    total: dict = {"kernels": [p["kernel"] for p in parts]}
+    for p in parts:
+        for k, v in p.items():
+            if k != "kernel":
+                total[k] = total.get(k, 0) + v
+    return total
 
 
 def _along(x: torch.Tensor, n: int, d: int, fn):

@@ -57,6 +57,15 @@ def _s_or_none(x: torch.Tensor, s: tuple, dims: tuple):
     return None
 
 
+_IN_ORDER = tuple(tuple(range(k)) for k in range(65))  # torch tensors have at most 64 dims
+
+
+def _all_or(x: torch.Tensor, dims: tuple):
+    """``None`` when ``dims`` is every axis in order (torch.fft's default: parsing a dim tuple
+    costs torch about 0.5 us a call), else ``dims``."""
+    return None if dims == _IN_ORDER[x.dim()] else dims
+
+
 def _c2c_modes(x: torch.Tensor, sizes: tuple, dims: tuple, norm: str, inverse: bool, precision: str) -> torch.Tensor:
     if precision == "double" or not E.single(x):
         f = torch.fft.ifftn if inverse else torch.fft.fftn
@@ -89,7 +98,7 @@ def _fftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str
     if not x.numel():
         return E.empty(x, dim, s, True)
     if precision == "fast":
-        return _T_fftn(x, _s_or_none(x, s, dim), dim, norm)
+        return _T_fftn(x, _s_or_none(x, s, dim), _all_or(x, dim), norm)
     return _c2c_modes(x, s, dim, norm, False, precision)
 
 
@@ -98,53 +107,57 @@ def _ifftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: st
     if not x.numel():
         return E.empty(x, dim, s, True)
     if precision == "fast":
-        return _T_ifftn(x, _s_or_none(x, s, dim), dim, norm)
+        return _T_ifftn(x, _s_or_none(x, s, dim), _all_or(x, dim), norm)
     return _c2c_modes(x, s, dim, norm, True, precision)
 
 
 # ------------------------------------------------------------------ public
 
 
+# The common call -- a plain torch tensor of a supported dtype, every keyword
+# left at its default, precision "fast" -- is validated inline in each public
+# function (a few identity/dict checks, no helper call) and goes straight to
+# the Op with the canonical arguments; anything else takes the full parse
+# below, which ends in the same Op call. Both routes give the same result.
+_Tensor = torch.Tensor
+_C2C_FAST = E.FAST_DTYPES
+_PREC = E._precision
+
+
 def _one(where, lowering, input, n, dim, norm, axis, precision):
-    if (type(input) is torch.Tensor and n is None and dim is None and axis is None and norm is None
-            and precision is None and input.dtype in E.FAST_DTYPES and E._precision[0] == "fast"):
-        nd = input.dim()  # the common call, validated in a few comparisons
-        if nd and input.shape[-1]:
-            return lowering(input, input.shape[-1], nd - 1, "backward", "fast")
-    x, ct = E.prep(input, where)
+    if type(input) is _Tensor and input.dtype in _C2C_FAST:
+        x, ct = input, E.TORCH
+    else:
+        x, ct = E.prep(input, where)
     d = E.dim1(x, dim, axis, where)
     n = E.n1(x, n, d, where)
-    return E.wrap(lowering(x, n, d, E.NORM(norm, "norm", where), E.precision(precision, where)), ct)
+    y = lowering(x, n, d, *E.options(norm, precision, where))
+    return y if ct == E.TORCH else E.wrap(y, ct)
 
 
-def _fast_many(lowering, x, default_dims):
-    """The common call (no s/dim/norm/precision): validated in a few comparisons, or None."""
-    nd = x.dim()
-    if default_dims is None:
-        if nd == 0:
-            return None
-        dims = tuple(range(nd))
-    else:
+def _fast_many(shp, two: bool):
+    """``(s, dims)`` of the common n-D call (all dims, or the last two) from the shape, or None."""
+    nd = len(shp)
+    if two:
         if nd < 2:
             return None
-        dims = (nd - 2, nd - 1)
-    shp = x.shape
-    s = tuple(shp[d] for d in dims)
-    if 0 in s:
-        return None
-    return lowering(x, s, dims, "backward", "fast")
+        s, dims = (shp[-2], shp[-1]), (nd - 2, nd - 1)
+    else:
+        if not nd:
+            return None
+        s, dims = tuple(shp), tuple(range(nd))
+    return None if 0 in s else (s, dims)
 
 
 def _many(where, lowering, input, s, dim, norm, axes, precision, default_dims=None):
-    if (type(input) is torch.Tensor and s is None and dim is None and axes is None and norm is None
-            and precision is None and input.dtype in E.FAST_DTYPES and E._precision[0] == "fast"):
-        r = _fast_many(lowering, input, default_dims)
-        if r is not None:
-            return r
-    x, ct = E.prep(input, where)
+    if type(input) is _Tensor and input.dtype in _C2C_FAST:
+        x, ct = input, E.TORCH
+    else:
+        x, ct = E.prep(input, where)
     dim = E.alias(where, "dim", dim, "axes", axes)
     s, dims = E.dims_sizes(x, s, dim, where, default_dims)
-    return E.wrap(lowering(x, s, dims, E.NORM(norm, "norm", where), E.precision(precision, where)), ct)
+    y = lowering(x, s, dims, *E.options(norm, precision, where))
+    return y if ct == E.TORCH else E.wrap(y, ct)
 
 
 def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
@@ -189,6 +202,11 @@ def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | No
     >>> trnfft.fft(torch.tensor([1.0, 2.0, 3.0, 4.0]))
     tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])
     """
+    if (type(input) is _Tensor and n is None and dim is None and norm is None and axis is None
+            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
+        shp = input.shape
+        if shp and shp[-1]:
+            return FFT(input, shp[-1], len(shp) - 1, "backward", "fast")
     return _one("fft", FFT, input, n, dim, norm, axis, precision)
 
 
@@ -205,6 +223,11 @@ def ifft(input: Any, n: int | None = None, dim: int | None = None, norm: str | N
     >>> trnfft.ifft(torch.tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])).real
     tensor([1., 2., 3., 4.])
     """
+    if (type(input) is _Tensor and n is None and dim is None and norm is None and axis is None
+            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
+        shp = input.shape
+        if shp and shp[-1]:
+            return IFFT(input, shp[-1], len(shp) - 1, "backward", "fast")
     return _one("ifft", IFFT, input, n, dim, norm, axis, precision)
 
 
@@ -244,6 +267,11 @@ def fftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
     tensor([[6.+0.j, 0.+0.j, 0.+0.j],
             [0.+0.j, 0.+0.j, 0.+0.j]])
     """
+    if (type(input) is _Tensor and s is None and dim is None and norm is None and axes is None
+            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
+        c = _fast_many(input.shape, False)
+        if c is not None:
+            return FFTN(input, c[0], c[1], "backward", "fast")
     return _many("fftn", FFTN, input, s, dim, norm, axes, precision)
 
 
@@ -258,6 +286,11 @@ def ifftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
     >>> bool(torch.allclose(trnfft.ifftn(trnfft.fftn(x)).real, x))
     True
     """
+    if (type(input) is _Tensor and s is None and dim is None and norm is None and axes is None
+            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
+        c = _fast_many(input.shape, False)
+        if c is not None:
+            return IFFTN(input, c[0], c[1], "backward", "fast")
     return _many("ifftn", IFFTN, input, s, dim, norm, axes, precision)
 
 
@@ -274,6 +307,11 @@ def fft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
     tensor([[2.+0.j, 0.+0.j],
             [0.+0.j, 2.+0.j]])
     """
+    if (type(input) is _Tensor and s is None and dim is None and norm is None and axes is None
+            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
+        c = _fast_many(input.shape, True)
+        if c is not None:
+            return FFTN(input, c[0], c[1], "backward", "fast")
     return _many("fft2", FFTN, input, s, dim, norm, axes, precision, (-2, -1))
 
 
@@ -288,4 +326,9 @@ def ifft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
     tensor([[4., 0.],
             [0., 0.]])
     """
+    if (type(input) is _Tensor and s is None and dim is None and norm is None and axes is None
+            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
+        c = _fast_many(input.shape, True)
+        if c is not None:
+            return IFFTN(input, c[0], c[1], "backward", "fast")
     return _many("ifft2", IFFTN, input, s, dim, norm, axes, precision, (-2, -1))

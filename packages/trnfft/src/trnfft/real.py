@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from . import _engine as E
-from .basic import _fast_many, _s_or_none
+from .basic import _C2C_FAST, _PREC, _all_or, _fast_many, _s_or_none, _Tensor
 
 # ------------------------------------------------------------------ ops
 # torch lowerings here; NKI lowerings in trnfft._nki (same arguments).
@@ -35,7 +35,6 @@ IRFFTN = E.opn("trnfft.irfftn", "n-D inverse of rfftn (also irfft2); points = ba
 _T_rfft = torch.fft.rfft
 _T_irfft = torch.fft.irfft
 _T_hfft = torch.fft.hfft
-_T_ihfft = torch.fft.ihfft
 _T_rfftn = torch.fft.rfftn
 _T_irfftn = torch.fft.irfftn
 
@@ -87,8 +86,8 @@ def _ihfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -
     """ihfft: ``conj(rfft(x, n))`` with the normalization swapped; ``n//2+1`` outputs."""
     if not x.numel():
         return E.empty(x, (dim,), (n // 2 + 1,), True)
-    if precision == "fast":
-        return _T_ihfft(x, None if n == x.shape[dim] else n, dim, norm).resolve_conj()
+    if precision == "fast":  # torch's own ihfft is this with a lazy conj (a copy to resolve): conj in place
+        return _T_rfft(x, None if n == x.shape[dim] else n, dim, E._SWAP_NORM[norm]).conj_physical_()
     return _r2c_modes(x, (n,), (dim,), E.swap_norm(norm), precision).conj().resolve_conj()
 
 
@@ -98,7 +97,7 @@ def _rfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: st
     if not x.numel():
         return E.empty(x, dim, s[:-1] + (s[-1] // 2 + 1,), True)
     if precision == "fast":
-        return _T_rfftn(x, _s_or_none(x, s, dim), dim, norm)
+        return _T_rfftn(x, _s_or_none(x, s, dim), _all_or(x, dim), norm)
     return _r2c_modes(x, s, dim, norm, precision)
 
 
@@ -108,7 +107,10 @@ def _irfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: s
     if not x.numel():
         return E.empty(x, dim, s, False)
     if precision == "fast":
-        return _T_irfftn(x, s, dim, norm)
+        shp = x.shape
+        if s[-1] == 2 * (shp[dim[-1]] - 1) and _s_or_none(x, s[:-1], dim[:-1]) is None:
+            s = None  # torch's default lengths
+        return _T_irfftn(x, s, _all_or(x, dim), norm)
     return _c2r_modes(x, s, dim, norm, precision)
 
 
@@ -116,26 +118,28 @@ def _irfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: s
 
 _REAL_FAST = frozenset((torch.float32, torch.float64))
 
+# The common call (plain tensor, default keywords, precision "fast") is
+# checked inline in each public function as in trnfft.basic; the half-spectrum
+# inputs (irfft, hfft, irfftn, irfft2) take the default output length
+# 2 (m - 1), which needs m >= 2.
+
 
 def _one(where, lowering, input, n, dim, norm, axis, precision, real_in, half_in):
-    if (real_in and type(input) is torch.Tensor and n is None and dim is None and axis is None and norm is None
-            and precision is None and E._precision[0] == "fast" and input.dtype in _REAL_FAST):
-        nd = input.dim()  # the common call, validated in a few comparisons
-        if nd and input.shape[-1]:
-            return lowering(input, input.shape[-1], nd - 1, "backward", "fast")
-    x, ct = E.prep(input, where, real_only=real_in)
+    if type(input) is _Tensor and input.dtype in (_REAL_FAST if real_in else _C2C_FAST):
+        x, ct = input, E.TORCH
+    else:
+        x, ct = E.prep(input, where, real_only=real_in)
     d = E.dim1(x, dim, axis, where)
     n = E.n1(x, n, d, where, 2 * (x.shape[d] - 1) if (half_in and n is None) else None)
-    return E.wrap(lowering(x, n, d, E.NORM(norm, "norm", where), E.precision(precision, where)), ct)
+    y = lowering(x, n, d, *E.options(norm, precision, where))
+    return y if ct == E.TORCH else E.wrap(y, ct)
 
 
 def _many(where, lowering, input, s, dim, norm, axes, precision, real_in, default_dims=None):
-    if (real_in and type(input) is torch.Tensor and s is None and dim is None and axes is None and norm is None
-            and precision is None and E._precision[0] == "fast" and input.dtype in _REAL_FAST):
-        r = _fast_many(lowering, input, default_dims)
-        if r is not None:
-            return r
-    x, ct = E.prep(input, where, real_only=real_in)
+    if type(input) is _Tensor and input.dtype in (_REAL_FAST if real_in else _C2C_FAST):
+        x, ct = input, E.TORCH
+    else:
+        x, ct = E.prep(input, where, real_only=real_in)
     dim = E.alias(where, "dim", dim, "axes", axes)
     if real_in or s is not None:
         s, dims = E.dims_sizes(x, s, dim, where, default_dims)
@@ -147,7 +151,8 @@ def _many(where, lowering, input, s, dim, norm, axes, precision, real_in, defaul
                              "too few for the default output length 2*(m-1); give s")
     if not dims:
         raise ValueError(f"{where}: dim must name at least one axis")
-    return E.wrap(lowering(x, s, dims, E.NORM(norm, "norm", where), E.precision(precision, where)), ct)
+    y = lowering(x, s, dims, *E.options(norm, precision, where))
+    return y if ct == E.TORCH else E.wrap(y, ct)
 
 
 _PARAMS = """
@@ -180,41 +185,81 @@ _PARAMS = """
 
 def rfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
+    if (type(input) is _Tensor and n is None and dim is None and norm is None and axis is None
+            and precision is None and input.dtype in _REAL_FAST and _PREC[0] == "fast"):
+        shp = input.shape
+        if shp and shp[-1]:
+            return RFFT(input, shp[-1], len(shp) - 1, "backward", "fast")
     return _one("rfft", RFFT, input, n, dim, norm, axis, precision, True, False)
 
 
 def irfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
+    if (type(input) is _Tensor and n is None and dim is None and norm is None and axis is None
+            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
+        shp = input.shape
+        if shp and shp[-1] > 1:
+            return IRFFT(input, 2 * (shp[-1] - 1), len(shp) - 1, "backward", "fast")
     return _one("irfft", IRFFT, input, n, dim, norm, axis, precision, False, True)
 
 
 def hfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
+    if (type(input) is _Tensor and n is None and dim is None and norm is None and axis is None
+            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
+        shp = input.shape
+        if shp and shp[-1] > 1:
+            return HFFT(input, 2 * (shp[-1] - 1), len(shp) - 1, "backward", "fast")
     return _one("hfft", HFFT, input, n, dim, norm, axis, precision, False, True)
 
 
 def ihfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
+    if (type(input) is _Tensor and n is None and dim is None and norm is None and axis is None
+            and precision is None and input.dtype in _REAL_FAST and _PREC[0] == "fast"):
+        shp = input.shape
+        if shp and shp[-1]:
+            return IHFFT(input, shp[-1], len(shp) - 1, "backward", "fast")
     return _one("ihfft", IHFFT, input, n, dim, norm, axis, precision, True, False)
 
 
 def rfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
+    if (type(input) is _Tensor and s is None and dim is None and norm is None and axes is None
+            and precision is None and input.dtype in _REAL_FAST and _PREC[0] == "fast"):
+        c = _fast_many(input.shape, False)
+        if c is not None:
+            return RFFTN(input, c[0], c[1], "backward", "fast")
     return _many("rfftn", RFFTN, input, s, dim, norm, axes, precision, True)
 
 
 def irfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
+    if (type(input) is _Tensor and s is None and dim is None and norm is None and axes is None
+            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
+        c = _fast_many(input.shape, False)
+        if c is not None and c[0][-1] > 1:
+            return IRFFTN(input, c[0][:-1] + (2 * (c[0][-1] - 1),), c[1], "backward", "fast")
     return _many("irfftn", IRFFTN, input, s, dim, norm, axes, precision, False)
 
 
 def rfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
+    if (type(input) is _Tensor and s is None and dim is None and norm is None and axes is None
+            and precision is None and input.dtype in _REAL_FAST and _PREC[0] == "fast"):
+        c = _fast_many(input.shape, True)
+        if c is not None:
+            return RFFTN(input, c[0], c[1], "backward", "fast")
     return _many("rfft2", RFFTN, input, s, dim, norm, axes, precision, True, (-2, -1))
 
 
 def irfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
+    if (type(input) is _Tensor and s is None and dim is None and norm is None and axes is None
+            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
+        c = _fast_many(input.shape, True)
+        if c is not None and c[0][-1] > 1:
+            return IRFFTN(input, c[0][:-1] + (2 * (c[0][-1] - 1),), c[1], "backward", "fast")
     return _many("irfft2", IRFFTN, input, s, dim, norm, axes, precision, False, (-2, -1))
 
 
