@@ -134,9 +134,16 @@ def _box_muller(w: torch.Tensor, dtype) -> torch.Tensor:
 
 
 # ---- private torch implementations (registered below as the Ops' torch lowerings) ---------------------
+def _uniform_bits(seed, subsequence, start, n, dtype, device, open_low=False):
+    """_u01 of words start .. start+n*wps-1; float32 takes the fused path (no int64 word array)."""
+    if dtype == torch.float32:
+        return _philox.uniform32(seed, subsequence, start, n, device, open_low)
+    return _u01(_philox.words(seed, subsequence, start, 2 * n, device), dtype, open_low)
+
+
 def _uniform_torch(seed, subsequence, base, first, n, low, high, dtype, device):
-    k = _wps(dtype)
-    return _affine(_u01(_philox.words(seed, subsequence, base + k * first, k * n, device), dtype), low, high, dtype)
+    u = _uniform_bits(seed, subsequence, base + _wps(dtype) * first, n, dtype, device)
+    return _affine(u, low, high, dtype)
 
 
 def _affine(u, low, high, dtype):
@@ -171,8 +178,7 @@ def _lognormal_torch(seed, subsequence, base, first, n, mean, std, dtype, device
 
 
 def _exponential_torch(seed, subsequence, base, first, n, rate, dtype, device):
-    k = _wps(dtype)
-    u = _u01(_philox.words(seed, subsequence, base + k * first, k * n, device), dtype, open_low=True)
+    u = _uniform_bits(seed, subsequence, base + _wps(dtype) * first, n, dtype, device, open_low=True)
     return torch.log(u).mul_(-1.0 / rate).add_(0.0)  # u in (0, 1]: finite; + 0.0 turns -0.0 into 0.0
 
 
