@@ -191,6 +191,21 @@ def uniform32(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
     return _to_device(u, device)
 
 
+def uniform64(seed: int, subsequence: int, start: int, n: int, device="cpu", open_low=False) -> torch.Tensor:
+    """``_unit(words(start, 2 n), float64, open_low)`` on the NumPy words (no torch int64 round trip); exact."""
+    if n <= 0:
+        return torch.empty(0, dtype=torch.float64, device=device)
+    w = _run(seed, subsequence, start, 2 * n, np.uint64, _same).reshape(n, 2)
+    m = np.right_shift(w[:, 0], np.uint64(5))
+    np.left_shift(m, np.uint64(26), out=m)
+    np.bitwise_or(m, w[:, 1] >> np.uint64(6), out=m)
+    if open_low:
+        m += np.uint64(1)
+    u = m.astype(np.float64)
+    u *= TWO_M53
+    return _to_device(u, device)
+
+
 # ---- words -> floats (exact: every step is an integer op or a power-of-two scale) -------------------------------
 TWO_M24 = 2.0**-24
 TWO_M53 = 2.0**-53

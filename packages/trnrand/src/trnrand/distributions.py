@@ -138,7 +138,7 @@ def _uniform_bits(seed, subsequence, start, n, dtype, device, open_low=False):
     """_u01 of words start .. start+n*wps-1; float32 takes the fused path (no int64 word array)."""
     if dtype == torch.float32:
         return _philox.uniform32(seed, subsequence, start, n, device, open_low)
-    return _u01(_philox.words(seed, subsequence, start, 2 * n, device), dtype, open_low)
+    return _philox.uniform64(seed, subsequence, start, n, device, open_low)
 
 
 def _uniform_torch(seed, subsequence, base, first, n, low, high, dtype, device):
