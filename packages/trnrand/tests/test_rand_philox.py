@@ -192,8 +192,10 @@ def test_bulk_words_and_fused_uniforms_against_reference(seed, sub, block0):
     for open_low in (False, True):
         assert torch.equal(_philox.uniform32(seed, sub, start, n, open_low=open_low),
                            _philox._unit(w, torch.float32, open_low))
-    for open_low in (False, True):  # float64: 53 bits of two words, also exact
-        assert torch.equal(_philox.uniform64(seed, sub, start, n // 2, open_low=open_low),
-                           _philox._unit(w[:n // 2 * 2], torch.float64, open_low))
+    for open_low in (False, True):  # float64: 53 bits of two words, also exact; odd start (pairs across
+        # blocks) and even start (pairs inside a block, mapped per chunk), bulk and tiny
+        for d, k in ((0, n // 2), (1, n // 2 - 1), (1, 5)):
+            assert torch.equal(_philox.uniform64(seed, sub, start + d, k, open_low=open_low),
+                               _philox._unit(w[d:d + 2 * k], torch.float64, open_low))
     # tiny draws take the Python-int path: the same words
     assert torch.equal(_philox.words(seed, sub, start + 5, 9), w[5:14])

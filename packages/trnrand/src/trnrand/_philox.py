@@ -129,27 +129,33 @@ def _block_py(seed: int, subsequence: int, b: int) -> tuple[int, int, int, int]:
 _SMALL = 8  # blocks at or below which the Python-int path is faster than the ufunc rounds (measured)
 
 
-def _span_blocks(seed: int, subsequence: int, start: int, n: int, out: np.ndarray, lane_fn) -> None:
-    """Fill ``out`` (whole blocks b0 .. b1-1 of words start .. start+n-1, shape (b1-b0, 4)) lane by lane."""
-    b0 = start // 4
+def _span_blocks(seed: int, subsequence: int, b0: int, out: np.ndarray, block_fn) -> None:
+    """Fill ``out`` (rows = blocks b0 .. b0+len(out)-1) chunk by chunk: ``block_fn(o, lanes)`` writes
+    rows ``o`` from the four uint64 lane arrays (while they are in cache)."""
     nb = out.shape[0]
     if nb <= _SMALL:
-        out[...] = lane_fn(np.array([_block_py(seed, subsequence, b0 + i) for i in range(nb)], dtype=np.uint64))
+        w = np.array([_block_py(seed, subsequence, b0 + i) for i in range(nb)], dtype=np.uint64)
+        block_fn(out, tuple(w[:, i] for i in range(4)))
         return
+    _blocks(seed, subsequence, b0, nb, lambda s, m, lanes: block_fn(out[s:s + m], lanes))
 
-    def sink(s, m, lanes):
-        o = out[s:s + m]
+
+def _lanewise(lane_fn, finish=None):
+    """block_fn writing column i of the rows from lane i (mapped by lane_fn), then finish(rows) in place."""
+    def block_fn(o, lanes):
         for i, lane in enumerate(lanes):
             o[:, i] = lane_fn(lane)
+        if finish is not None:
+            finish(o)
 
-    _blocks(seed, subsequence, b0, nb, sink)
+    return block_fn
 
 
-def _run(seed, subsequence, start, n, dtype, lane_fn) -> np.ndarray:
-    """Flat words start .. start+n-1 mapped by lane_fn into dtype (a view into whole blocks)."""
+def _run(seed, subsequence, start, n, dtype, block_fn) -> np.ndarray:
+    """Flat values of words start .. start+n-1 (one per word) of whole blocks, mapped by block_fn."""
     b0, b1 = start // 4, (start + n - 1) // 4 + 1
     out = np.empty((b1 - b0, 4), dtype=dtype)
-    _span_blocks(seed, subsequence, start, n, out, lane_fn)
+    _span_blocks(seed, subsequence, b0, out, block_fn)
     lead = start - 4 * b0
     return out.reshape(-1)[lead:lead + n]
 
@@ -163,7 +169,7 @@ def words(seed: int, subsequence: int, start: int, n: int, device="cpu") -> torc
     """Words start .. start+n-1 of the stream as an int64 tensor (n,) of uint32 values."""
     if n <= 0:
         return torch.empty(0, dtype=torch.int64, device=device)
-    return _to_device(_run(seed, subsequence, start, n, np.uint64, _same).view(np.int64), device)
+    return _to_device(_run(seed, subsequence, start, n, np.uint64, _lanewise(_same)).view(np.int64), device)
 
 
 def _same(lane):
@@ -172,36 +178,57 @@ def _same(lane):
 
 def _u24_lane(open_low: bool):
     def fn(lane):
-        lane = np.right_shift(lane, np.uint64(8), out=lane if lane.flags.writeable else None)
+        lane = np.right_shift(lane, np.uint64(8), out=lane)
         return lane + np.uint64(1) if open_low else lane
 
     return fn
+
+
+def _scale24(o):
+    o *= np.float32(TWO_M24)
 
 
 def uniform32(seed: int, subsequence: int, start: int, n: int, device="cpu", open_low=False) -> torch.Tensor:
     """``_unit(words(...), float32, open_low)`` fused: each lane goes straight to float32, no int64 words array.
 
     Bit-identical to the two-step form: m = w >> 8 (or m + 1) is < 2**24 + 1,
-    exact in float32, and the scale 2**-24 is a power of two.
+    exact in float32, and the scale 2**-24 is a power of two (applied per chunk, in cache).
     """
     if n <= 0:
         return torch.empty(0, dtype=torch.float32, device=device)
-    u = _run(seed, subsequence, start, n, np.float32, _u24_lane(open_low))
-    u *= np.float32(TWO_M24)
-    return _to_device(u, device)
+    return _to_device(_run(seed, subsequence, start, n, np.float32, _lanewise(_u24_lane(open_low), _scale24)), device)
+
+
+def _m53_np(hi, lo, open_low):
+    m = np.right_shift(hi, np.uint64(5), out=hi)
+    np.left_shift(m, np.uint64(26), out=m)
+    np.bitwise_or(m, np.right_shift(lo, np.uint64(6), out=lo), out=m)
+    if open_low:
+        m += np.uint64(1)
+    return m
 
 
 def uniform64(seed: int, subsequence: int, start: int, n: int, device="cpu", open_low=False) -> torch.Tensor:
-    """``_unit(words(start, 2 n), float64, open_low)`` on the NumPy words (no torch int64 round trip); exact."""
+    """``_unit(words(start, 2 n), float64, open_low)`` on NumPy words (no torch int64 round trip); exact.
+
+    An even ``start`` pairs lanes (0, 1) and (2, 3) of each block: mapped per chunk, in cache. An odd one
+    pairs across blocks: the words first, then the map.
+    """
     if n <= 0:
         return torch.empty(0, dtype=torch.float64, device=device)
-    w = _run(seed, subsequence, start, 2 * n, np.uint64, _same).reshape(n, 2)
-    m = np.right_shift(w[:, 0], np.uint64(5))
-    np.left_shift(m, np.uint64(26), out=m)
-    np.bitwise_or(m, w[:, 1] >> np.uint64(6), out=m)
-    if open_low:
-        m += np.uint64(1)
-    u = m.astype(np.float64)
+    if start % 2 == 0:
+        def block_fn(o, lanes):
+            for j in (0, 1):
+                o[:, j] = _m53_np(lanes[2 * j], lanes[2 * j + 1], open_low)
+            o *= TWO_M53
+
+        b0, b1 = start // 4, (start + 2 * n - 1) // 4 + 1
+        out = np.empty((b1 - b0, 2), dtype=np.float64)
+        _span_blocks(seed, subsequence, b0, out, block_fn)
+        lead = (start - 4 * b0) // 2
+        return _to_device(out.reshape(-1)[lead:lead + n], device)
+    w = _run(seed, subsequence, start, 2 * n, np.uint64, _lanewise(_same)).reshape(n, 2)
+    u = _m53_np(w[:, 0].copy(), w[:, 1].copy(), open_low).astype(np.float64)
     u *= TWO_M53
     return _to_device(u, device)
 
