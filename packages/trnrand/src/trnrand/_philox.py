@@ -233,6 +233,29 @@ def uniform64(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
     return _to_device(u, device)
 
 
+def box_muller_fields64(seed: int, subsequence: int, start: int, npairs: int, device="cpu") -> torch.Tensor:
+    """(npairs, 3) float64 ``(u1, m, m')`` of float64 Box-Muller pairs from words start + 4 i .. (start % 4 == 0).
+
+    u1 = (m53(w0, w1) + 1) 2**-53 in (0, 1], m = m53(w2, w3) and the quarter turn
+    m' = (m + 2**51) mod 2**53, all exact in float64 -- what ``_box_muller`` computes
+    from torch int64 words, here per chunk while one block (= one pair) is in cache.
+    """
+    assert start % 4 == 0
+
+    def block_fn(o, lanes):
+        o[:, 0] = _m53_np(lanes[0], lanes[1], True)
+        o[:, 0] *= TWO_M53
+        m = _m53_np(lanes[2], lanes[3], False)
+        o[:, 1] = m
+        m += np.uint64(1 << 51)
+        np.bitwise_and(m, np.uint64((1 << 53) - 1), out=m)
+        o[:, 2] = m
+
+    out = np.empty((npairs, 3), dtype=np.float64)
+    _span_blocks(seed, subsequence, start // 4, out, block_fn)
+    return _to_device(out, device)
+
+
 # ---- words -> floats (exact: every step is an integer op or a power-of-two scale) -------------------------------
 TWO_M24 = 2.0**-24
 TWO_M53 = 2.0**-53
