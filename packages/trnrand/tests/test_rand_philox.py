@@ -201,16 +201,19 @@ def test_bulk_words_and_fused_uniforms_against_reference(seed, sub, block0):
     assert torch.equal(_philox.words(seed, sub, start + 5, 9), w[5:14])
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("n,first", [(5, 0), (2 * 4 * 16384 + 7, 3)])
-def test_float64_normals_from_block_fields_equal_the_word_map(n, first):
-    # a float64 draw at a multiple of 4 words takes the per-chunk (u1, m, m') fields; it must equal the
+def test_normals_from_block_fields_equal_the_word_map(n, first, dtype):
+    # a draw whose pairs lie inside blocks (float64: at a multiple of 4 words; float32: at an even word,
+    # here from lane 2 when first = 3) takes the per-chunk (u1, m, m') fields; it must equal the
     # Box-Muller map of the words bit for bit (independent check of the words: the reference tests above),
     # tiny (Python path) and over two chunks with a rank's odd first sample
     from trnrand import _philox
     from trnrand.distributions import _box_muller, _standard_normal_pairs
 
-    got = _standard_normal_pairs(11, 2, 8, first, n, torch.float64, "cpu")
+    q = 4 if dtype == torch.float64 else 2
+    got = _standard_normal_pairs(11, 2, 8, first, n, dtype, "cpu")
     p0, p1 = first // 2, (first + n + 1) // 2
-    want = _box_muller(_philox.words(11, 2, 8 + 4 * p0, 4 * (p1 - p0)), torch.float64).reshape(-1)
+    want = _box_muller(_philox.words(11, 2, 8 + q * p0, q * (p1 - p0)), dtype).reshape(-1)
     lead = first - 2 * p0
     assert torch.equal(got, want[lead:lead + n])

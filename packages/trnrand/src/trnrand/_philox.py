@@ -233,27 +233,49 @@ def uniform64(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
     return _to_device(u, device)
 
 
-def box_muller_fields64(seed: int, subsequence: int, start: int, npairs: int, device="cpu") -> torch.Tensor:
-    """(npairs, 3) float64 ``(u1, m, m')`` of float64 Box-Muller pairs from words start + 4 i .. (start % 4 == 0).
+def box_muller_fields(seed: int, subsequence: int, start: int, npairs: int, dtype, device="cpu") -> torch.Tensor:
+    """(npairs, 3) ``(u1, m, m')`` of Box-Muller pairs from words start ..: what ``_box_muller`` computes
+    from torch int64 words, here per chunk while the lanes are in cache. All exact in ``dtype``.
 
-    u1 = (m53(w0, w1) + 1) 2**-53 in (0, 1], m = m53(w2, w3) and the quarter turn
-    m' = (m + 2**51) mod 2**53, all exact in float64 -- what ``_box_muller`` computes
-    from torch int64 words, here per chunk while one block (= one pair) is in cache.
+    float64 (start % 4 == 0; a pair is a block): u1 = (m53(w0, w1) + 1) 2**-53, m = m53(w2, w3),
+    m' = (m + 2**51) mod 2**53. float32 (start even; pairs (w0, w1), (w2, w3)): u1 = ((a >> 8) + 1)
+    2**-24, m = b >> 8, m' = (m + 2**22) mod 2**24.
     """
-    assert start % 4 == 0
+    wide = dtype == torch.float64
+    assert start % (4 if wide else 2) == 0
+    if wide:
+        bits, per_block, ndt = 53, 1, np.float64
+    else:
+        bits, per_block, ndt = 24, 2, np.float32
+    quarter, top = np.uint64(1 << (bits - 2)), np.uint64((1 << bits) - 1)
 
-    def block_fn(o, lanes):
-        o[:, 0] = _m53_np(lanes[0], lanes[1], True)
-        o[:, 0] *= TWO_M53
-        m = _m53_np(lanes[2], lanes[3], False)
+    def fields(o, a_hi, a_lo, b_hi, b_lo):  # o: rows x 3 (strided ok)
+        if wide:
+            u, m = _m53_np(a_hi, a_lo, True), _m53_np(b_hi, b_lo, False)
+        else:
+            u = np.right_shift(a_hi, np.uint64(8), out=a_hi)
+            u += np.uint64(1)
+            m = np.right_shift(b_hi, np.uint64(8), out=b_hi)
+        o[:, 0] = u
+        o[:, 0] *= TWO_M53 if wide else np.float32(TWO_M24)
         o[:, 1] = m
-        m += np.uint64(1 << 51)
-        np.bitwise_and(m, np.uint64((1 << 53) - 1), out=m)
+        m += quarter
+        np.bitwise_and(m, top, out=m)
         o[:, 2] = m
 
-    out = np.empty((npairs, 3), dtype=np.float64)
-    _span_blocks(seed, subsequence, start // 4, out, block_fn)
-    return _to_device(out, device)
+    def block_fn(o, lanes):
+        if wide:
+            fields(o[:, 0], lanes[0], lanes[1], lanes[2], lanes[3])
+        else:
+            fields(o[:, 0], lanes[0], None, lanes[1], None)
+            fields(o[:, 1], lanes[2], None, lanes[3], None)
+
+    b0 = start // 4
+    nb = (start + 4 // per_block * npairs - 1) // 4 + 1 - b0
+    out = np.empty((nb, per_block, 3), dtype=ndt)
+    _span_blocks(seed, subsequence, b0, out, block_fn)
+    lead = (start - 4 * b0) // 2
+    return _to_device(out.reshape(-1, 3)[lead:lead + npairs], device)
 
 
 # ---- words -> floats (exact: every step is an integer op or a power-of-two scale) -------------------------------

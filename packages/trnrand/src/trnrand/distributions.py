@@ -165,8 +165,8 @@ def _standard_normal_pairs(seed, subsequence, base, first, n, dtype, device) -> 
     p0 = first // 2
     p1 = (first + n + 1) // 2
     w0 = base + q * p0
-    if dtype == torch.float64 and w0 % 4 == 0 and p1 > p0:  # whole blocks: fields per chunk, in cache
-        f = _philox.box_muller_fields64(seed, subsequence, w0, p1 - p0, device)
+    if w0 % q == 0 and p1 > p0:  # pairs inside blocks: fields per chunk, in cache
+        f = _philox.box_muller_fields(seed, subsequence, w0, p1 - p0, dtype, device)
         z = _box_muller_map(f[:, 0], f[:, 1], f[:, 2], dtype).reshape(-1)
     else:
         z = _box_muller(_philox.words(seed, subsequence, w0, q * (p1 - p0), device), dtype).reshape(-1)
