@@ -148,7 +148,9 @@ def _ref_normals(seed, sub, w0, n):
     return z.reshape(-1)[:n]
 
 
-@pytest.mark.parametrize("n,offset", [(3, 0), (1031, 6)])
+# odd offsets: the draw's pairs start at odd words, the kernel's odd pairing (w1, w2), (w3, next w0), which
+# crosses partitions (f = 1 at n = 3) and tile columns (f = 3 at n = 1031, ragged last rows)
+@pytest.mark.parametrize("n,offset", [(3, 0), (1031, 6), (3, 1), (1031, 7), (1030, 4 * 5 + 3)])
 def test_normal_simulator_matches_torch_and_reference(n, offset):
     def draw():
         return trnrand.normal(n, mean=0.5, std=2.0, generator=trnrand.Generator(seed=77, offset=offset))
@@ -167,8 +169,22 @@ def test_normal_simulator_matches_torch_and_reference(n, offset):
 
 def test_box_muller_counters_equal_closed_form():
     for nblocks in (1, 389):
-        _, prof = nki.profile(box_muller_kernel, seed=1, subsequence=0, block0=4, nblocks=nblocks)
-        assert_counts(prof, box_muller_counts(nblocks))
+        for odd in (False, True):  # the odd pairing computes one more column, the same instructions
+            _, prof = nki.profile(box_muller_kernel, seed=1, subsequence=0, block0=4, nblocks=nblocks, odd=odd)
+            assert_counts(prof, box_muller_counts(nblocks))
+
+
+def test_odd_normal_partitions_on_the_simulator():
+    # from odd word 3 (as after an odd-sized float32 draw), 2 ranks x 7 normals (rank 1 starts mid-pair)
+    # equal the single-process torch draw of 14
+    def draw(rank, size, n):
+        g = trnrand.Generator(seed=8, partition_rank=rank, partition_size=size, offset=3)
+        return trnrand.normal(n, generator=g)
+
+    want = draw(0, 1, 14)
+    with trnrand.use_backend("simulator"), kernel_ran("box_muller_kernel", "box_muller_kernel"):
+        got = torch.cat([draw(r, 2, 7) for r in range(2)])
+    torch.testing.assert_close(got, want, rtol=0, atol=8e-6)  # ulp-level, as above
 
 
 @pytest.mark.parametrize("d,n,skip", [(3, 37, 0), (130, 600, 5), (1, 1, 0)])

@@ -172,3 +172,48 @@ def test_limb_multiply_is_exact_and_fp32_is_not():
     lo32 = (prod32.double().floor().long() & 0xFFFFFFFF).tolist()
     exact = [(int(x) * _philox.M0) & 0xFFFFFFFF for x in a[5:]]
     assert sum(x == y for x, y in zip(lo32, exact)) < 10  # essentially every low word is wrong
+
+
+@pytest.mark.parametrize("seed,sub,block0", [(3, 2**40 + 1, 2**32 - 9000), (2**64 - 1, 5, 17)])
+def test_bulk_words_and_fused_uniforms_against_reference(seed, sub, block0):
+    # > 2 ufunc chunks (not the Python path for tiny draws), ragged ends, and in the first case the
+    # block index carrying into counter word 1 inside the draw; checked word for word at the ends,
+    # around every chunk seam and the carry against the independent pure-Python reference
+    from trnrand import _philox
+
+    start = 4 * block0 + 3
+    n = 4 * (2 * _philox._CHUNK + 100) + 2
+    w = _philox.words(seed, sub, start, n)
+    assert w.shape == (n,) and w.dtype == torch.int64
+    seams = [4 * k * _philox._CHUNK - 3 for k in (1, 2)] + [4 * (2**32 - block0) - 3]
+    idx = sorted({i + d for i in [0, n - 4, *seams] for d in range(-3, 4) if 0 <= i + d < n})
+    assert [int(w[i]) for i in idx] == [ref_philox.stream_word(seed, sub, start + i) for i in idx]
+    # the fused float32 map equals the two-step words -> floats map bit for bit (both ends of [0, 1])
+    for open_low in (False, True):
+        assert torch.equal(_philox.uniform32(seed, sub, start, n, open_low=open_low),
+                           _philox._unit(w, torch.float32, open_low))
+    for open_low in (False, True):  # float64: 53 bits of two words, also exact; odd start (pairs across
+        # blocks) and even start (pairs inside a block, mapped per chunk), bulk and tiny
+        for d, k in ((0, n // 2), (1, n // 2 - 1), (1, 5)):
+            assert torch.equal(_philox.uniform64(seed, sub, start + d, k, open_low=open_low),
+                               _philox._unit(w[d:d + 2 * k], torch.float64, open_low))
+    # tiny draws take the Python-int path: the same words
+    assert torch.equal(_philox.words(seed, sub, start + 5, 9), w[5:14])
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("n,first", [(5, 0), (2 * 4 * 16384 + 7, 3)])
+def test_normals_from_block_fields_equal_the_word_map(n, first, dtype):
+    # a draw whose pairs lie inside blocks (float64: at a multiple of 4 words; float32: at an even word,
+    # here from lane 2 when first = 3) takes the per-chunk (u1, m, m') fields; it must equal the
+    # Box-Muller map of the words bit for bit (independent check of the words: the reference tests above),
+    # tiny (Python path) and over two chunks with a rank's odd first sample
+    from trnrand import _philox
+    from trnrand.distributions import _box_muller, _standard_normal_pairs
+
+    q = 4 if dtype == torch.float64 else 2
+    got = _standard_normal_pairs(11, 2, 8, first, n, dtype, "cpu")
+    p0, p1 = first // 2, (first + n + 1) // 2
+    want = _box_muller(_philox.words(11, 2, 8 + q * p0, q * (p1 - p0)), dtype).reshape(-1)
+    lead = first - 2 * p0
+    assert torch.equal(got, want[lead:lead + n])

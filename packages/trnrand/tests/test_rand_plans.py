@@ -20,6 +20,7 @@ KERNEL_CALLS = [
     ("box_muller_kernel", trnrand.normal, (129,), {"mean": 1.0, "std": 0.5, "generator": G(offset=2)}),
     ("box_muller_kernel", trnrand.standard_normal, (5, 7), {"generator": G()}),
     ("box_muller_kernel", trnrand.lognormal, (33,), {"generator": G()}),
+    ("box_muller_kernel", trnrand.normal, (8,), {"generator": G(offset=3)}),  # odd pairing
     ("sobol_kernel", trnrand.sobol, (50, 3), {"seed": 2}),
     ("sobol_kernel", trnrand.sobol, (513, 2), {"scramble": False, "dtype": torch.float64, "skip": 1}),
 ]
@@ -35,7 +36,7 @@ def test_plan_names_the_kernel_that_runs(kernel, fn, args, kwargs):
 
 TORCH_CALLS = [  # calls the kernels cannot take: the plan says torch, with the reason
     ("float32", trnrand.normal, (8,), {"dtype": torch.float64, "generator": G()}),
-    ("odd stream word", trnrand.normal, (8,), {"generator": G(offset=3)}),
+    ("odd stream word", trnrand.normal, (8,), {"generator": G(offset=4 * 2**32 - 7)}),  # last pair straddles
     ("empty", trnrand.uniform, (0,), {"generator": G()}),
     ("empty", trnrand.sobol, (0, 3), {}),
     ("no NKI kernel", trnrand.exponential, (8,), {"generator": G()}),

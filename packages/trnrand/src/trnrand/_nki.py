@@ -90,22 +90,36 @@ def _uniform_nki(seed, subsequence, base, first, n, low, high, dtype, device):
 
 
 # ---- normal / lognormal --------------------------------------------------------------------------
+def _normal_span(base, first, n):
+    """(w0, nw, odd) of the kernel call for normals first .. first+n-1 of a draw starting at word base.
+
+    Pairs start at base + even. For even base the kernel's pairs (w0, w1), (w2, w3) are the draw's and
+    normal k sits at its word; for odd base the kernel's odd pairing (w1, w2), (w3, w0 of the next
+    block) is, and its value at word j is the normal of word j + 1.
+    """
+    odd = base % 2 == 1
+    return base + first - odd, n, odd
+
+
 def _normal_supports(*a):
     if a[4] == 0:
         return "an empty draw runs no kernel"
-    if a[2] % 2:
-        return (f"the draw starts at odd stream word {a[2]}; the Box-Muller kernel pairs words (0, 1) and "
-                "(2, 3) of a block (an odd-sized float32 draw before it shifted the pairing)")
+    w0, nw, odd = _normal_span(a[2], a[3], a[4])
+    if odd and len(_runs(w0, nw + 1)) > 1:
+        return (f"the draw starts at odd stream word {a[2]} and its last pair straddles a multiple of 2**32 "
+                "blocks (the kernel's odd pairing reads the next block inside one counter-word-1 span)")
     return None
 
 
 def _normal_counts(*a):
-    return _one_call(a[2] + a[3], a[4], "box_muller_kernel", box_muller_counts)
+    w0, nw, _ = _normal_span(a[2], a[3], a[4])
+    return _one_call(w0, nw, "box_muller_kernel", box_muller_counts)
 
 
 def _standard_normal_nki(seed, subsequence, base, first, n, device):
-    """Normal sample k of a draw starting at an even word is the kernel's value at word base + k."""
-    return stream(box_muller_kernel, seed, subsequence, base + first, n).to(device)
+    """Normal sample k of the draw from the kernel's pairing that matches the parity of ``base``."""
+    w0, nw, odd = _normal_span(base, first, n)
+    return stream(box_muller_kernel, seed, subsequence, w0, nw, odd=odd).to(device)
 
 
 @NORMAL.lowering("nki", dtypes=(torch.float32,), supports=_normal_supports, counts=_normal_counts)

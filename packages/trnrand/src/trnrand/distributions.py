@@ -122,21 +122,33 @@ def _box_muller(w: torch.Tensor, dtype) -> torch.Tensor:
         m = w[:, 1] >> 8
         bits = 24
     mq = (m + (1 << (bits - 2))) & ((1 << bits) - 1)
+    return _box_muller_map(u1, m.to(dtype), mq.to(dtype), dtype)
+
+
+def _box_muller_map(u1, m, mq, dtype) -> torch.Tensor:
+    """(pairs, 2) normals from u1 in (0, 1] and the float angle integers m, m' (exact) of ``_box_muller``."""
     if dtype == torch.float64:
-        half, scale, tiny = math.pi, TWO_PI * 2.0**-bits, 0.0
+        half, scale, tiny = math.pi, TWO_PI * 2.0**-53, 0.0
     else:  # the Box-Muller kernel's constants: every fp32 sin argument in [-C, C], C = float32 below pi
         half, scale, tiny = C_PI, S_ANGLE, R_BIAS
     r = torch.log(u1).mul_(-2.0).add_(tiny).sqrt_()
-    out = torch.empty((r.shape[0], 2), dtype=dtype, device=w.device)
-    torch.sin(m.to(dtype).mul_(scale).sub_(half), out=out[:, 0])
-    torch.sin(mq.to(dtype).mul_(scale).sub_(half), out=out[:, 1])
+    out = torch.empty((r.shape[0], 2), dtype=dtype, device=u1.device)
+    torch.sin(m.mul_(scale).sub_(half), out=out[:, 0])
+    torch.sin(mq.mul_(scale).sub_(half), out=out[:, 1])
     return out.mul_(r[:, None])
 
 
 # ---- private torch implementations (registered below as the Ops' torch lowerings) ---------------------
+def _uniform_bits(seed, subsequence, start, n, dtype, device, open_low=False):
+    """_u01 of words start .. start+n*wps-1; float32 takes the fused path (no int64 word array)."""
+    if dtype == torch.float32:
+        return _philox.uniform32(seed, subsequence, start, n, device, open_low)
+    return _philox.uniform64(seed, subsequence, start, n, device, open_low)
+
+
 def _uniform_torch(seed, subsequence, base, first, n, low, high, dtype, device):
-    k = _wps(dtype)
-    return _affine(_u01(_philox.words(seed, subsequence, base + k * first, k * n, device), dtype), low, high, dtype)
+    u = _uniform_bits(seed, subsequence, base + _wps(dtype) * first, n, dtype, device)
+    return _affine(u, low, high, dtype)
 
 
 def _affine(u, low, high, dtype):
@@ -152,8 +164,12 @@ def _standard_normal_pairs(seed, subsequence, base, first, n, dtype, device) -> 
     q = 4 if dtype == torch.float64 else 2
     p0 = first // 2
     p1 = (first + n + 1) // 2
-    w = _philox.words(seed, subsequence, base + q * p0, q * (p1 - p0), device)
-    z = _box_muller(w, dtype).reshape(-1)
+    w0 = base + q * p0
+    if w0 % q == 0 and p1 > p0:  # pairs inside blocks: fields per chunk, in cache
+        f = _philox.box_muller_fields(seed, subsequence, w0, p1 - p0, dtype, device)
+        z = _box_muller_map(f[:, 0], f[:, 1], f[:, 2], dtype).reshape(-1)
+    else:
+        z = _box_muller(_philox.words(seed, subsequence, w0, q * (p1 - p0), device), dtype).reshape(-1)
     lead = first - 2 * p0
     return z[lead : lead + n]
 
@@ -171,8 +187,7 @@ def _lognormal_torch(seed, subsequence, base, first, n, mean, std, dtype, device
 
 
 def _exponential_torch(seed, subsequence, base, first, n, rate, dtype, device):
-    k = _wps(dtype)
-    u = _u01(_philox.words(seed, subsequence, base + k * first, k * n, device), dtype, open_low=True)
+    u = _uniform_bits(seed, subsequence, base + _wps(dtype) * first, n, dtype, device, open_low=True)
     return torch.log(u).mul_(-1.0 / rate).add_(0.0)  # u in (0, 1]: finite; + 0.0 turns -0.0 into 0.0
 
 

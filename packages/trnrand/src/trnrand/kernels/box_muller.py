@@ -18,6 +18,17 @@ argument lies in ``[-C, C]``, inside the Scalar Engine's valid range
 Output ``[nblocks, 4]`` float32: row ``b - block0`` is ``(z_A, z'_A, z_B,
 z'_B)``, i.e. the normal of stream word position ``4b + lane``.
 
+``odd=True`` is the pairing of a draw that starts at an odd word: pairs
+``(w1, w2)`` of block ``b`` and ``(w3 of b, w0 of b + 1)``; row ``b`` then
+holds the normals of words ``4b + 1 .. 4b + 4``. The Philox tiles are one
+column wider (``[128, F + 1]``, iota ``p F + i`` for ``i = 0 .. F``): column
+``F`` of partition ``p`` recomputes block ``(p + 1) F``, the next
+partition's first, so every pair is a free-axis slice (no cross-partition
+move). Same instruction counts; 1/F more Philox work per instruction; SBUF
+per partition grows from 40 x 4 x F to 40 x 4 x (F + 1) bytes (80.2 KiB at
+F = 512). The host keeps an odd call inside one 2**32-block span including
+the block after its last (else torch).
+
 Engines: shifts on Vector (bitvec), ``+ 2**30`` on GpSimd (exact uint32),
 Ln / Sqrt / Sin on the Scalar Engine (fp32 data times a float scale plus a
 ``(P, 1)`` bias tile, as trn1 requires), the two products ``r sin`` on
@@ -61,6 +72,10 @@ def box_muller_counts(nblocks: int) -> dict:
     }
 
 
+def _tile(f, name, dtype=nl.uint32):
+    return nl.ndarray((PMAX, f), dtype=dtype, buffer=nl.sbuf, name=name)
+
+
 def _column(value, name):
     c = nl.ndarray((PMAX, 1), dtype=nl.float32, buffer=nl.sbuf, name=name)
     nisa.memset(c, value)
@@ -68,28 +83,31 @@ def _column(value, name):
 
 
 @nki.jit
-def box_muller_kernel(seed, subsequence, block0, nblocks):
-    """Standard normals for stream words 4 block0 .. 4 (block0 + nblocks) - 1: [nblocks, 4] float32."""
+def box_muller_kernel(seed, subsequence, block0, nblocks, odd=False):
+    """Standard normals for stream words 4 block0 (+1 if odd) .. : [nblocks, 4] float32 (see the module docs)."""
     f = tile_f(nblocks)
-    ln = Lanes(f)
-    quarter = ln.const(QUARTER)
+    ln = Lanes(f + 1 if odd else f)
+    quarter = ln.const(QUARTER)[:, 0:f]
     ulow, rbias, shift = _column(2.0**-24, "u_bias"), _column(R_BIAS, "r_bias"), _column(-C_PI, "angle_bias")
     b_hi = block0 >> 32
     s0, s1 = subsequence & MASK, subsequence >> 32
     out = nl.ndarray((nblocks, 4), dtype=nl.float32, buffer=nl.shared_hbm)
     for t in nl.static_range(cdiv(nblocks, PMAX * f)):
         b0 = t * PMAX * f
-        x = ln.rounds(ln.block_tile((block0 + b0) & MASK), b_hi, s0, s1, seed)
+        x = ln.rounds(ln.block_tile((block0 + b0) & MASK, step=f), b_hi, s0, s1, seed)
         res = nl.ndarray((PMAX, f, 4), dtype=nl.float32, buffer=nl.sbuf, name="z")
-        for j in (0, 2):
-            a, b = x[j], x[j + 1]
-            lg = ln.tile("log_u1", nl.float32)
-            nisa.activation(lg, nl.log, ln.ts(a, nl.right_shift, 8), bias=ulow, scale=2.0**-24)
-            r = ln.tile("radius", nl.float32)
+        if odd:  # pairs (w1, w2) and (w3, next block's w0): column i + 1 is block b + 1
+            pairs = ((x[1][:, 0:f], x[2][:, 0:f]), (x[3][:, 0:f], x[0][:, 1:f + 1]))
+        else:
+            pairs = ((x[0], x[1]), (x[2], x[3]))
+        for j, (a, b) in zip((0, 2), pairs):
+            lg = _tile(f, "log_u1", nl.float32)
+            nisa.activation(lg, nl.log, ln.ts(a, nl.right_shift, 8, out=_tile(f, "t")), bias=ulow, scale=2.0**-24)
+            r = _tile(f, "radius", nl.float32)
             nisa.activation(r, nl.sqrt, lg, bias=rbias, scale=-2.0)
-            for k, word in enumerate((b, ln.add(b, quarter))):
-                s = ln.tile("sin", nl.float32)
-                nisa.activation(s, nl.sin, ln.ts(word, nl.right_shift, 8), bias=shift, scale=S_ANGLE)
+            for k, word in enumerate((b, ln.tt(b, quarter, nl.add, nisa.engine.gpsimd, out=_tile(f, "t")))):
+                s = _tile(f, "sin", nl.float32)
+                nisa.activation(s, nl.sin, ln.ts(word, nl.right_shift, 8, out=_tile(f, "t")), bias=shift, scale=S_ANGLE)
                 nisa.tensor_tensor(res[:, :, j + k], s, r, nl.multiply, engine=nisa.engine.vector)
         store_tile(out, res, b0, nblocks, f)
     return out

@@ -202,11 +202,13 @@ class Lanes:
             k0, k1 = (k0 + W0) & MASK, (k1 + W1) & MASK
         return x0, x1, x2, x3
 
-    def block_tile(self, b_lo: int):
-        """iota: b_lo + p F + i as uint32 (int32 arithmetic wraps; the host keeps a call inside one 2**32 span)."""
+    def block_tile(self, b_lo: int, step: int | None = None):
+        """iota: b_lo + p step + i as uint32, step = F by default (int32 arithmetic wraps; the host keeps a
+        call inside one 2**32 span). A tile one column wider than ``step`` repeats the next partition's
+        first block in its last column (Box-Muller's odd pairing)."""
         t = nl.ndarray((PMAX, self.f), dtype=nl.int32, buffer=nl.sbuf, name="ctr")
         off = b_lo - (1 << 32) if b_lo >= 1 << 31 else b_lo
-        nisa.iota(t, [[1, self.f]], offset=off, channel_multiplier=self.f)
+        nisa.iota(t, [[1, self.f]], offset=off, channel_multiplier=self.f if step is None else step)
         return t.view(nl.uint32)
 
 
