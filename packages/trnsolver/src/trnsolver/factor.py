@@ -24,6 +24,7 @@ from trnsci import _validate as v
 from trnsci._linalg import LinAlgError
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
+from trnsolver import _lapack
 
 __all__ = [
     "cholesky", "cho_factor", "cho_solve", "lu", "lu_factor", "lu_solve", "qr", "svd",
@@ -100,6 +101,8 @@ CHOLESKY = Op("trnsolver.cholesky", "flops", 2048 ** 3 / 3.0, size=_cholesky_flo
 
 @CHOLESKY.lowering("torch")
 def _cholesky_torch(A: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    if _lapack.eligible(A):  # ?potrf via SciPy: half torch's per-call cost at small n
+        return _lapack.potrf(A, upper)
     L, info = torch.linalg.cholesky_ex(A)
     return (L.mH.resolve_conj() if upper else L), info
 
@@ -206,6 +209,9 @@ CHO_SOLVE = Op("trnsolver.cho_solve", "flops", _NO_KERNEL, size=_flops(2.0), des
 
 @CHO_SOLVE.lowering("torch")
 def _cho_solve_torch(F: torch.Tensor, B: torch.Tensor, lower: bool) -> torch.Tensor:
+    if _lapack.eligible(F, B):  # ?potrs reads only F's `lower` triangle
+        return _lapack.potrs(F, B, lower)
+    F = F.tril() if lower else F.triu()
     return torch.cholesky_solve(B, F, upper=not lower)
 
 
@@ -240,7 +246,6 @@ def cho_solve(c_and_lower, b, *, check_finite=True):
     B, vec = la.rhs(F, b, "b", where)
     if v.flag(check_finite, "check_finite", where):
         la.finite(where, c=F, b=B)
-    F = F.tril() if lower else F.triu()
     X = CHO_SOLVE(F, B, lower)
     return X.squeeze(-1) if vec else X
 
@@ -551,6 +556,8 @@ SOLVE = Op("trnsolver.solve", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=
 
 @SOLVE.lowering("torch")
 def _solve_torch(A: torch.Tensor, B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if _lapack.eligible(A, B):  # ?gesv via SciPy: the thinnest call at small n
+        return _lapack.gesv(A, B)
     # linalg.solve is ~20 us faster than solve_ex at n = 64 (measured); solve_ex
     # only to find the zero pivot of a singular matrix
     try:
