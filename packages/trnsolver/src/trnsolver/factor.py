@@ -158,7 +158,7 @@ def cholesky(A, upper=False, *, check=True, check_finite=True):
         la.finite(where, A=A)
     L, info = CHOLESKY(A, upper)
     if not check:
-        return L, info
+        return L, (info.clone() if info is _lapack.ZERO_INFO else info)
     _raise_info(where, info, _NOT_PD)
     return L
 
