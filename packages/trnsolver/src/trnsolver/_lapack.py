@@ -85,3 +85,12 @@ def syevd(A: torch.Tensor, lower: bool, vectors: bool):
     if info != 0:
         return None
     return torch.from_numpy(w), (torch.from_numpy(V) if vectors else None)
+
+
+def gesdd(A: torch.Tensor, full_matrices: bool):
+    """``(U, S, Vh)`` of ``?gesdd`` (``torch.linalg.svd``'s driver on CPU), or None
+    when it did not converge (the caller then runs ``torch.linalg.svd``)."""
+    u, s, vt, info = _func("gesdd", A.dtype)(A.numpy(), compute_uv=1, full_matrices=1 if full_matrices else 0)
+    if info != 0:
+        return None
+    return torch.from_numpy(u), torch.from_numpy(s), torch.from_numpy(vt)

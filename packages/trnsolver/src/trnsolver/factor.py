@@ -468,6 +468,12 @@ SVD = Op("trnsolver.svd", "flops", _NO_KERNEL, size=_flops(4.0), describe=_squar
 
 @SVD.lowering("torch")
 def _svd_torch(A: torch.Tensor, full_matrices: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    # SciPy's ?gesdd was faster than torch's (MKL) from n ~ 256 on here
+    # (docs/trnsolver.md); at n = 64 torch's call was the faster one
+    if min(A.shape) >= 128 and _lapack.eligible(A):
+        r = _lapack.gesdd(A, full_matrices)
+        if r is not None:
+            return r
     return torch.linalg.svd(A, full_matrices=full_matrices)
 
 
