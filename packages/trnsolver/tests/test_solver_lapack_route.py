@@ -82,3 +82,17 @@ def test_inputs_not_modified_and_grad_keeps_torch():
     assert not _lapack.eligible(Sg)
     trnsolver.eigh(Sg)[0].sum().backward()  # autograd through torch.linalg.eigh: d(trace)/dA = I
     assert_close(Sg.grad, torch.eye(9, dtype=torch.float64), dtype=torch.float64, k=9)
+
+
+@pytest.mark.parametrize("shape", [(520, 512), (512, 530)])
+def test_qr_routes(route, shape):
+    # float64, min(m, n) >= 512: the LAPACK route's range; Q R = A and
+    # Q^T Q = I to ~n eps (Householder QR is backward stable)
+    A = torch.as_tensor(random(shape, torch.float64, seed=3))
+    Q, R = trnsolver.qr(A)
+    k = min(shape)
+    assert Q.shape == (shape[0], k) and R.shape == (k, shape[1])
+    assert torch.equal(R, R.triu())
+    assert_close(Q @ R, A, dtype=torch.float64, k=4 * k)
+    assert_close(Q.T @ Q, np.eye(k), dtype=torch.float64, k=4 * k)
+    assert_close(R.abs(), np.abs(sl.qr(A.numpy(), mode="economic")[1]), dtype=torch.float64, k=40 * k)
