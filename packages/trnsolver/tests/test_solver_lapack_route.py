@@ -13,8 +13,8 @@ import scipy.linalg as sl
 import torch
 
 import trnsolver
-from trnsolver import _lapack
 from trnsci.testing import assert_close, random
+from trnsolver import _lapack
 
 
 def _spd(n, dtype):
