@@ -29,7 +29,7 @@ DTYPES = [torch.float32, torch.float64]
 
 @pytest.fixture(autouse=True)
 def _torch_backend(request):
-    if request.node.get_closest_marker("slow") and request.config.getoption("benchmark_disable", False):
+    if request.node.get_closest_marker("slow") and not request.config.getoption("benchmark_enable", False):
         pytest.skip("large benchmark case: runs with --benchmark-enable")
     with trnsci.use_backend("torch"):
         yield
