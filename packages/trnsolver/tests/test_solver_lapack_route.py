@@ -96,3 +96,14 @@ def test_qr_routes(route, shape):
     assert_close(Q @ R, A, dtype=torch.float64, k=4 * k)
     assert_close(Q.T @ Q, np.eye(k), dtype=torch.float64, k=4 * k)
     assert_close(R.abs(), np.abs(sl.qr(A.numpy(), mode="economic")[1]), dtype=torch.float64, k=40 * k)
+
+
+def test_nan_without_check_finite_same_on_both_routes(route):
+    # check_finite=False lets NaN reach LAPACK: torch's potrf (MKL) names the
+    # minor where the NaN pivot appears; the SciPy route must say the same
+    S = _spd(6, torch.float64)
+    S[2, 1] = S[1, 2] = float("nan")
+    with pytest.raises(np.linalg.LinAlgError, match="leading minor of order 3"):
+        trnsolver.cholesky(S, check_finite=False)
+    with pytest.raises(ValueError, match="NaN"):
+        trnsolver.cholesky(S)

@@ -20,6 +20,8 @@ Fortran-ordered arrays LAPACK wrote (strides ``(1, n)``, as
 
 from __future__ import annotations
 
+import math as _math
+
 import torch
 from scipy.linalg import lapack as _lp
 
@@ -35,11 +37,11 @@ def _func(name: str, dtype: torch.dtype):
 
 
 def eligible(*ts: torch.Tensor) -> bool:
-    """All of ``ts`` plain 2-D real float32/float64 CPU tensors without autograd, one dtype."""
+    """All of ``ts`` plain non-empty 2-D real float32/float64 CPU tensors without autograd, one dtype."""
     dt = ts[0].dtype
     for t in ts:
         if (type(t) is not torch.Tensor or t.dim() != 2 or t.dtype is not dt or t.requires_grad
-                or t.device.type != "cpu"):
+                or t.device.type != "cpu" or not t.numel()):  # f2py rejects empty arrays
             return False
     return dt in _PREFIX
 
@@ -50,8 +52,9 @@ def eligible(*ts: torch.Tensor) -> bool:
 ZERO_INFO = torch.zeros((), dtype=torch.int32)
 
 
-def potrf(A: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(factor, info)`` as ``torch.linalg.cholesky_ex`` (zeros in the other triangle)."""
+def potrf(A: torch.Tensor, upper: bool):
+    """``(factor, info)`` as ``torch.linalg.cholesky_ex`` (zeros in the other triangle),
+    or None when the factor is not finite (the caller then runs torch)."""
     c, info = _func("potrf", A.dtype)(A.numpy(), lower=0 if upper else 1, clean=1)
     if info < 0:  # an argument error cannot come from a validated call; let torch say it
         raise RuntimeError(f"?potrf: illegal argument {-info}")
@@ -59,6 +62,11 @@ def potrf(A: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.Tensor]:
         # LAPACK leaves the trailing block unfactored; return the same
         # partial factor shape torch does (values past the minor unspecified)
         return torch.from_numpy(c), torch.tensor(info, dtype=torch.int32)
+    if not _math.isfinite(c.trace()):
+        # NaN/Inf got in (only possible with check_finite=False): OpenBLAS's
+        # potrf reports info = 0 for a NaN pivot where torch's (MKL) names the
+        # minor; let torch decide so the answer is the same either way
+        return None
     return torch.from_numpy(c), ZERO_INFO
 
 

@@ -102,7 +102,9 @@ CHOLESKY = Op("trnsolver.cholesky", "flops", 2048 ** 3 / 3.0, size=_cholesky_flo
 @CHOLESKY.lowering("torch")
 def _cholesky_torch(A: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.Tensor]:
     if _lapack.eligible(A):  # ?potrf via SciPy: half torch's per-call cost at small n
-        return _lapack.potrf(A, upper)
+        r = _lapack.potrf(A, upper)
+        if r is not None:
+            return r
     L, info = torch.linalg.cholesky_ex(A)
     return (L.mH.resolve_conj() if upper else L), info
 
