@@ -10,6 +10,7 @@ float64 at n = 64..256 (280 vs 320 us, 5.6 vs 6.7 ms) -- see
 ``docs/trnsolver.md``. Both call the same LAPACK routines (potrf, potrs,
 gesv, syevd), so ``info`` and errors are those of the torch call.
 
+SciPy is optional: without it everything runs on ``torch.linalg``.
 A tensor takes this route only when nothing torch-specific can be lost: a
 plain 2-D CPU tensor of float32/float64 that does not require grad
 (:func:`eligible`); batches, complex, autograd, other devices and tensor
@@ -23,7 +24,11 @@ from __future__ import annotations
 import math as _math
 
 import torch
-from scipy.linalg import lapack as _lp
+
+try:  # SciPy is optional (not a dependency of trnsolver): without it every call stays on torch
+    from scipy.linalg import lapack as _lp
+except ImportError:  # pragma: no cover - the dev environment has SciPy
+    _lp = None
 
 _PREFIX = {torch.float32: "s", torch.float64: "d"}
 _FUNCS: dict = {}
@@ -38,6 +43,8 @@ def _func(name: str, dtype: torch.dtype):
 
 def eligible(*ts: torch.Tensor) -> bool:
     """All of ``ts`` plain non-empty 2-D real float32/float64 CPU tensors without autograd, one dtype."""
+    if _lp is None:
+        return False
     dt = ts[0].dtype
     for t in ts:
         if (type(t) is not torch.Tensor or t.dim() != 2 or t.dtype is not dt or t.requires_grad
