@@ -1,7 +1,9 @@
 """Hermitian eigensolvers (cuSOLVER ``syevd``/``sygvd``, ``scipy.linalg.eigh``).
 
-The torch path calls LAPACK through ``torch.linalg`` (the fastest peer on
-this machine's measurements, see the docs); the device path will be the
+The torch path calls LAPACK: ``dsyevd`` through ``scipy.linalg.lapack`` for a
+single float64 CPU matrix without autograd (faster than ``torch.linalg`` on
+this machine's measurements, see the docs and ``trnsolver._lapack``),
+``torch.linalg.eigh`` for everything else; the device path will be the
 parallel Jacobi method whose torch reference is ``trnsolver._jacobi``.
 """
 
@@ -13,6 +15,7 @@ from trnsci import _linalg as la
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
+from trnsolver import _lapack
 from trnsolver.factor import _NOT_PD, _raise_info
 
 __all__ = ["eigh", "eigvalsh", "eigh_generalized"]
@@ -57,6 +60,16 @@ def _eigh_torch(A: torch.Tensor, uplo: str, lo: int, hi: int, vectors: bool, tol
     ``A``'s ``uplo`` triangle; ``V`` is None when ``vectors`` is False
     (``tol``/``max_sweeps`` are the Jacobi kernel's; LAPACK ignores them)."""
     n = A.shape[-1]
+    if A.dtype is torch.float64 and _lapack.eligible(A):
+        # LAPACK's dsyevd through SciPy: faster than torch.linalg.eigh (MKL's
+        # syevd) in float64 here (docs/trnsolver.md); float32 stays on torch,
+        # which was the faster of the two there
+        r = _lapack.syevd(A, uplo == "L", vectors)
+        if r is not None:
+            w, V = r
+            if lo != 0 or hi != n - 1:
+                w, V = w[lo:hi + 1], (V[:, lo:hi + 1] if vectors else None)
+            return w, V
     if vectors:
         w, V = torch.linalg.eigh(A, UPLO=uplo)
         if lo != 0 or hi != n - 1:

@@ -24,6 +24,7 @@ from trnsci import _validate as v
 from trnsci._linalg import LinAlgError
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
+from trnsolver import _lapack
 
 __all__ = [
     "cholesky", "cho_factor", "cho_solve", "lu", "lu_factor", "lu_solve", "qr", "svd",
@@ -100,6 +101,10 @@ CHOLESKY = Op("trnsolver.cholesky", "flops", 2048 ** 3 / 3.0, size=_cholesky_flo
 
 @CHOLESKY.lowering("torch")
 def _cholesky_torch(A: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    if _lapack.eligible(A):  # ?potrf via SciPy: half torch's per-call cost at small n
+        r = _lapack.potrf(A, upper)
+        if r is not None:
+            return r
     L, info = torch.linalg.cholesky_ex(A)
     return (L.mH.resolve_conj() if upper else L), info
 
@@ -155,7 +160,7 @@ def cholesky(A, upper=False, *, check=True, check_finite=True):
         la.finite(where, A=A)
     L, info = CHOLESKY(A, upper)
     if not check:
-        return L, info
+        return L, (info.clone() if info is _lapack.ZERO_INFO else info)
     _raise_info(where, info, _NOT_PD)
     return L
 
@@ -206,6 +211,11 @@ CHO_SOLVE = Op("trnsolver.cho_solve", "flops", _NO_KERNEL, size=_flops(2.0), des
 
 @CHO_SOLVE.lowering("torch")
 def _cho_solve_torch(F: torch.Tensor, B: torch.Tensor, lower: bool) -> torch.Tensor:
+    # ?potrs reads only F's `lower` triangle; in float32 past n ~ 512 MKL's
+    # (torch's) potrs was the faster one here (1.1 vs 0.66 ms at n = 1024)
+    if _lapack.eligible(F, B) and (F.dtype is torch.float64 or F.shape[-1] <= 512):
+        return _lapack.potrs(F, B, lower)
+    F = F.tril() if lower else F.triu()
     return torch.cholesky_solve(B, F, upper=not lower)
 
 
@@ -240,7 +250,6 @@ def cho_solve(c_and_lower, b, *, check_finite=True):
     B, vec = la.rhs(F, b, "b", where)
     if v.flag(check_finite, "check_finite", where):
         la.finite(where, c=F, b=B)
-    F = F.tril() if lower else F.triu()
     X = CHO_SOLVE(F, B, lower)
     return X.squeeze(-1) if vec else X
 
@@ -421,6 +430,10 @@ QR = Op("trnsolver.qr", "flops", _NO_KERNEL, size=_flops(2.0), describe=_square_
 
 @QR.lowering("torch")
 def _qr_torch(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+    # SciPy's geqrf + orgqr beat torch's (MKL) in float64 at n = 1024 here
+    # (132 vs 170 ms); equal at 256, torch faster at 64 and in float32
+    if mode == "reduced" and A.dtype is torch.float64 and min(A.shape) >= 512 and _lapack.eligible(A):
+        return _lapack.qr_reduced(A)
     return torch.linalg.qr(A, mode=mode)
 
 
@@ -461,6 +474,12 @@ SVD = Op("trnsolver.svd", "flops", _NO_KERNEL, size=_flops(4.0), describe=_squar
 
 @SVD.lowering("torch")
 def _svd_torch(A: torch.Tensor, full_matrices: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    # SciPy's ?gesdd was faster than torch's (MKL) from n ~ 256 on here
+    # (docs/trnsolver.md); at n = 64 torch's call was the faster one
+    if min(A.shape) >= 128 and _lapack.eligible(A):
+        r = _lapack.gesdd(A, full_matrices)
+        if r is not None:
+            return r
     return torch.linalg.svd(A, full_matrices=full_matrices)
 
 
@@ -551,6 +570,8 @@ SOLVE = Op("trnsolver.solve", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=
 
 @SOLVE.lowering("torch")
 def _solve_torch(A: torch.Tensor, B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if _lapack.eligible(A, B):  # ?gesv via SciPy: the thinnest call at small n
+        return _lapack.gesv(A, B)
     # linalg.solve is ~20 us faster than solve_ex at n = 64 (measured); solve_ex
     # only to find the zero pivot of a singular matrix
     try:
