@@ -466,3 +466,17 @@ def test_load_lowerings_failure_raises_under_require_nki(tmp_path, monkeypatch):
     monkeypatch.setenv("TRNSCI_REQUIRE_NKI", "1")
     with pytest.raises(dispatch.NkiRequiredError, match="fakelib_bad2: NKI lowerings failed to import"):
         dispatch.load_lowerings("fakelib_bad2")
+
+
+def test_check_plan_case_fails_on_the_wrong_op_and_passes_on_the_right_one():
+    import torch
+
+    import trnblas
+    from trnsci.testing import check_plan_case, plan_cases
+
+    case = (trnblas.gemm, lambda: (1.0, torch.ones(3, 2), torch.ones(2, 4)))
+    [(name, c)] = plan_cases({"trnblas.gemm": [case]})
+    plan, runs = check_plan_case("torch", name, c)
+    assert plan.op == "trnblas.gemm" and runs == []
+    with pytest.raises(AssertionError, match="expected 'trnblas.syrk'"):
+        check_plan_case("torch", "trnblas.syrk", c)

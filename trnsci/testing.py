@@ -189,6 +189,42 @@ def assert_plan_matches_run(fn, *args, **kwargs):
     return plan, result, runs
 
 
+def kernel_ops(library: str) -> set[str]:
+    """Names of ``library``'s ops that have an NKI lowering (what its plans test must cover)."""
+    from trnsci import dispatch
+
+    return {name for name, op in dispatch.ops(library).items() if op.has_kernel}
+
+
+def plan_cases(cases: Mapping[str, list]) -> list:
+    """``{op_name: [case, ...]}`` as ``(op_name, case)`` pairs for ``pytest.mark.parametrize``.
+
+    A case is ``(fn, args)`` or ``(fn, args, kwargs)``; ``args`` may be a
+    zero-argument callable that builds them when the test runs (large inputs).
+    """
+    return [(name, case) for name, group in cases.items() for case in group]
+
+
+def check_plan_case(backend: str, op_name: str, case, *, also: tuple[str, ...] = ()):
+    """Run one plan case under ``backend`` with :func:`assert_plan_matches_run`.
+
+    Also requires that the plan is of ``op_name`` (or one of ``also``, for a
+    public function that may dispatch a different op) and that under
+    ``"torch"`` no kernel ran. Returns ``(plan, runs)`` for further checks.
+    """
+    from trnsci.backend import use_backend
+
+    fn, args, kwargs = (*case, {})[:3]
+    args = args() if callable(args) else args
+    with use_backend(backend):
+        plan, _, runs = assert_plan_matches_run(fn, *args, **kwargs)
+    if plan.op != op_name and plan.op not in also:
+        raise AssertionError(f"planned op {plan.op!r}, expected {op_name!r}")
+    if backend == "torch" and (runs or plan.backend != "torch"):
+        raise AssertionError(f"{op_name}: backend 'torch' but the plan said {plan.backend!r} / kernels ran")
+    return plan, runs
+
+
 @contextlib.contextmanager
 def scratch_ops() -> Iterator[None]:
     """Forget every :class:`~trnsci.dispatch.Op` (and its threshold) created inside the block.

@@ -13,8 +13,7 @@ import torch
 
 import trnblas
 import trnsci
-from trnsci import dispatch
-from trnsci.testing import assert_plan_matches_run
+from trnsci.testing import check_plan_case, kernel_ops, plan_cases
 
 pytestmark = pytest.mark.simulator
 
@@ -68,21 +67,13 @@ CASES = {
 
 
 def test_every_kernel_op_has_cases():
-    with_kernel = {name for name, op in dispatch.ops("trnblas").items() if op.has_kernel}
-    assert with_kernel == set(CASES)
+    assert kernel_ops("trnblas") == set(CASES)
 
 
 @pytest.mark.parametrize("backend", ["simulator", "torch"])
-@pytest.mark.parametrize("op_name,case", [(k, c) for k, cs in CASES.items() for c in cs],
-                         ids=lambda x: x if isinstance(x, str) else "")
+@pytest.mark.parametrize("op_name,case", plan_cases(CASES), ids=lambda x: x if isinstance(x, str) else "")
 def test_plan_backend_is_what_ran(backend, op_name, case):
-    fn, args, kwargs = (*case, {})[:3]
-    args = args() if callable(args) else args
-    with trnsci.use_backend(backend):
-        plan, _, runs = assert_plan_matches_run(fn, *args, **kwargs)
-    assert plan.op in (op_name, "trnblas.gemm")  # gemm_ex with a float64 compute dtype widens, then runs GEMM
-    if backend == "torch":
-        assert runs == [] and plan.backend == "torch"
+    check_plan_case(backend, op_name, case, also=("trnblas.gemm",))  # gemm_ex with a float64 compute dtype runs GEMM
 
 
 def test_trsm_beyond_the_kernel_plans_torch_with_the_reason():

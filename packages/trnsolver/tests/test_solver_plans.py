@@ -14,11 +14,10 @@ import pytest
 import torch
 
 import trnsolver
-from trnsci import dispatch
 from trnsci.backend import use_backend
 from trnsci.dispatch import plan_call
 from trnsci.nki import capture
-from trnsci.testing import assert_plan_matches_run
+from trnsci.testing import assert_plan_matches_run, check_plan_case, kernel_ops, plan_cases
 from trnsolver import _nki
 
 pytestmark = pytest.mark.simulator
@@ -54,20 +53,13 @@ CASES = {
 
 
 def test_every_kernel_op_has_cases():
-    with_kernel = {name for name, op in dispatch.ops("trnsolver").items() if op.has_kernel}
-    assert with_kernel == set(CASES)
+    assert kernel_ops("trnsolver") == set(CASES)
 
 
 @pytest.mark.parametrize("backend", ["simulator", "torch"])
-@pytest.mark.parametrize("op_name,case", [(k, c) for k, cs in CASES.items() for c in cs],
-                         ids=lambda x: x if isinstance(x, str) else "")
+@pytest.mark.parametrize("op_name,case", plan_cases(CASES), ids=lambda x: x if isinstance(x, str) else "")
 def test_plan_backend_is_what_ran(backend, op_name, case):
-    fn, args, kwargs = (*case, {})[:3]
-    with use_backend(backend):
-        plan, _, runs = assert_plan_matches_run(fn, *args, **kwargs)
-    assert plan.op == op_name
-    if backend == "torch":
-        assert plan.backend == "torch" and not runs
+    check_plan_case(backend, op_name, case)
 
 
 def test_unsupported_calls_say_why():

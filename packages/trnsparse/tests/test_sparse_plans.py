@@ -14,7 +14,7 @@ import torch
 import trnsci
 import trnsparse
 from trnsci import dispatch
-from trnsci.testing import assert_plan_matches_run
+from trnsci.testing import check_plan_case, kernel_ops, plan_cases
 
 pytestmark = pytest.mark.simulator
 
@@ -77,20 +77,13 @@ CASES = {
 
 
 def test_every_kernel_op_has_cases():
-    with_kernel = {name for name, op in dispatch.ops("trnsparse").items() if op.has_kernel}
-    assert with_kernel == set(CASES)
+    assert kernel_ops("trnsparse") == set(CASES)
 
 
 @pytest.mark.parametrize("backend", ["simulator", "torch"])
-@pytest.mark.parametrize("op_name,case", [(k, c) for k, cs in CASES.items() for c in cs],
-                         ids=lambda x: x if isinstance(x, str) else "")
+@pytest.mark.parametrize("op_name,case", plan_cases(CASES), ids=lambda x: x if isinstance(x, str) else "")
 def test_plan_backend_is_what_ran(backend, op_name, case):
-    fn, args, kwargs = (*case, {})[:3]
-    with trnsci.use_backend(backend):
-        plan, _, runs = assert_plan_matches_run(fn, *args, **kwargs)
-    assert plan.op == op_name
-    if backend == "torch":
-        assert runs == [] and plan.backend == "torch"
+    check_plan_case(backend, op_name, case)
 
 
 def test_plans_name_the_reason_the_kernel_cannot_take_a_call():

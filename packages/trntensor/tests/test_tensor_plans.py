@@ -11,7 +11,7 @@ import trnblas
 import trnsci
 import trntensor
 from trnsci import dispatch, nki
-from trnsci.testing import assert_counts, assert_plan_matches_run
+from trnsci.testing import assert_counts, check_plan_case, kernel_ops, plan_cases
 
 pytestmark = pytest.mark.simulator
 
@@ -36,22 +36,15 @@ CASES = {
 
 
 def test_every_kernel_op_has_cases():
-    with_kernel = {name for name, op in dispatch.ops("trntensor").items() if op.has_kernel}
-    assert with_kernel == set(CASES)
+    assert kernel_ops("trntensor") == set(CASES)
 
 
 @pytest.mark.parametrize("backend", ["simulator", "torch"])
-@pytest.mark.parametrize("op_name,case", [(k, c) for k, cs in CASES.items() for c in cs],
-                         ids=lambda x: x if isinstance(x, str) else "")
+@pytest.mark.parametrize("op_name,case", plan_cases(CASES), ids=lambda x: x if isinstance(x, str) else "")
 def test_plan_backend_is_what_ran(backend, op_name, case):
-    fn, args = case
-    with trnsci.use_backend(backend):
-        plan, _, runs = assert_plan_matches_run(fn, *args)
-    assert plan.op == op_name
-    if backend == "torch" or args[0].dtype == F64:
-        assert runs == [] and plan.backend == "torch"
-    if args[0].dtype == F64 and backend == "simulator":
-        assert "float64" in plan.reason
+    plan, runs = check_plan_case(backend, op_name, case)
+    if case[1][0].dtype == F64:
+        assert runs == [] and plan.backend == "torch" and (backend == "torch" or "float64" in plan.reason)
 
 
 def test_ao_to_mo_beyond_the_sbuf_plan_plans_torch_with_the_reason():
