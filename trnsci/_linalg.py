@@ -216,6 +216,12 @@ def rhs(A: torch.Tensor, x: Any, name: str, where: str) -> tuple[torch.Tensor, b
     return Bm, vec
 
 
+def check_finite(flag, where: str, **named: torch.Tensor) -> None:
+    """SciPy's ``check_finite=`` keyword: validate the flag, and when it is true run :func:`finite`."""
+    if v.flag(flag, "check_finite", where):
+        finite(where, **named)
+
+
 def finite(where: str, **named: torch.Tensor) -> None:
     """``ValueError`` if a tensor holds NaN or Inf (SciPy's ``check_finite``).
 

@@ -89,8 +89,7 @@ def _eigh_args(where, A, tol, max_sweeps, subset_by_index, uplo, check_finite):
     n = A.shape[-1]
     sub = _subset(subset_by_index, n, where)
     lo, hi = sub if sub is not None else (0, n - 1)
-    if v.flag(check_finite, "check_finite", where):
-        la.finite(where, A=A)
+    la.check_finite(check_finite, where, A=A)
     return A, uplo, lo, hi
 
 

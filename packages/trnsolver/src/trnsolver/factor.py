@@ -156,8 +156,7 @@ def cholesky(A, upper=False, *, check=True, check_finite=True):
     where = "cholesky"
     A = la.square_matrix(A, "A", where)
     upper, check = _upper(upper, where), _check(check, where)
-    if v.flag(check_finite, "check_finite", where):
-        la.finite(where, A=A)
+    la.check_finite(check_finite, where, A=A)
     L, info = CHOLESKY(A, upper)
     if not check:
         return L, (info.clone() if info is _lapack.ZERO_INFO else info)
@@ -198,8 +197,7 @@ def cho_factor(A, lower=False, *, check_finite=True):
     where = "cho_factor"
     A = la.square_matrix(A, "A", where)
     lower = v.flag(lower, "lower", where)
-    if v.flag(check_finite, "check_finite", where):
-        la.finite(where, A=A)
+    la.check_finite(check_finite, where, A=A)
     F, info = CHOLESKY(A, not lower)
     _raise_info(where, info, _NOT_PD)
     return F, lower
@@ -248,8 +246,7 @@ def cho_solve(c_and_lower, b, *, check_finite=True):
     F = la.square_matrix(F, "c", where)
     lower = v.flag(lower, "lower", where)
     B, vec = la.rhs(F, b, "b", where)
-    if v.flag(check_finite, "check_finite", where):
-        la.finite(where, c=F, b=B)
+    la.check_finite(check_finite, where, c=F, b=B)
     X = CHO_SOLVE(F, B, lower)
     return X.squeeze(-1) if vec else X
 
@@ -315,8 +312,7 @@ def lu(A, *, check=True, check_finite=True):
     where = "lu"
     A = la.matrix(A, "A", where)
     check = _check(check, where)
-    if v.flag(check_finite, "check_finite", where):
-        la.finite(where, A=A)
+    la.check_finite(check_finite, where, A=A)
     P, L, U, info = LU(A)
     if not check:
         return P, L, U, info
@@ -353,8 +349,7 @@ def lu_factor(A, *, check=True, check_finite=True):
     where = "lu_factor"
     A = la.square_matrix(A, "A", where)
     check = _check(check, where)
-    if v.flag(check_finite, "check_finite", where):
-        la.finite(where, A=A)
+    la.check_finite(check_finite, where, A=A)
     LU, piv, info = LU_FACTOR(A)
     piv = piv - 1
     if not check:
@@ -413,8 +408,7 @@ def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
                          f"got {piv.dtype} {tuple(piv.shape)}")
     trans = _TRANS(trans, "trans", where)
     B, vec = la.rhs(LU, b, "b", where)
-    if v.flag(check_finite, "check_finite", where):
-        la.finite(where, lu=LU, b=B)
+    la.check_finite(check_finite, where, lu=LU, b=B)
     X = LU_SOLVE(LU, (piv + 1).to(torch.int32), B, trans)
     return X.squeeze(-1) if vec else X
 
@@ -509,8 +503,7 @@ def svd(A, full_matrices=False, *, check_finite=True):
     where = "svd"
     A = la.matrix(A, "A", where)
     full = v.flag(full_matrices, "full_matrices", where)
-    if v.flag(check_finite, "check_finite", where):
-        la.finite(where, A=A)
+    la.check_finite(check_finite, where, A=A)
     return SVD(A, full)
 
 
@@ -554,8 +547,7 @@ def pinv(A, rcond=None, *, check_finite=True):
     where = "pinv"
     A = la.matrix(A, "A", where)
     rtol = None if rcond is None else v.positive(rcond, "rcond", where, zero_ok=True)
-    if v.flag(check_finite, "check_finite", where):
-        la.finite(where, A=A)
+    la.check_finite(check_finite, where, A=A)
     return PINV(A, rtol)
 
 
@@ -609,8 +601,7 @@ def solve(A, B, *, check_finite=True):
     where = "solve"
     A = la.square_matrix(A, "A", where)
     Bm, vec = la.rhs(A, B, "B", where)
-    if v.flag(check_finite, "check_finite", where):
-        la.finite(where, A=A, B=Bm)
+    la.check_finite(check_finite, where, A=A, B=Bm)
     X, info = SOLVE(A, Bm)
     _raise_info(where, info, _SINGULAR)
     return X.squeeze(-1) if vec else X
@@ -665,8 +656,7 @@ def solve_spd(A, B, iterative_refinement=False, *, check_finite=True):
     A = la.square_matrix(A, "A", where)
     Bm, vec = la.rhs(A, B, "B", where)
     refine = v.flag(iterative_refinement, "iterative_refinement", where)
-    if v.flag(check_finite, "check_finite", where):
-        la.finite(where, A=A, B=Bm)
+    la.check_finite(check_finite, where, A=A, B=Bm)
     X, info = SOLVE_SPD(A, Bm, refine)
     _raise_info(where, info, _NOT_PD)
     return X.squeeze(-1) if vec else X
@@ -739,8 +729,7 @@ def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
         raise v.mismatch(where, f"B must have {A.shape[-2]} rows", A=A, B=Bt)
     rcond = None if rcond is None else v.positive(rcond, "rcond", where, zero_ok=True)
     driver = _LSTSQ_DRIVER(driver, "driver", where)
-    if v.flag(check_finite, "check_finite", where):
-        la.finite(where, A=A, B=Bm)
+    la.check_finite(check_finite, where, A=A, B=Bm)
     X, res, rank, sv = LSTSQ(A, Bm, rcond, driver)
     if vec:
         X = X.squeeze(-1)
@@ -776,8 +765,7 @@ def inv(A, *, check_finite=True):
     """
     where = "inv"
     A = la.square_matrix(A, "A", where)
-    if v.flag(check_finite, "check_finite", where):
-        la.finite(where, A=A)
+    la.check_finite(check_finite, where, A=A)
     X, info = INV(A)
     _raise_info(where, info, _SINGULAR)
     return X
@@ -812,8 +800,7 @@ def inv_spd(A, *, check_finite=True):
     """
     where = "inv_spd"
     A = la.square_matrix(A, "A", where)
-    if v.flag(check_finite, "check_finite", where):
-        la.finite(where, A=A)
+    la.check_finite(check_finite, where, A=A)
     if A.shape[-1] == 0:
         return A.clone()
     X, info = INV_SPD(A)
@@ -916,8 +903,7 @@ def inv_sqrt_spd(A, *, min_eig=None, check_finite=True):
     where = "inv_sqrt_spd"
     A = la.square_matrix(A, "A", where)
     min_eig = None if min_eig is None else v.positive(min_eig, "min_eig", where)
-    if v.flag(check_finite, "check_finite", where):
-        la.finite(where, A=A)
+    la.check_finite(check_finite, where, A=A)
     if A.shape[-1] == 0:
         return A.clone()
     X, wmin = INV_SQRT_SPD(A, min_eig)
@@ -1019,8 +1005,7 @@ def inv_sqrt_spd_ns(A, *, max_iters=20, tol=1e-7, on_fail="warn", check_finite=T
     max_iters = v.integer(max_iters, "max_iters", where, minimum=0)
     tol = v.positive(tol, "tol", where)
     on_fail = it_.ON_FAIL(on_fail, "on_fail", where)
-    if v.flag(check_finite, "check_finite", where):
-        la.finite(where, A=A)
+    la.check_finite(check_finite, where, A=A)
     if A.shape[-1] == 0:
         return A.clone(), 0, 0.0
     X, iters, res = INV_SQRT_SPD_NS(A, max_iters, float(tol))
