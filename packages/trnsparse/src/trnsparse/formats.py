@@ -245,6 +245,29 @@ class SparseMatrix:
 
 # --------------------------------------------------------------- CSR
 
+def _compressed(values, indices, ptrs, n_major, n_minor, names, where):
+    """Check and canonicalize a compressed (CSR-like) triple; ``names`` = (indices, ptrs, minor-axis noun).
+
+    CSR is (col_indices, row_ptrs) over rows; CSC is the same layout over
+    columns. Duplicates are summed and indices sorted within each major
+    slice, without touching the caller's tensors.
+    """
+    idx_name, ptr_name, noun = names
+    values = _values(values, "values", where)
+    indices = _index(indices, idx_name, where)
+    ptrs = _index(ptrs, ptr_name, where)
+    _same_device(where, **{"values": values, idx_name: indices, ptr_name: ptrs})
+    if indices.numel() != values.numel():
+        raise ValueError(f"{where}: {idx_name} has {indices.numel()} entries but values has {values.numel()}")
+    _ptrs(ptrs, n_major, values.numel(), ptr_name, where)
+    _in_range(indices, n_minor, idx_name, f"{n_minor} {noun}", where)
+    if not _host.csr_is_canonical(indices, ptrs, values.numel()):
+        major = _host.row_indices(ptrs, values.numel())
+        values, major, indices = _host.coo_canonical(values, major, indices, (n_major, n_minor))
+        ptrs = _host.ptrs_from_sorted(major, n_major)
+    return values, indices, ptrs
+
+
 class CSRMatrix(SparseMatrix):
     """Compressed Sparse Row matrix.
 
@@ -285,21 +308,9 @@ class CSRMatrix(SparseMatrix):
     format = "csr"
 
     def __init__(self, values, col_indices, row_ptrs, shape):
-        where = "CSRMatrix"
-        values = _values(values, "values", where)
-        col_indices = _index(col_indices, "col_indices", where)
-        row_ptrs = _index(row_ptrs, "row_ptrs", where)
-        m, n = _shape(shape, where)
-        _same_device(where, values=values, col_indices=col_indices, row_ptrs=row_ptrs)
-        if col_indices.numel() != values.numel():
-            raise ValueError(f"{where}: col_indices has {col_indices.numel()} entries but values has "
-                             f"{values.numel()}")
-        _ptrs(row_ptrs, m, values.numel(), "row_ptrs", where)
-        _in_range(col_indices, n, "col_indices", f"{n} columns", where)
-        if not _host.csr_is_canonical(col_indices, row_ptrs, values.numel()):
-            rows = _host.row_indices(row_ptrs, values.numel())
-            values, rows, col_indices = _host.coo_canonical(values, rows, col_indices, (m, n))
-            row_ptrs = _host.ptrs_from_sorted(rows, m)
+        m, n = _shape(shape, "CSRMatrix")
+        values, col_indices, row_ptrs = _compressed(values, col_indices, row_ptrs, m, n,
+                                                    ("col_indices", "row_ptrs", "columns"), "CSRMatrix")
         self._set(values, col_indices, row_ptrs, (m, n))
 
     def _set(self, values, col_indices, row_ptrs, shape, sorted_=True):
@@ -444,21 +455,9 @@ class CSCMatrix(SparseMatrix):
     format = "csc"
 
     def __init__(self, values, row_indices, col_ptrs, shape):
-        where = "CSCMatrix"
-        values = _values(values, "values", where)
-        row_indices = _index(row_indices, "row_indices", where)
-        col_ptrs = _index(col_ptrs, "col_ptrs", where)
-        m, n = _shape(shape, where)
-        _same_device(where, values=values, row_indices=row_indices, col_ptrs=col_ptrs)
-        if row_indices.numel() != values.numel():
-            raise ValueError(f"{where}: row_indices has {row_indices.numel()} entries but values has "
-                             f"{values.numel()}")
-        _ptrs(col_ptrs, n, values.numel(), "col_ptrs", where)
-        _in_range(row_indices, m, "row_indices", f"{m} rows", where)
-        if not _host.csr_is_canonical(row_indices, col_ptrs, values.numel()):
-            cols = _host.row_indices(col_ptrs, values.numel())
-            values, cols, row_indices = _host.coo_canonical(values, cols, row_indices, (n, m))
-            col_ptrs = _host.ptrs_from_sorted(cols, n)
+        m, n = _shape(shape, "CSCMatrix")
+        values, row_indices, col_ptrs = _compressed(values, row_indices, col_ptrs, n, m,
+                                                    ("row_indices", "col_ptrs", "rows"), "CSCMatrix")
         self._set(values, row_indices, col_ptrs, (m, n))
 
     def _set(self, values, row_indices, col_ptrs, shape):
