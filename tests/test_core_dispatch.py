@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import math
@@ -331,6 +332,7 @@ def test_call_short_cut_agrees_with_the_rule(monkeypatch, setting, require, has_
         except RuntimeError:  # nki without a device, or REQUIRE_NKI with no kernel run
             rule = "error"
         assert settled == (setting == "torch" or (setting == "auto" and not has_device and not require))
+        assert op.on_torch() == settled  # the per-call probe gives the rule's answer
         if settled:
             assert rule == "torch"
             seen.clear()
@@ -480,3 +482,32 @@ def test_check_plan_case_fails_on_the_wrong_op_and_passes_on_the_right_one():
     assert plan.op == "trnblas.gemm" and runs == []
     with pytest.raises(AssertionError, match="expected 'trnblas.syrk'"):
         check_plan_case("torch", "trnblas.syrk", c)
+
+
+@pytest.mark.parametrize("how", ["env-library", "env-suite", "env-require", "api-library", "api-suite",
+                                 "block-library", "block-suite"])
+def test_on_torch_probe_sees_every_setting(monkeypatch, how):
+    """Each of the seven things the fast probe checks, set alone, sends the call through the full rule."""
+    op, _ = _counting_op("trntensor.test_op_probe")
+    assert op.on_torch() and op(1) == ("torch", 1)
+    kind, scope = how.split("-")
+    library = "trntensor" if scope == "library" else None
+    with contextlib.ExitStack() as stack:
+        if kind == "env":
+            monkeypatch.setenv({"library": "TRNTENSOR_BACKEND", "suite": "TRNSCI_BACKEND",
+                                "require": "TRNSCI_REQUIRE_NKI"}[scope], "1" if scope == "require" else "simulator")
+        elif kind == "api":
+            trnsci.set_backend("simulator", library)
+            stack.callback(trnsci.backend.reset_backend, library)
+        else:
+            stack.enter_context(trnsci.use_backend("simulator", library))
+        assert not op.on_torch()
+        if scope == "require":
+            with pytest.raises(trnsci.NkiRequiredError):
+                op(1)
+        else:
+            assert op(1) == ("kernel", 1)
+    monkeypatch.undo()
+    assert op.on_torch()
+    # a plan_call in progress is never "settled": the call must be planned, not run
+    assert dispatch.plan_call(lambda: op(1)).backend == "torch"

@@ -67,6 +67,12 @@ def reader(names: tuple[str, ...]):
     return read
 
 
+def raw_keys(names: tuple[str, ...]) -> tuple[bytes, ...] | None:
+    """The keys of ``names`` in ``os.environ``'s byte mapping (``_data``), for presence probes
+    (``_data.get(key) is None``: unset); ``None`` where that mapping is not used (not POSIX)."""
+    return tuple(os.fsencode(name) for name in names) if _fast else None
+
+
 _TRUE = ("1", "true", "yes", "on")
 _flags: dict[str, bool] = {}
 

@@ -391,7 +391,12 @@ def positive_int(n: Any, name: str, where: str = "") -> int:
         n = integer(n, name, where)
     if n <= 0:
         raise ValueError(f"{_p(where)}{name} must be positive, got {n}")
+    if n > _INDEX_MAX:
+        raise ValueError(f"{_p(where)}{name} must be at most 2**63 - 1 (a tensor length), got {n}")
     return n
+
+
+_INDEX_MAX = 2**63 - 1
 
 
 def positive_ints(s: Any, name: str, where: str = "") -> tuple[int, ...]:

@@ -146,6 +146,19 @@ _chain = {
 _settings: dict[tuple[str, str], Setting] = {}
 
 
+def scope(library: str | None) -> tuple[tuple[contextvars.ContextVar, ...], tuple[str, ...]]:
+    """What can set ``library``'s backend: its context variables (blocks, then API settings)
+    and environment variable names, each in precedence order.
+
+    :func:`resolve` consults exactly these; when none holds a value the
+    answer is the default, ``"auto"``. The per-call check of
+    :meth:`trnsci.dispatch.Op.on_torch` probes them directly.
+    """
+    _check_library(library)
+    keys = (library, None) if library else (None,)
+    return (tuple(_block[k] for k in keys) + tuple(_api[k] for k in keys), tuple(env_var(k) for k in keys))
+
+
 def _setting(name: str, origin: str) -> Setting:
     s = _settings.get((name, origin))
     if s is None:

@@ -202,6 +202,44 @@ def _settled_on_torch(name: str) -> bool:
     return name == "torch" or (name == "auto" and not _device_available() and not _env.flag("TRNSCI_REQUIRE_NKI"))
 
 
+def torch_probe(library: str | None) -> Callable[[], bool]:
+    """A function of no arguments: True when a call of one of ``library``'s ops would now run
+    its torch lowering whatever its arguments, and no :func:`plan_call` is collecting.
+
+    The same answer as ``_settled_on_torch(backend.resolve(library).name)``
+    (and not planning), read afresh on every call. The usual state -- no
+    block, API setting or environment variable naming a backend,
+    ``TRNSCI_REQUIRE_NKI`` unset, no Neuron SDK -- is recognised with seven
+    presence probes and no parsing (about 0.2 us); anything else takes the
+    full resolution. :meth:`Op.__call__` starts with it, and a library's
+    public function may call ``OP.on_torch()`` to take its own inlined torch
+    route for the default arguments.
+    """
+    variables, env_names = _backend.scope(library)
+    getters = tuple(v.get for v in variables)
+    keys = _env.raw_keys((*env_names, "TRNSCI_REQUIRE_NKI"))
+    planning = _planning.get
+
+    def full() -> bool:
+        return planning() is None and _settled_on_torch(_backend.resolve(library).name)
+
+    if keys is None or len(getters) != 4:  # not POSIX, or the suite scope: the full reading
+        return full
+    g0, g1, g2, g3 = getters
+    k0, k1, k2 = keys
+    environ = _env._data
+
+    def probe() -> bool:
+        if (g0() is None and g1() is None and g2() is None and g3() is None
+                and k0 not in environ and k1 not in environ and k2 not in environ):
+            nk = _nki_module
+            if nk is not None and not nk.HAS_NKI:  # "auto", no NeuronCore possible, nothing required
+                return planning() is None
+        return full()
+
+    return probe
+
+
 class Decision(NamedTuple):
     """Which backend runs an operation, and why.
 
@@ -475,6 +513,9 @@ class Op:
         self._library = _library_of(name)
         self._lowerings: dict[str, Lowering] = {}
         self._torch: Callable | None = None
+        self.on_torch: Callable[[], bool] = torch_probe(self._library)
+        """``OP.on_torch()``: True when a call now runs the torch lowering whatever its
+        arguments (see :func:`torch_probe`)."""
         with _lock:
             _OPS[name] = self
 
@@ -604,14 +645,15 @@ class Op:
     # ----------------------------------------------------------- running
 
     def __call__(self, *args, **kwargs):
+        # The common case first, and cheaply: when the answer cannot depend on
+        # the arguments (backend "torch"; "auto" without a NeuronCore) and no
+        # plan_call is collecting, run the torch lowering without computing the
+        # size, dtype or kernel support. Everything else goes through the full
+        # rule, which plan() shares.
+        if self.on_torch() and self._torch is not None:
+            return self._torch(*args, **kwargs)
         if _planning.get() is not None:
             raise _Planned(self.plan(*args, **kwargs))
-        # The common case first, and cheaply: when the answer cannot depend on
-        # the arguments (backend "torch"; "auto" without a NeuronCore), run the
-        # torch lowering without computing the size, dtype or kernel support.
-        # Everything else goes through the full rule, which plan() shares.
-        if _settled_on_torch(_backend.resolve(self._library).name) and self._torch is not None:
-            return self._torch(*args, **kwargs)
         decision = self._decide(args, kwargs)
         if decision.backend == "torch":
             if self._torch is None:
