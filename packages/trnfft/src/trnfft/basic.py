@@ -46,6 +46,8 @@ _T_fft = torch.fft.fft
 _T_ifft = torch.fft.ifft
 _T_fftn = torch.fft.fftn
 _T_ifftn = torch.fft.ifftn
+_T_fft2 = torch.fft.fft2
+_T_ifft2 = torch.fft.ifft2
 
 
 def _s_or_none(x: torch.Tensor, s: tuple, dims: tuple):
@@ -115,13 +117,31 @@ def _ifftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: st
 
 
 # The common call -- a plain torch tensor of a supported dtype, every keyword
-# left at its default, precision "fast" -- is validated inline in each public
-# function (a few identity/dict checks, no helper call) and goes straight to
-# the Op with the canonical arguments; anything else takes the full parse
-# below, which ends in the same Op call. Both routes give the same result.
+# left at its default, precision "fast" -- is recognised inline in each public
+# function (identity and set checks, no helper call). When the Op is settled
+# on torch (``OP.on_torch()``: backend "torch", or "auto" without a
+# NeuronCore) the function calls torch.fft itself, which is what the torch
+# lowering does with those arguments; an input torch refuses (0-d, an empty
+# axis) drops to the full route. Otherwise it calls the Op with the canonical
+# arguments. Anything else takes the full parse below, ending in the same Op
+# call. Every route gives the same result; the inlined one saves about 1 us,
+# which is a third of a small transform's time.
 _Tensor = torch.Tensor
 _C2C_FAST = E.FAST_DTYPES
 _PREC = E._precision
+_NORMS = E._NORM_CANON
+
+
+def _KW_FAST(n, dim, norm, precision) -> bool:
+    """True when ``n``, ``dim``, ``norm`` and ``precision`` are values torch.fft takes as they are:
+    ``n``/``dim`` None or a plain int, ``norm`` None or one of its three names, precision "fast".
+
+    Values torch then refuses (``n <= 0``, ``dim`` out of range) raise inside
+    torch, and the caller drops to the full route, which names the argument.
+    """
+    return ((n is None or type(n) is int) and (dim is None or type(dim) is int)
+            and (norm is None or (type(norm) is str and norm in _NORMS))
+            and (_PREC[0] if precision is None else precision) == "fast")
 
 
 def _one(where, lowering, input, n, dim, norm, axis, precision):
@@ -202,11 +222,20 @@ def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | No
     >>> trnfft.fft(torch.tensor([1.0, 2.0, 3.0, 4.0]))
     tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])
     """
-    if (type(input) is _Tensor and n is None and dim is None and norm is None and axis is None
-            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
-        shp = input.shape
-        if shp and shp[-1]:
-            return FFT(input, shp[-1], len(shp) - 1, "backward", "fast")
+    if type(input) is _Tensor and axis is None and input.dtype in _C2C_FAST:
+        # the torch lowering for these arguments, inlined; an argument torch refuses
+        # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
+        if n is None and dim is None and norm is None and precision is None and _PREC[0] == "fast":
+            if FFT.on_torch():
+                try:
+                    return _T_fft(input)
+                except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+                    pass
+        elif _KW_FAST(n, dim, norm, precision) and FFT.on_torch():
+            try:
+                return _T_fft(input, n, -1 if dim is None else dim, norm)
+            except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+                pass
     return _one("fft", FFT, input, n, dim, norm, axis, precision)
 
 
@@ -223,11 +252,20 @@ def ifft(input: Any, n: int | None = None, dim: int | None = None, norm: str | N
     >>> trnfft.ifft(torch.tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])).real
     tensor([1., 2., 3., 4.])
     """
-    if (type(input) is _Tensor and n is None and dim is None and norm is None and axis is None
-            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
-        shp = input.shape
-        if shp and shp[-1]:
-            return IFFT(input, shp[-1], len(shp) - 1, "backward", "fast")
+    if type(input) is _Tensor and axis is None and input.dtype in _C2C_FAST:
+        # the torch lowering for these arguments, inlined; an argument torch refuses
+        # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
+        if n is None and dim is None and norm is None and precision is None and _PREC[0] == "fast":
+            if IFFT.on_torch():
+                try:
+                    return _T_ifft(input)
+                except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+                    pass
+        elif _KW_FAST(n, dim, norm, precision) and IFFT.on_torch():
+            try:
+                return _T_ifft(input, n, -1 if dim is None else dim, norm)
+            except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+                pass
     return _one("ifft", IFFT, input, n, dim, norm, axis, precision)
 
 
@@ -267,11 +305,13 @@ def fftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
     tensor([[6.+0.j, 0.+0.j, 0.+0.j],
             [0.+0.j, 0.+0.j, 0.+0.j]])
     """
-    if (type(input) is _Tensor and s is None and dim is None and norm is None and axes is None
-            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
-        c = _fast_many(input.shape, False)
-        if c is not None:
-            return FFTN(input, c[0], c[1], "backward", "fast")
+    if (type(input) is _Tensor and s is None and dim is None and axes is None and input.dtype in _C2C_FAST
+            and (norm is None and precision is None and _PREC[0] == "fast"
+                 or _KW_FAST(None, None, norm, precision)) and FFTN.on_torch() and input.dim()):
+        try:  # the torch lowering for these arguments, inlined
+            return _T_fftn(input) if norm is None else _T_fftn(input, norm=norm)
+        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+            pass  # an argument torch refuses: the full route below says what is wrong
     return _many("fftn", FFTN, input, s, dim, norm, axes, precision)
 
 
@@ -286,11 +326,13 @@ def ifftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
     >>> bool(torch.allclose(trnfft.ifftn(trnfft.fftn(x)).real, x))
     True
     """
-    if (type(input) is _Tensor and s is None and dim is None and norm is None and axes is None
-            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
-        c = _fast_many(input.shape, False)
-        if c is not None:
-            return IFFTN(input, c[0], c[1], "backward", "fast")
+    if (type(input) is _Tensor and s is None and dim is None and axes is None and input.dtype in _C2C_FAST
+            and (norm is None and precision is None and _PREC[0] == "fast"
+                 or _KW_FAST(None, None, norm, precision)) and IFFTN.on_torch() and input.dim()):
+        try:  # the torch lowering for these arguments, inlined
+            return _T_ifftn(input) if norm is None else _T_ifftn(input, norm=norm)
+        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+            pass  # an argument torch refuses: the full route below says what is wrong
     return _many("ifftn", IFFTN, input, s, dim, norm, axes, precision)
 
 
@@ -307,11 +349,13 @@ def fft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
     tensor([[2.+0.j, 0.+0.j],
             [0.+0.j, 2.+0.j]])
     """
-    if (type(input) is _Tensor and s is None and dim is None and norm is None and axes is None
-            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
-        c = _fast_many(input.shape, True)
-        if c is not None:
-            return FFTN(input, c[0], c[1], "backward", "fast")
+    if (type(input) is _Tensor and s is None and dim is None and axes is None and input.dtype in _C2C_FAST
+            and (norm is None and precision is None and _PREC[0] == "fast"
+                 or _KW_FAST(None, None, norm, precision)) and FFTN.on_torch()):
+        try:  # the torch lowering for these arguments, inlined
+            return _T_fft2(input) if norm is None else _T_fft2(input, norm=norm)
+        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+            pass  # an argument torch refuses: the full route below says what is wrong
     return _many("fft2", FFTN, input, s, dim, norm, axes, precision, (-2, -1))
 
 
@@ -326,9 +370,11 @@ def ifft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
     tensor([[4., 0.],
             [0., 0.]])
     """
-    if (type(input) is _Tensor and s is None and dim is None and norm is None and axes is None
-            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
-        c = _fast_many(input.shape, True)
-        if c is not None:
-            return IFFTN(input, c[0], c[1], "backward", "fast")
+    if (type(input) is _Tensor and s is None and dim is None and axes is None and input.dtype in _C2C_FAST
+            and (norm is None and precision is None and _PREC[0] == "fast"
+                 or _KW_FAST(None, None, norm, precision)) and IFFTN.on_torch()):
+        try:  # the torch lowering for these arguments, inlined
+            return _T_ifft2(input) if norm is None else _T_ifft2(input, norm=norm)
+        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+            pass  # an argument torch refuses: the full route below says what is wrong
     return _many("ifft2", IFFTN, input, s, dim, norm, axes, precision, (-2, -1))

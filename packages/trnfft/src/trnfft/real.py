@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from . import _engine as E
-from .basic import _C2C_FAST, _PREC, _all_or, _fast_many, _s_or_none, _Tensor
+from .basic import _C2C_FAST, _KW_FAST, _PREC, _all_or, _s_or_none, _Tensor
 
 # ------------------------------------------------------------------ ops
 # torch lowerings here; NKI lowerings in trnfft._nki (same arguments).
@@ -37,6 +37,8 @@ _T_irfft = torch.fft.irfft
 _T_hfft = torch.fft.hfft
 _T_rfftn = torch.fft.rfftn
 _T_irfftn = torch.fft.irfftn
+_T_rfft2 = torch.fft.rfft2
+_T_irfft2 = torch.fft.irfft2
 
 
 def _r2c_modes(x, s, dims, norm, precision):
@@ -117,6 +119,7 @@ def _irfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: s
 # ------------------------------------------------------------------ public
 
 _REAL_FAST = frozenset((torch.float32, torch.float64))
+_SWAP = {None: "forward", **E._SWAP_NORM}  # ihfft's norm as rfft's
 
 # The common call (plain tensor, default keywords, precision "fast") is
 # checked inline in each public function as in trnfft.basic; the half-spectrum
@@ -185,81 +188,125 @@ _PARAMS = """
 
 def rfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
-    if (type(input) is _Tensor and n is None and dim is None and norm is None and axis is None
-            and precision is None and input.dtype in _REAL_FAST and _PREC[0] == "fast"):
-        shp = input.shape
-        if shp and shp[-1]:
-            return RFFT(input, shp[-1], len(shp) - 1, "backward", "fast")
+    if type(input) is _Tensor and axis is None and input.dtype in _REAL_FAST:
+        # the torch lowering for these arguments, inlined; an argument torch refuses
+        # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
+        if n is None and dim is None and norm is None and precision is None and _PREC[0] == "fast":
+            if RFFT.on_torch():
+                try:
+                    return _T_rfft(input)
+                except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+                    pass
+        elif _KW_FAST(n, dim, norm, precision) and RFFT.on_torch():
+            try:
+                return _T_rfft(input, n, -1 if dim is None else dim, norm)
+            except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+                pass
     return _one("rfft", RFFT, input, n, dim, norm, axis, precision, True, False)
 
 
 def irfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
-    if (type(input) is _Tensor and n is None and dim is None and norm is None and axis is None
-            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
-        shp = input.shape
-        if shp and shp[-1] > 1:
-            return IRFFT(input, 2 * (shp[-1] - 1), len(shp) - 1, "backward", "fast")
+    if type(input) is _Tensor and axis is None and input.dtype in _C2C_FAST:
+        # the torch lowering for these arguments, inlined; an argument torch refuses
+        # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
+        if n is None and dim is None and norm is None and precision is None and _PREC[0] == "fast":
+            if IRFFT.on_torch():
+                try:
+                    return _T_irfft(input)
+                except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+                    pass
+        elif _KW_FAST(n, dim, norm, precision) and IRFFT.on_torch():
+            try:
+                return _T_irfft(input, n, -1 if dim is None else dim, norm)
+            except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+                pass
     return _one("irfft", IRFFT, input, n, dim, norm, axis, precision, False, True)
 
 
 def hfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
-    if (type(input) is _Tensor and n is None and dim is None and norm is None and axis is None
-            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
-        shp = input.shape
-        if shp and shp[-1] > 1:
-            return HFFT(input, 2 * (shp[-1] - 1), len(shp) - 1, "backward", "fast")
+    if type(input) is _Tensor and axis is None and input.dtype in _C2C_FAST:
+        # the torch lowering for these arguments, inlined; an argument torch refuses
+        # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
+        if n is None and dim is None and norm is None and precision is None and _PREC[0] == "fast":
+            if HFFT.on_torch():
+                try:
+                    return _T_hfft(input)
+                except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+                    pass
+        elif _KW_FAST(n, dim, norm, precision) and HFFT.on_torch():
+            try:
+                return _T_hfft(input, n, -1 if dim is None else dim, norm)
+            except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+                pass
     return _one("hfft", HFFT, input, n, dim, norm, axis, precision, False, True)
 
 
 def ihfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
-    if (type(input) is _Tensor and n is None and dim is None and norm is None and axis is None
-            and precision is None and input.dtype in _REAL_FAST and _PREC[0] == "fast"):
-        shp = input.shape
-        if shp and shp[-1]:
-            return IHFFT(input, shp[-1], len(shp) - 1, "backward", "fast")
+    if type(input) is _Tensor and axis is None and input.dtype in _REAL_FAST:
+        # the torch lowering for these arguments, inlined; an argument torch refuses
+        # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
+        if n is None and dim is None and norm is None and precision is None and _PREC[0] == "fast":
+            if IHFFT.on_torch():
+                try:
+                    return _T_rfft(input, None, -1, "forward").conj_physical_()
+                except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+                    pass
+        elif _KW_FAST(n, dim, norm, precision) and IHFFT.on_torch():
+            try:
+                return _T_rfft(input, n, -1 if dim is None else dim, _SWAP[norm]).conj_physical_()
+            except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+                pass
     return _one("ihfft", IHFFT, input, n, dim, norm, axis, precision, True, False)
 
 
 def rfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
-    if (type(input) is _Tensor and s is None and dim is None and norm is None and axes is None
-            and precision is None and input.dtype in _REAL_FAST and _PREC[0] == "fast"):
-        c = _fast_many(input.shape, False)
-        if c is not None:
-            return RFFTN(input, c[0], c[1], "backward", "fast")
+    if (type(input) is _Tensor and s is None and dim is None and axes is None and input.dtype in _REAL_FAST
+            and (norm is None and precision is None and _PREC[0] == "fast"
+                 or _KW_FAST(None, None, norm, precision)) and RFFTN.on_torch()):
+        try:  # the torch lowering for these arguments, inlined
+            return _T_rfftn(input) if norm is None else _T_rfftn(input, norm=norm)
+        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+            pass  # an argument torch refuses: the full route below says what is wrong
     return _many("rfftn", RFFTN, input, s, dim, norm, axes, precision, True)
 
 
 def irfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
-    if (type(input) is _Tensor and s is None and dim is None and norm is None and axes is None
-            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
-        c = _fast_many(input.shape, False)
-        if c is not None and c[0][-1] > 1:
-            return IRFFTN(input, c[0][:-1] + (2 * (c[0][-1] - 1),), c[1], "backward", "fast")
+    if (type(input) is _Tensor and s is None and dim is None and axes is None and input.dtype in _C2C_FAST
+            and (norm is None and precision is None and _PREC[0] == "fast"
+                 or _KW_FAST(None, None, norm, precision)) and IRFFTN.on_torch()):
+        try:  # the torch lowering for these arguments, inlined
+            return _T_irfftn(input) if norm is None else _T_irfftn(input, norm=norm)
+        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+            pass  # an argument torch refuses: the full route below says what is wrong
     return _many("irfftn", IRFFTN, input, s, dim, norm, axes, precision, False)
 
 
 def rfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
-    if (type(input) is _Tensor and s is None and dim is None and norm is None and axes is None
-            and precision is None and input.dtype in _REAL_FAST and _PREC[0] == "fast"):
-        c = _fast_many(input.shape, True)
-        if c is not None:
-            return RFFTN(input, c[0], c[1], "backward", "fast")
+    if (type(input) is _Tensor and s is None and dim is None and axes is None and input.dtype in _REAL_FAST
+            and (norm is None and precision is None and _PREC[0] == "fast"
+                 or _KW_FAST(None, None, norm, precision)) and RFFTN.on_torch()):
+        try:  # the torch lowering for these arguments, inlined
+            return _T_rfft2(input) if norm is None else _T_rfft2(input, norm=norm)
+        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+            pass  # an argument torch refuses: the full route below says what is wrong
     return _many("rfft2", RFFTN, input, s, dim, norm, axes, precision, True, (-2, -1))
 
 
 def irfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
-    if (type(input) is _Tensor and s is None and dim is None and norm is None and axes is None
-            and precision is None and input.dtype in _C2C_FAST and _PREC[0] == "fast"):
-        c = _fast_many(input.shape, True)
-        if c is not None and c[0][-1] > 1:
-            return IRFFTN(input, c[0][:-1] + (2 * (c[0][-1] - 1),), c[1], "backward", "fast")
+    if (type(input) is _Tensor and s is None and dim is None and axes is None and input.dtype in _C2C_FAST
+            and (norm is None and precision is None and _PREC[0] == "fast"
+                 or _KW_FAST(None, None, norm, precision)) and IRFFTN.on_torch()):
+        try:  # the torch lowering for these arguments, inlined
+            return _T_irfft2(input) if norm is None else _T_irfft2(input, norm=norm)
+        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+            pass  # an argument torch refuses: the full route below says what is wrong
     return _many("irfft2", IRFFTN, input, s, dim, norm, axes, precision, False, (-2, -1))
 
 
