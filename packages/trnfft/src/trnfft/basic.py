@@ -132,16 +132,40 @@ _PREC = E._precision
 _NORMS = E._NORM_CANON
 
 
-def _KW_FAST(n, dim, norm, precision) -> bool:
-    """True when ``n``, ``dim``, ``norm`` and ``precision`` are values torch.fft takes as they are:
-    ``n``/``dim`` None or a plain int, ``norm`` None or one of its three names, precision "fast".
+def _KW_1D(n, dim, norm) -> bool:
+    """True when ``n``, ``dim`` and ``norm`` are values torch.fft takes as they are: ``n``/``dim``
+    None or a plain int, ``norm`` None or one of its three names.
 
     Values torch then refuses (``n <= 0``, ``dim`` out of range) raise inside
     torch, and the caller drops to the full route, which names the argument.
     """
     return ((n is None or type(n) is int) and (dim is None or type(dim) is int)
-            and (norm is None or (type(norm) is str and norm in _NORMS))
-            and (_PREC[0] if precision is None else precision) == "fast")
+            and (norm is None or (type(norm) is str and norm in _NORMS)))
+
+
+def _ND_FAST(s, dim, norm, precision) -> bool:
+    """:func:`_KW_1D` for the n-D transforms, and precision "fast": ``s`` None or a non-empty tuple/list of positive
+    ints (torch would read -1 as "keep the length"), ``dim`` None or a non-empty tuple/list of ints."""
+    if not ((norm is None or (type(norm) is str and norm in _NORMS))
+            and (_PREC[0] if precision is None else precision) == "fast"):
+        return False
+    if s is not None:
+        if type(s) not in _SEQ or not s:
+            return False
+        for k in s:  # a loop: all(<generator>) costs more than these few items
+            if type(k) is not int or k <= 0:
+                return False
+    if dim is not None:
+        if type(dim) not in _SEQ or not dim:
+            return False
+        for d in dim:
+            if type(d) is not int:
+                return False
+    return True
+
+
+_SEQ = (tuple, list)
+_D2 = (-2, -1)  # the 2-D transforms' default dims
 
 
 def _one(where, lowering, input, n, dim, norm, axis, precision):
@@ -222,19 +246,19 @@ def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | No
     >>> trnfft.fft(torch.tensor([1.0, 2.0, 3.0, 4.0]))
     tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])
     """
-    if type(input) is _Tensor and axis is None and input.dtype in _C2C_FAST:
+    if (type(input) is _Tensor and axis is None and input.dtype in _C2C_FAST
+            and (precision is None and _PREC[0] == "fast" or precision == "fast") and FFT.on_torch()):
         # the torch lowering for these arguments, inlined; an argument torch refuses
         # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
-        if n is None and dim is None and norm is None and precision is None and _PREC[0] == "fast":
-            if FFT.on_torch():
-                try:
-                    return _T_fft(input)
-                except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
-                    pass
-        elif _KW_FAST(n, dim, norm, precision) and FFT.on_torch():
+        if n is None and dim is None and norm is None:
+            try:
+                return _T_fft(input)
+            except Exception:  # noqa: BLE001
+                pass
+        elif _KW_1D(n, dim, norm):
             try:
                 return _T_fft(input, n, -1 if dim is None else dim, norm)
-            except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+            except Exception:  # noqa: BLE001
                 pass
     return _one("fft", FFT, input, n, dim, norm, axis, precision)
 
@@ -252,19 +276,19 @@ def ifft(input: Any, n: int | None = None, dim: int | None = None, norm: str | N
     >>> trnfft.ifft(torch.tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])).real
     tensor([1., 2., 3., 4.])
     """
-    if type(input) is _Tensor and axis is None and input.dtype in _C2C_FAST:
+    if (type(input) is _Tensor and axis is None and input.dtype in _C2C_FAST
+            and (precision is None and _PREC[0] == "fast" or precision == "fast") and IFFT.on_torch()):
         # the torch lowering for these arguments, inlined; an argument torch refuses
         # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
-        if n is None and dim is None and norm is None and precision is None and _PREC[0] == "fast":
-            if IFFT.on_torch():
-                try:
-                    return _T_ifft(input)
-                except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
-                    pass
-        elif _KW_FAST(n, dim, norm, precision) and IFFT.on_torch():
+        if n is None and dim is None and norm is None:
+            try:
+                return _T_ifft(input)
+            except Exception:  # noqa: BLE001
+                pass
+        elif _KW_1D(n, dim, norm):
             try:
                 return _T_ifft(input, n, -1 if dim is None else dim, norm)
-            except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+            except Exception:  # noqa: BLE001
                 pass
     return _one("ifft", IFFT, input, n, dim, norm, axis, precision)
 
@@ -305,13 +329,13 @@ def fftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
     tensor([[6.+0.j, 0.+0.j, 0.+0.j],
             [0.+0.j, 0.+0.j, 0.+0.j]])
     """
-    if (type(input) is _Tensor and s is None and dim is None and axes is None and input.dtype in _C2C_FAST
-            and (norm is None and precision is None and _PREC[0] == "fast"
-                 or _KW_FAST(None, None, norm, precision)) and FFTN.on_torch() and input.dim()):
+    if (type(input) is _Tensor and axes is None and input.dtype in _C2C_FAST
+            and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
+                 or _ND_FAST(s, dim, norm, precision)) and FFTN.on_torch() and input.dim()):
         try:  # the torch lowering for these arguments, inlined
-            return _T_fftn(input) if norm is None else _T_fftn(input, norm=norm)
-        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
-            pass  # an argument torch refuses: the full route below says what is wrong
+            return _T_fftn(input) if s is None and dim is None and norm is None else _T_fftn(input, s, dim, norm)
+        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
+            pass
     return _many("fftn", FFTN, input, s, dim, norm, axes, precision)
 
 
@@ -326,13 +350,13 @@ def ifftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
     >>> bool(torch.allclose(trnfft.ifftn(trnfft.fftn(x)).real, x))
     True
     """
-    if (type(input) is _Tensor and s is None and dim is None and axes is None and input.dtype in _C2C_FAST
-            and (norm is None and precision is None and _PREC[0] == "fast"
-                 or _KW_FAST(None, None, norm, precision)) and IFFTN.on_torch() and input.dim()):
+    if (type(input) is _Tensor and axes is None and input.dtype in _C2C_FAST
+            and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
+                 or _ND_FAST(s, dim, norm, precision)) and IFFTN.on_torch() and input.dim()):
         try:  # the torch lowering for these arguments, inlined
-            return _T_ifftn(input) if norm is None else _T_ifftn(input, norm=norm)
-        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
-            pass  # an argument torch refuses: the full route below says what is wrong
+            return _T_ifftn(input) if s is None and dim is None and norm is None else _T_ifftn(input, s, dim, norm)
+        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
+            pass
     return _many("ifftn", IFFTN, input, s, dim, norm, axes, precision)
 
 
@@ -349,13 +373,15 @@ def fft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
     tensor([[2.+0.j, 0.+0.j],
             [0.+0.j, 2.+0.j]])
     """
-    if (type(input) is _Tensor and s is None and dim is None and axes is None and input.dtype in _C2C_FAST
-            and (norm is None and precision is None and _PREC[0] == "fast"
-                 or _KW_FAST(None, None, norm, precision)) and FFTN.on_torch()):
+    if (type(input) is _Tensor and axes is None and input.dtype in _C2C_FAST
+            and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
+                 or _ND_FAST(s, dim, norm, precision)) and FFTN.on_torch()):
         try:  # the torch lowering for these arguments, inlined
-            return _T_fft2(input) if norm is None else _T_fft2(input, norm=norm)
-        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
-            pass  # an argument torch refuses: the full route below says what is wrong
+            if s is None and dim is None and norm is None:
+                return _T_fft2(input)
+            return _T_fft2(input, s, dim or _D2, norm)
+        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
+            pass
     return _many("fft2", FFTN, input, s, dim, norm, axes, precision, (-2, -1))
 
 
@@ -370,11 +396,13 @@ def ifft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
     tensor([[4., 0.],
             [0., 0.]])
     """
-    if (type(input) is _Tensor and s is None and dim is None and axes is None and input.dtype in _C2C_FAST
-            and (norm is None and precision is None and _PREC[0] == "fast"
-                 or _KW_FAST(None, None, norm, precision)) and IFFTN.on_torch()):
+    if (type(input) is _Tensor and axes is None and input.dtype in _C2C_FAST
+            and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
+                 or _ND_FAST(s, dim, norm, precision)) and IFFTN.on_torch()):
         try:  # the torch lowering for these arguments, inlined
-            return _T_ifft2(input) if norm is None else _T_ifft2(input, norm=norm)
-        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
-            pass  # an argument torch refuses: the full route below says what is wrong
+            if s is None and dim is None and norm is None:
+                return _T_ifft2(input)
+            return _T_ifft2(input, s, dim or _D2, norm)
+        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
+            pass
     return _many("ifft2", IFFTN, input, s, dim, norm, axes, precision, (-2, -1))

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from . import _engine as E
-from .basic import _C2C_FAST, _KW_FAST, _PREC, _all_or, _s_or_none, _Tensor
+from .basic import _C2C_FAST, _D2, _KW_1D, _ND_FAST, _PREC, _all_or, _s_or_none, _Tensor
 
 # ------------------------------------------------------------------ ops
 # torch lowerings here; NKI lowerings in trnfft._nki (same arguments).
@@ -148,6 +148,8 @@ def _many(where, lowering, input, s, dim, norm, axes, precision, real_in, defaul
         s, dims = E.dims_sizes(x, s, dim, where, default_dims)
     else:  # irfftn without s: last length is 2 (m - 1)
         s, dims = E.dims_sizes(x, None, dim, where, default_dims)
+        if not dims:
+            raise ValueError(f"{where}: dim must name at least one axis")
         s = s[:-1] + (2 * (x.shape[dims[-1]] - 1),)
         if s[-1] <= 0:
             raise ValueError(f"{where}: the input has {x.shape[dims[-1]]} coefficient(s) along dim {dims[-1]}, "
@@ -188,125 +190,129 @@ _PARAMS = """
 
 def rfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
-    if type(input) is _Tensor and axis is None and input.dtype in _REAL_FAST:
+    if (type(input) is _Tensor and axis is None and input.dtype in _REAL_FAST
+            and (precision is None and _PREC[0] == "fast" or precision == "fast") and RFFT.on_torch()):
         # the torch lowering for these arguments, inlined; an argument torch refuses
         # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
-        if n is None and dim is None and norm is None and precision is None and _PREC[0] == "fast":
-            if RFFT.on_torch():
-                try:
-                    return _T_rfft(input)
-                except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
-                    pass
-        elif _KW_FAST(n, dim, norm, precision) and RFFT.on_torch():
+        if n is None and dim is None and norm is None:
+            try:
+                return _T_rfft(input)
+            except Exception:  # noqa: BLE001
+                pass
+        elif _KW_1D(n, dim, norm):
             try:
                 return _T_rfft(input, n, -1 if dim is None else dim, norm)
-            except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+            except Exception:  # noqa: BLE001
                 pass
     return _one("rfft", RFFT, input, n, dim, norm, axis, precision, True, False)
 
 
 def irfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
-    if type(input) is _Tensor and axis is None and input.dtype in _C2C_FAST:
+    if (type(input) is _Tensor and axis is None and input.dtype in _C2C_FAST
+            and (precision is None and _PREC[0] == "fast" or precision == "fast") and IRFFT.on_torch()):
         # the torch lowering for these arguments, inlined; an argument torch refuses
         # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
-        if n is None and dim is None and norm is None and precision is None and _PREC[0] == "fast":
-            if IRFFT.on_torch():
-                try:
-                    return _T_irfft(input)
-                except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
-                    pass
-        elif _KW_FAST(n, dim, norm, precision) and IRFFT.on_torch():
+        if n is None and dim is None and norm is None:
+            try:
+                return _T_irfft(input)
+            except Exception:  # noqa: BLE001
+                pass
+        elif _KW_1D(n, dim, norm):
             try:
                 return _T_irfft(input, n, -1 if dim is None else dim, norm)
-            except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+            except Exception:  # noqa: BLE001
                 pass
     return _one("irfft", IRFFT, input, n, dim, norm, axis, precision, False, True)
 
 
 def hfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
-    if type(input) is _Tensor and axis is None and input.dtype in _C2C_FAST:
+    if (type(input) is _Tensor and axis is None and input.dtype in _C2C_FAST
+            and (precision is None and _PREC[0] == "fast" or precision == "fast") and HFFT.on_torch()):
         # the torch lowering for these arguments, inlined; an argument torch refuses
         # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
-        if n is None and dim is None and norm is None and precision is None and _PREC[0] == "fast":
-            if HFFT.on_torch():
-                try:
-                    return _T_hfft(input)
-                except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
-                    pass
-        elif _KW_FAST(n, dim, norm, precision) and HFFT.on_torch():
+        if n is None and dim is None and norm is None:
+            try:
+                return _T_hfft(input)
+            except Exception:  # noqa: BLE001
+                pass
+        elif _KW_1D(n, dim, norm):
             try:
                 return _T_hfft(input, n, -1 if dim is None else dim, norm)
-            except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+            except Exception:  # noqa: BLE001
                 pass
     return _one("hfft", HFFT, input, n, dim, norm, axis, precision, False, True)
 
 
 def ihfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
-    if type(input) is _Tensor and axis is None and input.dtype in _REAL_FAST:
+    if (type(input) is _Tensor and axis is None and input.dtype in _REAL_FAST
+            and (precision is None and _PREC[0] == "fast" or precision == "fast") and IHFFT.on_torch()):
         # the torch lowering for these arguments, inlined; an argument torch refuses
         # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
-        if n is None and dim is None and norm is None and precision is None and _PREC[0] == "fast":
-            if IHFFT.on_torch():
-                try:
-                    return _T_rfft(input, None, -1, "forward").conj_physical_()
-                except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
-                    pass
-        elif _KW_FAST(n, dim, norm, precision) and IHFFT.on_torch():
+        if n is None and dim is None and norm is None:
+            try:
+                return _T_rfft(input, None, -1, "forward").conj_physical_()
+            except Exception:  # noqa: BLE001
+                pass
+        elif _KW_1D(n, dim, norm):
             try:
                 return _T_rfft(input, n, -1 if dim is None else dim, _SWAP[norm]).conj_physical_()
-            except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
+            except Exception:  # noqa: BLE001
                 pass
     return _one("ihfft", IHFFT, input, n, dim, norm, axis, precision, True, False)
 
 
 def rfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
-    if (type(input) is _Tensor and s is None and dim is None and axes is None and input.dtype in _REAL_FAST
-            and (norm is None and precision is None and _PREC[0] == "fast"
-                 or _KW_FAST(None, None, norm, precision)) and RFFTN.on_torch()):
+    if (type(input) is _Tensor and axes is None and input.dtype in _REAL_FAST
+            and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
+                 or _ND_FAST(s, dim, norm, precision)) and RFFTN.on_torch()):
         try:  # the torch lowering for these arguments, inlined
-            return _T_rfftn(input) if norm is None else _T_rfftn(input, norm=norm)
-        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
-            pass  # an argument torch refuses: the full route below says what is wrong
+            return _T_rfftn(input) if s is None and dim is None and norm is None else _T_rfftn(input, s, dim, norm)
+        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
+            pass
     return _many("rfftn", RFFTN, input, s, dim, norm, axes, precision, True)
 
 
 def irfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
-    if (type(input) is _Tensor and s is None and dim is None and axes is None and input.dtype in _C2C_FAST
-            and (norm is None and precision is None and _PREC[0] == "fast"
-                 or _KW_FAST(None, None, norm, precision)) and IRFFTN.on_torch()):
+    if (type(input) is _Tensor and axes is None and input.dtype in _C2C_FAST
+            and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
+                 or _ND_FAST(s, dim, norm, precision)) and IRFFTN.on_torch()):
         try:  # the torch lowering for these arguments, inlined
-            return _T_irfftn(input) if norm is None else _T_irfftn(input, norm=norm)
-        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
-            pass  # an argument torch refuses: the full route below says what is wrong
+            return _T_irfftn(input) if s is None and dim is None and norm is None else _T_irfftn(input, s, dim, norm)
+        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
+            pass
     return _many("irfftn", IRFFTN, input, s, dim, norm, axes, precision, False)
 
 
 def rfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
-    if (type(input) is _Tensor and s is None and dim is None and axes is None and input.dtype in _REAL_FAST
-            and (norm is None and precision is None and _PREC[0] == "fast"
-                 or _KW_FAST(None, None, norm, precision)) and RFFTN.on_torch()):
+    if (type(input) is _Tensor and axes is None and input.dtype in _REAL_FAST
+            and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
+                 or _ND_FAST(s, dim, norm, precision)) and RFFTN.on_torch()):
         try:  # the torch lowering for these arguments, inlined
-            return _T_rfft2(input) if norm is None else _T_rfft2(input, norm=norm)
-        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
-            pass  # an argument torch refuses: the full route below says what is wrong
+            if s is None and dim is None and norm is None:
+                return _T_rfft2(input)
+            return _T_rfft2(input, s, dim or _D2, norm)
+        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
+            pass
     return _many("rfft2", RFFTN, input, s, dim, norm, axes, precision, True, (-2, -1))
 
 
 def irfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
-    if (type(input) is _Tensor and s is None and dim is None and axes is None and input.dtype in _C2C_FAST
-            and (norm is None and precision is None and _PREC[0] == "fast"
-                 or _KW_FAST(None, None, norm, precision)) and IRFFTN.on_torch()):
+    if (type(input) is _Tensor and axes is None and input.dtype in _C2C_FAST
+            and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
+                 or _ND_FAST(s, dim, norm, precision)) and IRFFTN.on_torch()):
         try:  # the torch lowering for these arguments, inlined
-            return _T_irfft2(input) if norm is None else _T_irfft2(input, norm=norm)
-        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route explains
-            pass  # an argument torch refuses: the full route below says what is wrong
+            if s is None and dim is None and norm is None:
+                return _T_irfft2(input)
+            return _T_irfft2(input, s, dim or _D2, norm)
+        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
+            pass
     return _many("irfft2", IRFFTN, input, s, dim, norm, axes, precision, False, (-2, -1))
 
 
