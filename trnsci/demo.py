@@ -120,6 +120,18 @@ def compare(ref, got, tol: float) -> tuple[float, bool]:
 
     See :class:`KernelCase`: ``err`` is the largest part error; with
     ``tol == 0`` (or an integer part) agreement is dtype and bit equality.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from trnsci.demo import compare
+    >>> ref = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    >>> compare(ref, torch.tensor([1.0, 2.5], dtype=torch.float64), 0.3)  # 0.5 / max(1, 2)
+    (0.25, True)
+    >>> compare(ref, ref.float(), 0.0)  # equal values, but not the same bits (dtype)
+    (inf, False)
+    >>> compare(torch.tensor([1j]), torch.tensor([-1j]), 1.0)  # imaginary parts count
+    (2.0, False)
     """
     refs, gots = _parts(ref), _parts(got)
     if len(refs) != len(gots) or any(r.shape != g.shape for r, g in zip(refs, gots)):

@@ -30,6 +30,17 @@ def kernel_cases() -> list[KernelCase]:
     ``30 u log2 m``; the real kernel adds ~3 u to its Stockham transform of
     length n/2, rounded up to the Stockham bound of n. Complex multiply is
     elementwise (``ac - bd``, ``ad + bc``): a few ulp of |a||b|, 1e-6.
+
+    Examples
+    --------
+    >>> from trnsci.demo import run_kernel_case
+    >>> from trnfft.demo import kernel_cases
+    >>> case = kernel_cases()[0]
+    >>> case.name
+    'fft dft-gemm'
+    >>> r = run_kernel_case(case)
+    >>> r["ok"], r["kernels"]
+    (True, ['dft_gemm_kernel'])
     """
     import trnfft
     from trnfft import _algorithms as A

@@ -37,6 +37,17 @@ def kernel_cases() -> list[KernelCase]:
       trnrand's own kernel tests, on ``|z| <= 6``) allows ~60 ulp for the
       hardware's activation tables while any wrong pairing or stream
       position (an O(1) error) fails.
+
+    Examples
+    --------
+    >>> from trnsci.demo import run_kernel_case
+    >>> from trnrand.demo import kernel_cases
+    >>> case = kernel_cases()[0]
+    >>> case.name
+    'uniform philox'
+    >>> r = run_kernel_case(case)
+    >>> r["ok"], r["kernels"]
+    (True, ['philox_kernel'])
     """
     import trnrand
 

@@ -45,6 +45,17 @@ def kernel_cases() -> list[KernelCase]:
     * ``inv_sqrt_spd_ns`` (n = 40, spectrum ``[1, 4]``): coupled
       Newton-Schulz to ``||I - Z Y|| <= 1e-6`` on both paths (GEMM kernel
       vs torch.mm), each within ~1e-6 of ``A^{-1/2}`` (norm <= 1); 1e-5.
+
+    Examples
+    --------
+    >>> from trnsci.demo import run_kernel_case
+    >>> from trnsolver.demo import kernel_cases
+    >>> case = kernel_cases()[1]
+    >>> case.name
+    'cholesky'
+    >>> r = run_kernel_case(case)
+    >>> r["ok"], r["kernels"]
+    (True, ['trsm_kernel', 'syrk_kernel'])
     """
     import trnsolver
 

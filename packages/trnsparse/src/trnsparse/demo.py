@@ -28,6 +28,17 @@ def kernel_cases() -> list[KernelCase]:
     the kernel's online softmax (running max and rescaling per key tile)
     reorders the fp32 exponent sums against the torch path's one-shot
     softmax, a few ulp per step; 1e-5.
+
+    Examples
+    --------
+    >>> from trnsci.demo import run_kernel_case
+    >>> from trnsparse.demo import kernel_cases
+    >>> case = kernel_cases()[0]
+    >>> case.name
+    'bsr_spmm'
+    >>> r = run_kernel_case(case)
+    >>> r["ok"], r["kernels"]
+    (True, ['bsr_spmm_kernel'])
     """
     import trnsparse
 

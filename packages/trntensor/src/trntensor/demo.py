@@ -29,6 +29,17 @@ def kernel_cases() -> list[KernelCase]:
     the GEMM kernels); the fused kernel sums its tiles in its own order.
     1e-5 leaves a 10-100x margin over that and is still far below the O(1)
     error of a wrong index, tile or transpose.
+
+    Examples
+    --------
+    >>> from trnsci.demo import run_kernel_case
+    >>> from trntensor.demo import kernel_cases
+    >>> case = kernel_cases()[3]
+    >>> case.name
+    'ao_to_mo fused'
+    >>> r = run_kernel_case(case)
+    >>> r["ok"], r["kernels"]
+    (True, ['ao_to_mo_kernel'])
     """
     import trntensor
 
