@@ -182,7 +182,7 @@ def kernel_row(r: dict) -> str:
         agree = "ok  bit-identical"
     else:
         agree = f"{'ok ' if r['ok'] else 'BAD'} {r['err']:.1e} {'<=' if r['err'] <= case.tol else '> '} " \
-                f"{'0 (exact)' if case.tol == 0 else f'{case.tol:.0e}'}"
+                f"{'0 (exact)' if case.tol == 0 else f'{case.tol:.1e}'}"
     profs = r["profiles"]
     lo = sum(p.modeled_time_lower_s for p in profs)
     hi = sum(p.modeled_time_upper_s for p in profs)
