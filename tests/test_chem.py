@@ -228,7 +228,7 @@ def test_molecule_set_matches_pyscf(name, basis, frozen):
     assert abs(r32.e_corr - e_ref) <= 1e-6
 
 
-# ------------------------------------------------------------ the demo
+# ------------------------------------------------------------ the demo (its kernel part: tests/test_demo.py)
 
 def test_demo_without_pyscf_says_how_to_install(monkeypatch, capsys):
     from trnsci import demo
@@ -236,14 +236,3 @@ def test_demo_without_pyscf_says_how_to_install(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "pyscf", None)
     assert demo.main(["--no-kernels"]) == 0
     assert "pip install 'trnsci[chem]'" in capsys.readouterr().out
-
-
-@pytest.mark.simulator
-def test_demo_kernel_cases_are_discovered_and_agree():
-    from trnsci import demo
-
-    mods = demo.kernel_case_modules()
-    assert "trnblas" in mods
-    cases = {c.name: c for c in mods["trnblas"].kernel_cases()}
-    r = demo.run_kernel_case(cases["mp2_energy"])
-    assert r["kernels"] == ["mp2_pair_energy_kernel"] and r["ok"] and r["profiles"]

@@ -185,7 +185,7 @@ def test_bench_runs_trnblas_cases(capsys):
 def test_demo_agrees_with_pyscf():
     """`trnsci demo` runs DF-MP2 on a molecule against PySCF, then the libraries' kernel cases."""
     pytest.importorskip("pyscf")
-    from trnsci import nki
+    from trnsci import demo, nki
 
     r = subprocess.run([sys.executable, "-m", "trnsci", "demo", "--molecule", "hf"],
                        capture_output=True, text=True, timeout=300)
@@ -193,7 +193,9 @@ def test_demo_agrees_with_pyscf():
     assert "E_corr PySCF" in r.stdout and "NKI kernels on the emulator" in r.stdout
     if nki.EMULATOR_ERROR is None:
         assert r.returncode == 0, r.stdout + r.stderr
-        assert "mp2_energy" in r.stdout and "agrees with torch" in r.stdout and "[modeled]" in r.stdout
+        assert "mp2_energy" in r.stdout and "[modeled]" in r.stdout and "no demo kernel cases yet" not in r.stdout
+        n = sum(len(m.kernel_cases()) for m in demo.kernel_case_modules().values())
+        assert f"{n} of {n} kernel cases agree with torch" in r.stdout, r.stdout
 
 
 def test_options_fast_lookup_and_errors():

@@ -14,7 +14,7 @@ Usage::
 
     trnsci demo [--molecule NAME ...] [--xyz FILE] [--basis cc-pvdz]
                 [--backend auto|torch|nki|simulator] [--dtype float64|float32]
-                [--no-kernels] [--kernels-only] [--frozen-core]
+                [--no-kernels] [--kernels-only] [--profiles] [--frozen-core]
 """
 
 from __future__ import annotations
@@ -59,9 +59,18 @@ INSTALL_HINT = "pip install 'trnsci[chem]'   (or: pip install pyscf)"
 class KernelCase:
     """One demo kernel run: ``call()`` once on torch and once on the simulator.
 
-    ``call`` must return a tensor (or something ``torch.as_tensor`` takes);
-    ``tol`` bounds ``max|kernel - torch| / max(1, max|torch|)`` (state why in
-    the library's ``kernel_cases``); ``shape`` describes the problem.
+    ``call`` returns a tensor (or anything ``torch.as_tensor`` takes), or a
+    tuple/list of them (compared part by part). Each part's error is
+    ``max|kernel - torch| / max(1, max|torch|)``, in complex128 for complex
+    parts (so imaginary parts count) and float64 otherwise; ``err`` is the
+    largest over the parts and must be ``<= tol`` (state why in the
+    library's ``kernel_cases``). ``tol=0`` means bit-identical: every part
+    must have the torch part's dtype and shape and be ``torch.equal`` to it
+    (integer outputs are compared this way whatever ``tol``, since float64
+    would round integers above 2**53). ``shape`` describes the problem;
+    ``expect`` names kernels that must be among those run (a case whose
+    call falls back to torch for some step then fails instead of agreeing
+    trivially).
     """
 
     library: str
@@ -69,6 +78,7 @@ class KernelCase:
     shape: str
     call: Callable[[], object]
     tol: float
+    expect: tuple[str, ...] = ()
 
 
 def kernel_case_modules() -> dict[str, object]:
@@ -84,50 +94,149 @@ def kernel_case_modules() -> dict[str, object]:
     return found
 
 
+def _parts(out) -> list[torch.Tensor]:
+    """A case's result as a flat list of tensors (tuples/lists are taken apart, in order)."""
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _parts(o)]
+    return [torch.as_tensor(out)]
+
+
+def _exact(t: torch.Tensor) -> bool:
+    return not (t.is_floating_point() or t.is_complex())
+
+
+def _rel_err(r: torch.Tensor, g: torch.Tensor) -> float:
+    """``max|g - r| / max(1, max|r|)`` in complex128 (complex parts) or float64; inf for NaN."""
+    if not r.numel():
+        return 0.0
+    wide = torch.complex128 if r.is_complex() or g.is_complex() else torch.float64
+    r64, g64 = r.to(wide), g.to(wide)
+    e = float((g64 - r64).abs().max()) / max(1.0, float(r64.abs().max()))
+    return e if e == e else float("inf")
+
+
+def compare(ref, got, tol: float) -> tuple[float, bool]:
+    """``(err, agrees)`` of a case's simulator result ``got`` against its torch result ``ref``.
+
+    See :class:`KernelCase`: ``err`` is the largest part error; with
+    ``tol == 0`` (or an integer part) agreement is dtype and bit equality.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from trnsci.demo import compare
+    >>> ref = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    >>> compare(ref, torch.tensor([1.0, 2.5], dtype=torch.float64), 0.3)  # 0.5 / max(1, 2)
+    (0.25, True)
+    >>> compare(ref, ref.float(), 0.0)  # equal values, but not the same bits (dtype)
+    (inf, False)
+    >>> compare(torch.tensor([1j]), torch.tensor([-1j]), 1.0)  # imaginary parts count
+    (2.0, False)
+    """
+    refs, gots = _parts(ref), _parts(got)
+    if len(refs) != len(gots) or any(r.shape != g.shape for r, g in zip(refs, gots)):
+        return float("inf"), False
+    err, ok = 0.0, True
+    for r, g in zip(refs, gots):
+        e = _rel_err(r, g)
+        if tol == 0 or _exact(r) or _exact(g):
+            same = r.dtype == g.dtype and torch.equal(r, g)
+            if not same:
+                ok, e = False, e or float("inf")  # equal values of another dtype still differ
+        err = max(err, e)
+    return err, ok and err <= tol
+
+
 def run_kernel_case(case: KernelCase) -> dict:
     """Run a case on torch and on the simulator; agreement, kernel names and profile."""
     import trnsci
     from trnsci import nki
 
     with trnsci.use_backend("torch"):
-        ref = torch.as_tensor(case.call())
+        ref = case.call()
     with trnsci.use_backend("simulator"), nki.capture() as runs:
-        got = torch.as_tensor(case.call())
-    ref64, got64 = ref.double(), got.double()
-    scale = max(1.0, float(ref64.abs().max())) if ref64.numel() else 1.0
-    err = float((got64 - ref64).abs().max()) / scale if ref64.numel() else 0.0
-    return {"case": case, "err": err, "ok": bool(runs) and err <= case.tol,
-            "kernels": [r.kernel for r in runs], "profiles": [r.profile for r in runs if r.profile is not None]}
+        got = case.call()
+    err, agrees = compare(ref, got, case.tol)
+    kernels = [r.kernel for r in runs]
+    missing = [k for k in case.expect if k not in kernels]
+    return {"case": case, "err": err, "ok": bool(runs) and agrees and not missing, "missing": missing,
+            "kernels": kernels, "profiles": [r.profile for r in runs if r.profile is not None]}
 
 
-def kernel_part(echo=print) -> bool:
-    """Part 2: every library's demo kernel cases. True when all ran and agreed."""
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.3g}"
+
+
+def _kernel_list(names: list[str]) -> str:
+    """Kernel names in order of first run, with a count where one ran more than once."""
+    counts: dict[str, int] = {}
+    for k in names:
+        counts[k] = counts.get(k, 0) + 1
+    return ", ".join(k if c == 1 else f"{k} x{c}" for k, c in counts.items())
+
+
+def kernel_row(r: dict) -> str:
+    """One table row of a :func:`run_kernel_case` result."""
+    case = r["case"]
+    if case.tol == 0 and r["ok"]:
+        agree = "ok  bit-identical"
+    else:
+        agree = f"{'ok ' if r['ok'] else 'BAD'} {r['err']:.1e} {'<=' if r['err'] <= case.tol else '> '} " \
+                f"{'0 (exact)' if case.tol == 0 else f'{case.tol:.1e}'}"
+    profs = r["profiles"]
+    lo = sum(p.modeled_time_lower_s for p in profs)
+    hi = sum(p.modeled_time_upper_s for p in profs)
+    modeled = f"{_us(lo)}-{_us(hi)} us" if profs else "-"
+    kern = _kernel_list(r["kernels"]) or "none ran (torch fallback)"
+    if r["missing"]:
+        kern += f"; expected, not run: {', '.join(r['missing'])}"
+    return f"  {case.library:<10} {case.name:<16} {case.shape:<44} {agree:<26} {modeled:>15}  {kern}"
+
+
+def kernel_part(echo=print, profiles: bool = False) -> bool:
+    """Part 2: every library's demo kernel cases, one table row each. True when all ran and agreed.
+
+    A row: the case, its problem, the agreement with the torch path
+    (``max|kernel - torch| / max(1, max|torch|)`` against the case's bound,
+    or bit equality for exact cases), the emulator's modeled time summed
+    over the case's kernel runs (all engines overlapped .. serial) and the
+    kernels that ran. ``profiles=True`` adds each kernel's full profile (its
+    first run in the case).
+    """
     from trnsci import nki
 
-    echo("\nNKI kernels on the emulator (backend 'simulator'; times are the emulator's model, not measured)")
+    echo("\nNKI kernels on the emulator: each case runs once on the torch path and once with backend 'simulator'")
+    echo("(rel err = max|kernel - torch| / max(1, max|torch|); times are the emulator's cost model for trn1, "
+         "not measured)")
     if nki.EMULATOR_ERROR:
         echo(f"  emulator unavailable: {nki.EMULATOR_ERROR}")
         return False
+    echo(f"  {'library':<10} {'case':<16} {'problem':<44} {'vs torch: rel err <= bound':<26} "
+         f"{'modeled time':>15}  kernel runs  [modeled]")
     mods = kernel_case_modules()
-    ok = True
+    ok, n, bad = True, 0, 0
     for lib in LIBRARIES:
         if lib not in mods:
             echo(f"  {lib:<10} no demo kernel cases yet (a library adds them in {lib}/demo.py: kernel_cases())")
             continue
         for case in mods[lib].kernel_cases():
+            n += 1
             try:
                 r = run_kernel_case(case)
             except Exception as exc:  # a broken case must not hide the others
-                echo(f"  {lib:<10} {case.name:<14} {case.shape}: FAILED ({type(exc).__name__}: {exc})")
-                ok = False
+                echo(f"  {lib:<10} {case.name:<16} {case.shape:<44} FAILED ({type(exc).__name__}: {exc})")
+                ok, bad = False, bad + 1
                 continue
-            kern = ", ".join(sorted(set(r["kernels"]))) or "no kernel ran (torch fallback)"
-            verdict = "agrees" if r["ok"] else "DISAGREES"
-            echo(f"  {lib:<10} {case.name:<14} {case.shape}: {verdict} with torch "
-                 f"(rel err {r['err']:.1e} <= {case.tol:.0e}); kernel {kern}")
-            for prof in r["profiles"][:1]:
-                echo("      " + str(prof).replace("\n", "\n      "))
+            echo(kernel_row(r))
+            if profiles:
+                seen = set()
+                for run_name, prof in zip(r["kernels"], r["profiles"]):
+                    if run_name not in seen:
+                        seen.add(run_name)
+                        echo(f"      {run_name}: " + str(prof).replace("\n", "\n      "))
             ok &= r["ok"]
+            bad += not r["ok"]
+    echo(f"  {n - bad} of {n} kernel cases agree with torch" if n else "  no kernel cases found")
     return ok
 
 
@@ -222,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frozen-core", action="store_true", help="freeze the chemical core")
     parser.add_argument("--no-kernels", action="store_true", help="skip the NKI kernel part")
     parser.add_argument("--kernels-only", action="store_true", help="only the NKI kernel part")
+    parser.add_argument("--profiles", action="store_true",
+                        help="print each demo kernel's full emulator profile under its row")
     args = parser.parse_args(argv or [])
     molecules = [(m, MOLECULES[m]) for m in (args.molecule or ())]
     for path in args.xyz or ():
@@ -241,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             ok &= dfmp2_part(molecules, args.basis, args.backend, getattr(torch, args.dtype), args.frozen_core)
     if not args.no_kernels:
-        ok &= kernel_part()
+        ok &= kernel_part(profiles=args.profiles)
     print(f"\ndone in {time.perf_counter() - t0:.1f} s: {'all checks passed' if ok else 'SOME CHECKS FAILED'}")
     return 0 if ok else 1
 

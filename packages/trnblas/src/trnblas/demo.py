@@ -43,12 +43,14 @@ def kernel_cases() -> list[KernelCase]:
     eo = -1.5 + 0.1 * torch.arange(5, dtype=torch.float32)
     ev = 0.3 + 0.2 * torch.arange(19, dtype=torch.float32)
     return [
-        KernelCase("trnblas", "gemm", "130x70 @ 70x90 fp32", lambda: trnblas.gemm(1.0, A, Bm), 1e-5),
-        KernelCase("trnblas", "syrk", "150x40 -> 150x150 fp32", lambda: trnblas.syrk(1.0, S), 1e-5),
+        KernelCase("trnblas", "gemm", "130x70 @ 70x90 fp32", lambda: trnblas.gemm(1.0, A, Bm), 1e-5,
+                   ("gemm_kernel",)),
+        KernelCase("trnblas", "syrk", "150x40 -> 150x150 fp32", lambda: trnblas.syrk(1.0, S), 1e-5,
+                   ("syrk_kernel",)),
         KernelCase("trnblas", "trsm", "96x96 \\ 96x50 fp32",
-                   lambda: trnblas.trsm(1.0, L, R, uplo="lower"), 1e-5),
+                   lambda: trnblas.trsm(1.0, L, R, uplo="lower"), 1e-5, ("trsm_kernel",)),
         KernelCase("trnblas", "mp2_energy", "nocc=5 nvir=19 naux=84 fp32",
-                   lambda: trnblas.mp2_pair_energies(Bdf, eo, ev), 1e-5),
+                   lambda: trnblas.mp2_pair_energies(Bdf, eo, ev), 1e-5, ("mp2_pair_energy_kernel",)),
     ]
 
 
