@@ -205,3 +205,13 @@ def test_options_fast_lookup_and_errors():
         trans("X", "transA", "gemm")
     with pytest.raises(ValueError, match="got 1"):
         trans(1, "transA")  # 1 is not True: no silent truthiness
+
+
+@pytest.mark.parametrize("command,option", [("demo", "--kernels-only"), ("bench", "--lib")])
+def test_subcommand_help_is_the_subcommands_own(command, option, capsys):
+    """``trnsci demo --help`` lists demo's options, not the outer parser's ``rest`` placeholder."""
+    with pytest.raises(SystemExit) as exc:
+        cli.main([command, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert option in out and "rest" not in out

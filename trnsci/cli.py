@@ -147,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", type=__import__("pathlib").Path, default=None, help="calibration file to write")
     p.set_defaults(fn=cmd_calibrate)
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in ("demo", "bench") and not {"-h", "--help"} & set(argv[1:2]):
-        # their options belong to the subcommand's own parser
+    if argv and argv[0] in ("demo", "bench"):
+        # their options, --help included, belong to the subcommand's own parser
         args = parser.parse_args(argv[:1])
         args.rest = argv[1:]
     else:
