@@ -35,6 +35,14 @@ def cases(quick: bool = True):
         xr = _c((b, n), torch.float32, n)
         yield Case("trnfft", f"rfft {b}x{n} float32", lambda xr=xr: trnfft.rfft(xr),
                    "torch.fft.rfft", lambda xr=xr: torch.fft.rfft(xr))
+    # one small transform: here the per-call overhead (validation, backend probe) is what shows
+    for n in ((64,) if quick else (8, 64, 256)):
+        x1 = _c((n,), torch.complex64, n)
+        yield Case("trnfft", f"fft {n} complex64 (one small transform)", lambda x1=x1: trnfft.fft(x1),
+                   "torch.fft", lambda x1=x1: torch.fft.fft(x1))
+        yield Case("trnfft", f"ifft {n} complex64, n={2 * n}, norm=ortho",
+                   lambda x1=x1, n=n: trnfft.ifft(x1, n=2 * n, norm="ortho"),
+                   "torch.fft", lambda x1=x1, n=n: torch.fft.ifft(x1, n=2 * n, norm="ortho"))
     n = 4096 if quick else 65536
     xr = _c((16, n), torch.float32, 1)
     xc = xr.to(torch.complex64)
