@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from . import _chirp as C
 from . import _engine as E
 
 # ------------------------------------------------------------------ ops
@@ -81,6 +82,8 @@ def _fft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> 
     if not x.numel():
         return E.empty(x, (dim,), (n,), True)
     if precision == "fast":
+        if n >= C.MIN_PRIME and C.slow_length(n):
+            return C.c2c(x, n, dim, norm, False)
         return _T_fft(x, None if n == x.shape[dim] else n, dim, norm)
     return _c2c_modes(x, (n,), (dim,), norm, False, precision)
 
@@ -90,6 +93,8 @@ def _ifft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) ->
     if not x.numel():
         return E.empty(x, (dim,), (n,), True)
     if precision == "fast":
+        if n >= C.MIN_PRIME and C.slow_length(n):
+            return C.c2c(x, n, dim, norm, True)
         return _T_ifft(x, None if n == x.shape[dim] else n, dim, norm)
     return _c2c_modes(x, (n,), (dim,), norm, True, precision)
 
@@ -100,6 +105,8 @@ def _fftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str
     if not x.numel():
         return E.empty(x, dim, s, True)
     if precision == "fast":
+        if C.any_slow(s):
+            return C.c2c_nd(x, s, dim, norm, False)
         return _T_fftn(x, _s_or_none(x, s, dim), _all_or(x, dim), norm)
     return _c2c_modes(x, s, dim, norm, False, precision)
 
@@ -109,6 +116,8 @@ def _ifftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: st
     if not x.numel():
         return E.empty(x, dim, s, True)
     if precision == "fast":
+        if C.any_slow(s):
+            return C.c2c_nd(x, s, dim, norm, True)
         return _T_ifftn(x, _s_or_none(x, s, dim), _all_or(x, dim), norm)
     return _c2c_modes(x, s, dim, norm, True, precision)
 
@@ -165,6 +174,21 @@ def _ND_FAST(s, dim, norm, precision) -> bool:
 
 
 _SEQ = (tuple, list)
+_CH = C.MIN_PRIME  # an input with fewer elements has no transform length trnfft._chirp takes
+_slow = C.slow
+
+
+def _nd_slow(x, s, dim, two: bool, half: bool, real: bool = False) -> bool:
+    """Whether a length of this n-D call is one torch.fft is slow at (:func:`trnfft._chirp.slow`);
+    ``half``: the last length is the real output length 2 (m - 1) of irfftn/irfft2; ``real``: the
+    last axis is a real transform's."""
+    if s is None:
+        shp = x.shape
+        dims = dim if dim is not None else (_D2 if two else range(len(shp)))
+        s = [shp[d] for d in dims]
+        if half and s:
+            s[-1] = 2 * (s[-1] - 1)
+    return C.any_slow(s, real)
 _D2 = (-2, -1)  # the 2-D transforms' default dims
 
 
@@ -252,12 +276,14 @@ def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | No
         # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
         if n is None and dim is None and norm is None:
             try:
-                return _T_fft(input)
+                if input.numel() < _CH or not _slow(input.shape[-1]):
+                    return _T_fft(input)
             except Exception:  # noqa: BLE001
                 pass
         elif _KW_1D(n, dim, norm):
             try:
-                return _T_fft(input, n, -1 if dim is None else dim, norm)
+                if (k := n if n is not None else input.shape[-1 if dim is None else dim]) < _CH or not _slow(k):
+                    return _T_fft(input, n, -1 if dim is None else dim, norm)
             except Exception:  # noqa: BLE001
                 pass
     return _one("fft", FFT, input, n, dim, norm, axis, precision)
@@ -282,12 +308,14 @@ def ifft(input: Any, n: int | None = None, dim: int | None = None, norm: str | N
         # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
         if n is None and dim is None and norm is None:
             try:
-                return _T_ifft(input)
+                if input.numel() < _CH or not _slow(input.shape[-1]):
+                    return _T_ifft(input)
             except Exception:  # noqa: BLE001
                 pass
         elif _KW_1D(n, dim, norm):
             try:
-                return _T_ifft(input, n, -1 if dim is None else dim, norm)
+                if (k := n if n is not None else input.shape[-1 if dim is None else dim]) < _CH or not _slow(k):
+                    return _T_ifft(input, n, -1 if dim is None else dim, norm)
             except Exception:  # noqa: BLE001
                 pass
     return _one("ifft", IFFT, input, n, dim, norm, axis, precision)
@@ -333,7 +361,8 @@ def fftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
             and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
                  or _ND_FAST(s, dim, norm, precision)) and FFTN.on_torch() and input.dim()):
         try:  # the torch lowering for these arguments, inlined
-            return _T_fftn(input) if s is None and dim is None and norm is None else _T_fftn(input, s, dim, norm)
+            if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, False, False):
+                return _T_fftn(input) if s is None and dim is None and norm is None else _T_fftn(input, s, dim, norm)
         except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
             pass
     return _many("fftn", FFTN, input, s, dim, norm, axes, precision)
@@ -354,7 +383,8 @@ def ifftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
             and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
                  or _ND_FAST(s, dim, norm, precision)) and IFFTN.on_torch() and input.dim()):
         try:  # the torch lowering for these arguments, inlined
-            return _T_ifftn(input) if s is None and dim is None and norm is None else _T_ifftn(input, s, dim, norm)
+            if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, False, False):
+                return _T_ifftn(input) if s is None and dim is None and norm is None else _T_ifftn(input, s, dim, norm)
         except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
             pass
     return _many("ifftn", IFFTN, input, s, dim, norm, axes, precision)
@@ -377,9 +407,10 @@ def fft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
             and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
                  or _ND_FAST(s, dim, norm, precision)) and FFTN.on_torch()):
         try:  # the torch lowering for these arguments, inlined
-            if s is None and dim is None and norm is None:
-                return _T_fft2(input)
-            return _T_fft2(input, s, dim or _D2, norm)
+            if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, True, False):
+                if s is None and dim is None and norm is None:
+                    return _T_fft2(input)
+                return _T_fft2(input, s, dim or _D2, norm)
         except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
             pass
     return _many("fft2", FFTN, input, s, dim, norm, axes, precision, (-2, -1))
@@ -400,9 +431,10 @@ def ifft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
             and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
                  or _ND_FAST(s, dim, norm, precision)) and IFFTN.on_torch()):
         try:  # the torch lowering for these arguments, inlined
-            if s is None and dim is None and norm is None:
-                return _T_ifft2(input)
-            return _T_ifft2(input, s, dim or _D2, norm)
+            if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, True, False):
+                if s is None and dim is None and norm is None:
+                    return _T_ifft2(input)
+                return _T_ifft2(input, s, dim or _D2, norm)
         except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
             pass
     return _many("ifft2", IFFTN, input, s, dim, norm, axes, precision, (-2, -1))

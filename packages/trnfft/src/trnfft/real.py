@@ -16,8 +16,9 @@ from typing import Any
 
 import torch
 
+from . import _chirp as C
 from . import _engine as E
-from .basic import _C2C_FAST, _D2, _KW_1D, _ND_FAST, _PREC, _all_or, _s_or_none, _Tensor
+from .basic import _C2C_FAST, _CH, _D2, _KW_1D, _ND_FAST, _PREC, _all_or, _nd_slow, _s_or_none, _Tensor
 
 # ------------------------------------------------------------------ ops
 # torch lowerings here; NKI lowerings in trnfft._nki (same arguments).
@@ -59,6 +60,8 @@ def _rfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) ->
     if not x.numel():
         return E.empty(x, (dim,), (n // 2 + 1,), True)
     if precision == "fast":
+        if C.slow_real(n):
+            return C.r2c(x, n, dim, norm)
         return _T_rfft(x, None if n == x.shape[dim] else n, dim, norm)
     return _r2c_modes(x, (n,), (dim,), norm, precision)
 
@@ -69,6 +72,8 @@ def _irfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -
     if not x.numel():
         return E.empty(x, (dim,), (n,), False)
     if precision == "fast":
+        if C.slow_real(n):
+            return C.c2r(x, n, dim, norm)
         return _T_irfft(x, n, dim, norm)
     return _c2r_modes(x, (n,), (dim,), norm, precision)
 
@@ -79,6 +84,8 @@ def _hfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) ->
     if not x.numel():
         return E.empty(x, (dim,), (n,), False)
     if precision == "fast":
+        if C.slow_real(n):
+            return C.c2r(x.conj(), n, dim, E._SWAP_NORM[norm])
         return _T_hfft(x, n, dim, norm)
     return _c2r_modes(x.conj(), (n,), (dim,), E.swap_norm(norm), precision)
 
@@ -89,6 +96,8 @@ def _ihfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -
     if not x.numel():
         return E.empty(x, (dim,), (n // 2 + 1,), True)
     if precision == "fast":  # torch's own ihfft is this with a lazy conj (a copy to resolve): conj in place
+        if C.slow_real(n):
+            return C.r2c(x, n, dim, E._SWAP_NORM[norm]).conj_physical_()
         return _T_rfft(x, None if n == x.shape[dim] else n, dim, E._SWAP_NORM[norm]).conj_physical_()
     return _r2c_modes(x, (n,), (dim,), E.swap_norm(norm), precision).conj().resolve_conj()
 
@@ -99,6 +108,8 @@ def _rfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: st
     if not x.numel():
         return E.empty(x, dim, s[:-1] + (s[-1] // 2 + 1,), True)
     if precision == "fast":
+        if C.any_slow(s, True):
+            return C.r2c_nd(x, s, dim, norm)
         return _T_rfftn(x, _s_or_none(x, s, dim), _all_or(x, dim), norm)
     return _r2c_modes(x, s, dim, norm, precision)
 
@@ -109,6 +120,8 @@ def _irfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: s
     if not x.numel():
         return E.empty(x, dim, s, False)
     if precision == "fast":
+        if C.any_slow(s, True):
+            return C.c2r_nd(x, s, dim, norm)
         shp = x.shape
         if s[-1] == 2 * (shp[dim[-1]] - 1) and _s_or_none(x, s[:-1], dim[:-1]) is None:
             s = None  # torch's default lengths
@@ -119,6 +132,7 @@ def _irfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: s
 # ------------------------------------------------------------------ public
 
 _REAL_FAST = frozenset((torch.float32, torch.float64))
+_slow_real = C.slow_real
 _SWAP = {None: "forward", **E._SWAP_NORM}  # ihfft's norm as rfft's
 
 # The common call (plain tensor, default keywords, precision "fast") is
@@ -196,12 +210,14 @@ def rfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | N
         # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
         if n is None and dim is None and norm is None:
             try:
-                return _T_rfft(input)
+                if input.numel() < _CH or not _slow_real(input.shape[-1]):
+                    return _T_rfft(input)
             except Exception:  # noqa: BLE001
                 pass
         elif _KW_1D(n, dim, norm):
             try:
-                return _T_rfft(input, n, -1 if dim is None else dim, norm)
+                if (k := n if n is not None else input.shape[-1 if dim is None else dim]) < _CH or not _slow_real(k):
+                    return _T_rfft(input, n, -1 if dim is None else dim, norm)
             except Exception:  # noqa: BLE001
                 pass
     return _one("rfft", RFFT, input, n, dim, norm, axis, precision, True, False)
@@ -215,12 +231,13 @@ def irfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | 
         # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
         if n is None and dim is None and norm is None:
             try:
-                return _T_irfft(input)
+                return _T_irfft(input)  # the default length 2 (m - 1) is even: never a slow_real one
             except Exception:  # noqa: BLE001
                 pass
         elif _KW_1D(n, dim, norm):
             try:
-                return _T_irfft(input, n, -1 if dim is None else dim, norm)
+                if n is None or n < _CH or not _slow_real(n):  # (the default length 2 (m - 1) is even)
+                    return _T_irfft(input, n, -1 if dim is None else dim, norm)
             except Exception:  # noqa: BLE001
                 pass
     return _one("irfft", IRFFT, input, n, dim, norm, axis, precision, False, True)
@@ -234,12 +251,13 @@ def hfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | N
         # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
         if n is None and dim is None and norm is None:
             try:
-                return _T_hfft(input)
+                return _T_hfft(input)  # the default length 2 (m - 1) is even: never a slow_real one
             except Exception:  # noqa: BLE001
                 pass
         elif _KW_1D(n, dim, norm):
             try:
-                return _T_hfft(input, n, -1 if dim is None else dim, norm)
+                if n is None or n < _CH or not _slow_real(n):  # (the default length 2 (m - 1) is even)
+                    return _T_hfft(input, n, -1 if dim is None else dim, norm)
             except Exception:  # noqa: BLE001
                 pass
     return _one("hfft", HFFT, input, n, dim, norm, axis, precision, False, True)
@@ -253,12 +271,14 @@ def ihfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | 
         # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
         if n is None and dim is None and norm is None:
             try:
-                return _T_rfft(input, None, -1, "forward").conj_physical_()
+                if input.numel() < _CH or not _slow_real(input.shape[-1]):
+                    return _T_rfft(input, None, -1, "forward").conj_physical_()
             except Exception:  # noqa: BLE001
                 pass
         elif _KW_1D(n, dim, norm):
             try:
-                return _T_rfft(input, n, -1 if dim is None else dim, _SWAP[norm]).conj_physical_()
+                if (k := n if n is not None else input.shape[-1 if dim is None else dim]) < _CH or not _slow_real(k):
+                    return _T_rfft(input, n, -1 if dim is None else dim, _SWAP[norm]).conj_physical_()
             except Exception:  # noqa: BLE001
                 pass
     return _one("ihfft", IHFFT, input, n, dim, norm, axis, precision, True, False)
@@ -270,7 +290,8 @@ def rfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
             and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
                  or _ND_FAST(s, dim, norm, precision)) and RFFTN.on_torch()):
         try:  # the torch lowering for these arguments, inlined
-            return _T_rfftn(input) if s is None and dim is None and norm is None else _T_rfftn(input, s, dim, norm)
+            if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, False, False, True):
+                return _T_rfftn(input) if s is None and dim is None and norm is None else _T_rfftn(input, s, dim, norm)
         except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
             pass
     return _many("rfftn", RFFTN, input, s, dim, norm, axes, precision, True)
@@ -282,7 +303,10 @@ def irfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, 
             and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
                  or _ND_FAST(s, dim, norm, precision)) and IRFFTN.on_torch()):
         try:  # the torch lowering for these arguments, inlined
-            return _T_irfftn(input) if s is None and dim is None and norm is None else _T_irfftn(input, s, dim, norm)
+            if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, False, True, True):
+                if s is None and dim is None and norm is None:
+                    return _T_irfftn(input)
+                return _T_irfftn(input, s, dim, norm)
         except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
             pass
     return _many("irfftn", IRFFTN, input, s, dim, norm, axes, precision, False)
@@ -294,9 +318,10 @@ def rfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
             and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
                  or _ND_FAST(s, dim, norm, precision)) and RFFTN.on_torch()):
         try:  # the torch lowering for these arguments, inlined
-            if s is None and dim is None and norm is None:
-                return _T_rfft2(input)
-            return _T_rfft2(input, s, dim or _D2, norm)
+            if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, True, False, True):
+                if s is None and dim is None and norm is None:
+                    return _T_rfft2(input)
+                return _T_rfft2(input, s, dim or _D2, norm)
         except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
             pass
     return _many("rfft2", RFFTN, input, s, dim, norm, axes, precision, True, (-2, -1))
@@ -308,9 +333,10 @@ def irfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, 
             and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
                  or _ND_FAST(s, dim, norm, precision)) and IRFFTN.on_torch()):
         try:  # the torch lowering for these arguments, inlined
-            if s is None and dim is None and norm is None:
-                return _T_irfft2(input)
-            return _T_irfft2(input, s, dim or _D2, norm)
+            if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, True, True, True):
+                if s is None and dim is None and norm is None:
+                    return _T_irfft2(input)
+                return _T_irfft2(input, s, dim or _D2, norm)
         except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
             pass
     return _many("irfft2", IRFFTN, input, s, dim, norm, axes, precision, False, (-2, -1))
