@@ -32,7 +32,7 @@ Output ``y`` : ``[B, n]`` float32, ``n`` times ``irfft(x, n)`` (unnormalized; th
 SBUF per partition: the real plane of the input (``4 (h + 1)`` bytes), the
 three Stockham plane pairs (``24 h``; the input's imaginary plane lands in one
 of them) and the table (``8 (h - 1)``, freed before the stages, which then
-hold one stage table of ``<= 8 h``): at most ``36 h - 4`` bytes, 144 KiB at
+hold one stage table of ``<= 8 h``): about ``36 h`` bytes, 144 KiB at
 ``h = 4096`` (trn1: 192 KiB).
 
 Pre-pass per batch tile (Vector Engine): 4 ``tensor_tensor`` for ``A`` and
