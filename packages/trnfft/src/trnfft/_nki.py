@@ -9,20 +9,27 @@ kernel a call runs; None when a call runs several kernels, e.g. fftn).
 
 Routing of one transform length ``n`` (:func:`algorithm`), ``"fast"`` mode:
 
-* ``n <= 64`` -> DFT-as-GEMM (:mod:`trnfft.kernels.dft_gemm`);
-* powers of two up to 4096 -> Stockham (:mod:`trnfft.kernels.stockham`);
+* DFT-as-GEMM (:mod:`trnfft.kernels.dft_gemm`) for powers of two
+  ``n <= GEMM_MAX_N = 512`` and other ``n <= GEMM_MAX_N_ANY = 2048`` (the
+  modeled crossovers, see the constants);
+* larger powers of two up to 4096 -> Stockham (:mod:`trnfft.kernels.stockham`);
 * powers of two 8192 .. 2**20 -> four-step on the host: column transforms,
   twiddle multiply (complex-multiply kernel), row transforms -- three
   kernel runs (:func:`large_counts`);
-* other ``n`` with convolution length ``m <= 4096`` -> Bluestein
-  (:mod:`trnfft.kernels.bluestein`); with ``4096 < m <= 2**20`` the same
-  chirp-z steps as separate runs (three complex multiplies, two four-step
-  transforms of length m);
+* other ``n > 2048`` with convolution length ``m <= 2**20`` -> the chirp-z
+  steps of the Bluestein kernel (:mod:`trnfft.kernels.bluestein`, which
+  itself takes ``m <= 4096``) as separate runs (three complex multiplies, two
+  four-step transforms of length m);
 * real input of even ``n`` with ``n/2`` a power of two ``<= 4096`` -> the
-  half-length kernel (:mod:`trnfft.kernels.rfft_half`);
+  half-length kernel (:mod:`trnfft.kernels.rfft_half`); other n: the
+  complex route of length n;
 * stft: framing/windowing on the host, the frames as the batch of one
   rfft (one-sided) or fft kernel; istft stays on torch;
-* hfft/irfft: Hermitian extension on the host, one complex inverse kernel;
+* irfft/hfft (and the last dim of irfftn), even ``n``: the half-length
+  trick -- the fused :mod:`trnfft.kernels.irfft_half` kernel when ``n/2`` is
+  a power of two ``<= 4096`` ("fast"), else the same pre-twiddle on the host
+  and one complex inverse of length ``n/2`` on the routed kernel; odd ``n``:
+  Hermitian extension on the host, one complex inverse of length n.
   ihfft: the rfft route; rfftn/irfftn: the real route along the last dim and
   complex kernels along the others (one kernel run per dim);
 * ``"bf16"``/``"bf16_refined"``: DFT-as-GEMM with bf16 operands for
@@ -32,8 +39,9 @@ Routing of one transform length ``n`` (:func:`algorithm`), ``"fast"`` mode:
 Host-side work and why: the DFT-GEMM kernel takes ``[xr; xi]`` transposed
 (contraction dim on the partitions, one host pass); complex inputs are
 split into a ``[2, B, n]`` plane array (one pass); zero-padding/truncation
-to ``n``, the norm scaling and the Hermitian extension of ``irfft`` are host
-passes; kernels are unnormalized and return float32.
+to ``n``, the norm scaling, the Hermitian extension of odd-length ``irfft``
+and the pre-twiddle of the non-fused half-length ``irfft`` are host passes;
+kernels are unnormalized and return float32.
 """
 
 from __future__ import annotations
@@ -60,22 +68,24 @@ from .stft import STFT
 
 F32 = torch.float32
 C2C_DTYPES = (torch.float32, torch.complex64)
-#: Longest power of two routed to DFT-as-GEMM rather than Stockham ("fast" mode). From the
-#: emulator's cost model (modeled, not measured: ``bench_fft_kernels.py --crossover``, trn1 and
-#: trn2, batches 1/16/128): DFT-GEMM wins both bounds through n = 256 (trn1 lower bound 5.1-6.5
-#: vs 13.7 us), wins the lower (overlap) bound at n = 512 (17.9-20.7 vs 29.5 us) while the
-#: upper (serial) bound favours Stockham 1.3-1.4x there (at batch 512, where the resident DFT
-#: matrix is reused by 4 batch tiles, GEMM wins both: 47-144 vs 118-173 us); at n = 1024 the lower
-#: bounds tie (70-76 vs 72 us), the upper bound favours Stockham 2.4x and the 8 MiB matrix no
-#: longer stays resident in SBUF (it streams once per 128-row batch tile). Crossover: between 512
-#: and 1024 on both targets and every batch measured.
+#: Longest power of two routed to DFT-as-GEMM rather than Stockham ("fast" mode), from the
+#: emulator's cost model -- modeled, not measured (``python packages/trnfft/benchmarks/
+#: bench_fft_kernels.py --crossover``: n = 64 .. 2048, batches 1/16/128, trn1 and trn2; lower
+#: bound = engines overlap, upper = serial). DFT-GEMM wins both bounds through n = 256 (trn1:
+#: 5.1-6.5 vs 13.7 us lower, 19.4-20.9 vs 21.5-24.6 us upper). At n = 512 it wins the lower bound
+#: 1.4-2.5x (trn1 17.9-20.7 vs 29.5 us) and loses the upper 1.1-1.4x (50-55 vs 37-47 us); with
+#: 512 rows (4 batch tiles reusing the SBUF-resident matrix) it wins both (trn1 47-144 vs 118-173
+#: us). At n = 1024 the trn1 lower bounds tie (70-76 vs 72 us; trn2 55-59 vs 84 us), the upper
+#: bound favours Stockham 2.3-2.7x, and the 16 MiB matrix no longer stays resident (it streams
+#: once per 128-row batch tile: 512 rows model 305-909 vs 289-376 us). At 2048 Stockham wins
+#: both. Crossover: between 512 and 1024 on both targets at every batch measured.
 GEMM_MAX_N = 512
-#: Longest other n routed to DFT-as-GEMM rather than the Bluestein kernel (whose convolution
-#: length m <= 4096 ends at n = 2048). Modeled, trn1, batches 1 and 128: DFT-GEMM wins the lower
-#: bound at every n measured (n = 100: 1.2-1.7 vs 33 us; 1000: 68-73 vs 354 us; 2047: 274-286 vs
-#: 750 us) and the upper bound up to n = 1500 (467-475 vs 755-822 us); at 2047 the upper bounds
-#: tie (826-838 vs 766-839 us). So the single-kernel Bluestein is not routed in "fast" mode; it
-#: stays for direct use and as the reference of the long (several-run) Bluestein plan.
+#: Longest other n routed to DFT-as-GEMM rather than the single-kernel Bluestein (whose
+#: convolution length m <= 4096 ends at n = 2048). Same script, modeled: DFT-GEMM wins the lower
+#: bound at every n and batch measured (n = 100: 1.0-1.7 vs 33-38 us; 1000: 53-73 vs 354-413 us;
+#: 2047: 218-286 vs 750-875 us) and the upper bound too except trn1 n = 2047 at batch 1/16 (826 vs
+#: 766-775 us). So no "fast" call runs the single-kernel Bluestein now; it stays (tested on its
+#: own) for a hardware calibration to revisit. Above 2048: the several-run Bluestein.
 GEMM_MAX_N_ANY = 2048
 GEMM_MAX_N_BF16 = 1024
 #: Longest power of two (and Bluestein convolution) the host-orchestrated
