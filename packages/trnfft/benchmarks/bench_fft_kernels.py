@@ -122,7 +122,8 @@ def crossover_rows(targets=("trn1", "trn2"), batches=(1, 16, 128),
 
 
 def format_crossover(rows):
-    head = f"{'target':<6} {'B':>4} {'n':>5} {'dft_gemm us (lo-hi)':>20} {'rival':<10} {'rival us (lo-hi)':>18}  faster (lo / hi)"
+    head = (f"{'target':<6} {'B':>4} {'n':>5} {'dft_gemm us (lo-hi)':>20} {'rival':<10} {'rival us (lo-hi)':>18}"
+            "  faster (lo / hi)")
     lines = [head, "-" * len(head)]
     for t, b, n, rival, g, r in rows:
         win = "/".join("gemm" if g[i] < r[i] else rival for i in (0, 1))
