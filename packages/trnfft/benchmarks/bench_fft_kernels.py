@@ -2,7 +2,11 @@
 times for DFT-as-GEMM and Stockham at n = 256 and 4096, batch 128 (the issue's comparison),
 plus Bluestein and the half-length real kernel at representative sizes.
 
-Run: ``python packages/trnfft/benchmarks/bench_fft_kernels.py`` for the table, or
+``--crossover`` prints the routing data behind ``trnfft._nki.GEMM_MAX_N`` / ``GEMM_MAX_N_ANY``:
+modeled DFT-GEMM vs Stockham (powers of two 64 .. 2048) and DFT-GEMM vs Bluestein (other n),
+batches 1, 16, 128, trn1 and trn2.
+
+Run: ``python packages/trnfft/benchmarks/bench_fft_kernels.py [--crossover]`` for the table, or
 ``pytest packages/trnfft/benchmarks/bench_fft_kernels.py --benchmark-enable --benchmark-only``
 (the counters land in each benchmark's ``extra_info``; the timed part is the emulator, not a
 NeuronCore). Modeled times come from the emulator's cost model (docs/emulator.md): they are
@@ -19,6 +23,7 @@ import pytest
 from trnfft import _algorithms as A
 from trnfft.kernels import bluestein as KB
 from trnfft.kernels import dft_gemm as KG
+from trnfft.kernels import irfft_half as KI
 from trnfft.kernels import rfft_half as KR
 from trnfft.kernels import stockham as KS
 from trnsci import nki
@@ -48,6 +53,11 @@ def _rfft_args(n):
     return x, KR.half_table(n), KS.twiddle_table(n // 2)
 
 
+def _irfft_args(n):
+    X = np.random.default_rng(0).standard_normal((2, B, n // 2 + 1)).astype(np.float32)
+    return X, KI.ihalf_table(n), KS.twiddle_table(n // 2)
+
+
 def _cases():
     """(name, n, kernel, args thunk, constants): the arrays are built only for the case that runs."""
     for n in (256, 4096):
@@ -56,11 +66,12 @@ def _cases():
         yield f"stockham n={n} B={B} fp32", n, KS.stockham_kernel, lambda n=n: (_planes(n), KS.twiddle_table(n)), {}
     yield f"bluestein n=1000 B={B} fp32", 1000, KB.bluestein_kernel, lambda: _bluestein_args(1000), {}
     yield f"rfft_half n=4096 B={B} fp32", 4096, KR.rfft_half_kernel, lambda: _rfft_args(4096), {}
+    yield f"irfft_half n=4096 B={B} fp32", 4096, KI.irfft_half_kernel, lambda: _irfft_args(4096), {}
 
 
 CASE_NAMES = ["dft_gemm n=256 B=128 fp32", "dft_gemm n=256 B=128 bf16", "stockham n=256 B=128 fp32",
               "dft_gemm n=4096 B=128 fp32", "dft_gemm n=4096 B=128 bf16", "stockham n=4096 B=128 fp32",
-              "bluestein n=1000 B=128 fp32", "rfft_half n=4096 B=128 fp32"]
+              "bluestein n=1000 B=128 fp32", "rfft_half n=4096 B=128 fp32", "irfft_half n=4096 B=128 fp32"]
 
 
 def counters_table(target="trn1"):
@@ -82,6 +93,45 @@ def format_table(rows):
     return "\n".join(lines)
 
 
+def _modeled(kernel, args, target):
+    _, p = nki.profile(kernel, *args, target=target)
+    return p.modeled_time_lower_s, p.modeled_time_upper_s
+
+
+def crossover_rows(targets=("trn1", "trn2"), batches=(1, 16, 128),
+                   pow2=(64, 128, 256, 512, 1024, 2048), other=(100, 500, 1000, 1500, 2047)):
+    """Rows ``(target, batch, n, rival, (gemm lo, hi), (rival lo, hi))`` of modeled seconds."""
+    rows = []
+    for t in targets:
+        for b in batches:
+            rng = np.random.default_rng(b)
+            for n in (*pow2, *other):
+                C, S = A.dft_tables(n)
+                w = np.ascontiguousarray(np.block([[C, S], [-S, C]]).astype(np.float32))
+                xt = rng.standard_normal((2 * n, b)).astype(np.float32)
+                g = _modeled(KG.dft_gemm_kernel, (xt, w), t)
+                x = rng.standard_normal((2, b, n)).astype(np.float32)
+                if n & (n - 1) == 0:
+                    rival, r = "stockham", _modeled(KS.stockham_kernel, (x, KS.twiddle_table(n)), t)
+                else:
+                    chirp, filt = KB.tables(n)
+                    rival, r = "bluestein", _modeled(KB.bluestein_kernel,
+                                                     (x, chirp, filt, KS.twiddle_table(KB.length(n))), t)
+                rows.append((t, b, n, rival, g, r))
+    return rows
+
+
+def format_crossover(rows):
+    head = (f"{'target':<6} {'B':>4} {'n':>5} {'dft_gemm us (lo-hi)':>20} {'rival':<10} {'rival us (lo-hi)':>18}"
+            "  faster (lo / hi)")
+    lines = [head, "-" * len(head)]
+    for t, b, n, rival, g, r in rows:
+        win = "/".join("gemm" if g[i] < r[i] else rival for i in (0, 1))
+        lines.append(f"{t:<6} {b:>4} {n:>5} {g[0] * 1e6:>9.1f}-{g[1] * 1e6:<10.1f} {rival:<10} "
+                     f"{r[0] * 1e6:>8.1f}-{r[1] * 1e6:<9.1f}  {win}")
+    return "\n".join(lines)
+
+
 @pytest.mark.parametrize("case", CASE_NAMES)
 def test_bench_kernel_counters(benchmark, case):
     if benchmark.disabled and case.startswith("dft_gemm n=4096"):
@@ -97,4 +147,6 @@ def test_bench_kernel_counters(benchmark, case):
 
 
 if __name__ == "__main__":  # pragma: no cover
-    print(format_table(counters_table()))
+    import sys
+
+    print(format_crossover(crossover_rows()) if "--crossover" in sys.argv else format_table(counters_table()))

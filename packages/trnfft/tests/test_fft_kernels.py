@@ -16,6 +16,7 @@ import trnfft
 from trnfft import _algorithms as A
 from trnfft.kernels import bluestein as KB
 from trnfft.kernels import dft_gemm as KG
+from trnfft.kernels import irfft_half as KI
 from trnfft.kernels import rfft_half as KR
 from trnfft.kernels import stockham as KS
 from trnfft.kernels.cmul import cmul_counts, cmul_kernel
@@ -105,6 +106,60 @@ def test_rfft_half_kernel(B, n):
     assert_counts(prof, KR.rfft_half_counts(B, n))
 
 
+def _half_spectrum(B, h, seed):
+    """Random half spectra ``[2, B, h]`` whose X_0 and X_(h-1) have large imaginary parts (which
+    numpy/scipy irfft ignore for even n: a real signal's DC and Nyquist bins are real)."""
+    X = np.random.default_rng(seed).standard_normal((2, B, h)).astype(np.float32)
+    X[1, :, 0] = 7.0
+    X[1, :, -1] = -5.0
+    return X
+
+
+@pytest.mark.parametrize("B,n", [(3, 4), (130, 16), (200, 128), (1, 8192)])
+def test_irfft_half_kernel(B, n):
+    h = n // 2
+    X = _half_spectrum(B, h + 1, n)
+    y, prof = nki.profile(KI.irfft_half_kernel, X, KI.ihalf_table(n), KS.twiddle_table(h))
+    assert y.shape == (B, n)
+    ref = scipy.fft.irfft(_c(X), n, norm="forward")  # unnormalized, like the kernel
+    Xr = _c(X)
+    Xr[:, 0], Xr[:, -1] = Xr[:, 0].real, Xr[:, -1].real
+    np.testing.assert_allclose(ref, scipy.fft.irfft(Xr, n, norm="forward"), atol=1e-9)  # scipy does ignore them
+    # inner inverse Stockham of length h plus ~4 u for the pre-twiddle (relative to ||y||)
+    assert _relerr(y, ref) <= A.STOCKHAM_BOUND(h) + 4 * A.U32
+    assert_counts(prof, KI.irfft_half_counts(B, n))
+    if h == 4096:  # the docstring's SBUF plan at the largest length: ~36 h bytes per partition
+        assert prof.peak_sbuf_bytes <= 36 * h <= 192 * 1024
+
+
+# irfft routes on the NKI path: fused half-length kernel (n/2 a power of two <= 4096); other even n
+# pre-twiddled on the host + one complex inverse of n/2 (DFT-GEMM, or the four-step beyond 8192);
+# odd n the Hermitian extension + one full-length complex inverse. Bounds: the inner transform's
+# plus 4 u (relative 2-norm error of the output).
+@pytest.mark.parametrize("n,B,precision,kernels,bound", [
+    (16, 130, "fast", ["irfft_half_kernel"], A.STOCKHAM_BOUND(8) + 4 * A.U32),
+    (2, 3, "fast", ["dft_gemm_kernel"], A.GEMM_BOUND(2) + 4 * A.U32),  # h = 1: below the kernel
+    (30, 130, "fast", ["dft_gemm_kernel"], A.GEMM_BOUND(15) + 4 * A.U32),
+    (31, 3, "fast", ["dft_gemm_kernel"], A.GEMM_BOUND(31)),
+    (16384, 1, "fast", ["dft_gemm_kernel", "cmul_kernel", "dft_gemm_kernel"], A.STOCKHAM_BOUND(8192) + 4 * A.U32),
+    (2048, 3, "bf16", ["dft_gemm_kernel"], 4 * A.U_BF16),  # h = 1024: the bf16 GEMM's limit
+])
+def test_irfft_routes_vs_scipy_and_torch(n, B, precision, kernels, bound):
+    from trnsci.testing import assert_plan_matches_run
+
+    X = torch.from_numpy(_half_spectrum(B, n // 2 + 1, n + B)).contiguous()
+    X = torch.complex(X[0], X[1])
+    with kernel_ran(*kernels):
+        y = trnfft.irfft(X, n=n, norm="ortho", precision=precision)
+    ref = scipy.fft.irfft(X.numpy().astype(np.complex128), n, norm="ortho")
+    assert y.shape == (B, n) and _relerr(y.numpy(), ref) <= bound
+    with trnfft.use_backend("torch"):
+        t = trnfft.irfft(X, n=n, norm="ortho")
+    assert _relerr(y.numpy(), t.numpy()) <= bound + A.STOCKHAM_BOUND(n)
+    with trnfft.use_backend("simulator"):
+        assert_plan_matches_run(trnfft.irfft, X, n=n, norm="ortho", precision=precision)
+
+
 @pytest.mark.parametrize("conj", [False, True])
 def test_cmul_kernel(conj):
     B, n = 130, 2100  # ragged in both the batch and the 2048-element free chunks
@@ -118,18 +173,23 @@ def test_cmul_kernel(conj):
 
 # ------------------------------------------------------------------ through the public API
 
-@pytest.mark.parametrize("n,kernel", [(17, "dft_gemm_kernel"), (128, "stockham_kernel"),
-                                      (100, "bluestein_kernel")])
-@pytest.mark.parametrize("B", [130, 200])
+# Routing boundaries (trnfft._nki.GEMM_MAX_N = 512 for powers of two, GEMM_MAX_N_ANY = 2048 for
+# other n, from the modeled crossover): each side of each, on ragged batches.
+@pytest.mark.parametrize("n,kernel,B", [(17, "dft_gemm_kernel", 130), (100, "dft_gemm_kernel", 200),
+                                        (512, "dft_gemm_kernel", 130), (513, "dft_gemm_kernel", 3),
+                                        (1024, "stockham_kernel", 130), (1000, "dft_gemm_kernel", 1),
+                                        (2048, "stockham_kernel", 3)])
 def test_fft_simulator_vs_torch_and_scipy(n, kernel, B):
+    from trnfft import _nki as N
+
+    assert N.algorithm(n, "fast")[0] == kernel.removesuffix("_kernel")
     x = torch.randn(B, n, dtype=torch.complex64, generator=torch.Generator().manual_seed(n + B))
     with kernel_ran(kernel):
         y = trnfft.fft(x, norm="ortho")
     with trnfft.use_backend("torch"):
         t = trnfft.fft(x, norm="ortho")
     ref = scipy.fft.fft(x.numpy().astype(np.complex128), norm="ortho")
-    bound = {"dft_gemm_kernel": A.GEMM_BOUND(n), "stockham_kernel": A.STOCKHAM_BOUND(n),
-             "bluestein_kernel": A.BLUESTEIN_BOUND(n)}[kernel]
+    bound = {"dft_gemm_kernel": A.GEMM_BOUND(n), "stockham_kernel": A.STOCKHAM_BOUND(n)}[kernel]
     assert _relerr(y.numpy(), ref) <= bound
     assert _relerr(y.numpy(), t.numpy()) <= bound + 2 * A.STOCKHAM_BOUND(n)
 
@@ -164,13 +224,14 @@ def test_hermitian_and_real_nd_transforms_on_kernels():
     ref = scipy.fft.rfftn(r.numpy().astype(np.float64), norm="ortho")
     assert _relerr(y.numpy(), ref) <= 3 * A.GEMM_BOUND(16)
     X = torch.fft.rfftn(r)
-    with kernel_ran("dft_gemm_kernel", "dft_gemm_kernel", "dft_gemm_kernel"):
+    with kernel_ran("dft_gemm_kernel", "dft_gemm_kernel", "irfft_half_kernel"):  # last dim: half-length
         y = trnfft.irfftn(X, s=(6, 10, 16))
     assert _relerr(y.numpy(), scipy.fft.irfftn(X.numpy().astype(np.complex128), s=(6, 10, 16))) <= 3 * A.GEMM_BOUND(16)
-    c = torch.randn(130, 9, dtype=torch.complex64, generator=g)
-    with kernel_ran("dft_gemm_kernel"):
+    c = torch.randn(130, 9, dtype=torch.complex64, generator=g)  # Im c[0], Im c[8] nonzero: ignored
+    with kernel_ran("irfft_half_kernel"):
         y = trnfft.hfft(c, n=16, norm="forward")
-    assert _relerr(y.numpy(), scipy.fft.hfft(c.numpy().astype(np.complex128), n=16, norm="forward")) <= A.GEMM_BOUND(16)
+    ref = scipy.fft.hfft(c.numpy().astype(np.complex128), n=16, norm="forward")
+    assert _relerr(y.numpy(), ref) <= A.STOCKHAM_BOUND(8) + 4 * A.U32
     with kernel_ran("rfft_half_kernel"):
         y = trnfft.ihfft(r[0], n=16)
     assert _relerr(y.numpy(), scipy.fft.ihfft(r[0].numpy().astype(np.float64), n=16)) <= A.STOCKHAM_BOUND(8) + 4 * A.U32

@@ -26,6 +26,17 @@ CASES = [
     ("rfft half", trnfft.rfft, (R,), {}),
     ("rfft odd -> c2c kernel", trnfft.rfft, (R[:3],), {"n": 45}),
     ("irfft", trnfft.irfft, (C[:3, :9],), {"n": 16}),
+    # routing boundaries: DFT-GEMM for powers of two <= 512 and other n <= 2048 (trnfft._nki)
+    ("fft gemm at the power-of-two boundary", trnfft.fft, (C[:3],), {"n": 512}),
+    ("fft stockham above it", trnfft.fft, (C[:3],), {"n": 1024}),
+    ("fft gemm, non-power of two above 512", trnfft.fft, (C[:1],), {"n": 600}),
+    ("fft above the non-power-of-two boundary: long bluestein", trnfft.fft, (C[:1],), {"n": 2049}),
+    # irfft routes: fused half-length kernel, host pre-twiddle + half-length GEMM, odd n full length
+    ("irfft half kernel, ragged", trnfft.irfft, (C,), {"n": 126}),
+    ("irfft even n, half-length gemm", trnfft.irfft, (C[:3, :16],), {"n": 30}),
+    ("irfft odd n, full length", trnfft.irfft, (C[:3, :9],), {"n": 17}),
+    ("irfft bf16, half-length gemm", trnfft.irfft, (C[:3, :9],), {"n": 16, "precision": "bf16"}),
+    ("irfft half length beyond the four-step plan", trnfft.irfft, (C[:1, :9],), {"n": 2**22}),
     ("bf16", trnfft.fft, (C[:3],), {"precision": "bf16"}),
     ("complex multiply", lambda a, b: a * b, (trnfft.ComplexTensor(R, R), trnfft.ComplexTensor(R, -R)), {}),
     ("four-step (several kernels, no single-kernel counts)", trnfft.fft, (C[:3],), {"n": 8192}),
@@ -49,7 +60,7 @@ CASES = [
      {"n_fft": 16, "window": torch.hann_window(16)}),
 ]
 TORCH_ONLY = {"too long for the four-step plan", "kahan", "double", "float64", "empty", "bluestein too long",
-              "rfftn length beyond the kernels", "istft has no kernel"}
+              "rfftn length beyond the kernels", "istft has no kernel", "irfft half length beyond the four-step plan"}
 
 
 @pytest.mark.parametrize("name,fn,args,kwargs", CASES, ids=[c[0] for c in CASES])
@@ -92,3 +103,35 @@ def test_every_kernel_op_has_cases():
         planned_on_kernel = {plan_call(fn, *args, **kwargs).op for name, fn, args, kwargs in CASES
                              if name not in TORCH_ONLY}
     assert with_kernel == planned_on_kernel
+
+
+# FFTPlan.algorithms names what runs: under the simulator the NKI routing, one entry per axis
+ALGORITHM_CASES = [
+    ("fft", 512, ("dft_gemm",), ["dft_gemm_kernel"]),
+    ("fft", 1024, ("stockham",), ["stockham_kernel"]),
+    ("fft", 2047, ("dft_gemm",), ["dft_gemm_kernel"]),
+    ("ifft", 8192, ("four_step",), ["dft_gemm_kernel", "cmul_kernel", "dft_gemm_kernel"]),
+    ("rfft", 128, ("real_half+stockham",), ["rfft_half_kernel"]),
+    ("rfft", 30, ("dft_gemm",), ["dft_gemm_kernel"]),
+    ("irfft", 128, ("real_half+stockham",), ["irfft_half_kernel"]),
+    ("irfft", 30, ("real_half+dft_gemm",), ["dft_gemm_kernel"]),
+    ("irfft", 17, ("dft_gemm",), ["dft_gemm_kernel"]),
+    ("hfft", 16, ("real_half+stockham",), ["irfft_half_kernel"]),
+]
+
+
+@pytest.mark.parametrize("kind,n,algs,kernels", ALGORITHM_CASES, ids=[f"{c[0]}-{c[1]}" for c in ALGORITHM_CASES])
+def test_fftplan_algorithms_name_what_runs(kind, n, algs, kernels):
+    real_in, half_in = kind in ("rfft", "ihfft"), kind in ("irfft", "hfft")
+    m = n // 2 + 1 if half_in else n
+    p = trnfft.create_plan((2, m), kind=kind, s=n)
+    x = torch.randn(2, m, dtype=torch.float32 if real_in else torch.complex64, generator=g)
+    with trnfft.use_backend("simulator"):
+        assert p.algorithms == algs and p.backend == "simulator"
+        _, _, runs = assert_plan_matches_run(p.execute, x)
+        assert [r.kernel for r in runs] == kernels
+        assert algs[0] in repr(p)
+    with trnfft.use_backend("torch"):  # torch: the reference algorithms (DFT-GEMM only up to 64 there)
+        assert p.backend == "torch"
+        if n == 512:
+            assert p.algorithms == ("stockham",)

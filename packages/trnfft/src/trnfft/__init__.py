@@ -6,7 +6,8 @@ array, and returns the matching kind (see :mod:`trnfft.basic`). Every
 transform is a :class:`trnsci.dispatch.Op` with a torch lowering and, for
 every transform, stft and the complex multiply, an NKI lowering
 (:mod:`trnfft._nki`: DFT-as-GEMM, Stockham, Bluestein, half-length real
-kernels); plans say which runs and why (``create_plan(...).backend``).
+forward and inverse kernels); plans say which runs and why
+(``create_plan(...).backend``, ``.algorithms``).
 """
 
 from trnsci._libinfo import library_version as _library_version

@@ -9,20 +9,27 @@ kernel a call runs; None when a call runs several kernels, e.g. fftn).
 
 Routing of one transform length ``n`` (:func:`algorithm`), ``"fast"`` mode:
 
-* ``n <= 64`` -> DFT-as-GEMM (:mod:`trnfft.kernels.dft_gemm`);
-* powers of two up to 4096 -> Stockham (:mod:`trnfft.kernels.stockham`);
+* DFT-as-GEMM (:mod:`trnfft.kernels.dft_gemm`) for powers of two
+  ``n <= GEMM_MAX_N = 512`` and other ``n <= GEMM_MAX_N_ANY = 2048`` (the
+  modeled crossovers, see the constants);
+* larger powers of two up to 4096 -> Stockham (:mod:`trnfft.kernels.stockham`);
 * powers of two 8192 .. 2**20 -> four-step on the host: column transforms,
   twiddle multiply (complex-multiply kernel), row transforms -- three
   kernel runs (:func:`large_counts`);
-* other ``n`` with convolution length ``m <= 4096`` -> Bluestein
-  (:mod:`trnfft.kernels.bluestein`); with ``4096 < m <= 2**20`` the same
-  chirp-z steps as separate runs (three complex multiplies, two four-step
-  transforms of length m);
+* other ``n > 2048`` with convolution length ``m <= 2**20`` -> the chirp-z
+  steps of the Bluestein kernel (:mod:`trnfft.kernels.bluestein`, which
+  itself takes ``m <= 4096``) as separate runs (three complex multiplies, two
+  four-step transforms of length m);
 * real input of even ``n`` with ``n/2`` a power of two ``<= 4096`` -> the
-  half-length kernel (:mod:`trnfft.kernels.rfft_half`);
+  half-length kernel (:mod:`trnfft.kernels.rfft_half`); other n: the
+  complex route of length n;
 * stft: framing/windowing on the host, the frames as the batch of one
   rfft (one-sided) or fft kernel; istft stays on torch;
-* hfft/irfft: Hermitian extension on the host, one complex inverse kernel;
+* irfft/hfft (and the last dim of irfftn), even ``n``: the half-length
+  trick -- the fused :mod:`trnfft.kernels.irfft_half` kernel when ``n/2`` is
+  a power of two ``<= 4096`` ("fast"), else the same pre-twiddle on the host
+  and one complex inverse of length ``n/2`` on the routed kernel; odd ``n``:
+  Hermitian extension on the host, one complex inverse of length n.
   ihfft: the rfft route; rfftn/irfftn: the real route along the last dim and
   complex kernels along the others (one kernel run per dim);
 * ``"bf16"``/``"bf16_refined"``: DFT-as-GEMM with bf16 operands for
@@ -32,8 +39,9 @@ Routing of one transform length ``n`` (:func:`algorithm`), ``"fast"`` mode:
 Host-side work and why: the DFT-GEMM kernel takes ``[xr; xi]`` transposed
 (contraction dim on the partitions, one host pass); complex inputs are
 split into a ``[2, B, n]`` plane array (one pass); zero-padding/truncation
-to ``n``, the norm scaling and the Hermitian extension of ``irfft`` are host
-passes; kernels are unnormalized and return float32.
+to ``n``, the norm scaling, the Hermitian extension of odd-length ``irfft``
+and the pre-twiddle of the non-fused half-length ``irfft`` are host passes;
+kernels are unnormalized and return float32.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
 import torch
 
 from trnsci import nki
@@ -50,6 +59,7 @@ from .basic import FFT, FFTN, IFFT, IFFTN
 from .complex import CMUL
 from .kernels import bluestein as KB
 from .kernels import dft_gemm as KG
+from .kernels import irfft_half as KI
 from .kernels import rfft_half as KR
 from .kernels import stockham as KS
 from .kernels.cmul import cmul_counts, cmul_kernel
@@ -58,7 +68,25 @@ from .stft import STFT
 
 F32 = torch.float32
 C2C_DTYPES = (torch.float32, torch.complex64)
-GEMM_MAX_N = 64
+#: Longest power of two routed to DFT-as-GEMM rather than Stockham ("fast" mode), from the
+#: emulator's cost model -- modeled, not measured (``python packages/trnfft/benchmarks/
+#: bench_fft_kernels.py --crossover``: n = 64 .. 2048, batches 1/16/128, trn1 and trn2; lower
+#: bound = engines overlap, upper = serial). DFT-GEMM wins both bounds through n = 256 (trn1:
+#: 5.1-6.5 vs 13.7 us lower, 19.4-20.9 vs 21.5-24.6 us upper). At n = 512 it wins the lower bound
+#: 1.4-2.5x (trn1 17.9-20.7 vs 29.5 us) and loses the upper 1.1-1.4x (50-55 vs 37-47 us); with
+#: 512 rows (4 batch tiles reusing the SBUF-resident matrix) it wins both (trn1 47-144 vs 118-173
+#: us). At n = 1024 the trn1 lower bounds tie (70-76 vs 72 us; trn2 55-59 vs 84 us), the upper
+#: bound favours Stockham 2.3-2.7x, and the 16 MiB matrix no longer stays resident (it streams
+#: once per 128-row batch tile: 512 rows model 305-909 vs 289-376 us). At 2048 Stockham wins
+#: both. Crossover: between 512 and 1024 on both targets at every batch measured.
+GEMM_MAX_N = 512
+#: Longest other n routed to DFT-as-GEMM rather than the single-kernel Bluestein (whose
+#: convolution length m <= 4096 ends at n = 2048). Same script, modeled: DFT-GEMM wins the lower
+#: bound at every n and batch measured (n = 100: 1.0-1.7 vs 33-38 us; 1000: 53-73 vs 354-413 us;
+#: 2047: 218-286 vs 750-875 us) and the upper bound too except trn1 n = 2047 at batch 1/16 (826 vs
+#: 766-775 us). So no "fast" call runs the single-kernel Bluestein now; it stays (tested on its
+#: own) for a hardware calibration to revisit. Above 2048: the several-run Bluestein.
+GEMM_MAX_N_ANY = 2048
 GEMM_MAX_N_BF16 = 1024
 #: Longest power of two (and Bluestein convolution) the host-orchestrated
 #: four-step plan takes: n = n1 n2 with n1, n2 <= 1024 -- each sub-transform
@@ -75,9 +103,10 @@ def algorithm(n: int, precision: str) -> tuple[str | None, str]:
         if n <= GEMM_MAX_N_BF16:
             return "dft_gemm", ""
         return None, f"precision {precision!r} uses the DFT-GEMM kernel, which takes n <= {GEMM_MAX_N_BF16} (n={n})"
-    if n <= GEMM_MAX_N:
+    pow2 = n & (n - 1) == 0
+    if n <= (GEMM_MAX_N if pow2 else GEMM_MAX_N_ANY):
         return "dft_gemm", ""
-    if n & (n - 1) == 0:
+    if pow2:
         if n <= KS.MAX_N:
             return "stockham", ""
         if n <= MAX_LARGE:
@@ -91,16 +120,65 @@ def algorithm(n: int, precision: str) -> tuple[str | None, str]:
     return None, f"n={n} needs a Bluestein convolution of length {m} > {MAX_LARGE} (the four-step plan)"
 
 
+_REAL_IN = ("rfft", "ihfft", "rfft2", "rfftn")
+_REAL_OUT = ("irfft", "hfft", "irfft2", "irfftn")
+
+
+def _detail(alg: str | None, m: int) -> str:
+    if alg == "stockham":
+        return f"radices {KS.radices(m)}"
+    if alg == "bluestein":
+        return f"convolution length {KB.length(m)}"
+    if alg == "bluestein_large":
+        return f"convolution length {KB.length(m)}, four-step {'x'.join(map(str, split(KB.length(m))))}"
+    if alg == "four_step":
+        return f"n1 x n2 = {'x'.join(map(str, split(m)))}"
+    return ""
+
+
+def plan_algorithms(kind: str, lengths: tuple, precision: str) -> list[tuple[str, int, str]]:
+    """Per transform axis, ``(algorithm, inner length, detail)`` of what the NKI lowering of ``kind``
+    runs: the routing above (``"dft_gemm"``, ``"stockham"``, ``"bluestein"``, ``"four_step"``,
+    ``"bluestein_large"``; ``"real_half+<alg>"`` for a real axis done as one complex transform of
+    half the length -- the fused ``rfft_half``/``irfft_half`` kernels are ``"real_half+stockham"``).
+    :class:`trnfft.plan.FFTPlan` reports it when a kernel runs."""
+    out = []
+    last = len(lengths) - 1
+    for i, n in enumerate(lengths):
+        route = None
+        if i == last and kind in _REAL_IN:
+            route = _rfft_route(n, precision)[0]
+            half = route == "rfft_half"
+        elif i == last and kind in _REAL_OUT:
+            route = _c2r_route(n, precision)[0]
+            half = route in ("irfft_half", "half")
+        else:
+            half = False
+        m = n // 2 if half else n
+        alg = "stockham" if route in ("rfft_half", "irfft_half") else algorithm(m, precision)[0]
+        out.append((("real_half+" if half else "") + str(alg), m, _detail(alg, m)))
+    return out
+
+
 # ------------------------------------------------------------------ host tables (torch, cached)
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=8)
 def _gemm_matrix(n: int, inverse: bool, precision: str) -> torch.Tensor:
-    from ._algorithms import dft_tables
+    """The kernel's ``[[C, S], [-S, C]]`` (``S`` negated for the inverse) in its operand dtype.
 
-    c, s = (torch.from_numpy(t) for t in dft_tables(n))
+    Entry ``(j, k)`` is the float64 ``exp(-2 pi i r / n)``, ``r = jk mod n``,
+    of :func:`trnfft._algorithms.dft_tables` (the same values: one table of
+    n angles gathered by r), rounded once. Up to 64 MiB each (fp32,
+    n = 2048), so few are kept."""
+    from ._algorithms import _cos_sin, _reduced_angle
+
+    wide = np.float64 if precision == "bf16" else np.float32  # bf16: one rounding from float64
+    c1, s1 = (t.astype(wide) for t in _cos_sin(_reduced_angle(np.arange(n), n)))
+    r = np.outer(np.arange(n), np.arange(n)) % n
+    c, s = torch.from_numpy(c1[r]), torch.from_numpy(s1[r])
     if inverse:
         s = -s
-    w = torch.cat((torch.cat((c, s), 1), torch.cat((-s, c), 1)), 0)  # float64 [[C, S], [-S, C]]
+    w = torch.cat((torch.cat((c, s), 1), torch.cat((-s, c), 1)), 0)
     if precision == "bf16":
         return w.to(torch.bfloat16).contiguous()
     if precision == "bf16_refined":
@@ -122,6 +200,11 @@ def _table(kind: str, n: int, inverse: bool = False):
         return torch.from_numpy(KS.twiddle_table(n))
     if kind == "half":
         return torch.from_numpy(KR.half_table(n))
+    if kind == "ihalf":
+        return torch.from_numpy(KI.ihalf_table(n))
+    if kind == "ihalf0":  # k = 0 .. n/2 - 1 (cos, sin rows) for the host pre-twiddle
+        t = np.concatenate((np.array([[1.0], [0.0]], np.float32), KI.ihalf_table(n)), 1)
+        return torch.from_numpy(t[0].copy()), torch.from_numpy(t[1].copy())
     chirp, filt = KB.tables(n, inverse)
     return torch.from_numpy(chirp), torch.from_numpy(filt)
 
@@ -381,33 +464,84 @@ def _r2c(x, n, dim, norm, precision):
     return _scaled(y, norm, False, n)
 
 
+# irfft of even n by the half-length trick (the inverse of rfft's): pre-twiddle the n/2 + 1 half
+# spectrum to a length-n/2 complex spectrum Z'_k = (X_k + conj X_(h-k)) + i w^-k (X_k - conj X_(h-k))
+# (Im X_0, Im X_h ignored, as numpy/scipy do), one inverse transform of length n/2, real/imaginary
+# parts as the even/odd outputs. Fused in irfft_half_kernel when n/2 is a power of two <= 4096 ("fast");
+# other even n: the pre-twiddle on the host (same formula, float32 table) and one complex inverse
+# of length n/2 on the routed kernel. Odd n: the Hermitian extension to length n on the host and one
+# full-length complex inverse.
+
+def _c2r_route(n: int, precision: str) -> tuple[str | None, str]:
+    """``("irfft_half" | "half" | <c2c algorithm of n> | None, why not)`` for the real-output step of length n."""
+    if n % 2:
+        return algorithm(n, precision)
+    if precision == "fast" and KR.fits(n):
+        return "irfft_half", ""
+    alg, why = algorithm(n // 2, precision)
+    if alg is None:
+        return None, f"{why} (a real output of even length {n} runs one complex transform of length {n // 2})"
+    return "half", ""
+
+
+def _c2r_supports(x, n, dim, norm, precision):
+    return _nonempty(x) or _c2r_route(n, precision)[1] or None
+
+
 def _irfft_counts(x, n, dim, norm, precision):
-    return _c2c_counts_rows(E.points1(x, n, dim, norm, precision) // n, n, precision)
+    B = E.points1(x, n, dim, norm, precision) // n
+    route = _c2r_route(n, precision)[0]
+    if route == "irfft_half":
+        return {"kernel": "irfft_half_kernel", **KI.irfft_half_counts(B, n)}
+    if route == "half":
+        return _c2c_counts_rows(B, n // 2, precision)
+    return _c2c_counts_rows(B, n, precision)
 
 
-@IRFFT.lowering("nki", dtypes=(torch.complex64,), supports=_supports1, counts=_irfft_counts)
+@IRFFT.lowering("nki", dtypes=(torch.complex64,), supports=_c2r_supports, counts=_irfft_counts)
 def _irfft_nki(x, n, dim, norm, precision):
     return _c2r(x, n, dim, norm, precision)
 
 
+def _half_c2r_host(Xr, Xi, n, precision):
+    """``n irfft`` of float32 ``(R, n/2 + 1)`` planes: host pre-twiddle, one complex inverse of length n/2."""
+    h = n // 2
+    c, s = _table("ihalf0", n)
+    Xi = Xi.clone()
+    Xi[:, 0] = 0
+    Xi[:, h] = 0
+    fr, fi = Xr[:, :h], Xi[:, :h]  # X_k, k = 0 .. h-1
+    rr, ri = Xr[:, 1:].flip(-1), Xi[:, 1:].flip(-1)  # X_(h-k)
+    dr, di = fr - rr, fi + ri
+    zr = (fr + rr) - (s * dr + c * di)
+    zi = (fi - ri) + (c * dr - s * di)
+    yr, yi = _rows_c2c(zr.contiguous(), zi.contiguous(), True, precision)
+    return torch.stack((yr, yi), -1).reshape(Xr.shape[0], n)
+
+
 def _c2r(x, n, dim, norm, precision):
-    """Hermitian extension to length n on the host, then one complex inverse kernel; the real part."""
+    """Real output of length n along dim from the half spectrum (the routes above)."""
     h = n // 2 + 1
     x = E._resize(x.to(torch.complex64), h, dim)
     rows, shp = E._rows(x, dim, h)
-    Xr, Xi = rows.real.clone(), rows.imag.clone()
-    Xi[:, 0] = 0
-    if n % 2 == 0:
-        Xi[:, -1] = 0
-    tail = n - h  # conj(X[n - k]) for k = h .. n-1
-    full_r = torch.cat((Xr, Xr[:, 1:1 + tail].flip(-1)), 1).contiguous()
-    full_i = torch.cat((Xi, -Xi[:, 1:1 + tail].flip(-1)), 1).contiguous()
-    yr, _ = _rows_c2c(full_r, full_i, True, precision)
-    y = yr.reshape(*shp[:-1], n).movedim(-1, dim)
+    route = _c2r_route(n, precision)[0]
+    if route == "irfft_half":
+        planes = torch.stack((rows.real, rows.imag)).contiguous()  # one host pass (split planes)
+        y = nki.run(KI.irfft_half_kernel, planes, _table("ihalf", n), _table("tw", n // 2), out_dtype=F32)
+    elif route == "half":
+        y = _half_c2r_host(rows.real, rows.imag, n, precision)
+    else:
+        Xr, Xi = rows.real.clone(), rows.imag.clone()
+        Xi[:, 0] = 0
+        tail = n - h  # conj(X[n - k]) for k = h .. n-1
+        full_r = torch.cat((Xr, Xr[:, 1:1 + tail].flip(-1)), 1).contiguous()
+        full_i = torch.cat((Xi, -Xi[:, 1:1 + tail].flip(-1)), 1).contiguous()
+        y, _ = _rows_c2c(full_r, full_i, True, precision)
+    y = y.reshape(*shp[:-1], n).movedim(-1, dim)
     return _scaled(y, norm, True, n)
 
 
-@HFFT.lowering("nki", dtypes=(torch.complex64,), supports=_supports1, counts=_irfft_counts)
+@HFFT.lowering("nki", dtypes=(torch.complex64,), supports=_c2r_supports, counts=_irfft_counts)
 def _hfft_nki(x, n, dim, norm, precision):
     """hfft(x, n) = irfft(conj(x), n) with the normalization swapped."""
     return _c2r(x.conj().resolve_conj(), n, dim, E.swap_norm(norm), precision)
@@ -451,7 +585,14 @@ def _rfftn_nki(x, s, dim, norm, precision):
     return _scaled(y, norm, False, math.prod(s))
 
 
-@IRFFTN.lowering("nki", dtypes=(torch.complex64,), supports=_supportsn, counts=_irfftn_counts)
+def _irn_supports(x, s, dim, norm, precision):
+    why = _nonempty(x) or _c2r_route(s[-1], precision)[1]
+    for n in s[:-1]:
+        why = why or algorithm(n, precision)[1]
+    return why or None
+
+
+@IRFFTN.lowering("nki", dtypes=(torch.complex64,), supports=_irn_supports, counts=_irfftn_counts)
 def _irfftn_nki(x, s, dim, norm, precision):
     """Complex inverse kernels along dim[:-1], then the Hermitian-to-real inverse along dim[-1]."""
     if len(s) > 1:

@@ -64,7 +64,15 @@ class FFTPlan:
         Input dtype the plan was made for (single- or double-precision class).
     norm, precision : str
     algorithms : tuple of str
-        The kernel algorithm per axis (``"dft_gemm"``, ``"stockham"``, ``"bluestein"``).
+        The algorithm per axis of what :meth:`execute` runs for the planned
+        shape under the current backend setting (read afresh, like
+        ``backend``). When a kernel runs: the NKI routing
+        (:func:`trnfft._nki.plan_algorithms`: ``"dft_gemm"``, ``"stockham"``,
+        ``"bluestein"``, ``"four_step"``, ``"bluestein_large"``). On torch:
+        the reference algorithms the precision modes run
+        (``"dft_gemm"``, ``"stockham"``, ``"bluestein"``; in ``"fast"`` mode
+        torch.fft computes the result). A real axis done as one complex
+        transform of half its length is prefixed ``"real_half+"``.
     backend : str
         Where :meth:`execute` runs a call of the planned shape under the
         current backend setting (``"torch"``, ``"nki"``, ``"simulator"``):
@@ -102,7 +110,7 @@ class FFTPlan:
             m = n // 2 if half else n  # real-input axis: one complex transform of half the length
             inner.append(m)
             algs.append(("real_half+" if half else "") + A.algorithm_for(m, precision))
-        self.algorithms, self._inner = tuple(algs), tuple(inner)
+        self._torch_algorithms, self._inner = tuple(algs), tuple(inner)
         self.tables = {}
         for n, alg in zip(inner, algs):
             alg = alg.split("+")[-1]
@@ -146,6 +154,28 @@ class FFTPlan:
         """Why that backend (backend setting, kernel support, size against threshold)."""
         return self.dispatch_plan().reason
 
+    def _route(self) -> list[tuple[str, int, str]]:
+        """Per axis ``(algorithm, inner length, detail)`` of what a call runs now (see ``algorithms``)."""
+        if self.backend != "torch":
+            from . import _nki
+
+            return _nki.plan_algorithms(self.kind, self.lengths, self.precision)
+        out = []
+        for m, alg in zip(self._inner, self._torch_algorithms):
+            if alg.endswith("stockham"):
+                detail = f"radices {A.radices(m, A.max_radix_for(self.precision))}"
+            elif alg.endswith("bluestein"):
+                detail = f"convolution length {A.bluestein_length(m)}"
+            else:
+                detail = ""
+            out.append((alg, m, detail))
+        return out
+
+    @property
+    def algorithms(self) -> tuple:
+        """The algorithm per axis of what :meth:`execute` runs now (see the class docstring)."""
+        return tuple(a for a, _, _ in self._route())
+
     @property
     def flops(self) -> float:
         """Nominal work, ``5 N log2 N`` per transform (``N`` = product of lengths; halved for real kinds)."""
@@ -168,15 +198,16 @@ class FFTPlan:
     __call__ = execute
 
     def __repr__(self) -> str:
+        d = self.dispatch_plan()
         lines = [f"FFTPlan {self.kind} lengths={self.lengths} dims={self.dims} dtype="
                  f"{str(self.dtype).replace('torch.', '')} norm={self.norm} precision={self.precision}",
-                 f"  backend: {self.backend} -- {self.reason}"]
-        for n, m, alg in zip(self.lengths, self._inner, self.algorithms):
+                 f"  backend: {d.backend} -- {d.reason}"]
+        for n, (alg, m, detail) in zip(self.lengths, self._route()):
             extra = f" (complex length {m})" if m != n else ""
-            if alg.endswith("stockham"):
-                extra += f" radices {A.radices(m, A.max_radix_for(self.precision))}"
-            elif alg.endswith("bluestein"):
-                extra += f" (convolution length {A.bluestein_length(m)})"
+            if detail.startswith("radices"):
+                extra += f" {detail}"
+            elif detail:
+                extra += f" ({detail})"
             lines.append(f"  n={n}: {alg}{extra}")
         lines.append(f"  tables: {len(self.tables)} float64 tables, "
                      f"{sum(t.size for t in self.tables.values())} complex entries; nominal {self.flops:.3g} flop")

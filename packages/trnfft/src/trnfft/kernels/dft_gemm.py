@@ -15,9 +15,9 @@ The complex product is real matmuls: each ``nc_matmul`` contracts one
 128-row slice of ``K`` with the batch tile's ``xt`` slice as the stationary
 operand (reused for every column tile) and a ``[<=128, <=512]`` tile of the
 DFT matrix as the moving operand. When the whole DFT matrix fits
-``W_BUDGET`` bytes per partition (``n <= 1024`` fp32) it is loaded once and
-stays resident in SBUF for every batch tile; otherwise its tiles stream in
-once per batch tile.
+``W_BUDGET`` bytes per partition (``n <= 704`` fp32, ``n <= 1024`` bf16,
+``n <= 585`` bf16-refined) it is loaded once and stays resident in SBUF for
+every batch tile; otherwise its tiles stream in once per batch tile.
 
 Precision modes (host side, same kernel): ``"bf16"`` passes both operands
 in bfloat16 (fp32 PSUM accumulation); ``"bf16_refined"`` splits each
