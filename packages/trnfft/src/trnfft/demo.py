@@ -19,15 +19,15 @@ def kernel_cases() -> list[KernelCase]:
 
     Batches are 130 or 7 rows (one full 128-row tile plus a ragged one, or
     one ragged tile); the lengths pick the routes of
-    :func:`trnfft._nki.algorithm`: 48 (<= 64, DFT-as-GEMM), 256 (power of
-    two, Stockham), 97 (prime, Bluestein with convolution length 256) and
-    real 200-row input of length 256 (the half-length real kernel).
+    :func:`trnfft._nki.algorithm`: 48 and 97 (DFT-as-GEMM: powers of two up
+    to 512, other lengths up to 2048, where the cost model puts it ahead of
+    Stockham and Bluestein), 1024 (power of two, Stockham) and real 200-row
+    input of length 256 (the half-length real kernel).
 
     Tolerances bound ``max|kernel - torch| / max(1, max|torch|)``. Both paths
     are float32, so each bound is twice the kernel algorithm's worst-case
     float32 bound on the relative error (``trnfft._algorithms``, with
-    ``u = 2**-24``): DFT-GEMM ``2 n u``, Stockham ``8 u log2 n``, Bluestein
-    ``30 u log2 m``; the real kernel adds ~3 u to its Stockham transform of
+    ``u = 2**-24``): DFT-GEMM ``2 n u``, Stockham ``8 u log2 n``; the real kernel adds ~3 u to its Stockham transform of
     length n/2, rounded up to the Stockham bound of n. Complex multiply is
     elementwise (``ac - bd``, ``ad + bc``): a few ulp of |a||b|, 1e-6.
 
@@ -50,19 +50,19 @@ def kernel_cases() -> list[KernelCase]:
     def crnd(*shape):
         return torch.complex(torch.randn(*shape, generator=g), torch.randn(*shape, generator=g))
 
-    x48, x256, x97 = crnd(130, 48), crnd(129, 256), crnd(7, 97)
+    x48, x1024, x97 = crnd(130, 48), crnd(129, 1024), crnd(7, 97)
     r256 = torch.randn(200, 256, generator=g)
     a = trnfft.ComplexTensor(torch.randn(130, 70, generator=g), torch.randn(130, 70, generator=g))
     b = trnfft.ComplexTensor(torch.randn(130, 70, generator=g), torch.randn(130, 70, generator=g))
     return [
         KernelCase("trnfft", "fft dft-gemm", "130 x n=48 complex64", lambda: trnfft.fft(x48),
                    2 * A.GEMM_BOUND(48), ("dft_gemm_kernel",)),
-        KernelCase("trnfft", "fft stockham", "129 x n=256 complex64", lambda: trnfft.fft(x256),
-                   2 * A.STOCKHAM_BOUND(256), ("stockham_kernel",)),
-        KernelCase("trnfft", "ifft stockham", "129 x n=256 complex64, norm=ortho",
-                   lambda: trnfft.ifft(x256, norm="ortho"), 2 * A.STOCKHAM_BOUND(256), ("stockham_kernel",)),
-        KernelCase("trnfft", "fft bluestein", "7 x n=97 (prime, m=256) complex64", lambda: trnfft.fft(x97),
-                   2 * A.BLUESTEIN_BOUND(97), ("bluestein_kernel",)),
+        KernelCase("trnfft", "fft stockham", "129 x n=1024 complex64", lambda: trnfft.fft(x1024),
+                   2 * A.STOCKHAM_BOUND(1024), ("stockham_kernel",)),
+        KernelCase("trnfft", "ifft stockham", "129 x n=1024 complex64, norm=ortho",
+                   lambda: trnfft.ifft(x1024, norm="ortho"), 2 * A.STOCKHAM_BOUND(1024), ("stockham_kernel",)),
+        KernelCase("trnfft", "fft prime", "7 x n=97 (prime: DFT-GEMM) complex64", lambda: trnfft.fft(x97),
+                   2 * A.GEMM_BOUND(97), ("dft_gemm_kernel",)),
         KernelCase("trnfft", "rfft half", "200 x n=256 float32 -> 129 bins", lambda: trnfft.rfft(r256),
                    2 * A.STOCKHAM_BOUND(256), ("rfft_half_kernel",)),
         KernelCase("trnfft", "complex mul", "130x70 split complex float32", lambda: (a * b).to_torch(),
