@@ -33,6 +33,8 @@ import math
 import numpy as np
 import torch
 
+from ._engine import _resize as _fit  # crop or zero-pad to length n along d
+
 # Largest prime factor from which Bluestein on torch.fft beats torch.fft itself. Measured on the
 # 2-core x86 CI machine, one thread, complex64/complex128, time of this route / torch.fft, batches
 # of 2^16 points: p = 2003: 1.18-1.22; 3001: 1.11-2.14; 4099: 0.61-0.94; 8209: 0.61-0.67;
@@ -122,18 +124,6 @@ def c2c_last(x: torch.Tensor, n: int, norm: str, inverse: bool, keep: int | None
     z = torch.fft.ifft(y.mul_(H), norm="forward")
     keep = n if keep is None else keep
     return z[..., :keep].mul_(w[:keep])
-
-
-def _fit(x: torch.Tensor, n: int, d: int) -> torch.Tensor:
-    """``x`` cropped or zero-padded to length ``n`` along ``d``."""
-    have = x.shape[d]
-    if have == n:
-        return x
-    if have > n:
-        return x.narrow(d, 0, n)
-    pad = list(x.shape)
-    pad[d] = n - have
-    return torch.cat((x, x.new_zeros(pad)), d)
 
 
 def c2c(x: torch.Tensor, n: int, d: int, norm: str, inverse: bool) -> torch.Tensor:
