@@ -21,8 +21,8 @@ from trnsci._validate import axes as _axes
 from trnsci._validate import positive_int, positive_ints
 
 from . import _algorithms as A
+from . import _chirp, basic, real
 from . import _engine as E
-from . import basic, real
 
 PLAN_CACHE_SIZE = 64
 _cache: OrderedDict = OrderedDict()
@@ -70,8 +70,10 @@ class FFTPlan:
         (:func:`trnfft._nki.plan_algorithms`: ``"dft_gemm"``, ``"stockham"``,
         ``"bluestein"``, ``"four_step"``, ``"bluestein_large"``). On torch:
         the reference algorithms the precision modes run
-        (``"dft_gemm"``, ``"stockham"``, ``"bluestein"``; in ``"fast"`` mode
-        torch.fft computes the result). A real axis done as one complex
+        (``"dft_gemm"``, ``"stockham"``, ``"bluestein"``; in ``"fast"`` and
+        ``"double"`` mode, and for float64 data, torch.fft computes the
+        result -- or, at lengths with a prime factor >= 4000, Bluestein on
+        torch.fft (:mod:`trnfft._chirp`) -- and the printed plan says which). A real axis done as one complex
         transform of half its length is prefixed ``"real_half+"``.
     backend : str
         Where :meth:`execute` runs a call of the planned shape under the
@@ -94,7 +96,7 @@ class FFTPlan:
     >>> print(p)  # doctest: +ELLIPSIS
     FFTPlan rfft lengths=(4096,) dims=(-1,) dtype=float32 norm=backward precision=fast
       backend: torch -- ...
-      n=4096: real_half+stockham (complex length 2048) radices [8, 8, 8, 4]
+      n=4096: real_half+stockham (complex length 2048) (computed by torch.fft)
       tables: ...
     """
 
@@ -104,6 +106,7 @@ class FFTPlan:
         self._lowering, self._nd, self._real_in, _ = _KINDS[kind]
         self._single = dtype in (torch.float32, torch.complex64)
         real_kind = kind in ("rfft", "irfft", "hfft", "ihfft", "rfft2", "irfft2", "rfftn", "irfftn")
+        self._real_kind = real_kind
         inner, algs = [], []
         for i, n in enumerate(lengths):
             half = real_kind and i == len(lengths) - 1 and n % 2 == 0
@@ -161,8 +164,15 @@ class FFTPlan:
 
             return _nki.plan_algorithms(self.kind, self.lengths, self.precision)
         out = []
-        for m, alg in zip(self._inner, self._torch_algorithms):
-            if alg.endswith("stockham"):
+        by_torch = self.precision in ("fast", "double") or not self._single
+        last = len(self.lengths) - 1
+        for i, (n, m, alg) in enumerate(zip(self.lengths, self._inner, self._torch_algorithms)):
+            if by_torch:  # torch.fft computes it, or Bluestein on torch.fft at its slow lengths
+                real_axis = self._real_kind and i == last
+                slow = _chirp.slow_real(n) if real_axis else _chirp.slow(n)
+                detail = (f"computed by Bluestein on torch.fft (trnfft._chirp), convolution length "
+                          f"{_chirp._smooth_length(2 * n - 1)}" if slow else "computed by torch.fft")
+            elif alg.endswith("stockham"):
                 detail = f"radices {A.radices(m, A.max_radix_for(self.precision))}"
             elif alg.endswith("bluestein"):
                 detail = f"convolution length {A.bluestein_length(m)}"
