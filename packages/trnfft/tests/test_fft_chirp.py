@@ -117,3 +117,11 @@ def test_autograd_through_the_route():
     (y.abs() ** 2).sum().backward()
     # Parseval: sum |X|^2 = n sum |x|^2, so the gradient is 2 n x
     assert torch.allclose(x.grad, 2 * 4001 * x.detach(), rtol=1e-10, atol=1e-8)
+
+
+def test_plan_says_which_route_computes():
+    with trnfft.use_backend("torch"):
+        assert "Bluestein on torch.fft" in repr(trnfft.create_plan((2, 4099)))
+        assert "computed by torch.fft" in repr(trnfft.create_plan((2, 2 * 4099), kind="rfft"))  # even: torch
+        assert "Bluestein on torch.fft" in repr(trnfft.create_plan((2, 4099), kind="rfft"))
+        assert "computed by torch.fft" in repr(trnfft.create_plan((2, 4096)))
