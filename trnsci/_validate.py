@@ -43,7 +43,7 @@ def tensor(x: Any, name: str, where: str = "", dtypes: Sequence[torch.dtype] | N
             raise TypeError(f"{_p(where)}{name} is a sparse tensor (layout {t.layout}); "
                             f"pass a dense tensor ({name}.to_dense())")
     elif isinstance(x, np.ndarray):
-        if x.dtype == object or x.dtype.kind in "USV":
+        if x.dtype.kind in "OUSV":  # object, strings, void
             raise TypeError(f"{_p(where)}{name} must hold numbers, got a NumPy array of dtype {x.dtype}")
         t = _from_numpy(x)
     else:
@@ -55,7 +55,7 @@ def tensor(x: Any, name: str, where: str = "", dtypes: Sequence[torch.dtype] | N
 
 def _from_numpy(a: np.ndarray) -> torch.Tensor:
     """Share memory when torch can (writeable, non-negative strides), else copy."""
-    if not a.flags.writeable or any(st < 0 for st in a.strides):
+    if not a.flags.writeable or (a.ndim and min(a.strides) < 0):
         a = a.copy()
     return torch.from_numpy(a)
 
@@ -292,6 +292,8 @@ def _np_to_torch(a: Any) -> Any:
 
 
 def _torch_to_np(r: Any) -> Any:
+    if type(r) is torch.Tensor and not r.requires_grad and r.is_cpu and r.dtype is not torch.bfloat16:
+        return r.numpy()  # the common case, without the detach/cpu calls below (~0.4 us)
     if isinstance(r, torch.Tensor):
         r = r.detach()
         if r.dtype == torch.bfloat16:
