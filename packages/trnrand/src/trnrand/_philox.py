@@ -25,6 +25,10 @@ The stream (see docs/trnrand.md "The stream"):
 
 from __future__ import annotations
 
+import functools
+import math
+import threading
+
 import numpy as np
 import torch
 
@@ -33,7 +37,13 @@ M1 = 0xCD9E8D57
 W0 = 0x9E3779B9  # golden ratio
 W1 = 0xBB67AE85  # sqrt(3) - 1
 MASK = 0xFFFFFFFF
-_CHUNK = 1 << 14  # Philox blocks per pass (6 uint64 buffers of 128 KiB, L2-sized); 2**12 and 2**16 were slower
+TWO_M24 = 2.0**-24
+TWO_M53 = 2.0**-53
+#: float32 Box-Muller constants (shared with the kernel): C = the largest float32 below pi, the angle
+#: grid step S = 2 C 2**-24 (exact in float32) and the radius bias that keeps sqrt's argument > 0
+C_PI = 3.1415925025939941  # float(np.nextafter(np.float32(np.pi), 0)); checked in the tests
+S_ANGLE = 2.0 * C_PI * 2.0**-24
+R_BIAS = 2.0**-100
 
 
 def _philox_torch(counter: torch.Tensor, key: torch.Tensor, rounds: int) -> torch.Tensor:
@@ -59,235 +69,387 @@ def _keys(seed: int, rounds: int) -> list[tuple[int, int]]:
     return out
 
 
-def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink) -> None:
+# ---- the bulk stream: NumPy uint64 ufuncs, in place on two L2-resident buffers ---------------------------------
+#
+# Per chunk of m blocks, the state lives in two (2, m) uint64 buffers: one holds the lanes (x0, x2), the other
+# the previous round's products p0 = x0 M0, p1 = x2 M1, whose low words are the lanes x3, x1. One round is six
+# ufunc calls, all in place:
+#
+#   * two multiplies, each row by its constant, over the lane buffer (it now holds this round's products);
+#   * one uint32 xor of the two buffers viewed as uint32, offset by one word: word 2i + 1 of the products (the
+#     high word of element i) meets word 2i of the previous products (the low word of element i), so the even
+#     words get hi(p) ^ lo(p_prev) -- the next lanes, before the key -- and the odd words junk; written over
+#     the previous products, which are dead from here;
+#   * the two key xors (one per row) and one mask over both rows, which clears the junk high words.
+#
+# That is 4 uint64-passes per round over both lanes (a shift-and-mask formulation needs 5) and no allocation.
+# The multiply writes over its input, so each buffer alternates between lanes and products and the rows swap
+# meaning from round to round; ``_round_steps`` derives the layout of every round once, symbolically.
+_CHUNK = 1 << 14  # blocks per pass: two (2, 2**14) uint64 buffers, 512 KiB (2**12: +25%, 2**13: +5%, 2**16: +5%)
+_SWAR = 32  # draws of at most this many blocks run on Python-int lanes (a few hundred big-int ops < 57 ufunc calls)
+_U64 = np.uint64
+
+
+def _z(v: int) -> np.ndarray:
+    """A 0-d uint64 operand: a ufunc call takes it ~2x faster than a NumPy or Python scalar (no conversion)."""
+    return np.array(v, dtype=_U64)
+
+
+_Z32, _ZMASK, _ZM = _z(32), _z(MASK), (_z(M0), _z(M1))
+
+
+@functools.lru_cache(maxsize=64)
+def _key_schedule(seed: int):
+    """The ten round keys of ``seed``, as ints and as 0-d operands."""
+    ks = _keys(seed, 10)
+    return ks, tuple((_z(a), _z(b)) for a, b in ks)
+
+
+def _round_steps():
+    """Rows of rounds 3..10 (rounds 1 and 2 are set up per chunk with the counter's constant words).
+
+    Buffer 1 starts with the lanes (x0, x2), buffer 0 with round 2's products (p0, p1). Returns per round
+    ``(lane buffer, product buffer, [(row, multiplier 0/1)], rows aligned?, [(row, key 0/1)])`` and the
+    final layout: the buffer and rows of (x0, x2) and of (p0, p1).
+    """
+    lanes, prods = {0: "x0", 1: "x2"}, {0: "p0", 1: "p1"}
+    a, p = 1, 0
+    steps = []
+    for _ in range(8):
+        muls = [(r, 0 if lanes[r] == "x0" else 1) for r in (0, 1)]
+        new_prods = {r: "p0" if lanes[r] == "x0" else "p1" for r in (0, 1)}
+        # x0' comes from p1 and lo(p1_prev): it lands on the row that held p1_prev; x2' on p0_prev's row
+        new_lanes = {r: "x0" if prods[r] == "p1" else "x2" for r in (0, 1)}
+        keys = [(r, 0 if new_lanes[r] == "x0" else 1) for r in (0, 1)]
+        steps.append((a, p, muls, new_prods[0] == prods[0], keys))
+        lanes, prods, a, p = new_lanes, new_prods, p, a
+    assert lanes == {0: "x0", 1: "x2"} and prods == {0: "p0", 1: "p1"}  # the period-4 layout ends where it began
+    return steps, a, p
+
+
+_STEPS, _FINAL_LANES, _FINAL_PRODS = _round_steps()
+
+
+class _Plan:
+    """Buffers and every view the rounds use, for chunks of width ``m`` (one per thread and size class)."""
+
+    def __init__(self, m: int):
+        self.m = m
+        self.iota_m0 = np.arange(m, dtype=_U64) * _U64(M0)  # round 1's products: (c + i) M0 = c M0 + i M0
+        bufs = (np.empty((2, m), dtype=_U64), np.empty((2, m), dtype=_U64))
+        views = []
+        for b in bufs:
+            w, w2 = b.reshape(-1).view(np.uint32), b.view(np.uint32)
+            views.append({"rows": (b[0], b[1]), "flat": b.reshape(-1),
+                          # aligned rows: one flat call over both; swapped rows: product row r meets row 1 - r
+                          "hi": w[1:], "lo": w[:-1], "hi2": w2[:, 1:], "lo2": w2[::-1, :-1]})
+        self.bufs = bufs
+        self.steps = []
+        for a, p, muls, aligned, keys in _STEPS:
+            va, vp = views[a], views[p]
+            xor_in = (va["hi"], vp["lo"]) if aligned else (va["hi2"], vp["lo2"])
+            self.steps.append((tuple((va["rows"][r], _ZM[k]) for r, k in muls), xor_in,
+                               tuple((vp["rows"][r], k) for r, k in keys), vp["flat"]))
+        self.lanes, self.prods = bufs[_FINAL_LANES], bufs[_FINAL_PRODS]
+
+
+_local = threading.local()
+
+
+def _size_class(m: int) -> int:
+    """Buffer width for a chunk of m blocks: powers of two up to 1024, then multiples of 1024 (the unused
+    columns compute blocks past the chunk, which are dropped)."""
+    return 1 << (m - 1).bit_length() if m <= 1024 else -(-m // 1024) * 1024
+
+
+def _plan(m: int) -> _Plan:
+    plans = _local.__dict__.setdefault("plans", {})  # per thread: the buffers are scratch
+    w = _size_class(m)
+    plan = plans.get(w)
+    if plan is None:
+        plan = plans[w] = _Plan(w)
+    return plan
+
+
+_SWAR_CONST: dict[int, tuple[int, int, int]] = {}
+
+
+def _swar(ks, s0: int, s1: int, block0: int, m: int, last_mask: int):
+    """Rounds of m <= _SWAR blocks on Python ints holding m 64-bit slots (SIMD within a register: no product
+    overflows its slot); returns the (lanes, products) arrays of ``_blocks``."""
+    const = _SWAR_CONST.get(m)
+    if const is None:
+        rep = ((1 << (64 * m)) - 1) // ((1 << 64) - 1)  # 1 in every slot
+        const = _SWAR_CONST[m] = (rep, rep * MASK, int.from_bytes(np.arange(m, dtype=_U64).tobytes(), "little"))
+    rep, masks, iota = const
+    if (block0 & MASK) + m <= 1 << 32:
+        x0, x1 = (block0 & MASK) * rep + iota, (block0 >> 32) * rep
+    else:  # the block index carries into counter word 1 inside the draw
+        b = [block0 + i for i in range(m)]
+        x0 = sum((v & MASK) << (64 * i) for i, v in enumerate(b))
+        x1 = sum((v >> 32) << (64 * i) for i, v in enumerate(b))
+    x2, x3 = s0 * rep, s1 * rep
+    for k0, k1 in ks:
+        p0, p1 = x0 * M0, x2 * M1
+        x0 = (((p1 >> 32) ^ x1) & masks) ^ (k0 * rep)
+        x2 = (((p0 >> 32) ^ x3) & masks) ^ (k1 * rep)
+        x1, x3 = p1, p0  # full products: their low words are the lanes
+    keep, nbytes = last_mask * rep, 16 * m
+    lanes = np.frombuffer(bytearray(((x0 & keep) | ((x2 & keep) << (64 * m))).to_bytes(nbytes, "little")), _U64)
+    prods = np.frombuffer(bytearray((x3 | (x1 << (64 * m))).to_bytes(nbytes, "little")), _U64)
+    return lanes.reshape(2, m), prods.reshape(2, m)
+
+
+_mul, _xor, _and, _rsh, _add = np.multiply, np.bitwise_xor, np.bitwise_and, np.right_shift, np.add
+
+
+def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink, last_mask: int = MASK) -> None:
     """Philox4x32-10 of blocks block0 .. block0+nblocks-1 of one subsequence, chunk by chunk into ``sink``.
 
-    ``sink(start, m, lanes)`` receives the chunk's blocks ``start .. start+m-1``
-    (relative to block0) as four NumPy uint64 arrays holding the uint32 lanes
-    (scratch: the sink may overwrite them).
-
-    NumPy uint64, not torch int64: the same ten ops per round (two exact
-    64-bit products, two logical shifts, four xors, two masks) run ~1.5-2x
-    faster as NumPy ufuncs with ``out=`` on this CPU (measured, one thread),
-    and uint64's logical shift needs no sign mask. Scalar key schedule; the
-    counter's high words are constants of the subsequence, so round 1's second
-    product is a scalar. Six preallocated L2-sized chunk buffers: no
-    allocation inside the rounds (fresh large allocations page-fault).
+    ``sink(start, m, lanes, prods)`` receives blocks ``start .. start+m-1`` (relative to block0) as two
+    (2, m) uint64 arrays: ``lanes`` = (x0, x2) & ``last_mask``, ``prods`` = products whose low 32 bits are
+    (x3, x1) (high bits junk). Both are scratch: the sink may overwrite them and must not keep them.
+    A chunk never crosses a multiple of 2**32 blocks, so counter word 1 is constant within it.
     """
-    keys = [(np.uint64(a), np.uint64(b)) for a, b in _keys(seed, 10)]
+    ks, zks = _key_schedule(seed)
     s0, s1 = subsequence & MASK, (subsequence >> 32) & MASK
-    # first round's product of the constant word x2 = s0
-    q = s0 * M1
-    q_hi, q_lo = q >> 32, q & MASK
-    m0, m1, sh, mask = np.uint64(M0), np.uint64(M1), np.uint64(32), np.uint64(MASK)
-    k0, k1 = keys[0]
-    r1_x0, r1_x2 = np.uint64(q_hi) ^ k0, np.uint64(s1) ^ k1
-    size = min(_CHUNK, nblocks)
-    bufs = [np.empty(size, dtype=np.uint64) for _ in range(6)]
-    for start in range(0, nblocks, _CHUNK):
-        m = min(_CHUNK, nblocks - start)
-        x0, x1, x2, x3, p0, p1 = (t[:m] for t in bufs)
-        c = np.arange(block0 + start, block0 + start + m, dtype=np.uint64)
-        np.right_shift(c, sh, out=x1)  # the block index's high word (a carry across 2**32 included)
-        np.bitwise_and(c, mask, out=x0)
-        # round 1: x2 = s0, x3 = s1 are scalars
-        np.multiply(x0, m0, out=p0)
-        np.bitwise_xor(x1, r1_x0, out=x0)
-        x1.fill(q_lo)
-        np.right_shift(p0, sh, out=x2)
-        np.bitwise_xor(x2, r1_x2, out=x2)
-        x3, p0 = p0, x3
-        # x1 and x3 are only ever xor-ed into words that are masked afterwards, so they may keep the
-        # product's high bits ("dirty"): x1 = p1 instead of p1 & MASK saves two ops per round.
-        for k0, k1 in keys[1:]:
-            np.multiply(x0, m0, out=p0)
-            np.multiply(x2, m1, out=p1)
-            np.right_shift(p1, sh, out=x0)
-            np.bitwise_xor(x0, x1, out=x0)
-            np.bitwise_xor(x0, k0, out=x0)
-            np.bitwise_and(x0, mask, out=x0)
-            np.right_shift(p0, sh, out=x2)
-            np.bitwise_xor(x2, x3, out=x2)
-            np.bitwise_xor(x2, k1, out=x2)
-            np.bitwise_and(x2, mask, out=x2)
-            x1, p1 = p1, x1
-            x3, p0 = p0, x3
-        np.bitwise_and(x1, mask, out=x1)
-        np.bitwise_and(x3, mask, out=x3)
-        sink(start, m, (x0, x1, x2, x3))
-
-
-def _block_py(seed: int, subsequence: int, b: int) -> tuple[int, int, int, int]:
-    """One block in Python ints: a few microseconds, far below 100 ufunc calls for tiny draws."""
-    x0, x1, x2, x3 = b & MASK, (b >> 32) & MASK, subsequence & MASK, (subsequence >> 32) & MASK
-    for k0, k1 in _keys(seed, 10):
-        p0, p1 = x0 * M0, x2 * M1
-        x0, x1, x2, x3 = (p1 >> 32) ^ x1 ^ k0, p1 & MASK, (p0 >> 32) ^ x3 ^ k1, p0 & MASK
-    return x0, x1, x2, x3
-
-
-_SMALL = 8  # blocks at or below which the Python-int path is faster than the ufunc rounds (measured)
-
-
-def _span_blocks(seed: int, subsequence: int, b0: int, out: np.ndarray, block_fn) -> None:
-    """Fill ``out`` (rows = blocks b0 .. b0+len(out)-1) chunk by chunk: ``block_fn(o, lanes)`` writes
-    rows ``o`` from the four uint64 lane arrays (while they are in cache)."""
-    nb = out.shape[0]
-    if nb <= _SMALL:
-        w = np.array([_block_py(seed, subsequence, b0 + i) for i in range(nb)], dtype=np.uint64)
-        block_fn(out, tuple(w[:, i] for i in range(4)))
+    if nblocks <= _SWAR:
+        sink(0, nblocks, *_swar(ks, s0, s1, block0, nblocks, last_mask))
         return
-    _blocks(seed, subsequence, b0, nb, lambda s, m, lanes: block_fn(out[s:s + m], lanes))
+    q1 = s0 * M1  # round 1's product of the constant word x2 = s0
+    x1 = q1 & MASK  # round 1's x1, a constant
+    r1 = _z(s1 ^ ks[0][1])
+    (k0, k1), masks = ks[1], (_ZMASK,) * 7 + (_z(last_mask),)
+    start = 0
+    while start < nblocks:
+        c = block0 + start
+        m = min(_CHUNK, nblocks - start, (1 << 32) - (c & MASK))
+        plan = _plan(m)
+        (a0, a1), (b0, b1) = plan.bufs[1], plan.bufs[0]
+        # round 1: x0 = b_lo (array), x1 = b_hi, x2 = s0, x3 = s1 (constants): p0 = b_lo M0 is an array,
+        # x0' a constant; round 2: p0 = x0' M0 a constant
+        x0 = (q1 >> 32) ^ (c >> 32) ^ ks[0][0]
+        q0 = x0 * M0
+        _add(plan.iota_m0, _z((c & MASK) * M0), a1)  # p0 (its low word is x3')
+        _rsh(a1, _Z32, a0)
+        _xor(a0, r1, a0)  # x2' = hi(p0) ^ s1 ^ k1
+        _mul(a0, _ZM[1], b1)  # round 2: p1 = x2' M1
+        _rsh(b1, _Z32, a0)
+        _xor(a0, _z(x1 ^ k0), a0)  # x0'' = hi(p1) ^ x1' ^ k0
+        _xor(a1, _z((q0 >> 32) ^ k1), a1)
+        _and(a1, _ZMASK, a1)  # x2'' = hi(q0) ^ lo(p0) ^ k1
+        b0.fill(q0)  # round 2's p0, a constant
+        for (muls, (hi, lo), keys, flat), zk, mask in zip(plan.steps, zks[2:], masks):
+            for row, mult in muls:
+                _mul(row, mult, row)
+            _xor(hi, lo, lo)
+            for row, k in keys:
+                _xor(row, zk[k], row)
+            _and(flat, mask, flat)
+        if plan.m == m:
+            sink(start, m, plan.lanes, plan.prods)
+        else:
+            sink(start, m, plan.lanes[:, :m], plan.prods[:, :m])
+        start += m
 
 
-def _lanewise(lane_fn, finish=None):
-    """block_fn writing column i of the rows from lane i (mapped by lane_fn), then finish(rows) in place."""
-    def block_fn(o, lanes):
-        for i, lane in enumerate(lanes):
-            o[:, i] = lane_fn(lane)
-        if finish is not None:
-            finish(o)
-
-    return block_fn
-
-
-def _run(seed, subsequence, start, n, dtype, block_fn) -> np.ndarray:
-    """Flat values of words start .. start+n-1 (one per word) of whole blocks, mapped by block_fn."""
-    b0, b1 = start // 4, (start + n - 1) // 4 + 1
-    out = np.empty((b1 - b0, 4), dtype=dtype)
-    _span_blocks(seed, subsequence, b0, out, block_fn)
-    lead = start - 4 * b0
-    return out.reshape(-1)[lead:lead + n]
+def _scratch(name: str, shape: tuple, dtype) -> np.ndarray:
+    """A per-thread scratch array (reused across chunks and calls: fresh large arrays page-fault)."""
+    pool = _local.__dict__.setdefault("scratch", {})
+    a = pool.get((name, shape, dtype))
+    if a is None:
+        a = np.empty(shape, dtype=dtype)
+        if a.size >= 1024:
+            if len(pool) >= 32:  # shapes of one-off draws: keep the pool bounded
+                pool.clear()
+            pool[(name, shape, dtype)] = a
+    return a
 
 
 def _to_device(a: np.ndarray, device) -> torch.Tensor:
     t = torch.from_numpy(a)
-    return t if torch.device(device).type == "cpu" else t.to(device)
+    return t if device == "cpu" or torch.device(device).type == "cpu" else t.to(device)
+
+
+def _span(start: int, n: int) -> tuple[int, int, int]:
+    """(first block, number of blocks, lead words) of words start .. start+n-1."""
+    b0 = start // 4
+    return b0, (start + n - 1) // 4 + 1 - b0, start - 4 * b0
+
+
+def _put(o: np.ndarray, cols) -> None:
+    """o[:, j] = row (cast) for (j, row) in cols; rows are uint64 < 2**63, read as int64 (a faster cast)."""
+    for j, row in cols:
+        o[:, j] = row.view(np.int64)
+
+
+_Z24, _Z53, _Z6 = _z(0xFFFFFF00), _z(0xFFFFFFE0), _z(0xFFFFFFC0)  # keep 24 bits / 27 bits / 26 bits of a word
+_Z27, _ONE24, _ONE53 = _z(27), _z(1 << 8), _z(1 << 6)
+_F2M32, _F2M59 = np.array(2.0**-32, dtype=np.float32), np.array(2.0**-59)
 
 
 def words(seed: int, subsequence: int, start: int, n: int, device="cpu") -> torch.Tensor:
     """Words start .. start+n-1 of the stream as an int64 tensor (n,) of uint32 values."""
     if n <= 0:
         return torch.empty(0, dtype=torch.int64, device=device)
-    return _to_device(_run(seed, subsequence, start, n, np.uint64, _lanewise(_same)).view(np.int64), device)
+    b0, nb, lead = _span(start, n)
+    out = np.empty((nb, 4), dtype=_U64)
 
+    def sink(s, m, lanes, prods):
+        _and(prods, _ZMASK, prods)
+        o = out[s:s + m]
+        o[:, 0], o[:, 1], o[:, 2], o[:, 3] = lanes[0], prods[1], lanes[1], prods[0]
 
-def _same(lane):
-    return lane
-
-
-def _u24_lane(open_low: bool):
-    def fn(lane):
-        lane = np.right_shift(lane, np.uint64(8), out=lane)
-        return lane + np.uint64(1) if open_low else lane
-
-    return fn
-
-
-def _scale24(o):
-    o *= np.float32(TWO_M24)
+    _blocks(seed, subsequence, b0, nb, sink)
+    return _to_device(out.reshape(-1)[lead:lead + n].view(np.int64), device)
 
 
 def uniform32(seed: int, subsequence: int, start: int, n: int, device="cpu", open_low=False) -> torch.Tensor:
-    """``_unit(words(...), float32, open_low)`` fused: each lane goes straight to float32, no int64 words array.
+    """``_unit(words(...), float32, open_low)`` fused: per chunk, in cache, no word array.
 
-    Bit-identical to the two-step form: m = w >> 8 (or m + 1) is < 2**24 + 1,
-    exact in float32, and the scale 2**-24 is a power of two (applied per chunk, in cache).
+    Each word keeps its top 24 bits in place (``w & 0xFFFFFF00`` = ``(w >> 8) 2**8``, plus ``2**8`` for
+    ``(0, 1]``), is cast to float32 (exact: at most 24 significant bits) and scaled by ``2**-32`` (exact):
+    ``m 2**-24`` or ``(m + 1) 2**-24``, bit for bit the two-step map.
     """
     if n <= 0:
         return torch.empty(0, dtype=torch.float32, device=device)
-    return _to_device(_run(seed, subsequence, start, n, np.float32, _lanewise(_u24_lane(open_low), _scale24)), device)
+    b0, nb, lead = _span(start, n)
+    out = np.empty((nb, 4), dtype=np.float32)
+
+    def sink(s, m, lanes, prods):
+        _and(prods, _Z24, prods)
+        if open_low:
+            _add(lanes, _ONE24, lanes)
+            _add(prods, _ONE24, prods)
+        o = out[s:s + m]
+        _put(o, ((0, lanes[0]), (1, prods[1]), (2, lanes[1]), (3, prods[0])))
+        _mul(o, _F2M32, o)
+
+    _blocks(seed, subsequence, b0, nb, sink, last_mask=0xFFFFFF00)
+    return _to_device(out.reshape(-1)[lead:lead + n], device)
 
 
-def _m53_np(hi, lo, open_low):
-    m = np.right_shift(hi, np.uint64(5), out=hi)
-    np.left_shift(m, np.uint64(26), out=m)
-    np.bitwise_or(m, np.right_shift(lo, np.uint64(6), out=lo), out=m)
-    if open_low:
-        m += np.uint64(1)
-    return m
+def _m53_pairs(lanes, prods) -> None:
+    """In place: lanes[r] = m53 << 6 of the pairs (x0, x1), (x2, x3), from lanes = (x0, x2) & 0xFFFFFFE0.
+
+    m53 = (w_hi >> 5) 2**26 + (w_lo >> 6); shifted left by 6 it is ((w_hi >> 5) << 32) | (w_lo & ~63):
+    bits 6 .. 58, exact in float64.
+    """
+    _and(prods, _Z6, prods)
+    np.left_shift(lanes, _Z27, lanes)
+    np.bitwise_or(lanes[0], prods[1], lanes[0])
+    np.bitwise_or(lanes[1], prods[0], lanes[1])
 
 
 def uniform64(seed: int, subsequence: int, start: int, n: int, device="cpu", open_low=False) -> torch.Tensor:
-    """``_unit(words(start, 2 n), float64, open_low)`` on NumPy words (no torch int64 round trip); exact.
+    """``_unit(words(start, 2 n), float64, open_low)``; exact.
 
-    An even ``start`` pairs lanes (0, 1) and (2, 3) of each block: mapped per chunk, in cache. An odd one
-    pairs across blocks: the words first, then the map.
+    An even ``start`` pairs lanes (0, 1) and (2, 3) of each block: mapped per chunk, in cache
+    (``(m53 << 6) 2**-59``, one cast and one power-of-two scale). An odd one pairs across blocks: the words
+    first, then the map.
     """
     if n <= 0:
         return torch.empty(0, dtype=torch.float64, device=device)
     if start % 2 == 0:
-        def block_fn(o, lanes):
-            for j in (0, 1):
-                o[:, j] = _m53_np(lanes[2 * j], lanes[2 * j + 1], open_low)
-            o *= TWO_M53
+        b0, nb, lead = _span(start, 2 * n)
+        out = np.empty((nb, 2), dtype=np.float64)
 
-        b0, b1 = start // 4, (start + 2 * n - 1) // 4 + 1
-        out = np.empty((b1 - b0, 2), dtype=np.float64)
-        _span_blocks(seed, subsequence, b0, out, block_fn)
-        lead = (start - 4 * b0) // 2
-        return _to_device(out.reshape(-1)[lead:lead + n], device)
-    w = _run(seed, subsequence, start, 2 * n, np.uint64, _lanewise(_same)).reshape(n, 2)
+        def sink(s, m, lanes, prods):
+            _m53_pairs(lanes, prods)
+            if open_low:
+                _add(lanes, _ONE53, lanes)
+            o = out[s:s + m]
+            _put(o, ((0, lanes[0]), (1, lanes[1])))
+            _mul(o, _F2M59, o)
+
+        _blocks(seed, subsequence, b0, nb, sink, last_mask=0xFFFFFFE0)
+        return _to_device(out.reshape(-1)[lead // 2:lead // 2 + n], device)
+    w = words(seed, subsequence, start, 2 * n).numpy().reshape(n, 2)
     u = _m53_np(w[:, 0].copy(), w[:, 1].copy(), open_low).astype(np.float64)
     u *= TWO_M53
     return _to_device(u, device)
 
 
-def box_muller_fields(seed: int, subsequence: int, start: int, npairs: int, dtype, device="cpu") -> torch.Tensor:
-    """(npairs, 3) ``(u1, m, m')`` of Box-Muller pairs from words start ..: what ``_box_muller`` computes
-    from torch int64 words, here per chunk while the lanes are in cache. All exact in ``dtype``.
+def _m53_np(hi, lo, open_low):
+    m = np.right_shift(hi.view(_U64), _z(5), out=hi.view(_U64))
+    np.left_shift(m, _z(26), out=m)
+    np.bitwise_or(m, np.right_shift(lo.view(_U64), _z(6), out=lo.view(_U64)), out=m)
+    if open_low:
+        m += _U64(1)
+    return m
 
-    float64 (start % 4 == 0; a pair is a block): u1 = (m53(w0, w1) + 1) 2**-53, m = m53(w2, w3),
-    m' = (m + 2**51) mod 2**53. float32 (start even; pairs (w0, w1), (w2, w3)): u1 = ((a >> 8) + 1)
-    2**-24, m = b >> 8, m' = (m + 2**22) mod 2**24.
+
+# ---- Box-Muller on NumPy: the one map of every normal (chunked stream, word fallback, keyed samplers) -------------
+_F32 = {k: np.array(v, dtype=np.float32) for k, v in
+        (("2m32", 2.0**-32), ("-2", -2.0), ("bias", R_BIAS), ("scale", S_ANGLE * 2.0**-8), ("c", C_PI))}
+_F64 = {k: np.array(v) for k, v in
+        (("2m59", 2.0**-59), ("-2", -2.0), ("bias", 0.0), ("scale", 2.0 * math.pi * 2.0**-59), ("c", math.pi))}
+_QUARTER32, _QUARTER64, _TOP64 = _z(1 << 30), _z(1 << 57), _z((1 << 59) - 1)
+
+
+def _box_muller_np(uw: np.ndarray, aw: np.ndarray, z0, z1, wide: bool) -> None:
+    """Normals of prepared pairs into the rows of z0 and z1 (any strides); uw, aw (k, n) uint64 are consumed.
+
+    float32: uw = the u1 word & 0xFFFFFF00 (= (w >> 8) 2**8), aw = the angle word & 0xFFFFFF00 (= m 2**8):
+    u1 = (uw + 2**8) 2**-32 = ((w >> 8) + 1) 2**-24, angle m S - C, computed as (m 2**8)(S 2**-8) - C (the
+    same float32 product: a power-of-two factor moves between the operands exactly), quarter turn
+    (m 2**8 + 2**30) mod 2**32. float64: uw, aw = m53 << 6 of the two word pairs; u1 = (uw + 2**6) 2**-59,
+    angle (m53 2**6)(2 pi 2**-59) - pi, quarter turn (aw + 2**57) mod 2**59. Then r = sqrt(-2 log u1 +
+    bias) and z = r sin(angle), z' = r sin(angle'), each step one float op of the dtype (the kernel's order).
+    """
+    k, n = uw.shape
+    ft, c = (np.float64, _F64) if wide else (np.float32, _F32)
+    r = _scratch("bm_r", (k, n), ft)
+    _add(uw, _ONE53 if wide else _ONE24, uw)
+    r[...] = uw.view(np.int64)
+    _mul(r, c["2m59" if wide else "2m32"], r)
+    np.log(r, r)
+    _mul(r, c["-2"], r)
+    _add(r, c["bias"], r)
+    np.sqrt(r, r)
+    ang = _scratch("bm_a", (2, k, n), ft)
+    ang[0] = aw.view(np.int64)
+    _add(aw, _QUARTER64 if wide else _QUARTER32, aw)
+    _and(aw, _TOP64 if wide else _ZMASK, aw)
+    ang[1] = aw.view(np.int64)
+    _mul(ang, c["scale"], ang)
+    np.subtract(ang, c["c"], ang)
+    if wide:  # torch's float64 sin is ~2x NumPy's (which is scalar libm); float32: NumPy's SIMD sin is ~2x torch's
+        torch.sin(torch.from_numpy(ang), out=torch.from_numpy(ang))
+    else:
+        np.sin(ang, ang)
+    for i in range(k):
+        _mul(ang[0, i], r[i], z0[i])
+        _mul(ang[1, i], r[i], z1[i])
+
+
+def normals(seed: int, subsequence: int, start: int, npairs: int, dtype, device="cpu") -> torch.Tensor:
+    """Flat normals (2 npairs,) of the Box-Muller pairs whose words start at ``start``, per chunk in cache.
+
+    float64: a pair is a block (start % 4 == 0): u1 from (w0, w1), the angle from (w2, w3). float32 (start
+    even): pairs (w0, w1) and (w2, w3) of each block. ``distributions._box_muller`` is the same map from a
+    word array.
     """
     wide = dtype == torch.float64
     assert start % (4 if wide else 2) == 0
-    if wide:
-        bits, per_block, ndt = 53, 1, np.float64
-    else:
-        bits, per_block, ndt = 24, 2, np.float32
-    quarter, top = np.uint64(1 << (bits - 2)), np.uint64((1 << bits) - 1)
+    b0, nb, lead = _span(start, (4 if wide else 2) * npairs)
+    out = np.empty((nb, 2 if wide else 4), dtype=np.float64 if wide else np.float32)
 
-    def fields(o, a_hi, a_lo, b_hi, b_lo):  # o: rows x 3 (strided ok)
+    def sink(s, m, lanes, prods):
+        o = out[s:s + m]
         if wide:
-            u, m = _m53_np(a_hi, a_lo, True), _m53_np(b_hi, b_lo, False)
-        else:
-            u = np.right_shift(a_hi, np.uint64(8), out=a_hi)
-            u += np.uint64(1)
-            m = np.right_shift(b_hi, np.uint64(8), out=b_hi)
-        o[:, 0] = u
-        o[:, 0] *= TWO_M53 if wide else np.float32(TWO_M24)
-        o[:, 1] = m
-        m += quarter
-        np.bitwise_and(m, top, out=m)
-        o[:, 2] = m
+            _m53_pairs(lanes, prods)
+            _box_muller_np(lanes[0:1], lanes[1:2], (o[:, 0],), (o[:, 1],), True)
+        else:  # pair (x0, x1) -> columns 0, 1; pair (x2, x3) -> columns 2, 3
+            _and(prods, _Z24, prods)
+            _box_muller_np(lanes, prods[::-1], (o[:, 0], o[:, 2]), (o[:, 1], o[:, 3]), False)
 
-    def block_fn(o, lanes):
-        if wide:
-            fields(o[:, 0], lanes[0], lanes[1], lanes[2], lanes[3])
-        else:
-            fields(o[:, 0], lanes[0], None, lanes[1], None)
-            fields(o[:, 1], lanes[2], None, lanes[3], None)
-
-    b0 = start // 4
-    nb = (start + 4 // per_block * npairs - 1) // 4 + 1 - b0
-    out = np.empty((nb, per_block, 3), dtype=ndt)
-    _span_blocks(seed, subsequence, b0, out, block_fn)
-    lead = (start - 4 * b0) // 2
-    return _to_device(out.reshape(-1, 3)[lead:lead + npairs], device)
+    _blocks(seed, subsequence, b0, nb, sink, last_mask=0xFFFFFFE0 if wide else 0xFFFFFF00)
+    lead //= 2
+    return _to_device(out.reshape(-1)[2 * lead:2 * (lead + npairs)], device)
 
 
 # ---- words -> floats (exact: every step is an integer op or a power-of-two scale) -------------------------------
-TWO_M24 = 2.0**-24
-TWO_M53 = 2.0**-53
-#: float32 Box-Muller constants (shared with the kernel): C = the largest float32 below pi, the angle
-#: grid step S = 2 C 2**-24 (exact in float32) and the radius bias that keeps sqrt's argument > 0
-C_PI = 3.1415925025939941  # float(np.nextafter(np.float32(np.pi), 0)); checked in the tests
-S_ANGLE = 2.0 * C_PI * 2.0**-24
-R_BIAS = 2.0**-100
-
-
 def _u24(w: torch.Tensor) -> torch.Tensor:
     """24-bit integer m = w >> 8 (the top 24 bits of a word)."""
     return w >> 8

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from trnsci import _validate as V
@@ -109,33 +110,21 @@ def _box_muller(w: torch.Tensor, dtype) -> torch.Tensor:
     with m' = (m + 2**(b-2)) mod 2**b (a quarter turn, exact integer
     arithmetic). Since sin(t - pi) = -sin t and sin(t + pi/2 - pi) = -cos t,
     (z0, z1) = -(r sin 2 pi v, r cos 2 pi v): Box-Muller using only sin on
-    [-pi, pi], the range of the Scalar Engine's Sin activation.
+    [-pi, pi], the range of the Scalar Engine's Sin activation. The map is
+    ``_philox._box_muller_np``, shared with the chunked stream (bit for bit).
     """
-    if dtype == torch.float64:
-        w = w.reshape(-1, 4)
-        u1 = (_philox._m53(w[:, 0], w[:, 1]) + 1).to(dtype).mul_(TWO_M53)
-        m = _philox._m53(w[:, 2], w[:, 3])
-        bits = 53
+    wide = dtype == torch.float64
+    a = w.detach().cpu().numpy().view(np.uint64)
+    if wide:
+        a = a.reshape(-1, 4)
+        uw = ((a[:, 0] >> np.uint64(5)) << np.uint64(32)) | (a[:, 1] & np.uint64(0xFFFFFFC0))  # m53 << 6
+        aw = ((a[:, 2] >> np.uint64(5)) << np.uint64(32)) | (a[:, 3] & np.uint64(0xFFFFFFC0))
     else:
-        w = w.reshape(-1, 2)
-        u1 = ((w[:, 0] >> 8) + 1).to(dtype).mul_(TWO_M24)
-        m = w[:, 1] >> 8
-        bits = 24
-    mq = (m + (1 << (bits - 2))) & ((1 << bits) - 1)
-    return _box_muller_map(u1, m.to(dtype), mq.to(dtype), dtype)
-
-
-def _box_muller_map(u1, m, mq, dtype) -> torch.Tensor:
-    """(pairs, 2) normals from u1 in (0, 1] and the float angle integers m, m' (exact) of ``_box_muller``."""
-    if dtype == torch.float64:
-        half, scale, tiny = math.pi, TWO_PI * 2.0**-53, 0.0
-    else:  # the Box-Muller kernel's constants: every fp32 sin argument in [-C, C], C = float32 below pi
-        half, scale, tiny = C_PI, S_ANGLE, R_BIAS
-    r = torch.log(u1).mul_(-2.0).add_(tiny).sqrt_()
-    out = torch.empty((r.shape[0], 2), dtype=dtype, device=u1.device)
-    torch.sin(m.mul_(scale).sub_(half), out=out[:, 0])
-    torch.sin(mq.mul_(scale).sub_(half), out=out[:, 1])
-    return out.mul_(r[:, None])
+        a = a.reshape(-1, 2)
+        uw, aw = a[:, 0] & np.uint64(0xFFFFFF00), a[:, 1] & np.uint64(0xFFFFFF00)
+    out = np.empty((a.shape[0], 2), dtype=np.float64 if wide else np.float32)
+    _philox._box_muller_np(uw[None], aw[None], (out[:, 0],), (out[:, 1],), wide)
+    return torch.from_numpy(out).to(w.device)
 
 
 # ---- private torch implementations (registered below as the Ops' torch lowerings) ---------------------
@@ -165,9 +154,8 @@ def _standard_normal_pairs(seed, subsequence, base, first, n, dtype, device) -> 
     p0 = first // 2
     p1 = (first + n + 1) // 2
     w0 = base + q * p0
-    if w0 % q == 0 and p1 > p0:  # pairs inside blocks: fields per chunk, in cache
-        f = _philox.box_muller_fields(seed, subsequence, w0, p1 - p0, dtype, device)
-        z = _box_muller_map(f[:, 0], f[:, 1], f[:, 2], dtype).reshape(-1)
+    if w0 % q == 0 and p1 > p0:  # pairs inside blocks: normals per chunk, in cache
+        z = _philox.normals(seed, subsequence, w0, p1 - p0, dtype, device)
     else:
         z = _box_muller(_philox.words(seed, subsequence, w0, q * (p1 - p0), device), dtype).reshape(-1)
     lead = first - 2 * p0
