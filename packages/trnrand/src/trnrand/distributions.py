@@ -35,6 +35,8 @@ MAX_SAMPLES = 1 << 48
 
 # ---- validation helpers ---------------------------------------------------------------------------
 def _size(size, where: str) -> tuple[int, ...]:
+    if len(size) == 1 and type(size[0]) is int and 0 <= size[0] <= MAX_SAMPLES:  # the common call, checked cheaply
+        return size
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         size = tuple(size[0])
     size = tuple(V.integer(s, "size", where, minimum=0) for s in size)
@@ -479,7 +481,7 @@ del _op_, _fn
 
 # ---- public API -----------------------------------------------------------------------------------
 def _finish(x: torch.Tensor, size) -> torch.Tensor:
-    return x.reshape(size)
+    return x if x.shape == size else x.reshape(size)
 
 
 def uniform(*size, low=0.0, high=1.0, dtype=torch.float32, generator=None):
