@@ -100,6 +100,16 @@ def _z(v: int) -> np.ndarray:
 _Z32, _ZMASK, _ZM = _z(32), _z(MASK), (_z(M0), _z(M1))
 
 
+def _aligned(shape: tuple, dtype) -> np.ndarray:
+    """np.empty on a 64-byte boundary: NumPy's large arrays start 16 bytes past one, which costs the rounds'
+    vector loops ~20% here (measured)."""
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    raw = np.empty(nbytes + 64, dtype=np.uint8)
+    off = -raw.ctypes.data % 64
+    return raw[off:off + nbytes].view(dtype).reshape(shape)
+
+
 @functools.lru_cache(maxsize=64)
 def _key_schedule(seed: int) -> list[tuple[int, int]]:
     return _keys(seed, 10)
@@ -135,8 +145,9 @@ class _Plan:
 
     def __init__(self, m: int):
         self.m = m
-        self.iota_m0 = np.arange(m, dtype=_U64) * _U64(M0)  # round 1's products: (c + i) M0 = c M0 + i M0
-        bufs = (np.empty((2, m), dtype=_U64), np.empty((2, m), dtype=_U64))
+        self.iota_m0 = _aligned((m,), _U64)
+        np.multiply(np.arange(m, dtype=_U64), _U64(M0), out=self.iota_m0)  # round 1's products: c M0 + i M0
+        bufs = (_aligned((2, m), _U64), _aligned((2, m), _U64))
         views = []
         for b in bufs:
             w, w2 = b.reshape(-1).view(np.uint32), b.view(np.uint32)
@@ -162,13 +173,13 @@ class _Plan:
         masks = (_ZMASK,) * 7 + (_z(last_mask),)
         tiled = self.m <= _TILED
         if tiled:
-            kk = np.empty((8, 2, self.m), dtype=_U64)
+            kk = _aligned((8, 2, self.m), _U64)
             kk[...] = np.array([[ks[r][k] for _, k in step[4]] for r, step in enumerate(_STEPS)], _U64)[:, :, None]
         ops = []
         for r, ((a, p, muls, aligned, keys), mask) in enumerate(zip(_STEPS, masks)):
             va, vp = self.views[a], self.views[p]
             if tiled:
-                mm = np.empty((2, self.m), dtype=_U64)
+                mm = _aligned((2, self.m), _U64)
                 mm[...] = np.array([(M0, M1)[k] for _, k in muls], _U64)[:, None]
                 ops.append((_mul, va["all"], mm, va["all"]))
             else:
@@ -297,7 +308,7 @@ def _scratch(name: str, shape: tuple, dtype) -> np.ndarray:
     pool = _local.__dict__.setdefault("scratch", {})
     a = pool.get((name, shape, dtype))
     if a is None:
-        a = np.empty(shape, dtype=dtype)
+        a = _aligned(shape, dtype)
         if a.size >= 1024:
             if len(pool) >= 32:  # shapes of one-off draws: keep the pool bounded
                 pool.clear()
@@ -332,7 +343,7 @@ def words(seed: int, subsequence: int, start: int, n: int, device="cpu") -> torc
     if n <= 0:
         return torch.empty(0, dtype=torch.int64, device=device)
     b0, nb, lead = _span(start, n)
-    out = np.empty((nb, 4), dtype=_U64)
+    out = _aligned((nb, 4), _U64)
 
     def sink(s, m, lanes, prods):
         _and(prods, _ZMASK, prods)
@@ -353,7 +364,7 @@ def uniform32(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
     if n <= 0:
         return torch.empty(0, dtype=torch.float32, device=device)
     b0, nb, lead = _span(start, n)
-    out = np.empty((nb, 4), dtype=np.float32)
+    out = _aligned((nb, 4), np.float32)
 
     def sink(s, m, lanes, prods):
         _and(prods, _Z24, prods)
@@ -391,7 +402,7 @@ def uniform64(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
         return torch.empty(0, dtype=torch.float64, device=device)
     if start % 2 == 0:
         b0, nb, lead = _span(start, 2 * n)
-        out = np.empty((nb, 2), dtype=np.float64)
+        out = _aligned((nb, 2), np.float64)
 
         def sink(s, m, lanes, prods):
             _m53_pairs(lanes, prods)
@@ -472,7 +483,7 @@ def normals(seed: int, subsequence: int, start: int, npairs: int, dtype, device=
     wide = dtype == torch.float64
     assert start % (4 if wide else 2) == 0
     b0, nb, lead = _span(start, (4 if wide else 2) * npairs)
-    out = np.empty((nb, 2 if wide else 4), dtype=np.float64 if wide else np.float32)
+    out = _aligned((nb, 2 if wide else 4), np.float64 if wide else np.float32)
 
     def sink(s, m, lanes, prods):
         o = out[s:s + m]

@@ -165,7 +165,7 @@ def _standard_normal_pairs(seed, subsequence, base, first, n, dtype, device) -> 
 
 
 def _scale(z, mean, std):
-    return z if mean == 0.0 and std == 1.0 else z.mul(std).add_(mean)
+    return z if mean == 0.0 and std == 1.0 else z.mul_(std).add_(mean)  # z is a fresh result: in place
 
 
 def _normal_torch(seed, subsequence, base, first, n, mean, std, dtype, device):
