@@ -6,14 +6,15 @@ operations an engine has: 32-bit xor/and/shift/add and an exact 32 x 32 ->
 64-bit product split into its high and low words.
 
 Representation: uint32 words are held in uint64 NumPy arrays for the bulk
-stream (``_blocks``) and in int64 torch tensors for the explicit-counter block
-function (``_philox_torch``). The product of two such words is < 2**64 and
-both dtypes multiply modulo 2**64, so ``p = a * M`` holds the exact 64
-product bits; ``p & 0xFFFFFFFF`` is the low word and ``p >> 32`` the high
-word (masked again in int64, whose shift is arithmetic). The kernel cannot do
-this (its integer ALU is 32 bits wide) and uses 16-bit limbs instead; see
-``trnrand.kernels.philox``. All give the same words (tests pin them to the
-Random123 known answers and to a pure-Python reference).
+stream (``_blocks``; its high and low words are also read as uint32 views),
+in Python ints with one 64-bit slot per block for draws of a few blocks
+(``_swar``), and in int64 torch tensors for the explicit-counter block
+function (``_philox_torch``). The product of two words is < 2**64 and all
+three multiply exactly (modulo 2**64), so ``p = a * M`` holds the 64 product
+bits: the low word ``p & 0xFFFFFFFF`` and the high word ``p >> 32``. The
+kernel cannot do this (its integer ALU is 32 bits wide) and uses 16-bit
+limbs instead; see ``trnrand.kernels.philox``. All give the same words (tests
+pin them to the Random123 known answers and to a pure-Python reference).
 
 The stream (see docs/trnrand.md "The stream"):
 
@@ -83,7 +84,10 @@ def _keys(seed: int, rounds: int) -> list[tuple[int, int]]:
 #     the previous products, which are dead from here;
 #   * the two key xors (one per row) and one mask over both rows, which clears the junk high words.
 #
-# That is 4 uint64-passes per round over both lanes (a shift-and-mask formulation needs 5) and no allocation.
+# That is 4 uint64-passes per round over both lanes (a shift-and-mask formulation needs 5) and no allocation;
+# the passes run at L2 bandwidth (~10 ns per block here), so the buffers sit on 64-byte boundaries. Narrow
+# chunks are bound by the ~0.3 us per ufunc call instead: there the per-row constants are (2, m) arrays and a
+# round is 4 calls.
 # The multiply writes over its input, so each buffer alternates between lanes and products and the rows swap
 # meaning from round to round; ``_round_steps`` derives the layout of every round once, symbolically.
 _CHUNK = 1 << 14  # blocks per pass: two (2, 2**14) uint64 buffers, 512 KiB (2**12: +25%, 2**13: +5%, 2**16: +5%)
@@ -304,15 +308,16 @@ def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink, last_m
 
 
 def _scratch(name: str, shape: tuple, dtype) -> np.ndarray:
-    """A per-thread scratch array (reused across chunks and calls: fresh large arrays page-fault)."""
+    """A per-thread scratch array of at most a few chunks, reused across chunks and calls (fresh large arrays
+    fault their pages in); larger ones (the word-array fallbacks) are allocated each time."""
+    if math.prod(shape) > 4 * _CHUNK:
+        return _aligned(shape, dtype)
     pool = _local.__dict__.setdefault("scratch", {})
     a = pool.get((name, shape, dtype))
     if a is None:
-        a = _aligned(shape, dtype)
-        if a.size >= 1024:
-            if len(pool) >= 32:  # shapes of one-off draws: keep the pool bounded
-                pool.clear()
-            pool[(name, shape, dtype)] = a
+        if len(pool) >= 32:  # shapes of one-off draws: keep the pool bounded
+            pool.clear()
+        a = pool[(name, shape, dtype)] = _aligned(shape, dtype)
     return a
 
 
