@@ -217,3 +217,46 @@ def test_normals_from_block_fields_equal_the_word_map(n, first, dtype):
     want = _box_muller(_philox.words(11, 2, 8 + q * p0, q * (p1 - p0)), dtype).reshape(-1)
     lead = first - 2 * p0
     assert torch.equal(got, want[lead:lead + n])
+
+
+@pytest.mark.parametrize("nblocks", [3, 20, 700])
+def test_draws_across_the_block_carry_in_every_path(nblocks):
+    # Python-int lanes (<= 32 blocks), narrow tiled chunks: a draw that starts 2 blocks before block 2**32 (the
+    # block index's low word wraps, its high word steps), word for word against the pure-Python reference
+    from trnrand import _philox
+
+    start = 4 * ((1 << 32) - 2) + 1
+    n = 4 * nblocks - 2
+    w = _philox.words(7, 2**63 + 5, start, n)
+    idx = sorted({i for i in (*range(12), *range(n - 6, n), n // 2) if i < n})
+    assert [int(w[i]) for i in idx] == [ref_philox.stream_word(7, 2**63 + 5, start + i) for i in idx]
+    u = _philox.uniform32(7, 2**63 + 5, start, n)
+    assert torch.equal(u, _philox._unit(w, torch.float32, False))
+
+
+def test_concurrent_threads_get_their_own_buffers():
+    # the bulk stream's buffers are per thread: draws racing in threads (NumPy releases the GIL inside the
+    # rounds) equal the same draws made one after another
+    import threading
+
+    from trnrand import _philox
+
+    jobs = [(seed, n) for seed in range(1, 5) for n in (5, 1000, 3 * 4 * 4096 + 7)]
+    want = {job: _philox.uniform32(job[0], 0, 0, job[1]) for job in jobs}
+    got, errors = {}, []
+
+    def work(k):
+        try:
+            for _ in range(3):
+                for job in jobs[k::4] + jobs:
+                    got.setdefault(job, []).append(_philox.uniform32(job[0], 0, 0, job[1]))
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert all(torch.equal(x, want[job]) for job, xs in got.items() for x in xs)
