@@ -165,11 +165,12 @@ def _standard_normal_pairs(seed, subsequence, base, first, n, dtype, device) -> 
 
 
 def _scale(z, mean, std):
-    return z if mean == 0.0 and std == 1.0 else z.mul_(std).add_(mean)  # z is a fresh result: in place
+    return z if mean == 0.0 and std == 1.0 else z.mul(std).add_(mean)
 
 
 def _normal_torch(seed, subsequence, base, first, n, mean, std, dtype, device):
-    return _scale(_standard_normal_pairs(seed, subsequence, base, first, n, dtype, device), mean, std)
+    z = _standard_normal_pairs(seed, subsequence, base, first, n, dtype, device)
+    return z if mean == 0.0 and std == 1.0 else z.mul_(std).add_(mean)  # z is this call's own array: in place
 
 
 def _lognormal_torch(seed, subsequence, base, first, n, mean, std, dtype, device):
