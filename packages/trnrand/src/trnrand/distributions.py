@@ -24,7 +24,7 @@ from trnsci import _validate as V
 from trnsci.dispatch import Op
 
 from . import _philox
-from ._philox import C_PI, MASK, R_BIAS, S_ANGLE, TWO_M24, TWO_M53, _philox_torch
+from ._philox import MASK, TWO_M53, _philox_torch
 from .generator import Generator, _resolve
 
 FLOATS = (torch.float32, torch.float64)
