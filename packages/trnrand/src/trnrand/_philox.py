@@ -262,18 +262,20 @@ def _swar(seed: int, s0: int, s1: int, block0: int, m: int, last_mask: int):
 _mul, _xor, _and, _rsh, _add = np.multiply, np.bitwise_xor, np.bitwise_and, np.right_shift, np.add
 
 
-def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink, last_mask: int = MASK) -> None:
+def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink, last_mask: int = MASK,
+            extra: int = 0) -> None:
     """Philox4x32-10 of blocks block0 .. block0+nblocks-1 of one subsequence, chunk by chunk into ``sink``.
 
     ``sink(start, m, lanes, prods)`` receives blocks ``start .. start+m-1`` (relative to block0) as two
-    (2, m) uint64 arrays: ``lanes`` = (x0, x2) & ``last_mask``, ``prods`` = products whose low 32 bits are
-    (x3, x1) (high bits junk). Both are scratch: the sink may overwrite them and must not keep them.
-    A chunk never crosses a multiple of 2**32 blocks, so counter word 1 is constant within it.
+    (2, m + extra) uint64 arrays: ``lanes`` = (x0, x2) & ``last_mask``, ``prods`` = products whose low 32
+    bits are (x3, x1) (high bits junk); with ``extra=1`` column m is the chunk's next block (the next chunk's
+    first), for maps whose word groups straddle blocks. Both are scratch: the sink may overwrite them and
+    must not keep them. A chunk never crosses a multiple of 2**32 blocks (counter word 1 is constant in it).
     """
     ks = _key_schedule(seed)
     s0, s1 = subsequence & MASK, (subsequence >> 32) & MASK
-    if nblocks <= _SWAR:
-        sink(0, nblocks, *_swar(seed, s0, s1, block0, nblocks, last_mask))
+    if nblocks + extra <= _SWAR:
+        sink(0, nblocks, *_swar(seed, s0, s1, block0, nblocks + extra, last_mask))
         return
     q1 = s0 * M1  # round 1's product of the constant word x2 = s0
     x1 = q1 & MASK  # round 1's x1, a constant
@@ -282,8 +284,9 @@ def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink, last_m
     start = 0
     while start < nblocks:
         c = block0 + start
-        m = min(_CHUNK, nblocks - start, (1 << 32) - (c & MASK))
-        plan = _plan(m)
+        m = min(_CHUNK - extra, nblocks - start, (1 << 32) - (c & MASK))
+        w = m + extra if (c & MASK) + m + extra <= 1 << 32 else m  # else the extra block is past the carry
+        plan = _plan(w)
         (a0, a1), (b0, b1) = plan.bufs[1], plan.bufs[0]
         # round 1: x0 = b_lo (array), x1 = b_hi, x2 = s0, x3 = s1 (constants): p0 = b_lo M0 is an array,
         # x0' a constant; round 2: p0 = x0' M0 a constant
@@ -300,10 +303,13 @@ def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink, last_m
         b0.fill(q0)  # round 2's p0, a constant
         for f, x, y, out in plan.rounds(seed, last_mask):
             f(x, y, out)
-        if plan.m == m:
-            sink(start, m, plan.lanes, plan.prods)
-        else:
-            sink(start, m, plan.lanes[:, :m], plan.prods[:, :m])
+        lanes, prods = plan.lanes, plan.prods
+        if plan.m != w:
+            lanes, prods = lanes[:, :w], prods[:, :w]
+        if w < m + extra:  # the next block, first of the next 2**32 span, on Python ints
+            nl, npr = _swar(seed, s0, s1, c + m, extra, last_mask)
+            lanes, prods = np.concatenate((lanes, nl), axis=1), np.concatenate((prods, npr), axis=1)
+        sink(start, m, lanes, prods)
         start += m
 
 
@@ -397,41 +403,39 @@ def _m53_pairs(lanes, prods) -> None:
 
 
 def uniform64(seed: int, subsequence: int, start: int, n: int, device="cpu", open_low=False) -> torch.Tensor:
-    """``_unit(words(start, 2 n), float64, open_low)``; exact.
+    """``_unit(words(start, 2 n), float64, open_low)``, mapped per chunk in cache; exact.
 
-    An even ``start`` pairs lanes (0, 1) and (2, 3) of each block: mapped per chunk, in cache
-    (``(m53 << 6) 2**-59``, one cast and one power-of-two scale). An odd one pairs across blocks: the words
-    first, then the map.
+    m53 << 6 = ((w_hi & ~31) << 27) | (w_lo & ~63) (bits 6 .. 58, exact in float64), one cast and one
+    power-of-two scale 2**-59. An even ``start`` pairs lanes (0, 1) and (2, 3) of each block; an odd one
+    (1, 2) and (3, 0 of the next block), from chunks that carry their next block.
     """
     if n <= 0:
         return torch.empty(0, dtype=torch.float64, device=device)
-    if start % 2 == 0:
-        b0, nb, lead = _span(start, 2 * n)
-        out = _aligned((nb, 2), np.float64)
+    b0, r = start // 4, start % 4
+    lead = r // 2  # pairs of block b0 before the draw's first
+    nb = (n + lead + 1) // 2
+    out = _aligned((nb, 2), np.float64)
+    odd = r % 2
 
-        def sink(s, m, lanes, prods):
+    def sink(s, m, lanes, prods):
+        if odd:  # pairs (x1, x2), (x3, x0'): the products are the high words
+            _and(prods, _Z53, prods)
+            np.left_shift(prods, _Z27, prods)
+            v0, v1 = prods[1, :m], prods[0, :m]
+            np.bitwise_or(v0, lanes[1, :m], v0)
+            np.bitwise_or(v1, lanes[0, 1:m + 1], v1)
+        else:
             _m53_pairs(lanes, prods)
-            if open_low:
-                _add(lanes, _ONE53, lanes)
-            o = out[s:s + m]
-            _put(o, ((0, lanes[0]), (1, lanes[1])))
-            _mul(o, _F2M59, o)
+            v0, v1 = lanes[0], lanes[1]
+        if open_low:
+            _add(v0, _ONE53, v0)
+            _add(v1, _ONE53, v1)
+        o = out[s:s + m]
+        _put(o, ((0, v0), (1, v1)))
+        _mul(o, _F2M59, o)
 
-        _blocks(seed, subsequence, b0, nb, sink, last_mask=0xFFFFFFE0)
-        return _to_device(out.reshape(-1)[lead // 2:lead // 2 + n], device)
-    w = words(seed, subsequence, start, 2 * n).numpy().reshape(n, 2)
-    u = _m53_np(w[:, 0].copy(), w[:, 1].copy(), open_low).astype(np.float64)
-    u *= TWO_M53
-    return _to_device(u, device)
-
-
-def _m53_np(hi, lo, open_low):
-    m = np.right_shift(hi.view(_U64), _z(5), out=hi.view(_U64))
-    np.left_shift(m, _z(26), out=m)
-    np.bitwise_or(m, np.right_shift(lo.view(_U64), _z(6), out=lo.view(_U64)), out=m)
-    if open_low:
-        m += _U64(1)
-    return m
+    _blocks(seed, subsequence, b0, nb, sink, last_mask=0xFFFFFFC0 if odd else 0xFFFFFFE0, extra=odd)
+    return _to_device(out.reshape(-1)[lead:lead + n], device)
 
 
 # ---- Box-Muller on NumPy: the one map of every normal (chunked stream, word fallback, keyed samplers) -------------
@@ -481,26 +485,47 @@ def _box_muller_np(uw: np.ndarray, aw: np.ndarray, z0, z1, wide: bool) -> None:
 def normals(seed: int, subsequence: int, start: int, npairs: int, dtype, device="cpu") -> torch.Tensor:
     """Flat normals (2 npairs,) of the Box-Muller pairs whose words start at ``start``, per chunk in cache.
 
-    float64: a pair is a block (start % 4 == 0): u1 from (w0, w1), the angle from (w2, w3). float32 (start
-    even): pairs (w0, w1) and (w2, w3) of each block. ``distributions._box_muller`` is the same map from a
-    word array.
+    A float64 pair is 4 words (u1 from the first two, the angle from the last two), a float32 pair 2; pairs
+    that straddle blocks (a start that is not a multiple of 4, resp. odd) take their next block from chunks
+    that carry it. ``distributions._box_muller`` is the same map from a word array.
     """
     wide = dtype == torch.float64
-    assert start % (4 if wide else 2) == 0
-    b0, nb, lead = _span(start, (4 if wide else 2) * npairs)
-    out = _aligned((nb, 2 if wide else 4), np.float64 if wide else np.float32)
+    if npairs <= 0:
+        return torch.empty(0, dtype=dtype, device=device)
+    b0, r = start // 4, start % 4
+    per = 1 if wide else 2  # pairs per block
+    lead = r // (4 // per)  # pairs of block b0 before the draw's first
+    nb = (npairs + lead + per - 1) // per
+    out = _aligned((nb, 2 * per), np.float64 if wide else np.float32)
+    extra = int(r % (4 // per) != 0)
+
+    def word(lanes, prods, j, m):
+        """Lane j (0 .. 7: 4 .. 7 in the next block) of the chunk's m blocks."""
+        src = (lanes[0], prods[1], lanes[1], prods[0])[j % 4]
+        return src[j // 4:j // 4 + m]
 
     def sink(s, m, lanes, prods):
         o = out[s:s + m]
         if wide:
-            _m53_pairs(lanes, prods)
-            _box_muller_np(lanes[0:1], lanes[1:2], (o[:, 0],), (o[:, 1],), True)
-        else:  # pair (x0, x1) -> columns 0, 1; pair (x2, x3) -> columns 2, 3
+            # lanes (x0, x2) serve as the high words of both 53-bit fields when r is even, else as the low words
+            hi, lo = (lanes, prods) if r % 2 == 0 else (prods, lanes)
+            _and(prods, _Z6 if r % 2 == 0 else _Z53, prods)
+            np.left_shift(hi, _Z27, hi)
+            u, a = _scratch("bm_u", (1, m), _U64), _scratch("bm_w", (1, m), _U64)
+            np.bitwise_or(word(lanes, prods, r, m), word(lanes, prods, r + 1, m), u[0])
+            np.bitwise_or(word(lanes, prods, r + 2, m), word(lanes, prods, r + 3, m), a[0])
+            _box_muller_np(u, a, (o[:, 0],), (o[:, 1],), True)
+        else:
             _and(prods, _Z24, prods)
-            _box_muller_np(lanes, prods[::-1], (o[:, 0], o[:, 2]), (o[:, 1], o[:, 3]), False)
+            if not extra:  # pairs (x0, x1) -> columns 0, 1; pair (x2, x3) -> columns 2, 3
+                _box_muller_np(lanes, prods[::-1], (o[:, 0], o[:, 2]), (o[:, 1], o[:, 3]), False)
+            else:  # pairs (x1, x2) and (x3, x0')
+                a = _scratch("bm_w", (2, m), _U64)
+                a[0], a[1] = lanes[1, :m], lanes[0, 1:m + 1]
+                _box_muller_np(prods[::-1, :m], a, (o[:, 0], o[:, 2]), (o[:, 1], o[:, 3]), False)
 
-    _blocks(seed, subsequence, b0, nb, sink, last_mask=0xFFFFFFE0 if wide else 0xFFFFFF00)
-    lead //= 2
+    last = 0xFFFFFF00 if not wide else (0xFFFFFFE0 if r % 2 == 0 else 0xFFFFFFC0)
+    _blocks(seed, subsequence, b0, nb, sink, last_mask=last, extra=extra)
     return _to_device(out.reshape(-1)[2 * lead:2 * (lead + npairs)], device)
 
 

@@ -156,10 +156,7 @@ def _standard_normal_pairs(seed, subsequence, base, first, n, dtype, device) -> 
     p0 = first // 2
     p1 = (first + n + 1) // 2
     w0 = base + q * p0
-    if w0 % q == 0 and p1 > p0:  # pairs inside blocks: normals per chunk, in cache
-        z = _philox.normals(seed, subsequence, w0, p1 - p0, dtype, device)
-    else:
-        z = _box_muller(_philox.words(seed, subsequence, w0, q * (p1 - p0), device), dtype).reshape(-1)
+    z = _philox.normals(seed, subsequence, w0, p1 - p0, dtype, device)  # per chunk, in cache
     lead = first - 2 * p0
     return z[lead : lead + n]
 
