@@ -90,7 +90,7 @@ def _keys(seed: int, rounds: int) -> list[tuple[int, int]]:
 # round is 4 calls.
 # The multiply writes over its input, so each buffer alternates between lanes and products and the rows swap
 # meaning from round to round; ``_round_steps`` derives the layout of every round once, symbolically.
-_CHUNK = 1 << 14  # blocks per pass: two (2, 2**14) uint64 buffers, 512 KiB (2**12: +25%, 2**13: +5%, 2**16: +5%)
+_CHUNK = 1 << 14  # blocks per pass: two (2, 2**14) uint64 buffers, 512 KiB (2**12: +40%, 2**13: +10%, 2**15: no gain)
 _TILED = 1024  # chunk widths at or below which a round is 4 ufunc calls instead of 6 (call-bound: 7-19% faster)
 _SWAR = 32  # draws of at most this many blocks run on Python-int lanes (a few hundred big-int ops < 57 ufunc calls)
 _U64 = np.uint64
@@ -106,7 +106,7 @@ _Z32, _ZMASK, _ZM = _z(32), _z(MASK), (_z(M0), _z(M1))
 
 def _aligned(shape: tuple, dtype) -> np.ndarray:
     """np.empty on a 64-byte boundary: NumPy's large arrays start 16 bytes past one, which costs the rounds'
-    vector loops ~20% here (measured)."""
+    vector loops 5-20% here (measured)."""
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
     raw = np.empty(nbytes + 64, dtype=np.uint8)
@@ -161,6 +161,7 @@ class _Plan:
         self.bufs, self.views = bufs, views
         self.lanes, self.prods = bufs[_FINAL_LANES], bufs[_FINAL_PRODS]
         self.ops: collections.OrderedDict = collections.OrderedDict()
+        self.mults: dict = {}  # (2, m) multiplier rows of the narrow-chunk rounds, per row order
 
     def rounds(self, seed: int, last_mask: int) -> list:
         """The ufunc calls of rounds 3..10 as (ufunc, a, b, out), for one key schedule (cached per seed).
@@ -183,8 +184,11 @@ class _Plan:
         for r, ((a, p, muls, aligned, keys), mask) in enumerate(zip(_STEPS, masks)):
             va, vp = self.views[a], self.views[p]
             if tiled:
-                mm = _aligned((2, self.m), _U64)
-                mm[...] = np.array([(M0, M1)[k] for _, k in muls], _U64)[:, None]
+                order = tuple(k for _, k in muls)
+                mm = self.mults.get(order)
+                if mm is None:
+                    mm = self.mults[order] = _aligned((2, self.m), _U64)
+                    mm[...] = np.array([(M0, M1)[k] for k in order], _U64)[:, None]
                 ops.append((_mul, va["all"], mm, va["all"]))
             else:
                 ops += [(_mul, va["rows"][row], _ZM[k], va["rows"][row]) for row, k in muls]
