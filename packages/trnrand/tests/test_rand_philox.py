@@ -201,19 +201,85 @@ def test_bulk_words_and_fused_uniforms_against_reference(seed, sub, block0):
     assert torch.equal(_philox.words(seed, sub, start + 5, 9), w[5:14])
 
 
+@pytest.mark.parametrize("base", [8, 9, 10, 11])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("n,first", [(5, 0), (2 * 4 * 16384 + 7, 3)])
-def test_normals_from_block_fields_equal_the_word_map(n, first, dtype):
-    # a draw whose pairs lie inside blocks (float64: at a multiple of 4 words; float32: at an even word,
-    # here from lane 2 when first = 3) takes the per-chunk (u1, m, m') fields; it must equal the
-    # Box-Muller map of the words bit for bit (independent check of the words: the reference tests above),
-    # tiny (Python path) and over two chunks with a rank's odd first sample
+def test_normals_from_block_fields_equal_the_word_map(n, first, dtype, base):
+    # the per-chunk Box-Muller (pairs inside blocks, or straddling them when the draw's words start at
+    # any other residue mod 4: chunks then carry their next block) must equal the map of the words bit for
+    # bit (independent check of the words: the reference tests above), tiny (Python-int lanes) and over two
+    # chunks with a rank's odd first sample
     from trnrand import _philox
     from trnrand.distributions import _box_muller, _standard_normal_pairs
 
     q = 4 if dtype == torch.float64 else 2
-    got = _standard_normal_pairs(11, 2, 8, first, n, dtype, "cpu")
+    got = _standard_normal_pairs(11, 2, base, first, n, dtype, "cpu")
     p0, p1 = first // 2, (first + n + 1) // 2
-    want = _box_muller(_philox.words(11, 2, 8 + q * p0, q * (p1 - p0)), dtype).reshape(-1)
+    want = _box_muller(_philox.words(11, 2, base + q * p0, q * (p1 - p0)), dtype).reshape(-1)
     lead = first - 2 * p0
     assert torch.equal(got, want[lead:lead + n])
+
+
+@pytest.mark.parametrize("d", [0, 1, 2, 3])
+@pytest.mark.parametrize("n", [7, 4 * 16384 + 9])
+def test_float64_uniforms_at_every_word_residue(d, n):
+    # odd starts pair (w1, w2) and (w3, w0 of the next block): chunks carry their next block
+    from trnrand import _philox
+
+    start = 4 * 1000 + d
+    w = _philox.words(5, 1, start, 2 * n)
+    for open_low in (False, True):
+        assert torch.equal(_philox.uniform64(5, 1, start, n, open_low=open_low),
+                           _philox._unit(w, torch.float64, open_low))
+
+
+@pytest.mark.parametrize("nblocks", [3, 20, 700])
+def test_draws_across_the_block_carry_in_every_path(nblocks):
+    # Python-int lanes (<= 32 blocks), narrow tiled chunks: a draw that starts 2 blocks before block 2**32 (the
+    # block index's low word wraps, its high word steps), word for word against the pure-Python reference
+    from trnrand import _philox
+
+    start = 4 * ((1 << 32) - 2) + 1
+    n = 4 * nblocks - 2
+    w = _philox.words(7, 2**63 + 5, start, n)
+    idx = sorted({i for i in (*range(12), *range(n - 6, n), n // 2) if i < n})
+    assert [int(w[i]) for i in idx] == [ref_philox.stream_word(7, 2**63 + 5, start + i) for i in idx]
+    u = _philox.uniform32(7, 2**63 + 5, start, n)
+    assert torch.equal(u, _philox._unit(w, torch.float32, False))
+    # odd pairings: a chunk ends at the carry and takes its next block (the first past it) separately
+    from trnrand.distributions import _box_muller
+
+    k = n // 2 - 1
+    assert torch.equal(_philox.uniform64(7, 2**63 + 5, start, k), _philox._unit(w[:2 * k], torch.float64, False))
+    for dtype, q in ((torch.float32, 2), (torch.float64, 4)):
+        pairs = (n - 1) // q
+        z = _philox.normals(7, 2**63 + 5, start, pairs, dtype)
+        assert torch.equal(z, _box_muller(w[:q * pairs], dtype).reshape(-1))
+
+
+def test_concurrent_threads_get_their_own_buffers():
+    # the bulk stream's buffers are per thread: draws racing in threads (NumPy releases the GIL inside the
+    # rounds) equal the same draws made one after another
+    import threading
+
+    from trnrand import _philox
+
+    jobs = [(seed, n) for seed in range(1, 5) for n in (5, 1000, 3 * 4 * 4096 + 7)]
+    want = {job: _philox.uniform32(job[0], 0, 0, job[1]) for job in jobs}
+    got, errors = {}, []
+
+    def work(k):
+        try:
+            for _ in range(3):
+                for job in jobs[k::4] + jobs:
+                    got.setdefault(job, []).append(_philox.uniform32(job[0], 0, 0, job[1]))
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert all(torch.equal(x, want[job]) for job, xs in got.items() for x in xs)

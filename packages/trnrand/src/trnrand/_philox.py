@@ -6,14 +6,15 @@ operations an engine has: 32-bit xor/and/shift/add and an exact 32 x 32 ->
 64-bit product split into its high and low words.
 
 Representation: uint32 words are held in uint64 NumPy arrays for the bulk
-stream (``_blocks``) and in int64 torch tensors for the explicit-counter block
-function (``_philox_torch``). The product of two such words is < 2**64 and
-both dtypes multiply modulo 2**64, so ``p = a * M`` holds the exact 64
-product bits; ``p & 0xFFFFFFFF`` is the low word and ``p >> 32`` the high
-word (masked again in int64, whose shift is arithmetic). The kernel cannot do
-this (its integer ALU is 32 bits wide) and uses 16-bit limbs instead; see
-``trnrand.kernels.philox``. All give the same words (tests pin them to the
-Random123 known answers and to a pure-Python reference).
+stream (``_blocks``; its high and low words are also read as uint32 views),
+in Python ints with one 64-bit slot per block for draws of a few blocks
+(``_swar``), and in int64 torch tensors for the explicit-counter block
+function (``_philox_torch``). The product of two words is < 2**64 and all
+three multiply exactly (modulo 2**64), so ``p = a * M`` holds the 64 product
+bits: the low word ``p & 0xFFFFFFFF`` and the high word ``p >> 32``. The
+kernel cannot do this (its integer ALU is 32 bits wide) and uses 16-bit
+limbs instead; see ``trnrand.kernels.philox``. All give the same words (tests
+pin them to the Random123 known answers and to a pure-Python reference).
 
 The stream (see docs/trnrand.md "The stream"):
 
@@ -25,6 +26,11 @@ The stream (see docs/trnrand.md "The stream"):
 
 from __future__ import annotations
 
+import collections
+import functools
+import math
+import threading
+
 import numpy as np
 import torch
 
@@ -33,7 +39,13 @@ M1 = 0xCD9E8D57
 W0 = 0x9E3779B9  # golden ratio
 W1 = 0xBB67AE85  # sqrt(3) - 1
 MASK = 0xFFFFFFFF
-_CHUNK = 1 << 14  # Philox blocks per pass (6 uint64 buffers of 128 KiB, L2-sized); 2**12 and 2**16 were slower
+TWO_M24 = 2.0**-24
+TWO_M53 = 2.0**-53
+#: float32 Box-Muller constants (shared with the kernel): C = the largest float32 below pi, the angle
+#: grid step S = 2 C 2**-24 (exact in float32) and the radius bias that keeps sqrt's argument > 0
+C_PI = 3.1415925025939941  # float(np.nextafter(np.float32(np.pi), 0)); checked in the tests
+S_ANGLE = 2.0 * C_PI * 2.0**-24
+R_BIAS = 2.0**-100
 
 
 def _philox_torch(counter: torch.Tensor, key: torch.Tensor, rounds: int) -> torch.Tensor:
@@ -59,235 +71,469 @@ def _keys(seed: int, rounds: int) -> list[tuple[int, int]]:
     return out
 
 
-def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink) -> None:
+# ---- the bulk stream: NumPy uint64 ufuncs, in place on two L2-resident buffers ---------------------------------
+#
+# Per chunk of m blocks, the state lives in two (2, m) uint64 buffers: one holds the lanes (x0, x2), the other
+# the previous round's products p0 = x0 M0, p1 = x2 M1, whose low words are the lanes x3, x1. One round is six
+# ufunc calls, all in place:
+#
+#   * two multiplies, each row by its constant, over the lane buffer (it now holds this round's products);
+#   * one uint32 xor of the two buffers viewed as uint32, offset by one word: word 2i + 1 of the products (the
+#     high word of element i) meets word 2i of the previous products (the low word of element i), so the even
+#     words get hi(p) ^ lo(p_prev) -- the next lanes, before the key -- and the odd words junk; written over
+#     the previous products, which are dead from here;
+#   * the two key xors (one per row) and one mask over both rows, which clears the junk high words.
+#
+# That is 4 uint64-passes per round over both lanes (a shift-and-mask formulation needs 5) and no allocation;
+# the passes run at L2 bandwidth (~10 ns per block here), so the buffers sit on 64-byte boundaries. Narrow
+# chunks are bound by the ~0.3 us per ufunc call instead: there the per-row constants are (2, m) arrays and a
+# round is 4 calls.
+# The multiply writes over its input, so each buffer alternates between lanes and products and the rows swap
+# meaning from round to round; ``_round_steps`` derives the layout of every round once, symbolically.
+_CHUNK = 1 << 14  # blocks per pass: two (2, 2**14) uint64 buffers, 512 KiB (2**12: +40%, 2**13: +10%, 2**15: no gain)
+_TILED = 1024  # chunk widths at or below which a round is 4 ufunc calls instead of 6 (call-bound: 7-19% faster)
+_SWAR = 32  # draws of at most this many blocks run on Python-int lanes (a few hundred big-int ops < 57 ufunc calls)
+_U64 = np.uint64
+
+
+def _z(v: int) -> np.ndarray:
+    """A 0-d uint64 operand: a ufunc call takes it ~2x faster than a NumPy or Python scalar (no conversion)."""
+    return np.array(v, dtype=_U64)
+
+
+_Z32, _ZMASK, _ZM = _z(32), _z(MASK), (_z(M0), _z(M1))
+
+
+def _aligned(shape: tuple, dtype) -> np.ndarray:
+    """np.empty on a 64-byte boundary: NumPy's large arrays start 16 bytes past one, which costs the rounds'
+    vector loops 5-20% here (measured)."""
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    raw = np.empty(nbytes + 64, dtype=np.uint8)
+    off = -raw.ctypes.data % 64
+    return raw[off:off + nbytes].view(dtype).reshape(shape)
+
+
+@functools.lru_cache(maxsize=64)
+def _key_schedule(seed: int) -> list[tuple[int, int]]:
+    return _keys(seed, 10)
+
+
+def _round_steps():
+    """Rows of rounds 3..10 (rounds 1 and 2 are set up per chunk with the counter's constant words).
+
+    Buffer 1 starts with the lanes (x0, x2), buffer 0 with round 2's products (p0, p1). Returns per round
+    ``(lane buffer, product buffer, [(row, multiplier 0/1)], rows aligned?, [(row, key 0/1)])`` and the
+    final layout: the buffer and rows of (x0, x2) and of (p0, p1).
+    """
+    lanes, prods = {0: "x0", 1: "x2"}, {0: "p0", 1: "p1"}
+    a, p = 1, 0
+    steps = []
+    for _ in range(8):
+        muls = [(r, 0 if lanes[r] == "x0" else 1) for r in (0, 1)]
+        new_prods = {r: "p0" if lanes[r] == "x0" else "p1" for r in (0, 1)}
+        # x0' comes from p1 and lo(p1_prev): it lands on the row that held p1_prev; x2' on p0_prev's row
+        new_lanes = {r: "x0" if prods[r] == "p1" else "x2" for r in (0, 1)}
+        keys = [(r, 0 if new_lanes[r] == "x0" else 1) for r in (0, 1)]
+        steps.append((a, p, muls, new_prods[0] == prods[0], keys))
+        lanes, prods, a, p = new_lanes, new_prods, p, a
+    assert lanes == {0: "x0", 1: "x2"} and prods == {0: "p0", 1: "p1"}  # the period-4 layout ends where it began
+    return steps, a, p
+
+
+_STEPS, _FINAL_LANES, _FINAL_PRODS = _round_steps()
+
+
+class _Plan:
+    """Buffers and every view the rounds use, for chunks of width ``m`` (one per thread and size class)."""
+
+    def __init__(self, m: int):
+        self.m = m
+        self.iota_m0 = _aligned((m,), _U64)
+        np.multiply(np.arange(m, dtype=_U64), _U64(M0), out=self.iota_m0)  # round 1's products: c M0 + i M0
+        bufs = (_aligned((2, m), _U64), _aligned((2, m), _U64))
+        views = []
+        for b in bufs:
+            w, w2 = b.reshape(-1).view(np.uint32), b.view(np.uint32)
+            views.append({"rows": (b[0], b[1]), "all": b, "flat": b.reshape(-1),
+                          # aligned rows: one flat call over both; swapped rows: product row r meets row 1 - r
+                          "hi": w[1:], "lo": w[:-1], "hi2": w2[:, 1:], "lo2": w2[::-1, :-1]})
+        self.bufs, self.views = bufs, views
+        self.lanes, self.prods = bufs[_FINAL_LANES], bufs[_FINAL_PRODS]
+        self.ops: collections.OrderedDict = collections.OrderedDict()
+        self.mults: dict = {}  # (2, m) multiplier rows of the narrow-chunk rounds, per row order
+
+    def rounds(self, seed: int, last_mask: int) -> list:
+        """The ufunc calls of rounds 3..10 as (ufunc, a, b, out), for one key schedule (cached per seed).
+
+        Narrow chunks are call-bound: there each round's two multiplies and two key xors are one call each,
+        against (2, m) arrays of the per-row constants (4 calls per round instead of 6).
+        """
+        key = (seed, last_mask)
+        ops = self.ops.get(key)
+        if ops is not None:
+            self.ops.move_to_end(key)
+            return ops
+        ks = _keys(seed, 10)[2:]
+        masks = (_ZMASK,) * 7 + (_z(last_mask),)
+        tiled = self.m <= _TILED
+        if tiled:
+            kk = _aligned((8, 2, self.m), _U64)
+            kk[...] = np.array([[ks[r][k] for _, k in step[4]] for r, step in enumerate(_STEPS)], _U64)[:, :, None]
+        ops = []
+        for r, ((a, p, muls, aligned, keys), mask) in enumerate(zip(_STEPS, masks)):
+            va, vp = self.views[a], self.views[p]
+            if tiled:
+                order = tuple(k for _, k in muls)
+                mm = self.mults.get(order)
+                if mm is None:
+                    mm = self.mults[order] = _aligned((2, self.m), _U64)
+                    mm[...] = np.array([(M0, M1)[k] for k in order], _U64)[:, None]
+                ops.append((_mul, va["all"], mm, va["all"]))
+            else:
+                ops += [(_mul, va["rows"][row], _ZM[k], va["rows"][row]) for row, k in muls]
+            hi, lo = (va["hi"], vp["lo"]) if aligned else (va["hi2"], vp["lo2"])
+            ops.append((_xor, hi, lo, lo))
+            if tiled:
+                ops.append((_xor, vp["all"], kk[r], vp["all"]))
+            else:
+                ops += [(_xor, vp["rows"][row], _z(ks[r][k]), vp["rows"][row]) for row, k in keys]
+            ops.append((_and, vp["flat"], mask, vp["flat"]))
+        self.ops[key] = ops
+        if len(self.ops) > 4:
+            self.ops.popitem(last=False)
+        return ops
+
+
+_local = threading.local()
+
+
+def _size_class(m: int) -> int:
+    """Buffer width for a chunk of m blocks: powers of two up to 1024, then multiples of 256 (the unused
+    columns compute blocks past the chunk, which are dropped)."""
+    return 1 << (m - 1).bit_length() if m <= 1024 else -(-m // 256) * 256
+
+
+def _plan(m: int) -> _Plan:
+    plans = _local.__dict__.get("plans")
+    if plans is None:  # per thread (the buffers are scratch), the 8 most recently used widths
+        plans = _local.plans = collections.OrderedDict()
+    w = _size_class(m)
+    plan = plans.get(w)
+    if plan is None:
+        plan = plans[w] = _Plan(w)
+        if len(plans) > 8:
+            plans.popitem(last=False)
+    else:
+        plans.move_to_end(w)
+    return plan
+
+
+@functools.lru_cache(maxsize=256)
+def _swar_const(m: int) -> tuple[int, int, int]:
+    """(1 in every slot, MASK in every slot, i in slot i) for m 64-bit slots."""
+    rep = ((1 << (64 * m)) - 1) // ((1 << 64) - 1)
+    return rep, rep * MASK, int.from_bytes(np.arange(m, dtype=_U64).tobytes(), "little")
+
+
+@functools.lru_cache(maxsize=256)
+def _swar_keys(seed: int, m: int) -> tuple[tuple[int, int], ...]:
+    rep = _swar_const(m)[0]
+    return tuple((k0 * rep, k1 * rep) for k0, k1 in _key_schedule(seed))
+
+
+def _swar(seed: int, s0: int, s1: int, block0: int, m: int, last_mask: int):
+    """Rounds of m <= _SWAR blocks on Python ints holding m 64-bit slots (SIMD within a register: no product
+    overflows its slot); returns the (lanes, prods) arrays of ``_blocks``."""
+    rep, masks, iota = _swar_const(m)
+    if (block0 & MASK) + m <= 1 << 32:
+        x0, x1 = (block0 & MASK) * rep + iota, (block0 >> 32) * rep
+    else:  # the block index carries into counter word 1 inside the draw
+        x0 = sum(((block0 + i) & MASK) << (64 * i) for i in range(m))
+        x1 = sum(((block0 + i) >> 32) << (64 * i) for i in range(m))
+    x2, x3 = s0 * rep, s1 * rep
+    for k0, k1 in _swar_keys(seed, m):
+        p0, p1 = x0 * M0, x2 * M1
+        x0 = (((p1 >> 32) ^ x1) & masks) ^ k0
+        x2 = (((p0 >> 32) ^ x3) & masks) ^ k1
+        x1, x3 = p1, p0  # full products: their low words are the lanes
+    keep, nbytes = last_mask * rep, 16 * m
+    lanes = np.frombuffer(bytearray(((x0 & keep) | ((x2 & keep) << (64 * m))).to_bytes(nbytes, "little")), _U64)
+    prods = np.frombuffer(bytearray((x3 | (x1 << (64 * m))).to_bytes(nbytes, "little")), _U64)
+    return lanes.reshape(2, m), prods.reshape(2, m)
+
+
+_mul, _xor, _and, _rsh, _add = np.multiply, np.bitwise_xor, np.bitwise_and, np.right_shift, np.add
+
+
+def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink, last_mask: int = MASK,
+            extra: int = 0) -> None:
     """Philox4x32-10 of blocks block0 .. block0+nblocks-1 of one subsequence, chunk by chunk into ``sink``.
 
-    ``sink(start, m, lanes)`` receives the chunk's blocks ``start .. start+m-1``
-    (relative to block0) as four NumPy uint64 arrays holding the uint32 lanes
-    (scratch: the sink may overwrite them).
-
-    NumPy uint64, not torch int64: the same ten ops per round (two exact
-    64-bit products, two logical shifts, four xors, two masks) run ~1.5-2x
-    faster as NumPy ufuncs with ``out=`` on this CPU (measured, one thread),
-    and uint64's logical shift needs no sign mask. Scalar key schedule; the
-    counter's high words are constants of the subsequence, so round 1's second
-    product is a scalar. Six preallocated L2-sized chunk buffers: no
-    allocation inside the rounds (fresh large allocations page-fault).
+    ``sink(start, m, lanes, prods)`` receives blocks ``start .. start+m-1`` (relative to block0) as two
+    (2, m + extra) uint64 arrays: ``lanes`` = (x0, x2) & ``last_mask``, ``prods`` = products whose low 32
+    bits are (x3, x1) (high bits junk); with ``extra=1`` column m is the chunk's next block (the next chunk's
+    first), for maps whose word groups straddle blocks. Both are scratch: the sink may overwrite them and
+    must not keep them. A chunk never crosses a multiple of 2**32 blocks (counter word 1 is constant in it).
     """
-    keys = [(np.uint64(a), np.uint64(b)) for a, b in _keys(seed, 10)]
+    ks = _key_schedule(seed)
     s0, s1 = subsequence & MASK, (subsequence >> 32) & MASK
-    # first round's product of the constant word x2 = s0
-    q = s0 * M1
-    q_hi, q_lo = q >> 32, q & MASK
-    m0, m1, sh, mask = np.uint64(M0), np.uint64(M1), np.uint64(32), np.uint64(MASK)
-    k0, k1 = keys[0]
-    r1_x0, r1_x2 = np.uint64(q_hi) ^ k0, np.uint64(s1) ^ k1
-    size = min(_CHUNK, nblocks)
-    bufs = [np.empty(size, dtype=np.uint64) for _ in range(6)]
-    for start in range(0, nblocks, _CHUNK):
-        m = min(_CHUNK, nblocks - start)
-        x0, x1, x2, x3, p0, p1 = (t[:m] for t in bufs)
-        c = np.arange(block0 + start, block0 + start + m, dtype=np.uint64)
-        np.right_shift(c, sh, out=x1)  # the block index's high word (a carry across 2**32 included)
-        np.bitwise_and(c, mask, out=x0)
-        # round 1: x2 = s0, x3 = s1 are scalars
-        np.multiply(x0, m0, out=p0)
-        np.bitwise_xor(x1, r1_x0, out=x0)
-        x1.fill(q_lo)
-        np.right_shift(p0, sh, out=x2)
-        np.bitwise_xor(x2, r1_x2, out=x2)
-        x3, p0 = p0, x3
-        # x1 and x3 are only ever xor-ed into words that are masked afterwards, so they may keep the
-        # product's high bits ("dirty"): x1 = p1 instead of p1 & MASK saves two ops per round.
-        for k0, k1 in keys[1:]:
-            np.multiply(x0, m0, out=p0)
-            np.multiply(x2, m1, out=p1)
-            np.right_shift(p1, sh, out=x0)
-            np.bitwise_xor(x0, x1, out=x0)
-            np.bitwise_xor(x0, k0, out=x0)
-            np.bitwise_and(x0, mask, out=x0)
-            np.right_shift(p0, sh, out=x2)
-            np.bitwise_xor(x2, x3, out=x2)
-            np.bitwise_xor(x2, k1, out=x2)
-            np.bitwise_and(x2, mask, out=x2)
-            x1, p1 = p1, x1
-            x3, p0 = p0, x3
-        np.bitwise_and(x1, mask, out=x1)
-        np.bitwise_and(x3, mask, out=x3)
-        sink(start, m, (x0, x1, x2, x3))
-
-
-def _block_py(seed: int, subsequence: int, b: int) -> tuple[int, int, int, int]:
-    """One block in Python ints: a few microseconds, far below 100 ufunc calls for tiny draws."""
-    x0, x1, x2, x3 = b & MASK, (b >> 32) & MASK, subsequence & MASK, (subsequence >> 32) & MASK
-    for k0, k1 in _keys(seed, 10):
-        p0, p1 = x0 * M0, x2 * M1
-        x0, x1, x2, x3 = (p1 >> 32) ^ x1 ^ k0, p1 & MASK, (p0 >> 32) ^ x3 ^ k1, p0 & MASK
-    return x0, x1, x2, x3
-
-
-_SMALL = 8  # blocks at or below which the Python-int path is faster than the ufunc rounds (measured)
-
-
-def _span_blocks(seed: int, subsequence: int, b0: int, out: np.ndarray, block_fn) -> None:
-    """Fill ``out`` (rows = blocks b0 .. b0+len(out)-1) chunk by chunk: ``block_fn(o, lanes)`` writes
-    rows ``o`` from the four uint64 lane arrays (while they are in cache)."""
-    nb = out.shape[0]
-    if nb <= _SMALL:
-        w = np.array([_block_py(seed, subsequence, b0 + i) for i in range(nb)], dtype=np.uint64)
-        block_fn(out, tuple(w[:, i] for i in range(4)))
+    if nblocks + extra <= _SWAR:
+        sink(0, nblocks, *_swar(seed, s0, s1, block0, nblocks + extra, last_mask))
         return
-    _blocks(seed, subsequence, b0, nb, lambda s, m, lanes: block_fn(out[s:s + m], lanes))
+    q1 = s0 * M1  # round 1's product of the constant word x2 = s0
+    x1 = q1 & MASK  # round 1's x1, a constant
+    r1 = _z(s1 ^ ks[0][1])
+    k0, k1 = ks[1]
+    start = 0
+    while start < nblocks:
+        c = block0 + start
+        m = min(_CHUNK - extra, nblocks - start, (1 << 32) - (c & MASK))
+        w = m + extra if (c & MASK) + m + extra <= 1 << 32 else m  # else the extra block is past the carry
+        plan = _plan(w)
+        (a0, a1), (b0, b1) = plan.bufs[1], plan.bufs[0]
+        # round 1: x0 = b_lo (array), x1 = b_hi, x2 = s0, x3 = s1 (constants): p0 = b_lo M0 is an array,
+        # x0' a constant; round 2: p0 = x0' M0 a constant
+        x0 = (q1 >> 32) ^ (c >> 32) ^ ks[0][0]
+        q0 = x0 * M0
+        _add(plan.iota_m0, _z((c & MASK) * M0), a1)  # p0 (its low word is x3')
+        _rsh(a1, _Z32, a0)
+        _xor(a0, r1, a0)  # x2' = hi(p0) ^ s1 ^ k1
+        _mul(a0, _ZM[1], b1)  # round 2: p1 = x2' M1
+        _rsh(b1, _Z32, a0)
+        _xor(a0, _z(x1 ^ k0), a0)  # x0'' = hi(p1) ^ x1' ^ k0
+        _xor(a1, _z((q0 >> 32) ^ k1), a1)
+        _and(a1, _ZMASK, a1)  # x2'' = hi(q0) ^ lo(p0) ^ k1
+        b0.fill(q0)  # round 2's p0, a constant
+        for f, x, y, out in plan.rounds(seed, last_mask):
+            f(x, y, out)
+        lanes, prods = plan.lanes, plan.prods
+        if plan.m != w:
+            lanes, prods = lanes[:, :w], prods[:, :w]
+        if w < m + extra:  # the next block, first of the next 2**32 span, on Python ints
+            nl, npr = _swar(seed, s0, s1, c + m, extra, last_mask)
+            lanes, prods = np.concatenate((lanes, nl), axis=1), np.concatenate((prods, npr), axis=1)
+        sink(start, m, lanes, prods)
+        start += m
 
 
-def _lanewise(lane_fn, finish=None):
-    """block_fn writing column i of the rows from lane i (mapped by lane_fn), then finish(rows) in place."""
-    def block_fn(o, lanes):
-        for i, lane in enumerate(lanes):
-            o[:, i] = lane_fn(lane)
-        if finish is not None:
-            finish(o)
-
-    return block_fn
-
-
-def _run(seed, subsequence, start, n, dtype, block_fn) -> np.ndarray:
-    """Flat values of words start .. start+n-1 (one per word) of whole blocks, mapped by block_fn."""
-    b0, b1 = start // 4, (start + n - 1) // 4 + 1
-    out = np.empty((b1 - b0, 4), dtype=dtype)
-    _span_blocks(seed, subsequence, b0, out, block_fn)
-    lead = start - 4 * b0
-    return out.reshape(-1)[lead:lead + n]
+def _scratch(name: str, shape: tuple, dtype) -> np.ndarray:
+    """A per-thread scratch array of at most a few chunks, reused across chunks and calls (fresh large arrays
+    fault their pages in); larger ones (the word-array fallbacks) are allocated each time."""
+    if math.prod(shape) > 4 * _CHUNK:
+        return _aligned(shape, dtype)
+    pool = _local.__dict__.setdefault("scratch", {})
+    a = pool.get((name, shape, dtype))
+    if a is None:
+        if len(pool) >= 32:  # shapes of one-off draws: keep the pool bounded
+            pool.clear()
+        a = pool[(name, shape, dtype)] = _aligned(shape, dtype)
+    return a
 
 
 def _to_device(a: np.ndarray, device) -> torch.Tensor:
     t = torch.from_numpy(a)
-    return t if torch.device(device).type == "cpu" else t.to(device)
+    return t if getattr(device, "type", device) == "cpu" else t.to(device)
+
+
+def _span(start: int, n: int) -> tuple[int, int, int]:
+    """(first block, number of blocks, lead words) of words start .. start+n-1."""
+    b0 = start // 4
+    return b0, (start + n - 1) // 4 + 1 - b0, start - 4 * b0
+
+
+def _put(o: np.ndarray, cols) -> None:
+    """o[:, j] = row (cast) for (j, row) in cols; rows are uint64 < 2**63, read as int64 (a faster cast)."""
+    for j, row in cols:
+        o[:, j] = row.view(np.int64)
+
+
+_Z24, _Z53, _Z6 = _z(0xFFFFFF00), _z(0xFFFFFFE0), _z(0xFFFFFFC0)  # keep 24 bits / 27 bits / 26 bits of a word
+_Z27, _ONE24, _ONE53 = _z(27), _z(1 << 8), _z(1 << 6)
+_F2M32, _F2M59 = np.array(2.0**-32, dtype=np.float32), np.array(2.0**-59)
 
 
 def words(seed: int, subsequence: int, start: int, n: int, device="cpu") -> torch.Tensor:
     """Words start .. start+n-1 of the stream as an int64 tensor (n,) of uint32 values."""
     if n <= 0:
         return torch.empty(0, dtype=torch.int64, device=device)
-    return _to_device(_run(seed, subsequence, start, n, np.uint64, _lanewise(_same)).view(np.int64), device)
+    b0, nb, lead = _span(start, n)
+    out = _aligned((nb, 4), _U64)
 
+    def sink(s, m, lanes, prods):
+        _and(prods, _ZMASK, prods)
+        o = out[s:s + m]
+        o[:, 0], o[:, 1], o[:, 2], o[:, 3] = lanes[0], prods[1], lanes[1], prods[0]
 
-def _same(lane):
-    return lane
-
-
-def _u24_lane(open_low: bool):
-    def fn(lane):
-        lane = np.right_shift(lane, np.uint64(8), out=lane)
-        return lane + np.uint64(1) if open_low else lane
-
-    return fn
-
-
-def _scale24(o):
-    o *= np.float32(TWO_M24)
+    _blocks(seed, subsequence, b0, nb, sink)
+    return _to_device(out.reshape(-1)[lead:lead + n].view(np.int64), device)
 
 
 def uniform32(seed: int, subsequence: int, start: int, n: int, device="cpu", open_low=False) -> torch.Tensor:
-    """``_unit(words(...), float32, open_low)`` fused: each lane goes straight to float32, no int64 words array.
+    """``_unit(words(...), float32, open_low)`` fused: per chunk, in cache, no word array.
 
-    Bit-identical to the two-step form: m = w >> 8 (or m + 1) is < 2**24 + 1,
-    exact in float32, and the scale 2**-24 is a power of two (applied per chunk, in cache).
+    Each word keeps its top 24 bits in place (``w & 0xFFFFFF00`` = ``(w >> 8) 2**8``, plus ``2**8`` for
+    ``(0, 1]``), is cast to float32 (exact: at most 24 significant bits) and scaled by ``2**-32`` (exact):
+    ``m 2**-24`` or ``(m + 1) 2**-24``, bit for bit the two-step map.
     """
     if n <= 0:
         return torch.empty(0, dtype=torch.float32, device=device)
-    return _to_device(_run(seed, subsequence, start, n, np.float32, _lanewise(_u24_lane(open_low), _scale24)), device)
+    b0, nb, lead = _span(start, n)
+    out = _aligned((nb, 4), np.float32)
+
+    def sink(s, m, lanes, prods):
+        _and(prods, _Z24, prods)
+        if open_low:
+            _add(lanes, _ONE24, lanes)
+            _add(prods, _ONE24, prods)
+        o = out[s:s + m]
+        _put(o, ((0, lanes[0]), (1, prods[1]), (2, lanes[1]), (3, prods[0])))
+        _mul(o, _F2M32, o)
+
+    _blocks(seed, subsequence, b0, nb, sink, last_mask=0xFFFFFF00)
+    return _to_device(out.reshape(-1)[lead:lead + n], device)
 
 
-def _m53_np(hi, lo, open_low):
-    m = np.right_shift(hi, np.uint64(5), out=hi)
-    np.left_shift(m, np.uint64(26), out=m)
-    np.bitwise_or(m, np.right_shift(lo, np.uint64(6), out=lo), out=m)
-    if open_low:
-        m += np.uint64(1)
-    return m
+def _m53_pairs(lanes, prods) -> None:
+    """In place: lanes[r] = m53 << 6 of the pairs (x0, x1), (x2, x3), from lanes = (x0, x2) & 0xFFFFFFE0.
+
+    m53 = (w_hi >> 5) 2**26 + (w_lo >> 6); shifted left by 6 it is ((w_hi >> 5) << 32) | (w_lo & ~63):
+    bits 6 .. 58, exact in float64.
+    """
+    _and(prods, _Z6, prods)
+    np.left_shift(lanes, _Z27, lanes)
+    np.bitwise_or(lanes[0], prods[1], lanes[0])
+    np.bitwise_or(lanes[1], prods[0], lanes[1])
 
 
 def uniform64(seed: int, subsequence: int, start: int, n: int, device="cpu", open_low=False) -> torch.Tensor:
-    """``_unit(words(start, 2 n), float64, open_low)`` on NumPy words (no torch int64 round trip); exact.
+    """``_unit(words(start, 2 n), float64, open_low)``, mapped per chunk in cache; exact.
 
-    An even ``start`` pairs lanes (0, 1) and (2, 3) of each block: mapped per chunk, in cache. An odd one
-    pairs across blocks: the words first, then the map.
+    m53 << 6 = ((w_hi & ~31) << 27) | (w_lo & ~63) (bits 6 .. 58, exact in float64), one cast and one
+    power-of-two scale 2**-59. An even ``start`` pairs lanes (0, 1) and (2, 3) of each block; an odd one
+    (1, 2) and (3, 0 of the next block), from chunks that carry their next block.
     """
     if n <= 0:
         return torch.empty(0, dtype=torch.float64, device=device)
-    if start % 2 == 0:
-        def block_fn(o, lanes):
-            for j in (0, 1):
-                o[:, j] = _m53_np(lanes[2 * j], lanes[2 * j + 1], open_low)
-            o *= TWO_M53
+    b0, r = start // 4, start % 4
+    lead = r // 2  # pairs of block b0 before the draw's first
+    nb = (n + lead + 1) // 2
+    out = _aligned((nb, 2), np.float64)
+    odd = r % 2
 
-        b0, b1 = start // 4, (start + 2 * n - 1) // 4 + 1
-        out = np.empty((b1 - b0, 2), dtype=np.float64)
-        _span_blocks(seed, subsequence, b0, out, block_fn)
-        lead = (start - 4 * b0) // 2
-        return _to_device(out.reshape(-1)[lead:lead + n], device)
-    w = _run(seed, subsequence, start, 2 * n, np.uint64, _lanewise(_same)).reshape(n, 2)
-    u = _m53_np(w[:, 0].copy(), w[:, 1].copy(), open_low).astype(np.float64)
-    u *= TWO_M53
-    return _to_device(u, device)
+    def sink(s, m, lanes, prods):
+        if odd:  # pairs (x1, x2), (x3, x0'): the products are the high words
+            _and(prods, _Z53, prods)
+            np.left_shift(prods, _Z27, prods)
+            v0, v1 = prods[1, :m], prods[0, :m]
+            np.bitwise_or(v0, lanes[1, :m], v0)
+            np.bitwise_or(v1, lanes[0, 1:m + 1], v1)
+        else:
+            _m53_pairs(lanes, prods)
+            v0, v1 = lanes[0], lanes[1]
+        if open_low:
+            _add(v0, _ONE53, v0)
+            _add(v1, _ONE53, v1)
+        o = out[s:s + m]
+        _put(o, ((0, v0), (1, v1)))
+        _mul(o, _F2M59, o)
+
+    _blocks(seed, subsequence, b0, nb, sink, last_mask=0xFFFFFFC0 if odd else 0xFFFFFFE0, extra=odd)
+    return _to_device(out.reshape(-1)[lead:lead + n], device)
 
 
-def box_muller_fields(seed: int, subsequence: int, start: int, npairs: int, dtype, device="cpu") -> torch.Tensor:
-    """(npairs, 3) ``(u1, m, m')`` of Box-Muller pairs from words start ..: what ``_box_muller`` computes
-    from torch int64 words, here per chunk while the lanes are in cache. All exact in ``dtype``.
+# ---- Box-Muller on NumPy: the one map of every normal (chunked stream, word fallback, keyed samplers) -------------
+_F32 = {k: np.array(v, dtype=np.float32) for k, v in
+        (("2m32", 2.0**-32), ("-2", -2.0), ("bias", R_BIAS), ("scale", S_ANGLE * 2.0**-8), ("c", C_PI))}
+_F64 = {k: np.array(v) for k, v in
+        (("2m59", 2.0**-59), ("-2", -2.0), ("bias", 0.0), ("scale", 2.0 * math.pi * 2.0**-59), ("c", math.pi))}
+_QUARTER32, _QUARTER64, _TOP64 = _z(1 << 30), _z(1 << 57), _z((1 << 59) - 1)
 
-    float64 (start % 4 == 0; a pair is a block): u1 = (m53(w0, w1) + 1) 2**-53, m = m53(w2, w3),
-    m' = (m + 2**51) mod 2**53. float32 (start even; pairs (w0, w1), (w2, w3)): u1 = ((a >> 8) + 1)
-    2**-24, m = b >> 8, m' = (m + 2**22) mod 2**24.
+
+def _box_muller_np(uw: np.ndarray, aw: np.ndarray, z0, z1, wide: bool) -> None:
+    """Normals of prepared pairs into the rows of z0 and z1 (any strides); uw, aw (k, n) uint64 are consumed.
+
+    float32: uw = the u1 word & 0xFFFFFF00 (= (w >> 8) 2**8), aw = the angle word & 0xFFFFFF00 (= m 2**8):
+    u1 = (uw + 2**8) 2**-32 = ((w >> 8) + 1) 2**-24, angle m S - C, computed as (m 2**8)(S 2**-8) - C (the
+    same float32 product: a power-of-two factor moves between the operands exactly), quarter turn
+    (m 2**8 + 2**30) mod 2**32. float64: uw, aw = m53 << 6 of the two word pairs; u1 = (uw + 2**6) 2**-59,
+    angle (m53 2**6)(2 pi 2**-59) - pi, quarter turn (aw + 2**57) mod 2**59. Then r = sqrt(-2 log u1 +
+    bias) and z = r sin(angle), z' = r sin(angle'), each step one float op of the dtype (the kernel's order).
+    """
+    k, n = uw.shape
+    ft, c = (np.float64, _F64) if wide else (np.float32, _F32)
+    r = _scratch("bm_r", (k, n), ft)
+    _add(uw, _ONE53 if wide else _ONE24, uw)
+    r[...] = uw.view(np.int64)
+    _mul(r, c["2m59" if wide else "2m32"], r)
+    np.log(r, r)
+    _mul(r, c["-2"], r)
+    _add(r, c["bias"], r)
+    np.sqrt(r, r)
+    ang = _scratch("bm_a", (2, k, n), ft)
+    ang[0] = aw.view(np.int64)
+    _add(aw, _QUARTER64 if wide else _QUARTER32, aw)
+    _and(aw, _TOP64 if wide else _ZMASK, aw)
+    ang[1] = aw.view(np.int64)
+    _mul(ang, c["scale"], ang)
+    np.subtract(ang, c["c"], ang)
+    if wide:  # torch's float64 sin is ~2x NumPy's (which is scalar libm); float32: NumPy's SIMD sin is ~2x torch's
+        torch.sin(torch.from_numpy(ang), out=torch.from_numpy(ang))
+    else:
+        np.sin(ang, ang)
+    for i in range(k):
+        _mul(ang[0, i], r[i], z0[i])
+        _mul(ang[1, i], r[i], z1[i])
+
+
+def normals(seed: int, subsequence: int, start: int, npairs: int, dtype, device="cpu") -> torch.Tensor:
+    """Flat normals (2 npairs,) of the Box-Muller pairs whose words start at ``start``, per chunk in cache.
+
+    A float64 pair is 4 words (u1 from the first two, the angle from the last two), a float32 pair 2; pairs
+    that straddle blocks (a start that is not a multiple of 4, resp. odd) take their next block from chunks
+    that carry it. ``distributions._box_muller`` is the same map from a word array.
     """
     wide = dtype == torch.float64
-    assert start % (4 if wide else 2) == 0
-    if wide:
-        bits, per_block, ndt = 53, 1, np.float64
-    else:
-        bits, per_block, ndt = 24, 2, np.float32
-    quarter, top = np.uint64(1 << (bits - 2)), np.uint64((1 << bits) - 1)
+    if npairs <= 0:
+        return torch.empty(0, dtype=dtype, device=device)
+    b0, r = start // 4, start % 4
+    per = 1 if wide else 2  # pairs per block
+    lead = r // (4 // per)  # pairs of block b0 before the draw's first
+    nb = (npairs + lead + per - 1) // per
+    out = _aligned((nb, 2 * per), np.float64 if wide else np.float32)
+    extra = int(r % (4 // per) != 0)
 
-    def fields(o, a_hi, a_lo, b_hi, b_lo):  # o: rows x 3 (strided ok)
+    def word(lanes, prods, j, m):
+        """Lane j (0 .. 7: 4 .. 7 in the next block) of the chunk's m blocks."""
+        src = (lanes[0], prods[1], lanes[1], prods[0])[j % 4]
+        return src[j // 4:j // 4 + m]
+
+    def sink(s, m, lanes, prods):
+        o = out[s:s + m]
         if wide:
-            u, m = _m53_np(a_hi, a_lo, True), _m53_np(b_hi, b_lo, False)
+            # lanes (x0, x2) serve as the high words of both 53-bit fields when r is even, else as the low words
+            hi, lo = (lanes, prods) if r % 2 == 0 else (prods, lanes)
+            _and(prods, _Z6 if r % 2 == 0 else _Z53, prods)
+            np.left_shift(hi, _Z27, hi)
+            u, a = _scratch("bm_u", (1, m), _U64), _scratch("bm_w", (1, m), _U64)
+            np.bitwise_or(word(lanes, prods, r, m), word(lanes, prods, r + 1, m), u[0])
+            np.bitwise_or(word(lanes, prods, r + 2, m), word(lanes, prods, r + 3, m), a[0])
+            _box_muller_np(u, a, (o[:, 0],), (o[:, 1],), True)
         else:
-            u = np.right_shift(a_hi, np.uint64(8), out=a_hi)
-            u += np.uint64(1)
-            m = np.right_shift(b_hi, np.uint64(8), out=b_hi)
-        o[:, 0] = u
-        o[:, 0] *= TWO_M53 if wide else np.float32(TWO_M24)
-        o[:, 1] = m
-        m += quarter
-        np.bitwise_and(m, top, out=m)
-        o[:, 2] = m
+            _and(prods, _Z24, prods)
+            if not extra:  # pairs (x0, x1) -> columns 0, 1; pair (x2, x3) -> columns 2, 3
+                _box_muller_np(lanes, prods[::-1], (o[:, 0], o[:, 2]), (o[:, 1], o[:, 3]), False)
+            else:  # pairs (x1, x2) and (x3, x0')
+                a = _scratch("bm_w", (2, m), _U64)
+                a[0], a[1] = lanes[1, :m], lanes[0, 1:m + 1]
+                _box_muller_np(prods[::-1, :m], a, (o[:, 0], o[:, 2]), (o[:, 1], o[:, 3]), False)
 
-    def block_fn(o, lanes):
-        if wide:
-            fields(o[:, 0], lanes[0], lanes[1], lanes[2], lanes[3])
-        else:
-            fields(o[:, 0], lanes[0], None, lanes[1], None)
-            fields(o[:, 1], lanes[2], None, lanes[3], None)
-
-    b0 = start // 4
-    nb = (start + 4 // per_block * npairs - 1) // 4 + 1 - b0
-    out = np.empty((nb, per_block, 3), dtype=ndt)
-    _span_blocks(seed, subsequence, b0, out, block_fn)
-    lead = (start - 4 * b0) // 2
-    return _to_device(out.reshape(-1, 3)[lead:lead + npairs], device)
+    last = 0xFFFFFF00 if not wide else (0xFFFFFFE0 if r % 2 == 0 else 0xFFFFFFC0)
+    _blocks(seed, subsequence, b0, nb, sink, last_mask=last, extra=extra)
+    return _to_device(out.reshape(-1)[2 * lead:2 * (lead + npairs)], device)
 
 
 # ---- words -> floats (exact: every step is an integer op or a power-of-two scale) -------------------------------
-TWO_M24 = 2.0**-24
-TWO_M53 = 2.0**-53
-#: float32 Box-Muller constants (shared with the kernel): C = the largest float32 below pi, the angle
-#: grid step S = 2 C 2**-24 (exact in float32) and the radius bias that keeps sqrt's argument > 0
-C_PI = 3.1415925025939941  # float(np.nextafter(np.float32(np.pi), 0)); checked in the tests
-S_ANGLE = 2.0 * C_PI * 2.0**-24
-R_BIAS = 2.0**-100
-
-
 def _u24(w: torch.Tensor) -> torch.Tensor:
     """24-bit integer m = w >> 8 (the top 24 bits of a word)."""
     return w >> 8

@@ -27,26 +27,34 @@ def cases(quick: bool = True):
     g = trnrand.Generator(seed=1)
     ph = np.random.Generator(np.random.Philox(1))
     tg = torch.Generator().manual_seed(1)
+    for dtype, ndt, name in ((torch.float32, np.float32, "float32"), (torch.float64, np.float64, "float64")):
+        yield Case(
+            "trnrand",
+            f"uniform {n} {name}",
+            lambda dtype=dtype: trnrand.uniform(n, dtype=dtype, generator=g),
+            "numpy Philox random",
+            lambda ndt=ndt: ph.random(n, dtype=ndt),
+        )
+        yield Case(
+            "trnrand",
+            f"normal {n} {name}",
+            lambda dtype=dtype: trnrand.normal(n, dtype=dtype, generator=g),
+            "numpy Philox standard_normal",
+            lambda ndt=ndt: ph.standard_normal(n, dtype=ndt),
+        )
     yield Case(
         "trnrand",
-        f"uniform {n} float32",
+        "uniform 1000 float32 (fixed cost)",
+        lambda: trnrand.uniform(1000, generator=g),
+        "numpy Philox random",
+        lambda: ph.random(1000, dtype=np.float32),
+    )
+    yield Case(
+        "trnrand",
+        f"uniform {n} float32 vs torch",
         lambda: trnrand.uniform(n, generator=g),
-        "numpy Philox random",
-        lambda: ph.random(n, dtype=np.float32),
-    )
-    yield Case(
-        "trnrand",
-        f"normal {n} float32",
-        lambda: trnrand.normal(n, generator=g),
-        "numpy Philox standard_normal",
-        lambda: ph.standard_normal(n, dtype=np.float32),
-    )
-    yield Case(
-        "trnrand",
-        f"uniform {n} float64",
-        lambda: trnrand.uniform(n, dtype=torch.float64, generator=g),
-        "numpy Philox random",
-        lambda: ph.random(n),
+        "torch.rand",
+        lambda: torch.rand(n, generator=tg),
     )
     yield Case(
         "trnrand",

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from trnsci import _validate as V
 from trnsci.dispatch import Op
 
 from . import _philox
-from ._philox import C_PI, MASK, R_BIAS, S_ANGLE, TWO_M24, TWO_M53, _philox_torch
+from ._philox import MASK, TWO_M53, _philox_torch
 from .generator import Generator, _resolve
 
 FLOATS = (torch.float32, torch.float64)
@@ -34,6 +35,8 @@ MAX_SAMPLES = 1 << 48
 
 # ---- validation helpers ---------------------------------------------------------------------------
 def _size(size, where: str) -> tuple[int, ...]:
+    if len(size) == 1 and type(size[0]) is int and 0 <= size[0] <= MAX_SAMPLES:  # the common call, checked cheaply
+        return size
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         size = tuple(size[0])
     size = tuple(V.integer(s, "size", where, minimum=0) for s in size)
@@ -109,33 +112,21 @@ def _box_muller(w: torch.Tensor, dtype) -> torch.Tensor:
     with m' = (m + 2**(b-2)) mod 2**b (a quarter turn, exact integer
     arithmetic). Since sin(t - pi) = -sin t and sin(t + pi/2 - pi) = -cos t,
     (z0, z1) = -(r sin 2 pi v, r cos 2 pi v): Box-Muller using only sin on
-    [-pi, pi], the range of the Scalar Engine's Sin activation.
+    [-pi, pi], the range of the Scalar Engine's Sin activation. The map is
+    ``_philox._box_muller_np``, shared with the chunked stream (bit for bit).
     """
-    if dtype == torch.float64:
-        w = w.reshape(-1, 4)
-        u1 = (_philox._m53(w[:, 0], w[:, 1]) + 1).to(dtype).mul_(TWO_M53)
-        m = _philox._m53(w[:, 2], w[:, 3])
-        bits = 53
+    wide = dtype == torch.float64
+    a = w.detach().cpu().numpy().view(np.uint64)
+    if wide:
+        a = a.reshape(-1, 4)
+        uw = ((a[:, 0] >> np.uint64(5)) << np.uint64(32)) | (a[:, 1] & np.uint64(0xFFFFFFC0))  # m53 << 6
+        aw = ((a[:, 2] >> np.uint64(5)) << np.uint64(32)) | (a[:, 3] & np.uint64(0xFFFFFFC0))
     else:
-        w = w.reshape(-1, 2)
-        u1 = ((w[:, 0] >> 8) + 1).to(dtype).mul_(TWO_M24)
-        m = w[:, 1] >> 8
-        bits = 24
-    mq = (m + (1 << (bits - 2))) & ((1 << bits) - 1)
-    return _box_muller_map(u1, m.to(dtype), mq.to(dtype), dtype)
-
-
-def _box_muller_map(u1, m, mq, dtype) -> torch.Tensor:
-    """(pairs, 2) normals from u1 in (0, 1] and the float angle integers m, m' (exact) of ``_box_muller``."""
-    if dtype == torch.float64:
-        half, scale, tiny = math.pi, TWO_PI * 2.0**-53, 0.0
-    else:  # the Box-Muller kernel's constants: every fp32 sin argument in [-C, C], C = float32 below pi
-        half, scale, tiny = C_PI, S_ANGLE, R_BIAS
-    r = torch.log(u1).mul_(-2.0).add_(tiny).sqrt_()
-    out = torch.empty((r.shape[0], 2), dtype=dtype, device=u1.device)
-    torch.sin(m.mul_(scale).sub_(half), out=out[:, 0])
-    torch.sin(mq.mul_(scale).sub_(half), out=out[:, 1])
-    return out.mul_(r[:, None])
+        a = a.reshape(-1, 2)
+        uw, aw = a[:, 0] & np.uint64(0xFFFFFF00), a[:, 1] & np.uint64(0xFFFFFF00)
+    out = np.empty((a.shape[0], 2), dtype=np.float64 if wide else np.float32)
+    _philox._box_muller_np(uw[None], aw[None], (out[:, 0],), (out[:, 1],), wide)
+    return torch.from_numpy(out).to(w.device)
 
 
 # ---- private torch implementations (registered below as the Ops' torch lowerings) ---------------------
@@ -165,11 +156,7 @@ def _standard_normal_pairs(seed, subsequence, base, first, n, dtype, device) -> 
     p0 = first // 2
     p1 = (first + n + 1) // 2
     w0 = base + q * p0
-    if w0 % q == 0 and p1 > p0:  # pairs inside blocks: fields per chunk, in cache
-        f = _philox.box_muller_fields(seed, subsequence, w0, p1 - p0, dtype, device)
-        z = _box_muller_map(f[:, 0], f[:, 1], f[:, 2], dtype).reshape(-1)
-    else:
-        z = _box_muller(_philox.words(seed, subsequence, w0, q * (p1 - p0), device), dtype).reshape(-1)
+    z = _philox.normals(seed, subsequence, w0, p1 - p0, dtype, device)  # per chunk, in cache
     lead = first - 2 * p0
     return z[lead : lead + n]
 
@@ -179,7 +166,8 @@ def _scale(z, mean, std):
 
 
 def _normal_torch(seed, subsequence, base, first, n, mean, std, dtype, device):
-    return _scale(_standard_normal_pairs(seed, subsequence, base, first, n, dtype, device), mean, std)
+    z = _standard_normal_pairs(seed, subsequence, base, first, n, dtype, device)
+    return z if mean == 0.0 and std == 1.0 else z.mul_(std).add_(mean)  # z is this call's own array: in place
 
 
 def _lognormal_torch(seed, subsequence, base, first, n, mean, std, dtype, device):
@@ -491,7 +479,7 @@ del _op_, _fn
 
 # ---- public API -----------------------------------------------------------------------------------
 def _finish(x: torch.Tensor, size) -> torch.Tensor:
-    return x.reshape(size)
+    return x if x.shape == size else x.reshape(size)
 
 
 def uniform(*size, low=0.0, high=1.0, dtype=torch.float32, generator=None):
