@@ -148,3 +148,52 @@ def test_contraction_plan_carries_the_einsum_ops_decision():
     assert p.op_plan.op == "trntensor.einsum" and p.op_plan.flops == p.flops == 48
     assert p.op_plan.backend == "torch" and "no NKI kernel" in p.op_plan.reason
     assert p.backend == "simulator"  # the step's kernel (trnblas's gemm_kernel)
+
+
+# ------------------------------------------------------------------ autotuned routes: the plan names each execution's
+
+def test_autotuned_routes_plan_equals_run(monkeypatch):
+    """Each execution (tuning ones included) runs the routes plan_contraction names just before it."""
+    import sys
+
+    from trntensor import plan as P
+
+    E = sys.modules["trntensor.einsum"]
+    clock, ran = [0.0], []
+
+    def spied(route, fn):
+        def call(a, b, *rest):
+            # numpy.matmul "faster" exactly on steps with M > 20 (the first here, not the second): a mixed plan
+            clock[0] += (1.0 if a.shape[-2] > 20 else 3.0) if route == "numpy" else 2.0
+            ran.append(route)
+            return fn(a, b, *rest)
+        return call
+
+    monkeypatch.setattr(P, "_clock", lambda: clock[0])
+    monkeypatch.setattr(E, "_np_gemm", spied("numpy", E._np_gemm))
+    monkeypatch.setattr(E, "_mm", spied("torch", E._mm))
+    monkeypatch.setattr(E, "_bmm", spied("torch", E._bmm))
+    prev = trntensor.set_autotune(2)
+    trntensor.clear_plan_cache()
+    try:
+        ops = [_t(9, 40, dtype=F64), _t(40, 30, dtype=F64, seed=1), _t(30, 2, dtype=F64, seed=2)]
+        ref = np.einsum("ij,jk,kl->il", *[x.numpy() for x in ops])
+        seen = []
+        with trnsci.use_backend("auto"):
+            for _ in range(6):
+                plan = trntensor.plan_contraction("ij,jk,kl->il", *ops)
+                said = [s.backend for s in plan.steps]
+                ran.clear()
+                R = trntensor.einsum("ij,jk,kl->il", *ops)
+                assert ran == said, (plan, ran)
+                seen.append(said)
+                np.testing.assert_allclose(R.numpy(), ref, rtol=1e-12)
+        # tuning alternates torch, numpy, numpy, torch; then each step keeps its faster route
+        assert seen[:4] == [["torch"] * 2, ["numpy"] * 2, ["numpy"] * 2, ["torch"] * 2]
+        assert seen[4] == seen[5] == ["numpy", "torch"]
+        for s in plan.steps:
+            assert ("autotuned at" in s.reason) and s.reason.startswith(
+                "numpy.matmul" if s.backend == "numpy" else "torch.mm")
+    finally:
+        trntensor.set_autotune(prev)
+        trntensor.clear_plan_cache()

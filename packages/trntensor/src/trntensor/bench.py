@@ -33,9 +33,9 @@ def contractions(quick: bool = True):
     ]
 
 
-def operands(shapes, seed=0):
+def operands(shapes, seed=0, dtype=torch.float64):
     g = torch.Generator().manual_seed(seed)
-    return [torch.randn(*sh, generator=g, dtype=torch.float64) for sh in shapes]
+    return [torch.randn(*sh, generator=g, dtype=torch.float64).to(dtype) for sh in shapes]
 
 
 def peers(eq, ts):
