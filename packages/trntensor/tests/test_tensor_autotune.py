@@ -30,7 +30,7 @@ class Spy:
         self.calls = []
         self.cost = {"numpy": numpy_cost, "torch": torch_cost}
         real_np, real_mm, real_bmm = E._np_gemm, E._mm, E._bmm
-        monkeypatch.setattr(P, "_clock", lambda: self.t)
+        monkeypatch.setattr(P, "_clock", lambda cpu: self.t)
         monkeypatch.setattr(E, "_np_gemm", lambda a, b: self._call("numpy", real_np, a, b))
         monkeypatch.setattr(E, "_mm", lambda a, b, blas: self._call("torch", real_mm, a, b, blas))
         monkeypatch.setattr(E, "_bmm", lambda a, b, blas: self._call("torch", real_bmm, a, b, blas))

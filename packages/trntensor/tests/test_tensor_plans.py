@@ -169,7 +169,7 @@ def test_autotuned_routes_plan_equals_run(monkeypatch):
             return fn(a, b, *rest)
         return call
 
-    monkeypatch.setattr(P, "_clock", lambda: clock[0])
+    monkeypatch.setattr(P, "_clock", lambda cpu: clock[0])
     monkeypatch.setattr(E, "_np_gemm", spied("numpy", E._np_gemm))
     monkeypatch.setattr(E, "_mm", spied("torch", E._mm))
     monkeypatch.setattr(E, "_bmm", spied("torch", E._bmm))

@@ -70,8 +70,9 @@ def _bmm(a, b, blas):
     return torch.bmm(a, b)
 
 
-def _pair(a, b, r, np_route=False, times=None, k=0):
-    """One pairwise step; ``np_route``: the GEMM by numpy.matmul; ``times[k]``: receives the GEMM's seconds."""
+def _pair(a, b, r, np_route=False, times=None, k=0, cpu=False):
+    """One pairwise step; ``np_route``: the GEMM by numpy.matmul; ``times[k]``: receives the GEMM's seconds
+    (the calling thread's CPU time if ``cpu``, else wall time)."""
     kind, sa, sb, pa, pb, va, vb, res_shape, (Bn, M, N, K) = r
     if sa:
         a = a.sum(sa)
@@ -88,7 +89,7 @@ def _pair(a, b, r, np_route=False, times=None, k=0):
     if kind == "ew":
         return a * b
     if times is not None:
-        t0 = P._clock()
+        t0 = P._clock(cpu)
     if np_route:
         c = _np_gemm(a, b)
     else:
@@ -96,7 +97,7 @@ def _pair(a, b, r, np_route=False, times=None, k=0):
         blas = P._via_trnblas(2 * Bn * M * N * K, a.dtype, batched)
         c = _bmm(a, b, blas) if batched else _mm(a, b, blas)
     if times is not None:
-        times[k] = P._clock() - t0
+        times[k] = P._clock(cpu) - t0
     return c if res_shape is None else c.reshape(res_shape)
 
 
@@ -112,7 +113,7 @@ def _prepare(ops, prep):
     return xs
 
 
-def _run(exec_, ops, use=None, times=None):
+def _run(exec_, ops, use=None, times=None, cpu=False):
     """The plan's steps; ``use``: per step, numpy.matmul for its GEMM; ``times``: per-step GEMM seconds out."""
     prep, recipes, sumdims, perm, _ = exec_
     xs = _prepare(ops, prep)
@@ -121,7 +122,7 @@ def _run(exec_, ops, use=None, times=None):
         a = xs.pop(i)
         if swap:
             a, b = b, a
-        xs.append(_pair(a, b, r) if use is None else _pair(a, b, r, use[k], times, k))
+        xs.append(_pair(a, b, r) if use is None else _pair(a, b, r, use[k], times, k, cpu))
     x = xs[0]
     if sumdims:
         x = x.sum(sumdims)
@@ -240,7 +241,7 @@ def _einsum_torch(plan, operands, alpha, beta, C, compute_dtype, result_dtype, p
             R = _run(plan_exec, ops, use)
         else:
             times = [None] * len(plan_exec[1])
-            R = _run(plan_exec, ops, use, times)
+            R = _run(plan_exec, ops, use, times, tuning.cpu)
             tuning.record(use, times)
     if R.dtype != result_dtype:
         R = R.to(result_dtype)

@@ -641,7 +641,17 @@ _NP_DTYPES = (torch.float32, torch.float64)
 # idle threads spin after a threaded call and slowed the next torch call severalfold (measured).
 _NP_ONE_THREAD_MNK = 2 * 65536 * 4
 _NP_MARGIN = 0.97  # numpy.matmul must be >= 3% faster to replace torch (the default) on a step
-_clock = time.perf_counter
+
+
+def _clock(cpu):
+    """Seconds: the calling thread's CPU time (``cpu``) or wall time.
+
+    With one torch thread both candidates run on the calling thread (OpenBLAS below 2^19 too; above
+    it, its helpers' share is spent while the caller waits in a yield loop, which counts), so its CPU
+    time is what the GEMM costs and is not inflated when other processes take the core; beside torch's
+    own threads only wall time says what a call costs.
+    """
+    return time.thread_time() if cpu else time.perf_counter()
 
 
 def _autotune_count(value, where):
@@ -734,10 +744,11 @@ def get_autotune() -> int:
 class _Tuning:
     """The autotuner's state for one plan at one torch thread count."""
 
-    __slots__ = ("threads", "mask", "idle", "count", "runs", "best", "use")
+    __slots__ = ("threads", "cpu", "mask", "idle", "count", "runs", "best", "use")
 
     def __init__(self, plan, threads, count):
         self.threads = threads
+        self.cpu = threads == 1  # time the calling thread's CPU time (see _clock)
         mask = []
         for k, st in enumerate(plan.steps[: len(plan._exec[1])]):
             Bn, M, N, K = st.dims
