@@ -158,7 +158,8 @@ def test_out_alpha_beta_and_kahan_on_the_numpy_route(spy):
         c = torch.ones(6, 4, dtype=torch.float64)
         trntensor.einsum("ij,jk->ik", ta, tb, alpha=-1, beta=3, out=c)
         _check(3 - a @ b, c, np.float64)
-    assert spy.take()[-2:] == ["numpy", "numpy"]
+    # tuning: torch, numpy; decided numpy at execution 2; execution 4 re-measures torch, 5 numpy
+    assert spy.take() == ["torch", "numpy", "numpy", "numpy", "torch", "numpy"]
     # kahan: float32 operands, float64 steps (eligible), float32 result rounded once
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
     for _ in range(3):
@@ -185,9 +186,9 @@ def test_torch_kept_when_it_is_faster(monkeypatch):
     try:
         spy = Spy(monkeypatch, numpy_cost=2.0, torch_cost=1.0)
         a, b = torch.randn(5, 6, dtype=torch.float64), torch.randn(6, 4, dtype=torch.float64)
-        for _ in range(4):
+        for _ in range(3):
             trntensor.einsum("ij,jk->ik", a, b)
-        assert spy.take() == ["torch", "numpy", "torch", "torch"]
+        assert spy.take() == ["torch", "numpy", "torch"]
         s = trntensor.plan_contraction("ij,jk->ik", a, b).steps[0]
         assert s.backend == "torch" and s.reason.startswith("torch.mm") and "autotuned at" in s.reason
         # a 2% gain is not enough to leave torch (the margin is 3%)
@@ -199,6 +200,26 @@ def test_torch_kept_when_it_is_faster(monkeypatch):
     finally:
         trntensor.set_autotune(prev)
         trntensor.clear_plan_cache()
+
+
+def test_a_decision_is_revisited_at_doubling_intervals(spy):
+    # numpy.matmul looks faster while tuning (as when other processes slowed torch's threads); later
+    # torch is faster: the re-measurement at execution 4 (2x the executions at the decision) finds it
+    a, b = torch.randn(5, 6, dtype=torch.float64), torch.randn(6, 4, dtype=torch.float64)
+    for _ in range(4):
+        trntensor.einsum("ij,jk->ik", a, b)
+    assert spy.take() == ["torch", "numpy", "numpy", "numpy"]
+    s = trntensor.plan_contraction("ij,jk->ik", a, b).steps[0]
+    assert s.backend == "torch" and "execution 5 re-measures torch" in s.reason  # the next one
+    spy.cost = {"numpy": 1.0, "torch": 0.5}
+    for _ in range(10):
+        trntensor.einsum("ij,jk->ik", a, b)
+    # 4: torch re-measured, 5: numpy re-measured, decided torch; 8, 9: the next pair; 16 next
+    assert spy.take() == ["torch", "numpy", "torch", "torch", "numpy", "torch", "torch", "torch", "torch", "torch"]
+    s = trntensor.plan_contraction("ij,jk->ik", a, b).steps[0]
+    assert s.backend == "torch" and "torch kept; re-measured at execution 17" in s.reason
+    assert "numpy.matmul 1000000.0 us, torch 500000.0 us (best of 3 and 3 executions)" in s.reason  # clock units: s
+    _check(a.numpy() @ b.numpy(), trntensor.einsum("ij,jk->ik", a, b), np.float64)
 
 
 def test_autograd_stays_on_torch(spy):

@@ -240,9 +240,10 @@ def _einsum_torch(plan, operands, alpha, beta, C, compute_dtype, result_dtype, p
         if tuning is None:
             R = _run(plan_exec, ops, use)
         else:
+            st, n = tuning
             times = [None] * len(plan_exec[1])
-            R = _run(plan_exec, ops, use, times, tuning.cpu)
-            tuning.record(use, times)
+            R = _run(plan_exec, ops, use, times, st.cpu)
+            st.record(n, use, times)
     if R.dtype != result_dtype:
         R = R.to(result_dtype)
     if alpha != 1:

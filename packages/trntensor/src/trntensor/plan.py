@@ -742,9 +742,21 @@ def get_autotune() -> int:
 
 
 class _Tuning:
-    """The autotuner's state for one plan at one torch thread count."""
+    """The autotuner's state for one plan at one torch thread count.
 
-    __slots__ = ("threads", "cpu", "mask", "idle", "count", "runs", "best", "use")
+    Executions are numbered as they are routed. Until decided they
+    alternate torch and numpy.matmul (torch, numpy, numpy, torch, ...) on
+    every tunable step and are timed; once every tunable step has ``count``
+    times of each, each step keeps the faster (numpy.matmul only when
+    faster by more than 3%). Then execution ``p = 2 * (executions so far)``
+    re-measures the other route of every tunable step and ``p + 1`` the
+    kept one, after which each step decides again on the best times seen,
+    and ``p`` doubles: a decision taken while other processes slowed one
+    route (the best times are minima) is revisited, at a cost that vanishes
+    as the plan is reused.
+    """
+
+    __slots__ = ("threads", "cpu", "mask", "idle", "count", "execs", "tuned", "best", "samples", "use", "probe")
 
     def __init__(self, plan, threads, count):
         self.threads = threads
@@ -757,30 +769,51 @@ class _Tuning:
         self.mask = tuple(mask)
         self.idle = not any(mask)
         self.count = count
-        self.runs = 0
-        self.best = [[math.inf, math.inf] for _ in mask]
+        self.execs = 0  # executions routed
+        self.tuned = 0  # tuning executions recorded
+        self.best = [[math.inf, math.inf] for _ in mask]  # per step: best (torch, numpy) GEMM seconds
+        self.samples = [0, 0]  # timed executions per route
         self.use = (False,) * len(mask) if self.idle else None  # per step: numpy.matmul? (None: tuning)
+        self.probe = 0  # once decided: the execution that re-measures the other routes
 
-    def next_use(self):
-        """The decided routes, or the candidate of the next tuning execution (torch, numpy, numpy, torch, ...)."""
-        if self.use is not None:
-            return self.use
-        numpy_turn = self.runs % 4 in (1, 2)
-        return tuple(m and numpy_turn for m in self.mask)
+    def route(self, n):
+        """``(use, timed)`` of execution ``n``: per-step flags (True: numpy.matmul), and whether it is timed."""
+        if self.use is None:
+            numpy_turn = n % 4 in (1, 2)
+            return tuple(m and numpy_turn for m in self.mask), True
+        if n == self.probe:
+            return tuple(m and not u for m, u in zip(self.mask, self.use)), True
+        return self.use, n == self.probe + 1
 
-    def record(self, use, times):
-        """One tuning execution's GEMM times (seconds per step; None where not timed)."""
+    def take(self):
+        """Number and route the next execution: ``(n, use, timed)``."""
         with _tune_lock:
-            if self.use is not None:
-                return
+            n = self.execs
+            self.execs = n + 1
+        return (n, *self.route(n))
+
+    def _decide(self):
+        return tuple(bool(m and b[1] < _NP_MARGIN * b[0]) for m, b in zip(self.mask, self.best))
+
+    def record(self, n, use, times):
+        """Execution ``n``'s GEMM times (seconds per step, None where not timed) under routes ``use``."""
+        with _tune_lock:
+            numpy_seen = False
             for k, t in enumerate(times):
                 if self.mask[k] and t is not None:
                     b = self.best[k]
                     b[use[k]] = min(b[use[k]], t)
-            self.runs += 1
-            if self.runs >= 2 * self.count and all(
-                    not m or (b[0] < math.inf and b[1] < math.inf) for m, b in zip(self.mask, self.best)):
-                self.use = tuple(bool(m and b[1] < _NP_MARGIN * b[0]) for m, b in zip(self.mask, self.best))
+                    numpy_seen |= use[k]
+            self.samples[numpy_seen] += 1
+            if self.use is None:
+                self.tuned += 1
+                if self.tuned >= 2 * self.count and all(
+                        not m or (b[0] < math.inf and b[1] < math.inf) for m, b in zip(self.mask, self.best)):
+                    self.use = self._decide()
+                    self.probe = 2 * self.execs
+            elif n == self.probe + 1:
+                self.use = self._decide()
+                self.probe *= 2
 
 
 _tune_lock = threading.Lock()
@@ -808,31 +841,35 @@ def _count(autotune):
     return (_autotune[0] or _AUTOTUNE_DEFAULT) if autotune else 0
 
 
+def _held(tensors):
+    """The first tensor NumPy cannot take as it is (autograd, a subclass, a negative-bit view), or None."""
+    for x in tensors:
+        if type(x) is not torch.Tensor or x.requires_grad or x.is_neg():
+            return x
+    return None
+
+
 def _route(plan, ops, autotune):
     """Per-step routes of one call: ``(use, tuning)``.
 
     ``use`` is None (every step on torch) or a tuple of flags per pairwise
-    step (True: numpy.matmul); ``tuning`` is the :class:`_Tuning` to record
-    this execution's GEMM times into, or None once decided.
+    step (True: numpy.matmul); ``tuning`` is ``(state, n)`` when this
+    execution (number ``n``) is timed into :class:`_Tuning` ``state``, else None.
     """
     count = _count(autotune)
     if not count or not ops[0].is_cpu:
         return None, None
     st = _tuning(plan, torch.get_num_threads(), count)
-    if st.idle:
+    if st.idle or _held(ops) is not None:
         return None, None
-    for x in ops:
-        if type(x) is not torch.Tensor or x.requires_grad or x.is_neg():
-            return None, None
-    if not _blas_on_torch():
+    n, use, timed = st.take()
+    if not (timed or any(use)) or not _blas_on_torch():  # torch everywhere (or trnblas's kernels)
         return None, None
-    if st.use is not None:
-        return (st.use if any(st.use) else None), None
-    return st.next_use(), st
+    return use, ((st, n) if timed else None)
 
 
 def _route_notes(plan, device, tensors, autotune, precision):
-    """What :func:`_route` would do on the next call, per step: ``(use_numpy, note)`` or None."""
+    """What :func:`_route` will do on the next call, per step: ``(use_numpy, note)`` or None."""
     none = [None] * len(plan.steps)
     count = _count(autotune) if precision != "dd" else 0
     if not count or (device is not None and device.type != "cpu") or not _blas_on_torch():
@@ -841,8 +878,9 @@ def _route_notes(plan, device, tensors, autotune, precision):
     st = _tuning(plan, threads, count)
     tn = f"{threads} thread" + ("s" if threads > 1 else "")
     notes = list(none)
-    held = next((x for x in tensors if type(x) is not torch.Tensor or x.requires_grad or x.is_neg()), None)
-    use = st.next_use()
+    held = _held(tensors)
+    n = st.execs
+    use, _ = st.route(n)
     for k, m in enumerate(st.mask):
         step = plan.steps[k]
         if step.strategy not in ("gemm", "batched_gemm") or step.dtype not in _NP_DTYPES:
@@ -853,13 +891,20 @@ def _route_notes(plan, device, tensors, autotune, precision):
         elif held is not None:
             why = "autograd" if held.requires_grad else "a tensor subclass or negative-bit view"
             notes[k] = (False, f"not autotuned: {why} stays on torch")
-        elif st.use is not None:
-            bt, bn = st.best[k]
-            notes[k] = (st.use[k], f"autotuned at {tn}: numpy.matmul {bn * 1e6:.1f} us, torch {bt * 1e6:.1f} us "
-                                   f"(best of {st.count} each)")
-        else:
-            notes[k] = (use[k], f"autotuning at {tn}, execution {st.runs + 1} of {2 * st.count} (torch and "
+        elif st.use is None:
+            notes[k] = (use[k], f"autotuning at {tn}, execution {n + 1} of {2 * st.count} (torch and "
                                 f"numpy.matmul alternate; the faster stays)")
+        else:
+            bt, bn = st.best[k]
+            kept = "numpy.matmul" if st.use[k] else "torch"
+            if n == st.probe:
+                when = f"execution {n + 1} re-measures {'torch' if st.use[k] else 'numpy.matmul'}"
+            elif n == st.probe + 1:
+                when = f"execution {n + 1} re-measures {kept}, then it decides again"
+            else:
+                when = f"re-measured at execution {st.probe + 1}"
+            notes[k] = (use[k], f"autotuned at {tn}: numpy.matmul {bn * 1e6:.1f} us, torch {bt * 1e6:.1f} us "
+                                f"(best of {st.samples[1]} and {st.samples[0]} executions), {kept} kept; {when}")
     return notes
 
 
