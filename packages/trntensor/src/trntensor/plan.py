@@ -786,10 +786,15 @@ class _Tuning:
         return self.use, n == self.probe + 1
 
     def take(self):
-        """Number and route the next execution: ``(n, use, timed)``."""
-        with _tune_lock:
-            n = self.execs
-            self.execs = n + 1
+        """Number and route the next execution: ``(n, use, timed)``.
+
+        Without a lock: threads racing here may share a number (both then take its route) and lose a
+        count, which only moves the next re-measurement by one execution.
+        """
+        n = self.execs
+        self.execs = n + 1
+        if self.use is not None and n != self.probe and n != self.probe + 1:
+            return n, self.use, False
         return (n, *self.route(n))
 
     def _decide(self):
@@ -859,12 +864,13 @@ def _route(plan, ops, autotune):
     count = _count(autotune)
     if not count or not ops[0].is_cpu:
         return None, None
-    st = _tuning(plan, torch.get_num_threads(), count)
-    if st.idle or _held(ops) is not None:
+    st = plan._tune.get(torch.get_num_threads()) or _tuning(plan, torch.get_num_threads(), count)
+    if st.idle:
         return None, None
+    # every call on a tunable plan is numbered (those that stay on torch below too: the plan reads the same count)
     n, use, timed = st.take()
-    if not (timed or any(use)) or not _blas_on_torch():  # torch everywhere (or trnblas's kernels)
-        return None, None
+    if not (timed or any(use)) or _held(ops) is not None or not _blas_on_torch():
+        return None, None  # torch everywhere (or trnblas's kernels)
     return use, ((st, n) if timed else None)
 
 
