@@ -96,20 +96,32 @@ def test_einsum_steps_report_what_ran(sub, shapes, dtype):
     np.testing.assert_allclose(R.double().numpy(), ref, rtol=0, atol=1e-5 * np.abs(ref).max())
 
 
-def test_einsum_steps_under_torch_and_auto():
-    A, B = _t(300, 200), _t(200, 250)  # 2*300*200*250 = 3e7 flops >= 2*192^3: through trnblas
-    a, b = _t(8, 9), _t(9, 4)  # small: torch.mm directly unless trnblas is forced to a kernel backend
+def test_einsum_steps_under_torch_and_auto(monkeypatch):
+    A, B = _t(300, 200), _t(200, 250)  # 2*300*200*250 = 3e7 flops >= 2*192^3
+    a, b = _t(8, 9), _t(9, 4)
+    calls = []
+    real = trnblas.gemm
+    monkeypatch.setattr(trnblas, "gemm", lambda *x, **k: calls.append(1) or real(*x, **k))
+    # trnblas could not pick a kernel: every GEMM step calls torch itself (trnblas's validation saved)
     with trnsci.use_backend("torch"), nki.capture() as runs:
-        big = trntensor.plan_contraction("ij,jk->ik", A, B).steps[0]
-        small = trntensor.plan_contraction("ij,jk->ik", a, b).steps[0]
-        assert big.backend == small.backend == "torch"
-        assert big.reason.startswith("trnblas.gemm") and "backend 'torch'" in big.reason
-        assert small.reason.startswith("torch.mm") and small.plan is None
-        trntensor.einsum("ij,jk->ik", A, B)
-    assert runs == []
-    with trnsci.use_backend("auto"):
-        assert trntensor.plan_contraction("ij,jk->ik", A, B).steps[0].backend == trnblas.plan_gemm(A, B).backend
-        assert trntensor.plan_contraction("ij,jk->ik", a, b).steps[0].plan is None
+        big = trntensor.plan_contraction("ij,jk->ik", A, B, autotune=False).steps[0]
+        small = trntensor.plan_contraction("ij,jk->ik", a, b, autotune=False).steps[0]
+        assert big.backend == small.backend == "torch" and big.plan is small.plan is None
+        assert big.reason == "torch.mm M=300 N=250 K=200: trnblas's backend is 'torch'"
+        trntensor.einsum("ij,jk->ik", A, B, autotune=False)
+    assert runs == [] and calls == []
+    if not nki.has_neuron_device():
+        with trnsci.use_backend("auto"):
+            s = trntensor.plan_contraction("ij,jk->ik", A, B, autotune=False).steps[0]
+            assert s.backend == trnblas.plan_gemm(A, B).backend == "torch" and s.plan is None
+            assert s.reason.endswith("trnblas would pick torch (backend 'auto', no NeuronCore)")
+            trntensor.einsum("ij,jk->ik", A, B, autotune=False)
+        assert calls == []
+    with trnsci.use_backend("simulator"):  # a kernel backend: every GEMM step through trnblas
+        trntensor.einsum("ij,jk->ik", A.double(), B.double())
+        s = trntensor.plan_contraction("ij,jk->ik", A.double(), B.double()).steps[0]
+        assert s.reason.startswith("trnblas.gemm") and s.backend == "torch" and "float64" in s.reason
+    assert calls == [1]
 
 
 def test_einsum_plan_is_cached_but_decided_under_the_setting():

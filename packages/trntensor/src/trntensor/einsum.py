@@ -70,9 +70,10 @@ def _bmm(a, b, blas):
     return torch.bmm(a, b)
 
 
-def _pair(a, b, r, np_route=False, times=None, k=0, cpu=False):
-    """One pairwise step; ``np_route``: the GEMM by numpy.matmul; ``times[k]``: receives the GEMM's seconds
-    (the calling thread's CPU time if ``cpu``, else wall time)."""
+def _pair(a, b, r, kernels=True, np_route=False, times=None, k=0, cpu=False):
+    """One pairwise step. ``kernels``: trnblas could pick a kernel (:func:`plan._kernels_possible`);
+    ``np_route``: the GEMM by numpy.matmul; ``times[k]``: receives the GEMM's seconds (the calling
+    thread's CPU time if ``cpu``, else wall time)."""
     kind, sa, sb, pa, pb, va, vb, res_shape, (Bn, M, N, K) = r
     if sa:
         a = a.sum(sa)
@@ -94,7 +95,7 @@ def _pair(a, b, r, np_route=False, times=None, k=0, cpu=False):
         c = _np_gemm(a, b)
     else:
         batched = a.dim() == 3
-        blas = P._via_trnblas(2 * Bn * M * N * K, a.dtype, batched)
+        blas = kernels and P._via_trnblas(2 * Bn * M * N * K, a.dtype, batched)
         c = _bmm(a, b, blas) if batched else _mm(a, b, blas)
     if times is not None:
         times[k] = P._clock(cpu) - t0
@@ -113,8 +114,9 @@ def _prepare(ops, prep):
     return xs
 
 
-def _run(exec_, ops, use=None, times=None, cpu=False):
-    """The plan's steps; ``use``: per step, numpy.matmul for its GEMM; ``times``: per-step GEMM seconds out."""
+def _run(exec_, ops, kernels=True, use=None, times=None, cpu=False):
+    """The plan's steps; ``kernels``: as for :func:`_pair`; ``use``: per step, numpy.matmul for its GEMM;
+    ``times``: per-step GEMM seconds out."""
     prep, recipes, sumdims, perm, _ = exec_
     xs = _prepare(ops, prep)
     for k, (i, j, swap, r) in enumerate(recipes):
@@ -122,7 +124,7 @@ def _run(exec_, ops, use=None, times=None, cpu=False):
         a = xs.pop(i)
         if swap:
             a, b = b, a
-        xs.append(_pair(a, b, r) if use is None else _pair(a, b, r, use[k], times, k, cpu))
+        xs.append(_pair(a, b, r, kernels) if use is None else _pair(a, b, r, kernels, use[k], times, k, cpu))
     x = xs[0]
     if sumdims:
         x = x.sum(sumdims)
@@ -235,14 +237,15 @@ def _einsum_torch(plan, operands, alpha, beta, C, compute_dtype, result_dtype, p
         except _ZeroResult:
             R = torch.zeros(plan_exec[4], dtype=torch.float64, device=operands[0].device)
     else:
-        use, tuning = P._route(plan, operands, autotune)
+        kernels = P._kernels_possible()
+        use, tuning = P._route(plan, operands, autotune, kernels)
         ops = [x if x.dtype == compute_dtype else x.to(compute_dtype) for x in operands]
         if tuning is None:
-            R = _run(plan_exec, ops, use)
+            R = _run(plan_exec, ops, kernels, use)
         else:
             st, n = tuning
             times = [None] * len(plan_exec[1])
-            R = _run(plan_exec, ops, use, times, st.cpu)
+            R = _run(plan_exec, ops, kernels, use, times, st.cpu)
             st.record(n, use, times)
     if R.dtype != result_dtype:
         R = R.to(result_dtype)

@@ -68,24 +68,31 @@ def _compute_dtype(dtype, precision):
     return dtype
 
 
-def _via_trnblas(flops, dtype, batched) -> bool:
+def _kernels_possible(name=None) -> bool:
+    """Whether trnblas could run a GEMM on an NKI kernel under its backend setting ``name`` (now if None)."""
+    if name is None:
+        name = _backend.resolve("trnblas").name
+    return name in ("nki", "simulator") or (name == "auto" and _nki.has_neuron_device())
+
+
+def _via_trnblas(flops, dtype, batched, name=None) -> bool:
     """Whether a GEMM step goes through trnblas's public API -- the one rule execution and plans share.
 
-    From ``2*192^3`` flops always (its validation overhead is then <= 5%;
-    trnblas itself picks its kernel or torch). Below, when trnblas's
-    backend is forced to "nki"/"simulator", or is "auto" with the step at or
-    above trnblas's own threshold (only if lowered below ``2*192^3``), so
-    that trnblas's decision holds for every GEMM step; otherwise trnblas
-    would pick torch anyway and the step calls torch.mm/bmm directly.
+    Only where trnblas could pick one of its kernels: under trnblas's
+    backend "nki"/"simulator" always (trnblas's decision then holds for
+    every GEMM step), under "auto" on a machine with a NeuronCore from
+    ``2*192^3`` flops (its 6-14 us validation overhead is then <= 5%) or
+    from trnblas's own threshold if lowered below that. Under "torch", or
+    "auto" without a NeuronCore, trnblas would pick torch: the step calls
+    torch.mm/bmm itself (or numpy.matmul, see :func:`set_autotune`).
     """
     if dtype not in _BLAS_DTYPES:
         return False
-    if flops >= _TRNBLAS_MIN_FLOPS:
-        return True
-    name = _backend.resolve("trnblas").name
+    if name is None:
+        name = _backend.resolve("trnblas").name
     if name == "auto":  # trnblas picks torch without a NeuronCore; with one, by its (maybe lowered) threshold
-        return _nki.has_neuron_device() and \
-            flops >= _dispatch.threshold("trnblas.batched_gemm" if batched else "trnblas.gemm")[0]
+        return _nki.has_neuron_device() and (flops >= _TRNBLAS_MIN_FLOPS or flops >= _dispatch.threshold(
+            "trnblas.batched_gemm" if batched else "trnblas.gemm")[0])
     return name in ("nki", "simulator")
 
 
@@ -184,8 +191,12 @@ class ContractionStep:
             fn = "torch.mm" if self.strategy == "gemm" else "torch.bmm"
             if self.dtype not in _BLAS_DTYPES:
                 return f"{fn} {dims}: dtype {self.dtype} is not a BLAS dtype"
-            return (f"{fn} {dims}: under 2*192^3 flops and trnblas would pick torch "
-                    f"(backend {_backend.resolve('trnblas').name!r})")
+            name = _backend.resolve("trnblas").name
+            if name == "torch":
+                return f"{fn} {dims}: trnblas's backend is 'torch'"
+            if name == "auto" and not _nki.has_neuron_device():
+                return f"{fn} {dims}: trnblas would pick torch (backend 'auto', no NeuronCore)"
+            return f"{fn} {dims}: under 2*192^3 flops and trnblas's threshold (backend {name!r})"
         if self.strategy == "elementwise":
             return "broadcast multiply: no index summed" if self.operands != (0,) else \
                 "a view: transpose/diagonal only"
@@ -834,12 +845,6 @@ def _tuning(plan, threads, count) -> _Tuning:
     return st
 
 
-def _blas_on_torch() -> bool:
-    """Whether trnblas would run every GEMM on torch (so that numpy.matmul replaces torch, not a kernel)."""
-    name = _backend.resolve("trnblas").name
-    return name == "torch" or (name == "auto" and not _nki.has_neuron_device())
-
-
 def _count(autotune):
     if autotune is None:
         return _autotune[0]
@@ -854,12 +859,14 @@ def _held(tensors):
     return None
 
 
-def _route(plan, ops, autotune):
+def _route(plan, ops, autotune, kernels):
     """Per-step routes of one call: ``(use, tuning)``.
 
     ``use`` is None (every step on torch) or a tuple of flags per pairwise
     step (True: numpy.matmul); ``tuning`` is ``(state, n)`` when this
     execution (number ``n``) is timed into :class:`_Tuning` ``state``, else None.
+    ``kernels``: :func:`_kernels_possible` now (then nothing is routed: numpy.matmul
+    replaces torch, never a kernel).
     """
     count = _count(autotune)
     if not count or not ops[0].is_cpu:
@@ -869,7 +876,7 @@ def _route(plan, ops, autotune):
         return None, None
     # every call on a tunable plan is numbered (those that stay on torch below too: the plan reads the same count)
     n, use, timed = st.take()
-    if not (timed or any(use)) or _held(ops) is not None or not _blas_on_torch():
+    if not (timed or any(use)) or _held(ops) is not None or kernels:
         return None, None  # torch everywhere (or trnblas's kernels)
     return use, ((st, n) if timed else None)
 
@@ -878,7 +885,7 @@ def _route_notes(plan, device, tensors, autotune, precision):
     """What :func:`_route` will do on the next call, per step: ``(use_numpy, note)`` or None."""
     none = [None] * len(plan.steps)
     count = _count(autotune) if precision != "dd" else 0
-    if not count or (device is not None and device.type != "cpu") or not _blas_on_torch():
+    if not count or (device is not None and device.type != "cpu") or _kernels_possible():
         return none
     threads = torch.get_num_threads()
     st = _tuning(plan, threads, count)
