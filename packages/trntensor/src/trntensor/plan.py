@@ -644,7 +644,7 @@ def _plan(subscripts, shapes, dtype, device, precision, optimize, memory_limit, 
 # CUTENSOR_AUTOTUNE_MODE_INCREMENTAL does: its first 2*count executions (per torch thread count) alternate
 # the candidates on every eligible GEMM step, timing each step's GEMM; then each step keeps its faster one.
 _AUTOTUNE_ENV = "TRNTENSOR_AUTOTUNE"
-_AUTOTUNE_DEFAULT = 3  # timed executions per candidate
+_AUTOTUNE_DEFAULT = 4  # timed executions per candidate
 _NP_DTYPES = (torch.float32, torch.float64)
 # OpenBLAS runs a GEMM on the calling thread while M*N*K < 2 * 65536 * 4 (interface/gemm.c: threads =
 # M*N*K / (SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD)); checked here through the threads' CPU times.
@@ -702,7 +702,7 @@ def set_autotune(mode=True) -> int:
         ``TRNTENSOR_AUTOTUNE`` says ``off``/``0``): each cached plan's
         first executions try both torch (``torch.mm``/``bmm``, through
         trnblas from ``2*192^3`` flops) and ``numpy.matmul`` on every
-        eligible GEMM step, 3 timed executions each, then keep the faster
+        eligible GEMM step, 4 timed executions each, then keep the faster
         per step. An int sets that count (0 = off). False: every step runs
         on torch, as :func:`trntensor.einsum` did before autotuning.
 
@@ -756,15 +756,17 @@ class _Tuning:
     """The autotuner's state for one plan at one torch thread count.
 
     Executions are numbered as they are routed. Until decided they
-    alternate torch and numpy.matmul (torch, numpy, numpy, torch, ...) on
-    every tunable step and are timed; once every tunable step has ``count``
-    times of each, each step keeps the faster (numpy.matmul only when
-    faster by more than 3%). Then execution ``p = 2 * (executions so far)``
-    re-measures the other route of every tunable step and ``p + 1`` the
-    kept one, after which each step decides again on the best times seen,
-    and ``p`` doubles: a decision taken while other processes slowed one
-    route (the best times are minima) is revisited, at a cost that vanishes
-    as the plan is reused.
+    alternate torch and numpy.matmul in pairs (torch, numpy, numpy, torch,
+    torch, ...: half of each route's executions follow one of the same
+    route, as in a loop) on every tunable step and are timed; once every
+    tunable step has ``count`` times of each, each step keeps the faster
+    (numpy.matmul only when faster by more than 3%). Then executions
+    ``p, p + 1`` (``p = 2 * (executions so far)``) re-measure the other
+    route of every tunable step and ``p + 2`` the kept one, after which
+    each step decides again on the best times seen, and ``p`` doubles: a
+    decision taken while other processes slowed one route (the best times
+    are minima) is revisited, at a cost that vanishes as the plan is
+    reused.
     """
 
     __slots__ = ("threads", "cpu", "mask", "idle", "count", "execs", "tuned", "best", "samples", "use", "probe")
@@ -792,9 +794,9 @@ class _Tuning:
         if self.use is None:
             numpy_turn = n % 4 in (1, 2)
             return tuple(m and numpy_turn for m in self.mask), True
-        if n == self.probe:
+        if n == self.probe or n == self.probe + 1:
             return tuple(m and not u for m, u in zip(self.mask, self.use)), True
-        return self.use, n == self.probe + 1
+        return self.use, n == self.probe + 2
 
     def take(self):
         """Number and route the next execution: ``(n, use, timed)``.
@@ -804,7 +806,7 @@ class _Tuning:
         """
         n = self.execs
         self.execs = n + 1
-        if self.use is not None and n != self.probe and n != self.probe + 1:
+        if self.use is not None and not 0 <= n - self.probe <= 2:
             return n, self.use, False
         return (n, *self.route(n))
 
@@ -827,7 +829,7 @@ class _Tuning:
                         not m or (b[0] < math.inf and b[1] < math.inf) for m, b in zip(self.mask, self.best)):
                     self.use = self._decide()
                     self.probe = 2 * self.execs
-            elif n == self.probe + 1:
+            elif n == self.probe + 2:
                 self.use = self._decide()
                 self.probe *= 2
 
@@ -910,12 +912,12 @@ def _route_notes(plan, device, tensors, autotune, precision):
         else:
             bt, bn = st.best[k]
             kept = "numpy.matmul" if st.use[k] else "torch"
-            if n == st.probe:
+            if n in (st.probe, st.probe + 1):
                 when = f"execution {n + 1} re-measures {'torch' if st.use[k] else 'numpy.matmul'}"
-            elif n == st.probe + 1:
+            elif n == st.probe + 2:
                 when = f"execution {n + 1} re-measures {kept}, then it decides again"
             else:
-                when = f"re-measured at execution {st.probe + 1}"
+                when = f"re-measured from execution {st.probe + 1}"
             notes[k] = (use[k], f"autotuned at {tn}: numpy.matmul {bn * 1e6:.1f} us, torch {bt * 1e6:.1f} us "
                                 f"(best of {st.samples[1]} and {st.samples[0]} executions), {kept} kept; {when}")
     return notes
