@@ -253,7 +253,7 @@ def test_autotune_off(spy):
         for _ in range(3):
             trntensor.einsum("ij,jk->ik", a, b)
         assert spy.take() == ["torch"] * 3
-        # autotune=True on one call while the setting is off: the default count (3 per candidate)
+        # autotune=True on one call while the setting is off: the default count (4 per candidate)
         for _ in range(7):
             trntensor.einsum("ij,jk->ik", a, b, autotune=True)
         assert spy.take() == ["torch", "numpy", "numpy", "torch", "torch", "numpy", "numpy"]
@@ -271,12 +271,13 @@ def test_autotune_settings_are_validated(monkeypatch):
         trntensor.set_autotune(-1)
     with pytest.raises(TypeError, match="autotune"):
         trntensor.set_autotune(2.5)
-    assert [P._autotune_count(v, "env") for v in ("off", "0", "ON", "incremental", "5", "")] == [0, 0, 3, 3, 5, 3]
+    d = P._AUTOTUNE_DEFAULT
+    assert [P._autotune_count(v, "env") for v in ("off", "0", "ON", "incremental", "5", "")] == [0, 0, d, d, 5, d]
     with pytest.raises(ValueError, match="'maybe'"):
         P._autotune_count("maybe", "env")
     monkeypatch.setenv("TRNTENSOR_AUTOTUNE", "maybe")
     with pytest.warns(UserWarning, match="autotuning stays on"):
-        assert P._autotune_from_env() == 3
+        assert P._autotune_from_env() == d
     monkeypatch.setenv("TRNTENSOR_AUTOTUNE", "off")
     assert P._autotune_from_env() == 0
 
