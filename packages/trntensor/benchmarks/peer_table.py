@@ -5,9 +5,11 @@ with ``trntensor.einsum`` and its three peers (``torch.einsum``,
 ``numpy.einsum(optimize=True)``, ``opt_einsum.contract`` with the torch
 backend and a pre-built expression) on the same data, interleaved in one
 process: each round times every implementation once (``reps`` calls, the
-mean per call), in a rotating order, after a short pause so that a BLAS
-thread pool still spinning from the previous implementation does not slow
-the next; the figure kept is the best round. One process per thread count
+mean per call, after one untimed call), in a rotating order, after a short
+pause so that a BLAS thread pool still spinning from the previous
+implementation does not slow the next; the figure kept is the best round.
+trntensor's plans are tuned by the warm-up calls and the first round (see
+``trntensor.set_autotune``), as a user's would be. One process per thread count
 (``OMP_NUM_THREADS`` is read by OpenBLAS when NumPy loads; torch gets
 ``torch.set_num_threads``).
 
@@ -92,6 +94,7 @@ def _child(dtypes, rounds, pause, quiet):
                     order = IMPLS[r % len(IMPLS):] + IMPLS[:r % len(IMPLS)]
                     for k in order:
                         time.sleep(pause)
+                        fns[k]()  # wakes the thread pools a pause put to sleep
                         best[k] = min(best[k], _time(fns[k], reps))
                 peer = min((k for k in IMPLS[1:]), key=best.get)
                 key = tuple(tuple(t.shape) for t in ts)
@@ -114,7 +117,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--dtypes", nargs="+", default=["float32", "float64"])
-    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--pause", type=float, default=0.05)
     ap.add_argument("--quiet", type=float, default=0.0,
                     help="before each round wait (<= 30 s) until this fraction of the CPUs is idle (shared machines)")
