@@ -346,7 +346,8 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
     count alternate torch (``torch.mm``/``bmm``, or trnblas) and
     ``numpy.matmul`` (NumPy's BLAS, on zero-copy views) on each eligible
     GEMM step and time that GEMM; afterwards each step keeps the faster
-    (numpy.matmul only when >= 3% faster). Eligible: CPU, float32/float64
+    (numpy.matmul only when > 3% faster), and both are re-measured at
+    executions 2x, 4x, 8x... the count at the decision. Eligible: CPU, float32/float64
     compute dtype, precision "fast"/"kahan", plain tensors that do not
     require grad (autograd always stays on torch), trnblas's backend
     "torch" or "auto" without a NeuronCore, and -- with more than one

@@ -699,12 +699,13 @@ def set_autotune(mode=True) -> int:
     ----------
     mode : bool or int
         True (the default at import, unless the environment variable
-        ``TRNTENSOR_AUTOTUNE`` says ``off``/``0``): each cached plan's
-        first executions try both torch (``torch.mm``/``bmm``, through
-        trnblas from ``2*192^3`` flops) and ``numpy.matmul`` on every
-        eligible GEMM step, 4 timed executions each, then keep the faster
-        per step. An int sets that count (0 = off). False: every step runs
-        on torch, as :func:`trntensor.einsum` did before autotuning.
+        ``TRNTENSOR_AUTOTUNE`` says ``off``/``0``, or a count): each
+        cached plan's first executions try both torch
+        (``torch.mm``/``bmm``) and ``numpy.matmul`` on every eligible GEMM
+        step, 4 timed executions each, then keep the faster per step, and
+        re-measure both at executions 2x, 4x, 8x... the count at the
+        decision. An int sets that count (0 = off). False: every step
+        runs on torch, as :func:`trntensor.einsum` did before autotuning.
 
     Returns
     -------
@@ -717,7 +718,9 @@ def set_autotune(mode=True) -> int:
     operands that are plain tensors not requiring grad, under trnblas's
     backend ``"torch"`` or ``"auto"`` without a NeuronCore, precision
     ``"fast"`` or ``"kahan"``; with more than one torch thread only steps
-    that OpenBLAS runs on one thread (``M*N*K < 2^19``). The two BLAS
+    that OpenBLAS runs on one thread (``M*N*K < 2^19``). GEMM times are
+    the calling thread's CPU time at one torch thread, wall time beside
+    other torch threads; the best time of each route counts. The two BLAS
     libraries round differently, so results may differ in the last units
     in the last place between the tuning executions and afterwards, and
     between machines; ``einsum(..., autotune=False)`` or
