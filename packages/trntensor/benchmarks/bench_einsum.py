@@ -1,11 +1,15 @@
 """trntensor.einsum against torch.einsum, numpy.einsum(optimize=True) and opt_einsum (torch backend).
 
 Run: ``pytest packages/trntensor/benchmarks --benchmark-enable --benchmark-only``.
-Groups are per contraction, so each group shows trntensor next to its three
-peers on the same float64 data (target: <= 1.1x of the best peer). Also
-timed: the cached planning cost of one call (target < 20 us), and -- as a
-printed table (``-s``) -- path quality against opt_einsum's ``dp`` on a fixed
-random set.
+Groups are per contraction and dtype (float64, float32), so each group shows
+trntensor next to its three peers on the same data (target: <= 1.1x of the
+best peer; trntensor's plan autotunes its CPU GEMM steps during the
+calibration calls, see ``trntensor.set_autotune``). Also timed: the cached
+planning cost of one call (target < 20 us), and -- as a printed table
+(``-s``) -- path quality against opt_einsum's ``dp`` on a fixed random set.
+``peer_table.py`` prints the ratio table of docs/trntensor.md (1 and 2
+threads, interleaved best-of-N in one process); ``gemm_routes.py`` times the
+two routes (torch, numpy.matmul) of every GEMM step of the set.
 """
 
 from __future__ import annotations
@@ -32,11 +36,12 @@ def _torch_backend():
         yield
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("name,eq,shapes", CASES, ids=[c[0] for c in CASES])
-def test_einsum(benchmark, name, eq, shapes, impl):
-    benchmark.group = f"einsum {name}"
-    ts = operands(shapes)
+def test_einsum(benchmark, name, eq, shapes, impl, dtype):
+    benchmark.group = f"einsum {name} {str(dtype)[6:]}"
+    ts = operands(shapes, dtype=dtype)
     fn = (lambda: trntensor.einsum(eq, *ts)) if impl == "trntensor" else peers(eq, ts)[impl]
     benchmark(fn)
 

@@ -225,16 +225,24 @@ def test_float32_within_float32_tolerance():
     assert np.all(np.abs(r.numpy() - ref) <= bound)
 
 
-def test_large_steps_go_through_trnblas(monkeypatch):
+def test_steps_go_through_trnblas_where_it_could_pick_a_kernel(monkeypatch):
     import trnblas
+    import trnsci
+
     calls = []
     real = trnblas.gemm
     monkeypatch.setattr(trnblas, "gemm", lambda *a, **k: calls.append(1) or real(*a, **k))
     a, b = _rand((192, 192), 0), _rand((192, 192), 1)
-    _check("ij,jk->ik", a, b)
-    plan = trntensor.plan_contraction("ij,jk->ik", a.shape, b.shape)
+    with trnsci.use_backend("simulator"):
+        _check("ij,jk->ik", a, b)
+        plan = trntensor.plan_contraction("ij,jk->ik", a.shape, b.shape)
     assert calls and "trnblas.gemm" in plan.steps[0].reason
     assert math.isclose(plan.flops, 2 * 192**3)
+    calls.clear()
+    with trnsci.use_backend("torch"):  # trnblas would pick torch: the step calls torch itself
+        _check("ij,jk->ik", a, b, autotune=False)
+        plan = trntensor.plan_contraction("ij,jk->ik", a.shape, b.shape)
+    assert not calls and plan.steps[0].reason.startswith("torch.mm")
 
 
 def test_dd_propagates_inf_and_nan_like_numpy():

@@ -96,20 +96,32 @@ def test_einsum_steps_report_what_ran(sub, shapes, dtype):
     np.testing.assert_allclose(R.double().numpy(), ref, rtol=0, atol=1e-5 * np.abs(ref).max())
 
 
-def test_einsum_steps_under_torch_and_auto():
-    A, B = _t(300, 200), _t(200, 250)  # 2*300*200*250 = 3e7 flops >= 2*192^3: through trnblas
-    a, b = _t(8, 9), _t(9, 4)  # small: torch.mm directly unless trnblas is forced to a kernel backend
+def test_einsum_steps_under_torch_and_auto(monkeypatch):
+    A, B = _t(300, 200), _t(200, 250)  # 2*300*200*250 = 3e7 flops >= 2*192^3
+    a, b = _t(8, 9), _t(9, 4)
+    calls = []
+    real = trnblas.gemm
+    monkeypatch.setattr(trnblas, "gemm", lambda *x, **k: calls.append(1) or real(*x, **k))
+    # trnblas could not pick a kernel: every GEMM step calls torch itself (trnblas's validation saved)
     with trnsci.use_backend("torch"), nki.capture() as runs:
-        big = trntensor.plan_contraction("ij,jk->ik", A, B).steps[0]
-        small = trntensor.plan_contraction("ij,jk->ik", a, b).steps[0]
-        assert big.backend == small.backend == "torch"
-        assert big.reason.startswith("trnblas.gemm") and "backend 'torch'" in big.reason
-        assert small.reason.startswith("torch.mm") and small.plan is None
-        trntensor.einsum("ij,jk->ik", A, B)
-    assert runs == []
-    with trnsci.use_backend("auto"):
-        assert trntensor.plan_contraction("ij,jk->ik", A, B).steps[0].backend == trnblas.plan_gemm(A, B).backend
-        assert trntensor.plan_contraction("ij,jk->ik", a, b).steps[0].plan is None
+        big = trntensor.plan_contraction("ij,jk->ik", A, B, autotune=False).steps[0]
+        small = trntensor.plan_contraction("ij,jk->ik", a, b, autotune=False).steps[0]
+        assert big.backend == small.backend == "torch" and big.plan is small.plan is None
+        assert big.reason == "torch.mm M=300 N=250 K=200: trnblas's backend is 'torch'"
+        trntensor.einsum("ij,jk->ik", A, B, autotune=False)
+    assert runs == [] and calls == []
+    if not nki.has_neuron_device():
+        with trnsci.use_backend("auto"):
+            s = trntensor.plan_contraction("ij,jk->ik", A, B, autotune=False).steps[0]
+            assert s.backend == trnblas.plan_gemm(A, B).backend == "torch" and s.plan is None
+            assert s.reason.endswith("trnblas would pick torch (backend 'auto', no NeuronCore)")
+            trntensor.einsum("ij,jk->ik", A, B, autotune=False)
+        assert calls == []
+    with trnsci.use_backend("simulator"):  # a kernel backend: every GEMM step through trnblas
+        trntensor.einsum("ij,jk->ik", A.double(), B.double())
+        s = trntensor.plan_contraction("ij,jk->ik", A.double(), B.double()).steps[0]
+        assert s.reason.startswith("trnblas.gemm") and s.backend == "torch" and "float64" in s.reason
+    assert calls == [1]
 
 
 def test_einsum_plan_is_cached_but_decided_under_the_setting():
@@ -148,3 +160,54 @@ def test_contraction_plan_carries_the_einsum_ops_decision():
     assert p.op_plan.op == "trntensor.einsum" and p.op_plan.flops == p.flops == 48
     assert p.op_plan.backend == "torch" and "no NKI kernel" in p.op_plan.reason
     assert p.backend == "simulator"  # the step's kernel (trnblas's gemm_kernel)
+
+
+# ------------------------------------------------------------------ autotuned routes: the plan names each execution's
+
+def test_autotuned_routes_plan_equals_run(monkeypatch):
+    """Each execution (tuning ones included) runs the routes plan_contraction names just before it."""
+    import sys
+
+    from trntensor import plan as P
+
+    E = sys.modules["trntensor.einsum"]
+    clock, ran = [0.0], []
+
+    def spied(route, fn):
+        def call(a, b, *rest):
+            # numpy.matmul "faster" exactly on steps with M > 20 (the first here, not the second): a mixed plan
+            clock[0] += (1.0 if a.shape[-2] > 20 else 3.0) if route == "numpy" else 2.0
+            ran.append(route)
+            return fn(a, b, *rest)
+        return call
+
+    monkeypatch.setattr(P, "_clock", lambda cpu: clock[0])
+    monkeypatch.setattr(E, "_np_gemm", spied("numpy", E._np_gemm))
+    monkeypatch.setattr(E, "_mm", spied("torch", E._mm))
+    monkeypatch.setattr(E, "_bmm", spied("torch", E._bmm))
+    prev = trntensor.set_autotune(2)
+    trntensor.clear_plan_cache()
+    try:
+        ops = [_t(9, 40, dtype=F64), _t(40, 30, dtype=F64, seed=1), _t(30, 2, dtype=F64, seed=2)]
+        ref = np.einsum("ij,jk,kl->il", *[x.numpy() for x in ops])
+        seen = []
+        with trnsci.use_backend("auto"):
+            for _ in range(14):  # tuning (4), decided (4), re-measured (3: executions 8-10), decided (3)
+                plan = trntensor.plan_contraction("ij,jk,kl->il", *ops)
+                said = [s.backend for s in plan.steps]
+                ran.clear()
+                R = trntensor.einsum("ij,jk,kl->il", *ops)
+                assert ran == said, (plan, ran)
+                seen.append(said)
+                np.testing.assert_allclose(R.numpy(), ref, rtol=1e-12)
+        # tuning alternates torch, numpy, numpy, torch; then each step keeps its faster route
+        assert seen[:4] == [["torch"] * 2, ["numpy"] * 2, ["numpy"] * 2, ["torch"] * 2]
+        assert seen[4:8] == [["numpy", "torch"]] * 4
+        assert seen[8:11] == [["torch", "numpy"]] * 2 + [["numpy", "torch"]]  # the other routes twice, then the kept
+        assert seen[11:] == [["numpy", "torch"]] * 3
+        for s in plan.steps:
+            assert ("autotuned at" in s.reason) and s.reason.startswith(
+                "numpy.matmul" if s.backend == "numpy" else "torch.mm")
+    finally:
+        trntensor.set_autotune(prev)
+        trntensor.clear_plan_cache()

@@ -20,8 +20,10 @@ from .plan import (
     clear_plan_cache,
     contract_path,
     estimate_flops,
+    get_autotune,
     plan_cache_info,
     plan_contraction,
+    set_autotune,
 )
 from .residency import HAS_NKI, from_xla, to_xla
 
@@ -32,7 +34,7 @@ __all__ = [
     "__version__", "set_backend", "get_backend", "use_backend", "HAS_NKI",
     "einsum", "multi_einsum", "tensordot",
     "ContractionPlan", "ContractionStep", "plan_contraction", "contract_path", "estimate_flops",
-    "clear_plan_cache", "plan_cache_info",
+    "clear_plan_cache", "plan_cache_info", "set_autotune", "get_autotune",
     "cp_decompose", "cp_reconstruct", "tucker_decompose", "tucker_reconstruct", "tt_decompose", "tt_reconstruct",
     "ao_to_mo_transform", "mp2_energy", "to_xla", "from_xla",
 ]

@@ -17,7 +17,7 @@ from trnsci.bench import Case
 
 
 def contractions(quick: bool = True):
-    """``(name, subscripts, shapes)`` of the benchmark set (float64)."""
+    """``(name, subscripts, shapes)`` of the benchmark set (run in float64 and float32)."""
     s = 1 if quick else 2
     o, v, x, n = 8 * s, 40 * s, 150 * s, 60 * s  # nocc, nvir, naux, nao
     return [
@@ -33,9 +33,10 @@ def contractions(quick: bool = True):
     ]
 
 
-def operands(shapes, seed=0):
+def operands(shapes, seed=0, dtype=torch.float64):
+    """Standard-normal tensors of ``shapes`` (drawn in float64, then cast to ``dtype``)."""
     g = torch.Generator().manual_seed(seed)
-    return [torch.randn(*sh, generator=g, dtype=torch.float64) for sh in shapes]
+    return [torch.randn(*sh, generator=g, dtype=torch.float64).to(dtype) for sh in shapes]
 
 
 def peers(eq, ts):

@@ -37,6 +37,27 @@ EINSUM = Op(
 
 # ------------------------------------------------------------------ execution (no validation)
 
+_np_matmul = np.matmul
+
+
+def _blas_view(x):
+    """``x`` as a NumPy array NumPy's matmul hands to BLAS (one unit stride per matrix; else a copy).
+
+    numpy.matmul calls BLAS only for matrices with one unit stride and the
+    other at least the row length; any other layout (a diagonal view, a
+    slice with a step, a broadcast) would take its unblocked loop.
+    """
+    st, sh = x.stride(), x.shape
+    if not ((st[-1] == 1 and st[-2] >= sh[-1]) or (st[-2] == 1 and st[-1] >= sh[-2])):
+        x = x.contiguous()
+    return x.numpy()
+
+
+def _np_gemm(a, b):
+    """``a @ b`` (2-D or 3-D CPU tensors) by numpy.matmul on zero-copy views; the result shares NumPy's memory."""
+    return torch.from_numpy(_np_matmul(_blas_view(a), _blas_view(b)))
+
+
 def _mm(a, b, blas):
     if blas:
         return trnblas.gemm(1.0, a, b)
@@ -49,7 +70,10 @@ def _bmm(a, b, blas):
     return torch.bmm(a, b)
 
 
-def _pair(a, b, r):
+def _pair(a, b, r, kernels=True, np_route=False, times=None, k=0, cpu=False):
+    """One pairwise step. ``kernels``: trnblas could pick a kernel (:func:`plan._kernels_possible`);
+    ``np_route``: the GEMM by numpy.matmul; ``times[k]``: receives the GEMM's seconds (the calling
+    thread's CPU time if ``cpu``, else wall time)."""
     kind, sa, sb, pa, pb, va, vb, res_shape, (Bn, M, N, K) = r
     if sa:
         a = a.sum(sa)
@@ -65,9 +89,16 @@ def _pair(a, b, r):
         b = b.reshape(vb)
     if kind == "ew":
         return a * b
-    batched = a.dim() == 3
-    blas = P._via_trnblas(2 * Bn * M * N * K, a.dtype, batched)
-    c = _bmm(a, b, blas) if batched else _mm(a, b, blas)
+    if times is not None:
+        t0 = P._clock(cpu)
+    if np_route:
+        c = _np_gemm(a, b)
+    else:
+        batched = a.dim() == 3
+        blas = kernels and P._via_trnblas(2 * Bn * M * N * K, a.dtype, batched)
+        c = _bmm(a, b, blas) if batched else _mm(a, b, blas)
+    if times is not None:
+        times[k] = P._clock(cpu) - t0
     return c if res_shape is None else c.reshape(res_shape)
 
 
@@ -83,13 +114,17 @@ def _prepare(ops, prep):
     return xs
 
 
-def _run(exec_, ops, pair=_pair):
+def _run(exec_, ops, kernels=True, use=None, times=None, cpu=False):
+    """The plan's steps; ``kernels``: as for :func:`_pair`; ``use``: per step, numpy.matmul for its GEMM;
+    ``times``: per-step GEMM seconds out."""
     prep, recipes, sumdims, perm, _ = exec_
     xs = _prepare(ops, prep)
-    for i, j, swap, r in recipes:
+    for k, (i, j, swap, r) in enumerate(recipes):
         b = xs.pop(j)
         a = xs.pop(i)
-        xs.append(pair(b, a, r) if swap else pair(a, b, r))
+        if swap:
+            a, b = b, a
+        xs.append(_pair(a, b, r, kernels) if use is None else _pair(a, b, r, kernels, use[k], times, k, cpu))
     x = xs[0]
     if sumdims:
         x = x.sum(sumdims)
@@ -183,25 +218,35 @@ class _ZeroResult(Exception):
 
 
 @EINSUM.lowering("torch")
-def _einsum_torch(plan, operands, alpha, beta, C, compute_dtype, result_dtype, precision):
+def _einsum_torch(plan, operands, alpha, beta, C, compute_dtype, result_dtype, precision, autotune=None):
     """The contraction of canonical arguments: ``alpha * einsum + beta * C``.
 
     ``plan`` is the call's :class:`ContractionPlan`; ``operands`` tensors on one
     device; ``C`` None whenever ``beta == 0``; ``precision`` "fast",
-    "kahan" or "dd" (real operands). Returns a new tensor of ``result_dtype``.
+    "kahan" or "dd" (real operands); ``autotune`` as for :func:`einsum`.
+    Returns a new tensor of ``result_dtype``.
     """
     plan_exec = plan._exec
     if precision == "dd" and not all(bool(torch.isfinite(x).all()) for x in operands):
         precision = "kahan"  # Inf/NaN propagate as in float64; splitting them would only add NaNs
         compute_dtype = torch.float64
+        autotune = False  # "dd" plans say torch
     if precision == "dd":
         try:
             R = _dd_run(plan_exec, operands)
         except _ZeroResult:
             R = torch.zeros(plan_exec[4], dtype=torch.float64, device=operands[0].device)
     else:
+        kernels = P._kernels_possible()
+        use, tuning = P._route(plan, operands, autotune, kernels)
         ops = [x if x.dtype == compute_dtype else x.to(compute_dtype) for x in operands]
-        R = _run(plan_exec, ops)
+        if tuning is None:
+            R = _run(plan_exec, ops, kernels, use)
+        else:
+            st, n = tuning
+            times = [None] * len(plan_exec[1])
+            R = _run(plan_exec, ops, kernels, use, times, st.cpu)
+            st.record(n, use, times)
     if R.dtype != result_dtype:
         R = R.to(result_dtype)
     if alpha != 1:
@@ -225,7 +270,8 @@ def _operands(operands, where):
 
 
 @V.numpy_io
-def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precision="fast", optimize="auto"):
+def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precision="fast", optimize="auto",
+           autotune=None):
     """Einstein summation with a planned pairwise contraction order.
 
     ``alpha * einsum(subscripts, *operands) + beta * out``, the contraction
@@ -259,6 +305,12 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
         see Notes.
     optimize : {"auto", "optimal", "greedy", "none"} or bool
         The path optimizer (:func:`trntensor.plan_contraction`).
+    autotune : bool, optional
+        None (default): the setting of :func:`trntensor.set_autotune` (on
+        unless ``TRNTENSOR_AUTOTUNE=off``). True/on: a CPU float32/float64
+        GEMM step may run on ``numpy.matmul`` instead of torch when the
+        plan's first executions measured it faster (see Notes). False: every
+        step on torch.
 
     Returns
     -------
@@ -288,6 +340,22 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
     is the correctly rounded exact value up to one ulp even under heavy
     cancellation. ``alpha``/``beta`` are applied after rounding to the
     result dtype. It costs ~10-25 float64 contractions.
+
+    Autotuning (cuTENSOR's incremental autotune mode): the first ``2 *
+    get_autotune()`` executions of a cached plan at a given torch thread
+    count alternate torch (``torch.mm``/``bmm``, or trnblas) and
+    ``numpy.matmul`` (NumPy's BLAS, on zero-copy views) on each eligible
+    GEMM step and time that GEMM; afterwards each step keeps the faster
+    (numpy.matmul only when > 3% faster), and both are re-measured at
+    executions 2x, 4x, 8x... the count at the decision. Eligible: CPU, float32/float64
+    compute dtype, precision "fast"/"kahan", plain tensors that do not
+    require grad (autograd always stays on torch), trnblas's backend
+    "torch" or "auto" without a NeuronCore, and -- with more than one
+    torch thread -- ``M*N*K < 2^19`` (where OpenBLAS keeps to the calling
+    thread). The two libraries may round differently in the last ulps,
+    so these executions may differ in the last bits from later ones; use
+    ``autotune=False`` for torch's result every time.
+    :func:`trntensor.plan_contraction` shows each step's route.
 
     Examples
     --------
@@ -334,7 +402,9 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
             raise ValueError(f"{where}: beta={beta} needs out= (the tensor it scales)")
         C = V.tensor(out, "out", where)
         V.shape(C, "out", plan._exec[4], where)
-    R = EINSUM(plan, ts, alpha, beta, C, compute, dt, prec)
+    if autotune is not None and not isinstance(autotune, bool):
+        raise TypeError(f"{where}: autotune must be None or a bool, got {type(autotune).__name__}")
+    R = EINSUM(plan, ts, alpha, beta, C, compute, dt, prec, autotune)
     return V.write_out(R, out, where)
 
 

@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import collections
 import math
+import os
 import threading
+import time
+import warnings
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -36,7 +39,7 @@ from . import _parse
 
 __all__ = [
     "ContractionPlan", "ContractionStep", "plan_contraction", "contract_path", "estimate_flops",
-    "clear_plan_cache", "plan_cache_info",
+    "clear_plan_cache", "plan_cache_info", "set_autotune", "get_autotune",
 ]
 
 _OPTIMIZE = V.Options({
@@ -65,24 +68,31 @@ def _compute_dtype(dtype, precision):
     return dtype
 
 
-def _via_trnblas(flops, dtype, batched) -> bool:
+def _kernels_possible(name=None) -> bool:
+    """Whether trnblas could run a GEMM on an NKI kernel under its backend setting ``name`` (now if None)."""
+    if name is None:
+        name = _backend.resolve("trnblas").name
+    return name in ("nki", "simulator") or (name == "auto" and _nki.has_neuron_device())
+
+
+def _via_trnblas(flops, dtype, batched, name=None) -> bool:
     """Whether a GEMM step goes through trnblas's public API -- the one rule execution and plans share.
 
-    From ``2*192^3`` flops always (its validation overhead is then <= 5%;
-    trnblas itself picks its kernel or torch). Below, when trnblas's
-    backend is forced to "nki"/"simulator", or is "auto" with the step at or
-    above trnblas's own threshold (only if lowered below ``2*192^3``), so
-    that trnblas's decision holds for every GEMM step; otherwise trnblas
-    would pick torch anyway and the step calls torch.mm/bmm directly.
+    Only where trnblas could pick one of its kernels: under trnblas's
+    backend "nki"/"simulator" always (trnblas's decision then holds for
+    every GEMM step), under "auto" on a machine with a NeuronCore from
+    ``2*192^3`` flops (its 6-14 us validation overhead is then <= 5%) or
+    from trnblas's own threshold if lowered below that. Under "torch", or
+    "auto" without a NeuronCore, trnblas would pick torch: the step calls
+    torch.mm/bmm itself (or numpy.matmul, see :func:`set_autotune`).
     """
     if dtype not in _BLAS_DTYPES:
         return False
-    if flops >= _TRNBLAS_MIN_FLOPS:
-        return True
-    name = _backend.resolve("trnblas").name
+    if name is None:
+        name = _backend.resolve("trnblas").name
     if name == "auto":  # trnblas picks torch without a NeuronCore; with one, by its (maybe lowered) threshold
-        return _nki.has_neuron_device() and \
-            flops >= _dispatch.threshold("trnblas.batched_gemm" if batched else "trnblas.gemm")[0]
+        return _nki.has_neuron_device() and (flops >= _TRNBLAS_MIN_FLOPS or flops >= _dispatch.threshold(
+            "trnblas.batched_gemm" if batched else "trnblas.gemm")[0])
     return name in ("nki", "simulator")
 
 
@@ -129,10 +139,25 @@ class ContractionStep:
     dtype: torch.dtype | None = None
     decision: tuple | None = field(default=None, repr=False, compare=False)
 
-    def _decided(self) -> ContractionStep:
-        """This step with its decision (plan, backend, reason) taken under the current setting."""
+    def _decided(self, route=None) -> ContractionStep:
+        """This step with its decision (plan, backend, reason) taken under the current setting.
+
+        ``route`` is the autotuner's word on a CPU GEMM step (:func:`_route_notes`):
+        ``(use_numpy, note)``, or None when the autotuner has nothing to say.
+        """
         p = self._blas_plan()
-        return replace(self, decision=(p, "torch" if p is None else p.backend, self._reason(p)))
+        backend, reason = "torch" if p is None else p.backend, self._reason(p)
+        if route is not None:
+            use_numpy, note = route
+            if use_numpy:
+                p, backend, reason = None, "numpy", f"numpy.matmul {self._dims()}: {note}"
+            else:
+                reason = f"{reason}; {note}"
+        return replace(self, decision=(p, backend, reason))
+
+    def _dims(self) -> str:
+        Bn, M, N, K = self.dims
+        return f"M={M} N={N} K={K}" + (f" batch={Bn}" if self.strategy == "batched_gemm" else "")
 
     def _blas_plan(self):
         if self.strategy in ("gemm", "batched_gemm") and _via_trnblas(self.flops, self.dtype,
@@ -147,7 +172,7 @@ class ContractionStep:
 
     @property
     def backend(self) -> str:
-        """``"torch"``, ``"nki"`` or ``"simulator"``: what runs this step."""
+        """``"torch"``, ``"numpy"`` (numpy.matmul, by the autotuner), ``"nki"`` or ``"simulator"``."""
         if self.decision is not None:
             return self.decision[1]
         p = self.plan
@@ -160,15 +185,18 @@ class ContractionStep:
 
     def _reason(self, p) -> str:
         if self.strategy in ("gemm", "batched_gemm"):
-            Bn, M, N, K = self.dims
-            dims = f"M={M} N={N} K={K}" + (f" batch={Bn}" if self.strategy == "batched_gemm" else "")
+            dims = self._dims()
             if p is not None:
                 return f"{p.op} {dims}: {p.reason}"
             fn = "torch.mm" if self.strategy == "gemm" else "torch.bmm"
             if self.dtype not in _BLAS_DTYPES:
                 return f"{fn} {dims}: dtype {self.dtype} is not a BLAS dtype"
-            return (f"{fn} {dims}: under 2*192^3 flops and trnblas would pick torch "
-                    f"(backend {_backend.resolve('trnblas').name!r})")
+            name = _backend.resolve("trnblas").name
+            if name == "torch":
+                return f"{fn} {dims}: trnblas's backend is 'torch'"
+            if name == "auto" and not _nki.has_neuron_device():
+                return f"{fn} {dims}: trnblas would pick torch (backend 'auto', no NeuronCore)"
+            return f"{fn} {dims}: under 2*192^3 flops and trnblas's threshold (backend {name!r})"
         if self.strategy == "elementwise":
             return "broadcast multiply: no index summed" if self.operands != (0,) else \
                 "a view: transpose/diagonal only"
@@ -216,6 +244,8 @@ class ContractionPlan:
     strategy: str = "path"
     op_plan: object = field(default=None, repr=False, compare=False)
     _exec: tuple = field(default=(), repr=False, compare=False)
+    #: the autotuner's state per torch thread count (:class:`_Tuning`), shared by copies of the plan
+    _tune: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def backend(self) -> str:
@@ -604,6 +634,298 @@ def _plan(subscripts, shapes, dtype, device, precision, optimize, memory_limit, 
     return plan
 
 
+# ------------------------------------------------------------------ autotuning: torch or numpy.matmul per CPU GEMM step
+
+# torch's CPU GEMMs (MKL in the PyPI wheels) and NumPy's (OpenBLAS in the PyPI wheels) differ by shape,
+# dtype, thread count and CPU: on the development machine (AMD EPYC, one thread) numpy.matmul was 1.1-6x
+# faster than torch.mm/bmm on most benchmark GEMMs (tall-skinny and batched ones most), torch.mm faster on
+# a 320x320x150 float32 GEMM; at two threads torch.bmm won the mid-size batches numpy runs on one thread.
+# No static rule held across shapes and runs, so each cached plan measures both, as cuTENSOR's
+# CUTENSOR_AUTOTUNE_MODE_INCREMENTAL does: its first 2*count executions (per torch thread count) alternate
+# the candidates on every eligible GEMM step, timing each step's GEMM; then each step keeps its faster one.
+_AUTOTUNE_ENV = "TRNTENSOR_AUTOTUNE"
+_AUTOTUNE_DEFAULT = 4  # timed executions per candidate
+_NP_DTYPES = (torch.float32, torch.float64)
+# OpenBLAS runs a GEMM on the calling thread while M*N*K < 2 * 65536 * 4 (interface/gemm.c: threads =
+# M*N*K / (SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD)); checked here through the threads' CPU times.
+# Beside torch's own threads (torch.get_num_threads() > 1) only such GEMMs may go to NumPy: OpenBLAS's
+# idle threads spin after a threaded call and slowed the next torch call severalfold (measured).
+_NP_ONE_THREAD_MNK = 2 * 65536 * 4
+_NP_MARGIN = 0.97  # numpy.matmul must be >= 3% faster to replace torch (the default) on a step
+
+
+def _clock(cpu):
+    """Seconds: the calling thread's CPU time (``cpu``) or wall time.
+
+    With one torch thread both candidates run on the calling thread (OpenBLAS below 2^19 too; above
+    it, its helpers' share is spent while the caller waits in a yield loop, which counts), so its CPU
+    time is what the GEMM costs and is not inflated when other processes take the core; beside torch's
+    own threads only wall time says what a call costs.
+    """
+    return time.thread_time() if cpu else time.perf_counter()
+
+
+def _autotune_count(value, where):
+    """Executions per candidate (0 = off) from ``True``/``False``, an int, or an environment string."""
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v in ("", "1", "on", "true", "yes", "incremental"):
+            return _AUTOTUNE_DEFAULT
+        if v in ("0", "off", "false", "no", "none"):
+            return 0
+        if v.isdigit():
+            return int(v)
+        raise ValueError(f"{where}: {value!r} is not one of on/off/incremental or a count")
+    if isinstance(value, bool):
+        return _AUTOTUNE_DEFAULT if value else 0
+    return V.integer(value, "autotune", where, minimum=0)
+
+
+def _autotune_from_env():
+    try:
+        return _autotune_count(os.environ.get(_AUTOTUNE_ENV, "on"), f"environment variable {_AUTOTUNE_ENV}")
+    except ValueError as e:  # a bad setting must not break the import
+        warnings.warn(f"trntensor: {e}; autotuning stays on", stacklevel=2)
+        return _AUTOTUNE_DEFAULT
+
+
+_autotune = [_autotune_from_env()]
+
+
+def set_autotune(mode=True) -> int:
+    """Switch the per-plan autotuning of CPU GEMM steps on or off (all threads).
+
+    Parameters
+    ----------
+    mode : bool or int
+        True (the default at import, unless the environment variable
+        ``TRNTENSOR_AUTOTUNE`` says ``off``/``0``, or a count): each
+        cached plan's first executions try both torch
+        (``torch.mm``/``bmm``) and ``numpy.matmul`` on every eligible GEMM
+        step, 4 timed executions each, then keep the faster per step, and
+        re-measure both at executions 2x, 4x, 8x... the count at the
+        decision. An int sets that count (0 = off). False: every step
+        runs on torch, as :func:`trntensor.einsum` did before autotuning.
+
+    Returns
+    -------
+    int
+        The previous count (0: it was off).
+
+    Notes
+    -----
+    Eligible: a GEMM or batched-GEMM step in float32/float64 on CPU, with
+    operands that are plain tensors not requiring grad, under trnblas's
+    backend ``"torch"`` or ``"auto"`` without a NeuronCore, precision
+    ``"fast"`` or ``"kahan"``; with more than one torch thread only steps
+    that OpenBLAS runs on one thread (``M*N*K < 2^19``). GEMM times are
+    the calling thread's CPU time at one torch thread, wall time beside
+    other torch threads; the best time of each route counts. The two BLAS
+    libraries round differently, so results may differ in the last units
+    in the last place between the tuning executions and afterwards, and
+    between machines; ``einsum(..., autotune=False)`` or
+    ``set_autotune(False)`` give torch's result every time. Decisions
+    are kept per cached plan and torch thread count
+    (:func:`clear_plan_cache` forgets them) and shown by
+    :func:`plan_contraction` (step backend ``"numpy"``, timings in the
+    reason).
+
+    Examples
+    --------
+    >>> import trntensor
+    >>> previous = trntensor.set_autotune(False)
+    >>> trntensor.get_autotune()
+    0
+    >>> _ = trntensor.set_autotune(previous)
+    """
+    prev = _autotune[0]
+    _autotune[0] = _autotune_count(mode, "set_autotune")
+    return prev
+
+
+def get_autotune() -> int:
+    """Timed executions per candidate of the autotuner (0: off); see :func:`set_autotune`.
+
+    Examples
+    --------
+    >>> import trntensor
+    >>> trntensor.get_autotune() >= 0
+    True
+    """
+    return _autotune[0]
+
+
+class _Tuning:
+    """The autotuner's state for one plan at one torch thread count.
+
+    Executions are numbered as they are routed. Until decided they
+    alternate torch and numpy.matmul in pairs (torch, numpy, numpy, torch,
+    torch, ...: half of each route's executions follow one of the same
+    route, as in a loop) on every tunable step and are timed; once every
+    tunable step has ``count`` times of each, each step keeps the faster
+    (numpy.matmul only when faster by more than 3%). Then executions
+    ``p, p + 1`` (``p = 2 * (executions so far)``) re-measure the other
+    route of every tunable step and ``p + 2`` the kept one, after which
+    each step decides again on the best times seen, and ``p`` doubles: a
+    decision taken while other processes slowed one route (the best times
+    are minima) is revisited, at a cost that vanishes as the plan is
+    reused.
+    """
+
+    __slots__ = ("threads", "cpu", "mask", "idle", "count", "execs", "tuned", "best", "samples", "use", "probe")
+
+    def __init__(self, plan, threads, count):
+        self.threads = threads
+        self.cpu = threads == 1  # time the calling thread's CPU time (see _clock)
+        mask = []
+        for k, st in enumerate(plan.steps[: len(plan._exec[1])]):
+            Bn, M, N, K = st.dims
+            mask.append(st.strategy in ("gemm", "batched_gemm") and st.dtype in _NP_DTYPES and Bn * M * N * K > 0
+                        and (threads == 1 or M * N * K < _NP_ONE_THREAD_MNK))
+        self.mask = tuple(mask)
+        self.idle = not any(mask)
+        self.count = count
+        self.execs = 0  # executions routed
+        self.tuned = 0  # tuning executions recorded
+        self.best = [[math.inf, math.inf] for _ in mask]  # per step: best (torch, numpy) GEMM seconds
+        self.samples = [0, 0]  # timed executions per route
+        self.use = (False,) * len(mask) if self.idle else None  # per step: numpy.matmul? (None: tuning)
+        self.probe = 0  # once decided: the execution that re-measures the other routes
+
+    def route(self, n):
+        """``(use, timed)`` of execution ``n``: per-step flags (True: numpy.matmul), and whether it is timed."""
+        if self.use is None:
+            numpy_turn = n % 4 in (1, 2)
+            return tuple(m and numpy_turn for m in self.mask), True
+        if n == self.probe or n == self.probe + 1:
+            return tuple(m and not u for m, u in zip(self.mask, self.use)), True
+        return self.use, n == self.probe + 2
+
+    def take(self):
+        """Number and route the next execution: ``(n, use, timed)``.
+
+        Without a lock: threads racing here may share a number (both then take its route) and lose a
+        count, which only moves the next re-measurement by one execution.
+        """
+        n = self.execs
+        self.execs = n + 1
+        if self.use is not None and not 0 <= n - self.probe <= 2:
+            return n, self.use, False
+        return (n, *self.route(n))
+
+    def _decide(self):
+        return tuple(bool(m and b[1] < _NP_MARGIN * b[0]) for m, b in zip(self.mask, self.best))
+
+    def record(self, n, use, times):
+        """Execution ``n``'s GEMM times (seconds per step, None where not timed) under routes ``use``."""
+        with _tune_lock:
+            numpy_seen = False
+            for k, t in enumerate(times):
+                if self.mask[k] and t is not None:
+                    b = self.best[k]
+                    b[use[k]] = min(b[use[k]], t)
+                    numpy_seen |= use[k]
+            self.samples[numpy_seen] += 1
+            if self.use is None:
+                self.tuned += 1
+                if self.tuned >= 2 * self.count and all(
+                        not m or (b[0] < math.inf and b[1] < math.inf) for m, b in zip(self.mask, self.best)):
+                    self.use = self._decide()
+                    self.probe = 2 * self.execs
+            elif n == self.probe + 2:
+                self.use = self._decide()
+                self.probe *= 2
+
+
+_tune_lock = threading.Lock()
+
+
+def _tuning(plan, threads, count) -> _Tuning:
+    st = plan._tune.get(threads)
+    if st is None:
+        with _tune_lock:
+            st = plan._tune.get(threads)
+            if st is None:
+                st = plan._tune[threads] = _Tuning(plan, threads, count)
+    return st
+
+
+def _count(autotune):
+    if autotune is None:
+        return _autotune[0]
+    return (_autotune[0] or _AUTOTUNE_DEFAULT) if autotune else 0
+
+
+def _held(tensors):
+    """The first tensor NumPy cannot take as it is (autograd, a subclass, a negative-bit view), or None."""
+    for x in tensors:
+        if type(x) is not torch.Tensor or x.requires_grad or x.is_neg():
+            return x
+    return None
+
+
+def _route(plan, ops, autotune, kernels):
+    """Per-step routes of one call: ``(use, tuning)``.
+
+    ``use`` is None (every step on torch) or a tuple of flags per pairwise
+    step (True: numpy.matmul); ``tuning`` is ``(state, n)`` when this
+    execution (number ``n``) is timed into :class:`_Tuning` ``state``, else None.
+    ``kernels``: :func:`_kernels_possible` now (then nothing is routed: numpy.matmul
+    replaces torch, never a kernel).
+    """
+    count = _count(autotune)
+    if not count or not ops[0].is_cpu:
+        return None, None
+    st = plan._tune.get(torch.get_num_threads()) or _tuning(plan, torch.get_num_threads(), count)
+    if st.idle:
+        return None, None
+    # every call on a tunable plan is numbered (those that stay on torch below too: the plan reads the same count)
+    n, use, timed = st.take()
+    if not (timed or any(use)) or _held(ops) is not None or kernels:
+        return None, None  # torch everywhere (or trnblas's kernels)
+    return use, ((st, n) if timed else None)
+
+
+def _route_notes(plan, device, tensors, autotune, precision):
+    """What :func:`_route` will do on the next call, per step: ``(use_numpy, note)`` or None."""
+    none = [None] * len(plan.steps)
+    count = _count(autotune) if precision != "dd" else 0
+    if not count or (device is not None and device.type != "cpu") or _kernels_possible():
+        return none
+    threads = torch.get_num_threads()
+    st = _tuning(plan, threads, count)
+    tn = f"{threads} thread" + ("s" if threads > 1 else "")
+    notes = list(none)
+    held = _held(tensors)
+    n = st.execs
+    use, _ = st.route(n)
+    for k, m in enumerate(st.mask):
+        step = plan.steps[k]
+        if step.strategy not in ("gemm", "batched_gemm") or step.dtype not in _NP_DTYPES:
+            continue
+        if not m:
+            notes[k] = (False, f"numpy.matmul not tried at {tn}: M*N*K >= 2^19, where OpenBLAS would start "
+                               f"threads of its own beside torch's") if threads > 1 else None
+        elif held is not None:
+            why = "autograd" if held.requires_grad else "a tensor subclass or negative-bit view"
+            notes[k] = (False, f"not autotuned: {why} stays on torch")
+        elif st.use is None:
+            notes[k] = (use[k], f"autotuning at {tn}, execution {n + 1} of {2 * st.count} (torch and "
+                                f"numpy.matmul alternate; the faster stays)")
+        else:
+            bt, bn = st.best[k]
+            kept = "numpy.matmul" if st.use[k] else "torch"
+            if n in (st.probe, st.probe + 1):
+                when = f"execution {n + 1} re-measures {'torch' if st.use[k] else 'numpy.matmul'}"
+            elif n == st.probe + 2:
+                when = f"execution {n + 1} re-measures {kept}, then it decides again"
+            else:
+                when = f"re-measured from execution {st.probe + 1}"
+            notes[k] = (use[k], f"autotuned at {tn}: numpy.matmul {bn * 1e6:.1f} us, torch {bt * 1e6:.1f} us "
+                                f"(best of {st.samples[1]} and {st.samples[0]} executions), {kept} kept; {when}")
+    return notes
+
+
 # ------------------------------------------------------------------ public planning API
 
 def _shapes_of(operands, where):
@@ -637,7 +959,7 @@ def _memory_limit(memory_limit, where):
     return V.integer(memory_limit, "memory_limit", where, minimum=1)
 
 
-def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", memory_limit=None):
+def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", memory_limit=None, autotune=None):
     """Plan an einsum without running it.
 
     Parameters
@@ -658,14 +980,21 @@ def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", m
     memory_limit : int or "max_input", optional
         Largest intermediate allowed, in elements (``"max_input"``: the
         largest operand's size). Paths over it are skipped.
+    autotune : bool, optional
+        As for :func:`trntensor.einsum` (None: :func:`get_autotune`'s
+        setting); the plan reports the route of the next such call.
 
     Returns
     -------
     ContractionPlan
         Printable (``print(plan)``) in the manner of opt_einsum's PathInfo.
-        Each step's ``backend``/``reason`` is decided under the backend
-        setting in effect now (a GEMM step through trnblas: trnblas's own
-        decision, as the call would make it).
+        Each step's ``backend``/``reason`` is what the next
+        :func:`trntensor.einsum` call with these operands runs, decided
+        under the backend setting in effect now: a GEMM step through
+        trnblas reports trnblas's own decision; a CPU GEMM step the
+        autotuner routed to ``numpy.matmul`` (or will try next) has
+        backend ``"numpy"``, and the reason gives the measured times
+        (see :func:`set_autotune`).
 
     Raises
     ------
@@ -685,6 +1014,8 @@ def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", m
     ['gemm', 'gemm']
     """
     where = "plan_contraction"
+    if autotune is not None and not isinstance(autotune, bool):
+        raise TypeError(f"{where}: autotune must be None or a bool, got {type(autotune).__name__}")
     shapes, dtype, device = _shapes_of(operands, where)
     opt = _OPTIMIZE(optimize, "optimize", where)
     prec = _PRECISION(precision, "precision", where)
@@ -698,8 +1029,10 @@ def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", m
     from .einsum import EINSUM
 
     dt = dtype if dtype is not None else torch.get_default_dtype()
-    op_plan = EINSUM.plan(plan, (), 1, 0, None, _compute_dtype(dtype, prec), dt, prec)
-    return replace(plan, steps=[s._decided() for s in plan.steps], op_plan=op_plan)
+    op_plan = EINSUM.plan(plan, (), 1, 0, None, _compute_dtype(dtype, prec), dt, prec, autotune)
+    tensors = [x for x in operands if isinstance(x, torch.Tensor)]  # arrays become plain tensors in einsum
+    notes = _route_notes(plan, device, tensors, autotune, prec)
+    return replace(plan, steps=[s._decided(n) for s, n in zip(plan.steps, notes)], op_plan=op_plan)
 
 
 def contract_path(subscripts, *operands, optimize="auto", memory_limit=None):
