@@ -63,7 +63,8 @@ def _child(rounds, quiet):
                            ratio=best["numpy"] / best["torch"])
                 rows.append(row)
                 print(f"t={row['threads']} {row['dtype']:8s} {name:18s} {s.subscripts:18s} B,M,N,K={s.dims}  "
-                      f"torch {row['torch_us']:8.1f} us  numpy {row['numpy_us']:8.1f} us  numpy/torch {row['ratio']:.2f}",
+                      f"torch {row['torch_us']:8.1f} us  numpy {row['numpy_us']:8.1f} us  "
+                      f"numpy/torch {row['ratio']:.2f}",
                       file=sys.stderr, flush=True)
     json.dump(rows, sys.stdout)
 
@@ -90,7 +91,8 @@ def main(argv=None):
     for key in dict.fromkeys((r["case"], r["step"], tuple(r["dims"]), r["dtype"]) for r in rows):
         cells = []
         for t in a.threads:
-            r = next(r for r in rows if (r["case"], r["step"], tuple(r["dims"]), r["dtype"]) == key and r["threads"] == t)
+            r = next(r for r in rows
+                     if (r["case"], r["step"], tuple(r["dims"]), r["dtype"]) == key and r["threads"] == t)
             cells.append(f"{r['ratio']:.2f} ({r['numpy_us']:.0f} / {r['torch_us']:.0f} us)")
         print(f"| `{key[1]}` ({key[0]}) | {', '.join(map(str, key[2]))} | {key[3]} | {' | '.join(cells)} |")
     if a.json:
