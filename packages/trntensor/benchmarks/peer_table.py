@@ -99,8 +99,9 @@ def _child(dtypes, rounds, pause, quiet):
                 peer = min((k for k in IMPLS[1:]), key=best.get)
                 key = tuple(tuple(t.shape) for t in ts)
                 P._plan(eq, key, dtype, ts[0].device, "fast", "auto", None, "einsum")
-                plan_s = min(_time(lambda: P._plan(eq, key, dtype, ts[0].device, "fast", "auto", None, "einsum"),
-                                   2000) for _ in range(5))
+                plan_s = min(_time(lambda eq=eq, key=key, dtype=dtype, dev=ts[0].device:
+                                   P._plan(eq, key, dtype, dev, "fast", "auto", None, "einsum"), 2000)
+                             for _ in range(5))
                 steps = trntensor.plan_contraction(eq, *ts).steps
                 row = dict(threads=torch.get_num_threads(), dtype=dt, case=name, peer=peer, quiet_rounds=calm,
                            ratio=best["trntensor"] / best[peer], plan_us=plan_s * 1e6,

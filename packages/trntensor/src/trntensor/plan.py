@@ -778,7 +778,7 @@ class _Tuning:
         self.threads = threads
         self.cpu = threads == 1  # time the calling thread's CPU time (see _clock)
         mask = []
-        for k, st in enumerate(plan.steps[: len(plan._exec[1])]):
+        for st in plan.steps[: len(plan._exec[1])]:
             Bn, M, N, K = st.dims
             mask.append(st.strategy in ("gemm", "batched_gemm") and st.dtype in _NP_DTYPES and Bn * M * N * K > 0
                         and (threads == 1 or M * N * K < _NP_ONE_THREAD_MNK))
