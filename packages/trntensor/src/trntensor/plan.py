@@ -788,7 +788,7 @@ class _Tuning:
         self.execs = 0  # executions routed
         self.tuned = 0  # tuning executions recorded
         self.best = [[math.inf, math.inf] for _ in mask]  # per step: best (torch, numpy) GEMM seconds
-        self.samples = [0, 0]  # timed executions per route
+        self.samples = [[0, 0] for _ in mask]  # per step: timed executions per route (torch, numpy)
         self.use = (False,) * len(mask) if self.idle else None  # per step: numpy.matmul? (None: tuning)
         self.probe = 0  # once decided: the execution that re-measures the other routes
 
@@ -819,13 +819,11 @@ class _Tuning:
     def record(self, n, use, times):
         """Execution ``n``'s GEMM times (seconds per step, None where not timed) under routes ``use``."""
         with _tune_lock:
-            numpy_seen = False
             for k, t in enumerate(times):
                 if self.mask[k] and t is not None:
                     b = self.best[k]
                     b[use[k]] = min(b[use[k]], t)
-                    numpy_seen |= use[k]
-            self.samples[numpy_seen] += 1
+                    self.samples[k][use[k]] += 1
             if self.use is None:
                 self.tuned += 1
                 if self.tuned >= 2 * self.count and all(
@@ -922,7 +920,7 @@ def _route_notes(plan, device, tensors, autotune, precision):
             else:
                 when = f"re-measured from execution {st.probe + 1}"
             notes[k] = (use[k], f"autotuned at {tn}: numpy.matmul {bn * 1e6:.1f} us, torch {bt * 1e6:.1f} us "
-                                f"(best of {st.samples[1]} and {st.samples[0]} executions), {kept} kept; {when}")
+                                f"(best of {st.samples[k][1]} and {st.samples[k][0]} executions), {kept} kept; {when}")
     return notes
 
 
