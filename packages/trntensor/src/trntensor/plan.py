@@ -637,10 +637,10 @@ def _plan(subscripts, shapes, dtype, device, precision, optimize, memory_limit, 
 # ------------------------------------------------------------------ autotuning: torch or numpy.matmul per CPU GEMM step
 
 # torch's CPU GEMMs (MKL in the PyPI wheels) and NumPy's (OpenBLAS in the PyPI wheels) differ by shape,
-# dtype, thread count and CPU: on the development machine (AMD EPYC, one thread) numpy.matmul was 1.1-6x
-# faster than torch.mm/bmm on most benchmark GEMMs (tall-skinny and batched ones most), torch.mm faster on
-# a 320x320x150 float32 GEMM; at two threads torch.bmm won the mid-size batches numpy runs on one thread.
-# No static rule held across shapes and runs, so each cached plan measures both, as cuTENSOR's
+# dtype, thread count and CPU: on the development machine (AMD EPYC) numpy.matmul was as fast or up to
+# 4.5x faster than torch.mm/bmm on most benchmark GEMMs (tall-skinny and, at one thread, batched ones
+# most), torch faster on some large ones at two threads (docs/trntensor.md, gemm_routes.py). No static
+# rule held across shapes and runs, so each cached plan measures both, as cuTENSOR's
 # CUTENSOR_AUTOTUNE_MODE_INCREMENTAL does: its first 2*count executions (per torch thread count) alternate
 # the candidates on every eligible GEMM step, timing each step's GEMM; then each step keeps its faster one.
 _AUTOTUNE_ENV = "TRNTENSOR_AUTOTUNE"
@@ -657,10 +657,11 @@ _NP_MARGIN = 0.97  # numpy.matmul must be >= 3% faster to replace torch (the def
 def _clock(cpu):
     """Seconds: the calling thread's CPU time (``cpu``) or wall time.
 
-    With one torch thread both candidates run on the calling thread (OpenBLAS below 2^19 too; above
-    it, its helpers' share is spent while the caller waits in a yield loop, which counts), so its CPU
-    time is what the GEMM costs and is not inflated when other processes take the core; beside torch's
-    own threads only wall time says what a call costs.
+    With one torch thread both candidates run on the calling thread (OpenBLAS too, below 2^19, or
+    when its own thread count -- OMP_NUM_THREADS / OPENBLAS_NUM_THREADS at NumPy's import -- is 1;
+    otherwise the caller's CPU time may miss its helpers' share), so its CPU time is what the GEMM
+    costs and is not inflated when other processes take the core; beside torch's own threads only wall
+    time says what a call costs.
     """
     return time.thread_time() if cpu else time.perf_counter()
 
@@ -788,7 +789,7 @@ class _Tuning:
         self.execs = 0  # executions routed
         self.tuned = 0  # tuning executions recorded
         self.best = [[math.inf, math.inf] for _ in mask]  # per step: best (torch, numpy) GEMM seconds
-        self.samples = [0, 0]  # timed executions per route
+        self.samples = [[0, 0] for _ in mask]  # per step: timed executions per route (torch, numpy)
         self.use = (False,) * len(mask) if self.idle else None  # per step: numpy.matmul? (None: tuning)
         self.probe = 0  # once decided: the execution that re-measures the other routes
 
@@ -819,13 +820,11 @@ class _Tuning:
     def record(self, n, use, times):
         """Execution ``n``'s GEMM times (seconds per step, None where not timed) under routes ``use``."""
         with _tune_lock:
-            numpy_seen = False
             for k, t in enumerate(times):
                 if self.mask[k] and t is not None:
                     b = self.best[k]
                     b[use[k]] = min(b[use[k]], t)
-                    numpy_seen |= use[k]
-            self.samples[numpy_seen] += 1
+                    self.samples[k][use[k]] += 1
             if self.use is None:
                 self.tuned += 1
                 if self.tuned >= 2 * self.count and all(
@@ -922,7 +921,7 @@ def _route_notes(plan, device, tensors, autotune, precision):
             else:
                 when = f"re-measured from execution {st.probe + 1}"
             notes[k] = (use[k], f"autotuned at {tn}: numpy.matmul {bn * 1e6:.1f} us, torch {bt * 1e6:.1f} us "
-                                f"(best of {st.samples[1]} and {st.samples[0]} executions), {kept} kept; {when}")
+                                f"(best of {st.samples[k][1]} and {st.samples[k][0]} executions), {kept} kept; {when}")
     return notes
 
 
