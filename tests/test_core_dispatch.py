@@ -511,3 +511,27 @@ def test_on_torch_probe_sees_every_setting(monkeypatch, how):
     assert op.on_torch()
     # a plan_call in progress is never "settled": the call must be planned, not run
     assert dispatch.plan_call(lambda: op(1)).backend == "torch"
+
+
+def test_on_torch_probe_in_a_fresh_context():
+    """A new thread starts with no backend ever set (the probe's one-variable case), and a
+    setting made there is seen at once; the main thread is unaffected."""
+    import threading
+
+    op, _ = _counting_op("trntensor.test_op_fresh")
+    seen = []
+
+    def body():
+        seen.append(trnsci.backend.touched().get())
+        seen.append(op.on_torch())
+        trnsci.set_backend("simulator", "trntensor")
+        seen.append(op.on_torch())
+        seen.append(op(1))
+        trnsci.backend.reset_backend("trntensor")
+        seen.append(op.on_torch())
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    assert seen == [None, True, False, ("kernel", 1), True]
+    assert op.on_torch() and op(1) == ("torch", 1)

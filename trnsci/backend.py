@@ -54,6 +54,11 @@ _block: dict[str | None, contextvars.ContextVar[str | None]] = {
     for key in (None, *LIBRARIES)
 }
 
+# Set to True in a context the first time set_backend or use_backend runs there, and never
+# reset: while it is unset, every variable above is unset too, so the per-call probe
+# (trnsci.dispatch.torch_probe) can skip reading them one by one.
+_touched: contextvars.ContextVar[bool | None] = contextvars.ContextVar("trnsci_backend_touched", default=None)
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -109,6 +114,7 @@ def set_backend(name: str, library: str | None = None) -> None:
         If ``name`` or ``library`` is unknown.
     """
     _api[_check_library(library)].set(normalize(name, source="set_backend(name=...)"))
+    _touched.set(True)
 
 
 def reset_backend(library: str | None = None) -> None:
@@ -127,6 +133,7 @@ def use_backend(name: str, library: str | None = None) -> Iterator[str]:
     """
     var = _block[_check_library(library)]
     token = var.set(normalize(name, source="use_backend(name=...)"))
+    _touched.set(True)
     try:
         yield var.get()
     finally:
@@ -157,6 +164,13 @@ def scope(library: str | None) -> tuple[tuple[contextvars.ContextVar, ...], tupl
     _check_library(library)
     keys = (library, None) if library else (None,)
     return (tuple(_block[k] for k in keys) + tuple(_api[k] for k in keys), tuple(env_var(k) for k in keys))
+
+
+def touched() -> contextvars.ContextVar[bool | None]:
+    """The context variable that is unset while no backend was ever set in this context
+    (no :func:`set_backend` or :func:`use_backend` ran here): then :func:`scope`'s variables are
+    all unset."""
+    return _touched
 
 
 def _setting(name: str, origin: str) -> Setting:
