@@ -23,6 +23,7 @@ NumPy arrays) whatever the input kind.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -125,16 +126,17 @@ def _ifftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: st
 # ------------------------------------------------------------------ public
 
 
-# The common call -- a plain torch tensor of a supported dtype, every keyword
-# left at its default, precision "fast" -- is recognised inline in each public
-# function (identity and set checks, no helper call). When the Op is settled
-# on torch (``OP.on_torch()``: backend "torch", or "auto" without a
-# NeuronCore) the function calls torch.fft itself, which is what the torch
-# lowering does with those arguments; an input torch refuses (0-d, an empty
-# axis) drops to the full route. Otherwise it calls the Op with the canonical
-# arguments. Anything else takes the full parse below, ending in the same Op
-# call. Every route gives the same result; the inlined one saves about 1 us,
-# which is a third of a small transform's time.
+# The plain call -- a torch tensor of a supported dtype; n/dim plain ints or
+# None, or s/dim short int sequences; norm one of its names; precision "fast"
+# -- is recognised by the decorators below, which wrap each public function.
+# When the Op is settled on torch (``OP.on_torch()``: backend "torch", or
+# "auto" without a NeuronCore) the wrapper calls torch.fft itself, which is
+# what the torch lowering does with those arguments (lengths torch.fft is
+# slow at excepted: see trnfft._chirp). Anything else, and anything torch
+# refuses (n <= 0, a dim out of range, an empty axis), runs the decorated
+# function: the full parse, which names a bad argument and ends in the Op
+# call. Every route gives the same result; the inlined one saves ~1.5 us, half
+# of a small transform's time.
 _Tensor = torch.Tensor
 _C2C_FAST = E.FAST_DTYPES
 _PREC = E._precision
@@ -192,6 +194,61 @@ def _nd_slow(x, s, dim, two: bool, half: bool, real: bool = False) -> bool:
 _D2 = (-2, -1)  # the 2-D transforms' default dims
 
 
+def _torch_route_1d(op, dtypes, call, *, half: bool = False, slow=_slow):
+    """Decorator for a 1-D transform ``f(input, n, dim, norm, *, axis, precision)``: plain calls
+    settled on torch run ``call(input)`` / ``call(input, n, dim, norm)`` (torch.fft's function);
+    ``half``: the default output length is 2 (m - 1), never a ``slow`` one (it is even)."""
+    def wrap(full):
+        on_torch = op.on_torch
+
+        @functools.wraps(full)
+        def transform(input, n=None, dim=None, norm=None, *, axis=None, precision=None):
+            if (type(input) is _Tensor and axis is None and input.dtype in dtypes
+                    and (precision is None and _PREC[0] == "fast" or precision == "fast") and on_torch()):
+                try:
+                    if n is None and dim is None and norm is None:
+                        if half or input.numel() < _CH or not slow(input.shape[-1]):
+                            return call(input)
+                    elif _KW_1D(n, dim, norm):
+                        k = n if n is not None or half else input.shape[-1 if dim is None else dim]
+                        if k is None or k < _CH or not slow(k):
+                            return call(input, n, -1 if dim is None else dim, norm)
+                except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
+                    pass
+            return full(input, n, dim, norm, axis=axis, precision=precision)
+
+        return transform
+
+    return wrap
+
+
+def _torch_route_nd(op, dtypes, call, *, two: bool = False, half: bool = False, real: bool = False,
+                    need_dim: bool = False):
+    """:func:`_torch_route_1d` for ``f(input, s, dim, norm, *, axes, precision)``: ``two``, the
+    2-D form (default dims the last two); ``half``/``real`` as for :func:`_nd_slow`; ``need_dim``:
+    a 0-d input takes the full route (torch would transform it)."""
+    def wrap(full):
+        on_torch = op.on_torch
+
+        @functools.wraps(full)
+        def transform(input, s=None, dim=None, norm=None, *, axes=None, precision=None):
+            if (type(input) is _Tensor and axes is None and input.dtype in dtypes
+                    and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
+                         or _ND_FAST(s, dim, norm, precision)) and on_torch() and (not need_dim or input.dim())):
+                try:
+                    if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, two, half, real):
+                        if s is None and dim is None and norm is None:
+                            return call(input)
+                        return call(input, s, (dim or _D2) if two else dim, norm)
+                except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
+                    pass
+            return full(input, s, dim, norm, axes=axes, precision=precision)
+
+        return transform
+
+    return wrap
+
+
 def _one(where, lowering, input, n, dim, norm, axis, precision):
     if type(input) is _Tensor and input.dtype in _C2C_FAST:
         x, ct = input, E.TORCH
@@ -201,20 +258,6 @@ def _one(where, lowering, input, n, dim, norm, axis, precision):
     n = E.n1(x, n, d, where)
     y = lowering(x, n, d, *E.options(norm, precision, where))
     return y if ct == E.TORCH else E.wrap(y, ct)
-
-
-def _fast_many(shp, two: bool):
-    """``(s, dims)`` of the common n-D call (all dims, or the last two) from the shape, or None."""
-    nd = len(shp)
-    if two:
-        if nd < 2:
-            return None
-        s, dims = (shp[-2], shp[-1]), (nd - 2, nd - 1)
-    else:
-        if not nd:
-            return None
-        s, dims = tuple(shp), tuple(range(nd))
-    return None if 0 in s else (s, dims)
 
 
 def _many(where, lowering, input, s, dim, norm, axes, precision, default_dims=None):
@@ -228,6 +271,7 @@ def _many(where, lowering, input, s, dim, norm, axes, precision, default_dims=No
     return y if ct == E.TORCH else E.wrap(y, ct)
 
 
+@_torch_route_1d(FFT, _C2C_FAST, _T_fft)
 def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
         axis: int | None = None, precision: str | None = None):
     """One-dimensional discrete Fourier transform.
@@ -270,25 +314,10 @@ def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | No
     >>> trnfft.fft(torch.tensor([1.0, 2.0, 3.0, 4.0]))
     tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])
     """
-    if (type(input) is _Tensor and axis is None and input.dtype in _C2C_FAST
-            and (precision is None and _PREC[0] == "fast" or precision == "fast") and FFT.on_torch()):
-        # the torch lowering for these arguments, inlined; an argument torch refuses
-        # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
-        if n is None and dim is None and norm is None:
-            try:
-                if input.numel() < _CH or not _slow(input.shape[-1]):
-                    return _T_fft(input)
-            except Exception:  # noqa: BLE001
-                pass
-        elif _KW_1D(n, dim, norm):
-            try:
-                if (k := n if n is not None else input.shape[-1 if dim is None else dim]) < _CH or not _slow(k):
-                    return _T_fft(input, n, -1 if dim is None else dim, norm)
-            except Exception:  # noqa: BLE001
-                pass
     return _one("fft", FFT, input, n, dim, norm, axis, precision)
 
 
+@_torch_route_1d(IFFT, _C2C_FAST, _T_ifft)
 def ifft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
     """One-dimensional inverse discrete Fourier transform.
@@ -302,25 +331,10 @@ def ifft(input: Any, n: int | None = None, dim: int | None = None, norm: str | N
     >>> trnfft.ifft(torch.tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])).real
     tensor([1., 2., 3., 4.])
     """
-    if (type(input) is _Tensor and axis is None and input.dtype in _C2C_FAST
-            and (precision is None and _PREC[0] == "fast" or precision == "fast") and IFFT.on_torch()):
-        # the torch lowering for these arguments, inlined; an argument torch refuses
-        # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
-        if n is None and dim is None and norm is None:
-            try:
-                if input.numel() < _CH or not _slow(input.shape[-1]):
-                    return _T_ifft(input)
-            except Exception:  # noqa: BLE001
-                pass
-        elif _KW_1D(n, dim, norm):
-            try:
-                if (k := n if n is not None else input.shape[-1 if dim is None else dim]) < _CH or not _slow(k):
-                    return _T_ifft(input, n, -1 if dim is None else dim, norm)
-            except Exception:  # noqa: BLE001
-                pass
     return _one("ifft", IFFT, input, n, dim, norm, axis, precision)
 
 
+@_torch_route_nd(FFTN, _C2C_FAST, _T_fftn, need_dim=True)
 def fftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
          axes: Any = None, precision: str | None = None):
     """N-dimensional discrete Fourier transform.
@@ -357,17 +371,10 @@ def fftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
     tensor([[6.+0.j, 0.+0.j, 0.+0.j],
             [0.+0.j, 0.+0.j, 0.+0.j]])
     """
-    if (type(input) is _Tensor and axes is None and input.dtype in _C2C_FAST
-            and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
-                 or _ND_FAST(s, dim, norm, precision)) and FFTN.on_torch() and input.dim()):
-        try:  # the torch lowering for these arguments, inlined
-            if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, False, False):
-                return _T_fftn(input) if s is None and dim is None and norm is None else _T_fftn(input, s, dim, norm)
-        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
-            pass
     return _many("fftn", FFTN, input, s, dim, norm, axes, precision)
 
 
+@_torch_route_nd(IFFTN, _C2C_FAST, _T_ifftn, need_dim=True)
 def ifftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
     """N-dimensional inverse discrete Fourier transform (see :func:`fftn`).
@@ -379,17 +386,10 @@ def ifftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
     >>> bool(torch.allclose(trnfft.ifftn(trnfft.fftn(x)).real, x))
     True
     """
-    if (type(input) is _Tensor and axes is None and input.dtype in _C2C_FAST
-            and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
-                 or _ND_FAST(s, dim, norm, precision)) and IFFTN.on_torch() and input.dim()):
-        try:  # the torch lowering for these arguments, inlined
-            if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, False, False):
-                return _T_ifftn(input) if s is None and dim is None and norm is None else _T_ifftn(input, s, dim, norm)
-        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
-            pass
     return _many("ifftn", IFFTN, input, s, dim, norm, axes, precision)
 
 
+@_torch_route_nd(FFTN, _C2C_FAST, _T_fft2, two=True)
 def fft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
          axes: Any = None, precision: str | None = None):
     """Two-dimensional discrete Fourier transform over ``dim`` (default the last two axes).
@@ -403,19 +403,10 @@ def fft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
     tensor([[2.+0.j, 0.+0.j],
             [0.+0.j, 2.+0.j]])
     """
-    if (type(input) is _Tensor and axes is None and input.dtype in _C2C_FAST
-            and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
-                 or _ND_FAST(s, dim, norm, precision)) and FFTN.on_torch()):
-        try:  # the torch lowering for these arguments, inlined
-            if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, True, False):
-                if s is None and dim is None and norm is None:
-                    return _T_fft2(input)
-                return _T_fft2(input, s, dim or _D2, norm)
-        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
-            pass
     return _many("fft2", FFTN, input, s, dim, norm, axes, precision, (-2, -1))
 
 
+@_torch_route_nd(IFFTN, _C2C_FAST, _T_ifft2, two=True)
 def ifft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
     """Two-dimensional inverse discrete Fourier transform (see :func:`fft2`).
@@ -427,14 +418,4 @@ def ifft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
     tensor([[4., 0.],
             [0., 0.]])
     """
-    if (type(input) is _Tensor and axes is None and input.dtype in _C2C_FAST
-            and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
-                 or _ND_FAST(s, dim, norm, precision)) and IFFTN.on_torch()):
-        try:  # the torch lowering for these arguments, inlined
-            if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, True, False):
-                if s is None and dim is None and norm is None:
-                    return _T_ifft2(input)
-                return _T_ifft2(input, s, dim or _D2, norm)
-        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
-            pass
     return _many("ifft2", IFFTN, input, s, dim, norm, axes, precision, (-2, -1))

@@ -18,7 +18,7 @@ import torch
 
 from . import _chirp as C
 from . import _engine as E
-from .basic import _C2C_FAST, _CH, _D2, _KW_1D, _ND_FAST, _PREC, _all_or, _nd_slow, _s_or_none, _Tensor
+from .basic import _C2C_FAST, _all_or, _s_or_none, _Tensor, _torch_route_1d, _torch_route_nd
 
 # ------------------------------------------------------------------ ops
 # torch lowerings here; NKI lowerings in trnfft._nki (same arguments).
@@ -135,6 +135,12 @@ _REAL_FAST = frozenset((torch.float32, torch.float64))
 _slow_real = C.slow_real
 _SWAP = {None: "forward", **E._SWAP_NORM}  # ihfft's norm as rfft's
 
+
+def _ihfft_call(x, n=None, dim=-1, norm=None):
+    """ihfft by torch: rfft with the normalization swapped, conjugated in place (torch's own
+    ihfft returns a lazy conj, a copy to resolve)."""
+    return _T_rfft(x, n, dim, _SWAP[norm]).conj_physical_()
+
 # The common call (plain tensor, default keywords, precision "fast") is
 # checked inline in each public function as in trnfft.basic; the half-spectrum
 # inputs (irfft, hfft, irfftn, irfft2) take the default output length
@@ -202,143 +208,51 @@ _PARAMS = """
 """
 
 
+@_torch_route_1d(RFFT, _REAL_FAST, _T_rfft, slow=_slow_real)
 def rfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
-    if (type(input) is _Tensor and axis is None and input.dtype in _REAL_FAST
-            and (precision is None and _PREC[0] == "fast" or precision == "fast") and RFFT.on_torch()):
-        # the torch lowering for these arguments, inlined; an argument torch refuses
-        # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
-        if n is None and dim is None and norm is None:
-            try:
-                if input.numel() < _CH or not _slow_real(input.shape[-1]):
-                    return _T_rfft(input)
-            except Exception:  # noqa: BLE001
-                pass
-        elif _KW_1D(n, dim, norm):
-            try:
-                if (k := n if n is not None else input.shape[-1 if dim is None else dim]) < _CH or not _slow_real(k):
-                    return _T_rfft(input, n, -1 if dim is None else dim, norm)
-            except Exception:  # noqa: BLE001
-                pass
     return _one("rfft", RFFT, input, n, dim, norm, axis, precision, True, False)
 
 
+@_torch_route_1d(IRFFT, _C2C_FAST, _T_irfft, half=True, slow=_slow_real)
 def irfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
-    if (type(input) is _Tensor and axis is None and input.dtype in _C2C_FAST
-            and (precision is None and _PREC[0] == "fast" or precision == "fast") and IRFFT.on_torch()):
-        # the torch lowering for these arguments, inlined; an argument torch refuses
-        # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
-        if n is None and dim is None and norm is None:
-            try:
-                return _T_irfft(input)  # the default length 2 (m - 1) is even: never a slow_real one
-            except Exception:  # noqa: BLE001
-                pass
-        elif _KW_1D(n, dim, norm):
-            try:
-                if n is None or n < _CH or not _slow_real(n):  # (the default length 2 (m - 1) is even)
-                    return _T_irfft(input, n, -1 if dim is None else dim, norm)
-            except Exception:  # noqa: BLE001
-                pass
     return _one("irfft", IRFFT, input, n, dim, norm, axis, precision, False, True)
 
 
+@_torch_route_1d(HFFT, _C2C_FAST, _T_hfft, half=True, slow=_slow_real)
 def hfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
-    if (type(input) is _Tensor and axis is None and input.dtype in _C2C_FAST
-            and (precision is None and _PREC[0] == "fast" or precision == "fast") and HFFT.on_torch()):
-        # the torch lowering for these arguments, inlined; an argument torch refuses
-        # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
-        if n is None and dim is None and norm is None:
-            try:
-                return _T_hfft(input)  # the default length 2 (m - 1) is even: never a slow_real one
-            except Exception:  # noqa: BLE001
-                pass
-        elif _KW_1D(n, dim, norm):
-            try:
-                if n is None or n < _CH or not _slow_real(n):  # (the default length 2 (m - 1) is even)
-                    return _T_hfft(input, n, -1 if dim is None else dim, norm)
-            except Exception:  # noqa: BLE001
-                pass
     return _one("hfft", HFFT, input, n, dim, norm, axis, precision, False, True)
 
 
+@_torch_route_1d(IHFFT, _REAL_FAST, _ihfft_call, slow=_slow_real)
 def ihfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
-    if (type(input) is _Tensor and axis is None and input.dtype in _REAL_FAST
-            and (precision is None and _PREC[0] == "fast" or precision == "fast") and IHFFT.on_torch()):
-        # the torch lowering for these arguments, inlined; an argument torch refuses
-        # (n <= 0, dim out of range, an empty axis) takes the full route, which names it
-        if n is None and dim is None and norm is None:
-            try:
-                if input.numel() < _CH or not _slow_real(input.shape[-1]):
-                    return _T_rfft(input, None, -1, "forward").conj_physical_()
-            except Exception:  # noqa: BLE001
-                pass
-        elif _KW_1D(n, dim, norm):
-            try:
-                if (k := n if n is not None else input.shape[-1 if dim is None else dim]) < _CH or not _slow_real(k):
-                    return _T_rfft(input, n, -1 if dim is None else dim, _SWAP[norm]).conj_physical_()
-            except Exception:  # noqa: BLE001
-                pass
     return _one("ihfft", IHFFT, input, n, dim, norm, axis, precision, True, False)
 
 
+@_torch_route_nd(RFFTN, _REAL_FAST, _T_rfftn, real=True)
 def rfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
-    if (type(input) is _Tensor and axes is None and input.dtype in _REAL_FAST
-            and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
-                 or _ND_FAST(s, dim, norm, precision)) and RFFTN.on_torch()):
-        try:  # the torch lowering for these arguments, inlined
-            if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, False, False, True):
-                return _T_rfftn(input) if s is None and dim is None and norm is None else _T_rfftn(input, s, dim, norm)
-        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
-            pass
     return _many("rfftn", RFFTN, input, s, dim, norm, axes, precision, True)
 
 
+@_torch_route_nd(IRFFTN, _C2C_FAST, _T_irfftn, half=True, real=True)
 def irfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
-    if (type(input) is _Tensor and axes is None and input.dtype in _C2C_FAST
-            and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
-                 or _ND_FAST(s, dim, norm, precision)) and IRFFTN.on_torch()):
-        try:  # the torch lowering for these arguments, inlined
-            if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, False, True, True):
-                if s is None and dim is None and norm is None:
-                    return _T_irfftn(input)
-                return _T_irfftn(input, s, dim, norm)
-        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
-            pass
     return _many("irfftn", IRFFTN, input, s, dim, norm, axes, precision, False)
 
 
+@_torch_route_nd(RFFTN, _REAL_FAST, _T_rfft2, two=True, real=True)
 def rfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
-    if (type(input) is _Tensor and axes is None and input.dtype in _REAL_FAST
-            and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
-                 or _ND_FAST(s, dim, norm, precision)) and RFFTN.on_torch()):
-        try:  # the torch lowering for these arguments, inlined
-            if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, True, False, True):
-                if s is None and dim is None and norm is None:
-                    return _T_rfft2(input)
-                return _T_rfft2(input, s, dim or _D2, norm)
-        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
-            pass
     return _many("rfft2", RFFTN, input, s, dim, norm, axes, precision, True, (-2, -1))
 
 
+@_torch_route_nd(IRFFTN, _C2C_FAST, _T_irfft2, two=True, half=True, real=True)
 def irfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
-    if (type(input) is _Tensor and axes is None and input.dtype in _C2C_FAST
-            and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
-                 or _ND_FAST(s, dim, norm, precision)) and IRFFTN.on_torch()):
-        try:  # the torch lowering for these arguments, inlined
-            if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, True, True, True):
-                if s is None and dim is None and norm is None:
-                    return _T_irfft2(input)
-                return _T_irfft2(input, s, dim or _D2, norm)
-        except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
-            pass
     return _many("irfft2", IRFFTN, input, s, dim, norm, axes, precision, False, (-2, -1))
 
 
