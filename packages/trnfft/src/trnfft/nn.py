@@ -39,7 +39,42 @@ def _check_dtype(xr: torch.Tensor, p: torch.Tensor, where: str) -> None:
         raise TypeError(f"{where}: x has dtype {xr.dtype} but the layer's parameters are {p.dtype}")
 
 
-class ComplexLinear(nn.Module):
+class _Part:
+    """``layer.W_re.weight``-style access to one real part (published trnfft's sub-layer names)."""
+
+    def __init__(self, weight):
+        self.weight = weight
+
+
+class _PublishedNames:
+    """Checkpoints of the published trnfft load here; its attribute names read the same parameters.
+
+    The published layers held each real part in a sub-layer (``W_re.weight``,
+    ``conv_im.weight``) and biases as ``bias_re``/``bias_im``. ``_PUBLISHED``
+    maps those state-dict keys onto this class's parameters; a checkpoint may
+    use either spelling.
+    """
+
+    _PUBLISHED: dict[str, str] = {}
+
+    def _accept_published_keys(self) -> None:
+        def rename(state_dict, prefix, *_):
+            for old, new in self._PUBLISHED.items():
+                if prefix + old in state_dict and prefix + new not in state_dict:
+                    state_dict[prefix + new] = state_dict.pop(prefix + old)
+
+        self._register_load_state_dict_pre_hook(rename)
+
+    @property
+    def bias_re(self):
+        return self.bias_real
+
+    @property
+    def bias_im(self):
+        return self.bias_imag
+
+
+class ComplexLinear(_PublishedNames, nn.Module):
     """``y = W x + b`` with complex ``W`` (out x in) and ``b``: four real matmuls.
 
     Parameters
@@ -52,6 +87,12 @@ class ComplexLinear(nn.Module):
     -----
     ``W`` parts are initialized uniformly in ``+-1/sqrt(2 in_features)``,
     so ``Var(Re y) = Var(Im y)`` matches a real ``nn.Linear``'s scale.
+
+    Parameters are ``weight_real``, ``weight_imag``, ``bias_real``,
+    ``bias_imag``. The published trnfft's names read the same tensors
+    (``layer.W_re.weight``, ``layer.W_im.weight``, ``layer.bias_re``,
+    ``layer.bias_im``) and its checkpoints load (``load_state_dict`` accepts
+    ``W_re.weight``/``W_im.weight``/``bias_re``/``bias_im`` keys).
 
     Examples
     --------
@@ -75,6 +116,18 @@ class ComplexLinear(nn.Module):
             self.register_parameter("bias_real", None)
             self.register_parameter("bias_imag", None)
         self.in_features, self.out_features = i, o
+        self._accept_published_keys()
+
+    _PUBLISHED = {"W_re.weight": "weight_real", "W_im.weight": "weight_imag",
+                  "bias_re": "bias_real", "bias_im": "bias_imag"}
+
+    @property
+    def W_re(self) -> _Part:
+        return _Part(self.weight_real)
+
+    @property
+    def W_im(self) -> _Part:
+        return _Part(self.weight_imag)
 
     def forward(self, x: Any):
         xr, xi, ct = _split(x, "ComplexLinear")
@@ -90,7 +143,7 @@ class ComplexLinear(nn.Module):
         return _join(re, im, ct)
 
 
-class ComplexConv1d(nn.Module):
+class ComplexConv1d(_PublishedNames, nn.Module):
     """Complex 1-D convolution (cross-correlation, as ``nn.Conv1d``) on ``(N, C_in, L)``.
 
     ``y = (Wr * xr - Wi * xi) + i (Wr * xi + Wi * xr) + b``.
@@ -100,6 +153,11 @@ class ComplexConv1d(nn.Module):
     in_channels, out_channels, kernel_size : int
     stride, padding : int, optional
     bias : bool, optional
+
+    Notes
+    -----
+    The published trnfft's names read the same parameters (``conv_re.weight``,
+    ``conv_im.weight``, ``bias_re``, ``bias_im``) and its checkpoints load.
 
     Examples
     --------
@@ -129,6 +187,18 @@ class ComplexConv1d(nn.Module):
             self.register_parameter("bias_real", None)
             self.register_parameter("bias_imag", None)
         self.in_channels = ci
+        self._accept_published_keys()
+
+    _PUBLISHED = {"conv_re.weight": "weight_real", "conv_im.weight": "weight_imag",
+                  "bias_re": "bias_real", "bias_im": "bias_imag"}
+
+    @property
+    def conv_re(self) -> _Part:
+        return _Part(self.weight_real)
+
+    @property
+    def conv_im(self) -> _Part:
+        return _Part(self.weight_imag)
 
     def forward(self, x: Any):
         xr, xi, ct = _split(x, "ComplexConv1d")

@@ -1,0 +1,278 @@
+"""The kernel layer: AWS's NKI when it is installed, else trnsci's emulator.
+
+Kernels import through this module and never name a toolchain directly::
+
+    from trnsci.nki import nki, nl, nisa
+
+``SOURCE`` says which one was taken: ``"neuron"`` (AWS's ``nki`` package,
+NKI >= 0.6 = Neuron SDK >= 2.32, imported as ``import nki``,
+``import nki.language as nl``, ``import nki.isa as nisa``) or ``"emulator"``
+(:mod:`trnsci.nki.emulator`, NumPy, which models NKI 0.6). An older ``nki``
+is not used (its API differs from the one the kernels are written for), and
+the legacy ``neuronxcc.nki`` namespace is never imported: NKI >= 0.4 rejects
+it inside kernels. ``TRNSCI_NKI=emulator`` forces the emulator even where
+the real package is installed.
+
+:func:`run` executes a kernel on torch tensors for the backend the current
+operation chose (``"nki"``: hardware through XLA; ``"simulator"``: on the
+CPU) and hands results back on the caller's device. :func:`capture` records
+every kernel run inside a block, so a test can prove that a kernel -- not
+the torch fallback -- produced a result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import importlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "nki", "nl", "nisa", "SOURCE", "HAS_NKI", "EMULATOR_ERROR",
+    "has_neuron_device", "run", "profile", "capture", "KernelRun",
+]
+
+
+MIN_NKI_VERSION = (0, 6)
+
+
+def _version_tuple(v):
+    parts = []
+    for p in str(v).split(".")[:2]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def _load_toolchain():
+    """Return (source, nki, nl, nisa, error): AWS's nki >= 0.6 if it imports, else the emulator."""
+    if os.environ.get("TRNSCI_NKI", "").strip().lower() != "emulator":
+        try:
+            mod = importlib.import_module("nki")
+            lang = importlib.import_module("nki.language")
+            isa = importlib.import_module("nki.isa")
+        except Exception:  # placeholders on PyPI raise ImportError; be broad
+            mod = None
+        if mod is not None:
+            version = getattr(mod, "__version__", None)
+            if version is not None and _version_tuple(version) >= MIN_NKI_VERSION:
+                return "neuron", mod, lang, isa, None
+            import warnings
+
+            warnings.warn(
+                f"trnsci.nki: the installed nki ({version or 'unknown version'}) is older than "
+                f"{'.'.join(map(str, MIN_NKI_VERSION))}; using the NKI 0.6 emulator instead",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+    try:
+        from trnsci.nki import emulator
+
+        return "emulator", emulator.nki, emulator.nl, emulator.nisa, None
+    except (ImportError, AttributeError) as exc:  # ships with trnsci: a broken install
+        return "emulator", _Missing(exc), _Missing(exc), _Missing(exc), exc
+
+
+class _Missing:
+    """Stand-in that lets kernel modules import while the emulator cannot.
+
+    ``nki.jit`` passes functions through so that the libraries still import
+    (their torch paths work); anything else says why kernels are unavailable.
+    """
+
+    def __init__(self, exc: BaseException):
+        self._exc = exc
+
+    def jit(self, fn=None, **_):
+        return fn if fn is not None else (lambda f: f)
+
+    def __getattr__(self, name):
+        raise RuntimeError(f"NKI emulator not available ({self._exc}); kernels cannot run here")
+
+
+SOURCE, nki, nl, nisa, EMULATOR_ERROR = _load_toolchain()
+HAS_NKI = SOURCE == "neuron"
+
+_device_cache: bool | None = None
+
+
+def has_neuron_device() -> bool:
+    """True when this process can run kernels on a NeuronCore.
+
+    Needs the real NKI toolchain, ``torch_neuronx`` (which brings the XLA
+    device), and a Neuron device node. The answer is cached.
+    """
+    global _device_cache
+    if _device_cache is None:
+        ok = HAS_NKI and os.path.exists("/dev/neuron0")
+        if ok:
+            try:
+                importlib.import_module("torch_neuronx")
+            except Exception:
+                ok = False
+        _device_cache = ok
+    return _device_cache
+
+
+# ---------------------------------------------------------------- recording
+
+@dataclass
+class KernelRun:
+    """One kernel execution: its name, where it ran, and (emulator) its profile."""
+
+    kernel: str
+    backend: str
+    profile: Any = None
+
+
+_runs: contextvars.ContextVar[list | None] = contextvars.ContextVar("trnsci_kernel_runs", default=None)
+_target: contextvars.ContextVar[str | None] = contextvars.ContextVar("trnsci_kernel_target", default=None)
+
+
+@contextlib.contextmanager
+def capture() -> Iterator[list[KernelRun]]:
+    """Collect a :class:`KernelRun` for every kernel run inside the block."""
+    runs: list[KernelRun] = []
+    token = _runs.set(runs)
+    try:
+        yield runs
+    finally:
+        _runs.reset(token)
+
+
+@contextlib.contextmanager
+def target(backend: str) -> Iterator[None]:
+    """Make :func:`run` default to ``backend`` ("nki" or "simulator") in a block.
+
+    :class:`trnsci.dispatch.Op` sets this around an NKI lowering so that
+    lowerings need not thread the backend through their arguments.
+    """
+    token = _target.set(backend)
+    try:
+        yield
+    finally:
+        _target.reset(token)
+
+
+def _kernel_name(kernel: Callable) -> str:
+    fn = getattr(kernel, "func", None) or getattr(kernel, "__wrapped__", None) or kernel
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(kernel))
+
+
+# ------------------------------------------------------------ conversions
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def to_numpy(t) -> np.ndarray:
+    """A torch tensor as a NumPy array on the host (bfloat16 via ml_dtypes)."""
+    torch = _torch()
+    if isinstance(t, np.ndarray):
+        return t
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.contiguous().numpy()
+
+
+def from_numpy(a: np.ndarray, *, device=None, dtype=None):
+    """A NumPy array as a torch tensor on ``device``, cast to ``dtype`` if given."""
+    torch = _torch()
+    a = np.asarray(a)
+    if a.dtype.name == "bfloat16":
+        t = torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+    else:
+        t = torch.from_numpy(np.ascontiguousarray(a).copy())
+    if dtype is not None and t.is_floating_point() and t.dtype != dtype:
+        t = t.to(dtype)
+    if device is not None and t.device != torch.device(device):
+        t = t.to(device)
+    return t
+
+
+def run(kernel: Callable, *tensors, backend: str | None = None, out_dtype=None, **constants):
+    """Run an NKI kernel on torch tensors and return torch tensors.
+
+    Parameters
+    ----------
+    kernel
+        A function decorated with ``nki.jit`` (through this module's ``nki``).
+    *tensors
+        torch tensors (or NumPy arrays); they become the kernel's HBM inputs.
+    backend : {"simulator", "nki"}, optional
+        Where to run. Defaults to the backend chosen by the enclosing
+        operation (see :func:`target`), else ``"simulator"``.
+    out_dtype : torch.dtype, optional
+        Floating results are cast to this dtype; by default to the dtype of
+        the first floating input. Integer results keep their dtype.
+    **constants
+        Compile-time constants passed to the kernel unchanged.
+
+    Returns
+    -------
+    A tensor, or a tuple of tensors when the kernel returns several, on the
+    device of the first tensor input.
+    """
+    torch = _torch()
+    backend = backend or _target.get() or "simulator"
+    if backend not in ("simulator", "nki"):
+        raise ValueError(f"backend must be 'simulator' or 'nki', got {backend!r}")
+    ref = next((t for t in tensors if isinstance(t, torch.Tensor)), None)
+    device = ref.device if ref is not None else None
+    if out_dtype is None:
+        out_dtype = next((t.dtype for t in tensors if isinstance(t, torch.Tensor) and t.is_floating_point()), None)
+    name = _kernel_name(kernel)
+    prof = None
+    if backend == "nki":
+        if not has_neuron_device():
+            raise RuntimeError("backend 'nki' needs a NeuronCore and the Neuron SDK; none is present here")
+        xla = importlib.import_module("torch_xla.core.xla_model").xla_device()
+        outs = kernel(*[t.to(xla) if isinstance(t, torch.Tensor) else t for t in tensors], **constants)
+        outs_t = outs if isinstance(outs, tuple) else (outs,)
+        results = tuple(o.to(device) if device is not None else o.cpu() for o in outs_t)
+        results = tuple(r.to(out_dtype) if out_dtype is not None and r.is_floating_point() else r for r in results)
+    else:
+        arrays = [to_numpy(t) if isinstance(t, (torch.Tensor, np.ndarray)) else t for t in tensors]
+        if SOURCE == "neuron":
+            outs = nki.simulate(kernel)(*arrays, **constants)
+        else:
+            if EMULATOR_ERROR is not None:
+                raise RuntimeError(f"NKI emulator not available: {EMULATOR_ERROR}")
+            from trnsci.nki import emulator
+
+            outs, prof = emulator.profile(kernel, *arrays, **constants)
+        outs_t = outs if isinstance(outs, tuple) else (outs,)
+        results = tuple(from_numpy(o, device=device, dtype=out_dtype) for o in outs_t)
+    runs = _runs.get()
+    if runs is not None:
+        runs.append(KernelRun(name, backend, prof))
+    return results if isinstance(outs, tuple) else results[0]
+
+
+def profile(kernel: Callable, *arrays, target: str = "trn1", **constants):
+    """Run ``kernel`` in the emulator and return ``(outputs, KernelProfile)``.
+
+    Inputs may be NumPy arrays or torch tensors; outputs are NumPy arrays.
+    Only available where kernels are built on the emulator (``SOURCE ==
+    "emulator"``): AWS's simulator does not report trnsci's counters.
+    """
+    if SOURCE != "emulator":
+        raise RuntimeError("trnsci.nki.profile needs the emulator; set TRNSCI_NKI=emulator")
+    if EMULATOR_ERROR is not None:
+        raise RuntimeError(f"NKI emulator not available: {EMULATOR_ERROR}")
+    from trnsci.nki import emulator
+
+    arrays = [to_numpy(a) if not isinstance(a, (int, float, tuple, str, type(None))) else a for a in arrays]
+    return emulator.profile(kernel, *arrays, target=target, **constants)

@@ -1,0 +1,548 @@
+"""Memories, allocations, tensors (HBM tensors and SBUF/PSUM tiles) and views.
+
+A :class:`Tensor` is a view (shape, strides, offset, dtype) onto the storage
+of one :class:`Allocation`; indexing and the NKI 0.6 view primitives live in
+:mod:`.access`.  Writes through any view land in the allocation.
+
+Every kernel call runs inside a fresh :class:`TraceContext` that owns the
+counters and tracks live on-chip bytes per partition: an allocation is live
+from creation until the last Python reference to it (or any view of it) is
+dropped.
+"""
+
+import threading
+from math import prod
+
+import numpy as np
+
+from . import access
+from . import dtypes as dt
+from .errors import EmulatorError
+from .profile import Counters, build_profile, get_target
+
+PMAX = 128
+
+
+class Buffer:
+    """A memory kind: sbuf, psum, hbm, shared_hbm (and private_hbm)."""
+
+    __slots__ = ("name", "on_chip")
+
+    def __init__(self, name, on_chip):
+        self.name = name
+        self.on_chip = on_chip
+
+    def __repr__(self):
+        return f"nl.{self.name}"
+
+
+sbuf = Buffer("sbuf", True)
+psum = Buffer("psum", True)
+hbm = Buffer("hbm", False)
+shared_hbm = Buffer("shared_hbm", False)
+private_hbm = Buffer("private_hbm", False)
+
+
+def is_hbm(buffer):
+    return buffer is hbm or buffer is shared_hbm or buffer is private_hbm
+
+
+# --------------------------------------------------------------------------
+# trace context
+
+_state = threading.local()
+
+
+def current(op="this operation"):
+    ctx = getattr(_state, "ctx", None)
+    if ctx is None:
+        raise EmulatorError(
+            f"{op} can only be used inside a kernel run by the emulator "
+            "(nki.jit / nki.simulate / trnsci.nki.emulator.simulate)"
+        )
+    return ctx
+
+
+class TraceContext:
+    """State of one kernel call: counters, capacity tracking, program ids."""
+
+    def __init__(self, target="trn1"):
+        self.target = get_target(target)
+        self.counters = Counters()
+        self.live = {"sbuf": 0, "psum": 0}
+        self.peak = {"sbuf": 0, "psum": 0}
+        self.psum_banks_live = 0
+        self.shared = []  # shared_hbm tensors of an SPMD launch, by creation order
+        self.shared_index = 0
+        self.program_id = ()
+        self.grid = ()
+        self.writebacks = []  # (caller's non-contiguous array, dense storage)
+        self._prev = None
+
+    def __enter__(self):
+        self._prev = getattr(_state, "ctx", None)
+        _state.ctx = self
+        return self
+
+    def __exit__(self, *exc):
+        _state.ctx = self._prev
+        for orig, dense in self.writebacks:
+            if orig.flags.writeable and orig.tobytes() != dense.tobytes():
+                orig[...] = dense
+        self.writebacks = []
+        return False
+
+    # ---- capacity -------------------------------------------------------
+    def reserve(self, alloc, op, name):
+        kind = alloc.buffer.name
+        t = self.target
+        limit = t.sbuf_bytes_per_partition if kind == "sbuf" else t.psum_bytes_per_partition
+        need = self.live[kind] + alloc.pbytes
+        if need > limit:
+            raise EmulatorError(
+                f"{op}: {kind.upper()} capacity exceeded on {t.name}: allocating "
+                f"'{name}' ({alloc.pbytes} bytes per partition) needs {need} bytes per "
+                f"partition of live {kind.upper()} allocations, but {t.name} has "
+                f"{limit} bytes per partition"
+            )
+        if kind == "psum":
+            banks = self.psum_banks_live + alloc.banks
+            if banks > t.psum_banks:
+                raise EmulatorError(
+                    f"{op}: PSUM capacity exceeded on {t.name}: allocating '{name}' "
+                    f"needs {banks} live PSUM banks of {t.psum_bank_bytes} bytes, but "
+                    f"{t.name} has {t.psum_banks} banks per partition"
+                )
+            self.psum_banks_live = banks
+        self.live[kind] = need
+        if need > self.peak[kind]:
+            self.peak[kind] = need
+
+    def release(self, alloc):
+        kind = alloc.buffer.name
+        self.live[kind] -= alloc.pbytes
+        if kind == "psum":
+            self.psum_banks_live -= alloc.banks
+
+    def profile(self):
+        return build_profile(self.counters, self.target, self.peak["sbuf"], self.peak["psum"])
+
+
+class Allocation:
+    """One allocation: the backing NumPy array, its flat storage (+ PSUM written-mask).
+
+    ``flat`` is the storage as a 1-D array (a view of ``arr``); views of
+    another dtype read it through ``flat_as(dtype)``.  PSUM allocations carry
+    a per-byte written-mask (``mask``) so views of any dtype can track which
+    elements an instruction has written.
+    """
+
+    __slots__ = ("ctx", "buffer", "arr", "flat", "_flats", "mask", "pbytes", "banks", "name", "__weakref__")
+
+    def __init__(self, ctx, buffer, arr, name, op):
+        self.ctx = None
+        self.buffer = buffer
+        self.arr = arr
+        self.flat = arr.reshape(-1)
+        self._flats = {}
+        self.name = name
+        self.mask = None
+        self.pbytes = 0
+        self.banks = 0
+        if buffer.on_chip:
+            self.pbytes = int(prod(arr.shape[1:])) * arr.dtype.itemsize
+            if buffer is psum:
+                # one state byte per byte of the tile: 0 never written, 1 written by a
+                # non-matmul instruction, 2 initialized by a matmul (see access.mask_read)
+                self.mask = np.zeros(arr.nbytes, dtype=np.uint8)
+                bank = ctx.target.psum_bank_bytes
+                self.banks = max(1, -(-self.pbytes // bank))
+            ctx.reserve(self, op, name)
+            self.ctx = ctx
+
+    def flat_as(self, dtype):
+        """The flat storage reinterpreted as dtype (no copy)."""
+        if dtype == self.flat.dtype:
+            return self.flat
+        f = self._flats.get(dtype)
+        if f is None:
+            f = self._flats[dtype] = self.flat.view(dtype)
+        return f
+
+    def __del__(self):
+        ctx = self.ctx
+        if ctx is not None:
+            self.ctx = None
+            try:
+                ctx.release(self)
+            except Exception:  # pragma: no cover - interpreter teardown
+                pass
+
+
+def check_tile_shape(shape, buffer, dtype, op, name):
+    """Rules every SBUF/PSUM tile obeys: rank >= 2, partitions <= 128, PSUM <= 2 KiB."""
+    if len(shape) < 2:
+        raise EmulatorError(
+            f"{op}: {buffer.name.upper()} tile '{name}' has rank {len(shape)} (shape "
+            f"{tuple(shape)}); SBUF/PSUM tiles must be at least 2-D with the partition "
+            "dimension first (use a (P, 1) shape, or keepdims=True for reductions)"
+        )
+    if shape[0] > PMAX:
+        raise EmulatorError(
+            f"{op}: number of partitions {shape[0]} exceeds architecture limitation of "
+            f"{PMAX} (tile '{name}' of shape {tuple(shape)} in {buffer.name.upper()})"
+        )
+    if shape[0] < 1 or any(s < 1 for s in shape):
+        raise EmulatorError(f"{op}: tile '{name}' has an empty dimension: {tuple(shape)}")
+    if buffer is psum:
+        fbytes = int(prod(shape[1:])) * dtype.itemsize
+        if fbytes > 2048:
+            raise EmulatorError(
+                f"{op}: PSUM tile '{name}' of shape {tuple(shape)} and dtype {dtype} "
+                f"needs {fbytes} bytes per partition, exceeding the 2048-byte (2 KiB) "
+                "PSUM bank limit (psum_fmax = 512 fp32)"
+            )
+
+
+def allocate(shape, dtype, buffer, name="", op="nl.ndarray", fill=True):
+    """Create a fresh tensor (tile or HBM tensor) filled with sentinels."""
+    ctx = current(op)
+    dtype = dt.normalize(dtype, op, "dtype")
+    shape = tuple(int(s) for s in shape)
+    name = name or buffer.name
+    if buffer is shared_hbm and ctx.grid:
+        # SPMD: every program instance sees the same shared_hbm output tensor
+        i = ctx.shared_index
+        ctx.shared_index += 1
+        if i < len(ctx.shared):
+            t = ctx.shared[i]
+            if t.shape == shape and t.dtype == dtype:
+                return t
+        t = _allocate(ctx, shape, dtype, buffer, name, op, fill)
+        ctx.shared.append(t)
+        return t
+    return _allocate(ctx, shape, dtype, buffer, name, op, fill)
+
+
+def _allocate(ctx, shape, dtype, buffer, name, op, fill):
+    if buffer.on_chip:
+        check_tile_shape(shape, buffer, dtype, op, name)
+    arr = np.empty(shape, dtype=dtype)
+    if fill:
+        dt.fill_sentinel(arr)
+    alloc = Allocation(ctx, buffer, arr, name, op)
+    return Tensor._fresh(alloc)
+
+
+def wrap_hbm(array, name):
+    """Wrap a caller's NumPy array as an HBM kernel argument (no copy)."""
+    ctx = current("kernel argument")
+    dt.normalize(array.dtype, "kernel argument", name)
+    if not array.flags.c_contiguous:
+        # HBM storage is dense row-major: run on a contiguous copy and write
+        # changes back into the caller's array when the kernel returns
+        dense = np.ascontiguousarray(array)
+        ctx.writebacks.append((array, dense))
+        array = dense
+    alloc = Allocation(ctx, shared_hbm, array, name, "kernel argument")
+    return Tensor._fresh(alloc)
+
+
+# --------------------------------------------------------------------------
+# tensors and views
+
+_nl_ops = None  # filled in by nl at import time (operator overloads)
+
+
+class Tensor:
+    """An HBM tensor or an SBUF/PSUM tile: a view on one allocation's storage.
+
+    ``shape``, ``strides`` and ``offset`` are in elements of ``dtype`` (NKI
+    0.6 ``NkiTensor`` model); view operations live in :mod:`.access`.
+    """
+
+    __slots__ = ("_alloc", "shape", "strides", "offset", "dtype", "_ind", "_np")
+    __array_ufunc__ = None  # make NumPy defer to our reflected operators
+
+    @classmethod
+    def _fresh(cls, alloc):
+        a = alloc.arr
+        return cls._make(alloc, tuple(a.shape), access._contig_strides(a.shape), 0, a.dtype, None)
+
+    @classmethod
+    def _make(cls, alloc, shape, strides, offset, dtype, ind):
+        t = object.__new__(cls)
+        t._alloc = alloc
+        t.shape = tuple(int(n) for n in shape)
+        t.strides = tuple(int(s) for s in strides)
+        t.offset = int(offset)
+        t.dtype = dtype
+        t._ind = ind
+        t._np = None
+        return t
+
+    def _derive(self, shape, strides, offset, ind=None, dtype=None):
+        return Tensor._make(self._alloc, shape, strides, offset, self.dtype if dtype is None else dtype, ind)
+
+    # ---- properties ------------------------------------------------------
+    @property
+    def buffer(self):
+        return self._alloc.buffer
+
+    @property
+    def name(self):
+        return self._alloc.name
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def on_chip(self):
+        return self._alloc.buffer.on_chip
+
+    @property
+    def size(self):
+        return int(prod(self.shape))
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    @property
+    def free_size(self):
+        return int(prod(self.shape[1:]))
+
+    @property
+    def _key(self):
+        """None for a direct (strided) view; set for an indirect one."""
+        return None if self._ind is None else self._ind.kind
+
+    def __repr__(self):
+        return f"<{self.buffer.name} tensor '{self.name}' {self.shape} {self.dtype}>"
+
+    # ---- raw access (used by the ops) -----------------------------------
+    @property
+    def _arr(self):
+        v = self._np
+        if v is None:
+            v = self._np = access.strided_view(self)
+        return v
+
+    def _read(self):
+        if self._ind is None:
+            return self._arr
+        return access.gather(self)[0]
+
+    def _write(self, values):
+        if self._ind is None:
+            self._arr[...] = values
+        else:
+            access.scatter(self, values)
+        if self._alloc.mask is not None:
+            access.mask_write(self, True)
+
+    def _mask_read(self):
+        return access.mask_read(self)
+
+    def _mask_write(self, value):
+        access.mask_write(self, value)
+
+    # ---- NKI 0.6 indexing and view primitives (see access.py) ------------
+    def __getitem__(self, key):
+        return access.index(self, key)
+
+    def __setitem__(self, key, value):
+        view = self[key]
+        _nl_ops.assign(view, value)
+
+    def slice(self, dim, start, end, step=1):
+        """View of ``start:end:step`` along ``dim`` (``0 <= start < end <= shape[dim]``)."""
+        return access.slice_(self, dim, start, end, step)
+
+    def select(self, dim, index):
+        """Pick one index along ``dim`` and drop the dim; a (1, 1) SBUF int tile selects at run time."""
+        return access.select(self, dim, index)
+
+    def vector_select(self, dim, vector_offset):
+        """HBM only, dim 0: partition p reads row ``vector_offset[p]`` (an indirect view)."""
+        return access.vector_select(self, dim, vector_offset)
+
+    def permute(self, dims):
+        """Reorder dims (the partition dim stays first on SBUF/PSUM)."""
+        return access.permute(self, dims)
+
+    def broadcast(self, dim, size):
+        """Repeat a size-1 dim ``size`` times (stride 0; not the partition dim)."""
+        return access.broadcast(self, dim, size)
+
+    def expand_dim(self, dim):
+        """Insert a size-1 dim at ``dim``."""
+        return access.expand_dim(self, dim)
+
+    def squeeze_dim(self, dim):
+        """Remove the size-1 dim ``dim``."""
+        return access.squeeze_dim(self, dim)
+
+    def reshape_dim(self, dim, shape):
+        """Split dim ``dim`` into ``shape`` (one entry may be -1)."""
+        return access.reshape_dim(self, dim, shape)
+
+    def flatten_dims(self, start_dim, end_dim):
+        """Merge dims ``start_dim..end_dim`` (inclusive; must be contiguous)."""
+        return access.flatten_dims(self, start_dim, end_dim)
+
+    def reshape(self, shape, *extra):
+        """Same storage, new shape (a view; fails when a copy would be needed)."""
+        if extra:
+            access.vfail(
+                f"{self.name}.reshape",
+                f"'shape' must be a tuple of sizes, got {(shape,) + extra} as separate arguments "
+                "(call t.reshape((a, b, ...)))",
+            )
+        return access.reshape(self, shape)
+
+    def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None):
+        """einops-style split / permute / merge, e.g. ``(('b', ('h', 'w')), ('b', 'w', 'h'), {'h': 4})``."""
+        return access.rearrange(self, src_pattern, dst_pattern, fixed_sizes)
+
+    def view(self, dtype):
+        """Reinterpret the bits as ``dtype``; the last dim scales by the itemsize ratio."""
+        return access.view(self, dtype)
+
+    reinterpret_cast = view
+
+    def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
+        """Explicit access pattern ``[[step, num], ...]`` on this tensor's storage."""
+        return access.ap(self, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype)
+
+    def get_pattern(self):
+        """``[[stride, count], ...]`` of this view, one pair per dim."""
+        return access.get_pattern(self)
+
+    def is_contiguous(self):
+        return access.is_contiguous(self)
+
+    def is_indirect(self):
+        return self._ind is not None
+
+    def indirect(self, index, num_elem=None):
+        return access.indirect(self, index, num_elem)
+
+    # ---- tracing rules -----------------------------------------------------
+    def __bool__(self):
+        raise EmulatorError(
+            f"bool() of tile '{self.name}': Python control flow cannot depend on tile "
+            "values in an NKI kernel (kernels are traced); use nl.where / masks instead"
+        )
+
+    def __array__(self, *a, **k):
+        raise EmulatorError(
+            f"cannot convert '{self.name}' to a NumPy array inside a kernel; tile values "
+            "are not available to Python code at trace time"
+        )
+
+    def __iter__(self):
+        raise EmulatorError(f"cannot iterate over tile '{self.name}'; use nl.affine_range")
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError(f"len() of 0-d view of '{self.name}'")
+        return self.shape[0]
+
+    __hash__ = object.__hash__
+
+    # ---- operators -> nl ops ----------------------------------------------
+    def __add__(self, o):
+        return _nl_ops.add(self, o)
+
+    def __radd__(self, o):
+        return _nl_ops.add(o, self)
+
+    def __sub__(self, o):
+        return _nl_ops.subtract(self, o)
+
+    def __rsub__(self, o):
+        return _nl_ops.subtract(o, self)
+
+    def __mul__(self, o):
+        return _nl_ops.multiply(self, o)
+
+    def __rmul__(self, o):
+        return _nl_ops.multiply(o, self)
+
+    def __truediv__(self, o):
+        return _nl_ops.divide(self, o)
+
+    def __rtruediv__(self, o):
+        return _nl_ops.divide(o, self)
+
+    def __neg__(self):
+        return _nl_ops.negative(self)
+
+    def __abs__(self):
+        return _nl_ops.abs(self)
+
+    def __pow__(self, o):
+        return _nl_ops.power(self, o)
+
+    def __and__(self, o):
+        return _nl_ops.bitwise_and(self, o)
+
+    def __rand__(self, o):
+        return _nl_ops.bitwise_and(o, self)
+
+    def __or__(self, o):
+        return _nl_ops.bitwise_or(self, o)
+
+    def __ror__(self, o):
+        return _nl_ops.bitwise_or(o, self)
+
+    def __xor__(self, o):
+        return _nl_ops.bitwise_xor(self, o)
+
+    def __rxor__(self, o):
+        return _nl_ops.bitwise_xor(o, self)
+
+    def __lshift__(self, o):
+        return _nl_ops.left_shift(self, o)
+
+    def __rshift__(self, o):
+        return _nl_ops.right_shift(self, o)
+
+    def __invert__(self):
+        return _nl_ops.invert(self)
+
+    def __lt__(self, o):
+        return _nl_ops.less(self, o)
+
+    def __le__(self, o):
+        return _nl_ops.less_equal(self, o)
+
+    def __gt__(self, o):
+        return _nl_ops.greater(self, o)
+
+    def __ge__(self, o):
+        return _nl_ops.greater_equal(self, o)
+
+    def __eq__(self, o):
+        if not isinstance(o, (Tensor, int, float, np.integer, np.floating)):
+            return NotImplemented
+        return _nl_ops.equal(self, o)
+
+    def __ne__(self, o):
+        if not isinstance(o, (Tensor, int, float, np.integer, np.floating)):
+            return NotImplemented
+        return _nl_ops.not_equal(self, o)
+
+    def __iadd__(self, o):
+        _nl_ops.assign(self, _nl_ops.add(self, o))
+        return self
+
+    def __isub__(self, o):
+        _nl_ops.assign(self, _nl_ops.subtract(self, o))
+        return self
+
+    def __imul__(self, o):
+        _nl_ops.assign(self, _nl_ops.multiply(self, o))
+        return self

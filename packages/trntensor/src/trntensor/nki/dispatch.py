@@ -1,0 +1,13 @@
+"""The published module path ``trntensor.nki.dispatch``, kept importable: thin aliases onto today's API.
+
+``set_backend``/``get_backend`` are :func:`trntensor.set_backend`/:func:`trntensor.get_backend`
+(``"pytorch"`` is accepted as an alias of ``"torch"``; ``"simulator"`` runs the
+kernels on the emulator); ``HAS_NKI`` is True when AWS's NKI package is importable.
+The kernels themselves live in ``trntensor.kernels`` and run through the library's public
+functions.
+"""
+
+from trnsci.nki import HAS_NKI
+from trntensor import get_backend, set_backend
+
+__all__ = ["HAS_NKI", "set_backend", "get_backend"]
