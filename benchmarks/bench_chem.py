@@ -20,7 +20,7 @@ import time
 import pytest
 
 from trnsci import chem
-from trnsci.demo import MOLECULES, _rhf
+from trnsci.chem_demo import MOLECULES, _rhf
 
 
 @pytest.fixture(scope="module")

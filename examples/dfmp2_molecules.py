@@ -23,7 +23,7 @@ from pyscf.mp.dfmp2 import DFMP2
 
 import trnsci
 from trnsci import chem
-from trnsci.demo import MOLECULES
+from trnsci.chem_demo import MOLECULES
 
 
 def main(argv=None) -> int:

@@ -17,7 +17,7 @@ import torch
 
 import trnsci
 from trnsci import chem
-from trnsci.demo import MOLECULES, _rhf
+from trnsci.chem_demo import MOLECULES, _rhf
 
 
 def _reference_energy(B, eo, ev):

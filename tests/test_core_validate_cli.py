@@ -193,7 +193,7 @@ def test_demo_agrees_with_pyscf():
     assert "E_corr PySCF" in r.stdout and "NKI kernels on the emulator" in r.stdout
     if nki.EMULATOR_ERROR is None:
         assert r.returncode == 0, r.stdout + r.stderr
-        assert "mp2_energy" in r.stdout and "[modeled]" in r.stdout and "no demo kernel cases yet" not in r.stdout
+        assert "mp2_energy" in r.stdout and "[modeled]" in r.stdout and "no demo kernel cases (" not in r.stdout
         n = sum(len(m.kernel_cases()) for m in demo.kernel_case_modules().values())
         assert f"{n} of {n} kernel cases agree with torch" in r.stdout, r.stdout
 
@@ -215,3 +215,15 @@ def test_subcommand_help_is_the_subcommands_own(command, option, capsys):
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert option in out and "rest" not in out
+
+
+def test_bench_names_what_a_case_module_is_missing(monkeypatch, capsys):
+    """A declared bench module that fails to import is reported with the package to install, not skipped."""
+    from trnsci import bench, plugins
+
+    broken = plugins.Plugin("trnblas", "trnblas.bench", "trnblas",
+                            error=plugins._missing(ModuleNotFoundError("No module named 'scipy'", name="scipy")))
+    monkeypatch.setattr(plugins, "load", lambda group: [broken])
+    assert bench.main(["--lib", "trnblas"]) == 1
+    out = capsys.readouterr().out
+    assert "trnblas cases (trnblas.bench, from trnblas)" in out and "pip install scipy" in out, out

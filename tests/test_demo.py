@@ -121,7 +121,7 @@ def test_kernel_part_reports_fallbacks_disagreements_and_errors(monkeypatch):
         ok = demo.kernel_part(echo=lines.append, profiles=True)
         text = "\n".join(lines)
         assert ok is (what == "good"), (what, text)
-        assert "trnfft     no demo kernel cases yet" in text  # the others are absent in this fake
+        assert "trnfft     no demo kernel cases (not installed" in text  # the others are absent in this fake
         if what == "good":
             assert "gemm_kernel" in text and "[modeled]" in text and "1 of 1 kernel cases agree" in text
             assert "KernelProfile" in text  # profiles=True prints the kernel's profile under its row
@@ -133,3 +133,16 @@ def test_kernel_part_reports_fallbacks_disagreements_and_errors(monkeypatch):
             assert "BAD" in text and "0 of 1" in text
         else:
             assert "FAILED (ValueError" in text
+
+
+def test_a_demo_module_that_fails_to_import_is_reported_with_the_missing_package(monkeypatch):
+    from trnsci import plugins
+
+    broken = plugins.Plugin("trnfoo", "trnfoo.demo", "trnfoo", error=plugins._missing(ModuleNotFoundError(
+        "No module named 'scipy'", name="scipy")))
+    monkeypatch.setattr(demo, "demo_plugins", lambda: [broken])
+    monkeypatch.setattr(demo, "kernel_case_modules", lambda: {})
+    lines = []
+    assert demo.kernel_part(echo=lines.append) is False
+    text = "\n".join(lines)
+    assert "trnfoo     FAILED to load trnfoo.demo" in text and "pip install scipy" in text, text

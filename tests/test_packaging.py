@@ -1,19 +1,25 @@
-"""The seven distributions build, carry the right metadata, and install from wheels alone.
+"""The eight distributions build the way pip builds them, carry the right metadata, and install from wheels alone.
 
-Builds a wheel of ``trnsci`` and of each library from this tree, reads their
-metadata, then installs them into fresh virtual environments (no system site
-packages, so the editable installs of the development venv cannot leak in)
-with ``--no-index --find-links <wheels>``: every one of the seven packages can
-only come from the wheels just built.
+Every distribution is built as an sdist first and its wheel from that sdist
+(``python -m build``'s default, what pip does with a source archive), so a
+distribution whose sdist is not self-contained fails here. The metadata
+checks read the wheels; then the wheels are installed into fresh virtual
+environments (no system site packages, so the editable installs of the
+development venv cannot leak in) with ``--no-index --find-links <wheels>``:
+every package of the suite can only come from the wheels just built. In the
+venv that has the whole suite a smoke script runs what a new user runs:
+import all six, ``trnsci info``, ``trnsci demo --quick`` (one or more NKI
+kernels per library on the emulator, compared with torch). A second venv
+installs one library and must get exactly that library and the core.
 
-Third-party dependencies (torch, numpy, ml_dtypes) are installed once per
-run into a shared directory that both fresh venvs see through a ``.pth``
+Third-party dependencies (torch, numpy, scipy, ml_dtypes) are installed once
+per run into a shared directory that the fresh venvs see through a ``.pth``
 file; torch is pinned by ``constraints/dev.txt``. By default they are
 installed only if the pinned torch lies on this machine's disk (pip's
 configured find-links), because an index build of torch is several GB; set
 ``TRNSCI_PACKAGING_ONLINE=1`` to let pip fetch it from the configured
 indexes instead. Without either, the install steps are skipped with the
-reason; the wheel-metadata checks still run.
+reason; the build and metadata checks still run.
 """
 
 from __future__ import annotations
@@ -25,29 +31,34 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tomllib
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARIES = ("trnblas", "trnfft", "trnsparse", "trnsolver", "trnrand", "trntensor")
-DISTS = ("trnsci", *LIBRARIES)
+CORE = "trnsci-core"
+DISTS = (CORE, *LIBRARIES, "trnsci")
+SOURCES = {CORE: ROOT / "packages" / CORE, **{lib: ROOT / "packages" / lib for lib in LIBRARIES}, "trnsci": ROOT}
+# library -> the other libraries it may import (and must then require); everything else is floor-1 only
+LATERAL = {"trnsolver": ("trnblas",), "trntensor": ("trnblas",)}
 CONSTRAINTS = ROOT / "constraints" / "dev.txt"
 
 
 def suite_version() -> str:
-    text = (ROOT / "trnsci" / "_version.py").read_text()
+    text = (SOURCES[CORE] / "src" / "trnsci" / "_version.py").read_text()
     match = re.search(r'^__version__\s*=\s*"([^"]+)"', text, re.M)
-    assert match, "trnsci/_version.py has no __version__"
+    assert match, "trnsci-core's _version.py has no __version__"
     return match.group(1)
 
 
 VERSION = suite_version()
-MAJOR, MINOR = (int(x) for x in VERSION.split(".")[:2])
 
 
 def run(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 300):
@@ -86,19 +97,47 @@ def pinned(name: str) -> str:
     pytest.fail(f"{CONSTRAINTS} does not pin {name}")
 
 
+def wheel_name(dist: str, kind: str = "whl") -> str:
+    stem = f"{dist.replace('-', '_')}-{VERSION}"
+    return f"{stem}-py3-none-any.whl" if kind == "whl" else f"{stem}.tar.gz"
+
+
+# ------------------------------------------------------------------ sources
+
+
+@pytest.mark.parametrize("dist", DISTS)
+def test_every_pyproject_states_the_suite_version_and_exact_pins(dist):
+    """One version across the eight pyprojects; our own requirements are exact pins with the local label."""
+    project = tomllib.loads((SOURCES[dist] / "pyproject.toml").read_text())["project"]
+    assert project["name"] == dist and project["version"] == VERSION
+    assert "+" in VERSION, "the local label keeps our pins off other projects' distributions on an index"
+    ours = {}
+    for req in project["dependencies"]:
+        name = re.match(r"[A-Za-z0-9_.\-]+", req).group(0).lower()
+        if name in DISTS:
+            ours[name] = req
+    for name, req in ours.items():
+        assert req == f"{name}=={VERSION}", f"{dist} must pin {name}=={VERSION} exactly, has {req!r}"
+    want = {
+        CORE: set(),
+        "trnsci": {CORE, *LIBRARIES},
+        **{lib: {CORE, *LATERAL.get(lib, ())} for lib in LIBRARIES},
+    }[dist]
+    assert set(ours) == want, f"{dist} requires {sorted(ours)} of the suite, should require {sorted(want)}"
+
+
 # ------------------------------------------------------------------ wheels
 
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory) -> Path:
+    """sdist, then the wheel built from that sdist, for each of the eight distributions."""
     pytest.importorskip("hatchling", reason="building without isolation needs hatchling in this venv (.[dev])")
+    pytest.importorskip("build", reason="needs the build package in this venv (.[dev])")
     out = tmp_path_factory.mktemp("wheels")
-    paths = [ROOT, *(ROOT / "packages" / lib for lib in LIBRARIES)]
-    run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", out, *paths],
-        env=base_env(),
-        cwd=out,
-    )
+    for dist in DISTS:
+        run([sys.executable, "-m", "build", "-q", "--no-isolation", "--outdir", out, SOURCES[dist]],
+            env=base_env(), cwd=out)
     return out
 
 
@@ -119,35 +158,76 @@ def requires(meta) -> dict[str, str]:
     return out
 
 
-def test_seven_wheels_with_the_suite_version(wheels):
-    found = sorted(p.name for p in wheels.glob("*.whl"))
-    expected = sorted(f"{d}-{VERSION}-py3-none-any.whl" for d in DISTS)
+def files(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as zf:
+        return [n for n in zf.namelist() if ".dist-info/" not in n]
+
+
+def entry_points(wheel: Path) -> str:
+    with zipfile.ZipFile(wheel) as zf:
+        name = next((n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")), None)
+        return zf.read(name).decode() if name else ""
+
+
+def test_eight_sdists_and_wheels_with_the_suite_version(wheels):
+    found = sorted(p.name for p in wheels.iterdir())
+    expected = sorted([wheel_name(d) for d in DISTS] + [wheel_name(d, "sdist") for d in DISTS])
     assert found == expected
 
 
-def test_umbrella_pins_every_library_exactly(wheels):
-    meta = metadata(wheels / f"trnsci-{VERSION}-py3-none-any.whl")
+@pytest.mark.parametrize("dist", DISTS)
+def test_sdist_is_self_contained(wheels, dist):
+    """Nothing in an sdist points outside it (the wheel was built from it, which proves the rest)."""
+    with tarfile.open(wheels / wheel_name(dist, "sdist")) as tf:
+        text = tf.extractfile(next(m for m in tf.getmembers() if m.name.endswith("/pyproject.toml"))).read().decode()
+    assert "../" not in text, f"{dist}'s pyproject.toml refers outside its sdist"
+
+
+def test_umbrella_pins_the_core_and_every_library_exactly(wheels):
+    meta = metadata(wheels / wheel_name("trnsci"))
     assert meta["Name"] == "trnsci" and meta["Version"] == VERSION
     reqs = requires(meta)
-    for lib in LIBRARIES:
-        assert reqs.get(lib) == f"=={VERSION}", f"trnsci should pin {lib}=={VERSION}, has {reqs.get(lib)!r}"
-    for dep in ("torch", "numpy", "ml-dtypes"):
-        assert dep in reqs or dep.replace("-", "_") in reqs, f"trnsci should require {dep}"
+    for dist in (CORE, *LIBRARIES):
+        assert reqs.get(dist) == f"=={VERSION}", f"trnsci should pin {dist}=={VERSION}, has {reqs.get(dist)!r}"
     extras = set(meta.get_all("Provides-Extra") or [])
     assert {"neuron", "chem", "dev", "docs"} <= extras, extras
 
 
+def test_umbrella_ships_only_the_workflows_into_the_core_package(wheels):
+    """The umbrella adds modules to ``trnsci`` but never the package's ``__init__`` (the core's)."""
+    names = files(wheels / wheel_name("trnsci"))
+    assert names and all(n.startswith("trnsci/") for n in names), names
+    assert "trnsci/__init__.py" not in names
+    assert {"trnsci/chem.py", "trnsci/chem_demo.py"} <= set(names)
+    eps = entry_points(wheels / wheel_name("trnsci"))
+    assert "[trnsci.demo]" in eps and "trnsci.chem_demo" in eps and "[trnsci.workflows]" in eps
+
+
+def test_core_declares_what_its_default_paths_import(wheels):
+    """The emulator (backend "simulator") imports SciPy and ml_dtypes: the core must require them."""
+    meta = metadata(wheels / wheel_name(CORE))
+    reqs = requires(meta)
+    for dep in ("torch", "numpy", "scipy", "ml-dtypes"):
+        assert dep in reqs or dep.replace("-", "_") in reqs, f"{CORE} should require {dep}: {sorted(reqs)}"
+    names = files(wheels / wheel_name(CORE))
+    assert "trnsci/__init__.py" in names and "trnsci/nki/emulator/__init__.py" in names
+    assert not any(n in names for n in ("trnsci/chem.py", "trnsci/chem_demo.py")), "workflows are floor 3"
+    assert "trnsci = trnsci.cli:main" in entry_points(wheels / wheel_name(CORE))
+
+
 @pytest.mark.parametrize("lib", LIBRARIES)
-def test_library_requires_the_core_of_its_minor_series(wheels, lib):
-    meta = metadata(wheels / f"{lib}-{VERSION}-py3-none-any.whl")
+def test_library_requires_the_core_and_declares_its_plugins(wheels, lib):
+    meta = metadata(wheels / wheel_name(lib))
     assert meta["Name"] == lib and meta["Version"] == VERSION
     reqs = requires(meta)
-    want = {f">={MAJOR}.{MINOR},<{MAJOR}.{MINOR + 1}", f"<{MAJOR}.{MINOR + 1},>={MAJOR}.{MINOR}"}
-    assert reqs.get("trnsci") in want, f"{lib} should require trnsci>={MAJOR}.{MINOR},<{MAJOR}.{MINOR + 1}"
+    assert reqs.get(CORE) == f"=={VERSION}", f"{lib} should require {CORE}=={VERSION}"
+    assert "trnsci" not in reqs, f"{lib} must not require the umbrella (that is the cycle this layout removes)"
     assert "torch" in reqs and "numpy" in reqs
-    with zipfile.ZipFile(wheels / f"{lib}-{VERSION}-py3-none-any.whl") as zf:
-        tops = {n.split("/", 1)[0] for n in zf.namelist() if not n.split("/", 1)[0].endswith(".dist-info")}
+    tops = {n.split("/", 1)[0] for n in files(wheels / wheel_name(lib))}
     assert tops == {lib}, f"{lib}'s wheel should hold exactly one import package, has {sorted(tops)}"
+    eps = entry_points(wheels / wheel_name(lib))
+    for group, value in (("trnsci.libraries", lib), ("trnsci.demo", f"{lib}.demo"), ("trnsci.bench", f"{lib}.bench")):
+        assert f"[{group}]" in eps and f"{lib} = {value}" in eps, (group, eps)
 
 
 # ------------------------------------------------------------------ fresh venvs
@@ -155,7 +235,7 @@ def test_library_requires_the_core_of_its_minor_series(wheels, lib):
 
 @pytest.fixture(scope="module")
 def third_party(tmp_path_factory) -> Iterator[Path]:
-    """A directory holding torch (pinned), numpy and ml_dtypes, shared by the fresh venvs."""
+    """A directory holding torch (pinned), numpy, scipy and ml_dtypes, shared by the fresh venvs."""
     torch_req = pinned("torch")
     if os.environ.get("TRNSCI_PACKAGING_ONLINE") != "1":
         probe = subprocess.run(
@@ -197,6 +277,7 @@ def third_party(tmp_path_factory) -> Iterator[Path]:
             deps,
             torch_req,
             "numpy",
+            "scipy",
             "ml_dtypes",
         ],
         env=base_env(),
@@ -207,7 +288,7 @@ def third_party(tmp_path_factory) -> Iterator[Path]:
     )
     if proc.returncode != 0:
         shutil.rmtree(deps, ignore_errors=True)
-        pytest.skip(f"cannot install torch/numpy/ml_dtypes for a fresh venv here: {proc.stderr.strip()[-1500:]}")
+        pytest.skip(f"cannot install torch/numpy/scipy/ml_dtypes for a fresh venv here: {proc.stderr.strip()[-1500:]}")
     yield deps
     shutil.rmtree(deps, ignore_errors=True)  # ~1 GB; pytest would keep it in its last three temp dirs
 
@@ -258,6 +339,26 @@ class Venv:
             assert row["direct_url"] is None, f"{dist} was installed from a directory or editable: {row}"
 
 
+SMOKE = """
+import importlib, sys, warnings
+import torch
+import trnsci
+libs = ("trnblas", "trnfft", "trnsparse", "trnsolver", "trnrand", "trntensor")
+mods = {name: importlib.import_module(name) for name in libs}
+from trnsci import nki
+assert nki.EMULATOR_ERROR is None, nki.EMULATOR_ERROR
+# the README's simulator example: the kernel must run (no fallback to torch)
+from trnsci.testing import kernel_ran
+A, B = torch.randn(70, 40), torch.randn(40, 30)
+with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    with trnsci.use_backend("simulator"), kernel_ran() as runs:
+        C = mods["trnblas"].gemm(1.0, A, B)
+assert torch.allclose(C, A @ B, rtol=1e-5, atol=1e-5) and runs, runs
+print("smoke ok", trnsci.__version__)
+"""
+
+
 def test_trnsci_installs_the_suite_from_wheels(wheels, third_party, tmp_path):
     venv = Venv(tmp_path / "suite", third_party)
     venv.install_from_wheels(wheels, "trnsci")
@@ -265,28 +366,43 @@ def test_trnsci_installs_the_suite_from_wheels(wheels, third_party, tmp_path):
     for dist in DISTS:
         assert installed.get(dist) == VERSION, f"{dist} not installed at {VERSION}: {installed}"
     assert installed.get("torch", "").split("+")[0] == pinned("torch").split("==")[1]
-    venv.check_from_wheels(DISTS)
+    venv.check_from_wheels(LIBRARIES)
+    assert venv.eval("import trnsci.chem, trnsci; print(trnsci.chem.df_mp2.__name__, trnsci.__version__)") == (
+        f"df_mp2 {VERSION}"
+    )
+    assert venv.eval(SMOKE).endswith(f"smoke ok {VERSION}")
 
     info = run([venv.python, "-m", "trnsci", "info"], env=base_env(), cwd=venv.path).stdout
-    assert f"trnsci {VERSION}" in info
+    assert f"trnsci {VERSION}" in info and "emulator unavailable" not in info
     for lib in LIBRARIES:
         assert re.search(rf"^\s*{lib}\s+{re.escape(VERSION)}\s+imported: {re.escape(VERSION)}", info, re.M), info
-    script = run([venv.path / "bin" / "trnsci", "info"], env=base_env(), cwd=venv.path).stdout
-    assert f"trnsci {VERSION}" in script
-    assert run([venv.path / "bin" / "trnsci", "--version"], env=base_env(), cwd=venv.path).stdout.strip() == (
-        f"trnsci {VERSION}"
-    )
+    script = venv.path / "bin" / "trnsci"
+    assert run([script, "--version"], env=base_env(), cwd=venv.path).stdout.strip() == f"trnsci {VERSION}"
+    # no PySCF in this venv: the DF-MP2 part says so, every library's kernel cases run and agree
+    demo = run([script, "demo", "--quick"], env=base_env(), cwd=venv.path, timeout=600).stdout
+    assert "needs PySCF" in demo and "pip install 'trnsci[chem]'" in demo, demo
+    assert "all checks passed" in demo, demo
+    for lib in LIBRARIES:
+        assert re.search(rf"^\s*{lib}\s", demo, re.M), f"no kernel case of {lib} ran:\n{demo}"
+    floors = run([venv.python, ROOT / "tests" / "floors.py", venv.purelib], env=base_env(), cwd=venv.path).stdout
+    assert "no upward import" in floors, floors
 
 
-def test_one_library_brings_the_core_and_the_suite(wheels, third_party, tmp_path):
-    """trnblas needs trnsci, which pins all six: the cycle resolves to one consistent suite."""
+def test_one_library_brings_only_itself_and_the_core(wheels, third_party, tmp_path):
     venv = Venv(tmp_path / "one", third_party)
     venv.install_from_wheels(wheels, "trnblas")
-    installed = venv.installed()
-    for dist in DISTS:
-        assert installed.get(dist) == VERSION, f"{dist} not installed at {VERSION}: {installed}"
-    venv.check_from_wheels(("trnblas", "trnsci"))
+    ours = {d: v for d, v in venv.installed().items() if d in DISTS}
+    assert ours == {CORE: VERSION, "trnblas": VERSION}, ours
+    venv.check_from_wheels(("trnblas",))
     out = venv.eval(
         "import trnblas, trnsci; trnblas.set_backend('torch'); print(trnblas.get_backend(), trnsci.get_backend())"
     )
     assert out == "torch auto"
+    # a call that needs the umbrella says what to install
+    msg = venv.eval(
+        "import trnblas.chem\n"
+        "try:\n    trnblas.chem.dfmp2(None)\nexcept ImportError as exc:\n    print(exc)"
+    )
+    assert "pip install 'trnsci[chem]'" in msg, msg
+    info = run([venv.path / "bin" / "trnsci", "info"], env=base_env(), cwd=venv.path).stdout
+    assert re.search(r"^\s*trnfft\s+not installed", info, re.M), info

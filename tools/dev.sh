@@ -3,6 +3,8 @@
 #   bash tools/dev.sh test [pytest args]   all tests (what CI runs)
 #   bash tools/dev.sh demo                 the suite's main job: `trnsci demo`
 #   bash tools/dev.sh info                 `trnsci info`
+#   bash tools/dev.sh wheels [DIR]         build the eight distributions into DIR (default dist/):
+#                                          each sdist first, then its wheel from that sdist, as pip does
 #   bash tools/dev.sh setup                only set up .venv
 # Needs Python >= 3.10 with venv and pip. torch is pinned by constraints/dev.txt.
 set -euo pipefail
@@ -10,6 +12,8 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${TRNSCI_VENV:-.venv}
 LIBS="trnblas trnfft trnsparse trnsolver trnrand trntensor"
+# every distribution's source directory: the core, the six libraries, the umbrella
+DISTS="packages/trnsci-core $(for lib in $LIBS; do printf 'packages/%s ' "$lib"; done) ."
 
 # pip, quietly: this machine's pip config names local index folders that
 # lack most packages, and pip warns once per package; show all on failure.
@@ -34,10 +38,23 @@ setup() {
   fi
   export PIP_CONSTRAINT="$PWD/constraints/dev.txt" PIP_DISABLE_PIP_VERSION_CHECK=1
   pip_quiet install -q --upgrade pip
-  local editables=(-e ".[dev,docs]")
+  local editables=(-e ".[dev,docs]" -e packages/trnsci-core)
   for lib in $LIBS; do editables+=(-e "packages/$lib"); done
   pip_quiet install -q "${editables[@]}"
   echo "$want" > "$stamp"
+}
+
+# sdist -> wheel for each distribution (python -m build does exactly that by
+# default), into one wheelhouse: `pip install --find-links DIR trnsci` then
+# installs the suite from it (docs/packaging.md).
+wheels() {
+  local out=${1:-dist}
+  mkdir -p "$out"
+  out=$(cd "$out" && pwd)
+  for d in $DISTS; do
+    "$VENV/bin/python" -m build -q --no-isolation --outdir "$out" "$d" >/dev/null
+  done
+  ls "$out"
 }
 
 job=${1:-test}
@@ -47,5 +64,6 @@ case "$job" in
   test)  setup; exec "$VENV/bin/python" -m pytest "$@" ;;
   demo)  setup; exec "$VENV/bin/trnsci" demo "$@" ;;
   info)  setup; exec "$VENV/bin/trnsci" info "$@" ;;
-  *) echo "usage: bash tools/dev.sh {setup|test|demo|info} [args]" >&2; exit 2 ;;
+  wheels) setup; wheels "$@" ;;
+  *) echo "usage: bash tools/dev.sh {setup|test|demo|info|wheels} [args]" >&2; exit 2 ;;
 esac

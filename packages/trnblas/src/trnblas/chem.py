@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from trnsci import _validate as V
+from trnsci import plugins
 from trnsci.dispatch import Op
 
 __all__ = ["mp2_pair_energies", "mp2_energy", "df_factors", "dfmp2", "MP2_ENERGY"]
@@ -227,8 +228,10 @@ def mp2_energy(B, eps_occ, eps_vir, *, max_memory=None):
 
 
 # ----------------------------------------------------------------- from PySCF
-# The suite's DF-MP2 pipeline lives in trnsci.chem (the umbrella depends on all
-# six libraries); these two keep their signatures and delegate to it.
+# The suite's DF-MP2 pipeline lives in the umbrella's trnsci.chem (floor 3: it
+# uses trnblas and trnsolver). These two keep their signatures and hand the
+# call up through the umbrella's ``trnsci.workflows`` entry point: a library
+# never imports the floor above it.
 
 def df_factors(mf, auxbasis=None, *, frozen=0):
     """Density-fitted factors ``(B, eps_occ, eps_vir)`` of a closed-shell PySCF mean field.
@@ -257,12 +260,11 @@ def df_factors(mf, auxbasis=None, *, frozen=0):
     Raises
     ------
     ImportError
-        PySCF is not installed (``pip install "trnsci[chem]"``).
+        PySCF or the umbrella distribution is not installed (``pip install "trnsci[chem]"``).
     ValueError
         An open-shell or unconverged mean field, or ``frozen`` out of range.
     """
-    from trnsci import chem
-
+    chem = plugins.workflow("chem", "trnblas.chem.df_factors")
     return chem.df_factors(mf, auxbasis, frozen=frozen)
 
 
@@ -274,7 +276,6 @@ def dfmp2(mf, auxbasis=None, *, frozen=0, dtype=torch.float64, max_memory=None) 
     ``dtype`` (float32 or bfloat16 let the NKI kernel take it under backends
     that choose it). Matches ``pyscf.mp.dfmp2.DFMP2(mf, frozen=frozen).kernel()[0]``.
     """
-    from trnsci import chem
-
+    chem = plugins.workflow("chem", "trnblas.chem.dfmp2")
     return chem.df_mp2(mf, auxbasis=auxbasis, frozen=frozen, dtype=dtype, max_memory=max_memory,
                        progress=False).e_corr

@@ -1,24 +1,51 @@
 """trnblas's part of ``trnsci demo``: its NKI kernels at small, ragged shapes (:func:`kernel_cases`).
 
-The DF-MP2 demo itself is :mod:`trnsci.demo` (``trnsci demo``); :func:`main`
-forwards to it. :data:`MOLECULES` and :func:`df_integrals` stay for callers
-of the earlier demo.
+The DF-MP2 demo itself belongs to the umbrella (:mod:`trnsci.chem_demo`,
+run by ``trnsci demo``); :func:`main` forwards to the core's ``trnsci demo``.
+:data:`MOLECULES` (the demo's geometries) lives here, on the library floor,
+so the umbrella can use it; :func:`df_integrals` stays for callers of the
+earlier demo and reaches the umbrella's pipeline through its entry point.
 """
 
 from __future__ import annotations
 
 import torch
 
-from trnsci.demo import MOLECULES, KernelCase
+from trnsci import plugins
+from trnsci.demo import KernelCase
+
+# Geometries in Angstrom (experimental / standard reference structures).
+MOLECULES = {
+    "h2o": "O 0 0 0.1173; H 0 0.7572 -0.4692; H 0 -0.7572 -0.4692",
+    "nh3": "N 0 0 0.1162; H 0 0.9397 -0.2711; H 0.8138 -0.4699 -0.2711; H -0.8138 -0.4699 -0.2711",
+    "ch4": "C 0 0 0; H 0.6291 0.6291 0.6291; H -0.6291 -0.6291 0.6291; H -0.6291 0.6291 -0.6291; "
+           "H 0.6291 -0.6291 -0.6291",
+    "hf": "H 0 0 0; F 0 0 0.917",
+    "n2": "N 0 0 0; N 0 0 1.0977",
+    "c2h4": "C 0 0 0.6695; C 0 0 -0.6695; H 0 0.9289 1.2321; H 0 -0.9289 1.2321; H 0 0.9289 -1.2321; "
+            "H 0 -0.9289 -1.2321",
+    "benzene": "C 0 1.3970 0; C 1.2098 0.6985 0; C 1.2098 -0.6985 0; C 0 -1.3970 0; C -1.2098 -0.6985 0; "
+               "C -1.2098 0.6985 0; H 0 2.4810 0; H 2.1486 1.2405 0; H 2.1486 -1.2405 0; H 0 -2.4810 0; "
+               "H -2.1486 -1.2405 0; H -2.1486 1.2405 0",
+    "naphthalene": "C 0 0.7140 0; C 0 -0.7140 0; C 1.2430 1.4010 0; C -1.2430 1.4010 0; C 1.2430 -1.4010 0; "
+                   "C -1.2430 -1.4010 0; C 2.4330 0.7050 0; C -2.4330 0.7050 0; C 2.4330 -0.7050 0; "
+                   "C -2.4330 -0.7050 0; H 1.2440 2.4870 0; H -1.2440 2.4870 0; H 1.2440 -2.4870 0; "
+                   "H -1.2440 -2.4870 0; H 3.3780 1.2450 0; H -3.3780 1.2450 0; H 3.3780 -1.2450 0; "
+                   "H -3.3780 -1.2450 0",
+}
+MOLECULES["water"], MOLECULES["ammonia"], MOLECULES["methane"] = MOLECULES["h2o"], MOLECULES["nh3"], MOLECULES["ch4"]
 
 __all__ = ["MOLECULES", "df_integrals", "kernel_cases", "main"]
 
 
 def df_integrals(mf, auxbasis: str = "cc-pvdz-ri"):
-    """``(B, eps_occ, eps_vir)`` as float64 NumPy arrays; see :func:`trnsci.chem.df_factors`."""
-    from trnsci.chem import df_factors
+    """``(B, eps_occ, eps_vir)`` as float64 NumPy arrays; see :func:`trnsci.chem.df_factors`.
 
-    return tuple(t.numpy() for t in df_factors(mf, auxbasis))
+    Needs the umbrella distribution (``pip install 'trnsci[chem]'``), found
+    through its ``trnsci.workflows`` entry point.
+    """
+    chem = plugins.workflow("chem", "trnblas.demo.df_integrals")
+    return tuple(t.numpy() for t in chem.df_factors(mf, auxbasis))
 
 
 def kernel_cases() -> list[KernelCase]:

@@ -12,7 +12,6 @@ means anything on a shared machine. The pytest-benchmark suites under
 from __future__ import annotations
 
 import argparse
-import importlib
 import statistics
 import time
 from collections.abc import Callable, Iterable
@@ -67,13 +66,20 @@ def _compare(case: Case, budget_s: float, rounds: int = 3, pause_s: float = 0.3)
 
 
 def collect(libraries: Iterable[str], quick: bool) -> list[Case]:
+    """Cases of the wanted libraries, found through ``trnsci.bench`` entry points (:mod:`trnsci.plugins`).
+
+    A declared case module that fails to import raises, naming what is missing.
+    """
+    from trnsci import plugins
+
     cases: list[Case] = []
-    for lib in libraries:
-        try:
-            mod = importlib.import_module(f"{lib}.bench")
-        except ImportError:
+    wanted = set(libraries)
+    for p in plugins.load("trnsci.bench"):
+        if p.name not in wanted:
             continue
-        cases.extend(mod.cases(quick=quick))
+        if not p.ok:
+            raise ImportError(f"trnsci bench: the {p.name} cases ({p.value}, from {p.dist}) {p.error}")
+        cases.extend(p.module.cases(quick=quick))
     return cases
 
 
@@ -97,9 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="larger sizes (slower)")
     parser.add_argument("--budget", type=float, default=0.3, help="seconds of timing per side per case")
     args = parser.parse_args(argv or [])
-    cases = collect(args.lib or LIBRARIES, quick=not args.full)
+    try:
+        cases = collect(args.lib or LIBRARIES, quick=not args.full)
+    except ImportError as exc:
+        print(exc)
+        return 1
     if not cases:
-        print("trnsci bench: no installed library ships benchmark cases yet")
+        print("trnsci bench: no installed library declares benchmark cases (entry point group 'trnsci.bench')")
         return 1
     print("Medians on this machine, torch backend as selected by the current settings; ratio = trnsci / reference.")
     run(cases, args.budget)

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import importlib.metadata as md
 import platform
 import sys
 import time
 from collections.abc import Callable
 
-from trnsci import backend, dispatch, nki
+from trnsci import backend, dispatch, nki, plugins
 from trnsci._version import __version__
 
-PACKAGES = ("trnsci", *backend.LIBRARIES)
+# distributions: the core, the six libraries, the umbrella
+PACKAGES = ("trnsci-core", *backend.LIBRARIES, "trnsci")
 
 
 def _version(dist: str) -> str:
@@ -24,14 +24,14 @@ def _version(dist: str) -> str:
 
 
 def _import_libraries() -> dict[str, str]:
-    """Import every installed library (which registers its ops); name -> status."""
-    status = {}
-    for lib in backend.LIBRARIES:
-        try:
-            mod = importlib.import_module(lib)
-            status[lib] = getattr(mod, "__version__", "?")
-        except ImportError as exc:
-            status[lib] = f"not importable ({exc})"
+    """Import every installed library (which registers its ops); name -> status.
+
+    Libraries are found through their ``trnsci.libraries`` entry points
+    (:mod:`trnsci.plugins`): the core never imports a library by name.
+    """
+    status = {lib: "not installed" for lib in backend.LIBRARIES}
+    for p in plugins.load("trnsci.libraries"):
+        status[p.name] = getattr(p.module, "__version__", "?") if p.ok else f"not importable ({p.error})"
     return status
 
 
@@ -41,10 +41,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     out.append(f"trnsci {__version__}  (Python {platform.python_version()}, {platform.machine()})")
     out.append("\npackages")
     for dist in PACKAGES:
-        imported = __version__ if dist == "trnsci" else libs[dist]
-        out.append(f"  {dist:<10} {_version(dist):<14} imported: {imported}")
+        imported = libs.get(dist, __version__ if dist == "trnsci-core" else "")
+        out.append(f"  {dist:<11} {_version(dist):<14} {'imported: ' + imported if imported else ''}".rstrip())
     for dist in ("torch", "numpy", "scipy", "ml_dtypes", "opt_einsum", "pyscf"):
-        out.append(f"  {dist:<10} {_version(dist)}")
+        out.append(f"  {dist:<11} {_version(dist)}")
     out.append("\nkernels")
     broken = f"  (emulator unavailable: {nki.EMULATOR_ERROR})" if nki.EMULATOR_ERROR else ""
     out.append(f"  NKI source      {nki.SOURCE}{broken}")

@@ -1,58 +1,36 @@
-"""``trnsci demo``: DF-MP2 on real molecules against PySCF, then every library's NKI kernels on the emulator.
+"""``trnsci demo``: the installed demo parts (DF-MP2 against PySCF), then every library's NKI kernels on the emulator.
 
-Part 1 (needs PySCF, ``pip install 'trnsci[chem]'``): for each molecule, RHF
-with PySCF, then :func:`trnsci.chem.df_mp2` and PySCF's own ``DFMP2`` on the
-same orbitals and auxiliary basis, timed in this run, and a table.
+The parts come from the floors above the core, found through entry points
+of group ``trnsci.demo`` (:mod:`trnsci.plugins`); the core imports none of
+them by name:
 
-Part 2: each library's demo kernel cases. A library takes part by shipping a
-module ``<lib>.demo`` with a function ``kernel_cases()`` returning
-:class:`KernelCase` objects (found by name, like ``<lib>.bench``). Every
-case runs once on the torch path and once through backend ``"simulator"``;
-the demo prints the agreement and the emulator's modeled kernel profile.
+* a module with ``add_arguments(parser)`` and ``run(args, echo) -> bool``
+  is a demo part: the umbrella's :mod:`trnsci.chem_demo` (DF-MP2 on real
+  molecules with :func:`trnsci.chem.df_mp2` against PySCF's ``DFMP2``) is one;
+* a module with ``kernel_cases()`` returning :class:`KernelCase` objects
+  is a library's kernel part. Every case runs once on the torch path and once
+  through backend ``"simulator"``; the demo prints the agreement and the
+  emulator's modeled kernel profile.
 
 Usage::
 
-    trnsci demo [--molecule NAME ...] [--xyz FILE] [--basis cc-pvdz]
-                [--backend auto|torch|nki|simulator] [--dtype float64|float32]
-                [--no-kernels] [--kernels-only] [--profiles] [--frozen-core]
+    trnsci demo [--quick] [--backend auto|torch|nki|simulator]
+                [--no-kernels] [--kernels-only] [--profiles] [part options]
+
+(``trnsci demo --help`` lists the options of the installed parts too.)
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
+from trnsci import plugins
 from trnsci.backend import LIBRARIES
-
-# Geometries in Angstrom (experimental / standard reference structures).
-MOLECULES = {
-    "h2o": "O 0 0 0.1173; H 0 0.7572 -0.4692; H 0 -0.7572 -0.4692",
-    "nh3": "N 0 0 0.1162; H 0 0.9397 -0.2711; H 0.8138 -0.4699 -0.2711; H -0.8138 -0.4699 -0.2711",
-    "ch4": "C 0 0 0; H 0.6291 0.6291 0.6291; H -0.6291 -0.6291 0.6291; H -0.6291 0.6291 -0.6291; "
-           "H 0.6291 -0.6291 -0.6291",
-    "hf": "H 0 0 0; F 0 0 0.917",
-    "n2": "N 0 0 0; N 0 0 1.0977",
-    "c2h4": "C 0 0 0.6695; C 0 0 -0.6695; H 0 0.9289 1.2321; H 0 -0.9289 1.2321; H 0 0.9289 -1.2321; "
-            "H 0 -0.9289 -1.2321",
-    "benzene": "C 0 1.3970 0; C 1.2098 0.6985 0; C 1.2098 -0.6985 0; C 0 -1.3970 0; C -1.2098 -0.6985 0; "
-               "C -1.2098 0.6985 0; H 0 2.4810 0; H 2.1486 1.2405 0; H 2.1486 -1.2405 0; H 0 -2.4810 0; "
-               "H -2.1486 -1.2405 0; H -2.1486 1.2405 0",
-    "naphthalene": "C 0 0.7140 0; C 0 -0.7140 0; C 1.2430 1.4010 0; C -1.2430 1.4010 0; C 1.2430 -1.4010 0; "
-                   "C -1.2430 -1.4010 0; C 2.4330 0.7050 0; C -2.4330 0.7050 0; C 2.4330 -0.7050 0; "
-                   "C -2.4330 -0.7050 0; H 1.2440 2.4870 0; H -1.2440 2.4870 0; H 1.2440 -2.4870 0; "
-                   "H -1.2440 -2.4870 0; H 3.3780 1.2450 0; H -3.3780 1.2450 0; H 3.3780 -1.2450 0; "
-                   "H -3.3780 -1.2450 0",
-}
-MOLECULES["water"], MOLECULES["ammonia"], MOLECULES["methane"] = MOLECULES["h2o"], MOLECULES["nh3"], MOLECULES["ch4"]
-DEFAULT_MOLECULES = ("h2o", "nh3", "benzene")
-
-INSTALL_HINT = "pip install 'trnsci[chem]'   (or: pip install pyscf)"
 
 
 @dataclass
@@ -81,17 +59,14 @@ class KernelCase:
     expect: tuple[str, ...] = ()
 
 
+def demo_plugins() -> list[plugins.Plugin]:
+    """Every module declared in entry point group ``trnsci.demo`` (loaded, or with the reason it failed)."""
+    return plugins.load("trnsci.demo")
+
+
 def kernel_case_modules() -> dict[str, object]:
-    """``{library: module}`` for every installed ``<lib>.demo`` that has ``kernel_cases``."""
-    found = {}
-    for lib in LIBRARIES:
-        try:
-            mod = importlib.import_module(f"{lib}.demo")
-        except ImportError:
-            continue
-        if callable(getattr(mod, "kernel_cases", None)):
-            found[lib] = mod
-    return found
+    """``{name: module}`` for every installed demo module that has ``kernel_cases``."""
+    return {p.name: p.module for p in demo_plugins() if p.ok and callable(getattr(p.module, "kernel_cases", None))}
 
 
 def _parts(out) -> list[torch.Tensor]:
@@ -213,18 +188,23 @@ def kernel_part(echo=print, profiles: bool = False) -> bool:
         return False
     echo(f"  {'library':<10} {'case':<16} {'problem':<44} {'vs torch: rel err <= bound':<26} "
          f"{'modeled time':>15}  kernel runs  [modeled]")
-    mods = kernel_case_modules()
     ok, n, bad = True, 0, 0
+    for p in demo_plugins():
+        if not p.ok:
+            echo(f"  {p.name:<10} FAILED to load {p.value} (from {p.dist}): {p.error}")
+            ok = False
+    mods = kernel_case_modules()
     for lib in LIBRARIES:
         if lib not in mods:
-            echo(f"  {lib:<10} no demo kernel cases yet (a library adds them in {lib}/demo.py: kernel_cases())")
-            continue
-        for case in mods[lib].kernel_cases():
+            echo(f"  {lib:<10} no demo kernel cases (not installed, or it declares none in entry point group "
+                 "'trnsci.demo')")
+    for name, mod in mods.items():
+        for case in mod.kernel_cases():
             n += 1
             try:
                 r = run_kernel_case(case)
             except Exception as exc:  # a broken case must not hide the others
-                echo(f"  {lib:<10} {case.name:<16} {case.shape:<44} FAILED ({type(exc).__name__}: {exc})")
+                echo(f"  {name:<10} {case.name:<16} {case.shape:<44} FAILED ({type(exc).__name__}: {exc})")
                 ok, bad = False, bad + 1
                 continue
             echo(kernel_row(r))
@@ -240,120 +220,33 @@ def kernel_part(echo=print, profiles: bool = False) -> bool:
     return ok
 
 
-# ------------------------------------------------------------------ DF-MP2
+# ------------------------------------------------------------------ the command
 
-def _read_xyz(path: str) -> str:
-    """Atoms of an .xyz file (count line, comment line, then 'El x y z' in Angstrom)."""
-    with open(path) as fh:
-        lines = [ln.strip() for ln in fh if ln.strip()]
-    if lines and lines[0].split()[0].isdigit():
-        lines = lines[2:]
-    return "; ".join(" ".join(ln.split()[:4]) for ln in lines)
-
-
-def _rhf(mol):
-    """A converged RHF: density-fitted SCF for speed, then one conventional-RHF object holding its orbitals.
-
-    Both DF-MP2 codes then see a plain (not density-fitted) RHF and take the
-    MP2-fit auxiliary basis, so the comparison covers their whole pipelines.
-    """
-    from pyscf import scf
-
-    dfmf = scf.RHF(mol).density_fit()
-    dfmf.conv_tol = 1e-10
-    dfmf.kernel()
-    mf = scf.RHF(mol)
-    mf.mo_coeff, mf.mo_occ, mf.mo_energy = dfmf.mo_coeff, dfmf.mo_occ, dfmf.mo_energy
-    mf.e_tot, mf.converged = dfmf.e_tot, dfmf.converged
-    return mf
-
-
-def _short_backends(b: dict) -> str:
-    vals = set(b.values())
-    if len(vals) == 1:
-        return vals.pop()
-    return " ".join(f"{k}={v}" for k, v in b.items())
-
-
-def dfmp2_part(molecules, basis, backend, dtype, frozen_core, echo=print) -> bool:
-    """Part 1: the DF-MP2 table. True when every |dE| is within the dtype's bound."""
-    from pyscf import gto
-    from pyscf.mp.dfmp2 import DFMP2
-
-    import trnblas  # noqa: F401  (imported up front: not part of the timed call)
-    import trnsolver  # noqa: F401
-    from trnsci import chem
-
-    bound = 1e-8 if dtype == torch.float64 else 1e-5
-    echo(f"DF-MP2 with trnsci.chem.df_mp2 vs PySCF DFMP2 ({basis}, B in {str(dtype).replace('torch.', '')}, "
-         f"{'frozen core' if frozen_core else 'all electrons'}; same orbitals and auxiliary basis)")
-    head = (f"  {'molecule':<12} {'nbf/naux/nocc':>14} {'E_corr trnsci':>16} {'E_corr PySCF':>16} {'|dE|':>8} "
-            f"{'t trnsci':>9} {'t PySCF':>8}  backends")
-    echo(head)
-    ok = True
-    for k, (name, atoms) in enumerate(molecules):
-        sys.stderr.write(f"\r  [{k + 1}/{len(molecules)}] {name}: SCF ...      ")
-        sys.stderr.flush()
-        mol = gto.M(atom=atoms, basis=basis, verbose=0)
-        mf = _rhf(mol)
-        ncore = _ncore(mol) if frozen_core else None
-        sys.stderr.write(f"\r  [{k + 1}/{len(molecules)}] {name}: DF-MP2 ...   ")
-        sys.stderr.flush()
-        r = chem.df_mp2(mf, frozen=ncore, dtype=dtype, backend=backend, progress=True)
-        t = time.perf_counter()
-        e_ref = float(DFMP2(mf, frozen=ncore).kernel()[0])
-        t_ref = time.perf_counter() - t
-        sys.stderr.write("\r" + " " * 60 + "\r")
-        de = abs(r.e_corr - e_ref)
-        ok &= de <= bound
-        echo(f"  {name:<12} {f'{r.nao}/{r.naux}/{r.nocc}':>14} {r.e_corr:16.10f} {e_ref:16.10f} {de:8.1e} "
-             f"{r.timings['total']:8.2f}s {t_ref:7.2f}s  {_short_backends(r.backends)}")
-    echo(f"  |dE| bound {bound:.0e} Eh: {'all within' if ok else 'EXCEEDED'}. Times are one run each on this "
-         "machine (integrals included); `python benchmarks/bench_chem.py` repeats and interleaves them.")
-    return ok
-
-
-def _ncore(mol) -> int:
-    from pyscf.data import elements
-
-    return int(elements.chemcore(mol))
-
-
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, echo=print) -> int:
+    """``trnsci demo``: every installed demo part, then the kernel cases; 0 when all checks passed."""
+    parts = [p for p in demo_plugins() if p.ok and callable(getattr(p.module, "run", None))]
     parser = argparse.ArgumentParser(prog="trnsci demo", description=__doc__.split("\n")[0])
-    parser.add_argument("--molecule", action="append", choices=sorted(MOLECULES), metavar="NAME",
-                        help=f"built-in molecule (repeatable; one of {', '.join(sorted(MOLECULES))}); "
-                             f"default {' '.join(DEFAULT_MOLECULES)}")
-    parser.add_argument("--xyz", action="append", metavar="FILE", help="molecule from an .xyz file (repeatable)")
-    parser.add_argument("--basis", default="cc-pvdz")
+    parser.add_argument("--quick", action="store_true", help="the smallest problem of each part (a smoke test)")
     parser.add_argument("--backend", default=None, choices=("auto", "torch", "nki", "simulator"))
-    parser.add_argument("--dtype", default="float64", choices=("float64", "float32"))
-    parser.add_argument("--frozen-core", action="store_true", help="freeze the chemical core")
     parser.add_argument("--no-kernels", action="store_true", help="skip the NKI kernel part")
     parser.add_argument("--kernels-only", action="store_true", help="only the NKI kernel part")
     parser.add_argument("--profiles", action="store_true",
                         help="print each demo kernel's full emulator profile under its row")
+    for p in parts:
+        if callable(getattr(p.module, "add_arguments", None)):
+            p.module.add_arguments(parser.add_argument_group(f"{p.name} ({p.value}, from {p.dist})"))
     args = parser.parse_args(argv or [])
-    molecules = [(m, MOLECULES[m]) for m in (args.molecule or ())]
-    for path in args.xyz or ():
-        try:
-            molecules.append((path.rsplit("/", 1)[-1].removesuffix(".xyz"), _read_xyz(path)))
-        except OSError as exc:
-            parser.error(f"--xyz {path}: {exc.strerror}")
-    if not molecules:
-        molecules = [(m, MOLECULES[m]) for m in DEFAULT_MOLECULES]
     ok = True
     t0 = time.perf_counter()
     if not args.kernels_only:
-        try:
-            import pyscf  # noqa: F401
-        except ImportError:
-            print(f"DF-MP2 part skipped: it needs PySCF for the integrals and the reference.\n  {INSTALL_HINT}")
-        else:
-            ok &= dfmp2_part(molecules, args.basis, args.backend, getattr(torch, args.dtype), args.frozen_core)
+        if not parts:
+            echo("No demo parts are installed besides the kernel cases: the DF-MP2 demo comes with the umbrella "
+                 "distribution (pip install 'trnsci[chem]').")
+        for p in parts:
+            ok &= bool(p.module.run(args, echo))
     if not args.no_kernels:
-        ok &= kernel_part(profiles=args.profiles)
-    print(f"\ndone in {time.perf_counter() - t0:.1f} s: {'all checks passed' if ok else 'SOME CHECKS FAILED'}")
+        ok &= kernel_part(echo=echo, profiles=args.profiles)
+    echo(f"\ndone in {time.perf_counter() - t0:.1f} s: {'all checks passed' if ok else 'SOME CHECKS FAILED'}")
     return 0 if ok else 1
 
 

@@ -1,0 +1,101 @@
+"""Walk the suite's import graph and report every edge that points up a floor.
+
+Floors (docs/contributing.md): 1 the core (``trnsci-core``), 2 the six
+libraries, 3 the umbrella's cross-library workflows (``trnsci.chem``,
+``trnsci.chem_demo``). An import may point down, or stay inside its own
+distribution; between libraries only along a declared dependency
+(trnsolver and trntensor on trnblas). Every ``import`` statement counts,
+also the ones inside functions, since those run too.
+
+    python tests/floors.py               the source tree
+    python tests/floors.py SITE_PACKAGES an installed suite (the packaging test runs this in a fresh venv)
+
+Prints ``no upward import`` and exits 0, or lists the edges and exits 1.
+Standard library only, so it runs in any venv.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+LIBRARIES = ("trnblas", "trnfft", "trnsparse", "trnsolver", "trnrand", "trntensor")
+CORE, UMBRELLA = "trnsci-core", "trnsci"
+FLOOR = {CORE: 1, **{lib: 2 for lib in LIBRARIES}, UMBRELLA: 3}
+LATERAL = {"trnsolver": {"trnblas"}, "trntensor": {"trnblas"}}
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def sources(site: Path | None) -> tuple[dict[str, list[Path]], set[str]]:
+    """``{dist: [py files]}`` and the umbrella's module names (``trnsci.chem``, ...)."""
+    if site is None:
+        umbrella_dir = ROOT / "trnsci"
+        core_dir = ROOT / "packages" / CORE / "src" / "trnsci"
+        lib_dirs = {lib: ROOT / "packages" / lib / "src" / lib for lib in LIBRARIES}
+    else:
+        umbrella_dir = core_dir = site / "trnsci"
+        lib_dirs = {lib: site / lib for lib in LIBRARIES}
+    umbrella_files = sorted(umbrella_dir.glob("*.py")) if site is None else [
+        p for p in (umbrella_dir / "chem.py", umbrella_dir / "chem_demo.py") if p.exists()
+    ]
+    umbrella_mods = {f"trnsci.{p.stem}" for p in umbrella_files}
+    core_files = [p for p in sorted(core_dir.rglob("*.py")) if p not in umbrella_files]
+    out = {CORE: core_files, UMBRELLA: umbrella_files}
+    out.update({lib: sorted(d.rglob("*.py")) for lib, d in lib_dirs.items() if d.is_dir()})
+    return out, umbrella_mods
+
+
+def owner(module: str, umbrella_mods: set[str]) -> str | None:
+    parts = module.split(".")
+    if parts[0] == "trnsci":
+        return UMBRELLA if ".".join(parts[:2]) in umbrella_mods else CORE
+    return parts[0] if parts[0] in LIBRARIES else None
+
+
+def imported(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, module) for every absolute import; ``from X import y`` counts as ``X.y`` (y may be a module)."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out += [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+    return out
+
+
+def allowed(src: str, dst: str) -> bool:
+    if src == dst or src == UMBRELLA:
+        return True
+    if FLOOR[dst] < FLOOR[src]:
+        return True
+    return FLOOR[dst] == FLOOR[src] == 2 and dst in LATERAL.get(src, set())
+
+
+def upward_edges(site: Path | None = None) -> list[str]:
+    files, umbrella_mods = sources(site)
+    bad = []
+    for dist, paths in files.items():
+        for path in paths:
+            for line, mod in imported(ast.parse(path.read_text(), str(path))):
+                dst = owner(mod, umbrella_mods)
+                if dst is not None and not allowed(dist, dst):
+                    bad.append(f"{path}:{line}: {dist} (floor {FLOOR[dist]}) imports {mod} ({dst}, floor {FLOOR[dst]})")
+    return bad
+
+
+def main(argv: list[str]) -> int:
+    site = Path(argv[0]) if argv else None
+    bad = upward_edges(site)
+    files, _ = sources(site)
+    n = sum(len(v) for v in files.values())
+    if bad:
+        print("\n".join(bad))
+        print(f"{len(bad)} upward import(s) in {n} files")
+        return 1
+    print(f"no upward import in {n} files")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
