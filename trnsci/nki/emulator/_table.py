@@ -251,7 +251,12 @@ def instruction(name, engines, cost=cost_n, memory=None, dtypes=None, targets=AL
             if "engine" in a:
                 a["engine"] = _engine_arg(spec, a["engine"])
             call = Call(spec, a, ctx)
-            return fn(call, **a)
+            counters = ctx.counters
+            counters.begin()
+            try:
+                return fn(call, **a)
+            finally:
+                counters.end()
 
         wrapper.__signature__ = sig
         wrapper.spec = spec
