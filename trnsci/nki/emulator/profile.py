@@ -201,7 +201,7 @@ class Counters:
         self._events = []
         self._free = dict.fromkeys(ENGINES[:-1], 0.0)
         self._last_write = {}  # id(allocation) -> (end time, engine)
-        self._dma_free = 0.0
+        self._dma_free = []
         self._queues = [0.0] * DMA_QUEUES
         self._end = 0.0
         self._stall = dict.fromkeys(ENGINES, 0.0)
@@ -275,6 +275,35 @@ class Counters:
         engines = min(DMA_ENGINES, partitions)
         return nbytes / (t.dma_bytes_per_s * dma_efficiency(per_part) * engines / DMA_ENGINES)
 
+    def _dma_slot(self, earliest, dur):
+        """Book the shared DMA bandwidth for ``dur`` seconds from the first free gap at or after ``earliest``.
+
+        Transfers take the bandwidth in the order they become ready, not in
+        program order: a store waiting for its tile does not hold back a
+        later, independent load (the compiler schedules the triggers).
+        """
+        busy = self._dma_free  # sorted, disjoint [start, end) intervals
+        i = bisect.bisect_right(busy, (earliest, math.inf)) - 1
+        t = earliest
+        if i >= 0 and busy[i][1] > t:
+            t = busy[i][1]
+        j = i + 1
+        while j < len(busy) and busy[j][0] < t + dur:
+            t = max(t, busy[j][1])
+            j += 1
+        # insert [t, t + dur) at position j, merging with touching neighbours
+        lo, hi = t, t + dur
+        k = j
+        if k > 0 and busy[k - 1][1] >= lo:
+            k -= 1
+            lo = busy[k][0]
+            del busy[k]
+        if k < len(busy) and busy[k][0] <= hi:
+            hi = busy[k][1]
+            del busy[k]
+        busy.insert(k, (lo, hi))
+        return t
+
     def _schedule(self, events):
         clock = self.target.clock_hz
         reads = self._reads - self._writes if len(events) > 1 else self._reads
@@ -289,9 +318,8 @@ class Counters:
                 q = min(range(DMA_QUEUES), key=self._queues.__getitem__)
                 issue = max(ready, self._queues[q])
                 dur = self.dma_seconds(parts, nbytes)
-                start = max(issue + DMA_LATENCY_S, self._dma_free)
+                start = self._dma_slot(issue + DMA_LATENCY_S, dur)
                 end = start + dur
-                self._dma_free = end
                 self._queues[q] = end
                 self._dma_stream += dur
                 self._serial += DMA_LATENCY_S + dur
