@@ -80,17 +80,18 @@ DMA_EFFICIENCY = (
 _EFF_X = [b for b, _ in DMA_EFFICIENCY]
 
 
-def dma_efficiency(bytes_per_partition):
+def dma_efficiency(bytes_per_partition, curve=DMA_EFFICIENCY):
     """Fraction of the peak DMA rate a transfer of this many bytes per partition reaches."""
     b = float(bytes_per_partition)
+    xs = _EFF_X if curve is DMA_EFFICIENCY else [x for x, _ in curve]
     if b <= 0:
-        return DMA_EFFICIENCY[0][1]
-    if b <= _EFF_X[0]:
-        return DMA_EFFICIENCY[0][1] * b / _EFF_X[0]
-    if b >= _EFF_X[-1]:
-        return 1.0
-    i = bisect.bisect_right(_EFF_X, b)
-    (x0, y0), (x1, y1) = DMA_EFFICIENCY[i - 1], DMA_EFFICIENCY[i]
+        return curve[0][1]
+    if b <= xs[0]:
+        return curve[0][1] * b / xs[0]
+    if b >= xs[-1]:
+        return curve[-1][1]
+    i = bisect.bisect_right(xs, b)
+    (x0, y0), (x1, y1) = curve[i - 1], curve[i]
     return y0 + (y1 - y0) * (b - x0) / (x1 - x0)
 
 
@@ -104,6 +105,12 @@ class Target:
     te_flops_fp32: float
     clock_hz: dict
     dma_bytes_per_s: float
+    # timeline figures (module doc); trn2's guide restates none of them, so both targets carry trn1's
+    dep_stall_cycles: tuple = tuple(DEP_STALL_CYCLES.items())
+    access_cycles: int = ACCESS_CYCLES
+    dma_latency_s: float = DMA_LATENCY_S
+    dma_queues: int = DMA_QUEUES
+    dma_efficiency: tuple = DMA_EFFICIENCY
 
     @property
     def psum_bank_bytes(self):
@@ -182,6 +189,7 @@ class Counters:
         "_stall",
         "_dma_stream",
         "_serial",
+        "_dep_stall",
     )
 
     def __init__(self, target="trn1"):
@@ -202,11 +210,12 @@ class Counters:
         self._free = dict.fromkeys(ENGINES[:-1], 0.0)
         self._last_write = {}  # id(allocation) -> (end time, engine)
         self._dma_free = []
-        self._queues = [0.0] * DMA_QUEUES
+        self._queues = [0.0] * self.target.dma_queues
         self._end = 0.0
         self._stall = dict.fromkeys(ENGINES, 0.0)
         self._dma_stream = 0.0
         self._serial = 0.0
+        self._dep_stall = dict(self.target.dep_stall_cycles)
 
     # ---- bookkeeping of reads / writes ----------------------------------
     def touch(self, alloc, write):
@@ -273,7 +282,7 @@ class Counters:
         t = self.target
         per_part = nbytes / partitions
         engines = min(DMA_ENGINES, partitions)
-        return nbytes / (t.dma_bytes_per_s * dma_efficiency(per_part) * engines / DMA_ENGINES)
+        return nbytes / (t.dma_bytes_per_s * dma_efficiency(per_part, t.dma_efficiency) * engines / DMA_ENGINES)
 
     def _dma_slot(self, earliest, dur):
         """Book the shared DMA bandwidth for ``dur`` seconds from the first free gap at or after ``earliest``.
@@ -305,7 +314,9 @@ class Counters:
         return t
 
     def _schedule(self, events):
-        clock = self.target.clock_hz
+        tgt = self.target
+        clock = tgt.clock_hz
+        lat = tgt.dma_latency_s
         reads = self._reads - self._writes if len(events) > 1 else self._reads
         deps = [self._last_write[r] for r in reads if r in self._last_write]
         end = 0.0
@@ -315,14 +326,14 @@ class Counters:
             if eng == "dma":
                 _, parts, nbytes = ev
                 ready = max((t for t, _ in deps), default=0.0) if first else end
-                q = min(range(DMA_QUEUES), key=self._queues.__getitem__)
+                q = min(range(len(self._queues)), key=self._queues.__getitem__)
                 issue = max(ready, self._queues[q])
                 dur = self.dma_seconds(parts, nbytes)
-                start = self._dma_slot(issue + DMA_LATENCY_S, dur)
+                start = self._dma_slot(issue + lat, dur)
                 end = start + dur
                 self._queues[q] = end
                 self._dma_stream += dur
-                self._serial += DMA_LATENCY_S + dur
+                self._serial += lat + dur
             else:
                 _, cycles = ev
                 hz = clock[eng]
@@ -330,7 +341,7 @@ class Counters:
                 overhead = 0.0
                 if first:
                     for t_end, weng in deps:
-                        extra = (DEP_STALL_CYCLES[eng] if weng == eng else ACCESS_CYCLES) / hz
+                        extra = (self._dep_stall[eng] if weng == eng else tgt.access_cycles) / hz
                         ready = max(ready, t_end + extra)
                         overhead = max(overhead, extra)
                 free = self._free[eng]
@@ -445,7 +456,7 @@ def build_profile(counters, target, peak_sbuf, peak_psum):
     engine_time = {e: counters.cycles[e] / t.clock_hz[e] for e in counters.cycles}
     # the DMA queues are busy at least for the stream, and each queue for its transfers' latencies
     engine_time["dma"] = max(counters._dma_stream,
-                             math.ceil(counters.dma_transfers / DMA_QUEUES) * DMA_LATENCY_S)
+                             math.ceil(counters.dma_transfers / t.dma_queues) * t.dma_latency_s)
     lower = max(engine_time.values()) if engine_time else 0.0
     timeline = counters._end
     upper = max(counters._serial, timeline)
