@@ -139,3 +139,37 @@ def test_dma_efficiency_follows_the_published_curve():
     assert dma_efficiency(2048) == pytest.approx(0.814)
     xs = [2 ** k for k in range(3, 16)]
     assert all(dma_efficiency(a) < dma_efficiency(b) for a, b in zip(xs, xs[1:]))
+
+
+def test_fused_bf16_and_predicated_and_bn_aggr_rules():
+    def body():
+        x = nl.ndarray((2, 600), dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.memset(x, 1.0)                                          # 600
+        o = nl.ndarray((2, 600), dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.scalar_tensor_tensor(o, x, nl.subtract, 1.0, nl.multiply, x)  # bf16 subtract-multiply, even N: 600
+        nisa.scalar_tensor_tensor(o, x, nl.add, 1.0, nl.multiply, x)       # other ops: 2N = 1200
+        p = nl.ndarray((2, 600), dtype=nl.uint8, buffer=nl.sbuf)
+        nisa.memset(p, 1)                                            # 600
+        nisa.tensor_copy_predicated(o, x, p)                         # SBUF -> SBUF: 2N = 1200
+        s = nl.ndarray((2, 6), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(s, 1.0)                                          # max(64, 6) = 64
+        m = nl.ndarray((2, 2), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.bn_aggr(m, s)                                           # max(64, 13 * 6 / 3 = 26) = 64
+        big = nl.ndarray((2, 300), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(big, 1.0)                                        # 300
+        m2 = nl.ndarray((2, 2), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.bn_aggr(m2, big)                                        # 13 * 300 / 3 = 1300
+    total, _ = _vector_cycles(body)
+    assert total == 600 + 600 + 1200 + 600 + 1200 + 64 + 64 + 300 + 1300
+
+
+def test_gpsimd_startup_on_affine_select_and_iota():
+    def k():
+        t = nl.ndarray((4, 200), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.iota(t, [[1, 200]], offset=0, channel_multiplier=0)     # 150 + N = 350
+        d = nl.ndarray((4, 200), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.affine_select(d, [[1, 200]], 1, t, 0.0, cmp_op=nl.greater_equal)  # 150 + N = 350
+        return nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+
+    _, p = profile(k)
+    assert p.engine_time_s["gpsimd"] == pytest.approx((350 + 350) / 1.4e9)
