@@ -81,15 +81,15 @@ def counters_table(target="trn1"):
 
 def format_table(rows):
     head = (f"{'case':<30} {'TE':>5} {'Vec':>5} {'DMA':>5} {'HBM read':>12} {'HBM write':>11} "
-            f"{'modeled us (lo-hi)':>20} {'Gflop/s modeled':>16}")
+            f"{'modeled us (lo-hi)':>28} {'Gflop/s modeled':>16}")
     lines = [head, "-" * len(head)]
     for name, n, p in rows:
         nominal = B * 5 * n * math.log2(n)
         lines.append(
             f"{name:<30} {p.instructions['tensor']:>5} {p.instructions['vector']:>5} {p.instructions['dma']:>5} "
             f"{p.hbm_read_bytes:>12,d} {p.hbm_write_bytes:>11,d} "
-            f"{p.modeled_time_lower_s * 1e6:>9.1f}-{p.modeled_time_upper_s * 1e6:<9.1f} "
-            f"{nominal / p.modeled_time_lower_s / 1e9:>16.1f}")
+            f"{p.modeled_time_s * 1e6:>9.1f} ({p.modeled_time_lower_s * 1e6:.1f}-{p.modeled_time_upper_s * 1e6:.1f})"
+            f"{nominal / p.modeled_time_s / 1e9:>16.1f}")
     return "\n".join(lines)
 
 
