@@ -49,6 +49,10 @@ instruction and DMA transfer in program order:
   applied to both.  Fewer than 16 partitions use fewer DMA engines (BWG
   "Use full partitions").
 
+Each of these figures is a field of :class:`Target` (``dep_stall_cycles``,
+``access_cycles``, ``dma_latency_s``, ``dma_queues``, ``dma_efficiency``);
+the module constants are their documented defaults.
+
 ``modeled_time_s`` is the timeline's end.  ``modeled_time_lower_s``: every
 engine and the DMA stream busy all the time, nothing waits (max of busy
 times).  ``modeled_time_upper_s``: nothing overlaps (each instruction and
