@@ -66,7 +66,11 @@ def test_gemm_2048_bf16_modeled_tensor_engine_utilization():
     _, prof = nki.profile(gemm_kernel, a, b, target="trn1")
     assert_counts(prof, gemm_counts(2048, 2048, 2048, 2))
     assert prof.instructions["tensor"] == 16 * 16 * 4
-    assert prof.tensor_engine_utilization() >= 0.85
+    # Tensor busy 1024 x 512 cycles / 2.8 GHz = 187 us; before the first matmul the whole B panel
+    # (8 MiB, 4 KiB/partition) and the first A strip (1 KiB/partition, ~43 % DMA efficiency) must
+    # land (~51 us modeled, issue #24's timeline), and DMA is busy ~180 us of the run: modeled
+    # utilization ~0.72. Below 0.70 the overlap of loads and stores with the matmuls has broken.
+    assert prof.tensor_engine_utilization() >= 0.70
 
 
 @pytest.mark.parametrize("tA,tB", [("N", "N"), ("T", "N"), ("N", "T"), ("T", "T")])

@@ -70,22 +70,20 @@ F32 = torch.float32
 C2C_DTYPES = (torch.float32, torch.complex64)
 #: Longest power of two routed to DFT-as-GEMM rather than Stockham ("fast" mode), from the
 #: emulator's cost model -- modeled, not measured (``python packages/trnfft/benchmarks/
-#: bench_fft_kernels.py --crossover``: n = 64 .. 2048, batches 1/16/128, trn1 and trn2; lower
-#: bound = engines overlap, upper = serial). DFT-GEMM wins both bounds through n = 256 (trn1:
-#: 5.1-6.5 vs 13.7 us lower, 19.4-20.9 vs 21.5-24.6 us upper). At n = 512 it wins the lower bound
-#: 1.4-2.5x (trn1 17.9-20.7 vs 29.5 us) and loses the upper 1.1-1.4x (50-55 vs 37-47 us); with
-#: 512 rows (4 batch tiles reusing the SBUF-resident matrix) it wins both (trn1 47-144 vs 118-173
-#: us). At n = 1024 the trn1 lower bounds tie (70-76 vs 72 us; trn2 55-59 vs 84 us), the upper
-#: bound favours Stockham 2.3-2.7x, and the 16 MiB matrix no longer stays resident (it streams
-#: once per 128-row batch tile: 512 rows model 305-909 vs 289-376 us). At 2048 Stockham wins
-#: both. Crossover: between 512 and 1024 on both targets at every batch measured.
+#: bench_fft_kernels.py --crossover``: n = 64 .. 2048, batches 1/16/128 (+512 rows at the
+#: boundary), trn1 and trn2; the timeline of issue #24's model). DFT-GEMM wins through n = 256 on
+#: both targets (trn1 batch 1: 14.5 vs 18.4 us). At n = 512 trn1 models Stockham 7-12 % ahead at
+#: batches 1-128 (34.1 vs 38.0 us) but DFT-GEMM 1.7x ahead with 512 rows (76 vs 132 us, the
+#: matrix stays SBUF-resident across batch tiles), and trn2 favours DFT-GEMM at every batch (34 vs
+#: 39 us). At 1024 Stockham wins on trn1. The 7-12 % gap is inside the model's calibration
+#: residual (docs/emulator.md), so the boundary stays at 512 until a trn1 measurement decides it.
 GEMM_MAX_N = 512
 #: Longest other n routed to DFT-as-GEMM rather than the single-kernel Bluestein (whose
-#: convolution length m <= 4096 ends at n = 2048). Same script, modeled: DFT-GEMM wins the lower
-#: bound at every n and batch measured (n = 100: 1.0-1.7 vs 33-38 us; 1000: 53-73 vs 354-413 us;
-#: 2047: 218-286 vs 750-875 us) and the upper bound too except trn1 n = 2047 at batch 1/16 (826 vs
-#: 766-775 us). So no "fast" call runs the single-kernel Bluestein now; it stays (tested on its
-#: own) for a hardware calibration to revisit. Above 2048: the several-run Bluestein.
+#: convolution length m <= 4096 ends at n = 2048). Same script, modeled: DFT-GEMM wins the
+#: timeline at every n and batch measured (trn1 batch 1, n = 100: 6.7 vs 39.3 us; 1000: 92.7 vs
+#: 360.6 us; 2047: 337.7 vs 756.5 us; trn2 2047: 254 vs 882 us). So no "fast" call runs the
+#: single-kernel Bluestein now; it stays (tested on its own) for a hardware calibration to revisit.
+#: Above 2048: the several-run Bluestein.
 GEMM_MAX_N_ANY = 2048
 GEMM_MAX_N_BF16 = 1024
 #: Longest power of two (and Bluestein convolution) the host-orchestrated

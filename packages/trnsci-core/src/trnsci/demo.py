@@ -159,9 +159,7 @@ def kernel_row(r: dict) -> str:
         agree = f"{'ok ' if r['ok'] else 'BAD'} {r['err']:.1e} {'<=' if r['err'] <= case.tol else '> '} " \
                 f"{'0 (exact)' if case.tol == 0 else f'{case.tol:.1e}'}"
     profs = r["profiles"]
-    lo = sum(p.modeled_time_lower_s for p in profs)
-    hi = sum(p.modeled_time_upper_s for p in profs)
-    modeled = f"{_us(lo)}-{_us(hi)} us" if profs else "-"
+    modeled = f"{_us(sum(p.modeled_time_s for p in profs))} us" if profs else "-"
     kern = _kernel_list(r["kernels"]) or "none ran (torch fallback)"
     if r["missing"]:
         kern += f"; expected, not run: {', '.join(r['missing'])}"
@@ -173,8 +171,8 @@ def kernel_part(echo=print, profiles: bool = False) -> bool:
 
     A row: the case, its problem, the agreement with the torch path
     (``max|kernel - torch| / max(1, max|torch|)`` against the case's bound,
-    or bit equality for exact cases), the emulator's modeled time summed
-    over the case's kernel runs (all engines overlapped .. serial) and the
+    or bit equality for exact cases), the emulator's modeled time (its
+    timeline) summed over the case's kernel runs and the
     kernels that ran. ``profiles=True`` adds each kernel's full profile (its
     first run in the case).
     """

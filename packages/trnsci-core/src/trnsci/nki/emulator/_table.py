@@ -12,7 +12,9 @@ that the declared rules are checked before the body runs:
 * ``engines``: the engines the instruction may run on; the body picks one and
   calls :func:`issue`, which rejects GpSimd touching PSUM, engines the target
   lacks (``engine_targets``) and counts the instruction with the cycle cost
-  from ``cost`` -- the same table the profile's time model reads.
+  from ``cost`` -- the same table the profile's time model reads.  The cost
+  rules live in :mod:`._cost` (``COSTS``, each citing its AWS source); the
+  ``cost=`` given here is the fallback for a name the table lacks.
 * ``targets``: the NeuronCore generations that have the instruction
   (``trn1`` = NeuronCore-v2 = gen2, ``trn2`` = NeuronCore-v3 = gen3).
 * ``removed``: keyword arguments an older release had, with the replacement
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import dtypes as dt
+from ._cost import cost_for
 from .errors import NkiValidationError, NotEmulatedError
 
 MIN_INSTR_CYCLES = 64
@@ -81,10 +84,17 @@ class Instruction:
     emulated: bool = True
 
     def cycles(self, engine, n, **kw):
+        """Cycles of one instruction on ``engine``: the cost rule, at least MIN_II (64).
+
+        ``kw`` carries what the rule may look at (``args``: the bound call
+        arguments, ``target``, plus what the body passed to ``issue``).
+        """
         if engine == "dma":
             return 0
-        cost = self.cost[engine] if isinstance(self.cost, dict) else self.cost
-        return max(MIN_INSTR_CYCLES, int(cost(int(n), **kw)))
+        cost = self.cost
+        if isinstance(cost, dict):
+            cost = cost[engine] if engine in cost else next(iter(cost.values()))
+        return max(MIN_INSTR_CYCLES, int(round(cost(int(n), **kw))))
 
 
 INSTRUCTIONS = {}
@@ -165,7 +175,8 @@ class Call:
                         f"operand '{name}' ('{t.name}') is in PSUM, which the GpSimd engine cannot access "
                         "(architecture guide: GpSimd reads and writes SBUF only)"
                     )
-        self.ctx.counters.issue(spec.name, engine, spec.cycles(engine, n, **kw))
+        cycles = spec.cycles(engine, n, args=self.args, target=self.target, **kw)
+        self.ctx.counters.issue(spec.name, engine, cycles)
 
 
 def _engine_arg(spec, value):
@@ -190,7 +201,7 @@ def instruction(name, engines, cost=cost_n, memory=None, dtypes=None, targets=AL
         spec = Instruction(
             name=name,
             engines=tuple(engines),
-            cost=cost,
+            cost=cost_for(name, cost),
             memory=dict(memory or {}),
             dtypes=dict(dtypes or {}),
             targets=tuple(targets),
@@ -240,7 +251,12 @@ def instruction(name, engines, cost=cost_n, memory=None, dtypes=None, targets=AL
             if "engine" in a:
                 a["engine"] = _engine_arg(spec, a["engine"])
             call = Call(spec, a, ctx)
-            return fn(call, **a)
+            counters = ctx.counters
+            counters.begin()
+            try:
+                return fn(call, **a)
+            finally:
+                counters.end()
 
         wrapper.__signature__ = sig
         wrapper.spec = spec

@@ -68,7 +68,7 @@ class TraceContext:
 
     def __init__(self, target="trn1"):
         self.target = get_target(target)
-        self.counters = Counters()
+        self.counters = Counters(self.target)
         self.live = {"sbuf": 0, "psum": 0}
         self.peak = {"sbuf": 0, "psum": 0}
         self.psum_banks_live = 0
@@ -119,6 +119,7 @@ class TraceContext:
             self.peak[kind] = need
 
     def release(self, alloc):
+        self.counters.forget(alloc)
         kind = alloc.buffer.name
         self.live[kind] -= alloc.pbytes
         if kind == "psum":
@@ -248,6 +249,13 @@ def wrap_hbm(array, name):
     return Tensor._fresh(alloc)
 
 
+def _touch(t, write):
+    """Tell the running trace's timeline that ``t``'s allocation is read / written."""
+    ctx = getattr(_state, "ctx", None)
+    if ctx is not None:
+        ctx.counters.touch(t._alloc, write)
+
+
 # --------------------------------------------------------------------------
 # tensors and views
 
@@ -330,11 +338,13 @@ class Tensor:
         return v
 
     def _read(self):
+        _touch(self, False)
         if self._ind is None:
             return self._arr
         return access.gather(self)[0]
 
     def _write(self, values):
+        _touch(self, True)
         if self._ind is None:
             self._arr[...] = values
         else:
