@@ -406,3 +406,28 @@ def test_one_library_brings_only_itself_and_the_core(wheels, third_party, tmp_pa
     assert "pip install 'trnsci[chem]'" in msg, msg
     info = run([venv.path / "bin" / "trnsci", "info"], env=base_env(), cwd=venv.path).stdout
     assert re.search(r"^\s*trnfft\s+not installed", info, re.M), info
+
+
+def _index_reachable() -> bool:
+    probe = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "trnsci"], env=base_env(),
+                           capture_output=True, text=True, timeout=120, check=False)
+    return probe.returncode == 0 and "0.1.0" in probe.stdout
+
+
+def test_with_the_index_in_reach_our_pins_never_resolve_to_other_projects(wheels, third_party, tmp_path):
+    """PyPI holds other projects' trnsci 0.1.0, trnblas 0.5.4, trnfft 0.12.0: pip must never pick them for us."""
+    if not _index_reachable():
+        pytest.skip("the package index (with the other projects' trnsci) is not reachable from here")
+    venv = Venv(tmp_path / "idx", third_party)
+    # the wheelhouse beside the index: every one of our packages comes from the wheelhouse, at our version
+    out = venv.pip("install", "--dry-run", "--quiet", "--report", "-", "--find-links", str(wheels), "trnsci").stdout
+    items = {i["metadata"]["name"].lower(): i for i in json.loads(out)["install"]}
+    for dist in DISTS:
+        assert items[dist]["metadata"]["version"] == VERSION, (dist, items[dist]["metadata"]["version"])
+        assert items[dist]["download_info"]["url"].startswith("file:"), items[dist]["download_info"]
+    # a library from its source directory without the wheelhouse: the exact pin on the core cannot be met by
+    # the index, so pip stops and names it (before, it installed the index's unrelated trnsci 0.1.0)
+    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv.python), "install", "--dry-run",
+                           str(SOURCES["trnblas"])], env=base_env(), capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert proc.returncode != 0 and f"trnsci-core=={VERSION}" in proc.stderr, proc.stderr[-2000:]
