@@ -310,3 +310,39 @@ def test_inputs_not_modified():
               lambda: trnsolver.lu(A), lambda: trnsolver.lstsq(A, B), lambda: trnsolver.inv_sqrt_spd_ns(A)):
         f()
     assert torch.equal(A, A0) and torch.equal(B, B0)
+
+
+# ---- issue 19: one triangle convention, the same on every path (reference: SciPy on the
+# symmetric matrix; the triangle that must not be read holds garbage ~50x the matrix's entries)
+
+def _garbage_triangles(n=6, seed=0):
+    rng = np.random.default_rng(seed)
+    M = rng.standard_normal((n, n))
+    S = M @ M.T + n * np.eye(n)
+    G = 50 * rng.standard_normal((n, n))
+    return S, np.tril(S) + np.triu(G, 1), np.triu(S) + np.tril(G, -1)
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_only_the_named_triangle_is_read(batch):
+    S, lo, up = _garbage_triangles()
+    f = (lambda X: np.stack([X, X])) if batch else (lambda X: X)
+    g = (lambda r: np.asarray(r)[-1]) if batch else np.asarray
+    L = sl.cholesky(S, lower=True)
+    tol = dict(rtol=0, atol=1e-12 * np.abs(S).max())  # float64, cond(S) ~ 10: ~n eps ||S||
+    np.testing.assert_allclose(g(trnsolver.cholesky(f(lo))), L, **tol)
+    np.testing.assert_allclose(g(trnsolver.cholesky(f(up), upper=True)), L.T, **tol)
+    np.testing.assert_allclose(g(trnsolver.cho_factor(f(lo), lower=True)[0]), L, **tol)
+    np.testing.assert_allclose(g(trnsolver.cho_factor(f(up))[0]), L.T, **tol)
+    b = np.arange(1.0, 7.0)
+    bb = np.stack([b, b]) if batch else b
+    x = np.linalg.solve(S, b)
+    for refine in (False, True):  # the refinement residual must use the lower triangle too
+        np.testing.assert_allclose(g(trnsolver.solve_spd(f(lo), bb, iterative_refinement=refine)), x, rtol=1e-12)
+    np.testing.assert_allclose(g(trnsolver.inv_spd(f(lo))), np.linalg.inv(S), rtol=0, atol=1e-13)
+    w, V = np.linalg.eigh(S)
+    R = (V / np.sqrt(w)) @ V.T
+    np.testing.assert_allclose(g(trnsolver.inv_sqrt_spd(f(lo))), R, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(g(trnsolver.inv_sqrt_spd_ns(f(lo), tol=1e-13)[0]), R, rtol=0, atol=1e-12)
+    for uplo, src in (("L", lo), ("U", up)):
+        np.testing.assert_allclose(g(trnsolver.eigvalsh(f(src), uplo=uplo)), w, rtol=1e-13)

@@ -105,8 +105,8 @@ def _cholesky_torch(A: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.T
         r = _lapack.potrf(A, upper)
         if r is not None:
             return r
-    L, info = torch.linalg.cholesky_ex(A)
-    return (L.mH.resolve_conj() if upper else L), info
+    # torch reads the triangle it returns, as LAPACK's potrf(uplo) does
+    return torch.linalg.cholesky_ex(A, upper=upper)
 
 
 @numpy_io
@@ -116,9 +116,13 @@ def cholesky(A, upper=False, *, check=True, check_finite=True):
     Parameters
     ----------
     A : tensor, shape (..., n, n)
-        Hermitian positive definite; only the lower triangle is read.
+        Hermitian positive definite; only the triangle named by ``upper``
+        is read (the lower one by default, the upper one with
+        ``upper=True``), as LAPACK's ``potrf``, cuSOLVER, SciPy and torch
+        do -- on every path (one matrix, a batch, the kernel).
     upper : bool
-        Return the upper factor ``U = L^H`` instead of ``L``.
+        Read the upper triangle and return the upper factor ``U``
+        (``A = U^H U``) instead of ``L``.
     check : bool
         ``True`` (default): raise when ``A`` is not positive definite.
         ``False``: return ``(factor, info)`` as cuSOLVER's ``potrf`` does,
@@ -171,7 +175,8 @@ def cho_factor(A, lower=False, *, check_finite=True):
     Parameters
     ----------
     A : tensor, shape (..., n, n)
-        Hermitian positive definite.
+        Hermitian positive definite; only the ``lower`` (or upper) triangle
+        is read, as in SciPy.
     lower : bool
         Factor as ``L L^H`` (True) or ``U^H U`` (False, SciPy's default).
 
@@ -617,7 +622,8 @@ def _solve_spd_torch(A: torch.Tensor, B: torch.Tensor, refine: bool) -> tuple[to
     X = torch.cholesky_solve(B, L)
     if refine:
         hi = torch.complex128 if A.is_complex() else torch.float64
-        R = (B.to(hi) - A.to(hi) @ X.to(hi)).to(A.dtype)
+        # the residual must see the matrix the factor saw: the lower triangle, mirrored
+        R = (B.to(hi) - la.symmetric(A.to(hi), "L", hermitian=True) @ X.to(hi)).to(A.dtype)
         X = X + torch.cholesky_solve(R, L)
     return X, info
 
@@ -969,7 +975,8 @@ def inv_sqrt_spd_ns(A, *, max_iters=20, tol=1e-7, on_fail="warn", check_finite=T
     Parameters
     ----------
     A : tensor, shape (..., n, n)
-        Hermitian positive definite. Converges for any such ``A``; the
+        Hermitian positive definite; only its lower triangle is read (as in
+        every SPD routine here). Converges for any such ``A``; the
         number of steps grows like ``log2(cond(A))`` plus a few quadratic
         ones, so prefer :func:`inv_sqrt_spd` beyond ``cond ~ 1e6``.
     max_iters : int
@@ -1008,6 +1015,7 @@ def inv_sqrt_spd_ns(A, *, max_iters=20, tol=1e-7, on_fail="warn", check_finite=T
     la.check_finite(check_finite, where, A=A)
     if A.shape[-1] == 0:
         return A.clone(), 0, 0.0
+    A = la.symmetric(A, "L", hermitian=True)  # the products read both triangles; the caller gave the lower
     X, iters, res = INV_SQRT_SPD_NS(A, max_iters, float(tol))
     info = it_.SolverInfo(iters, res, res <= tol, method=where)
     it_.report(where, info, on_fail, tol)
