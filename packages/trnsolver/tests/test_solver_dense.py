@@ -115,17 +115,32 @@ def test_lu_convention_vs_scipy(dt, shape):
     np.testing.assert_allclose(U.numpy(), Us, atol=1e3 * eps(dt) * float(A.abs().max()))
 
 
-def test_lu_singular_raises_and_rank_deficient_with_check_false():
+def test_lu_factors_singular_and_rank_deficient_matrices_like_scipy_and_solves_raise():
+    """issue 19: the factorization exists for every matrix (getrf reports the zero pivot in info)."""
+    for A in (np.array([[1.0, 2.0], [2.0, 4.0]]), np.outer(np.ones(3), np.arange(1.0, 9.0)),
+              np.zeros((3, 3)), np.outer(np.arange(1.0, 5.0), np.ones(4))):
+        P, L, U = trnsolver.lu(A)
+        Ps, Ls, Us = sl.lu(A)
+        # exact data, same pivots: the factors match SciPy's to rounding
+        np.testing.assert_allclose(P, Ps, atol=0)
+        np.testing.assert_allclose(L, Ls, atol=1e-15)
+        np.testing.assert_allclose(U, Us, atol=1e-14)
+        np.testing.assert_allclose(P @ L @ U, A, atol=1e-14)
     A = torch.tensor([[1.0, 2.0], [2.0, 4.0]], dtype=torch.float64)
-    with pytest.raises(np.linalg.LinAlgError, match=r"U\[1, 1\] is exactly zero"):
-        trnsolver.lu(A)
     P, L, U, info = trnsolver.lu(A, check=False)
     assert int(info) == 2
-    Ps, Ls, Us = sl.lu(A.numpy())
-    np.testing.assert_allclose((P @ L @ U).numpy(), A.numpy())
-    np.testing.assert_allclose(U.numpy(), Us)
-    with pytest.raises(np.linalg.LinAlgError):
-        trnsolver.lu_factor(A)
+    lu_, piv = trnsolver.lu_factor(A)
+    lus, pivs = sl.lu_factor(A.numpy(), check_finite=False)
+    np.testing.assert_allclose(lu_.numpy(), lus)
+    assert piv.tolist() == pivs.tolist()
+    assert int(trnsolver.lu_factor(A, check=False)[2]) == 2
+    with pytest.raises(np.linalg.LinAlgError, match=r"lu_solve: .*U\[1, 1\] is exactly zero"):
+        trnsolver.lu_solve((lu_, piv), torch.ones(2, dtype=torch.float64))
+    with pytest.raises(np.linalg.LinAlgError, match=r"U\[1, 1\] is exactly zero"):
+        trnsolver.inv(A)
+    with pytest.raises(np.linalg.LinAlgError, match=r"batch index \(1,\)"):  # the singular one of a batch
+        trnsolver.lu_solve(trnsolver.lu_factor(torch.stack([torch.eye(2, dtype=torch.float64), A])),
+                           torch.ones(2, 2, dtype=torch.float64))
 
 
 @pytest.mark.parametrize("dt", DTYPES)
@@ -346,3 +361,14 @@ def test_only_the_named_triangle_is_read(batch):
     np.testing.assert_allclose(g(trnsolver.inv_sqrt_spd_ns(f(lo), tol=1e-13)[0]), R, rtol=0, atol=1e-12)
     for uplo, src in (("L", lo), ("U", up)):
         np.testing.assert_allclose(g(trnsolver.eigvalsh(f(src), uplo=uplo)), w, rtol=1e-13)
+
+
+def test_lstsq_residues_of_an_empty_system_match_scipy():
+    """issue 19: n = 0 < m is full (zero) rank: x = 0 and the residue is all of ||b||^2."""
+    for A, b in ((np.zeros((5, 0)), np.ones(5)), (np.zeros((5, 0)), np.arange(10.0).reshape(5, 2)),
+                 (np.zeros((0, 3)), np.ones(0))):
+        x, res, rank, s = trnsolver.lstsq(A, b)
+        xs, ress, ranks, ss = sl.lstsq(A, b)
+        np.testing.assert_array_equal(x, xs)
+        np.testing.assert_allclose(res, ress, rtol=1e-15)
+        assert np.shape(res) == np.shape(ress) and int(rank) == ranks
