@@ -96,12 +96,13 @@ def _shift_torch(x: torch.Tensor, dims: tuple, inverse: bool) -> torch.Tensor:
 
 
 def _shift(where: str, x: Any, dim: Any, axes: Any, inverse: bool):
+    name = "dim" if axes is None else "axes"
     dim = E.alias(where, "dim", dim, "axes", axes)
     if isinstance(x, ComplexTensor):
-        dims = tuple(range(x.ndim)) if dim is None else _axes(dim, x.ndim, "dim", where)
+        dims = tuple(range(x.ndim)) if dim is None else _axes(dim, x.ndim, name, where)
         return ComplexTensor._make(_shift_torch(x.real, dims, inverse), _shift_torch(x.imag, dims, inverse))
     t = v.tensor(x, "x", where)
-    dims = tuple(range(t.dim())) if dim is None else _axes(dim, t.dim(), "dim", where)
+    dims = tuple(range(t.dim())) if dim is None else _axes(dim, t.dim(), name, where)
     return _shift_torch(t, dims, inverse)
 
 
