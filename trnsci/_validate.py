@@ -249,17 +249,36 @@ class Options:
         return choice(value, name, self.options, where)
 
 
-def integer(x: Any, name: str, where: str = "", *, minimum: int | None = None) -> int:
+def integer(x: Any, name: str, where: str = "", *, minimum: int | None = None,
+            maximum: int | None = None) -> int:
     """A Python int (bools rejected; NumPy integers and 0-d integer arrays/tensors accepted),
-    optionally bounded below."""
+    optionally bounded below and above (:data:`INDEX_MAX` for a tensor size or count,
+    :data:`SEED_MAX` for a torch seed)."""
     if isinstance(x, bool) or not isinstance(x, numbers.Integral):
         if _int_0d(x):
-            return integer(x.item(), name, where, minimum=minimum)
+            return integer(x.item(), name, where, minimum=minimum, maximum=maximum)
         raise TypeError(f"{_p(where)}{name} must be an int, got {type(x).__name__}")
     x = int(x)
     if minimum is not None and x < minimum:
         raise ValueError(f"{_p(where)}{name} must be >= {minimum}, got {x}")
+    if maximum is not None and x > maximum:
+        raise ValueError(f"{_p(where)}{name} must be at most {_power_of_two(maximum)}, got {x}")
     return x
+
+
+#: The largest tensor size or count (int64), and the largest seed torch takes (uint64).
+INDEX_MAX = 2**63 - 1
+SEED_MAX = 2**64 - 1
+
+
+def _power_of_two(m: int) -> str:
+    """``2**63 - 1`` style for bounds one off a power of two, else the number."""
+    for k in range(32, 130):
+        if m == 2**k - 1:
+            return f"2**{k} - 1"
+        if m == 2**k:
+            return f"2**{k}"
+    return str(m)
 
 
 def numpy_io(fn: Callable) -> Callable:

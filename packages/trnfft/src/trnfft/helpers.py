@@ -27,7 +27,7 @@ def _d(d: Any, where: str) -> float:
 def _fdtype(dtype: Any, where: str) -> torch.dtype:
     if dtype is None:
         return torch.get_default_dtype()
-    if dtype not in (torch.float32, torch.float64):
+    if dtype is not torch.float32 and dtype is not torch.float64:  # identity: arrays compare elementwise
         raise TypeError(f"{where}: dtype must be torch.float32 or torch.float64, got {dtype!r}")
     return dtype
 

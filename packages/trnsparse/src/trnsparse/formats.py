@@ -83,6 +83,9 @@ def _same_device(where: str, **named: torch.Tensor) -> None:
 def _dtype_arg(dtype: Any, where: str) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         dt = dtype
+    elif not isinstance(dtype, (np.dtype, str, type)):  # np.dtype() would take any object's .dtype
+        raise TypeError(f"{where}: dtype must be one of float32, float64, complex64, complex128; "
+                        f"got a {type(dtype).__name__}")
     else:
         try:
             dt = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
@@ -789,9 +792,9 @@ class BSRMatrix(SparseMatrix):
         """
         where = "BSRMatrix.from_dense"
         A = _values(A, "A", where, ndim=2)
-        b = v.integer(block_size, "block_size", where, minimum=1)
-        thr = _threshold(threshold, where)
         m, n = A.shape
+        b = _block_size(block_size, m, n, where)
+        thr = _threshold(threshold, where)
         mb, nb = -(-m // b), -(-n // b)
         Ap = A
         if mb * b != m or nb * b != n:
@@ -818,9 +821,9 @@ class BSRMatrix(SparseMatrix):
         if not isinstance(csr, SparseMatrix):
             raise TypeError(f"{where}: csr must be a trnsparse matrix, got {type(csr).__name__}")
         csr = csr.to_csr()
-        b = v.integer(block_size, "block_size", where, minimum=1)
-        thr = _threshold(threshold, where)
         m, n = csr.shape
+        b = _block_size(block_size, m, n, where)
+        thr = _threshold(threshold, where)
         mb, nb = -(-m // b), -(-n // b)
         rows, cols = csr.row_indices, csr.col_indices
         key = (rows // b) * max(nb, 1) + cols // b
@@ -890,6 +893,11 @@ class BSRMatrix(SparseMatrix):
 
 
 # --------------------------------------------------------------- helpers
+
+def _block_size(block_size: Any, m: int, n: int, where: str) -> int:
+    """A tile size up to ``max(m, n, 128)``: a larger tile would only pad (and could not be allocated)."""
+    return v.integer(block_size, "block_size", where, minimum=1, maximum=max(m, n, 128))
+
 
 def _threshold(threshold: Any, where: str) -> float:
     t = v.scalar(threshold, "threshold", where, complex_ok=False)
@@ -1044,7 +1052,7 @@ def eye_sparse(n: int, dtype: torch.dtype = torch.float32, device=None) -> CSRMa
     3
     """
     where = "eye_sparse"
-    n = v.integer(n, "n", where, minimum=0)
+    n = v.integer(n, "n", where, minimum=0, maximum=v.INDEX_MAX)
     dt = _dtype_arg(dtype, where)
     dev = torch.device("cpu") if device is None else torch.device(device)
     return CSRMatrix._make(torch.ones(n, dtype=dt, device=dev), torch.arange(n, device=dev),
@@ -1075,8 +1083,8 @@ def random_sparse(m: int, n: int, density: float = 0.01, *, dtype: torch.dtype =
     ((100, 50), 500)
     """
     where = "random_sparse"
-    m = v.integer(m, "m", where, minimum=0)
-    n = v.integer(n, "n", where, minimum=0)
+    m = v.integer(m, "m", where, minimum=0, maximum=v.INDEX_MAX)
+    n = v.integer(n, "n", where, minimum=0, maximum=v.INDEX_MAX)
     d = v.scalar(density, "density", where, complex_ok=False)
     if not 0 <= d <= 1:
         raise ValueError(f"{where}: density must be in [0, 1], got {density!r}")
@@ -1087,7 +1095,7 @@ def random_sparse(m: int, n: int, density: float = 0.01, *, dtype: torch.dtype =
     elif seed is None:
         g = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,))))
     else:
-        g = torch.Generator().manual_seed(v.integer(seed, "seed", where, minimum=0))
+        g = torch.Generator().manual_seed(v.integer(seed, "seed", where, minimum=0, maximum=v.SEED_MAX))
     total = m * n
     k = int(round(d * total))
     if k > total // 2:

@@ -162,12 +162,12 @@ def cp_decompose(tensor, rank, max_iter=100, tol=1e-6, *, seed=0):
     """
     where = "cp_decompose"
     T = _tensor(tensor, where)
-    rank = V.integer(rank, "rank", where, minimum=1)
+    rank = V.integer(rank, "rank", where, minimum=1, maximum=V.INDEX_MAX)
     max_iter = V.integer(max_iter, "max_iter", where, minimum=1)
     tol = V.scalar(tol, "tol", where, complex_ok=False)
     if not tol >= 0:
         raise ValueError(f"{where}: tol must be >= 0, got {tol}")
-    seed = V.integer(seed, "seed", where)
+    seed = V.integer(seed, "seed", where, minimum=-(2**63), maximum=V.SEED_MAX)
     factors, weights, _ = CP(T, rank, max_iter, tol, seed)
     return factors, weights
 

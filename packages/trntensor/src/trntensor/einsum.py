@@ -423,9 +423,9 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
     prec = P._PRECISION(precision, "precision", where)
     opt = P._OPTIMIZE(optimize, "optimize", where)
     plan = P._plan(subscripts, tuple(tuple(x.shape) for x in ts), dt, dev, prec, opt, None, where)
-    if type(alpha) is not int and type(alpha) is not float:
+    if type(alpha) is not float:  # V.scalar's own fast path keeps plain ints; 2**70 becomes a float
         alpha = V.scalar(alpha, "alpha", where)
-    if type(beta) is not int and type(beta) is not float:
+    if type(beta) is not float:
         beta = V.scalar(beta, "beta", where)
     compute = dt
     if prec == "kahan":
@@ -542,11 +542,17 @@ def tensordot(a, b, dims=2):
     where = "tensordot"
     a = V.tensor(a, "a", where)
     b = V.tensor(b, "b", where)
+    for name, t in (("a", a), ("b", b)):
+        if t.dtype is torch.bool:
+            raise TypeError(f"{where}: {name} has dtype bool; tensordot takes integer, float or complex tensors")
     if isinstance(dims, bool):
         raise TypeError(f"{where}: dims must be an int or a pair of axis lists, got bool")
-    if isinstance(dims, int):
-        if dims < 0 or dims > min(a.dim(), b.dim()):
-            raise ValueError(f"{where}: dims={dims} must lie in 0..{min(a.dim(), b.dim())}")
+    if isinstance(dims, (int, np.integer)) or V._int_0d(dims):
+        dims = V.integer(dims, "dims", where, minimum=0)
+        for name, t in (("a", a), ("b", b)):
+            if dims > t.dim():
+                raise ValueError(f"{where}: dims={dims} contracts {dims} axes but {name} has only {t.dim()} "
+                                 f"(shape {tuple(t.shape)})")
         ax_a = list(range(a.dim() - dims, a.dim()))
         ax_b = list(range(dims))
     elif isinstance(dims, (tuple, list)) and len(dims) == 2:
