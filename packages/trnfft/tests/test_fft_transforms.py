@@ -220,3 +220,31 @@ def test_default_length_needs_two_coefficients(name):
     # 2 (m - 1) = 0 for m = 1: the common-call route must not take it
     with pytest.raises(ValueError, match=name):
         getattr(trnfft, name)(torch.ones(3, 1, dtype=torch.complex64))
+
+
+# ---- issue 19: valid NumPy input that was refused (reference: numpy.fft on the same input)
+
+def test_numpy_inputs_of_every_kind_are_accepted_like_numpy():
+    x = np.arange(8.0)
+    # ifft's result is a lazy conjugate view in torch; NumPy out must still work
+    np.testing.assert_allclose(trnfft.ifft(x), np.fft.ifft(x), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(trnfft.ifft(x + 1j * x[::-1]), np.fft.ifft(x + 1j * x[::-1]), rtol=0, atol=1e-15)
+    X = np.random.default_rng(0).standard_normal((4, 6))
+    for kw in ({"s": np.array([4, 4])}, {"axes": np.array([1, 0])}, {"s": np.array([3, 5], dtype=np.uint8)},
+               {"s": (np.int32(4), np.int64(6))}, {"axes": [np.int64(0)]}):
+        for name in ("fftn", "ifftn", "rfftn", "fft2"):
+            ref_kw = {k: tuple(int(i) for i in v) for k, v in kw.items()}
+            if name == "fft2" and len(next(iter(ref_kw.values()))) != 2:
+                continue
+            np.testing.assert_allclose(getattr(trnfft, name)(X, **kw), getattr(np.fft, name)(X, **ref_kw),
+                                       rtol=0, atol=1e-13, err_msg=f"{name} {kw}")
+    np.testing.assert_allclose(trnfft.fft(X, n=np.array(5), axis=np.int64(0)), np.fft.fft(X, n=5, axis=0),
+                               rtol=0, atol=1e-13)
+    for dt in (">f8", ">c16", ">f4"):  # non-native byte order is converted, not refused
+        Y = X.astype(dt)
+        np.testing.assert_allclose(trnfft.fft(Y), np.fft.fft(Y), rtol=1e-6 if dt == ">f4" else 1e-13,
+                                   atol=1e-5 if dt == ">f4" else 1e-13)
+    with pytest.raises(TypeError, match="fftn: s must be a sequence of ints"):
+        trnfft.fftn(X, s=np.array([4.0, 4.0]))
+    with pytest.raises(ValueError, match="fftn: axes=5 is out of range"):  # names the keyword given
+        trnfft.fftn(X, axes=np.array([0, 5]))

@@ -115,17 +115,32 @@ def test_lu_convention_vs_scipy(dt, shape):
     np.testing.assert_allclose(U.numpy(), Us, atol=1e3 * eps(dt) * float(A.abs().max()))
 
 
-def test_lu_singular_raises_and_rank_deficient_with_check_false():
+def test_lu_factors_singular_and_rank_deficient_matrices_like_scipy_and_solves_raise():
+    """issue 19: the factorization exists for every matrix (getrf reports the zero pivot in info)."""
+    for A in (np.array([[1.0, 2.0], [2.0, 4.0]]), np.outer(np.ones(3), np.arange(1.0, 9.0)),
+              np.zeros((3, 3)), np.outer(np.arange(1.0, 5.0), np.ones(4))):
+        P, L, U = trnsolver.lu(A)
+        Ps, Ls, Us = sl.lu(A)
+        # exact data, same pivots: the factors match SciPy's to rounding
+        np.testing.assert_allclose(P, Ps, atol=0)
+        np.testing.assert_allclose(L, Ls, atol=1e-15)
+        np.testing.assert_allclose(U, Us, atol=1e-14)
+        np.testing.assert_allclose(P @ L @ U, A, atol=1e-14)
     A = torch.tensor([[1.0, 2.0], [2.0, 4.0]], dtype=torch.float64)
-    with pytest.raises(np.linalg.LinAlgError, match=r"U\[1, 1\] is exactly zero"):
-        trnsolver.lu(A)
     P, L, U, info = trnsolver.lu(A, check=False)
     assert int(info) == 2
-    Ps, Ls, Us = sl.lu(A.numpy())
-    np.testing.assert_allclose((P @ L @ U).numpy(), A.numpy())
-    np.testing.assert_allclose(U.numpy(), Us)
-    with pytest.raises(np.linalg.LinAlgError):
-        trnsolver.lu_factor(A)
+    lu_, piv = trnsolver.lu_factor(A)
+    lus, pivs = sl.lu_factor(A.numpy(), check_finite=False)
+    np.testing.assert_allclose(lu_.numpy(), lus)
+    assert piv.tolist() == pivs.tolist()
+    assert int(trnsolver.lu_factor(A, check=False)[2]) == 2
+    with pytest.raises(np.linalg.LinAlgError, match=r"lu_solve: .*U\[1, 1\] is exactly zero"):
+        trnsolver.lu_solve((lu_, piv), torch.ones(2, dtype=torch.float64))
+    with pytest.raises(np.linalg.LinAlgError, match=r"U\[1, 1\] is exactly zero"):
+        trnsolver.inv(A)
+    with pytest.raises(np.linalg.LinAlgError, match=r"batch index \(1,\)"):  # the singular one of a batch
+        trnsolver.lu_solve(trnsolver.lu_factor(torch.stack([torch.eye(2, dtype=torch.float64), A])),
+                           torch.ones(2, 2, dtype=torch.float64))
 
 
 @pytest.mark.parametrize("dt", DTYPES)
@@ -310,3 +325,50 @@ def test_inputs_not_modified():
               lambda: trnsolver.lu(A), lambda: trnsolver.lstsq(A, B), lambda: trnsolver.inv_sqrt_spd_ns(A)):
         f()
     assert torch.equal(A, A0) and torch.equal(B, B0)
+
+
+# ---- issue 19: one triangle convention, the same on every path (reference: SciPy on the
+# symmetric matrix; the triangle that must not be read holds garbage ~50x the matrix's entries)
+
+def _garbage_triangles(n=6, seed=0):
+    rng = np.random.default_rng(seed)
+    M = rng.standard_normal((n, n))
+    S = M @ M.T + n * np.eye(n)
+    G = 50 * rng.standard_normal((n, n))
+    return S, np.tril(S) + np.triu(G, 1), np.triu(S) + np.tril(G, -1)
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_only_the_named_triangle_is_read(batch):
+    S, lo, up = _garbage_triangles()
+    f = (lambda X: np.stack([X, X])) if batch else (lambda X: X)
+    g = (lambda r: np.asarray(r)[-1]) if batch else np.asarray
+    L = sl.cholesky(S, lower=True)
+    tol = dict(rtol=0, atol=1e-12 * np.abs(S).max())  # float64, cond(S) ~ 10: ~n eps ||S||
+    np.testing.assert_allclose(g(trnsolver.cholesky(f(lo))), L, **tol)
+    np.testing.assert_allclose(g(trnsolver.cholesky(f(up), upper=True)), L.T, **tol)
+    np.testing.assert_allclose(g(trnsolver.cho_factor(f(lo), lower=True)[0]), L, **tol)
+    np.testing.assert_allclose(g(trnsolver.cho_factor(f(up))[0]), L.T, **tol)
+    b = np.arange(1.0, 7.0)
+    bb = np.stack([b, b]) if batch else b
+    x = np.linalg.solve(S, b)
+    for refine in (False, True):  # the refinement residual must use the lower triangle too
+        np.testing.assert_allclose(g(trnsolver.solve_spd(f(lo), bb, iterative_refinement=refine)), x, rtol=1e-12)
+    np.testing.assert_allclose(g(trnsolver.inv_spd(f(lo))), np.linalg.inv(S), rtol=0, atol=1e-13)
+    w, V = np.linalg.eigh(S)
+    R = (V / np.sqrt(w)) @ V.T
+    np.testing.assert_allclose(g(trnsolver.inv_sqrt_spd(f(lo))), R, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(g(trnsolver.inv_sqrt_spd_ns(f(lo), tol=1e-13)[0]), R, rtol=0, atol=1e-12)
+    for uplo, src in (("L", lo), ("U", up)):
+        np.testing.assert_allclose(g(trnsolver.eigvalsh(f(src), uplo=uplo)), w, rtol=1e-13)
+
+
+def test_lstsq_residues_of_an_empty_system_match_scipy():
+    """issue 19: n = 0 < m is full (zero) rank: x = 0 and the residue is all of ||b||^2."""
+    for A, b in ((np.zeros((5, 0)), np.ones(5)), (np.zeros((5, 0)), np.arange(10.0).reshape(5, 2)),
+                 (np.zeros((0, 3)), np.ones(0))):
+        x, res, rank, s = trnsolver.lstsq(A, b)
+        xs, ress, ranks, ss = sl.lstsq(A, b)
+        np.testing.assert_array_equal(x, xs)
+        np.testing.assert_allclose(res, ress, rtol=1e-15)
+        assert np.shape(res) == np.shape(ress) and int(rank) == ranks

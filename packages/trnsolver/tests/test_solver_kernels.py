@@ -169,3 +169,21 @@ def test_eigh_kernel_nan_with_check_finite_false_stops_and_warns():
     with kernel_ran() as runs, pytest.warns(trnsolver.ConvergenceWarning, match="did not reach tol"):
         w, _ = trnsolver.eigh(A, check_finite=False)
     assert len(runs) == 1 and np.isnan(w).any()
+
+
+def test_cholesky_kernel_path_reads_the_named_triangle(monkeypatch):
+    """issue 19: upper=True reads the upper triangle on the kernel path too (garbage in the other)."""
+    monkeypatch.setattr(_nki, "CHOL_BLOCK", 8)
+    n = 19  # ragged: panels of 8, 8, 3
+    X = np.random.default_rng(3).standard_normal((n, n))
+    S = X @ X.T + n * np.eye(n)
+    G = 50 * np.random.default_rng(4).standard_normal((n, n))
+    up = (np.triu(S) + np.tril(G, -1)).astype(np.float32)
+    lo = (np.tril(S) + np.triu(G, 1)).astype(np.float32)
+    with kernel_ran():
+        U = trnsolver.cholesky(up, upper=True)
+        L = trnsolver.cholesky(lo)
+    ref = sl.cholesky(S, lower=True)
+    # fp32 Cholesky, cond(S) ~ 10: backward error ~ n eps32 ||S||
+    np.testing.assert_allclose(U, ref.T, atol=1e-4 * np.abs(ref).max())
+    np.testing.assert_allclose(L, ref, atol=1e-4 * np.abs(ref).max())

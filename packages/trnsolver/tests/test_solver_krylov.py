@@ -183,3 +183,71 @@ def test_preconditioner_errors():
         trnsolver.cg(torch.eye(3), torch.ones(4))
     with pytest.raises(TypeError, match="A must be"):
         trnsolver.cg(None, torch.ones(4))
+
+
+# ---- issues 19 and 25: SciPy's keywords, SciPy's stopping rule, NaN caught up front
+
+def _spd32(n=200):
+    """float32 SPD (shifted 1-D Laplacian, cond ~ 21): float32 cannot resolve a 1e-8 residual."""
+    A = sp.diags([-np.ones(n - 1), 2.2 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1]).toarray()
+    return A.astype(np.float32), np.random.default_rng(0).standard_normal(n).astype(np.float32)
+
+
+def test_cg_stops_after_scipys_number_of_iterations_and_warns_about_the_true_residual():
+    A, b = _spd32()
+    calls = []
+    xs, info = spl.cg(A, b, rtol=1e-8, maxiter=500, callback=lambda xk: calls.append(1))
+    assert info == 0  # SciPy (and the published package) converge by the recursive residual
+    seen = []
+    with pytest.warns(trnsolver.ConvergenceWarning, match="true residual .* > tol 1.0e-08"):
+        x, it, relres = trnsolver.cg(A, b, tol=1e-8, maxiter=500, callback=lambda xk: seen.append(xk.copy()))
+    assert it == len(calls) < 500  # the same count as SciPy on the same float32 system (43 here)
+    assert len(seen) == it and isinstance(seen[0], np.ndarray)  # every iterate, as NumPy for NumPy input
+    np.testing.assert_array_equal(seen[-1], x)
+    # relres is the true residual of x, formed in float32 (its own rounding ~ n eps32 ||A|| ||x|| / ||b||
+    # ~ 1e-8 here, so 5% of ~8e-7); float32 itself resolves ~ cond * eps32 ~ 1e-6
+    true = np.linalg.norm(b.astype(np.float64) - A.astype(np.float64) @ x.astype(np.float64)) / np.linalg.norm(b)
+    assert relres == pytest.approx(true, rel=0.05) and relres < 1e-5
+    np.testing.assert_allclose(x, xs, rtol=0, atol=1e-4 * np.abs(xs).max())
+    # float64: the same count and no warning
+    calls.clear()
+    spl.cg(A.astype(np.float64), b.astype(np.float64), rtol=1e-8, maxiter=500, callback=lambda xk: calls.append(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, it64, rel64 = trnsolver.cg(A.astype(np.float64), b.astype(np.float64), rtol=1e-8, maxiter=500)
+    assert it64 == len(calls) and rel64 < 1e-8
+
+
+@pytest.mark.parametrize("name", list(SOLVERS))
+def test_scipy_keywords_rtol_atol_callback(name):
+    ours, _ = SOLVERS[name]
+    A = poisson(6).toarray()
+    b = rhs(A.shape[0])
+    xs = []
+    x, it, rr = ours(A, b, rtol=1e-10, atol=0.0, maxiter=500, callback=lambda xk: xs.append(xk.copy()))
+    assert rr <= 1e-10 and xs and np.array_equal(xs[-1], x)
+    np.testing.assert_allclose(x, np.linalg.solve(A, b), rtol=0, atol=1e-8)  # cond ~ 25: 25 * 1e-10 * |x|
+    _, _, rr = ours(A, b, rtol=0.0, atol=1e-3 * np.linalg.norm(b), maxiter=500)  # atol alone sets the bar
+    assert 1e-6 < rr <= 1e-3
+    with pytest.raises(TypeError, match=f"{name}: give tol or rtol, not both"):
+        ours(A, b, tol=1e-6, rtol=1e-6)
+    with pytest.raises(TypeError, match=f"{name}: callback must be callable"):
+        ours(A, b, callback="print")
+    with pytest.raises(ValueError, match="rtol must be a finite number >= 0"):
+        ours(A, b, rtol=-1.0)
+
+
+@pytest.mark.parametrize("name", list(SOLVERS))
+def test_nan_in_the_matrix_is_refused_before_iterating(name):
+    ours, _ = SOLVERS[name]
+    A = poisson(5)
+    b = rhs(A.shape[0])
+    bad = A.copy()
+    bad.data[3] = np.nan
+    for Abad in (bad, bad.toarray(), torch.from_numpy(bad.toarray()).to_sparse_csr()):
+        with pytest.raises(ValueError, match=f"{name}: A holds NaN or Inf"):
+            ours(Abad, b, maxiter=10**6)
+    with pytest.raises(ValueError, match=f"{name}: M holds NaN or Inf"):
+        ours(A, b, M=np.full(A.shape, np.inf))
+    with pytest.raises(ValueError, match="not finite at iteration 1"):  # an operator: at its first product
+        ours(lambda v: v * np.nan, b, maxiter=10**6)

@@ -204,3 +204,72 @@ def test_eye_and_random_sparse():
 def test_bad_format_input_names_the_problem(call, exc, pattern):
     with pytest.raises(exc, match=pattern):
         call()
+
+
+# ---- issue 19: assigning an array never leaves a stale cache behind (reference: scipy.sparse)
+
+def test_assigning_csr_indices_after_use_gives_the_new_matrix_product():
+    A = trnsparse.from_dense(torch.eye(3, dtype=torch.float64))
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    A @ x  # builds the cached int32 host indices
+    A.sorted_indices()
+    A.col_indices = torch.tensor([2, 0, 1])
+    ref = sp.csr_array((np.ones(3), [2, 0, 1], [0, 1, 2, 3]), shape=(3, 3))
+    np.testing.assert_array_equal((A @ x).numpy(), ref @ x.numpy())  # [3, 1, 2], not the old [1, 2, 3]
+    np.testing.assert_array_equal((A @ A).to_dense().numpy(), (ref @ ref).toarray())
+    A.row_ptrs = torch.tensor([0, 0, 2, 3])  # row 0 empty, row 1 holds two entries
+    ref = sp.csr_array((np.ones(3), [2, 0, 1], [0, 0, 2, 3]), shape=(3, 3))
+    np.testing.assert_array_equal((A @ x).numpy(), ref @ x.numpy())
+    assert A.has_sorted_indices and A.col_indices.tolist() == [0, 2, 1]  # re-canonicalised as the constructor does
+    A.values = torch.tensor([5.0, 6.0, 7.0], dtype=torch.float64)
+    ref = sp.csr_array(([5.0, 6.0, 7.0], [0, 2, 1], [0, 0, 2, 3]), shape=(3, 3))
+    np.testing.assert_array_equal((A @ x).numpy(), ref @ x.numpy())
+    np.testing.assert_array_equal(A.to_dense().numpy(), ref.toarray())
+    with pytest.raises(ValueError, match="col_indices out of range"):
+        A.col_indices = torch.tensor([0, 5, 1])
+    with pytest.raises(ValueError, match="col_indices has 2 entries"):
+        A.col_indices = torch.tensor([0, 1])
+    np.testing.assert_array_equal(A.to_dense().numpy(), ref.toarray())  # a refused assignment changes nothing
+
+
+def test_assigning_an_spgemm_results_values_drops_its_sorted_copy():
+    rng = np.random.default_rng(0)
+    D = (rng.random((6, 6)) < 0.4) * rng.standard_normal((6, 6))
+    A = trnsparse.from_dense(torch.from_numpy(D))
+    C = A @ A
+    C.sorted_indices()  # cached when the product's columns are unsorted
+    C.values = C.values * 2
+    np.testing.assert_allclose(C.sorted_indices().to_dense().numpy(), 2 * (D @ D), rtol=1e-13, atol=1e-13)
+
+
+def test_assigning_coo_indices_drops_the_canonical_flag():
+    A = COOMatrix(torch.tensor([1.0, 2.0]), torch.tensor([0, 1]), torch.tensor([0, 1]), (2, 2))
+    assert A.has_canonical_format  # cached True
+    A.row_indices = torch.tensor([1, 1])
+    A.col_indices = torch.tensor([1, 1])  # now a duplicate entry that must be summed
+    ref = sp.coo_array(([1.0, 2.0], ([1, 1], [1, 1])), shape=(2, 2))
+    assert not A.has_canonical_format
+    np.testing.assert_array_equal(A.to_csr().to_dense().numpy(), ref.toarray())
+    np.testing.assert_array_equal((A @ torch.ones(2)).numpy(), ref @ np.ones(2))
+
+
+def test_assigning_csc_and_bsr_arrays_is_checked_like_the_constructor():
+    A = trnsparse.from_dense(torch.eye(3)).to_csc()
+    A.row_indices = torch.tensor([1, 2, 0])
+    ref = sp.csc_array((np.ones(3), [1, 2, 0], [0, 1, 2, 3]), shape=(3, 3))
+    np.testing.assert_array_equal(A.to_dense().numpy(), ref.toarray())
+    B = BSRMatrix.from_dense(torch.eye(4), block_size=2)
+    with pytest.raises(ValueError, match="block_col_indices out of range"):
+        B.block_col_indices = torch.tensor([0, 2])
+    B.block_col_indices = torch.tensor([1, 0])
+    np.testing.assert_array_equal(B.to_dense().numpy(), np.kron([[0, 1], [1, 0]], np.eye(2)))
+
+
+def test_bsr_of_a_ragged_shape_converts_to_torch_without_the_padding():
+    D = torch.ones(8, 5)  # 5 is not a multiple of the block size 2
+    B = BSRMatrix.from_dense(D, block_size=2)
+    t = B.to_torch()
+    assert tuple(t.shape) == (8, 5) and tuple(B.to_dense().shape) == (8, 5)
+    np.testing.assert_array_equal(t.to_dense().numpy(), np.ones((8, 5)))
+    np.testing.assert_array_equal(trnsparse.from_torch(t).to_dense().numpy(), np.ones((8, 5)))
+    assert BSRMatrix.from_dense(torch.ones(8, 6), block_size=2).to_torch().layout == torch.sparse_bsr

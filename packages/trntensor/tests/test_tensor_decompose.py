@@ -131,3 +131,25 @@ def test_mp2_energy_matches_explicit_formula():
     d = o[:, None, None, None] - v[None, :, None, None] + o[None, None, :, None] - v[None, None, None, :]
     ref = (t * (2 * t - t.transpose(0, 3, 2, 1)) / d).sum()
     assert abs(float(trntensor.mp2_energy(B, eo, ev)) - ref) <= 1e-12 * abs(ref)
+
+
+@pytest.mark.filterwarnings("ignore:Trying to compute SVD")  # tensorly's note about the same case
+def test_hooi_core_has_the_requested_shape_when_one_rank_exceeds_the_others_product():
+    """issue 19: ranks (2, 2, 5) on a 3 x 4 x 20 tensor: 5 > 2 * 2, the HOOI unfolding has 4 columns."""
+    tl = pytest.importorskip("tensorly")
+    from tensorly.decomposition import tucker
+
+    T = torch.randn(3, 4, 20, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    ranks = (2, 2, 5)
+    G, U = trntensor.tucker_decompose(T, ranks, method="hooi", tol=1e-12)
+    Gh, _ = trntensor.tucker_decompose(T, ranks, method="hosvd")
+    core, factors = tucker(T.numpy(), rank=list(ranks), init="svd", n_iter_max=200, tol=1e-12)
+    assert tuple(G.shape) == tuple(Gh.shape) == core.shape == ranks
+    assert [tuple(u.shape) for u in U] == [(3, 2), (4, 2), (20, 5)]
+    for u in U:  # orthonormal columns, the extra one included
+        np.testing.assert_allclose(u.T @ u, np.eye(u.shape[1]), atol=1e-13)
+    err = float(torch.linalg.norm(trntensor.tucker_reconstruct(G, U) - T) / torch.linalg.norm(T))
+    err_tl = np.linalg.norm(tl.tucker_to_tensor((core, factors)) - T.numpy()) / np.linalg.norm(T.numpy())
+    # both converge to the same HOOI fixed point from the same HOSVD start (here 0.698);
+    # 1e-6 allows for the two stopping rules
+    assert abs(err - err_tl) <= 1e-6

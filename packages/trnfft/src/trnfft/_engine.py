@@ -116,7 +116,7 @@ def dim1(x: torch.Tensor, dim: Any, axis_: Any, where: str) -> int:
         if -nd <= dim < nd:
             return dim + nd if dim < 0 else dim
     d = alias(where, "dim", dim, "axis", axis_, -1)
-    return axis(d, x.dim(), "dim", where)
+    return axis(d, x.dim(), "dim" if axis_ is None else "axis", where)
 
 
 def n1(x: torch.Tensor, n: Any, d: int, where: str, default: int | None = None) -> int:
@@ -129,8 +129,10 @@ def n1(x: torch.Tensor, n: Any, d: int, where: str, default: int | None = None) 
     return positive_int(n, "n", where)
 
 
-def dims_sizes(x: torch.Tensor, s: Any, dim: Any, where: str, default_dims: tuple | None = None):
-    """Canonical ``(sizes, dims)`` for the n-D transforms (NumPy's rules for s/axes)."""
+def dims_sizes(x: torch.Tensor, s: Any, dim: Any, where: str, default_dims: tuple | None = None,
+               dim_name: str = "dim"):
+    """Canonical ``(sizes, dims)`` for the n-D transforms (NumPy's rules for s/axes);
+    ``dim_name``: the keyword the caller used (``dim`` or ``axes``), for messages."""
     nd = x.dim()
     if s is not None:
         s = positive_ints(s, "s", where)
@@ -149,9 +151,9 @@ def dims_sizes(x: torch.Tensor, s: Any, dim: Any, where: str, default_dims: tupl
         else:
             dims = tuple(range(nd))
     else:
-        dims = axes(dim, nd, "dim", where)
+        dims = axes(dim, nd, dim_name, where)
         if s is not None and len(s) != len(dims):
-            raise ValueError(f"{where}: s has {len(s)} entries but dim has {len(dims)}")
+            raise ValueError(f"{where}: s has {len(s)} entries but {dim_name} has {len(dims)}")
     if not dims and nd == 0:
         raise ValueError(f"{where}: input must have at least one dimension, got a 0-d tensor")
     if s is None:

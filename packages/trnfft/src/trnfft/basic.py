@@ -265,8 +265,9 @@ def _many(where, lowering, input, s, dim, norm, axes, precision, default_dims=No
         x, ct = input, E.TORCH
     else:
         x, ct = E.prep(input, where)
+    name = "dim" if axes is None else "axes"
     dim = E.alias(where, "dim", dim, "axes", axes)
-    s, dims = E.dims_sizes(x, s, dim, where, default_dims)
+    s, dims = E.dims_sizes(x, s, dim, where, default_dims, name)
     y = lowering(x, s, dims, *E.options(norm, precision, where))
     return y if ct == E.TORCH else E.wrap(y, ct)
 

@@ -27,7 +27,7 @@ def _d(d: Any, where: str) -> float:
 def _fdtype(dtype: Any, where: str) -> torch.dtype:
     if dtype is None:
         return torch.get_default_dtype()
-    if dtype not in (torch.float32, torch.float64):
+    if dtype is not torch.float32 and dtype is not torch.float64:  # identity: arrays compare elementwise
         raise TypeError(f"{where}: dtype must be torch.float32 or torch.float64, got {dtype!r}")
     return dtype
 
@@ -96,12 +96,13 @@ def _shift_torch(x: torch.Tensor, dims: tuple, inverse: bool) -> torch.Tensor:
 
 
 def _shift(where: str, x: Any, dim: Any, axes: Any, inverse: bool):
+    name = "dim" if axes is None else "axes"
     dim = E.alias(where, "dim", dim, "axes", axes)
     if isinstance(x, ComplexTensor):
-        dims = tuple(range(x.ndim)) if dim is None else _axes(dim, x.ndim, "dim", where)
+        dims = tuple(range(x.ndim)) if dim is None else _axes(dim, x.ndim, name, where)
         return ComplexTensor._make(_shift_torch(x.real, dims, inverse), _shift_torch(x.imag, dims, inverse))
     t = v.tensor(x, "x", where)
-    dims = tuple(range(t.dim())) if dim is None else _axes(dim, t.dim(), "dim", where)
+    dims = tuple(range(t.dim())) if dim is None else _axes(dim, t.dim(), name, where)
     return _shift_torch(t, dims, inverse)
 
 

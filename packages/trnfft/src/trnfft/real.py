@@ -163,13 +163,14 @@ def _many(where, lowering, input, s, dim, norm, axes, precision, real_in, defaul
         x, ct = input, E.TORCH
     else:
         x, ct = E.prep(input, where, real_only=real_in)
+    name = "dim" if axes is None else "axes"
     dim = E.alias(where, "dim", dim, "axes", axes)
     if real_in or s is not None:
-        s, dims = E.dims_sizes(x, s, dim, where, default_dims)
+        s, dims = E.dims_sizes(x, s, dim, where, default_dims, name)
     else:  # irfftn without s: last length is 2 (m - 1)
-        s, dims = E.dims_sizes(x, None, dim, where, default_dims)
+        s, dims = E.dims_sizes(x, None, dim, where, default_dims, name)
         if not dims:
-            raise ValueError(f"{where}: dim must name at least one axis")
+            raise ValueError(f"{where}: {name} must name at least one axis")
         s = s[:-1] + (2 * (x.shape[dims[-1]] - 1),)
         if s[-1] <= 0:
             raise ValueError(f"{where}: the input has {x.shape[dims[-1]]} coefficient(s) along dim {dims[-1]}, "

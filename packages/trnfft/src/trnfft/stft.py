@@ -148,6 +148,8 @@ def stft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int 
     if one and x.is_complex():
         raise ValueError(f"{where}: onesided=True needs real input; pass onesided=False for complex input")
     L = x.shape[-1]
+    if L == 0:
+        raise ValueError(f"{where}: the signal is empty (input has shape {tuple(x.shape)})")
     if center:
         if pad_mode == "reflect" and n_fft // 2 >= L:
             raise ValueError(f"{where}: reflect padding of {n_fft // 2} needs a signal longer than that, got {L}")

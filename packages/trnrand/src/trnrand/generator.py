@@ -91,7 +91,8 @@ class Generator:
         where = "Generator"
         self._seed = _entropy_seed() if seed is None else _u64(seed, "seed", where)
         self._device = _device(device, where)
-        size = V.integer(partition_size, "partition_size", where, minimum=1)
+        # every rank's draws share the 2**66 outputs of one counter: no more ranks than that
+        size = V.integer(partition_size, "partition_size", where, minimum=1, maximum=1 << 66)
         rank = V.integer(partition_rank, "partition_rank", where, minimum=0)
         if rank >= size:
             raise ValueError(f"{where}: partition_rank must be in [0, partition_size={size}), got {rank}")

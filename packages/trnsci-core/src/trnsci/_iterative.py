@@ -107,6 +107,34 @@ def _call_foreign(fn: Callable, x: torch.Tensor, scipy_like: bool) -> torch.Tens
     return y.reshape(x.shape).to(dtype=x.dtype, device=x.device)
 
 
+def _stored_values(A: Any) -> Any:
+    """The stored entries of a matrix-like ``A`` (dense or sparse tensor, SciPy sparse, trnsparse), or None."""
+    if isinstance(A, torch.Tensor):
+        if A.layout is torch.strided:
+            return A
+        if A.layout is torch.sparse_coo:
+            return A._values()
+        return A.values()
+    data = getattr(A, "data", None)  # SciPy sparse arrays and matrices
+    if isinstance(data, np.ndarray) and hasattr(A, "nnz"):
+        return data
+    vals = getattr(A, "_values_tensor", None)  # trnsparse formats
+    if callable(vals):
+        return vals()
+    return None
+
+
+def _finite_entries(A: Any, name: str, where: str) -> None:
+    """NaN/Inf stored in a matrix-like operator: ``ValueError`` before the first iteration."""
+    vals = _stored_values(A)
+    if vals is None:
+        return
+    ok = bool(torch.isfinite(vals).all()) if isinstance(vals, torch.Tensor) else bool(
+        np.isfinite(vals).all()) if vals.dtype.kind in "fc" else True
+    if not ok:
+        raise ValueError(f"{where}: {name} holds NaN or Inf")
+
+
 def linear_operator(A: Any, n: int, dtype: torch.dtype, device, name: str, where: str) -> Callable:
     """``x -> A x`` for a dense/sparse tensor or array, a SciPy sparse matrix or
     LinearOperator, any object with ``matvec`` or ``@``, or a callable."""
@@ -124,10 +152,12 @@ def linear_operator(A: Any, n: int, dtype: torch.dtype, device, name: str, where
                             "expected float32, float64, complex64 or complex128")
         if A.dtype != dtype or A.device != device:
             v.agree(where, **{name: A}, b=torch.empty(0, dtype=dtype, device=device))
+        _finite_entries(A, name, where)
         return lambda x: A @ x
     shape = getattr(A, "shape", None)
     if shape is not None and (len(tuple(shape)) != 2 or tuple(shape)[0] != n or tuple(shape)[1] != n):
         raise ValueError(f"{where}: {name} has shape {tuple(shape)} but b has {n} entries")
+    _finite_entries(A, name, where)
     scipy_like = _is_scipy(A)
     if hasattr(A, "matvec"):
         return lambda x: _call_foreign(A.matvec, x, scipy_like)

@@ -54,9 +54,13 @@ def tensor(x: Any, name: str, where: str = "", dtypes: Sequence[torch.dtype] | N
 
 
 def _from_numpy(a: np.ndarray) -> torch.Tensor:
-    """Share memory when torch can (writeable, non-negative strides), else copy."""
-    if not a.flags.writeable or (a.ndim and min(a.strides) < 0):
-        a = a.copy()
+    """Share memory when torch can (writeable, native byte order, non-negative strides), else copy.
+
+    Non-native byte order (``'>f8'`` on a little-endian machine) is converted
+    to native in the copy, as NumPy's own ufuncs accept it.
+    """
+    if not a.flags.writeable or (a.ndim and min(a.strides) < 0) or not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="), copy=True)
     return torch.from_numpy(a)
 
 
@@ -245,14 +249,36 @@ class Options:
         return choice(value, name, self.options, where)
 
 
-def integer(x: Any, name: str, where: str = "", *, minimum: int | None = None) -> int:
-    """A Python int (bools rejected), optionally bounded below."""
+def integer(x: Any, name: str, where: str = "", *, minimum: int | None = None,
+            maximum: int | None = None) -> int:
+    """A Python int (bools rejected; NumPy integers and 0-d integer arrays/tensors accepted),
+    optionally bounded below and above (:data:`INDEX_MAX` for a tensor size or count,
+    :data:`SEED_MAX` for a torch seed)."""
     if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+        if _int_0d(x):
+            return integer(x.item(), name, where, minimum=minimum, maximum=maximum)
         raise TypeError(f"{_p(where)}{name} must be an int, got {type(x).__name__}")
     x = int(x)
     if minimum is not None and x < minimum:
         raise ValueError(f"{_p(where)}{name} must be >= {minimum}, got {x}")
+    if maximum is not None and x > maximum:
+        raise ValueError(f"{_p(where)}{name} must be at most {_power_of_two(maximum)}, got {x}")
     return x
+
+
+#: The largest tensor size or count (int64), and the largest seed torch takes (uint64).
+INDEX_MAX = 2**63 - 1
+SEED_MAX = 2**64 - 1
+
+
+def _power_of_two(m: int) -> str:
+    """``2**63 - 1`` style for bounds one off a power of two, else the number."""
+    for k in range(32, 130):
+        if m == 2**k - 1:
+            return f"2**{k} - 1"
+        if m == 2**k:
+            return f"2**{k}"
+    return str(m)
 
 
 def numpy_io(fn: Callable) -> Callable:
@@ -293,9 +319,12 @@ def _np_to_torch(a: Any) -> Any:
 
 def _torch_to_np(r: Any) -> Any:
     if type(r) is torch.Tensor and not r.requires_grad and r.is_cpu and r.dtype is not torch.bfloat16:
-        return r.numpy()  # the common case, without the detach/cpu calls below (~0.4 us)
+        try:
+            return r.numpy()  # the common case, without the detach/cpu calls below (~0.4 us)
+        except RuntimeError:  # a lazy conjugate/negative view (e.g. from ifft): materialize it below
+            pass
     if isinstance(r, torch.Tensor):
-        r = r.detach()
+        r = r.detach().resolve_conj().resolve_neg()
         if r.dtype == torch.bfloat16:
             r = r.float()
         return r.cpu().numpy()
@@ -366,17 +395,43 @@ def axis(d: Any, ndim: int, name: str, where: str = "") -> int:
     return d + ndim if d < 0 else d
 
 
+def _int_0d(x: Any) -> bool:
+    """A 0-d NumPy integer array or 0-d integer (not bool) tensor."""
+    if isinstance(x, np.ndarray):
+        return x.ndim == 0 and x.dtype.kind in "iu"
+    if isinstance(x, torch.Tensor):
+        return x.dim() == 0 and not (x.dtype.is_floating_point or x.dtype.is_complex or x.dtype is torch.bool)
+    return False
+
+
+def _int_sequence(s: Any, name: str, where: str) -> Sequence:
+    """``s`` as a sequence of ints: any sequence, or a 1-D NumPy integer array / integer tensor
+    (as NumPy and SciPy accept); a single integer (NumPy scalars and 0-d arrays included) as
+    a 1-tuple."""
+    if isinstance(s, (np.ndarray, torch.Tensor)):
+        kind_ok = (s.dtype.kind in "iu") if isinstance(s, np.ndarray) else not (
+            s.dtype.is_floating_point or s.dtype.is_complex or s.dtype is torch.bool)
+        if not kind_ok or s.ndim > 1:
+            raise TypeError(f"{_p(where)}{name} must be a sequence of ints, got a {s.ndim}-D "
+                            f"{type(s).__name__} of dtype {s.dtype}")
+        return (s.item(),) if s.ndim == 0 else s.tolist()
+    if isinstance(s, numbers.Integral) and not isinstance(s, bool):
+        return (s,)
+    if isinstance(s, (str, bytes)) or not isinstance(s, Sequence):
+        raise TypeError(f"{_p(where)}{name} must be a sequence of ints, got {type(s).__name__}")
+    return s
+
+
 def axes(ds: Any, ndim: int, name: str, where: str = "") -> tuple[int, ...]:
     """A sequence of distinct axes (or one int), normalized to non-negative ints.
+
+    Any integer sequence is accepted, NumPy integer arrays and scalars included.
 
     >>> axes((0, -1), 3, "dim")
     (0, 2)
     """
-    if isinstance(ds, (str, bytes)) or not isinstance(ds, Sequence):
-        if isinstance(ds, numbers.Integral) and not isinstance(ds, bool):
-            ds = (ds,)
-        else:
-            raise TypeError(f"{_p(where)}{name} must be a sequence of ints, got {type(ds).__name__}")
+    if type(ds) is not tuple:
+        ds = _int_sequence(ds, name, where)
     out = tuple(axis(d, ndim, name, where) for d in ds)
     if len(set(out)) != len(out):
         raise ValueError(f"{_p(where)}{name} must not repeat an axis, got {tuple(ds)}")
@@ -407,8 +462,10 @@ def positive_ints(s: Any, name: str, where: str = "") -> tuple[int, ...]:
     >>> positive_ints([4, 5], "s")
     (4, 5)
     """
-    if isinstance(s, (str, bytes)) or not isinstance(s, Sequence):
-        raise TypeError(f"{_p(where)}{name} must be a sequence of ints, got {type(s).__name__}")
+    if type(s) is not tuple and type(s) is not list:
+        if isinstance(s, numbers.Integral) and not isinstance(s, bool):
+            raise TypeError(f"{_p(where)}{name} must be a sequence of ints, got {type(s).__name__}")
+        s = _int_sequence(s, name, where)
     return tuple(positive_int(v, f"{name} entries", where) for v in s)
 
 

@@ -155,6 +155,8 @@ def _cholesky_supports(A, upper):
 def _cholesky_nki(A, upper):
     n = A.shape[-1]
     Ls, infos = [], []
+    if upper:  # read the upper triangle, as the torch path does: its conjugate transpose is a lower one
+        A = A.mH
     with _trnblas():
         for M in A.reshape(-1, n, n):
             L, info = _blocked_cholesky_torch(M, CHOL_BLOCK)
@@ -162,7 +164,7 @@ def _cholesky_nki(A, upper):
             infos.append(info)
     L = torch.stack(Ls).reshape(A.shape)
     info = torch.tensor(infos, dtype=torch.int32, device=A.device).reshape(A.shape[:-2])
-    return (L.mT.contiguous() if upper else L), info
+    return (L.mH.contiguous() if upper else L), info
 
 
 def _ns_supports(A, max_iters, tol):

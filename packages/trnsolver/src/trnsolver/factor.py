@@ -105,8 +105,8 @@ def _cholesky_torch(A: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.T
         r = _lapack.potrf(A, upper)
         if r is not None:
             return r
-    L, info = torch.linalg.cholesky_ex(A)
-    return (L.mH.resolve_conj() if upper else L), info
+    # torch reads the triangle it returns, as LAPACK's potrf(uplo) does
+    return torch.linalg.cholesky_ex(A, upper=upper)
 
 
 @numpy_io
@@ -116,9 +116,13 @@ def cholesky(A, upper=False, *, check=True, check_finite=True):
     Parameters
     ----------
     A : tensor, shape (..., n, n)
-        Hermitian positive definite; only the lower triangle is read.
+        Hermitian positive definite; only the triangle named by ``upper``
+        is read (the lower one by default, the upper one with
+        ``upper=True``), as LAPACK's ``potrf``, cuSOLVER, SciPy and torch
+        do -- on every path (one matrix, a batch, the kernel).
     upper : bool
-        Return the upper factor ``U = L^H`` instead of ``L``.
+        Read the upper triangle and return the upper factor ``U``
+        (``A = U^H U``) instead of ``L``.
     check : bool
         ``True`` (default): raise when ``A`` is not positive definite.
         ``False``: return ``(factor, info)`` as cuSOLVER's ``potrf`` does,
@@ -171,7 +175,8 @@ def cho_factor(A, lower=False, *, check_finite=True):
     Parameters
     ----------
     A : tensor, shape (..., n, n)
-        Hermitian positive definite.
+        Hermitian positive definite; only the ``lower`` (or upper) triangle
+        is read, as in SciPy.
     lower : bool
         Factor as ``L L^H`` (True) or ``U^H U`` (False, SciPy's default).
 
@@ -281,10 +286,13 @@ def lu(A, *, check=True, check_finite=True):
     Parameters
     ----------
     A : tensor, shape (..., m, n)
+        Any matrix: a singular or rank-deficient one factors too (``U`` then
+        has an exactly zero pivot), as with ``scipy.linalg.lu``,
+        ``torch.linalg.lu`` and ``getrf``; solving with such a factor raises.
     check : bool
-        ``True``: raise when ``U`` has an exactly zero pivot (``A`` square and
-        singular). ``False``: return ``(P, L, U, info)``, ``info`` 0 or the
-        1-based position of the first zero pivot (cuSOLVER's ``getrf``).
+        ``True`` (default): return ``(P, L, U)``. ``False``: return
+        ``(P, L, U, info)``, ``info`` 0 or the 1-based position of the first
+        zero pivot (cuSOLVER's ``getrf``).
 
     Returns
     -------
@@ -295,11 +303,6 @@ def lu(A, *, check=True, check_finite=True):
         Unit lower triangular (trapezoidal).
     U : tensor, shape (..., k, n)
         Upper triangular (trapezoidal).
-
-    Raises
-    ------
-    LinAlgError
-        A zero pivot ``U[i, i]`` (the message names ``i``).
 
     Examples
     --------
@@ -314,10 +317,7 @@ def lu(A, *, check=True, check_finite=True):
     check = _check(check, where)
     la.check_finite(check_finite, where, A=A)
     P, L, U, info = LU(A)
-    if not check:
-        return P, L, U, info
-    _raise_info(where, info, _SINGULAR)
-    return P, L, U
+    return (P, L, U) if check else (P, L, U, info)
 
 
 @numpy_io
@@ -327,9 +327,12 @@ def lu_factor(A, *, check=True, check_finite=True):
     Parameters
     ----------
     A : tensor, shape (..., n, n)
+        Singular matrices factor too (an exactly zero pivot in ``U``, as
+        ``getrf`` and SciPy give); :func:`lu_solve` with such a factor raises.
     check : bool
-        Raise :class:`LinAlgError` on an exactly zero pivot (default); with
-        ``False`` return ``(lu, piv, info)``.
+        ``True`` (default): return ``(lu, piv)``; ``False``: return
+        ``(lu, piv, info)``, ``info`` 0 or the 1-based position of the first
+        zero pivot.
 
     Returns
     -------
@@ -352,10 +355,14 @@ def lu_factor(A, *, check=True, check_finite=True):
     la.check_finite(check_finite, where, A=A)
     LU, piv, info = LU_FACTOR(A)
     piv = piv - 1
-    if not check:
-        return LU, piv, info
-    _raise_info(where, info, _SINGULAR)
-    return LU, piv
+    return (LU, piv) if check else (LU, piv, info)
+
+
+def _zero_pivot(LU: torch.Tensor) -> torch.Tensor:
+    """getrf's ``info`` read back from a packed factor: 1-based first zero on the diagonal, else 0."""
+    z = LU.diagonal(dim1=-2, dim2=-1) == 0
+    first = torch.where(z.any(-1), z.to(torch.int8).argmax(-1) + 1, 0)
+    return first.to(torch.int32)
 
 
 _TRANS = v.Options({"N": (0, "N"), "T": (1, "T"), "C": (2, "C")})
@@ -390,6 +397,12 @@ def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
     -------
     x : tensor, the shape of ``b``
 
+    Raises
+    ------
+    LinAlgError
+        The factor has an exactly zero pivot (``A`` is singular); the message
+        names it.
+
     Examples
     --------
     >>> import torch, trnsolver
@@ -409,6 +422,7 @@ def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
     trans = _TRANS(trans, "trans", where)
     B, vec = la.rhs(LU, b, "b", where)
     la.check_finite(check_finite, where, lu=LU, b=B)
+    _raise_info(where, _zero_pivot(LU), _SINGULAR)
     X = LU_SOLVE(LU, (piv + 1).to(torch.int32), B, trans)
     return X.squeeze(-1) if vec else X
 
@@ -617,7 +631,8 @@ def _solve_spd_torch(A: torch.Tensor, B: torch.Tensor, refine: bool) -> tuple[to
     X = torch.cholesky_solve(B, L)
     if refine:
         hi = torch.complex128 if A.is_complex() else torch.float64
-        R = (B.to(hi) - A.to(hi) @ X.to(hi)).to(A.dtype)
+        # the residual must see the matrix the factor saw: the lower triangle, mirrored
+        R = (B.to(hi) - la.symmetric(A.to(hi), "L", hermitian=True) @ X.to(hi)).to(A.dtype)
         X = X + torch.cholesky_solve(R, L)
     return X, info
 
@@ -674,7 +689,10 @@ def _lstsq_torch(A: torch.Tensor, B: torch.Tensor, rcond: float | None, driver: 
     m, n = A.shape[-2], A.shape[-1]
     if A.numel() == 0 or B.numel() == 0:
         X = A.new_zeros(A.shape[:-2] + (n, B.shape[-1]))
-        return X, A.new_zeros(0).real, torch.zeros(A.shape[:-2], dtype=torch.int64), A.new_zeros(0).real
+        # n = 0 < m: the empty matrix has full column rank 0 and x = 0, so the
+        # residual is all of B (SciPy: lstsq(zeros((5, 0)), ones(5)) -> 5.0)
+        res = (B.abs() ** 2).sum(-2) if m > n == 0 and B.numel() else A.new_zeros(0).real
+        return X, res, torch.zeros(A.shape[:-2], dtype=torch.int64), A.new_zeros(0).real
     if A.device.type != "cpu":
         driver = "gels"
     sol = torch.linalg.lstsq(A, B, rcond=rcond, driver=driver)
@@ -969,7 +987,8 @@ def inv_sqrt_spd_ns(A, *, max_iters=20, tol=1e-7, on_fail="warn", check_finite=T
     Parameters
     ----------
     A : tensor, shape (..., n, n)
-        Hermitian positive definite. Converges for any such ``A``; the
+        Hermitian positive definite; only its lower triangle is read (as in
+        every SPD routine here). Converges for any such ``A``; the
         number of steps grows like ``log2(cond(A))`` plus a few quadratic
         ones, so prefer :func:`inv_sqrt_spd` beyond ``cond ~ 1e6``.
     max_iters : int
@@ -1008,6 +1027,7 @@ def inv_sqrt_spd_ns(A, *, max_iters=20, tol=1e-7, on_fail="warn", check_finite=T
     la.check_finite(check_finite, where, A=A)
     if A.shape[-1] == 0:
         return A.clone(), 0, 0.0
+    A = la.symmetric(A, "L", hermitian=True)  # the products read both triangles; the caller gave the lower
     X, iters, res = INV_SQRT_SPD_NS(A, max_iters, float(tol))
     info = it_.SolverInfo(iters, res, res <= tol, method=where)
     it_.report(where, info, on_fail, tol)

@@ -9,15 +9,33 @@ objects, SciPy's ``spilu`` result).
 
 Published return ``(x, iters, relres)``; ``return_info=True`` returns
 ``(x, info)`` with a :class:`SolverInfo` (iterations, residual history,
-converged flag). A solver that stops at ``maxiter`` without meeting ``tol``
-warns (``ConvergenceWarning``) or raises (``on_fail="raise"``); the
-reported ``relres`` is always recomputed from the returned ``x``.
+converged flag). SciPy's keywords are accepted too: ``rtol=`` (an alias of
+the published ``tol=``), ``atol=``, ``callback=`` (called with the iterate
+after every iteration).
+
+Stopping rule (CG and BiCGSTAB, as SciPy and the published package): stop
+when the *recursively updated* residual satisfies ``||r|| < max(tol ||b||,
+atol)``, so the iteration counts are SciPy's on the same system. That
+recursion can fall below what the dtype resolves (float32 with ``tol=1e-8``)
+while the true residual ``b - A x`` cannot follow it; the true residual is
+therefore computed once at the end and, when it misses the tolerance that
+the recursion claimed to meet, a ``ConvergenceWarning`` says so (the result
+still counts as converged, as in SciPy). GMRES and MINRES confirm their
+estimates with the true residual before stopping. A solver that stops at
+``maxiter`` without meeting ``tol`` warns (``ConvergenceWarning``) or raises
+(``on_fail="raise"``); the reported ``relres`` is always recomputed from the
+returned ``x``. NaN/Inf in ``b``, ``x0`` or a matrix ``A``/``M`` is a
+``ValueError`` before the first iteration; an operator (callable) that
+returns NaN/Inf is one as soon as it does.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import warnings
 
+import numpy as np
 import torch
 
 from trnsci import _iterative as it_
@@ -42,7 +60,19 @@ def _describe_rows(matvec, b, *rest, **kwargs):
     return f"n={b.shape[0]} {str(b.dtype).replace('torch.', '')}"
 
 
-def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info):
+def _numpy_callback(fn):
+    """Outside :func:`numpy_io`: a ``callback`` sees NumPy iterates when ``b`` is a NumPy array."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        cb = kwargs.get("callback")
+        b = args[1] if len(args) > 1 else kwargs.get("b")
+        if cb is not None and callable(cb) and isinstance(b, np.ndarray):
+            kwargs["callback"] = lambda xk: cb(xk.detach().cpu().resolve_conj().numpy())
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol=None, callback=None):
     b = v.tensor(b, "b", where, _KRYLOV_DTYPES)
     if b.dim() != 1:
         raise ValueError(f"{where}: b must be a vector (n,), got shape {tuple(b.shape)}")
@@ -53,8 +83,13 @@ def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info):
         if tuple(x0.shape) != (n,):
             raise v.mismatch(where, "x0 must match b", b=b, x0=x0)
         v.agree(where, b=b, x0=x0)
-    tol = v.positive(tol, "tol", where, zero_ok=True)
+    tol_name = "tol" if rtol is None else "rtol"
+    tol = v.alias(where, "tol", tol, "rtol", rtol, 1e-6)
+    tol = v.positive(tol, tol_name, where, zero_ok=True)
     atol = v.positive(atol, "atol", where, zero_ok=True)
+    if callback is not None and not callable(callback):
+        raise TypeError(f"{where}: callback must be callable (it is called with each iterate), "
+                        f"got {type(callback).__name__}")
     maxiter = v.integer(maxiter, "maxiter", where, minimum=0)
     precond = it_.preconditioner(M, n, b.dtype, b.device, where)
     on_fail = it_.ON_FAIL(on_fail, "on_fail", where)
@@ -64,21 +99,38 @@ def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info):
 
 
 def _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, return_info, method):
+    """The true residual, once; the result; the warnings (see the module docstring)."""
     bnorm = float(torch.linalg.vector_norm(b))
     rnorm = float(torch.linalg.vector_norm(b - matvec(x))) if b.numel() else 0.0
     relres = rnorm / bnorm if bnorm > 0 else rnorm
-    converged = rnorm <= max(tol * bnorm, atol) or (bnorm == 0 and rnorm == 0)
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+    claimed = bool(hist) and (hist[-1] * scale < stop or hist[-1] == 0.0)  # what the solver's test saw
+    true_ok = rnorm <= stop or rnorm == 0.0
+    converged = claimed or true_ok
     info = SolverInfo(it, relres, bool(converged), hist, method)
+    if claimed and not true_ok:
+        warnings.warn(
+            f"{where}: stopped after {it} iterations when the recursively updated residual met the "
+            f"tolerance ({hist[-1]:.3e} relative, SciPy's rule), but the true residual ||b - A x|| / ||b|| "
+            f"is {relres:.3e} > tol {tol:.1e}: the recursion went below what {str(b.dtype).replace('torch.', '')} "
+            "resolves for this system; solve in float64 or ask for a tol the dtype can reach",
+            it_.ConvergenceWarning, stacklevel=6)  # _finish, _krylov, cg, numpy_io, _numpy_callback
     it_.report(where, info, on_fail, tol)
     return (x, info) if return_info else (x, it, relres)
 
 
-def _krylov(where, op, A, b, x0, tol, atol, maxiter, M, on_fail, return_info):
-    """Validate, run ``op(matvec, b, x0, tol, atol, maxiter, precond)``, report (CG, BiCGSTAB, MINRES)."""
+def _krylov(where, op, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol, callback):
+    """Validate, run ``op(matvec, b, x0, tol, atol, maxiter, precond, callback)``, report
+    (CG, BiCGSTAB, MINRES)."""
     matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
-        where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
-    x, it, hist = op(matvec, b, x0, tol, atol, maxiter, precond)
+        where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol, callback)
+    x, it, hist = op(matvec, b, x0, tol, atol, maxiter, precond, callback)
     return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
+
+
+def _not_finite(where, what, it):
+    return ValueError(f"{where}: {what} is not finite at iteration {it}: A (or M) produced NaN/Inf")
 
 
 def _dot(x, y):
@@ -104,19 +156,29 @@ CG = Op("trnsolver.cg", "rows", _NO_KERNEL, size=_rows, describe=_describe_rows,
 
 
 @CG.lowering("torch")
-def _cg_torch(matvec, b, x0, tol, atol, maxiter, precond):
-    """Preconditioned CG. Returns ``(x, iterations, relative residual history)``."""
+def _cg_torch(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    """Preconditioned CG, stopping as SciPy does: when the recursively updated residual
+    ``r`` has ``||r|| < max(tol ||b||, atol)``. Returns ``(x, iterations, relative residual history)``."""
     x, r, rn, stop, scale, hist = _start(matvec, b, x0, tol, atol)
-    if rn <= stop:
+    if rn < stop or rn == 0.0:
         return x, 0, hist
-    z = precond(r) if precond is not None else r
-    p = z.clone()
     cplx = b.is_complex()
-    rz = float(_dot(r, z).real)
+    p = None
+    rz = 1.0
     it = 0
     for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
+        z = precond(r) if precond is not None else r
+        rz_new = float(_dot(r, z).real)
+        if p is None:
+            p = z.clone()
+        else:
+            beta = rz_new / rz
+            p = z + beta * p if cplx else p.mul_(beta).add_(z)
+        rz = rz_new
         Ap = matvec(p)
         pAp = float(_dot(p, Ap).real)
+        if not math.isfinite(pAp):
+            raise _not_finite("cg", "p^H A p", it)
         if pAp == 0.0:
             break
         alpha = rz / pAp
@@ -124,25 +186,17 @@ def _cg_torch(matvec, b, x0, tol, atol, maxiter, precond):
         r.add_(Ap, alpha=-alpha)
         rn = float(torch.linalg.vector_norm(r))
         hist.append(rn / scale)
-        restart = False
-        if rn <= stop:
-            # the recursive residual drifts from b - A x: confirm, else replace and restart
-            r = b - matvec(x)
-            rn = float(torch.linalg.vector_norm(r))
-            hist[-1] = rn / scale
-            if rn <= stop:
-                break
-            restart = True
-        z = precond(r) if precond is not None else r
-        rz_new = float(_dot(r, z).real)
-        beta = 0.0 if restart else rz_new / rz
-        rz = rz_new
-        p = z + beta * p if cplx else p.mul_(beta).add_(z)
+        if callback is not None:
+            callback(x)
+        if rn < stop or rn == 0.0:
+            break
     return x, it, hist
 
 
+@_numpy_callback
 @numpy_io
-def cg(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail="warn", return_info=False):
+def cg(A, b, x0=None, tol=None, maxiter=1000, M=None, *, rtol=None, atol=0.0, callback=None, on_fail="warn",
+       return_info=False):
     """Conjugate gradients for Hermitian positive definite ``A x = b``.
 
     Parameters
@@ -152,11 +206,18 @@ def cg(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail="warn
     b : tensor, shape (n,)
     x0 : tensor, shape (n,), optional
         Starting guess (default zeros); never modified.
-    tol, atol : float
-        Stop when ``||b - A x|| <= max(tol ||b||, atol)``.
+    tol, rtol, atol : float
+        Stop when the recursively updated residual has ``||r|| < max(tol
+        ||b||, atol)`` (SciPy's rule; ``tol`` defaults to 1e-6, ``rtol`` is
+        SciPy's name for it -- give one of them). The true residual is then
+        checked once: when it misses the tolerance the recursion met (e.g.
+        float32 with ``tol=1e-8``), a ``ConvergenceWarning`` says so.
     maxiter : int
     M : matrix, callable or object with solve/__call__/matvec, optional
         Hermitian positive definite preconditioner applying ``~A^{-1}``.
+    callback : callable, optional
+        ``callback(xk)`` after every iteration with the current iterate (a
+        NumPy array when ``b`` is one; do not modify it), as in SciPy.
     on_fail : {"warn", "raise"}
         Not converged: ``ConvergenceWarning`` or ``ConvergenceError``.
     return_info : bool
@@ -166,8 +227,15 @@ def cg(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail="warn
     -------
     x : tensor, shape (n,)
     iters : int
+        Iterations run (SciPy's count: the callback's number of calls).
     relres : float
         ``||b - A x|| / ||b||``, recomputed from ``x``.
+
+    Raises
+    ------
+    ValueError
+        NaN/Inf in ``A``, ``b``, ``x0`` or ``M`` (before iterating), or an
+        operator that produces them.
 
     Examples
     --------
@@ -177,7 +245,7 @@ def cg(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail="warn
     >>> [round(v, 6) for v in x.tolist()], iters
     ([0.090909, 0.636364], 2)
     """
-    return _krylov("cg", CG, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
+    return _krylov("cg", CG, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol, callback)
 
 
 # ================================================================== GMRES
@@ -187,7 +255,7 @@ GMRES = Op("trnsolver.gmres", "rows", _NO_KERNEL, size=_rows, describe=_describe
 
 
 @GMRES.lowering("torch")
-def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond):
+def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=None):
     """Restarted right-preconditioned GMRES (Givens QR of the Hessenberg
     matrix, classical Gram-Schmidt with one re-orthogonalisation, as GEMVs).
     ``maxiter`` counts restart cycles; returns ``(x, matvecs, history)``."""
@@ -204,7 +272,7 @@ def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond):
         beta = float(torch.linalg.vector_norm(r))
         if not hist:
             hist.append(beta / scale)
-        if beta <= stop:
+        if beta < stop or beta == 0.0:
             return x, total, hist
         V = torch.zeros(m + 1, n, dtype=b.dtype, device=b.device)
         H = torch.zeros(m + 1, m, dtype=b.dtype)
@@ -223,6 +291,8 @@ def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond):
             w = w - h2 @ V[: j + 1]
             h = (h + h2).cpu()
             hn = float(torch.linalg.vector_norm(w))
+            if not math.isfinite(hn):
+                raise _not_finite("gmres", "A v", total)
             col = torch.zeros(m + 1, dtype=b.dtype)
             col[: j + 1] = h
             col[j + 1] = hn
@@ -256,19 +326,25 @@ def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond):
         y = torch.linalg.solve_triangular(H[:k, :k], g[:k].unsqueeze(-1), upper=True).squeeze(-1)
         dx = y.to(b.device) @ V[:k]
         x = x + (precond(dx) if precond is not None else dx)
+        if callback is not None:
+            callback(x)
     return x, total, hist
 
 
+@_numpy_callback
 @numpy_io
-def gmres(A, b, x0=None, tol=1e-6, maxiter=100, restart=30, M=None, *, atol=0.0, on_fail="warn",
-          return_info=False):
+def gmres(A, b, x0=None, tol=None, maxiter=100, restart=30, M=None, *, rtol=None, atol=0.0, callback=None,
+          on_fail="warn", return_info=False):
     """Restarted GMRES for a general (non-symmetric) ``A x = b``.
 
     Parameters
     ----------
-    A, b, x0, tol, atol, M, on_fail, return_info
+    A, b, x0, tol, rtol, atol, M, on_fail, return_info
         As in :func:`cg`; ``M`` is applied on the right (``A M y = b``,
         ``x = M y``), so the residual tested is the true one.
+    callback : callable, optional
+        ``callback(xk)`` after every restart cycle (SciPy's
+        ``callback_type="x"``).
     maxiter : int
         Restart cycles (as in SciPy); at most ``maxiter * restart`` products.
     restart : int
@@ -291,9 +367,9 @@ def gmres(A, b, x0=None, tol=1e-6, maxiter=100, restart=30, M=None, *, atol=0.0,
     """
     where = "gmres"
     matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
-        where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
+        where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol, callback)
     restart = v.integer(restart, "restart", where, minimum=1)
-    x, it, hist = GMRES(matvec, b, x0, tol, atol, restart, maxiter, precond)
+    x, it, hist = GMRES(matvec, b, x0, tol, atol, restart, maxiter, precond, callback)
     return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
 
 
@@ -304,10 +380,11 @@ BICGSTAB = Op("trnsolver.bicgstab", "rows", _NO_KERNEL, size=_rows, describe=_de
 
 
 @BICGSTAB.lowering("torch")
-def _bicgstab_torch(matvec, b, x0, tol, atol, maxiter, precond):
-    """Right-preconditioned BiCGSTAB (van der Vorst). Returns ``(x, iters, history)``."""
+def _bicgstab_torch(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    """Right-preconditioned BiCGSTAB (van der Vorst), stopping as SciPy does (recursive
+    residuals ``s`` and ``r`` below ``max(tol ||b||, atol)``). Returns ``(x, iters, history)``."""
     x, r, rn, stop, scale, hist = _start(matvec, b, x0, tol, atol)
-    if rn <= stop:
+    if rn < stop or rn == 0.0:
         return x, 0, hist
     rhat = r.clone()
     rho = alpha = omega = 1.0
@@ -323,14 +400,18 @@ def _bicgstab_torch(matvec, b, x0, tol, atol, maxiter, precond):
         ph = precond(p) if precond is not None else p
         v = matvec(ph)
         den = _dot(rhat, v)
+        if not math.isfinite(float(abs(den))):
+            raise _not_finite("bicgstab", "rhat^H A p", it)
         if float(abs(den)) == 0.0:
             break
         alpha = rho_new / den
         s = r - alpha * v
         sn = float(torch.linalg.vector_norm(s))
-        if sn <= stop:
+        if sn < stop or sn == 0.0:
             x = x + alpha * ph
             hist.append(sn / scale)
+            if callback is not None:
+                callback(x)
             break
         sh = precond(s) if precond is not None else s
         t = matvec(sh)
@@ -341,21 +422,22 @@ def _bicgstab_torch(matvec, b, x0, tol, atol, maxiter, precond):
         rho = rho_new
         rn = float(torch.linalg.vector_norm(r))
         hist.append(rn / scale)
-        if rn <= stop:   # confirm with the true residual; replace it if the recursion drifted
-            r = b - matvec(x)
-            rn = float(torch.linalg.vector_norm(r))
-            hist[-1] = rn / scale
-        if rn <= stop or float(abs(omega)) == 0.0:
+        if callback is not None:
+            callback(x)
+        if rn < stop or rn == 0.0 or float(abs(omega)) == 0.0:
             break
     return x, it, hist
 
 
+@_numpy_callback
 @numpy_io
-def bicgstab(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail="warn", return_info=False):
+def bicgstab(A, b, x0=None, tol=None, maxiter=1000, M=None, *, rtol=None, atol=0.0, callback=None,
+             on_fail="warn", return_info=False):
     """BiCGSTAB for a general ``A x = b`` (right preconditioning, as SciPy).
 
     Parameters, returns and errors as in :func:`cg` (``A`` need not be
-    symmetric).
+    symmetric), SciPy's stopping rule included: the recursive residuals
+    ``s`` and ``r`` are tested, the true one checked once at the end.
 
     Examples
     --------
@@ -365,7 +447,7 @@ def bicgstab(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail
     >>> [round(v, 10) for v in x.tolist()]
     [1.0, 1.0]
     """
-    return _krylov("bicgstab", BICGSTAB, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
+    return _krylov("bicgstab", BICGSTAB, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol, callback)
 
 
 # ================================================================= MINRES
@@ -375,14 +457,14 @@ MINRES = Op("trnsolver.minres", "rows", _NO_KERNEL, size=_rows, describe=_descri
 
 
 @MINRES.lowering("torch")
-def _minres_torch(matvec, b, x0, tol, atol, maxiter, precond, shift=0.0):
+def _minres_torch(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shift=0.0):
     """Preconditioned MINRES (Paige-Saunders) for Hermitian ``A``.
 
     The recurrence's residual estimate (in the ``M``-norm) triggers a check
     of the true residual, so convergence is never claimed from the estimate
     alone. Returns ``(x, iters, history)``."""
     x, r1, rn, stop, scale, hist = _start(matvec, b, x0, tol, atol)
-    if rn <= stop:
+    if rn < stop or rn == 0.0:
         return x, 0, hist
     y = precond(r1) if precond is not None else r1
     beta1 = math.sqrt(max(float(_dot(r1, y).real), 0.0))
@@ -401,6 +483,8 @@ def _minres_torch(matvec, b, x0, tol, atol, maxiter, precond, shift=0.0):
         if it >= 2:
             y = y - (beta / oldb) * r1
         alfa = float(_dot(v, y).real)
+        if not math.isfinite(alfa):
+            raise _not_finite("minres", "v^H A v", it)
         y = y - (alfa / beta) * r2
         r1, r2 = r2, y
         y = precond(r2) if precond is not None else r2
@@ -420,20 +504,26 @@ def _minres_torch(matvec, b, x0, tol, atol, maxiter, precond, shift=0.0):
         x = x + phi * w
         est = phibar / beta1 * scale
         hist.append(phibar / beta1 * (rn / scale))
-        if est <= stop or beta == 0.0:
+        if callback is not None:
+            callback(x)
+        if est < stop or beta == 0.0:
             true = float(torch.linalg.vector_norm(b - matvec(x)))
             hist[-1] = true / scale
-            if true <= stop or beta == 0.0:
+            if true < stop or true == 0.0 or beta == 0.0:
                 break
     return x, it, hist
 
 
+@_numpy_callback
 @numpy_io
-def minres(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail="warn", return_info=False):
+def minres(A, b, x0=None, tol=None, maxiter=1000, M=None, *, rtol=None, atol=0.0, callback=None,
+           on_fail="warn", return_info=False):
     """MINRES for Hermitian (possibly indefinite) ``A x = b``.
 
     Parameters, returns and errors as in :func:`cg`; ``M`` must be
-    Hermitian positive definite.
+    Hermitian positive definite. The recurrence's residual estimate
+    triggers a check of the true residual, which must meet the tolerance
+    too before MINRES stops.
 
     Examples
     --------
@@ -443,7 +533,7 @@ def minres(A, b, x0=None, tol=1e-6, maxiter=1000, M=None, *, atol=0.0, on_fail="
     >>> [round(v, 10) for v in x.tolist()]
     [1.0, 1.0]
     """
-    return _krylov("minres", MINRES, A, b, x0, tol, atol, maxiter, M, on_fail, return_info)
+    return _krylov("minres", MINRES, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol, callback)
 
 
 # ========================================================= preconditioners

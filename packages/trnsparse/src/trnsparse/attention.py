@@ -52,9 +52,9 @@ def local_window_mask(seq_len: int, window: int, block_size: int = 128, causal: 
     (7, [0, 1, 0, 1, 2, 1, 2])
     """
     where = "local_window_mask"
-    s = v.integer(seq_len, "seq_len", where, minimum=0)
-    w = v.integer(window, "window", where, minimum=1)
-    b = v.integer(block_size, "block_size", where, minimum=1)
+    s = v.integer(seq_len, "seq_len", where, minimum=0, maximum=v.INDEX_MAX)
+    w = v.integer(window, "window", where, minimum=1, maximum=v.INDEX_MAX)
+    b = v.integer(block_size, "block_size", where, minimum=1, maximum=max(s, 128))
     c = _flag(causal, "causal", where)
     nb = -(-s // b)
 
@@ -77,8 +77,8 @@ def causal_mask(seq_len: int, block_size: int = 128) -> BSRMatrix:
             [1., 1., 1.]])
     """
     where = "causal_mask"
-    s = v.integer(seq_len, "seq_len", where, minimum=0)
-    b = v.integer(block_size, "block_size", where, minimum=1)
+    s = v.integer(seq_len, "seq_len", where, minimum=0, maximum=v.INDEX_MAX)
+    b = v.integer(block_size, "block_size", where, minimum=1, maximum=max(s, 128))
     nb = -(-s // b)
     return _pattern(nb, nb, lambda i, j: j <= i, b, s, s, True)
 

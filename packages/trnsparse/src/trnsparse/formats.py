@@ -83,6 +83,9 @@ def _same_device(where: str, **named: torch.Tensor) -> None:
 def _dtype_arg(dtype: Any, where: str) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         dt = dtype
+    elif not isinstance(dtype, (np.dtype, str, type)):  # np.dtype() would take any object's .dtype
+        raise TypeError(f"{where}: dtype must be one of float32, float64, complex64, complex128; "
+                        f"got a {type(dtype).__name__}")
     else:
         try:
             dt = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
@@ -97,12 +100,46 @@ def _dtype_arg(dtype: Any, where: str) -> torch.dtype:
 
 # --------------------------------------------------------------- base class
 
+class _Array:
+    """One of a matrix's arrays (``values``, ``col_indices``, ...).
+
+    Reading is a dict lookup. Assigning goes through
+    :meth:`SparseMatrix._assign`: the matrix is re-checked as its constructor
+    checks it and everything derived from the old arrays is dropped.
+    """
+
+    def __init__(self, key: str, doc: str):
+        self.key, self.__doc__ = key, doc
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        return self if obj is None else obj.__dict__[self.key]
+
+    def __set__(self, obj, value):
+        obj._assign(self.name, value)
+
+
 class SparseMatrix:
     """Common behaviour of the four formats (not instantiated directly)."""
 
     format = ""
     ndim = 2
     __array_priority__ = 100  # so ``ndarray @ A`` defers to us
+    _ARRAYS: tuple[str, ...] = ()  # the constructor's array arguments, in order
+
+    def _assign(self, name: str, value) -> None:
+        """Replace one array: rebuild through the public constructor (same checks, same canonical form).
+
+        The instance dict is replaced whole, so no cache (int32 index copies,
+        sorted copy, canonical flags) outlives the arrays it was derived from.
+        """
+        arrays = [value if a == name else getattr(self, a) for a in self._ARRAYS]
+        extra = (self.block_size,) if self.format == "bsr" else ()
+        fresh = type(self)(*arrays, self._shape, *extra)
+        self.__dict__.clear()
+        self.__dict__.update(fresh.__dict__)
 
     # -- properties
     @property
@@ -306,6 +343,8 @@ class CSRMatrix(SparseMatrix):
     """
 
     format = "csr"
+    _ARRAYS = ("values", "col_indices", "row_ptrs")
+    values = _Array("_vals", "(nnz,) stored values.")
 
     def __init__(self, values, col_indices, row_ptrs, shape):
         m, n = _shape(shape, "CSRMatrix")
@@ -314,8 +353,9 @@ class CSRMatrix(SparseMatrix):
         self._set(values, col_indices, row_ptrs, (m, n))
 
     def _set(self, values, col_indices, row_ptrs, shape, sorted_=True):
-        self.values, self.col_indices, self.row_ptrs, self._shape = values, col_indices, row_ptrs, shape
-        self._sorted = sorted_
+        d = self.__dict__  # not through the setters below: nothing is cached yet
+        d["_vals"], d["_cols"], d["_ptrs"], d["_sorted"] = values, col_indices, row_ptrs, sorted_
+        self._shape = shape
 
     @classmethod
     def _make(cls, values, col_indices, row_ptrs, shape, sorted_=True) -> CSRMatrix:
@@ -344,7 +384,7 @@ class CSRMatrix(SparseMatrix):
 
     @col_indices.setter
     def col_indices(self, value):
-        self.__dict__["_cols"] = value
+        self._assign("col_indices", value)
 
     @property
     def row_ptrs(self) -> torch.Tensor:
@@ -356,7 +396,7 @@ class CSRMatrix(SparseMatrix):
 
     @row_ptrs.setter
     def row_ptrs(self, value):
-        self.__dict__["_ptrs"] = value
+        self._assign("row_ptrs", value)
 
     def _host_indices(self):
         """(col_indices, row_ptrs) as int32 when they fit, cached: SciPy's kernels read half the bytes."""
@@ -453,6 +493,10 @@ class CSCMatrix(SparseMatrix):
     """
 
     format = "csc"
+    _ARRAYS = ("values", "row_indices", "col_ptrs")
+    values = _Array("_vals", "(nnz,) stored values.")
+    row_indices = _Array("_rows", "(nnz,) int64 row index of every stored entry.")
+    col_ptrs = _Array("_cptrs", "(n + 1,) int64 column pointers.")
 
     def __init__(self, values, row_indices, col_ptrs, shape):
         m, n = _shape(shape, "CSCMatrix")
@@ -461,7 +505,8 @@ class CSCMatrix(SparseMatrix):
         self._set(values, row_indices, col_ptrs, (m, n))
 
     def _set(self, values, row_indices, col_ptrs, shape):
-        self.values, self.row_indices, self.col_ptrs, self._shape = values, row_indices, col_ptrs, shape
+        d = self.__dict__
+        d["_vals"], d["_rows"], d["_cptrs"], d["_shape"] = values, row_indices, col_ptrs, shape
 
     @classmethod
     def _make(cls, values, row_indices, col_ptrs, shape) -> CSCMatrix:
@@ -503,6 +548,20 @@ class CSCMatrix(SparseMatrix):
 
 # --------------------------------------------------------------- COO
 
+def _coo_checked(values, row_indices, col_indices, m, n):
+    where = "COOMatrix"
+    values = _values(values, "values", where)
+    row_indices = _index(row_indices, "row_indices", where)
+    col_indices = _index(col_indices, "col_indices", where)
+    _same_device(where, values=values, row_indices=row_indices, col_indices=col_indices)
+    for name, t in (("row_indices", row_indices), ("col_indices", col_indices)):
+        if t.numel() != values.numel():
+            raise ValueError(f"{where}: {name} has {t.numel()} entries but values has {values.numel()}")
+    _in_range(row_indices, m, "row_indices", f"{m} rows", where)
+    _in_range(col_indices, n, "col_indices", f"{n} columns", where)
+    return values, row_indices, col_indices
+
+
 class COOMatrix(SparseMatrix):
     """Coordinate (triplet) matrix; duplicates allowed and always summed.
 
@@ -525,24 +584,19 @@ class COOMatrix(SparseMatrix):
     """
 
     format = "coo"
+    _ARRAYS = ("values", "row_indices", "col_indices")
+    values = _Array("_vals", "(nnz,) stored values.")
+    row_indices = _Array("_rows", "(nnz,) int64 row index of every stored entry.")
+    col_indices = _Array("_cols", "(nnz,) int64 column index of every stored entry.")
 
     def __init__(self, values, row_indices, col_indices, shape):
-        where = "COOMatrix"
-        values = _values(values, "values", where)
-        row_indices = _index(row_indices, "row_indices", where)
-        col_indices = _index(col_indices, "col_indices", where)
-        m, n = _shape(shape, where)
-        _same_device(where, values=values, row_indices=row_indices, col_indices=col_indices)
-        for name, t in (("row_indices", row_indices), ("col_indices", col_indices)):
-            if t.numel() != values.numel():
-                raise ValueError(f"{where}: {name} has {t.numel()} entries but values has {values.numel()}")
-        _in_range(row_indices, m, "row_indices", f"{m} rows", where)
-        _in_range(col_indices, n, "col_indices", f"{n} columns", where)
-        self._set(values, row_indices, col_indices, (m, n), None)
+        m, n = _shape(shape, "COOMatrix")
+        self._set(*_coo_checked(values, row_indices, col_indices, m, n), (m, n), None)
 
     def _set(self, values, row_indices, col_indices, shape, canonical):
-        self.values, self.row_indices, self.col_indices, self._shape = values, row_indices, col_indices, shape
-        self._canonical = canonical
+        d = self.__dict__  # not through the setters below: nothing is cached yet
+        d["_vals"], d["_rows"], d["_cols"], d["_canonical"] = values, row_indices, col_indices, canonical
+        self._shape = shape
 
     @classmethod
     def _make(cls, values, row_indices, col_indices, shape, canonical=None) -> COOMatrix:
@@ -632,6 +686,10 @@ class BSRMatrix(SparseMatrix):
     """
 
     format = "bsr"
+    _ARRAYS = ("blocks", "block_col_indices", "block_row_ptrs")
+    blocks = _Array("_blocks", "(n_blocks, b, b) stored tiles.")
+    block_col_indices = _Array("_bcols", "(n_blocks,) int64 block column of every stored tile.")
+    block_row_ptrs = _Array("_bptrs", "(ceil(m / b) + 1,) int64 block-row pointers.")
 
     def __init__(self, blocks, block_col_indices, block_row_ptrs, shape, block_size: int = 128):
         where = "BSRMatrix"
@@ -676,7 +734,8 @@ class BSRMatrix(SparseMatrix):
         self._set(blocks, block_col_indices, block_row_ptrs, (m, n), b)
 
     def _set(self, blocks, block_col_indices, block_row_ptrs, shape, b):
-        self.blocks, self.block_col_indices, self.block_row_ptrs = blocks, block_col_indices, block_row_ptrs
+        d = self.__dict__
+        d["_blocks"], d["_bcols"], d["_bptrs"] = blocks, block_col_indices, block_row_ptrs
         self._shape, self.block_size = shape, b
 
     @classmethod
@@ -733,9 +792,9 @@ class BSRMatrix(SparseMatrix):
         """
         where = "BSRMatrix.from_dense"
         A = _values(A, "A", where, ndim=2)
-        b = v.integer(block_size, "block_size", where, minimum=1)
-        thr = _threshold(threshold, where)
         m, n = A.shape
+        b = _block_size(block_size, m, n, where)
+        thr = _threshold(threshold, where)
         mb, nb = -(-m // b), -(-n // b)
         Ap = A
         if mb * b != m or nb * b != n:
@@ -762,9 +821,9 @@ class BSRMatrix(SparseMatrix):
         if not isinstance(csr, SparseMatrix):
             raise TypeError(f"{where}: csr must be a trnsparse matrix, got {type(csr).__name__}")
         csr = csr.to_csr()
-        b = v.integer(block_size, "block_size", where, minimum=1)
-        thr = _threshold(threshold, where)
         m, n = csr.shape
+        b = _block_size(block_size, m, n, where)
+        thr = _threshold(threshold, where)
         mb, nb = -(-m // b), -(-n // b)
         rows, cols = csr.row_indices, csr.col_indices
         key = (rows // b) * max(nb, 1) + cols // b
@@ -819,9 +878,12 @@ class BSRMatrix(SparseMatrix):
                             shape=self._shape, blocksize=(self.block_size,) * 2)
 
     def to_torch(self) -> torch.Tensor:
-        """A torch ``sparse_bsr`` tensor of the padded shape (torch requires whole blocks)."""
+        """A torch ``sparse_bsr`` tensor; a ``sparse_csr`` one when the shape is not a multiple of the
+        block size (torch's BSR holds whole blocks only, and the padded shape must not leak out)."""
+        if self.padded_shape != self._shape:
+            return self.to_csr().to_torch()
         return torch.sparse_bsr_tensor(self.block_row_ptrs, self.block_col_indices, self.blocks,
-                                       size=self.padded_shape, check_invariants=False)
+                                       size=self._shape, check_invariants=False)
 
     def to(self, dtype=None, device=None) -> BSRMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "BSRMatrix.to")
@@ -831,6 +893,11 @@ class BSRMatrix(SparseMatrix):
 
 
 # --------------------------------------------------------------- helpers
+
+def _block_size(block_size: Any, m: int, n: int, where: str) -> int:
+    """A tile size up to ``max(m, n, 128)``: a larger tile would only pad (and could not be allocated)."""
+    return v.integer(block_size, "block_size", where, minimum=1, maximum=max(m, n, 128))
+
 
 def _threshold(threshold: Any, where: str) -> float:
     t = v.scalar(threshold, "threshold", where, complex_ok=False)
@@ -985,7 +1052,7 @@ def eye_sparse(n: int, dtype: torch.dtype = torch.float32, device=None) -> CSRMa
     3
     """
     where = "eye_sparse"
-    n = v.integer(n, "n", where, minimum=0)
+    n = v.integer(n, "n", where, minimum=0, maximum=v.INDEX_MAX)
     dt = _dtype_arg(dtype, where)
     dev = torch.device("cpu") if device is None else torch.device(device)
     return CSRMatrix._make(torch.ones(n, dtype=dt, device=dev), torch.arange(n, device=dev),
@@ -1016,8 +1083,8 @@ def random_sparse(m: int, n: int, density: float = 0.01, *, dtype: torch.dtype =
     ((100, 50), 500)
     """
     where = "random_sparse"
-    m = v.integer(m, "m", where, minimum=0)
-    n = v.integer(n, "n", where, minimum=0)
+    m = v.integer(m, "m", where, minimum=0, maximum=v.INDEX_MAX)
+    n = v.integer(n, "n", where, minimum=0, maximum=v.INDEX_MAX)
     d = v.scalar(density, "density", where, complex_ok=False)
     if not 0 <= d <= 1:
         raise ValueError(f"{where}: density must be in [0, 1], got {density!r}")
@@ -1028,7 +1095,7 @@ def random_sparse(m: int, n: int, density: float = 0.01, *, dtype: torch.dtype =
     elif seed is None:
         g = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,))))
     else:
-        g = torch.Generator().manual_seed(v.integer(seed, "seed", where, minimum=0))
+        g = torch.Generator().manual_seed(v.integer(seed, "seed", where, minimum=0, maximum=v.SEED_MAX))
     total = m * n
     k = int(round(d * total))
     if k > total // 2:

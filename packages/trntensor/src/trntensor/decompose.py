@@ -162,12 +162,12 @@ def cp_decompose(tensor, rank, max_iter=100, tol=1e-6, *, seed=0):
     """
     where = "cp_decompose"
     T = _tensor(tensor, where)
-    rank = V.integer(rank, "rank", where, minimum=1)
+    rank = V.integer(rank, "rank", where, minimum=1, maximum=V.INDEX_MAX)
     max_iter = V.integer(max_iter, "max_iter", where, minimum=1)
     tol = V.scalar(tol, "tol", where, complex_ok=False)
     if not tol >= 0:
         raise ValueError(f"{where}: tol must be >= 0, got {tol}")
-    seed = V.integer(seed, "seed", where)
+    seed = V.integer(seed, "seed", where, minimum=-(2**63), maximum=V.SEED_MAX)
     factors, weights, _ = CP(T, rank, max_iter, tol, seed)
     return factors, weights
 
@@ -222,7 +222,14 @@ def _cp_reconstruct_torch(factors, weights):
 # ------------------------------------------------------------------ Tucker
 
 def _leading(M, r):
-    return torch.linalg.svd(M, full_matrices=False)[0][:, :r]
+    """``r`` orthonormal columns spanning ``M``'s leading left singular space.
+
+    In HOOI the unfolding can have fewer columns than ``r`` (one rank larger
+    than the product of the others): the thin SVD then has too few vectors,
+    so the full basis is taken and completed by an orthonormal complement
+    (those columns meet zeros of the unfolding; the fit is unchanged).
+    """
+    return torch.linalg.svd(M, full_matrices=r > min(M.shape))[0][:, :r]
 
 
 @TUCKER.lowering("torch")
@@ -290,7 +297,7 @@ def tucker_decompose(tensor, ranks, method="hosvd", *, max_iter=50, tol=1e-8):
             raise ValueError(f"{where}: ranks[{k}]={r} exceeds the mode's size {n}")
     method = _METHOD(method, "method", where)
     max_iter = V.integer(max_iter, "max_iter", where, minimum=1)
-    tol = V.scalar(tol, "tol", where, complex_ok=False)
+    tol = V.positive(tol, "tol", where, zero_ok=True)
     return TUCKER(T, ranks, method, max_iter, tol)
 
 

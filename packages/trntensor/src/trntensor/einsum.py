@@ -133,7 +133,7 @@ def _run(exec_, ops, kernels=True, use=None, times=None, cpu=False):
     return x
 
 
-# --- double-double: Ozaki splitting, exact slice contractions, TwoSum accumulation
+# --- double-double: Ozaki splitting, exact slice contractions, error-free distillation
 
 def _two_sum(a, b):
     s = a + b
@@ -141,20 +141,34 @@ def _two_sum(a, b):
     return s, (a - (s - bb)) + (b - bb)
 
 
-def _split(x, rho, nmax):
-    """Slices ``s_0 + s_1 + ...`` of ``x`` (float64), each a multiple of one power of two with rho+1 bits."""
+#: At most this many slices per component of an operand: an operand whose
+#: entries span more than ``_MAX_SLICES * (rho + 1)`` bits (from the largest
+#: entry's leading bit to the smallest's last one) loses the bits beyond.
+_MAX_SLICES = 12
+
+
+def _split(x, rho):
+    """Slices ``s_0 + s_1 + ...`` of ``x`` (float64) until nothing is left.
+
+    Slice ``k`` is ``x``'s remainder rounded to a multiple of ``2^(e - rho)``
+    where ``2^e`` bounds the remainder: at most ``rho + 1`` significant bits
+    per entry, so products of two slices and sums of ``terms`` such products
+    are exact in float64 (see :func:`_rho`).
+    """
     out = []
-    for _ in range(nmax):
+    for _ in range(_MAX_SLICES):
         mu = float(x.abs().max()) if x.numel() else 0.0
-        if mu == 0.0 or not math.isfinite(mu):
-            if not math.isfinite(mu):
-                out.append(x)
+        if mu == 0.0:
             break
-        e = math.ceil(math.log2(mu))
+        e = math.frexp(mu)[1]  # mu < 2^e
+        if e + 53 - rho > 1023:  # sigma would overflow: slice a scaled copy (powers of two are exact)
+            sh = e + 53 - rho - 1023
+            out += [t * 2.0 ** sh for t in _split(x * 2.0 ** -sh, rho)]
+            break
         sigma = 0.75 * 2.0 ** (e + 53 - rho)
-        s = (x + sigma) - sigma
-        out.append(s)
-        x = x - s
+        t = (x + sigma) - sigma
+        out.append(t)
+        x = x - t
     return out
 
 
@@ -164,23 +178,40 @@ def _rho(terms):
 
 
 def _slices(comps, rho):
-    nhi = math.ceil(64 / rho) + 1
-    out = []
-    for q, c in enumerate(comps):
-        out += _split(c, rho, nhi if q == 0 else 2)
-    return out
+    return [t for c in comps for t in _split(c, rho)]
 
 
-def _dd_add(acc, v):
-    if acc is None:
-        return [v, torch.zeros_like(v)]
-    s, e = _two_sum(acc[0], v)
-    acc[0], acc[1] = s, acc[1] + e
-    return acc
+def _distill(vs):
+    """``(hi, lo)``: ``hi`` within one ulp of the exact sum of the float64 tensors ``vs``, ``hi + lo``
+    within ``2^-86`` of it (relative, entrywise).
+
+    Repeated TwoSum sweeps (Ogita, Rump and Oishi's VecSum) move the sum into
+    the last entry and leave every rounding error, exactly, in the others;
+    each sweep shrinks the others by a factor ~``len(vs) * 2^-53``. They stop
+    once the others add up to at most ``2^-40`` of the last entry everywhere
+    (or vanish); one more rounding then gives the result. The exact sum is
+    preserved throughout, so cancellation costs sweeps, not accuracy.
+    """
+    V = list(vs)
+    for _ in range(64):  # 2^-47 per sweep over float64's 2^2100 range: < 50 sweeps even for a zero sum
+        for k in range(1, len(V)):
+            V[k], V[k - 1] = _two_sum(V[k], V[k - 1])
+        rest = V[:-1]
+        if not rest:
+            break
+        R = rest[0].abs()
+        for t in rest[1:]:
+            R = R + t.abs()
+        if bool((R <= 2.0 ** -40 * V[-1].abs()).all()):
+            break
+    tail = V[0] if len(V) > 1 else torch.zeros_like(V[-1])
+    for t in V[1:-1]:
+        tail = tail + t
+    return _two_sum(V[-1], tail)
 
 
 def _dd_run(exec_, ops):
-    """The contraction to ~2^-100 relative accuracy, as float64 (see einsum Notes)."""
+    """The contraction in double-double, rounded once to float64 (see einsum Notes)."""
     prep, recipes, sumdims, perm, out_shape = exec_
     parts = [[x.to(torch.float64)] for x in _prepare(ops, prep)]
     for i, j, swap, r in recipes:
@@ -192,25 +223,20 @@ def _dd_run(exec_, ops):
         na, nb = a[0].numel(), b[0].numel()
         terms = max(1, (na // max(Bn * M * K, 1)) * (nb // max(Bn * K * N, 1)) * K)
         rho = _rho(terms)
-        acc = None
         sb_all = _slices(b, rho)
-        for sa in _slices(a, rho):
-            for sb in sb_all:
-                acc = _dd_add(acc, _pair(sa, sb, r))
-        if acc is None:
+        vs = [_pair(sa, sb, r, kernels=False) for sa in _slices(a, rho) for sb in sb_all]
+        if not vs:
             raise _ZeroResult(None)
-        parts.append(list(_two_sum(acc[0], acc[1])))
+        parts.append(list(_distill(vs)))
     comps = parts[0]
-    acc = None
-    terms = math.prod(comps[0].shape[d] for d in sumdims) if sumdims else 1
-    for x in _slices(comps, _rho(terms)) if sumdims else comps:
-        acc = _dd_add(acc, x.sum(sumdims) if sumdims else x)
-    if acc is None:
-        raise _ZeroResult(None)
-    hi, lo = _two_sum(acc[0], acc[1])
-    if perm is not None:
-        hi, lo = hi.permute(perm), lo.permute(perm)
-    return hi + lo
+    if sumdims:
+        terms = math.prod(comps[0].shape[d] for d in sumdims)
+        vs = [x.sum(sumdims) for x in _slices(comps, _rho(terms))]
+        if not vs:
+            raise _ZeroResult(None)
+        comps = _distill(vs)
+    hi = comps[0] if len(comps) == 1 else comps[0] + comps[1]
+    return hi if perm is None else hi.permute(perm)
 
 
 class _ZeroResult(Exception):
@@ -332,14 +358,25 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
     -----
     ``"dd"``: every operand (and every intermediate, held as a float64
     pair ``hi + lo``) is split into slices whose pairwise products and
-    sums are exact in float64 (the Ozaki scheme); the slice results are
-    accumulated with error-free TwoSum. The computed contraction ``c``
-    satisfies ``|c - c_exact| <= n 2^-100 max|A| max|B|`` per step
-    (``n`` the number of summed terms), i.e. about 30 decimal digits of
-    the largest term -- far below float64's rounding, so the float64 result
-    is the correctly rounded exact value up to one ulp even under heavy
-    cancellation. ``alpha``/``beta`` are applied after rounding to the
-    result dtype. It costs ~10-25 float64 contractions.
+    sums are exact in float64 (the Ozaki scheme), until nothing of it is
+    left; the exact slice contractions are then summed by error-free
+    TwoSum sweeps until the sum has settled in one float64 (VecSum
+    distillation). What holds (barring overflow and underflow, for
+    operands whose entries span at most ``12 (rho + 1)`` bits, ``rho`` >=
+    15 up to 2^20 summed terms; beyond, the lowest bits are dropped):
+
+    * one pairwise step or one sum (``"i,i->"``, ``"ij,jk->ik"``,
+      ``"ij->"``, ``"ii->"``): the result is within one ulp of the exact
+      value, whatever the cancellation;
+    * longer chains: each intermediate entry is within ``2^-86`` (relative)
+      of its exact value, so a later step adds at most ``2^-86`` times the
+      sum of its terms' magnitudes before the final rounding -- within one
+      ulp unless the chain cancels by more than ~33 bits after an
+      intermediate.
+
+    ``alpha``/``beta`` are applied after rounding to the result dtype. Cost:
+    the number of slice pairs (typically 9-25) float64 contractions, plus
+    a few TwoSum passes over the result.
 
     Autotuning (cuTENSOR's incremental autotune mode): the first ``2 *
     get_autotune()`` executions of a cached plan at a given torch thread
@@ -386,9 +423,9 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
     prec = P._PRECISION(precision, "precision", where)
     opt = P._OPTIMIZE(optimize, "optimize", where)
     plan = P._plan(subscripts, tuple(tuple(x.shape) for x in ts), dt, dev, prec, opt, None, where)
-    if type(alpha) is not int and type(alpha) is not float:
+    if type(alpha) is not float:  # V.scalar's own fast path keeps plain ints; 2**70 becomes a float
         alpha = V.scalar(alpha, "alpha", where)
-    if type(beta) is not int and type(beta) is not float:
+    if type(beta) is not float:
         beta = V.scalar(beta, "beta", where)
     compute = dt
     if prec == "kahan":
@@ -505,11 +542,17 @@ def tensordot(a, b, dims=2):
     where = "tensordot"
     a = V.tensor(a, "a", where)
     b = V.tensor(b, "b", where)
+    for name, t in (("a", a), ("b", b)):
+        if t.dtype is torch.bool:
+            raise TypeError(f"{where}: {name} has dtype bool; tensordot takes integer, float or complex tensors")
     if isinstance(dims, bool):
         raise TypeError(f"{where}: dims must be an int or a pair of axis lists, got bool")
-    if isinstance(dims, int):
-        if dims < 0 or dims > min(a.dim(), b.dim()):
-            raise ValueError(f"{where}: dims={dims} must lie in 0..{min(a.dim(), b.dim())}")
+    if isinstance(dims, (int, np.integer)) or V._int_0d(dims):
+        dims = V.integer(dims, "dims", where, minimum=0)
+        for name, t in (("a", a), ("b", b)):
+            if dims > t.dim():
+                raise ValueError(f"{where}: dims={dims} contracts {dims} axes but {name} has only {t.dim()} "
+                                 f"(shape {tuple(t.shape)})")
         ax_a = list(range(a.dim() - dims, a.dim()))
         ax_b = list(range(dims))
     elif isinstance(dims, (tuple, list)) and len(dims) == 2:

@@ -1097,8 +1097,10 @@ def estimate_flops(subscripts, *operands, optimize="auto", naive=False):
     where = "estimate_flops"
     if not isinstance(naive, bool):
         raise TypeError(f"{where}: naive must be a bool, got {type(naive).__name__}")
-    if not naive:
-        return plan_contraction(subscripts, *operands, optimize=optimize).flops
+    if not naive:  # the plan's flops, with errors naming this function
+        shapes, dtype, device = _shapes_of(operands, where)
+        opt = _OPTIMIZE(optimize, "optimize", where)
+        return _plan(subscripts, shapes, dtype, device, "fast", opt, None, where).flops
     shapes, _, _ = _shapes_of(operands, where)
     _, _, sizes, _ = _parse.parse(subscripts, shapes, where)
     return math.prod(sizes.values())
