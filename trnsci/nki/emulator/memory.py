@@ -254,7 +254,21 @@ def wrap_hbm(array, name):
 _nl_ops = None  # filled in by nl at import time (operator overloads)
 
 
-class Tensor:
+class NKIObject:
+    """Base class of NKI objects (``nl.NKIObject``): tensors, registers, kernel config dataclasses.
+
+    Kernels subclass it (often as a ``@dataclass``) for configuration objects;
+    keyword arguments become attributes.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, **kwargs):
+        for k, v in kwargs.items():
+            setattr(self, k, v)
+
+
+class Tensor(NKIObject):
     """An HBM tensor or an SBUF/PSUM tile: a view on one allocation's storage.
 
     ``shape``, ``strides`` and ``offset`` are in elements of ``dtype`` (NKI
@@ -392,14 +406,8 @@ class Tensor:
         """Merge dims ``start_dim..end_dim`` (inclusive; must be contiguous)."""
         return access.flatten_dims(self, start_dim, end_dim)
 
-    def reshape(self, shape, *extra):
+    def reshape(self, shape):
         """Same storage, new shape (a view; fails when a copy would be needed)."""
-        if extra:
-            access.vfail(
-                f"{self.name}.reshape",
-                f"'shape' must be a tuple of sizes, got {(shape,) + extra} as separate arguments "
-                "(call t.reshape((a, b, ...)))",
-            )
         return access.reshape(self, shape)
 
     def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None):
