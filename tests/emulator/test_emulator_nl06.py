@@ -71,12 +71,16 @@ def test_broadcast_to_rejects_bad_shapes(shape, msg):
         simulate(k, np.zeros((4, 2), F32))
 
 
-def test_broadcast_to_partition_dim_not_emulated():
+def test_broadcast_to_partition_dim_is_one_sbuf_dma():
     def k(a):
-        nl.broadcast_to(nl.load(a), (4, 3))
+        o = _out((4, 3))
+        nl.store(o, nl.broadcast_to(nl.load(a), (4, 3)))
+        return o
 
-    with pytest.raises(NotEmulatedError, match="partition dim"):
-        simulate(k, np.zeros((1, 3), F32))
+    a = np.array([[1.0, 2.0, 3.0]], F32)
+    o, prof = profile(k, a)
+    np.testing.assert_array_equal(o, np.broadcast_to(a, (4, 3)))
+    assert prof.instructions["dma"] == 3 and prof.hbm_read_bytes == a.nbytes  # load, broadcast, store
 
 
 def test_ndarray_address_keyword():

@@ -226,13 +226,24 @@ def _int_to(values_i32, d):
 
 def get_nc_sub_version():
     """The silicon revision within the nc_version generation: 0 (first revision) for both emulated targets."""
-    mem.current("nisa.get_nc_sub_version")
     return 0
 
 
 def get_nc_version():
-    """The nc_version of the target the kernel is emulated for (trn1 -> gen2, trn2 -> gen3)."""
-    return {"trn1": nc_version.gen2, "trn2": nc_version.gen3}[mem.current("nisa.get_nc_version").target.name]
+    """The nc_version of the current target (trn1 -> gen2, trn2 -> gen3).
+
+    Inside a kernel run: the run's target; outside one (host code choosing a
+    kernel variant): the default target (``NEURON_PLATFORM_TARGET_OVERRIDE``,
+    else trn1).
+    """
+    ctx = mem.active()
+    if ctx is not None:
+        name = ctx.target.name
+    else:
+        from .jit import default_target
+
+        name = default_target()
+    return {"trn1": nc_version.gen2, "trn2": nc_version.gen3}[name]
 
 
 # ===========================================================================

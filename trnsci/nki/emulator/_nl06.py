@@ -138,10 +138,12 @@ def expand_dims(x, axis):
 def broadcast_to(x, shape, dtype=None):
     """``x`` broadcast to ``shape`` (same rank; each dim equal or from 1), as a new SBUF tile.
 
-    Lowering: one ``nisa.tensor_copy`` (Vector Engine) from a stride-0 view
-    (``x.broadcast``) of the free dims.  The partition dim cannot be a stride-0
-    view on chip; broadcasting it is not emulated (use ``nisa.nc_matmul`` with
-    a ones row, or a DMA from HBM).  Same shape and dtype returns ``x`` itself.
+    Lowering (the stub does not give one; this is the emulator's): free dims
+    only -- one ``nisa.tensor_copy`` (Vector Engine) from a stride-0 view
+    (``x.broadcast``); a size-1 partition dim -- one SBUF->SBUF DMA (a DMA may
+    read the same source partition for every destination partition; engines
+    cannot, and a stride-0 partition view is not allowed on chip).  Same shape
+    and dtype returns ``x`` itself.
     """
     op = "nl.broadcast_to"
     _tile(op, x)
@@ -158,8 +160,14 @@ def broadcast_to(x, shape, dtype=None):
     if shape == x.shape and d == x.dtype:
         return x
     if shape[0] != x.shape[0]:
-        raise NotEmulatedError(f"{op}: broadcasting the partition dim ({x.shape[0]} -> {shape[0]}) is not "
-                               "emulated yet; use nisa.nc_matmul with a ones row, or DMA the row from HBM")
+        if x.buffer is mem.psum:
+            fail(op, "broadcasting the partition dim is a DMA, and DMAs do not access PSUM; copy to SBUF first")
+        if shape[0] > mem.PMAX:
+            fail(op, f"target partition dim {shape[0]} exceeds {mem.PMAX}")
+        out = O.new_tile(shape, d, sbuf, op)
+        out._write(dt.convert(np.broadcast_to(x._read(), shape), d))
+        mem.current(op).counters.dma(shape[0], out.nbytes, instr="nisa.dma_copy")
+        return out
     view = x
     for i in range(1, x.ndim):
         if x.shape[i] != shape[i]:

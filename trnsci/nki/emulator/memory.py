@@ -53,6 +53,11 @@ def is_hbm(buffer):
 _state = threading.local()
 
 
+def active():
+    """The trace context of the kernel running now, or None outside a kernel run."""
+    return getattr(_state, "ctx", None)
+
+
 def current(op="this operation"):
     ctx = getattr(_state, "ctx", None)
     if ctx is None:
