@@ -57,6 +57,11 @@ def test_import_nki_resolves_to_the_emulator(K):
 
     assert nl is emulator.nl and nisa is emulator.nisa and oob_mode is nisa.oob_mode and dge_mode is nisa.dge_mode
     assert nki.dtype.bfloat16 == nl.bfloat16 and nki.typing.mutable_tensor[(4, 4), nl.float32]
+    from nki.isa import constants  # a submodule attribute, as in AWS's package (find_nonzero_indices)
+
+    assert constants.oob_mode is oob_mode
+    # nki-library kernels order generations: `nisa.get_nc_version() <= nisa.nc_version.gen3`
+    assert nisa.nc_version.gen2 < nisa.nc_version.gen3 <= nisa.nc_version.gen3 < nisa.nc_version.gen4
     # the trnsci.nki shim does not mistake the installed emulator for AWS's package
     assert tn._load_toolchain()[0] == "emulator"
 

@@ -70,6 +70,9 @@ def install_as_nki(force: bool = False):
     if _saved is None:
         _saved = {n: sys.modules.get(n) for n in NAMES}
     sys.modules.update(mods)
+    # in AWS's package these are submodule attributes too (``from nki.isa import constants``)
+    mods["nki.isa"].constants = mods["nki.isa.constants"]
+    mods["nki.language"].dtypes = mods["nki.language.dtypes"]
     return mods["nki"]
 
 
@@ -78,6 +81,10 @@ def uninstall_nki() -> None:
     global _saved
     if _saved is None:
         return
+    from trnsci.nki.emulator import nisa, nl
+
+    for mod, attr in ((nisa, "constants"), (nl, "dtypes")):
+        mod.__dict__.pop(attr, None)
     for n, m in _saved.items():
         if m is None:
             sys.modules.pop(n, None)

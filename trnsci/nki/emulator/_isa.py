@@ -70,11 +70,28 @@ class matmul_perf_mode(Enum):
 
 
 class nc_version(Enum):
-    """NeuronCore version."""
+    """NeuronCore version; ordered by generation (nki-library kernels write ``v <= nc_version.gen3``)."""
 
     gen2 = 2
     gen3 = 3
     gen4 = 4
+
+    def _cmp(self, other, op):
+        if not isinstance(other, nc_version):
+            return NotImplemented
+        return op(self.value, other.value)
+
+    def __lt__(self, other):
+        return self._cmp(other, int.__lt__)
+
+    def __le__(self, other):
+        return self._cmp(other, int.__le__)
+
+    def __gt__(self, other):
+        return self._cmp(other, int.__gt__)
+
+    def __ge__(self, other):
+        return self._cmp(other, int.__ge__)
 
 
 class dma_engine(Enum):
