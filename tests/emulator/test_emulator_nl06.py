@@ -97,6 +97,36 @@ def test_ndarray_address_keyword():
         simulate(bad)()
 
 
+def test_placed_tiles_share_their_addresses():
+    """Tiles placed at one address share its bytes (nki-library rotates PSUM banks this way)."""
+    def rotate():
+        keep = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum, address=(0, (i % 8) * 2048)) for i in range(16)]
+        free = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)  # a 9th bank: no room left
+        return keep, free
+
+    with pytest.raises(NkiValidationError, match="PSUM capacity exceeded"):
+        profile(rotate)
+
+    def eight():
+        keep = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum, address=(0, (i % 8) * 2048)) for i in range(16)]
+        assert len(keep) == 16
+
+    _, prof = profile(eight)
+    assert prof.peak_psum_bytes == 16 * 1024
+
+    def crossing():
+        nl.ndarray((128, 512), nl.float32, buffer=nl.psum, address=(0, 1024))
+
+    with pytest.raises(NkiValidationError, match="crosses a 2048-byte PSUM bank boundary"):
+        profile(crossing)
+
+    def past_end():
+        nl.ndarray((128, 1024), nl.float32, buffer=nl.sbuf, address=(0, 192 * 1024 - 2048))
+
+    with pytest.raises(NkiValidationError, match="ends past the 196608-byte SBUF partition"):
+        profile(past_end)
+
+
 def test_shared_constant_is_shared_hbm_and_identity():
     def k():
         c = nl.shared_constant(np.arange(6, dtype=np.int32).reshape(2, 3))
@@ -118,6 +148,33 @@ def test_nkiobject_subclass_as_kernel_config():
 
     assert Cfg().tile == 4 and isinstance(Cfg(), nl.NKIObject)
     assert issubclass(nl.NkiTensor, nl.NKIObject)
+    assert Cfg(8).tile == 8 and Cfg(tile=2, extra="x").extra == "x"
+
+    @dataclasses.dataclass
+    class Section(nl.NKIObject):  # nki-library style: attributes without annotations, built with keywords
+        idx = None
+        offset = None
+
+    s = Section(idx=3, offset=128)
+    assert (s.idx, s.offset) == (3, 128)
+
+    @dataclasses.dataclass(frozen=True)
+    class Frozen(nl.NKIObject):
+        n: int
+        tags: list = dataclasses.field(default_factory=list)
+
+        def __post_init__(self):
+            if self.n < 0:
+                raise ValueError("n must be >= 0")
+
+    f = Frozen(5)
+    assert f.n == 5 and f.tags == []
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        f.n = 6
+    with pytest.raises(ValueError, match="n must be"):
+        Frozen(-1)
+    with pytest.raises(TypeError, match="missing required argument: 'n'"):
+        Frozen()
 
 
 def test_v4_only_and_not_emulated_names_say_so():

@@ -73,14 +73,17 @@ def _address(address, shape, buf, op):
 def ndarray(shape, dtype, buffer=sbuf, name="", address=None):
     """Allocate an uninitialized tensor (filled with sentinels: NaN or 0xA5 bytes).
 
-    ``address=(partition_offset, free_offset)`` is checked (on chip, inside
-    the partitions) but does not place the tile: the emulator allocates every
-    tile independently and checks capacity per partition.
+    ``address=(partition_offset, free_offset)`` (on chip) places the tile:
+    it must lie inside the partitions and the partition's bytes (a PSUM tile
+    inside one bank), and tiles placed at overlapping addresses share those
+    bytes for the capacity check (the union counts). The emulator still gives
+    each tile its own storage, so a kernel that reads one tile's data through
+    another tile at the same address is not modeled.
     """
     buf = _buffer(buffer, "nl.ndarray")
-    t = mem.allocate(shape, dtype, buf, name=name, op="nl.ndarray")
-    _address(address, t.shape, buf, "nl.ndarray")
-    return t
+    _address(address, tuple(shape), buf, "nl.ndarray")
+    return mem.allocate(shape, dtype, buf, name=name, op="nl.ndarray",
+                        address=None if address is None else tuple(int(a) for a in address))
 
 
 def zeros(shape, dtype, buffer=sbuf, name=""):
