@@ -757,7 +757,9 @@ class Plan:
     kernel : dict or None
         When a kernel would run and has a closed form: ``{"name": ...,
         "hbm_read_bytes": ..., "hbm_write_bytes": ..., "tensor": ..., ...}``
-        -- the figures the emulator's counters reproduce exactly.
+        -- the figures the emulator's counters reproduce exactly. A call
+        that launches several kernels in a fixed order may list them as
+        ``"kernels": [name, ...]``; the figures are then their sums.
     decision : Decision or None
     """
 
@@ -790,8 +792,10 @@ class Plan:
         rows += [("backend", self.backend), ("reason", self.reason)]
         if self.kernel:
             k = self.kernel
+            if k.get("kernels"):  # several launches: their order, then the summed figures
+                rows.append(("launches", " -> ".join(k["kernels"])))
             counts = ", ".join(f"{key} {v:,}" for key, v in k.items()
-                               if key not in ("name", "hbm_read_bytes", "hbm_write_bytes", "flops"))
+                               if key not in ("name", "kernels", "hbm_read_bytes", "hbm_write_bytes", "flops"))
             rows.append(("kernel", f"{k.get('name')}: HBM read {k.get('hbm_read_bytes', 0):,} B, "
                                    f"write {k.get('hbm_write_bytes', 0):,} B; {counts} (closed form)"))
         width = max(len(r[0]) for r in rows)

@@ -177,7 +177,20 @@ def assert_plan_matches_run(fn, *args, **kwargs):
     if plan.backend != ran:
         raise AssertionError(f"{plan.op}: the plan said {plan.backend!r} ({plan.reason}) but the call ran on "
                              f"{ran!r} (kernels: {[r.kernel for r in runs]})")
-    if plan.kernel is not None:
+    if plan.kernel is not None and plan.kernel.get("kernels"):  # several launches, summed figures
+        names = [r.kernel for r in runs]
+        if names != list(plan.kernel["kernels"]):
+            raise AssertionError(f"{plan.op}: the plan listed launches {plan.kernel['kernels']}; ran {names}")
+        if all(r.profile is not None for r in runs):
+            figures = {k: v for k, v in plan.kernel.items() if k not in ("name", "kernels")}
+            summed: dict = {}
+            for r in runs:
+                for k, v in _profile_counters(r.profile).items():
+                    summed[k] = summed.get(k, 0) + v
+            wrong = {k: (summed.get(k), v) for k, v in figures.items() if summed.get(k) != v}
+            if wrong:
+                raise AssertionError(f"{plan.op}: summed counters != closed form: {wrong}")
+    elif plan.kernel is not None:
         names = [r.kernel for r in runs]
         if names != [plan.kernel["name"]]:
             raise AssertionError(f"{plan.op}: the plan named kernel {plan.kernel['name']!r}; ran {names}")
