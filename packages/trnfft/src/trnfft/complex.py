@@ -324,7 +324,8 @@ def complex_matmul(a: Any, b: Any) -> ComplexTensor:
             return ComplexTensor._make(ar @ br, ai @ br)
         return ComplexTensor._make(ar @ br - ai @ bi, ar @ bi + ai @ br)
     except RuntimeError as e:
-        raise ValueError(f"complex_matmul: shapes {tuple(ar.shape)} and {tuple(br.shape)} do not multiply") from e
+        raise ValueError(f"complex_matmul: a has shape {tuple(ar.shape)} and b has shape {tuple(br.shape)}; "
+                         "they do not multiply") from e
 
 
 # ------------------------------------------------------------------ op

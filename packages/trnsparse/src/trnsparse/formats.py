@@ -464,7 +464,7 @@ class CSRMatrix(SparseMatrix):
 
     def to(self, dtype=None, device=None) -> CSRMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "CSRMatrix.to")
-        dev = self.device if device is None else torch.device(device)
+        dev = self.device if device is None else v.device(device, f"{type(self).__name__}.to")
         return CSRMatrix._make(self.values.to(dev, dt), self.col_indices.to(dev), self.row_ptrs.to(dev),
                                self._shape, self._sorted)
 
@@ -541,7 +541,7 @@ class CSCMatrix(SparseMatrix):
 
     def to(self, dtype=None, device=None) -> CSCMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "CSCMatrix.to")
-        dev = self.device if device is None else torch.device(device)
+        dev = self.device if device is None else v.device(device, f"{type(self).__name__}.to")
         return CSCMatrix._make(self.values.to(dev, dt), self.row_indices.to(dev), self.col_ptrs.to(dev),
                                self._shape)
 
@@ -644,7 +644,7 @@ class COOMatrix(SparseMatrix):
 
     def to(self, dtype=None, device=None) -> COOMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "COOMatrix.to")
-        dev = self.device if device is None else torch.device(device)
+        dev = self.device if device is None else v.device(device, f"{type(self).__name__}.to")
         return COOMatrix._make(self.values.to(dev, dt), self.row_indices.to(dev), self.col_indices.to(dev),
                                self._shape, self._canonical)
 
@@ -887,7 +887,7 @@ class BSRMatrix(SparseMatrix):
 
     def to(self, dtype=None, device=None) -> BSRMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "BSRMatrix.to")
-        dev = self.device if device is None else torch.device(device)
+        dev = self.device if device is None else v.device(device, f"{type(self).__name__}.to")
         return BSRMatrix._make(self.blocks.to(dev, dt), self.block_col_indices.to(dev),
                                self.block_row_ptrs.to(dev), self._shape, self.block_size)
 
@@ -1054,7 +1054,7 @@ def eye_sparse(n: int, dtype: torch.dtype = torch.float32, device=None) -> CSRMa
     where = "eye_sparse"
     n = v.integer(n, "n", where, minimum=0, maximum=v.INDEX_MAX)
     dt = _dtype_arg(dtype, where)
-    dev = torch.device("cpu") if device is None else torch.device(device)
+    dev = torch.device("cpu") if device is None else v.device(device, where)
     return CSRMatrix._make(torch.ones(n, dtype=dt, device=dev), torch.arange(n, device=dev),
                            torch.arange(n + 1, device=dev), (n, n))
 
@@ -1112,7 +1112,7 @@ def random_sparse(m: int, n: int, density: float = 0.01, *, dtype: torch.dtype =
     vals = torch.rand(k, generator=g, dtype=real)
     if dt.is_complex:
         vals = torch.complex(vals, torch.rand(k, generator=g, dtype=real))
-    dev = torch.device("cpu") if device is None else torch.device(device)
+    dev = torch.device("cpu") if device is None else v.device(device, where)
     rows, cols = (keys // n).to(dev), (keys % n).to(dev)
     csr = CSRMatrix._make(vals.to(dev, dt), cols, _host.ptrs_from_sorted(rows, m), (m, n))
     if fmt == "csr":
