@@ -226,7 +226,9 @@ class SparseMatrix:
         if isinstance(other, (torch.Tensor, np.ndarray)):
             from .ops import sparse_transpose
 
-            t = other if isinstance(other, torch.Tensor) else torch.from_numpy(np.asarray(other))
+            t = v.tensor(other, "x", "x @ A")
+            if t.dim() not in (1, 2):
+                raise ValueError(f"x @ A: x must be 1-D or 2-D, got shape {tuple(t.shape)}")
             if t.dim() == 1:
                 r = sparse_transpose(self).matvec(t)
             else:
@@ -861,7 +863,7 @@ class BSRMatrix(SparseMatrix):
         return CSRMatrix._make(vals[order], cols[order], _host.ptrs_from_sorted(rows[order], m), (m, n))
 
     def to_bsr(self, block_size: int = 128, threshold: float = 0.0) -> BSRMatrix:
-        if block_size == self.block_size and threshold == 0.0:
+        if type(block_size) is int and block_size == self.block_size and type(threshold) is float and threshold == 0.0:
             return self
         return BSRMatrix.from_csr(self.to_csr(), block_size, threshold)
 
