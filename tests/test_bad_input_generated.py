@@ -348,6 +348,8 @@ def test_every_public_function_refuses_bad_input_with_type_or_value_error():
     (lambda: trntensor.tucker_decompose(torch.ones(2, 2), (1, 1), tol=-1), ValueError, "tucker_decompose: tol"),
     (lambda: trnrand.Generator(partition_size=2**70), ValueError, "Generator: partition_size must be at most"),
     (lambda: trnfft.fftfreq(8, dtype=np.ones(3)), TypeError, "fftfreq: dtype"),
+    # big-endian input is converted, but an out= the result cannot be written through is refused
+    (lambda: trnblas.gemm(1.0, np.eye(3), np.eye(3), out=np.zeros((3, 3), ">f8")), ValueError, "native byte order"),
 ])
 def test_issue_19_error_messages(call, exc, pattern):
     if exc is None:  # accepted: 2**70 is a valid (float) scale factor

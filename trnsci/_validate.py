@@ -317,9 +317,10 @@ def numpy_io(fn: Callable) -> Callable:
             else:
                 return fn(*args, **kwargs)
         out = kwargs.get("out")
-        if isinstance(out, np.ndarray) and (not out.flags.writeable or any(st < 0 for st in out.strides)):
+        if isinstance(out, np.ndarray) and (not out.flags.writeable or any(st < 0 for st in out.strides)
+                                            or not out.dtype.isnative):
             raise ValueError(f"{fn.__name__}: out must be a writeable NumPy array with non-negative strides "
-                             "(the result is written through shared memory)")
+                             "in native byte order (the result is written through shared memory)")
         args = tuple(_np_to_torch(a) for a in args)
         kwargs = {k: _np_to_torch(v) for k, v in kwargs.items()}
         return _torch_to_np(fn(*args, **kwargs))
