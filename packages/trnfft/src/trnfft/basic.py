@@ -158,7 +158,7 @@ def _ND_FAST(s, dim, norm, precision) -> bool:
     """:func:`_KW_1D` for the n-D transforms, and precision "fast": ``s`` None or a non-empty tuple/list of positive
     ints (torch would read -1 as "keep the length"), ``dim`` None or a non-empty tuple/list of ints."""
     if not ((norm is None or (type(norm) is str and norm in _NORMS))
-            and (_PREC[0] if precision is None else precision) == "fast"):
+            and (_PREC[0] == "fast" if precision is None else type(precision) is str and precision == "fast")):
         return False
     if s is not None:
         if type(s) not in _SEQ or not s:
@@ -204,7 +204,8 @@ def _torch_route_1d(op, dtypes, call, *, half: bool = False, slow=_slow):
         @functools.wraps(full)
         def transform(input, n=None, dim=None, norm=None, *, axis=None, precision=None):
             if (type(input) is _Tensor and axis is None and input.dtype in dtypes
-                    and (precision is None and _PREC[0] == "fast" or precision == "fast") and on_torch()):
+                    and (precision is None and _PREC[0] == "fast" or type(precision) is str and precision == "fast")
+                    and on_torch()):
                 try:
                     if n is None and dim is None and norm is None:
                         if half or input.numel() < _CH or not slow(input.shape[-1]):

@@ -101,8 +101,12 @@ class FFTPlan:
     """
 
     def __init__(self, kind, dims, lengths, input_lengths, dtype, norm, precision):
+        lengths = positive_ints(lengths, "lengths", "FFTPlan")
         self.kind, self.dims, self.lengths = kind, dims, lengths
         self.input_lengths, self.dtype, self.norm, self.precision = input_lengths, dtype, norm, precision
+        if not isinstance(kind, str) or kind not in _KINDS:
+            raise (ValueError if isinstance(kind, str) else TypeError)(
+                f"FFTPlan: kind must be one of {', '.join(_KINDS)}, got {kind!r} (create plans with create_plan)")
         self._lowering, self._nd, self._real_in, _ = _KINDS[kind]
         self._single = dtype in (torch.float32, torch.complex64)
         real_kind = kind in ("rfft", "irfft", "hfft", "ihfft", "rfft2", "irfft2", "rfftn", "irfftn")
@@ -331,7 +335,7 @@ def create_plan(shape: Any, dim: Any = None, kind: str = "fft", dtype: torch.dty
             raise ValueError(f"{where}: s has {len(lengths)} entries but the plan has {len(dims)} axes")
     if dtype is None:
         dtype = torch.float32 if real_in else torch.complex64
-    if dtype not in _DTYPES:
+    if not isinstance(dtype, torch.dtype) or dtype not in _DTYPES:  # (an array would compare elementwise)
         raise TypeError(f"{where}: dtype must be one of float32, float64, complex64, complex128; got {dtype!r}")
     if real_in and dtype.is_complex:
         raise TypeError(f"{where}: {kind} takes real input; dtype {dtype} is complex")

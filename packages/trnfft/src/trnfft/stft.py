@@ -152,7 +152,8 @@ def stft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int 
         raise ValueError(f"{where}: the signal is empty (input has shape {tuple(x.shape)})")
     if center:
         if pad_mode == "reflect" and n_fft // 2 >= L:
-            raise ValueError(f"{where}: reflect padding of {n_fft // 2} needs a signal longer than that, got {L}")
+            raise ValueError(f"{where}: input has {L} samples; reflect padding of {n_fft // 2} (n_fft // 2) "
+                             "needs more (or pass pad_mode='constant')")
         L += 2 * (n_fft // 2)
     if L < n_fft:
         raise ValueError(f"{where}: the signal ({L} samples after padding) is shorter than n_fft={n_fft}")

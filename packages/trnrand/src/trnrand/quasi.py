@@ -32,7 +32,9 @@ def _seed_generator(seed, where) -> Generator:
     """Scrambling randomness: ``seed`` may be None (OS entropy), an int, or a trnrand.Generator (advanced)."""
     if isinstance(seed, Generator):
         return seed
-    return Generator(seed=seed, subsequence=0x5EED)
+    from .generator import _u64
+
+    return Generator(seed=None if seed is None else _u64(seed, "seed", where), subsequence=0x5EED)
 
 
 @functools.lru_cache(maxsize=32)

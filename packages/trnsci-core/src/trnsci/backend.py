@@ -87,9 +87,12 @@ def normalize(name: object, *, source: str = "backend") -> str:
     return key
 
 
-def _check_library(library: str | None) -> str | None:
+def _check_library(library: str | None, where: str = "") -> str | None:
+    at = f"{where}: " if where else ""
+    if library is not None and not isinstance(library, str):
+        raise TypeError(f"{at}library must be one of {', '.join(LIBRARIES)} or None, got {type(library).__name__}")
     if library is not None and library not in LIBRARIES:
-        raise ValueError(f"library must be one of {', '.join(LIBRARIES)} or None, got {library!r}")
+        raise ValueError(f"{at}library must be one of {', '.join(LIBRARIES)} or None, got {library!r}")
     return library
 
 
@@ -113,13 +116,13 @@ def set_backend(name: str, library: str | None = None) -> None:
     ValueError
         If ``name`` or ``library`` is unknown.
     """
-    _api[_check_library(library)].set(normalize(name, source="set_backend(name=...)"))
+    _api[_check_library(library, "set_backend")].set(normalize(name, source="set_backend(name=...)"))
     _touched.set(True)
 
 
 def reset_backend(library: str | None = None) -> None:
     """Forget the API setting for the suite or a library (env and default apply again)."""
-    _api[_check_library(library)].set(None)
+    _api[_check_library(library, "reset_backend")].set(None)
 
 
 @contextlib.contextmanager
@@ -131,7 +134,7 @@ def use_backend(name: str, library: str | None = None) -> Iterator[str]:
     scope nest (the innermost wins); a library block beats a suite block
     wherever it stands.
     """
-    var = _block[_check_library(library)]
+    var = _block[_check_library(library, "use_backend")]
     token = var.set(normalize(name, source="use_backend(name=...)"))
     _touched.set(True)
     try:
@@ -207,6 +210,8 @@ def resolve(library: str | None = None) -> Setting:
 
 def get_backend(library: str | None = None) -> str:
     """The effective backend name for ``library`` (or the suite), e.g. ``"auto"``."""
+    if library is not None:
+        _check_library(library, "get_backend")
     return resolve(library).name
 
 

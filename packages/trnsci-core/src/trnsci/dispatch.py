@@ -300,7 +300,12 @@ def decide(op: str, size: float | None = None, *, supported: bool = True, why_no
     supported = _validate.flag(supported, "supported", "decide")
     if not isinstance(why_not, str):
         raise TypeError(f"decide: why_not must be a str, got {type(why_not).__name__}")
-    entry = _REGISTRY.get(op) or _entry(op)
+    entry = _REGISTRY.get(op)
+    if entry is None:
+        try:
+            entry = _entry(op)
+        except ValueError as e:
+            raise ValueError(f"decide: op: {e}") from None
     setting = _backend.resolve(_library_of(op))
     return _decide(entry, setting, size, None if supported else (lambda: why_not))
 
@@ -829,6 +834,8 @@ def plan_call(fn: Callable, *args, **kwargs) -> Plan:
     >>> p.op, p.backend, p.flops
     ('trnblas.gemm', 'torch', 48)
     """
+    if not callable(fn):
+        raise TypeError(f"plan_call: fn must be a trnsci function to plan, got {type(fn).__name__}")
     token = _planning.set(True)
     try:
         fn(*args, **kwargs)

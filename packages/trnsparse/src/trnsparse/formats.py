@@ -226,7 +226,9 @@ class SparseMatrix:
         if isinstance(other, (torch.Tensor, np.ndarray)):
             from .ops import sparse_transpose
 
-            t = other if isinstance(other, torch.Tensor) else torch.from_numpy(np.asarray(other))
+            t = v.tensor(other, "x", "x @ A")
+            if t.dim() not in (1, 2):
+                raise ValueError(f"x @ A: x must be 1-D or 2-D, got shape {tuple(t.shape)}")
             if t.dim() == 1:
                 r = sparse_transpose(self).matvec(t)
             else:
@@ -464,7 +466,7 @@ class CSRMatrix(SparseMatrix):
 
     def to(self, dtype=None, device=None) -> CSRMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "CSRMatrix.to")
-        dev = self.device if device is None else torch.device(device)
+        dev = self.device if device is None else v.device(device, f"{type(self).__name__}.to")
         return CSRMatrix._make(self.values.to(dev, dt), self.col_indices.to(dev), self.row_ptrs.to(dev),
                                self._shape, self._sorted)
 
@@ -541,7 +543,7 @@ class CSCMatrix(SparseMatrix):
 
     def to(self, dtype=None, device=None) -> CSCMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "CSCMatrix.to")
-        dev = self.device if device is None else torch.device(device)
+        dev = self.device if device is None else v.device(device, f"{type(self).__name__}.to")
         return CSCMatrix._make(self.values.to(dev, dt), self.row_indices.to(dev), self.col_ptrs.to(dev),
                                self._shape)
 
@@ -644,7 +646,7 @@ class COOMatrix(SparseMatrix):
 
     def to(self, dtype=None, device=None) -> COOMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "COOMatrix.to")
-        dev = self.device if device is None else torch.device(device)
+        dev = self.device if device is None else v.device(device, f"{type(self).__name__}.to")
         return COOMatrix._make(self.values.to(dev, dt), self.row_indices.to(dev), self.col_indices.to(dev),
                                self._shape, self._canonical)
 
@@ -861,7 +863,7 @@ class BSRMatrix(SparseMatrix):
         return CSRMatrix._make(vals[order], cols[order], _host.ptrs_from_sorted(rows[order], m), (m, n))
 
     def to_bsr(self, block_size: int = 128, threshold: float = 0.0) -> BSRMatrix:
-        if block_size == self.block_size and threshold == 0.0:
+        if type(block_size) is int and block_size == self.block_size and type(threshold) is float and threshold == 0.0:
             return self
         return BSRMatrix.from_csr(self.to_csr(), block_size, threshold)
 
@@ -887,7 +889,7 @@ class BSRMatrix(SparseMatrix):
 
     def to(self, dtype=None, device=None) -> BSRMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "BSRMatrix.to")
-        dev = self.device if device is None else torch.device(device)
+        dev = self.device if device is None else v.device(device, f"{type(self).__name__}.to")
         return BSRMatrix._make(self.blocks.to(dev, dt), self.block_col_indices.to(dev),
                                self.block_row_ptrs.to(dev), self._shape, self.block_size)
 
@@ -1054,7 +1056,7 @@ def eye_sparse(n: int, dtype: torch.dtype = torch.float32, device=None) -> CSRMa
     where = "eye_sparse"
     n = v.integer(n, "n", where, minimum=0, maximum=v.INDEX_MAX)
     dt = _dtype_arg(dtype, where)
-    dev = torch.device("cpu") if device is None else torch.device(device)
+    dev = torch.device("cpu") if device is None else v.device(device, where)
     return CSRMatrix._make(torch.ones(n, dtype=dt, device=dev), torch.arange(n, device=dev),
                            torch.arange(n + 1, device=dev), (n, n))
 
@@ -1112,7 +1114,7 @@ def random_sparse(m: int, n: int, density: float = 0.01, *, dtype: torch.dtype =
     vals = torch.rand(k, generator=g, dtype=real)
     if dt.is_complex:
         vals = torch.complex(vals, torch.rand(k, generator=g, dtype=real))
-    dev = torch.device("cpu") if device is None else torch.device(device)
+    dev = torch.device("cpu") if device is None else v.device(device, where)
     rows, cols = (keys // n).to(dev), (keys % n).to(dev)
     csr = CSRMatrix._make(vals.to(dev, dt), cols, _host.ptrs_from_sorted(rows, m), (m, n))
     if fmt == "csr":

@@ -536,14 +536,14 @@ SPSV = Op(
 SPSV.lowering("torch")(_spsv_torch)
 
 
-def _tri_solve(where, A, b, lower, unit_diagonal, trans, dims):
+def _tri_solve(where, A, b, lower, unit_diagonal, trans, dims, b_name="b"):
     A = as_sparse(A, "A", where)
     m, n = A.shape
     if m != n:
         raise ValueError(f"{where}: A must be square, got shape {A.shape}")
-    b = _dense(b, "b", where, dims, A.dtype, A.device)
+    b = _dense(b, b_name, where, dims, A.dtype, A.device)
     if b.shape[0] != n:
-        raise ValueError(f"{where}: b must have {n} rows (A has shape {A.shape}), got shape {tuple(b.shape)}")
+        raise ValueError(f"{where}: {b_name} must have {n} rows (A has shape {A.shape}), got shape {tuple(b.shape)}")
     lower = _bool(lower, "lower", where)
     unit = _bool(unit_diagonal, "unit_diagonal", where)
     tr = _bool(trans, "trans", where)
@@ -612,7 +612,7 @@ def spsm(A, B, lower=True, unit_diagonal=False, trans=False):
     tensor([[1., 1.],
             [1., 0.]], dtype=torch.float64)
     """
-    return _tri_solve("spsm", A, B, lower, unit_diagonal, trans, 2)
+    return _tri_solve("spsm", A, B, lower, unit_diagonal, trans, 2, "B")
 
 
 # --------------------------------------------------------------- structure ops

@@ -163,7 +163,7 @@ def cp_decompose(tensor, rank, max_iter=100, tol=1e-6, *, seed=0):
     where = "cp_decompose"
     T = _tensor(tensor, where)
     rank = V.integer(rank, "rank", where, minimum=1, maximum=V.INDEX_MAX)
-    max_iter = V.integer(max_iter, "max_iter", where, minimum=1)
+    max_iter = V.integer(max_iter, "max_iter", where, minimum=1, maximum=V.INDEX_MAX)
     tol = V.scalar(tol, "tol", where, complex_ok=False)
     if not tol >= 0:
         raise ValueError(f"{where}: tol must be >= 0, got {tol}")
@@ -296,7 +296,7 @@ def tucker_decompose(tensor, ranks, method="hosvd", *, max_iter=50, tol=1e-8):
         if r > n:
             raise ValueError(f"{where}: ranks[{k}]={r} exceeds the mode's size {n}")
     method = _METHOD(method, "method", where)
-    max_iter = V.integer(max_iter, "max_iter", where, minimum=1)
+    max_iter = V.integer(max_iter, "max_iter", where, minimum=1, maximum=V.INDEX_MAX)
     tol = V.positive(tol, "tol", where, zero_ok=True)
     return TUCKER(T, ranks, method, max_iter, tol)
 

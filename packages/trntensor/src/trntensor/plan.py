@@ -618,6 +618,8 @@ def plan_cache_info() -> dict:
 
 def _plan(subscripts, shapes, dtype, device, precision, optimize, memory_limit, where):
     """The cached plan for canonical arguments (shapes: tuple of tuples)."""
+    if type(subscripts) is not str:
+        raise TypeError(f"{where}: subscripts must be a str such as 'ij,jk->ik', got {type(subscripts).__name__}")
     key = (subscripts, shapes, dtype, device, precision, optimize, memory_limit)
     plan = _cache.get(key)
     if plan is not None:
@@ -666,7 +668,7 @@ def _clock(cpu):
     return time.thread_time() if cpu else time.perf_counter()
 
 
-def _autotune_count(value, where):
+def _autotune_count(value, where, name="autotune"):
     """Executions per candidate (0 = off) from ``True``/``False``, an int, or an environment string."""
     if isinstance(value, str):
         v = value.strip().lower()
@@ -676,10 +678,10 @@ def _autotune_count(value, where):
             return 0
         if v.isdigit():
             return int(v)
-        raise ValueError(f"{where}: {value!r} is not one of on/off/incremental or a count")
+        raise ValueError(f"{where}: {name} {value!r} is not one of on/off/incremental or a count")
     if isinstance(value, bool):
         return _AUTOTUNE_DEFAULT if value else 0
-    return V.integer(value, "autotune", where, minimum=0)
+    return V.integer(value, name, where, minimum=0, maximum=V.INDEX_MAX)
 
 
 def _autotune_from_env():
@@ -740,7 +742,7 @@ def set_autotune(mode=True) -> int:
     >>> _ = trntensor.set_autotune(previous)
     """
     prev = _autotune[0]
-    _autotune[0] = _autotune_count(mode, "set_autotune")
+    _autotune[0] = _autotune_count(mode, "set_autotune", "mode")
     return prev
 
 
@@ -1012,7 +1014,11 @@ def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", m
     >>> [s.strategy for s in p.steps]
     ['gemm', 'gemm']
     """
-    where = "plan_contraction"
+    return _plan_contraction(subscripts, operands, optimize, precision, memory_limit, autotune, "plan_contraction")
+
+
+def _plan_contraction(subscripts, operands, optimize, precision, memory_limit, autotune, where):
+    """:func:`plan_contraction`, its errors naming ``where``."""
     if autotune is not None and not isinstance(autotune, bool):
         raise TypeError(f"{where}: autotune must be None or a bool, got {type(autotune).__name__}")
     shapes, dtype, device = _shapes_of(operands, where)
@@ -1058,7 +1064,7 @@ def contract_path(subscripts, *operands, optimize="auto", memory_limit=None):
     >>> path
     [(0, 1), (0, 1)]
     """
-    plan = plan_contraction(subscripts, *operands, optimize=optimize, memory_limit=memory_limit)
+    plan = _plan_contraction(subscripts, operands, optimize, "fast", memory_limit, None, "contract_path")
     return list(plan.path), plan
 
 
