@@ -42,7 +42,19 @@ def _d(n, bad=False):
 _partial = trnsparse.BSRMatrix.from_dense((torch.rand(150, 150, generator=torch.Generator().manual_seed(1)) > 0.5)
                                           .float(), block_size=128)
 
+def _csr(m, n, dtype=torch.float32, fmt="csr"):
+    A = trnsparse.random_sparse(m, n, density=0.05, dtype=dtype, seed=3)
+    return A.to_csc() if fmt == "csc" else A
+
+
 CASES = {
+    "trnsparse.spmm": [
+        (trnsparse.spmv, (_csr(150, 140), _t(140))),
+        (trnsparse.spmm, (_csr(150, 140, fmt="csc"), _t(140, 3)), {"alpha": 2.0}),  # CSC through CSR form
+        (trnsparse.spmv, (_csr(150, 140, F64), _t(140, dtype=F64))),  # dtype the kernel lacks
+        (trnsparse.spmv, (_csr(150, 140), _t(140, grad=True))),  # autograd
+        (trnsparse.spmv, (_csr(0, 140), _t(140))),  # no rows
+    ],
     "trnsparse.bsr_spmm": [
         (trnsparse.bsr_spmm, (_bsr(150, 200), _t(200, 7))),
         (trnsparse.spmm, (_bsr(150, 200), _t(200, 7))),  # reaches BSR SpMM through spmm

@@ -14,6 +14,10 @@ Host-side work and why it is there (all proportional to what is stored):
   index goes on the partition dim); the block column indices go to the
   kernel as an int32 array and B's rows are gathered on chip by indirect
   DMA. Nothing of A is densified.
+* CSR/CSC SpMV / SpMM: the SELL-128-sigma layout (values and column
+  indices in slot order, the output row map) is built once per matrix by
+  :mod:`trnsparse._sell` and cached on it; x / B rows are gathered on chip
+  by indirect DMA. alpha/beta are applied to the kernel's result in torch.
 * SDDMM: X is passed transposed ([k, m]) so k is the partition dim.
 * Attention: Q and K are passed transposed per head ([G, d, S]) so d is
   the partition dim of Q K^T; the tile pattern is a compile-time constant.
@@ -26,13 +30,15 @@ from __future__ import annotations
 import torch
 
 from trnsci import nki
+from trnsparse import _sell
 from trnsparse.attention import ATTENTION
 from trnsparse.kernels.attention import attention_counts, block_sparse_attention_kernel
 from trnsparse.kernels.bsr_sddmm import bsr_sddmm_counts, bsr_sddmm_kernel
 from trnsparse.kernels.bsr_spmm import bsr_spmm_counts, bsr_spmm_kernel
 from trnsparse.kernels.bsr_spmm import fits as bsr_spmm_fits
+from trnsparse.kernels.csr_spmm import csr_spmm_counts, csr_spmm_kernel
 from trnsparse.kernels.screened_spmm import screened_spmm_counts, screened_spmm_kernel
-from trnsparse.ops import BSR_SDDMM, BSR_SPMM
+from trnsparse.ops import BSR_SDDMM, BSR_SPMM, SPMM, _finish
 from trnsparse.screening import SCREENED_SPMM
 
 F32 = torch.float32
@@ -77,6 +83,45 @@ def _bsr_spmm_nki(blocks, block_col_indices, block_row_ptrs, shape, block_size, 
                 cols=tuple(block_col_indices.tolist()), out_dtype=F32)
     C = C.to(B.dtype)
     return C[:, 0] if vec else C
+
+
+# ----------------------------------------------------------------- CSR SpMV / SpMM (SELL layout)
+
+def _spmm_supports(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
+    if owner is None:
+        return "no matrix to cache the device layout on (call through spmv/spmm)"
+    if _grad(values, x, y):
+        return "autograd: the kernel has no backward (the torch path is differentiable)"
+    if shape[0] == 0 or x.numel() == 0:
+        return "empty operand: nothing to compute"
+    if values.numel() >= 2**31 or shape[1] >= 2**31 - 1:
+        return "indices beyond int32"
+    m = shape[0]
+    lens = ptrs[1:m + 1] - ptrs[:m]
+    longest = int(lens.max())
+    if longest > _sell.TB * _sell.KMAX:
+        return f"a row of {longest} entries: more than 128 x {_sell.KMAX} slots (one slice)"
+    return None
+
+
+def _spmm_counts(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
+    st, _ = _sell.layout(owner, values, cols, ptrs, shape)
+    return {"kernel": "csr_spmm_kernel", **csr_spmm_counts(shape[0], _ncols(x), st.nnz, st.slices)}
+
+
+def _ncols(x):
+    return 1 if x.dim() == 1 else x.shape[1]
+
+
+@SPMM.lowering("nki", dtypes=KERNEL_DTYPES, supports=_spmm_supports, counts=_spmm_counts)
+def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
+    st, sv = _sell.layout(owner, values, cols, ptrs, shape)
+    vec = x.dim() == 1
+    b = (x[:, None] if vec else x).contiguous()
+    rloc = st.rloc if st.rloc.numel() else torch.zeros(1, dtype=F32)
+    C = nki.run(csr_spmm_kernel, sv, st.cols, st.orow, rloc, b, slices=st.slices, out_dtype=F32)
+    C = C.to(x.dtype)
+    return _finish(C[:, 0] if vec else C, alpha, y, beta)
 
 
 # ----------------------------------------------------------------- screened SpMM

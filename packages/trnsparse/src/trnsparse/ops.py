@@ -56,8 +56,11 @@ def _finish(result, alpha, y, beta):
 
 # --------------------------------------------------------------- SpMV / SpMM
 
-def _spmv_torch(values, col_indices, row_ptrs, shape, x, alpha, y, beta):
-    """y <- alpha * A @ x + beta * y for CSR arrays; x 1-D or 2-D."""
+def _spmv_torch(values, col_indices, row_ptrs, shape, x, alpha, y, beta, owner=None):
+    """y <- alpha * A @ x + beta * y for CSR arrays; x 1-D or 2-D.
+
+    ``owner``: the matrix holding the arrays, where the NKI lowering caches its device layout
+    (unused here)."""
     return _finish(_host.spmv(values, col_indices, row_ptrs, shape, x), alpha, y, beta)
 
 
@@ -133,9 +136,21 @@ def _apply(A: SparseMatrix, x: torch.Tensor, alpha, y, beta):
     if isinstance(A, BSRMatrix):
         r = BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x)
         return _finish(r, alpha, y, beta)
+    if not isinstance(A, CSRMatrix) and not SPMM.on_torch():
+        # a kernel may run: keep the CSR form (and so its cached device layout) on the matrix,
+        # valid while A's arrays are the same, unmodified tensors
+        from ._sell import cached
+
+        A = cached(A, "_csr_form", (A._values_tensor(), *_index_arrays(A)), A.to_csr)
     A = A.to_csr()
     cols, ptrs = A._host_indices() if _host.host_ok(A.values, x) else (A.col_indices, A.row_ptrs)
-    return SPMM(A.values, cols, ptrs, A.shape, x, alpha, y, beta)
+    return SPMM(A.values, cols, ptrs, A.shape, x, alpha, y, beta, A)
+
+
+def _index_arrays(A):
+    if isinstance(A, CSCMatrix):
+        return A.row_indices, A.col_ptrs
+    return A.row_indices, A.col_indices
 
 
 @numpy_io
