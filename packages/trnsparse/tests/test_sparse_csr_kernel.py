@@ -1,0 +1,189 @@
+"""CSR/CSC SpMV and SpMM through the SELL-128-sigma kernel: results vs SciPy, counters vs the closed form,
+the layout's invariants, and its cache's invalidation.
+
+Matrices are ragged (rows and columns not multiples of 128), with empty rows and one row much longer
+than the others (split into pieces recombined on the Tensor Engine). Tolerances: fp32 products summed
+in fp32 over at most ~300 terms: |error| <= ~300 * 2^-24 * sum|a||x| -- we allow 1e-5 of the largest
+|A| |x| row sum.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+import trnsparse
+from trnsci import nki
+from trnsci.dispatch import NkiFallbackWarning
+from trnsci.testing import assert_counts, kernel_ran
+from trnsparse import _sell
+from trnsparse.kernels.csr_spmm import csr_spmm_counts, csr_spmm_kernel
+from trnsparse.ops import SPMM
+
+pytestmark = pytest.mark.simulator
+
+
+def _case(m=300, n=270, density=0.02, seed=1):
+    """SciPy CSR (float32): random pattern, row 5 dense (the long row), rows 7 and m-1 empty."""
+    rng = np.random.default_rng(seed)
+    S = sp.random(m, n, density=density, random_state=seed, format="lil", dtype=np.float32)
+    S[5, :] = rng.standard_normal(n).astype(np.float32)
+    S[7, :] = 0
+    S[m - 1, :] = 0
+    S = S.tocsr()
+    S.eliminate_zeros()
+    return S
+
+
+def _tol(S, B):
+    return 1e-5 * float((abs(S).astype(np.float64) @ np.abs(B.astype(np.float64))).max())
+
+
+def _run(S, B):
+    A = trnsparse.from_scipy(S)
+    st, v = _sell.layout(A, A.values, A.col_indices, A.row_ptrs, A.shape)
+    rloc = st.rloc.numpy() if st.rloc.numel() else np.zeros(1, np.float32)
+    out, prof = nki.profile(csr_spmm_kernel, v.numpy(), st.cols.numpy(), st.orow.numpy(), rloc, B,
+                            slices=st.slices)
+    return st, out, prof
+
+
+@pytest.mark.parametrize("N", [1, 3, 600])  # vector; few columns; two 512-column panels
+def test_csr_spmm_kernel_vs_scipy_and_closed_form(N):
+    S = _case()
+    B = np.random.default_rng(N).standard_normal((S.shape[1], N)).astype(np.float32)
+    st, out, prof = _run(S, B)
+    ref = S.astype(np.float64) @ B.astype(np.float64)
+    np.testing.assert_allclose(out, ref, rtol=0, atol=_tol(S, B))
+    assert np.all(out[[7, S.shape[0] - 1]] == 0)  # empty rows written as zeros
+    assert_counts(prof, csr_spmm_counts(S.shape[0], N, S.nnz, st.slices))
+    # the closed form spelled out: values + indices of every slot, the row map, the split slices'
+    # local rows, B rows once per stored entry (padding gathers skipped); y written once
+    split_pc = sum(s[0] for s in st.slices if s[6] >= 0)
+    assert split_pc > 0  # the long row was split
+    assert prof.hbm_read_bytes == 8 * st.slots + 4 * S.shape[0] + 4 * split_pc + 4 * N * S.nnz
+    assert prof.hbm_write_bytes == 4 * S.shape[0] * N
+
+
+def test_sell_layout_invariants():
+    S = _case(m=700, n=333, density=0.01, seed=4)
+    A = trnsparse.from_scipy(S)
+    st = _sell.build_structure(A.col_indices, A.row_ptrs, A.shape)
+    m, n = S.shape
+    # reconstruct A from the slots alone (independent of the kernel): every entry in exactly one slot
+    vals = _sell.slot_values(st, A.values).numpy()
+    cols = st.cols.numpy()
+    D = np.zeros((m, n))
+    orow, rloc = st.orow.numpy(), st.rloc.numpy()
+    seen = []
+    for pc, w, R, full, off, ooff, loff in st.slices:
+        assert 0 < pc <= 128 and R <= pc
+        blk_v = vals[off:off + pc * w].reshape(pc, w)
+        blk_c = cols[off:off + pc * w].reshape(pc, w)
+        local = rloc[loff:loff + pc].astype(int) if loff >= 0 else np.arange(pc)
+        assert loff >= 0 or R == pc
+        rows = orow[ooff:ooff + R][local]
+        pad = blk_c == n
+        assert np.all(blk_v[pad] == 0) and np.all(~pad[:, :full])
+        for p in range(pc):
+            np.add.at(D[rows[p]], blk_c[p][~pad[p]], blk_v[p][~pad[p]])
+        seen.extend(orow[ooff:ooff + R])
+    assert sorted(seen) == list(range(m))  # every row (empty ones too) is one slice's output once
+    np.testing.assert_array_equal(D, S.toarray())
+    # sorted layout: padding telescopes to at most 128 * K slots
+    assert S.nnz <= st.slots <= S.nnz + 128 * st.K
+    assert st.K < S.shape[1]  # the dense row was split
+
+
+def _poisson2d(k):
+    T = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(k, k))
+    return (sp.kron(sp.eye(k), T) + sp.kron(T, sp.eye(k))).tocsr().astype(np.float32)
+
+
+def test_spmv_poisson_hbm_bytes_within_1p5x_of_floor():
+    # 2-D Poisson on a 23 x 23 grid (529 rows, ragged): no split row, 5 slices
+    S = _poisson2d(23)
+    x = np.random.default_rng(0).standard_normal(S.shape[1]).astype(np.float32)
+    st, out, prof = _run(S, x[:, None])
+    np.testing.assert_allclose(out[:, 0], S.astype(np.float64) @ x, rtol=0, atol=_tol(S, x[:, None]))
+    m, n = S.shape
+    floor = 8 * S.nnz + 4 * (n + m)  # values + indices once, x and y once
+    assert all(s[6] < 0 for s in st.slices)
+    assert prof.hbm_read_bytes + prof.hbm_write_bytes <= 1.5 * floor
+
+
+def test_spmv_spmm_public_paths_csr_csc_batches():
+    S = _case(m=260, n=150, density=0.03, seed=7)
+    rng = np.random.default_rng(3)
+    x = torch.from_numpy(rng.standard_normal(150).astype(np.float32))
+    y0 = torch.from_numpy(rng.standard_normal(260).astype(np.float32))
+    A = trnsparse.from_scipy(S)
+    with kernel_ran("csr_spmm_kernel"):
+        y = trnsparse.spmv(A, x, alpha=-2.0, y=y0, beta=0.5)
+    ref = -2.0 * (S.astype(np.float64) @ x.double().numpy()) + 0.5 * y0.double().numpy()
+    np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=3 * _tol(S, x.numpy()[:, None]) + 1e-6)
+    # CSC input and a batch of 130 right-hand sides (> 128)
+    C = trnsparse.from_scipy(S, format="csc")
+    B = rng.standard_normal((150, 130)).astype(np.float32)
+    with kernel_ran("csr_spmm_kernel"):
+        Y = trnsparse.spmm(C, B)  # NumPy in, NumPy out
+    np.testing.assert_allclose(Y, S.astype(np.float64) @ B, rtol=0, atol=_tol(S, B))
+    # same through the operator; the torch path agrees
+    with kernel_ran("csr_spmm_kernel"):
+        Z = A @ torch.from_numpy(B)
+    with trnsparse.use_backend("torch"):
+        T = trnsparse.spmm(A, torch.from_numpy(B))
+    np.testing.assert_allclose(Z.numpy(), T.numpy(), rtol=0, atol=_tol(S, B))
+
+
+def test_layout_cached_and_invalidated_with_the_matrix():
+    S = _case(m=200, n=180, density=0.03, seed=9)
+    A = trnsparse.from_scipy(S)
+    x = torch.ones(180)
+    with kernel_ran("csr_spmm_kernel", "csr_spmm_kernel"):
+        trnsparse.spmv(A, x)
+        st = A.__dict__["_sell_structure"][1]
+        vals = A.__dict__["_sell_values"][1][1]
+        y1 = trnsparse.spmv(A, x)
+    assert A.__dict__["_sell_structure"][1] is st and A.__dict__["_sell_values"][1][1] is vals  # built once
+    np.testing.assert_allclose(y1.numpy(), S @ np.ones(180), rtol=0, atol=_tol(S, np.ones((180, 1))))
+    # in-place change of the values: the slot values are rebuilt, the structure kept
+    A.values.mul_(3.0)
+    with kernel_ran("csr_spmm_kernel"):
+        y3 = trnsparse.spmv(A, x)
+    assert A.__dict__["_sell_structure"][1] is st
+    np.testing.assert_allclose(y3.numpy(), 3 * (S @ np.ones(180)), rtol=0, atol=3 * _tol(S, np.ones((180, 1))))
+    # a new values tensor: rebuilt again
+    A.values = torch.full_like(A.values, 2.0)
+    with kernel_ran("csr_spmm_kernel"):
+        y2 = trnsparse.spmv(A, x)
+    np.testing.assert_allclose(y2.numpy(), 2.0 * np.diff(S.indptr), rtol=0, atol=0)
+    # a CSC matrix keeps its CSR form (and so the layout) while its arrays are unchanged
+    C = trnsparse.from_scipy(S, format="csc")
+    with kernel_ran("csr_spmm_kernel", "csr_spmm_kernel"):
+        trnsparse.spmv(C, x)
+        form = C.__dict__["_csr_form"][1]
+        trnsparse.spmv(C, x)
+    assert C.__dict__["_csr_form"][1] is form
+    C.values.zero_()
+    with kernel_ran("csr_spmm_kernel"):
+        assert not trnsparse.spmv(C, x).any()
+
+
+def test_kernel_failure_falls_back_with_one_warning():
+    S = _case(m=150, n=140, density=0.03, seed=2)
+    A = trnsparse.from_scipy(S)
+    x = torch.ones(140)
+
+    def broken(*args):
+        raise RuntimeError("injected")
+
+    low = SPMM.lowering_for("nki")
+    with SPMM.override("nki", broken, supports=low.supports, counts=low.counts), \
+            trnsparse.use_backend("simulator"), warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        y = trnsparse.spmv(A, x)
+    assert sum(issubclass(r.category, NkiFallbackWarning) for r in w) == 1
+    np.testing.assert_allclose(y.numpy(), S @ np.ones(140), rtol=0, atol=_tol(S, np.ones((140, 1))))
