@@ -1,5 +1,8 @@
-"""CSR/CSC SpMV and SpMM through the SELL-128-sigma kernel: results vs SciPy, counters vs the closed form,
-the layout's invariants, and its cache's invalidation.
+"""CSR/CSC SpMV and SpMM kernels: results vs SciPy, counters vs the closed forms, the layouts' invariants,
+and their cache's invalidation.
+
+SpMV (one column) runs ``csr_spmv_kernel`` (column-blocked ELL-128, x resident on chip); SpMM runs
+``csr_spmm_kernel`` (SELL-128-sigma, B rows gathered by indirect DMA).
 
 Matrices are ragged (rows and columns not multiples of 128), with empty rows and one row much longer
 than the others (split into pieces recombined on the Tensor Engine). Tolerances: fp32 products summed
@@ -20,6 +23,7 @@ from trnsci.dispatch import NkiFallbackWarning
 from trnsci.testing import assert_counts, kernel_ran
 from trnsparse import _sell
 from trnsparse.kernels.csr_spmm import csr_spmm_counts, csr_spmm_kernel
+from trnsparse.kernels.csr_spmv import csr_spmv_counts, csr_spmv_kernel
 from trnsparse.ops import SPMM
 
 pytestmark = pytest.mark.simulator
@@ -102,16 +106,74 @@ def _poisson2d(k):
     return (sp.kron(sp.eye(k), T) + sp.kron(T, sp.eye(k))).tocsr().astype(np.float32)
 
 
+def _run_ell(S, x):
+    A = trnsparse.from_scipy(S)
+    st, v = _sell.ell_layout(A, A.values, A.col_indices, A.row_ptrs, A.shape)
+    tg = st.target.numpy() if st.target.numel() else np.zeros((1, 2), np.float32)
+    out, prof = nki.profile(csr_spmv_kernel, v.numpy(), st.cols, tg, x, blocks=st.blocks, M=S.shape[0])
+    return st, out, prof
+
+
 def test_spmv_poisson_hbm_bytes_within_1p5x_of_floor():
-    # 2-D Poisson on a 23 x 23 grid (529 rows, ragged): no split row, 5 slices
+    # 2-D Poisson on a 23 x 23 grid (529 rows, ragged): no long row
     S = _poisson2d(23)
-    x = np.random.default_rng(0).standard_normal(S.shape[1]).astype(np.float32)
-    st, out, prof = _run(S, x[:, None])
-    np.testing.assert_allclose(out[:, 0], S.astype(np.float64) @ x, rtol=0, atol=_tol(S, x[:, None]))
+    x = np.random.default_rng(0).standard_normal((S.shape[1], 1)).astype(np.float32)
+    st, out, prof = _run_ell(S, x)
+    np.testing.assert_allclose(out, S.astype(np.float64) @ x, rtol=0, atol=_tol(S, x))
     m, n = S.shape
     floor = 8 * S.nnz + 4 * (n + m)  # values + indices once, x and y once
-    assert all(s[6] < 0 for s in st.slices)
-    assert prof.hbm_read_bytes + prof.hbm_write_bytes <= 1.5 * floor
+    assert not any(b[3] for b in st.blocks)
+    assert_counts(prof, csr_spmv_counts(m, n, st.blocks))
+    assert prof.hbm_read_bytes + prof.hbm_write_bytes <= 1.05 * floor  # measured 1.024
+
+
+@pytest.mark.parametrize("xmax,gmax", [(100, 24), (4096, 2048)])  # 3 column blocks, small groups; defaults
+def test_csr_spmv_kernel_vs_scipy_and_closed_form(monkeypatch, xmax, gmax):
+    monkeypatch.setattr(_sell, "XMAX", xmax)
+    monkeypatch.setattr(_sell, "GMAX", gmax)
+    S = _case()
+    m, n = S.shape
+    x = np.random.default_rng(5).standard_normal((n, 1)).astype(np.float32)
+    st, out, prof = _run_ell(S, x)
+    np.testing.assert_allclose(out, S.astype(np.float64) @ x, rtol=0, atol=_tol(S, x))
+    assert np.all(out[[7, m - 1]] == 0)
+    assert len(st.blocks) == -(-n // xmax)
+    longs = [q for b in st.blocks for q in b[3]]
+    assert longs  # the dense row 5 is cut into pieces recombined by the one-hot matmul
+    assert_counts(prof, csr_spmv_counts(m, n, st.blocks))
+    # spelled out: x once, values + indices of every slot, 2 floats of target per long piece; y once
+    assert prof.hbm_read_bytes == 4 * n + 8 * st.slots + 8 * sum(q[0] for q in longs)
+    assert prof.hbm_write_bytes == 4 * m
+
+
+def test_ell_layout_invariants(monkeypatch):
+    monkeypatch.setattr(_sell, "XMAX", 128)
+    S = _case(m=700, n=333, density=0.01, seed=4)
+    A = trnsparse.from_scipy(S)
+    st = _sell.build_ell(A.col_indices, A.row_ptrs, A.shape)
+    m, n = S.shape
+    vals = _sell.slot_values(st, A.values).numpy()
+    cols = st.cols.astype(np.int64)
+    tg = st.target.numpy().astype(np.int64)
+    D = np.zeros((m, n))
+    for c0, xc, groups, longs in st.blocks:
+        for s0, pc, G, w, off in groups:
+            v = vals[off:off + pc * G * w].reshape(pc, G, w)
+            c = cols[off:off + pc * G * w].reshape(pc, G, w)
+            for p in range(pc):
+                for g in range(G):
+                    keep = c[p, g] < xc
+                    assert np.all(v[p, g][~keep] == 0)
+                    np.add.at(D[128 * (s0 + g) + p], c0 + c[p, g][keep], v[p, g][keep])
+        for pc, w, off, toff, chunks in longs:
+            v = vals[off:off + pc * w].reshape(pc, w)
+            c = cols[off:off + pc * w].reshape(pc, w)
+            for p in range(pc):
+                r = 128 * tg[toff + p, 1] + tg[toff + p, 0]
+                keep = c[p] < xc
+                np.add.at(D[r], c0 + c[p][keep], v[p][keep])
+                assert any(s0 <= r // 128 < s0 + sc for s0, sc in chunks)
+    np.testing.assert_array_equal(D, S.toarray())  # every entry in exactly one slot
 
 
 def test_spmv_spmm_public_paths_csr_csc_batches():
@@ -120,7 +182,7 @@ def test_spmv_spmm_public_paths_csr_csc_batches():
     x = torch.from_numpy(rng.standard_normal(150).astype(np.float32))
     y0 = torch.from_numpy(rng.standard_normal(260).astype(np.float32))
     A = trnsparse.from_scipy(S)
-    with kernel_ran("csr_spmm_kernel"):
+    with kernel_ran("csr_spmv_kernel"):
         y = trnsparse.spmv(A, x, alpha=-2.0, y=y0, beta=0.5)
     ref = -2.0 * (S.astype(np.float64) @ x.double().numpy()) + 0.5 * y0.double().numpy()
     np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=3 * _tol(S, x.numpy()[:, None]) + 1e-6)
@@ -142,33 +204,33 @@ def test_layout_cached_and_invalidated_with_the_matrix():
     S = _case(m=200, n=180, density=0.03, seed=9)
     A = trnsparse.from_scipy(S)
     x = torch.ones(180)
-    with kernel_ran("csr_spmm_kernel", "csr_spmm_kernel"):
+    with kernel_ran("csr_spmv_kernel", "csr_spmv_kernel"):
         trnsparse.spmv(A, x)
-        st = A.__dict__["_sell_structure"][1]
-        vals = A.__dict__["_sell_values"][1][1]
+        st = A.__dict__["_ell_structure"][1]
+        vals = A.__dict__["_ell_values"][1][1]
         y1 = trnsparse.spmv(A, x)
-    assert A.__dict__["_sell_structure"][1] is st and A.__dict__["_sell_values"][1][1] is vals  # built once
+    assert A.__dict__["_ell_structure"][1] is st and A.__dict__["_ell_values"][1][1] is vals  # built once
     np.testing.assert_allclose(y1.numpy(), S @ np.ones(180), rtol=0, atol=_tol(S, np.ones((180, 1))))
     # in-place change of the values: the slot values are rebuilt, the structure kept
     A.values.mul_(3.0)
-    with kernel_ran("csr_spmm_kernel"):
+    with kernel_ran("csr_spmv_kernel"):
         y3 = trnsparse.spmv(A, x)
-    assert A.__dict__["_sell_structure"][1] is st
+    assert A.__dict__["_ell_structure"][1] is st
     np.testing.assert_allclose(y3.numpy(), 3 * (S @ np.ones(180)), rtol=0, atol=3 * _tol(S, np.ones((180, 1))))
     # a new values tensor: rebuilt again
     A.values = torch.full_like(A.values, 2.0)
-    with kernel_ran("csr_spmm_kernel"):
+    with kernel_ran("csr_spmv_kernel"):
         y2 = trnsparse.spmv(A, x)
     np.testing.assert_allclose(y2.numpy(), 2.0 * np.diff(S.indptr), rtol=0, atol=0)
     # a CSC matrix keeps its CSR form (and so the layout) while its arrays are unchanged
     C = trnsparse.from_scipy(S, format="csc")
-    with kernel_ran("csr_spmm_kernel", "csr_spmm_kernel"):
+    with kernel_ran("csr_spmv_kernel", "csr_spmv_kernel"):
         trnsparse.spmv(C, x)
         form = C.__dict__["_csr_form"][1]
         trnsparse.spmv(C, x)
     assert C.__dict__["_csr_form"][1] is form
     C.values.zero_()
-    with kernel_ran("csr_spmm_kernel"):
+    with kernel_ran("csr_spmv_kernel"):
         assert not trnsparse.spmv(C, x).any()
 
 

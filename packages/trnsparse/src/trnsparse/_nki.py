@@ -14,10 +14,12 @@ Host-side work and why it is there (all proportional to what is stored):
   index goes on the partition dim); the block column indices go to the
   kernel as an int32 array and B's rows are gathered on chip by indirect
   DMA. Nothing of A is densified.
-* CSR/CSC SpMV / SpMM: the SELL-128-sigma layout (values and column
-  indices in slot order, the output row map) is built once per matrix by
-  :mod:`trnsparse._sell` and cached on it; x / B rows are gathered on chip
-  by indirect DMA. alpha/beta are applied to the kernel's result in torch.
+* CSR/CSC SpMV / SpMM: the device layout is built once per matrix by
+  :mod:`trnsparse._sell` and cached on it (values and column indices in
+  slot order). SpMV (one column): column-blocked ELL-128, x read once and
+  gathered on chip (``csr_spmv_kernel``). SpMM: SELL-128-sigma, B rows
+  gathered by indirect DMA (``csr_spmm_kernel``). alpha/beta are applied
+  to the kernel's result in torch.
 * SDDMM: X is passed transposed ([k, m]) so k is the partition dim.
 * Attention: Q and K are passed transposed per head ([G, d, S]) so d is
   the partition dim of Q K^T; the tile pattern is a compile-time constant.
@@ -37,6 +39,7 @@ from trnsparse.kernels.bsr_sddmm import bsr_sddmm_counts, bsr_sddmm_kernel
 from trnsparse.kernels.bsr_spmm import bsr_spmm_counts, bsr_spmm_kernel
 from trnsparse.kernels.bsr_spmm import fits as bsr_spmm_fits
 from trnsparse.kernels.csr_spmm import csr_spmm_counts, csr_spmm_kernel
+from trnsparse.kernels.csr_spmv import csr_spmv_counts, csr_spmv_kernel
 from trnsparse.kernels.screened_spmm import screened_spmm_counts, screened_spmm_kernel
 from trnsparse.ops import BSR_SDDMM, BSR_SPMM, SPMM, _finish
 from trnsparse.screening import SCREENED_SPMM
@@ -104,7 +107,15 @@ def _spmm_supports(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
     return None
 
 
+def _resident_x(shape, x):
+    """SpMV (one column) with y on chip: x resident, gathered on chip (csr_spmv_kernel)."""
+    return _ncols(x) == 1 and -(-shape[0] // _sell.TB) <= _sell.SMAX
+
+
 def _spmm_counts(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
+    if _resident_x(shape, x):
+        st, _ = _sell.ell_layout(owner, values, cols, ptrs, shape)
+        return {"kernel": "csr_spmv_kernel", **csr_spmv_counts(shape[0], shape[1], st.blocks)}
     st, _ = _sell.layout(owner, values, cols, ptrs, shape)
     return {"kernel": "csr_spmm_kernel", **csr_spmm_counts(shape[0], _ncols(x), st.nnz, st.slices)}
 
@@ -115,11 +126,16 @@ def _ncols(x):
 
 @SPMM.lowering("nki", dtypes=KERNEL_DTYPES, supports=_spmm_supports, counts=_spmm_counts)
 def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
-    st, sv = _sell.layout(owner, values, cols, ptrs, shape)
     vec = x.dim() == 1
     b = (x[:, None] if vec else x).contiguous()
-    rloc = st.rloc if st.rloc.numel() else torch.zeros(1, dtype=F32)
-    C = nki.run(csr_spmm_kernel, sv, st.cols, st.orow, rloc, b, slices=st.slices, out_dtype=F32)
+    if _resident_x(shape, x):
+        st, sv = _sell.ell_layout(owner, values, cols, ptrs, shape)
+        tg = st.target if st.target.numel() else torch.zeros(1, 2, dtype=F32)
+        C = nki.run(csr_spmv_kernel, sv, st.cols, tg, b, blocks=st.blocks, M=shape[0], out_dtype=F32)
+    else:
+        st, sv = _sell.layout(owner, values, cols, ptrs, shape)
+        rloc = st.rloc if st.rloc.numel() else torch.zeros(1, dtype=F32)
+        C = nki.run(csr_spmm_kernel, sv, st.cols, st.orow, rloc, b, slices=st.slices, out_dtype=F32)
     C = C.to(x.dtype)
     return _finish(C[:, 0] if vec else C, alpha, y, beta)
 

@@ -191,3 +191,177 @@ def layout(owner, values: torch.Tensor, col_indices: torch.Tensor, row_ptrs: tor
         vals = slot_values(st, values)
         owner.__dict__["_sell_values"] = (_stamp((values, col_indices, row_ptrs)), (st, vals))
     return st, vals
+
+
+# --------------------------------------------------------------- SpMV layout: x resident on chip
+
+#: Columns of x resident per pass (fp32: 64 KiB per partition, replicated on all 128 partitions).
+XMAX = 16384
+#: Slots per partition of one ELL group tile (8 KiB of fp32 values).
+GMAX = 2048
+#: Output slices held on chip (y as a [128, S] tile: 32 KiB per partition).
+SMAX = 8192
+
+
+@dataclass(frozen=True)
+class EllStructure:
+    """Column-blocked ELL-128 of a CSR pattern for :mod:`trnsparse.kernels.csr_spmv`.
+
+    Rows stay in their natural order (slice s = rows 128 s .. 128 s + 127, so y
+    leaves the chip in one contiguous store); rows longer than ``K`` are
+    taken out of the ELL part and cut into pieces of at most ``K`` entries
+    (packed 128 per *long slice*, recombined into y by a one-hot matmul).
+    Columns are cut into blocks of at most ``XMAX``; per block, consecutive
+    slices of (nearly) equal width form *groups* loaded by one DMA.
+    """
+
+    shape: tuple
+    nnz: int
+    K: int
+    #: per column block: (c0, xc, groups, longs); a group is (s0, pc, G, w, off): slices s0 .. s0+G-1,
+    #: pc partitions, width w, stored [pc, G, w] at slot offset off; a long slice is (pc, w, off, toff,
+    #: chunks): pieces [pc, w] at off, targets at toff, chunks the (s0, sc) spans of y slices it touches
+    blocks: tuple
+    pos: torch.Tensor      # (nnz,) int64: slot of each stored entry
+    cols: np.ndarray       # (slots,) uint32: column within the block (xc = padding: a zero on chip)
+    target: torch.Tensor   # (long pieces, 2) float32: (row % 128, row // 128) of each long piece
+
+    @property
+    def slots(self) -> int:
+        return int(self.cols.size)
+
+
+def _ell_widths(cnt, ok, m):
+    """Per 128-row slice: the widest count among rows with ``ok`` (0 if none)."""
+    S = -(-m // TB)
+    c = np.where(ok, cnt, 0)
+    c = np.concatenate([c, np.zeros(S * TB - m, c.dtype)])
+    return c.reshape(S, TB).max(axis=1)
+
+
+def _choose_k(lens, cnts, m):
+    """The long-row cut ``K``: fewest slots (ELL padding + long pieces), preferring fewer long rows."""
+    if m == 0 or lens.max() == 0:
+        return max(1, int(lens.max()) if m else 1)
+    pc = np.full(-(-m // TB), TB)
+    pc[-1] = m - TB * (pc.size - 1)
+    cands = sorted({int(np.percentile(lens, q, method="higher")) for q in (50, 75, 90, 95, 99, 99.9)}
+                   | {int(lens.max())})
+    cands = [k for k in cands if k > 0]
+    cost = {}
+    for k in cands:
+        ok = lens <= k
+        ell = sum(int((pc * _ell_widths(c, ok, m)).sum()) for c in cnts)
+        lng = sum(int((-(-c[~ok] // k)).sum()) * k for c in cnts)
+        cost[k] = ell + lng
+    best = min(cost.values())
+    return max(k for k in cands if cost[k] <= 1.1 * best)
+
+
+def build_ell(col_indices: torch.Tensor, row_ptrs: torch.Tensor, shape) -> EllStructure:
+    """The :class:`EllStructure` of a canonical CSR pattern (columns sorted inside rows)."""
+    m, n = shape
+    ptr = row_ptrs.detach().cpu().numpy().astype(np.int64)
+    col = col_indices.detach().cpu().numpy().astype(np.int64)
+    nnz = int(ptr[-1]) if ptr.size else 0
+    lens = np.diff(ptr)
+    XC = max(1, min(n, XMAX))
+    nb = max(1, -(-n // XC))
+    rows_e = np.repeat(np.arange(m), lens)
+    bc = col // XC
+    cnts = [np.bincount(rows_e[bc == c], minlength=m) for c in range(nb)]
+    K = _choose_k(lens, cnts, m)
+    long_row = lens > K
+    S = -(-m // TB)
+    # rank of each entry inside its (row, block) run (columns are sorted inside rows)
+    key = rows_e * nb + bc
+    start = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]])) if nnz else np.zeros(0, np.int64)
+    run_id = np.cumsum(np.concatenate([[False], key[1:] != key[:-1]])) if nnz else np.zeros(0, np.int64)
+    k_in = np.arange(nnz) - start[run_id] if nnz else np.zeros(0, np.int64)
+    pos = np.empty(nnz, np.int64)
+    cols_out, targets, blocks = [], [], []
+    off = toff = 0
+    for c in range(nb):
+        c0, xc = c * XC, min(XC, n - c * XC)
+        w_s = _ell_widths(cnts[c], ~long_row, m)
+        # groups of consecutive full slices of nearly equal width
+        groups, s = [], 0
+        slice_group = np.full(S, -1)
+        while s < S:
+            if w_s[s] == 0:
+                s += 1
+                continue
+            pc = min(TB, m - TB * s)
+            G, lo, hi = 1, w_s[s], w_s[s]
+            while pc == TB and s + G < S and m - TB * (s + G) >= TB and w_s[s + G] > 0:
+                nlo, nhi = min(lo, w_s[s + G]), max(hi, w_s[s + G])
+                if nhi * (G + 1) > GMAX or nhi - nlo > max(1, nhi // 8):
+                    break
+                lo, hi, G = nlo, nhi, G + 1
+            slice_group[s:s + G] = len(groups)
+            groups.append((s, pc, G, int(hi), off))
+            off += pc * G * int(hi)
+            s += G
+        # slots of the ELL entries of this block
+        sel = (bc == c) & ~long_row[rows_e]
+        r, k = rows_e[sel], k_in[sel]
+        sl = r // TB
+        g = np.asarray(groups, np.int64).reshape(-1, 5)[slice_group[sl]] if r.size else np.zeros((0, 5), np.int64)
+        pos[sel] = g[:, 4] + (r % TB) * g[:, 2] * g[:, 3] + (sl - g[:, 0]) * g[:, 3] + k
+        blk = np.full(off - (groups[0][4] if groups else off), xc, np.int64)
+        base = groups[0][4] if groups else off
+        blk[pos[sel] - base] = col[sel] - c0
+        cols_out.append(blk)
+        # long pieces of this block: row-major, K entries each, 128 per long slice
+        lr = np.flatnonzero(long_row & (cnts[c] > 0))
+        npieces = -(-cnts[c][lr] // K)
+        pstart = np.concatenate([[0], np.cumsum(npieces)])
+        longs = []
+        if lr.size:
+            total = int(pstart[-1])
+            prow = np.repeat(lr, npieces)
+            plen = np.minimum(K, cnts[c][prow] - (np.arange(total) - pstart[np.repeat(np.arange(lr.size), npieces)])
+                              * K)
+            lbase = off
+            for q0 in range(0, total, TB):
+                pcl = min(TB, total - q0)
+                wl = int(plen[q0:q0 + pcl].max())
+                rr = prow[q0:q0 + pcl]
+                sl_touch = np.unique(rr // TB)
+                chunks = tuple((int(ch * 512), int(min(512, S - ch * 512))) for ch in np.unique(sl_touch // 512))
+                longs.append((pcl, wl, off, toff, chunks))
+                targets.append(np.stack([rr % TB, rr // TB], axis=1))
+                off += pcl * wl
+                toff += pcl
+            # slots of the long entries
+            sel = (bc == c) & long_row[rows_e]
+            r, k = rows_e[sel], k_in[sel]
+            li = np.searchsorted(lr, r)
+            piece = pstart[li] + k // K
+            ls = piece // TB
+            lw = np.asarray([x[1] for x in longs], np.int64)
+            lo_ = np.asarray([x[2] for x in longs], np.int64)
+            pos[sel] = lo_[ls] + (piece % TB) * lw[ls] + k % K
+            lblk = np.full(off - lbase, xc, np.int64)
+            lblk[pos[sel] - lbase] = col[sel] - c0
+            cols_out.append(lblk)
+        blocks.append((c0, xc, tuple(groups), tuple(longs)))
+    cols_all = np.concatenate(cols_out) if cols_out else np.zeros(0, np.int64)
+    tg = np.concatenate(targets).astype(np.float32) if targets else np.zeros((0, 2), np.float32)
+    return EllStructure((m, n), nnz, K, tuple(blocks), torch.from_numpy(pos), cols_all.astype(np.uint32),
+                        torch.from_numpy(tg))
+
+
+def ell_layout(owner, values, col_indices, row_ptrs, shape):
+    """``(EllStructure, slot values)``, cached on ``owner`` like :func:`layout`."""
+    shape = tuple(shape)
+    st = cached(owner, "_ell_structure", (col_indices, row_ptrs), lambda: build_ell(col_indices, row_ptrs, shape))
+    if st.shape != shape:
+        st = build_ell(col_indices, row_ptrs, shape)
+        owner.__dict__["_ell_structure"] = (_stamp((col_indices, row_ptrs)), st)
+    built_on, vals = cached(owner, "_ell_values", (values, col_indices, row_ptrs),
+                            lambda: (st, slot_values(st, values)))
+    if built_on is not st:
+        vals = slot_values(st, values)
+        owner.__dict__["_ell_values"] = (_stamp((values, col_indices, row_ptrs)), (st, vals))
+    return st, vals
