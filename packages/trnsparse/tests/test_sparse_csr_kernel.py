@@ -234,6 +234,20 @@ def test_layout_cached_and_invalidated_with_the_matrix():
         assert not trnsparse.spmv(C, x).any()
 
 
+def test_dense_rows_fit_sbuf_in_both_kernels():
+    # 200 x 3000 at 90%: every row ~2700 entries, more than one ELL group tile (2048) or SELL piece (1024)
+    S = sp.random(200, 3000, density=0.9, random_state=0, format="csr", dtype=np.float32)
+    A = trnsparse.from_scipy(S)
+    rng = np.random.default_rng(0)
+    x, B = rng.standard_normal(3000).astype(np.float32), rng.standard_normal((3000, 2)).astype(np.float32)
+    with kernel_ran("csr_spmv_kernel"):
+        y = trnsparse.spmv(A, torch.from_numpy(x))
+    with kernel_ran("csr_spmm_kernel"):
+        Y = trnsparse.spmm(A, torch.from_numpy(B))
+    np.testing.assert_allclose(y.numpy(), S.astype(np.float64) @ x, rtol=0, atol=_tol(S, x[:, None]))
+    np.testing.assert_allclose(Y.numpy(), S.astype(np.float64) @ B, rtol=0, atol=_tol(S, B))
+
+
 def test_kernel_failure_falls_back_with_one_warning():
     S = _case(m=150, n=140, density=0.03, seed=2)
     A = trnsparse.from_scipy(S)

@@ -69,7 +69,7 @@ def piece_width(lens: np.ndarray) -> int:
     if max_len == 0:
         return 1
     q = int(np.sort(lens)[::-1][min(m - 1, m // 64)])
-    return max(1, min(max_len, max(-(-max_len // TB), q)))
+    return max(1, min(max_len, max(-(-max_len // TB), min(q, KMAX))))
 
 
 def build_structure(col_indices: torch.Tensor, row_ptrs: torch.Tensor, shape) -> SellStructure:
@@ -247,7 +247,7 @@ def _choose_k(lens, cnts, m):
     pc[-1] = m - TB * (pc.size - 1)
     cands = sorted({int(np.percentile(lens, q, method="higher")) for q in (50, 75, 90, 95, 99, 99.9)}
                    | {int(lens.max())})
-    cands = [k for k in cands if k > 0]
+    cands = sorted({min(k, GMAX) for k in cands if k > 0})  # an ELL tile row or a piece fits one group tile
     cost = {}
     for k in cands:
         ok = lens <= k
