@@ -234,16 +234,24 @@ def test_layout_cached_and_invalidated_with_the_matrix():
         assert not trnsparse.spmv(C, x).any()
 
 
-def test_dense_rows_fit_sbuf_in_both_kernels():
-    # 200 x 3000 at 90%: every row ~2700 entries, more than one ELL group tile (2048) or SELL piece (1024)
-    S = sp.random(200, 3000, density=0.9, random_state=0, format="csr", dtype=np.float32)
+def test_dense_rows_capped_at_one_tile(monkeypatch):
+    # caps lowered so that a small matrix exercises them: rows of ~540 entries, wider than one ELL group
+    # tile (GMAX) and one SELL piece (KMAX); the kernels then cut them (an uncapped tile would overflow SBUF
+    # at the real caps)
+    monkeypatch.setattr(_sell, "GMAX", 256)
+    monkeypatch.setattr(_sell, "KMAX", 128)
+    S = sp.random(130, 600, density=0.9, random_state=0, format="csr", dtype=np.float32)
     A = trnsparse.from_scipy(S)
     rng = np.random.default_rng(0)
-    x, B = rng.standard_normal(3000).astype(np.float32), rng.standard_normal((3000, 2)).astype(np.float32)
+    x, B = rng.standard_normal(600).astype(np.float32), rng.standard_normal((600, 2)).astype(np.float32)
     with kernel_ran("csr_spmv_kernel"):
         y = trnsparse.spmv(A, torch.from_numpy(x))
     with kernel_ran("csr_spmm_kernel"):
         Y = trnsparse.spmm(A, torch.from_numpy(B))
+    ell, sell = A.__dict__["_ell_structure"][1], A.__dict__["_sell_structure"][1]
+    widths = [g[3] for b in ell.blocks for g in b[2]] + [q[1] for b in ell.blocks for q in b[3]]
+    assert ell.K <= 256 and max(widths) <= 256
+    assert sell.K <= 128 and max(s[1] for s in sell.slices) <= 128
     np.testing.assert_allclose(y.numpy(), S.astype(np.float64) @ x, rtol=0, atol=_tol(S, x[:, None]))
     np.testing.assert_allclose(Y.numpy(), S.astype(np.float64) @ B, rtol=0, atol=_tol(S, B))
 
