@@ -62,6 +62,11 @@ CASES = {
         (trnsparse.bsr_spmm, (_bsr(20, 30, block_size=8), _t(30, 2))),  # block size 8
         (trnsparse.bsr_spmm, (_bsr(150, 200), _t(200, 3, grad=True))),  # autograd
     ],
+    "trnsparse.sddmm": [
+        (trnsparse.sddmm, (_csr(150, 140), _t(150, 5), _t(5, 140)), {"alpha": 2.0, "beta": 0.5}),
+        (trnsparse.sddmm, (_csr(150, 140, F64), _t(150, 5, dtype=F64), _t(5, 140, dtype=F64))),
+        (trnsparse.sddmm, (_csr(150, 140), _t(150, 5, grad=True), _t(5, 140))),  # autograd
+    ],
     "trnsparse.bsr_sddmm": [
         (trnsparse.sddmm, (_bsr(150, 200), _t(150, 5), _t(5, 200))),
         (trnsparse.sddmm, (_bsr(150, 200, F64), _t(150, 5, dtype=F64), _t(5, 200, dtype=F64))),

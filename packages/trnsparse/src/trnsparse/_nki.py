@@ -20,7 +20,11 @@ Host-side work and why it is there (all proportional to what is stored):
   gathered on chip (``csr_spmv_kernel``). SpMM: SELL-128-sigma, B rows
   gathered by indirect DMA (``csr_spmm_kernel``). alpha/beta are applied
   to the kernel's result in torch.
-* SDDMM: X is passed transposed ([k, m]) so k is the partition dim.
+* SDDMM on a BSR pattern: X is passed transposed ([k, m]) so k is the
+  partition dim. On a CSR pattern: the SELL layout of the SpMM kernel, Y
+  passed transposed ([n, k]: a column of Y is one row to gather); the
+  kernel's slot-ordered result is mapped back to CSR order on the host
+  (one gather of nnz entries), alpha/beta applied there.
 * Attention: Q and K are passed transposed per head ([G, d, S]) so d is
   the partition dim of Q K^T; the tile pattern is a compile-time constant.
 * Screened SpMM: A is passed transposed ([n, n], one pass), the Schwarz
@@ -38,10 +42,11 @@ from trnsparse.kernels.attention import attention_counts, block_sparse_attention
 from trnsparse.kernels.bsr_sddmm import bsr_sddmm_counts, bsr_sddmm_kernel
 from trnsparse.kernels.bsr_spmm import bsr_spmm_counts, bsr_spmm_kernel
 from trnsparse.kernels.bsr_spmm import fits as bsr_spmm_fits
+from trnsparse.kernels.csr_sddmm import csr_sddmm_counts, csr_sddmm_kernel
 from trnsparse.kernels.csr_spmm import csr_spmm_counts, csr_spmm_kernel
 from trnsparse.kernels.csr_spmv import csr_spmv_counts, csr_spmv_kernel
 from trnsparse.kernels.screened_spmm import screened_spmm_counts, screened_spmm_kernel
-from trnsparse.ops import BSR_SDDMM, BSR_SPMM, SPMM, _finish
+from trnsparse.ops import BSR_SDDMM, BSR_SPMM, SDDMM, SPMM, _finish
 from trnsparse.screening import SCREENED_SPMM
 
 F32 = torch.float32
@@ -138,6 +143,48 @@ def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
         C = nki.run(csr_spmm_kernel, sv, st.cols, st.orow, rloc, b, slices=st.slices, out_dtype=F32)
     C = C.to(x.dtype)
     return _finish(C[:, 0] if vec else C, alpha, y, beta)
+
+
+# ----------------------------------------------------------------- SDDMM on a CSR pattern
+
+def _sddmm_supports(cols, ptrs, values, X, Y, alpha, beta, owner=None):
+    if owner is None:
+        return "no matrix to cache the device layout on (call through sddmm)"
+    if _grad(values, X, Y):
+        return "autograd: the kernel has no backward (the torch path is differentiable)"
+    if cols.numel() == 0 or X.shape[1] == 0:
+        return "no stored entry or k = 0: nothing to compute"
+    if isinstance(alpha, complex) or isinstance(beta, complex):
+        return "complex alpha/beta with real data"
+    m = X.shape[0]
+    longest = int((ptrs[1:m + 1] - ptrs[:m]).max())
+    if longest > _sell.TB * _sell.KMAX:
+        return f"a row of {longest} entries: more than 128 x {_sell.KMAX} slots (one slice)"
+    return None
+
+
+def _sddmm_layout(owner, cols, ptrs, X, Y):
+    st = _sell.structure(owner, cols, ptrs, (X.shape[0], Y.shape[1]))
+    prow = _sell.cached(owner, "_sell_prow", (cols, ptrs), lambda: _sell.partition_rows(st))
+    return st, prow
+
+
+def _sddmm_counts(cols, ptrs, values, X, Y, alpha, beta, owner=None):
+    st, _ = _sddmm_layout(owner, cols, ptrs, X, Y)
+    return {"kernel": "csr_sddmm_kernel", **csr_sddmm_counts(X.shape[1], st.nnz, st.slices)}
+
+
+@SDDMM.lowering("nki", dtypes=KERNEL_DTYPES, supports=_sddmm_supports, counts=_sddmm_counts)
+def _sddmm_nki(cols, ptrs, values, X, Y, alpha, beta, owner=None):
+    st, prow = _sddmm_layout(owner, cols, ptrs, X, Y)
+    out = nki.run(csr_sddmm_kernel, st.cols, prow, X.contiguous(), Y.mT.contiguous(), slices=st.slices,
+                  out_dtype=F32)
+    out = out[st.pos.to(out.device)]  # slot order -> CSR order (a gather of nnz entries)
+    if alpha != 1:
+        out = out.mul_(alpha)
+    if beta != 0:
+        out = out.add_(values, alpha=beta)
+    return out.to(values.dtype)
 
 
 # ----------------------------------------------------------------- screened SpMM

@@ -173,18 +173,33 @@ def cached(owner, key: str, sources: tuple, build):
     return val
 
 
-def layout(owner, values: torch.Tensor, col_indices: torch.Tensor, row_ptrs: torch.Tensor, shape):
-    """``(structure, slot values)`` of CSR arrays, cached on the matrix ``owner`` that holds them.
-
-    The structure is keyed on the index arrays only (a new ``values`` tensor with the same
-    pattern, as in a Newton or time-stepping loop, re-gathers the values but keeps the structure).
-    """
+def structure(owner, col_indices: torch.Tensor, row_ptrs: torch.Tensor, shape) -> SellStructure:
+    """The :class:`SellStructure` of CSR index arrays, cached on ``owner`` (see :func:`cached`)."""
     shape = tuple(shape)
     st = cached(owner, "_sell_structure", (col_indices, row_ptrs),
                 lambda: build_structure(col_indices, row_ptrs, shape))
     if st.shape != shape:  # the owner's shape changed under the same index tensors
         st = build_structure(col_indices, row_ptrs, shape)
         owner.__dict__["_sell_structure"] = (_stamp((col_indices, row_ptrs)), st)
+    return st
+
+
+def partition_rows(st: SellStructure) -> torch.Tensor:
+    """(sum pc,) int32: the matrix row of every partition of every slice, slice after slice."""
+    parts = []
+    for pc, _w, R, _full, _off, ooff, loff in st.slices:
+        local = st.rloc[loff:loff + pc].to(torch.int64) if loff >= 0 else torch.arange(pc)
+        parts.append(st.orow[ooff:ooff + R][local])
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int32)
+
+
+def layout(owner, values: torch.Tensor, col_indices: torch.Tensor, row_ptrs: torch.Tensor, shape):
+    """``(structure, slot values)`` of CSR arrays, cached on the matrix ``owner`` that holds them.
+
+    The structure is keyed on the index arrays only (a new ``values`` tensor with the same
+    pattern, as in a Newton or time-stepping loop, re-gathers the values but keeps the structure).
+    """
+    st = structure(owner, col_indices, row_ptrs, shape)
     built_on, vals = cached(owner, "_sell_values", (values, col_indices, row_ptrs),
                             lambda: (st, slot_values(st, values)))
     if built_on is not st:

@@ -383,8 +383,10 @@ def spgemm(A, B) -> CSRMatrix:
     return CSRMatrix._make(vals, cols, ptrs, (sa[0], sb[1]), is_sorted)
 
 
-def _sddmm_torch(col_indices, row_ptrs, values, X, Y, alpha, beta):
-    """values_out = alpha * (X @ Y)[i, j] + beta * values, for every stored (i, j)."""
+def _sddmm_torch(col_indices, row_ptrs, values, X, Y, alpha, beta, owner=None):
+    """values_out = alpha * (X @ Y)[i, j] + beta * values, for every stored (i, j).
+
+    ``owner``: the pattern's matrix, where the NKI lowering caches its device layout (unused here)."""
     nnz = col_indices.numel()
     rows = _host.row_indices(row_ptrs, nnz)
     k = X.shape[1]
@@ -399,8 +401,11 @@ def _sddmm_torch(col_indices, row_ptrs, values, X, Y, alpha, beta):
 
 
 SDDMM = Op(
-    "trnsparse.sddmm", "flops", float("inf"),  # CSR pattern: no kernel (the BSR pattern has one)
+    "trnsparse.sddmm", "flops", 8 * _TILE_FLOPS,
     size=lambda cols, ptrs, values, X, Y, *r: 2.0 * cols.shape[0] * X.shape[1],
+    dtype=lambda cols, ptrs, values, *r: values.dtype,
+    describe=lambda cols, ptrs, values, X, Y, *r: f"CSR pattern {X.shape[0]}x{Y.shape[1]} nnz={cols.shape[0]}, "
+                                                  f"k={X.shape[1]}",
     doc="alpha (X @ Y) sampled on a CSR pattern + beta A; flops = 2 nnz k",
 )
 SDDMM.lowering("torch")(_sddmm_torch)
@@ -473,7 +478,7 @@ def sddmm(A_pattern, X, Y, alpha=1.0, beta=0.0) -> CSRMatrix:
     if bsr:
         blocks = BSR_SDDMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, X, Y, alpha, beta)
         return BSRMatrix._make(blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size)
-    vals = SDDMM(A.col_indices, A.row_ptrs, A.values, X, Y, alpha, beta)
+    vals = SDDMM(A.col_indices, A.row_ptrs, A.values, X, Y, alpha, beta, A)
     return CSRMatrix._make(vals, A.col_indices, A.row_ptrs, A.shape, A.has_sorted_indices)
 
 
