@@ -312,3 +312,24 @@ def test_csr_sddmm_public_path_alpha_beta():
     with trnsparse.use_backend("torch"):
         T = trnsparse.sddmm(A, torch.from_numpy(X), torch.from_numpy(Y), alpha=-1.5, beta=2.0)
     np.testing.assert_allclose(R.values.numpy(), T.values.numpy(), rtol=0, atol=1e-5 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("uplo", ["upper", "lower"])
+def test_spmv_symmetric_through_the_csr_kernels(uplo):
+    S = _case(m=200, n=200, density=0.05, seed=6)  # row 5 dense: a long row in the symmetric matrix too
+    D = S.toarray().astype(np.float64)
+    T = np.triu(D) if uplo == "upper" else np.tril(D)
+    full = T + T.T - np.diag(np.diag(T))  # independent reference: the symmetric matrix, densely
+    rng = np.random.default_rng(2)
+    x, X = rng.standard_normal(200).astype(np.float32), rng.standard_normal((200, 3)).astype(np.float32)
+    A = trnsparse.from_scipy(S)
+    with kernel_ran("csr_spmv_kernel", "csr_spmv_kernel"):
+        y = trnsparse.spmv_symmetric(A, torch.from_numpy(x), alpha=-0.5, uplo=uplo)
+        trnsparse.spmv_symmetric(A, torch.from_numpy(x), uplo=uplo)
+    sym = A.__dict__[f"_symmetric_{uplo[0].upper()}"][1]
+    assert "_ell_structure" in sym.__dict__  # S expanded once, its layout cached on it
+    tol = 1e-5 * float((np.abs(full) @ np.abs(x.astype(np.float64))).max())
+    np.testing.assert_allclose(y.numpy(), -0.5 * full @ x, rtol=0, atol=tol)
+    with kernel_ran("csr_spmm_kernel"):
+        Y = trnsparse.spmv_symmetric(A.to_csc(), torch.from_numpy(X), uplo=uplo)
+    np.testing.assert_allclose(Y.numpy(), full @ X, rtol=0, atol=1e-5 * float((np.abs(full) @ np.abs(X)).max()))

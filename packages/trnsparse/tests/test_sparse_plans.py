@@ -62,6 +62,11 @@ CASES = {
         (trnsparse.bsr_spmm, (_bsr(20, 30, block_size=8), _t(30, 2))),  # block size 8
         (trnsparse.bsr_spmm, (_bsr(150, 200), _t(200, 3, grad=True))),  # autograd
     ],
+    "trnsparse.spmv_symmetric": [
+        (trnsparse.spmv_symmetric, (_csr(150, 150), _t(150))),
+        (trnsparse.spmv_symmetric, (_csr(150, 150, fmt="csc"), _t(150, 4)), {"uplo": "lower"}),
+        (trnsparse.spmv_symmetric, (_csr(150, 150, F64), _t(150, dtype=F64))),
+    ],
     "trnsparse.sddmm": [
         (trnsparse.sddmm, (_csr(150, 140), _t(150, 5), _t(5, 140)), {"alpha": 2.0, "beta": 0.5}),
         (trnsparse.sddmm, (_csr(150, 140, F64), _t(150, 5, dtype=F64), _t(5, 140, dtype=F64))),

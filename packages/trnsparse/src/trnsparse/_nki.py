@@ -20,6 +20,9 @@ Host-side work and why it is there (all proportional to what is stored):
   gathered on chip (``csr_spmv_kernel``). SpMM: SELL-128-sigma, B rows
   gathered by indirect DMA (``csr_spmm_kernel``). alpha/beta are applied
   to the kernel's result in torch.
+* Symmetric SpMV: S = T + T_strict^T is expanded on the host once and
+  cached on the matrix, then runs the CSR SpMV/SpMM kernel (so the kernel
+  reads both triangles: about 2x the bytes of one stored triangle).
 * SDDMM on a BSR pattern: X is passed transposed ([k, m]) so k is the
   partition dim. On a CSR pattern: the SELL layout of the SpMM kernel, Y
   passed transposed ([n, k]: a column of Y is one row to gather); the
@@ -46,7 +49,7 @@ from trnsparse.kernels.csr_sddmm import csr_sddmm_counts, csr_sddmm_kernel
 from trnsparse.kernels.csr_spmm import csr_spmm_counts, csr_spmm_kernel
 from trnsparse.kernels.csr_spmv import csr_spmv_counts, csr_spmv_kernel
 from trnsparse.kernels.screened_spmm import screened_spmm_counts, screened_spmm_kernel
-from trnsparse.ops import BSR_SDDMM, BSR_SPMM, SDDMM, SPMM, _finish
+from trnsparse.ops import BSR_SDDMM, BSR_SPMM, SDDMM, SPMM, SPMV_SYMMETRIC, _finish, _symmetric_csr
 from trnsparse.screening import SCREENED_SPMM
 
 F32 = torch.float32
@@ -143,6 +146,38 @@ def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
         C = nki.run(csr_spmm_kernel, sv, st.cols, st.orow, rloc, b, slices=st.slices, out_dtype=F32)
     C = C.to(x.dtype)
     return _finish(C[:, 0] if vec else C, alpha, y, beta)
+
+
+# ----------------------------------------------------------------- symmetric SpMV: S expanded once, cached
+
+def _symmetric(owner, values, cols, ptrs, n, uplo):
+    """S = T + T_strict^T as a CSR matrix, cached on ``owner`` while its arrays are unchanged."""
+    from trnsparse.formats import CSRMatrix
+
+    return _sell.cached(owner, f"_symmetric_{uplo}", (values, cols, ptrs),
+                        lambda: CSRMatrix._make(*_symmetric_csr(values, cols, ptrs, n, uplo), (n, n)))
+
+
+def _spmv_sym_supports(values, cols, ptrs, n, x, alpha, uplo, owner=None):
+    if owner is None:
+        return "no matrix to cache the symmetric matrix on (call through spmv_symmetric)"
+    if _grad(values, x):
+        return "autograd: the kernel has no backward (the torch path is differentiable)"
+    if n == 0 or x.numel() == 0:
+        return "empty operand: nothing to compute"
+    S = _symmetric(owner, values, cols, ptrs, n, uplo)
+    return _spmm_supports(S.values, S.col_indices, S.row_ptrs, (n, n), x, alpha, None, 0, S)
+
+
+def _spmv_sym_counts(values, cols, ptrs, n, x, alpha, uplo, owner=None):
+    S = _symmetric(owner, values, cols, ptrs, n, uplo)
+    return _spmm_counts(S.values, S.col_indices, S.row_ptrs, (n, n), x, alpha, None, 0, S)
+
+
+@SPMV_SYMMETRIC.lowering("nki", dtypes=KERNEL_DTYPES, supports=_spmv_sym_supports, counts=_spmv_sym_counts)
+def _spmv_sym_nki(values, cols, ptrs, n, x, alpha, uplo, owner=None):
+    S = _symmetric(owner, values, cols, ptrs, n, uplo)
+    return _spmm_nki(S.values, S.col_indices, S.row_ptrs, (n, n), x, alpha, None, 0, S)
 
 
 # ----------------------------------------------------------------- SDDMM on a CSR pattern

@@ -136,15 +136,19 @@ def _apply(A: SparseMatrix, x: torch.Tensor, alpha, y, beta):
     if isinstance(A, BSRMatrix):
         r = BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x)
         return _finish(r, alpha, y, beta)
-    if not isinstance(A, CSRMatrix) and not SPMM.on_torch():
-        # a kernel may run: keep the CSR form (and so its cached device layout) on the matrix,
-        # valid while A's arrays are the same, unmodified tensors
-        from ._sell import cached
-
-        A = cached(A, "_csr_form", (A._values_tensor(), *_index_arrays(A)), A.to_csr)
-    A = A.to_csr()
+    A = _csr_form(A)
     cols, ptrs = A._host_indices() if _host.host_ok(A.values, x) else (A.col_indices, A.row_ptrs)
     return SPMM(A.values, cols, ptrs, A.shape, x, alpha, y, beta, A)
+
+
+def _csr_form(A):
+    """A as CSR; for another format, when a kernel may run, its CSR form is kept on the matrix (and so
+    the device layout cached on that form), valid while A's arrays are the same, unmodified tensors."""
+    if isinstance(A, CSRMatrix) or SPMM.on_torch():
+        return A.to_csr()
+    from ._sell import cached
+
+    return cached(A, "_csr_form", (A._values_tensor(), *_index_arrays(A)), A.to_csr)
 
 
 def _index_arrays(A):
@@ -306,12 +310,12 @@ def _spmv_symmetric_public(A, x, alpha, uplo):
         raise ValueError(f"{where}: x must have {n} rows (A has shape {A.shape}), got {tuple(x.shape)}")
     alpha = _scalar(alpha, "alpha", where, A.dtype)
     code = _UPLO(uplo, "uplo", where)
-    vals, cols, ptrs, shape = _csr_parts(A)
-    return SPMV_SYMMETRIC(vals, cols, ptrs, n, x, alpha, code)
+    C = _csr_form(A)
+    return SPMV_SYMMETRIC(C.values, C.col_indices, C.row_ptrs, n, x, alpha, code, C)
 
 
-def _spmv_symmetric_torch(values, col_indices, row_ptrs, n, x, alpha, uplo):
-    """alpha * (T + T_strict^T) @ x with T the uplo ('U'/'L') triangle of the CSR arrays."""
+def _symmetric_csr(values, col_indices, row_ptrs, n, uplo):
+    """CSR arrays of ``T + T_strict^T``, T the uplo ('U'/'L') triangle of the given CSR arrays."""
     rows = _host.row_indices(row_ptrs, values.numel())
     keep = col_indices >= rows if uplo == "U" else col_indices <= rows
     r, c, w = rows[keep], col_indices[keep], values[keep]
@@ -320,13 +324,22 @@ def _spmv_symmetric_torch(values, col_indices, row_ptrs, n, x, alpha, uplo):
     cc = torch.cat([c, r[strict]])
     ww = torch.cat([w, w[strict]])
     vals, rr, cc = _host.coo_canonical(ww, rr, cc, (n, n))
-    return _finish(_host.spmv(vals, cc, _host.ptrs_from_sorted(rr, n), (n, n), x), alpha, None, 0)
+    return vals, cc, _host.ptrs_from_sorted(rr, n)
+
+
+def _spmv_symmetric_torch(values, col_indices, row_ptrs, n, x, alpha, uplo, owner=None):
+    """alpha * (T + T_strict^T) @ x with T the uplo ('U'/'L') triangle of the CSR arrays.
+
+    ``owner``: the CSR matrix holding the arrays (the NKI lowering caches the symmetric matrix on it)."""
+    vals, cc, ptrs = _symmetric_csr(values, col_indices, row_ptrs, n, uplo)
+    return _finish(_host.spmv(vals, cc, ptrs, (n, n), x), alpha, None, 0)
 
 
 SPMV_SYMMETRIC = Op(
-    "trnsparse.spmv_symmetric", "flops", float("inf"),  # no kernel
+    "trnsparse.spmv_symmetric", "flops", 8 * _TILE_FLOPS,
     size=lambda values, cols, ptrs, n, x, *r: 4.0 * values.shape[0] * _ncols(x),
-    doc="alpha * S @ x, S symmetric from one stored triangle; flops ~ 4 nnz k",
+    doc="alpha * S @ x, S symmetric from one stored triangle; flops ~ 4 nnz k (kernel: S expanded once, "
+        "cached, then the CSR SpMV/SpMM kernel)",
 )
 SPMV_SYMMETRIC.lowering("torch")(_spmv_symmetric_torch)
 
