@@ -15,16 +15,18 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import scipy.sparse.linalg as spl
 import torch
 
 import trnsparse
 from trnsci import nki
 from trnsci.dispatch import NkiFallbackWarning
 from trnsci.testing import assert_counts, kernel_ran
-from trnsparse import _sell
+from trnsparse import _sell, _tri
 from trnsparse.kernels.csr_sddmm import csr_sddmm_counts, csr_sddmm_kernel
 from trnsparse.kernels.csr_spmm import csr_spmm_counts, csr_spmm_kernel
 from trnsparse.kernels.csr_spmv import csr_spmv_counts, csr_spmv_kernel
+from trnsparse.kernels.csr_spsv import csr_spsv_counts, csr_spsv_kernel
 from trnsparse.ops import SPMM
 
 pytestmark = pytest.mark.simulator
@@ -333,3 +335,54 @@ def test_spmv_symmetric_through_the_csr_kernels(uplo):
     with kernel_ran("csr_spmm_kernel"):
         Y = trnsparse.spmv_symmetric(A.to_csc(), torch.from_numpy(X), uplo=uplo)
     np.testing.assert_allclose(Y.numpy(), full @ X, rtol=0, atol=1e-5 * float((np.abs(full) @ np.abs(X)).max()))
+
+
+def _tri_case(n=300, seed=0):
+    """Diagonally dominant (well-conditioned diagonal tiles), ragged n, with an empty off-diagonal row."""
+    S = sp.random(n, n, density=0.03, random_state=seed, format="lil", dtype=np.float64)
+    S[:, 0] = 0.3  # a dense column: the rows below reach back to block 0 from every block
+    S.setdiag(4.0)
+    return S.tocsr().astype(np.float32)
+
+
+@pytest.mark.parametrize("N", [1, 600])
+def test_csr_spsv_kernel_vs_scipy_and_closed_form(N):
+    S = _tri_case()
+    n = S.shape[0]
+    B = np.random.default_rng(N).standard_normal((n, N)).astype(np.float32)
+    A = trnsparse.from_scipy(S)
+    st = _tri.build(A.values, A.col_indices, A.row_ptrs, n, True, False, False)
+    out, prof = nki.profile(csr_spsv_kernel, st.linv_t.numpy(), st.vals.numpy(), st.cols.numpy(), B,
+                            blocks=st.blocks)
+    ref = spl.spsolve_triangular(sp.tril(S).tocsr().astype(np.float64), B.astype(np.float64), lower=True)
+    # diagonal tiles with dominance 4 vs off-diagonal sums < 3: cond(L_tt) small; fp32 forward error << 1e-5
+    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-5 * np.abs(ref).max())
+    assert_counts(prof, csr_spsv_counts(n, N, st.nnz_off, st.blocks))
+    tril = sp.tril(S).tocoo()
+    assert st.nnz_off == int(np.sum(tril.col // 128 < tril.row // 128))  # entries left of the diagonal tiles
+    pcs = [b[0] for b in st.blocks]
+    assert prof.hbm_read_bytes == (4 * sum(p * p for p in pcs) + 8 * sum(b[0] * b[1] for b in st.blocks)
+                                   + 4 * n * N + 4 * N * st.nnz_off)
+
+
+@pytest.mark.parametrize("lower,unit,trans", [(True, False, False), (False, False, False), (True, True, True),
+                                              (False, True, True)])
+def test_spsv_spsm_public_paths_vs_scipy(lower, unit, trans):
+    S = _tri_case(n=260, seed=3)
+    A = trnsparse.from_scipy(S) if lower else trnsparse.from_scipy(S, format="csc")
+    rng = np.random.default_rng(4)
+    b, B = rng.standard_normal(260).astype(np.float32), rng.standard_normal((260, 5)).astype(np.float32)
+    T = sp.tril(S) if lower else sp.triu(S)
+    if trans:
+        T = T.T
+    if unit:
+        T = T - sp.diags(T.diagonal()) + sp.eye(260)
+    Tl = T.tocsr().astype(np.float64)
+    low = lower != trans
+    with kernel_ran("csr_spsv_kernel", "csr_spsv_kernel"):
+        x = trnsparse.spsv(A, torch.from_numpy(b), lower=lower, unit_diagonal=unit, trans=trans)
+        X = trnsparse.spsm(A, torch.from_numpy(B), lower=lower, unit_diagonal=unit, trans=trans)
+    ref = spl.spsolve_triangular(Tl, b.astype(np.float64), lower=low)
+    Ref = spl.spsolve_triangular(Tl, B.astype(np.float64), lower=low)
+    np.testing.assert_allclose(x.numpy(), ref, rtol=0, atol=1e-5 * np.abs(ref).max())
+    np.testing.assert_allclose(X.numpy(), Ref, rtol=0, atol=1e-5 * np.abs(Ref).max())

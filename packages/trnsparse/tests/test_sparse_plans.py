@@ -47,6 +47,12 @@ def _csr(m, n, dtype=torch.float32, fmt="csr"):
     return A.to_csc() if fmt == "csc" else A
 
 
+def _tri(n, dtype=torch.float32, fmt="csr"):
+    keep = torch.rand(n, n, generator=torch.Generator().manual_seed(2)) < 0.05
+    A = trnsparse.from_dense(_t(n, n, dtype=dtype) * keep + 4 * torch.eye(n, dtype=dtype))
+    return A.to_csc() if fmt == "csc" else A
+
+
 CASES = {
     "trnsparse.spmm": [
         (trnsparse.spmv, (_csr(150, 140), _t(140))),
@@ -66,6 +72,12 @@ CASES = {
         (trnsparse.spmv_symmetric, (_csr(150, 150), _t(150))),
         (trnsparse.spmv_symmetric, (_csr(150, 150, fmt="csc"), _t(150, 4)), {"uplo": "lower"}),
         (trnsparse.spmv_symmetric, (_csr(150, 150, F64), _t(150, dtype=F64))),
+    ],
+    "trnsparse.spsv": [
+        (trnsparse.spsv, (_tri(150), _t(150))),
+        (trnsparse.spsm, (_tri(150, fmt="csc"), _t(150, 3)), {"lower": False, "trans": True}),
+        (trnsparse.spsv, (_tri(150, F64), _t(150, dtype=F64))),
+        (trnsparse.spsv, (_tri(150), _t(150, grad=True))),  # autograd
     ],
     "trnsparse.sddmm": [
         (trnsparse.sddmm, (_csr(150, 140), _t(150, 5), _t(5, 140)), {"alpha": 2.0, "beta": 0.5}),

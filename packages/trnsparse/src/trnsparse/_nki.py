@@ -23,6 +23,11 @@ Host-side work and why it is there (all proportional to what is stored):
 * Symmetric SpMV: S = T + T_strict^T is expanded on the host once and
   cached on the matrix, then runs the CSR SpMV/SpMM kernel (so the kernel
   reads both triangles: about 2x the bytes of one stored triangle).
+* Triangular solves (spsv/spsm): every solve turned into a lower one
+  (transpose, or reversed unknowns for an upper triangle: B and X flipped
+  on the host), the 128 x 128 diagonal tiles inverted on the host in
+  float64 once per matrix and cached, the rest as ELL blocks
+  (:mod:`trnsparse._tri`).
 * SDDMM on a BSR pattern: X is passed transposed ([k, m]) so k is the
   partition dim. On a CSR pattern: the SELL layout of the SpMM kernel, Y
   passed transposed ([n, k]: a column of Y is one row to gather); the
@@ -39,7 +44,7 @@ from __future__ import annotations
 import torch
 
 from trnsci import nki
-from trnsparse import _sell
+from trnsparse import _sell, _tri
 from trnsparse.attention import ATTENTION
 from trnsparse.kernels.attention import attention_counts, block_sparse_attention_kernel
 from trnsparse.kernels.bsr_sddmm import bsr_sddmm_counts, bsr_sddmm_kernel
@@ -48,8 +53,9 @@ from trnsparse.kernels.bsr_spmm import fits as bsr_spmm_fits
 from trnsparse.kernels.csr_sddmm import csr_sddmm_counts, csr_sddmm_kernel
 from trnsparse.kernels.csr_spmm import csr_spmm_counts, csr_spmm_kernel
 from trnsparse.kernels.csr_spmv import csr_spmv_counts, csr_spmv_kernel
+from trnsparse.kernels.csr_spsv import csr_spsv_counts, csr_spsv_kernel
 from trnsparse.kernels.screened_spmm import screened_spmm_counts, screened_spmm_kernel
-from trnsparse.ops import BSR_SDDMM, BSR_SPMM, SDDMM, SPMM, SPMV_SYMMETRIC, _finish, _symmetric_csr
+from trnsparse.ops import BSR_SDDMM, BSR_SPMM, SDDMM, SPMM, SPMV_SYMMETRIC, SPSV, _finish, _symmetric_csr
 from trnsparse.screening import SCREENED_SPMM
 
 F32 = torch.float32
@@ -178,6 +184,43 @@ def _spmv_sym_counts(values, cols, ptrs, n, x, alpha, uplo, owner=None):
 def _spmv_sym_nki(values, cols, ptrs, n, x, alpha, uplo, owner=None):
     S = _symmetric(owner, values, cols, ptrs, n, uplo)
     return _spmm_nki(S.values, S.col_indices, S.row_ptrs, (n, n), x, alpha, None, 0, S)
+
+
+# ----------------------------------------------------------------- triangular solves (block triangular)
+
+def _tri_layout(owner, values, cols, ptrs, n, lower, unit, trans):
+    key = f"_tri_{int(lower)}{int(unit)}{int(trans)}"
+    return _sell.cached(owner, key, (values, cols, ptrs),
+                        lambda: _tri.build(values, cols, ptrs, n, lower, unit, trans))
+
+
+def _spsv_supports(values, cols, ptrs, n, B, lower, unit, trans, owner=None):
+    if owner is None:
+        return "no matrix to cache the device layout on (call through spsv/spsm)"
+    if _grad(values, B):
+        return "autograd: the kernel has no backward (the torch path is differentiable)"
+    if n == 0 or B.numel() == 0:
+        return "empty operand: nothing to compute"
+    return None
+
+
+def _spsv_counts(values, cols, ptrs, n, B, lower, unit, trans, owner=None):
+    st = _tri_layout(owner, values, cols, ptrs, n, lower, unit, trans)
+    return {"kernel": "csr_spsv_kernel", **csr_spsv_counts(n, _ncols(B), st.nnz_off, st.blocks)}
+
+
+@SPSV.lowering("nki", dtypes=KERNEL_DTYPES, supports=_spsv_supports, counts=_spsv_counts)
+def _spsv_nki(values, cols, ptrs, n, B, lower, unit, trans, owner=None):
+    st = _tri_layout(owner, values, cols, ptrs, n, lower, unit, trans)
+    vec = B.dim() == 1
+    b = B[:, None] if vec else B
+    if st.upper:  # an upper solve is the lower solve of the reversed unknowns
+        b = b.flip(0)
+    X = nki.run(csr_spsv_kernel, st.linv_t, st.vals, st.cols, b.contiguous(), blocks=st.blocks, out_dtype=F32)
+    if st.upper:
+        X = X.flip(0)
+    X = X.to(B.dtype)
+    return X[:, 0] if vec else X
 
 
 # ----------------------------------------------------------------- SDDMM on a CSR pattern

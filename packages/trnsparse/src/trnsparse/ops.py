@@ -500,12 +500,13 @@ def sddmm(A_pattern, X, Y, alpha=1.0, beta=0.0) -> CSRMatrix:
 _SPSV_TILE = 128
 
 
-def _spsv_torch(values, col_indices, row_ptrs, n, B, lower, unit_diagonal, trans):
+def _spsv_torch(values, col_indices, row_ptrs, n, B, lower, unit_diagonal, trans, owner=None):
     """Solve op(T) X = B, T the lower/upper triangle of the CSR arrays (n x n); B 1-D or 2-D.
 
     Block forward substitution: 128-row tiles; each tile solves a dense
     triangular block after subtracting the already-solved part (a gather
-    and segment sum). Python loops over tiles only.
+    and segment sum). Python loops over tiles only. ``owner``: the CSR matrix holding the arrays,
+    where the NKI lowering caches its layout (unused here).
     """
     if trans:
         values, col_indices, row_ptrs = _host.csr_transpose(values, col_indices, row_ptrs, (n, n))
@@ -562,7 +563,7 @@ def _spsv_torch(values, col_indices, row_ptrs, n, B, lower, unit_diagonal, trans
 
 
 SPSV = Op(
-    "trnsparse.spsv", "flops", float("inf"),  # no kernel: level-scheduled solves stay on the host
+    "trnsparse.spsv", "flops", 8 * _TILE_FLOPS,
     size=lambda values, cols, ptrs, n, B, *r: 2.0 * values.shape[0] * _ncols(B),
     doc="sparse triangular solve op(A) X = B (CSR); flops = 2 nnz k",
 )
@@ -580,7 +581,8 @@ def _tri_solve(where, A, b, lower, unit_diagonal, trans, dims):
     lower = _bool(lower, "lower", where)
     unit = _bool(unit_diagonal, "unit_diagonal", where)
     tr = _bool(trans, "trans", where)
-    vals, cols, ptrs, _ = _csr_parts(A)
+    C = _csr_form(A)
+    vals, cols, ptrs = C.values, C.col_indices, C.row_ptrs
     if not unit:
         rows = _host.row_indices(ptrs, vals.numel())
         dmask = rows == cols
@@ -589,7 +591,7 @@ def _tri_solve(where, A, b, lower, unit_diagonal, trans, dims):
         if zero.numel():
             raise np.linalg.LinAlgError(f"{where}: A is singular: the diagonal entry of row "
                                         f"{int(zero[0])} is zero or not stored")
-    return SPSV(vals, cols, ptrs, n, b, lower, unit, tr)
+    return SPSV(vals, cols, ptrs, n, b, lower, unit, tr, C)
 
 
 def _bool(x, name, where) -> bool:
