@@ -4,6 +4,14 @@ Every public function validates its arguments into canonical form and
 calls one private ``_<op>_torch`` lowering that does no validation.
 Matrices may be any trnsparse format (or a SciPy sparse matrix); dense
 operands are torch tensors or NumPy arrays (NumPy in -> NumPy out).
+
+bfloat16 / float16: every product, sum and solve here upcasts its operands
+to float32 (exactly), runs the float32 path (kernel or torch; the float32
+copy of the matrix is kept on it while its arrays are unchanged) and rounds
+the result once to the input dtype. Error bound: the float32 computation's
+(``~k * 2^-24 * sum |a||x|`` for k terms; ``cond * 2^-24`` for solves) plus
+one rounding, ``|r| * 2^-8`` (bfloat16) or ``|r| * 2^-11`` (float16).
+Integer and bool data are a TypeError.
 """
 
 from __future__ import annotations
@@ -20,6 +28,9 @@ from . import _host
 from .formats import BSRMatrix, COOMatrix, CSCMatrix, CSRMatrix, SparseMatrix, as_sparse
 
 _UPLO = la.uplo
+#: Stored as given, computed in float32: every operation upcasts (exactly), runs its float32 path (kernel or
+#: torch) and rounds the result once to the input dtype.
+LOWP = (torch.bfloat16, torch.float16)
 
 
 # --------------------------------------------------------------- helpers
@@ -132,7 +143,21 @@ BSR_SPMM = Op(
 BSR_SPMM.lowering("torch")(_bsr_spmm_torch)
 
 
+def _f32(A: SparseMatrix) -> SparseMatrix:
+    """A bfloat16/float16 matrix's float32 copy, kept on it while its arrays are unchanged (and so the
+    device layouts cached on the copy)."""
+    from ._sell import cached
+
+    return cached(A, "_f32_form", (A._values_tensor(), *_index_arrays(A)), lambda: A.to(torch.float32))
+
+
+def _up(t):
+    return None if t is None else t.float()
+
+
 def _apply(A: SparseMatrix, x: torch.Tensor, alpha, y, beta):
+    if A.dtype in LOWP:
+        return _apply(_f32(A), x.float(), alpha, _up(y), beta).to(A.dtype)
     if isinstance(A, BSRMatrix):
         r = BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x)
         return _finish(r, alpha, y, beta)
@@ -152,8 +177,12 @@ def _csr_form(A):
 
 
 def _index_arrays(A):
+    if isinstance(A, CSRMatrix):
+        return A.col_indices, A.row_ptrs
     if isinstance(A, CSCMatrix):
         return A.row_indices, A.col_ptrs
+    if isinstance(A, BSRMatrix):
+        return A.block_col_indices, A.block_row_ptrs
     return A.row_indices, A.col_indices
 
 
@@ -170,7 +199,9 @@ def spmv(A, x, alpha=1.0, y=None, beta=0.0):
 
     Returns
     -------
-    (m,) tensor (ndarray for NumPy input), on x's device.
+    (m,) tensor (ndarray for NumPy input), on x's device, of A's dtype (bfloat16/float16:
+    computed in float32 and rounded once, error <= the float32 bound + 2^-8 (bf16) /
+    2^-11 (fp16) relative; see the module docstring).
 
     Raises
     ------
@@ -213,7 +244,7 @@ def spmm(A, B, alpha=1.0, C=None, beta=0.0):
 
     Returns
     -------
-    (m, k) tensor.
+    (m, k) tensor of A's dtype (bfloat16/float16 as in :func:`spmv`).
 
     Examples
     --------
@@ -271,6 +302,10 @@ def bsr_spmm(A, B):
     B = _dense(B, "B", where, (1, 2), A.dtype, A.device)
     if B.shape[0] != A.shape[1]:
         raise ValueError(f"{where}: B must have {A.shape[1]} rows (A has shape {A.shape}), got {tuple(B.shape)}")
+    if A.dtype in LOWP:
+        A32 = _f32(A)
+        return BSR_SPMM(A32.blocks, A32.block_col_indices, A32.block_row_ptrs, A.shape, A.block_size,
+                        B.float()).to(A.dtype)
     return BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, B)
 
 
@@ -310,6 +345,9 @@ def _spmv_symmetric_public(A, x, alpha, uplo):
         raise ValueError(f"{where}: x must have {n} rows (A has shape {A.shape}), got {tuple(x.shape)}")
     alpha = _scalar(alpha, "alpha", where, A.dtype)
     code = _UPLO(uplo, "uplo", where)
+    if A.dtype in LOWP:
+        C = _csr_form(_f32(A))
+        return SPMV_SYMMETRIC(C.values, C.col_indices, C.row_ptrs, n, x.float(), alpha, code, C).to(A.dtype)
     C = _csr_form(A)
     return SPMV_SYMMETRIC(C.values, C.col_indices, C.row_ptrs, n, x, alpha, code, C)
 
@@ -386,6 +424,9 @@ def spgemm(A, B) -> CSRMatrix:
         raise TypeError(f"{where}: B has dtype {B.dtype} but A has {A.dtype}; cast them to one dtype")
     if A.device != B.device:
         raise ValueError(f"{where}: B is on {B.device} but A is on {A.device}")
+    lowp = A.dtype if A.dtype in LOWP else None
+    if lowp:
+        A, B = _f32(A), _f32(B)
     A, B = A.to_csr(), B.to_csr()
     va, vb, sa, sb = A.values, B.values, A.shape, B.shape
     if _host.host_ok(va, vb):
@@ -393,6 +434,8 @@ def spgemm(A, B) -> CSRMatrix:
     else:
         ca, pa, cb, pb = A.col_indices, A.row_ptrs, B.col_indices, B.row_ptrs
     vals, cols, ptrs, is_sorted = SPGEMM(va, ca, pa, sa, vb, cb, pb, sb)
+    if lowp:
+        vals = vals.to(lowp)
     return CSRMatrix._make(vals, cols, ptrs, (sa[0], sb[1]), is_sorted)
 
 
@@ -488,6 +531,12 @@ def sddmm(A_pattern, X, Y, alpha=1.0, beta=0.0) -> CSRMatrix:
                          f"{tuple(X.shape)}, Y has shape {tuple(Y.shape)}")
     alpha = _scalar(alpha, "alpha", where, A.dtype)
     beta = _scalar(beta, "beta", where, A.dtype)
+    if A.dtype in LOWP:
+        R = sddmm(_f32(A), X.float(), Y.float(), alpha, beta)
+        if bsr:
+            return BSRMatrix._make(R.blocks.to(A.dtype), A.block_col_indices, A.block_row_ptrs, A.shape,
+                                   A.block_size)
+        return CSRMatrix._make(R.values.to(A.dtype), A.col_indices, A.row_ptrs, A.shape, A.has_sorted_indices)
     if bsr:
         blocks = BSR_SDDMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, X, Y, alpha, beta)
         return BSRMatrix._make(blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size)
@@ -581,6 +630,8 @@ def _tri_solve(where, A, b, lower, unit_diagonal, trans, dims):
     lower = _bool(lower, "lower", where)
     unit = _bool(unit_diagonal, "unit_diagonal", where)
     tr = _bool(trans, "trans", where)
+    if A.dtype in LOWP:
+        return _tri_solve(where, _f32(A), b.float(), lower, unit, tr, dims).to(A.dtype)
     C = _csr_form(A)
     vals, cols, ptrs = C.values, C.col_indices, C.row_ptrs
     if not unit:
@@ -690,6 +741,9 @@ def sparse_add(A, B, alpha=1.0, beta=1.0) -> CSRMatrix:
         raise ValueError(f"{where}: B is on {B.device} but A is on {A.device}")
     alpha = _scalar(alpha, "alpha", where, A.dtype)
     beta = _scalar(beta, "beta", where, A.dtype)
+    if A.dtype in LOWP:
+        C = sparse_add(_f32(A), _f32(B), alpha, beta)
+        return CSRMatrix._make(C.values.to(A.dtype), C.col_indices, C.row_ptrs, A.shape)
     ca, cb = A.to_coo(), B.to_coo()
     vals, cols, ptrs = SPARSE_ADD((ca.values, ca.row_indices, ca.col_indices),
                                          (cb.values, cb.row_indices, cb.col_indices), A.shape, alpha, beta)
