@@ -20,7 +20,7 @@ Pseudocode
 ----------
 ::
 
-    for each slice s (partition offset p0):
+    for each slice s with w > 0 (partition offset p0):
         C = cols[s]                              # [pc, w] int32, 1 DMA
         r = prow[p0 : p0 + pc]                   # [pc, 1], 1 DMA
         for each k chunk (<= 512 wide):
@@ -33,7 +33,8 @@ Pseudocode
 
 Closed forms (per slice pc, w, full; kk = ceil(k / 512) k chunks of width kc,
 wc = max(1, 4096 // kc) slots per chunk, nw = ceil(w / wc) slot chunks;
-P = sum pc; slots = sum pc w; nnz stored entries)
+P = sum pc over slices with w > 0 (slices of empty rows are skipped);
+slots = sum pc w; nnz stored entries; all sums over slices with w > 0)
 ----------------------------------------------------------------------
     HBM bytes read    = 4*slots + 4*P + 4*k*P + 4*k*nnz
     HBM bytes written = 4*slots
@@ -68,10 +69,12 @@ def _slot_chunks(w, kc):
 
 def csr_sddmm_counts(k, nnz, slices):
     """The closed forms above as a dict."""
-    P = sum(s[0] for s in slices)
+    P = sum(s[0] for s in slices if s[1] > 0)
     slots = sum(s[0] * s[1] for s in slices)
     dma = vec = 0
     for _pc, w, _R, full, *_ in slices:
+        if w == 0:
+            continue
         kk = cdiv(k, KC)
         dma += 3 + kk + kk * w
         for ci, (_k0, kc) in enumerate(_chunks(k)):
@@ -96,6 +99,9 @@ def csr_sddmm_kernel(cols, prow, x, yt, slices=()):
     p0 = 0
     for si in nl.static_range(len(slices)):
         pc, w, R, full, off, ooff, loff = slices[si]
+        if w == 0:  # a slice of empty rows: no slot to sample
+            p0 += pc
+            continue
         ac = nl.ndarray((pc, w), dtype=nl.int32, buffer=nl.sbuf, name="cols")
         nisa.dma_copy(dst=ac, src=cols.ap(pattern=[[w, pc], [1, w]], offset=off))
         pr = nl.ndarray((pc, 1), dtype=nl.int32, buffer=nl.sbuf, name="prow")
