@@ -301,7 +301,6 @@ def build_ell(col_indices: torch.Tensor, row_ptrs: torch.Tensor, shape) -> EllSt
         w_s = _ell_widths(cnts[c], ~long_row, m)
         # groups of consecutive full slices of nearly equal width
         groups, s = [], 0
-        slice_group = np.full(S, -1)
         while s < S:
             if w_s[s] == 0:
                 s += 1
@@ -313,7 +312,6 @@ def build_ell(col_indices: torch.Tensor, row_ptrs: torch.Tensor, shape) -> EllSt
                 if nhi * (G + 1) > GMAX or nhi - nlo > max(1, nhi // 8):
                     break
                 lo, hi, G = nlo, nhi, G + 1
-            slice_group[s:s + G] = len(groups)
             groups.append((s, pc, G, int(hi), off))
             off += pc * G * int(hi)
             s += G
@@ -321,8 +319,12 @@ def build_ell(col_indices: torch.Tensor, row_ptrs: torch.Tensor, shape) -> EllSt
         sel = (bc == c) & ~long_row[rows_e]
         r, k = rows_e[sel], k_in[sel]
         sl = r // TB
-        g = np.asarray(groups, np.int64).reshape(-1, 5)[slice_group[sl]] if r.size else np.zeros((0, 5), np.int64)
-        pos[sel] = g[:, 4] + (r % TB) * g[:, 2] * g[:, 3] + (sl - g[:, 0]) * g[:, 3] + k
+        # per slice: where its sub-block starts and the partition stride (G * w) of its group
+        s_off, s_stride = np.zeros(S, np.int64), np.zeros(S, np.int64)
+        for s0, _pc, G, w, goff in groups:
+            s_off[s0:s0 + G] = goff + np.arange(G) * w
+            s_stride[s0:s0 + G] = G * w
+        pos[sel] = s_off[sl] + (r % TB) * s_stride[sl] + k
         blk = np.full(off - (groups[0][4] if groups else off), xc, np.int64)
         base = groups[0][4] if groups else off
         blk[pos[sel] - base] = col[sel] - c0
