@@ -10,7 +10,9 @@ in fp32 over at most ~300 terms: |error| <= ~300 * 2^-24 * sum|a||x| -- we allow
 |A| |x| row sum.
 """
 
+import gc
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -220,8 +222,11 @@ def test_layout_cached_and_invalidated_with_the_matrix():
         y3 = trnsparse.spmv(A, x)
     assert A.__dict__["_ell_structure"][1] is st
     np.testing.assert_allclose(y3.numpy(), 3 * (S @ np.ones(180)), rtol=0, atol=3 * _tol(S, np.ones((180, 1))))
-    # a new values tensor: rebuilt again
+    # a new values tensor: rebuilt again; the cache does not keep the replaced tensor alive
+    old = weakref.ref(A.values)
     A.values = torch.full_like(A.values, 2.0)
+    gc.collect()
+    assert old() is None
     with kernel_ran("csr_spmv_kernel"):
         y2 = trnsparse.spmv(A, x)
     np.testing.assert_allclose(y2.numpy(), 2.0 * np.diff(S.indptr), rtol=0, atol=0)

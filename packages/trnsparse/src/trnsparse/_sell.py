@@ -28,6 +28,7 @@ lengths themselves.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -150,11 +151,12 @@ def slot_values(st: SellStructure, values: torch.Tensor) -> torch.Tensor:
 
 
 def _stamp(ts):
-    return tuple((t, t._version) for t in ts)
+    # weak references: a stale entry does not keep replaced arrays alive
+    return tuple((weakref.ref(t), t._version) for t in ts)
 
 
 def _fresh(stamp, ts) -> bool:
-    return len(stamp) == len(ts) and all(a is b and v == b._version for (a, v), b in zip(stamp, ts))
+    return len(stamp) == len(ts) and all(a() is b and v == b._version for (a, v), b in zip(stamp, ts))
 
 
 def cached(owner, key: str, sources: tuple, build):
