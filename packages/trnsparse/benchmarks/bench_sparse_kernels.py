@@ -75,7 +75,7 @@ def _spmv_case(which, kernel, N=1):
     A = _csr_matrix(which)
     x = np.random.default_rng(3).standard_normal((A.shape[1], N)).astype(np.float32)
     if kernel == "spmv":
-        st, v = _sell.ell_layout(A, A.values, A.col_indices, A.row_ptrs, A.shape)
+        st, v = _sell.ell_layout(A, A.values, A.col_indices, A.row_ptrs, A.shape, N)
         tg = st.target.numpy() if st.target.numel() else np.zeros((1, 2), np.float32)
         return (v.numpy(), st.cols, tg, x), {"blocks": st.blocks, "M": A.shape[0]}, A.nnz, A.shape
     st, v = _sell.layout(A, A.values, A.col_indices, A.row_ptrs, A.shape)
@@ -88,6 +88,9 @@ SPMV_CASES = [  # (label, matrix, kernel, columns)
     ("spmv poisson 256^2 hbm-gather", "poisson", "gather", 1),
     ("spmv random 16384^2 1% x-resident", "random", "spmv", 1),
     ("spmv random 16384^2 1% hbm-gather", "random", "gather", 1),
+    ("spmm poisson 256^2 k=4 x-resident", "poisson", "spmv", 4),
+    ("spmm poisson 256^2 k=4 hbm-gather", "poisson", "gather", 4),
+    ("spmm random 16384^2 1% k=4 x-resident", "random", "spmv", 4),
     ("spmm poisson 256^2 k=32 hbm-gather", "poisson", "gather", 32),
 ]
 

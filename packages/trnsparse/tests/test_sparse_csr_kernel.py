@@ -132,23 +132,27 @@ def test_spmv_poisson_hbm_bytes_within_1p5x_of_floor():
     assert prof.hbm_read_bytes + prof.hbm_write_bytes <= 1.05 * floor  # measured 1.024
 
 
-@pytest.mark.parametrize("xmax,gmax", [(100, 24), (4096, 2048)])  # 3 column blocks, small groups; defaults
-def test_csr_spmv_kernel_vs_scipy_and_closed_form(monkeypatch, xmax, gmax):
+@pytest.mark.parametrize("xmax,gmax,N", [(100, 24, 1), (4096, 2048, 1), (400, 24, 3)])
+def test_csr_spmv_kernel_vs_scipy_and_closed_form(monkeypatch, xmax, gmax, N):
+    # 3 column blocks and small groups; the default caps; 3 columns (blocks of xmax / 4 = 100)
     monkeypatch.setattr(_sell, "XMAX", xmax)
     monkeypatch.setattr(_sell, "GMAX", gmax)
     S = _case()
     m, n = S.shape
-    x = np.random.default_rng(5).standard_normal((n, 1)).astype(np.float32)
-    st, out, prof = _run_ell(S, x)
+    x = np.random.default_rng(5).standard_normal((n, N)).astype(np.float32)
+    A = trnsparse.from_scipy(S)
+    st, v = _sell.ell_layout(A, A.values, A.col_indices, A.row_ptrs, A.shape, N)
+    tg = st.target.numpy() if st.target.numel() else np.zeros((1, 2), np.float32)
+    out, prof = nki.profile(csr_spmv_kernel, v.numpy(), st.cols, tg, x, blocks=st.blocks, M=m)
     np.testing.assert_allclose(out, S.astype(np.float64) @ x, rtol=0, atol=_tol(S, x))
     assert np.all(out[[7, m - 1]] == 0)
-    assert len(st.blocks) == -(-n // xmax)
+    assert len(st.blocks) == -(-n // _sell.xmax_for(N))
     longs = [q for b in st.blocks for q in b[3]]
     assert longs  # the dense row 5 is cut into pieces recombined by the one-hot matmul
-    assert_counts(prof, csr_spmv_counts(m, n, st.blocks))
+    assert_counts(prof, csr_spmv_counts(m, n, st.blocks, N))
     # spelled out: x once, values + indices of every slot, 2 floats of target per long piece; y once
-    assert prof.hbm_read_bytes == 4 * n + 8 * st.slots + 8 * sum(q[0] for q in longs)
-    assert prof.hbm_write_bytes == 4 * m
+    assert prof.hbm_read_bytes == 4 * n * N + 8 * st.slots + 8 * sum(q[0] for q in longs)
+    assert prof.hbm_write_bytes == 4 * m * N
 
 
 def test_ell_layout_invariants(monkeypatch):
@@ -251,7 +255,7 @@ def test_dense_rows_capped_at_one_tile(monkeypatch):
     S = sp.random(130, 600, density=0.9, random_state=0, format="csr", dtype=np.float32)
     A = trnsparse.from_scipy(S)
     rng = np.random.default_rng(0)
-    x, B = rng.standard_normal(600).astype(np.float32), rng.standard_normal((600, 2)).astype(np.float32)
+    x, B = rng.standard_normal(600).astype(np.float32), rng.standard_normal((600, 6)).astype(np.float32)
     with kernel_ran("csr_spmv_kernel"):
         y = trnsparse.spmv(A, torch.from_numpy(x))
     with kernel_ran("csr_spmm_kernel"):
@@ -336,7 +340,7 @@ def test_spmv_symmetric_through_the_csr_kernels(uplo):
     assert "_ell_structure" in sym.__dict__  # S expanded once, its layout cached on it
     tol = 1e-5 * float((np.abs(full) @ np.abs(x.astype(np.float64))).max())
     np.testing.assert_allclose(y.numpy(), -0.5 * full @ x, rtol=0, atol=tol)
-    with kernel_ran("csr_spmm_kernel"):
+    with kernel_ran("csr_spmv_kernel"):  # 3 columns: the x-resident kernel
         Y = trnsparse.spmv_symmetric(A.to_csc(), torch.from_numpy(X), uplo=uplo)
     np.testing.assert_allclose(Y.numpy(), full @ X, rtol=0, atol=1e-5 * float((np.abs(full) @ np.abs(X)).max()))
 
@@ -399,12 +403,14 @@ def test_mostly_empty_matrix_all_kernels():
     A = trnsparse.from_scipy(S)
     rng = np.random.default_rng(0)
     x, X = rng.standard_normal(129).astype(np.float32), rng.standard_normal((129, 3)).astype(np.float32)
-    with kernel_ran("csr_spmv_kernel", "csr_spmm_kernel", "csr_sddmm_kernel"):
+    with kernel_ran("csr_spmv_kernel", "csr_spmv_kernel", "csr_spmm_kernel", "csr_sddmm_kernel"):
         y = trnsparse.spmv(A, torch.from_numpy(x))
-        Y = trnsparse.spmm(A, torch.from_numpy(X))
+        Y = trnsparse.spmm(A, torch.from_numpy(X))  # 3 columns: x-resident
+        Y6 = trnsparse.spmm(A, torch.from_numpy(np.tile(X, 2)))  # 6 columns: gather
         R = trnsparse.sddmm(A, torch.from_numpy(X), torch.from_numpy(X.T.copy()))
     np.testing.assert_allclose(y.numpy(), S @ x, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(Y.numpy(), S @ X, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(Y6.numpy(), S @ np.tile(X, 2), rtol=1e-6, atol=1e-6)
     rows = np.repeat(np.arange(129), np.diff(S.indptr))
     np.testing.assert_allclose(R.values.numpy(), (X.astype(np.float64) @ X.T)[rows, S.indices], rtol=1e-6,
                                atol=1e-6)

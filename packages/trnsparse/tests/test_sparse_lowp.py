@@ -64,7 +64,7 @@ def test_lowp_runs_the_float32_kernels(dt):
     A, S = _pair(dt)
     g = torch.Generator().manual_seed(2)
     x, X = torch.randn(150, generator=g).to(dt), torch.randn(150, 3, generator=g).to(dt)
-    with kernel_ran("csr_spmv_kernel", "csr_spmm_kernel", "csr_spsv_kernel", "csr_spmv_kernel"):
+    with kernel_ran("csr_spmv_kernel", "csr_spmv_kernel", "csr_spsv_kernel", "csr_spmv_kernel"):
         y = trnsparse.spmv(A, x)
         Y = trnsparse.spmm(A, X)
         z = trnsparse.spsv(A, x)

@@ -16,9 +16,11 @@ Host-side work and why it is there (all proportional to what is stored):
   DMA. Nothing of A is densified.
 * CSR/CSC SpMV / SpMM: the device layout is built once per matrix by
   :mod:`trnsparse._sell` and cached on it (values and column indices in
-  slot order). SpMV (one column): column-blocked ELL-128, x read once and
-  gathered on chip (``csr_spmv_kernel``). SpMM: SELL-128-sigma, B rows
-  gathered by indirect DMA (``csr_spmm_kernel``). alpha/beta are applied
+  slot order). SpMV and SpMM with at most 4 columns: column-blocked
+  ELL-128, x read once and gathered on chip (``csr_spmv_kernel``; 4x
+  narrower column blocks, a second cached layout, for 2-4 columns). More
+  columns: SELL-128-sigma, B rows gathered by indirect DMA
+  (``csr_spmm_kernel``). alpha/beta are applied
   to the kernel's result in torch.
 * Symmetric SpMV: S = T + T_strict^T is expanded on the host once and
   cached on the matrix, then runs the CSR SpMV/SpMM kernel (so the kernel
@@ -122,14 +124,16 @@ def _spmm_supports(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
 
 
 def _resident_x(shape, x):
-    """SpMV (one column) with y on chip: x resident, gathered on chip (csr_spmv_kernel)."""
-    return _ncols(x) == 1 and -(-shape[0] // _sell.TB) <= _sell.SMAX
+    """At most RES_NMAX columns, y on chip: x resident, gathered on chip (csr_spmv_kernel)."""
+    N = _ncols(x)
+    return N <= _sell.RES_NMAX and -(-shape[0] // _sell.TB) * N <= _sell.SMAX
 
 
 def _spmm_counts(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
     if _resident_x(shape, x):
-        st, _ = _sell.ell_layout(owner, values, cols, ptrs, shape)
-        return {"kernel": "csr_spmv_kernel", **csr_spmv_counts(shape[0], shape[1], st.blocks)}
+        N = _ncols(x)
+        st, _ = _sell.ell_layout(owner, values, cols, ptrs, shape, N)
+        return {"kernel": "csr_spmv_kernel", **csr_spmv_counts(shape[0], shape[1], st.blocks, N)}
     st, _ = _sell.layout(owner, values, cols, ptrs, shape)
     return {"kernel": "csr_spmm_kernel", **csr_spmm_counts(shape[0], _ncols(x), st.nnz, st.slices)}
 
@@ -143,7 +147,7 @@ def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
     vec = x.dim() == 1
     b = (x[:, None] if vec else x).contiguous()
     if _resident_x(shape, x):
-        st, sv = _sell.ell_layout(owner, values, cols, ptrs, shape)
+        st, sv = _sell.ell_layout(owner, values, cols, ptrs, shape, _ncols(x))
         tg = st.target if st.target.numel() else torch.zeros(1, 2, dtype=F32)
         C = nki.run(csr_spmv_kernel, sv, st.cols, tg, b, blocks=st.blocks, M=shape[0], out_dtype=F32)
     else:

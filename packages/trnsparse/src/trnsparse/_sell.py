@@ -216,8 +216,16 @@ def layout(owner, values: torch.Tensor, col_indices: torch.Tensor, row_ptrs: tor
 XMAX = 16384
 #: Slots per partition of one ELL group tile (8 KiB of fp32 values).
 GMAX = 2048
-#: Output slices held on chip (y as a [128, S] tile: 32 KiB per partition).
+#: Output slices x columns held on chip (y as a [128, S, N] tile: 32 KiB per partition).
 SMAX = 8192
+#: Columns the x-resident kernel takes (each column's x block is replicated on chip; with more than one
+#: column the blocks are 4x narrower so that RES_NMAX of them fit SBUF at once).
+RES_NMAX = 4
+
+
+def xmax_for(ncols: int) -> int:
+    """The column-block width of the x-resident layout for ``ncols`` columns of x."""
+    return XMAX if ncols == 1 else XMAX // RES_NMAX
 
 
 @dataclass(frozen=True)
@@ -275,14 +283,16 @@ def _choose_k(lens, cnts, m):
     return max(k for k in cands if cost[k] <= 1.1 * best)
 
 
-def build_ell(col_indices: torch.Tensor, row_ptrs: torch.Tensor, shape) -> EllStructure:
-    """The :class:`EllStructure` of a canonical CSR pattern (columns sorted inside rows)."""
+def build_ell(col_indices: torch.Tensor, row_ptrs: torch.Tensor, shape, xmax=None) -> EllStructure:
+    """The :class:`EllStructure` of a canonical CSR pattern (columns sorted inside rows); column blocks of
+    at most ``xmax`` (default :data:`XMAX`)."""
     m, n = shape
+    xmax = XMAX if xmax is None else xmax
     ptr = row_ptrs.detach().cpu().numpy().astype(np.int64)
     col = col_indices.detach().cpu().numpy().astype(np.int64)
     nnz = int(ptr[-1]) if ptr.size else 0
     lens = np.diff(ptr)
-    XC = max(1, min(n, XMAX))
+    XC = max(1, min(n, xmax))
     nb = max(1, -(-n // XC))
     rows_e = np.repeat(np.arange(m), lens)
     bc = col // XC
@@ -371,16 +381,18 @@ def build_ell(col_indices: torch.Tensor, row_ptrs: torch.Tensor, shape) -> EllSt
                         torch.from_numpy(tg))
 
 
-def ell_layout(owner, values, col_indices, row_ptrs, shape):
-    """``(EllStructure, slot values)``, cached on ``owner`` like :func:`layout`."""
+def ell_layout(owner, values, col_indices, row_ptrs, shape, ncols=1):
+    """``(EllStructure, slot values)`` for ``ncols`` columns of x, cached on ``owner`` like :func:`layout`."""
     shape = tuple(shape)
-    st = cached(owner, "_ell_structure", (col_indices, row_ptrs), lambda: build_ell(col_indices, row_ptrs, shape))
+    xmax = xmax_for(ncols)
+    sfx = "" if xmax == XMAX else f"_{xmax}"
+    skey, vkey = f"_ell_structure{sfx}", f"_ell_values{sfx}"
+    st = cached(owner, skey, (col_indices, row_ptrs), lambda: build_ell(col_indices, row_ptrs, shape, xmax))
     if st.shape != shape:
-        st = build_ell(col_indices, row_ptrs, shape)
-        owner.__dict__["_ell_structure"] = (_stamp((col_indices, row_ptrs)), st)
-    built_on, vals = cached(owner, "_ell_values", (values, col_indices, row_ptrs),
-                            lambda: (st, slot_values(st, values)))
+        st = build_ell(col_indices, row_ptrs, shape, xmax)
+        owner.__dict__[skey] = (_stamp((col_indices, row_ptrs)), st)
+    built_on, vals = cached(owner, vkey, (values, col_indices, row_ptrs), lambda: (st, slot_values(st, values)))
     if built_on is not st:
         vals = slot_values(st, values)
-        owner.__dict__["_ell_values"] = (_stamp((values, col_indices, row_ptrs)), (st, vals))
+        owner.__dict__[vkey] = (_stamp((values, col_indices, row_ptrs)), (st, vals))
     return st, vals
