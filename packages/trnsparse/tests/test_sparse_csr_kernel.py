@@ -22,7 +22,7 @@ import torch
 
 import trnsparse
 from trnsci import nki
-from trnsci.dispatch import NkiFallbackWarning
+from trnsci.dispatch import NkiFallbackWarning, plan_call
 from trnsci.testing import assert_counts, kernel_ran
 from trnsparse import _sell, _tri
 from trnsparse.kernels.csr_sddmm import csr_sddmm_counts, csr_sddmm_kernel
@@ -414,3 +414,12 @@ def test_mostly_empty_matrix_all_kernels():
     rows = np.repeat(np.arange(129), np.diff(S.indptr))
     np.testing.assert_allclose(R.values.numpy(), (X.astype(np.float64) @ X.T)[rows, S.indices], rtol=1e-6,
                                atol=1e-6)
+
+
+def test_spsv_rows_wider_than_the_sbuf_plan_stay_on_torch(monkeypatch):
+    monkeypatch.setattr(_tri, "WMAX", 8)
+    S = _tri_case(n=300, seed=1)  # rows of the last block reach back ~9 entries (and column 0)
+    A = trnsparse.from_scipy(S)
+    with trnsparse.use_backend("simulator"):
+        p = plan_call(trnsparse.spsv, A, torch.ones(300))
+    assert p.backend == "torch" and "more than 8 slots" in p.reason

@@ -205,6 +205,11 @@ def _spsv_supports(values, cols, ptrs, n, B, lower, unit, trans, owner=None):
         return "autograd: the kernel has no backward (the torch path is differentiable)"
     if n == 0 or B.numel() == 0:
         return "empty operand: nothing to compute"
+    st = _tri_layout(owner, values, cols, ptrs, n, lower, unit, trans)
+    widest = max((b[1] for b in st.blocks), default=0)
+    if widest > _tri.WMAX:
+        return (f"a row with {widest} entries left of its diagonal tile: more than {_tri.WMAX} slots "
+                "(the kernel's SBUF plan)")
     return None
 
 

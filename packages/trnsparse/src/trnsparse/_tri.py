@@ -32,6 +32,8 @@ import torch
 from . import _host
 
 TB = 128
+#: Widest off-diagonal row the kernel takes (values + columns: 16 KiB per partition).
+WMAX = 2048
 
 
 @dataclass(frozen=True)
