@@ -9,7 +9,8 @@ kernel with every tile stored (dense attention) by window size. CSR SpMV runs
 on a 2-D Poisson matrix (256^2 grid) and a random 1%-dense 16384^2 matrix, with
 the x-resident kernel (csr_spmv_kernel) and the HBM-gather kernel (csr_spmm_kernel
 with one column) side by side; ``spmv_table()`` sets their HBM bytes against the
-floor ``8 nnz + 4 (n + m)`` on trn1 and trn2.
+floor ``(s + 4) nnz + s (n + m)`` (s = bytes per value: 4, or 2 for the bf16
+rows) on trn1 and trn2.
 """
 
 import numpy as np
@@ -68,12 +69,20 @@ def _csr_matrix(which):
     return trnsparse.random_sparse(16384, 16384, density=0.01, seed=0)
 
 
-def _spmv_case(which, kernel, N=1):
+def _spmv_case(which, kernel, N=1, bf16=False):
     """(args, kwargs, nnz, (m, n)) of one CSR case, laid out as the lowering lays it out."""
+    import torch
+
     from trnsparse import _sell
 
     A = _csr_matrix(which)
     x = np.random.default_rng(3).standard_normal((A.shape[1], N)).astype(np.float32)
+    if bf16:  # native bf16 A and x (torch tensors: NumPy has no bfloat16)
+        A = A.to(dtype=torch.bfloat16)
+        st, v = _sell.ell_layout(A, A.values, A.col_indices, A.row_ptrs, A.shape, N)
+        tg = st.target if st.target.numel() else torch.zeros(1, 2)
+        return ((v, st.cols, tg, torch.from_numpy(x).to(torch.bfloat16)), {"blocks": st.blocks, "M": A.shape[0]},
+                A.nnz, A.shape)
     if kernel == "spmv":
         st, v = _sell.ell_layout(A, A.values, A.col_indices, A.row_ptrs, A.shape, N)
         tg = st.target.numpy() if st.target.numel() else np.zeros((1, 2), np.float32)
@@ -83,8 +92,10 @@ def _spmv_case(which, kernel, N=1):
     return (v.numpy(), st.cols.numpy(), st.orow.numpy(), rl, x), {"slices": st.slices}, A.nnz, A.shape
 
 
-SPMV_CASES = [  # (label, matrix, kernel, columns)
+SPMV_CASES = [  # (label, matrix, kernel, columns); "bf16" in a label: native bf16 A and x
     ("spmv poisson 256^2 x-resident", "poisson", "spmv", 1),
+    ("spmv poisson 256^2 bf16 x-resident", "poisson", "spmv", 1),
+    ("spmv random 16384^2 1% bf16 x-resident", "random", "spmv", 1),
     ("spmv poisson 256^2 hbm-gather", "poisson", "gather", 1),
     ("spmv random 16384^2 1% x-resident", "random", "spmv", 1),
     ("spmv random 16384^2 1% hbm-gather", "random", "gather", 1),
@@ -99,9 +110,11 @@ def spmv_table(targets=("trn1", "trn2")):
     """Per SpMV case and target: HBM bytes, the floor, their ratio, DMAs and modeled time."""
     rows = []
     for label, which, kern, N in SPMV_CASES:
-        args, kw, nnz, (m, n) = _spmv_case(which, kern, N)
+        bf16 = "bf16" in label
+        args, kw, nnz, (m, n) = _spmv_case(which, kern, N, bf16)
         k = csr_spmv_kernel if kern == "spmv" else csr_spmm_kernel
-        floor = 8 * nnz + 4 * N * (n + m)
+        s = 2 if bf16 else 4
+        floor = (s + 4) * nnz + s * N * (n + m)
         for t in targets:
             _, p = nki.profile(k, *args, target=t, **kw)
             hbm = p.hbm_read_bytes + p.hbm_write_bytes
@@ -135,7 +148,7 @@ def _cases():
         rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, 64)).astype(np.float32),
         np.arange(n, dtype=np.float32)[:, None].copy(), np.full((1, n), n / 2, np.float32)), {}
     for label, which, kern, N in SPMV_CASES:
-        args, kw, _, _ = _spmv_case(which, kern, N)
+        args, kw, _, _ = _spmv_case(which, kern, N, "bf16" in label)
         yield label, csr_spmv_kernel if kern == "spmv" else csr_spmm_kernel, args, kw
 
 

@@ -13,7 +13,7 @@ import scipy.sparse.linalg as spl
 import torch
 
 import trnsparse
-from trnsci.testing import kernel_ran
+from trnsci.testing import assert_plan_matches_run, kernel_ran
 
 U = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
 LOWP = list(U)
@@ -73,8 +73,24 @@ def test_lowp_runs_the_float32_kernels(dt):
     _check(Y, S @ X.double().numpy(), dt)
     _check(z, spl.spsolve_triangular(sp.tril(S).tocsr(), x.double().numpy(), lower=True), dt)
     assert torch.equal(y, y2)
-    f32 = A.__dict__["_f32_form"][1]
-    assert f32.dtype == torch.float32 and "_ell_structure" in f32.__dict__
+    # SpMV/SpMM (<= 4 columns) take the low-precision data natively (half the bytes of A's values and x);
+    # the solve runs on the cached float32 copy
+    assert A.__dict__["_ell_values"][1][1].dtype == dt
+    assert A.__dict__["_f32_form"][1].dtype == torch.float32
+
+
+@pytest.mark.parametrize("dt", LOWP, ids=str)
+def test_lowp_spmv_native_kernel_plan_is_what_ran(dt):
+    A, S = _pair(dt, n=300)
+    x = torch.randn(300, 2, generator=torch.Generator().manual_seed(3)).to(dt)
+    with trnsparse.use_backend("simulator"):
+        plan, Y, runs = assert_plan_matches_run(trnsparse.spmm, A, x)
+    assert plan.kernel["name"] == "csr_spmv_kernel" and plan.dtype == dt
+    st = A.__dict__["_ell_structure_4096"][1]
+    L = sum(q[0] for b in st.blocks for q in b[3])
+    # 2-byte values and x: (2 + 4) bytes per slot, x once in 2 bytes, 8 bytes per long piece
+    assert runs[0].profile.hbm_read_bytes == 2 * 300 * 2 + 6 * st.slots + 8 * L
+    _check(Y, S @ x.double().numpy(), dt)
 
 
 def test_integer_and_bool_stay_type_errors():

@@ -65,6 +65,10 @@ F32 = torch.float32
 #: Engine has no fp64/complex, so those stay on the torch path).
 KERNEL_DTYPES = (torch.float32,)
 TB = 128
+LOWP = (torch.bfloat16, torch.float16)
+#: The CSR SpMV/SpMM lowering also takes bfloat16/float16: natively in the x-resident kernel (bf16-class
+#: replication matmuls, fp32 products and sums), upcast to float32 for the gather kernel.
+SPMM_DTYPES = KERNEL_DTYPES + LOWP
 
 
 def _grad(*ts):
@@ -133,7 +137,8 @@ def _spmm_counts(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
     if _resident_x(shape, x):
         N = _ncols(x)
         st, _ = _sell.ell_layout(owner, values, cols, ptrs, shape, N)
-        return {"kernel": "csr_spmv_kernel", **csr_spmv_counts(shape[0], shape[1], st.blocks, N)}
+        return {"kernel": "csr_spmv_kernel",
+                **csr_spmv_counts(shape[0], shape[1], st.blocks, N, values.element_size())}
     st, _ = _sell.layout(owner, values, cols, ptrs, shape)
     return {"kernel": "csr_spmm_kernel", **csr_spmm_counts(shape[0], _ncols(x), st.nnz, st.slices)}
 
@@ -142,7 +147,7 @@ def _ncols(x):
     return 1 if x.dim() == 1 else x.shape[1]
 
 
-@SPMM.lowering("nki", dtypes=KERNEL_DTYPES, supports=_spmm_supports, counts=_spmm_counts)
+@SPMM.lowering("nki", dtypes=SPMM_DTYPES, supports=_spmm_supports, counts=_spmm_counts)
 def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
     vec = x.dim() == 1
     b = (x[:, None] if vec else x).contiguous()
@@ -153,6 +158,8 @@ def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
     else:
         st, sv = _sell.layout(owner, values, cols, ptrs, shape)
         rloc = st.rloc if st.rloc.numel() else torch.zeros(1, dtype=F32)
+        if sv.dtype in LOWP:  # the gather kernel's closed form is for float32 operands
+            sv, b = sv.float(), b.float()
         C = nki.run(csr_spmm_kernel, sv, st.cols, st.orow, rloc, b, slices=st.slices, out_dtype=F32)
     C = C.to(x.dtype)
     return _finish(C[:, 0] if vec else C, alpha, y, beta)

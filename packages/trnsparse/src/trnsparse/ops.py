@@ -71,7 +71,10 @@ def _spmv_torch(values, col_indices, row_ptrs, shape, x, alpha, y, beta, owner=N
     """y <- alpha * A @ x + beta * y for CSR arrays; x 1-D or 2-D.
 
     ``owner``: the matrix holding the arrays, where the NKI lowering caches its device layout
-    (unused here)."""
+    (unused here). bfloat16/float16: computed in float32, rounded once."""
+    if values.dtype in LOWP:
+        return _spmv_torch(values.float(), col_indices, row_ptrs, shape, x.float(), alpha, _up(y), beta).to(
+            values.dtype)
     return _finish(_host.spmv(values, col_indices, row_ptrs, shape, x), alpha, y, beta)
 
 
@@ -156,7 +159,7 @@ def _up(t):
 
 
 def _apply(A: SparseMatrix, x: torch.Tensor, alpha, y, beta):
-    if A.dtype in LOWP:
+    if A.dtype in LOWP and isinstance(A, BSRMatrix):
         return _apply(_f32(A), x.float(), alpha, _up(y), beta).to(A.dtype)
     if isinstance(A, BSRMatrix):
         r = BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x)

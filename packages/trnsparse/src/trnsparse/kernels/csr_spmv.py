@@ -21,7 +21,9 @@ Inputs (HBM), built once per matrix by :func:`trnsparse._sell.build_ell`, cached
 ``cols``   : ``[slots]`` uint32 -- column inside the block; padding holds ``xc``
              (the block width), which points at a zero appended on chip.
 ``target`` : ``[L, 2]`` fp32 -- per long piece ``(row % 128, row // 128)`` (L >= 1).
-``x``      : ``[K, N]`` fp32.
+``x``      : ``[K, N]``, A's dtype. fp32, or bf16/fp16 natively: x is then
+             replicated by bf16-class matmuls (exact: ``1 * x`` into fp32 PSUM,
+             a quarter of the fp32 matmul time), products and sums in fp32.
 Output ``y`` : ``[M, N]`` float32. Compile-time: ``blocks`` (the layout's
 ``(c0, xc, groups, longs)`` per column block: at most 16384 columns for
 N = 1, 4096 for N = 2..4, so that N replicated blocks fit SBUF).
@@ -33,7 +35,8 @@ Pseudocode
     Y[128, S, N] = 0                              # y on chip: slice s, partition p = row 128 s + p
     for each column block (c0, xc):
         for each column c: X_c[128, xc + 1] = ones^T @ x[c0 : c0 + xc, c]; X_c[:, xc] = 0
-                                                  # 1 DMA, a matmul + copy per 512 columns, 1 memset
+                                                  # 1 DMA, a matmul + copy per 512 columns (copies
+                                                  # alternating Vector / Scalar), 1 memset
         for each group (s0, pc, G, w):
             V, C = vals[group], cols[group]       # 2 DMAs, [pc, G, w]
             for each column c:
@@ -51,11 +54,13 @@ Closed forms (N columns; nb column blocks of widths xc_c, rep = sum_c
 ceil(xc_c / 512); groups (pc, G, w); long slices (pc, w, chunks), nch chunks
 in all; slots = sum pc G w + sum pc w; L long pieces; Sf = M // 128)
 --------------------------------------------------------------------
-    HBM bytes read    = 4*K*N + 8*slots + 8*L
+    HBM bytes read    = s*K*N + (s + 4)*slots + 8*L     (s = 4, or 2 for bf16/fp16 A and x)
     HBM bytes written = 4*M*N
     DMA transfers     = N*nb + 2*#groups + 3*#long + [Sf > 0] + [M % 128 > 0]
     Tensor (nc_matmul) = N*(rep + nch)
-    Vector            = 2 + N*(rep + nb + 3*#groups + 2*#long + 2*nch) + #long
+    Vector            = 2 + N*(rep_v + nb + 3*#groups + 2*#long + 2*nch) + #long
+    Scalar            = N*(rep - rep_v)   (rep_v = sum_c ceil(ceil(xc_c / 512) / 2): the
+                        replication copies alternate Vector / Scalar, which balances them)
     GpSimd            = N*(#groups + #long) + nch + [#long > 0]
     matmul flops      = 256*K*N + 256*N*sum_long sum_chunks pc*sc
 
@@ -70,20 +75,23 @@ TB = 128
 TN = 512
 
 
-def csr_spmv_counts(M, K, blocks, N=1):
-    """The closed forms above as a dict (``blocks`` as the kernel takes them; N columns of x)."""
+def csr_spmv_counts(M, K, blocks, N=1, itemsize=4):
+    """The closed forms above as a dict (``blocks`` as the kernel takes them; N columns of x;
+    ``itemsize`` of A's values and x: 4, or 2 for bfloat16/float16)."""
     groups = [g for b in blocks for g in b[2]]
     longs = [q for b in blocks for q in b[3]]
     slots = sum(pc * G * w for _, pc, G, w, _ in groups) + sum(pc * w for pc, w, *_ in longs)
     L = sum(q[0] for q in longs)
     rep = sum(cdiv(b[1], TN) for b in blocks)
+    rep_v = sum(cdiv(cdiv(b[1], TN), 2) for b in blocks)  # the replication copies on the Vector Engine
     nch = sum(len(q[4]) for q in longs)
     return {
-        "hbm_read_bytes": 4 * K * N + 8 * slots + 8 * L,
+        "hbm_read_bytes": itemsize * K * N + (itemsize + 4) * slots + 8 * L,
         "hbm_write_bytes": 4 * M * N,
         "dma": N * len(blocks) + 2 * len(groups) + 3 * len(longs) + (M // TB > 0) + (M % TB > 0),
         "tensor": N * (rep + nch),
-        "vector": 2 + N * (rep + len(blocks) + 3 * len(groups) + 2 * len(longs) + 2 * nch) + len(longs),
+        "vector": 2 + N * (rep_v + len(blocks) + 3 * len(groups) + 2 * len(longs) + 2 * nch) + len(longs),
+        "scalar": N * (rep - rep_v),
         "gpsimd": N * (len(groups) + len(longs)) + nch + (len(longs) > 0),
         "flops": 256 * K * N + 256 * N * sum(q[0] * sc for q in longs for _, sc in q[4]),
     }
@@ -117,7 +125,7 @@ def csr_spmv_kernel(vals, cols, target, x, blocks=(), M=0):
     y = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
     Y = nl.ndarray((TB, S, N), dtype=nl.float32, buffer=nl.sbuf, name="y_tile")
     nisa.memset(Y, 0.0)
-    ones = nl.ndarray((1, TB), dtype=nl.float32, buffer=nl.sbuf, name="ones")
+    ones = nl.ndarray((1, TB), dtype=x.dtype, buffer=nl.sbuf, name="ones")  # fp32 pairs only with fp32
     nisa.memset(ones, 1.0)
     any_long = any(b[3] for b in blocks)
     if any_long:
@@ -128,7 +136,7 @@ def csr_spmv_kernel(vals, cols, target, x, blocks=(), M=0):
         # each column's x block, replicated on every partition (+ a zero the padding slots point at)
         xreps = []
         for c in nl.static_range(N):
-            xrow = nl.ndarray((1, xc), dtype=nl.float32, buffer=nl.sbuf, name="x_row")
+            xrow = nl.ndarray((1, xc), dtype=x.dtype, buffer=nl.sbuf, name="x_row")
             nisa.dma_copy(dst=xrow, src=x.ap(pattern=[[1, 1], [N, xc]], offset=c0 * N + c))
             xrep = nl.ndarray((TB, xc + 1), dtype=nl.float32, buffer=nl.sbuf, name=f"x_rep{c}")
             for t in nl.static_range(cdiv(xc, TN)):
@@ -136,7 +144,10 @@ def csr_spmv_kernel(vals, cols, target, x, blocks=(), M=0):
                 tw = min(TN, xc - t0)
                 ps = nl.ndarray((TB, tw), dtype=nl.float32, buffer=nl.psum, name="x_bcast")
                 nisa.nc_matmul(ps, ones, xrow[:, t0:t0 + tw])
-                nisa.tensor_copy(xrep[:, t0:t0 + tw], ps)
+                if t % 2 == 0:  # PSUM -> SBUF copies alternate between the Vector and Scalar Engines
+                    nisa.tensor_copy(xrep[:, t0:t0 + tw], ps)
+                else:
+                    nisa.activation(xrep[:, t0:t0 + tw], nl.copy, ps)
             del xrow  # the row copy is dead once replicated
             nisa.memset(xrep[:, xc:xc + 1], 0.0)
             xreps.append(xrep)
