@@ -102,6 +102,7 @@ SPMV_CASES = [  # (label, matrix, kernel, columns); "bf16" in a label: native bf
     ("spmm poisson 256^2 k=4 x-resident", "poisson", "spmv", 4),
     ("spmm poisson 256^2 k=4 hbm-gather", "poisson", "gather", 4),
     ("spmm random 16384^2 1% k=4 x-resident", "random", "spmv", 4),
+    ("spmm poisson 256^2 k=32 x-resident", "poisson", "spmv", 32),
     ("spmm poisson 256^2 k=32 hbm-gather", "poisson", "gather", 32),
 ]
 

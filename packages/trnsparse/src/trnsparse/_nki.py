@@ -16,11 +16,12 @@ Host-side work and why it is there (all proportional to what is stored):
   DMA. Nothing of A is densified.
 * CSR/CSC SpMV / SpMM: the device layout is built once per matrix by
   :mod:`trnsparse._sell` and cached on it (values and column indices in
-  slot order). SpMV and SpMM with at most 4 columns: column-blocked
-  ELL-128, x read once and gathered on chip (``csr_spmv_kernel``; 4x
-  narrower column blocks, a second cached layout, for 2-4 columns). More
-  columns: SELL-128-sigma, B rows gathered by indirect DMA
-  (``csr_spmm_kernel``). alpha/beta are applied
+  slot order). SpMV and SpMM: column-blocked ELL-128, x read once and
+  gathered on chip, A streamed once per panel of 4 columns
+  (``csr_spmv_kernel``; 4x narrower column blocks, a second cached layout,
+  for more than one column). Only when y's panel cannot stay on chip
+  (more than 8192 x 128 / min(N, 4) rows): SELL-128-sigma, B rows gathered
+  by indirect DMA (``csr_spmm_kernel``). alpha/beta are applied
   to the kernel's result in torch.
 * Symmetric SpMV: S = T + T_strict^T is expanded on the host once and
   cached on the matrix, then runs the CSR SpMV/SpMM kernel (so the kernel
@@ -128,9 +129,9 @@ def _spmm_supports(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
 
 
 def _resident_x(shape, x):
-    """At most RES_NMAX columns, y on chip: x resident, gathered on chip (csr_spmv_kernel)."""
-    N = _ncols(x)
-    return N <= _sell.RES_NMAX and -(-shape[0] // _sell.TB) * N <= _sell.SMAX
+    """y's panel on chip (csr_spmv_kernel): x read once, replicated and gathered on chip; else the
+    B-row gather kernel (csr_spmm_kernel)."""
+    return -(-shape[0] // _sell.TB) * min(_ncols(x), _sell.RES_NMAX) <= _sell.SMAX
 
 
 def _spmm_counts(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):

@@ -218,8 +218,8 @@ XMAX = 16384
 GMAX = 2048
 #: Output slices x columns held on chip (y as a [128, S, N] tile: 32 KiB per partition).
 SMAX = 8192
-#: Columns the x-resident kernel takes (each column's x block is replicated on chip; with more than one
-#: column the blocks are 4x narrower so that RES_NMAX of them fit SBUF at once).
+#: Columns of x per panel of the x-resident kernel (each column's x block is replicated on chip; with more
+#: than one column the blocks are 4x narrower so that RES_NMAX of them fit SBUF at once).
 RES_NMAX = 4
 
 

@@ -86,7 +86,7 @@ def kernel_cases() -> list[KernelCase]:
         KernelCase("trnsparse", "spmv csr", "300x270 CSR (3%) @ 270 fp32",
                    lambda: trnsparse.spmv(C, xc), 1e-5, ("csr_spmv_kernel",)),
         KernelCase("trnsparse", "spmm csr", "300x270 CSR (3%) @ 270x9 fp32",
-                   lambda: trnsparse.spmm(C, Bc), 1e-5, ("csr_spmm_kernel",)),
+                   lambda: trnsparse.spmm(C, Bc), 1e-5, ("csr_spmv_kernel",)),
         KernelCase("trnsparse", "sddmm csr", "300x12 @ 12x270 on a 3% CSR pattern fp32",
                    lambda: trnsparse.sddmm(C, Xc, Yc).values, 1e-5, ("csr_sddmm_kernel",)),
         KernelCase("trnsparse", "spsm", "260x260 lower CSR \\ 260x4 fp32",

@@ -1,4 +1,4 @@
-"""CSR SpMV / narrow SpMM kernel with x on chip: ``y[M, N] = A @ x`` (N <= 4) on a column-blocked ELL-128 layout.
+"""CSR SpMV / SpMM kernel with x on chip: ``y[M, N] = A @ x`` on a column-blocked ELL-128 layout.
 
 Why this kernel and not a gather from HBM: an indirect DMA moves one HBM row
 per partition, so gathering x from HBM is one 4-byte element per partition
@@ -6,10 +6,10 @@ per descriptor -- overhead-bound (about 1.3 us per transfer) and 12 bytes per
 stored entry. Here x is read from HBM once per call (4 n bytes), replicated
 on the 128 partitions by the Tensor Engine (``ones[1, 128]^T @ x_row``), and
 gathered on chip by GpSimd (``nc_n_gather``); A streams in as dense
-``[128, G*w]`` tiles, one DMA per group of slices, read once for all N
-columns (each column's x block is replicated and gathered separately).
-SpMM with more than 4 columns uses :mod:`.csr_spmm` (a B row per partition
-per gather is a real transfer; replication would grow with the columns).
+``[128, G*w]`` tiles, one DMA per group of slices, read once per panel of
+up to 4 columns of x (each column's x block is replicated and gathered
+separately). :mod:`.csr_spmm` (B rows gathered from HBM) takes only what
+this kernel cannot hold: more than 8192 x 128 / min(N, 4) rows.
 
 Inputs (HBM), built once per matrix by :func:`trnsparse._sell.build_ell`, cached on it
 --------------------------------------------------------------------------------------
@@ -32,8 +32,9 @@ Pseudocode
 ----------
 ::
 
-    Y[128, S, N] = 0                              # y on chip: slice s, partition p = row 128 s + p
-    for each column block (c0, xc):
+    for each panel of q <= 4 columns of x:
+     Y[128, S, q] = 0                             # y on chip: slice s, partition p = row 128 s + p
+     for each column block (c0, xc):
         for each column c: X_c[128, xc + 1] = ones^T @ x[c0 : c0 + xc, c]; X_c[:, xc] = 0
                                                   # 1 DMA, a matmul + copy per 512 columns (copies
                                                   # alternating Vector / Scalar), 1 memset
@@ -48,20 +49,21 @@ Pseudocode
             part_c = sum_w V * gather(X_c, C)     # [pc, 1] per column
             for each 512-slice chunk: F = iota_chunk (one per chunk); for each column c:
                 Y[:, chunk, c] += E^T @ ((F == T[:, 1]) * part_c)   # one-hot matmul
-    y = Y                                         # one DMA (+ one for a ragged last slice)
+     y[:, panel] = Y                              # one DMA (+ one for a ragged last slice)
 
-Closed forms (N columns; nb column blocks of widths xc_c, rep = sum_c
-ceil(xc_c / 512); groups (pc, G, w); long slices (pc, w, chunks), nch chunks
-in all; slots = sum pc G w + sum pc w; L long pieces; Sf = M // 128)
+Closed forms (N columns in P = ceil(N / 4) panels; nb column blocks of
+widths xc_c, rep = sum_c ceil(xc_c / 512); groups (pc, G, w); long slices
+(pc, w, chunks), nch chunks in all; slots = sum pc G w + sum pc w; L long
+pieces; Sf = M // 128)
 --------------------------------------------------------------------
-    HBM bytes read    = s*K*N + (s + 4)*slots + 8*L     (s = 4, or 2 for bf16/fp16 A and x)
+    HBM bytes read    = s*K*N + P*((s + 4)*slots + 8*L)     (s = 4, or 2 for bf16/fp16 A and x)
     HBM bytes written = 4*M*N
-    DMA transfers     = N*nb + 2*#groups + 3*#long + [Sf > 0] + [M % 128 > 0]
+    DMA transfers     = N*nb + P*(2*#groups + 3*#long + [Sf > 0] + [M % 128 > 0])
     Tensor (nc_matmul) = N*(rep + nch)
-    Vector            = 2 + N*(rep_v + nb + 3*#groups + 2*#long + 2*nch) + #long
+    Vector            = 1 + P*(1 + #long) + N*(rep_v + nb + 3*#groups + 2*#long + 2*nch)
     Scalar            = N*(rep - rep_v)   (rep_v = sum_c ceil(ceil(xc_c / 512) / 2): the
                         replication copies alternate Vector / Scalar, which balances them)
-    GpSimd            = N*(#groups + #long) + nch + [#long > 0]
+    GpSimd            = N*(#groups + #long) + P*nch + [#long > 0]
     matmul flops      = 256*K*N + 256*N*sum_long sum_chunks pc*sc
 
 The HBM floor of SpMV is ``8*nnz + 4*(K + M)``; this kernel's excess is the
@@ -73,6 +75,7 @@ from trnsci.nki.tiling import cdiv
 
 TB = 128
 TN = 512
+NPAN = 4  # columns of x per panel: their replicated blocks share SBUF (4 x 16 KiB at 4096 columns)
 
 
 def csr_spmv_counts(M, K, blocks, N=1, itemsize=4):
@@ -85,14 +88,16 @@ def csr_spmv_counts(M, K, blocks, N=1, itemsize=4):
     rep = sum(cdiv(b[1], TN) for b in blocks)
     rep_v = sum(cdiv(cdiv(b[1], TN), 2) for b in blocks)  # the replication copies on the Vector Engine
     nch = sum(len(q[4]) for q in longs)
+    P = cdiv(N, NPAN)
+    nb, ng, nl_ = len(blocks), len(groups), len(longs)
     return {
-        "hbm_read_bytes": itemsize * K * N + (itemsize + 4) * slots + 8 * L,
+        "hbm_read_bytes": itemsize * K * N + P * ((itemsize + 4) * slots + 8 * L),
         "hbm_write_bytes": 4 * M * N,
-        "dma": N * len(blocks) + 2 * len(groups) + 3 * len(longs) + (M // TB > 0) + (M % TB > 0),
+        "dma": N * nb + P * (2 * ng + 3 * nl_ + (M // TB > 0) + (M % TB > 0)),
         "tensor": N * (rep + nch),
-        "vector": 2 + N * (rep_v + len(blocks) + 3 * len(groups) + 2 * len(longs) + 2 * nch) + len(longs),
+        "vector": 1 + P * (1 + nl_) + N * (rep_v + nb + 3 * ng + 2 * nl_ + 2 * nch),
         "scalar": N * (rep - rep_v),
-        "gpsimd": N * (len(groups) + len(longs)) + nch + (len(longs) > 0),
+        "gpsimd": N * (ng + nl_) + P * nch + (nl_ > 0),
         "flops": 256 * K * N + 256 * N * sum(q[0] * sc for q in longs for _, sc in q[4]),
     }
 
@@ -117,68 +122,75 @@ def _dot(av, ac, xrep, pc, G, w, name):
     return red
 
 
+def col_panels(N):
+    """``(n0, width)`` of the column panels of x: at most :data:`NPAN` columns each."""
+    return [(n0, min(NPAN, N - n0)) for n0 in range(0, N, NPAN)]
+
+
 @nki.jit
 def csr_spmv_kernel(vals, cols, target, x, blocks=(), M=0):
     """``y = A @ x`` for A in the column-blocked ELL layout (module docstring) -> y [M, N] fp32."""
     K, N = x.shape
     S = cdiv(M, TB)
+    Sf = M // TB
     y = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
-    Y = nl.ndarray((TB, S, N), dtype=nl.float32, buffer=nl.sbuf, name="y_tile")
-    nisa.memset(Y, 0.0)
     ones = nl.ndarray((1, TB), dtype=x.dtype, buffer=nl.sbuf, name="ones")  # fp32 pairs only with fp32
     nisa.memset(ones, 1.0)
     any_long = any(b[3] for b in blocks)
     if any_long:
         io = nl.ndarray((TB, TB), dtype=nl.float32, buffer=nl.sbuf, name="iota_p")
         nisa.iota(io, [[1, TB]], offset=0, channel_multiplier=0)
-    for bi in nl.static_range(len(blocks)):
-        c0, xc, groups, longs = blocks[bi]
-        # each column's x block, replicated on every partition (+ a zero the padding slots point at)
-        xreps = []
-        for c in nl.static_range(N):
-            xrow = nl.ndarray((1, xc), dtype=x.dtype, buffer=nl.sbuf, name="x_row")
-            nisa.dma_copy(dst=xrow, src=x.ap(pattern=[[1, 1], [N, xc]], offset=c0 * N + c))
-            xrep = nl.ndarray((TB, xc + 1), dtype=nl.float32, buffer=nl.sbuf, name=f"x_rep{c}")
-            for t in nl.static_range(cdiv(xc, TN)):
-                t0 = t * TN
-                tw = min(TN, xc - t0)
-                ps = nl.ndarray((TB, tw), dtype=nl.float32, buffer=nl.psum, name="x_bcast")
-                nisa.nc_matmul(ps, ones, xrow[:, t0:t0 + tw])
-                if t % 2 == 0:  # PSUM -> SBUF copies alternate between the Vector and Scalar Engines
-                    nisa.tensor_copy(xrep[:, t0:t0 + tw], ps)
-                else:
-                    nisa.activation(xrep[:, t0:t0 + tw], nl.copy, ps)
-            del xrow  # the row copy is dead once replicated
-            nisa.memset(xrep[:, xc:xc + 1], 0.0)
-            xreps.append(xrep)
-        for gi in nl.static_range(len(groups)):
-            s0, pc, G, w, off = groups[gi]
-            av, ac = _load_block(vals, cols, pc, G, w, off, "ell")
-            for c in nl.static_range(N):
-                red = _dot(av, ac, xreps[c], pc, G, w, "ell")
-                nisa.tensor_tensor(Y[0:pc, s0:s0 + G, c], Y[0:pc, s0:s0 + G, c], red, nl.add)
-        for li in nl.static_range(len(longs)):
-            pc, w, off, toff, chunks = longs[li]
-            av, ac = _load_block(vals, cols, pc, 1, w, off, "long")
-            tg = nl.ndarray((pc, 2), dtype=nl.float32, buffer=nl.sbuf, name="target")
-            nisa.dma_copy(dst=tg, src=target.ap(pattern=[[2, pc], [1, 2]], offset=2 * toff))
-            E = nl.ndarray((pc, TB), dtype=nl.float32, buffer=nl.sbuf, name="onehot_p")
-            nisa.tensor_scalar(E, io[0:pc, :], nl.equal, tg[:, 0:1])
-            parts = [_dot(av, ac, xreps[c], pc, 1, w, "long") for c in nl.static_range(N)]
-            for s0, sc in chunks:
-                F = nl.ndarray((pc, sc), dtype=nl.float32, buffer=nl.sbuf, name="iota_s")
-                nisa.iota(F, [[1, sc]], offset=s0, channel_multiplier=0)
-                for c in nl.static_range(N):
-                    Fp = nl.ndarray((pc, sc), dtype=nl.float32, buffer=nl.sbuf, name="onehot_s")
-                    nisa.tensor_scalar(Fp, F, nl.equal, tg[:, 1:2], op1=nl.multiply, operand1=parts[c])
-                    ps = nl.ndarray((TB, sc), dtype=nl.float32, buffer=nl.psum, name="y_add")
-                    nisa.nc_matmul(ps, E, Fp)
-                    nisa.tensor_tensor(Y[:, s0:s0 + sc, c], Y[:, s0:s0 + sc, c], ps, nl.add)
-        del xreps, xrep
-    Sf = M // TB
-    if Sf:
-        nisa.dma_copy(dst=y.ap(pattern=[[N, TB], [TB * N, Sf], [1, N]], offset=0), src=Y[:, 0:Sf, :])
-    if M % TB:
-        r = M % TB
-        nisa.dma_copy(dst=y.ap(pattern=[[N, r], [1, N]], offset=TB * Sf * N), src=Y[0:r, Sf, :])
+    for n0, q in col_panels(N):
+        Y = nl.ndarray((TB, S, q), dtype=nl.float32, buffer=nl.sbuf, name="y_tile")
+        nisa.memset(Y, 0.0)
+        for bi in nl.static_range(len(blocks)):
+            c0, xc, groups, longs = blocks[bi]
+            # each column's x block, replicated on every partition (+ a zero the padding slots point at)
+            xreps = []
+            for c in nl.static_range(q):
+                xrow = nl.ndarray((1, xc), dtype=x.dtype, buffer=nl.sbuf, name="x_row")
+                nisa.dma_copy(dst=xrow, src=x.ap(pattern=[[1, 1], [N, xc]], offset=c0 * N + n0 + c))
+                xrep = nl.ndarray((TB, xc + 1), dtype=nl.float32, buffer=nl.sbuf, name=f"x_rep{c}")
+                for t in nl.static_range(cdiv(xc, TN)):
+                    t0 = t * TN
+                    tw = min(TN, xc - t0)
+                    ps = nl.ndarray((TB, tw), dtype=nl.float32, buffer=nl.psum, name="x_bcast")
+                    nisa.nc_matmul(ps, ones, xrow[:, t0:t0 + tw])
+                    if t % 2 == 0:  # PSUM -> SBUF copies alternate between the Vector and Scalar Engines
+                        nisa.tensor_copy(xrep[:, t0:t0 + tw], ps)
+                    else:
+                        nisa.activation(xrep[:, t0:t0 + tw], nl.copy, ps)
+                del xrow  # the row copy is dead once replicated
+                nisa.memset(xrep[:, xc:xc + 1], 0.0)
+                xreps.append(xrep)
+            for gi in nl.static_range(len(groups)):
+                s0, pc, G, w, off = groups[gi]
+                av, ac = _load_block(vals, cols, pc, G, w, off, "ell")
+                for c in nl.static_range(q):
+                    red = _dot(av, ac, xreps[c], pc, G, w, "ell")
+                    nisa.tensor_tensor(Y[0:pc, s0:s0 + G, c], Y[0:pc, s0:s0 + G, c], red, nl.add)
+            for li in nl.static_range(len(longs)):
+                pc, w, off, toff, chunks = longs[li]
+                av, ac = _load_block(vals, cols, pc, 1, w, off, "long")
+                tg = nl.ndarray((pc, 2), dtype=nl.float32, buffer=nl.sbuf, name="target")
+                nisa.dma_copy(dst=tg, src=target.ap(pattern=[[2, pc], [1, 2]], offset=2 * toff))
+                E = nl.ndarray((pc, TB), dtype=nl.float32, buffer=nl.sbuf, name="onehot_p")
+                nisa.tensor_scalar(E, io[0:pc, :], nl.equal, tg[:, 0:1])
+                parts = [_dot(av, ac, xreps[c], pc, 1, w, "long") for c in nl.static_range(q)]
+                for s0, sc in chunks:
+                    F = nl.ndarray((pc, sc), dtype=nl.float32, buffer=nl.sbuf, name="iota_s")
+                    nisa.iota(F, [[1, sc]], offset=s0, channel_multiplier=0)
+                    for c in nl.static_range(q):
+                        Fp = nl.ndarray((pc, sc), dtype=nl.float32, buffer=nl.sbuf, name="onehot_s")
+                        nisa.tensor_scalar(Fp, F, nl.equal, tg[:, 1:2], op1=nl.multiply, operand1=parts[c])
+                        ps = nl.ndarray((TB, sc), dtype=nl.float32, buffer=nl.psum, name="y_add")
+                        nisa.nc_matmul(ps, E, Fp)
+                        nisa.tensor_tensor(Y[:, s0:s0 + sc, c], Y[:, s0:s0 + sc, c], ps, nl.add)
+            del xreps, xrep
+        if Sf:
+            nisa.dma_copy(dst=y.ap(pattern=[[N, TB], [TB * N, Sf], [1, q]], offset=n0), src=Y[:, 0:Sf, :])
+        if M % TB:
+            r = M % TB
+            nisa.dma_copy(dst=y.ap(pattern=[[N, r], [1, q]], offset=TB * Sf * N + n0), src=Y[0:r, Sf, :])
+        del Y
     return y
