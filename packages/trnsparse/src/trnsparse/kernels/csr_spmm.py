@@ -1,4 +1,9 @@
-"""CSR SpMV / SpMM kernel on the SELL-128-sigma layout: ``C[M, N] = A @ B``, nothing densified.
+"""CSR SpMV / SpMM kernel on the SELL-128-sigma layout, B rows gathered from HBM: ``C[M, N] = A @ B``.
+
+The lowering runs it only when y's panel cannot stay on chip for
+:mod:`.csr_spmv` (which reads x once and gathers on chip; an indirect-DMA
+gather of one B row per partition per slot is the slower route whenever
+both apply -- docs/trnsparse.md has the figures). Nothing is densified.
 
 Inputs (HBM), built once per matrix by :mod:`trnsparse._sell` and cached on it
 -------------------------------------------------------------------------------
