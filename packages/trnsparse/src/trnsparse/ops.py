@@ -9,10 +9,11 @@ bfloat16 / float16: every product, sum and solve here upcasts its operands
 to float32 (exactly), runs the float32 path (kernel or torch; the float32
 copy of the matrix is kept on it while its arrays are unchanged) and rounds
 the result once to the input dtype. (The x-resident SpMV/SpMM kernel reads
-the 2-byte data natively and computes in float32 on chip: the same bound.) Error bound: the float32 computation's
-(``~k * 2^-24 * sum |a||x|`` for k terms; ``cond * 2^-24`` for solves) plus
-one rounding, ``|r| * 2^-8`` (bfloat16) or ``|r| * 2^-11`` (float16).
-Integer and bool data are a TypeError.
+the 2-byte data natively and computes in float32 on chip: the same bound.)
+Error bound: the float32 computation's (``~k * 2^-24 * sum |a||x|`` for k
+terms; ``cond * 2^-24`` for solves) plus one rounding, ``|r| * 2^-8``
+(bfloat16) or ``|r| * 2^-11`` (float16). Integer and bool data are a
+TypeError.
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ from . import _host
 from .formats import BSRMatrix, COOMatrix, CSCMatrix, CSRMatrix, SparseMatrix, as_sparse
 
 _UPLO = la.uplo
-#: Stored as given, computed in float32: every operation upcasts (exactly), runs its float32 path (kernel or
-#: torch) and rounds the result once to the input dtype.
+#: Stored as given, computed in float32 and rounded once to the input dtype (see the module docstring).
 LOWP = (torch.bfloat16, torch.float16)
 
 
