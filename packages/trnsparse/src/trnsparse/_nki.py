@@ -62,8 +62,8 @@ from trnsparse.ops import BSR_SDDMM, BSR_SPMM, SDDMM, SPMM, SPMV_SYMMETRIC, SPSV
 from trnsparse.screening import SCREENED_SPMM
 
 F32 = torch.float32
-#: What the kernels take here: float32 (the sparse formats hold fp32/fp64/complex; the Tensor
-#: Engine has no fp64/complex, so those stay on the torch path).
+#: What the kernels take here: float32 (the Tensor Engine has no fp64/complex, so those stay on the
+#: torch path; bf16/fp16 matrices reach the other kernels as their cached float32 copy).
 KERNEL_DTYPES = (torch.float32,)
 TB = 128
 LOWP = (torch.bfloat16, torch.float16)
@@ -162,8 +162,10 @@ def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
         if sv.dtype in LOWP:  # the gather kernel's closed form is for float32 operands
             sv, b = sv.float(), b.float()
         C = nki.run(csr_spmm_kernel, sv, st.cols, st.orow, rloc, b, slices=st.slices, out_dtype=F32)
-    C = C.to(x.dtype)
-    return _finish(C[:, 0] if vec else C, alpha, y, beta)
+    C = C[:, 0] if vec else C
+    if x.dtype in LOWP:  # alpha/beta in float32 too: the result is rounded once
+        return _finish(C, alpha, None if y is None else y.float(), beta).to(x.dtype)
+    return _finish(C.to(x.dtype), alpha, y, beta)
 
 
 # ----------------------------------------------------------------- symmetric SpMV: S expanded once, cached
