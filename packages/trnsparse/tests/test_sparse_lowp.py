@@ -73,6 +73,10 @@ def test_lowp_runs_the_float32_kernels(dt):
     _check(Y, S @ X.double().numpy(), dt)
     _check(z, spl.spsolve_triangular(sp.tril(S).tocsr(), x.double().numpy(), lower=True), dt)
     assert torch.equal(y, y2)
+    y0 = torch.randn(150, generator=g).to(dt)
+    with kernel_ran("csr_spmv_kernel"):
+        y3 = trnsparse.spmv(A, x, alpha=-0.5, y=y0, beta=2.0)  # alpha/beta in fp32, one rounding
+    _check(y3, -0.5 * (S @ x.double().numpy()) + 2.0 * y0.double().numpy(), dt)
     # SpMV/SpMM (<= 4 columns) take the low-precision data natively (half the bytes of A's values and x);
     # the solve runs on the cached float32 copy
     assert A.__dict__["_ell_values"][1][1].dtype == dt
