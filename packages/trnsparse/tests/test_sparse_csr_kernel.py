@@ -1,8 +1,10 @@
-"""CSR/CSC SpMV and SpMM kernels: results vs SciPy, counters vs the closed forms, the layouts' invariants,
-and their cache's invalidation.
+"""CSR/CSC device paths: SpMV/SpMM, SDDMM, symmetric SpMV, triangular solves -- results vs SciPy, counters
+vs the closed forms, the layouts' invariants, and their caches' invalidation.
 
-SpMV (one column) runs ``csr_spmv_kernel`` (column-blocked ELL-128, x resident on chip); SpMM runs
-``csr_spmm_kernel`` (SELL-128-sigma, B rows gathered by indirect DMA).
+SpMV and SpMM run ``csr_spmv_kernel`` (column-blocked ELL-128, x resident on chip, panels of 4 columns);
+``csr_spmm_kernel`` (SELL-128-sigma, B rows gathered by indirect DMA) runs when y's panel cannot stay on
+chip (forced here by lowering ``SMAX``) and is tested directly; SDDMM on its SELL layout; spsv/spsm on
+the block-triangular layout.
 
 Matrices are ragged (rows and columns not multiples of 128), with empty rows and one row much longer
 than the others (split into pieces recombined on the Tensor Engine). Tolerances: fp32 products summed
