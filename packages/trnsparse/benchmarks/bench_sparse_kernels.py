@@ -10,7 +10,9 @@ on a 2-D Poisson matrix (256^2 grid) and a random 1%-dense 16384^2 matrix, with
 the x-resident kernel (csr_spmv_kernel) and the HBM-gather kernel (csr_spmm_kernel
 with one column) side by side; ``spmv_table()`` sets their HBM bytes against the
 floor ``(s + 4) nnz + s (n + m)`` (s = bytes per value: 4, or 2 for the bf16
-rows) on trn1 and trn2.
+rows) on trn1 and trn2; ``csr_other_table()`` does the same for SDDMM on a CSR
+pattern (floor ``8 nnz + 4 k (m + n)``) and the block-triangular solve (floor
+``8 nnz + 8 n k``: the triangle, B and X once).
 """
 
 import numpy as np
@@ -20,8 +22,10 @@ from trnblas.kernels.gemm import gemm_kernel
 from trnsci import nki
 from trnsparse.kernels.attention import block_sparse_attention_kernel
 from trnsparse.kernels.bsr_spmm import bsr_spmm_kernel
+from trnsparse.kernels.csr_sddmm import csr_sddmm_kernel
 from trnsparse.kernels.csr_spmm import csr_spmm_kernel
 from trnsparse.kernels.csr_spmv import csr_spmv_kernel
+from trnsparse.kernels.csr_spsv import csr_spsv_kernel
 from trnsparse.kernels.screened_spmm import screened_spmm_kernel
 
 N_BSR, K_BSR = 1024, 256
@@ -133,6 +137,52 @@ def format_spmv_table(rows):
     return "\n".join(lines)
 
 
+def _sddmm_spsv_case(label):
+    """(kernel, args, kwargs, floor bytes) of the SDDMM / triangular-solve rows of :func:`csr_other_table`."""
+    import scipy.sparse as sp
+    import torch
+
+    from trnsparse import _sell, _tri
+
+    S = _poisson2d(128)  # 16384 rows
+    n = S.shape[0]
+    rng = np.random.default_rng(4)
+    if label.startswith("sddmm"):
+        k = 32
+        import trnsparse
+
+        A = trnsparse.from_scipy(S)
+        st = _sell.structure(A, A.col_indices, A.row_ptrs, A.shape)
+        prow = _sell.partition_rows(st)
+        X = rng.standard_normal((n, k)).astype(np.float32)
+        Yt = rng.standard_normal((n, k)).astype(np.float32)
+        return (csr_sddmm_kernel, (st.cols.numpy(), prow.numpy(), X, Yt), {"slices": st.slices},
+                8 * S.nnz + 4 * k * 2 * n)
+    N = 1 if label.startswith("spsv") else 8
+    L = sp.tril(S).tocsr()
+    st = _tri.build(torch.from_numpy(L.data), torch.from_numpy(L.indices.astype(np.int64)),
+                    torch.from_numpy(L.indptr.astype(np.int64)), n, True, False, False)
+    B = rng.standard_normal((n, N)).astype(np.float32)
+    return (csr_spsv_kernel, (st.linv_t.numpy(), st.vals.numpy(), st.cols.numpy(), B), {"blocks": st.blocks},
+            8 * L.nnz + 4 * N * 2 * n)
+
+
+OTHER_CASES = ["sddmm poisson 128^2 pattern k=32", "spsv poisson 128^2 lower", "spsm poisson 128^2 lower k=8"]
+
+
+def csr_other_table(targets=("trn1", "trn2")):
+    """SDDMM on a CSR pattern and the block-triangular solve: HBM bytes vs the floor, modeled time."""
+    rows = []
+    for label in OTHER_CASES:
+        k, args, kw, floor = _sddmm_spsv_case(label)
+        for t in targets:
+            _, p = nki.profile(k, *args, target=t, **kw)
+            hbm = p.hbm_read_bytes + p.hbm_write_bytes
+            rows.append((label, t, hbm, floor, hbm / floor, p.instructions["dma"], p.modeled_time_lower_s * 1e6,
+                         p.modeled_time_upper_s * 1e6))
+    return rows
+
+
 def _cases():
     rng = np.random.default_rng(2)
     for density in (0.125, 0.25, 0.5, 1.0):
@@ -199,3 +249,5 @@ if __name__ == "__main__":
     print(format_table(counters_table()))
     print()
     print(format_spmv_table(spmv_table()))
+    print()
+    print(format_spmv_table(csr_other_table()))
