@@ -232,8 +232,12 @@ def all_reduce(t: torch.Tensor, op=dist.ReduceOp.SUM, group=None, timeout: float
 
 
 def _bytes(t: torch.Tensor) -> torch.Tensor:
-    t = t.contiguous()
-    return t.reshape(-1).view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
+    if not t.numel():
+        return torch.empty(0, dtype=torch.uint8)
+    flat = t.contiguous().reshape(-1)
+    if flat.stride(0) != 1:  # a size-1 dim can leave a "contiguous" tensor with a non-unit stride
+        flat = torch.empty(flat.numel(), dtype=t.dtype).copy_(flat)
+    return flat.view(torch.uint8)
 
 
 def all_to_all(chunks: Sequence[torch.Tensor], shapes: Sequence[Sequence[int]], dtype: torch.dtype,
