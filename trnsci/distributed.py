@@ -76,10 +76,12 @@ def init(backend: str | None = None, timeout: float | None = None):
 
     ``backend`` defaults to gloo (CPU); on Trainium pass the Neuron/XLA
     collective backend's name.  Gloo is pinned to the loopback interface when
-    ``MASTER_ADDR`` is a loopback address.
+    ``MASTER_ADDR`` is a loopback address or every rank is on this node
+    (unless ``GLOO_SOCKET_IFNAME`` is already set).
     """
     if not dist.is_initialized():
-        if os.environ.get("MASTER_ADDR", "127.0.0.1").startswith("127."):
+        one_node = os.environ.get("LOCAL_WORLD_SIZE", "?") == os.environ.get("WORLD_SIZE")
+        if one_node or os.environ.get("MASTER_ADDR", "127.0.0.1").startswith("127."):
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         dist.init_process_group(backend or "gloo", timeout=_td(timeout))
     return mesh()
@@ -452,14 +454,15 @@ def redistribute(d, placements, timeout: float | None = None):
 
 
 # ------------------------------------------------------------------ launcher
-def _worker(rank, nprocs, port, fn, args, timeout, queue):
+def _worker(rank, nprocs, path, fn, args, timeout, queue):
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(nprocs), "LOCAL_RANK": str(rank),
-                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+                       "LOCAL_WORLD_SIZE": str(nprocs), "MASTER_ADDR": "127.0.0.1"})
     torch.set_num_threads(1)
     try:
-        store = dist.TCPStore("127.0.0.1", port, nprocs + 1, False, timeout=_td(timeout))
+        store = dist.FileStore(path, nprocs)
+        store.set_timeout(_td(timeout))
         dist.init_process_group("gloo", store=store, rank=rank, world_size=nprocs, timeout=_td(timeout))
         result = fn(*args)
         queue.put((rank, True, result))
@@ -476,8 +479,10 @@ def spawn(fn: Callable, nprocs: int, args: tuple = (), timeout: float = 120.0, c
     """Run ``fn(*args)`` on ``nprocs`` fresh processes joined by gloo on 127.0.0.1; return results by rank.
 
     ``fn`` must be importable (a module-level function) and its result
-    picklable.  The rendezvous store lives in this process on a port the OS
-    picks, so no port is guessed.  Workers run one thread.  ``start_method``
+    picklable.  The ranks meet through a ``FileStore`` in a fresh temporary
+    directory (no listening socket, no port to guess); gloo is pinned to the
+    loopback interface, so its connections use ports the OS picks on
+    127.0.0.1.  Workers run one thread.  ``start_method``
     ``"auto"`` forks the ranks from a forkserver that has imported torch
     once (on Linux), else spawns fresh interpreters.  If the whole run
     exceeds ``timeout`` seconds the workers are killed and ``TimeoutError``
@@ -492,7 +497,10 @@ def spawn(fn: Callable, nprocs: int, args: tuple = (), timeout: float = 120.0, c
 
     if not isinstance(nprocs, int) or nprocs < 1:
         raise ValueError(f"spawn: nprocs must be a positive int, got {nprocs!r}")
-    store = dist.TCPStore("127.0.0.1", 0, nprocs + 1, True, wait_for_workers=False, timeout=_td(timeout))
+    import shutil
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="trnsci-spawn-")
     if start_method == "auto":
         start_method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
     ctx = mp.get_context(start_method)
@@ -501,7 +509,8 @@ def spawn(fn: Callable, nprocs: int, args: tuple = (), timeout: float = 120.0, c
         # whose threads a fork could catch holding locks) -- ~1 s per rank instead of a fresh interpreter
         ctx.set_forkserver_preload(["torch", "torch.distributed", "trnsci.distributed"])
     q = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, nprocs, store.port, fn, args, collective_timeout, q),
+    procs = [ctx.Process(target=_worker, args=(r, nprocs, os.path.join(tmp, "store"), fn, args,
+                                               collective_timeout, q),
                          daemon=True) for r in range(nprocs)]
     for p in procs:
         p.start()
@@ -532,7 +541,7 @@ def spawn(fn: Callable, nprocs: int, args: tuple = (), timeout: float = 120.0, c
             if p.is_alive():
                 p.kill()
                 p.join()
-        del store
+        shutil.rmtree(tmp, ignore_errors=True)
     ordered = [results[r] for r in range(nprocs)]
     if raise_errors:
         bad = [f"--- rank {r} ---\n{v}" for r, (ok, v) in enumerate(ordered) if not ok]
