@@ -132,3 +132,13 @@ def test_grid_and_sizes():
         D.grid_shape(0)
     with pytest.raises(ValueError, match="nprocs"):
         D.spawn(_checks, 0)
+
+
+def test_distributed_demo_runs(capsys):
+    """The launch module end to end on 2 spawned ranks, tiny sizes (the figures themselves are not checked)."""
+    from trnsci import distributed_demo
+
+    assert distributed_demo.main(["--nproc", "2", "--what", "fft,gemm", "--fft", "8", "--gemm", "12",
+                                  "--repeat", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "rank 0/2" in text and "rank 1/2" in text and "fftn 8^3" in text and "gemm 12^2" in text
