@@ -40,12 +40,8 @@ def _checks():
         occ = D.shard_sizes(nocc, P)
         na = res.naux_per_rank
         want_t = sum(occ[s] * nvir * na[r] for s in range(P) if s != r) * 8
-        # ring: floor(P/2) shifts; for even P the last one only feeds ranks r < (r - P/2) mod P
-        want_ring = 0
-        for t in range(1, P // 2 + 1):
-            dst, blk = (r + 1) % P, (r - t + 1) % P
-            if t <= (P - 1) // 2 or dst < blk:
-                want_ring += occ[blk] * nvir * res.naux * 8
+        # ring: floor(P/2) shifts; at shift t rank r passes on block (r - t + 1) mod P
+        want_ring = sum(occ[(r - t + 1) % P] * nvir * res.naux * 8 for t in range(1, P // 2 + 1))
         c = D.shard_sizes(nocc * nocc, P)[r]
         want_pairs = (nocc * nocc - c + (P - 1) * c) * 8
         b = res.bytes_sent

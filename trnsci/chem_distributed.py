@@ -23,9 +23,11 @@ memory); one all-to-all turns that into ``V[I_r, :, :]`` for its occupied
 block ``I_r`` (it sends ``sum_{s != r} nocc_s nvir naux_r`` words, about
 ``|V| (P-1) / P^2``); the fit runs locally (the ``naux^2`` metric is
 replicated: cheap); pair energies ``e_ij`` for ``i in I_r`` need ``B_j`` of
-the other blocks, which travel around a ring for ``floor(P/2)`` steps (each
-unordered block pair is computed once; rank r sends at most ``floor(P/2)``
-blocks of ``nocc_s nvir naux`` words); finally the ``nocc x nocc``
+the other blocks, which travel around a ring for ``floor(P/2)`` steps (rank
+r sends ``floor(P/2)`` blocks of ``nocc_s nvir naux`` words; each unordered
+block pair is computed once -- for even P the pair met in the last step is
+split in half between its two ranks, which keeps the work balanced);
+finally the ``nocc x nocc``
 pair-energy matrix is summed over ranks with one all-reduce.  Memory per
 rank: ``|V|/P`` and two ``B`` blocks, falling as ``1/P``.
 """
@@ -73,6 +75,26 @@ def _cross_pairs(Bi, Bj, eo_i, eo_j, ev) -> torch.Tensor:
         denom = (eo_i[i].double() + eo_j.double())[None, :, None] - dv
         out[i] = (T * (2 * T - T.permute(2, 1, 0)) / denom).sum(dim=(0, 2))
     return out
+
+
+def _pair_block(pairs, B, Bs, r, s, occ_off, eo, ev, half: bool) -> None:
+    """Fill ``pairs[I_r, I_s]`` (and its transpose) from this rank's ``B`` and block ``s``'s ``Bs``.
+
+    ``half``: the last step of an even ring, where ranks r and s see each
+    other's blocks at once; each computes half of the block pair (the lower
+    rank the first ``ceil(n/2)`` of its own rows, the higher rank the rest).
+    """
+    mine, other = slice(occ_off[r], occ_off[r + 1]), slice(occ_off[s], occ_off[s + 1])
+    if half:
+        if r < s:
+            h = -(-(mine.stop - mine.start) // 2)
+            mine, B = slice(mine.start, mine.start + h), B[:h]
+        else:
+            h = -(-(other.stop - other.start) // 2)
+            other, Bs = slice(other.start + h, other.stop), Bs[h:]
+    e = _cross_pairs(B, Bs, eo[mine], eo[other], ev)
+    pairs[mine, other] = e
+    pairs[other, mine] = e.T
 
 
 def df_mp2_distributed(mf, process_group, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
@@ -139,28 +161,17 @@ def df_mp2_distributed(mf, process_group, *, auxbasis=None, frozen=None, dtype=t
             cur = B
             for t in range(1, P // 2 + 1):
                 dst, src = (r + 1) % P, (r - 1) % P
-                send_blk, recv_blk = (r - t + 1) % P, (r - t) % P
-
-                def needs(rank, blk, t=t):
-                    return t <= (P - 1) // 2 or rank < blk
-
+                s = (r - t) % P  # the block arriving now
                 t0 = time.perf_counter()
                 chunks = [torch.empty(0, dtype=dtype)] * P
                 shapes = [(0,)] * P
-                if needs(dst, send_blk):
-                    chunks[dst] = cur
-                if needs(r, recv_blk):
-                    shapes[src] = (occ_sizes[recv_blk], nvir, nfit)
+                chunks[dst] = cur
+                shapes[src] = (occ_sizes[s], nvir, nfit)
                 got = D.all_to_all(chunks, shapes, dtype, g, timeout, kind="ring")
                 timings["comm"] += time.perf_counter() - t0
+                cur = got[src]
                 with D.agree(where, g, timeout), C._stage("energy", timings, backends):
-                    if not needs(r, recv_blk):  # the last step of an even ring feeds half the ranks
-                        continue
-                    cur, s = got[src], recv_blk
-                    other = slice(occ_off[s], occ_off[s + 1])
-                    e = _cross_pairs(B, cur, eo_t[mine], eo_t[other], ev_t)
-                    pairs[mine, other] = e
-                    pairs[other, mine] = e.T
+                    _pair_block(pairs, B, cur, r, s, occ_off, eo_t, ev_t, half=(2 * t == P))
             t0 = time.perf_counter()
             D.all_reduce(pairs, group=g, timeout=timeout, kind="pairs")
             timings["comm"] += time.perf_counter() - t0
