@@ -142,3 +142,20 @@ def test_distributed_demo_runs(capsys):
                                   "--repeat", "1"]) == 0
     text = capsys.readouterr().out
     assert "rank 0/2" in text and "rank 1/2" in text and "fftn 8^3" in text and "gemm 12^2" in text
+
+
+def _dies():
+    import os
+
+    import torch.distributed as dist
+
+    if dist.get_rank() == 1:
+        os._exit(3)  # a crash that reports nothing
+    return "ok"
+
+
+def test_spawn_reports_a_dead_rank():
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"rank\(s\) \[1\] died"):
+        D.spawn(_dies, 2, timeout=60)
+    assert time.monotonic() - t0 < 30
