@@ -101,6 +101,32 @@ def _checks():
         tol = testing.tolerance(torch.float64, mm) * np.linalg.norm(G)
         check(f"tsqr {mm}", np.max(np.abs(R.numpy() - Rn)) <= tol and np.max(np.abs(Qf @ R.numpy() - G)) <= tol
               and np.max(np.abs(Qf.T @ Qf - np.eye(6))) <= testing.tolerance(torch.float64, mm), mm)
+    # block-cyclic Cholesky, n = 37 in blocks of 5 (8 blocks, the last of 2) over 3 ranks, vs numpy
+    nn, nb = 37, 5
+    G = testing.random((nn, nn), seed=4)
+    S = G @ G.T + nn * np.eye(nn)
+    desc = SD.BlockCyclic(nn, nb, P)
+    with D.counting() as t:
+        Lloc = SD.cholesky(desc.split(torch.from_numpy(S), r), desc)
+    cols = [len(desc.local_columns(q)) for q in range(P)]
+    allT = D.all_gather(Lloc.T.contiguous(), 0, cols)  # (n, n) rows = global columns in rank order
+    pieces = [p.T for p in allT.split(cols)]
+    Lfull = desc.join(pieces).numpy()
+    Lref = np.linalg.cholesky(S)
+    err = float(np.max(np.abs(Lfull - Lref)))
+    check("block-cyclic cholesky", err <= testing.tolerance(torch.float64, nn) * np.sqrt(np.max(np.diag(S))), err)
+    want = sum((P - 1) * (nn - desc.block(b)[0]) * (desc.block(b)[1] - desc.block(b)[0]) * 8
+               for b in range(desc.nblocks) if desc.owner(b) == r)
+    check("block-cyclic cholesky bytes", t.by_kind.get("broadcast") == want, (t.by_kind, want))
+    Sbad = S.copy()
+    Sbad[20, 20] = -1.0  # block 4 (columns 20-24), owned by rank 1
+    try:
+        SD.cholesky(desc.split(torch.from_numpy(Sbad), r), desc)
+        check("cholesky not SPD", False, "no error")
+    except np.linalg.LinAlgError as e:
+        check("cholesky not SPD", r == 1 and "positive definite" in str(e), e)
+    except D.DistributedError as e:
+        check("cholesky not SPD", r != 1, e)
     # bad input on all ranks
     try:
         SD.cg(Ad, bd, tol=-1)
@@ -123,4 +149,4 @@ def results():
 def test_solver_distributed(results):
     bad = [(r, name, detail) for r, res in enumerate(results) for name, ok, detail in res if not ok]
     assert not bad, bad
-    assert all(len(res) == len(results[0]) == 11 for res in results)
+    assert all(len(res) == len(results[0]) == 14 for res in results)

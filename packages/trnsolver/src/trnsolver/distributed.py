@@ -24,6 +24,12 @@ same branch in every test (no extra agreement step is needed).
 (rank r sends ``(P-1) n^2`` words), stacked and factored once more,
 ``[R_0; ...; R_{P-1}] = Q' R``; then ``Q = diag(Q_r) Q'``.  ``R`` has a
 non-negative diagonal (signs fixed), so it is unique for full-rank ``A``.
+
+``cholesky(A_local, BlockCyclic(n, nb, P))``: right-looking Cholesky on a
+1-D block-cyclic column layout (see :class:`BlockCyclic`); the owner of
+each column block broadcasts its factored panel, every rank updates its
+own trailing columns.  A 2-D block-cyclic grid with SUMMA-style updates
+(less traffic per rank at large P) and LU with pivoting are not written.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import torch
 
 from trnsci import distributed as D
 
-__all__ = ["cg", "bicgstab", "gmres", "tsqr"]
+__all__ = ["cg", "bicgstab", "gmres", "tsqr", "BlockCyclic", "cholesky"]
 
 
 def _local(x):
@@ -230,3 +236,105 @@ def tsqr(A, *, group=None, timeout=None):
     if hasattr(A, "device_mesh"):
         Q = D.from_local(Q, A.device_mesh, A.placements, (A.shape[0], Q.shape[1]))
     return Q, R
+
+
+# ====================================================== block-cyclic Cholesky
+
+class BlockCyclic:
+    """1-D block-cyclic columns (ScaLAPACK's layout with one process row): block ``b`` of ``nb`` on rank ``b % P``.
+
+    DTensor has no block-cyclic placement, and a factorisation needs one:
+    with plain blocks the last rank would own all the late (expensive)
+    trailing updates.  ``local_columns(r)`` lists a rank's global columns
+    in its local order.
+    """
+
+    def __init__(self, n: int, nb: int, P: int):
+        for name, v in (("n", n), ("nb", nb), ("P", P)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"BlockCyclic: {name} must be a positive int, got {v!r}")
+        self.n, self.nb, self.P = n, nb, P
+        self.nblocks = -(-n // nb)
+
+    def block(self, b: int) -> tuple[int, int]:
+        return b * self.nb, min(self.n, (b + 1) * self.nb)
+
+    def owner(self, b: int) -> int:
+        return b % self.P
+
+    def local_blocks(self, r: int) -> list[int]:
+        return list(range(r, self.nblocks, self.P))
+
+    def local_columns(self, r: int) -> list[int]:
+        return [c for b in self.local_blocks(r) for c in range(*self.block(b))]
+
+    def local_offset(self, b: int) -> int:
+        """Where block ``b`` starts among its owner's local columns."""
+        return sum(self.block(q)[1] - self.block(q)[0] for q in range(self.owner(b), b, self.P))
+
+    def split(self, A: torch.Tensor, r: int) -> torch.Tensor:
+        """Rank ``r``'s columns of a full matrix (no communication)."""
+        return A[:, self.local_columns(r)].clone()
+
+    def join(self, pieces) -> torch.Tensor:
+        """The full matrix from every rank's columns (e.g. after an all-gather)."""
+        out = torch.empty(self.n, self.n, dtype=pieces[0].dtype)
+        for r, p in enumerate(pieces):
+            out[:, self.local_columns(r)] = p
+        return out
+
+
+def cholesky(A_local: torch.Tensor, desc: BlockCyclic, *, group=None, timeout=None) -> torch.Tensor:
+    """Lower Cholesky factor of an SPD matrix held in ``desc``'s block-cyclic columns; returns this rank's columns of L.
+
+    Right-looking: for each column block, its owner factors the diagonal
+    block (``torch.linalg.cholesky_ex``) and solves the panel below it
+    (``trnblas.trsm``), broadcasts the panel -- block ``b``'s owner sends
+    ``(P-1) (n - c_b) nb_b`` words -- and every rank updates its own
+    trailing columns with the panel (``trnblas.gemm``).  A matrix that is
+    not positive definite raises ``trnsci._linalg.LinAlgError`` on the
+    owner of the failing block and ``DistributedError`` on the others.
+    """
+    import torch.distributed as dist
+
+    import trnblas
+    from trnsci._linalg import LinAlgError
+
+    where = "trnsolver.distributed.cholesky"
+    P, r = dist.get_world_size(group), dist.get_rank(group)
+    with D.agree(where, group, timeout):
+        if not isinstance(desc, BlockCyclic) or desc.P != P:
+            raise ValueError(f"{where}: desc must be a BlockCyclic for {P} ranks")
+        want = (desc.n, len(desc.local_columns(r)))
+        if not isinstance(A_local, torch.Tensor) or tuple(A_local.shape) != want:
+            raise ValueError(f"{where}: A_local must be this rank's {want} columns, got "
+                             f"{tuple(getattr(A_local, 'shape', ()))}")
+    L = A_local.clone()
+    n = desc.n
+    mine = desc.local_blocks(r)
+    for b in range(desc.nblocks):
+        c0, c1 = desc.block(b)
+        w = c1 - c0
+        o = desc.owner(b)
+        panel = torch.empty(n - c0, w, dtype=L.dtype)
+        with D.agree(where, group, timeout):
+            if r == o:
+                lc = desc.local_offset(b)
+                Lbb, info = torch.linalg.cholesky_ex(L[c0:c1, lc:lc + w])
+                if int(info) != 0:
+                    raise LinAlgError(f"{where}: the matrix is not positive definite (leading minor of order "
+                                      f"{c0 + int(info)})", info=c0 + int(info))
+                below = L[c1:, lc:lc + w]
+                if below.shape[0]:
+                    below = trnblas.trsm(1.0, Lbb, below, side="right", uplo="lower", trans=True)
+                panel = torch.cat([Lbb, below])
+                L[c0:, lc:lc + w] = panel
+                L[:c0, lc:lc + w] = 0
+        D.broadcast(panel, o, group, timeout)
+        for b2 in mine:  # trailing update of my later blocks: A[d0:, d] -= P[d0:] P[d]^T
+            if b2 <= b:
+                continue
+            d0, d1 = desc.block(b2)
+            ld = desc.local_offset(b2)
+            L[d0:, ld:ld + d1 - d0] -= trnblas.gemm(1.0, panel[d0 - c0:], panel[d0 - c0:d1 - c0], transB=True)
+    return L
