@@ -455,6 +455,8 @@ def redistribute(d, placements, timeout: float | None = None):
 
 # ------------------------------------------------------------------ launcher
 def _worker(rank, nprocs, path, fn, args, timeout, queue):
+    global DEFAULT_TIMEOUT
+    DEFAULT_TIMEOUT = float(timeout)  # the ranks' collectives wait as long as spawn was told
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(nprocs), "LOCAL_RANK": str(rank),

@@ -82,7 +82,7 @@ def _mean_field(mol):
         if not ref.converged:
             raise RuntimeError("distributed_demo: the SCF did not converge")
         arrays = torch.from_numpy(np.concatenate([ref.mo_coeff.ravel(), ref.mo_energy, ref.mo_occ, [ref.e_tot]]))
-    D.broadcast(arrays, 0)
+    D.broadcast(arrays, 0, timeout=max(D.DEFAULT_TIMEOUT, 3600.0))  # the others wait out rank 0's SCF
     a = arrays.numpy()
     mf.mo_coeff = a[:nao * nao].reshape(nao, nao).copy()
     mf.mo_energy = a[nao * nao:nao * nao + nao].copy()
