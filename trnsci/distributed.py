@@ -491,7 +491,8 @@ def spawn(fn: Callable, nprocs: int, args: tuple = (), timeout: float = 120.0, c
     raised.  With ``raise_errors`` a rank's exception becomes a
     ``RuntimeError`` here carrying every failed rank's traceback; otherwise
     the list holds ``(False, message)`` for failed ranks and ``(True,
-    result)`` for the others.
+    result)`` for the others.  ``collective_timeout`` becomes the ranks'
+    :data:`DEFAULT_TIMEOUT`.
     """
     import multiprocessing as mp
     import queue as _queue
