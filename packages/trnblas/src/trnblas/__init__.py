@@ -12,6 +12,8 @@ from trnsci.dispatch import load_lowerings as _load_lowerings
 __version__ = _library_version("trnblas")
 set_backend, get_backend, use_backend = _bind("trnblas")
 
+from trnsci.nki import HAS_NKI  # noqa: E402  published name: True when the Neuron SDK's NKI is importable
+
 from trnblas.level1 import (  # noqa: E402
     asum,
     axpy,
@@ -60,7 +62,7 @@ from trnblas.level3 import (  # noqa: E402
 from trnblas.plan import BlasPlan, plan, plan_batched_gemm, plan_gemm, plan_syrk, plan_trsm  # noqa: E402
 
 __all__ = [
-    "__version__", "set_backend", "get_backend", "use_backend",
+    "__version__", "set_backend", "get_backend", "use_backend", "HAS_NKI",
     # level 1
     "axpy", "dot", "dotu", "dotc", "nrm2", "asum", "scal", "iamax", "iamin",
     "rot", "rotg", "swap", "copy",
