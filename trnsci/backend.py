@@ -206,8 +206,14 @@ def resolve(library: str | None = None) -> Setting:
 
 
 def get_backend(library: str | None = None) -> str:
-    """The effective backend name for ``library`` (or the suite), e.g. ``"auto"``."""
-    return resolve(library).name
+    """The effective backend name for ``library`` (or the suite), e.g. ``"auto"``.
+
+    A :class:`trnsci._names.BackendName`: ``"torch"`` also compares equal to
+    the published packages' ``"pytorch"``.
+    """
+    from trnsci._names import BackendName
+
+    return BackendName(resolve(library).name)
 
 
 def bind(library: str):

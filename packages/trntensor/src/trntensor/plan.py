@@ -220,9 +220,18 @@ class ContractionPlan:
         Cost of one single contraction over all indices at once.
     largest_intermediate : int
         Elements of the largest step result (the peak intermediate).
-    strategy, backend : str
-        Strategy and backend of the plan's one step (for one- or two-operand
-        calls), else ``"path"`` and the set of backends used.
+    kind : str
+        The strategy of the plan's one step (``"gemm"``, ``"batched_gemm"``,
+        ``"elementwise"``, ``"reduction"``) when it has one step, else
+        ``"path"``.
+    backend : str
+        The backend of every step, or the distinct ones joined by ``"+"``
+        (``"torch"`` also compares equal to the published ``"pytorch"``).
+    strategy, contraction_indices, batch_indices, output_indices, transA, transB, contraction_path, estimated_flops
+        The published trntensor's names and values, kept readable (see
+        the properties): ``strategy`` is ``"matmul"``, ``"bmm"``,
+        ``"torch"`` or ``"path"``; ``estimated_flops`` counts multiply-adds,
+        as :func:`estimate_flops`.
     optimize, precision : str
         The optimizer that chose the path and the precision mode.
     op_plan : trnsci.dispatch.Plan or None
@@ -241,7 +250,7 @@ class ContractionPlan:
     precision: str
     shapes: tuple = ()
     dtype: torch.dtype | None = None
-    strategy: str = "path"
+    kind: str = "path"
     op_plan: object = field(default=None, repr=False, compare=False)
     _exec: tuple = field(default=(), repr=False, compare=False)
     #: the autotuner's state per torch thread count (:class:`_Tuning`), shared by copies of the plan
@@ -249,14 +258,85 @@ class ContractionPlan:
 
     @property
     def backend(self) -> str:
-        """The backend of every step (e.g. ``"torch"``), or the distinct ones joined by ``"+"``."""
-        seen = sorted({s.backend for s in self.steps}) or ["torch"]
-        return "+".join(seen)
+        """The backend of every step (e.g. ``"torch"``), or the distinct ones joined by ``"+"``.
+
+        A :class:`trnsci._names.BackendName`: ``"torch"`` also equals the
+        published trntensor's ``"pytorch"``.
+        """
+        from trnsci._names import BackendName
+
+        seen = sorted({str(s.backend) for s in self.steps}) or ["torch"]
+        return BackendName("+".join(seen))
+
+    # ---- the published trntensor's ContractionPlan fields, derived from this plan
+
+    def _terms(self):
+        ins, out = self.subscripts.split("->")
+        return ins.split(","), out
+
+    @property
+    def strategy(self) -> str:
+        """The published strategy: ``"matmul"`` (one GEMM), ``"bmm"`` (one batched GEMM),
+        ``"torch"`` (one operand, or two without a GEMM) or ``"path"`` (three or more operands)."""
+        n = len(self._terms()[0])
+        if n >= 3:
+            return "path"
+        pair = [s for s in self.steps if len(s.operands) == 2]
+        kind = pair[0].strategy if n == 2 and pair else self.kind
+        return {"gemm": "matmul", "batched_gemm": "bmm"}.get(kind, "torch")
+
+    @property
+    def contraction_indices(self) -> list:
+        """Indices summed over (in the inputs, not in the output), in order of first appearance."""
+        terms, out = self._terms()
+        return [ch for ch in dict.fromkeys("".join(terms)) if ch not in out]
+
+    @property
+    def batch_indices(self) -> list:
+        """Indices in two or more operands and in the output."""
+        terms, out = self._terms()
+        return [ch for ch in dict.fromkeys("".join(terms)) if ch in out and sum(ch in t for t in terms) >= 2]
+
+    @property
+    def output_indices(self) -> list:
+        """The output's indices, in order."""
+        return list(self._terms()[1])
+
+    def _trans(self):
+        terms, out = self._terms()
+        if len(terms) != 2 or self.strategy != "matmul" or any(len(t) != 2 for t in terms):
+            return False, False
+        shared = [ch for ch in terms[0] if ch in terms[1] and ch not in out]
+        if len(shared) != 1:
+            return False, False
+        c = shared[0]
+        return terms[0].index(c) == 0, terms[1].index(c) == 1
+
+    @property
+    def transA(self) -> bool:  # noqa: N802 -- the published name
+        """Published: the first operand is used transposed (its summed index comes first); matmul plans only."""
+        return self._trans()[0]
+
+    @property
+    def transB(self) -> bool:  # noqa: N802 -- the published name
+        """Published: the second operand is used transposed (its summed index comes last); matmul plans only."""
+        return self._trans()[1]
+
+    @property
+    def contraction_path(self) -> list:
+        """Published: the pairwise path for ``"path"`` plans (opt_einsum's format), else ``[]``."""
+        return list(self.path) if self.strategy == "path" else []
 
     @property
     def estimated_flops(self) -> int:
-        """The published name of :attr:`flops`."""
-        return self.flops
+        """Published: multiply-adds of one loop nest over every index (``M*K*N`` for a GEMM),
+        as :func:`estimate_flops`; :attr:`flops` is the path's cost at 2 flops per multiply-add."""
+        terms, _ = self._terms()
+        sizes = {}
+        for t, shape in zip(terms, self.shapes):
+            for ch, d in zip(t, shape):
+                sizes[ch] = max(sizes.get(ch, 1), d) if d != 1 else sizes.get(ch, 1)
+        return math.prod(sizes.values())
 
     @property
     def speedup(self) -> float:
@@ -566,7 +646,7 @@ def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, 
         shapes=shapes, dtype=dtype,
     )
     if len(steps) == 1:
-        plan.strategy = steps[0].strategy
+        plan.kind = steps[0].strategy
     plan._exec = (tuple(prep), tuple(recipes), sumdims, perm if perm != tuple(range(len(perm))) else None,
                   tuple(sizes[ch] for ch in output))
     return plan
@@ -1062,20 +1142,20 @@ def contract_path(subscripts, *operands, optimize="auto", memory_limit=None):
     return list(plan.path), plan
 
 
-def estimate_flops(subscripts, *operands, optimize="auto", naive=False):
-    """Flops of the contraction: of the planned path, or (``naive=True``) of one loop nest.
+def estimate_flops(subscripts, *operands, optimize="auto", naive=True):
+    """Multiply-adds of the contraction (the published count), or (``naive=False``) the planned path's flops.
 
     Parameters
     ----------
     subscripts, *operands, optimize
         As for :func:`plan_contraction` (tensors, arrays or shape tuples).
     naive : bool
-        False (default): :attr:`ContractionPlan.flops` of the planned
-        pairwise path, 2 flops per multiply-add (the cost model of the
-        module docs, opt_einsum's count). True: the count of the published
-        trntensor 0.x ``estimate_flops`` -- the product of the extents of
-        every distinct index, i.e. the multiply-adds of a single loop nest
-        over all indices (no factor 2, no path).
+        True (default): the published trntensor's ``estimate_flops`` --
+        the product of the extents of every distinct index, i.e. the
+        multiply-adds of one loop nest over all indices: ``M*K*N`` for
+        ``"ij,jk->ik"`` (no factor 2, no path). False: the planned
+        pairwise path's :attr:`ContractionPlan.flops`, the count plans and
+        benchmarks use (2 flops per multiply-add, opt_einsum's count).
 
     Returns
     -------
@@ -1083,15 +1163,20 @@ def estimate_flops(subscripts, *operands, optimize="auto", naive=False):
 
     Notes
     -----
-    The default changed meaning from the published package (which returned
-    the ``naive=True`` count); pass ``naive=True`` for the old number.
+    Two conventions meet here, and only here: this function keeps the
+    published number (multiply-adds, as its docs promised); everything
+    else in the suite -- plans, ``ContractionStep.flops``, benchmarks --
+    counts **2 flops per multiply-add** (``2*M*N*K`` for a GEMM). For a
+    single GEMM ``estimate_flops(...) == plan_contraction(...).flops // 2``.
 
     Examples
     --------
     >>> import trntensor
-    >>> trntensor.estimate_flops("ij,jk->ik", (4, 5), (5, 6))
+    >>> trntensor.estimate_flops("ij,jk->ik", (4, 5), (5, 6))       # M*K*N
+    120
+    >>> trntensor.estimate_flops("ij,jk->ik", (4, 5), (5, 6), naive=False)   # 2*M*K*N, as plans
     240
-    >>> trntensor.estimate_flops("ij,jk,kl->il", (10, 20), (20, 30), (30, 5), naive=True)
+    >>> trntensor.estimate_flops("ij,jk,kl->il", (10, 20), (20, 30), (30, 5))
     30000
     """
     where = "estimate_flops"
