@@ -18,7 +18,8 @@ def test_contraction_plan_published_fields_for_matmul():
     A, B = torch.randn(32, 64), torch.randn(48, 64)
     p = trntensor.plan_contraction("ap,bp->ab", A, B)  # the tutorial's DF-MP2 pair contraction
     assert p.strategy == "matmul" and p.kind == "gemm"
-    assert p.backend == "pytorch" and p.backend == "torch"  # published spelling and ours, both
+    # the published spelling for a host route (ours: torch, or numpy.matmul by the autotuner)
+    assert p.backend == "pytorch" and str(p.backend) in ("torch", "numpy") and p.backend != "nki"
     assert p.estimated_flops == 32 * 48 * 64 == trntensor.estimate_flops("ap,bp->ab", A, B)
     assert p.flops == 2 * 32 * 48 * 64  # plans: 2 flops per multiply-add
     assert (p.transA, p.transB) == (False, True)  # "strategy='matmul' with transB=True"
