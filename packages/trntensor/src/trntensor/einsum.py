@@ -120,6 +120,9 @@ def _run(exec_, ops, kernels=True, use=None, times=None, cpu=False):
     prep, recipes, sumdims, perm, _ = exec_
     xs = _prepare(ops, prep)
     for k, (i, j, swap, r) in enumerate(recipes):
+        if j is None:  # a one-operand sum, r = ("sum", dims)
+            xs.append(xs.pop(i).sum(r[1]))
+            continue
         b = xs.pop(j)
         a = xs.pop(i)
         if swap:
@@ -184,6 +187,13 @@ def _dd_run(exec_, ops):
     prep, recipes, sumdims, perm, out_shape = exec_
     parts = [[x.to(torch.float64)] for x in _prepare(ops, prep)]
     for i, j, swap, r in recipes:
+        if j is None:  # a one-operand sum: exact slice sums, TwoSum-accumulated (as the final sum below)
+            comps = parts.pop(i)
+            acc = None
+            for x in _slices(comps, _rho(math.prod(comps[0].shape[d] for d in r[1]))):
+                acc = _dd_add(acc, x.sum(r[1]))
+            parts.append(list(_two_sum(acc[0], acc[1])) if acc is not None else [comps[0].sum(r[1])])
+            continue
         b = parts.pop(j)
         a = parts.pop(i)
         if swap:
