@@ -162,3 +162,19 @@ def test_path_methods_registry_exhaustive_and_greedy():
     dp = int(oe.contract_path(eq, *shapes, shapes=True, optimize="dp")[1].opt_cost)
     ex, _ = trntensor.contract_path(eq, *shapes, optimize="exhaustive")
     assert _opt_cost(eq, shapes, ex) <= dp  # every tree, outer products included
+
+
+def test_auto_search_is_bounded_then_greedy(monkeypatch):
+    """A network too dense for the DP's budget of candidate pairs gets greedy's path under "auto"
+    (a valid path, costed by opt_einsum); "optimal" asked for by name raises nothing either way here."""
+    from trntensor import paths
+
+    eq, shapes = oet.rand_equation(10, 3, n_out=2, seed=77)
+    trntensor.clear_plan_cache()
+    monkeypatch.setattr(paths, "AUTO_DP_BUDGET", 10)
+    path, _ = trntensor.contract_path(eq, *shapes, optimize="auto")
+    greedy, _ = trntensor.contract_path(eq, *shapes, optimize="greedy")
+    assert path == greedy and _opt_cost(eq, shapes, path) > 0
+    with pytest.raises(paths.BudgetExceeded):
+        paths.find_path("optimal", eq.split("->")[0].split(","), "", {ch: 2 for ch in eq}, budget=10)
+    trntensor.clear_plan_cache()

@@ -38,11 +38,19 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable
 
-__all__ = ["PATHS", "register", "find_path", "path_cost", "AUTO_DP_MAX"]
+__all__ = ["PATHS", "register", "find_path", "path_cost", "AUTO_DP_MAX", "AUTO_DP_BUDGET", "BudgetExceeded"]
 
 #: ``optimize="auto"`` runs "optimal" up to this many operands (first-plan times in docs/trntensor.md),
 #: "greedy" beyond.
 AUTO_DP_MAX = 20
+#: ... and gives up (falling back to "greedy") after this many candidate pairs: the bound on a first
+#: plan's search, ~10 s of one core at the ~1e6 pairs/s measured; the densest random 19-20 operand
+#: networks measured (index degree 4) needed 0.8-4.1e6.
+AUTO_DP_BUDGET = 10**7
+
+
+class BudgetExceeded(RuntimeError):
+    """A path search gave up after its budget of candidate pairs (``optimal(..., budget=)``)."""
 
 PATHS: dict[str, Callable] = {}
 
@@ -60,11 +68,11 @@ def register(name: str):
     return deco
 
 
-def find_path(method: str, terms, output, sizes, memory_limit=None):
-    """The ssa pairs of ``method`` (a key of :data:`PATHS`) for these terms."""
+def find_path(method: str, terms, output, sizes, memory_limit=None, **options):
+    """The ssa pairs of ``method`` (a key of :data:`PATHS`) for these terms; ``options`` go to the method."""
     if len(terms) < 2:
         return []
-    return PATHS[method](list(terms), output, sizes, memory_limit)
+    return PATHS[method](list(terms), output, sizes, memory_limit, **options)
 
 
 def _prod(sizes, letters) -> int:
@@ -230,7 +238,7 @@ def _flatten(tree, pairs, counter):
 
 # ------------------------------------------------------------------ optimal: connected-subset DP
 
-def _dp_connected(bits: _Bits, nodes, cap, memory_limit):
+def _dp_connected(bits: _Bits, nodes, cap, memory_limit, budget):
     """Cheapest tree over operands ``nodes`` (connected) joining only groups that share an index.
 
     Keeps, per group size, the best ``(cost, kept mask, tree)`` of each
@@ -250,6 +258,9 @@ def _dp_connected(bits: _Bits, nodes, cap, memory_limit):
             for s1, (c1, k1, t1) in La.items():
                 if c1 > cap:
                     continue
+                budget[0] -= len(Lb)
+                if budget[0] < 0:
+                    raise BudgetExceeded("optimal: the path search's budget of candidate pairs ran out")
                 for s2, (c2, k2, t2) in Lb.items():
                     if s1 & s2 or (same and s2 < s1) or not (k1 & k2):
                         continue
@@ -283,9 +294,14 @@ def _outside(bits: _Bits, k: int) -> int:
 
 
 @register("optimal")
-def optimal(terms, output, sizes, memory_limit=None):
-    """The cheapest tree that joins only operand groups sharing an index (module docstring)."""
+def optimal(terms, output, sizes, memory_limit=None, budget=None):
+    """The cheapest tree that joins only operand groups sharing an index (module docstring).
+
+    ``budget``: candidate pairs to examine at most (None: no bound); past it
+    :class:`BudgetExceeded` is raised.
+    """
     n = len(terms)
+    budget = [float("inf") if budget is None else budget]
     bits = _Bits(terms, output, sizes)
     roots = []  # (size of result, kept mask, tree) per connected component
     for nodes in _components(bits, n):
@@ -301,7 +317,7 @@ def optimal(terms, output, sizes, memory_limit=None):
         # operands, or met no memory limit) one uncapped pass, which is exhaustive over this space
         cap = max(1, upper // _CAP_START) if upper is not None else float("inf")
         while True:
-            best = _dp_connected(bits, nodes, cap, memory_limit)
+            best = _dp_connected(bits, nodes, cap, memory_limit, budget)
             if best is not None or cap == float("inf"):
                 break
             cap = cap * _CAP_STEP if cap < _CAP_STEP * upper else float("inf")

@@ -481,7 +481,13 @@ def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, 
         method = optimize
         if method == "auto":
             method = "optimal" if n <= _paths.AUTO_DP_MAX else "greedy"
-        pairs = _paths.find_path(method, reduced, output, sizes, memory_limit)
+            try:
+                pairs = _paths.find_path(method, reduced, output, sizes, memory_limit,
+                                         **({"budget": _paths.AUTO_DP_BUDGET} if method == "optimal" else {}))
+            except _paths.BudgetExceeded:  # a network too dense to search within the bound: greedy
+                pairs = _paths.find_path("greedy", reduced, output, sizes, memory_limit)
+        else:
+            pairs = _paths.find_path(method, reduced, output, sizes, memory_limit)
         if pairs is None:
             raise ValueError(f"{where}: memory_limit={memory_limit} admits no contraction path; raise it")
     # walk the pairs (ids 0..n-1: the inputs as pre-summed; n, n+1, ...: their results), building steps
@@ -946,8 +952,9 @@ def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", m
         for dense degree-4 ones (docs/trntensor.md); plans are cached.
         ``"exhaustive"``: every split (``3^n``), outer products included
         (up to ~10 operands). ``"greedy"``: the pair that shrinks memory
-        most, O(n^3). ``"auto"`` (or ``True``): optimal up to 20 operands,
-        else greedy. ``"none"`` (or ``False``): left to right. With every
+        most, O(n^3). ``"auto"`` (or ``True``): optimal up to 20 operands
+        (greedy if its search exceeds ``trntensor.paths.AUTO_DP_BUDGET``
+        candidate pairs, ~10 s), else greedy. ``"none"`` (or ``False``): left to right. With every
         method, an index held by one operand only and absent from the
         output is summed first, as a step of its own.
     precision : {"fast", "kahan", "dd"}
