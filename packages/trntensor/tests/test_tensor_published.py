@@ -25,6 +25,7 @@ def test_contraction_plan_published_fields_for_matmul():
     assert (p.transA, p.transB) == (False, True)  # "strategy='matmul' with transB=True"
     assert p.contraction_indices == ["p"] and p.batch_indices == [] and p.output_indices == ["a", "b"]
     assert p.contraction_path == []
+    assert all(s.backend == "pytorch" for s in p.steps)
     assert trntensor.plan_contraction("ji,jk->ik", (3, 2), (3, 4)).transA is True
 
 

@@ -12,8 +12,6 @@ from trnsci.dispatch import load_lowerings as _load_lowerings
 __version__ = _library_version("trnblas")
 set_backend, get_backend, use_backend = _bind("trnblas")
 
-from trnsci.nki import HAS_NKI  # noqa: E402  published name: True when the Neuron SDK's NKI is importable
-
 from trnblas.level1 import (  # noqa: E402
     asum,
     axpy,
@@ -60,6 +58,7 @@ from trnblas.level3 import (  # noqa: E402
     trsm,
 )
 from trnblas.plan import BlasPlan, plan, plan_batched_gemm, plan_gemm, plan_syrk, plan_trsm  # noqa: E402
+from trnsci.nki import HAS_NKI  # noqa: E402  published name: True when the Neuron SDK's NKI is importable
 
 __all__ = [
     "__version__", "set_backend", "get_backend", "use_backend", "HAS_NKI",

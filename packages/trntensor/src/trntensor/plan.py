@@ -177,11 +177,14 @@ class ContractionStep:
 
     @property
     def backend(self) -> str:
-        """``"torch"``, ``"numpy"`` (numpy.matmul, by the autotuner), ``"nki"`` or ``"simulator"``."""
+        """``"torch"``, ``"numpy"`` (numpy.matmul, by the autotuner), ``"nki"`` or ``"simulator"``
+        (a :class:`trnsci._names.BackendName`: the host routes also equal the published ``"pytorch"``)."""
+        from trnsci._names import BackendName
+
         if self.decision is not None:
-            return self.decision[1]
+            return BackendName(self.decision[1])
         p = self.plan
-        return "torch" if p is None else p.backend
+        return BackendName("torch" if p is None else p.backend)
 
     @property
     def reason(self) -> str:
