@@ -178,8 +178,8 @@ class ContractionStep:
     @property
     def backend(self) -> str:
         """``"torch"``, ``"numpy"`` (numpy.matmul, by the autotuner), ``"nki"`` or ``"simulator"``
-        (a :class:`trnsci._names.BackendName`: the host routes also equal the published ``"pytorch"``)."""
-        from trnsci._names import BackendName
+        (a :class:`trnsci.backend.BackendName`: the host routes also equal the published ``"pytorch"``)."""
+        from trnsci.backend import BackendName
 
         if self.decision is not None:
             return BackendName(self.decision[1])
@@ -268,10 +268,10 @@ class ContractionPlan:
     def backend(self) -> str:
         """The backend of every step (e.g. ``"torch"``), or the distinct ones joined by ``"+"``.
 
-        A :class:`trnsci._names.BackendName`: ``"torch"`` also equals the
+        A :class:`trnsci.backend.BackendName`: ``"torch"`` also equals the
         published trntensor's ``"pytorch"``.
         """
-        from trnsci._names import BackendName
+        from trnsci.backend import BackendName
 
         seen = sorted({str(s.backend) for s in self.steps}) or ["torch"]
         return BackendName("+".join(seen))
