@@ -205,10 +205,15 @@ def resolve(library: str | None = None) -> Setting:
     return _default
 
 
+def get_backend(library: str | None = None) -> str:
+    """The effective backend name for ``library`` (or the suite), e.g. ``"auto"``."""
+    return resolve(library).name
+
+
 # ---- names as reported: equal to the published packages' spelling too
 #
 # The published packages called the torch fallback "pytorch"; the suite calls it "torch" (and accepts
-# "pytorch" when setting a backend). What the suite reports -- get_backend(), trntensor's plan and step
+# "pytorch" when setting a backend). What the suite reports -- each library's get_backend(), trntensor's plan and step
 # backends -- is a BackendName: a str equal to its own value and to the published alias, so code written
 # against the published packages (plan.backend == "pytorch") keeps its meaning. It prints, hashes and
 # serializes as the suite's name.
@@ -258,15 +263,6 @@ class BackendName(str):
         return repr(str.__str__(self))
 
 
-def get_backend(library: str | None = None) -> str:
-    """The effective backend name for ``library`` (or the suite), e.g. ``"auto"``.
-
-    A :class:`BackendName`: ``"torch"`` also compares equal to the
-    published packages' ``"pytorch"``.
-    """
-    return BackendName(resolve(library).name)
-
-
 def bind(library: str):
     """Return ``(set_backend, get_backend, use_backend)`` bound to one library.
 
@@ -279,7 +275,7 @@ def bind(library: str):
         set_backend(name, library)
 
     def get_backend_() -> str:
-        return get_backend(library)
+        return BackendName(get_backend(library))  # "torch" also equals the published "pytorch"
 
     def use_backend_(name: str):
         return use_backend(name, library)
