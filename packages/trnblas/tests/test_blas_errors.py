@@ -50,7 +50,7 @@ META = torch.ones(4, 2, device="meta")
     (lambda: trnblas.trsm(1.0, SQ, SQ, diag="maybe"), ValueError, r"diag must be one of"),
     (lambda: trnblas.gemm(1.0, A, B, transA="X"), ValueError, r"transA must be one of"),
     (lambda: trnblas.gemm(1.0, A, B, transB=1), ValueError, r"transB must be one of"),
-    (lambda: trnblas.syrk(1.0, A, fill="half"), ValueError, r"fill must be None or 'full'"),
+    (lambda: trnblas.syrk(1.0, A, fill="half"), ValueError, r"fill must be None, 'full' or 'triangle'"),
     (lambda: trnblas.syrk(1.0, A.cfloat(), trans="C"), ValueError, r"trans='C' is not allowed for complex"),
     (lambda: trnblas.herk(1.0, A.cfloat(), trans="T"), ValueError, r"trans='T' is not allowed for complex"),
     (lambda: trnblas.plan("gemv", A, B), ValueError, r"op_name must be one of"),

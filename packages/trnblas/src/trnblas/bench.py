@@ -51,7 +51,7 @@ def cases(quick: bool = True):
     g = torch.Generator().manual_seed(7)
     A = torch.randn(n, n, generator=g, dtype=torch.float64)
     An = np.asfortranarray(A.numpy())
-    yield Case("trnblas", f"syrk {n} float64", lambda: trnblas.syrk(1.0, A),
+    yield Case("trnblas", f"syrk {n} float64", lambda: trnblas.syrk(1.0, A, fill="triangle"),  # as dsyrk
                "scipy dsyrk", lambda: sblas.dsyrk(1.0, An))
     T = torch.eye(n, dtype=torch.float64) * n + torch.randn(n, n, generator=g, dtype=torch.float64).triu()
     Tn = np.asfortranarray(T.numpy())

@@ -254,7 +254,7 @@ def gerc(alpha, x, y, A=None, *, out=None):
 
 def _sym_update(where, alpha, x, y, A, uplo, fill, hermitian, out):
     """``A + P (+ P^T or P^H)`` in one triangle; ``P = alpha x y^T`` (or ``x y^H``)."""
-    full = la.fill(fill, where)
+    full = la.fill(fill, where, given=A is not None)
     x, y, A, alpha = _outer_operands(where, x, y, A, alpha, real_alpha=hermitian and y is None)
     u = la.uplo(uplo, "uplo", where)
     n = x.shape[0]
@@ -295,10 +295,13 @@ def syr(alpha, x, A=None, uplo="upper", fill=None, *, out=None):
     x : tensor, shape (n,)
     A : tensor, shape (n, n), optional
         Only its ``uplo`` triangle is updated; the other triangle of the
-        result is ``A``'s, untouched (zeros when ``A`` is omitted).
+        result is ``A``'s, untouched.
     uplo : {"upper", "lower", "U", "L"}
-    fill : {None, "full"}
-        ``"full"`` mirrors the updated triangle into the other one.
+    fill : {None, "full", "triangle"}
+        ``None``: one triangle when ``A`` is given (BLAS), the whole
+        symmetric matrix when it is omitted (nothing to preserve; the same
+        rule as :func:`syrk`). ``"full"`` mirrors the updated triangle into
+        the other one; ``"triangle"`` leaves the other one ``A``'s (zeros).
     out : tensor, optional
 
     Returns
@@ -314,6 +317,8 @@ def syr(alpha, x, A=None, uplo="upper", fill=None, *, out=None):
     --------
     >>> import torch, trnblas
     >>> trnblas.syr(1.0, torch.tensor([1.0, 2.0])).tolist()
+    [[1.0, 2.0], [2.0, 4.0]]
+    >>> trnblas.syr(1.0, torch.tensor([1.0, 2.0]), fill="triangle").tolist()
     [[1.0, 2.0], [0.0, 4.0]]
     """
     return _sym_update("syr", alpha, x, None, A, uplo, fill, False, out)

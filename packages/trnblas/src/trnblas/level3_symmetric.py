@@ -1,7 +1,9 @@
 """BLAS level 3, symmetric and Hermitian: ``symm``, ``hemm``, ``syrk``, ``herk``, ``syr2k``, ``her2k``.
 
 Op ``SYRK`` ``(alpha, A, beta, C, trans, uplo)``: the ``uplo`` triangle
-computed, the other one copied from ``C`` (zeros if None); torch lowering
+computed, the other one copied from ``C`` (zeros if None); the public
+functions mirror it into the whole matrix when the caller gave no ``C``
+(see ``fill``); torch lowering
 here, NKI lowering in :mod:`trnblas._nki`. ``symm``/``hemm`` expand the
 stored triangle and run ``GEMM``; ``syr2k``/``her2k`` run on torch.
 """
@@ -221,10 +223,13 @@ def syrk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
         (no conjugation -- see :func:`herk`).
     uplo : {"upper", "lower", "U", "L"}
         The triangle (diagonal included) that is computed.
-    fill : {None, "full"}
-        ``None`` (BLAS semantics): the other triangle of the result is
-        ``C``'s, untouched (zeros when ``C`` is None). ``"full"``: the other
-        triangle mirrors the computed one, giving the whole symmetric matrix.
+    fill : {None, "full", "triangle"}
+        ``None``: with ``C``, BLAS semantics -- the other triangle of the
+        result is ``C``'s, untouched; without ``C`` there is nothing to
+        preserve and the whole symmetric matrix comes back (as the published
+        trnblas returned it). ``"full"``: always the whole matrix (the other
+        triangle mirrors the computed one). ``"triangle"``: always one
+        triangle (zeros in the other when ``C`` is None).
     out : tensor, optional
 
     Returns
@@ -248,12 +253,12 @@ def syrk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
     >>> import torch, trnblas
     >>> A = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
     >>> trnblas.syrk(1.0, A).tolist()
-    [[5.0, 11.0], [0.0, 25.0]]
-    >>> trnblas.syrk(1.0, A, fill="full").tolist()
     [[5.0, 11.0], [11.0, 25.0]]
+    >>> trnblas.syrk(1.0, A, fill="triangle").tolist()
+    [[5.0, 11.0], [0.0, 25.0]]
     """
     where = "syrk"
-    full = la.fill(fill, where)
+    full = la.fill(fill, where, given=C is not None)
     A, _, C, t, u, n, k = _rank_k_operands(where, A, None, C, trans, uplo, ("N", "T"))
     alpha, beta = _scalars(where, alpha, beta, A.dtype)
     if alpha == 0 or k == 0 or n == 0:
@@ -303,7 +308,7 @@ def herk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
     tensor([[2.+0.j]])
     """
     where = "herk"
-    full = la.fill(fill, where)
+    full = la.fill(fill, where, given=C is not None)
     A, _, C, t, u, n, k = _rank_k_operands(where, A, None, C, trans, uplo, ("N", "C"))
     alpha, beta = _scalars(where, alpha, beta, A.dtype, real=True)
     if not A.is_complex():
@@ -326,7 +331,7 @@ def herk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
 
 def _rank_2k(where, alpha, A, B, beta, C, trans, uplo, fill, hermitian, out):
     B = v.matrix(B, "B", where, v.BLAS_DTYPES)  # required (syrk is the one-operand update)
-    full = la.fill(fill, where)
+    full = la.fill(fill, where, given=C is not None)
     A, B, C, t, u, n, k = _rank_k_operands(where, A, B, C, trans, uplo, ("N", "C") if hermitian else ("N", "T"))
     alpha = v.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
     beta = v.scalar(beta, "beta", where, complex_ok=A.dtype.is_complex and not hermitian)
@@ -376,7 +381,7 @@ def syr2k(alpha, A, B, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *
     Examples
     --------
     >>> import torch, trnblas
-    >>> trnblas.syr2k(1.0, torch.ones(2, 1), torch.ones(2, 1), fill="full").tolist()
+    >>> trnblas.syr2k(1.0, torch.ones(2, 1), torch.ones(2, 1)).tolist()
     [[2.0, 2.0], [2.0, 2.0]]
     """
     return _rank_2k("syr2k", alpha, A, B, beta, C, trans, uplo, fill, False, out)
