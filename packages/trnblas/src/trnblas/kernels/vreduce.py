@@ -1,0 +1,132 @@
+"""Vector reduction kernel: per-partition partials of ``dot``, ``asum``, ``nrm2``, ``iamax``, ``iamin``.
+
+Inputs (HBM)
+------------
+``x`` : ``[n]`` float32, bfloat16 or float16 (contiguous).
+``y`` : ``[n]`` same dtype for ``op="dot"``, else None.
+Constant ``op`` in ``{"dot", "asum", "nrm2", "amax", "amin"}``.
+Output ``part`` : ``[128, k * np]`` float32, ``k = 1`` (dot, asum) or 2
+(nrm2, amax, amin) columns per piece; ``np`` pieces as in
+:func:`trnblas.kernels.axpby.pieces` (``[128, <=2048]`` chunks of the first
+``128 (n // 128)`` elements, then a ``[1, r]`` tail). Rows of a piece that
+does not use them hold the op's identity.
+
+The host combines the ``128 k np`` partials in float64 (at most 0.4% of
+the bytes read: ``k np / (n/128)`` 4-byte values against ``n``
+elements): a sum for ``dot``/``asum``; for ``nrm2`` the scaled partials
+below; for ``amax``/``amin`` the best value and the smallest index
+holding it.
+
+Per piece (p = 128 or 1 rows, f columns), fp32 on the Vector Engine::
+
+    dot : t = x*y;  part[:, j] = sum_f t                          2 instructions
+    asum: t = |x|;  part[:, j] = sum_f t                          2
+    nrm2: a = |x|; m = max_f a; s = 1/max(m, 2^-126)             (3)
+          t = a*s; t = t*t; part[:, 2j] = s, part[:, 2j+1] = sum t  (3)  6
+    amax: a = |x|; m = max_f a (min_f for amin) -> part[:, 2j]    2
+          e = (a == m); i = iota(global index) (GpSimd)           1 (+1 GpSimd)
+          c = (i - 2^24) * e; part[:, 2j+1] = min_f c + 2^24       3  -> 6
+
+``nrm2`` is reference BLAS's scaled sum of squares, per partition and
+piece: ``sum x^2 = ss / s^2`` with every scaled entry ``|x| s <= 1``, so
+squares neither overflow nor (for entries within 2^63 of the piece's
+largest) underflow; the host adds ``ss_j / s_j^2`` in float64, whose range
+covers every fp32 square. An Inf entry gives ``s = 0`` and a NaN gives
+``s = NaN``; the host maps those to Inf and NaN (NaN first), as
+:func:`torch.linalg.vector_norm`. ``amax``/``amin``: the candidate of a row
+is its first index reaching the row's extreme (indices < 2^24 are exact in
+fp32; the host routes longer vectors to torch); a NaN makes the row's
+extreme NaN and the host then finds the first NaN itself (one host pass).
+
+Closed forms (s = bytes per element, v = instructions per piece above,
+g = 1 for amax/amin else 0, k columns per piece)
+--------------------------------------------------------------------------
+    HBM bytes read    = s * n * (1 + (op == "dot"))    each input read once
+    HBM bytes written = 4 * 128 * k * np
+    DMA transfers     = np * (1 + (op == "dot")) + 1
+    Vector instructions = np * v + k       (the k memsets of the identity)
+    GpSimd instructions = g * np
+"""
+
+from trnblas.kernels.axpby import piece_view, pieces
+from trnsci.nki import nisa, nki, nl
+from trnsci.nki.tiling import PMAX
+
+OPS = ("dot", "asum", "nrm2", "amax", "amin")
+COLUMNS = {"dot": 1, "asum": 1, "nrm2": 2, "amax": 2, "amin": 2}
+_PER_PIECE = {"dot": 2, "asum": 2, "nrm2": 6, "amax": 6, "amin": 6}
+TINY = 2.0 ** -126  # smallest normal fp32: the reciprocal of a zero row's scale stays finite
+BIG = float(2 ** 24)  # index sentinel; indices below it are exact in fp32
+MAX_INDEX = 2 ** 24
+
+
+def _identity(op):
+    """The memset values of the partial columns (value column, index column)."""
+    return {"dot": (0.0,), "asum": (0.0,), "nrm2": (1.0, 0.0),
+            "amax": (-1.0, BIG), "amin": (3.0e38, BIG)}[op]
+
+
+def reduce_counts(n, itemsize, op):
+    """The closed forms above as a dict (what the emulator must count)."""
+    npc = len(pieces(n))
+    ni = 2 if op == "dot" else 1
+    k = COLUMNS[op]
+    return {"hbm_read_bytes": itemsize * n * ni, "hbm_write_bytes": 4 * PMAX * k * npc,
+            "dma": npc * ni + 1, "vector": npc * _PER_PIECE[op] + k,
+            "gpsimd": npc if op in ("amax", "amin") else 0, "tensor": 0}
+
+
+@nki.jit
+def reduce_kernel(x, y, op):
+    """Per-partition partials of ``op`` over x (and y): -> part [128, k * pieces] fp32."""
+    n = x.shape[0]
+    q = n // PMAX
+    k = COLUMNS[op]
+    plist = pieces(n)
+    npc = len(plist)
+    part = nl.ndarray((PMAX, k * npc), dtype=nl.float32, buffer=nl.shared_hbm)
+    res = nl.ndarray((PMAX, k * npc), dtype=nl.float32, buffer=nl.sbuf, name="partials")
+    ident = _identity(op)
+    if k == 1:
+        nisa.memset(res, ident[0])
+    else:  # column 2j: value (or scale), column 2j+1: sum of squares (or index)
+        res2 = res.reshape((PMAX, npc, 2))
+        nisa.memset(res2[:, :, 0:1], ident[0])
+        nisa.memset(res2[:, :, 1:2], ident[1])
+    for j, (kind, c0, rows, cols) in enumerate(plist):
+        xt = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.sbuf, name="x_tile")
+        nisa.dma_copy(dst=xt, src=piece_view(x, n, kind, c0, cols))
+        t = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf, name="work")
+        if op == "dot":
+            yt = nl.ndarray((rows, cols), dtype=y.dtype, buffer=nl.sbuf, name="y_tile")
+            nisa.dma_copy(dst=yt, src=piece_view(y, n, kind, c0, cols))
+            nisa.tensor_tensor(t, xt, yt, nl.multiply)
+            nisa.tensor_reduce(res[0:rows, j:j + 1], nl.add, t, axis=1)
+            continue
+        nisa.tensor_scalar(t, xt, nl.abs, None)
+        if op == "asum":
+            nisa.tensor_reduce(res[0:rows, j:j + 1], nl.add, t, axis=1)
+            continue
+        val = res[0:rows, 2 * j:2 * j + 1]
+        aux = res[0:rows, 2 * j + 1:2 * j + 2]
+        m = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.sbuf, name="extreme")
+        if op == "nrm2":
+            nisa.tensor_reduce(m, nl.maximum, t, axis=1)
+            nisa.tensor_scalar(val, m, nl.maximum, TINY, op1=nl.reciprocal, operand1=None)
+            nisa.tensor_scalar(t, t, nl.multiply, val)
+            nisa.tensor_tensor(t, t, t, nl.multiply)
+            nisa.tensor_reduce(aux, nl.add, t, axis=1)
+            continue
+        nisa.tensor_reduce(val, nl.maximum if op == "amax" else nl.minimum, t, axis=1)
+        eq = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf, name="hit")
+        nisa.tensor_scalar(eq, t, nl.equal, val)
+        idx = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf, name="index")
+        if kind == 0:
+            nisa.iota(idx, [[1, cols]], offset=c0, channel_multiplier=q)
+        else:
+            nisa.iota(idx, [[1, cols]], offset=PMAX * q, channel_multiplier=0)
+        nisa.scalar_tensor_tensor(t, idx, nl.subtract, BIG, nl.multiply, eq)
+        nisa.tensor_reduce(m, nl.minimum, t, axis=1)
+        nisa.tensor_scalar(aux, m, nl.add, BIG)
+    nisa.dma_copy(dst=part, src=res)
+    return part
