@@ -231,3 +231,7 @@ def _mp2_pairs_nki(B, eps_occ, eps_vir, max_memory):
     # The kernel writes the lower triangle (j <= i); e_ji = e_ij.
     low = torch.tril(raw.to(torch.float32))
     return (low + torch.tril(low, -1).T).to(result_dtype(B.dtype))
+
+
+# Level 1 and level 2 lowerings live in their own module (vector and GEMV kernels).
+from trnblas import _nki_vector  # noqa: E402,F401

@@ -6,8 +6,20 @@ Vectors are 1-D tensors of any stride (a BLAS ``incx`` is a tensor stride:
 0-d tensors on the input's device; :func:`iamax`/:func:`iamin` return Python
 ints and :func:`rotg` Python numbers, as BLAS returns scalars.
 
-These operations are memory-bound with one pass over the data; they run on
-torch whatever the backend (no NKI kernel would beat a dispatch for them).
+These operations are memory-bound with one pass over the data. Each
+routine that moves or reduces a vector is an :class:`~trnsci.dispatch.Op`
+(``trnblas.axpy``, ``trnblas.dot``, ...; size metric ``elements``) whose
+NKI lowering (in :mod:`trnblas._nki`) runs the Vector-Engine kernels
+:mod:`trnblas.kernels.axpby` and :mod:`trnblas.kernels.vreduce`, reading
+each operand once. Under ``"auto"`` vectors below the threshold (default
+2^22 elements, uncalibrated) stay on torch.
+
+Low precision: bfloat16 and float16 vectors are accepted; the torch path
+computes in float32 and rounds the result once to the input dtype (the
+kernels do the same on the Vector Engine), so an elementwise result is
+within one rounding (2^-8 relative for bf16, 2^-11 for fp16) of the exact
+value of the rounded inputs, and a reduction over ``n`` entries is within
+``n * 2^-24`` (fp32 accumulation) plus that one rounding.
 """
 
 from __future__ import annotations
@@ -18,14 +30,87 @@ import torch
 
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
+from trnsci.dispatch import Op
 
 __all__ = ["axpy", "dot", "dotu", "dotc", "nrm2", "asum", "scal", "iamax", "iamin",
            "rot", "rotg", "swap", "copy"]
 
 
+#: What level 1 accepts: the BLAS dtypes plus bfloat16/float16 (computed in float32).
+DTYPES = v.ALL_FLOAT_DTYPES
+_LOWP = (torch.bfloat16, torch.float16)
+#: Elements below which "auto" keeps a level-1 call on torch (uncalibrated: a dispatch costs ~1 ms on trn1).
+THRESHOLD = 2 ** 22
+
+
+def _n(*args):
+    return next(a.shape[0] for a in args if isinstance(a, torch.Tensor))
+
+
+def _vec_op(name, doc):
+    return Op(f"trnblas.{name}", "elements", THRESHOLD, size=_n, doc=doc,
+              describe=lambda *a: f"n = {_n(*a)}")
+
+
+AXPY = _vec_op("axpy", "alpha x + y; elements = n")
+SCAL = _vec_op("scal", "alpha x; elements = n")
+COPY = _vec_op("copy", "a copy of x; elements = n")
+SWAP = _vec_op("swap", "(y, x) as new copies; elements = n")
+ROT = _vec_op("rot", "plane rotation of (x, y); elements = n")
+DOT = _vec_op("dot", "sum x y (unconjugated); elements = n")
+DOTC = _vec_op("dotc", "sum conj(x) y; elements = n")
+NRM2 = _vec_op("nrm2", "scaled Euclidean norm; elements = n")
+ASUM = _vec_op("asum", "sum of |Re| + |Im|; elements = n")
+IAMAX = _vec_op("iamax", "first index of the largest magnitude; elements = n")
+IAMIN = _vec_op("iamin", "first index of the smallest magnitude; elements = n")
+
+
+def _up(t):
+    """float32 view of a bf16/fp16 tensor (the computing dtype), else ``t``."""
+    return t.float() if t.dtype in _LOWP else t
+
+
+@AXPY.lowering("torch")
+def _axpy_torch(alpha, x, y):
+    return torch.add(_up(y), _up(x), alpha=alpha).to(x.dtype)
+
+
+@SCAL.lowering("torch")
+def _scal_torch(alpha, x):
+    return torch.mul(_up(x), alpha).to(x.dtype)
+
+
+@COPY.lowering("torch")
+def _copy_torch(x):
+    return x.clone()
+
+
+@SWAP.lowering("torch")
+def _swap_torch(x, y):
+    return y.clone(), x.clone()
+
+
+@ROT.lowering("torch")
+def _rot_torch(x, y, c, s):
+    xu, yu = _up(x), _up(y)
+    xr = torch.mul(xu, c).add_(yu, alpha=s)
+    yr = torch.mul(yu, c).sub_(xu, alpha=s.conjugate() if isinstance(s, complex) else s)
+    return xr.to(x.dtype), yr.to(x.dtype)
+
+
+@DOT.lowering("torch")
+def _dot_torch(x, y):
+    return torch.dot(_up(x), _up(y)).to(x.dtype)
+
+
+@DOTC.lowering("torch")
+def _dotc_torch(x, y):
+    return torch.vdot(_up(x), _up(y)).to(x.dtype)
+
+
 def _pair(where, x, y):
-    x = v.vector(x, "x", where, v.BLAS_DTYPES)
-    y = v.vector(y, "y", where, v.BLAS_DTYPES)
+    x = v.vector(x, "x", where, DTYPES)
+    y = v.vector(y, "y", where, DTYPES)
     if y.dtype is not x.dtype or y.device != x.device:
         v.agree(where, x=x, y=y)
     if x.shape[0] != y.shape[0]:
@@ -68,7 +153,7 @@ def axpy(alpha, x, y, *, out=None):
     where = "axpy"
     x, y = _pair(where, x, y)
     alpha = v.scalar(alpha, "alpha", where, complex_ok=x.dtype.is_complex)
-    R = y.clone() if alpha == 0 else torch.add(y, x, alpha=alpha)
+    R = y.clone() if alpha == 0 or x.shape[0] == 0 else AXPY(alpha, x, y)
     return v.finish(R, out, where)
 
 
@@ -102,7 +187,9 @@ def dot(x, y):
     tensor(11.)
     """
     x, y = _pair("dot", x, y)
-    return torch.dot(x, y)
+    if x.shape[0] == 0:
+        return torch.zeros((), dtype=x.dtype, device=x.device)
+    return DOT(x, y)
 
 
 dotu = dot
@@ -137,7 +224,9 @@ def dotc(x, y):
     tensor(1.+0.j)
     """
     x, y = _pair("dotc", x, y)
-    return torch.vdot(x, y)
+    if x.shape[0] == 0:
+        return torch.zeros((), dtype=x.dtype, device=x.device)
+    return DOTC(x, y)
 
 
 # Below sqrt(tiny) squares underflow, above sqrt(huge) they overflow: the
@@ -183,19 +272,30 @@ def nrm2(x):
     >>> float(trnblas.nrm2(torch.tensor([1e200, 1e200], dtype=torch.float64)))
     1.414213562373095e+200
     """
-    x = v.vector(x, "x", "nrm2", v.BLAS_DTYPES)
+    x = v.vector(x, "x", "nrm2", DTYPES)
+    if x.shape[0] == 0:
+        return torch.zeros((), dtype=x.real.dtype if x.is_complex() else x.dtype, device=x.device)
+    return NRM2(x)
+
+
+@NRM2.lowering("torch")
+def _nrm2_torch(x):
+    dtype = x.dtype
+    x = _up(x)
     if x.is_complex():  # |x| over the real and imaginary parts: scaling by a real never divides a complex
         x = torch.view_as_real(x.resolve_conj()).reshape(-1)
     r = torch.linalg.vector_norm(x)
     lo, hi = _SAFE[x.dtype]
     val = float(r)
-    if lo <= val <= hi or math.isnan(val) or x.shape[0] == 0:
-        return r
+    if lo <= val <= hi or math.isnan(val):
+        return r if dtype.is_complex else r.to(dtype)
     scale = x.abs().amax()
     s = float(scale)
     if s == 0 or math.isinf(s) or math.isnan(s):
-        return scale if not math.isnan(val) else r
-    return torch.linalg.vector_norm(x / scale) * scale
+        r = scale if not math.isnan(val) else r
+    else:
+        r = torch.linalg.vector_norm(x / scale) * scale
+    return r if dtype.is_complex else r.to(dtype)
 
 
 @numpy_io
@@ -223,12 +323,19 @@ def asum(x):
     >>> trnblas.asum(torch.tensor([3 + 4j], dtype=torch.complex64))
     tensor(7.)
     """
-    x = v.vector(x, "x", "asum", v.BLAS_DTYPES)
+    x = v.vector(x, "x", "asum", DTYPES)
+    if x.shape[0] == 0:
+        return torch.zeros((), dtype=x.real.dtype if x.is_complex() else x.dtype, device=x.device)
+    return ASUM(x)
+
+
+@ASUM.lowering("torch")
+def _asum_torch(x):
     if x.is_complex():
         if x.is_conj():
             x = x.conj()  # magnitudes only: drop the lazy conjugation
         return torch.view_as_real(x).abs().sum()
-    return x.abs().sum()
+    return _up(x).abs().sum().to(x.dtype)
 
 
 @numpy_io
@@ -260,13 +367,14 @@ def scal(alpha, x, *, out=None):
     [3.0, 3.0]
     """
     where = "scal"
-    x = v.vector(x, "x", where, v.BLAS_DTYPES)
+    x = v.vector(x, "x", where, DTYPES)
     alpha = v.scalar(alpha, "alpha", where, complex_ok=x.dtype.is_complex)
-    R = torch.zeros_like(x) if alpha == 0 else torch.mul(x, alpha)
+    R = torch.zeros_like(x) if alpha == 0 or x.shape[0] == 0 else SCAL(alpha, x)
     return v.finish(R, out, where)
 
 
 def _magnitude(x: torch.Tensor) -> torch.Tensor:
+    x = _up(x)
     if x.is_complex():
         if x.is_conj():
             x = x.conj()
@@ -305,9 +413,14 @@ def iamax(x) -> int:
     >>> trnblas.iamax(torch.tensor([1.0, -5.0, 5.0]))
     1
     """
-    x = v.vector(x, "x", "iamax", v.BLAS_DTYPES)
+    x = v.vector(x, "x", "iamax", DTYPES)
     if x.shape[0] == 0:
         return -1
+    return IAMAX(x)
+
+
+@IAMAX.lowering("torch")
+def _iamax_torch(x):
     return int(torch.argmax(_magnitude(x)))
 
 
@@ -339,9 +452,14 @@ def iamin(x) -> int:
     >>> trnblas.iamin(torch.tensor([3.0, -1.0, 1.0]))
     1
     """
-    x = v.vector(x, "x", "iamin", v.BLAS_DTYPES)
+    x = v.vector(x, "x", "iamin", DTYPES)
     if x.shape[0] == 0:
         return -1
+    return IAMIN(x)
+
+
+@IAMIN.lowering("torch")
+def _iamin_torch(x):
     return int(torch.argmin(_magnitude(x)))
 
 
@@ -380,9 +498,9 @@ def rot(x, y, c, s):
     x, y = _pair(where, x, y)
     cc = v.scalar(c, "c", where, complex_ok=False)
     ss = v.scalar(s, "s", where, complex_ok=x.dtype.is_complex)
-    xr = torch.mul(x, cc).add_(y, alpha=ss)
-    yr = torch.mul(y, cc).sub_(x, alpha=ss.conjugate() if isinstance(ss, complex) else ss)
-    return xr, yr
+    if x.shape[0] == 0:
+        return x.clone(), y.clone()
+    return ROT(x, y, cc, ss)
 
 
 def _num(x, name):
@@ -479,7 +597,9 @@ def swap(x, y):
     ([1.0], [0.0])
     """
     x, y = _pair("swap", x, y)
-    return y.clone(), x.clone()
+    if x.shape[0] == 0:
+        return y.clone(), x.clone()
+    return SWAP(x, y)
 
 
 @numpy_io
@@ -507,7 +627,7 @@ def copy(x, *, out=None):
     >>> trnblas.copy(torch.ones(2)).tolist()
     [1.0, 1.0]
     """
-    x = v.vector(x, "x", "copy", v.BLAS_DTYPES)
+    x = v.vector(x, "x", "copy", DTYPES)
     if out is not None:
         return v.write_out(x, out, "copy")
-    return x.clone()
+    return x.clone() if x.shape[0] == 0 else COPY(x)

@@ -63,7 +63,7 @@ MAX_INDEX = 2 ** 24
 def _identity(op):
     """The memset values of the partial columns (value column, index column)."""
     return {"dot": (0.0,), "asum": (0.0,), "nrm2": (1.0, 0.0),
-            "amax": (-1.0, BIG), "amin": (3.0e38, BIG)}[op]
+            "amax": (-1.0, BIG), "amin": (float("inf"), BIG)}[op]
 
 
 def reduce_counts(n, itemsize, op):

@@ -1,0 +1,334 @@
+"""NKI lowerings of the level-1 and level-2 BLAS ops (imported by :mod:`trnblas._nki`).
+
+Level 1 runs :mod:`trnblas.kernels.axpby` (vectors out) and
+:mod:`trnblas.kernels.vreduce` (partials out, combined here in float64);
+level 2 runs :mod:`trnblas.kernels.gemv`, :mod:`trnblas.kernels.ger` and,
+for ``trsv``, :mod:`trnblas.kernels.trsm` with one right-hand side.
+
+Host work and why:
+
+* A strided vector is made contiguous (one gather) -- the kernels read
+  ``[128, q]`` views of a dense vector.
+* complex64 data with real coefficients (``axpy``/``scal``/``rot`` with
+  real scalars, ``copy``, ``swap``, ``nrm2``, ``asum``) runs on the
+  interleaved real view (``2 n`` floats): exact, since a real coefficient
+  acts on real and imaginary parts alike. Complex coefficients, complex
+  ``dot``/``dotc``, complex ``iamax``/``iamin`` (magnitude ``|Re|+|Im|``)
+  and complex level 2 are not split yet: ``supports`` says so and torch
+  runs them.
+* ``symv``/``trmv``: the full (symmetric, or triangular with the other
+  triangle zeroed and the unit diagonal set) matrix is formed on the host,
+  then the GEMV kernel reads it once.
+* ``syr``/``syr2``: the kernel updates the full matrix; the host keeps the
+  requested triangle of the result and the other one of ``A``.
+* alpha and beta of ``gemv``/``symv`` are applied to the fp32 kernel result
+  on the host (one pass over a vector), as for GEMM.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from trnblas import level1 as L1
+from trnblas import level2 as L2
+from trnblas.kernels.axpby import axpby_counts, axpby_kernel
+from trnblas.kernels.gemv import MAX_N as GEMV_MAX_N
+from trnblas.kernels.gemv import gemv_counts, gemv_kernel
+from trnblas.kernels.ger import MAX_BYTES as GER_MAX_BYTES
+from trnblas.kernels.ger import fits as ger_fits
+from trnblas.kernels.ger import ger_counts, ger_kernel
+from trnblas.kernels.trsm import fits as trsm_fits
+from trnblas.kernels.trsm import trsm_counts, trsm_kernel
+from trnblas.kernels.vreduce import MAX_INDEX, reduce_counts, reduce_kernel
+from trnsci import _linalg as la
+from trnsci import nki
+
+F32 = torch.float32
+#: Vector kernels: the Vector Engine's float dtypes, and complex64 through its real view.
+VEC_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.complex64)
+REAL_VEC_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+#: Matrix-vector kernels (the Tensor Engine's fp32 and bf16).
+MV_DTYPES = (torch.float32, torch.bfloat16)
+
+
+def _flat(t):
+    """A contiguous real 1-D tensor: the interleaved real view for complex data."""
+    if t.is_complex():
+        t = torch.view_as_real(t.resolve_conj())
+    return t.reshape(-1).contiguous()
+
+
+def _back(r, like):
+    return torch.view_as_complex(r.reshape(-1, 2).contiguous()) if like.is_complex() else r
+
+
+def _cplx_coef(*vals):
+    for val in vals:
+        if isinstance(val, complex) and val.imag != 0:
+            return ("a complex coefficient mixes real and imaginary parts; the split-real kernel "
+                    "takes real coefficients only")
+    return None
+
+
+def _real_only(name):
+    def supports(x, *rest):
+        if x.is_complex():
+            return f"complex {name} is not split into real kernels yet"
+        return None
+    return supports
+
+
+def _coef(*vals):
+    return tuple(float(val.real if isinstance(val, complex) else val) for val in vals)
+
+
+def _vcounts(coef, has_y, pair):
+    def counts(*args):
+        x = next(a for a in args if isinstance(a, torch.Tensor))
+        xf_n = x.shape[0] * (2 if x.is_complex() else 1)
+        size = 4 if x.is_complex() else x.element_size()
+        c = coef(*args)
+        return {"kernel": "axpby_kernel", **axpby_counts(xf_n, size, c, has_y, pair)}
+    return counts
+
+
+def _run_axpby(x, y, coef, pair=False):
+    xf = _flat(x)
+    yf = None if y is None else _flat(y)
+    out = nki.run(axpby_kernel, xf, yf, coef=coef, pair=pair, out_dtype=xf.dtype)
+    if pair:
+        return _back(out[0], x), _back(out[1], x)
+    return _back(out, x)
+
+
+# ----------------------------------------------------------------- level 1, vectors out
+
+@L1.AXPY.lowering("nki", dtypes=VEC_DTYPES, supports=lambda a, x, y: _cplx_coef(a),
+                  counts=_vcounts(lambda a, x, y: _coef(a, 1.0, 0.0, 0.0), True, False))
+def _axpy_nki(alpha, x, y):
+    return _run_axpby(x, y, _coef(alpha, 1.0, 0.0, 0.0))
+
+
+@L1.SCAL.lowering("nki", dtypes=VEC_DTYPES, supports=lambda a, x: _cplx_coef(a),
+                  counts=_vcounts(lambda a, x: _coef(a, 0.0, 0.0, 0.0), False, False))
+def _scal_nki(alpha, x):
+    return _run_axpby(x, None, _coef(alpha, 0.0, 0.0, 0.0))
+
+
+@L1.COPY.lowering("nki", dtypes=VEC_DTYPES, counts=_vcounts(lambda x: (1.0, 0.0, 0.0, 0.0), False, False))
+def _copy_nki(x):
+    return _run_axpby(x, None, (1.0, 0.0, 0.0, 0.0))
+
+
+@L1.SWAP.lowering("nki", dtypes=VEC_DTYPES, counts=_vcounts(lambda x, y: (0.0, 1.0, 1.0, 0.0), True, True))
+def _swap_nki(x, y):
+    return _run_axpby(x, y, (0.0, 1.0, 1.0, 0.0), pair=True)
+
+
+@L1.ROT.lowering("nki", dtypes=VEC_DTYPES, supports=lambda x, y, c, s: _cplx_coef(s),
+                 counts=_vcounts(lambda x, y, c, s: _coef(c, s, -s, c), True, True))
+def _rot_nki(x, y, c, s):
+    return _run_axpby(x, y, _coef(c, s, -s, c), pair=True)
+
+
+# ----------------------------------------------------------------- level 1, reductions
+
+def _rcounts(op):
+    def counts(x, *rest):
+        n = x.shape[0] * (2 if x.is_complex() else 1)
+        size = 4 if x.is_complex() else x.element_size()
+        return {"kernel": "reduce_kernel", **reduce_counts(n, size, op)}
+    return counts
+
+
+def _partials(x, y, op):
+    part = nki.run(reduce_kernel, _flat(x), None if y is None else _flat(y), op=op, out_dtype=F32)
+    return part.to(torch.float64)
+
+
+def _real_dtype(x):
+    return x.real.dtype if x.is_complex() else x.dtype
+
+
+@L1.DOT.lowering("nki", dtypes=VEC_DTYPES, supports=_real_only("dot"), counts=_rcounts("dot"))
+def _dot_nki(x, y):
+    return _partials(x, y, "dot").sum().to(x.dtype)
+
+
+@L1.DOTC.lowering("nki", dtypes=VEC_DTYPES, supports=_real_only("dotc"), counts=_rcounts("dot"))
+def _dotc_nki(x, y):
+    return _partials(x, y, "dot").sum().to(x.dtype)
+
+
+@L1.ASUM.lowering("nki", dtypes=VEC_DTYPES, counts=_rcounts("asum"))
+def _asum_nki(x):
+    return _partials(x, None, "asum").sum().to(_real_dtype(x))
+
+
+@L1.NRM2.lowering("nki", dtypes=VEC_DTYPES, counts=_rcounts("nrm2"))
+def _nrm2_nki(x):
+    part = _partials(x, None, "nrm2")
+    scale, ss = part[:, 0::2], part[:, 1::2]
+    if torch.isnan(scale).any() or torch.isnan(ss).any():
+        val = math.nan
+    elif (scale == 0).any():  # an Inf entry
+        val = math.inf
+    else:
+        val = math.sqrt(float((ss / scale**2).sum()))
+    return torch.tensor(val, dtype=torch.float64, device=x.device).to(_real_dtype(x))
+
+
+def _index_supports(name):
+    def supports(x):
+        if x.is_complex():
+            return f"complex {name} (magnitude |Re|+|Im|) is not split into real kernels yet"
+        if x.shape[0] >= MAX_INDEX:
+            return f"n = {x.shape[0]} >= 2^24: indices are carried in fp32"
+        return None
+    return supports
+
+
+def _best_index(x, op):
+    part = _partials(x, None, op)
+    val, idx = part[:, 0::2], part[:, 1::2]
+    if torch.isnan(val).any():  # NaN counts as the extreme, first NaN wins (as torch.argmax)
+        return int(torch.isnan(x).nonzero()[0, 0])
+    best = val.max() if op == "amax" else val.min()
+    return int(idx[val == best].min())
+
+
+@L1.IAMAX.lowering("nki", dtypes=VEC_DTYPES, supports=_index_supports("iamax"), counts=_rcounts("amax"))
+def _iamax_nki(x):
+    return _best_index(x, "amax")
+
+
+@L1.IAMIN.lowering("nki", dtypes=VEC_DTYPES, supports=_index_supports("iamin"), counts=_rcounts("amin"))
+def _iamin_nki(x):
+    return _best_index(x, "amin")
+
+
+# ----------------------------------------------------------------- level 2
+
+def _mv_finish(P, alpha, beta, y, dtype):
+    """alpha P + beta y in fp32 on the host, cast once to ``dtype``."""
+    R = P if alpha == 1 else P.mul_(alpha)
+    if y is not None and beta != 0:
+        R = R.add_(y.to(F32), alpha=beta)
+    return R.to(dtype)
+
+
+def _real_mv(name):
+    def supports(*args):
+        A = next(a for a in args if isinstance(a, torch.Tensor))
+        return f"complex {name} is not split into real kernels yet" if A.is_complex() else None
+    return supports
+
+
+def _gemv_plan(A, t):
+    """(matrix the kernel reads, trans constant) for op(A) x: row-major A, or A^T when n is too long."""
+    m, n = A.shape
+    if t == "N":
+        return (A, False) if n <= GEMV_MAX_N else (A.mT, True)
+    return A, True
+
+
+def _gemv_supports(alpha, A, x, beta, y, t):
+    return _real_mv("gemv")(A)
+
+
+def _gemv_counts(alpha, A, x, beta, y, t):
+    if t == "N" and A.shape[1] > GEMV_MAX_N:
+        return None  # the host transposes A first: not one kernel read of A as given
+    return {"kernel": "gemv_kernel", **gemv_counts(*A.shape, A.element_size(), t != "N")}
+
+
+@L2.GEMV.lowering("nki", dtypes=MV_DTYPES, supports=_gemv_supports, counts=_gemv_counts)
+def _gemv_nki(alpha, A, x, beta, y, t):
+    M, trans = _gemv_plan(A, t)
+    P = nki.run(gemv_kernel, M.contiguous(), x.contiguous(), trans=trans, out_dtype=F32)
+    return _mv_finish(P, alpha, beta, y, A.dtype)
+
+
+def _symv_counts(alpha, A, x, beta, y, u, hermitian):
+    return {"kernel": "gemv_kernel", **gemv_counts(*A.shape, A.element_size(), True)}
+
+
+@L2.SYMV.lowering("nki", dtypes=MV_DTYPES, supports=_real_mv("symv"), counts=_symv_counts)
+def _symv_nki(alpha, A, x, beta, y, u, hermitian):
+    S = la.symmetric(A, u, False).contiguous()  # S^T = S: the Tensor-Engine (trans) variant, any n
+    P = nki.run(gemv_kernel, S, x.contiguous(), trans=True, out_dtype=F32)
+    return _mv_finish(P, alpha, beta, y, A.dtype)
+
+
+def _trmv_counts(A, x, u, t, d):
+    n = A.shape[0]
+    trans = t != "N" or n > GEMV_MAX_N
+    if t == "N" and n > GEMV_MAX_N:
+        return None
+    return {"kernel": "gemv_kernel", **gemv_counts(n, n, A.element_size(), trans)}
+
+
+@L2.TRMV.lowering("nki", dtypes=MV_DTYPES, supports=_real_mv("trmv"), counts=_trmv_counts)
+def _trmv_nki(A, x, u, t, d):
+    T = la.triangle(A, u, d == "U")
+    M, trans = _gemv_plan(T, t)
+    P = nki.run(gemv_kernel, M.contiguous(), x.contiguous(), trans=trans, out_dtype=F32)
+    return P.to(A.dtype)
+
+
+def _trsv_supports(A, x, u, t, d):
+    n = A.shape[0]
+    return None if trsm_fits(n) else f"order {n} exceeds the TRSM kernel's SBUF plan"
+
+
+@L2.TRSV.lowering("nki", dtypes=(torch.float32,), supports=_trsv_supports,
+                  counts=lambda A, x, u, t, d: {"kernel": "trsm_kernel", **trsm_counts(A.shape[0], 1)})
+def _trsv_nki(A, x, u, t, d):
+    from trnblas._nki import trsm_operands
+
+    w, r, undo = trsm_operands(1.0, A, x.unsqueeze(1), "L", u, t, d)
+    return undo(nki.run(trsm_kernel, w, r, out_dtype=F32)).squeeze(1).to(x.dtype).contiguous()
+
+
+def _ger_supports(m, n, size, cplx):
+    if cplx:
+        return "complex rank updates are not split into real kernels yet"
+    if not ger_fits(m, n, size):
+        return f"m + n = {m + n} vectors exceed the kernel's resident {GER_MAX_BYTES} B per partition"
+    return None
+
+
+def _ger_run(A, xs, ys, dtype):
+    a = None if A is None else A.contiguous()
+    return nki.run(ger_kernel, a, xs.to(dtype).contiguous(), ys.to(dtype).contiguous(), out_dtype=dtype)
+
+
+@L2.GER.lowering("nki", dtypes=MV_DTYPES,
+                 supports=lambda al, x, y, A, conj: _ger_supports(x.shape[0], y.shape[0], x.element_size(),
+                                                                  x.is_complex()),
+                 counts=lambda al, x, y, A, conj: {"kernel": "ger_kernel", **ger_counts(
+                     x.shape[0], y.shape[0], 1, x.element_size(), A is not None)})
+def _ger_nki(alpha, x, y, A, conj):
+    return _ger_run(A, x.unsqueeze(0), (y.to(F32) * alpha).unsqueeze(0), x.dtype)
+
+
+@L2.SYR.lowering("nki", dtypes=MV_DTYPES,
+                 supports=lambda al, x, A, h: _ger_supports(x.shape[0], x.shape[0], x.element_size(),
+                                                            x.is_complex()),
+                 counts=lambda al, x, A, h: {"kernel": "ger_kernel", **ger_counts(
+                     x.shape[0], x.shape[0], 1, x.element_size(), A is not None)})
+def _syr_nki(alpha, x, A, herm):
+    return _ger_run(A, x.unsqueeze(0), (x.to(F32) * alpha).unsqueeze(0), x.dtype)
+
+
+@L2.SYR2.lowering("nki", dtypes=MV_DTYPES,
+                  supports=lambda al, x, y, A, h: _ger_supports(x.shape[0], x.shape[0], x.element_size(),
+                                                                x.is_complex()),
+                  counts=lambda al, x, y, A, h: {"kernel": "ger_kernel", **ger_counts(
+                      x.shape[0], x.shape[0], 2, x.element_size(), A is not None)})
+def _syr2_nki(alpha, x, y, A, herm):
+    xs = torch.stack([x, y])
+    ys = torch.stack([y.to(F32) * alpha, x.to(F32) * alpha])
+    return _ger_run(A, xs, ys, x.dtype)
