@@ -63,6 +63,32 @@ CASES = {
         (trnblas.mp2_energy, _mp2(3, 20, 40, F64)),
         (trnblas.mp2_energy, _mp2(2, 2000, 200)),  # beyond the kernel's SBUF plan
     ],
+    # level 1 (Vector-Engine kernels): a ragged vector, a dtype the kernel lacks, a call it cannot take
+    "trnblas.axpy": [(trnblas.axpy, (2.0, _t(300), _t(300, seed=1))),
+                     (trnblas.axpy, (2.0, _t(300, dtype=F64), _t(300, dtype=F64))),
+                     (trnblas.axpy, (2j, _t(30, dtype=torch.complex64), _t(30, dtype=torch.complex64)))],
+    "trnblas.scal": [(trnblas.scal, (2.0, _t(300, dtype=torch.bfloat16))), (trnblas.scal, (2.0, _t(3, dtype=F64)))],
+    "trnblas.copy": [(trnblas.copy, (_t(300),)), (trnblas.copy, (_t(30, dtype=torch.complex64),))],
+    "trnblas.swap": [(trnblas.swap, (_t(300), _t(300, seed=1)))],
+    "trnblas.rot": [(trnblas.rot, (_t(300), _t(300, seed=1), 0.6, 0.8))],
+    "trnblas.dot": [(trnblas.dot, (_t(300), _t(300, seed=1))),
+                    (trnblas.dot, (_t(30, dtype=torch.complex64), _t(30, dtype=torch.complex64)))],
+    "trnblas.dotc": [(trnblas.dotc, (_t(300), _t(300, seed=1)))],
+    "trnblas.nrm2": [(trnblas.nrm2, (_t(1300),)), (trnblas.nrm2, (_t(30, dtype=torch.complex64),))],
+    "trnblas.asum": [(trnblas.asum, (_t(1300),))],
+    "trnblas.iamax": [(trnblas.iamax, (_t(1300),)), (trnblas.iamax, (_t(30, dtype=torch.complex64),))],
+    "trnblas.iamin": [(trnblas.iamin, (_t(1300),))],
+    # level 2 (GEMV / rank-update / TRSM kernels)
+    "trnblas.gemv": [(trnblas.gemv, (1.0, _t(130, 600), _t(600))),
+                     (trnblas.gemv, (1.0, _t(130, 600), _t(130)), {"trans": True}),
+                     (trnblas.gemv, (1.0, _t(13, 6, dtype=F64), _t(6, dtype=F64)))],
+    "trnblas.symv": [(trnblas.symv, (1.0, _t(70, 70), _t(70)))],
+    "trnblas.trmv": [(trnblas.trmv, (_tri(70), _t(70)))],
+    "trnblas.trsv": [(trnblas.trsv, (_tri(70), _t(70))),
+                     (trnblas.trsv, (_tri(70, torch.bfloat16), _t(70, dtype=torch.bfloat16)))],
+    "trnblas.ger": [(trnblas.ger, (1.0, _t(70), _t(90), _t(70, 90)))],
+    "trnblas.syr": [(trnblas.syr, (1.0, _t(70))), (trnblas.her, (1.0, _t(7, dtype=torch.complex64)))],
+    "trnblas.syr2": [(trnblas.syr2, (1.0, _t(70), _t(70, seed=1), _t(70, 70)))],
 }
 
 

@@ -171,9 +171,9 @@ def _asum_nki(x):
 def _nrm2_nki(x):
     part = _partials(x, None, "nrm2")
     scale, ss = part[:, 0::2], part[:, 1::2]
-    if torch.isnan(scale).any() or torch.isnan(ss).any():
+    if torch.isnan(scale).any():  # a NaN entry (the row maximum propagates it)
         val = math.nan
-    elif (scale == 0).any():  # an Inf entry
+    elif (scale == 0).any():  # an Inf entry (its row's sum of squares is Inf * 0 = NaN: not read)
         val = math.inf
     else:
         val = math.sqrt(float((ss / scale**2).sum()))

@@ -40,16 +40,19 @@ DTYPES = v.ALL_FLOAT_DTYPES
 _LOWP = (torch.bfloat16, torch.float16)
 
 
-def _elements(*args):
-    A = next(a for a in args if isinstance(a, torch.Tensor) and a.dim() == 2)
-    return A.numel()
+def _shape(*args):
+    """(rows, cols) of the call's matrix (for a rank update without A: len(x) x len(y or x))."""
+    ts = [a for a in args if isinstance(a, torch.Tensor)]
+    mats = [t for t in ts if t.dim() == 2]
+    if mats:
+        return tuple(mats[0].shape)
+    return ts[0].shape[0], ts[-1].shape[0]
 
 
 def _mat_op(name, doc):
-    return Op(f"trnblas.{name}", "elements", 2 ** 22, size=_elements, doc=doc,
+    return Op(f"trnblas.{name}", "elements", 2 ** 22, size=lambda *a: _shape(*a)[0] * _shape(*a)[1], doc=doc,
               dtype=lambda *a: next(t.dtype for t in a if isinstance(t, torch.Tensor)),
-              describe=lambda *a: "A " + "x".join(map(str, next(
-                  t.shape for t in a if isinstance(t, torch.Tensor) and t.dim() == 2))))
+              describe=lambda *a: "A {}x{}".format(*_shape(*a)))
 
 
 GEMV = _mat_op("gemv", "alpha op(A) x + beta y; elements = m n")

@@ -1,0 +1,253 @@
+"""Level-1/2 NKI kernels (axpby, vreduce, gemv, ger): results vs NumPy, counters vs closed forms, plan == run.
+
+Shapes are ragged (n not a multiple of 128, matrices not multiples of
+128/512). Tolerances: fp32 elementwise results are one fp32 rounding of
+each product/sum (rtol 1e-6); reductions and matrix-vector products
+accumulate n fp32 terms, bounded by ``n * 2^-24 * sum |terms|``.
+"""
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+import trnblas
+from trnblas.kernels.axpby import axpby_counts, axpby_kernel
+from trnblas.kernels.gemv import gemv_counts, gemv_kernel
+from trnblas.kernels.ger import ger_counts, ger_kernel
+from trnblas.kernels.vreduce import reduce_counts, reduce_kernel
+from trnsci import nki
+from trnsci.dispatch import plan_call
+from trnsci.testing import assert_counts, assert_plan_matches_run, kernel_ran
+
+pytestmark = pytest.mark.simulator
+
+U32 = 2.0 ** -24
+N_RAGGED = (1, 127, 1000, 128 * 2050 + 37)  # tail only; tail only; [128, 7] + tail; two chunks + tail
+
+
+def _bound(n, terms):
+    return (n + 2) * U32 * float(np.abs(terms).sum()) + 1e-30
+
+
+@pytest.mark.parametrize("n", N_RAGGED)
+def test_axpby_kernel_results_and_counters(n):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    for coef, has_y, pair in [((2.5, 1.0, 0.0, 0.0), True, False), ((-3.0, 0.0, 0.0, 0.0), False, False),
+                              ((0.6, 0.8, -0.8, 0.6), True, True), ((0.0, 1.0, 1.0, 0.0), True, True),
+                              ((0.5, -2.0, 0.0, 0.0), True, False)]:
+        out, prof = nki.profile(axpby_kernel, x, y if has_y else None, coef=coef, pair=pair)
+        a, b, c, d = coef
+        outs = out if pair else (out,)
+        yv = y if has_y else np.zeros_like(y)
+        refs = [(a * x.astype(np.float64) + b * yv, abs(a * x) + abs(b * yv))]
+        if pair:
+            refs.append((c * x.astype(np.float64) + d * y, abs(c * x) + abs(d * y)))
+        for o, (r, mag) in zip(outs, refs):
+            assert np.all(np.abs(o - r) <= 3 * U32 * mag)  # <= 3 fp32 roundings of the terms
+        assert_counts(prof, axpby_counts(n, 4, coef, has_y, pair))
+        # each input read once, each output written once: the analytic minimum
+        assert prof.hbm_read_bytes == 4 * n * (1 + has_y)
+        assert prof.hbm_write_bytes == 4 * n * (1 + pair)
+
+
+@pytest.mark.parametrize("n", N_RAGGED)
+@pytest.mark.parametrize("op", ["dot", "asum", "nrm2", "amax", "amin"])
+def test_reduce_kernel_partials_combine_to_numpy(n, op):
+    rng = np.random.default_rng(n + 1)
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    part, prof = nki.profile(reduce_kernel, x, y if op == "dot" else None, op=op)
+    assert_counts(prof, reduce_counts(n, 4, op))
+    assert prof.hbm_read_bytes == 4 * n * (2 if op == "dot" else 1)
+    p = part.astype(np.float64)
+    xd = x.astype(np.float64)
+    if op == "dot":
+        assert abs(p.sum() - xd @ y) <= _bound(n, xd * y)
+    elif op == "asum":
+        assert abs(p.sum() - np.abs(xd).sum()) <= _bound(n, xd)
+    elif op == "nrm2":
+        got = np.sqrt((p[:, 1::2] / p[:, 0::2] ** 2).sum())
+        assert abs(got - np.linalg.norm(xd)) <= 4 * (n + 2) * U32 * np.linalg.norm(xd)
+    else:
+        v, i = p[:, 0::2], p[:, 1::2]
+        best = v.max() if op == "amax" else v.min()
+        ref = np.argmax(np.abs(x)) if op == "amax" else np.argmin(np.abs(x))
+        assert int(i[v == best].min()) == ref
+
+
+def test_nrm2_kernel_neither_overflows_nor_underflows(simulator_backend):
+    for scale in (1e30, 1e-30):
+        x = torch.full((1000,), scale, dtype=torch.float32)
+        got = float(trnblas.nrm2(x))  # the unscaled fp32 sum of squares would be inf / 0
+        assert got == pytest.approx(scale * np.sqrt(1000), rel=1e-5)
+    x = torch.ones(300)
+    x[7] = float("inf")
+    assert float(trnblas.nrm2(x)) == float("inf")
+    x[9] = float("nan")
+    assert np.isnan(float(trnblas.nrm2(x)))
+
+
+def test_iamax_ties_and_nan_follow_torch(simulator_backend):
+    x = torch.zeros(700)
+    x[[650, 3, 300]] = torch.tensor([-5.0, 5.0, 5.0])
+    assert trnblas.iamax(x) == 3  # first of the ties
+    x[500] = float("nan")
+    assert trnblas.iamax(x) == int(torch.argmax(x.abs())) == 500
+
+
+@pytest.fixture
+def simulator_backend():
+    with kernel_ran() as runs:
+        yield runs
+
+
+@pytest.mark.parametrize("m,n", [(300, 700), (5, 3000), (129, 513)])
+@pytest.mark.parametrize("trans", [False, True])
+def test_gemv_kernel_counters(m, n, trans):
+    rng = np.random.default_rng(m * n)
+    a = rng.standard_normal((m, n)).astype(np.float32)
+    x = rng.standard_normal(m if trans else n).astype(np.float32)
+    y, prof = nki.profile(gemv_kernel, a, x, trans=trans)
+    op = a.T.astype(np.float64) if trans else a.astype(np.float64)
+    ref = op @ x
+    k = op.shape[1]
+    assert np.all(np.abs(y - ref) <= (k + 2) * U32 * (np.abs(op) @ np.abs(x)) + 1e-30)
+    assert_counts(prof, gemv_counts(m, n, 4, trans))
+    assert prof.hbm_read_bytes == 4 * (m * n + x.size)  # A once, x once
+
+
+def test_gemv_kernel_bf16_reads_two_bytes():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((130, 600)).astype(ml_dtypes.bfloat16)
+    x = rng.standard_normal(600).astype(ml_dtypes.bfloat16)
+    y, prof = nki.profile(gemv_kernel, a, x, trans=False)
+    ref = a.astype(np.float64) @ x.astype(np.float64)  # bf16 products are exact in fp32
+    assert np.all(np.abs(y - ref) <= 602 * U32 * (np.abs(a.astype(np.float64)) @ np.abs(x.astype(np.float64))))
+    assert_counts(prof, gemv_counts(130, 600, 2, False))
+
+
+@pytest.mark.parametrize("k,has_a", [(1, True), (2, True), (1, False)])
+def test_ger_kernel_counters(k, has_a):
+    m, n = 200, 530
+    rng = np.random.default_rng(k)
+    a = rng.standard_normal((m, n)).astype(np.float32)
+    xs = rng.standard_normal((k, m)).astype(np.float32)
+    ys = rng.standard_normal((k, n)).astype(np.float32)
+    c, prof = nki.profile(ger_kernel, a if has_a else None, xs, ys)
+    ref = (a if has_a else 0) + xs.T.astype(np.float64) @ ys
+    np.testing.assert_allclose(c, ref, rtol=0, atol=8 * U32 * (np.abs(a).max() + k * 25))
+    assert_counts(prof, ger_counts(m, n, k, 4, has_a))
+
+
+# ----------------------------------------------------------------- public API through the simulator
+
+def _vec(n, seed, dtype=torch.float32):
+    return torch.randn(n, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def test_level1_public_api_runs_kernels_and_matches_float64():
+    n = 1000
+    x, y = _vec(n, 1), _vec(n, 2)
+    xd, yd = x.double(), y.double()
+    names = ["axpby_kernel"] * 5 + ["reduce_kernel"] * 6
+    with kernel_ran(*names):
+        torch.testing.assert_close(trnblas.axpy(2.0, x, y).double(), 2 * xd + yd, rtol=4 * U32, atol=0)
+        torch.testing.assert_close(trnblas.scal(-0.5, x).double(), -0.5 * xd, rtol=U32, atol=0)
+        assert torch.equal(trnblas.copy(x), x)
+        a, b = trnblas.swap(x, y)
+        assert torch.equal(a, y) and torch.equal(b, x)
+        a, b = trnblas.rot(x, y, 0.6, 0.8)
+        torch.testing.assert_close(b.double(), 0.6 * yd - 0.8 * xd, rtol=0, atol=4 * U32 * 8)
+        assert abs(float(trnblas.dot(x, y)) - float(xd @ yd)) <= _bound(n, (xd * yd).numpy())
+        assert abs(float(trnblas.dotc(x, y)) - float(xd @ yd)) <= _bound(n, (xd * yd).numpy())
+        assert abs(float(trnblas.asum(x)) - float(xd.abs().sum())) <= _bound(n, xd.numpy())
+        assert float(trnblas.nrm2(x)) == pytest.approx(float(xd.norm()), rel=(n + 2) * U32)
+        assert trnblas.iamax(x) == int(x.abs().argmax())
+        assert trnblas.iamin(x) == int(x.abs().argmin())
+
+
+def test_level1_complex_real_coefficients_use_the_real_view():
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(300, dtype=torch.complex64, generator=g)
+    y = torch.randn(300, dtype=torch.complex64, generator=g)
+    with kernel_ran("axpby_kernel", "reduce_kernel", "reduce_kernel"):
+        torch.testing.assert_close(trnblas.axpy(2.0, x, y), 2 * x + y, rtol=4 * U32, atol=1e-6)
+        assert float(trnblas.nrm2(x)) == pytest.approx(float(x.cdouble().abs().pow(2).sum().sqrt()), rel=1e-5)
+        ref = float(torch.view_as_real(x).double().abs().sum())
+        assert float(trnblas.asum(x)) == pytest.approx(ref, rel=1e-5)
+    # complex dot is not split yet: the plan says torch, and says why
+    with trnblas.use_backend("simulator"):
+        p = plan_call(trnblas.dotc, x, y)
+    assert p.backend == "torch" and "complex" in p.reason
+
+
+@pytest.mark.parametrize("dtype,u", [(torch.bfloat16, 2.0 ** -8), (torch.float16, 2.0 ** -11)])
+def test_level1_low_precision_both_paths(dtype, u):
+    x, y = _vec(777, 5, dtype), _vec(777, 6, dtype)
+    ref = 1.5 * x.double() + y.double()  # exact on the rounded inputs
+    with kernel_ran("axpby_kernel"):
+        R = trnblas.axpy(1.5, x, y)
+    with trnblas.use_backend("torch"):
+        T = trnblas.axpy(1.5, x, y)
+    for out in (R, T):
+        assert out.dtype is dtype
+        assert torch.all((out.double() - ref).abs() <= u * ref.abs() + 1e-30)  # one rounding
+
+
+def test_int_and_bool_vectors_stay_type_errors():
+    with pytest.raises(TypeError, match="x has dtype int64"):
+        trnblas.axpy(1.0, torch.ones(3, dtype=torch.long), torch.ones(3, dtype=torch.long))
+    with pytest.raises(TypeError, match="A has dtype bool"):
+        trnblas.gemv(1.0, torch.ones(2, 2, dtype=torch.bool), torch.ones(2, dtype=torch.bool))
+
+
+def test_level2_public_api_runs_kernels():
+    g = torch.Generator().manual_seed(7)
+    m, n = 150, 270
+    A = torch.randn(m, n, generator=g)
+    S = torch.randn(m, m, generator=g)
+    xm, xn = torch.randn(m, generator=g), torch.randn(n, generator=g)
+    Ad, Sd = A.double(), S.double()
+    tol = 1e-4
+    names = ["gemv_kernel"] * 4 + ["trsm_kernel"] + ["ger_kernel"] * 3
+    with kernel_ran(*names):
+        torch.testing.assert_close(trnblas.gemv(2.0, A, xn, 0.5, xm).double(),
+                                   2 * Ad @ xn.double() + 0.5 * xm.double(), rtol=tol, atol=tol)
+        torch.testing.assert_close(trnblas.gemv(1.0, A, xm, trans=True).double(), Ad.T @ xm.double(),
+                                   rtol=tol, atol=tol)
+        full = torch.triu(Sd) + torch.triu(Sd, 1).T
+        torch.testing.assert_close(trnblas.symv(1.0, S, xm).double(), full @ xm.double(), rtol=tol, atol=tol)
+        torch.testing.assert_close(trnblas.trmv(S, xm, uplo="L", diag="unit").double(),
+                                   (torch.tril(Sd, -1) + torch.eye(m, dtype=torch.float64)) @ xm.double(),
+                                   rtol=tol, atol=tol)
+        T = torch.eye(m) * 4 + torch.triu(torch.randn(m, m, generator=g)) * 0.1
+        z = trnblas.trsv(T, xm, uplo="U", trans=True)
+        torch.testing.assert_close(T.double().T @ z.double(), xm.double(), rtol=tol, atol=tol)
+        torch.testing.assert_close(trnblas.ger(3.0, xm, xn, A).double(),
+                                   Ad + 3 * torch.outer(xm.double(), xn.double()), rtol=tol, atol=tol)
+        R = trnblas.syr(2.0, xm, S, uplo="U")
+        ref = Sd + 2 * torch.outer(xm.double(), xm.double())
+        torch.testing.assert_close(torch.triu(R).double(), torch.triu(ref), rtol=tol, atol=tol)
+        assert torch.equal(torch.tril(R, -1), torch.tril(S, -1))  # the other triangle is A's
+        R = trnblas.syr2(1.0, xm, xm.flip(0), uplo="L")
+        P = torch.outer(xm.double(), xm.flip(0).double())
+        torch.testing.assert_close(torch.tril(R).double(), torch.tril(P + P.T), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("which", ["axpy", "nrm2", "iamax", "gemv_n", "gemv_t", "ger", "syr2"])
+def test_plan_equals_run(which):
+    g = torch.Generator().manual_seed(9)
+    x, y = torch.randn(1000, generator=g), torch.randn(1000, generator=g)
+    A = torch.randn(130, 600, generator=g)
+    calls = {
+        "axpy": (trnblas.axpy, (2.0, x, y)), "nrm2": (trnblas.nrm2, (x,)), "iamax": (trnblas.iamax, (x,)),
+        "gemv_n": (trnblas.gemv, (1.0, A, y[:600])), "gemv_t": (trnblas.gemv, (1.0, A, x[:130], 0.0, None, True)),
+        "ger": (trnblas.ger, (1.0, x[:130], y[:600], A)), "syr2": (trnblas.syr2, (1.0, x[:300], y[:300])),
+    }
+    fn, args = calls[which]
+    with trnblas.use_backend("simulator"):
+        plan, _, runs = assert_plan_matches_run(fn, *args)
+    assert plan.backend == "simulator" and plan.kernel is not None and [r.kernel for r in runs] == [plan.kernel["name"]]
