@@ -38,3 +38,9 @@ def test_every_documented_exception_names_a_public_function():
     for lib, notes in coverage.EXCEPTIONS.items():
         public = set(importlib.import_module(lib).__all__)
         assert set(notes) <= public, (lib, sorted(set(notes) - public))
+
+
+def test_readme_states_the_generated_figure():
+    dev, total = coverage.summary({lib: coverage.coverage_rows(lib) for lib in coverage.LIBRARIES})
+    readme = (DOC.parents[1] / "README.md").read_text()
+    assert f"{dev} of their {total} public functions" in readme.replace("\n", " ")
