@@ -89,6 +89,15 @@ CASES = {
     "trnblas.ger": [(trnblas.ger, (1.0, _t(70), _t(90), _t(70, 90)))],
     "trnblas.syr": [(trnblas.syr, (1.0, _t(70))), (trnblas.her, (1.0, _t(7, dtype=torch.complex64)))],
     "trnblas.syr2": [(trnblas.syr2, (1.0, _t(70), _t(70, seed=1), _t(70, 70)))],
+    # level 3 on the new kernels
+    "trnblas.syr2k": [(trnblas.syr2k, (1.0, _t(70, 30), _t(70, 30, seed=1)), {"uplo": "lower"}),
+                      (trnblas.her2k, (1.0, _t(70, 30), _t(70, 30, seed=1))),
+                      (trnblas.syr2k, (1.0, _t(7, 3, dtype=F64), _t(7, 3, dtype=F64)))],
+    "trnblas.geam": [(trnblas.geam, (1.0, _t(30, 70), 2.0, _t(30, 70, seed=1))),
+                     (trnblas.geam, (1.0, _t(30, 70), 2.0, _t(70, 30, seed=1)), {"transB": True}),
+                     (trnblas.geam, (1j, _t(3, 7, dtype=torch.complex64), 0.0, _t(3, 7, dtype=torch.complex64)))],
+    "trnblas.dgmm": [(trnblas.dgmm, (_t(130, 70), _t(130))), (trnblas.dgmm, (_t(13, 70), _t(70)), {"side": "R"}),
+                     (trnblas.dgmm, (_t(13, 7, dtype=F64), _t(13, dtype=F64)))],
 }
 
 

@@ -13,8 +13,10 @@ import torch
 
 import trnblas
 from trnblas.kernels.axpby import axpby_counts, axpby_kernel
+from trnblas.kernels.dgmm import dgmm_counts, dgmm_kernel
 from trnblas.kernels.gemv import gemv_counts, gemv_kernel
 from trnblas.kernels.ger import ger_counts, ger_kernel
+from trnblas.kernels.syr2k import syr2k_counts, syr2k_kernel
 from trnblas.kernels.vreduce import reduce_counts, reduce_kernel
 from trnsci import nki
 from trnsci.dispatch import plan_call
@@ -140,6 +142,52 @@ def test_ger_kernel_counters(k, has_a):
     ref = (a if has_a else 0) + xs.T.astype(np.float64) @ ys
     np.testing.assert_allclose(c, ref, rtol=0, atol=8 * U32 * (np.abs(a).max() + k * 25))
     assert_counts(prof, ger_counts(m, n, k, 4, has_a))
+
+
+@pytest.mark.parametrize("n,k", [(300, 70), (130, 257)])
+@pytest.mark.parametrize("upper", [False, True])
+def test_syr2k_kernel_triangle_and_counters(n, k, upper):
+    rng = np.random.default_rng(n + k)
+    a = rng.standard_normal((n, k)).astype(np.float32)
+    b = rng.standard_normal((n, k)).astype(np.float32)
+    x, z = np.ascontiguousarray(np.vstack([a.T, b.T])), np.ascontiguousarray(np.vstack([b.T, a.T]))
+    c, prof = nki.profile(syr2k_kernel, x, z, upper=upper)
+    ref = a.astype(np.float64) @ b.T + b.astype(np.float64) @ a.T
+    mag = np.abs(a.astype(np.float64)) @ np.abs(b.T) * 2
+    keep = np.triu(np.ones((n, n), bool)) if upper else np.tril(np.ones((n, n), bool))
+    assert np.all(np.abs(c - ref)[keep] <= ((2 * k + 2) * U32 * mag)[keep])
+    assert_counts(prof, syr2k_counts(n, 2 * k, 4, upper))
+    assert prof.hbm_read_bytes == 2 * 4 * 2 * k * n  # a and b once each, in both stacks
+
+
+@pytest.mark.parametrize("m,n", [(300, 2500), (5, 700)])
+@pytest.mark.parametrize("left", [True, False])
+def test_dgmm_kernel_exact_and_counters(m, n, left):
+    rng = np.random.default_rng(m + n)
+    a = rng.standard_normal((m, n)).astype(np.float32)
+    x = rng.standard_normal(m if left else n).astype(np.float32)
+    c, prof = nki.profile(dgmm_kernel, a, x, left=left)
+    np.testing.assert_array_equal(c, a * (x[:, None] if left else x))  # one fp32 product: exactly NumPy's
+    assert_counts(prof, dgmm_counts(m, n, 4, left))
+
+
+def test_level3_public_api_on_new_kernels():
+    g = torch.Generator().manual_seed(11)
+    A, B = torch.randn(130, 70, generator=g), torch.randn(130, 70, generator=g)
+    C = torch.randn(130, 130, generator=g)
+    Ad, Bd = A.double(), B.double()
+    with kernel_ran("syr2k_kernel", "syr2k_kernel", "axpby_kernel", "axpby_kernel", "dgmm_kernel", "dgmm_kernel"):
+        R = trnblas.syr2k(1.5, A, B, 0.5, C, uplo="L")
+        ref = 1.5 * (Ad @ Bd.T + Bd @ Ad.T) + 0.5 * C.double()
+        torch.testing.assert_close(torch.tril(R).double(), torch.tril(ref), rtol=1e-5, atol=1e-4)
+        assert torch.equal(torch.triu(R, 1), torch.triu(C, 1))  # BLAS: the other triangle is C's
+        R = trnblas.syr2k(1.0, A.T, B.T, trans=True, uplo="U")  # trans="T", no C
+        torch.testing.assert_close(torch.triu(R).double(), torch.triu(Ad @ Bd.T + Bd @ Ad.T), rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(trnblas.geam(2.0, A, -1.0, B).double(), 2 * Ad - Bd, rtol=3 * U32, atol=0)
+        torch.testing.assert_close(trnblas.geam(2.0, A, 3.0, C[:70], transB=True).double(),
+                                   2 * Ad + 3 * C[:70].double().T, rtol=0, atol=1e-5)
+        torch.testing.assert_close(trnblas.dgmm(A, B[:, 0]).double(), Ad * Bd[:, :1], rtol=U32, atol=0)
+        torch.testing.assert_close(trnblas.dgmm(A, B[0], side="right").double(), Ad * Bd[0], rtol=U32, atol=0)
 
 
 # ----------------------------------------------------------------- public API through the simulator

@@ -1,4 +1,4 @@
-"""NKI lowerings of the level-1 and level-2 BLAS ops (imported by :mod:`trnblas._nki`).
+"""NKI lowerings of the level-1 and level-2 BLAS ops, and of geam, dgmm, syr2k (imported by :mod:`trnblas._nki`).
 
 Level 1 runs :mod:`trnblas.kernels.axpby` (vectors out) and
 :mod:`trnblas.kernels.vreduce` (partials out, combined here in float64);
@@ -21,6 +21,12 @@ Host work and why:
   then the GEMV kernel reads it once.
 * ``syr``/``syr2``: the kernel updates the full matrix; the host keeps the
   requested triangle of the result and the other one of ``A``.
+* ``geam``: transposed operands are transposed on the host (one pass each),
+  then the axpby kernel reads both once. ``dgmm``: its own kernel.
+* ``syr2k``: ``[a^T; b^T]`` and ``[b^T; a^T]`` are stacked on the host (one
+  pass over A and B each) so that the two products are one product of depth
+  ``2k`` (:mod:`trnblas.kernels.syr2k`, the requested triangle only); alpha,
+  beta and the other triangle of ``C`` are applied on the host, as SYRK.
 * alpha and beta of ``gemv``/``symv`` are applied to the fp32 kernel result
   on the host (one pass over a vector), as for GEMM.
 """
@@ -33,12 +39,20 @@ import torch
 
 from trnblas import level1 as L1
 from trnblas import level2 as L2
+from trnblas import level3 as L3
+from trnblas._nki import KERNEL_DTYPES, _finish, _gemm_figures, _run_gemm_kernel
 from trnblas.kernels.axpby import axpby_counts, axpby_kernel
+from trnblas.kernels.dgmm import MAX_N as DGMM_MAX_N
+from trnblas.kernels.dgmm import dgmm_counts, dgmm_kernel
+from trnblas.kernels.dgmm import fits as dgmm_fits
+from trnblas.kernels.gemm import gemm_kernel
 from trnblas.kernels.gemv import MAX_N as GEMV_MAX_N
 from trnblas.kernels.gemv import gemv_counts, gemv_kernel
 from trnblas.kernels.ger import MAX_BYTES as GER_MAX_BYTES
 from trnblas.kernels.ger import fits as ger_fits
 from trnblas.kernels.ger import ger_counts, ger_kernel
+from trnblas.kernels.syr2k import fits as syr2k_fits
+from trnblas.kernels.syr2k import syr2k_counts, syr2k_kernel
 from trnblas.kernels.trsm import fits as trsm_fits
 from trnblas.kernels.trsm import trsm_counts, trsm_kernel
 from trnblas.kernels.vreduce import MAX_INDEX, reduce_counts, reduce_kernel
@@ -332,3 +346,63 @@ def _syr2_nki(alpha, x, y, A, herm):
     xs = torch.stack([x, y])
     ys = torch.stack([y.to(F32) * alpha, x.to(F32) * alpha])
     return _ger_run(A, xs, ys, x.dtype)
+
+
+# ----------------------------------------------------------------- level 3: geam, dgmm, syr2k
+
+def _geam_mats(A, B, tA, tB):
+    a = la.op(A, tA).contiguous()  # a transposed operand is one host transpose pass
+    b = None if B is None else la.op(B, tB).contiguous()
+    return a, b
+
+
+@L3.GEAM.lowering("nki", dtypes=VEC_DTYPES, supports=lambda al, A, be, B, tA, tB: _cplx_coef(al, be),
+                  counts=lambda al, A, be, B, tA, tB: {"kernel": "axpby_kernel", **axpby_counts(
+                      A.numel() * (2 if A.is_complex() else 1), 4 if A.is_complex() else A.element_size(),
+                      _coef(al, be, 0.0, 0.0), B is not None, False)})
+def _geam_nki(alpha, A, beta, B, tA, tB):
+    a, b = _geam_mats(A, B, tA, tB)
+    R = _run_axpby(a.reshape(-1), None if b is None else b.reshape(-1), _coef(alpha, beta, 0.0, 0.0))
+    return R.reshape(a.shape)
+
+
+def _dgmm_supports(A, x, side):
+    if A.is_complex():
+        return "complex dgmm is not split into real kernels yet"
+    if not dgmm_fits(*A.shape, side == "L"):
+        return f"side right with n = {A.shape[1]} > {DGMM_MAX_N}: the replicated x row exceeds the SBUF plan"
+    return None
+
+
+@L3.DGMM.lowering("nki", dtypes=REAL_VEC_DTYPES, supports=_dgmm_supports,
+                  counts=lambda A, x, side: {"kernel": "dgmm_kernel",
+                                             **dgmm_counts(*A.shape, A.element_size(), side == "L")})
+def _dgmm_nki(A, x, side):
+    return nki.run(dgmm_kernel, A.contiguous(), x.contiguous(), left=side == "L", out_dtype=A.dtype)
+
+
+def _syr2k_operands(A, B, trans):
+    a, b = la.op(A, trans), la.op(B, trans)  # [n, k]
+    x = torch.cat([a.mT, b.mT]).contiguous()  # [2k, n]: x^T z = a b^T + b a^T
+    z = torch.cat([b.mT, a.mT]).contiguous()
+    return x, z
+
+
+def _syr2k_counts(alpha, A, B, beta, C, trans, uplo):
+    n, k = la.op_shape(A, trans)
+    size = A.element_size()
+    if not syr2k_fits(2 * k, n, size):
+        return _gemm_figures(n, n, 2 * k, size)
+    return {"kernel": "syr2k_kernel", **syr2k_counts(n, 2 * k, size, uplo == "U")}
+
+
+@L3.SYR2K.lowering("nki", dtypes=KERNEL_DTYPES, counts=_syr2k_counts)
+def _syr2k_nki(alpha, A, B, beta, C, trans, uplo):
+    x, z = _syr2k_operands(A, B, trans)
+    K, n = x.shape
+    if syr2k_fits(K, n, x.element_size()):
+        P = nki.run(syr2k_kernel, x, z, upper=uplo == "U", out_dtype=F32)
+    else:  # both operands do not fit SBUF: the full product through the GEMM kernel
+        P = _run_gemm_kernel(gemm_kernel, x, z)
+    R = _finish(P, alpha, beta, C, A.dtype)  # only the uplo triangle is meaningful
+    return la.merge_triangle(R, C, uplo, False, False)

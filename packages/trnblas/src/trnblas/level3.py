@@ -15,6 +15,8 @@ its module next to the op's torch lowering; every NKI lowering is in
 
 from trnblas.level3_gemm import (  # noqa: F401
     BATCHED_GEMM,
+    DGMM,
+    GEAM,
     GEMM,
     GEMM_EX,
     batched_gemm,
@@ -24,12 +26,12 @@ from trnblas.level3_gemm import (  # noqa: F401
     gemm_ex,
     strided_batched_gemm,
 )
-from trnblas.level3_symmetric import SYRK, hemm, her2k, herk, symm, syr2k, syrk  # noqa: F401
+from trnblas.level3_symmetric import SYR2K, SYRK, hemm, her2k, herk, symm, syr2k, syrk  # noqa: F401
 from trnblas.level3_triangular import TRSM, trmm, trsm  # noqa: F401
 
 __all__ = [
     "gemm", "batched_gemm", "strided_batched_gemm", "gemm_ex",
     "symm", "hemm", "syrk", "herk", "syr2k", "her2k",
     "trmm", "trsm", "geam", "dgmm",
-    "GEMM", "BATCHED_GEMM", "GEMM_EX", "SYRK", "TRSM",
+    "GEMM", "BATCHED_GEMM", "GEMM_EX", "SYRK", "SYR2K", "TRSM", "GEAM", "DGMM",
 ]

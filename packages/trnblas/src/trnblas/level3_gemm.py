@@ -25,7 +25,7 @@ from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
 
 __all__ = ["gemm", "batched_gemm", "strided_batched_gemm", "gemm_ex", "geam", "dgmm",
-           "GEMM", "BATCHED_GEMM", "GEMM_EX"]
+           "GEMM", "BATCHED_GEMM", "GEMM_EX", "GEAM", "DGMM"]
 
 # ===================================================================== ops
 
@@ -59,6 +59,38 @@ GEMM_EX = Op(
     "trnblas.gemm_ex", "flops", 2 * 512**3, size=_gemm_flops, describe=_gemm_describe,
     doc="one GEMM with inputs in one dtype and products accumulated in compute_dtype; flops = 2 m n k",
 )
+
+GEAM = Op(
+    "trnblas.geam", "elements", 2 ** 22, size=lambda al, A, *r: A.numel(),
+    describe=lambda al, A, be, B, tA, tB: f"op(A) {'x'.join(map(str, la.op_shape(A, tA)))} (transA={tA!r}), "
+                                          f"B {'unread' if B is None else f'transB={tB!r}'}",
+    doc="alpha op(A) + beta op(B) (B None: beta == 0, unread); elements = m n",
+)
+DGMM = Op(
+    "trnblas.dgmm", "elements", 2 ** 22, size=lambda A, x, side: A.numel(),
+    describe=lambda A, x, side: f"A {A.shape[0]}x{A.shape[1]} scaled by x on the {'left' if side == 'L' else 'right'}",
+    doc="diag(x) A or A diag(x); elements = m n",
+)
+_LOWP = (torch.bfloat16, torch.float16)
+
+
+@GEAM.lowering("torch")
+def _geam_torch(alpha, A, beta, B, tA, tB):
+    dtype = A.dtype
+    a = la.op(A.float() if dtype in _LOWP else A, tA)
+    R = torch.mul(a, alpha)
+    if B is not None:
+        R.add_(la.op(B.float() if dtype in _LOWP else B, tB), alpha=beta)
+    return R.to(dtype).contiguous()
+
+
+@DGMM.lowering("torch")
+def _dgmm_torch(A, x, side):
+    dtype = A.dtype
+    if dtype in _LOWP:
+        A, x = A.float(), x.float()
+    return (A * (x[:, None] if side == "L" else x)).to(dtype)
+
 
 def _product(mm, addmm, alpha, a, b, beta, C):
     """``alpha a @ b + beta C`` with torch's fused kernels; ``C`` unread when ``beta == 0``."""
@@ -573,18 +605,13 @@ def geam(alpha, A, beta, B, transA=False, transB=False, *, out=None):
     if la.op_shape(B, tB) != shape:
         raise v.mismatch(where, f"op(A) is {shape[0]}x{shape[1]} (transA={tA!r}) but op(B) is "
                          f"{la.op_shape(B, tB)[0]}x{la.op_shape(B, tB)[1]} (transB={tB!r})", A=A, B=B)
-    a, b = la.op(A, tA), la.op(B, tB)
-    if alpha == 0 and beta == 0:
+    if (alpha == 0 and beta == 0) or shape[0] * shape[1] == 0:
         R = torch.zeros(shape, dtype=A.dtype, device=A.device)
-    elif beta == 0:
-        R = torch.mul(a, alpha)
-    elif alpha == 0:
-        R = torch.mul(b, beta)
-    elif alpha == 1:
-        R = torch.add(a, b, alpha=beta)
-    else:
-        R = torch.mul(a, alpha).add_(b, alpha=beta)
-    return v.finish(R.contiguous(), out, where)
+    elif alpha == 0:  # A unread: beta op(B)
+        R = GEAM(beta, B, 0.0, None, tB, "N")
+    else:  # B unread when beta == 0
+        R = GEAM(alpha, A, beta, B if beta != 0 else None, tA, tB)
+    return v.finish(R, out, where)
 
 
 @numpy_io
@@ -624,6 +651,7 @@ def dgmm(A, x, side="left", *, out=None):
     if x.shape[0] != want:
         raise v.mismatch(where, f"side={s!r} needs x to have {want} entries "
                          f"({'rows' if s == 'L' else 'columns'} of A)", A=A, x=x)
-    R = A * (x[:, None] if s == "L" else x)
-    return v.finish(R, out, where)
+    if A.numel() == 0:
+        return v.finish(A.clone(), out, where)
+    return v.finish(DGMM(A, x, s), out, where)
 

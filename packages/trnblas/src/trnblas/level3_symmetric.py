@@ -3,7 +3,9 @@
 Op ``SYRK`` ``(alpha, A, beta, C, trans, uplo)``: the ``uplo`` triangle
 computed, the other one copied from ``C`` (zeros if None); torch lowering
 here, NKI lowering in :mod:`trnblas._nki`. ``symm``/``hemm`` expand the
-stored triangle and run ``GEMM``; ``syr2k``/``her2k`` run on torch.
+stored triangle and run ``GEMM``. Op ``SYR2K`` ``(alpha, A, B, beta, C,
+trans, uplo)`` (real data: ``syr2k``, and ``her2k`` on real data) has the
+same contract as ``SYRK``; complex ``her2k`` runs on torch.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from trnsci import _validate as v
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
 
-__all__ = ["symm", "hemm", "syrk", "herk", "syr2k", "her2k", "SYRK"]
+__all__ = ["symm", "hemm", "syrk", "herk", "syr2k", "her2k", "SYRK", "SYR2K"]
 
 
 def _syrk_flops(alpha, A, beta, C, trans, uplo):
@@ -55,6 +57,32 @@ def _syrk_torch(alpha, A, beta, C, trans, uplo):
         Cd = None if C is None else C[d, d]
         R[d, d] = la.merge_triangle(R[d, d].clone(), Cd, uplo, False, False)
     return R
+
+
+SYR2K = Op(
+    "trnblas.syr2k", "flops", 512**3, size=lambda al, A, B, *r: 2 * _syrk_flops(al, A, *r),
+    describe=lambda al, A, B, beta, C, trans, uplo: _syrk_describe(al, A, beta, C, trans, uplo).replace(
+        "op(A) op(A)^T", "op(A) op(B)^T + op(B) op(A)^T"),
+    doc="one triangle of C = alpha (op(A) op(B)^T + op(B) op(A)^T) + beta C (real data); flops = 2 n^2 k",
+)
+
+
+@SYR2K.lowering("torch")
+def _syr2k_torch(alpha, A, B, beta, C, trans, uplo):
+    dtype = A.dtype
+    lowp = dtype in (torch.bfloat16, torch.float16)
+    a, b = la.op(A, trans), la.op(B, trans)
+    if lowp:
+        a, b, C0 = a.float(), b.float(), None if C is None else C.float()
+    else:
+        C0 = C
+    P = torch.mm(a, b.mT)
+    if alpha != 1:
+        P.mul_(alpha)
+    R = P + P.mT
+    if C0 is not None and beta != 0:
+        R.add_(C0, alpha=beta)
+    return la.merge_triangle(R.to(dtype), C, uplo, False, False)
 
 
 # ===================================================================== symmetric / Hermitian
@@ -333,6 +361,9 @@ def _rank_2k(where, alpha, A, B, beta, C, trans, uplo, fill, hermitian, out):
     herm = hermitian and A.is_complex()
     if alpha == 0 or k == 0 or n == 0:
         return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, herm), out, where)
+    if not A.is_complex():
+        R = SYR2K(alpha, A, B, beta, C if beta != 0 else None, t, u)
+        return v.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
     a, b = la.op(A, t), la.op(B, t)
     P = torch.mm(a, b.mH if herm else b.mT)
     if alpha != 1:
