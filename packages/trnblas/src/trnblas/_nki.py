@@ -192,7 +192,8 @@ def _trsm_counts(alpha, A, B, side, uplo, trans, diag):
     return {"kernel": "trsm_kernel", **trsm_counts(order, nrhs)}
 
 
-@TRSM.lowering("nki", dtypes=(torch.float32,), supports=_trsm_supports, counts=_trsm_counts)
+@TRSM.lowering("nki", dtypes=(torch.float32, torch.bfloat16, torch.float16), supports=_trsm_supports,
+               counts=_trsm_counts)
 def _trsm_nki(alpha, A, B, side, uplo, trans, diag):
     w, r, undo = trsm_operands(alpha, A, B, side, uplo, trans, diag)
     Y = nki.run(trsm_kernel, w, r, out_dtype=F32)

@@ -297,7 +297,7 @@ def _trsv_supports(A, x, u, t, d):
     return None if trsm_fits(n) else f"order {n} exceeds the TRSM kernel's SBUF plan"
 
 
-@L2.TRSV.lowering("nki", dtypes=(torch.float32,), supports=_trsv_supports,
+@L2.TRSV.lowering("nki", dtypes=(torch.float32, torch.bfloat16, torch.float16), supports=_trsv_supports,
                   counts=lambda A, x, u, t, d: {"kernel": "trsm_kernel", **trsm_counts(A.shape[0], 1)})
 def _trsv_nki(A, x, u, t, d):
     from trnblas._nki import trsm_operands

@@ -102,8 +102,16 @@ def _product(mm, addmm, alpha, a, b, beta, C):
     return addmm(C, a, b, beta=beta, alpha=alpha)
 
 
+def _lowp(fn, alpha, A, B, beta, C, transA, transB):
+    """bf16/fp16: the product in float32, rounded once to the input dtype."""
+    R = fn(alpha, A.float(), B.float(), beta, None if C is None else C.float(), transA, transB)
+    return R.to(A.dtype)
+
+
 @GEMM.lowering("torch")
 def _gemm_torch(alpha, A, B, beta, C, transA, transB):
+    if A.dtype in _LOWP:
+        return _lowp(_gemm_torch, alpha, A, B, beta, C, transA, transB)
     a = A if transA == "N" else la.op(A, transA)
     b = B if transB == "N" else la.op(B, transB)
     if C is None or beta == 0:  # _product inlined: this is the hottest path of the library
@@ -116,6 +124,8 @@ def _gemm_torch(alpha, A, B, beta, C, transA, transB):
 
 @BATCHED_GEMM.lowering("torch")
 def _batched_gemm_torch(alpha, A, B, beta, C, transA, transB):
+    if A.dtype in _LOWP:
+        return _lowp(_batched_gemm_torch, alpha, A, B, beta, C, transA, transB)
     return _product(torch.bmm, torch.baddbmm, alpha, la.op(A, transA), la.op(B, transB), beta, C)
 
 
@@ -595,8 +605,8 @@ def geam(alpha, A, beta, B, transA=False, transB=False, *, out=None):
     [[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]]
     """
     where = "geam"
-    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
-    B = v.matrix(B, "B", where, v.BLAS_DTYPES)
+    A = v.matrix(A, "A", where, v.ALL_FLOAT_DTYPES)
+    B = v.matrix(B, "B", where, v.ALL_FLOAT_DTYPES)
     v.agree(where, A=A, B=B)
     tA = la.real_trans(la.trans(transA, "transA", where), A.dtype)
     tB = la.real_trans(la.trans(transB, "transB", where), A.dtype)
@@ -643,8 +653,8 @@ def dgmm(A, x, side="left", *, out=None):
     [[1.0, 2.0], [1.0, 2.0]]
     """
     where = "dgmm"
-    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
-    x = v.vector(x, "x", where, v.BLAS_DTYPES)
+    A = v.matrix(A, "A", where, v.ALL_FLOAT_DTYPES)
+    x = v.vector(x, "x", where, v.ALL_FLOAT_DTYPES)
     v.agree(where, A=A, x=x)
     s = la.side(side, "side", where)
     want = A.shape[0] if s == "L" else A.shape[1]

@@ -42,6 +42,9 @@ _SYRK_BLOCK = 512  # block rows of this height; below four blocks one full GEMM 
 @SYRK.lowering("torch")
 def _syrk_torch(alpha, A, beta, C, trans, uplo):
     """One GEMM per block row, each covering only the ``uplo`` side: about half of a full GEMM's flops."""
+    if A.dtype in (torch.bfloat16, torch.float16):  # computed in float32, rounded once
+        R = _syrk_torch(alpha, A.float(), beta, None if C is None else C.float(), trans, uplo).to(A.dtype)
+        return R if C is None else la.merge_triangle(R, C, uplo, False, False)
     a = A if trans == "N" else A.mT  # (n, k)
     n = a.shape[0]
     if n < 4 * _SYRK_BLOCK:
@@ -88,10 +91,10 @@ def _syr2k_torch(alpha, A, B, beta, C, trans, uplo):
 # ===================================================================== symmetric / Hermitian
 
 def _symm_like(where, alpha, A, B, beta, C, side, uplo, hermitian, out):
-    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
-    B = v.matrix(B, "B", where, v.BLAS_DTYPES)
+    A = v.matrix(A, "A", where, v.ALL_FLOAT_DTYPES)
+    B = v.matrix(B, "B", where, v.ALL_FLOAT_DTYPES)
     if C is not None:
-        C = v.matrix(C, "C", where, v.BLAS_DTYPES)
+        C = v.matrix(C, "C", where, v.ALL_FLOAT_DTYPES)
     v.agree(where, A=A, B=B, C=C)
     s = la.side(side, "side", where)
     u = la.uplo(uplo, "uplo", where)
@@ -193,11 +196,11 @@ def hemm(alpha, A, B, beta=0.0, C=None, side="left", uplo="upper", *, out=None):
 
 
 def _rank_k_operands(where, A, B, C, trans, uplo, allowed_trans):
-    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
+    A = v.matrix(A, "A", where, v.ALL_FLOAT_DTYPES)
     if B is not None:
-        B = v.matrix(B, "B", where, v.BLAS_DTYPES)
+        B = v.matrix(B, "B", where, v.ALL_FLOAT_DTYPES)
     if C is not None:
-        C = v.matrix(C, "C", where, v.BLAS_DTYPES)
+        C = v.matrix(C, "C", where, v.ALL_FLOAT_DTYPES)
     v.agree(where, A=A, B=B, C=C)
     t = la.real_trans(la.trans(trans, "trans", where), A.dtype)
     if t not in allowed_trans and A.is_complex():
@@ -353,7 +356,7 @@ def herk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
 
 
 def _rank_2k(where, alpha, A, B, beta, C, trans, uplo, fill, hermitian, out):
-    B = v.matrix(B, "B", where, v.BLAS_DTYPES)  # required (syrk is the one-operand update)
+    B = v.matrix(B, "B", where, v.ALL_FLOAT_DTYPES)  # required (syrk is the one-operand update)
     full = la.fill(fill, where)
     A, B, C, t, u, n, k = _rank_k_operands(where, A, B, C, trans, uplo, ("N", "C") if hermitian else ("N", "T"))
     alpha = v.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
