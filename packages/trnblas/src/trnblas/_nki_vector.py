@@ -23,10 +23,11 @@ Host work and why:
   requested triangle of the result and the other one of ``A``.
 * ``geam``: transposed operands are transposed on the host (one pass each),
   then the axpby kernel reads both once. ``dgmm``: its own kernel.
-* ``syr2k``: ``[a^T; b^T]`` and ``[b^T; a^T]`` are stacked on the host (one
-  pass over A and B each) so that the two products are one product of depth
-  ``2k`` (:mod:`trnblas.kernels.syr2k`, the requested triangle only); alpha,
-  beta and the other triangle of ``C`` are applied on the host, as SYRK.
+* ``syr2k``: ``op(A)^T`` and ``op(B)^T`` go to :mod:`trnblas.kernels.syr2k`
+  (a transpose pass each for ``trans="N"``, none for ``"T"``), which adds
+  both products in one PSUM group for the requested triangle's tiles;
+  alpha, beta and the other triangle of ``C`` are applied on the host, as
+  SYRK. Beyond SBUF: ``[a b] [b a]^T`` through the GEMM kernel.
 * alpha and beta of ``gemv``/``symv`` are applied to the fp32 kernel result
   on the host (one pass over a vector), as for GEMM.
 """
@@ -381,28 +382,23 @@ def _dgmm_nki(A, x, side):
     return nki.run(dgmm_kernel, A.contiguous(), x.contiguous(), left=side == "L", out_dtype=A.dtype)
 
 
-def _syr2k_operands(A, B, trans):
-    a, b = la.op(A, trans), la.op(B, trans)  # [n, k]
-    x = torch.cat([a.mT, b.mT]).contiguous()  # [2k, n]: x^T z = a b^T + b a^T
-    z = torch.cat([b.mT, a.mT]).contiguous()
-    return x, z
-
-
 def _syr2k_counts(alpha, A, B, beta, C, trans, uplo):
     n, k = la.op_shape(A, trans)
     size = A.element_size()
-    if not syr2k_fits(2 * k, n, size):
+    if not syr2k_fits(k, n, size):
         return _gemm_figures(n, n, 2 * k, size)
-    return {"kernel": "syr2k_kernel", **syr2k_counts(n, 2 * k, size, uplo == "U")}
+    return {"kernel": "syr2k_kernel", **syr2k_counts(n, k, size, uplo == "U")}
 
 
 @L3.SYR2K.lowering("nki", dtypes=KERNEL_DTYPES, counts=_syr2k_counts)
 def _syr2k_nki(alpha, A, B, beta, C, trans, uplo):
-    x, z = _syr2k_operands(A, B, trans)
-    K, n = x.shape
-    if syr2k_fits(K, n, x.element_size()):
-        P = nki.run(syr2k_kernel, x, z, upper=uplo == "U", out_dtype=F32)
-    else:  # both operands do not fit SBUF: the full product through the GEMM kernel
+    a, b = la.op(A, trans), la.op(B, trans)  # [n, k]
+    k, n = a.shape[1], a.shape[0]
+    if syr2k_fits(k, n, A.element_size()):  # x = a^T, z = b^T: the kernel adds a b^T + b a^T
+        P = nki.run(syr2k_kernel, a.mT.contiguous(), b.mT.contiguous(), upper=uplo == "U", out_dtype=F32)
+    else:  # both operands do not fit SBUF: [a b] [b a]^T through the GEMM kernel (depth 2k)
+        x = torch.cat([a.mT, b.mT]).contiguous()
+        z = torch.cat([b.mT, a.mT]).contiguous()
         P = _run_gemm_kernel(gemm_kernel, x, z)
     R = _finish(P, alpha, beta, C, A.dtype)  # only the uplo triangle is meaningful
     return la.merge_triangle(R, C, uplo, False, False)

@@ -1,15 +1,16 @@
-"""SYR2K kernel: one triangle of ``C[N, N] = X^T Z`` with ``X = [a^T; b^T]``, ``Z = [b^T; a^T]``.
+"""SYR2K kernel: one triangle of ``C[N, N] = a b^T + b a^T`` with ``a^T = x``, ``b^T = z`` (``[K, N]``).
 
-``X^T Z = a b^T + b a^T`` (``a = op(A)``, ``b = op(B)``, both ``[N, k]``):
-the two products of a rank-2k update are one product of contraction depth
-``K = 2k``, so the kernel is the SYRK tiling (:mod:`trnblas.kernels.syrk`)
-with two resident operands instead of one, and like it computes only the
-tiles that touch the requested triangle.
+The two products of a rank-2k update accumulate into the same PSUM tile:
+for each tile, ``x[:, rows]^T z[:, cols]`` and ``z[:, rows]^T x[:, cols]``
+over the ``tk`` contraction tiles (one accumulation group of ``2 tk``
+matmuls). The kernel is the SYRK tiling (:mod:`trnblas.kernels.syrk`) with
+two resident operands instead of one, and like it computes only the tiles
+that touch the requested triangle; each operand is read from HBM once.
 
 Inputs (HBM)
 ------------
 ``x``, ``z`` : ``[K, N]`` float32 or bfloat16, partition dim K (the host
-               stacks ``[a^T; b^T]`` and ``[b^T; a^T]``).
+               passes ``op(A)^T`` and ``op(B)^T``).
 Constant ``upper`` (bool). Output ``c`` : ``[N, N]`` float32; tiles off the
 triangle are not written (the host keeps the requested triangle and takes
 the other from ``C``).
@@ -18,17 +19,20 @@ Pseudocode::
 
     load x, z (tk row tiles each, resident)
     for each 128-row tile m, each <=512-column tile j of the triangle's extent:
-        acc = sum_kt x[kt, m]^T z[kt, j]      (tk nc_matmul)
+        acc = sum_kt x[kt, m]^T z[kt, j] + z[kt, m]^T x[kt, j]     (2 tk nc_matmul)
         c[m, j] = acc                          (copy, store)
 
 Closed forms (b = bytes per element, tk = ceil(K/128), extents as SYRK)
 -----------------------------------------------------------------------
     HBM bytes read    = 2 b K N            each operand once
     HBM bytes written = 4 * sum_m mm_m * extent_m
-    Tensor Engine instructions = tk * sum_m ceil(extent_m / 512)
+    Tensor Engine instructions = 2 tk * sum_m ceil(extent_m / 512)
     Vector instructions = sum_m ceil(extent_m / 512)
     DMA transfers     = 2 tk + sum_m ceil(extent_m / 512)
-(about half of a full GEMM's matmuls, as SYRK).
+(about half of the matmuls of the full product, as SYRK). The HBM
+minimum is ``2 b K N`` plus one fp32 triangle; the written diagonal tiles
+are full 128-row squares, so writes exceed ``4 N (N + 1) / 2`` by at most
+``4 * 128 N / 2``.
 """
 
 from trnblas.kernels.syrk import SBUF_BUDGET, TK, TM, TN, _extent
@@ -51,8 +55,8 @@ def syr2k_counts(N, K, itemsize, upper):
         lo, hi = _extent(m0, mm, N, upper)
         tiles += cdiv(hi - lo, TN)
         wbytes += 4 * mm * (hi - lo)
-        flops += 2 * K * mm * (hi - lo)
-    return {"hbm_read_bytes": 2 * itemsize * K * N, "hbm_write_bytes": wbytes, "tensor": tk * tiles,
+        flops += 4 * K * mm * (hi - lo)
+    return {"hbm_read_bytes": 2 * itemsize * K * N, "hbm_write_bytes": wbytes, "tensor": 2 * tk * tiles,
             "vector": tiles, "dma": 2 * tk + tiles, "flops": flops}
 
 
@@ -83,7 +87,9 @@ def syr2k_kernel(x, z, upper):
             acc = nl.ndarray((mm, nn), dtype=nl.float32, buffer=nl.psum, name="acc")
             for kt in nl.static_range(tk):
                 kk = min(TK, K - kt * TK)
-                nisa.nc_matmul(acc, xs[0:kk, kt * N + m0:kt * N + m0 + mm], zs[0:kk, kt * N + j0:kt * N + j0 + nn])
+                rows, cols = slice(kt * N + m0, kt * N + m0 + mm), slice(kt * N + j0, kt * N + j0 + nn)
+                nisa.nc_matmul(acc, xs[0:kk, rows], zs[0:kk, cols])
+                nisa.nc_matmul(acc, zs[0:kk, rows], xs[0:kk, cols])
             res = nl.ndarray((mm, nn), dtype=nl.float32, buffer=nl.sbuf, name="c_tile")
             nisa.tensor_copy(res, acc)
             nl.store(c[m0:m0 + mm, j0:j0 + nn], value=res)
