@@ -116,7 +116,7 @@ def plan(op_name: str, *args, **kwargs) -> Plan:
     >>> p.backend, p.flops
     ('torch', 9)
     >>> print(p.reason)
-    backend 'simulator' from ...; kernel unsupported: dtype float64: the NKI kernel takes float32 (...)
+    backend 'simulator' from ...; kernel unsupported: dtype float64: the NKI kernel takes float32, ... (...)
     """
     key = op_name[len("trnblas."):] if isinstance(op_name, str) and op_name.startswith("trnblas.") else op_name
     try:
