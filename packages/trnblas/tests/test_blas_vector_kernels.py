@@ -225,9 +225,15 @@ def test_level1_complex_real_coefficients_use_the_real_view():
         assert float(trnblas.nrm2(x)) == pytest.approx(float(x.cdouble().abs().pow(2).sum().sqrt()), rel=1e-5)
         ref = float(torch.view_as_real(x).double().abs().sum())
         assert float(trnblas.asum(x)) == pytest.approx(ref, rel=1e-5)
-    # complex dot is not split yet: the plan says torch, and says why
+    # complex dot/dotc: two real dot kernels each; vs NumPy's complex128 vdot/dot
+    xn, yn = x.cdouble().numpy(), y.cdouble().numpy()
+    mag = float(np.abs(xn) @ np.abs(yn)) * 2
+    with kernel_ran(*["reduce_kernel"] * 4):
+        assert abs(complex(trnblas.dotc(x, y)) - np.vdot(xn, yn)) <= 302 * U32 * mag
+        assert abs(complex(trnblas.dot(x, y)) - np.dot(xn, yn)) <= 302 * U32 * mag
+    # complex iamax is not split yet: the plan says torch, and says why
     with trnblas.use_backend("simulator"):
-        p = plan_call(trnblas.dotc, x, y)
+        p = plan_call(trnblas.iamax, x)
     assert p.backend == "torch" and "complex" in p.reason
 
 

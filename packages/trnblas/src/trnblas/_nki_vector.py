@@ -167,14 +167,32 @@ def _real_dtype(x):
     return x.real.dtype if x.is_complex() else x.dtype
 
 
-@L1.DOT.lowering("nki", dtypes=VEC_DTYPES, supports=_real_only("dot"), counts=_rcounts("dot"))
+def _dot_counts(x, y):
+    if x.is_complex():
+        return None  # two kernel runs (real and imaginary parts)
+    return {"kernel": "reduce_kernel", **reduce_counts(x.shape[0], x.element_size(), "dot")}
+
+
+def _dot_nki_impl(x, y, conj):
+    if not x.is_complex():
+        return _partials(x, y, "dot").sum().to(x.dtype)
+    # On the interleaved real views: sum conj(x) y = x.y + i x.(-1j y);  sum x y = x.conj(y) + i x.(1j conj(y)).
+    # Multiplying by -1j / 1j swaps and negates parts (exact): one host pass over y.
+    yr = y if conj else y.conj()
+    yi = yr * (-1j if conj else 1j)
+    re = _partials(x, yr, "dot").sum()
+    im = _partials(x, yi, "dot").sum()
+    return torch.complex(re, im).to(x.dtype)
+
+
+@L1.DOT.lowering("nki", dtypes=VEC_DTYPES, counts=_dot_counts)
 def _dot_nki(x, y):
-    return _partials(x, y, "dot").sum().to(x.dtype)
+    return _dot_nki_impl(x, y, False)
 
 
-@L1.DOTC.lowering("nki", dtypes=VEC_DTYPES, supports=_real_only("dotc"), counts=_rcounts("dot"))
+@L1.DOTC.lowering("nki", dtypes=VEC_DTYPES, counts=_dot_counts)
 def _dotc_nki(x, y):
-    return _partials(x, y, "dot").sum().to(x.dtype)
+    return _dot_nki_impl(x, y, True)
 
 
 @L1.ASUM.lowering("nki", dtypes=VEC_DTYPES, counts=_rcounts("asum"))
