@@ -304,3 +304,23 @@ def test_plan_equals_run(which):
     with trnblas.use_backend("simulator"):
         plan, _, runs = assert_plan_matches_run(fn, *args)
     assert plan.backend == "simulator" and plan.kernel is not None and [r.kernel for r in runs] == [plan.kernel["name"]]
+
+
+@pytest.mark.parametrize("tA,tB", [("N", "N"), ("C", "T")])
+def test_complex64_gemm_is_one_real_gemm(tA, tB):
+    """[ar ai] @ [[br, bi], [-bi, br]] = [Re, Im]: one gemm_kernel run of m x 2n x 2k, vs NumPy complex128."""
+    g = torch.Generator().manual_seed(12)
+    m, n, k = 70, 50, 130
+    A = torch.randn((m, k) if tA == "N" else (k, m), dtype=torch.complex64, generator=g)
+    B = torch.randn((k, n) if tB == "N" else (n, k), dtype=torch.complex64, generator=g)
+    C = torch.randn(m, n, dtype=torch.complex64, generator=g)
+    with trnblas.use_backend("simulator"):
+        plan, R, runs = assert_plan_matches_run(trnblas.gemm, 1 + 2j, A, B, 0.5 - 1j, C, transA=tA, transB=tB)
+    assert [r.kernel for r in runs] == ["gemm_kernel"]
+    assert plan.kernel["hbm_read_bytes"] == 4 * (2 * k * 2 * n + 2 * k * m)  # fp32 parts, B's twice
+    a = A.cdouble().numpy() if tA == "N" else A.cdouble().numpy().conj().T
+    b = B.cdouble().numpy() if tB == "N" else B.cdouble().numpy().T
+    ref = (1 + 2j) * a @ b + (0.5 - 1j) * C.cdouble().numpy()
+    mag = 3 * (np.abs(a) @ np.abs(b)) + 2 * np.abs(C.cdouble().numpy())
+    assert R.dtype is torch.complex64
+    assert np.all(np.abs(R.cdouble().numpy() - ref) <= (2 * k + 4) * U32 * mag)

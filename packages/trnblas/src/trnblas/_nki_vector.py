@@ -232,12 +232,12 @@ def _best_index(x, op):
     return int(idx[val == best].min())
 
 
-@L1.IAMAX.lowering("nki", dtypes=VEC_DTYPES, supports=_index_supports("iamax"), counts=_rcounts("amax"))
+@L1.IAMAX.lowering("nki", dtypes=REAL_VEC_DTYPES, supports=_index_supports("iamax"), counts=_rcounts("amax"))
 def _iamax_nki(x):
     return _best_index(x, "amax")
 
 
-@L1.IAMIN.lowering("nki", dtypes=VEC_DTYPES, supports=_index_supports("iamin"), counts=_rcounts("amin"))
+@L1.IAMIN.lowering("nki", dtypes=REAL_VEC_DTYPES, supports=_index_supports("iamin"), counts=_rcounts("amin"))
 def _iamin_nki(x):
     return _best_index(x, "amin")
 
