@@ -26,8 +26,12 @@ per 512 columns) into a resident ``[128, n]`` fp32 tile (``n <=``
 it and summed along the free dim::
 
     xrep = ones^T x                                    (tn matmuls + tn copies)
-    for mt: for ft: t = A[mt, ft] * xrep; part[:, ft] = sum_f t
+    for mt: for ft: t = A[mt, ft] * xrep                (Vector)
+                    part[:, ft] = sum_f t                (Scalar: activation_reduce)
             y[mt] = sum_ft part  (when nf > 1);  store
+
+The multiply and the sum run on two engines, one pass each, so neither
+makes two passes over A.
 
 Closed forms (s = bytes per element; tm = ceil(m/128), tn = ceil(n/512),
 nf = ceil(n/2048))
@@ -40,8 +44,8 @@ trans=True:
 trans=False:
     HBM bytes read    = s * (m n + n)
     HBM bytes written = 4 m
-    Tensor Engine instructions = tn;  Vector = 1 + tn + tm * (2 nf + (nf > 1))
-                      (the 1 is the memset of the ones row)
+    Tensor Engine instructions = tn;  Vector = 1 + tn + tm * (nf + (nf > 1))
+                      (the 1 is the memset of the ones row);  Scalar = 2 tm nf
     DMA transfers     = 1 + tm * nf + tm
 Both are the analytic minimum (each operand read once) up to the fp32
 result (``4 * len(y)`` instead of ``s * len(y)``).
@@ -68,7 +72,7 @@ def gemv_counts(m, n, itemsize, trans):
         return {"hbm_read_bytes": itemsize * (m * n + m), "hbm_write_bytes": 4 * n,
                 "tensor": tm * tn, "vector": tn, "dma": tm + tm * tn + tn, "flops": 2 * m * n}
     return {"hbm_read_bytes": itemsize * (m * n + n), "hbm_write_bytes": 4 * m,
-            "tensor": tn, "vector": 1 + tn + tm * (2 * nf + (nf > 1)), "dma": 1 + tm * nf + tm,
+            "tensor": tn, "vector": 1 + tn + tm * (nf + (nf > 1)), "scalar": 2 * tm * nf, "dma": 1 + tm * nf + tm,
             "flops": 2 * PMAX * n}
 
 
@@ -122,7 +126,7 @@ def gemv_kernel(a, x, trans):
             nisa.dma_copy(dst=at, src=a[m0:m0 + mm, f0:f0 + ff])
             t = nl.ndarray((mm, ff), dtype=nl.float32, buffer=nl.sbuf, name="products")
             nisa.tensor_tensor(t, at, xrep[0:mm, f0:f0 + ff], nl.multiply)
-            nisa.tensor_reduce(part[:, ft:ft + 1], nl.add, t, axis=1)
+            nisa.activation_reduce(t, nl.copy, t, nl.add, part[:, ft:ft + 1])
         if nf > 1:
             col = nl.ndarray((mm, 1), dtype=nl.float32, buffer=nl.sbuf, name="y_col")
             nisa.tensor_reduce(col, nl.add, part, axis=1)

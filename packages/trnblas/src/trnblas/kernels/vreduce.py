@@ -17,15 +17,20 @@ elements): a sum for ``dot``/``asum``; for ``nrm2`` the scaled partials
 below; for ``amax``/``amin`` the best value and the smallest index
 holding it.
 
-Per piece (p = 128 or 1 rows, f columns), fp32 on the Vector Engine::
+Per piece (p = 128 or 1 rows, f columns); V = Vector, S = Scalar (Activation),
+G = GpSimd instructions, balanced so that no engine makes more than one
+full pass over the piece per input where it can be avoided::
 
-    dot : t = x*y;  part[:, j] = sum_f t                          2 instructions
-    asum: t = |x|;  part[:, j] = sum_f t                          2
-    nrm2: a = |x|; m = max_f a; s = 1/max(m, 2^-126)             (3)
-          t = a*s; t = t*t; part[:, 2j] = s, part[:, 2j+1] = sum t  (3)  6
-    amax: a = |x|; m = max_f a (min_f for amin) -> part[:, 2j]    2
-          e = (a == m); i = iota(global index) (GpSimd)           1 (+1 GpSimd)
-          c = (i - 2^24) * e; part[:, 2j+1] = min_f c + 2^24       3  -> 6
+    dot : t = x*y (V);  part[:, j] = sum_f t  (S: activation_reduce)       V 1, S 2
+    asum: part[:, j] = sum_f |x|  (V: tensor_scalar_reduce)                V 1
+    nrm2: m = max_f |x| (V); s = 1/max(m, 2^-126) (V, one column)
+          part[:, 2j] = s;  part[:, 2j+1] = sum_f (s x)^2  (S)             V 2, S 2
+    amax: m = max_f |x| -> part[:, 2j] (V; min_f for amin)
+          e = (|x| == m) (V); i = iota(global index) (G)
+          c = (i - 2^24) * e (V); part[:, 2j+1] = min_f (c + 2^24) (V)     V 4, G 1
+
+(an ``activation_reduce`` is two Scalar instructions: the pass and the
+read-out of the accumulation registers).
 
 ``nrm2`` is reference BLAS's scaled sum of squares, per partition and
 piece: ``sum x^2 = ss / s^2`` with every scaled entry ``|x| s <= 1``, so
@@ -38,14 +43,14 @@ is its first index reaching the row's extreme (indices < 2^24 are exact in
 fp32; the host routes longer vectors to torch); a NaN makes the row's
 extreme NaN and the host then finds the first NaN itself (one host pass).
 
-Closed forms (s = bytes per element, v = instructions per piece above,
-g = 1 for amax/amin else 0, k columns per piece)
+Closed forms (s = bytes per element; V, S, G per piece as above; k columns
+per piece)
 --------------------------------------------------------------------------
     HBM bytes read    = s * n * (1 + (op == "dot"))    each input read once
     HBM bytes written = 4 * 128 * k * np
     DMA transfers     = np * (1 + (op == "dot")) + 1
-    Vector instructions = np * v + k       (the k memsets of the identity)
-    GpSimd instructions = g * np
+    Vector instructions = np * V + k       (the k memsets of the identity)
+    Scalar instructions = np * S;  GpSimd instructions = np * G
 """
 
 from trnblas.kernels.axpby import piece_view, pieces
@@ -54,7 +59,8 @@ from trnsci.nki.tiling import PMAX
 
 OPS = ("dot", "asum", "nrm2", "amax", "amin")
 COLUMNS = {"dot": 1, "asum": 1, "nrm2": 2, "amax": 2, "amin": 2}
-_PER_PIECE = {"dot": 2, "asum": 2, "nrm2": 6, "amax": 6, "amin": 6}
+#: (Vector, Scalar, GpSimd) instructions per piece.
+_PER_PIECE = {"dot": (1, 2, 0), "asum": (1, 0, 0), "nrm2": (2, 2, 0), "amax": (4, 0, 1), "amin": (4, 0, 1)}
 TINY = 2.0 ** -126  # smallest normal fp32: the reciprocal of a zero row's scale stays finite
 BIG = float(2 ** 24)  # index sentinel; indices below it are exact in fp32
 MAX_INDEX = 2 ** 24
@@ -71,9 +77,9 @@ def reduce_counts(n, itemsize, op):
     npc = len(pieces(n))
     ni = 2 if op == "dot" else 1
     k = COLUMNS[op]
+    v, sc, g = _PER_PIECE[op]
     return {"hbm_read_bytes": itemsize * n * ni, "hbm_write_bytes": 4 * PMAX * k * npc,
-            "dma": npc * ni + 1, "vector": npc * _PER_PIECE[op] + k,
-            "gpsimd": npc if op in ("amax", "amin") else 0, "tensor": 0}
+            "dma": npc * ni + 1, "vector": npc * v + k, "scalar": npc * sc, "gpsimd": npc * g, "tensor": 0}
 
 
 @nki.jit
@@ -101,23 +107,20 @@ def reduce_kernel(x, y, op):
             yt = nl.ndarray((rows, cols), dtype=y.dtype, buffer=nl.sbuf, name="y_tile")
             nisa.dma_copy(dst=yt, src=piece_view(y, n, kind, c0, cols))
             nisa.tensor_tensor(t, xt, yt, nl.multiply)
-            nisa.tensor_reduce(res[0:rows, j:j + 1], nl.add, t, axis=1)
+            nisa.activation_reduce(t, nl.copy, t, nl.add, res[0:rows, j:j + 1])
             continue
-        nisa.tensor_scalar(t, xt, nl.abs, None)
         if op == "asum":
-            nisa.tensor_reduce(res[0:rows, j:j + 1], nl.add, t, axis=1)
+            nisa.tensor_scalar_reduce(t, xt, nl.abs, None, nl.add, res[0:rows, j:j + 1])
             continue
         val = res[0:rows, 2 * j:2 * j + 1]
         aux = res[0:rows, 2 * j + 1:2 * j + 2]
-        m = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.sbuf, name="extreme")
         if op == "nrm2":
-            nisa.tensor_reduce(m, nl.maximum, t, axis=1)
+            m = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.sbuf, name="row_max")
+            nisa.tensor_scalar_reduce(t, xt, nl.abs, None, nl.maximum, m)
             nisa.tensor_scalar(val, m, nl.maximum, TINY, op1=nl.reciprocal, operand1=None)
-            nisa.tensor_scalar(t, t, nl.multiply, val)
-            nisa.tensor_tensor(t, t, t, nl.multiply)
-            nisa.tensor_reduce(aux, nl.add, t, axis=1)
+            nisa.activation_reduce(t, nl.square, xt, nl.add, aux, scale=val)
             continue
-        nisa.tensor_reduce(val, nl.maximum if op == "amax" else nl.minimum, t, axis=1)
+        nisa.tensor_scalar_reduce(t, xt, nl.abs, None, nl.maximum if op == "amax" else nl.minimum, val)
         eq = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf, name="hit")
         nisa.tensor_scalar(eq, t, nl.equal, val)
         idx = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf, name="index")
@@ -126,7 +129,6 @@ def reduce_kernel(x, y, op):
         else:
             nisa.iota(idx, [[1, cols]], offset=PMAX * q, channel_multiplier=0)
         nisa.scalar_tensor_tensor(t, idx, nl.subtract, BIG, nl.multiply, eq)
-        nisa.tensor_reduce(m, nl.minimum, t, axis=1)
-        nisa.tensor_scalar(aux, m, nl.add, BIG)
+        nisa.tensor_scalar_reduce(t, t, nl.add, BIG, nl.minimum, aux)
     nisa.dma_copy(dst=part, src=res)
     return part
