@@ -88,29 +88,50 @@ _COMMON = {"set_backend": _CONFIG, "get_backend": _CONFIG, "use_backend": _CONFI
 _DEPTH = 6
 
 
-def _code_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
+def _code_objects(code: types.CodeType):
+    yield code
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            names |= _code_names(const)
-    return names
+            yield from _code_objects(const)
+
+
+def _referenced(fn) -> list:
+    """(name, object) for each global the code of ``fn`` loads, and each ``module.attr`` it reads.
+
+    Read from the bytecode (``LOAD_GLOBAL``, then ``LOAD_ATTR`` on a global
+    module), so an attribute name that happens to equal a global's name
+    (``torch.dot`` in a module that defines ``dot``) is not taken for it.
+    """
+    import dis
+
+    g = getattr(fn, "__globals__", {})
+    found = []
+    for code in _code_objects(fn.__code__):
+        module = None
+        for ins in dis.get_instructions(code):
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval in g:
+                obj = g[ins.argval]
+                found.append((ins.argval, obj))
+                module = obj if isinstance(obj, types.ModuleType) else None
+                continue
+            if module is not None and ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+                with warnings.catch_warnings():  # e.g. numpy's deprecated aliases
+                    warnings.simplefilter("ignore")
+                    obj = getattr(module, ins.argval, None)
+                if obj is not None:
+                    found.append((ins.argval, obj))
+            module = None
+    return found
 
 
 def _walk(fn, lib: str, depth: int, seen: set, visit) -> None:
-    """Call ``visit(name, obj)`` for every global the code of ``fn`` names, following the library's functions."""
+    """Call ``visit(name, obj)`` for every global the code of ``fn`` loads, following the libraries' functions."""
     fn = inspect.unwrap(fn) if callable(fn) else fn
     code = getattr(fn, "__code__", None)
     if code is None or id(fn) in seen:
         return
     seen.add(id(fn))
-    g = getattr(fn, "__globals__", {})
-    names = _code_names(code)
-    objs = [(n, g[n]) for n in names if n in g]
-    for _, mod in [(n, o) for n, o in objs if isinstance(o, types.ModuleType)]:  # attribute access: mod.X
-        with warnings.catch_warnings():  # e.g. numpy's deprecated aliases
-            warnings.simplefilter("ignore")
-            objs += [(n, getattr(mod, n)) for n in names if hasattr(mod, n)]
-    for name, obj in objs:
+    for name, obj in _referenced(fn):
         visit(name, obj)
         if depth and callable(obj) and not isinstance(obj, (type, dispatch.Op)):
             mod = getattr(inspect.unwrap(obj), "__module__", "") or ""

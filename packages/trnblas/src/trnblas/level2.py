@@ -68,13 +68,6 @@ def _up(t):
     return t.float() if t is not None and t.dtype in _LOWP else t
 
 
-def _mv(where, alpha, a, x, beta, y):
-    dtype = a.dtype
-    if dtype in _LOWP:
-        return _mv0(where, alpha, a.float(), x.float(), beta, _up(y)).to(dtype)
-    return _mv0(where, alpha, a, x, beta, y)
-
-
 @GEMV.lowering("torch")
 def _gemv_torch(alpha, A, x, beta, y, t):
     return _mv("gemv", alpha, A if t == "N" else la.op(A, t), x, beta, y)
@@ -92,47 +85,55 @@ def _trmv_torch(A, x, u, t, d):
 
 @TRSV.lowering("torch")
 def _trsv_torch(A, x, u, t, d):
+    if A.dtype in _LOWP:
+        return _trsv_torch(A.float(), x.float(), u, t, d).to(x.dtype)
     upper = (u == "U") != (t != "N")
-    z = torch.linalg.solve_triangular(la.op(_up(A), t), _up(x).unsqueeze(1), upper=upper, unitriangular=d == "U")
-    return z.squeeze(1).to(x.dtype)
+    z = torch.linalg.solve_triangular(la.op(A, t), x.unsqueeze(1), upper=upper, unitriangular=d == "U")
+    return z.squeeze(1)
 
 
 @GER.lowering("torch")
 def _ger_torch(alpha, x, y, A, conj):
+    if x.dtype in _LOWP:
+        return _ger_torch(alpha, x.float(), y.float(), _up(A), conj).to(x.dtype)
     yy = y.conj() if conj and y.is_complex() else y
     if A is None:
-        R = torch.outer(_up(x), _up(yy))
+        R = torch.outer(x, yy)
         if alpha != 1:
             R.mul_(alpha)
-    else:
-        R = torch.addr(_up(A), _up(x), _up(yy), alpha=alpha)
-    return R.to(x.dtype)
+        return R
+    return torch.addr(A, x, yy, alpha=alpha)
 
 
 @SYR.lowering("torch")
 def _syr_torch(alpha, x, A, herm):
-    xu = _up(x)
-    R = torch.outer(xu, xu.conj() if herm else xu)
+    if x.dtype in _LOWP:
+        return _syr_torch(alpha, x.float(), _up(A), herm).to(x.dtype)
+    R = torch.outer(x, x.conj() if herm else x)
     if alpha != 1:
         R.mul_(alpha)
     if A is not None:
-        R.add_(_up(A))
-    return R.to(x.dtype)
+        R.add_(A)
+    return R
 
 
 @SYR2.lowering("torch")
 def _syr2_torch(alpha, x, y, A, herm):
-    P = torch.outer(_up(x), _up(y).conj() if herm else _up(y))
+    if x.dtype in _LOWP:
+        return _syr2_torch(alpha, x.float(), y.float(), _up(A), herm).to(x.dtype)
+    P = torch.outer(x, y.conj() if herm else y)
     if alpha != 1:
         P.mul_(alpha)
     R = P + (P.mH if herm else P.mT)
     if A is not None:
-        R.add_(_up(A))
-    return R.to(x.dtype)
+        R.add_(A)
+    return R
 
 
-def _mv0(where, alpha, a, x, beta, y):
+def _mv(where, alpha, a, x, beta, y):
     """``alpha a x + beta y`` for an (already transposed) matrix view ``a``."""
+    if a.dtype in _LOWP:  # computed in float32, rounded once
+        return _mv(where, alpha, a.float(), x.float(), beta, _up(y)).to(a.dtype)
     m, n = a.shape
     if alpha == 0 or n == 0 or m == 0:
         if y is None or beta == 0:
@@ -201,7 +202,9 @@ def gemv(alpha, A, x, beta=0.0, y=None, trans=False, *, out=None):
     _check_mv(where, rows, cols, A, x, y, lambda: f"op(A) is {rows}x{cols}, trans={t!r}")
     if alpha == 0 or rows == 0 or cols == 0:
         return v.finish(_mv(where, 0, A if t == "N" else la.op(A, t), x, beta, y), out, where)
-    return v.finish(GEMV(alpha, A, x, beta, y if beta != 0 else None, t), out, where)
+    y = y if beta != 0 else None
+    R = _gemv_torch(alpha, A, x, beta, y, t) if GEMV.on_torch() else GEMV(alpha, A, x, beta, y, t)
+    return v.finish(R, out, where)
 
 
 def _symv_like(where, alpha, A, x, beta, y, uplo, hermitian, out):
@@ -217,7 +220,9 @@ def _symv_like(where, alpha, A, x, beta, y, uplo, hermitian, out):
     _check_mv(where, n, n, A, x, y, f"A is {n}x{n}")
     if alpha == 0 or n == 0:
         return v.finish(_mv(where, 0, A, x, beta, y), out, where)
-    return v.finish(SYMV(alpha, A, x, beta, y if beta != 0 else None, u, hermitian), out, where)
+    y = y if beta != 0 else None
+    R = _symv_torch(alpha, A, x, beta, y, u, hermitian) if SYMV.on_torch() else SYMV(alpha, A, x, beta, y, u, hermitian)
+    return v.finish(R, out, where)
 
 
 @numpy_io
@@ -342,7 +347,7 @@ def _ger(where, alpha, x, y, A, conj, out):
     if alpha == 0 or m == 0 or n == 0:
         R = A.clone() if A is not None else torch.zeros(m, n, dtype=x.dtype, device=x.device)
     else:
-        R = GER(alpha, x, y, A, conj)
+        R = _ger_torch(alpha, x, y, A, conj) if GER.on_torch() else GER(alpha, x, y, A, conj)
     return v.finish(R, out, where)
 
 
@@ -375,9 +380,9 @@ def _sym_update(where, alpha, x, y, A, uplo, fill, hermitian, out):
         R = A.clone() if A is not None else torch.zeros(n, n, dtype=x.dtype, device=x.device)
         return v.finish(la.merge_triangle(R, None, u, full, herm), out, where)
     if y is None:  # syr / her: A + alpha x x^T  or  A + alpha x x^H
-        R = SYR(alpha, x, A, herm)
+        R = _syr_torch(alpha, x, A, herm) if SYR.on_torch() else SYR(alpha, x, A, herm)
     else:  # syr2 / her2: A + P + P^T  or  A + P + P^H
-        R = SYR2(alpha, x, y, A, herm)
+        R = _syr2_torch(alpha, x, y, A, herm) if SYR2.on_torch() else SYR2(alpha, x, y, A, herm)
     if herm:
         la.real_diagonal(R)
     return v.finish(la.merge_triangle(R, A, u, full, herm), out, where)
@@ -563,7 +568,7 @@ def trmv(A, x, uplo="upper", trans=False, diag="nonunit", *, out=None):
     A, x, u, t, d, n = _tri_mv_operands(where, A, x, uplo, trans, diag)
     if n == 0:
         return v.finish(x.clone(), out, where)
-    return v.finish(TRMV(A, x, u, t, d), out, where)
+    return v.finish(_trmv_torch(A, x, u, t, d) if TRMV.on_torch() else TRMV(A, x, u, t, d), out, where)
 
 
 @numpy_io
@@ -600,4 +605,4 @@ def trsv(A, x, uplo="upper", trans=False, diag="nonunit", *, out=None):
     A, x, u, t, d, n = _tri_mv_operands(where, A, x, uplo, trans, diag)
     if n == 0:
         return v.finish(x.clone(), out, where)
-    return v.finish(TRSV(A, x, u, t, d), out, where)
+    return v.finish(_trsv_torch(A, x, u, t, d) if TRSV.on_torch() else TRSV(A, x, u, t, d), out, where)
