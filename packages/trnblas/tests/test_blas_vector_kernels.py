@@ -325,3 +325,14 @@ def test_complex64_gemm_is_one_real_gemm(tA, tB):
     mag = 3 * (np.abs(a) @ np.abs(b)) + 2 * np.abs(C.cdouble().numpy())
     assert R.dtype is torch.complex64
     assert np.all(np.abs(R.cdouble().numpy() - ref) <= (2 * k + 4) * U32 * mag)
+
+
+def test_plan_by_routine_name_covers_the_new_ops():
+    x = torch.ones(1000)
+    with trnblas.use_backend("simulator"):
+        p = trnblas.plan("nrm2", x)
+        q = trnblas.plan("trnblas.gemv", 1.0, torch.ones(130, 600), torch.ones(600))
+    assert (p.op, p.kernel["name"]) == ("trnblas.nrm2", "reduce_kernel")
+    assert (q.op, q.kernel["name"]) == ("trnblas.gemv", "gemv_kernel")
+    with pytest.raises(ValueError, match="routine name; got 'rotg'"):
+        trnblas.plan("rotg", 1.0, 2.0)
