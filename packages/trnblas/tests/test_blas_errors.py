@@ -53,7 +53,7 @@ META = torch.ones(4, 2, device="meta")
     (lambda: trnblas.syrk(1.0, A, fill="half"), ValueError, r"fill must be None or 'full'"),
     (lambda: trnblas.syrk(1.0, A.cfloat(), trans="C"), ValueError, r"trans='C' is not allowed for complex"),
     (lambda: trnblas.herk(1.0, A.cfloat(), trans="T"), ValueError, r"trans='T' is not allowed for complex"),
-    (lambda: trnblas.plan("gemv", A, B), ValueError, r"op_name must be one of"),
+    (lambda: trnblas.plan("gemvv", A, B), ValueError, r"op_name must be one of"),  # "gemv" itself is plannable
     # dtypes
     (lambda: trnblas.gemm(1.0, A.long(), B.long()), TypeError, r"A has dtype int64"),
     (lambda: trnblas.gemm(1.0, A, B.int()), TypeError, r"B has dtype int32"),
