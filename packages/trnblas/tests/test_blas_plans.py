@@ -81,8 +81,10 @@ CASES = {
     # level 2 (GEMV / rank-update / TRSM kernels)
     "trnblas.gemv": [(trnblas.gemv, (1.0, _t(130, 600), _t(600))),
                      (trnblas.gemv, (1.0, _t(130, 600), _t(130)), {"trans": True}),
-                     (trnblas.gemv, (1.0, _t(13, 6, dtype=F64), _t(6, dtype=F64)))],
-    "trnblas.symv": [(trnblas.symv, (1.0, _t(70, 70), _t(70)))],
+                     (trnblas.gemv, (1.0, _t(13, 6, dtype=F64), _t(6, dtype=F64))),
+                     (trnblas.gemv, (1.0, _t(13, 6, dtype=torch.complex64), _t(6, dtype=torch.complex64)))],
+    "trnblas.symv": [(trnblas.symv, (1.0, _t(70, 70), _t(70))),
+                     (trnblas.hemv, (1.0, _t(30, 30, dtype=torch.complex64), _t(30, dtype=torch.complex64)))],
     "trnblas.trmv": [(trnblas.trmv, (_tri(70), _t(70)))],
     "trnblas.trsv": [(trnblas.trsv, (_tri(70), _t(70))),
                      (trnblas.trsv, (_tri(70, torch.bfloat16), _t(70, dtype=torch.bfloat16)))],

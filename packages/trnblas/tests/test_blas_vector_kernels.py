@@ -336,3 +336,28 @@ def test_plan_by_routine_name_covers_the_new_ops():
     assert (q.op, q.kernel["name"]) == ("trnblas.gemv", "gemv_kernel")
     with pytest.raises(ValueError, match="routine name; got 'rotg'"):
         trnblas.plan("rotg", 1.0, 2.0)
+
+
+def test_complex64_level2_matrix_vector_through_the_gemm_kernel():
+    """gemv (N and C), hemv, trmv on complex64: the GEMM kernel on split parts, vs NumPy complex128."""
+    g = torch.Generator().manual_seed(13)
+    m, n = 70, 130
+    A = torch.randn(m, n, dtype=torch.complex64, generator=g)
+    H = torch.randn(m, m, dtype=torch.complex64, generator=g)
+    x = torch.randn(n, dtype=torch.complex64, generator=g)
+    y = torch.randn(m, dtype=torch.complex64, generator=g)
+    a, h, xn, yn = (t.cdouble().numpy() for t in (A, H, x, y))
+    hf = np.triu(h) + np.triu(h, 1).conj().T
+    np.fill_diagonal(hf, np.diag(h).real)  # BLAS hemv reads only the real part of the diagonal
+    cases = [
+        (lambda: trnblas.gemv(1 + 1j, A, x, 0.5j, y), (1 + 1j) * a @ xn + 0.5j * yn,
+         2 * np.abs(a) @ np.abs(xn) + np.abs(yn), n),
+        (lambda: trnblas.gemv(1.0, A, y, trans="C"), a.conj().T @ yn, np.abs(a.T) @ np.abs(yn), m),
+        (lambda: trnblas.hemv(1.0, H, y), hf @ yn, np.abs(hf) @ np.abs(yn), m),
+        (lambda: trnblas.trmv(H, y, uplo="L", trans="T"), np.tril(h).T @ yn, np.abs(h.T) @ np.abs(yn), m),
+    ]
+    with kernel_ran(*["gemm_kernel"] * len(cases)):
+        for call, ref, mag, k in cases:
+            R = call()
+            assert R.dtype is torch.complex64
+            assert np.all(np.abs(R.cdouble().numpy() - ref) <= (2 * k + 4) * U32 * 2 * mag)

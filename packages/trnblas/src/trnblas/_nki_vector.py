@@ -41,7 +41,7 @@ import torch
 from trnblas import level1 as L1
 from trnblas import level2 as L2
 from trnblas import level3 as L3
-from trnblas._nki import KERNEL_DTYPES, _finish, _gemm_figures, _run_gemm_kernel
+from trnblas._nki import KERNEL_DTYPES, _finish, _gemm_figures, _run_any_gemm, _run_gemm_kernel
 from trnblas.kernels.axpby import axpby_counts, axpby_kernel
 from trnblas.kernels.dgmm import MAX_N as DGMM_MAX_N
 from trnblas.kernels.dgmm import dgmm_counts, dgmm_kernel
@@ -248,8 +248,26 @@ def _mv_finish(P, alpha, beta, y, dtype):
     """alpha P + beta y in fp32 on the host, cast once to ``dtype``."""
     R = P if alpha == 1 else P.mul_(alpha)
     if y is not None and beta != 0:
-        R = R.add_(y.to(F32), alpha=beta)
+        R = R.add_(y.to(R.dtype), alpha=beta)
     return R.to(dtype)
+
+
+#: Matrix-vector ops: the GEMV kernel's dtypes, and complex64 through the GEMM kernel.
+CMV_DTYPES = MV_DTYPES + (torch.complex64,)
+
+
+def _complex_mv(M, x, t):
+    """complex64 ``op(M) x`` as one real GEMM (rows x 2 x 2 cols) on split parts, through the GEMM kernel.
+
+    ``[mr mi] @ [[xr, xi], [-xi, xr]]``: the kernel reads M's parts once (the
+    same bytes as complex M) and the 2-column right-hand side once.
+    """
+    return _run_any_gemm(gemm_kernel, M, x.unsqueeze(1), t, "N")[:, 0]
+
+
+def _cmv_counts(M, t):
+    rows, cols = la.op_shape(M, t)
+    return _gemm_figures(rows, 2, 2 * cols, 4)
 
 
 def _real_mv(name):
@@ -267,35 +285,41 @@ def _gemv_plan(A, t):
     return A, True
 
 
-def _gemv_supports(alpha, A, x, beta, y, t):
-    return _real_mv("gemv")(A)
-
-
 def _gemv_counts(alpha, A, x, beta, y, t):
+    if A.is_complex():
+        return _cmv_counts(A, t)
     if t == "N" and A.shape[1] > GEMV_MAX_N:
         return None  # the host transposes A first: not one kernel read of A as given
     return {"kernel": "gemv_kernel", **gemv_counts(*A.shape, A.element_size(), t != "N")}
 
 
-@L2.GEMV.lowering("nki", dtypes=MV_DTYPES, supports=_gemv_supports, counts=_gemv_counts)
+@L2.GEMV.lowering("nki", dtypes=CMV_DTYPES, counts=_gemv_counts)
 def _gemv_nki(alpha, A, x, beta, y, t):
+    if A.is_complex():
+        return _mv_finish(_complex_mv(A, x, t), alpha, beta, y, A.dtype)
     M, trans = _gemv_plan(A, t)
     P = nki.run(gemv_kernel, M.contiguous(), x.contiguous(), trans=trans, out_dtype=F32)
     return _mv_finish(P, alpha, beta, y, A.dtype)
 
 
 def _symv_counts(alpha, A, x, beta, y, u, hermitian):
+    if A.is_complex():
+        return _cmv_counts(A, "N")
     return {"kernel": "gemv_kernel", **gemv_counts(*A.shape, A.element_size(), True)}
 
 
-@L2.SYMV.lowering("nki", dtypes=MV_DTYPES, supports=_real_mv("symv"), counts=_symv_counts)
+@L2.SYMV.lowering("nki", dtypes=CMV_DTYPES, counts=_symv_counts)
 def _symv_nki(alpha, A, x, beta, y, u, hermitian):
+    if A.is_complex():  # the full symmetric / Hermitian matrix, then the GEMM kernel
+        return _mv_finish(_complex_mv(la.symmetric(A, u, hermitian), x, "N"), alpha, beta, y, A.dtype)
     S = la.symmetric(A, u, False).contiguous()  # S^T = S: the Tensor-Engine (trans) variant, any n
     P = nki.run(gemv_kernel, S, x.contiguous(), trans=True, out_dtype=F32)
     return _mv_finish(P, alpha, beta, y, A.dtype)
 
 
 def _trmv_counts(A, x, u, t, d):
+    if A.is_complex():
+        return _cmv_counts(A, t)
     n = A.shape[0]
     trans = t != "N" or n > GEMV_MAX_N
     if t == "N" and n > GEMV_MAX_N:
@@ -303,9 +327,11 @@ def _trmv_counts(A, x, u, t, d):
     return {"kernel": "gemv_kernel", **gemv_counts(n, n, A.element_size(), trans)}
 
 
-@L2.TRMV.lowering("nki", dtypes=MV_DTYPES, supports=_real_mv("trmv"), counts=_trmv_counts)
+@L2.TRMV.lowering("nki", dtypes=CMV_DTYPES, counts=_trmv_counts)
 def _trmv_nki(A, x, u, t, d):
     T = la.triangle(A, u, d == "U")
+    if A.is_complex():
+        return _complex_mv(T, x, t).to(A.dtype)
     M, trans = _gemv_plan(T, t)
     P = nki.run(gemv_kernel, M.contiguous(), x.contiguous(), trans=trans, out_dtype=F32)
     return P.to(A.dtype)
