@@ -88,8 +88,10 @@ CASES = {
     "trnblas.trmv": [(trnblas.trmv, (_tri(70), _t(70)))],
     "trnblas.trsv": [(trnblas.trsv, (_tri(70), _t(70))),
                      (trnblas.trsv, (_tri(70, torch.bfloat16), _t(70, dtype=torch.bfloat16)))],
-    "trnblas.ger": [(trnblas.ger, (1.0, _t(70), _t(90), _t(70, 90)))],
-    "trnblas.syr": [(trnblas.syr, (1.0, _t(70))), (trnblas.her, (1.0, _t(7, dtype=torch.complex64)))],
+    "trnblas.ger": [(trnblas.ger, (1.0, _t(70), _t(90), _t(70, 90))),
+                    (trnblas.gerc, (1j, _t(7, dtype=torch.complex64), _t(9, dtype=torch.complex64)))],
+    "trnblas.syr": [(trnblas.syr, (1.0, _t(70))), (trnblas.her, (1.0, _t(7, dtype=torch.complex64))),
+                    (trnblas.syr, (1.0, _t(7, dtype=torch.complex128)))],
     "trnblas.syr2": [(trnblas.syr2, (1.0, _t(70), _t(70, seed=1), _t(70, 70)))],
     # level 3 on the new kernels
     "trnblas.syr2k": [(trnblas.syr2k, (1.0, _t(70, 30), _t(70, 30, seed=1)), {"uplo": "lower"}),

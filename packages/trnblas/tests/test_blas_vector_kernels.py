@@ -361,3 +361,32 @@ def test_complex64_level2_matrix_vector_through_the_gemm_kernel():
             R = call()
             assert R.dtype is torch.complex64
             assert np.all(np.abs(R.cdouble().numpy() - ref) <= (2 * k + 4) * U32 * 2 * mag)
+
+
+def test_complex64_rank_updates_on_the_real_view():
+    """geru/gerc/her/her2/syr2 on complex64: the rank-update kernel on A's real view, vs NumPy complex128."""
+    g = torch.Generator().manual_seed(14)
+    c = torch.complex64
+    x, y = torch.randn(70, dtype=c, generator=g), torch.randn(90, dtype=c, generator=g)
+    y7 = torch.randn(70, dtype=c, generator=g)
+    A, S = torch.randn(70, 90, dtype=c, generator=g), torch.randn(70, 70, dtype=c, generator=g)
+    xn, yn, y7n, an, sn = (t.cdouble().numpy() for t in (x, y, y7, A, S))
+    al = 0.7 - 0.3j
+    p_her2 = al * np.outer(xn, y7n.conj())
+    lo, up = np.tril(np.ones((70, 70), bool)), np.triu(np.ones((70, 70), bool))
+    her_ref = sn + 0.5 * np.outer(xn, xn.conj())
+    np.fill_diagonal(her_ref, np.diag(her_ref).real)  # BLAS her/her2: a real diagonal
+    her2_ref = sn + p_her2 + p_her2.conj().T
+    np.fill_diagonal(her2_ref, np.diag(her2_ref).real)
+    cases = [  # (call, reference, which entries BLAS defines)
+        (lambda: trnblas.geru(al, x, y, A), an + al * np.outer(xn, yn), None),
+        (lambda: trnblas.gerc(al, x, y, A), an + al * np.outer(xn, yn.conj()), None),
+        (lambda: trnblas.her(0.5, x, S, uplo="L"), her_ref, lo),
+        (lambda: trnblas.her2(al, x, y7, S, uplo="U"), her2_ref, up),
+        (lambda: trnblas.syr2(al, x, y7, S, uplo="U"), sn + al * (np.outer(xn, y7n) + np.outer(y7n, xn)), up),
+    ]
+    with kernel_ran(*["ger_kernel"] * len(cases)):
+        for call, ref, keep in cases:
+            R = call().cdouble().numpy()
+            err = np.abs(R - ref) if keep is None else np.abs(R - ref)[keep]
+            assert err.max() <= 16 * U32 * (np.abs(ref).max() + 4)  # a few fp32 roundings per entry

@@ -351,46 +351,70 @@ def _trsv_nki(A, x, u, t, d):
     return undo(nki.run(trsm_kernel, w, r, out_dtype=F32)).squeeze(1).to(x.dtype).contiguous()
 
 
-def _ger_supports(m, n, size, cplx):
-    if cplx:
-        return "complex rank updates are not split into real kernels yet"
+def _ger_supports(m, n, x):
+    size, n = (4, 2 * n) if x.is_complex() else (x.element_size(), n)
     if not ger_fits(m, n, size):
         return f"m + n = {m + n} vectors exceed the kernel's resident {GER_MAX_BYTES} B per partition"
     return None
 
 
-def _ger_run(A, xs, ys, dtype):
-    a = None if A is None else A.contiguous()
-    return nki.run(ger_kernel, a, xs.to(dtype).contiguous(), ys.to(dtype).contiguous(), out_dtype=dtype)
+def _ger_figures(m, n, terms, x, A):
+    if x.is_complex():  # the real view: 2n columns, two contraction rows per complex term
+        return {"kernel": "ger_kernel", **ger_counts(m, 2 * n, 2 * terms, 4, A is not None)}
+    return {"kernel": "ger_kernel", **ger_counts(m, n, terms, x.element_size(), A is not None)}
 
 
-@L2.GER.lowering("nki", dtypes=MV_DTYPES,
-                 supports=lambda al, x, y, A, conj: _ger_supports(x.shape[0], y.shape[0], x.element_size(),
-                                                                  x.is_complex()),
-                 counts=lambda al, x, y, A, conj: {"kernel": "ger_kernel", **ger_counts(
-                     x.shape[0], y.shape[0], 1, x.element_size(), A is not None)})
+def _rank_update(A, terms, like):
+    """``A + sum_t a_t b_t^T`` through the rank-update kernel (``b_t`` already scaled/conjugated).
+
+    complex64 runs on the real view of A (``[m, 2n]``, parts interleaved):
+    ``a b^T`` contributes rows ``[ar; ai]`` against ``[[br, bi]; [-bi, br]]``
+    interleaved per column, so each complex term is a depth-2 real update
+    and A is read once.
+    """
+    if not like.is_complex():
+        xs = torch.stack([a for a, _ in terms]).to(like.dtype).contiguous()
+        ys = torch.stack([b.to(F32) for _, b in terms]).to(like.dtype).contiguous()
+        a = None if A is None else A.contiguous()
+        return nki.run(ger_kernel, a, xs, ys, out_dtype=like.dtype)
+    rows_x, rows_y = [], []
+    for a, b in terms:
+        a, b = a.resolve_conj(), b.resolve_conj()
+        rows_x += [a.real, a.imag]
+        rows_y += [torch.stack([b.real, b.imag], -1).reshape(-1), torch.stack([-b.imag, b.real], -1).reshape(-1)]
+    xs = torch.stack(rows_x).contiguous()
+    ys = torch.stack(rows_y).contiguous()
+    m, n = xs.shape[1], ys.shape[1] // 2
+    a = None if A is None else torch.view_as_real(A.resolve_conj()).reshape(m, 2 * n).contiguous()
+    out = nki.run(ger_kernel, a, xs, ys, out_dtype=F32)
+    return torch.view_as_complex(out.reshape(m, n, 2).contiguous())
+
+
+def _cj(t, flag):
+    return t.conj() if flag and t.is_complex() else t
+
+
+@L2.GER.lowering("nki", dtypes=CMV_DTYPES,
+                 supports=lambda al, x, y, A, conj: _ger_supports(x.shape[0], y.shape[0], x),
+                 counts=lambda al, x, y, A, conj: _ger_figures(x.shape[0], y.shape[0], 1, x, A))
 def _ger_nki(alpha, x, y, A, conj):
-    return _ger_run(A, x.unsqueeze(0), (y.to(F32) * alpha).unsqueeze(0), x.dtype)
+    return _rank_update(A, [(x, _cj(y, conj) * alpha)], x)
 
 
-@L2.SYR.lowering("nki", dtypes=MV_DTYPES,
-                 supports=lambda al, x, A, h: _ger_supports(x.shape[0], x.shape[0], x.element_size(),
-                                                            x.is_complex()),
-                 counts=lambda al, x, A, h: {"kernel": "ger_kernel", **ger_counts(
-                     x.shape[0], x.shape[0], 1, x.element_size(), A is not None)})
+@L2.SYR.lowering("nki", dtypes=CMV_DTYPES,
+                 supports=lambda al, x, A, h: _ger_supports(x.shape[0], x.shape[0], x),
+                 counts=lambda al, x, A, h: _ger_figures(x.shape[0], x.shape[0], 1, x, A))
 def _syr_nki(alpha, x, A, herm):
-    return _ger_run(A, x.unsqueeze(0), (x.to(F32) * alpha).unsqueeze(0), x.dtype)
+    return _rank_update(A, [(x, _cj(x, herm) * alpha)], x)  # her: alpha x x^H (alpha real)
 
 
-@L2.SYR2.lowering("nki", dtypes=MV_DTYPES,
-                  supports=lambda al, x, y, A, h: _ger_supports(x.shape[0], x.shape[0], x.element_size(),
-                                                                x.is_complex()),
-                  counts=lambda al, x, y, A, h: {"kernel": "ger_kernel", **ger_counts(
-                      x.shape[0], x.shape[0], 2, x.element_size(), A is not None)})
+@L2.SYR2.lowering("nki", dtypes=CMV_DTYPES,
+                  supports=lambda al, x, y, A, h: _ger_supports(x.shape[0], x.shape[0], x),
+                  counts=lambda al, x, y, A, h: _ger_figures(x.shape[0], x.shape[0], 2, x, A))
 def _syr2_nki(alpha, x, y, A, herm):
-    xs = torch.stack([x, y])
-    ys = torch.stack([y.to(F32) * alpha, x.to(F32) * alpha])
-    return _ger_run(A, xs, ys, x.dtype)
+    if herm:  # her2: alpha x y^H + conj(alpha) y x^H
+        return _rank_update(A, [(x, _cj(y, True) * alpha), (y, _cj(x * alpha, True))], x)
+    return _rank_update(A, [(x, y * alpha), (y, x * alpha)], x)
 
 
 # ----------------------------------------------------------------- level 3: geam, dgmm, syr2k
