@@ -13,6 +13,7 @@ import torch
 
 import trnblas
 from trnblas.kernels.axpby import axpby_counts, axpby_kernel
+from trnblas.kernels.caxpby import caxpby_counts, caxpby_kernel
 from trnblas.kernels.dgmm import dgmm_counts, dgmm_kernel
 from trnblas.kernels.gemv import gemv_counts, gemv_kernel
 from trnblas.kernels.ger import ger_counts, ger_kernel
@@ -390,3 +391,42 @@ def test_complex64_rank_updates_on_the_real_view():
             R = call().cdouble().numpy()
             err = np.abs(R - ref) if keep is None else np.abs(R - ref)[keep]
             assert err.max() <= 16 * U32 * (np.abs(ref).max() + 4)  # a few fp32 roundings per entry
+
+
+@pytest.mark.parametrize("n", [5, 1000, 128 * 2050 + 3])
+def test_caxpby_kernel_complex_coefficients(n):
+    """Complex a x + b y on interleaved parts vs NumPy complex128; each input read once."""
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
+    y = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
+    a, b, c, d = 0.6 - 0.8j, 1.5 + 0.25j, 0.3 + 0j, -1.5 + 0.25j
+    for coef, has_y, pair in [((a, 1, 0, 0), True, False), ((a, b, c, d), True, True), ((a, 0, 0, 0), False, False)]:
+        pairs = tuple((complex(v).real, complex(v).imag) for v in coef)
+        out, prof = nki.profile(caxpby_kernel, x.view(np.float32), y.view(np.float32) if has_y else None,
+                                coef=pairs, pair=pair)
+        outs = out if pair else (out,)
+        xd, yd = x.astype(np.complex128), y.astype(np.complex128) if has_y else 0
+        refs = [(coef[0] * xd + coef[1] * yd, abs(coef[0]) * abs(xd) + abs(coef[1]) * abs(yd))]
+        if pair:
+            refs.append((coef[2] * xd + coef[3] * yd, abs(coef[2]) * abs(xd) + abs(coef[3]) * abs(yd)))
+        for o, (r, mag) in zip(outs, refs):
+            assert np.all(np.abs(o.view(np.complex64) - r) <= 8 * U32 * (mag + 1e-30))  # a few fp32 roundings
+        assert_counts(prof, caxpby_counts(n, pairs, has_y, pair))
+        assert prof.hbm_read_bytes == 8 * n * (1 + has_y)
+
+
+def test_complex_coefficients_run_the_caxpby_kernel():
+    g = torch.Generator().manual_seed(15)
+    c = torch.complex64
+    x, y = torch.randn(1000, dtype=c, generator=g), torch.randn(1000, dtype=c, generator=g)
+    A, B = torch.randn(30, 70, dtype=c, generator=g), torch.randn(70, 30, dtype=c, generator=g)
+    xd, yd = x.cdouble(), y.cdouble()
+    al, s = 0.6 - 0.8j, 0.48 + 0.64j
+    tol = dict(rtol=0, atol=1e-5)
+    with kernel_ran(*["caxpby_kernel"] * 4):
+        torch.testing.assert_close(trnblas.axpy(al, x, y).cdouble(), al * xd + yd, **tol)
+        torch.testing.assert_close(trnblas.scal(al, x).cdouble(), al * xd, **tol)
+        xr, yr = trnblas.rot(x, y, 0.6, s)
+        torch.testing.assert_close(yr.cdouble(), 0.6 * yd - s.conjugate() * xd, **tol)
+        torch.testing.assert_close(trnblas.geam(al, A, 1j, B, transB="C").cdouble(),
+                                   al * A.cdouble() + 1j * B.cdouble().mH, **tol)

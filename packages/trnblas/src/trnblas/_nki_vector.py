@@ -12,10 +12,17 @@ Host work and why:
 * complex64 data with real coefficients (``axpy``/``scal``/``rot`` with
   real scalars, ``copy``, ``swap``, ``nrm2``, ``asum``) runs on the
   interleaved real view (``2 n`` floats): exact, since a real coefficient
-  acts on real and imaginary parts alike. Complex coefficients, complex
-  ``dot``/``dotc``, complex ``iamax``/``iamin`` (magnitude ``|Re|+|Im|``)
-  and complex level 2 are not split yet: ``supports`` says so and torch
-  runs them.
+  acts on real and imaginary parts alike; complex coefficients run the
+  caxpby kernel (:mod:`trnblas.kernels.caxpby`), which combines the parts
+  on the Vector Engine. Complex ``dot``/``dotc`` are two real dot kernels
+  on real views (the second against ``-1j y`` or ``1j conj(y)``, built on
+  the host). Complex ``iamax``/``iamin`` (magnitude ``|Re|+|Im|``) are not
+  split yet: ``supports`` says so and torch runs them.
+* complex64 ``gemv``/``symv``/``hemv``/``trmv``: the GEMM kernel on split
+  parts (``[mr mi] @ [[xr, xi], [-xi, xr]]``, a 2-column right-hand side),
+  after the host forms the full symmetric/Hermitian or triangular matrix.
+* complex64 rank updates (``ger``/``gerc``/``syr``/``her``/``syr2``/``her2``)
+  run the rank-update kernel on the real view of A (see :func:`_rank_update`).
 * ``symv``/``trmv``: the full (symmetric, or triangular with the other
   triangle zeroed and the unit diagonal set) matrix is formed on the host,
   then the GEMV kernel reads it once.
@@ -43,6 +50,7 @@ from trnblas import level2 as L2
 from trnblas import level3 as L3
 from trnblas._nki import KERNEL_DTYPES, _finish, _gemm_figures, _run_any_gemm, _run_gemm_kernel
 from trnblas.kernels.axpby import axpby_counts, axpby_kernel
+from trnblas.kernels.caxpby import caxpby_counts, caxpby_kernel
 from trnblas.kernels.dgmm import MAX_N as DGMM_MAX_N
 from trnblas.kernels.dgmm import dgmm_counts, dgmm_kernel
 from trnblas.kernels.dgmm import fits as dgmm_fits
@@ -79,12 +87,9 @@ def _back(r, like):
     return torch.view_as_complex(r.reshape(-1, 2).contiguous()) if like.is_complex() else r
 
 
-def _cplx_coef(*vals):
-    for val in vals:
-        if isinstance(val, complex) and val.imag != 0:
-            return ("a complex coefficient mixes real and imaginary parts; the split-real kernel "
-                    "takes real coefficients only")
-    return None
+def _complex_coef(*vals):
+    """True when a coefficient has an imaginary part (the caxpby kernel then runs)."""
+    return any(isinstance(v, complex) and v.imag != 0 for v in vals)
 
 
 def _real_only(name):
@@ -99,53 +104,67 @@ def _coef(*vals):
     return tuple(float(val.real if isinstance(val, complex) else val) for val in vals)
 
 
-def _vcounts(coef, has_y, pair):
-    def counts(*args):
-        x = next(a for a in args if isinstance(a, torch.Tensor))
-        xf_n = x.shape[0] * (2 if x.is_complex() else 1)
-        size = 4 if x.is_complex() else x.element_size()
-        c = coef(*args)
-        return {"kernel": "axpby_kernel", **axpby_counts(xf_n, size, c, has_y, pair)}
-    return counts
+def _pairs(*vals):
+    return tuple((float(complex(v).real), float(complex(v).imag)) for v in vals)
 
 
-def _run_axpby(x, y, coef, pair=False):
-    xf = _flat(x)
-    yf = None if y is None else _flat(y)
-    out = nki.run(axpby_kernel, xf, yf, coef=coef, pair=pair, out_dtype=xf.dtype)
+def _lin_counts(x, coefs, has_y, pair):
+    """Closed forms of the kernel that runs ``coefs`` (a, b, c, d as numbers) on ``x``."""
+    if x.is_complex() and _complex_coef(*coefs):
+        return {"kernel": "caxpby_kernel", **caxpby_counts(x.numel(), _pairs(*coefs), has_y, pair)}
+    n = x.numel() * (2 if x.is_complex() else 1)
+    size = 4 if x.is_complex() else x.element_size()
+    return {"kernel": "axpby_kernel", **axpby_counts(n, size, _coef(*coefs), has_y, pair)}
+
+
+def _run_lin(x, y, coefs, pair=False):
+    """``a x + b y`` (and ``c x + d y``) for vectors (any contiguous shape is flattened by the caller)."""
+    if x.is_complex() and _complex_coef(*coefs):
+        xf = _flat(x)
+        yf = None if y is None else _flat(y)
+        out = nki.run(caxpby_kernel, xf, yf, coef=_pairs(*coefs), pair=pair, out_dtype=F32)
+    else:
+        xf = _flat(x)
+        yf = None if y is None else _flat(y)
+        out = nki.run(axpby_kernel, xf, yf, coef=_coef(*coefs), pair=pair, out_dtype=xf.dtype)
     if pair:
         return _back(out[0], x), _back(out[1], x)
     return _back(out, x)
 
 
 # ----------------------------------------------------------------- level 1, vectors out
+# complex64 with real coefficients: the axpby kernel on the interleaved real view (exact);
+# with complex coefficients: the caxpby kernel (parts combined on the Vector Engine).
 
-@L1.AXPY.lowering("nki", dtypes=VEC_DTYPES, supports=lambda a, x, y: _cplx_coef(a),
-                  counts=_vcounts(lambda a, x, y: _coef(a, 1.0, 0.0, 0.0), True, False))
+@L1.AXPY.lowering("nki", dtypes=VEC_DTYPES, counts=lambda a, x, y: _lin_counts(x, (a, 1.0, 0.0, 0.0), True, False))
 def _axpy_nki(alpha, x, y):
-    return _run_axpby(x, y, _coef(alpha, 1.0, 0.0, 0.0))
+    return _run_lin(x, y, (alpha, 1.0, 0.0, 0.0))
 
 
-@L1.SCAL.lowering("nki", dtypes=VEC_DTYPES, supports=lambda a, x: _cplx_coef(a),
-                  counts=_vcounts(lambda a, x: _coef(a, 0.0, 0.0, 0.0), False, False))
+@L1.SCAL.lowering("nki", dtypes=VEC_DTYPES, counts=lambda a, x: _lin_counts(x, (a, 0.0, 0.0, 0.0), False, False))
 def _scal_nki(alpha, x):
-    return _run_axpby(x, None, _coef(alpha, 0.0, 0.0, 0.0))
+    return _run_lin(x, None, (alpha, 0.0, 0.0, 0.0))
 
 
-@L1.COPY.lowering("nki", dtypes=VEC_DTYPES, counts=_vcounts(lambda x: (1.0, 0.0, 0.0, 0.0), False, False))
+@L1.COPY.lowering("nki", dtypes=VEC_DTYPES, counts=lambda x: _lin_counts(x, (1.0, 0.0, 0.0, 0.0), False, False))
 def _copy_nki(x):
-    return _run_axpby(x, None, (1.0, 0.0, 0.0, 0.0))
+    return _run_lin(x, None, (1.0, 0.0, 0.0, 0.0))
 
 
-@L1.SWAP.lowering("nki", dtypes=VEC_DTYPES, counts=_vcounts(lambda x, y: (0.0, 1.0, 1.0, 0.0), True, True))
+@L1.SWAP.lowering("nki", dtypes=VEC_DTYPES, counts=lambda x, y: _lin_counts(x, (0.0, 1.0, 1.0, 0.0), True, True))
 def _swap_nki(x, y):
-    return _run_axpby(x, y, (0.0, 1.0, 1.0, 0.0), pair=True)
+    return _run_lin(x, y, (0.0, 1.0, 1.0, 0.0), pair=True)
 
 
-@L1.ROT.lowering("nki", dtypes=VEC_DTYPES, supports=lambda x, y, c, s: _cplx_coef(s),
-                 counts=_vcounts(lambda x, y, c, s: _coef(c, s, -s, c), True, True))
+def _rot_coefs(c, s):
+    """(c, s, -conj(s), c): x' = c x + s y, y' = c y - conj(s) x."""
+    return (c, s, -(s.conjugate() if isinstance(s, complex) else s), c)
+
+
+@L1.ROT.lowering("nki", dtypes=VEC_DTYPES,
+                 counts=lambda x, y, c, s: _lin_counts(x, _rot_coefs(c, s), True, True))
 def _rot_nki(x, y, c, s):
-    return _run_axpby(x, y, _coef(c, s, -s, c), pair=True)
+    return _run_lin(x, y, _rot_coefs(c, s), pair=True)
 
 
 # ----------------------------------------------------------------- level 1, reductions
@@ -425,13 +444,11 @@ def _geam_mats(A, B, tA, tB):
     return a, b
 
 
-@L3.GEAM.lowering("nki", dtypes=VEC_DTYPES, supports=lambda al, A, be, B, tA, tB: _cplx_coef(al, be),
-                  counts=lambda al, A, be, B, tA, tB: {"kernel": "axpby_kernel", **axpby_counts(
-                      A.numel() * (2 if A.is_complex() else 1), 4 if A.is_complex() else A.element_size(),
-                      _coef(al, be, 0.0, 0.0), B is not None, False)})
+@L3.GEAM.lowering("nki", dtypes=VEC_DTYPES,
+                  counts=lambda al, A, be, B, tA, tB: _lin_counts(A, (al, be, 0.0, 0.0), B is not None, False))
 def _geam_nki(alpha, A, beta, B, tA, tB):
     a, b = _geam_mats(A, B, tA, tB)
-    R = _run_axpby(a.reshape(-1), None if b is None else b.reshape(-1), _coef(alpha, beta, 0.0, 0.0))
+    R = _run_lin(a.reshape(-1), None if b is None else b.reshape(-1), (alpha, beta, 0.0, 0.0))
     return R.reshape(a.shape)
 
 

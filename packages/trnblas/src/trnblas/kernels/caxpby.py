@@ -1,0 +1,117 @@
+"""Complex elementwise kernel: ``u = a x + b y`` (and ``w = c x + d y``) with complex coefficients.
+
+The complex counterpart of :mod:`trnblas.kernels.axpby` for complex64 data
+and complex coefficients (``caxpy``, ``cscal``, ``crot`` with complex
+``s``, complex ``geam``), computed natively on interleaved parts: no
+host-side splitting, each operand read once.
+
+Inputs (HBM)
+------------
+``x``, ``y`` : ``[2 n]`` float32, the interleaved real views of complex64
+               vectors (``y`` may be None). Constants ``coef = (a, b, c, d)``,
+               each a ``(re, im)`` pair, and ``pair`` (bool).
+Output ``u`` (and ``w``) : ``[2 n]`` float32, interleaved.
+
+Layout: the pieces of :func:`trnblas.kernels.axpby.pieces` over the ``n``
+complex elements, every column doubled (a complex element's two parts
+always share a partition): ``[128, 2 f]`` chunks of the first ``128 (n //
+128)`` elements, then a ``[1, 2 r]`` tail. The real and imaginary parts
+of a tile are its even and odd columns (strided SBUF views).
+
+Per piece and output, on the Vector Engine (``ar`` = Re a, ...)::
+
+    t  = xi * ai ;   ur = xr * ar - t                  (2)
+    t  = xr * ai ;   ui = xi * ar + t                  (2)
+    with y, b == 1:  ur += yr ; ui += yi               (+2)
+    with y, general: t2 = yi * bi ; t2 = yr * br - t2 ; ur += t2
+                     t2 = yr * bi ; t2 = yi * br + t2 ; ui += t2   (+6)
+
+Closed forms (np pieces, ni = 1 + (y given), no = 1 + pair; v(a, b) = 4,
+6 or 10 instructions per output as above)
+------------------------------------------------------------------------
+    HBM bytes read    = 8 n ni          each input read once
+    HBM bytes written = 8 n no
+    DMA transfers     = np (ni + no)
+    Vector instructions = np (v(a, b) + pair * v(c, d))
+"""
+
+from trnblas.kernels.axpby import pieces
+from trnsci.nki import nisa, nki, nl
+from trnsci.nki.tiling import PMAX
+
+
+def _view(x, n, kind, c0, cols):
+    """The HBM view of one piece (columns doubled) of the interleaved ``[2 n]`` tensor."""
+    q = n // PMAX
+    if kind == 0:
+        return x[0:2 * PMAX * q].reshape((PMAX, 2 * q))[:, 2 * c0:2 * (c0 + cols)]
+    return x[2 * PMAX * q:2 * n].reshape((1, 2 * (n - PMAX * q)))
+
+
+def clincomb_instructions(b, has_y):
+    """Vector instructions per output for ``a x + b y`` (``b`` a (re, im) pair)."""
+    if not has_y or tuple(b) == (0.0, 0.0):
+        return 4
+    return 6 if tuple(b) == (1.0, 0.0) else 10
+
+
+def _clincomb(dst, t, t2, xt, yt, a, b):
+    ar, ai = float(a[0]), float(a[1])
+    xr, xi = xt[:, 0::2], xt[:, 1::2]
+    ur, ui = dst[:, 0::2], dst[:, 1::2]
+    nisa.tensor_scalar(t, xi, nl.multiply, ai)
+    nisa.scalar_tensor_tensor(ur, xr, nl.multiply, ar, nl.subtract, t)
+    nisa.tensor_scalar(t, xr, nl.multiply, ai)
+    nisa.scalar_tensor_tensor(ui, xi, nl.multiply, ar, nl.add, t)
+    if yt is None or tuple(b) == (0.0, 0.0):
+        return
+    yr, yi = yt[:, 0::2], yt[:, 1::2]
+    if tuple(b) == (1.0, 0.0):
+        nisa.tensor_tensor(ur, ur, yr, nl.add)
+        nisa.tensor_tensor(ui, ui, yi, nl.add)
+        return
+    br, bi = float(b[0]), float(b[1])
+    nisa.tensor_scalar(t2, yi, nl.multiply, bi)
+    nisa.scalar_tensor_tensor(t2, yr, nl.multiply, br, nl.subtract, t2)
+    nisa.tensor_tensor(ur, ur, t2, nl.add)
+    nisa.tensor_scalar(t2, yr, nl.multiply, bi)
+    nisa.scalar_tensor_tensor(t2, yi, nl.multiply, br, nl.add, t2)
+    nisa.tensor_tensor(ui, ui, t2, nl.add)
+
+
+def caxpby_counts(n, coef, has_y, pair):
+    """The closed forms above as a dict (``n`` complex elements)."""
+    a, b, c, d = coef
+    npc = len(pieces(n))
+    ni, no = 1 + bool(has_y), 1 + bool(pair)
+    vec = clincomb_instructions(b, has_y) + (clincomb_instructions(d, has_y) if pair else 0)
+    return {"hbm_read_bytes": 8 * n * ni, "hbm_write_bytes": 8 * n * no, "dma": npc * (ni + no),
+            "vector": npc * vec, "tensor": 0}
+
+
+@nki.jit
+def caxpby_kernel(x, y, coef, pair=False):
+    """Complex ``u = a x + b y`` (and ``w = c x + d y``) on interleaved float32 views [2n]."""
+    n = x.shape[0] // 2
+    a, b, c, d = coef
+    u = nl.ndarray((2 * n,), dtype=nl.float32, buffer=nl.shared_hbm)
+    w = nl.ndarray((2 * n,), dtype=nl.float32, buffer=nl.shared_hbm) if pair else None
+    for kind, c0, rows, cols in pieces(n):
+        xt = nl.ndarray((rows, 2 * cols), dtype=nl.float32, buffer=nl.sbuf, name="x_tile")
+        nisa.dma_copy(dst=xt, src=_view(x, n, kind, c0, cols))
+        yt = None
+        if y is not None:
+            yt = nl.ndarray((rows, 2 * cols), dtype=nl.float32, buffer=nl.sbuf, name="y_tile")
+            nisa.dma_copy(dst=yt, src=_view(y, n, kind, c0, cols))
+        t = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf, name="scratch")
+        t2 = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf, name="scratch2")
+        ut = nl.ndarray((rows, 2 * cols), dtype=nl.float32, buffer=nl.sbuf, name="u_tile")
+        _clincomb(ut, t, t2, xt, yt, a, b)
+        nisa.dma_copy(dst=_view(u, n, kind, c0, cols), src=ut)
+        if pair:
+            wt = nl.ndarray((rows, 2 * cols), dtype=nl.float32, buffer=nl.sbuf, name="w_tile")
+            _clincomb(wt, t, t2, xt, yt, c, d)
+            nisa.dma_copy(dst=_view(w, n, kind, c0, cols), src=wt)
+    if pair:
+        return u, w
+    return u
