@@ -16,6 +16,7 @@ import trnsci
 from trnblas.chem import mp2_energy
 from trnblas.kernels.axpby import axpby_kernel
 from trnblas.kernels.batched_gemm import batched_gemm_kernel
+from trnblas.kernels.caxpby import caxpby_kernel
 from trnblas.kernels.dgmm import dgmm_kernel
 from trnblas.kernels.gemm import gemm_kernel
 from trnblas.kernels.gemv import gemv_kernel
@@ -116,6 +117,9 @@ def memory_bound_cases():
         yield f"dot n={n:,} fp32", reduce_kernel, (x, y), {"op": "dot"}, 8 * n + 4
         yield f"nrm2 n={n:,} fp32", reduce_kernel, (x, None), {"op": "nrm2"}, 4 * n + 4
         yield f"iamax n={n:,} fp32", reduce_kernel, (x, None), {"op": "amax"}, 4 * n + 4
+        xc = r(2 * (n // 2))  # interleaved parts of n // 2 complex64 elements
+        yield f"caxpy n={n // 2:,} c64", caxpby_kernel, (xc, xc), {"coef": ((0.6, -0.8), (1.0, 0.0), (0, 0), (0, 0))}, \
+            24 * (n // 2)
     for m, n in MATRIX_SIZES:
         A = r(m, n)
         yield f"gemv N {m}x{n} fp32", gemv_kernel, (A, r(n)), {"trans": False}, 4 * (m * n + n + m)
@@ -150,6 +154,7 @@ def format_memory_bound(rows):
 
 MEMORY_BOUND_NAMES = [
     *(f"{op} n={n:,} fp32" for n in VECTOR_SIZES for op in ("axpy", "rot", "dot", "nrm2", "iamax")),
+    *(f"caxpy n={n // 2:,} c64" for n in VECTOR_SIZES),
     *(f"{c} {m}x{n} {d}" for m, n in MATRIX_SIZES for c, d in
       (("gemv N", "fp32"), ("gemv T", "fp32"), ("gemv N", "bf16"), ("ger", "fp32"), ("dgmm L", "fp32"))),
     *(f"syr2k n={n} k={k} bf16 (lower)" for n, k in ((512, 256), (1024, 512), (2048, 1024))),
