@@ -20,7 +20,6 @@ from trnblas.kernels.ger import ger_counts, ger_kernel
 from trnblas.kernels.syr2k import syr2k_counts, syr2k_kernel
 from trnblas.kernels.vreduce import reduce_counts, reduce_kernel
 from trnsci import nki
-from trnsci.dispatch import plan_call
 from trnsci.testing import assert_counts, assert_plan_matches_run, kernel_ran
 
 pytestmark = pytest.mark.simulator
@@ -233,10 +232,25 @@ def test_level1_complex_real_coefficients_use_the_real_view():
     with kernel_ran(*["reduce_kernel"] * 4):
         assert abs(complex(trnblas.dotc(x, y)) - np.vdot(xn, yn)) <= 302 * U32 * mag
         assert abs(complex(trnblas.dot(x, y)) - np.dot(xn, yn)) <= 302 * U32 * mag
-    # complex iamax is not split yet: the plan says torch, and says why
-    with trnblas.use_backend("simulator"):
-        p = plan_call(trnblas.iamax, x)
-    assert p.backend == "torch" and "complex" in p.reason
+    # complex iamax/iamin: BLAS's |Re| + |Im| ranked inside the reduction kernel, vs NumPy
+    mag = np.abs(xn.real) + np.abs(xn.imag)
+    with kernel_ran("reduce_kernel", "reduce_kernel"):
+        assert trnblas.iamax(x) == int(np.argmax(mag))
+        assert trnblas.iamin(x) == int(np.argmin(mag))
+
+
+@pytest.mark.parametrize("n", [5, 1000, 128 * 2050 + 3])
+@pytest.mark.parametrize("op", ["camax", "camin"])
+def test_complex_index_reduction_counters(n, op):
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
+    part, prof = nki.profile(reduce_kernel, x.view(np.float32), None, op=op)
+    assert_counts(prof, reduce_counts(n, 4, op))
+    assert prof.hbm_read_bytes == 8 * n  # both parts, once
+    v, i = part[:, 0::2].astype(np.float64), part[:, 1::2]
+    best = v.max() if op == "camax" else v.min()
+    mag = np.abs(x.real).astype(np.float64) + np.abs(x.imag)
+    assert int(i[v == best].min()) == int(np.argmax(mag) if op == "camax" else np.argmin(mag))
 
 
 @pytest.mark.parametrize("dtype,u", [(torch.bfloat16, 2.0 ** -8), (torch.float16, 2.0 ** -11)])

@@ -16,8 +16,8 @@ Host work and why:
   caxpby kernel (:mod:`trnblas.kernels.caxpby`), which combines the parts
   on the Vector Engine. Complex ``dot``/``dotc`` are two real dot kernels
   on real views (the second against ``-1j y`` or ``1j conj(y)``, built on
-  the host). Complex ``iamax``/``iamin`` (magnitude ``|Re|+|Im|``) are not
-  split yet: ``supports`` says so and torch runs them.
+  the host). Complex ``iamax``/``iamin`` rank ``|Re| + |Im|`` inside the
+  reduction kernel (``op="camax"``/``"camin"`` on the interleaved view).
 * complex64 ``gemv``/``symv``/``hemv``/``trmv``: the GEMM kernel on split
   parts (``[mr mi] @ [[xr, xi], [-xi, xr]]``, a 2-column right-hand side),
   after the host forms the full symmetric/Hermitian or triangular matrix.
@@ -232,18 +232,22 @@ def _nrm2_nki(x):
     return torch.tensor(val, dtype=torch.float64, device=x.device).to(_real_dtype(x))
 
 
-def _index_supports(name):
-    def supports(x):
+def _index_supports(x):
+    if x.shape[0] >= MAX_INDEX:
+        return f"n = {x.shape[0]} >= 2^24: indices are carried in fp32"
+    return None
+
+
+def _index_counts(op):
+    def counts(x):
         if x.is_complex():
-            return f"complex {name} (magnitude |Re|+|Im|) is not split into real kernels yet"
-        if x.shape[0] >= MAX_INDEX:
-            return f"n = {x.shape[0]} >= 2^24: indices are carried in fp32"
-        return None
-    return supports
+            return {"kernel": "reduce_kernel", **reduce_counts(x.shape[0], 4, "c" + op)}
+        return {"kernel": "reduce_kernel", **reduce_counts(x.shape[0], x.element_size(), op)}
+    return counts
 
 
 def _best_index(x, op):
-    part = _partials(x, None, op)
+    part = _partials(x, None, ("c" + op) if x.is_complex() else op)
     val, idx = part[:, 0::2], part[:, 1::2]
     if torch.isnan(val).any():  # NaN counts as the extreme, first NaN wins (as torch.argmax)
         return int(torch.isnan(x).nonzero()[0, 0])
@@ -251,12 +255,12 @@ def _best_index(x, op):
     return int(idx[val == best].min())
 
 
-@L1.IAMAX.lowering("nki", dtypes=REAL_VEC_DTYPES, supports=_index_supports("iamax"), counts=_rcounts("amax"))
+@L1.IAMAX.lowering("nki", dtypes=VEC_DTYPES, supports=_index_supports, counts=_index_counts("amax"))
 def _iamax_nki(x):
     return _best_index(x, "amax")
 
 
-@L1.IAMIN.lowering("nki", dtypes=REAL_VEC_DTYPES, supports=_index_supports("iamin"), counts=_rcounts("amin"))
+@L1.IAMIN.lowering("nki", dtypes=VEC_DTYPES, supports=_index_supports, counts=_index_counts("amin"))
 def _iamin_nki(x):
     return _best_index(x, "amin")
 

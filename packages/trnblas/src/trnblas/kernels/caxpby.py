@@ -40,7 +40,7 @@ from trnsci.nki import nisa, nki, nl
 from trnsci.nki.tiling import PMAX
 
 
-def _view(x, n, kind, c0, cols):
+def complex_piece_view(x, n, kind, c0, cols):
     """The HBM view of one piece (columns doubled) of the interleaved ``[2 n]`` tensor."""
     q = n // PMAX
     if kind == 0:
@@ -98,20 +98,20 @@ def caxpby_kernel(x, y, coef, pair=False):
     w = nl.ndarray((2 * n,), dtype=nl.float32, buffer=nl.shared_hbm) if pair else None
     for kind, c0, rows, cols in pieces(n):
         xt = nl.ndarray((rows, 2 * cols), dtype=nl.float32, buffer=nl.sbuf, name="x_tile")
-        nisa.dma_copy(dst=xt, src=_view(x, n, kind, c0, cols))
+        nisa.dma_copy(dst=xt, src=complex_piece_view(x, n, kind, c0, cols))
         yt = None
         if y is not None:
             yt = nl.ndarray((rows, 2 * cols), dtype=nl.float32, buffer=nl.sbuf, name="y_tile")
-            nisa.dma_copy(dst=yt, src=_view(y, n, kind, c0, cols))
+            nisa.dma_copy(dst=yt, src=complex_piece_view(y, n, kind, c0, cols))
         t = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf, name="scratch")
         t2 = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf, name="scratch2")
         ut = nl.ndarray((rows, 2 * cols), dtype=nl.float32, buffer=nl.sbuf, name="u_tile")
         _clincomb(ut, t, t2, xt, yt, a, b)
-        nisa.dma_copy(dst=_view(u, n, kind, c0, cols), src=ut)
+        nisa.dma_copy(dst=complex_piece_view(u, n, kind, c0, cols), src=ut)
         if pair:
             wt = nl.ndarray((rows, 2 * cols), dtype=nl.float32, buffer=nl.sbuf, name="w_tile")
             _clincomb(wt, t, t2, xt, yt, c, d)
-            nisa.dma_copy(dst=_view(w, n, kind, c0, cols), src=wt)
+            nisa.dma_copy(dst=complex_piece_view(w, n, kind, c0, cols), src=wt)
     if pair:
         return u, w
     return u

@@ -4,7 +4,11 @@ Inputs (HBM)
 ------------
 ``x`` : ``[n]`` float32, bfloat16 or float16 (contiguous).
 ``y`` : ``[n]`` same dtype for ``op="dot"``, else None.
-Constant ``op`` in ``{"dot", "asum", "nrm2", "amax", "amin"}``.
+Constant ``op`` in ``{"dot", "asum", "nrm2", "amax", "amin", "camax", "camin"}``;
+``camax``/``camin`` take ``x`` as the interleaved ``[2 n]`` float32 view of
+a complex64 vector and rank its ``n`` elements by BLAS's complex magnitude
+``|Re| + |Im|`` (pieces as in :mod:`trnblas.kernels.caxpby`: columns
+doubled, parts as even/odd strided views).
 Output ``part`` : ``[128, k * np]`` float32, ``k = 1`` (dot, asum) or 2
 (nrm2, amax, amin) columns per piece; ``np`` pieces as in
 :func:`trnblas.kernels.axpby.pieces` (``[128, <=2048]`` chunks of the first
@@ -28,6 +32,8 @@ full pass over the piece per input where it can be avoided::
     amax: m = max_f |x| -> part[:, 2j] (V; min_f for amin)
           e = (|x| == m) (V); i = iota(global index) (G)
           c = (i - 2^24) * e (V); part[:, 2j+1] = min_f (c + 2^24) (V)     V 4, G 1
+    camax: a = |xr| (V) + |xi| (S, then V add); m = max_f a (V); then as
+          amax from e = (a == m) on                                    V 6, S 1, G 1
 
 (an ``activation_reduce`` is two Scalar instructions: the pass and the
 read-out of the accumulation registers).
@@ -54,13 +60,15 @@ per piece)
 """
 
 from trnblas.kernels.axpby import piece_view, pieces
+from trnblas.kernels.caxpby import complex_piece_view
 from trnsci.nki import nisa, nki, nl
 from trnsci.nki.tiling import PMAX
 
-OPS = ("dot", "asum", "nrm2", "amax", "amin")
-COLUMNS = {"dot": 1, "asum": 1, "nrm2": 2, "amax": 2, "amin": 2}
+OPS = ("dot", "asum", "nrm2", "amax", "amin", "camax", "camin")
+COLUMNS = {"dot": 1, "asum": 1, "nrm2": 2, "amax": 2, "amin": 2, "camax": 2, "camin": 2}
 #: (Vector, Scalar, GpSimd) instructions per piece.
-_PER_PIECE = {"dot": (1, 2, 0), "asum": (1, 0, 0), "nrm2": (2, 2, 0), "amax": (4, 0, 1), "amin": (4, 0, 1)}
+_PER_PIECE = {"dot": (1, 2, 0), "asum": (1, 0, 0), "nrm2": (2, 2, 0), "amax": (4, 0, 1), "amin": (4, 0, 1),
+              "camax": (6, 1, 1), "camin": (6, 1, 1)}
 TINY = 2.0 ** -126  # smallest normal fp32: the reciprocal of a zero row's scale stays finite
 BIG = float(2 ** 24)  # index sentinel; indices below it are exact in fp32
 MAX_INDEX = 2 ** 24
@@ -68,13 +76,15 @@ MAX_INDEX = 2 ** 24
 
 def _identity(op):
     """The memset values of the partial columns (value column, index column)."""
-    return {"dot": (0.0,), "asum": (0.0,), "nrm2": (1.0, 0.0),
-            "amax": (-1.0, BIG), "amin": (float("inf"), BIG)}[op]
+    return {"dot": (0.0,), "asum": (0.0,), "nrm2": (1.0, 0.0), "amax": (-1.0, BIG), "amin": (float("inf"), BIG),
+            "camax": (-1.0, BIG), "camin": (float("inf"), BIG)}[op]
 
 
 def reduce_counts(n, itemsize, op):
-    """The closed forms above as a dict (what the emulator must count)."""
+    """The closed forms above as a dict (what the emulator must count; camax/camin: n complex elements)."""
     npc = len(pieces(n))
+    if op in ("camax", "camin"):
+        n, itemsize = 2 * n, 4  # bytes: both parts
     ni = 2 if op == "dot" else 1
     k = COLUMNS[op]
     v, sc, g = _PER_PIECE[op]
@@ -85,7 +95,8 @@ def reduce_counts(n, itemsize, op):
 @nki.jit
 def reduce_kernel(x, y, op):
     """Per-partition partials of ``op`` over x (and y): -> part [128, k * pieces] fp32."""
-    n = x.shape[0]
+    cplx = op in ("camax", "camin")
+    n = x.shape[0] // 2 if cplx else x.shape[0]
     q = n // PMAX
     k = COLUMNS[op]
     plist = pieces(n)
@@ -100,9 +111,17 @@ def reduce_kernel(x, y, op):
         nisa.memset(res2[:, :, 0:1], ident[0])
         nisa.memset(res2[:, :, 1:2], ident[1])
     for j, (kind, c0, rows, cols) in enumerate(plist):
-        xt = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.sbuf, name="x_tile")
-        nisa.dma_copy(dst=xt, src=piece_view(x, n, kind, c0, cols))
         t = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf, name="work")
+        if cplx:  # |Re| + |Im| of each complex element: the magnitude BLAS ranks by
+            xt = nl.ndarray((rows, 2 * cols), dtype=x.dtype, buffer=nl.sbuf, name="x_tile")
+            nisa.dma_copy(dst=xt, src=complex_piece_view(x, n, kind, c0, cols))
+            t2 = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf, name="work2")
+            nisa.tensor_scalar(t, xt[:, 0::2], nl.abs, None)
+            nisa.activation(t2, nl.abs, xt[:, 1::2])
+            nisa.tensor_tensor(t, t, t2, nl.add)
+        else:
+            xt = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.sbuf, name="x_tile")
+            nisa.dma_copy(dst=xt, src=piece_view(x, n, kind, c0, cols))
         if op == "dot":
             yt = nl.ndarray((rows, cols), dtype=y.dtype, buffer=nl.sbuf, name="y_tile")
             nisa.dma_copy(dst=yt, src=piece_view(y, n, kind, c0, cols))
@@ -120,7 +139,11 @@ def reduce_kernel(x, y, op):
             nisa.tensor_scalar(val, m, nl.maximum, TINY, op1=nl.reciprocal, operand1=None)
             nisa.activation_reduce(t, nl.square, xt, nl.add, aux, scale=val)
             continue
-        nisa.tensor_scalar_reduce(t, xt, nl.abs, None, nl.maximum if op == "amax" else nl.minimum, val)
+        extreme = nl.maximum if op in ("amax", "camax") else nl.minimum
+        if cplx:
+            nisa.tensor_reduce(val, extreme, t, axis=1)
+        else:
+            nisa.tensor_scalar_reduce(t, xt, nl.abs, None, extreme, val)
         eq = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf, name="hit")
         nisa.tensor_scalar(eq, t, nl.equal, val)
         idx = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf, name="index")
