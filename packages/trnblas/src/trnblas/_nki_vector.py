@@ -72,8 +72,8 @@ F32 = torch.float32
 #: Vector kernels: the Vector Engine's float dtypes, and complex64 through its real view.
 VEC_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.complex64)
 REAL_VEC_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-#: Matrix-vector kernels (the Tensor Engine's fp32 and bf16).
-MV_DTYPES = (torch.float32, torch.bfloat16)
+#: Matrix-vector kernels (the Tensor Engine's fp32, bf16 and fp16 operands; fp32 PSUM).
+MV_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def _flat(t):
