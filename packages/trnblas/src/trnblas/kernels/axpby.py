@@ -13,6 +13,12 @@ Constants ``coef = (a, b, c, d)`` (Python floats) and ``pair`` (bool).
 Output ``u`` (and ``w`` when ``pair``) : ``[n]`` in ``x``'s dtype; the
 Vector Engine computes in fp32 and rounds once into the output.
 
+The coefficients are compile-time constants (as in the emulator, which
+takes them as kernel constants): on hardware each distinct value is one
+more compilation of the kernel. Loops that vary alpha per call would want
+them as a small HBM tensor broadcast to the partitions instead (a known
+follow-up, not needed by BLAS's usual fixed-alpha calls).
+
 Layout (shared with :mod:`.vreduce`): with ``q = n // 128`` and
 ``r = n - 128 q``, the first ``128 q`` elements are viewed as ``[128, q]``
 (partition ``p`` holds elements ``p q .. p q + q - 1``, one contiguous run

@@ -12,6 +12,12 @@ Inputs (HBM)
                each a ``(re, im)`` pair, and ``pair`` (bool).
 Output ``u`` (and ``w``) : ``[2 n]`` float32, interleaved.
 
+The coefficients are compile-time constants (as in the emulator, which
+takes them as kernel constants): on hardware each distinct value is one
+more compilation of the kernel. Loops that vary alpha per call would want
+them as a small HBM tensor broadcast to the partitions instead (a known
+follow-up, not needed by BLAS's usual fixed-alpha calls).
+
 Layout: the pieces of :func:`trnblas.kernels.axpby.pieces` over the ``n``
 complex elements, every column doubled (a complex element's two parts
 always share a partition): ``[128, 2 f]`` chunks of the first ``128 (n //
