@@ -112,14 +112,16 @@ def memory_bound_cases():
 
     for n in VECTOR_SIZES:
         x, y = r(n), r(n)
-        yield f"axpy n={n:,} fp32", axpby_kernel, (x, y), {"coef": (2.0, 1.0, 0.0, 0.0)}, 12 * n
-        yield f"rot n={n:,} fp32", axpby_kernel, (x, y), {"coef": (0.6, 0.8, -0.8, 0.6), "pair": True}, 16 * n
+        axpy_c = np.array([[2.0, 1.0, 0.0, 0.0]], np.float32)
+        rot_c = np.array([[0.6, 0.8, -0.8, 0.6]], np.float32)
+        yield f"axpy n={n:,} fp32", axpby_kernel, (x, y, axpy_c), {"form": (2, 1, 0, 0)}, 12 * n
+        yield f"rot n={n:,} fp32", axpby_kernel, (x, y, rot_c), {"form": (2, 2, 2, 2), "pair": True}, 16 * n
         yield f"dot n={n:,} fp32", reduce_kernel, (x, y), {"op": "dot"}, 8 * n + 4
         yield f"nrm2 n={n:,} fp32", reduce_kernel, (x, None), {"op": "nrm2"}, 4 * n + 4
         yield f"iamax n={n:,} fp32", reduce_kernel, (x, None), {"op": "amax"}, 4 * n + 4
         xc = r(2 * (n // 2))  # interleaved parts of n // 2 complex64 elements
-        yield f"caxpy n={n // 2:,} c64", caxpby_kernel, (xc, xc), {"coef": ((0.6, -0.8), (1.0, 0.0), (0, 0), (0, 0))}, \
-            24 * (n // 2)
+        caxpy_c = np.array([[0.6, -0.8, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]], np.float32)
+        yield f"caxpy n={n // 2:,} c64", caxpby_kernel, (xc, xc, caxpy_c), {"form": (1, 0)}, 24 * (n // 2)
     for m, n in MATRIX_SIZES:
         A = r(m, n)
         yield f"gemv N {m}x{n} fp32", gemv_kernel, (A, r(n)), {"trans": False}, 4 * (m * n + n + m)

@@ -13,6 +13,7 @@ import torch
 
 import trnblas
 from trnblas.kernels.axpby import axpby_counts, axpby_kernel
+from trnblas.kernels.axpby import kind as axpby_kind
 from trnblas.kernels.caxpby import caxpby_counts, caxpby_kernel
 from trnblas.kernels.dgmm import dgmm_counts, dgmm_kernel
 from trnblas.kernels.gemv import gemv_counts, gemv_kernel
@@ -32,6 +33,10 @@ def _bound(n, terms):
     return (n + 2) * U32 * float(np.abs(terms).sum()) + 1e-30
 
 
+def _row(*vals):
+    return np.array([vals], dtype=np.float32)
+
+
 @pytest.mark.parametrize("n", N_RAGGED)
 def test_axpby_kernel_results_and_counters(n):
     rng = np.random.default_rng(n)
@@ -39,8 +44,9 @@ def test_axpby_kernel_results_and_counters(n):
     y = rng.standard_normal(n).astype(np.float32)
     for coef, has_y, pair in [((2.5, 1.0, 0.0, 0.0), True, False), ((-3.0, 0.0, 0.0, 0.0), False, False),
                               ((0.6, 0.8, -0.8, 0.6), True, True), ((0.0, 1.0, 1.0, 0.0), True, True),
-                              ((0.5, -2.0, 0.0, 0.0), True, False)]:
-        out, prof = nki.profile(axpby_kernel, x, y if has_y else None, coef=coef, pair=pair)
+                              ((0.5, -2.0, 0.0, 0.0), True, False), ((1.0, 1.0, 0.0, 0.0), True, False)]:
+        form = tuple(axpby_kind(v) for v in coef)
+        out, prof = nki.profile(axpby_kernel, x, y if has_y else None, _row(*coef), form=form, pair=pair)
         a, b, c, d = coef
         outs = out if pair else (out,)
         yv = y if has_y else np.zeros_like(y)
@@ -49,10 +55,21 @@ def test_axpby_kernel_results_and_counters(n):
             refs.append((c * x.astype(np.float64) + d * y, abs(c * x) + abs(d * y)))
         for o, (r, mag) in zip(outs, refs):
             assert np.all(np.abs(o - r) <= 3 * U32 * mag)  # <= 3 fp32 roundings of the terms
-        assert_counts(prof, axpby_counts(n, 4, coef, has_y, pair))
-        # each input read once, each output written once: the analytic minimum
-        assert prof.hbm_read_bytes == 4 * n * (1 + has_y)
+        expected = axpby_counts(n, 4, form, has_y, pair)
+        assert_counts(prof, expected)
+        # each input read once, each output written once: the analytic minimum (+ the 16-byte coefficient row)
+        assert prof.hbm_read_bytes == 4 * n * (1 + has_y) + 16 * expected["tensor"]
         assert prof.hbm_write_bytes == 4 * n * (1 + pair)
+
+
+def test_one_form_serves_every_alpha():
+    """The coefficient values are data: axpy with alpha 2 and alpha 3 use one kernel form (one compilation)."""
+    from trnblas._nki_vector import _lin_plan
+
+    x = torch.ones(10)
+    k2, f2, r2 = _lin_plan(x, (2.0, 1.0, 0.0, 0.0))
+    k3, f3, r3 = _lin_plan(x, (3.0, 1.0, 0.0, 0.0))
+    assert (k2, f2) == (k3, f3) and r2 != r3
 
 
 @pytest.mark.parametrize("n", N_RAGGED)
@@ -415,9 +432,10 @@ def test_caxpby_kernel_complex_coefficients(n):
     y = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
     a, b, c, d = 0.6 - 0.8j, 1.5 + 0.25j, 0.3 + 0j, -1.5 + 0.25j
     for coef, has_y, pair in [((a, 1, 0, 0), True, False), ((a, b, c, d), True, True), ((a, 0, 0, 0), False, False)]:
-        pairs = tuple((complex(v).real, complex(v).imag) for v in coef)
-        out, prof = nki.profile(caxpby_kernel, x.view(np.float32), y.view(np.float32) if has_y else None,
-                                coef=pairs, pair=pair)
+        row = _row(*[p for v in coef for p in (complex(v).real, complex(v).imag)])
+        form = tuple(0 if v == 0 else 1 if v == 1 else 2 for v in (coef[1], coef[3]))
+        out, prof = nki.profile(caxpby_kernel, x.view(np.float32), y.view(np.float32) if has_y else None, row,
+                                form=form, pair=pair)
         outs = out if pair else (out,)
         xd, yd = x.astype(np.complex128), y.astype(np.complex128) if has_y else 0
         refs = [(coef[0] * xd + coef[1] * yd, abs(coef[0]) * abs(xd) + abs(coef[1]) * abs(yd))]
@@ -425,8 +443,8 @@ def test_caxpby_kernel_complex_coefficients(n):
             refs.append((coef[2] * xd + coef[3] * yd, abs(coef[2]) * abs(xd) + abs(coef[3]) * abs(yd)))
         for o, (r, mag) in zip(outs, refs):
             assert np.all(np.abs(o.view(np.complex64) - r) <= 8 * U32 * (mag + 1e-30))  # a few fp32 roundings
-        assert_counts(prof, caxpby_counts(n, pairs, has_y, pair))
-        assert prof.hbm_read_bytes == 8 * n * (1 + has_y)
+        assert_counts(prof, caxpby_counts(n, form, has_y, pair))
+        assert prof.hbm_read_bytes == 8 * n * (1 + has_y) + 32
 
 
 def test_complex_coefficients_run_the_caxpby_kernel():

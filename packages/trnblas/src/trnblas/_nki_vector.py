@@ -50,6 +50,7 @@ from trnblas import level2 as L2
 from trnblas import level3 as L3
 from trnblas._nki import KERNEL_DTYPES, _finish, _gemm_figures, _run_any_gemm, _run_gemm_kernel
 from trnblas.kernels.axpby import axpby_counts, axpby_kernel
+from trnblas.kernels.axpby import kind as axpby_kind
 from trnblas.kernels.caxpby import caxpby_counts, caxpby_kernel
 from trnblas.kernels.dgmm import MAX_N as DGMM_MAX_N
 from trnblas.kernels.dgmm import dgmm_counts, dgmm_kernel
@@ -108,25 +109,37 @@ def _pairs(*vals):
     return tuple((float(complex(v).real), float(complex(v).imag)) for v in vals)
 
 
+def _ckind(v):
+    v = complex(v)
+    return axpby_kind(0) if v == 0 else axpby_kind(1) if v == 1 else axpby_kind(2.5)
+
+
+def _lin_plan(x, coefs):
+    """(kernel, form, coefficient row values) for ``coefs`` = (a, b, c, d) on ``x``."""
+    if x.is_complex() and _complex_coef(*coefs):
+        return caxpby_kernel, (_ckind(coefs[1]), _ckind(coefs[3])), [p for c in _pairs(*coefs) for p in c]
+    vals = _coef(*coefs)
+    return axpby_kernel, tuple(axpby_kind(v) for v in vals), list(vals)
+
+
 def _lin_counts(x, coefs, has_y, pair):
     """Closed forms of the kernel that runs ``coefs`` (a, b, c, d as numbers) on ``x``."""
-    if x.is_complex() and _complex_coef(*coefs):
-        return {"kernel": "caxpby_kernel", **caxpby_counts(x.numel(), _pairs(*coefs), has_y, pair)}
+    kernel, form, _ = _lin_plan(x, coefs)
+    if kernel is caxpby_kernel:
+        return {"kernel": "caxpby_kernel", **caxpby_counts(x.numel(), form, has_y, pair)}
     n = x.numel() * (2 if x.is_complex() else 1)
     size = 4 if x.is_complex() else x.element_size()
-    return {"kernel": "axpby_kernel", **axpby_counts(n, size, _coef(*coefs), has_y, pair)}
+    return {"kernel": "axpby_kernel", **axpby_counts(n, size, form, has_y, pair)}
 
 
 def _run_lin(x, y, coefs, pair=False):
-    """``a x + b y`` (and ``c x + d y``) for vectors (any contiguous shape is flattened by the caller)."""
-    if x.is_complex() and _complex_coef(*coefs):
-        xf = _flat(x)
-        yf = None if y is None else _flat(y)
-        out = nki.run(caxpby_kernel, xf, yf, coef=_pairs(*coefs), pair=pair, out_dtype=F32)
-    else:
-        xf = _flat(x)
-        yf = None if y is None else _flat(y)
-        out = nki.run(axpby_kernel, xf, yf, coef=_coef(*coefs), pair=pair, out_dtype=xf.dtype)
+    """``a x + b y`` (and ``c x + d y``) for vectors; the coefficient values travel as a float32 row."""
+    kernel, form, row = _lin_plan(x, coefs)
+    xf = _flat(x)
+    yf = None if y is None else _flat(y)
+    coef = torch.tensor([row], dtype=F32, device=x.device)
+    out_dtype = F32 if kernel is caxpby_kernel else xf.dtype
+    out = nki.run(kernel, xf, yf, coef, form=form, pair=pair, out_dtype=out_dtype)
     if pair:
         return _back(out[0], x), _back(out[1], x)
     return _back(out, x)

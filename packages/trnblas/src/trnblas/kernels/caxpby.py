@@ -8,8 +8,12 @@ host-side splitting, each operand read once.
 Inputs (HBM)
 ------------
 ``x``, ``y`` : ``[2 n]`` float32, the interleaved real views of complex64
-               vectors (``y`` may be None). Constants ``coef = (a, b, c, d)``,
-               each a ``(re, im)`` pair, and ``pair`` (bool).
+               vectors (``y`` may be None).
+``coef``     : ``[1, 8]`` float32, ``(Re a, Im a, Re b, Im b, Re c, Im c, Re d, Im d)``.
+Constants ``form = (kind b, kind d)`` (:data:`~trnblas.kernels.axpby.ZERO`,
+``ONE`` for ``1 + 0j``, ``GENERAL``) and ``pair`` (bool). The values are
+data (one compiled kernel for every alpha), broadcast to the partitions by
+:func:`trnblas.kernels.axpby.load_coefficients`.
 Output ``u`` (and ``w``) : ``[2 n]`` float32, interleaved.
 
 The coefficients are compile-time constants (as in the emulator, which
@@ -24,7 +28,8 @@ always share a partition): ``[128, 2 f]`` chunks of the first ``128 (n //
 128)`` elements, then a ``[1, 2 r]`` tail. The real and imaginary parts
 of a tile are its even and odd columns (strided SBUF views).
 
-Per piece and output, on the Vector Engine (``ar`` = Re a, ...)::
+Per piece and output, on the Vector Engine (``ar`` = Re a, ... as
+per-partition scalar columns)::
 
     t  = xi * ai ;   ur = xr * ar - t                  (2)
     t  = xr * ai ;   ui = xi * ar + t                  (2)
@@ -32,16 +37,17 @@ Per piece and output, on the Vector Engine (``ar`` = Re a, ...)::
     with y, general: t2 = yi * bi ; t2 = yr * br - t2 ; ur += t2
                      t2 = yr * bi ; t2 = yi * br + t2 ; ui += t2   (+6)
 
-Closed forms (np pieces, ni = 1 + (y given), no = 1 + pair; v(a, b) = 4,
+Closed forms (np pieces, ni = 1 + (y given), no = 1 + pair; v(b) = 4,
 6 or 10 instructions per output as above)
 ------------------------------------------------------------------------
-    HBM bytes read    = 8 n ni          each input read once
+    HBM bytes read    = 8 n ni + 32     each input read once, plus the coefficient row
     HBM bytes written = 8 n no
-    DMA transfers     = np (ni + no)
-    Vector instructions = np (v(a, b) + pair * v(c, d))
+    DMA transfers     = np (ni + no) + 1
+    Vector instructions = np (v(b) + pair * v(d)) + 2
+    Tensor Engine instructions = 1      (the coefficient broadcast)
 """
 
-from trnblas.kernels.axpby import pieces
+from trnblas.kernels.axpby import ONE, ZERO, load_coefficients, pieces
 from trnsci.nki import nisa, nki, nl
 from trnsci.nki.tiling import PMAX
 
@@ -54,29 +60,31 @@ def complex_piece_view(x, n, kind, c0, cols):
     return x[2 * PMAX * q:2 * n].reshape((1, 2 * (n - PMAX * q)))
 
 
-def clincomb_instructions(b, has_y):
-    """Vector instructions per output for ``a x + b y`` (``b`` a (re, im) pair)."""
-    if not has_y or tuple(b) == (0.0, 0.0):
+def clincomb_instructions(kb, has_y):
+    """Vector instructions per output for ``a x + b y`` (``kb`` the kind of ``b``)."""
+    if not has_y or kb == ZERO:
         return 4
-    return 6 if tuple(b) == (1.0, 0.0) else 10
+    return 6 if kb == ONE else 10
 
 
-def _clincomb(dst, t, t2, xt, yt, a, b):
-    ar, ai = float(a[0]), float(a[1])
+def _clincomb(dst, t, t2, xt, yt, cs, j, kb):
+    """``a x + b y`` into ``dst``; ``a`` = (cs[:, 2j], cs[:, 2j+1]), ``b`` the next pair."""
+    rows = xt.shape[0]
+    ar, ai = cs[0:rows, 2 * j:2 * j + 1], cs[0:rows, 2 * j + 1:2 * j + 2]
     xr, xi = xt[:, 0::2], xt[:, 1::2]
     ur, ui = dst[:, 0::2], dst[:, 1::2]
     nisa.tensor_scalar(t, xi, nl.multiply, ai)
     nisa.scalar_tensor_tensor(ur, xr, nl.multiply, ar, nl.subtract, t)
     nisa.tensor_scalar(t, xr, nl.multiply, ai)
     nisa.scalar_tensor_tensor(ui, xi, nl.multiply, ar, nl.add, t)
-    if yt is None or tuple(b) == (0.0, 0.0):
+    if yt is None or kb == ZERO:
         return
     yr, yi = yt[:, 0::2], yt[:, 1::2]
-    if tuple(b) == (1.0, 0.0):
+    if kb == ONE:
         nisa.tensor_tensor(ur, ur, yr, nl.add)
         nisa.tensor_tensor(ui, ui, yi, nl.add)
         return
-    br, bi = float(b[0]), float(b[1])
+    br, bi = cs[0:rows, 2 * j + 2:2 * j + 3], cs[0:rows, 2 * j + 3:2 * j + 4]
     nisa.tensor_scalar(t2, yi, nl.multiply, bi)
     nisa.scalar_tensor_tensor(t2, yr, nl.multiply, br, nl.subtract, t2)
     nisa.tensor_tensor(ur, ur, t2, nl.add)
@@ -85,21 +93,22 @@ def _clincomb(dst, t, t2, xt, yt, a, b):
     nisa.tensor_tensor(ui, ui, t2, nl.add)
 
 
-def caxpby_counts(n, coef, has_y, pair):
-    """The closed forms above as a dict (``n`` complex elements)."""
-    a, b, c, d = coef
+def caxpby_counts(n, form, has_y, pair):
+    """The closed forms above as a dict (``n`` complex elements, ``form = (kind b, kind d)``)."""
+    kb, kd = form
     npc = len(pieces(n))
     ni, no = 1 + bool(has_y), 1 + bool(pair)
-    vec = clincomb_instructions(b, has_y) + (clincomb_instructions(d, has_y) if pair else 0)
-    return {"hbm_read_bytes": 8 * n * ni, "hbm_write_bytes": 8 * n * no, "dma": npc * (ni + no),
-            "vector": npc * vec, "tensor": 0}
+    vec = clincomb_instructions(kb, has_y) + (clincomb_instructions(kd, has_y) if pair else 0)
+    return {"hbm_read_bytes": 8 * n * ni + 32, "hbm_write_bytes": 8 * n * no, "dma": npc * (ni + no) + 1,
+            "vector": npc * vec + 2, "tensor": 1}
 
 
 @nki.jit
-def caxpby_kernel(x, y, coef, pair=False):
-    """Complex ``u = a x + b y`` (and ``w = c x + d y``) on interleaved float32 views [2n]."""
+def caxpby_kernel(x, y, coef, form, pair=False):
+    """Complex ``u = a x + b y`` (and ``w = c x + d y``) on interleaved float32 views [2n]; coef [1, 8]."""
     n = x.shape[0] // 2
-    a, b, c, d = coef
+    kb, kd = form
+    cs = load_coefficients(coef)
     u = nl.ndarray((2 * n,), dtype=nl.float32, buffer=nl.shared_hbm)
     w = nl.ndarray((2 * n,), dtype=nl.float32, buffer=nl.shared_hbm) if pair else None
     for kind, c0, rows, cols in pieces(n):
@@ -112,11 +121,11 @@ def caxpby_kernel(x, y, coef, pair=False):
         t = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf, name="scratch")
         t2 = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf, name="scratch2")
         ut = nl.ndarray((rows, 2 * cols), dtype=nl.float32, buffer=nl.sbuf, name="u_tile")
-        _clincomb(ut, t, t2, xt, yt, a, b)
+        _clincomb(ut, t, t2, xt, yt, cs, 0, kb)
         nisa.dma_copy(dst=complex_piece_view(u, n, kind, c0, cols), src=ut)
         if pair:
             wt = nl.ndarray((rows, 2 * cols), dtype=nl.float32, buffer=nl.sbuf, name="w_tile")
-            _clincomb(wt, t, t2, xt, yt, c, d)
+            _clincomb(wt, t, t2, xt, yt, cs, 2, kd)
             nisa.dma_copy(dst=complex_piece_view(w, n, kind, c0, cols), src=wt)
     if pair:
         return u, w
