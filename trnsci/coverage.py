@@ -39,8 +39,8 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
     "trnblas": {
         "rotg": "four scalars in, four out: a host computation (as cuBLAS's host-pointer mode)",
         "plan": _HOST, "plan_gemm": _HOST, "plan_batched_gemm": _HOST, "plan_syrk": _HOST, "plan_trsm": _HOST,
-        "her2k": "real data only on the device (as syr2k); complex runs on torch",
-        "herk": "real data only on the device (as syrk); complex runs on torch",
+        "her2k": "complex64: the full product through the complex GEMM composition",
+        "herk": "complex64: the full product a a^H through the complex GEMM composition",
         "hemv": "complex64 through the GEMM kernel (2-column right-hand side) on split parts",
         "gemv": "complex64 through the GEMM kernel (2-column right-hand side) on split parts",
         "trmv": "complex64 through the GEMM kernel (2-column right-hand side) on split parts",

@@ -462,3 +462,29 @@ def test_complex_coefficients_run_the_caxpby_kernel():
         torch.testing.assert_close(yr.cdouble(), 0.6 * yd - s.conjugate() * xd, **tol)
         torch.testing.assert_close(trnblas.geam(al, A, 1j, B, transB="C").cdouble(),
                                    al * A.cdouble() + 1j * B.cdouble().mH, **tol)
+
+
+def test_complex64_herk_her2k_syr2k_through_the_complex_gemm():
+    """Complex rank-k updates: the full product through the GEMM kernel (split parts), vs NumPy complex128."""
+    g = torch.Generator().manual_seed(16)
+    c = torch.complex64
+    A, B = torch.randn(70, 40, dtype=c, generator=g), torch.randn(70, 40, dtype=c, generator=g)
+    C = torch.randn(70, 70, dtype=c, generator=g)
+    C = C + C.mH
+    a, b, cn = (t.cdouble().numpy() for t in (A, B, C))
+    al = 0.3 + 0.7j
+    p = al * a @ b.conj().T
+    ph = p + p.conj().T
+    lo, up = np.tril(np.ones((70, 70), bool)), np.triu(np.ones((70, 70), bool))
+    cases = [
+        (lambda: trnblas.herk(0.5, A, 2.0, C, uplo="L"), 0.5 * a @ a.conj().T + 2 * cn, lo),
+        (lambda: trnblas.her2k(al, A, B, 1.0, C, uplo="U"), ph + cn, up),
+        (lambda: trnblas.her2k(al, A.mH.contiguous(), B.mH.contiguous(), trans="C", fill="full"), ph, None),
+        (lambda: trnblas.syr2k(al, A.T.contiguous(), B.T.contiguous(), trans="T", fill="full"),
+         al * (a @ b.T + b @ a.T), None),
+    ]
+    with kernel_ran(*["gemm_kernel"] * len(cases)):
+        for call, ref, keep in cases:
+            R = call().cdouble().numpy()
+            err = np.abs(R - ref) if keep is None else np.abs(R - ref)[keep]
+            assert err.max() <= (2 * 80 + 8) * U32 * 4 * (np.abs(a).max() * np.abs(b).max() * 40 + np.abs(cn).max())

@@ -5,7 +5,8 @@ computed, the other one copied from ``C`` (zeros if None); torch lowering
 here, NKI lowering in :mod:`trnblas._nki`. ``symm``/``hemm`` expand the
 stored triangle and run ``GEMM``. Op ``SYR2K`` ``(alpha, A, B, beta, C,
 trans, uplo)`` (real data: ``syr2k``, and ``her2k`` on real data) has the
-same contract as ``SYRK``; complex ``her2k`` runs on torch.
+same contract as ``SYRK``; complex ``herk``/``her2k``/``syr2k`` form the
+full product through ``GEMM`` (its complex64 kernel composition).
 """
 
 from __future__ import annotations
@@ -344,13 +345,8 @@ def herk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
         return v.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
     if alpha == 0 or k == 0 or n == 0:
         return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, True), out, where)
-    a = A if t == "N" else A.mH
-    if C is None or beta == 0:
-        R = torch.mm(a, a.mH)
-        if alpha != 1:
-            R.mul_(alpha)
-    else:
-        R = torch.addmm(C, a, a.mH, beta=beta, alpha=alpha)
+    # complex: the full product a a^H through GEMM (its complex64 kernel path, or torch)
+    R = _run_gemm(where, alpha, A, A, beta, C if beta != 0 else None, t, "C" if t == "N" else "N", n, n, k)
     la.real_diagonal(R)
     return v.finish(la.merge_triangle(R, C, u, full, True), out, where)
 
@@ -367,10 +363,9 @@ def _rank_2k(where, alpha, A, B, beta, C, trans, uplo, fill, hermitian, out):
     if not A.is_complex():
         R = SYR2K(alpha, A, B, beta, C if beta != 0 else None, t, u)
         return v.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
-    a, b = la.op(A, t), la.op(B, t)
-    P = torch.mm(a, b.mH if herm else b.mT)
-    if alpha != 1:
-        P.mul_(alpha)
+    # complex: P = alpha a b^H (her2k) or alpha a b^T through GEMM (its complex64 kernel path, or torch)
+    tb = ("C" if herm else "T") if t == "N" else "N"  # op(B)^H / op(B)^T as an op of B itself
+    P = _run_gemm(where, alpha, A, B, 0.0, None, t, tb, n, n, k)
     R = P + (P.mH if herm else P.mT)  # alpha a b^T + alpha b a^T  /  alpha a b^H + conj(alpha) b a^H
     if C is not None and beta != 0:
         R.add_(C, alpha=beta)
