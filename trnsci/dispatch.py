@@ -133,13 +133,22 @@ def load_calibration(path: Path | None = None) -> dict[str, float]:
 
 
 def write_calibration(thresholds: dict[str, float], path: Path | None = None, **meta: Any) -> Path:
-    """Write ``{"thresholds": {...}, **meta}`` as JSON; returns the path."""
+    """Write ``{"thresholds": {...}, **meta}`` as JSON; returns the path.
+
+    A ``"routes"`` section already in the file (:mod:`trnsci.routes`) is kept.
+    """
     unknown = sorted(set(thresholds) - set(registry()))
     if unknown:
         raise ValueError(f"thresholds name unregistered ops: {', '.join(unknown)}")
     path = path or calibration_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"thresholds": {k: float(v) for k, v in sorted(thresholds.items())}, **meta}
+    try:  # measured routes (trnsci.routes) share the file: keep them
+        old = json.loads(path.read_text()).get("routes")
+    except (OSError, ValueError, AttributeError):
+        old = None
+    if isinstance(old, dict):
+        doc["routes"] = old
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     tmp.replace(path)
