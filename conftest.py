@@ -14,6 +14,9 @@ def _clean_backend_env(monkeypatch):
         backend.env_var(lib) for lib in backend.LIBRARIES
     ]:
         monkeypatch.delenv(key, raising=False)
+    # no timing in the suite: measured routes (trnsci.routes) take their default, untimed, and
+    # nothing is written to the user's calibration file; route tests opt back in
+    monkeypatch.setenv("TRNSCI_ROUTES", "estimate")
     for lib in (None, *backend.LIBRARIES):
         backend.reset_backend(lib)
     yield

@@ -55,6 +55,8 @@ ENV_MODE = "TRNSCI_ROUTES"
 
 _lock = threading.RLock()
 _mode_override: list[str | None] = [None]
+_forced: list[str | None] = [None]
+_listeners: list[Callable[[], None]] = []
 _memory: dict[str, Choice] = {}
 _file_cache: dict[str, Any] = {"key": None, "data": {}}
 
@@ -71,7 +73,8 @@ class Choice:
         The chosen candidate's name.
     origin : str
         ``"measured"`` (timed in this process), ``"estimate"`` (not timed:
-        the default), or ``"calibration:<path>"`` (read from the file).
+        the default), ``"calibration:<path>"`` (read from the file) or
+        ``"forced"`` (:func:`force`).
     times : dict
         Candidate name -> median seconds per call (empty for ``estimate``).
     spread : dict
@@ -118,10 +121,45 @@ def mode(name: str) -> Iterator[None]:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {name!r}")
     old = _mode_override[0]
     _mode_override[0] = name
+    _changed()
     try:
         yield
     finally:
         _mode_override[0] = old
+        _changed()
+
+
+@contextlib.contextmanager
+def force(route: str) -> Iterator[None]:
+    """Within the block, every route key that has a candidate named ``route`` takes it, untimed.
+
+    For tests that must exercise one route (Bluestein, SciPy, ...) whatever
+    this machine would choose; nothing chosen inside is remembered, and the
+    libraries' settled routes are dropped on entry and exit (:func:`on_change`).
+    """
+    old = _forced[0]
+    _forced[0] = route
+    _changed()
+    try:
+        yield
+    finally:
+        _forced[0] = old
+        _changed()
+
+
+def on_change(callback: Callable[[], None]) -> None:
+    """Call ``callback()`` whenever choices may have changed (:func:`forget`, :func:`force`).
+
+    A library that caches what it built from a :class:`Choice` (a settled
+    per-call route) registers its cache's ``clear`` here, so the cache
+    never outlives the choice.
+    """
+    _listeners.append(callback)
+
+
+def _changed() -> None:
+    for cb in list(_listeners):
+        cb()
 
 
 def threads() -> int:
@@ -195,7 +233,7 @@ def pick(times: Mapping[str, float], default: str, margin: float = 0.9) -> str:
 
 def choose(family: str, shape_class: tuple | str, candidates: Mapping[str, Callable[[], object]], *,
            default: str, margin: float = 0.9, rounds: int = 5, sample_s: float = 2e-3,
-           clock: Callable[[], float] = time.perf_counter, persist: bool = True) -> Choice:
+           clock: Callable[[], float] = time.perf_counter, persist: bool = True, worth_timing: bool = True) -> Choice:
     """The route for ``(family, shape_class)`` at this thread count: remembered, read, or chosen now.
 
     Looks in this process's memory, then the calibration file; otherwise
@@ -203,11 +241,15 @@ def choose(family: str, shape_class: tuple | str, candidates: Mapping[str, Calla
     so a later ``measure`` can still time the key), and ``measure`` mode
     times ``candidates`` (thunks running the same problem), picks by
     :func:`pick`, remembers the choice and -- ``persist`` -- writes it to
-    the calibration file. ``candidates`` must include ``default``.
+    the calibration file. ``worth_timing=False`` (a problem too small for
+    any route to save what timing costs) answers as ``estimate`` does.
+    A :func:`force` block comes first. ``candidates`` must include ``default``.
     """
     if default not in candidates:
         raise ValueError(f"default route {default!r} is not among the candidates {sorted(candidates)}")
     key = route_key(family, shape_class)
+    if _forced[0] is not None and _forced[0] in candidates:
+        return Choice(key, _forced[0], "forced", default=default)
     with _lock:
         hit = _memory.get(key)
     if hit is not None and hit.route in candidates:
@@ -217,7 +259,7 @@ def choose(family: str, shape_class: tuple | str, candidates: Mapping[str, Calla
         with _lock:
             _memory[key] = stored
         return stored
-    if len(candidates) == 1 or current_mode() == "estimate":
+    if len(candidates) == 1 or not worth_timing or current_mode() == "estimate":
         return Choice(key, default, "estimate", default=default)
     times, spread = measure(candidates, rounds=rounds, sample_s=sample_s, clock=clock)
     c = Choice(key, pick(times, default, margin), "measured", times, spread, default)
@@ -242,6 +284,7 @@ def forget() -> None:
     with _lock:
         _memory.clear()
         _file_cache.update(key=None, data={})
+    _changed()
 
 
 # ------------------------------------------------------------------ persistence
