@@ -53,6 +53,9 @@ def test_margin_keeps_default_on_near_tie():
     assert c.route == "torch"
     assert routes.pick({"torch": 1.0, "other": 0.89}, "torch") == "other"
     assert routes.pick({"other": 2.0, "x": 1.0}, "torch") == "x"  # default failed: fastest
+    # a median win with a best round no better than the default's: the default stays
+    assert routes.pick({"torch": 1.0, "other": 0.8}, "torch", best={"torch": 0.5, "other": 0.6}) == "torch"
+    assert routes.pick({"torch": 1.0, "other": 0.8}, "torch", best={"torch": 0.9, "other": 0.6}) == "other"
 
 
 def test_interleaved_rounds_and_failing_candidate_excluded():
@@ -63,8 +66,8 @@ def test_interleaved_rounds_and_failing_candidate_excluded():
         raise RuntimeError("cannot")
 
     cands = {"a": clk.cost(1e-3, calls, "a"), "b": clk.cost(1e-3, calls, "b"), "bad": broken}
-    times, spread = routes.measure(cands, rounds=4, sample_s=1e-3, clock=clk)
-    assert set(times) == {"a", "b"} and spread == pytest.approx({"a": 0.0, "b": 0.0}, abs=1e-9)
+    times, spread, best = routes.measure(cands, rounds=4, sample_s=1e-3, clock=clk)
+    assert best == pytest.approx({"a": 1e-3, "b": 1e-3}) and set(times) == {"a", "b"} and spread == pytest.approx({"a": 0.0, "b": 0.0}, abs=1e-9)
     # warm-ups, then rounds in rotating order: a b | b a | a b | b a
     assert calls == ["a", "b", "a", "b", "b", "a", "a", "b", "b", "a"]
 
@@ -72,7 +75,7 @@ def test_interleaved_rounds_and_failing_candidate_excluded():
 def test_sample_repeats_fast_calls():
     clk = FakeClock()
     calls: list[str] = []
-    times, _ = routes.measure({"x": clk.cost(1e-6, calls, "x")}, rounds=2, sample_s=1e-4, clock=clk)
+    times, _, _ = routes.measure({"x": clk.cost(1e-6, calls, "x")}, rounds=2, sample_s=1e-4, clock=clk)
     assert len(calls) == 1 + 2 * 100  # warm-up, then 100 calls per sample of 100 us
     assert times["x"] == pytest.approx(1e-6)
 

@@ -13,9 +13,10 @@ in the manner of FFTW's planner:
   in which the candidates run in rotating order (so a burst of load from
   another process falls on all of them), each round timing enough calls
   to last ``sample_s``. A candidate is chosen over the *default* (the
-  obvious call, e.g. ``torch.fft.fft``) only when its median is below
-  ``margin`` times the default's: the library is never knowingly slower
-  than the obvious call, and a near-tie does not flip with the load.
+  obvious call, e.g. ``torch.fft.fft``) only when both its median and its
+  best round are below ``margin`` times the default's: the library is
+  never knowingly slower than the obvious call, and a near-tie or a lucky
+  quiet moment does not flip the choice.
 * ``estimate`` (FFTW_ESTIMATE): no timing; the default candidate. For
   one-off calls and test suites: ``TRNSCI_ROUTES=estimate`` or
   :func:`mode`.
@@ -181,8 +182,9 @@ def route_key(family: str, shape_class: tuple | str) -> str:
 # ------------------------------------------------------------------ measuring
 
 def measure(candidates: Mapping[str, Callable[[], object]], *, rounds: int = 5, sample_s: float = 2e-3,
-            clock: Callable[[], float] = time.perf_counter) -> tuple[dict[str, float], dict[str, float]]:
-    """Median seconds per call of each candidate, and the spread of its rounds.
+            clock: Callable[[], float] = time.perf_counter) -> tuple[dict, dict, dict]:
+    """``(median, spread, best)``: per candidate the median seconds per call over the rounds, their
+    spread ``(max - min) / median``, and the best (fastest) round.
 
     Every candidate runs once to warm up (a candidate that raises is left
     out: it cannot serve this key). Then ``rounds`` rounds, each timing
@@ -215,20 +217,30 @@ def measure(candidates: Mapping[str, Callable[[], object]], *, rounds: int = 5, 
             samples[name].append((clock() - t0) / k)
     med = {n: statistics.median(s) for n, s in samples.items()}
     spread = {n: ((max(s) - min(s)) / med[n] if med[n] > 0 else 0.0) for n, s in samples.items()}
-    return med, spread
+    best = {n: min(s) for n, s in samples.items()}
+    return med, spread, best
 
 
-def pick(times: Mapping[str, float], default: str, margin: float = 0.9) -> str:
-    """The fastest candidate, if its time is below ``margin`` x the default's; else the default.
+def pick(times: Mapping[str, float], default: str, margin: float = 0.9, best: Mapping[str, float] | None = None) -> str:
+    """The fastest candidate, if it beats the default clearly; else the default.
 
+    Clearly: its median below ``margin`` x the default's and -- when the
+    best rounds ``best`` are given -- its best round below ``margin`` x the
+    default's best too. Load from other processes only ever adds time, so
+    a candidate that won by luck in a quiet moment does not win both.
     Without a time for the default (it failed), simply the fastest.
     """
     if not times:
         return default
-    best = min(times, key=times.__getitem__)
+    key = (best or times).__getitem__
+    fastest = min(times, key=key)
     if default not in times:
-        return best
-    return best if times[best] < margin * times[default] else default
+        return fastest
+    if times[fastest] >= margin * times[default]:
+        return default
+    if best is not None and best[fastest] >= margin * best[default]:
+        return default
+    return fastest
 
 
 def choose(family: str, shape_class: tuple | str, candidates: Mapping[str, Callable[[], object]], *,
@@ -261,8 +273,8 @@ def choose(family: str, shape_class: tuple | str, candidates: Mapping[str, Calla
         return stored
     if len(candidates) == 1 or not worth_timing or current_mode() == "estimate":
         return Choice(key, default, "estimate", default=default)
-    times, spread = measure(candidates, rounds=rounds, sample_s=sample_s, clock=clock)
-    c = Choice(key, pick(times, default, margin), "measured", times, spread, default)
+    times, spread, best = measure(candidates, rounds=rounds, sample_s=sample_s, clock=clock)
+    c = Choice(key, pick(times, default, margin, best), "measured", times, spread, default)
     with _lock:
         _memory[key] = c
     if persist:
