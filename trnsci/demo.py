@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
+from trnsci._progress import Progress
 from trnsci.backend import LIBRARIES
 
 # Geometries in Angstrom (experimental / standard reference structures).
@@ -291,19 +291,18 @@ def dfmp2_part(molecules, basis, backend, dtype, frozen_core, echo=print) -> boo
             f"{'t trnsci':>9} {'t PySCF':>8}  backends")
     echo(head)
     ok = True
-    for k, (name, atoms) in enumerate(molecules):
-        sys.stderr.write(f"\r  [{k + 1}/{len(molecules)}] {name}: SCF ...      ")
-        sys.stderr.flush()
+    progress = Progress(2 * len(molecules))  # a bar on a terminal, one line per step in a log
+    for name, atoms in molecules:
+        progress.step(f"{name}: SCF")
         mol = gto.M(atom=atoms, basis=basis, verbose=0)
         mf = _rhf(mol)
         ncore = _ncore(mol) if frozen_core else None
-        sys.stderr.write(f"\r  [{k + 1}/{len(molecules)}] {name}: DF-MP2 ...   ")
-        sys.stderr.flush()
+        progress.step(f"{name}: DF-MP2")
         r = chem.df_mp2(mf, frozen=ncore, dtype=dtype, backend=backend, progress=True)
         t = time.perf_counter()
         e_ref = float(DFMP2(mf, frozen=ncore).kernel()[0])
         t_ref = time.perf_counter() - t
-        sys.stderr.write("\r" + " " * 60 + "\r")
+        progress.done()
         de = abs(r.e_corr - e_ref)
         ok &= de <= bound
         echo(f"  {name:<12} {f'{r.nao}/{r.naux}/{r.nocc}':>14} {r.e_corr:16.10f} {e_ref:16.10f} {de:8.1e} "

@@ -65,3 +65,28 @@ def cases(quick: bool = True):
     w = torch.hann_window(512)
     yield Case("trnfft", "stft 4x16000 n_fft=512 hop=128", lambda: trnfft.stft(xs, 512, 128, window=w),
                "torch.stft", lambda: torch.stft(xs, 512, 128, window=w, return_complex=True))
+
+
+def accuracy(quick: bool = True):
+    """Error-vs-size points for ``trnsci bench``: ``(op, implementation, n, error)``.
+
+    Normwise relative error ``max|y - ref| / max|ref|`` of a batch of 4
+    transforms against NumPy's FFT of the same data in complex128; trnfft in
+    complex64 and complex128, torch.fft complex64 alongside. Lengths include
+    primes (Bluestein candidates).
+    """
+    sizes = (64, 1024, 4099) if quick else (16, 64, 256, 1000, 1024, 4096, 4099, 16384, 65537)
+    r = np.random.default_rng(7)
+    for n in sizes:
+        x = r.standard_normal((4, n)) + 1j * r.standard_normal((4, n))
+        ref = np.fft.fft(x)
+        scale = np.abs(ref).max()
+        for dt, name in ((torch.complex64, "complex64"), (torch.complex128, "complex128")):
+            y = trnfft.fft(torch.from_numpy(x).to(dt)).numpy()
+            yield "fft", f"trnfft {name}", n, float(np.abs(y - ref).max() / scale)
+        y = torch.fft.fft(torch.from_numpy(x).to(torch.complex64)).numpy()
+        yield "fft", "torch.fft complex64", n, float(np.abs(y - ref).max() / scale)
+        xr = x.real.copy()
+        refr = np.fft.rfft(xr)
+        yr = trnfft.rfft(torch.from_numpy(xr).float()).numpy()
+        yield "rfft", "trnfft float32", n, float(np.abs(yr - refr).max() / np.abs(refr).max())
