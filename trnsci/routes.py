@@ -285,6 +285,31 @@ def choose(family: str, shape_class: tuple | str, candidates: Mapping[str, Calla
     return c
 
 
+def lookup(family: str, shape_class: tuple | str) -> Choice | None:
+    """A choice already made for ``(family, shape_class)`` at this thread count (memory, then the
+    calibration file), or None. For tuners that time candidates themselves (:func:`record`)."""
+    key = route_key(family, shape_class)
+    with _lock:
+        hit = _memory.get(key)
+    return hit if hit is not None else _from_file(key)
+
+
+def record(family: str, shape_class: tuple | str, route: str, times: Mapping[str, float], *, default: str,
+           persist: bool = True) -> Choice:
+    """Remember (and persist) a choice measured elsewhere -- e.g. by a library's incremental tuner
+    timing real executions -- so a second process starts from it."""
+    key = route_key(family, shape_class)
+    c = Choice(key, route, "measured", dict(times), {}, default)
+    with _lock:
+        _memory[key] = c
+    if persist:
+        try:
+            save({key: c})
+        except OSError:
+            pass
+    return c
+
+
 def remembered() -> dict[str, Choice]:
     """Every choice made or read in this process (key -> :class:`Choice`)."""
     with _lock:
