@@ -102,6 +102,27 @@ def plots(doc: dict, outdir: Path) -> dict[str, str]:
         fig.savefig(outdir / name, dpi=72)
         plt.close(fig)
         made[f"time:{lib}"] = name
+    # every row's ratio, by library (log scale; the 1.1x target line)
+    rows = [r for r in doc["rows"] if "error" not in r]
+    if rows:
+        rows = sorted(rows, key=lambda r: (_lib_key(r["library"]), r["case"]))
+        fig, ax = plt.subplots(figsize=(7.5, 0.16 * len(rows) + 1.2))
+        libs = sorted({r["library"] for r in rows}, key=_lib_key)
+        colors = {lib: plt.cm.tab10(i) for i, lib in enumerate(libs)}
+        ys = list(range(len(rows)))[::-1]
+        ax.barh(ys, [r["ratio"] for r in rows], color=[colors[r["library"]] for r in rows], height=0.7)
+        ax.set_yticks(ys)
+        ax.set_yticklabels([f"{r['library']} {r['case']}"[:48] for r in rows], fontsize=5)
+        ax.set_xscale("log")
+        ax.axvline(1.0, color="k", lw=0.8)
+        ax.axvline(1.1, color="r", lw=0.8, ls="--")
+        ax.set_xlabel("trnsci time / best peer's (log; dashed: 1.1x target)", fontsize=7)
+        ax.tick_params(axis="x", labelsize=6)
+        ax.set_title("Every row: ratio to the best peer (this machine, this run)", fontsize=8)
+        fig.tight_layout()
+        fig.savefig(outdir / "ratios.png", dpi=72)
+        plt.close(fig)
+        made["ratios"] = "ratios.png"
     # error vs size (FFT and solver families)
     acc: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for a in doc.get("accuracy", []):
@@ -189,6 +210,10 @@ def markdown(doc: dict, figures: dict[str, str], md_dir: Path, plots_dir: Path |
            "(other jobs shared the machine) |",
            f"| Python / platform | {m.get('python')} / {m.get('platform')} |",
            f"| run time | {m.get('seconds')} s |", ""]
+    for c in doc.get("compare", []):
+        cm = c["machine"]
+        out += [f"A second run at {cm.get('torch_threads', '?')} torch thread(s) (`{cm.get('command', '?')}`, load "
+                f"{_load(cm.get('loadavg'))}) gives the extra ratio column in the tables.", ""]
     rows = [r for r in doc["rows"] if "error" not in r]
     broken = [r for r in doc["rows"] if "error" in r]
     misses = [r for r in rows if not r["meets_target"]]
@@ -196,8 +221,11 @@ def markdown(doc: dict, figures: dict[str, str], md_dir: Path, plots_dir: Path |
             f"{len(rows)} rows; {len(rows) - len(misses)} meet the target (trnsci within 1.1x of the best peer "
             "where the call takes over 100 us, within 1.2x + 1 us below that), "
             f"{len(misses)} do not:", ""]
+    if "ratios" in figures:
+        out += [f"![every row's ratio]({prefix}{figures['ratios']})", ""]
     if misses:
-        out += ["| case | ratio | best peer | why |", "|---|---:|---|---|"]
+        out += ["Where trnsci is slower than a peer, and why (where we know):", "",
+                "| case | ratio | best peer | why |", "|---|---:|---|---|"]
         for r in sorted(misses, key=lambda r: -r["ratio"]):
             why = _note(r) or "not yet explained"
             out.append(f"| {r['library']} {r['case']} | {r['ratio']:.2f}x | {r['best_peer']} | {why} |")
@@ -217,12 +245,16 @@ def markdown(doc: dict, figures: dict[str, str], md_dir: Path, plots_dir: Path |
             out += [f"![{lib}: time vs size]({prefix}{figures[f'time:{lib}']})", ""]
         if f"error:{lib}" in figures:
             out += [f"![{lib}: error vs size]({prefix}{figures[f'error:{lib}']})", ""]
-        out += ["| case | trnsci | peers (median, spread) | ratio | target |", "|---|---:|---|---:|---|"]
+        comp = doc.get("compare", [])
+        extra_h = "".join(f" ratio at {c['machine'].get('torch_threads', '?')} thr. |" for c in comp)
+        out += [f"| case | trnsci | peers (median, spread) | ratio |{extra_h} target |",
+                "|---|---:|---|---:|" + "---:|" * len(comp) + "---|"]
         for r in by_lib[lib]:
             peers = "; ".join(f"{n} {_t(v['median_s'])} ({v['spread']:.0%})" for n, v in r["peers"].items())
             ok = "yes" if r["meets_target"] else f"**no** (<= {r['target']:.2f}x)"
+            extra = "".join(f" {_ratio(c['ratios'].get(r['library'] + '|' + r['case']))} |" for c in comp)
             out.append(f"| {r['case']} | {_t(r['trnsci_s'])} ({r['trnsci_spread']:.0%}) | {peers} | "
-                       f"{r['ratio']:.2f}x | {ok} |")
+                       f"{r['ratio']:.2f}x |{extra} {ok} |")
         out.append("")
     ks = doc.get("kernels", [])
     if ks:
@@ -249,6 +281,10 @@ def markdown(doc: dict, figures: dict[str, str], md_dir: Path, plots_dir: Path |
                        f"{k['modeled_s']['trn2'] * 1e6:.2f} us | {k['te_util']['trn2']:.1%} |")
         out.append("")
     return "\n".join(out) + "\n"
+
+
+def _ratio(v) -> str:
+    return "-" if v is None else f"{v:.2f}x"
 
 
 def _load(v) -> str:

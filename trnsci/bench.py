@@ -457,6 +457,11 @@ def chem_rows(quick: bool) -> list[Row]:
 
 # ------------------------------------------------------------------ main
 
+def _ratios(doc: dict) -> dict[str, float]:
+    """``{"library|case": ratio}`` of a results document (for ``--compare``)."""
+    return {f"{r['library']}|{r['case']}": r["ratio"] for r in doc.get("rows", []) if "ratio" in r}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="trnsci bench", description=__doc__.split("\n")[0])
     parser.add_argument("--lib", action="append", choices=LIBRARIES, help="only these libraries (repeatable)")
@@ -470,6 +475,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-kernels", action="store_true", help="skip the emulator kernel table")
     parser.add_argument("--no-chem", action="store_true", help="skip DF-MP2 against PySCF")
     parser.add_argument("--no-accuracy", action="store_true", help="skip the error-vs-size sweeps")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads for the run")
+    parser.add_argument("--compare", type=Path, action="append", default=[],
+                        help="JSON of another run (e.g. another thread count): its ratios become a column")
     args = parser.parse_args(argv or [])
     quick = args.quick
     budget = args.budget if args.budget is not None else (0.06 if quick else 0.4)
@@ -477,6 +485,18 @@ def main(argv: list[str] | None = None) -> int:
     if budget < 0 or rounds < 1:
         parser.error("--budget must be >= 0 and --rounds >= 1")
     libs = args.lib or list(LIBRARIES)
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error("--threads must be >= 1")
+        import torch
+
+        torch.set_num_threads(args.threads)
+    others = []
+    for f in args.compare:
+        try:
+            others.append(json.loads(f.read_text()))
+        except (OSError, ValueError) as exc:
+            parser.error(f"--compare {f}: {exc}")
     started = time.time()
     info = machine()
     rows, errors, mods = collect(libs, quick)
@@ -508,7 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     info["seconds"] = round(time.time() - started, 1)
     info["command"] = "trnsci bench " + " ".join(argv or [])
     doc = {"machine": info, "quick": quick, "rows": results, "accuracy": acc, "kernels": kern,
-           "errors": errors}
+           "errors": errors,
+           "compare": [{"machine": o.get("machine", {}), "ratios": _ratios(o)} for o in others]}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(doc, indent=1, default=str) + "\n")
