@@ -203,6 +203,7 @@ def markdown(doc: dict, figures: dict[str, str], md_dir: Path, plots_dir: Path |
            f"| CPU | {m.get('cpu', '?')}, {m.get('logical_cpus', '?')} logical CPUs |",
            f"| torch | {m.get('version_torch')} (threads {m.get('torch_threads')}, "
            f"BLAS {m.get('torch_blas_info', '?')}, MKL {'yes' if m.get('torch_mkl') else 'no'}) |",
+           f"| thread settings | {_env(m.get('thread_env'))} |",
            f"| NumPy / SciPy | {m.get('version_numpy')} (BLAS {m.get('numpy_blas', '?')}) / "
            f"{m.get('version_scipy')} |",
            f"| opt_einsum / PySCF | {m.get('version_opt_einsum')} / {m.get('version_pyscf')} |",
@@ -281,6 +282,10 @@ def markdown(doc: dict, figures: dict[str, str], md_dir: Path, plots_dir: Path |
                        f"{k['modeled_s']['trn2'] * 1e6:.2f} us | {k['te_util']['trn2']:.1%} |")
         out.append("")
     return "\n".join(out) + "\n"
+
+
+def _env(v) -> str:
+    return ", ".join(f"`{k}={x}`" for k, x in v.items()) if v else "none set (each library's default)"
 
 
 def _ratio(v) -> str:

@@ -410,6 +410,8 @@ def machine() -> dict:
     import torch
 
     info["torch_threads"] = torch.get_num_threads()
+    info["thread_env"] = {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+                          if k in os.environ}
     cfg = torch.__config__.show()
     for key in ("BLAS_INFO", "LAPACK_INFO", "USE_MKL", "USE_OPENMP"):
         m = re.search(rf"{key}=([^,\s]+)", cfg)
