@@ -35,6 +35,12 @@ def test_quick_report_end_to_end(tmp_path):
         assert f"(img/{png.name})" in text
     assert (out / "img" / "kernel_roofline.png").exists() and (out / "img" / "time_trnfft.png").exists()
     assert {a["library"] for a in doc["accuracy"]} >= {"trnfft", "trnsolver"}
+    # the report rebuilds from the JSON alone, without timing anything
+    assert bench.main(["--from-json", str(tmp_path / "b.json"), "--md", str(tmp_path / "again.md")]) == 0
+    def table_lines(md):
+        return [line for line in md.splitlines() if line.startswith("|")]
+
+    assert table_lines((tmp_path / "again.md").read_text()) == table_lines(text)
 
 
 def test_import_error_names_the_missing_package(tmp_path, monkeypatch):

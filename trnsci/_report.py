@@ -64,6 +64,7 @@ def plots(doc: dict, outdir: Path) -> dict[str, str]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401 -- matplotlib.ticker.NullFormatter below
 
     outdir.mkdir(parents=True, exist_ok=True)
     made: dict[str, str] = {}
@@ -90,6 +91,8 @@ def plots(doc: dict, outdir: Path) -> dict[str, str]:
                 xs, ys = zip(*sorted(pts))
                 ax.loglog(xs, ys, "o-" if name == "trnsci" else ".--", label=name, lw=1.2, ms=3)
             ax.set_title(op, fontsize=8)
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             ax.set_xlabel("size (elements / n)", fontsize=7)
             ax.set_ylabel("median time (s)", fontsize=7)
             ax.tick_params(labelsize=6)
@@ -140,6 +143,7 @@ def plots(doc: dict, outdir: Path) -> dict[str, str]:
                 xs, ys = zip(*sorted(v))
                 ax.loglog(xs, ys, "o-", label=impl, lw=1.2, ms=3)
             ax.set_title(op, fontsize=8)
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             ax.set_xlabel("n", fontsize=7)
             ax.set_ylabel("relative error vs float64 reference", fontsize=7)
             ax.tick_params(labelsize=6)

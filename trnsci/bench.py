@@ -478,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-chem", action="store_true", help="skip DF-MP2 against PySCF")
     parser.add_argument("--no-accuracy", action="store_true", help="skip the error-vs-size sweeps")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads for the run")
+    parser.add_argument("--from-json", type=Path, default=None,
+                        help="no timing: rebuild --md/--plots from the JSON of an earlier run")
     parser.add_argument("--compare", type=Path, action="append", default=[],
                         help="JSON of another run (e.g. another thread count): its ratios become a column")
     args = parser.parse_args(argv or [])
@@ -486,6 +488,13 @@ def main(argv: list[str] | None = None) -> int:
     rounds = args.rounds if args.rounds is not None else (3 if quick else 5)
     if budget < 0 or rounds < 1:
         parser.error("--budget must be >= 0 and --rounds >= 1")
+    if args.from_json is not None:
+        try:
+            doc = json.loads(args.from_json.read_text())
+        except (OSError, ValueError) as exc:
+            parser.error(f"--from-json {args.from_json}: {exc}")
+        _write_report(doc, args)
+        return 0
     libs = args.lib or list(LIBRARIES)
     if args.threads is not None:
         if args.threads < 1:
@@ -535,14 +544,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    figures = {}
-    if args.plots:
-        from trnsci import _report
+    _write_report(doc, args)
+    return 1 if errors else 0
 
-        figures = _report.plots(doc, args.plots)
+
+def _write_report(doc: dict, args: argparse.Namespace) -> None:
+    from trnsci import _report
+
+    figures = _report.plots(doc, args.plots) if args.plots else {}
     if args.md:
-        from trnsci import _report
-
         args.md.parent.mkdir(parents=True, exist_ok=True)
         args.md.write_text(_report.markdown(doc, figures, args.md.parent, args.plots))
-    return 1 if errors else 0
