@@ -131,9 +131,9 @@ def test_calibrate_keeps_routes_and_routes_keep_thresholds(tmp_path):
     path = tmp_path / "cal.json"
     clk = FakeClock()
     routes.choose("t.keep", ("a",), {"torch": clk.cost(1.0), "b": clk.cost(0.1)}, default="torch", clock=clk)
-    op = next(iter(dispatch.registry()), None)
-    if op is None:
-        pytest.skip("no registered op")
+    import trnblas  # noqa: F401 -- registers trnblas.gemm
+
+    op = "trnblas.gemm"
     dispatch.write_calibration({op: 123.0}, path)
     doc = json.loads(path.read_text())
     assert doc["thresholds"] == {op: 123.0} and len(doc["routes"]) == 1
