@@ -112,11 +112,14 @@ def _sig1(input, n, dim, norm, axis, precision):
 
 
 def _sign(input, s, dim, norm, axes, precision):
-    """:func:`_sig1` for an n-D call; sequences join as tuples of their items' types."""
-    if s is None and dim is None and axes is None:
-        return (input.dtype, input.shape, norm, precision)
-    kinds = tuple(None if a is None else (type(a), *map(type, a)) for a in (s, dim, axes))
-    return (input.dtype, input.shape, s, dim, norm, axes, precision, kinds)
+    """:func:`_sig1` for an n-D call; the types of the items of ``s`` and ``dim`` join the key. Calls
+    with ``axes`` (the alias) are not remembered."""
+    if s is None and dim is None:
+        return None if axes is not None else (input.dtype, input.shape, norm, precision)
+    if axes is not None:
+        return None
+    return (input.dtype, input.shape, s, dim, norm, precision, type(s), type(dim),
+            () if s is None else tuple(map(type, s)), () if dim is None else tuple(map(type, dim)))
 
 
 def _settle(op, kind, key, x, sizes, dims, norm, precision, nd):
@@ -163,8 +166,8 @@ def _many(where, op, kind, input, s, dim, norm, axes, precision, default_dims=No
     if type(input) is _Tensor and op.on_torch():
         try:
             key = _sign(input, s, dim, norm, axes, precision)
-            go = op.settled.get(key)
-        except TypeError:
+            go = None if key is None else op.settled.get(key)
+        except TypeError:  # an unhashable or non-iterable argument: validated below
             key = go = None
         if go is not None:
             return go(input)
