@@ -633,6 +633,7 @@ _NP_DTYPES = (torch.float32, torch.float64)
 # idle threads spin after a threaded call and slowed the next torch call severalfold (measured).
 _NP_ONE_THREAD_MNK = 2 * 65536 * 4
 _NP_MARGIN = 0.97  # numpy.matmul must be >= 3% faster to replace torch (the default) on a step
+_ROUTE_FAMILY = "trntensor.gemm"  # decisions shared through trnsci.routes (and its calibration file)
 
 
 def _clock(cpu):
@@ -754,7 +755,8 @@ class _Tuning:
     reused.
     """
 
-    __slots__ = ("threads", "cpu", "mask", "idle", "count", "execs", "tuned", "best", "samples", "use", "probe")
+    __slots__ = ("threads", "cpu", "mask", "idle", "count", "execs", "tuned", "best", "samples", "use", "probe",
+                 "classes")
 
     def __init__(self, plan, threads, count):
         self.threads = threads
@@ -766,6 +768,10 @@ class _Tuning:
                         and (threads == 1 or M * N * K < _NP_ONE_THREAD_MNK))
         self.mask = tuple(mask)
         self.idle = not any(mask)
+        # shape classes for the shared route store (trnsci.routes): a decision made by another process
+        # at this thread count starts this plan decided; its re-measurements still run
+        self.classes = tuple((st.strategy, *st.dims, str(st.dtype).replace("torch.", "")) if m else None
+                             for st, m in zip(plan.steps, mask))
         self.count = count
         self.execs = 0  # executions routed
         self.tuned = 0  # tuning executions recorded
@@ -773,6 +779,32 @@ class _Tuning:
         self.samples = [[0, 0] for _ in mask]  # per step: timed executions per route (torch, numpy)
         self.use = (False,) * len(mask) if self.idle else None  # per step: numpy.matmul? (None: tuning)
         self.probe = 0  # once decided: the execution that re-measures the other routes
+        if not self.idle:
+            self._from_store()
+
+    def _from_store(self):
+        """Start decided from choices stored by :func:`trnsci.routes.record` for every tunable step."""
+        from trnsci import routes
+
+        found = [routes.lookup(_ROUTE_FAMILY, c) if c is not None else None for c in self.classes]
+        if any(m and (f is None or f.route not in ("torch", "numpy")) for m, f in zip(self.mask, found)):
+            return
+        for k, f in enumerate(found):
+            if f is not None:
+                self.best[k] = [f.times.get("torch", math.inf), f.times.get("numpy", math.inf)]
+        self.use = tuple(bool(m and f.route == "numpy") for m, f in zip(self.mask, found))
+        self.probe = 2 * self.count  # re-measured at execution 2 * count, then at doubling intervals
+
+    def _store(self):
+        """Persist this plan's decisions (trnsci.routes; not in ``estimate`` mode, e.g. the test suite)."""
+        from trnsci import routes
+
+        if routes.current_mode() != "measure":
+            return
+        for c, m, u, b in zip(self.classes, self.mask, self.use, self.best):
+            if m:
+                routes.record(_ROUTE_FAMILY, c, "numpy" if u else "torch", {"torch": b[0], "numpy": b[1]},
+                              default="torch")
 
     def route(self, n):
         """``(use, timed)`` of execution ``n``: per-step flags (True: numpy.matmul), and whether it is timed."""
@@ -800,6 +832,7 @@ class _Tuning:
 
     def record(self, n, use, times):
         """Execution ``n``'s GEMM times (seconds per step, None where not timed) under routes ``use``."""
+        decided = False
         with _tune_lock:
             for k, t in enumerate(times):
                 if self.mask[k] and t is not None:
@@ -812,9 +845,13 @@ class _Tuning:
                         not m or (b[0] < math.inf and b[1] < math.inf) for m, b in zip(self.mask, self.best)):
                     self.use = self._decide()
                     self.probe = 2 * self.execs
+                    decided = True
             elif n == self.probe + 2:
                 self.use = self._decide()
                 self.probe *= 2
+                decided = True
+        if decided:
+            self._store()
 
 
 _tune_lock = threading.Lock()
