@@ -227,5 +227,6 @@ def test_bench_names_what_a_case_module_is_missing(monkeypatch, capsys):
                             error=plugins._missing(ModuleNotFoundError("No module named 'scipy'", name="scipy")))
     monkeypatch.setattr(plugins, "load", lambda group: [broken])
     assert bench.main(["--lib", "trnblas"]) == 1
-    out = capsys.readouterr().out
-    assert "trnblas cases (trnblas.bench, from trnblas)" in out and "pip install scipy" in out, out
+    cap = capsys.readouterr()
+    out = cap.out + cap.err
+    assert "benchmark cases (trnblas.bench, from trnblas)" in out and "pip install scipy" in out, out

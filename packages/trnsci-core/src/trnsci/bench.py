@@ -280,7 +280,12 @@ def _retarget(prof, name: str) -> tuple[float, float]:
     """(modeled lower-bound time, TE utilisation) of a trn1 profile re-modeled for ``name``.
 
     The emulator's cycle counts per instruction do not depend on the
-    target; only clocks, DMA rate and Tensor Engine peaks do.
+    target; only clocks, DMA rate and Tensor Engine peaks do. The
+    utilisation is the ideal Tensor Engine time over the profile's timeline
+    time scaled by the ratio of the two targets' lower bounds (the timeline's
+    stall and DMA-efficiency figures are the same on both targets: see
+    :mod:`trnsci.nki.emulator.profile`), so on the profile's own target it is
+    :meth:`KernelProfile.tensor_engine_utilization`.
     """
     P = importlib.import_module("trnsci.nki.emulator.profile")  # the module (the package exports a function so named)
     src, dst = P.get_target(prof.target), P.get_target(name)
@@ -293,7 +298,9 @@ def _retarget(prof, name: str) -> tuple[float, float]:
             times[eng] = t * src.clock_hz[eng] / dst.clock_hz[eng]
     lower = max(times.values()) if times else 0.0
     ideal = prof.flops_bf16 / dst.te_flops_bf16 + prof.flops_fp32 / dst.te_flops_fp32
-    return lower, (ideal / lower if lower > 0 else 0.0)
+    src_lower = prof.modeled_time_lower_s
+    timeline = prof.modeled_time_s * (lower / src_lower) if src_lower > 0 else lower
+    return lower, (ideal / timeline if timeline > 0 else 0.0)
 
 
 def kernel_table(libraries: Iterable[str], echo=print, progress_stream=None) -> list[dict]:
