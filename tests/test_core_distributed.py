@@ -82,6 +82,13 @@ def _checks(marker):
         D.all_reduce(v)
     c = D.shard_sizes(10, P)[r]
     check("all_reduce", torch.equal(v, torch.full((10,), 6.0)) and t.bytes == (10 - c + (P - 1) * c) * 4)
+    # non-contiguous tensors (a transposed view) through broadcast and all_reduce
+    nc = (torch.arange(12.0).reshape(3, 4) * (r + 1)).T
+    D.all_reduce(nc)
+    check("all_reduce non-contiguous", torch.equal(nc, torch.arange(12.0).reshape(3, 4).T * 6), nc)
+    nc = (torch.arange(12.0).reshape(3, 4) * (r + 1)).T
+    D.broadcast(nc, 2)
+    check("broadcast non-contiguous", torch.equal(nc, torch.arange(12.0).reshape(3, 4).T * 3), nc)
     # an error on one rank surfaces on all
     try:
         with D.agree("demo-op"):

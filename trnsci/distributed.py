@@ -216,7 +216,10 @@ def broadcast(t: torch.Tensor, src: int = 0, group=None, timeout: float | None =
         return t
     if dist.get_rank(group) == src:
         _count("broadcast", (P - 1) * t.numel() * t.element_size())
-    _wait(dist.broadcast(t, group=group, group_src=src, async_op=True), timeout, "broadcast")
+    buf = t if t.is_contiguous() else t.contiguous()  # the backend moves raw storage: it must be in order
+    _wait(dist.broadcast(buf, group=group, group_src=src, async_op=True), timeout, "broadcast")
+    if buf is not t:
+        t.copy_(buf)
     return t
 
 
@@ -229,7 +232,10 @@ def all_reduce(t: torch.Tensor, op=dist.ReduceOp.SUM, group=None, timeout: float
     r = dist.get_rank(group)
     c = shard_sizes(t.numel(), P)[r]
     _count(kind, (t.numel() - c + (P - 1) * c) * t.element_size())
-    _wait(dist.all_reduce(t, op=op, group=group, async_op=True), timeout, "all_reduce")
+    buf = t if t.is_contiguous() else t.contiguous()
+    _wait(dist.all_reduce(buf, op=op, group=group, async_op=True), timeout, "all_reduce")
+    if buf is not t:
+        t.copy_(buf)
     return t
 
 
