@@ -55,7 +55,7 @@ def _checks():
 
 @pytest.mark.parametrize("P", [2, 3])
 def test_chem_distributed(P):
-    results = D.spawn(_checks, P, timeout=180, collective_timeout=60)
+    results = D.spawn(_checks, P, timeout=300, collective_timeout=60)
     bad = [(r, name, detail) for r, res in enumerate(results) for name, ok, detail in res if not ok]
     assert not bad, bad
     assert all(len(res) == 10 for res in results)

@@ -18,7 +18,7 @@ from trnsci import distributed as D
 P = 3
 
 
-def _checks():
+def _checks(marker):
     import torch.distributed as dist
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
@@ -82,6 +82,13 @@ def _checks():
         D.all_reduce(v)
     c = D.shard_sizes(10, P)[r]
     check("all_reduce", torch.equal(v, torch.full((10,), 6.0)) and t.bytes == (10 - c + (P - 1) * c) * 4)
+    # non-contiguous tensors (a transposed view) through broadcast and all_reduce
+    nc = (torch.arange(12.0).reshape(3, 4) * (r + 1)).T
+    D.all_reduce(nc)
+    check("all_reduce non-contiguous", torch.equal(nc, torch.arange(12.0).reshape(3, 4).T * 6), nc)
+    nc = (torch.arange(12.0).reshape(3, 4) * (r + 1)).T
+    D.broadcast(nc, 2)
+    check("broadcast non-contiguous", torch.equal(nc, torch.arange(12.0).reshape(3, 4).T * 3), nc)
     # an error on one rank surfaces on all
     try:
         with D.agree("demo-op"):
@@ -100,23 +107,31 @@ def _checks():
         check("distribute bad input", r == 0 and "torch.Tensor" in str(e), e)
     except D.DistributedError as e:
         check("distribute bad input", r != 0, e)
-    # a peer that never joins: the collective raises within its timeout instead of hanging
+    # a peer that never joins: the collective raises within its 1 s timeout instead of waiting for the
+    # default 60 s; the other ranks stay alive (and silent) until rank 0 has seen it, told by a marker file
+    import os
+
     if r == 0:
         t0 = time.monotonic()
         try:
             D.all_reduce(torch.ones(1), timeout=1.0)
             check("timeout", False, "no error")
         except D.DistributedError as e:
-            check("timeout", time.monotonic() - t0 < 3.0, e)
+            check("timeout", time.monotonic() - t0 < 15.0 and "timed out" in str(e), e)
+        finally:
+            open(marker, "w").close()
     else:
-        time.sleep(2.0)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
         check("timeout", True)
     return out
 
 
 @pytest.fixture(scope="module")
-def results():
-    return D.spawn(_checks, P, timeout=120, collective_timeout=20)
+def results(tmp_path_factory):
+    marker = str(tmp_path_factory.mktemp("dist") / "timeout-seen")
+    return D.spawn(_checks, P, args=(marker,), timeout=300, collective_timeout=60)
 
 
 def test_distributed_core(results):

@@ -115,7 +115,7 @@ def _checks():
 
 @pytest.fixture(scope="module")
 def results():
-    return D.spawn(_checks, P, timeout=180, collective_timeout=30)
+    return D.spawn(_checks, P, timeout=300, collective_timeout=60)
 
 
 def test_blas_distributed(results):

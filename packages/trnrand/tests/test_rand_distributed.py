@@ -74,7 +74,7 @@ def _checks():
 
 @pytest.fixture(scope="module")
 def results():
-    return D.spawn(_checks, P, timeout=120, collective_timeout=30)
+    return D.spawn(_checks, P, timeout=300, collective_timeout=60)
 
 
 def test_rand_distributed(results):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.linalg
 import scipy.sparse as sps
 import scipy.sparse.linalg as spla
 
@@ -127,6 +128,19 @@ def _checks():
         check("cholesky not SPD", r == 1 and "positive definite" in str(e), e)
     except D.DistributedError as e:
         check("cholesky not SPD", r != 1, e)
+    # block-cyclic LU with partial pivoting vs scipy.linalg.lu_factor (same pivots, same packed factors)
+    Ag = testing.random((nn, nn), seed=5)
+    with D.counting() as t:
+        Floc, ipiv = SD.lu(desc.split(torch.from_numpy(Ag), r), desc)
+    allT = D.all_gather(Floc.T.contiguous(), 0, cols)
+    Ffull = desc.join([p.T for p in allT.split(cols)]).numpy()
+    lu_ref, piv_ref = scipy.linalg.lu_factor(Ag)
+    err = float(np.max(np.abs(Ffull - lu_ref)))
+    check("block-cyclic lu", np.array_equal(ipiv.numpy(), piv_ref)
+          and err <= testing.tolerance(torch.float64, nn) * nn * float(np.max(np.abs(Ag))), err)
+    want = sum((P - 1) * ((nn - desc.block(b)[0]) + 1) * (desc.block(b)[1] - desc.block(b)[0]) * 8
+               for b in range(desc.nblocks) if desc.owner(b) == r)
+    check("block-cyclic lu bytes", t.by_kind.get("broadcast") == want, (t.by_kind, want))
     # bad input on all ranks
     try:
         SD.cg(Ad, bd, tol=-1)
@@ -143,10 +157,10 @@ def _checks():
 
 @pytest.fixture(scope="module")
 def results():
-    return D.spawn(_checks, P, timeout=180, collective_timeout=30)
+    return D.spawn(_checks, P, timeout=300, collective_timeout=60)
 
 
 def test_solver_distributed(results):
     bad = [(r, name, detail) for r, res in enumerate(results) for name, ok, detail in res if not ok]
     assert not bad, bad
-    assert all(len(res) == len(results[0]) == 14 for res in results)
+    assert all(len(res) == len(results[0]) == 16 for res in results)

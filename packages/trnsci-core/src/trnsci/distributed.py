@@ -216,7 +216,10 @@ def broadcast(t: torch.Tensor, src: int = 0, group=None, timeout: float | None =
         return t
     if dist.get_rank(group) == src:
         _count("broadcast", (P - 1) * t.numel() * t.element_size())
-    _wait(dist.broadcast(t, group=group, group_src=src, async_op=True), timeout, "broadcast")
+    buf = t if t.is_contiguous() else t.contiguous()  # the backend moves raw storage: it must be in order
+    _wait(dist.broadcast(buf, group=group, group_src=src, async_op=True), timeout, "broadcast")
+    if buf is not t:
+        t.copy_(buf)
     return t
 
 
@@ -229,7 +232,10 @@ def all_reduce(t: torch.Tensor, op=dist.ReduceOp.SUM, group=None, timeout: float
     r = dist.get_rank(group)
     c = shard_sizes(t.numel(), P)[r]
     _count(kind, (t.numel() - c + (P - 1) * c) * t.element_size())
-    _wait(dist.all_reduce(t, op=op, group=group, async_op=True), timeout, "all_reduce")
+    buf = t if t.is_contiguous() else t.contiguous()
+    _wait(dist.all_reduce(buf, op=op, group=group, async_op=True), timeout, "all_reduce")
+    if buf is not t:
+        t.copy_(buf)
     return t
 
 
@@ -250,17 +256,21 @@ def all_to_all(chunks: Sequence[torch.Tensor], shapes: Sequence[Sequence[int]], 
     """
     P = _group_size(group)
     r = dist.get_rank(group)
-    send = [_bytes(c) for c in chunks]
     esize = torch.empty(0, dtype=dtype).element_size()
     recv_n = [math.prod(s) * esize for s in shapes]
     if P == 1:
-        out = [send[0]]
+        out = [_bytes(chunks[0])]
     else:
-        _count(kind, sum(s.numel() for q, s in enumerate(send) if q != r))
-        inp = torch.cat(send) if send else torch.empty(0, dtype=torch.uint8)
+        send_n = [c.numel() * c.element_size() for c in chunks]
+        _count(kind, sum(nb for q, nb in enumerate(send_n) if q != r))
+        inp = torch.empty(sum(send_n), dtype=torch.uint8)
+        off = 0
+        for c, nb in zip(chunks, send_n):  # one copy of each chunk, straight into the send buffer
+            if nb:
+                inp[off:off + nb].view(c.dtype).view(c.shape).copy_(c)
+            off += nb
         buf = torch.empty(sum(recv_n), dtype=torch.uint8)
-        _wait(dist.all_to_all_single(buf, inp, recv_n, [s.numel() for s in send], group=group, async_op=True),
-              timeout, kind)
+        _wait(dist.all_to_all_single(buf, inp, recv_n, send_n, group=group, async_op=True), timeout, kind)
         out = list(torch.split(buf, recv_n))
     return [o.view(dtype).reshape(tuple(s)) if o.numel() else torch.empty(tuple(s), dtype=dtype)
             for o, s in zip(out, shapes)]

@@ -28,8 +28,10 @@ non-negative diagonal (signs fixed), so it is unique for full-rank ``A``.
 ``cholesky(A_local, BlockCyclic(n, nb, P))``: right-looking Cholesky on a
 1-D block-cyclic column layout (see :class:`BlockCyclic`); the owner of
 each column block broadcasts its factored panel, every rank updates its
-own trailing columns.  A 2-D block-cyclic grid with SUMMA-style updates
-(less traffic per rank at large P) and LU with pivoting are not written.
+own trailing columns.  ``lu`` (partial pivoting) works the same way; with
+whole columns on each rank its row interchanges need no communication.
+A 2-D block-cyclic grid with SUMMA-style updates (less traffic per rank at
+large P, but distributed pivoting) is not written.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import torch
 
 from trnsci import distributed as D
 
-__all__ = ["cg", "bicgstab", "gmres", "tsqr", "BlockCyclic", "cholesky"]
+__all__ = ["cg", "bicgstab", "gmres", "tsqr", "BlockCyclic", "cholesky", "lu"]
 
 
 def _local(x):
@@ -338,3 +340,73 @@ def cholesky(A_local: torch.Tensor, desc: BlockCyclic, *, group=None, timeout=No
             ld = desc.local_offset(b2)
             L[d0:, ld:ld + d1 - d0] -= trnblas.gemm(1.0, panel[d0 - c0:], panel[d0 - c0:d1 - c0], transB=True)
     return L
+
+
+def lu(A_local: torch.Tensor, desc: BlockCyclic, *, group=None, timeout=None):
+    """LU with partial pivoting of a square matrix in ``desc``'s block-cyclic columns: ``(LU_local, ipiv)``.
+
+    The LAPACK ``getrf`` result: this rank's columns of the packed ``L\\U``
+    (unit lower ``L``) and ``ipiv`` (0-based, global, every rank): row
+    ``i`` was interchanged with row ``ipiv[i]``, as ``scipy.linalg.lu_factor``
+    reports.  With whole columns on each rank the row interchanges are
+    local; per column block, its owner factors the panel
+    (``torch.linalg.lu_factor_ex``), broadcasts it with its pivots -- the
+    owner of block ``b`` sends ``(P-1) ((n - c_b) nb_b + nb_b)`` 8-byte
+    words -- and every rank swaps rows in its columns, solves for its part
+    of the ``U`` block row (``trnblas.trsm``) and updates its trailing
+    columns (``trnblas.gemm``).  An exactly singular panel raises
+    ``LinAlgError`` on its owner, ``DistributedError`` elsewhere.
+    """
+    import torch.distributed as dist
+
+    import trnblas
+    from trnsci._linalg import LinAlgError
+
+    where = "trnsolver.distributed.lu"
+    P, r = dist.get_world_size(group), dist.get_rank(group)
+    with D.agree(where, group, timeout):
+        if not isinstance(desc, BlockCyclic) or desc.P != P:
+            raise ValueError(f"{where}: desc must be a BlockCyclic for {P} ranks")
+        want = (desc.n, len(desc.local_columns(r)))
+        if not isinstance(A_local, torch.Tensor) or tuple(A_local.shape) != want:
+            raise ValueError(f"{where}: A_local must be this rank's {want} columns, got "
+                             f"{tuple(getattr(A_local, 'shape', ()))}")
+    F = A_local.clone()
+    n = desc.n
+    ipiv = torch.arange(n)
+    for b in range(desc.nblocks):
+        c0, c1 = desc.block(b)
+        w = c1 - c0
+        o = desc.owner(b)
+        panel = torch.empty(n - c0, w, dtype=F.dtype)
+        piv = torch.empty(w, dtype=torch.int64)
+        with D.agree(where, group, timeout):
+            if r == o:
+                lc = desc.local_offset(b)
+                LUp, pv, info = torch.linalg.lu_factor_ex(F[c0:, lc:lc + w])
+                if int(info) != 0:
+                    raise LinAlgError(f"{where}: the matrix is singular (U[{c0 + int(info) - 1}, "
+                                      f"{c0 + int(info) - 1}] == 0)", info=c0 + int(info))
+                panel, piv = LUp, pv.to(torch.int64) - 1 + c0
+        D.broadcast(panel, o, group, timeout)
+        D.broadcast(piv, o, group, timeout)
+        ipiv[c0:c1] = piv
+        for k in range(w):  # the interchanges, in order, on every local column
+            i, j = c0 + k, int(piv[k])
+            if i != j:
+                F[[i, j]] = F[[j, i]]
+        if r == o:
+            F[c0:, desc.local_offset(b):desc.local_offset(b) + w] = panel
+        L11 = panel[:w]
+        L21 = panel[w:]
+        for b2 in desc.local_blocks(r):
+            if b2 <= b:
+                continue
+            d0, d1 = desc.block(b2)
+            ld = desc.local_offset(b2)
+            cols = slice(ld, ld + d1 - d0)
+            U12 = trnblas.trsm(1.0, L11, F[c0:c1, cols], side="left", uplo="lower", diag="unit")
+            F[c0:c1, cols] = U12
+            if L21.shape[0]:
+                F[c1:, cols] -= trnblas.gemm(1.0, L21, U12)
+    return F, ipiv
