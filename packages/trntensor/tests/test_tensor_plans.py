@@ -32,6 +32,20 @@ CASES = {
         (trntensor.ao_to_mo_transform, _ao(9, 2, 3, 5)),
         (trntensor.ao_to_mo_transform, _ao(9, 2, 3, 5, F64)),  # float64: the kernel takes float32 only
     ],
+    "trntensor.permute": [
+        (trntensor.permute, (_t(3, 130, 7), (2, 0, 1))),
+        (trntensor.permute, (_t(3, 4, 5, dtype=torch.bfloat16), (1, 2, 0)), {"alpha": 0.5}),
+        (trntensor.permute, (_t(3, 4, 5, dtype=F64), (1, 0, 2))),  # float64: torch
+    ],
+    "trntensor.elementwise": [
+        (trntensor.elementwise, (_t(4, 9), _t(9, 4, seed=1), _t(4, 9, seed=2)),
+         {"op_b": "tanh", "op_abc": "max", "subscripts": "ab,ba,ab->ab"}),
+        (trntensor.elementwise, (_t(4, 9), _t(9)), {}),  # broadcast operand: torch
+    ],
+    "trntensor.reduce": [
+        (trntensor.reduce, (_t(5, 131, 3), (0, 2)), {"op": "max", "alpha": 2.0}),
+        (trntensor.reduce, (_t(5, 3, dtype=F64), 1)),  # float64: torch
+    ],
 }
 
 
