@@ -213,3 +213,39 @@ def test_plans_say_what_runs_including_the_torch_cases():
     with trnsci.use_backend("simulator"):
         p = plan_call(trntensor.permute, A, (1, 0, 2))
     assert p.backend == "torch" and "NaN/Inf" in p.reason
+
+
+# ------------------------------------------------------------------ einsum: every step on a kernel
+
+@pytest.mark.simulator
+def test_einsum_with_a_trace_a_presum_and_a_transpose_runs_every_step_on_kernels():
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(6, 6, 130, generator=g)  # "iia": a diagonal; i then summed (held by A only)
+    B = torch.randn(130, 9, 5, generator=g)  # "abx": x held by B only, summed before the step
+    C = torch.randn(9, 7, generator=g)  # "bc"; the output "ca" needs transposes
+    out = torch.randn(7, 130, generator=g)
+    sub = "iia,abx,bc->ca"
+    with trnsci.use_backend("simulator"):
+        plan = trntensor.plan_contraction(sub, A, B, C)
+        with nki.capture() as runs:
+            R = trntensor.einsum(sub, A, B, C, alpha=2.0, beta=0.5, out=out.clone())
+    assert plan.backend == "simulator" and all(s.backend == "simulator" for s in plan.steps)
+    assert plan.launches and all(p.backend == "simulator" for _, p in plan.launches)
+    planned = [n for _, p in plan.launches for n in (p.kernel.get("kernels") or [p.kernel["name"]])]
+    ran = [r.kernel for r in runs]
+    # alpha/beta are the elementwise kernel's, after the plan's launches
+    assert ran == planned + ["elementwise_kernel"]
+    assert {"gather_kernel", "reduce_kernel", "transpose_kernel", "gemm_kernel"} <= set(ran)
+    assert any(st == "prepare operand 0" and p.kernel["name"] == "gather_kernel" for st, p in plan.launches)
+    f = [x.double().numpy() for x in (A, B, C)]
+    ref = 2.0 * np.einsum(sub, *f) + 0.5 * out.double().numpy()
+    # fp32 throughout: each output is a sum of 6*5*130*9 products in a few stages; bound the error by
+    # 1e-5 of the same contraction of absolute values (about 100x the fp32 worst case of its depth)
+    mag = 2.0 * np.einsum(sub, *[np.abs(x) for x in f]) + 0.5 * np.abs(out.double().numpy())
+    assert np.all(np.abs(R.double().numpy() - ref) <= 1e-5 * mag)
+
+
+def test_einsum_on_torch_plans_no_launches():
+    with trnsci.use_backend("torch"):
+        plan = trntensor.plan_contraction("iij,jk->ki", (3, 3, 4), (4, 5))
+    assert plan.launches == [] and plan.backend in ("torch", "numpy", "numpy+torch")

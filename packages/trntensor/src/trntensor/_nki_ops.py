@@ -28,6 +28,8 @@ import torch
 from trnsci import nki
 
 from .kernels.elementwise import RANGES, elementwise_counts, elementwise_kernel
+from .kernels.gather import fits as gather_fits
+from .kernels.gather import gather_counts, gather_kernel
 from .kernels.reduce import reduce_counts, reduce_kernel
 from .kernels.transpose import transpose_counts, transpose_kernel, transpose_passes
 from .tensorops import ELEMENTWISE, PERMUTE, REDUCE
@@ -73,17 +75,49 @@ def _meta(x):
 def _permute_supports(A, perm, alpha):
     if A.numel() == 0:
         return "empty tensor: nothing to move"
-    if transpose_passes(tuple(A.shape), perm) and not _meta(A) and not bool(torch.isfinite(A).all()):
+    fig = _permute_counts(A, perm, alpha)
+    names = fig.get("kernels", [fig["kernel"]])
+    if "transpose_kernel" in names and not _meta(A) and not bool(torch.isfinite(A).all()):
         return "A holds NaN/Inf: the Tensor Engine transpose is not bit-accurate for them on trn1"
     return None
 
 
+def _source(A):
+    """How the permute lowering reads ``A``: ``(kind, tensor, info)``.
+
+    ``"dense"``: ``A = tensor.permute(info)`` with ``tensor`` contiguous (a
+    permuted view is not copied); ``"gather"``: ``A`` is the strided view
+    ``info = (shape, strides, offset)`` of the 1-D storage span ``tensor``
+    (a diagonal, a stepped slice), read by the gather kernel; ``"host"``:
+    ``A.contiguous()`` made on the host (a view the gather kernel cannot take).
+    """
+    if A.is_contiguous():
+        return "dense", A, tuple(range(A.dim()))
+    base, back = _layout(A)
+    if back is not None:
+        return "dense", base, back
+    shape, strides = tuple(A.shape), tuple(A.stride())
+    if gather_fits(shape) and A.numel() > 0:
+        span = 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+        return "gather", A.as_strided((span,), (1,), A.storage_offset()), (shape, strides, 0)
+    return "host", A.contiguous(), tuple(range(A.dim()))
+
+
 def _permute_counts(A, perm, alpha):
     size = A.element_size()
-    launches = _transpose_launches(tuple(A.shape), perm, size)
-    if not launches:  # no data moves: a scaled copy by the elementwise kernel
-        launches = [("elementwise_kernel", elementwise_counts(A.numel(), size, False, False, alpha, 1, 1,
-                                                              "identity", "identity", "identity"))]
+    kind, base, info = _source(A)
+    launches = []
+    if kind == "gather":
+        launches.append(("gather_kernel", gather_counts(info[0], size)))
+        full = tuple(perm)
+        shape = info[0]
+    else:
+        full = tuple(info[p] for p in perm)
+        shape = tuple(base.shape)
+    launches += _transpose_launches(shape, full, size)
+    if len(launches) == 0 or (alpha != 1 and launches[-1][0] == "gather_kernel"):
+        launches.append(("elementwise_kernel", elementwise_counts(A.numel(), size, False, False, alpha, 1, 1,
+                                                                  "identity", "identity", "identity")))
     return _figures(launches)
 
 
@@ -94,8 +128,15 @@ def _scaled_copy(x, alpha):
 
 @PERMUTE.lowering("nki", dtypes=KERNEL_DTYPES, supports=_permute_supports, counts=_permute_counts)
 def _permute_nki(A, perm, alpha):
-    R, moved = _run_passes(A.contiguous(), perm, alpha)
-    if not moved:
+    kind, base, info = _source(A)
+    if kind == "gather":
+        shape, strides, offset = info
+        base = nki.run(gather_kernel, base, shape=shape, strides=strides, offset=offset)
+        full = tuple(perm)
+    else:
+        full = tuple(info[p] for p in perm)
+    R, moved = _run_passes(base, full, alpha)
+    if not moved and (kind != "gather" or alpha != 1):
         R = _scaled_copy(R, alpha).reshape(R.shape)
     return R
 
