@@ -26,7 +26,7 @@ from trntensor.kernels.elementwise import elementwise_counts, elementwise_kernel
 from trntensor.kernels.reduce import reduce_counts, reduce_kernel
 from trntensor.kernels.transpose import transpose_counts, transpose_kernel, transpose_passes
 
-U = 2.0**-24
+U = U_ROUND = 2.0**-24
 F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
 
 
@@ -249,3 +249,25 @@ def test_einsum_on_torch_plans_no_launches():
     with trnsci.use_backend("torch"):
         plan = trntensor.plan_contraction("iij,jk->ki", (3, 3, 4), (4, 5))
     assert plan.launches == [] and plan.backend in ("torch", "numpy", "numpy+torch")
+
+
+# ------------------------------------------------------------------ decompositions: GEMMs on trnblas's kernels
+
+@pytest.mark.simulator
+def test_decomposition_gemms_run_on_the_gemm_kernel():
+    rng = _rng(3)
+    A, B, C = (rng.standard_normal((n, 2)) for n in (9, 7, 5))
+    T = np.einsum("ir,jr,kr->ijk", A, B, C)  # exact rank 2
+    with kernel_ran() as runs:
+        factors, weights = trntensor.cp_decompose(torch.from_numpy(T).float(), 2, max_iter=30, tol=1e-7)
+    assert {r.kernel for r in runs} == {"gemm_kernel"}  # MTTKRP and the fit's reconstruction
+    f = [x.double().numpy() for x in factors]
+    X = np.einsum("r,ir,jr,kr->ijk", weights.double().numpy(), *f)
+    assert np.linalg.norm(X - T) <= 1e-4 * np.linalg.norm(T)  # fp32 ALS on an exact rank-2 tensor
+    G = rng.standard_normal((3, 2, 4))
+    Us = [rng.standard_normal((n, r)) for n, r in ((9, 3), (7, 2), (5, 4))]
+    with kernel_ran("gemm_kernel", "gemm_kernel", "gemm_kernel"):  # one mode product (GEMM) per mode
+        R = trntensor.tucker_reconstruct(torch.from_numpy(G).float(), [torch.from_numpy(u).float() for u in Us])
+    ref = np.einsum("abc,ia,jb,kc->ijk", G, *Us)
+    mag = np.einsum("abc,ia,jb,kc->ijk", np.abs(G), *[np.abs(u) for u in Us])
+    assert np.all(np.abs(R.double().numpy() - ref) <= 24 * U_ROUND * mag)
