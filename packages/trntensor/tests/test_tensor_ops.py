@@ -271,3 +271,25 @@ def test_decomposition_gemms_run_on_the_gemm_kernel():
     ref = np.einsum("abc,ia,jb,kc->ijk", G, *Us)
     mag = np.einsum("abc,ia,jb,kc->ijk", np.abs(G), *[np.abs(u) for u in Us])
     assert np.all(np.abs(R.double().numpy() - ref) <= 24 * U_ROUND * mag)
+
+
+@pytest.mark.simulator
+@pytest.mark.parametrize("dtype,u,gemm_kernels", [(BF16, 2.0**-8, True), (F16, 2.0**-11, False)])
+def test_einsum_half_precision_on_the_device(dtype, u, gemm_kernels):
+    # fp32 inside every kernel, the input dtype between steps: each of the ~6 stages (two sums, two GEMMs
+    # with their bf16 products, transposes exact) rounds once to the input format -> 8 u of the magnitudes
+    g = torch.Generator().manual_seed(1)
+    A, B, C = (torch.randn(*s, generator=g).to(dtype) for s in ((5, 5, 40), (40, 9, 3), (9, 7)))
+    sub = "iia,abx,bc->ca"
+    with trnsci.use_backend("simulator"):
+        plan = trntensor.plan_contraction(sub, A, B, C)
+        with nki.capture() as runs:
+            R = trntensor.einsum(sub, A, B, C)
+    assert R.dtype == dtype
+    ran = [r.kernel for r in runs]
+    assert ("gemm_kernel" in ran) == gemm_kernels  # trnblas's GEMM kernels take bfloat16, not float16
+    torch_launches = [p for _, p in plan.launches if p.backend == "torch"]
+    assert all("float16" in p.reason for p in torch_launches) and (not torch_launches) == gemm_kernels
+    f = [x.double().numpy() for x in (A, B, C)]
+    ref, mag = np.einsum(sub, *f), np.einsum(sub, *[np.abs(x) for x in f])
+    assert np.all(np.abs(R.double().numpy() - ref) <= 8 * u * mag)

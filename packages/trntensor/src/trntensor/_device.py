@@ -59,7 +59,10 @@ class _Runner:
     def gemm(self, a, b, dims, dtype):
         Bn, M, N, K = dims
         batched = a.dim() == 3
-        blas = P._kernels_possible() and P._via_trnblas(2 * Bn * M * N * K, dtype, batched)
+        # half precision: trnblas decides (its kernels take bfloat16, float16 it runs on torch and says so),
+        # under the rule einsum applies to float32 (plan._via_trnblas knows only the BLAS dtypes)
+        rule = torch.float32 if dtype in (torch.bfloat16, torch.float16) else dtype
+        blas = P._kernels_possible() and P._via_trnblas(2 * Bn * M * N * K, rule, batched)
         if self.planning:
             if blas:
                 self.launches.append((self.stage, P._gemm_plan("batched_gemm" if batched else "gemm", dims, dtype)))
@@ -166,7 +169,8 @@ def annotate(plan, dtype, alpha=1, beta=0):
             continue
         backends = sorted({p.backend for p in mine})
         reason = "; ".join(f"{p.op or 'gemm'}: {p.backend} ({p.reason})" for p in mine)
-        gemm_plan = st.decision[0] if st.decision is not None else None
+        gemm_plan = next((p for p in mine if p.op is not None and p.op.startswith("trnblas.")),
+                         st.decision[0] if st.decision is not None else None)
         steps[k] = replace(st, decision=(gemm_plan, "+".join(backends), reason))
     new = replace(plan, steps=steps)
     new.launches = runner.launches
