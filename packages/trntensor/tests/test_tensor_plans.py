@@ -150,7 +150,7 @@ def test_einsum_steps_under_torch_and_auto(monkeypatch):
     with trnsci.use_backend("simulator"):  # a kernel backend: every GEMM step through trnblas
         trntensor.einsum("ij,jk->ik", A.double(), B.double())
         s = trntensor.plan_contraction("ij,jk->ik", A.double(), B.double()).steps[0]
-        assert s.reason.startswith("trnblas.gemm") and s.backend == "torch" and "float64" in s.reason
+        assert "trnblas.gemm" in s.reason and s.backend == "torch" and "float64" in s.reason
     assert calls == [1]
 
 

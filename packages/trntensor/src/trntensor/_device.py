@@ -42,6 +42,25 @@ def active(precision, ops) -> bool:
     return name in ("nki", "simulator") or (name == "auto" and _nki.has_neuron_device())
 
 
+def _group(shape, start, target):
+    """The fewest axes from ``start`` whose extents multiply to ``target`` (prefix products only grow)."""
+    n, p = 0, 1
+    while p != target and start + n < len(shape):
+        p *= shape[start + n]
+        n += 1
+    return n
+
+
+def _k_first(shape, pa, batch, M):
+    """The permutation of a GEMM step's left operand to ``(batch, K, M)`` from its recipe's ``(batch, M, K)``
+    one ``pa`` (None: identity); ``batch`` None for an unbatched step."""
+    p = tuple(range(len(shape))) if pa is None else tuple(pa)
+    ext = [shape[d] for d in p]
+    nb = 0 if batch is None else _group(ext, 0, batch)
+    nm = _group(ext, nb, M)
+    return p[:nb] + p[nb + nm:] + p[nb:nb + nm]
+
+
 class _Runner:
     """Runs (``plan=False``) or plans (``plan=True``, on meta tensors) the launches of one einsum plan."""
 
@@ -56,7 +75,8 @@ class _Runner:
             return op.lowering_for("torch").fn(*args)
         return op(*args)
 
-    def gemm(self, a, b, dims, dtype):
+    def gemm(self, a, b, dims, dtype, trans_a=False):
+        """``op(a) @ b`` (``op(a) = a^T`` per matrix with ``trans_a``: ``a`` is then ``[.., K, M]``)."""
         Bn, M, N, K = dims
         batched = a.dim() == 3
         # half precision: trnblas decides (its kernels take bfloat16, float16 it runs on torch and says so),
@@ -69,16 +89,20 @@ class _Runner:
             else:
                 self.launches.append((self.stage, _dispatch.Plan(
                     None, "torch", f"torch.{'bmm' if batched else 'mm'}: trnblas would not run a kernel")))
+            a = a.mT if trans_a else a
             return torch.bmm(a, b) if batched else torch.mm(a, b)
-        from .einsum import _bmm, _mm
+        if blas:
+            import trnblas
 
-        return _bmm(a, b, blas) if batched else _mm(a, b, blas)
+            return (trnblas.batched_gemm if batched else trnblas.gemm)(1.0, a, b, transA=trans_a)
+        a = a.mT if trans_a else a
+        return torch.bmm(a, b) if batched else torch.mm(a, b)
 
     # ---- pieces
 
     def dense(self, x, perm):
         """``x.permute(perm)`` (perm None: identity) as a contiguous tensor, by a kernel when data moves."""
-        if perm is None:
+        if perm is None or tuple(perm) == tuple(range(x.dim())):
             if x.is_contiguous():
                 return x
             perm = tuple(range(x.dim()))
@@ -93,13 +117,24 @@ class _Runner:
             a = self.sum(a, sa)
         if sb:
             b = self.sum(b, sb)
+        Bn, M, N, K = dims
+        if kind == "mm":
+            # the GEMM kernels take op(A)^T ([.., K, M], contraction on the partitions): lay a out that way on
+            # the device (often no move at all) and pass transA, so trnblas makes no host transpose of it
+            batched = (len(va) if va is not None else a.dim()) == 3
+            a = self.dense(a, _k_first(a.shape, pa, Bn if batched else None, M))
+            a = a.reshape((Bn, K, M) if batched else (K, M))
+            b = self.dense(b, pb)
+            if vb is not None:
+                b = b.reshape(vb)
+            c = self.gemm(a, b, dims, dtype, trans_a=True)
+            return c if res_shape is None else c.reshape(res_shape)
         a = self.dense(a, pa)
         b = self.dense(b, pb)
         if va is not None:
             a = a.reshape(va)
         if vb is not None:
             b = b.reshape(vb)
-        Bn, M, N, K = dims
         if kind == "ew":
             shape = tuple(torch.broadcast_shapes(a.shape, b.shape))
             if M == 1 and N == 1:  # a Hadamard product of equal shapes
@@ -107,9 +142,9 @@ class _Runner:
                                _IDENT + ("mul", "add"), shape, dtype)
             # an outer product per batch: a GEMM with K = 1
             if Bn == 1:
-                c = self.gemm(a.reshape(M, 1), b.reshape(1, N), (1, M, N, 1), dtype)
+                c = self.gemm(a.reshape(1, M), b.reshape(1, N), (1, M, N, 1), dtype, trans_a=True)
             else:
-                c = self.gemm(a.reshape(Bn, M, 1), b.reshape(Bn, 1, N), (Bn, M, N, 1), dtype)
+                c = self.gemm(a.reshape(Bn, 1, M), b.reshape(Bn, 1, N), (Bn, M, N, 1), dtype, trans_a=True)
             return c.reshape(shape)
         c = self.gemm(a, b, dims, dtype)
         return c if res_shape is None else c.reshape(res_shape)
