@@ -23,6 +23,7 @@ from trnsci import nki
 from trnsci.dispatch import plan_call
 from trnsci.testing import assert_counts, assert_plan_matches_run, kernel_ran
 from trntensor.kernels.elementwise import elementwise_counts, elementwise_kernel
+from trntensor.kernels.gather import gather_counts, gather_kernel
 from trntensor.kernels.reduce import reduce_counts, reduce_kernel
 from trntensor.kernels.transpose import transpose_counts, transpose_kernel, transpose_passes
 
@@ -49,6 +50,21 @@ def test_transpose_kernel_exact_and_counts(B, M, N):
     out, prof = nki.profile(transpose_kernel, x, alpha=-2.0)
     assert np.array_equal(out, -2.0 * x.transpose(0, 2, 1))
     assert_counts(prof, transpose_counts(B, M, N, 4))
+
+
+@pytest.mark.simulator
+def test_gather_kernel_strided_views_exact_and_counts():
+    x = torch.from_numpy(_f32((130, 130, 5)))
+    cases = [x.diagonal(0, 0, 1).T,  # "iia->ia": rows of 655 elements apart
+             x.diagonal(0, 0, 1).T[:, 1::2],  # and a stepped slice of it
+             torch.from_numpy(_f32(300))[1::2],  # 1-D
+             x[::3, 2:129:2, 1:4]]  # 3-D, ragged rows (44 of them)
+    for v in cases:
+        span = 1 + sum((n - 1) * st for n, st in zip(v.shape, v.stride()))
+        flat = v.as_strided((span,), (1,), v.storage_offset())
+        out, prof = nki.profile(gather_kernel, flat, shape=tuple(v.shape), strides=tuple(v.stride()), offset=0)
+        assert np.array_equal(out, v.numpy())
+        assert_counts(prof, gather_counts(tuple(v.shape), 4))
 
 
 def test_transpose_passes_realize_every_permutation():
