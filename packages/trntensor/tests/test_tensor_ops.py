@@ -44,7 +44,7 @@ def _f32(shape, seed=0, lo=None, hi=None):
 # ------------------------------------------------------------------ kernels, directly
 
 @pytest.mark.simulator
-@pytest.mark.parametrize("B,M,N", [(1, 130, 200), (5, 3, 7), (300, 2, 3), (2, 129, 1000), (1, 1, 1)])
+@pytest.mark.parametrize("B,M,N", [(1, 130, 200), (5, 3, 7), (300, 2, 3), (2, 129, 1000), (1, 600, 530), (1, 1, 1)])
 def test_transpose_kernel_exact_and_counts(B, M, N):
     x = _f32((B, M, N))
     out, prof = nki.profile(transpose_kernel, x, alpha=-2.0)
