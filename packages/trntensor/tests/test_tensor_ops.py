@@ -119,7 +119,7 @@ def test_elementwise_kernel_trinary(op_ab, op_abc):
 
 
 @pytest.mark.simulator
-@pytest.mark.parametrize("M,K", [(1, 1), (130, 5000), (7, 3)])
+@pytest.mark.parametrize("M,K", [(1, 1), (130, 5000), (7, 3), (1, 5000), (1, 300001)])
 @pytest.mark.parametrize("op", ["sum", "max", "min", "prod"])
 def test_reduce_kernel(M, K, op):
     x = _f32((M, K), 0, 0.9, 1.1) if op == "prod" else _f32((M, K))
@@ -129,9 +129,13 @@ def test_reduce_kernel(M, K, op):
     ref = 2 * f(x.astype(np.float64), axis=1) - 0.5 * c
     mag = 2 * (np.abs(x).sum(1) if op == "sum" else np.abs(f(x.astype(np.float64), axis=1))) + np.abs(c)
     assert np.all(np.abs(out - ref) <= (K + 3) * U * mag)
-    assert_counts(prof, reduce_counts(M, K, 4, True, 2.0))
+    assert_counts(prof, reduce_counts(M, K, 4, True, 2.0, op))
     _, prof = nki.profile(reduce_kernel, x, None, op=op, alpha=1.0, beta=0.0)
-    assert_counts(prof, reduce_counts(M, K, 4, False, 1.0))
+    assert_counts(prof, reduce_counts(M, K, 4, False, 1.0, op))
+    if M == 1 and op == "sum" and K > 256:  # split over the partitions, added by a matmul with ones
+        assert prof.instructions["tensor"] == 1
+        x[0, 7] = np.inf
+        assert nki.profile(reduce_kernel, x, None, op=op, alpha=1.0, beta=0.0)[0][0] == np.inf
 
 
 # ------------------------------------------------------------------ public functions: torch path

@@ -252,7 +252,7 @@ def _reduce_counts(A, axes, op, alpha, beta, C):
     perm, M, K = _mk(A, axes)
     size = A.element_size()
     launches = _transpose_launches(tuple(A.shape), perm, size)
-    launches.append(("reduce_kernel", reduce_counts(M, K, size, C is not None, alpha)))
+    launches.append(("reduce_kernel", reduce_counts(M, K, size, C is not None, alpha, op)))
     return _figures(launches)
 
 
