@@ -210,6 +210,15 @@ def test_kernels_through_the_public_functions(dtype, rtol):
 
 
 @pytest.mark.simulator
+def test_elementwise_broadcast_operands_on_the_device():
+    X, b, c = _f32((6, 130, 5)), _f32(130, 1), _f32((5, 6), 2)
+    with kernel_ran("gather_kernel", "gather_kernel", "elementwise_kernel"):
+        R = trntensor.elementwise(X, b, c, subscripts="abc,b,ca->abc", op_ab="add", op_abc="mul", gamma=2.0)
+    ref = (X.astype(np.float64) + b[None, :, None]) * (2 * c.T[:, None, :])
+    np.testing.assert_allclose(R, ref, rtol=4 * U, atol=0)  # two fp32 roundings, a power-of-two scale
+
+
+@pytest.mark.simulator
 def test_plans_say_what_runs_including_the_torch_cases():
     A = torch.from_numpy(_f32((4, 33, 5)))
     pos = A.abs() + 0.5
@@ -220,7 +229,8 @@ def test_plans_say_what_runs_including_the_torch_cases():
             (trntensor.permute, (A.double(), (1, 0, 2)), {}, "torch"),  # float64: not a kernel dtype
             (trntensor.elementwise, (pos, A), {"op_a": "log", "subscripts": "abc,abc->abc"}, "simulator"),
             (trntensor.elementwise, (A, A), {"op_a": "log"}, "torch"),  # log of negatives: out of range
-            (trntensor.elementwise, (A, A[0]), {}, "torch"),  # broadcast operand
+            (trntensor.elementwise, (A, A[0]), {}, "simulator"),  # broadcast operand: gathered (stride 0)
+            (trntensor.elementwise, (A, A.double()), {}, "torch"),  # mixed dtypes
             (trntensor.reduce, (A, 1), {"op": "min", "beta": 2.0, "C": torch.ones(4, 5)}, "simulator"),
             (trntensor.reduce, (A, ()), {}, "torch"),
         ]:

@@ -40,7 +40,8 @@ CASES = {
     "trntensor.elementwise": [
         (trntensor.elementwise, (_t(4, 9), _t(9, 4, seed=1), _t(4, 9, seed=2)),
          {"op_b": "tanh", "op_abc": "max", "subscripts": "ab,ba,ab->ab"}),
-        (trntensor.elementwise, (_t(4, 9), _t(9)), {}),  # broadcast operand: torch
+        (trntensor.elementwise, (_t(4, 9), _t(9)), {}),  # broadcast operand: gather kernel, then elementwise
+        (trntensor.elementwise, (_t(4, 9), _t(4, 9, dtype=F64)), {}),  # mixed dtypes: torch
     ],
     "trntensor.reduce": [
         (trntensor.reduce, (_t(5, 131, 3), (0, 2)), {"op": "max", "alpha": 2.0}),

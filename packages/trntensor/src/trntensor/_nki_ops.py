@@ -169,21 +169,44 @@ def _range_problem(x, op, name):
     return None
 
 
+def _operand_launches(v, size):
+    """The launches that make view ``v`` a contiguous device tensor (none when it already is)."""
+    kind, base, info = _source(v)
+    if kind == "gather":
+        return [("gather_kernel", gather_counts(info[0], size))]
+    if kind == "dense":
+        return _transpose_launches(tuple(base.shape), info, size)
+    return []  # a host copy
+
+
+def _operand_on_device(v):
+    """``v`` as a contiguous tensor, moved by the launches :func:`_operand_launches` lists."""
+    kind, base, info = _source(v)
+    if kind == "gather":
+        shape, strides, offset = info
+        return nki.run(gather_kernel, base, shape=shape, strides=strides, offset=offset)
+    if kind == "dense":
+        return _run_passes(base, info)[0]
+    return base
+
+
 def _elementwise_supports(ops, coef, names, shape, dtype):
     if math.prod(shape) == 0:
         return "empty result: nothing to compute"
     if any(isinstance(c, complex) for c in coef):
         return "complex scale factors"
+    size = torch.empty((), dtype=dtype).element_size()
     for x, name, op in zip(ops, ("A", "B", "C"), names[:3]):
         if x is None:
             continue
         if x.dtype != dtype:
             return f"{name} is {str(x.dtype)[6:]}, the result {str(dtype)[6:]}: the kernel takes one dtype"
-        if tuple(x.shape) != tuple(shape):
-            return f"{name} is broadcast ({tuple(x.shape)} to {tuple(shape)}): the kernel takes full operands"
         why = _range_problem(x, op, name)
         if why:
             return why
+        moves = [n for n, _ in _operand_launches(x.expand(shape), size)]
+        if "transpose_kernel" in moves and not _meta(x) and not bool(torch.isfinite(x).all()):
+            return f"{name} holds NaN/Inf: the Tensor Engine transpose is not bit-accurate for them on trn1"
     return None
 
 
@@ -192,9 +215,7 @@ def _elementwise_counts(ops, coef, names, shape, dtype):
     launches = []
     for x in ops:
         if x is not None:
-            base, perm = _layout(x)
-            if perm is not None:
-                launches += _transpose_launches(tuple(base.shape), perm, size)
+            launches += _operand_launches(x.expand(shape), size)
     alpha, beta, gamma = coef
     launches.append(("elementwise_kernel", elementwise_counts(
         math.prod(shape), size, ops[1] is not None, ops[2] is not None, alpha, beta, gamma, *names[:3])))
@@ -203,15 +224,9 @@ def _elementwise_counts(ops, coef, names, shape, dtype):
 
 @ELEMENTWISE.lowering("nki", dtypes=KERNEL_DTYPES, supports=_elementwise_supports, counts=_elementwise_counts)
 def _elementwise_nki(ops, coef, names, shape, dtype):
-    flat = []
-    for x in ops:
-        if x is None:
-            flat.append(None)
-            continue
-        base, perm = _layout(x)
-        if perm is not None:
-            base, _ = _run_passes(base, perm)
-        flat.append(base.reshape(-1))
+    # operands in the result's layout: permuted ones by transposes, broadcast ones gathered (stride-0 access
+    # patterns), all on the device
+    flat = [None if x is None else _operand_on_device(x.expand(shape)).reshape(-1) for x in ops]
     alpha, beta, gamma = (float(c) for c in coef)
     op_a, op_b, op_c, op_ab, op_abc = names
     R = nki.run(elementwise_kernel, *flat, alpha=alpha, beta=beta, gamma=gamma, op_a=op_a, op_b=op_b,

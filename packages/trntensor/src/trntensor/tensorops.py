@@ -256,10 +256,11 @@ def elementwise(A, B=None, C=None, *, alpha=1, beta=1, gamma=1, op_a="identity",
     Notes
     -----
     Backend ``"nki"``/``"simulator"``: float32/bfloat16/float16 operands of
-    one dtype without broadcasting run the elementwise kernel
+    one dtype run the elementwise kernel
     (:mod:`trntensor.kernels.elementwise`: Scalar-Engine activations,
-    Vector-Engine arithmetic, fp32 inside), after one transpose kernel per
-    operand whose layout differs from the result's. The Scalar Engine's
+    Vector-Engine arithmetic, fp32 inside), after transpose kernels for an
+    operand whose layout differs from the result's and the gather kernel
+    for a broadcast one. The Scalar Engine's
     activations have documented input ranges (sqrt ``[2^-116, 2^118]``, log
     ``[2^-64, 2^64]``, sin ``[-pi, pi]``, cos -- computed as ``sin(pi/2 -
     x)`` -- ``[-pi/2, 3 pi/2]``): operands outside them run on torch, and
