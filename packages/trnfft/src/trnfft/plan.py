@@ -23,6 +23,7 @@ from trnsci._validate import positive_int, positive_ints
 from . import _algorithms as A
 from . import _chirp, basic, real
 from . import _engine as E
+from . import _routes as R
 
 PLAN_CACHE_SIZE = 64
 _cache: OrderedDict = OrderedDict()
@@ -71,9 +72,11 @@ class FFTPlan:
         ``"bluestein"``, ``"four_step"``, ``"bluestein_large"``). On torch:
         the reference algorithms the precision modes run
         (``"dft_gemm"``, ``"stockham"``, ``"bluestein"``; in ``"fast"`` and
-        ``"double"`` mode, and for float64 data, torch.fft computes the
-        result -- or, at lengths with a prime factor >= 4000, Bluestein on
-        torch.fft (:mod:`trnfft._chirp`) -- and the printed plan says which). A real axis done as one complex
+        ``"double"`` mode, and for float64 data, the torch route computes the
+        result -- torch.fft, or where timing on this machine chose them
+        Bluestein on torch.fft (:mod:`trnfft._chirp`) or scipy.fft
+        (:mod:`trnfft._routes`) -- and the printed plan says which, with the
+        times that chose it). A real axis done as one complex
         transform of half its length is prefixed ``"real_half+"``.
     backend : str
         Where :meth:`execute` runs a call of the planned shape under the
@@ -169,13 +172,19 @@ class FFTPlan:
             return _nki.plan_algorithms(self.kind, self.lengths, self.precision)
         out = []
         by_torch = self.precision in ("fast", "double") or not self._single
-        last = len(self.lengths) - 1
-        for i, (n, m, alg) in enumerate(zip(self.lengths, self._inner, self._torch_algorithms)):
-            if by_torch:  # torch.fft computes it, or Bluestein on torch.fft at its slow lengths
-                real_axis = self._real_kind and i == last
-                slow = _chirp.slow_real(n) if real_axis else _chirp.slow(n)
-                detail = (f"computed by Bluestein on torch.fft (trnfft._chirp), convolution length "
-                          f"{_chirp._smooth_length(2 * n - 1)}" if slow else "computed by torch.fft")
+        chosen = self.route_choice() if self.precision == "fast" else None
+        route = chosen.route if chosen is not None else "torch"
+        for n, m, alg in zip(self.lengths, self._inner, self._torch_algorithms):
+            if by_torch:  # the route trnfft._routes settled: torch.fft, Bluestein on torch.fft or scipy.fft
+                if route == "bluestein" and _chirp.slow_length(n):
+                    detail = (f"computed by Bluestein on torch.fft (trnfft._chirp), convolution length "
+                              f"{_chirp._smooth_length(2 * n - 1)}")
+                elif route == "scipy":
+                    detail = "computed by scipy.fft (pocketfft)"
+                else:
+                    detail = "computed by torch.fft"
+                if chosen is not None and chosen.times:
+                    detail += f"; route {chosen}"
             elif alg.endswith("stockham"):
                 detail = f"radices {A.radices(m, A.max_radix_for(self.precision))}"
             elif alg.endswith("bluestein"):
@@ -184,6 +193,15 @@ class FFTPlan:
                 detail = ""
             out.append((alg, m, detail))
         return out
+
+    def route_choice(self):
+        """The :class:`trnsci.routes.Choice` of the torch route in precision "fast" (torch.fft,
+        Bluestein or scipy.fft, measured where the code runs), for the planned shape on the CPU."""
+        shape = self._shape
+        nd = len(shape)
+        dims = tuple(d % nd for d in self.dims)
+        kind = {"fft2": "fftn", "ifft2": "ifftn", "rfft2": "rfftn", "irfft2": "irfftn"}.get(self.kind, self.kind)
+        return R.choice_for(kind, tuple(shape), self.dtype, torch.device("cpu"), tuple(self.lengths), dims, self.norm)
 
     @property
     def algorithms(self) -> tuple:

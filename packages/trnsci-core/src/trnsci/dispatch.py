@@ -133,13 +133,22 @@ def load_calibration(path: Path | None = None) -> dict[str, float]:
 
 
 def write_calibration(thresholds: dict[str, float], path: Path | None = None, **meta: Any) -> Path:
-    """Write ``{"thresholds": {...}, **meta}`` as JSON; returns the path."""
+    """Write ``{"thresholds": {...}, **meta}`` as JSON; returns the path.
+
+    A ``"routes"`` section already in the file (:mod:`trnsci.routes`) is kept.
+    """
     unknown = sorted(set(thresholds) - set(registry()))
     if unknown:
         raise ValueError(f"thresholds name unregistered ops: {', '.join(unknown)}")
     path = path or calibration_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"thresholds": {k: float(v) for k, v in sorted(thresholds.items())}, **meta}
+    try:  # measured routes (trnsci.routes) share the file: keep them
+        old = json.loads(path.read_text()).get("routes")
+    except (OSError, ValueError, AttributeError):
+        old = None
+    if isinstance(old, dict):
+        doc["routes"] = old
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     tmp.replace(path)
@@ -531,6 +540,9 @@ class Op:
         self._library = _library_of(name)
         self._lowerings: dict[str, Lowering] = {}
         self._torch: Callable | None = None
+        self.settled: dict = {}
+        """Settled torch routes of the library's public layer: a call signature -> a callable of the
+        input that computes it (see :meth:`settle`). Emptied when a lowering changes."""
         self.on_torch: Callable[[], bool] = torch_probe(self._library)
         """``OP.on_torch()``: True when a call now runs the torch lowering whatever its
         arguments (see :func:`torch_probe`)."""
@@ -570,6 +582,24 @@ class Op:
             self._lowerings[backend] = low
         t = self._lowerings.get("torch")
         self._torch = t.fn if t is not None else None
+        self.settled.clear()
+
+    def settle(self, key, route: Callable) -> Callable:
+        """Remember ``route`` (a callable of the input) for the call signature ``key``; returns ``route``.
+
+        The per-call cost of a public function belongs here, once for all
+        libraries: its first call with a signature (input dtype and shape
+        and the hashable options, as the library spells them) validates
+        everything and settles the torch route; later calls with the same
+        signature, while :meth:`on_torch` holds, look it up in
+        :attr:`settled` and run it. Bounded (cleared past 1024 entries);
+        emptied when a lowering is replaced; a library clears it when
+        anything the routes depend on changes.
+        """
+        if len(self.settled) >= 1024:
+            self.settled.clear()
+        self.settled[key] = route
+        return route
 
     @contextlib.contextmanager
     def override(self, backend: str, fn: Callable | None, **declarations):

@@ -27,7 +27,9 @@ from trnsci import _validate as v
 
 from . import _host
 
-VALUE_DTYPES = v.BLAS_DTYPES  # float32, float64, complex64, complex128
+#: float32, float64, complex64, complex128, and bfloat16/float16 (stored as given; every operation computes in
+#: float32 and rounds its result to the input dtype once)
+VALUE_DTYPES = v.BLAS_DTYPES + (torch.bfloat16, torch.float16)
 _INDEX_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 
 
@@ -88,13 +90,16 @@ def _dtype_arg(dtype: Any, where: str) -> torch.dtype:
                         f"got a {type(dtype).__name__}")
     else:
         try:
-            dt = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
+            dt = {np.dtype(np.float16): torch.float16,
+                  np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
                   np.dtype(np.complex64): torch.complex64, np.dtype(np.complex128): torch.complex128}[np.dtype(dtype)]
         except (TypeError, KeyError):
-            raise TypeError(f"{where}: dtype must be one of float32, float64, complex64, complex128; "
+            raise TypeError(f"{where}: dtype must be one of float32, float64, complex64, complex128, bfloat16, "
+                            "float16; "
                             f"got {dtype!r}") from None
     if dt not in VALUE_DTYPES:
-        raise TypeError(f"{where}: dtype must be one of float32, float64, complex64, complex128; got {dt}")
+        raise TypeError(f"{where}: dtype must be one of float32, float64, complex64, complex128, bfloat16, "
+                        f"float16; got {dt}")
     return dt
 
 
@@ -184,11 +189,13 @@ class SparseMatrix:
         return BSRMatrix.from_csr(self.to_csr(), block_size=block_size, threshold=threshold)
 
     def to_scipy(self):
-        """A SciPy sparse array of the same format and dtype (a copy on the host)."""
+        """A SciPy sparse array of the same format and dtype (a copy on the host; bfloat16/float16 values,
+        which SciPy's kernels do not take, become float32 exactly)."""
         import scipy.sparse as sp
 
         csr = self.to_csr()
-        data = _host.np_view(csr.values.detach().cpu())
+        vals = csr.values.detach().cpu()
+        data = _host.np_view(vals.float() if vals.dtype in (torch.bfloat16, torch.float16) else vals)
         out = sp.csr_array((data.copy(), _host.np_view(csr.col_indices.cpu()).copy(),
                             _host.np_view(csr.row_ptrs.cpu()).copy()), shape=self._shape)
         return {"csr": out, "coo": out.tocoo(), "csc": out.tocsc()}.get(self.format, out)
@@ -874,7 +881,10 @@ class BSRMatrix(SparseMatrix):
 
         if self.padded_shape != self._shape:
             return self.to_csr().to_scipy()
-        return sp.bsr_array((_host.np_view(self.blocks.detach().cpu()).copy(),
+        blocks = self.blocks.detach().cpu()
+        if blocks.dtype in (torch.bfloat16, torch.float16):
+            blocks = blocks.float()  # SciPy's kernels do not take them; exact
+        return sp.bsr_array((_host.np_view(blocks).copy(),
                              _host.np_view(self.block_col_indices.cpu()).copy(),
                              _host.np_view(self.block_row_ptrs.cpu()).copy()),
                             shape=self._shape, blocksize=(self.block_size,) * 2)
