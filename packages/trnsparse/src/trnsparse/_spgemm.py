@@ -1,0 +1,261 @@
+"""Symbolic phases of SpGEMM and sparse add, on the host, once per pattern pair.
+
+What the device kernels (:mod:`trnsparse.kernels.bsr_spgemm`,
+:mod:`trnsparse.kernels.csr_add`) take as their static schedule is decided
+here from the index arrays alone and cached on the left operand with
+:func:`trnsparse._sell.cached`, keyed on both operands' index arrays (their
+identity and version counters): a new pair of patterns, or an index array
+modified in place, rebuilds it; new values on the same patterns reuse it.
+One entry per left operand (the last pattern pair used with it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ._sell import _stamp, cached
+from .kernels.bsr_spgemm import AMAX, groups_of
+from .kernels.csr_add import FC, TB
+
+T2 = TB * TB
+
+
+def _np(t):
+    return t.detach().cpu().numpy().astype(np.int64)
+
+
+# --------------------------------------------------------------- BSR SpGEMM
+
+@dataclass(frozen=True)
+class BsrSchedule:
+    """C's block pattern and the tile products that build it."""
+
+    c_bcol: torch.Tensor   # (nC,) int64
+    c_bptr: torch.Tensor   # (mb + 1,) int64
+    rows: tuple            # the kernel's ``rows`` (see bsr_spgemm_kernel)
+    ia: np.ndarray         # (P,) A tile of every product
+    ib: np.ndarray         # (P,) B tile
+    ic: np.ndarray         # (P,) output tile
+    na_max: int            # most A tiles in one block row that produces output
+
+    @property
+    def nc(self) -> int:
+        return int(self.c_bcol.numel())
+
+    @property
+    def products(self) -> int:
+        return int(self.ia.size)
+
+
+def bsr_symbolic(a_bcol, a_bptr, b_bcol, b_bptr) -> BsrSchedule:
+    """Block pattern of ``A @ B`` and the per-output-tile list of ``(A tile, B tile)`` pairs."""
+    ac, ap, bc, bp = _np(a_bcol), _np(a_bptr), _np(b_bcol), _np(b_bptr)
+    mb = ap.size - 1
+    rows, cb, cptr, ia, ib, ic = [], [], [0], [], [], []
+    na_max = 0
+    for r in range(mb):
+        lo, hi = int(ap[r]), int(ap[r + 1])
+        outs = {}
+        for i in range(lo, hi):
+            k = int(ac[i])
+            for j in range(int(bp[k]), int(bp[k + 1])):
+                outs.setdefault(int(bc[j]), []).append((i - lo, j))
+        if outs:
+            J = sorted(outs)
+            c0 = len(cb)
+            pairs = [tuple(outs[jj]) for jj in J]
+            for t, pr in enumerate(pairs):
+                for ka, kb in pr:
+                    ia.append(lo + ka)
+                    ib.append(kb)
+                    ic.append(c0 + t)
+            cb.extend(J)
+            rows.append((lo, hi - lo, groups_of(pairs, c0)))
+            na_max = max(na_max, hi - lo)
+        cptr.append(len(cb))
+    return BsrSchedule(torch.tensor(cb, dtype=torch.int64), torch.tensor(cptr, dtype=torch.int64), tuple(rows),
+                       np.asarray(ia, np.int64), np.asarray(ib, np.int64), np.asarray(ic, np.int64), na_max)
+
+
+def bsr_schedule(owner, a_bcol, a_bptr, b_bcol, b_bptr) -> BsrSchedule:
+    """:func:`bsr_symbolic`, cached on ``owner`` (A) while all four index arrays are unchanged."""
+    return cached(owner, "_spgemm_bsr_schedule", (a_bcol, a_bptr, b_bcol, b_bptr),
+                  lambda: bsr_symbolic(a_bcol, a_bptr, b_bcol, b_bptr))
+
+
+def bsr_fits(sch: BsrSchedule):
+    """None, or why the kernel's SBUF plan cannot take the schedule."""
+    if sch.na_max > AMAX:
+        return f"a block row of A with {sch.na_max} tiles: more than {AMAX} (the kernel's SBUF plan)"
+    return None
+
+
+# --------------------------------------------------------------- CSR -> 128 x 128 tiles
+
+@dataclass(frozen=True)
+class CsrTiles:
+    """The 128 x 128 tiles holding a CSR pattern's entries (explicit zeros too)."""
+
+    bcol: torch.Tensor   # (nblk,) int64
+    bptr: torch.Tensor   # (mb + 1,) int64
+    pos: torch.Tensor    # (nnz,) int64: flat offset of every entry in the (nblk, 128, 128) tile array
+    nnz: int
+
+    @property
+    def nblk(self) -> int:
+        return int(self.bcol.numel())
+
+
+def csr_tiles(cols, ptrs, shape) -> CsrTiles:
+    m, n = shape
+    c, p = _np(cols), _np(ptrs)
+    rows = np.repeat(np.arange(m), np.diff(p))
+    nbc = max(1, -(-n // TB))
+    key = (rows // TB) * nbc + c // TB
+    uk, inv = np.unique(key, return_inverse=True)
+    bptr = np.searchsorted(uk // nbc, np.arange(-(-m // TB) + 1), side="left")
+    pos = inv * T2 + (rows % TB) * TB + c % TB
+    return CsrTiles(torch.from_numpy(uk % nbc), torch.from_numpy(bptr.astype(np.int64)), torch.from_numpy(pos),
+                    int(c.size))
+
+
+def tiles_of(owner, values, cols, ptrs, shape):
+    """``(CsrTiles, blocks)``: the tile structure (cached on the index arrays) and the values scattered
+    into ``(nblk, 128, 128)`` tiles (cached on all three arrays), in ``values``' dtype."""
+    st = cached(owner, "_tiles128_structure", (cols, ptrs), lambda: csr_tiles(cols, ptrs, shape))
+
+    def fill():
+        blk = values.new_zeros(st.nblk * T2)
+        if st.nnz:
+            blk[st.pos] = values.detach()  # canonical patterns: one entry per position
+        return st, blk.reshape(st.nblk, TB, TB)
+
+    built_on, blocks = cached(owner, "_tiles128_values", (values, cols, ptrs), fill)
+    if built_on is not st:  # the structure was rebuilt under the same values tensor
+        built_on, blocks = fill()
+        owner.__dict__["_tiles128_values"] = (_stamp((values, cols, ptrs)), (st, blocks))
+    return st, blocks
+
+
+@dataclass(frozen=True)
+class CsrSpgemmPlan:
+    """C = A @ B through tiles: C's structural CSR pattern and where each entry sits in C's tiles."""
+
+    sched: BsrSchedule
+    cols: torch.Tensor   # (nnzC,) int64, sorted inside rows
+    ptrs: torch.Tensor   # (m + 1,) int64
+    pos: torch.Tensor    # (nnzC,) int64 flat offset in C's tile array
+    flops: int           # useful flops: 2 * (scalar products of the row merge)
+
+
+def csr_spgemm_symbolic(ta: CsrTiles, tb: CsrTiles, a_cols, a_ptrs, b_cols, b_ptrs, m, n) -> CsrSpgemmPlan:
+    import scipy.sparse as sp
+
+    sch = bsr_symbolic(ta.bcol, ta.bptr, tb.bcol, tb.bptr)
+    ac, ap, bc, bp = _np(a_cols), _np(a_ptrs), _np(b_cols), _np(b_ptrs)
+    k = bp.size - 1
+    # structural pattern: all-ones values cannot cancel
+    SA = sp.csr_array((np.ones(ac.size), ac, ap), shape=(m, k))
+    SB = sp.csr_array((np.ones(bc.size), bc, bp), shape=(k, n))
+    S = (SA @ SB).tocsr()
+    S.sort_indices()
+    rows = np.repeat(np.arange(m), np.diff(S.indptr))
+    cc = S.indices.astype(np.int64)
+    nbc = max(1, -(-n // TB))
+    ckey = _np(sch.c_bcol) + nbc * np.repeat(np.arange(-(-m // TB)), np.diff(_np(sch.c_bptr)))
+    t = np.searchsorted(ckey, (rows // TB) * nbc + cc // TB)
+    pos = t * T2 + (rows % TB) * TB + cc % TB
+    flops = 2 * int(np.diff(bp)[ac].sum()) if ac.size else 0
+    return CsrSpgemmPlan(sch, torch.from_numpy(cc), torch.from_numpy(S.indptr.astype(np.int64)),
+                         torch.from_numpy(pos), flops)
+
+
+def csr_spgemm_plan(owner_a, owner_b, a_vals, a_cols, a_ptrs, a_shape, b_vals, b_cols, b_ptrs, b_shape):
+    """``(plan, A tiles, B tiles)`` of a CSR product; the plan cached on A keyed on both index pairs."""
+    ta, blk_a = tiles_of(owner_a, a_vals, a_cols, a_ptrs, a_shape)
+    tb, blk_b = tiles_of(owner_b, b_vals, b_cols, b_ptrs, b_shape)
+    plan = cached(owner_a, "_spgemm_csr_plan", (a_cols, a_ptrs, b_cols, b_ptrs),
+                  lambda: csr_spgemm_symbolic(ta, tb, a_cols, a_ptrs, b_cols, b_ptrs, a_shape[0], b_shape[1]))
+    return plan, blk_a, blk_b
+
+
+# --------------------------------------------------------------- sparse add
+
+@dataclass(frozen=True)
+class AddPlan:
+    """The union pattern of two CSR patterns and the kernel's gather maps."""
+
+    cols: torch.Tensor   # (nnzC,) int64 canonical
+    ptrs: torch.Tensor   # (m + 1,) int64
+    chunks: tuple        # (u0, F, WA, WB, n) per chunk
+    start: np.ndarray    # (128, 2Q) int32
+    la: np.ndarray       # (sum 128 F,) uint32
+    lb: np.ndarray
+    duplicates: bool     # an operand holds two entries at one position (not canonical)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.cols.numel())
+
+
+def _maps(slot_of, nnz_op, chunks):
+    """Per chunk: the run start of each partition and every slot's offset inside the run."""
+    starts, maps, widths = [], [], []
+    nn = max(nnz_op, 1)
+    for u0, F, n in chunks:
+        arr = np.full(TB * F, -1, np.int64)
+        arr[:n] = slot_of[u0:u0 + n]
+        a = arr.reshape(TB, F)
+        has = a >= 0
+        lo = np.where(has, a, np.iinfo(np.int64).max).min(axis=1)
+        hi = np.where(has, a, -1).max(axis=1)
+        any_ = has.any(axis=1)
+        W = int(max(1, (hi - lo + 1)[any_].max())) if any_.any() else 1
+        s = np.where(any_, np.minimum(lo, nn - W), 0)
+        s = np.maximum(s, 0)
+        local = np.where(has, a - s[:, None], W)
+        starts.append(s)
+        maps.append(local.reshape(-1))
+        widths.append(W)
+    return starts, maps, widths
+
+
+def add_symbolic(a_cols, a_ptrs, b_cols, b_ptrs, shape) -> AddPlan:
+    m, n = shape
+    ac, ap, bc, bp = _np(a_cols), _np(a_ptrs), _np(b_cols), _np(b_ptrs)
+    ka = np.repeat(np.arange(m), np.diff(ap)) * max(n, 1) + ac
+    kb = np.repeat(np.arange(m), np.diff(bp)) * max(n, 1) + bc
+    u = np.union1d(ka, kb)
+    nnz = u.size
+    sa, sb = np.searchsorted(u, ka), np.searchsorted(u, kb)
+    dup = np.unique(sa).size < sa.size or np.unique(sb).size < sb.size
+    map_a = np.full(nnz, -1, np.int64)
+    map_a[sa] = np.arange(sa.size)
+    map_b = np.full(nnz, -1, np.int64)
+    map_b[sb] = np.arange(sb.size)
+    geo = []
+    for u0 in range(0, nnz, TB * FC):
+        cnt = min(TB * FC, nnz - u0)
+        geo.append((u0, -(-cnt // TB), cnt))
+    st_a, la, wa = _maps(map_a, ka.size, geo)
+    st_b, lb, wb = _maps(map_b, kb.size, geo)
+    chunks = tuple((u0, F, wa[q], wb[q], cnt) for q, (u0, F, cnt) in enumerate(geo))
+    start = np.stack([x for q in range(len(geo)) for x in (st_a[q], st_b[q])], axis=1) if geo \
+        else np.zeros((TB, 0), np.int64)
+    rows = u // max(n, 1)
+    ptrs = np.searchsorted(rows, np.arange(m + 1), side="left")
+    return AddPlan(torch.from_numpy(u % max(n, 1)), torch.from_numpy(ptrs.astype(np.int64)), chunks,
+                   np.ascontiguousarray(start.astype(np.int32)), _u32(la), _u32(lb), bool(dup))
+
+
+def _u32(xs):
+    return np.concatenate(xs).astype(np.uint32) if xs else np.zeros(0, np.uint32)
+
+
+def add_plan(owner, a_cols, a_ptrs, b_cols, b_ptrs, shape) -> AddPlan:
+    """:func:`add_symbolic`, cached on ``owner`` (A) while all four index arrays are unchanged."""
+    return cached(owner, "_sparse_add_plan", (a_cols, a_ptrs, b_cols, b_ptrs),
+                  lambda: add_symbolic(a_cols, a_ptrs, b_cols, b_ptrs, shape))
