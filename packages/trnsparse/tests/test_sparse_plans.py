@@ -42,9 +42,13 @@ def _d(n, bad=False):
 _partial = trnsparse.BSRMatrix.from_dense((torch.rand(150, 150, generator=torch.Generator().manual_seed(1)) > 0.5)
                                           .float(), block_size=128)
 
-def _csr(m, n, dtype=torch.float32, fmt="csr"):
-    A = trnsparse.random_sparse(m, n, density=0.05, dtype=dtype, seed=3)
+def _csr(m, n, dtype=torch.float32, fmt="csr", seed=3):
+    A = trnsparse.random_sparse(m, n, density=0.05, dtype=dtype, seed=seed)
     return A.to_csc() if fmt == "csc" else A
+
+
+def _dense_csr(m, n, dtype=torch.float32):
+    return trnsparse.random_sparse(m, n, density=0.5, dtype=dtype, seed=5)
 
 
 def _tri(n, dtype=torch.float32, fmt="csr"):
@@ -88,6 +92,22 @@ CASES = {
         (trnsparse.sddmm, (_bsr(150, 200), _t(150, 5), _t(5, 200))),
         (trnsparse.sddmm, (_bsr(150, 200, F64), _t(150, 5, dtype=F64), _t(5, 200, dtype=F64))),
         (trnsparse.sddmm, (_bsr(150, 200), _t(150, 5, grad=True), _t(5, 200))),
+    ],
+    "trnsparse.bsr_spgemm": [
+        (trnsparse.bsr_spgemm, (_bsr(150, 200), _bsr(200, 140))),
+        (trnsparse.spgemm, (_bsr(150, 200), _bsr(200, 140))),  # reaches BSR SpGEMM through spgemm
+        (trnsparse.bsr_spgemm, (_bsr(150, 200, F64), _bsr(200, 140, F64))),  # dtype the kernel lacks
+        (trnsparse.bsr_spgemm, (_bsr(20, 30, block_size=8), _bsr(30, 12, block_size=8))),  # block size 8
+    ],
+    "trnsparse.spgemm": [
+        (trnsparse.spgemm, (_dense_csr(150, 140), _dense_csr(140, 130))),  # full tiles: the kernel
+        (trnsparse.spgemm, (_csr(150, 140), _csr(140, 130))),  # 5% dense: tiles too empty, host merge
+        (trnsparse.spgemm, (_dense_csr(150, 140, F64), _dense_csr(140, 130, F64))),  # dtype the kernel lacks
+    ],
+    "trnsparse.sparse_add": [
+        (trnsparse.sparse_add, (_csr(150, 140), _csr(150, 140, seed=4)), {"alpha": 2.0, "beta": -0.5}),
+        (trnsparse.sparse_add, (_csr(150, 140, fmt="csc"), _csr(150, 140, seed=4))),  # CSC through CSR form
+        (trnsparse.sparse_add, (_csr(150, 140, F64), _csr(150, 140, F64, seed=4))),  # dtype the kernel lacks
     ],
     "trnsparse.screened_spmm": [
         (trnsparse.screened_spmm, (_t(140, 140), _d(140), _t(140, 6), 1e-8)),

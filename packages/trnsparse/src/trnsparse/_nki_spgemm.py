@@ -1,0 +1,180 @@
+"""NKI lowerings of SpGEMM (BSR and CSR) and sparse add (imported by :mod:`trnsparse._nki`).
+
+Host-side work and why it is there (all of it once per pattern pair, cached
+on the left operand by :mod:`trnsparse._spgemm`, keyed on both operands'
+index arrays):
+
+* BSR SpGEMM: the symbolic phase (C's block pattern, the tile products of
+  each output tile) is the kernel's static schedule. A's tiles are passed
+  transposed (cached on A while its ``blocks`` tensor is unchanged).
+* CSR SpGEMM: both operands are scattered into the 128 x 128 tiles that hold
+  their entries (structure cached on the index arrays, values on all three),
+  C's structural CSR pattern and each entry's place in C's tiles are
+  computed, the BSR kernel runs, and C's values are gathered from its tiles
+  on the host (nnzC entries). This pays only when the tiles are full: the
+  kernel does ``2 * 128^3`` flops per tile product however few of them are
+  useful. When the tile products would do more than :data:`WASTE_MAX`
+  times the useful flops of the row merge, the plan says so and SciPy's
+  row merge runs on the host (a Vector-Engine row merge is not built).
+* sparse add: the union pattern and the two gather maps.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trnsci import nki
+from trnsparse import _sell, _spgemm
+from trnsparse._nki import F32, KERNEL_DTYPES, TB, _grad
+from trnsparse.kernels.bsr_spgemm import bsr_spgemm_counts, bsr_spgemm_kernel, resident
+from trnsparse.kernels.csr_add import csr_add_counts, csr_add_kernel
+from trnsparse.ops import BSR_SPGEMM, SPARSE_ADD, SPGEMM
+
+#: Most tile-product flops per useful flop for the CSR tile path (the Tensor Engine's fp32 rate over the
+#: host's merge rate is far larger, but the tiles are also read and written: at 64x waste the tiles hold
+#: about 1/64 of their entries per product, where HBM traffic of the tiles already exceeds the CSR arrays'
+#: by ~30x). Below it the host row merge is used.
+WASTE_MAX = 64
+
+
+# ----------------------------------------------------------------- BSR SpGEMM
+
+def _schedule(owner, a_bcol, a_bptr, b_bcol, b_bptr):
+    return _spgemm.bsr_schedule(owner, a_bcol, a_bptr, b_bcol, b_bptr)
+
+
+def _bsr_common(a_blocks, b_blocks, block_size, grad_ok=False):
+    if block_size != TB:
+        return f"block_size {block_size}: the kernel takes 128x128 tiles"
+    if b_blocks.dtype != a_blocks.dtype:
+        return f"B dtype {b_blocks.dtype} differs from A's {a_blocks.dtype}"
+    if _grad(a_blocks, b_blocks):
+        return "autograd: the kernel has no backward (the torch path is differentiable)"
+    return None
+
+
+def _bsr_spgemm_supports(a_blocks, a_bcol, a_bptr, a_shape, b_blocks, b_bcol, b_bptr, b_shape, block_size,
+                         owner=None):
+    if owner is None:
+        return "no matrix to cache the symbolic phase on (call through bsr_spgemm/spgemm)"
+    why = _bsr_common(a_blocks, b_blocks, block_size)
+    if why:
+        return why
+    sch = _schedule(owner, a_bcol, a_bptr, b_bcol, b_bptr)
+    if sch.nc == 0:
+        return "no tile product: C has no stored tile"
+    return _spgemm.bsr_fits(sch)
+
+
+def _keep_b(sch, nb, itemsize):
+    return resident(sch.na_max, nb, itemsize)
+
+
+def _bsr_spgemm_counts(a_blocks, a_bcol, a_bptr, a_shape, b_blocks, b_bcol, b_bptr, b_shape, block_size,
+                       owner=None):
+    sch = _schedule(owner, a_bcol, a_bptr, b_bcol, b_bptr)
+    s, nb = a_blocks.element_size(), b_blocks.shape[0]
+    return {"kernel": "bsr_spgemm_kernel",
+            **bsr_spgemm_counts(sch.rows, nb, sch.nc, s, _keep_b(sch, nb, s))}
+
+
+def _tiles_t(owner, blocks):
+    """A's tiles transposed (the contraction index on the partitions), cached on A with its blocks."""
+    return _sell.cached(owner, "_bsr_tiles_t", (blocks,), lambda: blocks.detach().transpose(1, 2).contiguous())
+
+
+def _run_tiles(sch, a_t, b_blocks):
+    keep = _keep_b(sch, b_blocks.shape[0], b_blocks.element_size())
+    return nki.run(bsr_spgemm_kernel, a_t, b_blocks.detach().contiguous(), rows=sch.rows, nc=sch.nc, keep_b=keep,
+                   out_dtype=F32)
+
+
+@BSR_SPGEMM.lowering("nki", dtypes=KERNEL_DTYPES, supports=_bsr_spgemm_supports, counts=_bsr_spgemm_counts)
+def _bsr_spgemm_nki(a_blocks, a_bcol, a_bptr, a_shape, b_blocks, b_bcol, b_bptr, b_shape, block_size, owner=None):
+    sch = _schedule(owner, a_bcol, a_bptr, b_bcol, b_bptr)
+    C = _run_tiles(sch, _tiles_t(owner, a_blocks), b_blocks)
+    dev = a_blocks.device
+    return C.to(a_blocks.dtype), sch.c_bcol.to(dev), sch.c_bptr.to(dev)
+
+
+# ----------------------------------------------------------------- CSR SpGEMM through tiles
+
+def _csr_plan(av, ac, ap, ash, bv, bc, bp, bsh, owner_a, owner_b):
+    return _spgemm.csr_spgemm_plan(owner_a, owner_b, av, ac, ap, ash, bv, bc, bp, bsh)
+
+
+def _spgemm_supports(av, ac, ap, ash, bv, bc, bp, bsh, owner_a=None, owner_b=None):
+    if owner_a is None or owner_b is None:
+        return "no matrices to cache the tile forms on (call through spgemm)"
+    if bv.dtype != av.dtype:
+        return f"B dtype {bv.dtype} differs from A's {av.dtype}"
+    if _grad(av, bv):
+        return "autograd: the kernel has no backward (the torch path is differentiable)"
+    if av.numel() == 0 or bv.numel() == 0:
+        return "empty operand: nothing to compute"
+    plan, _, _ = _csr_plan(av, ac, ap, ash, bv, bc, bp, bsh, owner_a, owner_b)
+    P = plan.sched.products
+    if P == 0:
+        return "no tile product: C has no stored entry"
+    waste = 2 * TB ** 3 * P / max(plan.flops, 1)
+    if waste > WASTE_MAX:
+        return (f"the 128x128 tile products would do {waste:.0f}x the useful flops (more than {WASTE_MAX}x: "
+                "the tiles are too empty); the host row merge is faster")
+    return _spgemm.bsr_fits(plan.sched)
+
+
+def _spgemm_counts(av, ac, ap, ash, bv, bc, bp, bsh, owner_a=None, owner_b=None):
+    plan, _, blk_b = _csr_plan(av, ac, ap, ash, bv, bc, bp, bsh, owner_a, owner_b)
+    sch, s, nb = plan.sched, av.element_size(), blk_b.shape[0]
+    return {"kernel": "bsr_spgemm_kernel", **bsr_spgemm_counts(sch.rows, nb, sch.nc, s, _keep_b(sch, nb, s))}
+
+
+@SPGEMM.lowering("nki", dtypes=KERNEL_DTYPES, supports=_spgemm_supports, counts=_spgemm_counts)
+def _spgemm_nki(av, ac, ap, ash, bv, bc, bp, bsh, owner_a=None, owner_b=None):
+    plan, blk_a, blk_b = _csr_plan(av, ac, ap, ash, bv, bc, bp, bsh, owner_a, owner_b)
+    a_t = _sell.cached(owner_a, "_tiles128_t", (blk_a,), lambda: blk_a.transpose(1, 2).contiguous())
+    C = _run_tiles(plan.sched, a_t, blk_b)
+    vals = C.reshape(-1)[plan.pos.to(C.device)]  # C's tiles -> CSR order (a gather of nnzC entries)
+    dev = av.device
+    return vals.to(av.dtype), plan.cols.to(dev), plan.ptrs.to(dev), True
+
+
+# ----------------------------------------------------------------- sparse add
+
+def _add_plan(ac, ap, bc, bp, shape, owner_a):
+    return _spgemm.add_plan(owner_a, ac, ap, bc, bp, shape)
+
+
+def _add_supports(av, ac, ap, bv, bc, bp, shape, alpha, beta, owner_a=None, owner_b=None):
+    if owner_a is None:
+        return "no matrix to cache the union pattern on (call through sparse_add)"
+    if bv.dtype != av.dtype:
+        return f"B dtype {bv.dtype} differs from A's {av.dtype}"
+    if _grad(av, bv):
+        return "autograd: the kernel has no backward (the torch path is differentiable)"
+    if max(av.numel(), bv.numel()) >= 2**31:
+        return "indices beyond int32"
+    plan = _add_plan(ac, ap, bc, bp, shape, owner_a)
+    if plan.nnz == 0:
+        return "empty union: nothing to compute"
+    if plan.duplicates:
+        return "an operand stores two entries at one position (not canonical): the host merge sums them"
+    return None
+
+
+def _add_counts(av, ac, ap, bv, bc, bp, shape, alpha, beta, owner_a=None, owner_b=None):
+    plan = _add_plan(ac, ap, bc, bp, shape, owner_a)
+    return {"kernel": "csr_add_kernel", **csr_add_counts(plan.chunks, plan.nnz)}
+
+
+def _nonempty(v):
+    return v.detach().contiguous() if v.numel() else torch.zeros(1, dtype=v.dtype, device=v.device)
+
+
+@SPARSE_ADD.lowering("nki", dtypes=KERNEL_DTYPES, supports=_add_supports, counts=_add_counts)
+def _sparse_add_nki(av, ac, ap, bv, bc, bp, shape, alpha, beta, owner_a=None, owner_b=None):
+    plan = _add_plan(ac, ap, bc, bp, shape, owner_a)
+    vals = nki.run(csr_add_kernel, _nonempty(av), _nonempty(bv), torch.from_numpy(plan.start), plan.la, plan.lb,
+                   chunks=plan.chunks, nnz_c=plan.nnz, alpha=float(alpha), beta=float(beta), out_dtype=F32)
+    dev = av.device
+    return vals.to(av.dtype), plan.cols.to(dev), plan.ptrs.to(dev)
