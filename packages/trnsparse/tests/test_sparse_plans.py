@@ -47,6 +47,10 @@ def _csr(m, n, dtype=torch.float32, fmt="csr", seed=3):
     return A.to_csc() if fmt == "csc" else A
 
 
+def _very_sparse(m, n):
+    return trnsparse.random_sparse(m, n, density=0.002, seed=6)
+
+
 def _dense_csr(m, n, dtype=torch.float32):
     return trnsparse.random_sparse(m, n, density=0.5, dtype=dtype, seed=5)
 
@@ -101,7 +105,8 @@ CASES = {
     ],
     "trnsparse.spgemm": [
         (trnsparse.spgemm, (_dense_csr(150, 140), _dense_csr(140, 130))),  # full tiles: the kernel
-        (trnsparse.spgemm, (_csr(150, 140), _csr(140, 130))),  # 5% dense: tiles too empty, host merge
+        (trnsparse.spgemm, (_csr(150, 140), _csr(140, 130))),  # 5% dense: still pays at this size
+        (trnsparse.spgemm, (_very_sparse(300, 280), _very_sparse(280, 290))),  # tiles too empty: host merge
         (trnsparse.spgemm, (_dense_csr(150, 140, F64), _dense_csr(140, 130, F64))),  # dtype the kernel lacks
     ],
     "trnsparse.sparse_add": [
@@ -151,3 +156,11 @@ def test_plans_name_the_reason_the_kernel_cannot_take_a_call():
     assert r.backend == "torch" and "non-finite" in r.reason
     assert k.backend == "simulator" and k.kernel["name"] == "bsr_spmm_kernel"
     assert np.isfinite(k.size)
+
+
+def test_csr_spgemm_plan_says_when_the_tiles_do_not_pay():
+    with trnsci.use_backend("simulator"):
+        p = dispatch.plan_call(trnsparse.spgemm, _very_sparse(300, 280), _very_sparse(280, 290))
+        k = dispatch.plan_call(trnsparse.spgemm, _dense_csr(150, 140), _dense_csr(140, 130))
+    assert p.backend == "torch" and "tiles are too empty" in p.reason
+    assert k.backend == "simulator" and k.kernel["name"] == "bsr_spgemm_kernel"

@@ -11,11 +11,16 @@ index arrays):
   their entries (structure cached on the index arrays, values on all three),
   C's structural CSR pattern and each entry's place in C's tiles are
   computed, the BSR kernel runs, and C's values are gathered from its tiles
-  on the host (nnzC entries). This pays only when the tiles are full: the
-  kernel does ``2 * 128^3`` flops per tile product however few of them are
-  useful. When the tile products would do more than :data:`WASTE_MAX`
-  times the useful flops of the row merge, the plan says so and SciPy's
-  row merge runs on the host (a Vector-Engine row merge is not built).
+  on the host (nnzC entries). Whether this pays is decided per call from
+  the cached plan (the plan states the figures when it does not):
+  the kernel's time is estimated as ``LAUNCH_S + P * PRODUCT_S`` (P tile
+  products; PRODUCT_S is the emulator's modeled time per fp32 tile product
+  on trn1, from benchmarks/bench_spgemm_kernels.py) against the host row
+  merge's ``HOST_PRODUCT_S`` per useful scalar product (SciPy measured on
+  the development machine); and the tile forms of A, B and C must not
+  exceed :data:`TILE_BLOWUP` times the bytes of the CSR arrays (a very
+  sparse matrix densifies its tiles). A Vector-Engine row merge for the
+  cases that fail is not built.
 * sparse add: the union pattern and the two gather maps.
 """
 
@@ -30,11 +35,32 @@ from trnsparse.kernels.bsr_spgemm import bsr_spgemm_counts, bsr_spgemm_kernel, r
 from trnsparse.kernels.csr_add import csr_add_counts, csr_add_kernel
 from trnsparse.ops import BSR_SPGEMM, SPARSE_ADD, SPGEMM
 
-#: Most tile-product flops per useful flop for the CSR tile path (the Tensor Engine's fp32 rate over the
-#: host's merge rate is far larger, but the tiles are also read and written: at 64x waste the tiles hold
-#: about 1/64 of their entries per product, where HBM traffic of the tiles already exceeds the CSR arrays'
-#: by ~30x). Below it the host row merge is used.
-WASTE_MAX = 64
+#: Modeled time of one 128^3 fp32 tile product in the BSR SpGEMM kernel (trn1, overlapped timeline,
+#: 0.18 us at 512 and at 4096 products: benchmarks/bench_spgemm_kernels.py).
+PRODUCT_S = 0.18e-6
+#: A kernel launch (tens of microseconds, as the other trnsparse thresholds assume).
+LAUNCH_S = 20e-6
+#: SciPy's SpGEMM per useful scalar product a_ik b_kj, measured on the development CPU (1024^2 at 5-30%,
+#: 2048^2 at 1%: 9-14 ns).
+HOST_PRODUCT_S = 12e-9
+#: Most bytes of the tile forms (A, B and C tiles) per byte of the CSR arrays (8 bytes per entry).
+TILE_BLOWUP = 64
+
+
+def tile_path_verdict(plan, nnz_a, nnz_b, itemsize):
+    """None when the tile path pays, else why not (the figures the decision used)."""
+    P = plan.sched.products
+    tiles = itemsize * 128 * 128 * (plan.tiles_a + plan.tiles_b) + 4 * 128 * 128 * plan.sched.nc
+    csr = 8 * (nnz_a + nnz_b + int(plan.cols.numel()))
+    if tiles > TILE_BLOWUP * csr:
+        return (f"the 128x128 tile forms would take {tiles / 2**20:.1f} MiB, {tiles / csr:.0f}x the CSR arrays "
+                f"(more than {TILE_BLOWUP}x: the tiles are too empty)")
+    dev = LAUNCH_S + P * PRODUCT_S
+    host = HOST_PRODUCT_S * plan.flops / 2
+    if dev > host:
+        return (f"the estimated kernel time {dev * 1e6:.0f} us ({P} tile products) exceeds the host row "
+                f"merge's {host * 1e6:.0f} us ({plan.flops // 2} scalar products)")
+    return None
 
 
 # ----------------------------------------------------------------- BSR SpGEMM
@@ -113,13 +139,11 @@ def _spgemm_supports(av, ac, ap, ash, bv, bc, bp, bsh, owner_a=None, owner_b=Non
     if av.numel() == 0 or bv.numel() == 0:
         return "empty operand: nothing to compute"
     plan, _, _ = _csr_plan(av, ac, ap, ash, bv, bc, bp, bsh, owner_a, owner_b)
-    P = plan.sched.products
-    if P == 0:
+    if plan.sched.products == 0:
         return "no tile product: C has no stored entry"
-    waste = 2 * TB ** 3 * P / max(plan.flops, 1)
-    if waste > WASTE_MAX:
-        return (f"the 128x128 tile products would do {waste:.0f}x the useful flops (more than {WASTE_MAX}x: "
-                "the tiles are too empty); the host row merge is faster")
+    why = tile_path_verdict(plan, av.numel(), bv.numel(), av.element_size())
+    if why:
+        return why
     return _spgemm.bsr_fits(plan.sched)
 
 

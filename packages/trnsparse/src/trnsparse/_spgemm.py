@@ -149,6 +149,8 @@ class CsrSpgemmPlan:
     ptrs: torch.Tensor   # (m + 1,) int64
     pos: torch.Tensor    # (nnzC,) int64 flat offset in C's tile array
     flops: int           # useful flops: 2 * (scalar products of the row merge)
+    tiles_a: int         # stored tiles of A's and B's tile forms
+    tiles_b: int
 
 
 def csr_spgemm_symbolic(ta: CsrTiles, tb: CsrTiles, a_cols, a_ptrs, b_cols, b_ptrs, m, n) -> CsrSpgemmPlan:
@@ -170,7 +172,7 @@ def csr_spgemm_symbolic(ta: CsrTiles, tb: CsrTiles, a_cols, a_ptrs, b_cols, b_pt
     pos = t * T2 + (rows % TB) * TB + cc % TB
     flops = 2 * int(np.diff(bp)[ac].sum()) if ac.size else 0
     return CsrSpgemmPlan(sch, torch.from_numpy(cc), torch.from_numpy(S.indptr.astype(np.int64)),
-                         torch.from_numpy(pos), flops)
+                         torch.from_numpy(pos), flops, ta.nblk, tb.nblk)
 
 
 def csr_spgemm_plan(owner_a, owner_b, a_vals, a_cols, a_ptrs, a_shape, b_vals, b_cols, b_ptrs, b_shape):

@@ -405,8 +405,13 @@ def _spgemm_flops(av, ac, ap, ash, bv, bc, bp, *r):
     return 2.0 * float((bp[1:] - bp[:-1])[ac.long()].sum())
 
 
+# SpGEMM thresholds: SciPy's SpGEMM took ~1.2 ms per million useful flops here (CSR, 1024^2 at 30%) and
+# ~1.4 ms per 128^3 tile product (BSR), against a modeled ~25 us kernel at the smallest sizes benchmarked
+# (benchmarks/bench_spgemm_kernels.py): one tile product's worth of work already pays for a launch.
+_SPGEMM_MIN = 2 * 128 ** 3
+
 SPGEMM = Op(
-    "trnsparse.spgemm", "flops", 8 * _TILE_FLOPS, size=_spgemm_flops,
+    "trnsparse.spgemm", "flops", _SPGEMM_MIN, size=_spgemm_flops,
     describe=lambda av, ac, ap, ash, bv, bc, bp, bsh, *r: f"CSR {ash[0]}x{ash[1]} nnz={av.shape[0]} @ CSR "
                                                            f"{bsh[0]}x{bsh[1]} nnz={bv.shape[0]}",
     doc="C = A @ B, both CSR; flops = 2 x the scalar products of the row merge (kernel: through 128x128 "
@@ -440,7 +445,7 @@ def _bsr_spgemm_torch(a_blocks, a_bcol, a_bptr, a_shape, b_blocks, b_bcol, b_bpt
 
 
 BSR_SPGEMM = Op(
-    "trnsparse.bsr_spgemm", "flops", 8 * _TILE_FLOPS,
+    "trnsparse.bsr_spgemm", "flops", _SPGEMM_MIN,
     size=lambda ab, ac, ap, ash, bb, bc, bp, bsh, b, *r: 2.0 * b ** 3 * float(
         (bp[1:] - bp[:-1])[ac.long()].sum()) if ac.numel() else 0.0,
     describe=lambda ab, ac, ap, ash, bb, *r: f"BSR {ash[0]}x{ash[1]} ({ab.shape[0]} tiles) @ BSR ({bb.shape[0]} "
@@ -826,7 +831,8 @@ def _sparse_add_torch(a_values, a_cols, a_ptrs, b_values, b_cols, b_ptrs, shape,
 
 
 SPARSE_ADD = Op(
-    "trnsparse.sparse_add", "nnz", float(1 << 18),  # memory bound: a launch pays off at ~1 MiB of values
+    # memory bound; the host merge took ~3-7 ns per entry here, the kernel a modeled ~25 us at 3e5 entries
+    "trnsparse.sparse_add", "nnz", float(1 << 15),
     size=lambda av, ac, ap, bv, *r: float(av.shape[0] + bv.shape[0]),
     describe=lambda av, ac, ap, bv, bc, bp, shape, *r: f"CSR {shape[0]}x{shape[1]} nnz={av.shape[0]} + "
                                                        f"nnz={bv.shape[0]}",
