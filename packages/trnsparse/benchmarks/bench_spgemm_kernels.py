@@ -21,9 +21,10 @@ import torch
 
 from trnsci import nki
 from trnsparse import _spgemm
-from trnsparse._nki_spgemm import tile_path_verdict
+from trnsparse._nki_spgemm import _csr_route
 from trnsparse.kernels.bsr_spgemm import bsr_spgemm_kernel, resident
 from trnsparse.kernels.csr_add import csr_add_kernel
+from trnsparse.kernels.csr_rowmerge import csr_rowmerge_kernel
 
 N_BSR = 1024
 T2 = 128 * 128
@@ -59,22 +60,33 @@ def _bsr_case(density, seed=0):
     return bsr_spgemm_kernel, args, kw, floor, (lambda: SA @ SB), f"P={sch.products}"
 
 
-def _csr_case(n, density, seed=1):
+def _csr_case(n, da, db, kernel, seed=1):
+    """A CSR product through ``kernel`` ("tiles" or "rowmerge"); the note says what the plan picks."""
     import trnsparse
 
-    SA = sp.random(n, n, density, format="csr", random_state=seed, dtype=np.float32)
-    SB = sp.random(n, n, density, format="csr", random_state=seed + 1, dtype=np.float32)
+    SA = sp.random(n, n, da, format="csr", random_state=seed, dtype=np.float32)
+    SB = sp.random(n, n, db, format="csr", random_state=seed + 1, dtype=np.float32)
     A, B = trnsparse.from_scipy(SA), trnsparse.from_scipy(SB)
-    plan, blk_a, blk_b = _spgemm.csr_spgemm_plan(A, B, A.values, A.col_indices, A.row_ptrs, A.shape, B.values,
-                                                 B.col_indices, B.row_ptrs, B.shape)
-    sch = plan.sched
-    keep_b = resident(sch.na_max, blk_b.shape[0], 4)
-    args = (blk_a.transpose(1, 2).contiguous().numpy(), blk_b.numpy())
-    kw = {"rows": sch.rows, "nc": sch.nc, "keep_b": keep_b}
-    floor = 4 * T2 * (blk_a.shape[0] + blk_b.shape[0]) + 4 * T2 * sch.nc
-    why = tile_path_verdict(plan, SA.nnz, SB.nnz, 4)
-    note = "plan: kernel" if why is None else "plan: host (" + why.split(" (")[0] + ")"
-    return bsr_spgemm_kernel, args, kw, floor, (lambda: SA @ SB), note
+    ix = (A.col_indices, A.row_ptrs, A.shape, B.col_indices, B.row_ptrs, B.shape)
+    route, why = _csr_route(*ix, A, B)
+    note = f"plan: {route}" if route else "plan: host (" + why.split(" (")[0] + ")"
+    if kernel == "tiles":
+        plan = _spgemm.csr_spgemm_plan(A, B, *ix)
+        blk_a = _spgemm.tile_values(A, A.values, A.col_indices, A.row_ptrs, A.shape)
+        blk_b = _spgemm.tile_values(B, B.values, B.col_indices, B.row_ptrs, B.shape)
+        sch = plan.sched
+        args = (blk_a.transpose(1, 2).contiguous().numpy(), blk_b.numpy())
+        kw = {"rows": sch.rows, "nc": sch.nc, "keep_b": resident(sch.na_max, blk_b.shape[0], 4)}
+        floor = 4 * T2 * (blk_a.shape[0] + blk_b.shape[0]) + 4 * T2 * sch.nc
+        return bsr_spgemm_kernel, args, kw, floor, (lambda: SA @ SB), note
+    plan = _spgemm.rowmerge_plan(A, *ix)
+    a_ell = np.zeros(sum(b[0] * b[1] for b in plan.blocks), np.float32)
+    a_ell[plan.a_pos] = SA.data
+    args = (a_ell, plan.a_rows, _spgemm.b_ell(B, B.values, B.col_indices, B.row_ptrs, plan.wB).numpy(), plan.inv)
+    kw = {"blocks": plan.blocks, "slots_c": plan.slots_c}
+    # the row merge's floor: A and its column indices, each B row an A entry selects, C written
+    floor = 8 * SA.nnz + 8 * int(np.diff(SB.indptr)[SA.indices].sum()) + 4 * int(plan.cols.numel())
+    return csr_rowmerge_kernel, args, kw, floor, (lambda: SA @ SB), note
 
 
 def _poisson2d(k):
@@ -105,10 +117,12 @@ CASES = {
     "bsr_spgemm 1024^2 @ 1024^2 p=0.125": lambda: _bsr_case(0.125),
     "bsr_spgemm 1024^2 @ 1024^2 p=0.5": lambda: _bsr_case(0.5),
     "bsr_spgemm 1024^2 @ 1024^2 p=1.0": lambda: _bsr_case(1.0),
-    "csr spgemm 1024^2 30% (tiles)": lambda: _csr_case(1024, 0.3),
-    "csr spgemm 1024^2 5% (tiles)": lambda: _csr_case(1024, 0.05),
-    "csr spgemm 2048^2 0.1% (tiles)": lambda: _csr_case(2048, 0.001),
-    "csr spgemm 2048^2 1% (tiles)": lambda: _csr_case(2048, 0.01),
+    "csr spgemm 1024^2 30% (tiles)": lambda: _csr_case(1024, 0.3, 0.3, "tiles"),
+    "csr spgemm 1024^2 5% (tiles)": lambda: _csr_case(1024, 0.05, 0.05, "tiles"),
+    "csr spgemm 2048^2 1% (tiles)": lambda: _csr_case(2048, 0.01, 0.01, "tiles"),
+    "csr spgemm 2048^2 0.1% (tiles)": lambda: _csr_case(2048, 0.001, 0.001, "tiles"),
+    "csr spgemm 2048^2 0.1% (row merge)": lambda: _csr_case(2048, 0.001, 0.001, "rowmerge"),
+    "csr spgemm 4096^2 0.1% @ 0.5% (row merge)": lambda: _csr_case(4096, 0.001, 0.005, "rowmerge"),
     "sparse_add poisson 256^2 + diag-stencil": lambda: _add_case("poisson"),
     "sparse_add 4096^2 1% + 1%": lambda: _add_case("random4k"),
     "sparse_add 16384^2 1% + 1%": lambda: _add_case("random"),

@@ -106,7 +106,7 @@ CASES = {
     "trnsparse.spgemm": [
         (trnsparse.spgemm, (_dense_csr(150, 140), _dense_csr(140, 130))),  # full tiles: the kernel
         (trnsparse.spgemm, (_csr(150, 140), _csr(140, 130))),  # 5% dense: still pays at this size
-        (trnsparse.spgemm, (_very_sparse(300, 280), _very_sparse(280, 290))),  # tiles too empty: host merge
+        (trnsparse.spgemm, (_very_sparse(300, 280), _very_sparse(280, 290))),  # too little work: host merge
         (trnsparse.spgemm, (_dense_csr(150, 140, F64), _dense_csr(140, 130, F64))),  # dtype the kernel lacks
     ],
     "trnsparse.sparse_add": [
@@ -162,5 +162,5 @@ def test_csr_spgemm_plan_says_when_the_tiles_do_not_pay():
     with trnsci.use_backend("simulator"):
         p = dispatch.plan_call(trnsparse.spgemm, _very_sparse(300, 280), _very_sparse(280, 290))
         k = dispatch.plan_call(trnsparse.spgemm, _dense_csr(150, 140), _dense_csr(140, 130))
-    assert p.backend == "torch" and "tiles are too empty" in p.reason
+    assert p.backend == "torch" and "exceeds the host row merge" in p.reason
     assert k.backend == "simulator" and k.kernel["name"] == "bsr_spgemm_kernel"

@@ -11,12 +11,14 @@ import pytest
 import scipy.sparse as sp
 import torch
 
+import trnsci
 import trnsparse
-from trnsci import nki
+from trnsci import dispatch, nki
 from trnsci.testing import assert_counts, kernel_ran
-from trnsparse import _spgemm
+from trnsparse import _nki_spgemm, _spgemm
 from trnsparse.kernels.bsr_spgemm import bsr_spgemm_counts, bsr_spgemm_kernel
 from trnsparse.kernels.csr_add import csr_add_counts
+from trnsparse.kernels.csr_rowmerge import csr_rowmerge_counts
 
 pytestmark = pytest.mark.simulator
 
@@ -110,6 +112,32 @@ def test_csr_spgemm_through_tiles_vs_scipy():
     assert_counts(runs[0].profile, bsr_spgemm_counts(sch.rows, nb, sch.nc, 4, True), ignore=("flops",))
     # 2 x 2 tiles of A, 2 x 2 of B, all stored: 8 tile products, C's 2 x 2 tiles
     assert sch.products == 8 and sch.nc == 4 and nb == 4
+
+
+def test_csr_spgemm_row_merge_vs_scipy(monkeypatch):
+    # the estimates set so that the row merge is the route (tile products and the host made slow)
+    monkeypatch.setattr(_nki_spgemm, "PRODUCT_S", 1.0)
+    monkeypatch.setattr(_nki_spgemm, "HOST_PRODUCT_S", 1.0)
+    SA, SB = _csr(300, 270, 0.02, 14, empty_row=5), _csr(270, 200, 0.03, 15, empty_row=9)
+    A, B = trnsparse.from_scipy(SA), trnsparse.from_scipy(SB)
+    with trnsci.use_backend("simulator"):
+        p = dispatch.plan_call(trnsparse.spgemm, A, B)
+    assert p.kernel["name"] == "csr_rowmerge_kernel"
+    with kernel_ran("csr_rowmerge_kernel") as runs:
+        C = trnsparse.spgemm(A, B)
+    R = (SA.astype(np.float64) @ SB.astype(np.float64)).tocsr()
+    R.sort_indices()
+    np.testing.assert_array_equal(C.row_ptrs.numpy(), R.indptr)
+    np.testing.assert_array_equal(C.col_indices.numpy(), R.indices)
+    # fp32 sums of a few products of entries in [0, 1)
+    np.testing.assert_allclose(C.values.double().numpy(), R.data, rtol=0, atol=1e-6)
+    plan = A.__dict__["_spgemm_rowmerge_plan"][1]
+    assert_counts(runs[0].profile, csr_rowmerge_counts(plan.blocks, plan.wB))
+    assert {k: v for k, v in p.kernel.items() if k != "name"}.items() <= {
+        **csr_rowmerge_counts(plan.blocks, plan.wB)}.items()
+    # 3 row blocks (128, 128, 44 rows), each with work; C's ELL rows written once
+    assert [b[0] for b in plan.blocks] == [128, 128, 44]
+    assert runs[0].profile.hbm_write_bytes == 4 * sum(b[0] * b[2] for b in plan.blocks)
 
 
 def test_caches_follow_both_operands_arrays():

@@ -31,36 +31,66 @@ import torch
 from trnsci import nki
 from trnsparse import _sell, _spgemm
 from trnsparse._nki import F32, KERNEL_DTYPES, TB, _grad
-from trnsparse.kernels.bsr_spgemm import bsr_spgemm_counts, bsr_spgemm_kernel, resident
+from trnsparse.kernels.bsr_spgemm import AMAX, bsr_spgemm_counts, bsr_spgemm_kernel, resident
 from trnsparse.kernels.csr_add import csr_add_counts, csr_add_kernel
+from trnsparse.kernels.csr_rowmerge import csr_rowmerge_counts, csr_rowmerge_kernel
 from trnsparse.ops import BSR_SPGEMM, SPARSE_ADD, SPGEMM
 
 #: Modeled time of one 128^3 fp32 tile product in the BSR SpGEMM kernel (trn1, overlapped timeline,
 #: 0.18 us at 512 and at 4096 products: benchmarks/bench_spgemm_kernels.py).
 PRODUCT_S = 0.18e-6
+#: Modeled time per DMA of the row-merge kernel (trn1; its DMAs -- one indirect gather of 128 B rows and
+#: one map per step -- set its pace: 0.85 us each in the benchmark rows).
+ROW_DMA_S = 0.85e-6
 #: A kernel launch (tens of microseconds, as the other trnsparse thresholds assume).
 LAUNCH_S = 20e-6
 #: SciPy's SpGEMM per useful scalar product a_ik b_kj, measured on the development CPU (1024^2 at 5-30%,
 #: 2048^2 at 1%: 9-14 ns).
 HOST_PRODUCT_S = 12e-9
-#: Most bytes of the tile forms (A, B and C tiles) per byte of the CSR arrays (8 bytes per entry).
+#: Most bytes of a device form (tiles, or the row merge's maps) per byte of the CSR arrays (8 per entry).
 TILE_BLOWUP = 64
+#: Row-merge kernel limits (its SBUF plan and unrolled steps): entries of A's longest row, of B's and C's.
+RM_WA_MAX = 256
+RM_W_MAX = 2047
 
 
-def tile_path_verdict(plan, nnz_a, nnz_b, itemsize):
-    """None when the tile path pays, else why not (the figures the decision used)."""
-    P = plan.sched.products
-    tiles = itemsize * 128 * 128 * (plan.tiles_a + plan.tiles_b) + 4 * 128 * 128 * plan.sched.nc
-    csr = 8 * (nnz_a + nnz_b + int(plan.cols.numel()))
+def _csr_route(ac, ap, ash, bc, bp, bsh, owner_a, owner_b):
+    """``(route, reason)``: "tiles" or "rowmerge" with None, or None with why the host runs."""
+    cp = _spgemm.c_pattern(owner_a, ac, ap, bc, bp, ash[0], bsh[1])
+    ta = _spgemm.tile_structure(owner_a, ac, ap, ash)
+    tb = _spgemm.tile_structure(owner_b, bc, bp, bsh)
+    csr = 8 * (ta.nnz + tb.nnz + cp.nnz)
+    host = HOST_PRODUCT_S * cp.flops / 2
+    opts, why = [], []
+    P, nC = _spgemm.tile_counts(ta, tb)
+    tiles = 4 * 128 * 128 * (ta.nblk + tb.nblk + nC)
+    na_max = int((ta.bptr[1:] - ta.bptr[:-1]).max()) if ta.nblk else 0
     if tiles > TILE_BLOWUP * csr:
-        return (f"the 128x128 tile forms would take {tiles / 2**20:.1f} MiB, {tiles / csr:.0f}x the CSR arrays "
-                f"(more than {TILE_BLOWUP}x: the tiles are too empty)")
-    dev = LAUNCH_S + P * PRODUCT_S
-    host = HOST_PRODUCT_S * plan.flops / 2
-    if dev > host:
-        return (f"the estimated kernel time {dev * 1e6:.0f} us ({P} tile products) exceeds the host row "
-                f"merge's {host * 1e6:.0f} us ({plan.flops // 2} scalar products)")
-    return None
+        why.append(f"the 128x128 tile forms would take {tiles / 2**20:.1f} MiB, {tiles / csr:.0f}x the CSR arrays "
+                   f"(more than {TILE_BLOWUP}x: the tiles are too empty)")
+    elif na_max > AMAX:
+        why.append(f"a block row of A with {na_max} tiles: more than {AMAX} (the tile kernel's SBUF plan)")
+    else:
+        opts.append((LAUNCH_S + P * PRODUCT_S, "tiles", f"{P} tile products"))
+    shapes, wB = _spgemm.rowmerge_geometry(ap, bp, cp)
+    maps = 4 * sum(pc * wa * wc for pc, wa, wc in shapes)
+    dmas = sum(3 + 2 * wa for _, wa, _ in shapes)
+    wa_max = max((wa for _, wa, _ in shapes), default=0)
+    wc_max = max((wc for *_, wc in shapes), default=0)
+    if maps > TILE_BLOWUP * csr:
+        why.append(f"the row merge's maps would take {maps / 2**20:.1f} MiB, {maps / csr:.0f}x the CSR arrays")
+    elif wa_max > RM_WA_MAX or max(wB, wc_max) > RM_W_MAX:
+        why.append(f"row merge: rows of {wa_max} (A) / {wB} (B) / {wc_max} (C) entries exceed its plan "
+                   f"({RM_WA_MAX} / {RM_W_MAX} / {RM_W_MAX})")
+    else:
+        opts.append((LAUNCH_S + dmas * ROW_DMA_S, "rowmerge", f"{dmas} DMAs"))
+    if not opts:
+        return None, "; ".join(why) + "; the host row merge runs"
+    t, route, what = min(opts)
+    if t > host:
+        return None, (f"the estimated kernel time {t * 1e6:.0f} us ({route}: {what}) exceeds the host row "
+                      f"merge's {host * 1e6:.0f} us ({cp.flops // 2} scalar products)")
+    return route, None
 
 
 # ----------------------------------------------------------------- BSR SpGEMM
@@ -125,41 +155,62 @@ def _bsr_spgemm_nki(a_blocks, a_bcol, a_bptr, a_shape, b_blocks, b_bcol, b_bptr,
 
 # ----------------------------------------------------------------- CSR SpGEMM through tiles
 
-def _csr_plan(av, ac, ap, ash, bv, bc, bp, bsh, owner_a, owner_b):
-    return _spgemm.csr_spgemm_plan(owner_a, owner_b, av, ac, ap, ash, bv, bc, bp, bsh)
-
-
 def _spgemm_supports(av, ac, ap, ash, bv, bc, bp, bsh, owner_a=None, owner_b=None):
     if owner_a is None or owner_b is None:
-        return "no matrices to cache the tile forms on (call through spgemm)"
+        return "no matrices to cache the device forms on (call through spgemm)"
     if bv.dtype != av.dtype:
         return f"B dtype {bv.dtype} differs from A's {av.dtype}"
     if _grad(av, bv):
         return "autograd: the kernel has no backward (the torch path is differentiable)"
     if av.numel() == 0 or bv.numel() == 0:
         return "empty operand: nothing to compute"
-    plan, _, _ = _csr_plan(av, ac, ap, ash, bv, bc, bp, bsh, owner_a, owner_b)
-    if plan.sched.products == 0:
-        return "no tile product: C has no stored entry"
-    why = tile_path_verdict(plan, av.numel(), bv.numel(), av.element_size())
-    if why:
-        return why
-    return _spgemm.bsr_fits(plan.sched)
+    if _spgemm.c_pattern(owner_a, ac, ap, bc, bp, ash[0], bsh[1]).nnz == 0:
+        return "no product: C has no stored entry"
+    return _csr_route(ac, ap, ash, bc, bp, bsh, owner_a, owner_b)[1]
 
 
 def _spgemm_counts(av, ac, ap, ash, bv, bc, bp, bsh, owner_a=None, owner_b=None):
-    plan, _, blk_b = _csr_plan(av, ac, ap, ash, bv, bc, bp, bsh, owner_a, owner_b)
-    sch, s, nb = plan.sched, av.element_size(), blk_b.shape[0]
-    return {"kernel": "bsr_spgemm_kernel", **bsr_spgemm_counts(sch.rows, nb, sch.nc, s, _keep_b(sch, nb, s))}
+    route, _ = _csr_route(ac, ap, ash, bc, bp, bsh, owner_a, owner_b)
+    if route == "tiles":
+        plan = _spgemm.csr_spgemm_plan(owner_a, owner_b, ac, ap, ash, bc, bp, bsh)
+        sch, s = plan.sched, av.element_size()
+        nb = _spgemm.tile_structure(owner_b, bc, bp, bsh).nblk
+        return {"kernel": "bsr_spgemm_kernel", **bsr_spgemm_counts(sch.rows, nb, sch.nc, s, _keep_b(sch, nb, s))}
+    plan = _spgemm.rowmerge_plan(owner_a, ac, ap, ash, bc, bp, bsh)
+    return {"kernel": "csr_rowmerge_kernel", **csr_rowmerge_counts(plan.blocks, plan.wB)}
+
+
+def _a_ell(owner_a, av, ac, ap, plan):
+    """A's values in the row merge's ELL slots, cached on A's arrays (rebuilt with a new plan)."""
+    def fill():
+        out = av.new_zeros(sum(b[0] * b[1] for b in plan.blocks))
+        out[torch.from_numpy(plan.a_pos)] = av.detach()
+        return plan, out
+
+    built_on, vals = _sell.cached(owner_a, "_spgemm_a_ell", (av, ac, ap), fill)
+    if built_on is not plan:
+        built_on, vals = fill()
+        owner_a.__dict__["_spgemm_a_ell"] = (_sell._stamp((av, ac, ap)), (plan, vals))
+    return vals
 
 
 @SPGEMM.lowering("nki", dtypes=KERNEL_DTYPES, supports=_spgemm_supports, counts=_spgemm_counts)
 def _spgemm_nki(av, ac, ap, ash, bv, bc, bp, bsh, owner_a=None, owner_b=None):
-    plan, blk_a, blk_b = _csr_plan(av, ac, ap, ash, bv, bc, bp, bsh, owner_a, owner_b)
-    a_t = _sell.cached(owner_a, "_tiles128_t", (blk_a,), lambda: blk_a.transpose(1, 2).contiguous())
-    C = _run_tiles(plan.sched, a_t, blk_b)
-    vals = C.reshape(-1)[plan.pos.to(C.device)]  # C's tiles -> CSR order (a gather of nnzC entries)
+    route, _ = _csr_route(ac, ap, ash, bc, bp, bsh, owner_a, owner_b)
     dev = av.device
+    if route == "tiles":
+        plan = _spgemm.csr_spgemm_plan(owner_a, owner_b, ac, ap, ash, bc, bp, bsh)
+        blk_a = _spgemm.tile_values(owner_a, av, ac, ap, ash)
+        blk_b = _spgemm.tile_values(owner_b, bv, bc, bp, bsh)
+        a_t = _sell.cached(owner_a, "_tiles128_t", (blk_a,), lambda: blk_a.transpose(1, 2).contiguous())
+        C = _run_tiles(plan.sched, a_t, blk_b)
+    else:
+        plan = _spgemm.rowmerge_plan(owner_a, ac, ap, ash, bc, bp, bsh)
+        C = nki.run(csr_rowmerge_kernel, _a_ell(owner_a, av, ac, ap, plan), plan.a_rows,
+                    _spgemm.b_ell(owner_b, bv, bc, bp, plan.wB), plan.inv, blocks=plan.blocks,
+                    slots_c=plan.slots_c, out_dtype=F32)
+    vals = C.reshape(-1)[plan.pos.to(C.device) if route == "tiles" else plan.c_pos.to(C.device)]
+    # (C's tiles / ELL rows -> CSR order: a gather of nnzC entries)
     return vals.to(av.dtype), plan.cols.to(dev), plan.ptrs.to(dev), True
 
 

@@ -122,10 +122,15 @@ def csr_tiles(cols, ptrs, shape) -> CsrTiles:
                     int(c.size))
 
 
-def tiles_of(owner, values, cols, ptrs, shape):
-    """``(CsrTiles, blocks)``: the tile structure (cached on the index arrays) and the values scattered
-    into ``(nblk, 128, 128)`` tiles (cached on all three arrays), in ``values``' dtype."""
-    st = cached(owner, "_tiles128_structure", (cols, ptrs), lambda: csr_tiles(cols, ptrs, shape))
+def tile_structure(owner, cols, ptrs, shape) -> CsrTiles:
+    """:func:`csr_tiles`, cached on ``owner`` while its index arrays are unchanged."""
+    return cached(owner, "_tiles128_structure", (cols, ptrs), lambda: csr_tiles(cols, ptrs, shape))
+
+
+def tile_values(owner, values, cols, ptrs, shape) -> torch.Tensor:
+    """The values scattered into the ``(nblk, 128, 128)`` tiles of :func:`tile_structure` (cached on all
+    three arrays), in ``values``' dtype."""
+    st = tile_structure(owner, cols, ptrs, shape)
 
     def fill():
         blk = values.new_zeros(st.nblk * T2)
@@ -137,51 +142,81 @@ def tiles_of(owner, values, cols, ptrs, shape):
     if built_on is not st:  # the structure was rebuilt under the same values tensor
         built_on, blocks = fill()
         owner.__dict__["_tiles128_values"] = (_stamp((values, cols, ptrs)), (st, blocks))
-    return st, blocks
+    return blocks
+
+
+@dataclass(frozen=True)
+class CPattern:
+    """C = A @ B's structural pattern (all-ones values cannot cancel), columns sorted."""
+
+    cols: np.ndarray     # (nnzC,) int64
+    ptrs: np.ndarray     # (m + 1,) int64
+    flops: int           # useful flops: 2 * (scalar products of the row merge)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.cols.size)
+
+
+def _c_pattern(a_cols, a_ptrs, b_cols, b_ptrs, m, n) -> CPattern:
+    import scipy.sparse as sp
+
+    ac, ap, bc, bp = _np(a_cols), _np(a_ptrs), _np(b_cols), _np(b_ptrs)
+    k = bp.size - 1
+    SA = sp.csr_array((np.ones(ac.size), ac, ap), shape=(m, k))
+    SB = sp.csr_array((np.ones(bc.size), bc, bp), shape=(k, n))
+    S = (SA @ SB).tocsr()
+    S.sort_indices()
+    flops = 2 * int(np.diff(bp)[ac].sum()) if ac.size else 0
+    return CPattern(S.indices.astype(np.int64), S.indptr.astype(np.int64), flops)
+
+
+def c_pattern(owner_a, a_cols, a_ptrs, b_cols, b_ptrs, m, n) -> CPattern:
+    """:class:`CPattern`, cached on A keyed on both operands' index arrays."""
+    return cached(owner_a, "_spgemm_c_pattern", (a_cols, a_ptrs, b_cols, b_ptrs),
+                  lambda: _c_pattern(a_cols, a_ptrs, b_cols, b_ptrs, m, n))
+
+
+def tile_counts(ta: CsrTiles, tb: CsrTiles):
+    """``(P, nC)``: tile products and output tiles of the tile forms, without building the schedule."""
+    import scipy.sparse as sp
+
+    ka, kb = ta.bptr.numel() - 1, tb.bptr.numel() - 1
+    nbb = int(tb.bcol.max()) + 1 if tb.nblk else 1
+    SA = sp.csr_array((np.ones(ta.nblk), _np(ta.bcol), _np(ta.bptr)), shape=(ka, kb))
+    SB = sp.csr_array((np.ones(tb.nblk), _np(tb.bcol), _np(tb.bptr)), shape=(kb, nbb))
+    S = SA @ SB
+    return int(S.sum()), int(S.nnz)
 
 
 @dataclass(frozen=True)
 class CsrSpgemmPlan:
-    """C = A @ B through tiles: C's structural CSR pattern and where each entry sits in C's tiles."""
+    """C = A @ B through tiles: the schedule and where each C entry sits in C's tiles."""
 
     sched: BsrSchedule
     cols: torch.Tensor   # (nnzC,) int64, sorted inside rows
     ptrs: torch.Tensor   # (m + 1,) int64
     pos: torch.Tensor    # (nnzC,) int64 flat offset in C's tile array
-    flops: int           # useful flops: 2 * (scalar products of the row merge)
-    tiles_a: int         # stored tiles of A's and B's tile forms
-    tiles_b: int
 
 
-def csr_spgemm_symbolic(ta: CsrTiles, tb: CsrTiles, a_cols, a_ptrs, b_cols, b_ptrs, m, n) -> CsrSpgemmPlan:
-    import scipy.sparse as sp
-
+def csr_spgemm_symbolic(ta: CsrTiles, tb: CsrTiles, cp: CPattern, m, n) -> CsrSpgemmPlan:
     sch = bsr_symbolic(ta.bcol, ta.bptr, tb.bcol, tb.bptr)
-    ac, ap, bc, bp = _np(a_cols), _np(a_ptrs), _np(b_cols), _np(b_ptrs)
-    k = bp.size - 1
-    # structural pattern: all-ones values cannot cancel
-    SA = sp.csr_array((np.ones(ac.size), ac, ap), shape=(m, k))
-    SB = sp.csr_array((np.ones(bc.size), bc, bp), shape=(k, n))
-    S = (SA @ SB).tocsr()
-    S.sort_indices()
-    rows = np.repeat(np.arange(m), np.diff(S.indptr))
-    cc = S.indices.astype(np.int64)
+    rows = np.repeat(np.arange(m), np.diff(cp.ptrs))
+    cc = cp.cols
     nbc = max(1, -(-n // TB))
     ckey = _np(sch.c_bcol) + nbc * np.repeat(np.arange(-(-m // TB)), np.diff(_np(sch.c_bptr)))
     t = np.searchsorted(ckey, (rows // TB) * nbc + cc // TB)
     pos = t * T2 + (rows % TB) * TB + cc % TB
-    flops = 2 * int(np.diff(bp)[ac].sum()) if ac.size else 0
-    return CsrSpgemmPlan(sch, torch.from_numpy(cc), torch.from_numpy(S.indptr.astype(np.int64)),
-                         torch.from_numpy(pos), flops, ta.nblk, tb.nblk)
+    return CsrSpgemmPlan(sch, torch.from_numpy(cc), torch.from_numpy(cp.ptrs), torch.from_numpy(pos))
 
 
-def csr_spgemm_plan(owner_a, owner_b, a_vals, a_cols, a_ptrs, a_shape, b_vals, b_cols, b_ptrs, b_shape):
-    """``(plan, A tiles, B tiles)`` of a CSR product; the plan cached on A keyed on both index pairs."""
-    ta, blk_a = tiles_of(owner_a, a_vals, a_cols, a_ptrs, a_shape)
-    tb, blk_b = tiles_of(owner_b, b_vals, b_cols, b_ptrs, b_shape)
-    plan = cached(owner_a, "_spgemm_csr_plan", (a_cols, a_ptrs, b_cols, b_ptrs),
-                  lambda: csr_spgemm_symbolic(ta, tb, a_cols, a_ptrs, b_cols, b_ptrs, a_shape[0], b_shape[1]))
-    return plan, blk_a, blk_b
+def csr_spgemm_plan(owner_a, owner_b, a_cols, a_ptrs, a_shape, b_cols, b_ptrs, b_shape) -> CsrSpgemmPlan:
+    """The tile route's plan of a CSR product, cached on A keyed on both index pairs."""
+    ta = tile_structure(owner_a, a_cols, a_ptrs, a_shape)
+    tb = tile_structure(owner_b, b_cols, b_ptrs, b_shape)
+    cp = c_pattern(owner_a, a_cols, a_ptrs, b_cols, b_ptrs, a_shape[0], b_shape[1])
+    return cached(owner_a, "_spgemm_csr_plan", (a_cols, a_ptrs, b_cols, b_ptrs),
+                  lambda: csr_spgemm_symbolic(ta, tb, cp, a_shape[0], b_shape[1]))
 
 
 # --------------------------------------------------------------- sparse add
@@ -261,3 +296,115 @@ def add_plan(owner, a_cols, a_ptrs, b_cols, b_ptrs, shape) -> AddPlan:
     """:func:`add_symbolic`, cached on ``owner`` (A) while all four index arrays are unchanged."""
     return cached(owner, "_sparse_add_plan", (a_cols, a_ptrs, b_cols, b_ptrs),
                   lambda: add_symbolic(a_cols, a_ptrs, b_cols, b_ptrs, shape))
+
+
+# --------------------------------------------------------------- CSR SpGEMM by row merge
+
+@dataclass(frozen=True)
+class RowMergePlan:
+    """C's structural pattern and the row-merge kernel's layouts (see kernels/csr_rowmerge.py)."""
+
+    cols: torch.Tensor     # (nnzC,) int64 sorted inside rows
+    ptrs: torch.Tensor     # (m + 1,) int64
+    blocks: tuple          # (pc, wA, wC, offA, offM, offC) per row block
+    a_pos: np.ndarray      # (nnzA,) slot of every A entry in the ELL arrays
+    a_rows: np.ndarray     # (slotsA,) int32 B row per slot (kB on padding)
+    inv: np.ndarray        # uint32 maps
+    c_pos: torch.Tensor    # (nnzC,) int64 ELL slot of every C entry
+    slots_c: int
+    wB: int
+    b_pos: np.ndarray      # (nnzB,) flat offset of every B entry in b_ell [kB + 1, wB + 1]
+
+
+def rowmerge_geometry(a_ptrs, b_ptrs, cp: CPattern):
+    """``(shapes, wB)``: the row blocks' ``(pc, wA, wC)`` (blocks without work left out) and B's widest
+    row -- cheap, for deciding before any map is built."""
+    la, lb, lc = np.diff(_np(a_ptrs)), np.diff(_np(b_ptrs)), np.diff(cp.ptrs)
+    m = la.size
+    shapes = []
+    for r0 in range(0, m, TB):
+        pc = min(TB, m - r0)
+        wA, wC = int(la[r0:r0 + pc].max()), int(lc[r0:r0 + pc].max())
+        if wA and wC:
+            shapes.append((pc, wA, wC))
+    return shapes, (int(lb.max()) if lb.size else 0)
+
+
+def rowmerge_symbolic(a_cols, a_ptrs, b_cols, b_ptrs, cp: CPattern, m, n) -> RowMergePlan:
+    ac, ap, bc, bp = _np(a_cols), _np(a_ptrs), _np(b_cols), _np(b_ptrs)
+    k = bp.size - 1
+    cptr, ccol = cp.ptrs, cp.cols
+    la, lb, lc = np.diff(ap), np.diff(bp), np.diff(cptr)
+    wB = int(lb.max()) if lb.size else 0
+    # B's ELL: row k, entry t at k * (wB + 1) + t
+    rb = np.repeat(np.arange(k), lb)
+    b_pos = rb * (wB + 1) + (np.arange(bc.size) - bp[rb])
+    blocks, a_pos, a_rows, c_pos = [], np.empty(ac.size, np.int64), [], np.empty(ccol.size, np.int64)
+    offA = offM = offC = 0
+    inv_parts = []
+    ra = np.repeat(np.arange(m), la)
+    ja = np.arange(ac.size) - ap[ra]
+    rc = np.repeat(np.arange(m), lc)
+    jc = np.arange(ccol.size) - cptr[rc]
+    nn = max(n, 1)
+    ckeys = rc * nn + ccol
+    for r0 in range(0, m, TB):
+        pc = min(TB, m - r0)
+        wA = int(la[r0:r0 + pc].max()) if pc else 0
+        wC = int(lc[r0:r0 + pc].max()) if pc else 0
+        if wA == 0 or wC == 0:
+            continue
+        sel = (ra >= r0) & (ra < r0 + pc)
+        a_pos[sel] = offA + (ra[sel] - r0) * wA + ja[sel]
+        rows_blk = np.full(pc * wA, k, np.int64)
+        rows_blk[(ra[sel] - r0) * wA + ja[sel]] = ac[sel]
+        a_rows.append(rows_blk)
+        selc = (rc >= r0) & (rc < r0 + pc)
+        c_pos[selc] = offC + (rc[selc] - r0) * wC + jc[selc]
+        inv = np.full((pc, wA, wC), wB, np.int64)
+        # every product (A entry e = (r, j) with column kk, B entry t of row kk) -> its C slot
+        e = np.flatnonzero(sel)
+        cnt = lb[ac[e]]
+        tot = int(cnt.sum())
+        if tot:
+            ee = np.repeat(e, cnt)
+            t = np.arange(tot) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+            bidx = bp[ac[ee]] + t
+            g = np.searchsorted(ckeys, ra[ee] * nn + bc[bidx])
+            inv[ra[ee] - r0, ja[ee], jc[g]] = t
+        inv_parts.append(inv.reshape(-1))
+        blocks.append((pc, wA, wC, offA, offM, offC))
+        offA += pc * wA
+        offM += pc * wA * wC
+        offC += pc * wC
+    return RowMergePlan(torch.from_numpy(ccol), torch.from_numpy(cptr), tuple(blocks), a_pos,
+                        (np.concatenate(a_rows) if a_rows else np.zeros(0, np.int64)).astype(np.int32),
+                        _u32(inv_parts), torch.from_numpy(c_pos), offC, wB, b_pos)
+
+
+def rowmerge_plan(owner_a, a_cols, a_ptrs, a_shape, b_cols, b_ptrs, b_shape) -> RowMergePlan:
+    """:func:`rowmerge_symbolic`, cached on A keyed on both operands' index arrays."""
+    m, n = a_shape[0], b_shape[1]
+    cp = c_pattern(owner_a, a_cols, a_ptrs, b_cols, b_ptrs, m, n)
+    return cached(owner_a, "_spgemm_rowmerge_plan", (a_cols, a_ptrs, b_cols, b_ptrs),
+                  lambda: rowmerge_symbolic(a_cols, a_ptrs, b_cols, b_ptrs, cp, m, n))
+
+
+def b_ell(owner_b, values, cols, ptrs, wB) -> torch.Tensor:
+    """B's rows padded to ``wB`` entries plus a zero column, and a zero row: ``[kB + 1, wB + 1]`` (cached on
+    B's three arrays)."""
+    def build():
+        bp = _np(ptrs)
+        k = bp.size - 1
+        lb = np.diff(bp)
+        rb = np.repeat(np.arange(k), lb)
+        pos = torch.from_numpy(rb * (wB + 1) + (np.arange(rb.size) - bp[rb]))
+        out = values.new_zeros((k + 1) * (wB + 1))
+        out[pos] = values.detach()
+        return wB, out.reshape(k + 1, wB + 1)
+
+    w, out = cached(owner_b, "_spgemm_b_ell", (values, cols, ptrs), build)
+    if w != wB:
+        w, out = build()
+        owner_b.__dict__["_spgemm_b_ell"] = (_stamp((values, cols, ptrs)), (w, out))
+    return out
