@@ -7,20 +7,26 @@ index arrays):
 * BSR SpGEMM: the symbolic phase (C's block pattern, the tile products of
   each output tile) is the kernel's static schedule. A's tiles are passed
   transposed (cached on A while its ``blocks`` tensor is unchanged).
-* CSR SpGEMM: both operands are scattered into the 128 x 128 tiles that hold
-  their entries (structure cached on the index arrays, values on all three),
-  C's structural CSR pattern and each entry's place in C's tiles are
-  computed, the BSR kernel runs, and C's values are gathered from its tiles
-  on the host (nnzC entries). Whether this pays is decided per call from
-  the cached plan (the plan states the figures when it does not):
-  the kernel's time is estimated as ``LAUNCH_S + P * PRODUCT_S`` (P tile
-  products; PRODUCT_S is the emulator's modeled time per fp32 tile product
-  on trn1, from benchmarks/bench_spgemm_kernels.py) against the host row
-  merge's ``HOST_PRODUCT_S`` per useful scalar product (SciPy measured on
-  the development machine); and the tile forms of A, B and C must not
-  exceed :data:`TILE_BLOWUP` times the bytes of the CSR arrays (a very
-  sparse matrix densifies its tiles). A Vector-Engine row merge for the
-  cases that fail is not built.
+* CSR SpGEMM: C's structural pattern (SciPy on all-ones values), then one
+  of two device routes, or the host, chosen per call from cached data
+  (:func:`_csr_route`; the plan states the figures when the host runs):
+
+  - *tiles*: both operands scattered into the 128 x 128 tiles that hold
+    their entries (structure cached on the index arrays, values on all
+    three), the BSR kernel, C's values gathered from its tiles (nnzC
+    entries); estimated ``LAUNCH_S + P * PRODUCT_S`` for P tile products;
+  - *row merge* (``csr_rowmerge_kernel``): A in row-block ELL, B in ELL with
+    a zero row, the per-step gather maps into C's slots; estimated
+    ``LAUNCH_S + DMAs * ROW_DMA_S``.
+
+  PRODUCT_S and ROW_DMA_S are the emulator's modeled figures on trn1
+  (benchmarks/bench_spgemm_kernels.py); the faster route runs unless it is
+  slower than the host merge at ``HOST_PRODUCT_S`` per useful scalar
+  product (SciPy, measured on the development machine). A route whose
+  device forms exceed :data:`TILE_BLOWUP` times the CSR arrays' bytes (a
+  very sparse matrix densifies its tiles; long rows blow up the maps), or
+  its SBUF plan, is not considered; the sizes are computed before anything
+  is built.
 * sparse add: the union pattern and the two gather maps.
 """
 

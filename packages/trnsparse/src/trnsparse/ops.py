@@ -414,8 +414,8 @@ SPGEMM = Op(
     "trnsparse.spgemm", "flops", _SPGEMM_MIN, size=_spgemm_flops,
     describe=lambda av, ac, ap, ash, bv, bc, bp, bsh, *r: f"CSR {ash[0]}x{ash[1]} nnz={av.shape[0]} @ CSR "
                                                            f"{bsh[0]}x{bsh[1]} nnz={bv.shape[0]}",
-    doc="C = A @ B, both CSR; flops = 2 x the scalar products of the row merge (kernel: through 128x128 "
-        "tiles when they are full enough, see trnsparse._nki)",
+    doc="C = A @ B, both CSR; flops = 2 x the scalar products of the row merge (kernels: 128x128 tiles or a "
+        "Vector-Engine row merge, see trnsparse._nki_spgemm)",
 )
 SPGEMM.lowering("torch")(_spgemm_torch)
 
@@ -464,8 +464,9 @@ def spgemm(A, B) -> CSRMatrix:
 
     Two BSR matrices of one block size multiply tile by tile (:func:`bsr_spgemm`); the CSR result
     holds the nonzero entries of C's tiles. On the device (backend "nki"/"simulator") a CSR product
-    runs through 128 x 128 tiles when they are full enough (the plan says when not: then the host
-    row merge wins) and its pattern is the structural one, columns sorted.
+    runs through 128 x 128 tiles or a Vector-Engine row merge, whichever is estimated faster, when
+    that beats the host's row merge (the plan says which, or why the host runs); its pattern is
+    then the structural one, columns sorted.
 
     Parameters
     ----------
