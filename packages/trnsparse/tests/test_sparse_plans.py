@@ -99,7 +99,6 @@ CASES = {
     ],
     "trnsparse.bsr_spgemm": [
         (trnsparse.bsr_spgemm, (_bsr(150, 200), _bsr(200, 140))),
-        (trnsparse.spgemm, (_bsr(150, 200), _bsr(200, 140))),  # reaches BSR SpGEMM through spgemm
         (trnsparse.bsr_spgemm, (_bsr(150, 200, F64), _bsr(200, 140, F64))),  # dtype the kernel lacks
         (trnsparse.bsr_spgemm, (_bsr(20, 30, block_size=8), _bsr(30, 12, block_size=8))),  # block size 8
     ],

@@ -12,6 +12,7 @@ One entry per left operand (the last pattern pair used with it).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -31,11 +32,12 @@ def _np(t):
 
 @dataclass(frozen=True)
 class BsrSchedule:
-    """C's block pattern and the tile products that build it."""
+    """C's block pattern and the tile products that build it (products sorted by output tile, then by
+    A tile)."""
 
     c_bcol: torch.Tensor   # (nC,) int64
     c_bptr: torch.Tensor   # (mb + 1,) int64
-    rows: tuple            # the kernel's ``rows`` (see bsr_spgemm_kernel)
+    a_bptr: np.ndarray     # (mb + 1,) A's block row pointers
     ia: np.ndarray         # (P,) A tile of every product
     ib: np.ndarray         # (P,) B tile
     ic: np.ndarray         # (P,) output tile
@@ -49,35 +51,45 @@ class BsrSchedule:
     def products(self) -> int:
         return int(self.ia.size)
 
+    @cached_property
+    def rows(self) -> tuple:
+        """The kernel's static schedule (see ``bsr_spgemm_kernel``), built on first use (the torch path
+        needs only ``ia``/``ib``/``ic``)."""
+        cptr = _np(self.c_bptr)
+        out = []
+        starts = np.searchsorted(self.ic, np.arange(self.nc + 1))
+        for r in range(cptr.size - 1):
+            c0, c1 = int(cptr[r]), int(cptr[r + 1])
+            if c0 == c1:
+                continue
+            lo, hi = int(self.a_bptr[r]), int(self.a_bptr[r + 1])
+            pairs = [tuple((int(x) - lo, int(y)) for x, y in zip(self.ia[starts[c]:starts[c + 1]],
+                                                                  self.ib[starts[c]:starts[c + 1]]))
+                     for c in range(c0, c1)]
+            out.append((lo, hi - lo, groups_of(pairs, c0)))
+        return tuple(out)
+
 
 def bsr_symbolic(a_bcol, a_bptr, b_bcol, b_bptr) -> BsrSchedule:
-    """Block pattern of ``A @ B`` and the per-output-tile list of ``(A tile, B tile)`` pairs."""
+    """Block pattern of ``A @ B`` and every product ``(A tile, B tile, output tile)``, vectorized."""
     ac, ap, bc, bp = _np(a_bcol), _np(a_bptr), _np(b_bcol), _np(b_bptr)
     mb = ap.size - 1
-    rows, cb, cptr, ia, ib, ic = [], [], [0], [], [], []
-    na_max = 0
-    for r in range(mb):
-        lo, hi = int(ap[r]), int(ap[r + 1])
-        outs = {}
-        for i in range(lo, hi):
-            k = int(ac[i])
-            for j in range(int(bp[k]), int(bp[k + 1])):
-                outs.setdefault(int(bc[j]), []).append((i - lo, j))
-        if outs:
-            J = sorted(outs)
-            c0 = len(cb)
-            pairs = [tuple(outs[jj]) for jj in J]
-            for t, pr in enumerate(pairs):
-                for ka, kb in pr:
-                    ia.append(lo + ka)
-                    ib.append(kb)
-                    ic.append(c0 + t)
-            cb.extend(J)
-            rows.append((lo, hi - lo, groups_of(pairs, c0)))
-            na_max = max(na_max, hi - lo)
-        cptr.append(len(cb))
-    return BsrSchedule(torch.tensor(cb, dtype=torch.int64), torch.tensor(cptr, dtype=torch.int64), tuple(rows),
-                       np.asarray(ia, np.int64), np.asarray(ib, np.int64), np.asarray(ic, np.int64), na_max)
+    ar = np.repeat(np.arange(mb), np.diff(ap))            # block row of every A tile
+    cnt = np.diff(bp)[ac] if ac.size else np.zeros(0, np.int64)
+    P = int(cnt.sum())
+    ia = np.repeat(np.arange(ac.size), cnt)
+    ib = bp[ac[ia]] + (np.arange(P) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+    nbc = int(bc.max()) + 1 if bc.size else 1
+    key = ar[ia] * nbc + bc[ib]
+    order = np.lexsort((ia, key))                          # by output tile, then A tile
+    ia, ib, key = ia[order], ib[order], key[order]
+    uk, ic = np.unique(key, return_inverse=True)
+    crow = uk // nbc
+    cptr = np.searchsorted(crow, np.arange(mb + 1))
+    out_rows = np.unique(crow)
+    na_max = int(np.diff(ap)[out_rows].max()) if out_rows.size else 0
+    return BsrSchedule(torch.from_numpy(uk % nbc), torch.from_numpy(cptr.astype(np.int64)), ap, ia, ib,
+                       ic.astype(np.int64).reshape(-1), na_max)
 
 
 def bsr_schedule(owner, a_bcol, a_bptr, b_bcol, b_bptr) -> BsrSchedule:

@@ -456,14 +456,17 @@ BSR_SPGEMM.lowering("torch")(_bsr_spgemm_torch)
 
 
 def _bsr_pair(A, B):
-    return isinstance(A, BSRMatrix) and isinstance(B, BSRMatrix) and A.block_size == B.block_size
+    """Both BSR in the device tile (128): off the torch path spgemm multiplies them tile by tile. (On the
+    host, and for smaller blocks, SciPy's merge on the CSR forms is faster than dense tile products of
+    partly empty tiles: 1.3 s against 4.1 s for 2048^2 at 30% here.)"""
+    return isinstance(A, BSRMatrix) and isinstance(B, BSRMatrix) and A.block_size == B.block_size == 128
 
 
 def spgemm(A, B) -> CSRMatrix:
     """Sparse times sparse: ``C = A @ B`` as a CSR matrix (canonical, no explicit zeros dropped).
 
-    Two BSR matrices of one block size multiply tile by tile (:func:`bsr_spgemm`); the CSR result
-    holds the nonzero entries of C's tiles. On the device (backend "nki"/"simulator") a CSR product
+    On the device two BSR matrices of block size 128 multiply tile by tile (:func:`bsr_spgemm`); the
+    CSR result holds the nonzero entries of C's tiles. On the device (backend "nki"/"simulator") a CSR product
     runs through 128 x 128 tiles or a Vector-Engine row merge, whichever is estimated faster, when
     that beats the host's row merge (the plan says which, or why the host runs); its pattern is
     then the structural one, columns sorted.
@@ -485,7 +488,7 @@ def spgemm(A, B) -> CSRMatrix:
     A, B = _pair(A, B, where)
     if A.shape[1] != B.shape[0]:
         raise ValueError(f"{where}: inner dimensions differ: A has shape {A.shape}, B has shape {B.shape}")
-    if _bsr_pair(A, B):
+    if _bsr_pair(A, B) and not BSR_SPGEMM.on_torch():
         return _bsr_spgemm(A, B).to_csr()
     lowp = A.dtype if A.dtype in LOWP else None
     if lowp:
