@@ -827,6 +827,10 @@ def _sparse_add_torch(a_values, a_cols, a_ptrs, b_values, b_cols, b_ptrs, shape,
 
     ``owner_a`` / ``owner_b``: the matrices holding the arrays (the NKI lowering caches the union
     pattern on A; unused here)."""
+    if _host.host_ok(a_values, b_values) and a_values.dtype == b_values.dtype:
+        fast = _host.union_add(a_values, a_cols, a_ptrs, b_values, b_cols, b_ptrs, shape, alpha, beta)
+        if fast is not None:
+            return fast
     ra = _host.row_indices(a_ptrs, a_values.numel())
     rb = _host.row_indices(b_ptrs, b_values.numel())
     vals = torch.cat([a_values * alpha if alpha != 1 else a_values, b_values * beta if beta != 1 else b_values])
