@@ -222,10 +222,15 @@ def test_low_precision_in_float32_rounded_once(dtype, eps):
     A, B = trnsparse.from_scipy(SA).to(dtype), trnsparse.from_scipy(SB).to(dtype)
     Aq = A.to(torch.float32).to_scipy().astype(np.float64)
     Bq = B.to(torch.float32).to_scipy().astype(np.float64)
-    with kernel_ran("bsr_spgemm_kernel", "csr_add_kernel"):
+    _, _, Ab, Bb = _pair(2)
+    Ab, Bb = Ab.to(dtype=dtype), Bb.to(dtype=dtype)
+    with kernel_ran("bsr_spgemm_kernel", "csr_add_kernel", "bsr_spgemm_kernel"):
         C = trnsparse.spgemm(A, B)
         D = trnsparse.sparse_add(A, A, 1.0, -0.25)
-    assert C.dtype == dtype and D.dtype == dtype
+        E = trnsparse.bsr_spgemm(Ab, Bb)
+    assert C.dtype == dtype and D.dtype == dtype and E.dtype == dtype
+    Rb = Ab.to(dtype=torch.float64).to_dense().numpy() @ Bb.to(dtype=torch.float64).to_dense().numpy()
+    np.testing.assert_allclose(E.to_dense().double().numpy(), Rb, rtol=eps, atol=1e-5 * np.abs(Rb).max())
     R = (Aq @ Bq).toarray()
     # one rounding of the fp32 result (relative eps) + the fp32 sum (<< eps)
     np.testing.assert_allclose(C.to_dense().double().numpy(), R, rtol=eps, atol=1e-5 * np.abs(R).max())

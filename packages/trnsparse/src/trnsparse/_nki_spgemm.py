@@ -61,7 +61,13 @@ RM_W_MAX = 2047
 
 
 def _csr_route(ac, ap, ash, bc, bp, bsh, owner_a, owner_b):
-    """``(route, reason)``: "tiles" or "rowmerge" with None, or None with why the host runs."""
+    """``(route, reason)``: "tiles" or "rowmerge" with None, or None with why the host runs (decided
+    from the patterns alone, so cached on A with the rest of the symbolic phase)."""
+    return _sell.cached(owner_a, "_spgemm_route", (ac, ap, bc, bp),
+                        lambda: _decide(ac, ap, ash, bc, bp, bsh, owner_a, owner_b))
+
+
+def _decide(ac, ap, ash, bc, bp, bsh, owner_a, owner_b):
     cp = _spgemm.c_pattern(owner_a, ac, ap, bc, bp, ash[0], bsh[1])
     ta = _spgemm.tile_structure(owner_a, ac, ap, ash)
     tb = _spgemm.tile_structure(owner_b, bc, bp, bsh)
@@ -105,7 +111,7 @@ def _schedule(owner, a_bcol, a_bptr, b_bcol, b_bptr):
     return _spgemm.bsr_schedule(owner, a_bcol, a_bptr, b_bcol, b_bptr)
 
 
-def _bsr_common(a_blocks, b_blocks, block_size, grad_ok=False):
+def _bsr_common(a_blocks, b_blocks, block_size):
     if block_size != TB:
         return f"block_size {block_size}: the kernel takes 128x128 tiles"
     if b_blocks.dtype != a_blocks.dtype:
