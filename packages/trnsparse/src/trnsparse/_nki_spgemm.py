@@ -176,6 +176,8 @@ def _spgemm_supports(av, ac, ap, ash, bv, bc, bp, bsh, owner_a=None, owner_b=Non
         return "autograd: the kernel has no backward (the torch path is differentiable)"
     if av.numel() == 0 or bv.numel() == 0:
         return "empty operand: nothing to compute"
+    if max(*ash, *bsh, av.numel(), bv.numel()) >= 2**31 - 1:
+        return "indices beyond int32"
     if _spgemm.c_pattern(owner_a, ac, ap, bc, bp, ash[0], bsh[1]).nnz == 0:
         return "no product: C has no stored entry"
     return _csr_route(ac, ap, ash, bc, bp, bsh, owner_a, owner_b)[1]
