@@ -23,6 +23,12 @@ KERNEL_CALLS = [
     ("box_muller_kernel", trnrand.normal, (8,), {"generator": G(offset=3)}),  # odd pairing
     ("sobol_kernel", trnrand.sobol, (50, 3), {"seed": 2}),
     ("sobol_kernel", trnrand.sobol, (513, 2), {"scramble": False, "dtype": torch.float64, "skip": 1}),
+    ("philox_transform_kernel", trnrand.exponential, (131,), {"rate": 3.0, "generator": G(offset=1)}),
+    ("philox_transform_kernel", trnrand.bernoulli, (4, 33), {"p": 0.25, "dtype": torch.bool, "generator": G()}),
+    ("philox_transform_kernel", trnrand.randint, (77,), {"low": -3, "high": 9, "generator": G(offset=3)}),
+    ("philox_transform_kernel", trnrand.geometric, (77,), {"p": 0.1, "generator": G(offset=2)}),
+    ("philox_block_kernel", trnrand.philox4x32,
+     (torch.zeros(3, 4, dtype=torch.int64), torch.ones(2, dtype=torch.int64)), {"rounds": 7}),
 ]
 
 
@@ -39,12 +45,18 @@ TORCH_CALLS = [  # calls the kernels cannot take: the plan says torch, with the 
     ("odd stream word", trnrand.normal, (8,), {"generator": G(offset=4 * 2**32 - 7)}),  # last pair straddles
     ("empty", trnrand.uniform, (0,), {"generator": G()}),
     ("empty", trnrand.sobol, (0, 3), {}),
-    ("no NKI kernel", trnrand.exponential, (8,), {"generator": G()}),
+    ("float32", trnrand.exponential, (8,), {"dtype": torch.float64, "generator": G()}),
+    ("not a finite non-zero float32", trnrand.exponential, (8,), {"rate": 1e-300, "generator": G()}),
+    ("p = 1", trnrand.bernoulli, (8,), {"p": 1.0, "generator": G()}),
+    ("p = 1", trnrand.geometric, (8,), {"p": 1.0, "generator": G()}),
+    ("2**-16", trnrand.geometric, (8,), {"p": 1e-6, "generator": G()}),
+    ("straddle", trnrand.randint, (8,), {"high": 5, "generator": G(offset=4 * 2**32 - 9)}),
+    ("empty", trnrand.randint, (0,), {"high": 5, "generator": G()}),
+    ("empty", trnrand.philox4x32, (torch.zeros(0, 4, dtype=torch.int64), torch.zeros(2, dtype=torch.int64)), {}),
     ("no NKI kernel", trnrand.gamma, (8,), {"shape": 2.0, "generator": G()}),
     ("no NKI kernel", trnrand.halton, (8, 2), {}),
     ("no NKI kernel", trnrand.randperm, (9,), {"generator": G()}),
-    ("no NKI kernel", trnrand.philox4x32,
-     (torch.zeros(2, 4, dtype=torch.int64), torch.zeros(2, dtype=torch.int64)), {}),
+    ("no NKI kernel", trnrand.poisson, (8,), {"lam": 3.0, "generator": G()}),
 ]
 
 

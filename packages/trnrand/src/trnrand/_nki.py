@@ -13,6 +13,14 @@ with the torch lowering's signature. The host part is small and exact:
   ``mean + std z``, ``exp``), so uniforms are bit-identical to torch;
 * float64 uniforms take the kernel's uint32 words and the torch path's
   exact 53-bit map;
+* transforms of the stream (bernoulli, exponential float32, randint,
+  geometric): one ``philox_transform_kernel`` call makes the samples in
+  SBUF; one-word samples are addressed like uniforms, two-word samples by
+  pairs (the kernel's odd pairing when the draw starts at an odd word); the
+  host adds ``low`` (randint), casts and drops the < 2 samples outside the
+  request -- integer-exact;
+* philox4x32: the explicit counters and keys go to ``philox_block_kernel``
+  as uint32 rows, the words come back as uint32;
 * sobol: direction numbers (scrambled on the host, as on the torch path)
   go to the kernel as uint32; its ``[d, n]`` integers are transposed and
   mapped to floats exactly.
@@ -20,15 +28,32 @@ with the torch lowering's signature. The host part is small and exact:
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import torch
 
 from trnsci import nki
 
 from . import _philox
-from .distributions import LOGNORMAL, NORMAL, UNIFORM, _affine, _scale, _wps
+from .distributions import (
+    BERNOULLI,
+    EXPONENTIAL,
+    GEOMETRIC,
+    LOGNORMAL,
+    NORMAL,
+    RANDINT,
+    UNIFORM,
+    _affine,
+    _scale,
+    _wps,
+)
 from .kernels.box_muller import box_muller_counts, box_muller_kernel
 from .kernels.philox import philox_counts, philox_kernel
+from .kernels.philox_block import philox_block_counts, philox_block_kernel
+from .kernels.philox_transform import FULL, philox_transform_kernel, transform_counts
 from .kernels.sobol import sobol_counts, sobol_kernel
+from .philox import PHILOX4X32
 from .quasi import SOBOL, _sobol_floats
 
 __all__ = ["stream"]
@@ -147,3 +172,153 @@ def _sobol_nki(V, shift, skip, n, dtype):
     s = shift.to(torch.int32).reshape(-1, 1).contiguous().numpy().view("uint32")
     x = nki.run(sobol_kernel, v, s, skip=skip, n=n)
     return _sobol_floats(x.to(torch.int64).T.contiguous(), dtype)
+
+
+# ---- transforms of the stream: bernoulli, exponential, randint, geometric ---------------------------
+TRANSFORM = "philox_transform_kernel"
+GEOMETRIC_MIN_P = 2.0**-16  # below it the kernel's fp32 floor cap (2**23 trials) would cost > e**-128 of mass
+
+
+def _empty(n):
+    return "an empty draw runs no kernel" if n == 0 else None
+
+
+def _one_word(transform, param, seed, subsequence, base, first, n, device):
+    """Samples first .. first+n-1 of a one-word-per-sample draw at word base (splits at 2**32-block spans)."""
+    return stream(philox_transform_kernel, seed, subsequence, base + first, n, transform=transform,
+                  param=param).to(device)
+
+
+def _one_word_counts(transform, param, base, first, n):
+    return _one_call(base + first, n, TRANSFORM, lambda nb: transform_counts(transform, nb, param))
+
+
+def _pairs(base, first, n):
+    """(block0, nblocks, lead, odd) of the kernel call for two-word samples first .. first+n-1 at word base.
+
+    Sample k's words start at ``base + 2 k``: at even words the kernel's pairs (w0, w1), (w2, w3); at odd words
+    its odd pairing (w1, w2), (w3, next block's w0). ``lead`` samples of the first block precede the request.
+    """
+    ws = base + 2 * first
+    lead = (ws % 4) // 2
+    return ws // 4, (n + lead + 1) // 2, lead, ws % 2
+
+
+def _pairs_supports(base, first, n):
+    if n == 0:
+        return "an empty draw runs no kernel"
+    b0, nb, _, odd = _pairs(base, first, n)
+    if b0 // SPAN != (b0 + nb - 1 + odd) // SPAN:
+        return ("the draw's blocks straddle a multiple of 2**32 blocks (one kernel call keeps the counter's "
+                "word 1 constant)")
+    return None
+
+
+def _two_words(transform, param, seed, subsequence, base, first, n, device):
+    b0, nb, lead, odd = _pairs(base, first, n)
+    out = nki.run(philox_transform_kernel, seed=seed, subsequence=subsequence, block0=b0, nblocks=nb,
+                  transform=transform, param=param, odd=bool(odd))
+    return out.reshape(-1)[lead:lead + n].to(device)
+
+
+def _pairs_counts(transform, param, base, first, n):
+    return {"kernel": TRANSFORM, **transform_counts(transform, _pairs(base, first, n)[1], param)}
+
+
+# bernoulli: w < round(p 2**32), exact uint32 compare on GpSimd
+def _threshold(p):
+    return round(p * 2.0**32)
+
+
+def _bernoulli_supports(seed, subsequence, base, first, n, p, dtype, device):
+    if _threshold(p) == FULL:
+        return "p = 1: the threshold 2**32 does not fit a uint32 word (every sample is 1)"
+    return _empty(n)
+
+
+def _bernoulli_counts(seed, subsequence, base, first, n, p, dtype, device):
+    return _one_word_counts("bernoulli", _threshold(p), base, first, n)
+
+
+@BERNOULLI.lowering("nki", supports=_bernoulli_supports, counts=_bernoulli_counts)
+def _bernoulli_nki(seed, subsequence, base, first, n, p, dtype, device):
+    return _one_word("bernoulli", _threshold(p), seed, subsequence, base, first, n, device).to(dtype)
+
+
+# exponential (float32): log((m + 1) 2**-24) * fp32(-1/rate) + 0.0
+def _exp_scale(rate):
+    return -1.0 / rate
+
+
+def _exponential_supports(seed, subsequence, base, first, n, rate, dtype, device):
+    with np.errstate(over="ignore"):
+        c = np.float32(_exp_scale(rate))
+    if not np.isfinite(c) or c == 0:
+        return f"-1/rate = {_exp_scale(rate)!r} is not a finite non-zero float32 (the kernel's scale operand)"
+    return _empty(n)
+
+
+def _exponential_counts(seed, subsequence, base, first, n, rate, dtype, device):
+    return _one_word_counts("exponential", _exp_scale(rate), base, first, n)
+
+
+@EXPONENTIAL.lowering("nki", dtypes=(torch.float32,), supports=_exponential_supports, counts=_exponential_counts)
+def _exponential_nki(seed, subsequence, base, first, n, rate, dtype, device):
+    return _one_word("exponential", _exp_scale(rate), seed, subsequence, base, first, n, device)
+
+
+# randint: floor((w 2**32 + w') r / 2**64) + low, exact
+def _randint_supports(seed, subsequence, base, first, n, low, high, dtype, device):
+    return _pairs_supports(base, first, n)
+
+
+def _randint_counts(seed, subsequence, base, first, n, low, high, dtype, device):
+    return _pairs_counts("randint", high - low, base, first, n)
+
+
+@RANDINT.lowering("nki", supports=_randint_supports, counts=_randint_counts)
+def _randint_nki(seed, subsequence, base, first, n, low, high, dtype, device):
+    k = _two_words("randint", high - low, seed, subsequence, base, first, n, device)
+    return (k.to(torch.int64) + low).to(dtype)
+
+
+# geometric: fp32 floor(log(u) / log1p(-p)) + 1 -- the same law, not the torch path's float64 bits
+def _geometric_scale(p):
+    return 1.0 / math.log1p(-p)
+
+
+def _geometric_supports(seed, subsequence, base, first, n, p, dtype, device):
+    if p == 1.0:
+        return "p = 1: every sample is 1 (nothing to transform)"
+    if p < GEOMETRIC_MIN_P:
+        return (f"p = {p!r} < 2**-16: the kernel's fp32 floor caps samples at 2**23 + 1, which would cut "
+                "more than e**-128 of the tail")
+    return _pairs_supports(base, first, n)
+
+
+def _geometric_counts(seed, subsequence, base, first, n, p, dtype, device):
+    return _pairs_counts("geometric", _geometric_scale(p), base, first, n)
+
+
+@GEOMETRIC.lowering("nki", supports=_geometric_supports, counts=_geometric_counts)
+def _geometric_nki(seed, subsequence, base, first, n, p, dtype, device):
+    k = _two_words("geometric", _geometric_scale(p), seed, subsequence, base, first, n, device)
+    return k.to(torch.float64).to(dtype)
+
+
+# ---- philox4x32: the block function on explicit counters and keys -------------------------------
+def _philox_block_supports(c, k, r):
+    return "no counters: an empty call runs no kernel" if c.numel() == 0 else None
+
+
+def _philox_block_counts(c, k, r):
+    return {"kernel": "philox_block_kernel", **philox_block_counts(c.numel() // 4, r)}
+
+
+@PHILOX4X32.lowering("nki", dtypes=(torch.int64,), supports=_philox_block_supports, counts=_philox_block_counts)
+def _philox4x32_nki(c, k, r):
+    lead = tuple(c.shape[:-1])
+    cw = c.reshape(-1, 4).cpu().numpy().astype(np.uint32)  # values 0 .. 2**32-1 (checked by philox4x32)
+    kw = k.reshape(-1, 2).cpu().numpy().astype(np.uint32)
+    out = nki.run(philox_block_kernel, cw, kw, rounds=r)
+    return out.to(torch.int64).reshape(*lead, 4).to(c.device)

@@ -1,0 +1,156 @@
+"""trnrand's transform kernels (bernoulli, exponential, randint, geometric) and the philox4x32 block kernel.
+
+Through the emulator (backend "simulator") against the torch path (bit identity where both define the same
+bits) and against references independent of the code under test: the scalar Philox in ``ref_philox`` (plain
+Python ints), Random123's published vectors, big-integer arithmetic, float64 NumPy, scipy.stats. Sizes are
+ragged (not multiples of 128 partitions x 4 lanes) and exceed one partition per block row (nblocks > 128).
+"""
+
+import math
+
+import numpy as np
+import pytest
+import ref_philox
+import torch
+from scipy import stats
+
+import trnrand
+from trnrand.kernels.philox_block import philox_block_counts, philox_block_kernel
+from trnrand.kernels.philox_transform import philox_transform_kernel, transform_counts
+from trnsci import nki
+from trnsci.testing import assert_counts, kernel_ran
+
+MASK = 0xFFFFFFFF
+SEED, SUB = 0x0123456789ABCDEF, 5
+
+
+def G(offset=0, **kw):
+    return trnrand.Generator(seed=SEED, subsequence=SUB, offset=offset, **kw)
+
+
+def ref_words(w0, n):
+    return np.array([ref_philox.stream_word(SEED, SUB, w0 + j) for j in range(n)], dtype=np.int64)
+
+
+# ---- philox4x32: explicit counters and keys ---------------------------------------------------------
+KAT = [  # Random123 kat_vectors, philox4x32_10
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((MASK,) * 4, (MASK,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+]
+
+
+def test_philox4x32_simulator_gives_the_known_answers():
+    c = torch.tensor([k[0] for k in KAT], dtype=torch.int64)
+    k = torch.tensor([k[1] for k in KAT], dtype=torch.int64)
+    with kernel_ran("philox_block_kernel"):
+        got = trnrand.philox4x32(c, k)
+    assert got.tolist() == [list(k[2]) for k in KAT]
+
+
+@pytest.mark.parametrize("n,rounds", [(1, 10), (389, 10), (130, 7)])
+def test_philox_block_kernel_equals_reference_and_closed_form(n, rounds):
+    rng = np.random.default_rng(n)
+    c = rng.integers(0, 1 << 32, size=(n, 4), dtype=np.uint64).astype(np.uint32)
+    k = rng.integers(0, 1 << 32, size=(n, 2), dtype=np.uint64).astype(np.uint32)
+    out, prof = nki.profile(philox_block_kernel, c, k, rounds=rounds)
+    want = [ref_philox.philox4x32([int(v) for v in c[i]], [int(v) for v in k[i]], rounds) for i in range(n)]
+    assert np.array_equal(out.astype(np.int64), np.array(want, dtype=np.int64))
+    assert_counts(prof, philox_block_counts(n, rounds))
+
+
+def test_philox4x32_simulator_is_bit_identical_to_torch_with_broadcast_keys():
+    # counters (3, 131, 4) with one key per row of 131: 393 rows, ragged, > 128 partitions
+    g = torch.Generator().manual_seed(3)
+    c = torch.randint(0, 1 << 32, (3, 131, 4), generator=g)
+    k = torch.randint(0, 1 << 32, (131, 2), generator=g)
+    want = trnrand.philox4x32(c, k, rounds=9)
+    with kernel_ran("philox_block_kernel"):
+        got = trnrand.philox4x32(c, k, rounds=9)
+    assert got.dtype == torch.int64 and torch.equal(got, want)
+    assert want[2, 130].tolist() == ref_philox.philox4x32(c[2, 130].tolist(), k[130].tolist(), 9)
+
+
+# ---- the stream transforms: bit identity with the torch path ------------------------------------------
+# offsets 0..3 put the draw's first word in every lane and both pairings; 1031 samples are > 128 blocks
+TRANSFORMS = [
+    ("bernoulli", {"p": 0.3}),
+    ("bernoulli", {"p": 0.0, "dtype": torch.bool}),
+    ("exponential", {"rate": 2.5}),
+    ("randint", {"low": -5, "high": 1000}),
+    ("randint", {"low": 1 << 40, "high": (1 << 40) + (1 << 32), "dtype": torch.int64}),  # r = 2**32
+    ("randint", {"low": 0, "high": 0xFFFFFFFF, "dtype": torch.float64}),
+]
+
+
+@pytest.mark.parametrize("offset", [0, 1, 3])
+@pytest.mark.parametrize("fn,kw", TRANSFORMS, ids=lambda v: v if isinstance(v, str) else None)
+def test_transform_simulator_is_bit_identical_to_torch(fn, kw, offset):
+    want = getattr(trnrand, fn)(1031, generator=G(offset), **kw)
+    with kernel_ran("philox_transform_kernel"):
+        got = getattr(trnrand, fn)(1031, generator=G(offset), **kw)
+    assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_bernoulli_and_randint_equal_the_integer_reference():
+    n, off = 517, 6
+    w = ref_words(off, n)
+    with kernel_ran("philox_transform_kernel"):
+        b = trnrand.bernoulli(n, p=0.7, dtype=torch.int64, generator=G(off))
+    assert b.tolist() == (w < round(0.7 * 2**32)).astype(int).tolist()
+    w2 = ref_words(off + 1, 2 * n).reshape(-1, 2)  # odd start word: the kernel's odd pairing
+    with kernel_ran("philox_transform_kernel"):
+        r = trnrand.randint(n, low=-7, high=1234567, generator=G(off + 1))
+    want = [-7 + ((int(a) << 32 | int(c)) * 1234574 >> 64) for a, c in w2]
+    assert r.tolist() == want
+
+
+def test_exponential_equals_float64_reference():
+    # float32 log of an exact u and one float32 product: within 2 ulp of the float64 value (rtol 3e-7)
+    n = 389
+    with kernel_ran("philox_transform_kernel"):
+        e = trnrand.exponential(n, rate=0.75, generator=G(2))
+    u = ((ref_words(2, n) >> 8) + 1) * 2.0**-24
+    np.testing.assert_allclose(e.numpy(), -np.log(u) / 0.75, rtol=3e-7, atol=0)
+
+
+def test_transform_partitions_on_the_simulator():
+    # 3 ranks x 301 randints (2 words each, ranks start mid-block) equal the single-process torch draw of 903
+    want = trnrand.randint(903, low=0, high=10, generator=G(1))
+    with kernel_ran("philox_transform_kernel", "philox_transform_kernel", "philox_transform_kernel"):
+        parts = [trnrand.randint(301, low=0, high=10, generator=G(1, partition_rank=r, partition_size=3))
+                 for r in range(3)]
+    assert torch.equal(torch.cat(parts), want)
+
+
+@pytest.mark.parametrize("transform,param", [
+    ("bernoulli", 123456789), ("exponential", -0.4), ("randint", 1000), ("randint", 1 << 32),
+    ("randint", 0xFFFF0001), ("geometric", 1.0 / math.log1p(-0.2)),
+])
+@pytest.mark.parametrize("nblocks,odd", [(1, False), (389, False), (389, True)])
+def test_transform_counters_equal_closed_form(transform, param, nblocks, odd):
+    _, prof = nki.profile(philox_transform_kernel, seed=1, subsequence=2, block0=7, nblocks=nblocks,
+                          transform=transform, param=param, odd=odd)
+    assert_counts(prof, transform_counts(transform, nblocks, param))
+
+
+# ---- geometric: the same law, not the same bits (float64 log on torch; the device has fp32) ----------------
+def _geometric_chi2(k, p, kmax=12):
+    """Chi-square p-value of integer samples k >= 1 against Geometric(p) on bins 1..kmax-1 and >= kmax."""
+    obs = np.array([np.sum(k == j) for j in range(1, kmax)] + [np.sum(k >= kmax)], dtype=float)
+    probs = np.append(stats.geom.pmf(np.arange(1, kmax), p), stats.geom.sf(kmax - 1, p))
+    return stats.chisquare(obs, probs * k.size).pvalue
+
+
+def test_geometric_kernel_passes_the_torch_paths_chi_square():
+    n, p = 20011, 0.2
+    torch_k = trnrand.geometric(n, p=p, generator=G(1)).numpy()
+    with kernel_ran("philox_transform_kernel"):
+        dev_k = trnrand.geometric(n, p=p, generator=G(1)).numpy()
+    assert dev_k.min() >= 1 and torch_k.min() >= 1
+    # the same test on both paths; alpha 1e-3 (a fixed seed: deterministic, not flaky)
+    assert _geometric_chi2(torch_k, p) > 1e-3 and _geometric_chi2(dev_k, p) > 1e-3
+    assert _geometric_chi2(dev_k, 0.21) < 1e-3  # the test has the power to see a 5% change of p
+    # and most samples agree exactly (the fp32 and float64 maps differ only near integer boundaries)
+    assert np.mean(dev_k == torch_k) > 0.99
