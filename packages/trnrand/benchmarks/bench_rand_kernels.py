@@ -5,11 +5,15 @@ or ``python packages/trnrand/benchmarks/bench_rand_kernels.py`` for the table. T
 emulator's cost model ("modeled", lower bound = busiest engine), never measured on a NeuronCore.
 """
 
+import math
+
 import numpy as np
 import pytest
 
 from trnrand.kernels.box_muller import box_muller_kernel
 from trnrand.kernels.philox import philox_kernel
+from trnrand.kernels.philox_block import philox_block_kernel
+from trnrand.kernels.philox_transform import philox_transform_kernel
 from trnrand.kernels.sobol import sobol_kernel
 from trnrand.quasi import _direction_numbers
 from trnsci import nki
@@ -24,24 +28,37 @@ def _cases():
                                                                     "nblocks": TILE, "mode": "uniform"}
     yield "box-muller fp32, 128x512 blocks", box_muller_kernel, (), {"seed": 1, "subsequence": 0, "block0": 0,
                                                                      "nblocks": TILE}
+    for name, tr, prm in (("bernoulli p=0.3", "bernoulli", round(0.3 * 2**32)),
+                          ("exponential fp32", "exponential", -1.0),
+                          ("randint [0, 1000)", "randint", 1000),
+                          ("geometric p=0.2 (fp32)", "geometric", 1.0 / math.log1p(-0.2))):
+        yield f"{name}, 128x512 blocks", philox_transform_kernel, (), {
+            "seed": 1, "subsequence": 0, "block0": 0, "nblocks": TILE, "transform": tr, "param": prm}
+    rng = np.random.default_rng(0)
+    ctr = rng.integers(0, 1 << 32, size=(TILE, 4), dtype=np.uint64).astype(np.uint32)
+    key = rng.integers(0, 1 << 32, size=(TILE, 2), dtype=np.uint64).astype(np.uint32)
+    yield "philox4x32 explicit ctr/key, 65536 rows", philox_block_kernel, (ctr, key), {"rounds": 10}
     v = _direction_numbers(10).astype(np.uint32)
     yield "sobol 16384 points x 10 dims", sobol_kernel, (v, np.zeros((10, 1), np.uint32)), {"skip": 0, "n": 16384}
 
 
 CASE_NAMES = ["philox words, 128x512 blocks", "philox uniform fp32, 128x512 blocks",
-              "box-muller fp32, 128x512 blocks", "sobol 16384 points x 10 dims"]
+              "box-muller fp32, 128x512 blocks", "bernoulli p=0.3, 128x512 blocks",
+              "exponential fp32, 128x512 blocks", "randint [0, 1000), 128x512 blocks",
+              "geometric p=0.2 (fp32), 128x512 blocks", "philox4x32 explicit ctr/key, 65536 rows",
+              "sobol 16384 points x 10 dims"]
 
 
 def table(target="trn1"):
-    head = (f"{'case':<38} {'GpSimd':>7} {'Vector':>7} {'Scalar':>7} {'DMA':>4} {'HBM write':>10} "
-            f"{'modeled us':>11} {'Gwords/s (modeled)':>19}")
+    head = (f"{'case':<42} {'GpSimd':>7} {'Vector':>7} {'Scalar':>7} {'DMA':>4} {'HBM write':>10} "
+            f"{'modeled us':>11} {'G outputs/s (modeled)':>22}")
     lines = [head, "-" * len(head)]
     for name, k, args, kw in _cases():
-        _, p = nki.profile(k, *args, target=target, **kw)
-        words = p.hbm_write_bytes // 4
-        lines.append(f"{name:<38} {p.instructions['gpsimd']:>7} {p.instructions['vector']:>7} "
+        out, p = nki.profile(k, *args, target=target, **kw)
+        outputs = out.size  # words, samples or point coordinates
+        lines.append(f"{name:<42} {p.instructions['gpsimd']:>7} {p.instructions['vector']:>7} "
                      f"{p.instructions['scalar']:>7} {p.instructions['dma']:>4} {p.hbm_write_bytes:>10,d} "
-                     f"{p.modeled_time_lower_s * 1e6:>11.1f} {words / p.modeled_time_lower_s / 1e9:>19.2f}")
+                     f"{p.modeled_time_lower_s * 1e6:>11.1f} {outputs / p.modeled_time_lower_s / 1e9:>22.2f}")
     return "\n".join(lines)
 
 
