@@ -154,3 +154,68 @@ def test_geometric_kernel_passes_the_torch_paths_chi_square():
     assert _geometric_chi2(dev_k, 0.21) < 1e-3  # the test has the power to see a 5% change of p
     # and most samples agree exactly (the fp32 and float64 maps differ only near integer boundaries)
     assert np.mean(dev_k == torch_k) > 0.99
+
+
+# ---- threshold counts: categorical and Poisson (lam < 10), bit for bit -------------------------------------
+def _m53(w0, w1):
+    return ((int(w0) >> 5) << 26) | (int(w1) >> 6)
+
+
+@pytest.mark.parametrize("offset", [0, 1, 3])
+@pytest.mark.parametrize("fn,args,kw", [
+    ("poisson", (), {"lam": 0.5}),
+    ("poisson", (), {"lam": 9.99, "dtype": torch.int32}),
+    ("categorical", (torch.tensor([0.1, 0.0, 0.5, 0.4]),), {}),
+    ("categorical", (torch.rand(40, generator=torch.Generator().manual_seed(1), dtype=torch.float64),), {}),
+], ids=["poisson-0.5", "poisson-9.99", "categorical-4", "categorical-40"])
+def test_threshold_simulator_is_bit_identical_to_torch(fn, args, kw, offset):
+    want = getattr(trnrand, fn)(*args, 1031, generator=G(offset), **kw)
+    with kernel_ran("philox_threshold_kernel"):
+        got = getattr(trnrand, fn)(*args, 1031, generator=G(offset), **kw)
+    assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_categorical_equals_numpy_searchsorted_of_the_reference_words():
+    n, off = 301, 5  # odd start word: the odd pairing
+    probs = np.array([0.05, 0.3, 0.0, 0.15, 0.5])
+    with kernel_ran("philox_threshold_kernel"):
+        got = trnrand.categorical(torch.tensor(probs), n, generator=G(off))
+    w = ref_words(off, 2 * n).reshape(-1, 2)
+    u = np.array([_m53(a, b) for a, b in w], dtype=np.float64) * 2.0**-53
+    cdf = np.cumsum(probs)
+    want = np.minimum(np.searchsorted(cdf, u * cdf[-1], side="right"), len(probs) - 1)
+    assert got.tolist() == want.tolist()
+
+
+def test_poisson_equals_the_keyed_reference_search():
+    # sample i keys philox4x32_10(counter 0, key = its two stream words); u from the first two words; then the
+    # sequential search of the documented recurrence, in Python floats
+    n, off, lam = 260, 2, 4.5
+    with kernel_ran("philox_threshold_kernel"):
+        got = trnrand.poisson(n, lam=lam, dtype=torch.int64, generator=G(off))
+    w = ref_words(off, 2 * n).reshape(-1, 2)
+    want = []
+    for a, b in w:
+        x = ref_philox.philox4x32([0, 0, 0, 0], [int(a), int(b)])
+        u = _m53(x[0], x[1]) * 2.0**-53
+        k, p = 0, math.exp(-lam)
+        c = p
+        while u > c and k < 200:
+            k += 1
+            p = p * lam / k
+            c += p
+        want.append(k)
+    assert got.tolist() == want
+    assert abs(np.mean(want) - lam) < 4 * math.sqrt(lam / n)  # and it is Poisson-ish (4 sigma)
+
+
+@pytest.mark.parametrize("keyed,th", [
+    (False, ()), (False, ((5, 1), (1 << 40, 3), ((1 << 53) - 1, 1))), (True, ((123, 1), (1 << 52, 2))),
+])
+@pytest.mark.parametrize("nblocks,odd", [(1, False), (389, True)])
+def test_threshold_counters_equal_closed_form(keyed, th, nblocks, odd):
+    from trnrand.kernels.philox_threshold import philox_threshold_kernel, threshold_counts
+
+    _, prof = nki.profile(philox_threshold_kernel, seed=1, subsequence=2, block0=3, nblocks=nblocks,
+                          thresholds=th, keyed=keyed, odd=odd)
+    assert_counts(prof, threshold_counts(nblocks, th, keyed))

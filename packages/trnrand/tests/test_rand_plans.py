@@ -27,6 +27,8 @@ KERNEL_CALLS = [
     ("philox_transform_kernel", trnrand.bernoulli, (4, 33), {"p": 0.25, "dtype": torch.bool, "generator": G()}),
     ("philox_transform_kernel", trnrand.randint, (77,), {"low": -3, "high": 9, "generator": G(offset=3)}),
     ("philox_transform_kernel", trnrand.geometric, (77,), {"p": 0.1, "generator": G(offset=2)}),
+    ("philox_threshold_kernel", trnrand.poisson, (131,), {"lam": 2.5, "generator": G(offset=1)}),
+    ("philox_threshold_kernel", trnrand.categorical, (torch.tensor([1.0, 2.0, 0.5]), 2, 9), {"generator": G()}),
     ("philox_block_kernel", trnrand.philox4x32,
      (torch.zeros(3, 4, dtype=torch.int64), torch.ones(2, dtype=torch.int64)), {"rounds": 7}),
 ]
@@ -56,7 +58,10 @@ TORCH_CALLS = [  # calls the kernels cannot take: the plan says torch, with the 
     ("no NKI kernel", trnrand.gamma, (8,), {"shape": 2.0, "generator": G()}),
     ("no NKI kernel", trnrand.halton, (8, 2), {}),
     ("no NKI kernel", trnrand.randperm, (9,), {"generator": G()}),
-    ("no NKI kernel", trnrand.poisson, (8,), {"lam": 3.0, "generator": G()}),
+    ("lam >= 10", trnrand.poisson, (8,), {"lam": 30.0, "generator": G()}),
+    ("lam = 0", trnrand.poisson, (8,), {"lam": 0.0, "generator": G()}),
+    ("distinct thresholds", trnrand.categorical, (torch.ones(70), 8), {"generator": G()}),
+    ("no NKI kernel", trnrand.truncated_normal, (8,), {"generator": G()}),
 ]
 
 

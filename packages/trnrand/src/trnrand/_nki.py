@@ -38,10 +38,12 @@ from trnsci import nki
 from . import _philox
 from .distributions import (
     BERNOULLI,
+    CATEGORICAL,
     EXPONENTIAL,
     GEOMETRIC,
     LOGNORMAL,
     NORMAL,
+    POISSON,
     RANDINT,
     UNIFORM,
     _affine,
@@ -51,6 +53,7 @@ from .distributions import (
 from .kernels.box_muller import box_muller_counts, box_muller_kernel
 from .kernels.philox import philox_counts, philox_kernel
 from .kernels.philox_block import philox_block_counts, philox_block_kernel
+from .kernels.philox_threshold import philox_threshold_kernel, threshold_counts
 from .kernels.philox_transform import FULL, philox_transform_kernel, transform_counts
 from .kernels.sobol import sobol_counts, sobol_kernel
 from .philox import PHILOX4X32
@@ -322,3 +325,89 @@ def _philox4x32_nki(c, k, r):
     kw = k.reshape(-1, 2).cpu().numpy().astype(np.uint32)
     out = nki.run(philox_block_kernel, cw, kw, rounds=r)
     return out.to(torch.int64).reshape(*lead, 4).to(c.device)
+
+
+# ---- threshold counts: categorical and Poisson (lam < 10), exact ------------------------------------
+THRESHOLD = "philox_threshold_kernel"
+MAX_THRESHOLDS = 64  # distinct thresholds per call (each costs 8 instructions per tile)
+TOP = 1 << 53
+
+
+def _grouped(ms) -> tuple:
+    """((M, multiplicity), ...) of the thresholds below 2**53 (m < 2**53 never reaches the others), sorted."""
+    out: dict[int, int] = {}
+    for m in ms:
+        if m < TOP:
+            out[int(m)] = out.get(int(m), 0) + 1
+    return tuple(sorted(out.items()))
+
+
+def _categorical_thresholds(cdf: torch.Tensor) -> tuple:
+    """Least m with cdf[i] <= fl(m 2**-53 cdf[-1]) for i < K - 1 (the torch path's float64 ops; binary search)."""
+    c = cdf.detach().cpu().numpy().astype(np.float64)
+    total, targets = c[-1], c[:-1]
+    lo, hi = np.zeros(targets.shape, np.int64), np.full(targets.shape, TOP, np.int64)
+    while bool((lo < hi).any()):
+        mid = (lo + hi) // 2
+        ok = (mid.astype(np.float64) * 2.0**-53) * total >= targets
+        hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid + 1)
+    return _grouped(lo.tolist())
+
+
+def _threshold_supports(thresholds, base, first, n):
+    if len(thresholds) > MAX_THRESHOLDS:
+        return f"{len(thresholds)} distinct thresholds > {MAX_THRESHOLDS} (8 instructions each per tile)"
+    return _pairs_supports(base, first, n)
+
+
+def _threshold_run(thresholds, keyed, seed, subsequence, base, first, n, device):
+    b0, nb, lead, odd = _pairs(base, first, n)
+    out = nki.run(philox_threshold_kernel, seed=seed, subsequence=subsequence, block0=b0, nblocks=nb,
+                  thresholds=thresholds, keyed=keyed, odd=bool(odd))
+    return out.reshape(-1)[lead:lead + n].to(torch.int64).to(device)
+
+
+def _categorical_supports(seed, subsequence, base, first, n, cdf, device):
+    if n == 0:
+        return "an empty draw runs no kernel"
+    return _threshold_supports(_categorical_thresholds(cdf), base, first, n)
+
+
+def _categorical_counts(seed, subsequence, base, first, n, cdf, device):
+    th = _categorical_thresholds(cdf)
+    return {"kernel": THRESHOLD, **threshold_counts(_pairs(base, first, n)[1], th)}
+
+
+@CATEGORICAL.lowering("nki", supports=_categorical_supports, counts=_categorical_counts)
+def _categorical_nki(seed, subsequence, base, first, n, cdf, device):
+    return _threshold_run(_categorical_thresholds(cdf), False, seed, subsequence, base, first, n, device)
+
+
+def _poisson_thresholds(lam: float) -> tuple:
+    """floor(cdf_j 2**53) + 1 of the torch path's sequential search (its float64 recurrence, 200 steps)."""
+    p = c = math.exp(-lam)
+    ms = []
+    for j in range(200):
+        if j:
+            p = p * lam / j
+            c = c + p
+        ms.append(math.floor(c * 2.0**53) + 1)
+    return _grouped(ms)
+
+
+def _poisson_supports(seed, subsequence, base, first, n, lam, dtype, device):
+    if lam == 0.0:
+        return "lam = 0: every sample is 0"
+    if lam >= 10.0:
+        return "lam >= 10: PTRS rejection (float64 lgamma, data-dependent rounds) has no kernel yet"
+    return _threshold_supports(_poisson_thresholds(lam), base, first, n)
+
+
+def _poisson_counts(seed, subsequence, base, first, n, lam, dtype, device):
+    return {"kernel": THRESHOLD, **threshold_counts(_pairs(base, first, n)[1], _poisson_thresholds(lam), True)}
+
+
+@POISSON.lowering("nki", supports=_poisson_supports, counts=_poisson_counts)
+def _poisson_nki(seed, subsequence, base, first, n, lam, dtype, device):
+    k = _threshold_run(_poisson_thresholds(lam), True, seed, subsequence, base, first, n, device)
+    return k.to(torch.float64).to(dtype)
