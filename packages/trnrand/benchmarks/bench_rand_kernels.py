@@ -13,6 +13,7 @@ import pytest
 from trnrand.kernels.box_muller import box_muller_kernel
 from trnrand.kernels.philox import philox_kernel
 from trnrand.kernels.philox_block import philox_block_kernel
+from trnrand.kernels.philox_threshold import philox_threshold_kernel
 from trnrand.kernels.philox_transform import philox_transform_kernel
 from trnrand.kernels.sobol import sobol_kernel
 from trnrand.quasi import _direction_numbers
@@ -34,6 +35,15 @@ def _cases():
                           ("geometric p=0.2 (fp32)", "geometric", 1.0 / math.log1p(-0.2))):
         yield f"{name}, 128x512 blocks", philox_transform_kernel, (), {
             "seed": 1, "subsequence": 0, "block0": 0, "nblocks": TILE, "transform": tr, "param": prm}
+    import torch
+
+    from trnrand._nki import _categorical_thresholds, _poisson_thresholds
+
+    for name, th, keyed in (("categorical 8 categories", _categorical_thresholds(torch.arange(1.0, 9.0).cumsum(0)),
+                             False),
+                            ("poisson lam=3 (keyed)", _poisson_thresholds(3.0), True)):
+        yield f"{name}, 128x512 blocks", philox_threshold_kernel, (), {
+            "seed": 1, "subsequence": 0, "block0": 0, "nblocks": TILE, "thresholds": th, "keyed": keyed}
     rng = np.random.default_rng(0)
     ctr = rng.integers(0, 1 << 32, size=(TILE, 4), dtype=np.uint64).astype(np.uint32)
     key = rng.integers(0, 1 << 32, size=(TILE, 2), dtype=np.uint64).astype(np.uint32)
@@ -45,7 +55,9 @@ def _cases():
 CASE_NAMES = ["philox words, 128x512 blocks", "philox uniform fp32, 128x512 blocks",
               "box-muller fp32, 128x512 blocks", "bernoulli p=0.3, 128x512 blocks",
               "exponential fp32, 128x512 blocks", "randint [0, 1000), 128x512 blocks",
-              "geometric p=0.2 (fp32), 128x512 blocks", "philox4x32 explicit ctr/key, 65536 rows",
+              "geometric p=0.2 (fp32), 128x512 blocks",
+              "categorical 8 categories, 128x512 blocks", "poisson lam=3 (keyed), 128x512 blocks",
+              "philox4x32 explicit ctr/key, 65536 rows",
               "sobol 16384 points x 10 dims"]
 
 
