@@ -29,6 +29,7 @@ KERNEL_CALLS = [
     ("philox_transform_kernel", trnrand.geometric, (77,), {"p": 0.1, "generator": G(offset=2)}),
     ("philox_threshold_kernel", trnrand.poisson, (131,), {"lam": 2.5, "generator": G(offset=1)}),
     ("philox_threshold_kernel", trnrand.categorical, (torch.tensor([1.0, 2.0, 0.5]), 2, 9), {"generator": G()}),
+    ("philox_transform_kernel", trnrand.truncated_normal, (131,), {"low": 0.5, "high": 4.0, "generator": G(offset=1)}),
     ("philox_block_kernel", trnrand.philox4x32,
      (torch.zeros(3, 4, dtype=torch.int64), torch.ones(2, dtype=torch.int64)), {"rounds": 7}),
 ]
@@ -61,7 +62,8 @@ TORCH_CALLS = [  # calls the kernels cannot take: the plan says torch, with the 
     ("lam >= 10", trnrand.poisson, (8,), {"lam": 30.0, "generator": G()}),
     ("lam = 0", trnrand.poisson, (8,), {"lam": 0.0, "generator": G()}),
     ("distinct thresholds", trnrand.categorical, (torch.ones(70), 8), {"generator": G()}),
-    ("no NKI kernel", trnrand.truncated_normal, (8,), {"generator": G()}),
+    ("float32", trnrand.truncated_normal, (8,), {"dtype": torch.float64, "generator": G()}),
+    ("mass", trnrand.truncated_normal, (8,), {"low": 9.0, "high": 10.0, "generator": G()}),
 ]
 
 

@@ -45,6 +45,7 @@ from .distributions import (
     NORMAL,
     POISSON,
     RANDINT,
+    TRUNCATED_NORMAL,
     UNIFORM,
     _affine,
     _scale,
@@ -411,3 +412,41 @@ def _poisson_counts(seed, subsequence, base, first, n, lam, dtype, device):
 def _poisson_nki(seed, subsequence, base, first, n, lam, dtype, device):
     k = _threshold_run(_poisson_thresholds(lam), True, seed, subsequence, base, first, n, device)
     return k.to(torch.float64).to(dtype)
+
+
+# ---- truncated normal: fp32 inverse CDF -- the same law, not the torch path's float64 bits ------------------
+FP32_MAX = 3.4028234663852886e38
+MIN_MASS = 2.0**-20  # below it the interval's mass is too small for the kernel's fp32 quantiles
+
+
+def _truncated_param(mean, std, low, high):
+    """The kernel's constants, from the torch path's float64 ndtr (the mirror image for a positive interval)."""
+    flip = low > 0
+    a, b = (-high, -low) if flip else (low, high)
+    nd = torch.special.ndtr
+    lo = float(nd(torch.tensor(a, dtype=torch.float64)))
+    hi = float(nd(torch.tensor(b, dtype=torch.float64)))
+    up = float(nd(torch.tensor(-b, dtype=torch.float64)))  # 1 - hi, accurate in the upper tail
+    mass = hi - lo
+    # q = lo + m 2**-53 mass and 1 - q = up + (2**53 - m) 2**-53 mass, from m and its complement 2**53 - 1 - m
+    return (max(a, -FP32_MAX), min(b, FP32_MAX), 2.0**-53 * mass, lo, up + 2.0**-53 * mass,
+            -std if flip else std, mean), mass
+
+
+def _truncated_supports(seed, subsequence, base, first, n, mean, std, low, high, dtype, device):
+    prm, mass = _truncated_param(mean, std, low, high)
+    if not mass >= MIN_MASS:
+        return f"the interval's normal mass {mass:.3g} < 2**-20: too small for the kernel's fp32 quantiles"
+    if not all(np.isfinite(np.float32(v)) for v in (std, mean, std * max(abs(prm[0]), abs(prm[1])))):
+        return "mean, std or the scaled bounds overflow float32"
+    return _pairs_supports(base, first, n)
+
+
+def _truncated_counts(seed, subsequence, base, first, n, mean, std, low, high, dtype, device):
+    return _pairs_counts("truncated_normal", None, base, first, n)
+
+
+@TRUNCATED_NORMAL.lowering("nki", dtypes=(torch.float32,), supports=_truncated_supports, counts=_truncated_counts)
+def _truncated_normal_nki(seed, subsequence, base, first, n, mean, std, low, high, dtype, device):
+    prm, _ = _truncated_param(mean, std, low, high)
+    return _two_words("truncated_normal", prm, seed, subsequence, base, first, n, device)
