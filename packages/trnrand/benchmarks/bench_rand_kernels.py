@@ -32,7 +32,9 @@ def _cases():
     for name, tr, prm in (("bernoulli p=0.3", "bernoulli", round(0.3 * 2**32)),
                           ("exponential fp32", "exponential", -1.0),
                           ("randint [0, 1000)", "randint", 1000),
-                          ("geometric p=0.2 (fp32)", "geometric", 1.0 / math.log1p(-0.2))):
+                          ("geometric p=0.2 (fp32)", "geometric", 1.0 / math.log1p(-0.2)),
+                          ("truncated normal [-2, 2] (fp32)", "truncated_normal",
+                           (-2.0, 2.0, 2.0**-53 * 0.9545, 0.02275, 0.02275 + 2.0**-53 * 0.9545, 1.0, 0.0))):
         yield f"{name}, 128x512 blocks", philox_transform_kernel, (), {
             "seed": 1, "subsequence": 0, "block0": 0, "nblocks": TILE, "transform": tr, "param": prm}
     import torch
@@ -55,20 +57,20 @@ def _cases():
 CASE_NAMES = ["philox words, 128x512 blocks", "philox uniform fp32, 128x512 blocks",
               "box-muller fp32, 128x512 blocks", "bernoulli p=0.3, 128x512 blocks",
               "exponential fp32, 128x512 blocks", "randint [0, 1000), 128x512 blocks",
-              "geometric p=0.2 (fp32), 128x512 blocks",
+              "geometric p=0.2 (fp32), 128x512 blocks", "truncated normal [-2, 2] (fp32), 128x512 blocks",
               "categorical 8 categories, 128x512 blocks", "poisson lam=3 (keyed), 128x512 blocks",
               "philox4x32 explicit ctr/key, 65536 rows",
               "sobol 16384 points x 10 dims"]
 
 
 def table(target="trn1"):
-    head = (f"{'case':<42} {'GpSimd':>7} {'Vector':>7} {'Scalar':>7} {'DMA':>4} {'HBM write':>10} "
+    head = (f"{'case':<48} {'GpSimd':>7} {'Vector':>7} {'Scalar':>7} {'DMA':>4} {'HBM write':>10} "
             f"{'modeled us':>11} {'G outputs/s (modeled)':>22}")
     lines = [head, "-" * len(head)]
     for name, k, args, kw in _cases():
         out, p = nki.profile(k, *args, target=target, **kw)
         outputs = out.size  # words, samples or point coordinates
-        lines.append(f"{name:<42} {p.instructions['gpsimd']:>7} {p.instructions['vector']:>7} "
+        lines.append(f"{name:<48} {p.instructions['gpsimd']:>7} {p.instructions['vector']:>7} "
                      f"{p.instructions['scalar']:>7} {p.instructions['dma']:>4} {p.hbm_write_bytes:>10,d} "
                      f"{p.modeled_time_lower_s * 1e6:>11.1f} {outputs / p.modeled_time_lower_s / 1e9:>22.2f}")
     return "\n".join(lines)
