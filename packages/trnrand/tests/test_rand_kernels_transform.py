@@ -240,3 +240,48 @@ def test_threshold_counters_equal_closed_form(keyed, th, nblocks, odd):
     _, prof = nki.profile(philox_threshold_kernel, seed=1, subsequence=2, block0=3, nblocks=nblocks,
                           thresholds=th, keyed=keyed, odd=odd)
     assert_counts(prof, threshold_counts(nblocks, th, keyed))
+
+
+# ---- gamma: Marsaglia-Tsang in fp32, fixed rounds, the host finishes rejected samples --------------------------
+@pytest.mark.parametrize("shape,scale", [(2.0, 1.0), (0.3, 2.0)])
+def test_gamma_kernel_passes_the_torch_paths_ks_test(shape, scale):
+    n = 8191
+    want = trnrand.gamma(n, shape=shape, scale=scale, generator=G(1))
+    with kernel_ran("gamma_kernel"):
+        got = trnrand.gamma(n, shape=shape, scale=scale, generator=G(1))
+    cdf = stats.gamma(shape, scale=scale).cdf
+    assert stats.kstest(got.numpy(), cdf).pvalue > 1e-3 and stats.kstest(want.numpy(), cdf).pvalue > 1e-3
+    assert stats.kstest(got.numpy(), stats.gamma(shape * 1.1, scale=scale).cdf).pvalue < 1e-3  # the test's power
+    # the same attempt words: the fp32 and float64 tests accept the same attempt but for rounding (rtol 1e-5)
+    assert torch.isclose(got, want, rtol=1e-5, atol=0).float().mean() > 0.999
+
+
+def test_gamma_fallback_finishes_rejected_samples_with_the_torch_attempts(monkeypatch):
+    # one round on the device: ~5% of samples are rejected there and finished by the torch path's attempts 1, 2, ..
+    # which are the torch path's own attempts after the same rejection: those samples equal it (float64 -> fp32)
+    import trnrand._nki as K
+
+    monkeypatch.setattr(K, "GAMMA_ROUNDS", 1)
+    n = 2053
+    want = trnrand.gamma(n, shape=1.5, generator=G(3))
+    with kernel_ran("gamma_kernel"):
+        got = trnrand.gamma(n, shape=1.5, generator=G(3))
+    assert bool((got > 0).all())
+    assert torch.isclose(got, want, rtol=1e-5, atol=0).float().mean() > 0.999
+    from trnrand.kernels.marsaglia_tsang import gamma_kernel
+
+    raw = nki.run(gamma_kernel, seed=SEED, subsequence=SUB, block0=0, nblocks=(n + 3) // 2 + 1, shape=1.5, rounds=1,
+                  odd=True).reshape(-1)[1:n + 1]
+    assert 0 < int((raw < 0).sum()) < n // 5  # the fallback had work to do
+
+
+@pytest.mark.parametrize("shape", [2.0, 0.3])
+@pytest.mark.parametrize("nblocks,odd", [(1, False), (389, True)])
+def test_gamma_counters_equal_closed_form(shape, nblocks, odd):
+    from trnrand.kernels.marsaglia_tsang import gamma_counts, gamma_kernel
+    from trnrand.kernels.philox_threshold import keyed_counts
+
+    assert keyed_counts(lanes=4) == (198, 198) and keyed_counts(lanes=2) == (188, 187)  # the docstring's K4, K2
+    _, prof = nki.profile(gamma_kernel, seed=1, subsequence=2, block0=3, nblocks=nblocks, shape=shape, rounds=3,
+                          odd=odd)
+    assert_counts(prof, gamma_counts(nblocks, shape, 3))

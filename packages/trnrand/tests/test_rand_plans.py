@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import trnrand
-from trnrand.distributions import GAMMA, NORMAL, UNIFORM
+from trnrand.distributions import BETA, GAMMA, NORMAL, UNIFORM
 from trnsci.dispatch import ops, plan_call
 from trnsci.testing import assert_plan_matches_run
 
@@ -30,6 +30,7 @@ KERNEL_CALLS = [
     ("philox_threshold_kernel", trnrand.poisson, (131,), {"lam": 2.5, "generator": G(offset=1)}),
     ("philox_threshold_kernel", trnrand.categorical, (torch.tensor([1.0, 2.0, 0.5]), 2, 9), {"generator": G()}),
     ("philox_transform_kernel", trnrand.truncated_normal, (131,), {"low": 0.5, "high": 4.0, "generator": G(offset=1)}),
+    ("gamma_kernel", trnrand.gamma, (131,), {"shape": 0.7, "scale": 2.0, "generator": G(offset=1)}),
     ("philox_block_kernel", trnrand.philox4x32,
      (torch.zeros(3, 4, dtype=torch.int64), torch.ones(2, dtype=torch.int64)), {"rounds": 7}),
 ]
@@ -56,7 +57,8 @@ TORCH_CALLS = [  # calls the kernels cannot take: the plan says torch, with the 
     ("straddle", trnrand.randint, (8,), {"high": 5, "generator": G(offset=4 * 2**32 - 9)}),
     ("empty", trnrand.randint, (0,), {"high": 5, "generator": G()}),
     ("empty", trnrand.philox4x32, (torch.zeros(0, 4, dtype=torch.int64), torch.zeros(2, dtype=torch.int64)), {}),
-    ("no NKI kernel", trnrand.gamma, (8,), {"shape": 2.0, "generator": G()}),
+    ("cancellation", trnrand.gamma, (8,), {"shape": 5000.0, "generator": G()}),
+    ("no NKI kernel", trnrand.beta, (8,), {"alpha": 2.0, "beta": 3.0, "generator": G()}),
     ("no NKI kernel", trnrand.halton, (8, 2), {}),
     ("no NKI kernel", trnrand.randperm, (9,), {"generator": G()}),
     ("lam >= 10", trnrand.poisson, (8,), {"lam": 30.0, "generator": G()}),
@@ -100,4 +102,4 @@ def test_every_public_op_is_registered():
                "poisson", "bernoulli", "binomial", "geometric", "randint", "randperm", "multinomial",
                "categorical", "sobol", "halton", "latin_hypercube", "philox4x32"):
         assert f"trnrand.{op}" in names
-    assert UNIFORM.has_kernel and NORMAL.has_kernel and not GAMMA.has_kernel
+    assert UNIFORM.has_kernel and NORMAL.has_kernel and GAMMA.has_kernel and not BETA.has_kernel

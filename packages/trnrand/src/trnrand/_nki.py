@@ -40,6 +40,7 @@ from .distributions import (
     BERNOULLI,
     CATEGORICAL,
     EXPONENTIAL,
+    GAMMA,
     GEOMETRIC,
     LOGNORMAL,
     NORMAL,
@@ -48,10 +49,12 @@ from .distributions import (
     TRUNCATED_NORMAL,
     UNIFORM,
     _affine,
+    _gamma_from_keys,
     _scale,
     _wps,
 )
 from .kernels.box_muller import box_muller_counts, box_muller_kernel
+from .kernels.marsaglia_tsang import gamma_counts, gamma_kernel
 from .kernels.philox import philox_counts, philox_kernel
 from .kernels.philox_block import philox_block_counts, philox_block_kernel
 from .kernels.philox_threshold import philox_threshold_kernel, threshold_counts
@@ -450,3 +453,37 @@ def _truncated_counts(seed, subsequence, base, first, n, mean, std, low, high, d
 def _truncated_normal_nki(seed, subsequence, base, first, n, mean, std, low, high, dtype, device):
     prm, _ = _truncated_param(mean, std, low, high)
     return _two_words("truncated_normal", prm, seed, subsequence, base, first, n, device)
+
+
+# ---- gamma: Marsaglia-Tsang in fp32 with a fixed number of rounds, the host finishes the rest --------------
+GAMMA_ROUNDS = 4  # P(4 rejections) < 1e-5 for shape >= 1 (acceptance > 0.95 per attempt)
+GAMMA_MAX_SHAPE = 1000.0  # beyond, d (1 - v + ln v) cancels below fp32 resolution
+
+
+def _gamma_supports(seed, subsequence, base, first, n, shape, scale, dtype, device):
+    if shape > GAMMA_MAX_SHAPE:
+        return (f"shape {shape!r} > {GAMMA_MAX_SHAPE:g}: the fp32 acceptance test d (1 - v + ln v) loses its "
+                "precision to cancellation")
+    return _pairs_supports(base, first, n)
+
+
+def _gamma_counts(seed, subsequence, base, first, n, shape, scale, dtype, device):
+    return {"kernel": "gamma_kernel", **gamma_counts(_pairs(base, first, n)[1], shape, GAMMA_ROUNDS)}
+
+
+def _gamma_kernel_values(seed, subsequence, base, first, n, shape, component, device):
+    """float64 Gamma(shape) samples: the kernel's rounds, then the torch path's attempts for any it rejected."""
+    b0, nb, lead, odd = _pairs(base, first, n)
+    out = nki.run(gamma_kernel, seed=seed, subsequence=subsequence, block0=b0, nblocks=nb, shape=shape,
+                  component=component, rounds=GAMMA_ROUNDS, odd=bool(odd))
+    vals = out.reshape(-1)[lead:lead + n].to(torch.float64)
+    miss = torch.nonzero(vals < 0).reshape(-1)
+    if miss.numel():  # rare: every round rejected; the same keys, attempts GAMMA_ROUNDS, GAMMA_ROUNDS + 1, ...
+        keys = torch.stack([_philox.words(seed, subsequence, base + 2 * (first + int(i)), 2) for i in miss])
+        vals[miss] = _gamma_from_keys(keys, shape, component, t0=GAMMA_ROUNDS)
+    return vals.to(device)
+
+
+@GAMMA.lowering("nki", dtypes=(torch.float32,), supports=_gamma_supports, counts=_gamma_counts)
+def _gamma_nki(seed, subsequence, base, first, n, shape, scale, dtype, device):
+    return _gamma_kernel_values(seed, subsequence, base, first, n, shape, 0, device).mul_(scale).to(dtype)

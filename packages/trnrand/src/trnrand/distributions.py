@@ -249,12 +249,14 @@ def _normal53(w: torch.Tensor, i: int) -> torch.Tensor:
     return _box_muller(w[:, i : i + 4].reshape(-1), torch.float64)[:, 0]
 
 
-def _rejection(keys: torch.Tensor, component: int, attempt_fn) -> torch.Tensor:
-    """Run attempt_fn(words (m, 8)) -> (values, accepted) on every sample until each has accepted once."""
+def _rejection(keys: torch.Tensor, component: int, attempt_fn, t0: int = 0) -> torch.Tensor:
+    """Run attempt_fn(words (m, 8)) -> (values, accepted) on every sample until each has accepted once.
+
+    ``t0``: the first attempt (a device kernel that ran attempts 0 .. t0-1 hands over the rest)."""
     n = keys.shape[0]
     out = torch.empty(n, dtype=torch.float64, device=keys.device)
     todo = torch.arange(n, device=keys.device)
-    t = 0
+    t = t0
     while todo.numel():
         val, ok = attempt_fn(_attempt_words(keys[todo], t, component))
         out[todo[ok]] = val[ok]
@@ -267,7 +269,7 @@ def _sample_keys(seed, subsequence, base, first, n, device) -> torch.Tensor:
     return _philox.words(seed, subsequence, base + 2 * first, 2 * n, device).reshape(n, 2)
 
 
-def _gamma_from_keys(keys: torch.Tensor, shape: float, component: int) -> torch.Tensor:
+def _gamma_from_keys(keys: torch.Tensor, shape: float, component: int, t0: int = 0) -> torch.Tensor:
     """Marsaglia-Tsang (2000) on Gamma(max(shape, shape+1)); shape < 1 boosted by U**(1/shape)."""
     a = shape + 1.0 if shape < 1.0 else shape
     d = a - 1.0 / 3.0
@@ -285,7 +287,7 @@ def _gamma_from_keys(keys: torch.Tensor, shape: float, component: int) -> torch.
             val = val * _u53(w, 6, open_low=True) ** (1.0 / shape)
         return val, ok
 
-    return _rejection(keys, component, attempt)
+    return _rejection(keys, component, attempt, t0)
 
 
 def _gamma_torch(seed, subsequence, base, first, n, shape, scale, dtype, device):

@@ -102,40 +102,42 @@ def threshold_counts(nblocks: int, thresholds, keyed: bool = False) -> dict:
             "dma": _store_dmas(nblocks, f)}
 
 
-def keyed_counts(rounds: int = 10) -> tuple[int, int]:
-    """(GpSimd, Vector) instructions of ``keyed_philox`` per tile (counter (0, 0, 0, 0), tile keys)."""
+def keyed_counts(rounds: int = 10, lanes: int = 2) -> tuple[int, int]:
+    """(GpSimd, Vector) instructions of ``keyed_philox`` per tile (constant counter, tile keys, 2 or 4 lanes out)."""
     g = v = 0
     x_tile = [False, False, False, False]  # x0 .. x3 are tiles?
     for r in range(rounds):
         last = r == rounds - 1
-        # mulhilo(x0, M0) unless it is a constant or the last round (x2', x3' unused)
-        if x_tile[0] and not last:
+        # mulhilo(x0, M0) unless it is a constant or (2 lanes) the last round (x2', x3' unused)
+        if x_tile[0] and not (last and lanes == 2):
             g, v = g + 10, v + 8
         if x_tile[2]:
             g, v = g + 10, v + 8
         # x0' = hi1 ^ x1 ^ k0: tiles among (hi1, x1) xor'd together, then the key tile
         v += sum((x_tile[2], x_tile[1])) + 1
-        if not last:
+        if not (last and lanes == 2):
             v += sum((x_tile[0], x_tile[3])) + 1  # x2' = hi0 ^ x3 ^ k1
+        if not last:
             g += 2  # the key schedule
         x_tile = [True, x_tile[2], True, x_tile[0]]
     return g, v
 
 
-def keyed_philox(ew, k0, k1, rounds: int = 10):
-    """Words 0, 1 of philox4x32(counter=(0, 0, 0, 0), key=(k0, k1)) for key tiles k0, k1 (on ``ew``'s tiles)."""
-    x = [0, 0, 0, 0]
+def keyed_philox(ew, k0, k1, rounds: int = 10, ctr=(0, 0, 0, 0), lanes: int = 2):
+    """Words 0 .. lanes-1 of philox4x32(counter=ctr, key=(k0, k1)): ctr constant ints, k0, k1 tiles of ``ew``."""
+    x = list(ctr)
     w0, w1 = ew.const(W0), ew.const(W1)
     for r in range(rounds):
         last = r == rounds - 1
-        hi0, lo0 = (0, 0) if last else ew.mulhilo(x[0], M0)
+        short = last and lanes == 2
+        hi0, lo0 = (0, 0) if short else ew.mulhilo(x[0], M0)
         hi1, lo1 = ew.mulhilo(x[2], M1)
         y0 = _xor(ew, hi1, x[1], k0)
-        y2 = None if last else _xor(ew, hi0, x[3], k1)
+        y2 = None if short else _xor(ew, hi0, x[3], k1)
         x = [y0, lo1, y2, lo0]
         if not last:
             k0, k1 = ew.add(k0, w0), ew.add(k1, w1)
-    return x[0], x[1]
+    return tuple(x[:lanes])
 
 
 def _xor(ew, h, x, key_tile):
