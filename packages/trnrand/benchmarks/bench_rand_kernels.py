@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from trnrand.kernels.box_muller import box_muller_kernel
+from trnrand.kernels.marsaglia_tsang import gamma_kernel
 from trnrand.kernels.philox import philox_kernel
 from trnrand.kernels.philox_block import philox_block_kernel
 from trnrand.kernels.philox_threshold import philox_threshold_kernel
@@ -46,6 +47,8 @@ def _cases():
                             ("poisson lam=3 (keyed)", _poisson_thresholds(3.0), True)):
         yield f"{name}, 128x512 blocks", philox_threshold_kernel, (), {
             "seed": 1, "subsequence": 0, "block0": 0, "nblocks": TILE, "thresholds": th, "keyed": keyed}
+    yield "gamma shape=2 (4 rounds), 128x512 blocks", gamma_kernel, (), {
+        "seed": 1, "subsequence": 0, "block0": 0, "nblocks": TILE, "shape": 2.0, "rounds": 4}
     rng = np.random.default_rng(0)
     ctr = rng.integers(0, 1 << 32, size=(TILE, 4), dtype=np.uint64).astype(np.uint32)
     key = rng.integers(0, 1 << 32, size=(TILE, 2), dtype=np.uint64).astype(np.uint32)
@@ -59,6 +62,7 @@ CASE_NAMES = ["philox words, 128x512 blocks", "philox uniform fp32, 128x512 bloc
               "exponential fp32, 128x512 blocks", "randint [0, 1000), 128x512 blocks",
               "geometric p=0.2 (fp32), 128x512 blocks", "truncated normal [-2, 2] (fp32), 128x512 blocks",
               "categorical 8 categories, 128x512 blocks", "poisson lam=3 (keyed), 128x512 blocks",
+              "gamma shape=2 (4 rounds), 128x512 blocks",
               "philox4x32 explicit ctr/key, 65536 rows",
               "sobol 16384 points x 10 dims"]
 
