@@ -285,3 +285,14 @@ def test_gamma_counters_equal_closed_form(shape, nblocks, odd):
     _, prof = nki.profile(gamma_kernel, seed=1, subsequence=2, block0=3, nblocks=nblocks, shape=shape, rounds=3,
                           odd=odd)
     assert_counts(prof, gamma_counts(nblocks, shape, 3))
+
+
+def test_beta_from_two_device_gammas_passes_the_torch_paths_ks_test():
+    n, a, b = 4099, 2.0, 0.5
+    want = trnrand.beta(n, alpha=a, beta=b, generator=G(2))
+    with kernel_ran("gamma_kernel", "gamma_kernel"):
+        got = trnrand.beta(n, alpha=a, beta=b, generator=G(2))
+    cdf = stats.beta(a, b).cdf
+    assert bool(((got >= 0) & (got <= 1)).all())
+    assert stats.kstest(got.numpy(), cdf).pvalue > 1e-3 and stats.kstest(want.numpy(), cdf).pvalue > 1e-3
+    assert torch.isclose(got, want, rtol=1e-5, atol=1e-7).float().mean() > 0.998  # both gammas keyed alike

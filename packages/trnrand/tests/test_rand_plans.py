@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import trnrand
-from trnrand.distributions import BETA, GAMMA, NORMAL, UNIFORM
+from trnrand.distributions import BETA, GAMMA, NORMAL, STUDENT_T, UNIFORM
 from trnsci.dispatch import ops, plan_call
 from trnsci.testing import assert_plan_matches_run
 
@@ -58,7 +58,7 @@ TORCH_CALLS = [  # calls the kernels cannot take: the plan says torch, with the 
     ("empty", trnrand.randint, (0,), {"high": 5, "generator": G()}),
     ("empty", trnrand.philox4x32, (torch.zeros(0, 4, dtype=torch.int64), torch.zeros(2, dtype=torch.int64)), {}),
     ("cancellation", trnrand.gamma, (8,), {"shape": 5000.0, "generator": G()}),
-    ("no NKI kernel", trnrand.beta, (8,), {"alpha": 2.0, "beta": 3.0, "generator": G()}),
+    ("no NKI kernel", trnrand.student_t, (8,), {"df": 3.0, "generator": G()}),
     ("no NKI kernel", trnrand.halton, (8, 2), {}),
     ("no NKI kernel", trnrand.randperm, (9,), {"generator": G()}),
     ("lam >= 10", trnrand.poisson, (8,), {"lam": 30.0, "generator": G()}),
@@ -75,6 +75,14 @@ def test_plan_says_torch_when_the_kernel_cannot_take_the_call(why, fn, args, kwa
         plan, result, runs = assert_plan_matches_run(fn, *args, **kwargs)
     assert plan.backend == "torch" and runs == []
     assert why in plan.reason
+
+
+def test_beta_plans_the_device_and_runs_two_gamma_kernels():
+    # two kernel runs: the plan names the device backend without single-kernel figures
+    with trnrand.use_backend("simulator"):
+        plan, result, runs = assert_plan_matches_run(trnrand.beta, 77, alpha=2.0, beta=0.5, generator=G(offset=1))
+    assert plan.backend == "simulator" and plan.kernel is None
+    assert [r.kernel for r in runs] == ["gamma_kernel", "gamma_kernel"]
 
 
 def test_planning_does_not_move_the_generator():
@@ -102,4 +110,5 @@ def test_every_public_op_is_registered():
                "poisson", "bernoulli", "binomial", "geometric", "randint", "randperm", "multinomial",
                "categorical", "sobol", "halton", "latin_hypercube", "philox4x32"):
         assert f"trnrand.{op}" in names
-    assert UNIFORM.has_kernel and NORMAL.has_kernel and GAMMA.has_kernel and not BETA.has_kernel
+    assert UNIFORM.has_kernel and NORMAL.has_kernel and GAMMA.has_kernel and BETA.has_kernel
+    assert not STUDENT_T.has_kernel

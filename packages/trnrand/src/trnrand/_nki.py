@@ -38,6 +38,7 @@ from trnsci import nki
 from . import _philox
 from .distributions import (
     BERNOULLI,
+    BETA,
     CATEGORICAL,
     EXPONENTIAL,
     GAMMA,
@@ -487,3 +488,22 @@ def _gamma_kernel_values(seed, subsequence, base, first, n, shape, component, de
 @GAMMA.lowering("nki", dtypes=(torch.float32,), supports=_gamma_supports, counts=_gamma_counts)
 def _gamma_nki(seed, subsequence, base, first, n, shape, scale, dtype, device):
     return _gamma_kernel_values(seed, subsequence, base, first, n, shape, 0, device).mul_(scale).to(dtype)
+
+
+# beta: X / (X + Y) of two device gammas (components 0 and 1, as the torch path keys them); the ratio on the host
+def _beta_supports(seed, subsequence, base, first, n, alpha, beta, dtype, device):
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        if v > GAMMA_MAX_SHAPE:
+            return f"{name} {v!r} > {GAMMA_MAX_SHAPE:g}: its gamma's fp32 acceptance test loses its precision"
+    return _pairs_supports(base, first, n)
+
+
+def _beta_counts(seed, subsequence, base, first, n, alpha, beta, dtype, device):
+    return None  # two gamma_kernel runs: no single closed form (each run's is gamma_counts)
+
+
+@BETA.lowering("nki", dtypes=(torch.float32,), supports=_beta_supports, counts=_beta_counts)
+def _beta_nki(seed, subsequence, base, first, n, alpha, beta, dtype, device):
+    x = _gamma_kernel_values(seed, subsequence, base, first, n, alpha, 0, device)
+    y = _gamma_kernel_values(seed, subsequence, base, first, n, beta, 1, device)
+    return (x / (x + y)).to(dtype)
