@@ -285,6 +285,9 @@ def test_gamma_counters_equal_closed_form(shape, nblocks, odd):
     _, prof = nki.profile(gamma_kernel, seed=1, subsequence=2, block0=3, nblocks=nblocks, shape=shape, rounds=3,
                           odd=odd)
     assert_counts(prof, gamma_counts(nblocks, shape, 3))
+    _, prof = nki.profile(gamma_kernel, seed=1, subsequence=2, block0=3, nblocks=nblocks, shape=shape, rounds=3,
+                          odd=odd, student_df=2 * shape)
+    assert_counts(prof, gamma_counts(nblocks, shape, 3, student=True))
 
 
 def test_beta_from_two_device_gammas_passes_the_torch_paths_ks_test():
@@ -296,3 +299,18 @@ def test_beta_from_two_device_gammas_passes_the_torch_paths_ks_test():
     assert bool(((got >= 0) & (got <= 1)).all())
     assert stats.kstest(got.numpy(), cdf).pvalue > 1e-3 and stats.kstest(want.numpy(), cdf).pvalue > 1e-3
     assert torch.isclose(got, want, rtol=1e-5, atol=1e-7).float().mean() > 0.998  # both gammas keyed alike
+
+
+@pytest.mark.parametrize("df", [3.0, 0.8])
+def test_student_t_kernel_passes_the_torch_paths_ks_test(df, monkeypatch):
+    import trnrand._nki as K
+
+    monkeypatch.setattr(K, "GAMMA_ROUNDS", 2)  # a few samples left for the host: the fallback runs too
+    n = 4099
+    want = trnrand.student_t(n, df=df, generator=G(1))
+    with kernel_ran("gamma_kernel"):
+        got = trnrand.student_t(n, df=df, generator=G(1))
+    assert bool(torch.isfinite(got).all())
+    cdf = stats.t(df).cdf
+    assert stats.kstest(got.numpy(), cdf).pvalue > 1e-3 and stats.kstest(want.numpy(), cdf).pvalue > 1e-3
+    assert torch.isclose(got, want, rtol=1e-5, atol=1e-6).float().mean() > 0.998

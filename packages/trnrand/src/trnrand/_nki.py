@@ -47,10 +47,13 @@ from .distributions import (
     NORMAL,
     POISSON,
     RANDINT,
+    STUDENT_T,
     TRUNCATED_NORMAL,
     UNIFORM,
     _affine,
+    _attempt_words,
     _gamma_from_keys,
+    _normal53,
     _scale,
     _wps,
 )
@@ -375,6 +378,8 @@ def _threshold_run(thresholds, keyed, seed, subsequence, base, first, n, device)
 def _categorical_supports(seed, subsequence, base, first, n, cdf, device):
     if n == 0:
         return "an empty draw runs no kernel"
+    if cdf.numel() > 16 * MAX_THRESHOLDS:  # not worth a threshold search: far more categories than the kernel takes
+        return f"{cdf.numel()} categories > {16 * MAX_THRESHOLDS} (at most {MAX_THRESHOLDS} distinct thresholds)"
     return _threshold_supports(_categorical_thresholds(cdf), base, first, n)
 
 
@@ -507,3 +512,29 @@ def _beta_nki(seed, subsequence, base, first, n, alpha, beta, dtype, device):
     x = _gamma_kernel_values(seed, subsequence, base, first, n, alpha, 0, device)
     y = _gamma_kernel_values(seed, subsequence, base, first, n, beta, 1, device)
     return (x / (x + y)).to(dtype)
+
+
+# student_t: z / sqrt(chi2(df) / df) with the gamma and the normal both on the device; the host finishes NaNs
+def _student_supports(seed, subsequence, base, first, n, df, dtype, device):
+    if df / 2.0 > GAMMA_MAX_SHAPE:
+        return f"df / 2 = {df / 2.0!r} > {GAMMA_MAX_SHAPE:g}: the gamma's fp32 acceptance test loses its precision"
+    return _pairs_supports(base, first, n)
+
+
+def _student_counts(seed, subsequence, base, first, n, df, dtype, device):
+    return {"kernel": "gamma_kernel", **gamma_counts(_pairs(base, first, n)[1], df / 2.0, GAMMA_ROUNDS, True)}
+
+
+@STUDENT_T.lowering("nki", dtypes=(torch.float32,), supports=_student_supports, counts=_student_counts)
+def _student_t_nki(seed, subsequence, base, first, n, df, dtype, device):
+    b0, nb, lead, odd = _pairs(base, first, n)
+    out = nki.run(gamma_kernel, seed=seed, subsequence=subsequence, block0=b0, nblocks=nb, shape=df / 2.0,
+                  component=0, rounds=GAMMA_ROUNDS, odd=bool(odd), student_df=df)
+    t = out.reshape(-1)[lead:lead + n].to(torch.float64)
+    miss = torch.nonzero(torch.isnan(t)).reshape(-1)
+    if miss.numel():  # every round rejected: the torch path's later gamma attempts, its normal, its ratio
+        keys = torch.stack([_philox.words(seed, subsequence, base + 2 * (first + int(i)), 2) for i in miss])
+        g = _gamma_from_keys(keys, df / 2.0, 0, t0=GAMMA_ROUNDS).mul_(2.0)
+        z = _normal53(_attempt_words(keys, 0, 1), 0)
+        t[miss] = z / torch.sqrt(g / df)
+    return t.to(dtype).to(device)

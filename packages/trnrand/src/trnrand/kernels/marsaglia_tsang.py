@@ -40,7 +40,10 @@ output lanes, ``keyed_counts``; ``s = [shape < 1]``)
     GpSimd = 6 + 6 + T (181 + R (K4g + K(2+2s)g))            (R rounds)
     Vector = 2 + 4 + T (178 + 1 + R (K4v + K(2+2s)v + 25 + 4 s))
     Scalar = T R (5 + 2 s)
-with ``K4 = (198, 198)``, ``K2 = (188, 187)`` (GpSimd, Vector). Per tile
+with ``K4 = (198, 198)``, ``K2 = (188, 187)`` (GpSimd, Vector); ``student_df``
+adds per tile one keyed Philox (``K4``), Box-Muller and the ratio: GpSimd
+198, Vector 198 + 12, Scalar 4 (Ln, Sqrt, Sin, Rsqrt of ``max(2 G / df,
+2**-80)``, inside Rsqrt's range). Per tile
 and round: the epilogue's Vector instructions (shifts, fp32 assembly of
 the 53-bit integers, Box-Muller's products, the cubic, the test and the
 merge) and Scalar Ln, Sqrt, Sin, Ln, Ln (+ Ln, Exp when ``shape < 1``).
@@ -60,17 +63,17 @@ S53 = 2.0 * C_PI * 2.0**-53  # the angle step: 2**53 S = 2 C exactly (a power-of
 V_MIN = 2.0**-60
 
 
-def gamma_counts(nblocks: int, shape: float, rounds: int) -> dict:
-    """Closed-form counters of one ``gamma_kernel`` call."""
+def gamma_counts(nblocks: int, shape: float, rounds: int, student: bool = False) -> dict:
+    """Closed-form counters of one ``gamma_kernel`` call (``student``: with ``student_df``)."""
     f = tile_f(nblocks, True)
     t = cdiv(nblocks, PMAX * f)
     small = shape < 1.0
     g4, v4 = keyed_counts(lanes=4)
     g2, v2 = keyed_counts(lanes=4 if small else 2)
     return {"hbm_read_bytes": 0, "hbm_write_bytes": 8 * nblocks,
-            "gpsimd": CONST_TILES + 6 + t * (GPSIMD_PER_TILE + rounds * (g4 + g2)),
-            "vector": 2 + 4 + t * (VECTOR_PER_TILE + 1 + rounds * (v4 + v2 + 25 + 4 * small)),
-            "scalar": t * rounds * (5 + 2 * small),
+            "gpsimd": CONST_TILES + 6 + t * (GPSIMD_PER_TILE + rounds * (g4 + g2) + student * g4),
+            "vector": 2 + 4 + t * (VECTOR_PER_TILE + 1 + rounds * (v4 + v2 + 25 + 4 * small) + student * (v4 + 12)),
+            "scalar": t * (rounds * (5 + 2 * small) + 4 * student),
             "dma": _store_dmas(nblocks, f)}
 
 
@@ -89,9 +92,24 @@ def _ln_open(ew, m, bias, name):
     return out
 
 
+def _normal(ew, w, ulow, rbias, ang, name):
+    """Box-Muller's first normal r sin(A) of four word tiles w (fp32): 7 Vector, 3 Scalar."""
+    lg = _ln_open(ew, _m53(ew, w[0], w[1], "m01"), ulow, "ln_u1")
+    r = ew.tile("radius", nl.float32)
+    nisa.activation(r, nl.sqrt, lg, bias=rbias, scale=-2.0)
+    x = ew.tile(name, nl.float32)
+    nisa.activation(x, nl.sin, _m53(ew, w[2], w[3], "m23"), bias=ang, scale=S53)
+    nisa.tensor_tensor(x, x, r, nl.multiply, engine=nisa.engine.vector)
+    return x
+
+
 @nki.jit
-def gamma_kernel(seed, subsequence, block0, nblocks, shape, component=0, rounds=4, odd=False):
-    """Unscaled Gamma(shape) samples (or -1 where every round rejected): [nblocks, 2] float32."""
+def gamma_kernel(seed, subsequence, block0, nblocks, shape, component=0, rounds=4, odd=False, student_df=None):
+    """Unscaled Gamma(shape) samples (or -1 where every round rejected): [nblocks, 2] float32.
+
+    With ``student_df``: Student's t samples ``z / sqrt(2 G / df)`` (``G`` the gamma sample, ``z`` Box-Muller's
+    first normal of the key's block ``(0, 1, 0, 0)``, as the torch path), NaN where every round rejected.
+    """
     odd = int(bool(odd))
     a = shape + 1.0 if shape < 1.0 else shape
     d = a - 1.0 / 3.0
@@ -126,13 +144,7 @@ def gamma_kernel(seed, subsequence, block0, nblocks, shape, component=0, rounds=
         for at in range(rounds):
             w = keyed_philox(ew, k0, k1, ctr=(2 * at, component, 0, 0), lanes=4)
             w2 = keyed_philox(ew, k0, k1, ctr=(2 * at + 1, component, 0, 0), lanes=4 if small else 2)
-            # x: Box-Muller's first output
-            lg = _ln_open(ew, _m53(ew, w[0], w[1], "m01"), ulow, "ln_u1")
-            r = ew.tile("radius", f32)
-            nisa.activation(r, nl.sqrt, lg, bias=rbias, scale=-2.0)
-            x = ew.tile("x", f32)
-            nisa.activation(x, nl.sin, _m53(ew, w[2], w[3], "m23"), bias=ang, scale=S53)
-            nisa.tensor_tensor(x, x, r, nl.multiply, engine=vec)
+            x = _normal(ew, w, ulow, rbias, ang, "x")  # Box-Muller's first output
             lgu = _ln_open(ew, _m53(ew, w2[0], w2[1], "m45"), ulow, "ln_u")
             # v = (1 + c x)**3, its log (floored), and the test ln u < x**2 / 2 + d (1 - v + ln v)
             v = ew.tile("v", f32)
@@ -170,5 +182,15 @@ def gamma_kernel(seed, subsequence, block0, nblocks, shape, component=0, rounds=
                 nisa.tensor_tensor(take, ok, done, nl.greater, engine=vec)
                 nisa.tensor_tensor(done, done, ok, nl.maximum, engine=vec)
             nisa.tensor_copy_predicated(dst, val, take)
+        if student_df is not None:  # t = z rsqrt(max(2 G / df, 2**-80)) where a round accepted, else NaN
+            z = _normal(ew, keyed_philox(ew, k0, k1, ctr=(0, 1, 0, 0), lanes=4), ulow, rbias, ang, "z")
+            q = ew.tile("g_over_df", f32)
+            nisa.tensor_scalar(q, dst, nl.multiply, 2.0 / student_df, op1=nl.maximum, operand1=2.0**-80)
+            nisa.activation(q, nl.rsqrt, q, bias=zero, scale=1.0)
+            nisa.tensor_tensor(z, z, q, nl.multiply, engine=vec)
+            ok = ew.tile("accepted", nl.uint8)
+            nisa.tensor_scalar(ok, done, nl.greater, 0.5)
+            nisa.memset(dst, float("nan"), engine=vec)
+            nisa.tensor_copy_predicated(dst, z, ok)
         _store(out, res, b0, nblocks, f, 2)
     return out
