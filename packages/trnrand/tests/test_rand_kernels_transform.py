@@ -314,3 +314,38 @@ def test_student_t_kernel_passes_the_torch_paths_ks_test(df, monkeypatch):
     cdf = stats.t(df).cdf
     assert stats.kstest(got.numpy(), cdf).pvalue > 1e-3 and stats.kstest(want.numpy(), cdf).pvalue > 1e-3
     assert torch.isclose(got, want, rtol=1e-5, atol=1e-6).float().mean() > 0.998
+
+
+# ---- Poisson lam >= 10: PTRS in fp32, fixed rounds, the host finishes rejected samples -------------------------
+def _poisson_chi2(k, lam, bins=20):
+    """Chi-square p-value of integer samples against Poisson(lam) on ~equal-probability bins."""
+    cuts = np.unique(stats.poisson.ppf(np.linspace(0, 1, bins + 1)[1:-1], lam))
+    obs = np.bincount(np.searchsorted(cuts, k, side="left"), minlength=len(cuts) + 1)
+    probs = np.diff(np.concatenate([[0.0], stats.poisson.cdf(cuts, lam), [1.0]]))
+    return stats.chisquare(obs, probs * k.size).pvalue
+
+
+@pytest.mark.parametrize("lam", [10.0, 1000.0, 60000.0])
+def test_ptrs_kernel_passes_the_torch_paths_chi_square(lam, monkeypatch):
+    import trnrand._nki as K
+
+    monkeypatch.setattr(K, "PTRS_ROUNDS", 2)  # leaves 1-6% for the host: the fallback runs too
+    n = 8191
+    want = trnrand.poisson(n, lam=lam, dtype=torch.int64, generator=G(1)).numpy()
+    with kernel_ran("ptrs_kernel"):
+        got = trnrand.poisson(n, lam=lam, dtype=torch.int64, generator=G(1)).numpy()
+    assert got.min() >= 0
+    assert _poisson_chi2(got, lam) > 1e-3 and _poisson_chi2(want, lam) > 1e-3
+    assert _poisson_chi2(got, lam * 1.01 if lam > 100 else lam * 1.1) < 1e-3  # the test's power
+    assert np.mean(got == want) > 0.99  # the same attempt words: decisions differ only at the boundary
+
+
+@pytest.mark.parametrize("nblocks,odd", [(1, False), (389, True)])
+def test_ptrs_counters_equal_closed_form(nblocks, odd):
+    from trnrand.distributions import _ptrs_constants
+    from trnrand.kernels.ptrs import ptrs_counts, ptrs_kernel
+
+    a, b, ia, vr = _ptrs_constants(25.0)
+    _, prof = nki.profile(ptrs_kernel, seed=1, subsequence=2, block0=3, nblocks=nblocks, lam=25.0, a=a, b=b,
+                          invalpha=ia, vr=vr, rounds=3, odd=odd)
+    assert_counts(prof, ptrs_counts(nblocks, 3))

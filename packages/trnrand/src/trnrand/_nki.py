@@ -54,6 +54,9 @@ from .distributions import (
     _attempt_words,
     _gamma_from_keys,
     _normal53,
+    _ptrs_attempt,
+    _ptrs_constants,
+    _rejection,
     _scale,
     _wps,
 )
@@ -63,6 +66,7 @@ from .kernels.philox import philox_counts, philox_kernel
 from .kernels.philox_block import philox_block_counts, philox_block_kernel
 from .kernels.philox_threshold import philox_threshold_kernel, threshold_counts
 from .kernels.philox_transform import FULL, philox_transform_kernel, transform_counts
+from .kernels.ptrs import ptrs_counts, ptrs_kernel
 from .kernels.sobol import sobol_counts, sobol_kernel
 from .philox import PHILOX4X32
 from .quasi import SOBOL, _sobol_floats
@@ -405,20 +409,47 @@ def _poisson_thresholds(lam: float) -> tuple:
     return _grouped(ms)
 
 
+PTRS_ROUNDS = 6  # after 2 rounds 6% (lam = 10) / 1.2% (lam = 6e4) of samples were left (emulator): after 6,
+#                  about 2e-4 at lam = 10 go to the host
+PTRS_MAX_LAM = float(1 << 16)  # the fp32 test's error (~6e-8 lam in a log-probability) stays below 4e-3
+
+
 def _poisson_supports(seed, subsequence, base, first, n, lam, dtype, device):
     if lam == 0.0:
         return "lam = 0: every sample is 0"
+    if lam > PTRS_MAX_LAM:
+        return (f"lam = {lam!r} > 2**16: the fp32 PTRS test's error (~6e-8 lam in a log-probability) would grow "
+                "past 4e-3")
     if lam >= 10.0:
-        return "lam >= 10: PTRS rejection (float64 lgamma, data-dependent rounds) has no kernel yet"
+        return _pairs_supports(base, first, n)
     return _threshold_supports(_poisson_thresholds(lam), base, first, n)
 
 
 def _poisson_counts(seed, subsequence, base, first, n, lam, dtype, device):
-    return {"kernel": THRESHOLD, **threshold_counts(_pairs(base, first, n)[1], _poisson_thresholds(lam), True)}
+    nb = _pairs(base, first, n)[1]
+    if lam >= 10.0:
+        return {"kernel": "ptrs_kernel", **ptrs_counts(nb, PTRS_ROUNDS)}
+    return {"kernel": THRESHOLD, **threshold_counts(nb, _poisson_thresholds(lam), True)}
+
+
+def _ptrs_values(seed, subsequence, base, first, n, lam, device):
+    """float64 PTRS samples: the kernel's rounds, then the torch path's attempts for any it rejected."""
+    b0, nb, lead, odd = _pairs(base, first, n)
+    a, b, invalpha, vr = _ptrs_constants(lam)
+    out = nki.run(ptrs_kernel, seed=seed, subsequence=subsequence, block0=b0, nblocks=nb, lam=lam, a=a, b=b,
+                  invalpha=invalpha, vr=vr, rounds=PTRS_ROUNDS, odd=bool(odd))
+    k = out.reshape(-1)[lead:lead + n].to(torch.float64)
+    miss = torch.nonzero(k < 0).reshape(-1)
+    if miss.numel():
+        keys = torch.stack([_philox.words(seed, subsequence, base + 2 * (first + int(i)), 2) for i in miss])
+        k[miss] = _rejection(keys, 0, _ptrs_attempt(lam), t0=PTRS_ROUNDS)
+    return k.to(device)
 
 
 @POISSON.lowering("nki", supports=_poisson_supports, counts=_poisson_counts)
 def _poisson_nki(seed, subsequence, base, first, n, lam, dtype, device):
+    if lam >= 10.0:  # PTRS: the same law (fp32 test), not the torch path's float64 bits
+        return _ptrs_values(seed, subsequence, base, first, n, lam, device).to(dtype)
     k = _threshold_run(_poisson_thresholds(lam), True, seed, subsequence, base, first, n, device)
     return k.to(torch.float64).to(dtype)
 

@@ -328,12 +328,20 @@ def _poisson_torch(seed, subsequence, base, first, n, lam, dtype, device):
             cdf = torch.where(active, cdf + p, cdf)
             active &= u > cdf
         return k.to(dtype)
-    # PTRS, transformed rejection with squeeze (Hormann 1993)
-    slam, loglam = math.sqrt(lam), math.log(lam)
-    b = 0.931 + 2.53 * slam
+    return _rejection(keys, 0, _ptrs_attempt(lam)).to(dtype)
+
+
+def _ptrs_constants(lam: float) -> tuple[float, float, float, float]:
+    """(a, b, 1/alpha, v_r) of PTRS for mean lam (Hormann 1993)."""
+    b = 0.931 + 2.53 * math.sqrt(lam)
     a = -0.059 + 0.02483 * b
-    invalpha = 1.1239 + 1.1328 / (b - 3.4)
-    vr = 0.9277 - 3.6224 / (b - 2)
+    return a, b, 1.1239 + 1.1328 / (b - 3.4), 0.9277 - 3.6224 / (b - 2)
+
+
+def _ptrs_attempt(lam: float):
+    """PTRS, transformed rejection with squeeze (Hormann 1993): one attempt on words (m, 8) -> (k, accepted)."""
+    loglam = math.log(lam)
+    a, b, invalpha, vr = _ptrs_constants(lam)
 
     def attempt(w):
         U = _u53(w, 0) - 0.5
@@ -346,7 +354,7 @@ def _poisson_torch(seed, subsequence, base, first, n, lam, dtype, device):
         rhs = -lam + k * loglam - torch.lgamma(k + 1)
         return k, fast | (~bad & (lhs <= rhs))
 
-    return _rejection(keys, 0, attempt).to(dtype)
+    return attempt
 
 
 def _binomial_torch(seed, subsequence, base, first, n, trials, p, dtype, device):
