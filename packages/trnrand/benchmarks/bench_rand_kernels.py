@@ -16,6 +16,7 @@ from trnrand.kernels.philox import philox_kernel
 from trnrand.kernels.philox_block import philox_block_kernel
 from trnrand.kernels.philox_threshold import philox_threshold_kernel
 from trnrand.kernels.philox_transform import philox_transform_kernel
+from trnrand.kernels.ptrs import ptrs_kernel
 from trnrand.kernels.sobol import sobol_kernel
 from trnrand.quasi import _direction_numbers
 from trnsci import nki
@@ -49,6 +50,12 @@ def _cases():
             "seed": 1, "subsequence": 0, "block0": 0, "nblocks": TILE, "thresholds": th, "keyed": keyed}
     yield "gamma shape=2 (4 rounds), 128x512 blocks", gamma_kernel, (), {
         "seed": 1, "subsequence": 0, "block0": 0, "nblocks": TILE, "shape": 2.0, "rounds": 4}
+    from trnrand.distributions import _ptrs_constants
+
+    a, b, ia, vr = _ptrs_constants(100.0)
+    yield "poisson lam=100 PTRS (6 rounds), 128x512 blocks", ptrs_kernel, (), {
+        "seed": 1, "subsequence": 0, "block0": 0, "nblocks": TILE, "lam": 100.0, "a": a, "b": b, "invalpha": ia,
+        "vr": vr, "rounds": 6}
     rng = np.random.default_rng(0)
     ctr = rng.integers(0, 1 << 32, size=(TILE, 4), dtype=np.uint64).astype(np.uint32)
     key = rng.integers(0, 1 << 32, size=(TILE, 2), dtype=np.uint64).astype(np.uint32)
@@ -62,7 +69,7 @@ CASE_NAMES = ["philox words, 128x512 blocks", "philox uniform fp32, 128x512 bloc
               "exponential fp32, 128x512 blocks", "randint [0, 1000), 128x512 blocks",
               "geometric p=0.2 (fp32), 128x512 blocks", "truncated normal [-2, 2] (fp32), 128x512 blocks",
               "categorical 8 categories, 128x512 blocks", "poisson lam=3 (keyed), 128x512 blocks",
-              "gamma shape=2 (4 rounds), 128x512 blocks",
+              "gamma shape=2 (4 rounds), 128x512 blocks", "poisson lam=100 PTRS (6 rounds), 128x512 blocks",
               "philox4x32 explicit ctr/key, 65536 rows",
               "sobol 16384 points x 10 dims"]
 
