@@ -61,6 +61,7 @@ from .distributions import (
     _wps,
 )
 from .kernels.box_muller import box_muller_counts, box_muller_kernel
+from .kernels.halton import halton_counts, halton_kernel, halton_levels
 from .kernels.marsaglia_tsang import gamma_counts, gamma_kernel
 from .kernels.philox import philox_counts, philox_kernel
 from .kernels.philox_block import philox_block_counts, philox_block_kernel
@@ -69,7 +70,7 @@ from .kernels.philox_transform import FULL, philox_transform_kernel, transform_c
 from .kernels.ptrs import ptrs_counts, ptrs_kernel
 from .kernels.sobol import sobol_counts, sobol_kernel
 from .philox import PHILOX4X32
-from .quasi import SOBOL, _sobol_floats
+from .quasi import HALTON, SOBOL, _sobol_floats
 
 __all__ = ["stream"]
 
@@ -569,3 +570,41 @@ def _student_t_nki(seed, subsequence, base, first, n, df, dtype, device):
         z = _normal53(_attempt_words(keys, 0, 1), 0)
         t[miss] = z / torch.sqrt(g / df)
     return t.to(dtype).to(device)
+
+
+# ---- halton: exact digits, fp32 accumulation (a few ulp from the torch path's float64 sum) ------------------------
+HALTON_MAX_INDEX = 1 << 24  # point indices stay exact fp32 integers
+
+
+def _halton_inputs(bases, skip, n):
+    """radix [d, 2] (p, fl32(1/p)) and scale [d, L] (the torch path's float64 b2r sequence, rounded) as float32."""
+    lv = halton_levels(skip, n)
+    b = bases.to(torch.float64).numpy()
+    radix = np.stack([b, 1.0 / b], axis=1).astype(np.float32)
+    scale = np.empty((b.size, lv))
+    b2r = 1.0 / b
+    for lev in range(lv):
+        scale[:, lev] = b2r
+        b2r = b2r / b
+    return radix, scale.astype(np.float32)
+
+
+def _halton_supports(bases, perms, skip, n, dtype):
+    if perms is not None:
+        return "scrambled Halton digit permutations have no kernel yet"
+    if n == 0:
+        return "an empty point set runs no kernel"
+    if skip + n > HALTON_MAX_INDEX:
+        return "skip + n_points > 2**24: point indices would not be exact fp32 integers"
+    return None
+
+
+def _halton_counts(bases, perms, skip, n, dtype):
+    return {"kernel": "halton_kernel", **halton_counts(bases.numel(), n, skip)}
+
+
+@HALTON.lowering("nki", dtypes=(torch.float32,), supports=_halton_supports, counts=_halton_counts)
+def _halton_nki(bases, perms, skip, n, dtype):
+    radix, scale = _halton_inputs(bases, skip, n)
+    x = nki.run(halton_kernel, radix, scale, skip=skip, n=n)
+    return x.T.contiguous().clamp_(max=1.0 - 2.0**-24)
