@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from trnrand.kernels.box_muller import box_muller_kernel
+from trnrand.kernels.halton import halton_kernel
 from trnrand.kernels.marsaglia_tsang import gamma_kernel
 from trnrand.kernels.philox import philox_kernel
 from trnrand.kernels.philox_block import philox_block_kernel
@@ -60,6 +61,13 @@ def _cases():
     ctr = rng.integers(0, 1 << 32, size=(TILE, 4), dtype=np.uint64).astype(np.uint32)
     key = rng.integers(0, 1 << 32, size=(TILE, 2), dtype=np.uint64).astype(np.uint32)
     yield "philox4x32 explicit ctr/key, 65536 rows", philox_block_kernel, (ctr, key), {"rounds": 10}
+    import torch
+
+    from trnrand._nki import _halton_inputs
+    from trnrand.quasi import _first_primes
+
+    radix, scale = _halton_inputs(torch.tensor(_first_primes(5)), 0, 100000)
+    yield "halton 100000 points x 5 dims (fp32)", halton_kernel, (radix, scale), {"skip": 0, "n": 100000}
     v = _direction_numbers(10).astype(np.uint32)
     yield "sobol 16384 points x 10 dims", sobol_kernel, (v, np.zeros((10, 1), np.uint32)), {"skip": 0, "n": 16384}
 
@@ -71,7 +79,7 @@ CASE_NAMES = ["philox words, 128x512 blocks", "philox uniform fp32, 128x512 bloc
               "categorical 8 categories, 128x512 blocks", "poisson lam=3 (keyed), 128x512 blocks",
               "gamma shape=2 (4 rounds), 128x512 blocks", "poisson lam=100 PTRS (6 rounds), 128x512 blocks",
               "philox4x32 explicit ctr/key, 65536 rows",
-              "sobol 16384 points x 10 dims"]
+              "halton 100000 points x 5 dims (fp32)", "sobol 16384 points x 10 dims"]
 
 
 def table(target="trn1"):
