@@ -379,3 +379,34 @@ def test_halton_counters_equal_closed_form(n, d, skip):
     radix, scale = _halton_inputs(torch.tensor(_first_primes(d)), skip, n)
     _, prof = nki.profile(halton_kernel, radix, scale, skip=skip, n=n)
     assert_counts(prof, halton_counts(d, n, skip))
+
+
+# ---- binomial, n min(p, 1-p) < 30: the inversion as exact thresholds ------------------------------------------
+@pytest.mark.parametrize("offset", [0, 1])
+@pytest.mark.parametrize("trials,p", [(10, 0.3), (100, 0.2), (7, 0.9), (1000, 0.02)])
+def test_binomial_inversion_simulator_is_bit_identical_to_torch(trials, p, offset):
+    want = trnrand.binomial(1031, n=trials, p=p, generator=G(offset))
+    with kernel_ran("philox_threshold_kernel"):
+        got = trnrand.binomial(1031, n=trials, p=p, generator=G(offset))
+    assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_binomial_equals_the_keyed_reference_search():
+    # the documented inversion in Python floats on the reference words (u from the key's block 0), flipped for p > 1/2
+    n, off, trials, p = 203, 3, 12, 0.65
+    with kernel_ran("philox_threshold_kernel"):
+        got = trnrand.binomial(n, n=trials, p=p, generator=G(off))
+    pp, q = 1 - p, p
+    s, want = pp / q, []
+    aa = (trials + 1) * s
+    for a, b in ref_words(off, 2 * n).reshape(-1, 2):
+        x = ref_philox.philox4x32([0, 0, 0, 0], [int(a), int(b)])
+        u, r, k = _m53(x[0], x[1]) * 2.0**-53, q**trials, 0
+        active = u > r
+        while active:
+            u -= r
+            k += 1
+            r *= aa / k - s
+            active = u > r and k < trials
+        want.append(trials - k)
+    assert got.tolist() == want

@@ -28,6 +28,7 @@ with the torch lowering's signature. The host part is small and exact:
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -39,6 +40,7 @@ from . import _philox
 from .distributions import (
     BERNOULLI,
     BETA,
+    BINOMIAL,
     CATEGORICAL,
     EXPONENTIAL,
     GAMMA,
@@ -608,3 +610,79 @@ def _halton_nki(bases, perms, skip, n, dtype):
     radix, scale = _halton_inputs(bases, skip, n)
     x = nki.run(halton_kernel, radix, scale, skip=skip, n=n)
     return x.T.contiguous().clamp_(max=1.0 - 2.0**-24)
+
+
+# ---- binomial, n min(p, 1-p) < 30: the torch path's inversion as exact thresholds (bit-identical) ----------------
+BINOMIAL_MAX_STEPS = 1024  # inversion steps the host will chart
+BINOMIAL_MAX_THRESHOLDS = 128
+
+
+@functools.lru_cache(maxsize=32)  # a pure function of (trials, p)
+def _binomial_thresholds(trials: int, p: float):
+    """Thresholds M_j (grouped) with k = #{j : m >= M_j}, or a reason string.
+
+    The torch path's search keeps ``u_j = u_{j-1} - r_{j-1}`` (float64) and continues while ``u_j > r_j``
+    and ``j < trials``; each step's condition is monotone in ``u = m 2**-53`` (a float64 subtraction of a
+    constant is), so "still searching at step j" is ``m >= M_j``: a binary search per step, on the host, with
+    the torch path's float64 operations.
+    """
+    pp = 1.0 - p if p > 0.5 else p
+    q = 1.0 - pp
+    s = pp / q
+    aa = (trials + 1) * s
+    r = [q**trials]
+    for j in range(1, BINOMIAL_MAX_STEPS + 1):
+        r.append(r[-1] * (aa / float(j) - s))
+
+    def steps(m):
+        """(C, J) bool: for candidates m (C,), is the search still active after step j = 0 .. J-1."""
+        u = m.astype(np.float64) * 2.0**-53
+        act = u > r[0]
+        out = [act]
+        for j in range(1, jmax):
+            u = np.where(act, u - r[j - 1], u)
+            act = act & (u > r[j]) & (j < trials)
+            out.append(act)
+        return np.stack(out, axis=1)
+
+    jmax = BINOMIAL_MAX_STEPS
+    top = steps(np.array([TOP - 1], dtype=np.int64))[0]
+    if top[-1]:
+        return f"the inversion can take more than {BINOMIAL_MAX_STEPS} steps"
+    jmax = int(top.sum())  # steps the largest uniform takes; every smaller one stops no later
+    if jmax == 0:
+        return ()
+    lo, hi = np.zeros(jmax, np.int64), np.full(jmax, TOP - 1, np.int64)
+    while bool((lo < hi).any()):
+        mid = (lo + hi) // 2
+        ok = steps(mid)[np.arange(jmax), np.arange(jmax)]
+        hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid + 1)
+    th = _grouped(lo.tolist())
+    if len(th) > BINOMIAL_MAX_THRESHOLDS:
+        return f"{len(th)} distinct thresholds > {BINOMIAL_MAX_THRESHOLDS}"
+    return th
+
+
+def _binomial_supports(seed, subsequence, base, first, n, trials, p, dtype, device):
+    if p == 0.0 or trials == 0 or p == 1.0:
+        return "p = 0, p = 1 or n = 0: every sample is the same"
+    if trials * min(p, 1.0 - p) >= 30.0:
+        return "n min(p, 1-p) >= 30: BTRS rejection (float64 lgamma) has no kernel yet"
+    th = _binomial_thresholds(trials, p)
+    if isinstance(th, str):
+        return th
+    return _pairs_supports(base, first, n)
+
+
+def _binomial_counts(seed, subsequence, base, first, n, trials, p, dtype, device):
+    th = _binomial_thresholds(trials, p)
+    return {"kernel": THRESHOLD, **threshold_counts(_pairs(base, first, n)[1], th, True)}
+
+
+@BINOMIAL.lowering("nki", supports=_binomial_supports, counts=_binomial_counts)
+def _binomial_nki(seed, subsequence, base, first, n, trials, p, dtype, device):
+    k = _threshold_run(_binomial_thresholds(trials, p), True, seed, subsequence, base, first, n, device)
+    k = k.to(torch.float64)
+    if p > 0.5:
+        k = trials - k
+    return k.to(dtype)
