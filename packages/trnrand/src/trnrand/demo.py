@@ -81,6 +81,11 @@ def kernel_cases() -> list[KernelCase]:
         KernelCase("trnrand", "poisson", "1031 int64, lam 4.5 (inversion)",
                    lambda: trnrand.poisson(1031, lam=4.5, dtype=torch.int64, generator=gen(2)), 0.0,
                    ("philox_threshold_kernel",)),
+        KernelCase("trnrand", "binomial", "1031 int64, n=40, p=0.7 (inversion)",
+                   lambda: trnrand.binomial(1031, n=40, p=0.7, generator=gen(1)), 0.0, ("philox_threshold_kernel",)),
+        # fp32 sums of exact digits vs the torch path's float64 sum rounded once: a few ulp of 1 (tested: 4 ulp)
+        KernelCase("trnrand", "halton", "1031x5 float32, unscrambled, skip 3",
+                   lambda: trnrand.halton(1031, 5, skip=3), 3e-7, ("halton_kernel",)),
         KernelCase("trnrand", "philox4x32", "393 explicit counters, per-row keys",
                    lambda: trnrand.philox4x32(torch.arange(393 * 4).reshape(393, 4),
                                               torch.arange(393 * 2).reshape(393, 2) * 7919),
