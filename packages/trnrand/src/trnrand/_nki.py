@@ -64,6 +64,7 @@ from .distributions import (
 )
 from .kernels.box_muller import box_muller_counts, box_muller_kernel
 from .kernels.halton import halton_counts, halton_kernel, halton_levels
+from .kernels.lhs import lhs_counts, lhs_kernel
 from .kernels.marsaglia_tsang import gamma_counts, gamma_kernel
 from .kernels.philox import philox_counts, philox_kernel
 from .kernels.philox_block import philox_block_counts, philox_block_kernel
@@ -72,7 +73,7 @@ from .kernels.philox_transform import FULL, philox_transform_kernel, transform_c
 from .kernels.ptrs import ptrs_counts, ptrs_kernel
 from .kernels.sobol import sobol_counts, sobol_kernel
 from .philox import PHILOX4X32
-from .quasi import HALTON, SOBOL, _sobol_floats
+from .quasi import HALTON, LATIN_HYPERCUBE, SOBOL, _sobol_floats
 
 __all__ = ["stream"]
 
@@ -686,3 +687,32 @@ def _binomial_nki(seed, subsequence, base, first, n, trials, p, dtype, device):
     if p > 0.5:
         k = trials - k
     return k.to(dtype)
+
+
+# ---- latin hypercube (strength 1): exact ranks by counting comparisons, fp32 positions ---------------------------
+LHS_MAX_POINTS = 4096  # the comparisons grow as n**2 d
+
+
+def _lhs_supports(seed, subsequence, base, n, d, oa, dtype):
+    if oa is not None:
+        return "strength 2 (orthogonal-array LHS) has no kernel yet"
+    if n == 0:
+        return "an empty point set runs no kernel"
+    if n > LHS_MAX_POINTS:
+        return f"n_points {n} > {LHS_MAX_POINTS}: the kernel's rank by comparisons grows as n**2"
+    if base % 4:
+        return f"the draw starts at stream word {base}, inside a Philox block (the kernel gives each point one block)"
+    b0 = base // 4
+    if b0 // SPAN != (b0 + n * d - 1) // SPAN:
+        return "the draw's blocks straddle a multiple of 2**32 blocks"
+    return None
+
+
+def _lhs_counts(seed, subsequence, base, n, d, oa, dtype):
+    return {"kernel": "lhs_kernel", **lhs_counts(n, d)}
+
+
+@LATIN_HYPERCUBE.lowering("nki", dtypes=(torch.float32,), supports=_lhs_supports, counts=_lhs_counts)
+def _lhs_nki(seed, subsequence, base, n, d, oa, dtype):
+    x = nki.run(lhs_kernel, seed=seed, subsequence=subsequence, block0=base // 4, n=n, d=d)
+    return x.clamp_(max=1.0 - 2.0**-24)
