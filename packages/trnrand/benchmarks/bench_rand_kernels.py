@@ -12,6 +12,7 @@ import pytest
 
 from trnrand.kernels.box_muller import box_muller_kernel
 from trnrand.kernels.halton import halton_kernel
+from trnrand.kernels.lhs import lhs_kernel
 from trnrand.kernels.marsaglia_tsang import gamma_kernel
 from trnrand.kernels.philox import philox_kernel
 from trnrand.kernels.philox_block import philox_block_kernel
@@ -68,6 +69,8 @@ def _cases():
 
     radix, scale = _halton_inputs(torch.tensor(_first_primes(5)), 0, 100000)
     yield "halton 100000 points x 5 dims (fp32)", halton_kernel, (radix, scale), {"skip": 0, "n": 100000}
+    yield "latin hypercube 512 points x 4 dims (fp32)", lhs_kernel, (), {
+        "seed": 1, "subsequence": 0, "block0": 0, "n": 512, "d": 4}
     v = _direction_numbers(10).astype(np.uint32)
     yield "sobol 16384 points x 10 dims", sobol_kernel, (v, np.zeros((10, 1), np.uint32)), {"skip": 0, "n": 16384}
 
@@ -79,7 +82,8 @@ CASE_NAMES = ["philox words, 128x512 blocks", "philox uniform fp32, 128x512 bloc
               "categorical 8 categories, 128x512 blocks", "poisson lam=3 (keyed), 128x512 blocks",
               "gamma shape=2 (4 rounds), 128x512 blocks", "poisson lam=100 PTRS (6 rounds), 128x512 blocks",
               "philox4x32 explicit ctr/key, 65536 rows",
-              "halton 100000 points x 5 dims (fp32)", "sobol 16384 points x 10 dims"]
+              "halton 100000 points x 5 dims (fp32)", "latin hypercube 512 points x 4 dims (fp32)",
+              "sobol 16384 points x 10 dims"]
 
 
 def table(target="trn1"):

@@ -86,6 +86,9 @@ def kernel_cases() -> list[KernelCase]:
         # fp32 sums of exact digits vs the torch path's float64 sum rounded once: a few ulp of 1 (tested: 4 ulp)
         KernelCase("trnrand", "halton", "1031x5 float32, unscrambled, skip 3",
                    lambda: trnrand.halton(1031, 5, skip=3), 3e-7, ("halton_kernel",)),
+        # exact strata, fp32 positions (rank + u) / n: a few ulp of 1 (tested: 4 ulp)
+        KernelCase("trnrand", "latin hypercube", "300x4 float32, strength 1",
+                   lambda: trnrand.latin_hypercube(300, 4, generator=gen()), 3e-7, ("lhs_kernel",)),
         KernelCase("trnrand", "philox4x32", "393 explicit counters, per-row keys",
                    lambda: trnrand.philox4x32(torch.arange(393 * 4).reshape(393, 4),
                                               torch.arange(393 * 2).reshape(393, 2) * 7919),
