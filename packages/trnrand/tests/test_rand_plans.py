@@ -56,7 +56,7 @@ TORCH_CALLS = [  # calls the kernels cannot take: the plan says torch, with the 
     ("empty", trnrand.sobol, (0, 3), {}),
     ("float32", trnrand.exponential, (8,), {"dtype": torch.float64, "generator": G()}),
     ("not a finite non-zero float32", trnrand.exponential, (8,), {"rate": 1e-300, "generator": G()}),
-    ("p = 1", trnrand.bernoulli, (8,), {"p": 1.0, "generator": G()}),
+    ("threshold 2**32", trnrand.bernoulli, (8,), {"p": 1.0, "generator": G()}),
     ("p = 1", trnrand.geometric, (8,), {"p": 1.0, "generator": G()}),
     ("2**-16", trnrand.geometric, (8,), {"p": 1e-6, "generator": G()}),
     ("straddle", trnrand.randint, (8,), {"high": 5, "generator": G(offset=4 * 2**32 - 9)}),

@@ -251,7 +251,7 @@ def _threshold(p):
 
 def _bernoulli_supports(seed, subsequence, base, first, n, p, dtype, device):
     if _threshold(p) == FULL:
-        return "p = 1: the threshold 2**32 does not fit a uint32 word (every sample is 1)"
+        return f"p = {p!r} rounds to threshold 2**32, which does not fit a uint32 word (every sample is 1)"
     return _empty(n)
 
 
