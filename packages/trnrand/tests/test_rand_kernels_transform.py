@@ -436,3 +436,14 @@ def test_lhs_counters_equal_closed_form(n, d):
 
     _, prof = nki.profile(lhs_kernel, seed=5, subsequence=1, block0=2, n=n, d=d)
     assert_counts(prof, lhs_counts(n, d))
+
+
+# ---- multinomial with replacement: one categorical threshold run per row -----------------------------------
+def test_multinomial_with_replacement_is_bit_identical_to_torch():
+    probs = torch.rand(3, 9, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    probs[1, 4] = 0.0
+    want = trnrand.multinomial(probs, 301, replacement=True, generator=G(1))
+    with kernel_ran(*["philox_threshold_kernel"] * 3):
+        got = trnrand.multinomial(probs, 301, replacement=True, generator=G(1))
+    assert got.shape == (3, 301) and torch.equal(got, want)
+    assert not bool((got[1] == 4).any())  # the zero-probability category is never drawn

@@ -46,6 +46,7 @@ from .distributions import (
     GAMMA,
     GEOMETRIC,
     LOGNORMAL,
+    MULTINOMIAL,
     NORMAL,
     POISSON,
     RANDINT,
@@ -716,3 +717,41 @@ def _lhs_counts(seed, subsequence, base, n, d, oa, dtype):
 def _lhs_nki(seed, subsequence, base, n, d, oa, dtype):
     x = nki.run(lhs_kernel, seed=seed, subsequence=subsequence, block0=base // 4, n=n, d=d)
     return x.clamp_(max=1.0 - 2.0**-24)
+
+
+# ---- multinomial with replacement: each row is a categorical draw (its words follow the previous row's) ---------
+MULTINOMIAL_MAX_ROWS = 16  # one threshold-kernel run per row
+
+
+def _row_thresholds(probs):
+    return [_categorical_thresholds(torch.cumsum(row.to(torch.float64), 0)) for row in probs]
+
+
+def _multinomial_supports(seed, subsequence, base, probs, num_samples, replacement, device):
+    if not replacement:
+        return "without replacement (exponential races: a sort per row) has no kernel yet"
+    if num_samples == 0:
+        return "an empty draw runs no kernel"
+    rows = probs.shape[0]
+    if rows > MULTINOMIAL_MAX_ROWS:
+        return f"{rows} rows > {MULTINOMIAL_MAX_ROWS} (one kernel run per row)"
+    if probs.shape[1] > 16 * MAX_THRESHOLDS:
+        return f"{probs.shape[1]} categories > {16 * MAX_THRESHOLDS} (at most {MAX_THRESHOLDS} distinct thresholds)"
+    for r, th in enumerate(_row_thresholds(probs)):
+        why = _threshold_supports(th, base + 2 * r * num_samples, 0, num_samples)
+        if why:
+            return f"row {r}: {why}"
+    return None
+
+
+def _multinomial_counts(seed, subsequence, base, probs, num_samples, replacement, device):
+    if probs.shape[0] != 1:
+        return None  # one run per row: no single closed form (each run's is threshold_counts)
+    th = _row_thresholds(probs)[0]
+    return {"kernel": THRESHOLD, **threshold_counts(_pairs(base, 0, num_samples)[1], th)}
+
+
+@MULTINOMIAL.lowering("nki", supports=_multinomial_supports, counts=_multinomial_counts)
+def _multinomial_nki(seed, subsequence, base, probs, num_samples, replacement, device):
+    return torch.stack([_threshold_run(th, False, seed, subsequence, base + 2 * r * num_samples, 0, num_samples,
+                                       device) for r, th in enumerate(_row_thresholds(probs))])
