@@ -19,7 +19,7 @@ import trnrand
 from trnrand import _philox
 from trnrand.kernels.box_muller import box_muller_counts, box_muller_kernel
 from trnrand.kernels.philox import SBUF_TILES, philox_counts, philox_kernel
-from trnrand.kernels.sobol import sobol_counts, sobol_kernel
+from trnrand.kernels.sobol import groups, sobol_counts, sobol_kernel
 from trnrand.quasi import _direction_numbers
 from trnsci import nki
 from trnsci.testing import assert_counts, kernel_ran
@@ -187,7 +187,7 @@ def test_odd_normal_partitions_on_the_simulator():
     assert torch.equal(got, want)  # as above
 
 
-@pytest.mark.parametrize("d,n,skip", [(3, 37, 0), (130, 600, 5), (1, 1, 0)])
+@pytest.mark.parametrize("d,n,skip", [(3, 37, 0), (130, 600, 5), (1, 1, 0), (10, 16384 + 5, 0)])
 def test_sobol_kernel_equals_scipy(d, n, skip):
     v = _direction_numbers(d).astype(np.uint32)
     x, prof = nki.profile(sobol_kernel, v, np.zeros((d, 1), np.uint32), skip=skip, n=n)
@@ -196,6 +196,12 @@ def test_sobol_kernel_equals_scipy(d, n, skip):
         warnings.simplefilter("ignore", UserWarning)  # SciPy warns when n is not a power of 2
         ref = qmc.Sobol(d, scramble=False).random(skip + n)[skip:]
     assert np.array_equal(x.T.astype(np.float64) * 2.0**-30, ref)
+
+
+def test_sobol_layout_fills_the_partitions():
+    # (point group, dimension) on partitions: 10 dimensions x 12 groups = 120 of 128 partitions, 16389 points in
+    # 3 tiles of 12 x 512 (a dimensions-only layout would use 10 partitions and 33 tiles); 3 dims: 42 x 3 = 126
+    assert groups(10, 16389) == (12, 512, 3) and groups(3, 37) == (42, 1, 1) and groups(128, 5) == (1, 5, 1)
 
 
 @pytest.mark.parametrize("scramble,dtype", [(False, torch.float64), (True, torch.float32), (True, torch.float64)])

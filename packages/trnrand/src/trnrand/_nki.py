@@ -13,6 +13,14 @@ with the torch lowering's signature. The host part is small and exact:
   ``mean + std z``, ``exp``), so uniforms are bit-identical to torch;
 * float64 uniforms take the kernel's uint32 words and the torch path's
   exact 53-bit map;
+* transforms of the stream (bernoulli, exponential float32, randint,
+  geometric): one ``philox_transform_kernel`` call makes the samples in
+  SBUF; one-word samples are addressed like uniforms, two-word samples by
+  pairs (the kernel's odd pairing when the draw starts at an odd word); the
+  host adds ``low`` (randint), casts and drops the < 2 samples outside the
+  request -- integer-exact;
+* philox4x32: the explicit counters and keys go to ``philox_block_kernel``
+  as uint32 rows, the words come back as uint32;
 * sobol: direction numbers (scrambled on the host, as on the torch path)
   go to the kernel as uint32; its ``[d, n]`` integers are transposed and
   mapped to floats exactly.
@@ -20,16 +28,53 @@ with the torch lowering's signature. The host part is small and exact:
 
 from __future__ import annotations
 
+import functools
+import math
+
+import numpy as np
 import torch
 
 from trnsci import nki
 
 from . import _philox
-from .distributions import LOGNORMAL, NORMAL, UNIFORM, _affine, _scale, _wps
+from .distributions import (
+    BERNOULLI,
+    BETA,
+    BINOMIAL,
+    CATEGORICAL,
+    EXPONENTIAL,
+    GAMMA,
+    GEOMETRIC,
+    LOGNORMAL,
+    MULTINOMIAL,
+    NORMAL,
+    POISSON,
+    RANDINT,
+    STUDENT_T,
+    TRUNCATED_NORMAL,
+    UNIFORM,
+    _affine,
+    _attempt_words,
+    _gamma_from_keys,
+    _normal53,
+    _ptrs_attempt,
+    _ptrs_constants,
+    _rejection,
+    _scale,
+    _wps,
+)
 from .kernels.box_muller import box_muller_counts, box_muller_kernel
+from .kernels.halton import halton_counts, halton_kernel, halton_levels
+from .kernels.lhs import lhs_counts, lhs_kernel
+from .kernels.marsaglia_tsang import gamma_counts, gamma_kernel
 from .kernels.philox import philox_counts, philox_kernel
+from .kernels.philox_block import philox_block_counts, philox_block_kernel
+from .kernels.philox_threshold import philox_threshold_kernel, threshold_counts
+from .kernels.philox_transform import FULL, philox_transform_kernel, transform_counts
+from .kernels.ptrs import ptrs_counts, ptrs_kernel
 from .kernels.sobol import sobol_counts, sobol_kernel
-from .quasi import SOBOL, _sobol_floats
+from .philox import PHILOX4X32
+from .quasi import HALTON, LATIN_HYPERCUBE, SOBOL, _sobol_floats
 
 __all__ = ["stream"]
 
@@ -147,3 +192,566 @@ def _sobol_nki(V, shift, skip, n, dtype):
     s = shift.to(torch.int32).reshape(-1, 1).contiguous().numpy().view("uint32")
     x = nki.run(sobol_kernel, v, s, skip=skip, n=n)
     return _sobol_floats(x.to(torch.int64).T.contiguous(), dtype)
+
+
+# ---- transforms of the stream: bernoulli, exponential, randint, geometric ---------------------------
+TRANSFORM = "philox_transform_kernel"
+GEOMETRIC_MIN_P = 2.0**-16  # below it the kernel's fp32 floor cap (2**23 trials) would cost > e**-128 of mass
+
+
+def _empty(n):
+    return "an empty draw runs no kernel" if n == 0 else None
+
+
+def _one_word(transform, param, seed, subsequence, base, first, n, device):
+    """Samples first .. first+n-1 of a one-word-per-sample draw at word base (splits at 2**32-block spans)."""
+    return stream(philox_transform_kernel, seed, subsequence, base + first, n, transform=transform,
+                  param=param).to(device)
+
+
+def _one_word_counts(transform, param, base, first, n):
+    return _one_call(base + first, n, TRANSFORM, lambda nb: transform_counts(transform, nb, param))
+
+
+def _pairs(base, first, n):
+    """(block0, nblocks, lead, odd) of the kernel call for two-word samples first .. first+n-1 at word base.
+
+    Sample k's words start at ``base + 2 k``: at even words the kernel's pairs (w0, w1), (w2, w3); at odd words
+    its odd pairing (w1, w2), (w3, next block's w0). ``lead`` samples of the first block precede the request.
+    """
+    ws = base + 2 * first
+    lead = (ws % 4) // 2
+    return ws // 4, (n + lead + 1) // 2, lead, ws % 2
+
+
+def _pairs_supports(base, first, n):
+    if n == 0:
+        return "an empty draw runs no kernel"
+    b0, nb, _, odd = _pairs(base, first, n)
+    if b0 // SPAN != (b0 + nb - 1 + odd) // SPAN:
+        return ("the draw's blocks straddle a multiple of 2**32 blocks (one kernel call keeps the counter's "
+                "word 1 constant)")
+    return None
+
+
+def _two_words(transform, param, seed, subsequence, base, first, n, device):
+    b0, nb, lead, odd = _pairs(base, first, n)
+    out = nki.run(philox_transform_kernel, seed=seed, subsequence=subsequence, block0=b0, nblocks=nb,
+                  transform=transform, param=param, odd=bool(odd))
+    return out.reshape(-1)[lead:lead + n].to(device)
+
+
+def _pairs_counts(transform, param, base, first, n):
+    return {"kernel": TRANSFORM, **transform_counts(transform, _pairs(base, first, n)[1], param)}
+
+
+# bernoulli: w < round(p 2**32), exact uint32 compare on GpSimd
+def _threshold(p):
+    return round(p * 2.0**32)
+
+
+def _bernoulli_supports(seed, subsequence, base, first, n, p, dtype, device):
+    if _threshold(p) == FULL:
+        return f"p = {p!r} rounds to threshold 2**32, which does not fit a uint32 word (every sample is 1)"
+    return _empty(n)
+
+
+def _bernoulli_counts(seed, subsequence, base, first, n, p, dtype, device):
+    return _one_word_counts("bernoulli", _threshold(p), base, first, n)
+
+
+@BERNOULLI.lowering("nki", supports=_bernoulli_supports, counts=_bernoulli_counts)
+def _bernoulli_nki(seed, subsequence, base, first, n, p, dtype, device):
+    return _one_word("bernoulli", _threshold(p), seed, subsequence, base, first, n, device).to(dtype)
+
+
+# exponential (float32): log((m + 1) 2**-24) * fp32(-1/rate) + 0.0
+def _exp_scale(rate):
+    return -1.0 / rate
+
+
+def _exponential_supports(seed, subsequence, base, first, n, rate, dtype, device):
+    with np.errstate(over="ignore"):
+        c = np.float32(_exp_scale(rate))
+    if not np.isfinite(c) or c == 0:
+        return f"-1/rate = {_exp_scale(rate)!r} is not a finite non-zero float32 (the kernel's scale operand)"
+    return _empty(n)
+
+
+def _exponential_counts(seed, subsequence, base, first, n, rate, dtype, device):
+    return _one_word_counts("exponential", _exp_scale(rate), base, first, n)
+
+
+@EXPONENTIAL.lowering("nki", dtypes=(torch.float32,), supports=_exponential_supports, counts=_exponential_counts)
+def _exponential_nki(seed, subsequence, base, first, n, rate, dtype, device):
+    return _one_word("exponential", _exp_scale(rate), seed, subsequence, base, first, n, device)
+
+
+# randint: floor((w 2**32 + w') r / 2**64) + low, exact
+def _randint_supports(seed, subsequence, base, first, n, low, high, dtype, device):
+    return _pairs_supports(base, first, n)
+
+
+def _randint_counts(seed, subsequence, base, first, n, low, high, dtype, device):
+    return _pairs_counts("randint", high - low, base, first, n)
+
+
+@RANDINT.lowering("nki", supports=_randint_supports, counts=_randint_counts)
+def _randint_nki(seed, subsequence, base, first, n, low, high, dtype, device):
+    k = _two_words("randint", high - low, seed, subsequence, base, first, n, device)
+    return (k.to(torch.int64) + low).to(dtype)
+
+
+# geometric: fp32 floor(log(u) / log1p(-p)) + 1 -- the same law, not the torch path's float64 bits
+def _geometric_scale(p):
+    return 1.0 / math.log1p(-p)
+
+
+def _geometric_supports(seed, subsequence, base, first, n, p, dtype, device):
+    if p == 1.0:
+        return "p = 1: every sample is 1 (nothing to transform)"
+    if p < GEOMETRIC_MIN_P:
+        return (f"p = {p!r} < 2**-16: the kernel's fp32 floor caps samples at 2**23 + 1, which would cut "
+                "more than e**-128 of the tail")
+    return _pairs_supports(base, first, n)
+
+
+def _geometric_counts(seed, subsequence, base, first, n, p, dtype, device):
+    return _pairs_counts("geometric", _geometric_scale(p), base, first, n)
+
+
+@GEOMETRIC.lowering("nki", supports=_geometric_supports, counts=_geometric_counts)
+def _geometric_nki(seed, subsequence, base, first, n, p, dtype, device):
+    k = _two_words("geometric", _geometric_scale(p), seed, subsequence, base, first, n, device)
+    return k.to(torch.float64).to(dtype)
+
+
+# ---- philox4x32: the block function on explicit counters and keys -------------------------------
+def _philox_block_supports(c, k, r):
+    return "no counters: an empty call runs no kernel" if c.numel() == 0 else None
+
+
+def _philox_block_counts(c, k, r):
+    return {"kernel": "philox_block_kernel", **philox_block_counts(c.numel() // 4, r)}
+
+
+@PHILOX4X32.lowering("nki", dtypes=(torch.int64,), supports=_philox_block_supports, counts=_philox_block_counts)
+def _philox4x32_nki(c, k, r):
+    lead = tuple(c.shape[:-1])
+    cw = c.reshape(-1, 4).cpu().numpy().astype(np.uint32)  # values 0 .. 2**32-1 (checked by philox4x32)
+    kw = k.reshape(-1, 2).cpu().numpy().astype(np.uint32)
+    out = nki.run(philox_block_kernel, cw, kw, rounds=r)
+    return out.to(torch.int64).reshape(*lead, 4).to(c.device)
+
+
+# ---- threshold counts: categorical and Poisson (lam < 10), exact ------------------------------------
+THRESHOLD = "philox_threshold_kernel"
+MAX_THRESHOLDS = 64  # distinct thresholds per call (each costs 8 instructions per tile)
+TOP = 1 << 53
+
+
+def _grouped(ms) -> tuple:
+    """((M, multiplicity), ...) of the thresholds below 2**53 (m < 2**53 never reaches the others), sorted."""
+    out: dict[int, int] = {}
+    for m in ms:
+        if m < TOP:
+            out[int(m)] = out.get(int(m), 0) + 1
+    return tuple(sorted(out.items()))
+
+
+def _categorical_thresholds(cdf: torch.Tensor) -> tuple:
+    """Least m with cdf[i] <= fl(m 2**-53 cdf[-1]) for i < K - 1 (the torch path's float64 ops; binary search)."""
+    c = cdf.detach().cpu().numpy().astype(np.float64)
+    total, targets = c[-1], c[:-1]
+    lo, hi = np.zeros(targets.shape, np.int64), np.full(targets.shape, TOP, np.int64)
+    while bool((lo < hi).any()):
+        mid = (lo + hi) // 2
+        ok = (mid.astype(np.float64) * 2.0**-53) * total >= targets
+        hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid + 1)
+    return _grouped(lo.tolist())
+
+
+def _threshold_supports(thresholds, base, first, n):
+    if len(thresholds) > MAX_THRESHOLDS:
+        return f"{len(thresholds)} distinct thresholds > {MAX_THRESHOLDS} (8 instructions each per tile)"
+    return _pairs_supports(base, first, n)
+
+
+def _threshold_run(thresholds, keyed, seed, subsequence, base, first, n, device):
+    b0, nb, lead, odd = _pairs(base, first, n)
+    out = nki.run(philox_threshold_kernel, seed=seed, subsequence=subsequence, block0=b0, nblocks=nb,
+                  thresholds=thresholds, keyed=keyed, odd=bool(odd))
+    return out.reshape(-1)[lead:lead + n].to(torch.int64).to(device)
+
+
+def _categorical_supports(seed, subsequence, base, first, n, cdf, device):
+    if n == 0:
+        return "an empty draw runs no kernel"
+    if cdf.numel() > 16 * MAX_THRESHOLDS:  # not worth a threshold search: far more categories than the kernel takes
+        return f"{cdf.numel()} categories > {16 * MAX_THRESHOLDS} (at most {MAX_THRESHOLDS} distinct thresholds)"
+    return _threshold_supports(_categorical_thresholds(cdf), base, first, n)
+
+
+def _categorical_counts(seed, subsequence, base, first, n, cdf, device):
+    th = _categorical_thresholds(cdf)
+    return {"kernel": THRESHOLD, **threshold_counts(_pairs(base, first, n)[1], th)}
+
+
+@CATEGORICAL.lowering("nki", supports=_categorical_supports, counts=_categorical_counts)
+def _categorical_nki(seed, subsequence, base, first, n, cdf, device):
+    return _threshold_run(_categorical_thresholds(cdf), False, seed, subsequence, base, first, n, device)
+
+
+def _poisson_thresholds(lam: float) -> tuple:
+    """floor(cdf_j 2**53) + 1 of the torch path's sequential search (its float64 recurrence, 200 steps)."""
+    p = c = math.exp(-lam)
+    ms = []
+    for j in range(200):
+        if j:
+            p = p * lam / j
+            c = c + p
+        ms.append(math.floor(c * 2.0**53) + 1)
+    return _grouped(ms)
+
+
+PTRS_ROUNDS = 6  # after 2 rounds 6% (lam = 10) / 1.2% (lam = 6e4) of samples were left (emulator): after 6,
+#                  about 2e-4 at lam = 10 go to the host
+PTRS_MAX_LAM = float(1 << 16)  # the fp32 test's error (~6e-8 lam in a log-probability) stays below 4e-3
+
+
+def _poisson_supports(seed, subsequence, base, first, n, lam, dtype, device):
+    if lam == 0.0:
+        return "lam = 0: every sample is 0"
+    if lam > PTRS_MAX_LAM:
+        return (f"lam = {lam!r} > 2**16: the fp32 PTRS test's error (~6e-8 lam in a log-probability) would grow "
+                "past 4e-3")
+    if lam >= 10.0:
+        return _pairs_supports(base, first, n)
+    return _threshold_supports(_poisson_thresholds(lam), base, first, n)
+
+
+def _poisson_counts(seed, subsequence, base, first, n, lam, dtype, device):
+    nb = _pairs(base, first, n)[1]
+    if lam >= 10.0:
+        return {"kernel": "ptrs_kernel", **ptrs_counts(nb, PTRS_ROUNDS)}
+    return {"kernel": THRESHOLD, **threshold_counts(nb, _poisson_thresholds(lam), True)}
+
+
+def _ptrs_values(seed, subsequence, base, first, n, lam, device):
+    """float64 PTRS samples: the kernel's rounds, then the torch path's attempts for any it rejected."""
+    b0, nb, lead, odd = _pairs(base, first, n)
+    a, b, invalpha, vr = _ptrs_constants(lam)
+    out = nki.run(ptrs_kernel, seed=seed, subsequence=subsequence, block0=b0, nblocks=nb, lam=lam, a=a, b=b,
+                  invalpha=invalpha, vr=vr, rounds=PTRS_ROUNDS, odd=bool(odd))
+    k = out.reshape(-1)[lead:lead + n].to(torch.float64)
+    miss = torch.nonzero(k < 0).reshape(-1)
+    if miss.numel():
+        keys = torch.stack([_philox.words(seed, subsequence, base + 2 * (first + int(i)), 2) for i in miss])
+        k[miss] = _rejection(keys, 0, _ptrs_attempt(lam), t0=PTRS_ROUNDS)
+    return k.to(device)
+
+
+@POISSON.lowering("nki", supports=_poisson_supports, counts=_poisson_counts)
+def _poisson_nki(seed, subsequence, base, first, n, lam, dtype, device):
+    if lam >= 10.0:  # PTRS: the same law (fp32 test), not the torch path's float64 bits
+        return _ptrs_values(seed, subsequence, base, first, n, lam, device).to(dtype)
+    k = _threshold_run(_poisson_thresholds(lam), True, seed, subsequence, base, first, n, device)
+    return k.to(torch.float64).to(dtype)
+
+
+# ---- truncated normal: fp32 inverse CDF -- the same law, not the torch path's float64 bits ------------------
+FP32_MAX = 3.4028234663852886e38
+MIN_MASS = 2.0**-20  # below it the interval's mass is too small for the kernel's fp32 quantiles
+
+
+def _truncated_param(mean, std, low, high):
+    """The kernel's constants, from the torch path's float64 ndtr (the mirror image for a positive interval)."""
+    flip = low > 0
+    a, b = (-high, -low) if flip else (low, high)
+    nd = torch.special.ndtr
+    lo = float(nd(torch.tensor(a, dtype=torch.float64)))
+    hi = float(nd(torch.tensor(b, dtype=torch.float64)))
+    up = float(nd(torch.tensor(-b, dtype=torch.float64)))  # 1 - hi, accurate in the upper tail
+    mass = hi - lo
+    # q = lo + m 2**-53 mass and 1 - q = up + (2**53 - m) 2**-53 mass, from m and its complement 2**53 - 1 - m
+    return (max(a, -FP32_MAX), min(b, FP32_MAX), 2.0**-53 * mass, lo, up + 2.0**-53 * mass,
+            -std if flip else std, mean), mass
+
+
+def _truncated_supports(seed, subsequence, base, first, n, mean, std, low, high, dtype, device):
+    prm, mass = _truncated_param(mean, std, low, high)
+    if not mass >= MIN_MASS:
+        return f"the interval's normal mass {mass:.3g} < 2**-20: too small for the kernel's fp32 quantiles"
+    if not all(np.isfinite(np.float32(v)) for v in (std, mean, std * max(abs(prm[0]), abs(prm[1])))):
+        return "mean, std or the scaled bounds overflow float32"
+    return _pairs_supports(base, first, n)
+
+
+def _truncated_counts(seed, subsequence, base, first, n, mean, std, low, high, dtype, device):
+    return _pairs_counts("truncated_normal", None, base, first, n)
+
+
+@TRUNCATED_NORMAL.lowering("nki", dtypes=(torch.float32,), supports=_truncated_supports, counts=_truncated_counts)
+def _truncated_normal_nki(seed, subsequence, base, first, n, mean, std, low, high, dtype, device):
+    prm, _ = _truncated_param(mean, std, low, high)
+    return _two_words("truncated_normal", prm, seed, subsequence, base, first, n, device)
+
+
+# ---- gamma: Marsaglia-Tsang in fp32 with a fixed number of rounds, the host finishes the rest --------------
+GAMMA_ROUNDS = 4  # P(4 rejections) < 1e-5 for shape >= 1 (acceptance > 0.95 per attempt)
+GAMMA_MAX_SHAPE = 1000.0  # beyond, d (1 - v + ln v) cancels below fp32 resolution
+
+
+def _gamma_supports(seed, subsequence, base, first, n, shape, scale, dtype, device):
+    if shape > GAMMA_MAX_SHAPE:
+        return (f"shape {shape!r} > {GAMMA_MAX_SHAPE:g}: the fp32 acceptance test d (1 - v + ln v) loses its "
+                "precision to cancellation")
+    return _pairs_supports(base, first, n)
+
+
+def _gamma_counts(seed, subsequence, base, first, n, shape, scale, dtype, device):
+    return {"kernel": "gamma_kernel", **gamma_counts(_pairs(base, first, n)[1], shape, GAMMA_ROUNDS)}
+
+
+def _gamma_kernel_values(seed, subsequence, base, first, n, shape, component, device):
+    """float64 Gamma(shape) samples: the kernel's rounds, then the torch path's attempts for any it rejected."""
+    b0, nb, lead, odd = _pairs(base, first, n)
+    out = nki.run(gamma_kernel, seed=seed, subsequence=subsequence, block0=b0, nblocks=nb, shape=shape,
+                  component=component, rounds=GAMMA_ROUNDS, odd=bool(odd))
+    vals = out.reshape(-1)[lead:lead + n].to(torch.float64)
+    miss = torch.nonzero(vals < 0).reshape(-1)
+    if miss.numel():  # rare: every round rejected; the same keys, attempts GAMMA_ROUNDS, GAMMA_ROUNDS + 1, ...
+        keys = torch.stack([_philox.words(seed, subsequence, base + 2 * (first + int(i)), 2) for i in miss])
+        vals[miss] = _gamma_from_keys(keys, shape, component, t0=GAMMA_ROUNDS)
+    return vals.to(device)
+
+
+@GAMMA.lowering("nki", dtypes=(torch.float32,), supports=_gamma_supports, counts=_gamma_counts)
+def _gamma_nki(seed, subsequence, base, first, n, shape, scale, dtype, device):
+    return _gamma_kernel_values(seed, subsequence, base, first, n, shape, 0, device).mul_(scale).to(dtype)
+
+
+# beta: X / (X + Y) of two device gammas (components 0 and 1, as the torch path keys them); the ratio on the host
+def _beta_supports(seed, subsequence, base, first, n, alpha, beta, dtype, device):
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        if v > GAMMA_MAX_SHAPE:
+            return f"{name} {v!r} > {GAMMA_MAX_SHAPE:g}: its gamma's fp32 acceptance test loses its precision"
+    return _pairs_supports(base, first, n)
+
+
+def _beta_counts(seed, subsequence, base, first, n, alpha, beta, dtype, device):
+    return None  # two gamma_kernel runs: no single closed form (each run's is gamma_counts)
+
+
+@BETA.lowering("nki", dtypes=(torch.float32,), supports=_beta_supports, counts=_beta_counts)
+def _beta_nki(seed, subsequence, base, first, n, alpha, beta, dtype, device):
+    x = _gamma_kernel_values(seed, subsequence, base, first, n, alpha, 0, device)
+    y = _gamma_kernel_values(seed, subsequence, base, first, n, beta, 1, device)
+    return (x / (x + y)).to(dtype)
+
+
+# student_t: z / sqrt(chi2(df) / df) with the gamma and the normal both on the device; the host finishes NaNs
+def _student_supports(seed, subsequence, base, first, n, df, dtype, device):
+    if df / 2.0 > GAMMA_MAX_SHAPE:
+        return f"df / 2 = {df / 2.0!r} > {GAMMA_MAX_SHAPE:g}: the gamma's fp32 acceptance test loses its precision"
+    return _pairs_supports(base, first, n)
+
+
+def _student_counts(seed, subsequence, base, first, n, df, dtype, device):
+    return {"kernel": "gamma_kernel", **gamma_counts(_pairs(base, first, n)[1], df / 2.0, GAMMA_ROUNDS, True)}
+
+
+@STUDENT_T.lowering("nki", dtypes=(torch.float32,), supports=_student_supports, counts=_student_counts)
+def _student_t_nki(seed, subsequence, base, first, n, df, dtype, device):
+    b0, nb, lead, odd = _pairs(base, first, n)
+    out = nki.run(gamma_kernel, seed=seed, subsequence=subsequence, block0=b0, nblocks=nb, shape=df / 2.0,
+                  component=0, rounds=GAMMA_ROUNDS, odd=bool(odd), student_df=df)
+    t = out.reshape(-1)[lead:lead + n].to(torch.float64)
+    miss = torch.nonzero(torch.isnan(t)).reshape(-1)
+    if miss.numel():  # every round rejected: the torch path's later gamma attempts, its normal, its ratio
+        keys = torch.stack([_philox.words(seed, subsequence, base + 2 * (first + int(i)), 2) for i in miss])
+        g = _gamma_from_keys(keys, df / 2.0, 0, t0=GAMMA_ROUNDS).mul_(2.0)
+        z = _normal53(_attempt_words(keys, 0, 1), 0)
+        t[miss] = z / torch.sqrt(g / df)
+    return t.to(dtype).to(device)
+
+
+# ---- halton: exact digits, fp32 accumulation (a few ulp from the torch path's float64 sum) ------------------------
+HALTON_MAX_INDEX = 1 << 24  # point indices stay exact fp32 integers
+
+
+def _halton_inputs(bases, skip, n):
+    """radix [d, 2] (p, fl32(1/p)) and scale [d, L] (the torch path's float64 b2r sequence, rounded) as float32."""
+    lv = halton_levels(skip, n)
+    b = bases.to(torch.float64).numpy()
+    radix = np.stack([b, 1.0 / b], axis=1).astype(np.float32)
+    scale = np.empty((b.size, lv))
+    b2r = 1.0 / b
+    for lev in range(lv):
+        scale[:, lev] = b2r
+        b2r = b2r / b
+    return radix, scale.astype(np.float32)
+
+
+def _halton_supports(bases, perms, skip, n, dtype):
+    if perms is not None:
+        return "scrambled Halton digit permutations have no kernel yet"
+    if n == 0:
+        return "an empty point set runs no kernel"
+    if skip + n > HALTON_MAX_INDEX:
+        return "skip + n_points > 2**24: point indices would not be exact fp32 integers"
+    return None
+
+
+def _halton_counts(bases, perms, skip, n, dtype):
+    return {"kernel": "halton_kernel", **halton_counts(bases.numel(), n, skip)}
+
+
+@HALTON.lowering("nki", dtypes=(torch.float32,), supports=_halton_supports, counts=_halton_counts)
+def _halton_nki(bases, perms, skip, n, dtype):
+    radix, scale = _halton_inputs(bases, skip, n)
+    x = nki.run(halton_kernel, radix, scale, skip=skip, n=n)
+    return x.T.contiguous().clamp_(max=1.0 - 2.0**-24)
+
+
+# ---- binomial, n min(p, 1-p) < 30: the torch path's inversion as exact thresholds (bit-identical) ----------------
+BINOMIAL_MAX_STEPS = 1024  # inversion steps the host will chart
+BINOMIAL_MAX_THRESHOLDS = 128
+
+
+@functools.lru_cache(maxsize=32)  # a pure function of (trials, p)
+def _binomial_thresholds(trials: int, p: float):
+    """Thresholds M_j (grouped) with k = #{j : m >= M_j}, or a reason string.
+
+    The torch path's search keeps ``u_j = u_{j-1} - r_{j-1}`` (float64) and continues while ``u_j > r_j``
+    and ``j < trials``; each step's condition is monotone in ``u = m 2**-53`` (a float64 subtraction of a
+    constant is), so "still searching at step j" is ``m >= M_j``: a binary search per step, on the host, with
+    the torch path's float64 operations.
+    """
+    pp = 1.0 - p if p > 0.5 else p
+    q = 1.0 - pp
+    s = pp / q
+    aa = (trials + 1) * s
+    r = [q**trials]
+    for j in range(1, BINOMIAL_MAX_STEPS + 1):
+        r.append(r[-1] * (aa / float(j) - s))
+
+    def steps(m):
+        """(C, J) bool: for candidates m (C,), is the search still active after step j = 0 .. J-1."""
+        u = m.astype(np.float64) * 2.0**-53
+        act = u > r[0]
+        out = [act]
+        for j in range(1, jmax):
+            u = np.where(act, u - r[j - 1], u)
+            act = act & (u > r[j]) & (j < trials)
+            out.append(act)
+        return np.stack(out, axis=1)
+
+    jmax = BINOMIAL_MAX_STEPS
+    top = steps(np.array([TOP - 1], dtype=np.int64))[0]
+    if top[-1]:
+        return f"the inversion can take more than {BINOMIAL_MAX_STEPS} steps"
+    jmax = int(top.sum())  # steps the largest uniform takes; every smaller one stops no later
+    if jmax == 0:
+        return ()
+    lo, hi = np.zeros(jmax, np.int64), np.full(jmax, TOP - 1, np.int64)
+    while bool((lo < hi).any()):
+        mid = (lo + hi) // 2
+        ok = steps(mid)[np.arange(jmax), np.arange(jmax)]
+        hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid + 1)
+    th = _grouped(lo.tolist())
+    if len(th) > BINOMIAL_MAX_THRESHOLDS:
+        return f"{len(th)} distinct thresholds > {BINOMIAL_MAX_THRESHOLDS}"
+    return th
+
+
+def _binomial_supports(seed, subsequence, base, first, n, trials, p, dtype, device):
+    if p == 0.0 or trials == 0 or p == 1.0:
+        return "p = 0, p = 1 or n = 0: every sample is the same"
+    if trials * min(p, 1.0 - p) >= 30.0:
+        return "n min(p, 1-p) >= 30: BTRS rejection (float64 lgamma) has no kernel yet"
+    th = _binomial_thresholds(trials, p)
+    if isinstance(th, str):
+        return th
+    return _pairs_supports(base, first, n)
+
+
+def _binomial_counts(seed, subsequence, base, first, n, trials, p, dtype, device):
+    th = _binomial_thresholds(trials, p)
+    return {"kernel": THRESHOLD, **threshold_counts(_pairs(base, first, n)[1], th, True)}
+
+
+@BINOMIAL.lowering("nki", supports=_binomial_supports, counts=_binomial_counts)
+def _binomial_nki(seed, subsequence, base, first, n, trials, p, dtype, device):
+    k = _threshold_run(_binomial_thresholds(trials, p), True, seed, subsequence, base, first, n, device)
+    k = k.to(torch.float64)
+    if p > 0.5:
+        k = trials - k
+    return k.to(dtype)
+
+
+# ---- latin hypercube (strength 1): exact ranks by counting comparisons, fp32 positions ---------------------------
+LHS_MAX_POINTS = 4096  # the comparisons grow as n**2 d
+
+
+def _lhs_supports(seed, subsequence, base, n, d, oa, dtype):
+    if oa is not None:
+        return "strength 2 (orthogonal-array LHS) has no kernel yet"
+    if n == 0:
+        return "an empty point set runs no kernel"
+    if n > LHS_MAX_POINTS:
+        return f"n_points {n} > {LHS_MAX_POINTS}: the kernel's rank by comparisons grows as n**2"
+    if base % 4:
+        return f"the draw starts at stream word {base}, inside a Philox block (the kernel gives each point one block)"
+    b0 = base // 4
+    if b0 // SPAN != (b0 + n * d - 1) // SPAN:
+        return "the draw's blocks straddle a multiple of 2**32 blocks"
+    return None
+
+
+def _lhs_counts(seed, subsequence, base, n, d, oa, dtype):
+    return {"kernel": "lhs_kernel", **lhs_counts(n, d)}
+
+
+@LATIN_HYPERCUBE.lowering("nki", dtypes=(torch.float32,), supports=_lhs_supports, counts=_lhs_counts)
+def _lhs_nki(seed, subsequence, base, n, d, oa, dtype):
+    x = nki.run(lhs_kernel, seed=seed, subsequence=subsequence, block0=base // 4, n=n, d=d)
+    return x.clamp_(max=1.0 - 2.0**-24)
+
+
+# ---- multinomial with replacement: each row is a categorical draw (its words follow the previous row's) ---------
+MULTINOMIAL_MAX_ROWS = 16  # one threshold-kernel run per row
+
+
+def _row_thresholds(probs):
+    return [_categorical_thresholds(torch.cumsum(row.to(torch.float64), 0)) for row in probs]
+
+
+def _multinomial_supports(seed, subsequence, base, probs, num_samples, replacement, device):
+    if not replacement:
+        return "without replacement (exponential races: a sort per row) has no kernel yet"
+    if num_samples == 0:
+        return "an empty draw runs no kernel"
+    rows = probs.shape[0]
+    if rows > MULTINOMIAL_MAX_ROWS:
+        return f"{rows} rows > {MULTINOMIAL_MAX_ROWS} (one kernel run per row)"
+    if probs.shape[1] > 16 * MAX_THRESHOLDS:
+        return f"{probs.shape[1]} categories > {16 * MAX_THRESHOLDS} (at most {MAX_THRESHOLDS} distinct thresholds)"
+    for r, th in enumerate(_row_thresholds(probs)):
+        why = _threshold_supports(th, base + 2 * r * num_samples, 0, num_samples)
+        if why:
+            return f"row {r}: {why}"
+    return None
+
+
+def _multinomial_counts(seed, subsequence, base, probs, num_samples, replacement, device):
+    if probs.shape[0] != 1:
+        return None  # one run per row: no single closed form (each run's is threshold_counts)
+    th = _row_thresholds(probs)[0]
+    return {"kernel": THRESHOLD, **threshold_counts(_pairs(base, 0, num_samples)[1], th)}
+
+
+@MULTINOMIAL.lowering("nki", supports=_multinomial_supports, counts=_multinomial_counts)
+def _multinomial_nki(seed, subsequence, base, probs, num_samples, replacement, device):
+    return torch.stack([_threshold_run(th, False, seed, subsequence, base + 2 * r * num_samples, 0, num_samples,
+                                       device) for r, th in enumerate(_row_thresholds(probs))])

@@ -176,7 +176,11 @@ def _lognormal_torch(seed, subsequence, base, first, n, mean, std, dtype, device
 
 def _exponential_torch(seed, subsequence, base, first, n, rate, dtype, device):
     u = _uniform_bits(seed, subsequence, base + _wps(dtype) * first, n, dtype, device, open_low=True)
-    return torch.log(u).mul_(-1.0 / rate).add_(0.0)  # u in (0, 1]: finite; + 0.0 turns -0.0 into 0.0
+    if dtype == torch.float32:  # NumPy's float32 log, as for the normals: the function the emulator's Ln evaluates
+        lg = torch.from_numpy(np.log(u.cpu().numpy())).to(device)  # (torch's differs in the last bit for ~20% of u)
+    else:
+        lg = torch.log(u)
+    return lg.mul_(-1.0 / rate).add_(0.0)  # u in (0, 1]: finite; + 0.0 turns -0.0 into 0.0
 
 
 def _bernoulli_torch(seed, subsequence, base, first, n, p, dtype, device):
@@ -245,12 +249,14 @@ def _normal53(w: torch.Tensor, i: int) -> torch.Tensor:
     return _box_muller(w[:, i : i + 4].reshape(-1), torch.float64)[:, 0]
 
 
-def _rejection(keys: torch.Tensor, component: int, attempt_fn) -> torch.Tensor:
-    """Run attempt_fn(words (m, 8)) -> (values, accepted) on every sample until each has accepted once."""
+def _rejection(keys: torch.Tensor, component: int, attempt_fn, t0: int = 0) -> torch.Tensor:
+    """Run attempt_fn(words (m, 8)) -> (values, accepted) on every sample until each has accepted once.
+
+    ``t0``: the first attempt (a device kernel that ran attempts 0 .. t0-1 hands over the rest)."""
     n = keys.shape[0]
     out = torch.empty(n, dtype=torch.float64, device=keys.device)
     todo = torch.arange(n, device=keys.device)
-    t = 0
+    t = t0
     while todo.numel():
         val, ok = attempt_fn(_attempt_words(keys[todo], t, component))
         out[todo[ok]] = val[ok]
@@ -263,7 +269,7 @@ def _sample_keys(seed, subsequence, base, first, n, device) -> torch.Tensor:
     return _philox.words(seed, subsequence, base + 2 * first, 2 * n, device).reshape(n, 2)
 
 
-def _gamma_from_keys(keys: torch.Tensor, shape: float, component: int) -> torch.Tensor:
+def _gamma_from_keys(keys: torch.Tensor, shape: float, component: int, t0: int = 0) -> torch.Tensor:
     """Marsaglia-Tsang (2000) on Gamma(max(shape, shape+1)); shape < 1 boosted by U**(1/shape)."""
     a = shape + 1.0 if shape < 1.0 else shape
     d = a - 1.0 / 3.0
@@ -281,7 +287,7 @@ def _gamma_from_keys(keys: torch.Tensor, shape: float, component: int) -> torch.
             val = val * _u53(w, 6, open_low=True) ** (1.0 / shape)
         return val, ok
 
-    return _rejection(keys, component, attempt)
+    return _rejection(keys, component, attempt, t0)
 
 
 def _gamma_torch(seed, subsequence, base, first, n, shape, scale, dtype, device):
@@ -322,12 +328,20 @@ def _poisson_torch(seed, subsequence, base, first, n, lam, dtype, device):
             cdf = torch.where(active, cdf + p, cdf)
             active &= u > cdf
         return k.to(dtype)
-    # PTRS, transformed rejection with squeeze (Hormann 1993)
-    slam, loglam = math.sqrt(lam), math.log(lam)
-    b = 0.931 + 2.53 * slam
+    return _rejection(keys, 0, _ptrs_attempt(lam)).to(dtype)
+
+
+def _ptrs_constants(lam: float) -> tuple[float, float, float, float]:
+    """(a, b, 1/alpha, v_r) of PTRS for mean lam (Hormann 1993)."""
+    b = 0.931 + 2.53 * math.sqrt(lam)
     a = -0.059 + 0.02483 * b
-    invalpha = 1.1239 + 1.1328 / (b - 3.4)
-    vr = 0.9277 - 3.6224 / (b - 2)
+    return a, b, 1.1239 + 1.1328 / (b - 3.4), 0.9277 - 3.6224 / (b - 2)
+
+
+def _ptrs_attempt(lam: float):
+    """PTRS, transformed rejection with squeeze (Hormann 1993): one attempt on words (m, 8) -> (k, accepted)."""
+    loglam = math.log(lam)
+    a, b, invalpha, vr = _ptrs_constants(lam)
 
     def attempt(w):
         U = _u53(w, 0) - 0.5
@@ -340,7 +354,7 @@ def _poisson_torch(seed, subsequence, base, first, n, lam, dtype, device):
         rhs = -lam + k * loglam - torch.lgamma(k + 1)
         return k, fast | (~bad & (lhs <= rhs))
 
-    return _rejection(keys, 0, attempt).to(dtype)
+    return attempt
 
 
 def _binomial_torch(seed, subsequence, base, first, n, trials, p, dtype, device):

@@ -13,28 +13,38 @@ Constants: ``skip``, ``n``. Output ``x [d, n]`` uint32 with
 to ``[n, d]`` and maps to floats exactly (``x * 2**-30`` in float64, the top
 24 bits times ``2**-24`` in float32), as the torch path does.
 
-Layout and tiling
------------------
-Partition dim: dimensions (tiles of ``dd <= 128``); free dim: points (tiles
-of ``ff <= 512``). Per dimension tile, ``v`` and ``shift`` are loaded once
-(two DMAs) and stay in SBUF; per (dimension, point) tile: ``iota`` the point
-indices (GpSimd), ``g = j ^ (j >> 1)`` (2 Vector), then for each of the
-``B = max(1, bit_length(skip + n - 1))`` Gray-code bits
+Layout and tiling: all 128 partitions
+-------------------------------------
+Partition dim: (point group, dimension); free dim: points. Per tile of
+``dd <= 128`` dimensions, ``g = max(1, 128 // dd)`` groups of ``dd``
+partitions each (``g dd <= 128`` partitions busy: all 128 when ``dd``
+divides 128, else at least 65), group ``j`` holding points ``j F .. j F +
+F - 1`` of the point tile with ``F = min(512, ceil(n / g))`` columns. ``v``
+and ``shift`` are loaded once per dimension tile into every group (``2 g``
+DMAs) and stay in SBUF; per point tile of ``g F`` points: one ``iota`` per
+group (GpSimd) writes the point indices, ``h = j ^ (j >> 1)`` (2 Vector),
+then for each of the ``B = max(1, bit_length(skip + n - 1))`` Gray-code
+bits
 
-    t = (g >> b) & 1                 (Vector, one two-op bitvec tensor_scalar)
+    t = (h >> b) & 1                 (Vector, one two-op bitvec tensor_scalar)
     m = 0 - t  (all ones or zero)    (GpSimd, exact uint32 wrap)
-    y = m & v[:, b]                  (Vector, bitvec with a (dd, 1) column)
+    y = m & v[:, b]                  (Vector, bitvec with a (P, 1) column)
     acc ^= y                         (Vector; bit 0 starts acc)
 
-then ``acc ^ shift`` (Vector) and one store DMA. Bits >= B of every gray
-code are zero, so they are skipped.
+then ``acc ^ shift`` (Vector) and one store DMA per group that holds
+points (``x[k0 : k0 + dd, points]``). Bits >= B of every gray code are
+zero, so they are skipped. Points past ``n`` in the last tile are
+computed and not stored. With 10 dimensions, 12 groups fill 120
+partitions: 16384 points take 3 tiles instead of the 32 of a
+dimensions-only layout (10 partitions busy).
 
-Closed forms (``td = ceil(d/128)``, ``tn = ceil(n/512)``, ``B`` as above)
-------------------------------------------------------------------------
-    GpSimd instructions = 1 + td tn (1 + B)
-    Vector instructions = td tn (3 B + 2)
-    DMA transfers       = 2 td + td tn
-    HBM bytes read      = 4 * 31 d;   written = 4 d n
+Closed forms (per dimension tile: ``dd``, ``g``, ``F`` as above, ``T =
+ceil(n / (g F))`` point tiles; summed over ``td = ceil(d / 128)`` tiles)
+----------------------------------------------------------------------
+    GpSimd instructions = 1 + sum T (g + B)
+    Vector instructions = sum T (3 B + 2)
+    DMA transfers       = sum (2 g + ceil(n / F))
+    HBM bytes read      = sum 4 * 31 dd g;   written = 4 d n
 """
 
 from trnsci.nki import nisa, nki, nl
@@ -49,16 +59,25 @@ def gray_bits(skip: int, n: int) -> int:
     return max(1, (skip + n - 1).bit_length())
 
 
+def groups(dd: int, n: int) -> tuple[int, int, int]:
+    """(g, F, T) of a dimension tile of dd dimensions: point groups, points per partition, point tiles."""
+    g = max(1, PMAX // dd)
+    f = max(1, min(FMAX, cdiv(n, g)))
+    return g, f, cdiv(n, g * f)
+
+
 def sobol_counts(d: int, n: int, skip: int) -> dict:
     """Closed-form counters of one ``sobol_kernel`` call."""
-    td, tn, b = cdiv(d, PMAX), cdiv(n, FMAX), gray_bits(skip, n)
-    return {
-        "hbm_read_bytes": 4 * (BITS + 1) * d,
-        "hbm_write_bytes": 4 * d * n,
-        "gpsimd": 1 + td * tn * (1 + b),
-        "vector": td * tn * (3 * b + 2),
-        "dma": 2 * td + td * tn,
-    }
+    b = gray_bits(skip, n)
+    gp, vec, dma, rd = 1, 0, 0, 0
+    for k0 in range(0, d, PMAX):
+        dd = min(PMAX, d - k0)
+        g, f, t = groups(dd, n)
+        gp += t * (g + b)
+        vec += t * (3 * b + 2)
+        dma += 2 * g + cdiv(n, f)
+        rd += 4 * (BITS + 1) * dd * g
+    return {"hbm_read_bytes": rd, "hbm_write_bytes": 4 * d * n, "gpsimd": gp, "vector": vec, "dma": dma}
 
 
 @nki.jit
@@ -72,29 +91,32 @@ def sobol_kernel(v, shift, skip, n):
     for kt in nl.static_range(cdiv(d, PMAX)):
         k0 = kt * PMAX
         dd = min(PMAX, d - k0)
-        vs = nl.ndarray((dd, BITS), dtype=nl.uint32, buffer=nl.sbuf, name="v")
-        nisa.dma_copy(dst=vs, src=v[k0:k0 + dd, :])
-        sh = nl.ndarray((dd, 1), dtype=nl.uint32, buffer=nl.sbuf, name="shift")
-        nisa.dma_copy(dst=sh, src=shift[k0:k0 + dd, :])
-        for jt in nl.static_range(cdiv(n, FMAX)):
-            j0 = jt * FMAX
-            ff = min(FMAX, n - j0)
+        g, f, tiles = groups(dd, n)
+        pp = g * dd  # busy partitions
+        vs = nl.ndarray((pp, BITS), dtype=nl.uint32, buffer=nl.sbuf, name="v")
+        sh = nl.ndarray((pp, 1), dtype=nl.uint32, buffer=nl.sbuf, name="shift")
+        for j in range(g):  # every group holds every dimension's direction numbers
+            nisa.dma_copy(dst=vs[j * dd:(j + 1) * dd, :], src=v[k0:k0 + dd, :])
+            nisa.dma_copy(dst=sh[j * dd:(j + 1) * dd, :], src=shift[k0:k0 + dd, :])
 
-            def tile(name, dd=dd, ff=ff):
-                return nl.ndarray((dd, ff), dtype=nl.uint32, buffer=nl.sbuf, name=name)
+        def tile(name, pp=pp, f=f):
+            return nl.ndarray((pp, f), dtype=nl.uint32, buffer=nl.sbuf, name=name)
 
-            idx = nl.ndarray((dd, ff), dtype=nl.int32, buffer=nl.sbuf, name="idx")
-            nisa.iota(idx, [[1, ff]], offset=skip + j0, channel_multiplier=0)
+        for jt in nl.static_range(tiles):
+            j0 = jt * g * f
+            idx = nl.ndarray((pp, f), dtype=nl.int32, buffer=nl.sbuf, name="idx")
+            for j in range(g):
+                nisa.iota(idx[j * dd:(j + 1) * dd, :], [[1, f]], offset=skip + j0 + j * f, channel_multiplier=0)
             half = tile("half")
             nisa.tensor_scalar(half, idx.view(nl.uint32), nl.right_shift, 1)
-            g = tile("gray")
-            nisa.tensor_tensor(g, half, idx.view(nl.uint32), nl.bitwise_xor, engine=nisa.engine.vector)
+            gray = tile("gray")
+            nisa.tensor_tensor(gray, half, idx.view(nl.uint32), nl.bitwise_xor, engine=nisa.engine.vector)
             acc = tile("acc")
             for b in range(nb):
                 t = tile("bit")
-                nisa.tensor_scalar(t, g, nl.right_shift, b, op1=nl.bitwise_and, operand1=1)
+                nisa.tensor_scalar(t, gray, nl.right_shift, b, op1=nl.bitwise_and, operand1=1)
                 m = tile("mask")
-                nisa.tensor_tensor(m, zero[0:dd, 0:ff], t, nl.subtract, engine=nisa.engine.gpsimd)
+                nisa.tensor_tensor(m, zero[0:pp, 0:f], t, nl.subtract, engine=nisa.engine.gpsimd)
                 if b == 0:
                     nisa.tensor_scalar(acc, m, nl.bitwise_and, vs[:, 0:1])
                 else:
@@ -103,5 +125,9 @@ def sobol_kernel(v, shift, skip, n):
                     nisa.tensor_tensor(acc, acc, y, nl.bitwise_xor, engine=nisa.engine.vector)
             res = tile("x")
             nisa.tensor_scalar(res, acc, nl.bitwise_xor, sh)
-            nisa.dma_copy(dst=x[k0:k0 + dd, j0:j0 + ff], src=res)
+            for j in range(g):
+                p0 = j0 + j * f
+                ff = min(f, n - p0)
+                if ff > 0:
+                    nisa.dma_copy(dst=x[k0:k0 + dd, p0:p0 + ff], src=res[j * dd:(j + 1) * dd, 0:ff])
     return x
