@@ -45,6 +45,24 @@ CASES = {
         (trnsolver.cholesky, (_spd(20),)),                                # n <= CHOL_BLOCK: torch
         (trnsolver.cholesky, (_spd(140, torch.float64),)),                # float64: torch
     ],
+    "trnsolver.lu_factor": [
+        (trnsolver.lu_factor, (_sym(9),)),                                # one panel launch
+        (trnsolver.lu_factor, (_sym(9, torch.float64),)),                 # float64: torch
+    ],
+    "trnsolver.lu": [
+        (trnsolver.lu, (_sym(6),)),
+        (trnsolver.lu, (torch.ones(5, 3),)),                              # rectangular: torch
+    ],
+    "trnsolver.lu_solve": [
+        (trnsolver.lu_solve, (trnsolver.lu_factor(_spd(7)), torch.ones(7, 2))),
+        (trnsolver.lu_solve, (trnsolver.lu_factor(_spd(7, torch.float64)), torch.ones(7, dtype=torch.float64))),
+    ],
+    "trnsolver.solve": [
+        (trnsolver.solve, (_spd(5), torch.ones(5))),
+        (trnsolver.solve, (_spd(5).to(torch.complex64), torch.ones(5, dtype=torch.complex64))),
+    ],
+    "trnsolver.inv": [(trnsolver.inv, (_spd(6),)), (trnsolver.inv, (torch.zeros(0, 0),))],
+    "trnsolver.slogdet": [(trnsolver.slogdet, (_sym(6),)), (trnsolver.det, (_sym(6),))],
     "trnsolver.inv_sqrt_spd_ns": [
         (trnsolver.inv_sqrt_spd_ns, (_spd(9),), {"tol": 1e-4}),
         (trnsolver.inv_sqrt_spd_ns, (_spd(9, torch.float64),)),
@@ -81,8 +99,6 @@ def test_blocked_cholesky_plan_matches_run(monkeypatch):
 
 
 TORCH_ONLY = [
-    (trnsolver.solve, (_spd(5), torch.ones(5)), "trnsolver.solve"),
-    (trnsolver.lu, (_sym(5),), "trnsolver.lu"),
     (trnsolver.qr, (_sym(5),), "trnsolver.qr"),
     (trnsolver.svd, (_sym(5),), "trnsolver.svd"),
     (trnsolver.cg, (_spd(5), torch.ones(5)), "trnsolver.cg"),

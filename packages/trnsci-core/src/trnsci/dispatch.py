@@ -440,6 +440,8 @@ class Lowering:
         counts per engine (``"tensor"``, ``"vector"``, ``"dma"``, ...), the
         same keys as the emulator's profile. None when no closed form
         applies (e.g. the host splits the call into several kernel runs).
+        A documented composition of launches adds ``"launches"`` (kernel
+        name -> number of runs) and gives the figures summed over them.
     """
 
     fn: Callable
@@ -791,7 +793,7 @@ class Plan:
         if self.kernel:
             k = self.kernel
             counts = ", ".join(f"{key} {v:,}" for key, v in k.items()
-                               if key not in ("name", "hbm_read_bytes", "hbm_write_bytes", "flops"))
+                               if key not in ("name", "launches", "hbm_read_bytes", "hbm_write_bytes", "flops"))
             rows.append(("kernel", f"{k.get('name')}: HBM read {k.get('hbm_read_bytes', 0):,} B, "
                                    f"write {k.get('hbm_write_bytes', 0):,} B; {counts} (closed form)"))
         width = max(len(r[0]) for r in rows)

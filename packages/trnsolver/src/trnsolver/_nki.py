@@ -184,3 +184,7 @@ def _inv_sqrt_spd_ns_nki(A, max_iters, tol):
             Xs.append(X)
             its, res = max(its, it), max(res, r)
     return torch.stack(Xs).reshape(A.shape), its, res
+
+
+# LU with partial pivoting and the ops built on it register from their own module
+from trnsolver import _nki_lu  # noqa: E402, F401

@@ -258,8 +258,15 @@ def cho_solve(c_and_lower, b, *, check_finite=True):
 
 # ======================================================================== LU
 
-LU_FACTOR = Op("trnsolver.lu_factor", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=_square_describe,
-        doc="LU factorization, packed (getrf) (torch path; no kernel yet)")
+#: Threshold of the LU-based ops (flops of the factorization, 2 n^3 / 3): no
+#: Trainium here to calibrate on; like Cholesky's, the device path is a blocked
+#: factorization (panel kernel, row gather, trnblas TRSM/GEMM per block column)
+#: that only pays off once the O(n^3) trailing updates dwarf the per-block
+#: launches -- 2048 is a placeholder.
+_LU_THRESHOLD = 2 * 2048 ** 3 / 3.0
+
+LU_FACTOR = Op("trnsolver.lu_factor", "flops", _LU_THRESHOLD, size=_flops(2 / 3), describe=_square_describe,
+               doc="LU factorization, packed (getrf): panel kernel + row gather + trnblas TRSM/GEMM")
 
 
 @LU_FACTOR.lowering("torch")
@@ -268,8 +275,8 @@ def _lu_factor_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     return LU, piv, info
 
 
-LU = Op("trnsolver.lu", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=_square_describe,
-        doc="LU factorization A = P L U (torch path; no kernel yet)")
+LU = Op("trnsolver.lu", "flops", _LU_THRESHOLD, size=_flops(2 / 3), describe=_square_describe,
+        doc="LU factorization A = P L U (square: the blocked device LU; rectangular: torch)")
 
 
 @LU.lowering("torch")
@@ -368,8 +375,8 @@ def _zero_pivot(LU: torch.Tensor) -> torch.Tensor:
 _TRANS = v.Options({"N": (0, "N"), "T": (1, "T"), "C": (2, "C")})
 
 
-LU_SOLVE = Op("trnsolver.lu_solve", "flops", _NO_KERNEL, size=_flops(2.0), describe=_square_describe,
-        doc="solve with an LU factorization (getrs) (torch path; no kernel yet)")
+LU_SOLVE = Op("trnsolver.lu_solve", "flops", _LU_THRESHOLD, size=_flops(2.0), describe=_square_describe,
+              doc="solve with an LU factorization (getrs): row gather + two trnblas TRSM kernels")
 
 
 @LU_SOLVE.lowering("torch")
@@ -570,8 +577,8 @@ def pinv(A, rcond=None, *, check_finite=True):
 _NO_INFO = torch.zeros((), dtype=torch.int32)
 
 
-SOLVE = Op("trnsolver.solve", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=_square_describe,
-        doc="general solve (gesv) (torch path; no kernel yet)")
+SOLVE = Op("trnsolver.solve", "flops", _LU_THRESHOLD, size=_flops(2 / 3), describe=_square_describe,
+           doc="general solve (gesv): the device LU, then row gather + two TRSM kernels")
 
 
 @SOLVE.lowering("torch")
@@ -757,8 +764,8 @@ def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
 
 # ============================================================= inverses, det
 
-INV = Op("trnsolver.inv", "flops", _NO_KERNEL, size=_flops(2.0), describe=_square_describe,
-        doc="inverse (torch path; no kernel yet)")
+INV = Op("trnsolver.inv", "flops", _LU_THRESHOLD, size=_flops(2.0), describe=_square_describe,
+         doc="inverse: the device LU solve with B = I")
 
 
 @INV.lowering("torch")
@@ -826,8 +833,8 @@ def inv_spd(A, *, check_finite=True):
     return X
 
 
-SLOGDET = Op("trnsolver.slogdet", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=_square_describe,
-        doc="sign and log|det| (torch path; no kernel yet)")
+SLOGDET = Op("trnsolver.slogdet", "flops", _LU_THRESHOLD, size=_flops(2 / 3), describe=_square_describe,
+             doc="sign and log|det| from the device LU's diagonal and pivots")
 
 
 @SLOGDET.lowering("torch")
