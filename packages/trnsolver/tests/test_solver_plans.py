@@ -42,7 +42,8 @@ CASES = {
         (trnsolver.eigh, (torch.zeros(0, 0),)),                           # empty
     ],
     "trnsolver.cholesky": [
-        (trnsolver.cholesky, (_spd(20),)),                                # n <= CHOL_BLOCK: torch
+        (trnsolver.cholesky, (_spd(20),)),                                # n <= CHOL_BLOCK: one tile launch
+        (trnsolver.cholesky, (torch.zeros(0, 0),)),                       # empty: torch
         (trnsolver.cholesky, (_spd(140, torch.float64),)),                # float64: torch
     ],
     "trnsolver.lu_factor": [
@@ -63,6 +64,19 @@ CASES = {
     ],
     "trnsolver.inv": [(trnsolver.inv, (_spd(6),)), (trnsolver.inv, (torch.zeros(0, 0),))],
     "trnsolver.slogdet": [(trnsolver.slogdet, (_sym(6),)), (trnsolver.det, (_sym(6),))],
+    "trnsolver.cho_solve": [
+        (trnsolver.cho_solve, ((_spd(6).tril(), True), torch.ones(6))),
+        (trnsolver.cho_solve, ((_spd(6, torch.float64).triu(), False), torch.ones(6, dtype=torch.float64))),
+    ],
+    "trnsolver.solve_spd": [
+        (trnsolver.solve_spd, (_spd(7), torch.ones(7, 2))),
+        (trnsolver.solve_spd, (_spd(7), torch.ones(7)), {"iterative_refinement": True}),  # float64 residual
+    ],
+    "trnsolver.inv_spd": [(trnsolver.inv_spd, (_spd(5),)), (trnsolver.inv_spd, (_spd(5, torch.float64),))],
+    "trnsolver.inv_sqrt_spd": [
+        (trnsolver.inv_sqrt_spd, (_spd(6),)),                             # Jacobi sweeps: no closed form
+        (trnsolver.inv_sqrt_spd, (_spd(6, torch.float64),)),
+    ],
     "trnsolver.inv_sqrt_spd_ns": [
         (trnsolver.inv_sqrt_spd_ns, (_spd(9),), {"tol": 1e-4}),
         (trnsolver.inv_sqrt_spd_ns, (_spd(9, torch.float64),)),
@@ -83,7 +97,7 @@ def test_plan_backend_is_what_ran(backend, op_name, case):
 def test_unsupported_calls_say_why():
     with use_backend("simulator"):
         assert "float64" in plan_call(trnsolver.eigh, _sym(4, torch.float64)).reason
-        assert "diagonal block" in plan_call(trnsolver.cholesky, _spd(10)).reason
+        assert plan_call(trnsolver.cholesky, _spd(10)).backend == "simulator"  # one tile kernel launch
         assert plan_call(trnsolver.eigh, _sym(4)).backend == "simulator"
 
 

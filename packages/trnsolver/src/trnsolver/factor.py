@@ -208,8 +208,12 @@ def cho_factor(A, lower=False, *, check_finite=True):
     return F, lower
 
 
-CHO_SOLVE = Op("trnsolver.cho_solve", "flops", _NO_KERNEL, size=_flops(2.0), describe=_square_describe,
-        doc="solve with a Cholesky factor (torch path; no kernel yet)")
+#: Threshold of the SPD solves/inverses on the device: like CHOLESKY's, a
+#: placeholder (no Trainium here to calibrate on).
+_SPD_THRESHOLD = 2048 ** 3 / 3.0
+
+CHO_SOLVE = Op("trnsolver.cho_solve", "flops", _SPD_THRESHOLD, size=_flops(2.0), describe=_square_describe,
+               doc="solve with a Cholesky factor: two trnblas TRSM kernels")
 
 
 @CHO_SOLVE.lowering("torch")
@@ -628,8 +632,8 @@ def solve(A, B, *, check_finite=True):
     return X.squeeze(-1) if vec else X
 
 
-SOLVE_SPD = Op("trnsolver.solve_spd", "flops", _NO_KERNEL, size=_flops(1 / 3), describe=_square_describe,
-        doc="SPD solve (posv) (torch path; no kernel yet)")
+SOLVE_SPD = Op("trnsolver.solve_spd", "flops", _SPD_THRESHOLD, size=_flops(1 / 3), describe=_square_describe,
+               doc="SPD solve (posv): the device Cholesky, then two TRSM kernels")
 
 
 @SOLVE_SPD.lowering("torch")
@@ -796,8 +800,8 @@ def inv(A, *, check_finite=True):
     return X
 
 
-INV_SPD = Op("trnsolver.inv_spd", "flops", _NO_KERNEL, size=_flops(1.0), describe=_square_describe,
-        doc="SPD inverse (potri) (torch path; no kernel yet)")
+INV_SPD = Op("trnsolver.inv_spd", "flops", _SPD_THRESHOLD, size=_flops(1.0), describe=_square_describe,
+             doc="SPD inverse (potri): the device Cholesky, then two TRSM kernels with B = I")
 
 
 @INV_SPD.lowering("torch")
@@ -883,8 +887,8 @@ def slogdet(A):
 
 # ===================================================== inverse square roots
 
-INV_SQRT_SPD = Op("trnsolver.inv_sqrt_spd", "flops", _NO_KERNEL, size=_flops(9.0), describe=_square_describe,
-        doc="A^{-1/2} by the eigendecomposition (torch path; no kernel yet)")
+INV_SQRT_SPD = Op("trnsolver.inv_sqrt_spd", "flops", _SPD_THRESHOLD, size=_flops(9.0), describe=_square_describe,
+                  doc="A^{-1/2} by the eigendecomposition: Jacobi kernel, then one GEMM kernel")
 
 
 @INV_SQRT_SPD.lowering("torch")
