@@ -77,6 +77,15 @@ CASES = {
         (trnsolver.inv_sqrt_spd, (_spd(6),)),                             # Jacobi sweeps: no closed form
         (trnsolver.inv_sqrt_spd, (_spd(6, torch.float64),)),
     ],
+    "trnsolver.qr": [
+        (trnsolver.qr, (_sym(9),)),
+        (trnsolver.qr, (_sym(9)[:, :4],), {"mode": "complete"}),
+        (trnsolver.qr, (_sym(5).to(torch.complex64),)),                   # complex: torch
+    ],
+    "trnsolver.lstsq": [
+        (trnsolver.lstsq, (_sym(9)[:, :4], torch.ones(9))),
+        (trnsolver.lstsq, (_sym(9)[:4], torch.ones(4))),                  # underdetermined: torch
+    ],
     "trnsolver.inv_sqrt_spd_ns": [
         (trnsolver.inv_sqrt_spd_ns, (_spd(9),), {"tol": 1e-4}),
         (trnsolver.inv_sqrt_spd_ns, (_spd(9, torch.float64),)),
@@ -113,7 +122,6 @@ def test_blocked_cholesky_plan_matches_run(monkeypatch):
 
 
 TORCH_ONLY = [
-    (trnsolver.qr, (_sym(5),), "trnsolver.qr"),
     (trnsolver.svd, (_sym(5),), "trnsolver.svd"),
     (trnsolver.cg, (_spd(5), torch.ones(5)), "trnsolver.cg"),
     (trnsolver.eigh_generalized, (_sym(5), _spd(5)), "trnsolver.eigh"),  # composed: its eigh step is the Op

@@ -443,8 +443,12 @@ def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
 _QR_MODE = v.Options({"reduced": ("reduced", "economic"), "complete": ("complete", "full"), "r": ("r",)})
 
 
-QR = Op("trnsolver.qr", "flops", _NO_KERNEL, size=_flops(2.0), describe=_square_describe,
-        doc="QR factorization (torch path; no kernel yet)")
+#: Threshold of QR/lstsq on the device: the same n = 2048 placeholder as the
+#: LU and Cholesky paths, in this op's size metric (2 m n min(m, n)).
+_QR_THRESHOLD = 2.0 * 2048 ** 3
+
+QR = Op("trnsolver.qr", "flops", _QR_THRESHOLD, size=_flops(2.0), describe=_square_describe,
+        doc="QR factorization: Householder panel kernel, compact WY updates on GEMM/TRSM kernels")
 
 
 @QR.lowering("torch")
@@ -691,8 +695,8 @@ def solve_spd(A, B, iterative_refinement=False, *, check_finite=True):
 _LSTSQ_DRIVER = v.Options({"gelsd": ("gelsd",), "gelsy": ("gelsy",), "gelss": ("gelss",)})
 
 
-LSTSQ = Op("trnsolver.lstsq", "flops", _NO_KERNEL, size=_flops(4.0), describe=_square_describe,
-        doc="least squares (torch path; no kernel yet)")
+LSTSQ = Op("trnsolver.lstsq", "flops", 2 * _QR_THRESHOLD, size=_flops(4.0), describe=_square_describe,
+           doc="least squares: QR on the device (m >= n, full rank), then GEMM + TRSM kernels")
 
 
 @LSTSQ.lowering("torch")
@@ -729,6 +733,11 @@ def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
         ``eps * max(m, n)``).
     driver : {"gelsd", "gelsy", "gelss"}
         LAPACK driver on the CPU; other devices use QR (full rank only).
+        The NKI path (float32, ``m >= n``) is QR too: full-rank ``A`` is
+        solved on the kernels, ``rcond`` is not consulted, and ``s`` comes
+        back empty (as from ``gels``); a rank-deficient ``A`` (an ``R``
+        diagonal entry below ``max(m, n) eps32 max|r_ii|``) is answered by
+        the torch path's ``driver``.
 
     Returns
     -------
