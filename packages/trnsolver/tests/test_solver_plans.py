@@ -86,6 +86,11 @@ CASES = {
         (trnsolver.lstsq, (_sym(9)[:, :4], torch.ones(9))),
         (trnsolver.lstsq, (_sym(9)[:4], torch.ones(4))),                  # underdetermined: torch
     ],
+    "trnsolver.svd": [
+        (trnsolver.svd, (_sym(6),)),                                      # sweeps depend on data: no closed form
+        (trnsolver.svd, (_sym(6)[:, :3],), {"full_matrices": True}),      # full U of a tall matrix: torch
+    ],
+    "trnsolver.pinv": [(trnsolver.pinv, (_sym(5),)), (trnsolver.pinv, (_sym(5, torch.float64),))],
     "trnsolver.inv_sqrt_spd_ns": [
         (trnsolver.inv_sqrt_spd_ns, (_spd(9),), {"tol": 1e-4}),
         (trnsolver.inv_sqrt_spd_ns, (_spd(9, torch.float64),)),
@@ -122,7 +127,6 @@ def test_blocked_cholesky_plan_matches_run(monkeypatch):
 
 
 TORCH_ONLY = [
-    (trnsolver.svd, (_sym(5),), "trnsolver.svd"),
     (trnsolver.cg, (_spd(5), torch.ones(5)), "trnsolver.cg"),
     (trnsolver.eigh_generalized, (_sym(5), _spd(5)), "trnsolver.eigh"),  # composed: its eigh step is the Op
 ]

@@ -491,8 +491,8 @@ def qr(A, mode="reduced"):
     return QR(A, mode)
 
 
-SVD = Op("trnsolver.svd", "flops", _NO_KERNEL, size=_flops(4.0), describe=_square_describe,
-        doc="singular value decomposition (torch path; no kernel yet)")
+SVD = Op("trnsolver.svd", "flops", 2 * _QR_THRESHOLD, size=_flops(4.0), describe=_square_describe,
+         doc="singular value decomposition: one-sided Jacobi sweep kernel (min(m, n) <= 128)")
 
 
 @SVD.lowering("torch")
@@ -536,8 +536,8 @@ def svd(A, full_matrices=False, *, check_finite=True):
     return SVD(A, full)
 
 
-PINV = Op("trnsolver.pinv", "flops", _NO_KERNEL, size=_flops(4.0), describe=_square_describe,
-        doc="pseudo-inverse by the SVD (torch path; no kernel yet)")
+PINV = Op("trnsolver.pinv", "flops", 2 * _QR_THRESHOLD, size=_flops(4.0), describe=_square_describe,
+          doc="pseudo-inverse by the SVD: one-sided Jacobi sweep kernel, then one GEMM kernel")
 
 
 @PINV.lowering("torch")
