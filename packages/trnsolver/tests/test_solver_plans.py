@@ -91,6 +91,10 @@ CASES = {
         (trnsolver.svd, (_sym(6)[:, :3],), {"full_matrices": True}),      # full U of a tall matrix: torch
     ],
     "trnsolver.pinv": [(trnsolver.pinv, (_sym(5),)), (trnsolver.pinv, (_sym(5, torch.float64),))],
+    "trnsolver.cg": [
+        (trnsolver.cg, (_spd(6), torch.ones(6)), {"tol": 1e-4}),           # iterations: no closed form
+        (trnsolver.cg, (_spd(6), torch.ones(6)), {"M": torch.eye(6)}),    # preconditioned: torch
+    ],
     "trnsolver.inv_sqrt_spd_ns": [
         (trnsolver.inv_sqrt_spd_ns, (_spd(9),), {"tol": 1e-4}),
         (trnsolver.inv_sqrt_spd_ns, (_spd(9, torch.float64),)),
@@ -127,7 +131,6 @@ def test_blocked_cholesky_plan_matches_run(monkeypatch):
 
 
 TORCH_ONLY = [
-    (trnsolver.cg, (_spd(5), torch.ones(5)), "trnsolver.cg"),
     (trnsolver.eigh_generalized, (_sym(5), _spd(5)), "trnsolver.eigh"),  # composed: its eigh step is the Op
 ]
 

@@ -72,12 +72,28 @@ def _numpy_callback(fn):
     return wrapper
 
 
+class DenseMatvec:
+    """``x -> A x`` for a dense matrix ``A``, keeping ``A`` (``.matrix``) so an NKI
+    lowering can stream it through its own matvec instead of calling back."""
+
+    __slots__ = ("matrix", "_fn")
+
+    def __init__(self, matrix: torch.Tensor, fn):
+        self.matrix = matrix
+        self._fn = fn
+
+    def __call__(self, x):
+        return self._fn(x)
+
+
 def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol=None, callback=None):
     b = v.tensor(b, "b", where, _KRYLOV_DTYPES)
     if b.dim() != 1:
         raise ValueError(f"{where}: b must be a vector (n,), got shape {tuple(b.shape)}")
     n = b.shape[0]
     matvec = it_.linear_operator(A, n, b.dtype, b.device, "A", where)
+    if isinstance(A, torch.Tensor) and A.layout == torch.strided:
+        matvec = DenseMatvec(A, matvec)
     if x0 is not None:
         x0 = v.tensor(x0, "x0", where, _KRYLOV_DTYPES)
         if tuple(x0.shape) != (n,):
@@ -151,8 +167,12 @@ def _start(matvec, b, x0, tol, atol):
     return x, r, rn, stop, scale, [rn / scale]
 
 
-CG = Op("trnsolver.cg", "rows", _NO_KERNEL, size=_rows, describe=_describe_rows,
-        doc="conjugate gradients (torch path; no kernel yet)")
+#: Threshold (rows): no Trainium here to calibrate on. The device path is one
+#: cg_step_kernel launch per iteration (a memory-bound matvec streaming A),
+#: which pays off once a matvec outweighs a launch's fixed cost; 4096 rows
+#: (a 64 MiB float32 A) is a placeholder.
+CG = Op("trnsolver.cg", "rows", 4096, size=_rows, describe=_describe_rows,
+        doc="conjugate gradients (dense float32 A, no M: one cg_step_kernel launch per iteration)")
 
 
 @CG.lowering("torch")

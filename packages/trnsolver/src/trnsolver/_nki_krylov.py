@@ -1,0 +1,91 @@
+"""CG with its iteration on the device.
+
+``cg`` with a dense real float32 ``A`` and no preconditioner: one
+:func:`~trnsolver.kernels.cg_step.cg_step_kernel` launch per iteration. The
+matvec (``A`` streamed from HBM through the Tensor Engine), the dot products
+(all-reduced over partitions by a ones matmul) and the ``x``/``r``/``p``
+updates (Vector Engine) run in the kernel; ``x, r, p`` and ``r^T r`` pass
+from one launch to the next in HBM, and only ``||r||^2`` and ``p^T A p``
+come back to the host, which applies SciPy's stopping rule exactly as the
+torch path does (same iteration count up to float32 rounding of the dots).
+A nonzero ``x0`` gets its starting residual ``b - A x0`` from the GEMM
+kernel. The host reads ``x`` each iteration only when a ``callback`` asks
+for it. The true residual checked once at the end (``_finish``) is the
+torch matvec.
+
+Not on the device yet (torch path, the plan says so): preconditioned CG,
+sparse/operator ``A``, GMRES, BiCGSTAB and MINRES. Their device composition
+would be the same pattern -- SpMV (trnsparse's kernels) or this kernel's
+matvec, Vector-Engine axpys, partition all-reduces for the dots, and only
+the scalars that decide convergence (plus GMRES's small Hessenberg solve)
+on the host.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+import trnblas
+from trnsci import nki
+from trnsolver._nki import _trnblas
+from trnsolver.iterative import CG, DenseMatvec, _not_finite
+from trnsolver.kernels.cg_step import cg_step_kernel
+
+F32 = torch.float32
+
+
+def _cg_supports(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    if not isinstance(matvec, DenseMatvec):
+        return "A is not a dense matrix (sparse, operator or callable): the kernel streams a dense A"
+    if precond is not None:
+        return "a preconditioner M: the device path is unpreconditioned CG"
+    if matvec.matrix.dtype != F32 or b.is_complex():
+        return "A is not real float32"
+    if b.numel() == 0:
+        return "empty system"
+    return None
+
+
+def _cg_counts(*args, **kwargs):
+    """None: one launch per iteration, and the iterations depend on the data (one
+    launch's closed form is :func:`~trnsolver.kernels.cg_step.cg_step_counts`)."""
+    return None
+
+
+@CG.lowering("nki", dtypes=(F32,), supports=_cg_supports, counts=_cg_counts)
+def _cg_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    n = b.shape[0]
+    a = matvec.matrix.mT.to(F32).contiguous()  # the kernel multiplies by its argument's transpose
+    bnorm = float(torch.linalg.vector_norm(b))
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+    x = torch.zeros(n, 1, dtype=F32) if x0 is None else x0.to(F32).reshape(n, 1).clone()
+    if x0 is None:
+        r = b.to(F32).reshape(n, 1).clone()
+    else:
+        with _trnblas():
+            r = b.to(F32).reshape(n, 1) - trnblas.gemm(1.0, matvec.matrix.to(F32).contiguous(), x)
+    rn = float(torch.linalg.vector_norm(r))
+    hist = [rn / scale]
+    if rn < stop or rn == 0.0:
+        return x.reshape(n).to(b.dtype), 0, hist
+    p = torch.zeros(n, 1, dtype=F32)
+    rz = torch.ones(128, 1, dtype=F32)
+    it = 0
+    for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
+        xn, rn_, pn, rzn, stats = nki.run(cg_step_kernel, a, x, r, p, rz, out_dtype=F32)
+        rn2, pap = float(stats[0, 0]), float(stats[0, 1])
+        if not math.isfinite(pap):
+            raise _not_finite("cg", "p^H A p", it)
+        if pap == 0.0:  # the step would divide by zero: keep the previous iterate (as the torch path)
+            break
+        x, r, p, rz = xn, rn_, pn, rzn
+        rn = math.sqrt(max(rn2, 0.0))
+        hist.append(rn / scale)
+        if callback is not None:
+            callback(x.reshape(n).to(b.dtype))
+        if rn < stop or rn == 0.0:
+            break
+    return x.reshape(n).to(b.dtype), it, hist

@@ -1,0 +1,90 @@
+"""CG with its iteration on the device (cg_step_kernel), through the simulator.
+
+References: ``numpy.linalg.solve`` and ``scipy.sparse.linalg.cg`` in float64.
+The kernel's dots are float32 all-reduces, so its residual history follows
+float64 CG to ~1e-6 relative; on this well-conditioned system (cond ~ 5) the
+iteration count equals SciPy's (allowed: +-1, for a residual landing within
+rounding of the tolerance), and ``x`` is within ``cond * tol`` of the solution.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse.linalg as ssl
+import torch
+
+import trnsolver
+from trnsci.backend import use_backend
+from trnsci.dispatch import plan_call
+from trnsci.nki import emulator
+from trnsci.testing import assert_counts, kernel_ran
+from trnsolver.kernels.cg_step import cg_step_counts, cg_step_kernel
+
+pytestmark = pytest.mark.simulator
+
+
+def _system(n, seed=0):
+    X = np.random.default_rng(seed).standard_normal((n, n))
+    A = (X @ X.T / n + np.eye(n)).astype(np.float32)
+    b = np.random.default_rng(seed + 1).standard_normal(n).astype(np.float32)
+    return A, b
+
+
+@pytest.mark.parametrize("n", [5, 300])  # 300: three row tiles, ragged
+def test_cg_step_kernel_is_one_cg_iteration_and_counters(n):
+    A, b = _system(n)
+    A64 = A.astype(np.float64)
+    x, r, p = np.zeros((n, 1), np.float32), b[:, None].copy(), np.zeros((n, 1), np.float32)
+    rz = np.ones((128, 1), np.float32)
+    for _step in range(2):
+        (x, r, p, rz, stats), prof = emulator.profile(cg_step_kernel, A, x, r, p, rz, target="trn1")
+    want = cg_step_counts(n)
+    want.pop("kernel")
+    assert_counts(prof, want)
+    # two float64 CG steps from x = 0
+    xr, rr = np.zeros(n), b.astype(np.float64)
+    pr, rzr = None, None
+    for _ in range(2):
+        rzn = rr @ rr
+        pr = rr.copy() if pr is None else rr + rzn / rzr * pr
+        rzr = rzn
+        Ap = A64 @ pr
+        al = rzn / (pr @ Ap)
+        xr, rr = xr + al * pr, rr - al * Ap
+    np.testing.assert_allclose(x[:, 0], xr, rtol=0, atol=1e-5 * np.abs(xr).max())
+    np.testing.assert_allclose(stats[0, 0], rr @ rr, rtol=1e-4)
+
+
+def test_cg_on_the_device_vs_scipy():
+    A, b = _system(130)
+    seen = []
+    with kernel_ran() as runs:
+        x, it, rel = trnsolver.cg(torch.from_numpy(A), torch.from_numpy(b), tol=1e-5, callback=seen.append)
+    assert {r.kernel for r in runs} == {"cg_step_kernel"} and len(runs) == it == len(seen)
+    count = [0]
+    xs, info = ssl.cg(A.astype(np.float64), b.astype(np.float64), rtol=1e-5,
+                      callback=lambda xk: count.__setitem__(0, count[0] + 1))
+    assert info == 0 and abs(it - count[0]) <= 1
+    ref = np.linalg.solve(A.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(x.numpy(), ref, rtol=0, atol=5 * 1e-5 * np.abs(ref).max())
+    assert rel <= 1e-5 * 1.01
+
+
+def test_cg_device_with_x0_starts_from_its_residual():
+    A, b = _system(40, seed=3)
+    ref = np.linalg.solve(A.astype(np.float64), b.astype(np.float64))
+    x0 = torch.from_numpy((ref * 0.9).astype(np.float32))
+    with kernel_ran() as runs:
+        x, it, rel = trnsolver.cg(torch.from_numpy(A), torch.from_numpy(b), x0=x0, tol=1e-5)
+    assert "gemm_kernel" in {r.kernel for r in runs}  # b - A x0 on the GEMM kernel
+    np.testing.assert_allclose(x.numpy(), ref, rtol=0, atol=5e-5 * np.abs(ref).max())
+
+
+def test_what_cg_keeps_on_torch_says_why():
+    A, b = _system(8)
+    At, bt = torch.from_numpy(A), torch.from_numpy(b)
+    with use_backend("simulator"):
+        assert "preconditioner" in plan_call(trnsolver.cg, At, bt, M=torch.eye(8)).reason
+        assert "dense" in plan_call(trnsolver.cg, lambda v: At @ v, bt).reason
+        assert "float32" in plan_call(trnsolver.cg, At.double(), bt.double()).reason
