@@ -65,6 +65,16 @@ __all__ = [
     "LinAlgError", "ConvergenceError", "ConvergenceWarning", "SolverInfo",
 ]
 
+# bfloat16/float16 inputs: computed in float32, returned in the input dtype (trnsolver._lowp)
+from trnsolver._lowp import half_io as _half_io  # noqa: E402
+
+for _name in ("eigh", "eigvalsh", "eigh_generalized", "cholesky", "cho_factor", "cho_solve", "lu", "lu_factor",
+              "lu_solve", "qr", "svd", "pinv", "solve", "solve_spd", "lstsq", "inv", "inv_spd", "det", "slogdet",
+              "inv_sqrt_spd", "inv_sqrt_spd_ns", "cg", "gmres", "bicgstab", "minres", "jacobi_preconditioner",
+              "block_jacobi_preconditioner", "ssor_preconditioner"):
+    globals()[_name] = _half_io(globals()[_name])
+del _name
+
 # Every NKI lowering lives in trnsolver._nki and registers itself on the Ops above;
 # imported last (a broken kernel module warns and leaves the torch path running).
 _load_lowerings("trnsolver")
