@@ -160,3 +160,15 @@ def test_what_the_kernels_do_not_take_plans_torch_and_says_why():
                                       torch.ones(3, dtype=torch.complex64)).reason
         plan, _, runs = assert_plan_matches_run(trnsolver.lu, torch.ones(4, 3))
         assert plan.backend == "torch" and not runs
+
+
+def test_batched_lu_unpacked_vs_scipy():
+    A = np.random.default_rng(1).standard_normal((2, 9, 9)).astype(np.float32)
+    with use_backend("simulator"), kernel_ran() as runs:
+        P, L, U = trnsolver.lu(torch.from_numpy(A))
+    assert {r.kernel for r in runs} == {"lu_panel_kernel"} and len(runs) == 2
+    for i in range(2):
+        Pr, Lr, Ur = sl.lu(A[i].astype(np.float64))
+        np.testing.assert_array_equal(P[i].numpy(), Pr)
+        np.testing.assert_allclose(L[i].numpy(), Lr, rtol=0, atol=4e-5 * 9)
+        np.testing.assert_allclose(U[i].numpy(), Ur, rtol=0, atol=4e-5 * 9 * np.abs(A[i]).max())
