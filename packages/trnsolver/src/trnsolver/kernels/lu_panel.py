@@ -1,11 +1,14 @@
 """LU panel with partial pivoting (``getf2`` of one block column) on the Vector Engine.
 
-The blocked LU of :mod:`trnsolver._lu` hands each block column to this
+The blocked LU of :mod:`trnsolver._nki_lu` hands each block column to this
 kernel, transposed, so that a column of ``A`` is one partition's free
 dimension: the pivot search along a column is then a per-partition
-``max8`` / ``nc_find_index8`` (the Vector Engine's top-8 search), and
-cross-partition traffic is only two rank-1 broadcasts per column through the
-Tensor Engine (a ``K = 1`` matmul with a ones row).
+``max8`` / ``nc_find_index8`` (the Vector Engine's top-8 search), the row
+interchange is two free-dim columns swapped in every partition -- one of
+them addressed by the search's runtime index (a dynamic ``select`` on the
+free dimension) -- and cross-partition traffic is only the rank-1 update's
+broadcast of the multipliers through the Tensor Engine (a ``K = 1`` matmul
+with a ones row).
 
 Dimensions
 ----------
@@ -22,10 +25,8 @@ Pseudocode (step ``j = 0 .. b-1``; ``L_j = w - j`` live rows, window ``[j, w)``)
 ----------------------------------------------------------------------------
     a      = |P[j, j : j+max(L_j, 8)]|                 Scalar (zero padding past w)
     m8     = max8(a);  q = nc_find_index8(a, m8)[0]     Vector: first index of the largest
-    e      = (iota == q)                                Vector, on partition j
-    E      = ones[j]^T e          (ceil(L_j/512) K=1 matmuls, PSUM -> SBUF copies)
-    vp     = rowsum(P_win * E);  vj = P[:, j]          Vector: both rows' values per column
-    P_win  = P_win * (1 - E) + E * vj;  P[:, j] = vp    the swap, exact (multiplies by 0/1 only)
+    vp     = P[:, j+q];  vj = P[:, j]                   Vector copies ([b, 1]; j+q at run time)
+    P[:, j+q] = vj;  P[:, j] = vp                       the swap, exact (copies)
     if L_j > 1:
         s = P[j, j] + (P[j, j] == 0);  P[j, j+1:] *= 1/s   multipliers (a zero pivot leaves the
                                                             all-zero column alone; info is read
@@ -35,16 +36,18 @@ Pseudocode (step ``j = 0 .. b-1``; ``L_j = w - j`` live rows, window ``[j, w)``)
             P[:, j+1:] += u * (ones[j]^T P[j, j+1:])    ceil((L_j-1)/512) K=1 matmuls + Vector
 Ties in the search resolve to the first (lowest) row, as LAPACK's ``i?amax``.
 
-Closed forms (n_j = ceil(L_j / 512), m_j = ceil((L_j - 1) / 512) when L_j > 1 and j < b-1, else 0)
-------------------------------------------------------------------------------------------------
+Closed forms (m_j = ceil((L_j - 1) / 512) when L_j > 1 and j < b-1, else 0)
+---------------------------------------------------------------------------
     HBM read  = 4 b w                       HBM write = 4 b w + 4 b
     DMA       = 3
-    Tensor    = sum_j (n_j + m_j)
+    Tensor    = sum_j m_j
     Scalar    = b
-    Vector    = 3 + sum_j (11 + n_j + 3 [L_j > 1] + [m_j > 0] (1 + m_j))
-    GpSimd    = 2                           (two iotas)
-SBUF per partition: 4 (5 w + 2 * 8 + b + 4) bytes + the ``[b, 512]`` work
-tiles; :data:`MAX_W` keeps it inside trn1's 192 KiB.
+    Vector    = 3 + sum_j (7 + 3 [L_j > 1] + [m_j > 0] (1 + m_j))
+    GpSimd    = 1                           (one iota)
+The O(w b^2) work is the rank-1 updates: one ``[b, L_j - 1]`` Vector
+instruction per step (plus its matmul), everything else is ``[1, L_j]`` or
+``[b, 1]``. SBUF per partition: 4 (2 w + 2 * 8 + b + 6) bytes + 2 KiB of
+PSUM; :data:`MAX_W` keeps it inside trn1's 192 KiB.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from trnsci.nki import nisa, nki, nl
 from trnsci.nki.tiling import PSUM_FMAX, cdiv
 
 MAX_B = 128
-#: Longest panel (rows) the SBUF plan holds: five [b, w] float32 tiles.
+#: Longest panel (rows) the SBUF plan holds (the panel and |column| rows: two [b, w + 8] tiles).
 MAX_W = 4096
 PAD = 8  # max8 / nc_find_index8 search at least 8 elements
 
@@ -67,10 +70,9 @@ def lu_panel_counts(w: int, b: int) -> dict:
     tensor = vector = 0
     for j in range(b):
         L = w - j
-        nj = cdiv(L, PSUM_FMAX)
         mj = cdiv(L - 1, PSUM_FMAX) if (L > 1 and j < b - 1) else 0
-        tensor += nj + mj
-        vector += 11 + nj + (3 if L > 1 else 0) + ((1 + mj) if mj else 0)
+        tensor += mj
+        vector += 7 + (3 if L > 1 else 0) + ((1 + mj) if mj else 0)
     return {
         "kernel": "lu_panel_kernel",
         "hbm_read_bytes": 4 * b * w,
@@ -79,7 +81,7 @@ def lu_panel_counts(w: int, b: int) -> dict:
         "tensor": tensor,
         "scalar": b,
         "vector": 3 + vector,
-        "gpsimd": 2,
+        "gpsimd": 1,
     }
 
 
@@ -96,8 +98,6 @@ def lu_panel_kernel(pt):
     nisa.memset(P[0:b, w:w + PAD], 0.0)
     ones = nl.ndarray((b, b), dtype=f32, buffer=nl.sbuf, name="ones")
     nisa.memset(ones, 1.0)
-    iota = nl.ndarray((b, w), dtype=f32, buffer=nl.sbuf, name="iota")
-    nisa.iota(iota, pattern=[[1, w]])
     # neg[c, j] = -1 where c > j: which partitions (columns) step j updates
     neg = nl.ndarray((b, b), dtype=f32, buffer=nl.sbuf, name="below")
     nisa.iota(neg, pattern=[[-1, b]], channel_multiplier=1)
@@ -107,9 +107,6 @@ def lu_panel_kernel(pt):
     m8 = nl.ndarray((b, 8), dtype=f32, buffer=nl.sbuf, name="max8")
     i8 = nl.ndarray((b, 8), dtype=nl.uint32, buffer=nl.sbuf, name="index8")
     q = nl.ndarray((b, 1), dtype=f32, buffer=nl.sbuf, name="pivot_offset")
-    onehot = nl.ndarray((b, w), dtype=f32, buffer=nl.sbuf, name="onehot")
-    E = nl.ndarray((b, w), dtype=f32, buffer=nl.sbuf, name="swap_rows")
-    tmp = nl.ndarray((b, w), dtype=f32, buffer=nl.sbuf, name="work")
     vp = nl.ndarray((b, 1), dtype=f32, buffer=nl.sbuf, name="pivot_row_vals")
     vj = nl.ndarray((b, 1), dtype=f32, buffer=nl.sbuf, name="row_j_vals")
     sp = nl.ndarray((b, 1), dtype=f32, buffer=nl.sbuf, name="safe_pivot")
@@ -124,23 +121,11 @@ def lu_panel_kernel(pt):
         nisa.max8(m8[j:j + 1, 0:8], absr[j:j + 1, 0:Ls])
         nisa.nc_find_index8(i8[j:j + 1, 0:8], absr[j:j + 1, 0:Ls], m8[j:j + 1, 0:8])
         nisa.tensor_copy(q[j:j + 1, 0:1], i8[j:j + 1, 0:1])
-        nisa.tensor_scalar(onehot[j:j + 1, 0:L], iota[j:j + 1, 0:L], nl.equal, q[j:j + 1, 0:1])
-        # broadcast the one-hot row to every partition (K = 1 matmuls)
-        for c in nl.static_range(cdiv(L, PSUM_FMAX)):
-            c0 = c * PSUM_FMAX
-            cw = min(PSUM_FMAX, L - c0)
-            ps = nl.ndarray((b, cw), dtype=f32, buffer=nl.psum, name="bcast")
-            nisa.nc_matmul(ps, ones[j:j + 1, 0:b], onehot[j:j + 1, c0:c0 + cw])
-            nisa.tensor_copy(E[0:b, c0:c0 + cw], ps)
-        # swap rows j and j+q in every column: exact (products with 0 and 1 only)
-        win = P[0:b, j:w]
-        nisa.tensor_tensor(tmp[0:b, 0:L], win, E[0:b, 0:L], nl.multiply)
-        nisa.tensor_reduce(vp, nl.add, tmp[0:b, 0:L], axis=1)
+        # swap rows j and j+q in every column: free-dim column j+q addressed by the runtime index
+        row_p = P[0:b, j:w].expand_dim(2).select(1, i8[j:j + 1, 0:1])
+        nisa.tensor_copy(vp, row_p)
         nisa.tensor_copy(vj, P[0:b, j:j + 1])
-        nisa.tensor_scalar(tmp[0:b, 0:L], E[0:b, 0:L], nl.multiply, -1.0, op1=nl.add, operand1=1.0)
-        nisa.tensor_tensor(win, win, tmp[0:b, 0:L], nl.multiply)
-        nisa.scalar_tensor_tensor(dst=win, data=E[0:b, 0:L], op0=nl.multiply, operand0=vj, op1=nl.add,
-                                  operand1=win)
+        nisa.tensor_copy(row_p, vj)
         nisa.tensor_copy(P[0:b, j:j + 1], vp)
         if L > 1:
             # multipliers l = A[j+1:, j] / A[j, j] (a zero pivot divides by 1: its column is all zero)
