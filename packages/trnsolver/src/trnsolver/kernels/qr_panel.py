@@ -30,16 +30,18 @@ Pseudocode (step j = 0 .. b-1, L = w - j; partition j unless marked)
     P[j, j+1:] *= s/(|alpha| + nu + z);  P[j, j] = -s nu                 Vector (3 ops)
     if j < b-1:
         v = [1, P[j, j+1:]], tv = tau v                                  Vector (3 ops)
-        Vb, TVb = ones[j]^T v, ones[j]^T tv   (all partitions)           2 ceil(L/512) matmuls + copies
-        d = rowsum(P[:, j:] * Vb) * (-[c > j])                          Vector (3 ops)
-        P[:, j:] += d * TVb                  (A[:, c] -= tau v v^T A[:, c], c > j)   Vector
+        per 512-column chunk: Vb = ones[j]^T v (PSUM), d parts = rowsum(P[:, j:] * Vb)   matmul + 2 Vector
+        d = sum of the parts * (-[c > j])                                Vector (2 ops)
+        per chunk: TVb = ones[j]^T tv (PSUM), P[:, j:] += d * TVb         matmul + Vector
+                                             (A[:, c] -= tau v v^T A[:, c] for c > j; the broadcasts
+                                              are read from PSUM, never copied)
 
 Closed forms (n_j = ceil(L_j / 512), only for j < b-1)
 ------------------------------------------------------
     HBM read  = 4 b w                 HBM write = 4 b w + 4 b        DMA = 3
     Scalar    = 3 b (activation_reduce issues two: the pass and its read-out)    GpSimd = 1 (iota)
     Tensor    = sum_{j<b-1} 2 n_j
-    Vector    = 3 + 16 b + sum_{j<b-1} (7 + 2 n_j) - [w == b]   (no v-scaling when L_{b-1} = 1)
+    Vector    = 3 + 16 b + sum_{j<b-1} (5 + 3 n_j) - [w == b]   (no v-scaling when L_{b-1} = 1)
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from trnsci.nki.tiling import PSUM_FMAX, cdiv
 
 MAX_B = 128
 TINY = 2.0 ** -100  # sqrt's argument floor (its activation range starts at ~1.2e-35)
-#: Longest panel (rows) the SBUF plan holds: five [b, w] float32 tiles.
+#: Longest panel (rows) the SBUF plan holds: four [b, w] float32 tiles.
 MAX_W = 4096
 
 
@@ -63,7 +65,7 @@ def qr_panel_counts(w: int, b: int) -> dict:
     for j in range(b - 1):
         nj = cdiv(w - j, PSUM_FMAX)
         tensor += 2 * nj
-        vector += 7 + 2 * nj
+        vector += 5 + 3 * nj
     return {
         "kernel": "qr_panel_kernel",
         "hbm_read_bytes": 4 * b * w,
@@ -102,8 +104,7 @@ def qr_panel_kernel(pt):
     sq = nl.ndarray((b, w), dtype=f32, buffer=nl.sbuf, name="squares")
     vrow = nl.ndarray((b, w), dtype=f32, buffer=nl.sbuf, name="v")
     tvrow = nl.ndarray((b, w), dtype=f32, buffer=nl.sbuf, name="tau_v")
-    VB = nl.ndarray((b, w), dtype=f32, buffer=nl.sbuf, name="v_bcast")
-    TVB = nl.ndarray((b, w), dtype=f32, buffer=nl.sbuf, name="tau_v_bcast")
+    parts = nl.ndarray((b, cdiv(w, PSUM_FMAX)), dtype=f32, buffer=nl.sbuf, name="dot_parts")
 
     for j in nl.static_range(b):
         L = w - j
@@ -137,21 +138,26 @@ def qr_panel_kernel(pt):
             nisa.memset(vrow[s, 0:1], 1.0)
             nisa.tensor_copy(vrow[s, 1:L], P[s, j + 1:w])
             nisa.tensor_scalar(tvrow[s, 0:L], vrow[s, 0:L], nl.multiply, tau[s, 0:1])
-            for c in nl.static_range(cdiv(L, PSUM_FMAX)):
+            nch = cdiv(L, PSUM_FMAX)
+            # d_c = v . A[:, c] per partition c, from the broadcast v straight out of PSUM
+            for c in nl.static_range(nch):
                 c0 = c * PSUM_FMAX
                 cw = min(PSUM_FMAX, L - c0)
                 pv = nl.ndarray((b, cw), dtype=f32, buffer=nl.psum, name="v_ps")
                 nisa.nc_matmul(pv, ones[s, 0:b], vrow[s, c0:c0 + cw])
-                nisa.tensor_copy(VB[0:b, c0:c0 + cw], pv)
+                nisa.tensor_tensor(sq[0:b, 0:cw], P[0:b, j + c0:j + c0 + cw], pv, nl.multiply)
+                nisa.tensor_reduce(parts[0:b, c:c + 1], nl.add, sq[0:b, 0:cw], axis=1)
+            nisa.tensor_reduce(dots, nl.add, parts[0:b, 0:nch], axis=1)
+            nisa.tensor_tensor(dots, dots, neg[0:b, j:j + 1], nl.multiply)
+            # A[:, c] -= d_c tau v for c > j
+            for c in nl.static_range(nch):
+                c0 = c * PSUM_FMAX
+                cw = min(PSUM_FMAX, L - c0)
                 pt_ = nl.ndarray((b, cw), dtype=f32, buffer=nl.psum, name="tv_ps")
                 nisa.nc_matmul(pt_, ones[s, 0:b], tvrow[s, c0:c0 + cw])
-                nisa.tensor_copy(TVB[0:b, c0:c0 + cw], pt_)
-            win = P[0:b, j:w]
-            nisa.tensor_tensor(sq[0:b, 0:L], win, VB[0:b, 0:L], nl.multiply)
-            nisa.tensor_reduce(dots, nl.add, sq[0:b, 0:L], axis=1)
-            nisa.tensor_tensor(dots, dots, neg[0:b, j:j + 1], nl.multiply)
-            nisa.scalar_tensor_tensor(dst=win, data=TVB[0:b, 0:L], op0=nl.multiply, operand0=dots, op1=nl.add,
-                                      operand1=win)
+                win = P[0:b, j + c0:j + c0 + cw]
+                nisa.scalar_tensor_tensor(dst=win, data=pt_, op0=nl.multiply, operand0=dots, op1=nl.add,
+                                          operand1=win)
 
     nisa.dma_copy(dst=qr_t, src=P)
     nisa.dma_copy(dst=tau_out, src=tau)
