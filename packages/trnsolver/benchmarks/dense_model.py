@@ -1,6 +1,6 @@
 """LU / QR / SVD device compositions: modeled trn1/trn2 time and HBM bytes vs the analytic minimum.
 
-    python packages/trnsolver/benchmarks/dense_model.py [--sizes 512 2048] [--counts-only]
+    python packages/trnsolver/benchmarks/dense_model.py [--sizes 512 2048] [--cases lu_factor qr svd] [--counts-only]
 
 Each case runs the public routine under backend "simulator" once per target
 (``NEURON_PLATFORM_TARGET_OVERRIDE``), captures every kernel launch of the
@@ -75,12 +75,14 @@ def _run(fn, target):
     }
 
 
-def main(sizes, counts_only=False):
+def main(sizes, counts_only=False, only=None):
     fns = {"lu_factor": trnsolver.lu_factor, "qr": trnsolver.qr, "svd": trnsolver.svd}
     print("case  shape  | launches | HBM read+write MB (min) ratio | modeled ms trn1 (min) | trn2 (min)"
           " | emulation s")
     for n in sizes:
         for name, shape, fn, args, kw, flops, min_bytes in _cases(n):
+            if only and name not in only:
+                continue
             if counts_only:
                 with use_backend("simulator", "trnsolver"):
                     plan = plan_call(fns[name], *args, **kw)
@@ -106,5 +108,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="*", default=[512, 2048])
     ap.add_argument("--counts-only", action="store_true")
+    ap.add_argument("--cases", nargs="*", choices=["lu_factor", "qr", "svd"])
     a = ap.parse_args()
-    main(a.sizes, a.counts_only)
+    main(a.sizes, a.counts_only, a.cases)

@@ -9,15 +9,15 @@ step   what                                                   launch
 1      factor the panel ``A[k0:, k0:k0+b]`` (transposed),       ``lu_panel_kernel``
        pivot search by ``max8`` / ``nc_find_index8``
 2      apply its row interchanges to the other ``n - b``        ``row_gather_kernel``
-       columns of the row block (one gather of every row)     (when ``n > b``)
+       columns: gather the ``min(2b, w)`` rows that can move   (when ``n > b``)
 3      ``U12 = L11^{-1} A12`` (unit lower, left)                trnblas ``trsm_kernel``
 4      ``A22 -= L21 U12``                                       trnblas ``gemm_kernel``
 =====  =====================================================  =====================
 
 Steps 3-4 run only while columns remain to the right. Between launches the
 host does layout work only: the panel's transpose, the column split of
-step 2, and folding the panel's ``b`` pivots into the gather permutation
-(``b`` integer swaps); trnblas's TRSM inverts its diagonal block on the host
+step 2 and the write-back of the gathered rows, and folding the panel's
+``b`` pivots into the gather permutation (``b`` integer swaps); trnblas's TRSM inverts its diagonal block on the host
 as documented in :mod:`trnblas.kernels.trsm`. ``info`` (getrf's first zero
 pivot) is read from ``U``'s diagonal.
 
@@ -90,7 +90,7 @@ def _factor_tally(t: _Tally, n: int):
         w = n - k0
         t.add(lu_panel_counts(w, b))
         if n > b:
-            t.add(row_gather_counts(w, n - b))
+            t.add(row_gather_counts(min(2 * b, w), n - b))
         rest = n - k0 - b
         if rest:
             t.add({"kernel": "trsm_kernel", **trsm_counts(b, rest)})
@@ -125,6 +125,18 @@ def _fold(steps: torch.Tensor, w: int) -> torch.Tensor:
     return torch.tensor(perm, dtype=torch.int32).reshape(w, 1)
 
 
+def _moved_rows(p: torch.Tensor, b: int) -> torch.Tensor:
+    """Destination rows a panel's permutation ``p`` (length w) changes, as a fixed-size set:
+    the top ``b`` rows, the rows ``i >= b`` with ``p[i] != i`` (at most ``b``), padded with
+    unchanged rows to ``min(2 b, w)`` so the launch's figures do not depend on the pivots."""
+    w = p.shape[0]
+    rest = torch.arange(b, w)
+    moved = rest[p[b:] != rest]
+    need = min(b, w - b) - moved.numel()
+    pad = rest[p[b:] == rest][:need]
+    return torch.cat([torch.arange(b), moved, pad]).to(torch.int32)
+
+
 def _gather(X: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
     return nki.run(row_gather_kernel, X.to(F32).contiguous(), perm, out_dtype=F32)
 
@@ -142,7 +154,9 @@ def lu_factor_device(M: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         W[k0:, k0:k1] = lut.T
         if n > b:
             cols = torch.cat([torch.arange(0, k0), torch.arange(k1, n)])
-            W[k0:, cols] = _gather(W[k0:, cols], _fold(steps, w))
+            dst = _moved_rows(_fold(steps, w)[:, 0].long(), b)
+            src = _fold(steps, w)[dst.long()]
+            W[k0 + dst.long()[:, None], cols[None, :]] = _gather(W[k0:, cols], src)
         if k1 < n:
             with _trnblas():
                 U12 = trnblas.trsm(1.0, W[k0:k1, k0:k1].contiguous(), W[k0:k1, k1:].contiguous(), side="left",
