@@ -149,7 +149,7 @@ def lu_factor_device(M: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     for k0, b in tiles(n, NB):
         k1, w = k0 + b, n - k0
         lut, q = nki.run(lu_panel_kernel, W[k0:, k0:k1].T.contiguous(), out_dtype=F32)
-        steps = torch.arange(b) + q[:, 0].round().to(torch.int64)
+        steps = torch.arange(b) + q[:, 0].to(torch.int64)
         ipiv[k0:k1] = k0 + steps
         W[k0:, k0:k1] = lut.T
         if n > b:

@@ -17,16 +17,16 @@ Dimensions
          ``c`` holds column ``c`` of the panel, free index ``r`` its row.
 Outputs: ``lu_t`` ``[b, w]`` the factored panel, transposed (unit-lower
 ``L`` below the diagonal of each column, ``U`` on and above it, rows already
-swapped); ``piv`` ``[b, 1]`` float32, ``piv[j] = p_j - j`` with ``p_j`` the
+swapped); ``piv`` ``[b, 1]`` uint32, ``piv[j] = p_j - j`` with ``p_j`` the
 (0-based, panel-relative) row swapped with row ``j`` at step ``j`` -- LAPACK's
-``ipiv`` less ``j``, exact in float32.
+``ipiv`` less ``j`` (the search's own index output, stored as is).
 
 Pseudocode (step ``j = 0 .. b-1``; ``L_j = w - j`` live rows, window ``[j, w)``)
 ----------------------------------------------------------------------------
     a      = |P[j, j : j+max(L_j, 8)]|                 Scalar (zero padding past w)
     m8     = max8(a);  q = nc_find_index8(a, m8)[0]     Vector: first index of the largest
-    vp     = P[:, j+q];  vj = P[:, j]                   Vector copies ([b, 1]; j+q at run time)
-    P[:, j+q] = vj;  P[:, j] = vp                       the swap, exact (copies)
+    vp = P[:, j+q];  P[:, j+q] = P[:, j];  P[:, j] = vp   the swap: three [b, 1] Vector copies,
+                                                         column j+q addressed at run time
     if L_j > 1:
         s = P[j, j] + (P[j, j] == 0);  P[j, j+1:] *= 1/s   multipliers (a zero pivot leaves the
                                                             all-zero column alone; info is read
@@ -42,11 +42,11 @@ Closed forms (m_j = ceil((L_j - 1) / 512) when L_j > 1 and j < b-1, else 0)
     DMA       = 3
     Tensor    = sum_j m_j
     Scalar    = b
-    Vector    = 3 + sum_j (7 + 3 [L_j > 1] + [m_j > 0] (1 + m_j))
+    Vector    = 3 + sum_j (5 + 3 [L_j > 1] + [m_j > 0] (1 + m_j))
     GpSimd    = 1                           (one iota)
 The O(w b^2) work is the rank-1 updates: one ``[b, L_j - 1]`` Vector
 instruction per step (plus its matmul), everything else is ``[1, L_j]`` or
-``[b, 1]``. SBUF per partition: 4 (2 w + 2 * 8 + b + 6) bytes + 2 KiB of
+``[b, 1]``. SBUF per partition: 4 (2 w + 2 * 8 + b + 4) bytes + 2 KiB of
 PSUM; :data:`MAX_W` keeps it inside trn1's 192 KiB.
 """
 
@@ -72,7 +72,7 @@ def lu_panel_counts(w: int, b: int) -> dict:
         L = w - j
         mj = cdiv(L - 1, PSUM_FMAX) if (L > 1 and j < b - 1) else 0
         tensor += mj
-        vector += 7 + (3 if L > 1 else 0) + ((1 + mj) if mj else 0)
+        vector += 5 + (3 if L > 1 else 0) + ((1 + mj) if mj else 0)
     return {
         "kernel": "lu_panel_kernel",
         "hbm_read_bytes": 4 * b * w,
@@ -91,7 +91,7 @@ def lu_panel_kernel(pt):
     b, w = pt.shape
     f32 = nl.float32
     lu_t = nl.ndarray((b, w), dtype=f32, buffer=nl.shared_hbm)
-    piv = nl.ndarray((b, 1), dtype=f32, buffer=nl.shared_hbm)
+    piv = nl.ndarray((b, 1), dtype=nl.uint32, buffer=nl.shared_hbm)
 
     P = nl.ndarray((b, w + PAD), dtype=f32, buffer=nl.sbuf, name="panel")
     nisa.dma_copy(dst=P[0:b, 0:w], src=pt)
@@ -106,9 +106,7 @@ def lu_panel_kernel(pt):
     absr = nl.ndarray((b, w + PAD), dtype=f32, buffer=nl.sbuf, name="abs_col")
     m8 = nl.ndarray((b, 8), dtype=f32, buffer=nl.sbuf, name="max8")
     i8 = nl.ndarray((b, 8), dtype=nl.uint32, buffer=nl.sbuf, name="index8")
-    q = nl.ndarray((b, 1), dtype=f32, buffer=nl.sbuf, name="pivot_offset")
     vp = nl.ndarray((b, 1), dtype=f32, buffer=nl.sbuf, name="pivot_row_vals")
-    vj = nl.ndarray((b, 1), dtype=f32, buffer=nl.sbuf, name="row_j_vals")
     sp = nl.ndarray((b, 1), dtype=f32, buffer=nl.sbuf, name="safe_pivot")
     rp = nl.ndarray((b, 1), dtype=f32, buffer=nl.sbuf, name="inv_pivot")
     u = nl.ndarray((b, 1), dtype=f32, buffer=nl.sbuf, name="update_scale")
@@ -120,12 +118,10 @@ def lu_panel_kernel(pt):
         nisa.activation(absr[j:j + 1, 0:Ls], op=nl.abs, data=P[j:j + 1, j:j + Ls])
         nisa.max8(m8[j:j + 1, 0:8], absr[j:j + 1, 0:Ls])
         nisa.nc_find_index8(i8[j:j + 1, 0:8], absr[j:j + 1, 0:Ls], m8[j:j + 1, 0:8])
-        nisa.tensor_copy(q[j:j + 1, 0:1], i8[j:j + 1, 0:1])
         # swap rows j and j+q in every column: free-dim column j+q addressed by the runtime index
         row_p = P[0:b, j:w].expand_dim(2).select(1, i8[j:j + 1, 0:1])
         nisa.tensor_copy(vp, row_p)
-        nisa.tensor_copy(vj, P[0:b, j:j + 1])
-        nisa.tensor_copy(row_p, vj)
+        nisa.tensor_copy(row_p, P[0:b, j:j + 1])
         nisa.tensor_copy(P[0:b, j:j + 1], vp)
         if L > 1:
             # multipliers l = A[j+1:, j] / A[j, j] (a zero pivot divides by 1: its column is all zero)
@@ -145,5 +141,5 @@ def lu_panel_kernel(pt):
                                               op1=nl.add, operand1=P[0:b, c0:c0 + cw])
 
     nisa.dma_copy(dst=lu_t, src=P[0:b, 0:w])
-    nisa.dma_copy(dst=piv, src=q)
+    nisa.dma_copy(dst=piv, src=i8[0:b, 0:1])
     return lu_t, piv
