@@ -22,8 +22,7 @@ from trnsci.backend import use_backend
 from trnsci.dispatch import plan_call
 from trnsci.nki import emulator
 from trnsci.testing import assert_counts, assert_plan_matches_run, kernel_ran
-from trnsolver.kernels.jacobi import schedule
-from trnsolver.kernels.svd_jacobi import svd_jacobi_sweep_kernel, svd_sweep_counts
+from trnsolver.kernels.svd_jacobi import partner_table, svd_jacobi_sweep_kernel, svd_sweep_counts
 
 pytestmark = pytest.mark.simulator
 
@@ -32,12 +31,25 @@ def _mat(m, n, seed=None):
     return np.random.default_rng(m * 100 + n if seed is None else seed).standard_normal((m, n)).astype(np.float32)
 
 
+def test_partner_table_is_a_round_robin():
+    n = 8
+    T = partner_table(n)
+    seen = set()
+    for r in range(n - 1):
+        part, sign = T[:, 2 * r].astype(int), T[:, 2 * r + 1]
+        np.testing.assert_array_equal(part[part], np.arange(n))      # a perfect matching
+        assert (part != np.arange(n)).all()
+        np.testing.assert_array_equal(sign[part], -sign)             # one top, one bottom per pair
+        seen |= {tuple(sorted((i, int(part[i])))) for i in range(n)}
+    assert len(seen) == n * (n - 1) // 2                              # every pair once per sweep
+
+
 @pytest.mark.parametrize("m,n", [(6, 4), (600, 8)])  # 600: two 512-column chunks
 def test_sweep_counters_equal_closed_forms_and_the_gram_is_rotated_not_changed(m, n):
     A = _mat(m, n)
     eye = np.eye(n, dtype=np.float32)
     (ut, vt, conv, norms), prof = emulator.profile(svd_jacobi_sweep_kernel, np.ascontiguousarray(A.T), eye, eye,
-                                                   schedule(n), target="trn1")
+                                                   partner_table(n), target="trn1")
     want = svd_sweep_counts(n, m)
     want.pop("kernel")
     assert_counts(prof, want)
