@@ -71,6 +71,27 @@ def test_cg_on_the_device_vs_scipy():
     assert rel <= 1e-5 * 1.01
 
 
+def test_jacobi_preconditioned_cg_on_the_device_vs_scipy_and_counters():
+    n = 130
+    X = np.random.default_rng(4).standard_normal((n, n))
+    A = (X @ X.T / n + np.diag(np.linspace(1, 50, n))).astype(np.float32)  # a diagonal that Jacobi evens out
+    b = np.random.default_rng(5).standard_normal(n).astype(np.float32)
+    M = trnsolver.jacobi_preconditioner(torch.from_numpy(A))
+    with kernel_ran() as runs:
+        x, it, rel = trnsolver.cg(torch.from_numpy(A), torch.from_numpy(b), tol=1e-5, M=M)
+    assert {r.kernel for r in runs} == {"cg_step_kernel"} and len(runs) == it
+    want = cg_step_counts(n, jacobi=True)
+    want.pop("kernel")
+    assert_counts(runs[0].profile, want)
+    count = [0]
+    A64 = A.astype(np.float64)
+    ssl.cg(A64, b.astype(np.float64), rtol=1e-5, M=np.diag(1 / np.diag(A64)),
+           callback=lambda xk: count.__setitem__(0, count[0] + 1))
+    assert abs(it - count[0]) <= 1
+    ref = np.linalg.solve(A64, b.astype(np.float64))
+    np.testing.assert_allclose(x.numpy(), ref, rtol=0, atol=50 * 1e-5 * np.abs(ref).max())  # cond ~ 50
+
+
 def test_cg_device_with_x0_starts_from_its_residual():
     A, b = _system(40, seed=3)
     ref = np.linalg.solve(A.astype(np.float64), b.astype(np.float64))

@@ -1,6 +1,7 @@
 """CG with its iteration on the device.
 
-``cg`` with a dense real float32 ``A`` and no preconditioner: one
+``cg`` with a dense real float32 ``A``, without a preconditioner or with
+:func:`trnsolver.jacobi_preconditioner`'s (``z = r / diag(A)`` in the kernel): one
 :func:`~trnsolver.kernels.cg_step.cg_step_kernel` launch per iteration. The
 matvec (``A`` streamed from HBM through the Tensor Engine), the dot products
 (all-reduced over partitions by a ones matmul) and the ``x``/``r``/``p``
@@ -13,7 +14,7 @@ kernel. The host reads ``x`` each iteration only when a ``callback`` asks
 for it. The true residual checked once at the end (``_finish``) is the
 torch matvec.
 
-Not on the device yet (torch path, the plan says so): preconditioned CG,
+Not on the device yet (torch path, the plan says so): other preconditioners,
 sparse/operator ``A``, GMRES, BiCGSTAB and MINRES. Their device composition
 would be the same pattern -- SpMV (trnsparse's kernels) or this kernel's
 matvec, Vector-Engine axpys, partition all-reduces for the dots, and only
@@ -30,7 +31,7 @@ import torch
 import trnblas
 from trnsci import nki
 from trnsolver._nki import _trnblas
-from trnsolver.iterative import CG, DenseMatvec, _not_finite
+from trnsolver.iterative import CG, DenseMatvec, DiagonalPrecond, _not_finite
 from trnsolver.kernels.cg_step import cg_step_kernel
 
 F32 = torch.float32
@@ -39,8 +40,8 @@ F32 = torch.float32
 def _cg_supports(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
     if not isinstance(matvec, DenseMatvec):
         return "A is not a dense matrix (sparse, operator or callable): the kernel streams a dense A"
-    if precond is not None:
-        return "a preconditioner M: the device path is unpreconditioned CG"
+    if precond is not None and not isinstance(precond, DiagonalPrecond):
+        return "a preconditioner M other than jacobi_preconditioner's: the device path applies only that one"
     if matvec.matrix.dtype != F32 or b.is_complex():
         return "A is not real float32"
     if b.numel() == 0:
@@ -73,9 +74,10 @@ def _cg_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
         return x.reshape(n).to(b.dtype), 0, hist
     p = torch.zeros(n, 1, dtype=F32)
     rz = torch.ones(128, 1, dtype=F32)
+    extra = () if precond is None else (precond.inv_d.to(F32).reshape(n, 1).contiguous(),)
     it = 0
     for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
-        xn, rn_, pn, rzn, stats = nki.run(cg_step_kernel, a, x, r, p, rz, out_dtype=F32)
+        xn, rn_, pn, rzn, stats = nki.run(cg_step_kernel, a, x, r, p, rz, *extra, out_dtype=F32)
         rn2, pap = float(stats[0, 0]), float(stats[0, 1])
         if not math.isfinite(pap):
             raise _not_finite("cg", "p^H A p", it)

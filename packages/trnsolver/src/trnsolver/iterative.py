@@ -86,6 +86,20 @@ class DenseMatvec:
         return self._fn(x)
 
 
+class DiagonalPrecond:
+    """``r -> r / diag(A)`` from :func:`jacobi_preconditioner`, keeping ``1 / diag(A)``
+    (``.inv_d``) for an NKI lowering that applies it on the device."""
+
+    __slots__ = ("inv_d", "_fn")
+
+    def __init__(self, inv_d: torch.Tensor, fn):
+        self.inv_d = inv_d
+        self._fn = fn
+
+    def __call__(self, r):
+        return self._fn(r)
+
+
 def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol=None, callback=None):
     b = v.tensor(b, "b", where, _KRYLOV_DTYPES)
     if b.dim() != 1:
@@ -108,6 +122,8 @@ def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol=No
                         f"got {type(callback).__name__}")
     maxiter = v.integer(maxiter, "maxiter", where, minimum=0)
     precond = it_.preconditioner(M, n, b.dtype, b.device, where)
+    if isinstance(M, _Diagonal):
+        precond = DiagonalPrecond(M.inv_d, precond)
     on_fail = it_.ON_FAIL(on_fail, "on_fail", where)
     return_info = v.flag(return_info, "return_info", where)
     la.finite(where, b=b, x0=x0)

@@ -1,4 +1,4 @@
-"""One conjugate-gradient iteration on the device (dense symmetric ``A``, no preconditioner).
+"""One conjugate-gradient iteration on the device (dense ``A``; no preconditioner or Jacobi's).
 
 The host loop of :func:`trnsolver.cg` launches this kernel once per
 iteration and reads back only two scalars (``||r||^2`` and ``p^T A p``) to
@@ -14,21 +14,24 @@ partition (no scalar has to come back to the host to be broadcast).
 Dimensions
 ----------
 ``a``  : ``[n, n]`` float32 symmetric.   ``x, r, p`` : ``[n, 1]`` float32.
-``rz`` : ``[128, 1]`` float32, ``r^T r`` of the previous iteration on every
+``rz`` : ``[128, 1]`` float32, ``r^T z`` of the previous iteration on every
          partition (the first launch passes ones with ``p = 0``).
+``dinv`` : optional ``[n, 1]`` float32, ``1 / diag(A)`` (Jacobi preconditioner,
+         ``z = dinv * r``; without it ``z = r``).
 Outputs: ``x', r', p'``, ``rz'`` ``[128, 1]`` (this iteration's ``r^T r``), and
 ``stats`` ``[1, 2]`` = ``(||r'||^2, p'^T A p')``. ``p^T A p == 0`` makes
 ``alpha`` infinite: the host discards that step (the torch path stops there too).
 
 Pseudocode
 ----------
-    rz'  = allreduce(r * r)             beta = rz' / rz        p = r + beta p
+    z    = r (or dinv * r)
+    rz'  = allreduce(r * z)             beta = rz' / rz        p = z + beta p
     Ap   = A p                          (nt^2 matmuls, PSUM accumulation per row block)
     pAp  = allreduce(p * Ap)            alpha = rz' / pAp
     x   += alpha p;   r -= alpha Ap;    rn2 = allreduce(r * r)
 
-Closed forms (nt = ceil(n / 128))
----------------------------------
+Closed forms (nt = ceil(n / 128); with dinv: + 4 n HBM read, + nt DMA, + 2 Vector)
+----------------------------------------------------------------------------------
     HBM read  = 4 (n^2 + 3 n + 128)      HBM write = 4 (3 n + 128 + 2)
     DMA       = nt^2 + 6 nt + 3          Tensor = nt^2 + 3
     Vector    = 23 + nt      (4 + 1 memsets, 3 x 3 per all-reduce, 2 + 1 + nt + 2 + 2 + 2)
@@ -43,16 +46,16 @@ from trnsci.nki.tiling import PMAX, cdiv
 MAX_N = 65536
 
 
-def cg_step_counts(n: int) -> dict:
-    """The closed forms above."""
+def cg_step_counts(n: int, jacobi: bool = False) -> dict:
+    """The closed forms above (``jacobi``: with the diagonal preconditioner ``dinv``)."""
     nt = cdiv(n, PMAX)
     return {
         "kernel": "cg_step_kernel",
-        "hbm_read_bytes": 4 * (n * n + 3 * n + PMAX),
+        "hbm_read_bytes": 4 * (n * n + (4 if jacobi else 3) * n + PMAX),
         "hbm_write_bytes": 4 * (3 * n + PMAX + 2),
-        "dma": nt * nt + 6 * nt + 3,
+        "dma": nt * nt + (7 if jacobi else 6) * nt + 3,
         "tensor": nt * nt + 3,
-        "vector": 23 + nt,
+        "vector": 23 + nt + (2 if jacobi else 0),
     }
 
 
@@ -71,7 +74,7 @@ def _store_vec(dst, src, n, nt):
 
 
 @nki.jit
-def cg_step_kernel(a, x, r, p, rz):
+def cg_step_kernel(a, x, r, p, rz, dinv=None):
     """One CG iteration: ``(x', r', p', rz', stats)``; see the module docstring."""
     n = a.shape[0]
     nt = cdiv(n, PMAX)
@@ -109,10 +112,16 @@ def cg_step_kernel(a, x, r, p, rz):
         return nl.ndarray((PMAX, 1), dtype=f32, buffer=nl.sbuf, name=name)
 
     rz_new, beta, pap, alpha, rn2 = col("rz"), col("beta"), col("pAp"), col("alpha"), col("rn2")
-    allreduce(rz_new, R, R, "rr")
+    Z = R
+    if dinv is not None:  # Jacobi preconditioner: z = r / diag(A)
+        D, Z = vec("dinv"), vec("z")
+        nisa.memset(D, 0.0)
+        _load_vec(D, dinv, n, nt)
+        nisa.tensor_tensor(Z, R, D, nl.multiply)
+    allreduce(rz_new, R, Z, "rz")
     nisa.reciprocal(beta, rz_old)
     nisa.tensor_tensor(beta, beta, rz_new, nl.multiply)
-    nisa.scalar_tensor_tensor(dst=P, data=P, op0=nl.multiply, operand0=beta, op1=nl.add, operand1=R)
+    nisa.scalar_tensor_tensor(dst=P, data=P, op0=nl.multiply, operand0=beta, op1=nl.add, operand1=Z)
     # Ap = A p, row block i: sum_k A_ik p_k with stationary a[k-block, i-block] = A_ik^T (A symmetric)
     for i in nl.static_range(nt):
         i0 = i * PMAX
