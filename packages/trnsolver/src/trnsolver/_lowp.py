@@ -68,8 +68,9 @@ def _down(x, dtype, to_numpy):
         if to_numpy:
             return x.detach().cpu().numpy() if x.dtype != torch.bfloat16 else x.float().detach().cpu().numpy()
         return x
-    if isinstance(x, tuple) and not hasattr(x, "_fields"):
-        return tuple(_down(y, dtype, to_numpy) for y in x)
+    if isinstance(x, tuple):
+        vals = [_down(y, dtype, to_numpy) for y in x]
+        return type(x)(*vals) if hasattr(x, "_fields") else tuple(vals)
     if isinstance(x, list):
         return [_down(y, dtype, to_numpy) for y in x]
     return x
