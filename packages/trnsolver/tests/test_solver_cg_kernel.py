@@ -1,4 +1,4 @@
-"""CG with its iteration on the device (cg_step_kernel), through the simulator.
+"""CG and BiCGSTAB with their iterations on the device (cg_step_kernel, bicgstab_step_kernel), through the simulator.
 
 References: ``numpy.linalg.solve`` and ``scipy.sparse.linalg.cg`` in float64.
 The kernel's dots are float32 all-reduces, so its residual history follows
@@ -19,6 +19,7 @@ from trnsci.backend import use_backend
 from trnsci.dispatch import plan_call
 from trnsci.nki import emulator
 from trnsci.testing import assert_counts, kernel_ran
+from trnsolver.kernels.bicgstab_step import bicgstab_step_counts, bicgstab_step_kernel
 from trnsolver.kernels.cg_step import cg_step_counts, cg_step_kernel
 
 pytestmark = pytest.mark.simulator
@@ -109,3 +110,48 @@ def test_what_cg_keeps_on_torch_says_why():
         assert "preconditioner" in plan_call(trnsolver.cg, At, bt, M=torch.eye(8)).reason
         assert "dense" in plan_call(trnsolver.cg, lambda v: At @ v, bt).reason
         assert "float32" in plan_call(trnsolver.cg, At.double(), bt.double()).reason
+
+
+def _nonsym(n, seed=3):
+    rng = np.random.default_rng(seed)
+    A = (rng.standard_normal((n, n)) / np.sqrt(n) + 2 * np.eye(n)).astype(np.float32)
+    return A, rng.standard_normal(n).astype(np.float32)
+
+
+def test_bicgstab_step_kernel_is_one_iteration_and_counters():
+    n = 300
+    A, b = _nonsym(n, seed=n)
+    A64 = A.astype(np.float64)
+    z = np.zeros((n, 1), np.float32)
+    args = [z, b[:, None].copy(), b[:, None].copy(), z, z, np.ones((128, 3), np.float32)]
+    (xf, xh, r, p, v, sc, st), prof = emulator.profile(bicgstab_step_kernel, np.ascontiguousarray(A.T), *args,
+                                                       target="trn1")
+    want = bicgstab_step_counts(n)
+    want.pop("kernel")
+    assert_counts(prof, want)
+    # one float64 BiCGSTAB iteration from x = 0 (p = r, rhat = r)
+    r0 = b.astype(np.float64)
+    v0 = A64 @ r0
+    al = (r0 @ r0) / (r0 @ v0)
+    s_ = r0 - al * v0
+    t = A64 @ s_
+    om = (t @ s_) / (t @ t)
+    np.testing.assert_allclose(xh[:, 0], al * r0, rtol=0, atol=1e-5 * np.abs(al * r0).max())
+    np.testing.assert_allclose(xf[:, 0], al * r0 + om * s_, rtol=0, atol=1e-5 * np.abs(al * r0).max())
+    np.testing.assert_allclose(st[0, 3], (s_ - om * t) @ (s_ - om * t), rtol=1e-4)
+
+
+def test_bicgstab_on_the_device_vs_scipy():
+    A, b = _nonsym(130)
+    with kernel_ran() as runs:
+        x, it, rel = trnsolver.bicgstab(torch.from_numpy(A), torch.from_numpy(b), tol=1e-5)
+    assert {r.kernel for r in runs} == {"bicgstab_step_kernel"} and len(runs) == it
+    count = [0]
+    ssl.bicgstab(A.astype(np.float64), b.astype(np.float64), rtol=1e-5,
+                 callback=lambda xk: count.__setitem__(0, count[0] + 1))
+    assert abs(it - count[0]) <= 1  # float32 dots vs SciPy's float64: the last step can land either side
+    ref = np.linalg.solve(A.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(x.numpy(), ref, rtol=0, atol=10 * 1e-5 * np.abs(ref).max())
+    with use_backend("simulator"):
+        assert "preconditioner" in plan_call(trnsolver.bicgstab, torch.from_numpy(A), torch.from_numpy(b),
+                                             M=torch.eye(130)).reason

@@ -14,8 +14,14 @@ kernel. The host reads ``x`` each iteration only when a ``callback`` asks
 for it. The true residual checked once at the end (``_finish``) is the
 torch matvec.
 
+``bicgstab`` (dense float32 ``A``, no preconditioner): one
+:func:`~trnsolver.kernels.bicgstab_step.bicgstab_step_kernel` launch per
+iteration, both matvecs and all five dots inside; the kernel returns the
+iterate for both of SciPy's exits (on ``||s||`` and on ``||r||``) and the host
+picks the one its rule takes.
+
 Not on the device yet (torch path, the plan says so): other preconditioners,
-sparse/operator ``A``, GMRES, BiCGSTAB and MINRES. Their device composition
+sparse/operator ``A``, GMRES and MINRES. Their device composition
 would be the same pattern -- SpMV (trnsparse's kernels) or this kernel's
 matvec, Vector-Engine axpys, partition all-reduces for the dots, and only
 the scalars that decide convergence (plus GMRES's small Hessenberg solve)
@@ -31,7 +37,8 @@ import torch
 import trnblas
 from trnsci import nki
 from trnsolver._nki import _trnblas
-from trnsolver.iterative import CG, DenseMatvec, DiagonalPrecond, _not_finite
+from trnsolver.iterative import BICGSTAB, CG, DenseMatvec, DiagonalPrecond, _not_finite
+from trnsolver.kernels.bicgstab_step import bicgstab_step_kernel
 from trnsolver.kernels.cg_step import cg_step_kernel
 
 F32 = torch.float32
@@ -89,5 +96,64 @@ def _cg_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
         if callback is not None:
             callback(x.reshape(n).to(b.dtype))
         if rn < stop or rn == 0.0:
+            break
+    return x.reshape(n).to(b.dtype), it, hist
+
+
+# ------------------------------------------------------------------ BiCGSTAB
+
+
+def _bicgstab_supports(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    if precond is not None:
+        return "a preconditioner M: the device BiCGSTAB is unpreconditioned"
+    return _cg_supports(matvec, b, x0, tol, atol, maxiter, None, callback)
+
+
+@BICGSTAB.lowering("nki", dtypes=(F32,), supports=_bicgstab_supports, counts=_cg_counts)
+def _bicgstab_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    """One :func:`~trnsolver.kernels.bicgstab_step.bicgstab_step_kernel` launch per iteration;
+    the host reads ``(rho, rhat.v, ||s||^2, ||r||^2, omega)`` and stops as the torch path does."""
+    n = b.shape[0]
+    a = matvec.matrix.mT.to(F32).contiguous()
+    bnorm = float(torch.linalg.vector_norm(b))
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+    x = torch.zeros(n, 1, dtype=F32) if x0 is None else x0.to(F32).reshape(n, 1).clone()
+    if x0 is None:
+        r = b.to(F32).reshape(n, 1).clone()
+    else:
+        with _trnblas():
+            r = b.to(F32).reshape(n, 1) - trnblas.gemm(1.0, matvec.matrix.to(F32).contiguous(), x)
+    rn = float(torch.linalg.vector_norm(r))
+    hist = [rn / scale]
+    if rn < stop or rn == 0.0:
+        return x.reshape(n).to(b.dtype), 0, hist
+    rhat = r.clone()
+    p = torch.zeros(n, 1, dtype=F32)
+    v = torch.zeros(n, 1, dtype=F32)
+    sc = torch.ones(128, 3, dtype=F32)
+    it = 0
+    for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
+        xf, xh, rn_, pn, vn, scn, st = nki.run(bicgstab_step_kernel, a, x, r, rhat, p, v, sc, out_dtype=F32)
+        rho, den, sn2, rn2, omega = (float(z) for z in st[0])
+        if rho == 0.0:
+            break
+        if not math.isfinite(den):
+            raise _not_finite("bicgstab", "rhat^H A p", it)
+        if den == 0.0:
+            break
+        sn = math.sqrt(max(sn2, 0.0))
+        if sn < stop or sn == 0.0:
+            x = xh
+            hist.append(sn / scale)
+            if callback is not None:
+                callback(x.reshape(n).to(b.dtype))
+            break
+        x, r, p, v, sc = xf, rn_, pn, vn, scn
+        rn = math.sqrt(max(rn2, 0.0))
+        hist.append(rn / scale)
+        if callback is not None:
+            callback(x.reshape(n).to(b.dtype))
+        if rn < stop or rn == 0.0 or omega == 0.0:
             break
     return x.reshape(n).to(b.dtype), it, hist

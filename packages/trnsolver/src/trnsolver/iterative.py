@@ -411,8 +411,9 @@ def gmres(A, b, x0=None, tol=None, maxiter=100, restart=30, M=None, *, rtol=None
 
 # =============================================================== BiCGSTAB
 
-BICGSTAB = Op("trnsolver.bicgstab", "rows", _NO_KERNEL, size=_rows, describe=_describe_rows,
-        doc="BiCGSTAB (torch path; no kernel yet)")
+#: Threshold (rows): the same placeholder as CG's (one launch per iteration, two matvecs).
+BICGSTAB = Op("trnsolver.bicgstab", "rows", 4096, size=_rows, describe=_describe_rows,
+              doc="BiCGSTAB (dense float32 A, no M: one bicgstab_step_kernel launch per iteration)")
 
 
 @BICGSTAB.lowering("torch")
