@@ -172,3 +172,15 @@ def test_batched_lu_unpacked_vs_scipy():
         np.testing.assert_array_equal(P[i].numpy(), Pr)
         np.testing.assert_allclose(L[i].numpy(), Lr, rtol=0, atol=4e-5 * 9)
         np.testing.assert_allclose(U[i].numpy(), Ur, rtol=0, atol=4e-5 * 9 * np.abs(A[i]).max())
+
+
+def test_nan_input_plans_torch_quietly_instead_of_failing_the_kernel():
+    import warnings
+
+    A = torch.eye(4)
+    A[1, 1] = float("nan")
+    with use_backend("simulator"), warnings.catch_warnings():
+        warnings.simplefilter("error")  # no kernel-failure fallback warning
+        assert "NaN" in plan_call(trnsolver.det, A).reason
+        assert bool(torch.isnan(trnsolver.det(A)))
+        assert bool(torch.isnan(trnsolver.qr(A)[1]).any())

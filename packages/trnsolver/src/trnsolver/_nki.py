@@ -161,10 +161,19 @@ def potrf_tile(Akk: torch.Tensor) -> tuple[torch.Tensor, int]:
     return lt.mT.tril().contiguous(), info
 
 
+def not_finite(A) -> str | None:
+    """Why a kernel path cannot take ``A`` holding NaN/Inf (reached with ``check_finite=False``
+    or from ``det``/``slogdet``): pivot searches, norms and ``rsqrt`` need finite values, and
+    the torch path propagates NaN as LAPACK does."""
+    if A.is_floating_point() and not bool(torch.isfinite(A).all()):
+        return "A holds NaN/Inf: the kernels' pivot searches and norms need finite values"
+    return None
+
+
 def _cholesky_supports(A, upper):
     if A.shape[-1] == 0 or A.numel() == 0:
         return "empty matrix: nothing to compute"
-    return None
+    return not_finite(A)
 
 
 def cholesky_tally(t, n: int, nb: int | None = None):

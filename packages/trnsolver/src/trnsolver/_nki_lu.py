@@ -48,6 +48,7 @@ from trnblas.kernels.trsm import trsm_counts
 from trnsci import nki
 from trnsci.backend import get_backend, use_backend
 from trnsci.nki.tiling import tiles
+from trnsolver._nki import not_finite
 from trnsolver.factor import INV, LU, LU_FACTOR, LU_SOLVE, SLOGDET, SOLVE
 from trnsolver.kernels.lu_panel import MAX_W, lu_panel_counts, lu_panel_kernel
 from trnsolver.kernels.row_gather import row_gather_counts, row_gather_kernel
@@ -199,7 +200,7 @@ def _square_supports(A, *rest):
         return "empty matrix: nothing to compute"
     if n > MAX_W:
         return f"n={n} exceeds the panel kernel's SBUF plan (n <= {MAX_W})"
-    return None
+    return not_finite(A)
 
 
 def _lu_factor_counts(A):

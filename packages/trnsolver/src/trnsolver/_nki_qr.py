@@ -36,7 +36,7 @@ from trnblas.kernels.gemm import gemm_counts
 from trnblas.kernels.trsm import trsm_counts
 from trnsci import nki
 from trnsci.nki.tiling import tiles
-from trnsolver._nki import KERNEL_DTYPES, _trnblas
+from trnsolver._nki import KERNEL_DTYPES, _trnblas, not_finite
 from trnsolver._nki_lu import _batch, _Tally
 from trnsolver.factor import LSTSQ, QR, _lstsq_torch
 from trnsolver.kernels.qr_panel import MAX_W, qr_panel_counts, qr_panel_kernel
@@ -110,7 +110,7 @@ def _qr_supports(A, mode):
         return "empty matrix: nothing to compute"
     if m > MAX_W:
         return f"m={m} exceeds the panel kernel's SBUF plan (m <= {MAX_W})"
-    return None
+    return not_finite(A)
 
 
 def _qr_counts(A, mode):

@@ -23,7 +23,7 @@ import torch
 
 import trnblas
 from trnblas.kernels.trsm import trsm_counts
-from trnsolver._nki import KERNEL_DTYPES, _eigh_nki, _trnblas, cholesky_device, cholesky_tally
+from trnsolver._nki import KERNEL_DTYPES, _eigh_nki, _trnblas, cholesky_device, cholesky_tally, not_finite
 from trnsolver._nki_lu import _batch, _Tally
 from trnsolver.factor import CHO_SOLVE, INV_SPD, INV_SQRT_SPD, SOLVE_SPD
 
@@ -50,7 +50,7 @@ def _two_trsm(t: _Tally, n: int, k: int):
 def _empty(A, *rest):
     if A.shape[-1] == 0 or A.numel() == 0:
         return "empty matrix: nothing to compute"
-    return None
+    return not_finite(A)
 
 
 def _rhs_supports(A, B, *rest):

@@ -25,7 +25,7 @@ import torch
 import trnblas
 from trnsci import _iterative as it_
 from trnsci import nki
-from trnsolver._nki import FP32_TOL, KERNEL_DTYPES, _tables, _trnblas
+from trnsolver._nki import FP32_TOL, KERNEL_DTYPES, _tables, _trnblas, not_finite
 from trnsolver.factor import PINV, SVD
 from trnsolver.kernels.svd_jacobi import MAX_M, MAX_N, partner_table, svd_jacobi_sweep_kernel
 
@@ -97,7 +97,7 @@ def _svd_supports(A, full_matrices, *rest):
         return f"max(m, n)={max(m, n)} exceeds the sweep kernel's SBUF plan ({MAX_M})"
     if full_matrices and m != n:
         return "full_matrices=True on a rectangular matrix: the Jacobi path gives the thin factors"
-    return None
+    return not_finite(A)
 
 
 def _no_closed_form(*args, **kwargs):
