@@ -184,3 +184,14 @@ def test_nan_input_plans_torch_quietly_instead_of_failing_the_kernel():
         assert "NaN" in plan_call(trnsolver.det, A).reason
         assert bool(torch.isnan(trnsolver.det(A)))
         assert bool(torch.isnan(trnsolver.qr(A)[1]).any())
+
+
+def test_a_batch_over_128_matrices_plan_equals_run():
+    A = np.random.default_rng(9).standard_normal((130, 5, 5)).astype(np.float32)  # one launch per matrix
+    with use_backend("simulator"):
+        plan, (lu, piv), runs = assert_plan_matches_run(trnsolver.lu_factor, torch.from_numpy(A))
+    assert plan.kernel["launches"] == {"lu_panel_kernel": 130}
+    for i in (0, 77, 129):
+        lu_ref, piv_ref = sl.lu_factor(A[i].astype(np.float64))
+        np.testing.assert_array_equal(piv[i].numpy(), piv_ref)
+        np.testing.assert_allclose(lu[i].numpy(), lu_ref, rtol=0, atol=4e-5 * 5 * np.abs(A[i]).max())
