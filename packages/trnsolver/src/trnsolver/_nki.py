@@ -46,7 +46,7 @@ from trnsolver._blocked import _blocked_cholesky_torch
 from trnsolver._jacobi import _block_jacobi_eigh_torch
 from trnsolver.eigen import EIGH
 from trnsolver.factor import CHOLESKY, INV_SQRT_SPD_NS, _inv_sqrt_spd_ns_torch
-from trnsolver.kernels.jacobi import MAX_N, jacobi_sweep_kernel, schedule
+from trnsolver.kernels.jacobi import MAX_N, jacobi_sweep_kernel, partner_table
 from trnsolver.kernels.potrf_tile import potrf_tile_counts, potrf_tile_kernel
 
 F32 = torch.float32
@@ -66,7 +66,7 @@ def _trnblas():
 
 @functools.lru_cache(maxsize=8)
 def _tables(m: int):
-    return torch.eye(m, dtype=F32), torch.from_numpy(schedule(m))
+    return torch.eye(m, dtype=F32), torch.from_numpy(partner_table(m))
 
 
 def jacobi_tile(M: torch.Tensor, tol: float, max_sweeps: int, stop_early: bool = True):

@@ -17,7 +17,6 @@ is :func:`~trnsolver.kernels.svd_jacobi.svd_sweep_counts`).
 
 from __future__ import annotations
 
-import functools
 import warnings
 
 import torch
@@ -27,17 +26,12 @@ from trnsci import _iterative as it_
 from trnsci import nki
 from trnsolver._nki import FP32_TOL, KERNEL_DTYPES, _tables, _trnblas, not_finite
 from trnsolver.factor import PINV, SVD
-from trnsolver.kernels.svd_jacobi import MAX_M, MAX_N, partner_table, svd_jacobi_sweep_kernel
+from trnsolver.kernels.svd_jacobi import MAX_M, MAX_N, svd_jacobi_sweep_kernel
 
 F32 = torch.float32
 MAX_SWEEPS = 40
 
 __all__ = ["svd_device"]
-
-
-@functools.lru_cache(maxsize=8)
-def _partners(k: int) -> torch.Tensor:
-    return torch.from_numpy(partner_table(k))
 
 
 def _jacobi_tall(M: torch.Tensor):
@@ -46,8 +40,7 @@ def _jacobi_tall(M: torch.Tensor):
     k = n + n % 2
     ut = torch.zeros(k, m, dtype=F32)
     ut[:n] = M.T.to(F32)
-    eye = _tables(k)[0]
-    S = _partners(k)
+    eye, S = _tables(k)
     vt = eye.clone()
     prev = float("inf")
     ok = False

@@ -18,8 +18,9 @@ Inputs (HBM, float32)
             ``2 <= n <= 128``, ``1 <= m <=`` :data:`MAX_M`.
 ``vt``    : ``[n, n]`` ``V^T``.
 ``eye``   : ``[n, n]`` the identity.   ``pairs`` : ``[n, 2 (n-1)]`` the schedule as
-            (partner, sign) columns per round (:func:`partner_table`); the kernel
-            builds ``|S_r| = [q == partner]`` and ``S_r = sign |S_r|`` on chip.
+            (partner, sign) columns per round
+            (:func:`~trnsolver.kernels.jacobi.partner_table`); the kernel
+            builds ``S_r = [q == partner] sign`` and ``|S_r|`` on chip.
 Outputs: ``ut_out = J^T ut``, ``vt_out = J^T vt`` (``J`` the sweep's product),
 ``conv`` ``[n, 1]``: per partition the largest ``gamma^2 / (alpha beta + 2^-100)``
 met in the sweep (the host stops when its maximum is below ``tol^2``);
@@ -27,7 +28,7 @@ met in the sweep (the host stops when its maximum is below ``tol^2``);
 
 One round (R = n - 1 per sweep; nc = ceil(m / 512) column chunks)
 ----------------------------------------------------------------
-    |S| = [iota == partner], S = sign |S|                 (Vector x2; one [n, 2] DMA)
+    S = [iota == partner] sign (Vector), |S| (Scalar)     (one [n, 2] DMA)
     per chunk: partner rows  Up = |S|^T Ut               (Tensor), copy    (Vector)
                alpha_i parts = rowsum(Ut^2)              (Scalar, activation_reduce)
                gamma_i parts = rowsum(Ut * Up)           (Vector x2)
@@ -42,34 +43,20 @@ Closed forms per sweep
     HBM read  = 4 (n m + 2 n^2 + 2 R n)      HBM write = 4 (n m + n^2 + 2 n)
     DMA       = 3 + R + 4
     Tensor    = R (2 nc + 2)
-    Scalar    = R (4 + 2 nc) + 2 nc           (sqrt, |x|, rsqrt, s; 2 per activation_reduce;
+    Scalar    = R (5 + 2 nc) + 2 nc           (|S|, sqrt, |x|, rsqrt, s; 2 per activation_reduce;
                                                the final column norms)
-    Vector    = 4 + R (23 + 4 nc)             GpSimd = 1 (iota)
+    Vector    = 4 + R (22 + 4 nc)             GpSimd = 1 (iota)
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from trnsci.nki import nisa, nki, nl
 from trnsci.nki.tiling import PSUM_FMAX, cdiv
-from trnsolver.kernels.jacobi import schedule
 
 MAX_N = 128
 #: Longest column (rows of A) the SBUF plan holds: Ut, its partner copy and a work tile.
 MAX_M = 4096
 TINY = 2.0 ** -100
-
-
-def partner_table(n: int) -> np.ndarray:
-    """The schedule as ``[n, 2 (n-1)]`` float32: round ``r``'s columns ``2r, 2r+1`` hold each
-    index's partner and the sign of ``S_r`` (+1 top, -1 bottom) -- ``2 n`` numbers a round
-    instead of the ``n^2`` of :func:`~trnsolver.kernels.jacobi.schedule`."""
-    S = schedule(n).reshape(n, n - 1, n)
-    out = np.empty((n, 2 * (n - 1)), np.float32)
-    out[:, 0::2] = np.abs(S).argmax(axis=2)
-    out[:, 1::2] = S.sum(axis=2)
-    return out
 
 
 def svd_sweep_counts(n: int, m: int) -> dict:
@@ -81,8 +68,8 @@ def svd_sweep_counts(n: int, m: int) -> dict:
         "hbm_write_bytes": 4 * (n * m + n * n + 2 * n),
         "dma": 7 + R,
         "tensor": R * (2 * nc + 2),
-        "scalar": R * (4 + 2 * nc) + 2 * nc,
-        "vector": 4 + R * (23 + 4 * nc),
+        "scalar": R * (5 + 2 * nc) + 2 * nc,
+        "vector": 4 + R * (22 + 4 * nc),
         "gpsimd": 1,
     }
 
@@ -122,10 +109,10 @@ def svd_jacobi_sweep_kernel(ut, vt, eye, pairs):
         # the round's partner matrix, built on chip from its (partner, sign) columns
         pr = col("partner_sign", 2)
         nisa.dma_copy(dst=pr, src=pairs[0:n, 2 * r:2 * r + 2])
-        Sa = nl.ndarray((n, n), dtype=f32, buffer=nl.sbuf, name="S_abs")
-        nisa.tensor_scalar(Sa, qidx, nl.equal, pr[0:n, 0:1])
         S = nl.ndarray((n, n), dtype=f32, buffer=nl.sbuf, name="S")
-        nisa.tensor_scalar(S, Sa, nl.multiply, pr[0:n, 1:2])
+        nisa.tensor_scalar(S, qidx, nl.equal, pr[0:n, 0:1], op1=nl.multiply, operand1=pr[0:n, 1:2])
+        Sa = nl.ndarray((n, n), dtype=f32, buffer=nl.sbuf, name="S_abs")
+        nisa.activation(Sa, op=nl.abs, data=S)
         sg = pr[0:n, 1:2]
         for c in nl.static_range(nc):
             c0 = c * PSUM_FMAX
