@@ -8,12 +8,17 @@ from trnsci import backend
 
 
 @pytest.fixture(autouse=True)
-def _clean_backend_env(monkeypatch):
-    """No TRNSCI_*/TRN<LIB>_* variables from the caller's shell leak into a test."""
+def _clean_backend_env(monkeypatch, tmp_path):
+    """No TRNSCI_*/TRN<LIB>_* variables from the caller's shell leak into a test, nor the user's
+    calibration file (thresholds, measured routes): the default location is the test's own directory."""
     for key in ["TRNSCI_BACKEND", "TRNSCI_REQUIRE_NKI", "TRNSCI_CALIBRATION_FILE"] + [
         backend.env_var(lib) for lib in backend.LIBRARIES
     ]:
         monkeypatch.delenv(key, raising=False)
+    # no timing in the suite: measured routes (trnsci.routes) take their default, untimed, and
+    # nothing is written to the user's calibration file; route tests opt back in
+    monkeypatch.setenv("TRNSCI_ROUTES", "estimate")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     for lib in (None, *backend.LIBRARIES):
         backend.reset_backend(lib)
     yield

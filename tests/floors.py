@@ -36,14 +36,20 @@ def sources(site: Path | None) -> tuple[dict[str, list[Path]], set[str]]:
     else:
         umbrella_dir = core_dir = site / "trnsci"
         lib_dirs = {lib: site / lib for lib in LIBRARIES}
-    umbrella_files = sorted(umbrella_dir.glob("*.py")) if site is None else [
-        p for p in (umbrella_dir / "chem.py", umbrella_dir / "chem_demo.py") if p.exists()
-    ]
+    umbrella_files = sorted(umbrella_dir.glob("*.py")) if site is None else _umbrella_files(site)
     umbrella_mods = {f"trnsci.{p.stem}" for p in umbrella_files}
     core_files = [p for p in sorted(core_dir.rglob("*.py")) if p not in umbrella_files]
     out = {CORE: core_files, UMBRELLA: umbrella_files}
     out.update({lib: sorted(d.rglob("*.py")) for lib, d in lib_dirs.items() if d.is_dir()})
     return out, umbrella_mods
+
+
+def _umbrella_files(site: Path) -> list[Path]:
+    """The ``.py`` files the umbrella distribution installed into ``site`` (from its RECORD)."""
+    for info in site.glob("trnsci-*.dist-info"):  # the core's is trnsci_core-*.dist-info
+        paths = [row.split(",")[0] for row in (info / "RECORD").read_text().splitlines()]
+        return sorted(site / p for p in paths if p.startswith("trnsci/") and p.endswith(".py"))
+    return []
 
 
 def owner(module: str, umbrella_mods: set[str]) -> str | None:

@@ -172,13 +172,15 @@ def test_neuron_marker_is_skipped_without_hardware():
 
 
 def test_bench_runs_trnblas_cases(capsys):
-    """`trnsci bench` times each trnblas case against its reference and prints a ratio."""
+    """`trnsci bench` times each trnblas row against its peers and prints a ratio to the best one."""
     from trnsci import bench
 
-    cases = [c for c in bench.collect(["trnblas"], quick=True) if c.name.startswith("gemm 64^3")]
-    assert {c.reference_name for c in cases} == {"torch.mm", "scipy dgemm"}
-    rows = bench.run(cases, budget_s=0.01, echo=lambda s: None, pause_s=0.0)
-    assert len(rows) == 2 and all(r["ratio"] > 0 and r["trnsci_s"] > 0 for r in rows)
+    rows, errors, _ = bench.collect(["trnblas"], quick=True)
+    rows = [r for r in rows if r.name.startswith("gemm 64^3")]
+    assert not errors and {n for r in rows for n in r.peers} == {"torch.mm", "scipy dgemm"}
+    out = bench.run(rows, rounds=1, budget_s=0.0, echo=lambda s: None, pause_s=0.0)
+    assert len(out) == 2 and all(r["ratio"] > 0 and r["trnsci_s"] > 0 for r in out)
+    assert all(r["ratio"] == r["trnsci_s"] / min(p["median_s"] for p in r["peers"].values()) for r in out)
 
 
 @pytest.mark.slow
@@ -225,5 +227,6 @@ def test_bench_names_what_a_case_module_is_missing(monkeypatch, capsys):
                             error=plugins._missing(ModuleNotFoundError("No module named 'scipy'", name="scipy")))
     monkeypatch.setattr(plugins, "load", lambda group: [broken])
     assert bench.main(["--lib", "trnblas"]) == 1
-    out = capsys.readouterr().out
-    assert "trnblas cases (trnblas.bench, from trnblas)" in out and "pip install scipy" in out, out
+    cap = capsys.readouterr()
+    out = cap.out + cap.err
+    assert "benchmark cases (trnblas.bench, from trnblas)" in out and "pip install scipy" in out, out

@@ -146,3 +146,15 @@ def test_a_demo_module_that_fails_to_import_is_reported_with_the_missing_package
     assert demo.kernel_part(echo=lines.append) is False
     text = "\n".join(lines)
     assert "trnfoo     FAILED to load trnfoo.demo" in text and "pip install scipy" in text, text
+
+
+@pytest.mark.slow
+def test_demo_distributed_is_reached_through_the_umbrellas_entry_point(tmp_path):
+    """`trnsci demo --distributed` (the command torchrun runs) hands over to the umbrella's distributed demo."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "trnsci", "demo", "--distributed", "--nproc", "2", "--what", "gemm",
+                        "--gemm", "64"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "rank 0/2" in r.stdout and "rank 1/2" in r.stdout and "gemm 64^2" in r.stdout, r.stdout

@@ -35,6 +35,9 @@ def test_an_upward_import_is_reported(tmp_path, where, code, culprit):
     for rel, text in {**legal, where: code}.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
+    # what the umbrella installed, as its RECORD says (the rest of trnsci/ is the core's)
+    (tmp_path / "trnsci-1.dist-info").mkdir()
+    (tmp_path / "trnsci-1.dist-info" / "RECORD").write_text("trnsci/chem.py,,\ntrnsci/chem_demo.py,,\n")
     bad = floors.upward_edges(tmp_path)
     assert len(bad) == 1 and culprit in bad[0], bad
 

@@ -108,6 +108,13 @@ class DFMP2Result:
         ``"nki"`` (a kernel's name is appended when one ran).
     pair_energies : tensor or None
         ``(nocc, nocc)`` symmetric ``e_ij`` when asked for.
+    ranks : int
+        Processes that computed it (``process_group``'s size; 1 otherwise).
+    bytes_sent : dict or None
+        With ``process_group``: bytes this rank sent, per step
+        (:mod:`trnsci.chem_distributed` gives the formulas).
+    naux_per_rank : list or None
+        With ``process_group``: auxiliary functions each rank integrated.
     """
 
     e_corr: float
@@ -123,6 +130,9 @@ class DFMP2Result:
     timings: dict = field(default_factory=dict)
     backends: dict = field(default_factory=dict)
     pair_energies: torch.Tensor | None = None
+    ranks: int = 1
+    bytes_sent: dict | None = None
+    naux_per_rank: list | None = None
 
     def __str__(self) -> str:
         head = f"DF-MP2 E_corr = {self.e_corr:.12f} Eh"
@@ -519,7 +529,7 @@ def df_factors(mf, auxbasis=None, *, frozen=None, max_memory=None):
 
 
 def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None, max_memory=None,
-           progress=True, pair_energies=False) -> DFMP2Result:
+           progress=True, pair_energies=False, process_group=None) -> DFMP2Result:
     """Closed-shell DF-MP2 energy of a converged PySCF RHF, stage by stage across the suite.
 
     Parameters
@@ -547,6 +557,12 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
         Show a progress bar on stderr when it is a terminal.
     pair_energies : bool
         Also return the ``(nocc, nocc)`` pair energies.
+    process_group : torch.distributed.ProcessGroup, optional
+        Share the work among this group's ranks (every rank calls with the
+        same ``mf``): integrals split by auxiliary shells, fit and energy by
+        occupied orbitals, one all-reduce of the pair energies; every rank
+        gets the same result. ``torch.distributed.group.WORLD`` for all
+        ranks. See :mod:`trnsci.chem_distributed` and docs/distributed.md.
 
     Returns
     -------
@@ -583,6 +599,11 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
     True
     """
     where = "df_mp2"
+    if process_group is not None:
+        from trnsci.chem_distributed import df_mp2_distributed
+
+        return df_mp2_distributed(mf, process_group, auxbasis=auxbasis, frozen=frozen, dtype=dtype,
+                                  backend=backend, max_memory=max_memory, pair_energies=pair_energies)
     _pyscf()
     dtype = _check_dtype(dtype, where)
     t_start = time.perf_counter()

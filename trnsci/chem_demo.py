@@ -19,30 +19,12 @@ import time
 import torch
 
 from trnblas.demo import MOLECULES
+from trnsci._progress import Progress
 
 DEFAULT_MOLECULES = ("h2o", "nh3", "benzene")
 QUICK_MOLECULES = ("h2o",)
 
 INSTALL_HINT = "pip install 'trnsci[chem]'   (or: pip install pyscf)"
-
-
-class _Status:
-    """One status line that rewrites itself on a terminal and prints plain lines in a log."""
-
-    def __init__(self):
-        self.tty = sys.stderr.isatty()
-
-    def show(self, text: str) -> None:
-        if self.tty:
-            sys.stderr.write("\r" + text.ljust(60))
-        else:
-            sys.stderr.write(text + "\n")
-        sys.stderr.flush()
-
-    def clear(self) -> None:
-        if self.tty:
-            sys.stderr.write("\r" + " " * 60 + "\r")
-            sys.stderr.flush()
 
 
 # ------------------------------------------------------------------ DF-MP2
@@ -95,18 +77,19 @@ def dfmp2_part(molecules, basis, backend, dtype, frozen_core, echo=print) -> boo
     head = (f"  {'molecule':<12} {'nbf/naux/nocc':>14} {'E_corr trnsci':>16} {'E_corr PySCF':>16} {'|dE|':>8} "
             f"{'t trnsci':>9} {'t PySCF':>8}  backends")
     echo(head)
-    ok, status = True, _Status()
-    for k, (name, atoms) in enumerate(molecules):
-        status.show(f"  [{k + 1}/{len(molecules)}] {name}: SCF ...")
+    ok = True
+    progress = Progress(2 * len(molecules))  # a bar on a terminal, one line per step in a log
+    for name, atoms in molecules:
+        progress.step(f"{name}: SCF")
         mol = gto.M(atom=atoms, basis=basis, verbose=0)
         mf = _rhf(mol)
         ncore = _ncore(mol) if frozen_core else None
-        status.show(f"  [{k + 1}/{len(molecules)}] {name}: DF-MP2 ...")
-        r = chem.df_mp2(mf, frozen=ncore, dtype=dtype, backend=backend, progress=status.tty)
+        progress.step(f"{name}: DF-MP2")
+        r = chem.df_mp2(mf, frozen=ncore, dtype=dtype, backend=backend, progress=progress.tty)
         t = time.perf_counter()
         e_ref = float(DFMP2(mf, frozen=ncore).kernel()[0])
         t_ref = time.perf_counter() - t
-        status.clear()
+        progress.done()
         de = abs(r.e_corr - e_ref)
         ok &= de <= bound
         echo(f"  {name:<12} {f'{r.nao}/{r.naux}/{r.nocc}':>14} {r.e_corr:16.10f} {e_ref:16.10f} {de:8.1e} "

@@ -222,7 +222,7 @@ def test_reshape_dim_flatten_rearrange_values():
         (lambda t: t.permute((0, 2, 1)).reshape((8, 24)), "without a copy"),
         (lambda t: t.reshape((4, 48)), "partition dimension must be preserved"),
         (lambda t: t.reshape((8, -1)), "-1 is not allowed"),
-        (lambda t: t.reshape(8, 24), "must be a tuple"),
+        (lambda t: t.reshape([8, (24,)]), "must be a tuple"),
         (lambda t: t.broadcast(1, 4), "must have size 1"),
         (lambda t: t.expand_dim(0), "before the partition dimension"),
         (lambda t: t.select(0, 1), "partition dimension"),

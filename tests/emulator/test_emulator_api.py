@@ -327,7 +327,9 @@ def test_reduction_axes_and_keepdims():
 def test_comparisons_and_select():
     def k(a, b):
         x, y = nl.load(a), nl.load(b)
-        m = nl.greater(x, y)  # dtype=bool: 1/0 bytes
+        m = nl.greater(x, y, dtype=nl.uint8)  # a 1/0 byte mask
+        mf = nl.greater(x, y)  # 0.6 stub: the result dtype defaults to the input tile's
+        assert mf.dtype == nl.float32
         sel = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
         nisa.select_reduce(sel, m, x, 0.0)
         o = _out(a.shape)

@@ -257,6 +257,42 @@ def test_matmul_accumulate_modes():
     np.testing.assert_array_equal(acc, m)
 
 
+def test_matmul_accumulate_none_overwrites_a_memset_value():
+    """isa stub: accumulate=None infers first-write overwrite; a memset (here 5.0) is overwritten, not added."""
+    s = np.eye(2, dtype=F32)
+    m = np.array([[1.0, 2.0], [3.0, 4.0]], F32)
+
+    def body(a, b):
+        acc = _tile((2, 2), buffer=nl.psum)
+        nisa.memset(acc, 5.0)
+        x, y = _load(a), _load(b)
+        nisa.nc_matmul(acc, x, y)  # first matmul write: overwrite
+        nisa.nc_matmul(acc, x, y)  # then accumulate
+        return acc
+
+    acc, _ = _run(body, s, m)
+    np.testing.assert_array_equal(acc, 2 * m)
+
+
+def test_find_index8_absent_value_gives_all_ones():
+    """0.6 isa stub: an absent value's slot is 0xFFFFFFFF (uint32) / 0xFFFF (uint16), not an error."""
+    x = np.array([[3, 9, 1, 9, 7, 2, 8, 5, 6, 4]], F32)
+    v = np.array([[9, 9, 9, 42, 1, 1, 7, -1]], F32)
+
+    def body(a, b):
+        data, vals = _load(a), _load(b)
+        i32, i16 = _tile((1, 8), nl.uint32), _tile((1, 8), nl.uint16)
+        nisa.nc_find_index8(i32, data, vals)
+        nisa.nc_find_index8(i16, data, vals)
+        return i32, i16
+
+    (i32, i16), _ = _run(body, x, v)
+    A, B = 0xFFFFFFFF, 0xFFFF
+    # the third 9 and the second 1 have no occurrence left: all-ones too
+    assert i32.tolist() == [[1, 3, A, A, 2, A, 4, A]]
+    assert i16.tolist() == [[1, 3, B, B, 2, B, 4, B]]
+
+
 # ------------------------------------------------------------- patterns
 
 
@@ -369,8 +405,10 @@ def test_max8_find_index8_match_replace8():
 
     (top, idx, rep, ridx), _ = _run(body, x)
     assert top.tolist() == [[11, 9, 9, 8, 7, 6, 5, 4]]
-    assert idx.tolist() == [[11, 1, 1, 6, 4, 8, 7, 9]]  # first occurrence each time
-    assert ridx.tolist() == [[11, 1, 3, 6, 4, 8, 7, 9]]  # a replaced value is not matched again
+    # 0.6 release notes / isa stub: duplicate vals take successive occurrences, in ascending slot order
+    # for find_index8 and in descending slot order (vals served 7..0) for match_replace8
+    assert idx.tolist() == [[11, 1, 3, 6, 4, 8, 7, 9]]
+    assert ridx.tolist() == [[11, 3, 1, 6, 4, 8, 7, 9]]
     assert rep.tolist() == [[3, -1, 1, -1, -1, 2, -1, -1, -1, -1, 0, -1]]
 
 

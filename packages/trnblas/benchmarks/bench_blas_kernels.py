@@ -14,11 +14,18 @@ import torch
 
 import trnsci
 from trnblas.chem import mp2_energy
+from trnblas.kernels.axpby import axpby_kernel
 from trnblas.kernels.batched_gemm import batched_gemm_kernel
+from trnblas.kernels.caxpby import caxpby_kernel
+from trnblas.kernels.dgmm import dgmm_kernel
 from trnblas.kernels.gemm import gemm_kernel
+from trnblas.kernels.gemv import gemv_kernel
+from trnblas.kernels.ger import ger_kernel
 from trnblas.kernels.mp2_energy import mp2_pair_energy_kernel
+from trnblas.kernels.syr2k import syr2k_kernel
 from trnblas.kernels.syrk import syrk_kernel
 from trnblas.kernels.trsm import trsm_kernel
+from trnblas.kernels.vreduce import reduce_kernel
 from trnsci import nki
 
 BF16 = ml_dtypes.bfloat16
@@ -87,6 +94,88 @@ def test_bench_kernel_counters(benchmark, case):
     )
 
 
+# ----------------------------------------------------------------- memory-bound kernels (levels 1-2, geam, dgmm)
+#
+# Each case: (name, kernel, args, constants, analytic minimum HBM bytes). The minimum is every input
+# read once plus every output written once at its dtype (reductions: one fp32 scalar; the kernels
+# write 4 * 128 * k per piece partials instead). syr2k is Tensor-bound: its minimum is A, B once and
+# one triangle of C in fp32.
+
+VECTOR_SIZES = (100_003, 1_000_003, 16_000_003)  # ragged: not multiples of 128
+MATRIX_SIZES = ((1000, 1001), (2000, 3001), (4096, 4097))
+
+
+def memory_bound_cases():
+    rng = np.random.default_rng(1)
+
+    def r(*shape, dtype=np.float32):
+        return rng.standard_normal(shape).astype(dtype)
+
+    for n in VECTOR_SIZES:
+        x, y = r(n), r(n)
+        axpy_c = np.array([[2.0, 1.0, 0.0, 0.0]], np.float32)
+        rot_c = np.array([[0.6, 0.8, -0.8, 0.6]], np.float32)
+        yield f"axpy n={n:,} fp32", axpby_kernel, (x, y, axpy_c), {"form": (2, 1, 0, 0)}, 12 * n
+        yield f"rot n={n:,} fp32", axpby_kernel, (x, y, rot_c), {"form": (2, 2, 2, 2), "pair": True}, 16 * n
+        yield f"dot n={n:,} fp32", reduce_kernel, (x, y), {"op": "dot"}, 8 * n + 4
+        yield f"nrm2 n={n:,} fp32", reduce_kernel, (x, None), {"op": "nrm2"}, 4 * n + 4
+        yield f"iamax n={n:,} fp32", reduce_kernel, (x, None), {"op": "amax"}, 4 * n + 4
+        xc = r(2 * (n // 2))  # interleaved parts of n // 2 complex64 elements
+        caxpy_c = np.array([[0.6, -0.8, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]], np.float32)
+        yield f"caxpy n={n // 2:,} c64", caxpby_kernel, (xc, xc, caxpy_c), {"form": (1, 0)}, 24 * (n // 2)
+    for m, n in MATRIX_SIZES:
+        A = r(m, n)
+        yield f"gemv N {m}x{n} fp32", gemv_kernel, (A, r(n)), {"trans": False}, 4 * (m * n + n + m)
+        yield f"gemv T {m}x{n} fp32", gemv_kernel, (A, r(m)), {"trans": True}, 4 * (m * n + m + n)
+        yield f"gemv N {m}x{n} bf16", gemv_kernel, (A.astype(BF16), r(n, dtype=BF16)), {"trans": False}, \
+            2 * (m * n + n + m)
+        yield f"ger {m}x{n} fp32", ger_kernel, (A, r(1, m), r(1, n)), {}, 4 * (2 * m * n + m + n)
+        yield f"dgmm L {m}x{n} fp32", dgmm_kernel, (A, r(m)), {"left": True}, 4 * (2 * m * n + m)
+    for n, k in ((512, 256), (1024, 512), (2048, 1024)):
+        x, z = r(k, n, dtype=BF16), r(k, n, dtype=BF16)
+        yield f"syr2k n={n} k={k} bf16 (lower)", syr2k_kernel, (x, z), {"upper": False}, \
+            2 * 2 * n * k + 4 * n * (n + 1) // 2
+
+
+def memory_bound_table():
+    """Rows: (case, HBM bytes counted, analytic minimum, modeled trn1 us, modeled trn2 us)."""
+    rows = []
+    for name, kernel, args, kw, minimum in memory_bound_cases():
+        _, p1 = nki.profile(kernel, *args, target="trn1", **kw)
+        _, p2 = nki.profile(kernel, *args, target="trn2", **kw)
+        rows.append((name, p1.hbm_bytes, minimum, p1.modeled_time_lower_s * 1e6, p2.modeled_time_lower_s * 1e6))
+    return rows
+
+
+def format_memory_bound(rows):
+    head = f"{'case':<34} {'HBM bytes':>14} {'minimum':>14} {'ratio':>6} {'trn1 us':>9} {'trn2 us':>9}"
+    lines = [head, "-" * len(head)]
+    for name, got, minimum, t1, t2 in rows:
+        lines.append(f"{name:<34} {got:>14,d} {minimum:>14,d} {got / minimum:>6.3f} {t1:>9.1f} {t2:>9.1f}")
+    return "\n".join(lines)
+
+
+MEMORY_BOUND_NAMES = [
+    *(f"{op} n={n:,} fp32" for n in VECTOR_SIZES for op in ("axpy", "rot", "dot", "nrm2", "iamax")),
+    *(f"caxpy n={n // 2:,} c64" for n in VECTOR_SIZES),
+    *(f"{c} {m}x{n} {d}" for m, n in MATRIX_SIZES for c, d in
+      (("gemv N", "fp32"), ("gemv T", "fp32"), ("gemv N", "bf16"), ("ger", "fp32"), ("dgmm L", "fp32"))),
+    *(f"syr2k n={n} k={k} bf16 (lower)" for n, k in ((512, 256), (1024, 512), (2048, 1024))),
+]  # the names memory_bound_cases() yields, listed so that collection builds no arrays
+
+
+@pytest.mark.parametrize("case", MEMORY_BOUND_NAMES)
+def test_bench_memory_bound_kernels(benchmark, case):
+    name, kernel, args, kw, minimum = next(c for c in memory_bound_cases() if c[0] == case)
+    _, prof = benchmark.pedantic(nki.profile, args=(kernel, *args), kwargs=kw, rounds=1, iterations=1)
+    _, prof2 = nki.profile(kernel, *args, target="trn2", **kw)
+    benchmark.extra_info.update(
+        hbm_bytes=prof.hbm_bytes, analytic_min_bytes=minimum, ratio=round(prof.hbm_bytes / minimum, 4),
+        modeled_trn1_us=round(prof.modeled_time_lower_s * 1e6, 2),
+        modeled_trn2_us=round(prof2.modeled_time_lower_s * 1e6, 2),
+    )
+
+
 # ----------------------------------------------------------------- DF-MP2 torch path vs einsum
 
 def mp2_einsum(B, eo, ev):
@@ -123,6 +212,8 @@ if __name__ == "__main__":  # pragma: no cover
     import time
 
     print(format_table(counters_table()))
+    print()
+    print(format_memory_bound(memory_bound_table()))
     print()
     for size in MP2_SIZES:
         B, eo, ev = _mp2_inputs(*size)

@@ -173,6 +173,16 @@ def test_syrk_public_api(simulator, trans, uplo):
     assert [r.kernel for r in simulator] == ["syrk_kernel"]
 
 
+@pytest.mark.parametrize("uplo", ["U", "L"])
+def test_syrk_kernel_path_without_C_returns_whole_matrix(simulator, uplo):
+    """Issue 25: the published trnblas returned the whole A^T A without C; so does the kernel path."""
+    A = torch.randn(70, 130, generator=torch.Generator().manual_seed(4))  # ragged n = 130
+    R = trnblas.syrk(1.0, A, trans=True, uplo=uplo)
+    a = A.double().numpy()
+    np.testing.assert_allclose(R.double().numpy(), a.T @ a, rtol=1e-5, atol=1e-4 * 70)  # fp32, k = 70
+    assert [r.kernel for r in simulator] == ["syrk_kernel"]
+
+
 # ----------------------------------------------------------------- TRSM
 
 def _well_conditioned(n, seed):

@@ -268,12 +268,33 @@ def test_syrk_matches_blas_including_untouched_triangle(dtype, trans, uplo):
 
 @pytest.mark.parametrize("uplo", ["U", "L"])
 def test_syrk_without_C_and_fill(uplo):
+    """Without C: the whole A A^T (nothing to preserve; the published trnblas's result);
+    fill="triangle" asks for the BLAS triangle explicitly."""
     A = rand((4, 3), torch.float64)
     full = A @ A.T
-    got = trnblas.syrk(1.0, torch.from_numpy(A), uplo=uplo)
+    close(trnblas.syrk(1.0, torch.from_numpy(A), uplo=uplo), full, torch.float64, 3)
+    got = trnblas.syrk(1.0, torch.from_numpy(A), uplo=uplo, fill="triangle")
     want = np.triu(full) if uplo == "U" else np.tril(full)
     close(got, want, torch.float64, 3)
     close(trnblas.syrk(1.0, torch.from_numpy(A), uplo=uplo, fill="full"), full, torch.float64, 3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+@pytest.mark.parametrize("uplo", ["U", "L"])
+def test_rank_k_family_without_C_is_whole_matrix(dtype, uplo):
+    """Issue 25: herk/syr2k/her2k (and symm, whose result is always whole) without C
+    return the whole symmetric/Hermitian matrix, checked against NumPy."""
+    A, B = (rand((4, 3), dtype) for _ in range(2))
+    tA, tB = torch.from_numpy(A), torch.from_numpy(B)
+    close(trnblas.herk(1.0, tA, uplo=uplo), A @ A.conj().T, dtype, 3)
+    close(trnblas.syr2k(2.0, tA, tB, uplo=uplo), 2.0 * (A @ B.T + B @ A.T), dtype, 6)
+    close(trnblas.her2k(2.0, tA, tB, uplo=uplo), 2.0 * (A @ B.conj().T + B @ A.conj().T), dtype, 6)
+    S = rand((4, 4), dtype)
+    full = np.triu(S) + np.triu(S, 1).T if uplo == "U" else np.tril(S) + np.tril(S, -1).T
+    close(trnblas.symm(1.0, torch.from_numpy(S), tA, uplo=uplo), full @ A, dtype, 4)
+    # one triangle, on request
+    tri = trnblas.her2k(2.0, tA, tB, uplo=uplo, fill="triangle").numpy()
+    assert not (np.tril(tri, -1) if uplo == "U" else np.triu(tri, 1)).any()
 
 
 @pytest.mark.parametrize("uplo", ["U", "L"])

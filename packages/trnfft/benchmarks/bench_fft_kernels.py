@@ -24,6 +24,7 @@ from trnfft import _algorithms as A
 from trnfft.kernels import bluestein as KB
 from trnfft.kernels import dft_gemm as KG
 from trnfft.kernels import irfft_half as KI
+from trnfft.kernels import overlap_add as KO
 from trnfft.kernels import rfft_half as KR
 from trnfft.kernels import stockham as KS
 from trnsci import nki
@@ -58,6 +59,15 @@ def _irfft_args(n):
     return X, KI.ihalf_table(n), KS.twiddle_table(n // 2)
 
 
+def _ola_args(nb, F, n, hop):
+    rng = np.random.default_rng(F)
+    R, Rh, S, _ = KO.plan(F, n, hop)
+    w = np.zeros((1, Rh), np.float32)
+    w[0, :n] = np.hanning(n + 1)[:n]
+    return (rng.standard_normal((nb, F, n)).astype(np.float32), w,
+            rng.uniform(0.5, 2.0, (S, hop)).astype(np.float32))
+
+
 def _cases():
     """(name, n, kernel, args thunk, constants): the arrays are built only for the case that runs."""
     for n in (256, 4096):
@@ -67,11 +77,14 @@ def _cases():
     yield f"bluestein n=1000 B={B} fp32", 1000, KB.bluestein_kernel, lambda: _bluestein_args(1000), {}
     yield f"rfft_half n=4096 B={B} fp32", 4096, KR.rfft_half_kernel, lambda: _rfft_args(4096), {}
     yield f"irfft_half n=4096 B={B} fp32", 4096, KI.irfft_half_kernel, lambda: _irfft_args(4096), {}
+    # istft's second launch: 4 signals of 16000 samples, n_fft 512, hop 128 (126 frames each)
+    yield "overlap_add n=512 hop=128 4x126", 512, KO.overlap_add_kernel, lambda: _ola_args(4, 126, 512, 128), {}
 
 
 CASE_NAMES = ["dft_gemm n=256 B=128 fp32", "dft_gemm n=256 B=128 bf16", "stockham n=256 B=128 fp32",
               "dft_gemm n=4096 B=128 fp32", "dft_gemm n=4096 B=128 bf16", "stockham n=4096 B=128 fp32",
-              "bluestein n=1000 B=128 fp32", "rfft_half n=4096 B=128 fp32", "irfft_half n=4096 B=128 fp32"]
+              "bluestein n=1000 B=128 fp32", "rfft_half n=4096 B=128 fp32", "irfft_half n=4096 B=128 fp32",
+              "overlap_add n=512 hop=128 4x126"]
 
 
 def counters_table(target="trn1"):
@@ -85,11 +98,12 @@ def format_table(rows):
     lines = [head, "-" * len(head)]
     for name, n, p in rows:
         nominal = B * 5 * n * math.log2(n)
+        rate = "-" if name.startswith("overlap_add") else f"{nominal / p.modeled_time_s / 1e9:.1f}"
         lines.append(
             f"{name:<30} {p.instructions['tensor']:>5} {p.instructions['vector']:>5} {p.instructions['dma']:>5} "
             f"{p.hbm_read_bytes:>12,d} {p.hbm_write_bytes:>11,d} "
             f"{p.modeled_time_s * 1e6:>9.1f} ({p.modeled_time_lower_s * 1e6:.1f}-{p.modeled_time_upper_s * 1e6:.1f})"
-            f"{nominal / p.modeled_time_s / 1e9:>16.1f}")
+            f"{rate:>16}")
     return "\n".join(lines)
 
 

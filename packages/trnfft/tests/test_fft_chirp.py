@@ -1,8 +1,10 @@
-"""The torch path's Bluestein route (trnfft._chirp) for lengths torch.fft is slow at, against scipy.fft.
+"""The torch path's Bluestein route (trnfft._chirp), forced, against scipy.fft.
 
 Lengths here have a prime factor >= MIN_PRIME (4001, 4099, 2 * 4099), so
-every complex call below must take that route, and the real transforms at
-odd lengths -- checked by counting the calls of the route's core. Error measure and bounds as in test_fft_transforms:
+Bluestein is a candidate route; under ``trnsci.routes.force("bluestein")``
+every call below must take it (the n-D real transforms: along odd real
+axes) -- checked by counting the calls of the route's core. Which route
+runs unforced is measured (test_fft_routes). Error measure and bounds as in test_fft_transforms:
 normwise relative error, float64 <= 1e-12, float32 <= 8 u32 log2 n
 (Bluestein's error is that of its length-m FFTs, m < 4n; measured 2e-7 to
 3.5e-7 at these sizes).
@@ -17,6 +19,7 @@ import torch
 
 import trnfft
 from trnfft import _chirp
+from trnsci import routes
 
 U32 = 6e-8
 
@@ -37,13 +40,14 @@ def chirp_calls(monkeypatch):
         return inner(*args, **kwargs)
 
     monkeypatch.setattr(_chirp, "c2c_last", counted)
-    return calls
+    with routes.force("bluestein"):
+        yield calls
 
 
-def test_slow_length_rule():
-    assert _chirp.MIN_PRIME == 4000
-    assert [_chirp.slow(n) for n in (3001, 4001, 4096, 4099, 2 * 4099, 3 * 1009, 2**20, 65537, 0, -4)] == \
-        [False, True, False, True, True, False, False, True, False, False]
+def test_candidate_length_rule():
+    assert _chirp.MIN_PRIME == 1000
+    assert [_chirp.slow(n) for n in (997, 3001, 4096, 4099, 2 * 4099, 3 * 1009, 7 * 997, 2**20, 65537, 0, -4)] == \
+        [False, True, False, True, True, True, False, False, True, False, False]
     assert [_chirp.slow_real(n) for n in (4099, 2 * 4099, 3 * 4099, 4096)] == [True, False, True, False]
     # the convolution length: >= 2n - 1, 7-smooth, at least three factors of 2
     for n in (4001, 4099, 65537):
@@ -76,8 +80,7 @@ def test_1d_functions_all_norms(n, dtype, chirp_calls):
         assert rel(trnfft.ihfft(t(xr, rdt), norm=norm), sf.ihfft(xr, norm=norm)) <= bound
         assert rel(trnfft.irfft(t(h, cdt), n, norm=norm), sf.irfft(h, n, norm=norm)) <= bound
         assert rel(trnfft.hfft(t(h, cdt), n, norm=norm), sf.hfft(h, n, norm=norm)) <= bound
-    # fft and ifft always; the four real transforms at odd n (even n: torch's half-length route)
-    assert len(chirp_calls) == 4 * (6 if n % 2 else 2) and set(chirp_calls) == {n}
+    assert len(chirp_calls) == 4 * 6 and set(chirp_calls) == {n}
 
 
 def test_default_calls_dims_padding_and_numpy_input(chirp_calls):
@@ -91,9 +94,9 @@ def test_default_calls_dims_padding_and_numpy_input(chirp_calls):
     xr = r.standard_normal((2, 4099))
     assert rel(trnfft.rfft(torch.from_numpy(xr)), sf.rfft(xr)) <= 1e-12  # the inlined default call
     h = sf.rfft(r.standard_normal((2, 2 * 4099)))
-    assert rel(trnfft.irfft(torch.from_numpy(h)), sf.irfft(h)) <= 1e-12  # default n = 2 (m - 1): even, torch
-    assert rel(trnfft.irfft(torch.from_numpy(h), 4099), sf.irfft(h, 4099)) <= 1e-12  # odd: the route
-    assert len(chirp_calls) == 6
+    assert rel(trnfft.irfft(torch.from_numpy(h)), sf.irfft(h)) <= 1e-12  # default n = 2 (m - 1) = 2 * 4099
+    assert rel(trnfft.irfft(torch.from_numpy(h), 4099), sf.irfft(h, 4099)) <= 1e-12
+    assert len(chirp_calls) == 7
 
 
 @pytest.mark.parametrize("name", ["fftn", "ifftn", "fft2", "ifft2", "rfftn", "irfftn", "rfft2", "irfft2"])
@@ -111,17 +114,19 @@ def test_nd_with_a_slow_axis(name, chirp_calls):
     assert set(chirp_calls) == {4001}  # the 4001 axis went through Bluestein
 
 
-def test_autograd_through_the_route():
+def test_autograd_through_the_route(chirp_calls):
     x = torch.randn(4001, dtype=torch.complex128, requires_grad=True)
     y = trnfft.fft(x)
+    assert chirp_calls == [4001]
     (y.abs() ** 2).sum().backward()
     # Parseval: sum |X|^2 = n sum |x|^2, so the gradient is 2 n x
     assert torch.allclose(x.grad, 2 * 4001 * x.detach(), rtol=1e-10, atol=1e-8)
 
 
 def test_plan_says_which_route_computes():
-    with trnfft.use_backend("torch"):
+    with trnfft.use_backend("torch"), routes.force("bluestein"):
         assert "Bluestein on torch.fft" in repr(trnfft.create_plan((2, 4099)))
-        assert "computed by torch.fft" in repr(trnfft.create_plan((2, 2 * 4099), kind="rfft"))  # even: torch
         assert "Bluestein on torch.fft" in repr(trnfft.create_plan((2, 4099), kind="rfft"))
-        assert "computed by torch.fft" in repr(trnfft.create_plan((2, 4096)))
+        assert "computed by torch.fft" in repr(trnfft.create_plan((2, 4096)))  # not a candidate there
+    with trnfft.use_backend("torch"):  # the suite runs with TRNSCI_ROUTES=estimate: torch.fft untimed
+        assert "computed by torch.fft" in repr(trnfft.create_plan((2, 4099)))

@@ -148,6 +148,35 @@ def test_stft_against_numpy_reference_and_istft_round_trip(n_fft, hop, wl, cente
     assert isinstance(Sc, ComplexTensor) and Sc.shape == (2, n_fft, ref.shape[1])
 
 
+@pytest.mark.parametrize("n_fft,hop", [(64, 32), (50, 20)])
+def test_stft_default_window_is_hann_as_scipy_and_published(n_fft, hop):
+    """Issue 25: window=None is the periodic Hann window (published trnfft, scipy.signal.stft).
+
+    scipy's ``scaling='spectrum'`` divides by sum(window) and, with
+    ``boundary='zeros'``, pads n_fft // 2 zeros each side: our
+    ``center=True, pad_mode='constant'`` frames. float64, so 1e-12.
+    """
+    x = np.random.default_rng(n_fft).standard_normal(333)
+    S = trnfft.stft(x, n_fft=n_fft, hop_length=hop, pad_mode="constant")
+    w = scipy.signal.get_window("hann", n_fft)
+    _, _, Z = scipy.signal.stft(x, window="hann", nperseg=n_fft, noverlap=n_fft - hop, boundary="zeros",
+                                padded=False, scaling="spectrum")
+    Z = Z * w.sum()
+    assert S.shape == Z.shape
+    np.testing.assert_allclose(S, Z, rtol=1e-12, atol=1e-12)
+    # the name, and the round trip with istft's matching default (what the published quickstart does)
+    np.testing.assert_allclose(trnfft.stft(x, n_fft, hop, window="hann", pad_mode="constant"), S, atol=0)
+    y = trnfft.istft(trnfft.stft(x, n_fft, hop), n_fft, hop, length=333)
+    np.testing.assert_allclose(y, x, atol=1e-12)
+    # torch's rectangular default stays one argument away
+    R = trnfft.stft(torch.from_numpy(x), n_fft, hop, window="boxcar")
+    ref = torch.stft(torch.from_numpy(x), n_fft, hop, window=torch.ones(n_fft, dtype=torch.float64),
+                     return_complex=True)
+    assert torch.allclose(R, ref, atol=1e-12)
+    with pytest.raises(ValueError, match="window must be a tensor or one of"):
+        trnfft.stft(x, n_fft, window="kaiser-ish")
+
+
 def test_stft_bad_input():
     x = torch.randn(100)
     with pytest.raises(ValueError, match="win_length"):

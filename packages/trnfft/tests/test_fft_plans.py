@@ -56,11 +56,16 @@ CASES = [
     ("irfftn two dims", trnfft.irfftn, (C[:4, :9],), {"s": (4, 16)}),
     ("rfftn length beyond the kernels", trnfft.rfftn, (R[:1],), {"s": (2**21,)}),
     ("stft", trnfft.stft, (R[:2],), {"n_fft": 16, "window": torch.hann_window(16)}),
-    ("istft has no kernel", trnfft.istft, (torch.stft(R[0], 16, window=torch.hann_window(16), return_complex=True),),
+    ("istft: inverse kernel, then overlap-add", trnfft.istft,
+     (torch.stft(R[0], 16, window=torch.hann_window(16), return_complex=True),),
      {"n_fft": 16, "window": torch.hann_window(16)}),
+    ("istft hop beyond a PSUM bank", trnfft.istft,
+     (torch.stft(R[:24].reshape(-1), 1200, 600, window=torch.hann_window(1200), return_complex=True),),
+     {"n_fft": 1200, "hop_length": 600, "window": torch.hann_window(1200)}),
 ]
 TORCH_ONLY = {"too long for the four-step plan", "kahan", "double", "float64", "empty", "bluestein too long",
-              "rfftn length beyond the kernels", "istft has no kernel", "irfft half length beyond the four-step plan"}
+              "rfftn length beyond the kernels", "irfft half length beyond the four-step plan",
+              "istft hop beyond a PSUM bank"}
 
 
 @pytest.mark.parametrize("name,fn,args,kwargs", CASES, ids=[c[0] for c in CASES])

@@ -42,13 +42,47 @@ def _d(n, bad=False):
 _partial = trnsparse.BSRMatrix.from_dense((torch.rand(150, 150, generator=torch.Generator().manual_seed(1)) > 0.5)
                                           .float(), block_size=128)
 
+def _csr(m, n, dtype=torch.float32, fmt="csr"):
+    A = trnsparse.random_sparse(m, n, density=0.05, dtype=dtype, seed=3)
+    return A.to_csc() if fmt == "csc" else A
+
+
+def _tri(n, dtype=torch.float32, fmt="csr"):
+    keep = torch.rand(n, n, generator=torch.Generator().manual_seed(2)) < 0.05
+    A = trnsparse.from_dense(_t(n, n, dtype=dtype) * keep + 4 * torch.eye(n, dtype=dtype))
+    return A.to_csc() if fmt == "csc" else A
+
+
 CASES = {
+    "trnsparse.spmm": [
+        (trnsparse.spmv, (_csr(150, 140), _t(140))),
+        (trnsparse.spmm, (_csr(150, 140, fmt="csc"), _t(140, 3)), {"alpha": 2.0}),  # CSC through CSR form
+        (trnsparse.spmv, (_csr(150, 140, F64), _t(140, dtype=F64))),  # dtype the kernel lacks
+        (trnsparse.spmv, (_csr(150, 140), _t(140, grad=True))),  # autograd
+        (trnsparse.spmv, (_csr(0, 140), _t(140))),  # no rows
+    ],
     "trnsparse.bsr_spmm": [
         (trnsparse.bsr_spmm, (_bsr(150, 200), _t(200, 7))),
         (trnsparse.spmm, (_bsr(150, 200), _t(200, 7))),  # reaches BSR SpMM through spmm
         (trnsparse.bsr_spmm, (_bsr(150, 200, F64), _t(200, 7, dtype=F64))),  # dtype the kernel lacks
         (trnsparse.bsr_spmm, (_bsr(20, 30, block_size=8), _t(30, 2))),  # block size 8
         (trnsparse.bsr_spmm, (_bsr(150, 200), _t(200, 3, grad=True))),  # autograd
+    ],
+    "trnsparse.spmv_symmetric": [
+        (trnsparse.spmv_symmetric, (_csr(150, 150), _t(150))),
+        (trnsparse.spmv_symmetric, (_csr(150, 150, fmt="csc"), _t(150, 4)), {"uplo": "lower"}),
+        (trnsparse.spmv_symmetric, (_csr(150, 150, F64), _t(150, dtype=F64))),
+    ],
+    "trnsparse.spsv": [
+        (trnsparse.spsv, (_tri(150), _t(150))),
+        (trnsparse.spsm, (_tri(150, fmt="csc"), _t(150, 3)), {"lower": False, "trans": True}),
+        (trnsparse.spsv, (_tri(150, F64), _t(150, dtype=F64))),
+        (trnsparse.spsv, (_tri(150), _t(150, grad=True))),  # autograd
+    ],
+    "trnsparse.sddmm": [
+        (trnsparse.sddmm, (_csr(150, 140), _t(150, 5), _t(5, 140)), {"alpha": 2.0, "beta": 0.5}),
+        (trnsparse.sddmm, (_csr(150, 140, F64), _t(150, 5, dtype=F64), _t(5, 140, dtype=F64))),
+        (trnsparse.sddmm, (_csr(150, 140), _t(150, 5, grad=True), _t(5, 140))),  # autograd
     ],
     "trnsparse.bsr_sddmm": [
         (trnsparse.sddmm, (_bsr(150, 200), _t(150, 5), _t(5, 200))),

@@ -267,9 +267,9 @@ def test_autotune_settings_are_validated(monkeypatch):
         trntensor.einsum("ij->i", a, autotune="yes")
     with pytest.raises(TypeError, match="autotune"):
         trntensor.plan_contraction("ij->i", a, autotune=1)
-    with pytest.raises(ValueError, match="autotune must be >= 0"):
+    with pytest.raises(ValueError, match="set_autotune: mode must be >= 0"):  # names its own parameter
         trntensor.set_autotune(-1)
-    with pytest.raises(TypeError, match="autotune"):
+    with pytest.raises(TypeError, match="set_autotune: mode"):
         trntensor.set_autotune(2.5)
     d = P._AUTOTUNE_DEFAULT
     assert [P._autotune_count(v, "env") for v in ("off", "0", "ON", "incremental", "5", "")] == [0, 0, d, d, 5, d]
@@ -354,3 +354,24 @@ def test_concurrent_tuning_is_correct():
     finally:
         trntensor.set_autotune(prev)
         trntensor.clear_plan_cache()
+
+
+def test_decisions_are_shared_through_trnsci_routes(spy, monkeypatch, tmp_path):
+    """A decision is stored with the calibration file (trnsci.routes); a new process -- here: a cleared plan
+    cache and forgotten routes -- starts decided, with no tuning executions."""
+    from trnsci import routes
+
+    monkeypatch.setenv("TRNSCI_CALIBRATION_FILE", str(tmp_path / "cal.json"))
+    monkeypatch.setenv("TRNSCI_ROUTES", "measure")
+    routes.forget()
+    a, b = torch.from_numpy(_rand((5, 7), 0)), torch.from_numpy(_rand((7, 3), 1))
+    for _ in range(3):
+        trntensor.einsum("ij,jk->ik", a, b)
+    assert spy.take() == ["torch", "numpy", "numpy"]
+    stored = [c for k, c in routes.load().items() if k.startswith("trntensor.gemm|")]
+    assert [c.route for c in stored] == ["numpy"] and stored[0].times == {"torch": 2.0, "numpy": 1.0}
+    trntensor.clear_plan_cache()
+    routes.forget()
+    trntensor.einsum("ij,jk->ik", a, b)
+    assert spy.take() == ["numpy"]  # decided from the file: no torch tuning execution
+    routes.forget()

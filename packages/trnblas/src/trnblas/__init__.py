@@ -58,9 +58,10 @@ from trnblas.level3 import (  # noqa: E402
     trsm,
 )
 from trnblas.plan import BlasPlan, plan, plan_batched_gemm, plan_gemm, plan_syrk, plan_trsm  # noqa: E402
+from trnsci.nki import HAS_NKI  # noqa: E402  published name: True when the Neuron SDK's NKI is importable
 
 __all__ = [
-    "__version__", "set_backend", "get_backend", "use_backend",
+    "__version__", "set_backend", "get_backend", "use_backend", "HAS_NKI",
     # level 1
     "axpy", "dot", "dotu", "dotc", "nrm2", "asum", "scal", "iamax", "iamin",
     "rot", "rotg", "swap", "copy",

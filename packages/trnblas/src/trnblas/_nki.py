@@ -18,7 +18,9 @@ Host-side copies and why they are there:
 * GEMM/batched GEMM: ``op(A)^T`` ([k, m]) is passed to the kernel, which
   is ``A`` itself for ``transA="T"`` and one transpose pass over ``A``
   for ``"N"``; ``op(B)`` ([k, n]) is ``B`` for ``"N"`` and one transpose for
-  ``"T"``. No padding: ragged edges are handled in the kernel.
+  ``"T"``. No padding: ragged edges are handled in the kernel. complex64:
+  one real GEMM ``[ar ai] @ [[br, bi], [-bi, br]]`` (m x 2n x 2k) on
+  host-split parts (:func:`_complex_operands`).
 * K larger than one SBUF panel allows (:func:`trnblas.kernels.gemm.max_k`,
   7680 for bf16 / 3840 for fp32) is split into chunks on the host and the
   fp32 partial products added.
@@ -51,13 +53,15 @@ __all__ = ["gemm_operands", "trsm_operands", "KERNEL_DTYPES"]
 F32 = torch.float32
 #: What the GEMM, SYRK and MP2 kernels take (the Tensor Engine's fp32 and bf16; no fp64/complex).
 KERNEL_DTYPES = (torch.float32, torch.bfloat16)
+#: GEMM and batched GEMM also take complex64, as one real GEMM on split parts (see _complex_operands).
+GEMM_DTYPES = KERNEL_DTYPES + (torch.complex64,)
 
 
 def _finish(P, alpha, beta, C, dtype):
     """alpha * P + beta * C in fp32, cast once to ``dtype``."""
     R = P if alpha == 1 else P.mul_(alpha)
     if C is not None and beta != 0:
-        R = R.add_(C.to(F32), alpha=beta)
+        R = R.add_(C.to(R.dtype), alpha=beta)
     return R.to(dtype)
 
 
@@ -92,15 +96,42 @@ def _gemm_figures(m, n, k, itemsize, batch=1, kernel="gemm_kernel"):
 def _gemm_counts(alpha, A, B, beta, C, transA, transB, *rest):
     m, k = la.op_shape(A, transA)
     n = la.op_shape(B, transB)[1]
+    size = A.element_size()
+    if A.is_complex():  # one real GEMM of m x 2n x 2k on float32 parts
+        n, k, size = 2 * n, 2 * k, 4
     if A.dim() == 3:
-        return _gemm_figures(m, n, k, A.element_size(), A.shape[0], "batched_gemm_kernel")
-    return _gemm_figures(m, n, k, A.element_size())
+        return _gemm_figures(m, n, k, size, A.shape[0], "batched_gemm_kernel")
+    return _gemm_figures(m, n, k, size)
 
 
-@GEMM.lowering("nki", dtypes=KERNEL_DTYPES, counts=_gemm_counts)
+def _complex_operands(A, B, transA, transB):
+    """complex64 ``op(A) op(B)`` as one real GEMM: ``[ar ai] @ [[br, bi], [-bi, br]] = [Re, Im]``.
+
+    Returns (a_t [.., 2k, m], b [.., 2k, 2n]) float32, contiguous. The host
+    builds them in one pass over A and two over B; the kernel then reads
+    B's parts twice (its HBM bytes are ``4 (4 k n + 2 k m)`` per panel,
+    against ``8 (k n + k m)`` for the complex operands themselves).
+    """
+    a = la.op(A, transA).resolve_conj()
+    b = la.op(B, transB).resolve_conj()
+    ar, ai, br, bi = a.real, a.imag, b.real, b.imag
+    a_t = torch.cat([ar.mT, ai.mT], dim=-2).contiguous()
+    b2 = torch.cat([torch.cat([br, bi], dim=-1), torch.cat([-bi, br], dim=-1)], dim=-2).contiguous()
+    return a_t, b2
+
+
+def _run_any_gemm(kernel, A, B, transA, transB):
+    """The fp32 (real) or complex64 product ``op(A) op(B)`` through a GEMM kernel."""
+    if not A.is_complex():
+        return _run_gemm_kernel(kernel, *gemm_operands(A, B, transA, transB))
+    P = _run_gemm_kernel(kernel, *_complex_operands(A, B, transA, transB))
+    n = P.shape[-1] // 2
+    return torch.complex(P[..., :n], P[..., n:])
+
+
+@GEMM.lowering("nki", dtypes=GEMM_DTYPES, counts=_gemm_counts)
 def _gemm_nki(alpha, A, B, beta, C, transA, transB):
-    a_t, b = gemm_operands(A, B, transA, transB)
-    return _finish(_run_gemm_kernel(gemm_kernel, a_t, b), alpha, beta, C, A.dtype)
+    return _finish(_run_any_gemm(gemm_kernel, A, B, transA, transB), alpha, beta, C, A.dtype)
 
 
 def _gemm_ex_supports(alpha, A, B, beta, C, transA, transB, compute_dtype):
@@ -116,10 +147,9 @@ def _gemm_ex_nki(alpha, A, B, beta, C, transA, transB, compute_dtype):
     return _finish(_run_gemm_kernel(gemm_kernel, a_t, b), alpha, beta, C, compute_dtype)
 
 
-@BATCHED_GEMM.lowering("nki", dtypes=KERNEL_DTYPES, counts=_gemm_counts)
+@BATCHED_GEMM.lowering("nki", dtypes=GEMM_DTYPES, counts=_gemm_counts)
 def _batched_gemm_nki(alpha, A, B, beta, C, transA, transB):
-    a_t, b = gemm_operands(A, B, transA, transB)
-    return _finish(_run_gemm_kernel(batched_gemm_kernel, a_t, b), alpha, beta, C, A.dtype)
+    return _finish(_run_any_gemm(batched_gemm_kernel, A, B, transA, transB), alpha, beta, C, A.dtype)
 
 
 def _syrk_counts(alpha, A, beta, C, trans, uplo):
@@ -192,7 +222,8 @@ def _trsm_counts(alpha, A, B, side, uplo, trans, diag):
     return {"kernel": "trsm_kernel", **trsm_counts(order, nrhs)}
 
 
-@TRSM.lowering("nki", dtypes=(torch.float32,), supports=_trsm_supports, counts=_trsm_counts)
+@TRSM.lowering("nki", dtypes=(torch.float32, torch.bfloat16, torch.float16), supports=_trsm_supports,
+               counts=_trsm_counts)
 def _trsm_nki(alpha, A, B, side, uplo, trans, diag):
     w, r, undo = trsm_operands(alpha, A, B, side, uplo, trans, diag)
     Y = nki.run(trsm_kernel, w, r, out_dtype=F32)
@@ -231,3 +262,7 @@ def _mp2_pairs_nki(B, eps_occ, eps_vir, max_memory):
     # The kernel writes the lower triangle (j <= i); e_ji = e_ij.
     low = torch.tril(raw.to(torch.float32))
     return (low + torch.tril(low, -1).T).to(result_dtype(B.dtype))
+
+
+# Level 1 and level 2 lowerings live in their own module (vector and GEMV kernels).
+from trnblas import _nki_vector  # noqa: E402,F401

@@ -40,6 +40,23 @@ def _small_cases(n: int = 64):
     yield Case("trnblas", f"axpy {n} float32", lambda: trnblas.axpy(2.0, x, y),
                "torch.add", lambda: torch.add(y, x, alpha=2.0))
     yield Case("trnblas", f"dot {n} float32", lambda: trnblas.dot(x, y), "torch.dot", lambda: torch.dot(x, y))
+    yield Case("trnblas", f"nrm2 {n} float32", lambda: trnblas.nrm2(x), "torch vector_norm",
+               lambda: torch.linalg.vector_norm(x))
+    yield Case("trnblas", f"ger {n} float32", lambda: trnblas.ger(1.0, x, y, A), "torch.addr",
+               lambda: torch.addr(A, x, y))
+
+
+def _level3_extra_cases(n: int):
+    """The level-3 routines that gained kernels with the level-1/2 ones (torch path here, no NeuronCore)."""
+    g = torch.Generator().manual_seed(n + 1)
+    A, B = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
+    x = torch.randn(n, generator=g)
+    yield Case("trnblas", f"syr2k {n} float32", lambda: trnblas.syr2k(1.0, A, B), "torch.mm x2",
+               lambda: (lambda P: P + P.T)(torch.mm(A, B.T)).triu())
+    yield Case("trnblas", f"geam {n} float32", lambda: trnblas.geam(2.0, A, 3.0, B), "torch.add",
+               lambda: torch.add(A * 2.0, B, alpha=3.0))
+    yield Case("trnblas", f"dgmm {n} float32", lambda: trnblas.dgmm(A, x), "torch broadcast",
+               lambda: A * x[:, None])
 
 
 def cases(quick: bool = True):
@@ -47,11 +64,12 @@ def cases(quick: bool = True):
     sizes = (64, 256) if quick else (64, 256, 1024, 2048)
     yield from _gemm_cases(sizes)
     yield from _small_cases()
+    yield from _level3_extra_cases(256 if quick else 1024)
     n = 256 if quick else 1024
     g = torch.Generator().manual_seed(7)
     A = torch.randn(n, n, generator=g, dtype=torch.float64)
     An = np.asfortranarray(A.numpy())
-    yield Case("trnblas", f"syrk {n} float64", lambda: trnblas.syrk(1.0, A),
+    yield Case("trnblas", f"syrk {n} float64", lambda: trnblas.syrk(1.0, A, fill="triangle"),  # as dsyrk
                "scipy dsyrk", lambda: sblas.dsyrk(1.0, An))
     T = torch.eye(n, dtype=torch.float64) * n + torch.randn(n, n, generator=g, dtype=torch.float64).triu()
     Tn = np.asfortranarray(T.numpy())

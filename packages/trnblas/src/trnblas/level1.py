@@ -6,8 +6,20 @@ Vectors are 1-D tensors of any stride (a BLAS ``incx`` is a tensor stride:
 0-d tensors on the input's device; :func:`iamax`/:func:`iamin` return Python
 ints and :func:`rotg` Python numbers, as BLAS returns scalars.
 
-These operations are memory-bound with one pass over the data; they run on
-torch whatever the backend (no NKI kernel would beat a dispatch for them).
+These operations are memory-bound with one pass over the data. Each
+routine that moves or reduces a vector is an :class:`~trnsci.dispatch.Op`
+(``trnblas.axpy``, ``trnblas.dot``, ...; size metric ``elements``) whose
+NKI lowering (in :mod:`trnblas._nki`) runs the Vector-Engine kernels
+:mod:`trnblas.kernels.axpby` and :mod:`trnblas.kernels.vreduce`, reading
+each operand once. Under ``"auto"`` vectors below the threshold (default
+2^22 elements, uncalibrated) stay on torch.
+
+Low precision: bfloat16 and float16 vectors are accepted; the torch path
+computes in float32 and rounds the result once to the input dtype (the
+kernels do the same on the Vector Engine), so an elementwise result is
+within one rounding (2^-8 relative for bf16, 2^-11 for fp16) of the exact
+value of the rounded inputs, and a reduction over ``n`` entries is within
+``n * 2^-24`` (fp32 accumulation) plus that one rounding.
 """
 
 from __future__ import annotations
@@ -18,14 +30,95 @@ import torch
 
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
+from trnsci.dispatch import Op
 
 __all__ = ["axpy", "dot", "dotu", "dotc", "nrm2", "asum", "scal", "iamax", "iamin",
            "rot", "rotg", "swap", "copy"]
 
 
+#: What level 1 accepts: the BLAS dtypes plus bfloat16/float16 (computed in float32).
+DTYPES = v.ALL_FLOAT_DTYPES
+_LOWP = (torch.bfloat16, torch.float16)
+#: Elements below which "auto" keeps a level-1 call on torch (uncalibrated: a dispatch costs ~1 ms on trn1).
+THRESHOLD = 2 ** 22
+
+
+def _n(*args):
+    return next(a.shape[0] for a in args if isinstance(a, torch.Tensor))
+
+
+def _vec_op(name, doc):
+    return Op(f"trnblas.{name}", "elements", THRESHOLD, size=_n, doc=doc,
+              describe=lambda *a: f"n = {_n(*a)}")
+
+
+AXPY = _vec_op("axpy", "alpha x + y; elements = n")
+SCAL = _vec_op("scal", "alpha x; elements = n")
+COPY = _vec_op("copy", "a copy of x; elements = n")
+SWAP = _vec_op("swap", "(y, x) as new copies; elements = n")
+ROT = _vec_op("rot", "plane rotation of (x, y); elements = n")
+DOT = _vec_op("dot", "sum x y (unconjugated); elements = n")
+DOTC = _vec_op("dotc", "sum conj(x) y; elements = n")
+NRM2 = _vec_op("nrm2", "scaled Euclidean norm; elements = n")
+ASUM = _vec_op("asum", "sum of |Re| + |Im|; elements = n")
+IAMAX = _vec_op("iamax", "first index of the largest magnitude; elements = n")
+IAMIN = _vec_op("iamin", "first index of the smallest magnitude; elements = n")
+
+
+# Torch lowerings: the float32/float64/complex code first and unchanged (the per-call cost of the
+# common case), bf16/fp16 computed in float32 and rounded once.
+
+@AXPY.lowering("torch")
+def _axpy_torch(alpha, x, y):
+    if x.dtype in _LOWP:
+        return torch.add(y.float(), x.float(), alpha=alpha).to(x.dtype)
+    return torch.add(y, x, alpha=alpha)
+
+
+@SCAL.lowering("torch")
+def _scal_torch(alpha, x):
+    if x.dtype in _LOWP:
+        return torch.mul(x.float(), alpha).to(x.dtype)
+    return torch.mul(x, alpha)
+
+
+@COPY.lowering("torch")
+def _copy_torch(x):
+    return x.clone()
+
+
+@SWAP.lowering("torch")
+def _swap_torch(x, y):
+    return y.clone(), x.clone()
+
+
+@ROT.lowering("torch")
+def _rot_torch(x, y, c, s):
+    if x.dtype in _LOWP:
+        xr, yr = _rot_torch(x.float(), y.float(), c, s)
+        return xr.to(x.dtype), yr.to(x.dtype)
+    xr = torch.mul(x, c).add_(y, alpha=s)
+    yr = torch.mul(y, c).sub_(x, alpha=s.conjugate() if isinstance(s, complex) else s)
+    return xr, yr
+
+
+@DOT.lowering("torch")
+def _dot_torch(x, y):
+    if x.dtype in _LOWP:
+        return torch.dot(x.float(), y.float()).to(x.dtype)
+    return torch.dot(x, y)
+
+
+@DOTC.lowering("torch")
+def _dotc_torch(x, y):
+    if x.dtype in _LOWP:
+        return torch.dot(x.float(), y.float()).to(x.dtype)
+    return torch.vdot(x, y)
+
+
 def _pair(where, x, y):
-    x = v.vector(x, "x", where, v.BLAS_DTYPES)
-    y = v.vector(y, "y", where, v.BLAS_DTYPES)
+    x = v.vector(x, "x", where, DTYPES)
+    y = v.vector(y, "y", where, DTYPES)
     if y.dtype is not x.dtype or y.device != x.device:
         v.agree(where, x=x, y=y)
     if x.shape[0] != y.shape[0]:
@@ -68,7 +161,10 @@ def axpy(alpha, x, y, *, out=None):
     where = "axpy"
     x, y = _pair(where, x, y)
     alpha = v.scalar(alpha, "alpha", where, complex_ok=x.dtype.is_complex)
-    R = y.clone() if alpha == 0 else torch.add(y, x, alpha=alpha)
+    if alpha == 0 or x.shape[0] == 0:
+        R = y.clone()
+    else:  # the torch lowering inlined when nothing can choose a kernel (saves the Op call)
+        R = _axpy_torch(alpha, x, y) if AXPY.on_torch() else AXPY(alpha, x, y)
     return v.finish(R, out, where)
 
 
@@ -102,7 +198,9 @@ def dot(x, y):
     tensor(11.)
     """
     x, y = _pair("dot", x, y)
-    return torch.dot(x, y)
+    if x.shape[0] == 0:
+        return torch.zeros((), dtype=x.dtype, device=x.device)
+    return _dot_torch(x, y) if DOT.on_torch() else DOT(x, y)
 
 
 dotu = dot
@@ -137,7 +235,9 @@ def dotc(x, y):
     tensor(1.+0.j)
     """
     x, y = _pair("dotc", x, y)
-    return torch.vdot(x, y)
+    if x.shape[0] == 0:
+        return torch.zeros((), dtype=x.dtype, device=x.device)
+    return _dotc_torch(x, y) if DOTC.on_torch() else DOTC(x, y)
 
 
 # Below sqrt(tiny) squares underflow, above sqrt(huge) they overflow: the
@@ -183,13 +283,22 @@ def nrm2(x):
     >>> float(trnblas.nrm2(torch.tensor([1e200, 1e200], dtype=torch.float64)))
     1.414213562373095e+200
     """
-    x = v.vector(x, "x", "nrm2", v.BLAS_DTYPES)
+    x = v.vector(x, "x", "nrm2", DTYPES)
+    if x.shape[0] == 0:
+        return torch.zeros((), dtype=x.real.dtype if x.is_complex() else x.dtype, device=x.device)
+    return _nrm2_torch(x) if NRM2.on_torch() else NRM2(x)
+
+
+@NRM2.lowering("torch")
+def _nrm2_torch(x):
+    if x.dtype in _LOWP:
+        return _nrm2_torch(x.float()).to(x.dtype)
     if x.is_complex():  # |x| over the real and imaginary parts: scaling by a real never divides a complex
         x = torch.view_as_real(x.resolve_conj()).reshape(-1)
     r = torch.linalg.vector_norm(x)
     lo, hi = _SAFE[x.dtype]
     val = float(r)
-    if lo <= val <= hi or math.isnan(val) or x.shape[0] == 0:
+    if lo <= val <= hi or math.isnan(val):
         return r
     scale = x.abs().amax()
     s = float(scale)
@@ -223,11 +332,20 @@ def asum(x):
     >>> trnblas.asum(torch.tensor([3 + 4j], dtype=torch.complex64))
     tensor(7.)
     """
-    x = v.vector(x, "x", "asum", v.BLAS_DTYPES)
+    x = v.vector(x, "x", "asum", DTYPES)
+    if x.shape[0] == 0:
+        return torch.zeros((), dtype=x.real.dtype if x.is_complex() else x.dtype, device=x.device)
+    return _asum_torch(x) if ASUM.on_torch() else ASUM(x)
+
+
+@ASUM.lowering("torch")
+def _asum_torch(x):
     if x.is_complex():
         if x.is_conj():
             x = x.conj()  # magnitudes only: drop the lazy conjugation
         return torch.view_as_real(x).abs().sum()
+    if x.dtype in _LOWP:
+        return x.float().abs().sum().to(x.dtype)
     return x.abs().sum()
 
 
@@ -260,9 +378,12 @@ def scal(alpha, x, *, out=None):
     [3.0, 3.0]
     """
     where = "scal"
-    x = v.vector(x, "x", where, v.BLAS_DTYPES)
+    x = v.vector(x, "x", where, DTYPES)
     alpha = v.scalar(alpha, "alpha", where, complex_ok=x.dtype.is_complex)
-    R = torch.zeros_like(x) if alpha == 0 else torch.mul(x, alpha)
+    if alpha == 0 or x.shape[0] == 0:
+        R = torch.zeros_like(x)
+    else:
+        R = _scal_torch(alpha, x) if SCAL.on_torch() else SCAL(alpha, x)
     return v.finish(R, out, where)
 
 
@@ -305,9 +426,14 @@ def iamax(x) -> int:
     >>> trnblas.iamax(torch.tensor([1.0, -5.0, 5.0]))
     1
     """
-    x = v.vector(x, "x", "iamax", v.BLAS_DTYPES)
+    x = v.vector(x, "x", "iamax", DTYPES)
     if x.shape[0] == 0:
         return -1
+    return _iamax_torch(x) if IAMAX.on_torch() else IAMAX(x)
+
+
+@IAMAX.lowering("torch")
+def _iamax_torch(x):
     return int(torch.argmax(_magnitude(x)))
 
 
@@ -339,9 +465,14 @@ def iamin(x) -> int:
     >>> trnblas.iamin(torch.tensor([3.0, -1.0, 1.0]))
     1
     """
-    x = v.vector(x, "x", "iamin", v.BLAS_DTYPES)
+    x = v.vector(x, "x", "iamin", DTYPES)
     if x.shape[0] == 0:
         return -1
+    return _iamin_torch(x) if IAMIN.on_torch() else IAMIN(x)
+
+
+@IAMIN.lowering("torch")
+def _iamin_torch(x):
     return int(torch.argmin(_magnitude(x)))
 
 
@@ -380,9 +511,9 @@ def rot(x, y, c, s):
     x, y = _pair(where, x, y)
     cc = v.scalar(c, "c", where, complex_ok=False)
     ss = v.scalar(s, "s", where, complex_ok=x.dtype.is_complex)
-    xr = torch.mul(x, cc).add_(y, alpha=ss)
-    yr = torch.mul(y, cc).sub_(x, alpha=ss.conjugate() if isinstance(ss, complex) else ss)
-    return xr, yr
+    if x.shape[0] == 0:
+        return x.clone(), y.clone()
+    return _rot_torch(x, y, cc, ss) if ROT.on_torch() else ROT(x, y, cc, ss)
 
 
 def _num(x, name):
@@ -479,7 +610,9 @@ def swap(x, y):
     ([1.0], [0.0])
     """
     x, y = _pair("swap", x, y)
-    return y.clone(), x.clone()
+    if x.shape[0] == 0:
+        return y.clone(), x.clone()
+    return _swap_torch(x, y) if SWAP.on_torch() else SWAP(x, y)
 
 
 @numpy_io
@@ -507,7 +640,7 @@ def copy(x, *, out=None):
     >>> trnblas.copy(torch.ones(2)).tolist()
     [1.0, 1.0]
     """
-    x = v.vector(x, "x", "copy", v.BLAS_DTYPES)
+    x = v.vector(x, "x", "copy", DTYPES)
     if out is not None:
         return v.write_out(x, out, "copy")
-    return x.clone()
+    return x.clone() if x.shape[0] == 0 else _copy_torch(x) if COPY.on_torch() else COPY(x)

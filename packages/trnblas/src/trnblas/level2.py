@@ -6,8 +6,21 @@ Conventions as in level 3: option strings are case-insensitive
 never reads the matrix or vectors it multiplies; results are new tensors and
 ``out=`` receives them in place.
 
-Level-2 work is one pass over a matrix: memory-bound, so these run on torch
-whatever the backend (a kernel dispatch would cost more than it saves).
+Level-2 work is one pass over a matrix: memory-bound. ``gemv``, ``symv``
+(and ``hemv`` on real data), ``trmv``, ``trsv``, ``ger``/``geru``/``gerc``,
+``syr``/``her`` and ``syr2``/``her2`` call :class:`~trnsci.dispatch.Op` objects
+(``trnblas.gemv``, ...; size metric ``elements`` of the matrix) whose NKI
+lowerings (:mod:`trnblas._nki_vector`) run the GEMV kernel
+(:mod:`trnblas.kernels.gemv`), the rank-1/2 update kernel
+(:mod:`trnblas.kernels.ger`) or, for ``trsv``, the TRSM kernel; each
+reads the matrix once. Under ``"auto"`` matrices below 2^22 elements
+(uncalibrated) stay on torch.
+
+bfloat16/float16 data are accepted: the torch path computes in float32
+and rounds the result once to the input dtype (the kernels accumulate in
+fp32 PSUM / on the Vector Engine in fp32), so each result entry is within
+``n * 2^-24 * sum |a_ij x_j|`` plus one final rounding (2^-8 relative for
+bf16, 2^-11 for fp16) of the exact value on the rounded inputs.
 """
 
 from __future__ import annotations
@@ -17,12 +30,110 @@ import torch
 from trnsci import _linalg as la
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
+from trnsci.dispatch import Op
 
 __all__ = ["gemv", "symv", "hemv", "ger", "geru", "gerc", "syr", "syr2", "her", "her2", "trmv", "trsv"]
 
 
+#: What level 2 accepts: the BLAS dtypes plus bfloat16/float16 (computed in float32).
+DTYPES = v.ALL_FLOAT_DTYPES
+_LOWP = (torch.bfloat16, torch.float16)
+
+
+def _shape(*args):
+    """(rows, cols) of the call's matrix (for a rank update without A: len(x) x len(y or x))."""
+    ts = [a for a in args if isinstance(a, torch.Tensor)]
+    mats = [t for t in ts if t.dim() == 2]
+    if mats:
+        return tuple(mats[0].shape)
+    return ts[0].shape[0], ts[-1].shape[0]
+
+
+def _mat_op(name, doc):
+    return Op(f"trnblas.{name}", "elements", 2 ** 22, size=lambda *a: _shape(*a)[0] * _shape(*a)[1], doc=doc,
+              dtype=lambda *a: next(t.dtype for t in a if isinstance(t, torch.Tensor)),
+              describe=lambda *a: "A {}x{}".format(*_shape(*a)))
+
+
+GEMV = _mat_op("gemv", "alpha op(A) x + beta y; elements = m n")
+SYMV = _mat_op("symv", "alpha A x + beta y, A symmetric/Hermitian from one triangle; elements = n^2")
+TRMV = _mat_op("trmv", "op(A) x, A triangular; elements = n^2")
+TRSV = _mat_op("trsv", "solve op(A) z = x, A triangular; elements = n^2")
+GER = _mat_op("ger", "A + alpha x y^T (or y^H); elements = m n")
+SYR = _mat_op("syr", "A + alpha x x^T (x^H), full matrix before the triangle merge; elements = n^2")
+SYR2 = _mat_op("syr2", "A + alpha x y^T + alpha y x^T (Hermitian: conj), full; elements = n^2")
+
+
+def _up(t):
+    return t.float() if t is not None and t.dtype in _LOWP else t
+
+
+@GEMV.lowering("torch")
+def _gemv_torch(alpha, A, x, beta, y, t):
+    return _mv("gemv", alpha, A if t == "N" else la.op(A, t), x, beta, y)
+
+
+@SYMV.lowering("torch")
+def _symv_torch(alpha, A, x, beta, y, u, hermitian):
+    return _mv("symv", alpha, la.symmetric(A, u, hermitian), x, beta, y)
+
+
+@TRMV.lowering("torch")
+def _trmv_torch(A, x, u, t, d):
+    return _mv("trmv", 1.0, la.op(la.triangle(A, u, d == "U"), t), x, 0.0, None)
+
+
+@TRSV.lowering("torch")
+def _trsv_torch(A, x, u, t, d):
+    if A.dtype in _LOWP:
+        return _trsv_torch(A.float(), x.float(), u, t, d).to(x.dtype)
+    upper = (u == "U") != (t != "N")
+    z = torch.linalg.solve_triangular(la.op(A, t), x.unsqueeze(1), upper=upper, unitriangular=d == "U")
+    return z.squeeze(1)
+
+
+@GER.lowering("torch")
+def _ger_torch(alpha, x, y, A, conj):
+    if x.dtype in _LOWP:
+        return _ger_torch(alpha, x.float(), y.float(), _up(A), conj).to(x.dtype)
+    yy = y.conj() if conj and y.is_complex() else y
+    if A is None:
+        R = torch.outer(x, yy)
+        if alpha != 1:
+            R.mul_(alpha)
+        return R
+    return torch.addr(A, x, yy, alpha=alpha)
+
+
+@SYR.lowering("torch")
+def _syr_torch(alpha, x, A, herm):
+    if x.dtype in _LOWP:
+        return _syr_torch(alpha, x.float(), _up(A), herm).to(x.dtype)
+    R = torch.outer(x, x.conj() if herm else x)
+    if alpha != 1:
+        R.mul_(alpha)
+    if A is not None:
+        R.add_(A)
+    return R
+
+
+@SYR2.lowering("torch")
+def _syr2_torch(alpha, x, y, A, herm):
+    if x.dtype in _LOWP:
+        return _syr2_torch(alpha, x.float(), y.float(), _up(A), herm).to(x.dtype)
+    P = torch.outer(x, y.conj() if herm else y)
+    if alpha != 1:
+        P.mul_(alpha)
+    R = P + (P.mH if herm else P.mT)
+    if A is not None:
+        R.add_(A)
+    return R
+
+
 def _mv(where, alpha, a, x, beta, y):
     """``alpha a x + beta y`` for an (already transposed) matrix view ``a``."""
+    if a.dtype in _LOWP:  # computed in float32, rounded once
+        return _mv(where, alpha, a.float(), x.float(), beta, _up(y)).to(a.dtype)
     m, n = a.shape
     if alpha == 0 or n == 0 or m == 0:
         if y is None or beta == 0:
@@ -78,26 +189,29 @@ def gemv(alpha, A, x, beta=0.0, y=None, trans=False, *, out=None):
     [3.0, 3.0]
     """
     where = "gemv"
-    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
-    x = v.vector(x, "x", where, v.BLAS_DTYPES)
+    A = v.matrix(A, "A", where, DTYPES)
+    x = v.vector(x, "x", where, DTYPES)
     if y is not None:
-        y = v.vector(y, "y", where, v.BLAS_DTYPES)
+        y = v.vector(y, "y", where, DTYPES)
     v.agree3(where, A, x, y, ("A", "x", "y"))
     t = "N" if trans is False else la.real_trans(la.trans(trans, "trans", where), A.dtype)
     cplx = A.dtype.is_complex
     alpha = v.scalar(alpha, "alpha", where, complex_ok=cplx)
     beta = v.scalar(beta, "beta", where, complex_ok=cplx)
-    a = A if t == "N" else la.op(A, t)
-    rows, cols = a.shape
+    rows, cols = A.shape if t == "N" else (A.shape[1], A.shape[0])
     _check_mv(where, rows, cols, A, x, y, lambda: f"op(A) is {rows}x{cols}, trans={t!r}")
-    return v.finish(_mv(where, alpha, a, x, beta, y), out, where)
+    if alpha == 0 or rows == 0 or cols == 0:
+        return v.finish(_mv(where, 0, A if t == "N" else la.op(A, t), x, beta, y), out, where)
+    y = y if beta != 0 else None
+    R = _gemv_torch(alpha, A, x, beta, y, t) if GEMV.on_torch() else GEMV(alpha, A, x, beta, y, t)
+    return v.finish(R, out, where)
 
 
 def _symv_like(where, alpha, A, x, beta, y, uplo, hermitian, out):
-    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
-    x = v.vector(x, "x", where, v.BLAS_DTYPES)
+    A = v.matrix(A, "A", where, DTYPES)
+    x = v.vector(x, "x", where, DTYPES)
     if y is not None:
-        y = v.vector(y, "y", where, v.BLAS_DTYPES)
+        y = v.vector(y, "y", where, DTYPES)
     v.agree(where, A=A, x=x, y=y)
     u = la.uplo(uplo, "uplo", where)
     alpha = v.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
@@ -106,7 +220,9 @@ def _symv_like(where, alpha, A, x, beta, y, uplo, hermitian, out):
     _check_mv(where, n, n, A, x, y, f"A is {n}x{n}")
     if alpha == 0 or n == 0:
         return v.finish(_mv(where, 0, A, x, beta, y), out, where)
-    return v.finish(_mv(where, alpha, la.symmetric(A, u, hermitian), x, beta, y), out, where)
+    y = y if beta != 0 else None
+    R = _symv_torch(alpha, A, x, beta, y, u, hermitian) if SYMV.on_torch() else SYMV(alpha, A, x, beta, y, u, hermitian)
+    return v.finish(R, out, where)
 
 
 @numpy_io
@@ -176,11 +292,11 @@ def hemv(alpha, A, x, beta=0.0, y=None, uplo="upper", *, out=None):
 
 
 def _outer_operands(where, x, y, A, alpha, real_alpha=False):
-    x = v.vector(x, "x", where, v.BLAS_DTYPES)
+    x = v.vector(x, "x", where, DTYPES)
     if y is not None:
-        y = v.vector(y, "y", where, v.BLAS_DTYPES)
+        y = v.vector(y, "y", where, DTYPES)
     if A is not None:
-        A = v.matrix(A, "A", where, v.BLAS_DTYPES)
+        A = v.matrix(A, "A", where, DTYPES)
     v.agree(where, x=x, y=y, A=A)
     alpha = v.scalar(alpha, "alpha", where, complex_ok=x.dtype.is_complex and not real_alpha)
     return x, y, A, alpha
@@ -223,20 +339,15 @@ def ger(alpha, x, y, A=None, *, conj=False, out=None):
 def _ger(where, alpha, x, y, A, conj, out):
     if type(conj) is not bool:
         raise TypeError(f"{where}: conj must be True or False, got {conj!r}")
-    y = v.vector(y, "y", where, v.BLAS_DTYPES)  # required: only A may be omitted
+    y = v.vector(y, "y", where, DTYPES)  # required: only A may be omitted
     x, y, A, alpha = _outer_operands(where, x, y, A, alpha)
     m, n = x.shape[0], y.shape[0]
     if A is not None and tuple(A.shape) != (m, n):
         raise v.mismatch(where, f"A must be ({m}, {n}) = (len(x), len(y))", x=x, y=y, A=A)
-    yy = y.conj() if conj and y.is_complex() else y
     if alpha == 0 or m == 0 or n == 0:
         R = A.clone() if A is not None else torch.zeros(m, n, dtype=x.dtype, device=x.device)
-    elif A is None:
-        R = torch.outer(x, yy)
-        if alpha != 1:
-            R.mul_(alpha)
     else:
-        R = torch.addr(A, x, yy, alpha=alpha)
+        R = _ger_torch(alpha, x, y, A, conj) if GER.on_torch() else GER(alpha, x, y, A, conj)
     return v.finish(R, out, where)
 
 
@@ -254,7 +365,7 @@ def gerc(alpha, x, y, A=None, *, out=None):
 
 def _sym_update(where, alpha, x, y, A, uplo, fill, hermitian, out):
     """``A + P (+ P^T or P^H)`` in one triangle; ``P = alpha x y^T`` (or ``x y^H``)."""
-    full = la.fill(fill, where)
+    full = la.fill(fill, where, given=A is not None)
     x, y, A, alpha = _outer_operands(where, x, y, A, alpha, real_alpha=hermitian and y is None)
     u = la.uplo(uplo, "uplo", where)
     n = x.shape[0]
@@ -268,17 +379,10 @@ def _sym_update(where, alpha, x, y, A, uplo, fill, hermitian, out):
             return v.finish(A.clone(), out, where)  # BLAS quick return: A untouched
         R = A.clone() if A is not None else torch.zeros(n, n, dtype=x.dtype, device=x.device)
         return v.finish(la.merge_triangle(R, None, u, full, herm), out, where)
-    if y is None:  # syr / her: alpha x x^T  or  alpha x x^H
-        R = torch.outer(x, x.conj() if herm else x)
-        if alpha != 1:
-            R.mul_(alpha)
-    else:  # syr2 / her2: P + P^T  or  P + P^H
-        P = torch.outer(x, y.conj() if herm else y)
-        if alpha != 1:
-            P.mul_(alpha)
-        R = P + (P.mH if herm else P.mT)
-    if A is not None:
-        R.add_(A)
+    if y is None:  # syr / her: A + alpha x x^T  or  A + alpha x x^H
+        R = _syr_torch(alpha, x, A, herm) if SYR.on_torch() else SYR(alpha, x, A, herm)
+    else:  # syr2 / her2: A + P + P^T  or  A + P + P^H
+        R = _syr2_torch(alpha, x, y, A, herm) if SYR2.on_torch() else SYR2(alpha, x, y, A, herm)
     if herm:
         la.real_diagonal(R)
     return v.finish(la.merge_triangle(R, A, u, full, herm), out, where)
@@ -295,10 +399,13 @@ def syr(alpha, x, A=None, uplo="upper", fill=None, *, out=None):
     x : tensor, shape (n,)
     A : tensor, shape (n, n), optional
         Only its ``uplo`` triangle is updated; the other triangle of the
-        result is ``A``'s, untouched (zeros when ``A`` is omitted).
+        result is ``A``'s, untouched.
     uplo : {"upper", "lower", "U", "L"}
-    fill : {None, "full"}
-        ``"full"`` mirrors the updated triangle into the other one.
+    fill : {None, "full", "triangle"}
+        ``None``: one triangle when ``A`` is given (BLAS), the whole
+        symmetric matrix when it is omitted (nothing to preserve; the same
+        rule as :func:`syrk`). ``"full"`` mirrors the updated triangle into
+        the other one; ``"triangle"`` leaves the other one ``A``'s (zeros).
     out : tensor, optional
 
     Returns
@@ -314,6 +421,8 @@ def syr(alpha, x, A=None, uplo="upper", fill=None, *, out=None):
     --------
     >>> import torch, trnblas
     >>> trnblas.syr(1.0, torch.tensor([1.0, 2.0])).tolist()
+    [[1.0, 2.0], [2.0, 4.0]]
+    >>> trnblas.syr(1.0, torch.tensor([1.0, 2.0]), fill="triangle").tolist()
     [[1.0, 2.0], [0.0, 4.0]]
     """
     return _sym_update("syr", alpha, x, None, A, uplo, fill, False, out)
@@ -345,7 +454,7 @@ def syr2(alpha, x, y, A=None, uplo="upper", fill=None, *, out=None):
     >>> trnblas.syr2(1.0, torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0]), fill="full").tolist()
     [[0.0, 1.0], [1.0, 0.0]]
     """
-    y_ = v.vector(y, "y", "syr2", v.BLAS_DTYPES)
+    y_ = v.vector(y, "y", "syr2", DTYPES)
     return _sym_update("syr2", alpha, x, y_, A, uplo, fill, False, out)
 
 
@@ -411,13 +520,13 @@ def her2(alpha, x, y, A=None, uplo="upper", fill=None, *, out=None):
     >>> trnblas.her2(1.0, x, x)
     tensor([[2.+0.j]])
     """
-    y_ = v.vector(y, "y", "her2", v.BLAS_DTYPES)
+    y_ = v.vector(y, "y", "her2", DTYPES)
     return _sym_update("her2", alpha, x, y_, A, uplo, fill, True, out)
 
 
 def _tri_mv_operands(where, A, x, uplo, trans, diag):
-    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
-    x = v.vector(x, "x", where, v.BLAS_DTYPES)
+    A = v.matrix(A, "A", where, DTYPES)
+    x = v.vector(x, "x", where, DTYPES)
     v.agree(where, A=A, x=x)
     u = la.uplo(uplo, "uplo", where)
     t = la.real_trans(la.trans(trans, "trans", where), A.dtype)
@@ -464,7 +573,7 @@ def trmv(A, x, uplo="upper", trans=False, diag="nonunit", *, out=None):
     A, x, u, t, d, n = _tri_mv_operands(where, A, x, uplo, trans, diag)
     if n == 0:
         return v.finish(x.clone(), out, where)
-    return v.finish(torch.mv(la.op(la.triangle(A, u, d == "U"), t), x), out, where)
+    return v.finish(_trmv_torch(A, x, u, t, d) if TRMV.on_torch() else TRMV(A, x, u, t, d), out, where)
 
 
 @numpy_io
@@ -501,6 +610,4 @@ def trsv(A, x, uplo="upper", trans=False, diag="nonunit", *, out=None):
     A, x, u, t, d, n = _tri_mv_operands(where, A, x, uplo, trans, diag)
     if n == 0:
         return v.finish(x.clone(), out, where)
-    upper = (u == "U") != (t != "N")
-    z = torch.linalg.solve_triangular(la.op(A, t), x.unsqueeze(1), upper=upper, unitriangular=d == "U")
-    return v.finish(z.squeeze(1), out, where)
+    return v.finish(_trsv_torch(A, x, u, t, d) if TRSV.on_torch() else TRSV(A, x, u, t, d), out, where)

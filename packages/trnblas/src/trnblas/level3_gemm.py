@@ -25,7 +25,7 @@ from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
 
 __all__ = ["gemm", "batched_gemm", "strided_batched_gemm", "gemm_ex", "geam", "dgmm",
-           "GEMM", "BATCHED_GEMM", "GEMM_EX"]
+           "GEMM", "BATCHED_GEMM", "GEMM_EX", "GEAM", "DGMM"]
 
 # ===================================================================== ops
 
@@ -60,6 +60,38 @@ GEMM_EX = Op(
     doc="one GEMM with inputs in one dtype and products accumulated in compute_dtype; flops = 2 m n k",
 )
 
+GEAM = Op(
+    "trnblas.geam", "elements", 2 ** 22, size=lambda al, A, *r: A.numel(),
+    describe=lambda al, A, be, B, tA, tB: f"op(A) {'x'.join(map(str, la.op_shape(A, tA)))} (transA={tA!r}), "
+                                          f"B {'unread' if B is None else f'transB={tB!r}'}",
+    doc="alpha op(A) + beta op(B) (B None: beta == 0, unread); elements = m n",
+)
+DGMM = Op(
+    "trnblas.dgmm", "elements", 2 ** 22, size=lambda A, x, side: A.numel(),
+    describe=lambda A, x, side: f"A {A.shape[0]}x{A.shape[1]} scaled by x on the {'left' if side == 'L' else 'right'}",
+    doc="diag(x) A or A diag(x); elements = m n",
+)
+_LOWP = (torch.bfloat16, torch.float16)
+
+
+@GEAM.lowering("torch")
+def _geam_torch(alpha, A, beta, B, tA, tB):
+    dtype = A.dtype
+    a = la.op(A.float() if dtype in _LOWP else A, tA)
+    R = torch.mul(a, alpha)
+    if B is not None:
+        R.add_(la.op(B.float() if dtype in _LOWP else B, tB), alpha=beta)
+    return R.to(dtype).contiguous()
+
+
+@DGMM.lowering("torch")
+def _dgmm_torch(A, x, side):
+    dtype = A.dtype
+    if dtype in _LOWP:
+        A, x = A.float(), x.float()
+    return (A * (x[:, None] if side == "L" else x)).to(dtype)
+
+
 def _product(mm, addmm, alpha, a, b, beta, C):
     """``alpha a @ b + beta C`` with torch's fused kernels; ``C`` unread when ``beta == 0``."""
     if C is None or beta == 0:
@@ -70,8 +102,16 @@ def _product(mm, addmm, alpha, a, b, beta, C):
     return addmm(C, a, b, beta=beta, alpha=alpha)
 
 
+def _lowp(fn, alpha, A, B, beta, C, transA, transB):
+    """bf16/fp16: the product in float32, rounded once to the input dtype."""
+    R = fn(alpha, A.float(), B.float(), beta, None if C is None else C.float(), transA, transB)
+    return R.to(A.dtype)
+
+
 @GEMM.lowering("torch")
 def _gemm_torch(alpha, A, B, beta, C, transA, transB):
+    if A.dtype in _LOWP:
+        return _lowp(_gemm_torch, alpha, A, B, beta, C, transA, transB)
     a = A if transA == "N" else la.op(A, transA)
     b = B if transB == "N" else la.op(B, transB)
     if C is None or beta == 0:  # _product inlined: this is the hottest path of the library
@@ -84,6 +124,8 @@ def _gemm_torch(alpha, A, B, beta, C, transA, transB):
 
 @BATCHED_GEMM.lowering("torch")
 def _batched_gemm_torch(alpha, A, B, beta, C, transA, transB):
+    if A.dtype in _LOWP:
+        return _lowp(_batched_gemm_torch, alpha, A, B, beta, C, transA, transB)
     return _product(torch.bmm, torch.baddbmm, alpha, la.op(A, transA), la.op(B, transB), beta, C)
 
 
@@ -223,10 +265,13 @@ def gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None)
     Notes
     -----
     dtypes: float32, float64, complex64, complex128, and bfloat16/float16
-    (computed by torch in the input dtype; see :func:`gemm_ex` for explicit
+    (computed in float32 and rounded once to the input dtype: each entry
+    within one rounding, 2^-8 relative for bf16 and 2^-11 for fp16, plus
+    ``(k + 2) 2^-24 sum_l |a_il b_lj|``; see :func:`gemm_ex` for explicit
     mixed precision). 2-D calls run the ``trnblas.gemm`` operation, batched
-    calls ``trnblas.batched_gemm``; the NKI kernels take float32/bfloat16,
-    other dtypes run on torch whatever the backend (see :func:`plan_gemm`).
+    calls ``trnblas.batched_gemm``; the NKI kernels take float32/bfloat16
+    and complex64 (one real GEMM on split parts); other dtypes run on torch
+    whatever the backend (see :func:`plan_gemm`).
 
     Examples
     --------
@@ -563,8 +608,8 @@ def geam(alpha, A, beta, B, transA=False, transB=False, *, out=None):
     [[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]]
     """
     where = "geam"
-    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
-    B = v.matrix(B, "B", where, v.BLAS_DTYPES)
+    A = v.matrix(A, "A", where, v.ALL_FLOAT_DTYPES)
+    B = v.matrix(B, "B", where, v.ALL_FLOAT_DTYPES)
     v.agree(where, A=A, B=B)
     tA = la.real_trans(la.trans(transA, "transA", where), A.dtype)
     tB = la.real_trans(la.trans(transB, "transB", where), A.dtype)
@@ -573,18 +618,13 @@ def geam(alpha, A, beta, B, transA=False, transB=False, *, out=None):
     if la.op_shape(B, tB) != shape:
         raise v.mismatch(where, f"op(A) is {shape[0]}x{shape[1]} (transA={tA!r}) but op(B) is "
                          f"{la.op_shape(B, tB)[0]}x{la.op_shape(B, tB)[1]} (transB={tB!r})", A=A, B=B)
-    a, b = la.op(A, tA), la.op(B, tB)
-    if alpha == 0 and beta == 0:
+    if (alpha == 0 and beta == 0) or shape[0] * shape[1] == 0:
         R = torch.zeros(shape, dtype=A.dtype, device=A.device)
-    elif beta == 0:
-        R = torch.mul(a, alpha)
-    elif alpha == 0:
-        R = torch.mul(b, beta)
-    elif alpha == 1:
-        R = torch.add(a, b, alpha=beta)
-    else:
-        R = torch.mul(a, alpha).add_(b, alpha=beta)
-    return v.finish(R.contiguous(), out, where)
+    elif alpha == 0:  # A unread: beta op(B)
+        R = GEAM(beta, B, 0.0, None, tB, "N")
+    else:  # B unread when beta == 0
+        R = GEAM(alpha, A, beta, B if beta != 0 else None, tA, tB)
+    return v.finish(R, out, where)
 
 
 @numpy_io
@@ -616,14 +656,15 @@ def dgmm(A, x, side="left", *, out=None):
     [[1.0, 2.0], [1.0, 2.0]]
     """
     where = "dgmm"
-    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
-    x = v.vector(x, "x", where, v.BLAS_DTYPES)
+    A = v.matrix(A, "A", where, v.ALL_FLOAT_DTYPES)
+    x = v.vector(x, "x", where, v.ALL_FLOAT_DTYPES)
     v.agree(where, A=A, x=x)
     s = la.side(side, "side", where)
     want = A.shape[0] if s == "L" else A.shape[1]
     if x.shape[0] != want:
         raise v.mismatch(where, f"side={s!r} needs x to have {want} entries "
                          f"({'rows' if s == 'L' else 'columns'} of A)", A=A, x=x)
-    R = A * (x[:, None] if s == "L" else x)
-    return v.finish(R, out, where)
+    if A.numel() == 0:
+        return v.finish(A.clone(), out, where)
+    return v.finish(DGMM(A, x, s), out, where)
 

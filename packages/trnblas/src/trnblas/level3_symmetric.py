@@ -1,9 +1,14 @@
 """BLAS level 3, symmetric and Hermitian: ``symm``, ``hemm``, ``syrk``, ``herk``, ``syr2k``, ``her2k``.
 
 Op ``SYRK`` ``(alpha, A, beta, C, trans, uplo)``: the ``uplo`` triangle
-computed, the other one copied from ``C`` (zeros if None); torch lowering
+computed, the other one copied from ``C`` (zeros if None); the public
+functions mirror it into the whole matrix when the caller gave no ``C``
+(see ``fill``); torch lowering
 here, NKI lowering in :mod:`trnblas._nki`. ``symm``/``hemm`` expand the
-stored triangle and run ``GEMM``; ``syr2k``/``her2k`` run on torch.
+stored triangle and run ``GEMM``. Op ``SYR2K`` ``(alpha, A, B, beta, C,
+trans, uplo)`` (real data: ``syr2k``, and ``her2k`` on real data) has the
+same contract as ``SYRK``; complex ``herk``/``her2k``/``syr2k`` form the
+full product through ``GEMM`` (its complex64 kernel composition).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from trnsci import _validate as v
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
 
-__all__ = ["symm", "hemm", "syrk", "herk", "syr2k", "her2k", "SYRK"]
+__all__ = ["symm", "hemm", "syrk", "herk", "syr2k", "her2k", "SYRK", "SYR2K"]
 
 
 def _syrk_flops(alpha, A, beta, C, trans, uplo):
@@ -40,6 +45,9 @@ _SYRK_BLOCK = 512  # block rows of this height; below four blocks one full GEMM 
 @SYRK.lowering("torch")
 def _syrk_torch(alpha, A, beta, C, trans, uplo):
     """One GEMM per block row, each covering only the ``uplo`` side: about half of a full GEMM's flops."""
+    if A.dtype in (torch.bfloat16, torch.float16):  # computed in float32, rounded once
+        R = _syrk_torch(alpha, A.float(), beta, None if C is None else C.float(), trans, uplo).to(A.dtype)
+        return R if C is None else la.merge_triangle(R, C, uplo, False, False)
     a = A if trans == "N" else A.mT  # (n, k)
     n = a.shape[0]
     if n < 4 * _SYRK_BLOCK:
@@ -57,13 +65,39 @@ def _syrk_torch(alpha, A, beta, C, trans, uplo):
     return R
 
 
+SYR2K = Op(
+    "trnblas.syr2k", "flops", 512**3, size=lambda al, A, B, *r: 2 * _syrk_flops(al, A, *r),
+    describe=lambda al, A, B, beta, C, trans, uplo: _syrk_describe(al, A, beta, C, trans, uplo).replace(
+        "op(A) op(A)^T", "op(A) op(B)^T + op(B) op(A)^T"),
+    doc="one triangle of C = alpha (op(A) op(B)^T + op(B) op(A)^T) + beta C (real data); flops = 2 n^2 k",
+)
+
+
+@SYR2K.lowering("torch")
+def _syr2k_torch(alpha, A, B, beta, C, trans, uplo):
+    dtype = A.dtype
+    lowp = dtype in (torch.bfloat16, torch.float16)
+    a, b = la.op(A, trans), la.op(B, trans)
+    if lowp:
+        a, b, C0 = a.float(), b.float(), None if C is None else C.float()
+    else:
+        C0 = C
+    P = torch.mm(a, b.mT)
+    if alpha != 1:
+        P.mul_(alpha)
+    R = P + P.mT
+    if C0 is not None and beta != 0:
+        R.add_(C0, alpha=beta)
+    return la.merge_triangle(R.to(dtype), C, uplo, False, False)
+
+
 # ===================================================================== symmetric / Hermitian
 
 def _symm_like(where, alpha, A, B, beta, C, side, uplo, hermitian, out):
-    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
-    B = v.matrix(B, "B", where, v.BLAS_DTYPES)
+    A = v.matrix(A, "A", where, v.ALL_FLOAT_DTYPES)
+    B = v.matrix(B, "B", where, v.ALL_FLOAT_DTYPES)
     if C is not None:
-        C = v.matrix(C, "C", where, v.BLAS_DTYPES)
+        C = v.matrix(C, "C", where, v.ALL_FLOAT_DTYPES)
     v.agree(where, A=A, B=B, C=C)
     s = la.side(side, "side", where)
     u = la.uplo(uplo, "uplo", where)
@@ -165,11 +199,11 @@ def hemm(alpha, A, B, beta=0.0, C=None, side="left", uplo="upper", *, out=None):
 
 
 def _rank_k_operands(where, A, B, C, trans, uplo, allowed_trans):
-    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
+    A = v.matrix(A, "A", where, v.ALL_FLOAT_DTYPES)
     if B is not None:
-        B = v.matrix(B, "B", where, v.BLAS_DTYPES)
+        B = v.matrix(B, "B", where, v.ALL_FLOAT_DTYPES)
     if C is not None:
-        C = v.matrix(C, "C", where, v.BLAS_DTYPES)
+        C = v.matrix(C, "C", where, v.ALL_FLOAT_DTYPES)
     v.agree(where, A=A, B=B, C=C)
     t = la.real_trans(la.trans(trans, "trans", where), A.dtype)
     if t not in allowed_trans and A.is_complex():
@@ -221,10 +255,13 @@ def syrk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
         (no conjugation -- see :func:`herk`).
     uplo : {"upper", "lower", "U", "L"}
         The triangle (diagonal included) that is computed.
-    fill : {None, "full"}
-        ``None`` (BLAS semantics): the other triangle of the result is
-        ``C``'s, untouched (zeros when ``C`` is None). ``"full"``: the other
-        triangle mirrors the computed one, giving the whole symmetric matrix.
+    fill : {None, "full", "triangle"}
+        ``None``: with ``C``, BLAS semantics -- the other triangle of the
+        result is ``C``'s, untouched; without ``C`` there is nothing to
+        preserve and the whole symmetric matrix comes back (as the published
+        trnblas returned it). ``"full"``: always the whole matrix (the other
+        triangle mirrors the computed one). ``"triangle"``: always one
+        triangle (zeros in the other when ``C`` is None).
     out : tensor, optional
 
     Returns
@@ -248,12 +285,12 @@ def syrk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
     >>> import torch, trnblas
     >>> A = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
     >>> trnblas.syrk(1.0, A).tolist()
-    [[5.0, 11.0], [0.0, 25.0]]
-    >>> trnblas.syrk(1.0, A, fill="full").tolist()
     [[5.0, 11.0], [11.0, 25.0]]
+    >>> trnblas.syrk(1.0, A, fill="triangle").tolist()
+    [[5.0, 11.0], [0.0, 25.0]]
     """
     where = "syrk"
-    full = la.fill(fill, where)
+    full = la.fill(fill, where, given=C is not None)
     A, _, C, t, u, n, k = _rank_k_operands(where, A, None, C, trans, uplo, ("N", "T"))
     alpha, beta = _scalars(where, alpha, beta, A.dtype)
     if alpha == 0 or k == 0 or n == 0:
@@ -303,7 +340,7 @@ def herk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
     tensor([[2.+0.j]])
     """
     where = "herk"
-    full = la.fill(fill, where)
+    full = la.fill(fill, where, given=C is not None)
     A, _, C, t, u, n, k = _rank_k_operands(where, A, None, C, trans, uplo, ("N", "C"))
     alpha, beta = _scalars(where, alpha, beta, A.dtype, real=True)
     if not A.is_complex():
@@ -313,30 +350,27 @@ def herk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
         return v.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
     if alpha == 0 or k == 0 or n == 0:
         return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, True), out, where)
-    a = A if t == "N" else A.mH
-    if C is None or beta == 0:
-        R = torch.mm(a, a.mH)
-        if alpha != 1:
-            R.mul_(alpha)
-    else:
-        R = torch.addmm(C, a, a.mH, beta=beta, alpha=alpha)
+    # complex: the full product a a^H through GEMM (its complex64 kernel path, or torch)
+    R = _run_gemm(where, alpha, A, A, beta, C if beta != 0 else None, t, "C" if t == "N" else "N", n, n, k)
     la.real_diagonal(R)
     return v.finish(la.merge_triangle(R, C, u, full, True), out, where)
 
 
 def _rank_2k(where, alpha, A, B, beta, C, trans, uplo, fill, hermitian, out):
-    B = v.matrix(B, "B", where, v.BLAS_DTYPES)  # required (syrk is the one-operand update)
-    full = la.fill(fill, where)
+    B = v.matrix(B, "B", where, v.ALL_FLOAT_DTYPES)  # required (syrk is the one-operand update)
+    full = la.fill(fill, where, given=C is not None)
     A, B, C, t, u, n, k = _rank_k_operands(where, A, B, C, trans, uplo, ("N", "C") if hermitian else ("N", "T"))
     alpha = v.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
     beta = v.scalar(beta, "beta", where, complex_ok=A.dtype.is_complex and not hermitian)
     herm = hermitian and A.is_complex()
     if alpha == 0 or k == 0 or n == 0:
         return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, herm), out, where)
-    a, b = la.op(A, t), la.op(B, t)
-    P = torch.mm(a, b.mH if herm else b.mT)
-    if alpha != 1:
-        P.mul_(alpha)
+    if not A.is_complex():
+        R = SYR2K(alpha, A, B, beta, C if beta != 0 else None, t, u)
+        return v.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
+    # complex: P = alpha a b^H (her2k) or alpha a b^T through GEMM (its complex64 kernel path, or torch)
+    tb = ("C" if herm else "T") if t == "N" else "N"  # op(B)^H / op(B)^T as an op of B itself
+    P = _run_gemm(where, alpha, A, B, 0.0, None, t, tb, n, n, k)
     R = P + (P.mH if herm else P.mT)  # alpha a b^T + alpha b a^T  /  alpha a b^H + conj(alpha) b a^H
     if C is not None and beta != 0:
         R.add_(C, alpha=beta)
@@ -376,7 +410,7 @@ def syr2k(alpha, A, B, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *
     Examples
     --------
     >>> import torch, trnblas
-    >>> trnblas.syr2k(1.0, torch.ones(2, 1), torch.ones(2, 1), fill="full").tolist()
+    >>> trnblas.syr2k(1.0, torch.ones(2, 1), torch.ones(2, 1)).tolist()
     [[2.0, 2.0], [2.0, 2.0]]
     """
     return _rank_2k("syr2k", alpha, A, B, beta, C, trans, uplo, fill, False, out)

@@ -35,6 +35,8 @@ TRSM = Op(
 
 @TRSM.lowering("torch")
 def _trsm_torch(alpha, A, B, side, uplo, trans, diag):
+    if A.dtype in (torch.bfloat16, torch.float16):  # solved in float32, rounded once
+        return _trsm_torch(alpha, A.float(), B.float(), side, uplo, trans, diag).to(B.dtype)
     upper = uplo == "U"
     a = la.op(A, trans)
     if trans != "N":
@@ -48,8 +50,8 @@ def _trsm_torch(alpha, A, B, side, uplo, trans, diag):
 # ===================================================================== triangular
 
 def _tri_operands(where, alpha, A, B, side, uplo, trans, diag):
-    A = v.matrix(A, "A", where, v.BLAS_DTYPES)
-    B = v.matrix(B, "B", where, v.BLAS_DTYPES)
+    A = v.matrix(A, "A", where, v.ALL_FLOAT_DTYPES)
+    B = v.matrix(B, "B", where, v.ALL_FLOAT_DTYPES)
     v.agree(where, A=A, B=B)
     s = la.side(side, "side", where)
     u = la.uplo(uplo, "uplo", where)

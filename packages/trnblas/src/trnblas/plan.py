@@ -95,13 +95,16 @@ def plan(op_name: str, *args, **kwargs) -> Plan:
 
     Parameters
     ----------
-    op_name : {"gemm", "batched_gemm", "syrk", "trsm", "gemm_ex", "mp2_energy"}
-        With or without the ``"trnblas."`` prefix.
+    op_name : str
+        ``"gemm"``, ``"batched_gemm"``, ``"syrk"``, ``"trsm"``, or the name of
+        any other public trnblas routine (``"axpy"``, ``"nrm2"``, ``"gemv"``,
+        ``"syr2k"``, ...), with or without the ``"trnblas."`` prefix.
     *args, **kwargs
         For ``gemm``, ``batched_gemm``, ``syrk``, ``trsm``: the arguments of
         :func:`plan_gemm`, :func:`plan_batched_gemm`, :func:`plan_syrk`,
-        :func:`plan_trsm` (operands and options, no scalars). For
-        ``gemm_ex`` and ``mp2_energy``: the public function's arguments.
+        :func:`plan_trsm` (operands and options, no scalars). For every
+        other routine: the public function's own arguments (the call is
+        validated, and planned, exactly as it would run).
 
     Raises
     ------
@@ -116,14 +119,26 @@ def plan(op_name: str, *args, **kwargs) -> Plan:
     >>> p.backend, p.flops
     ('torch', 9)
     >>> print(p.reason)
-    backend 'simulator' from ...; kernel unsupported: dtype float64: the NKI kernel takes float32 (...)
+    backend 'simulator' from ...; kernel unsupported: dtype float64: the NKI kernel takes float32, ... (...)
     """
     key = op_name[len("trnblas."):] if isinstance(op_name, str) and op_name.startswith("trnblas.") else op_name
     try:
         planner = _PLANNERS[key]
     except (KeyError, TypeError):
-        raise ValueError(f"plan: op_name must be one of {', '.join(map(repr, _PLANNERS))}; got {op_name!r}") from None
+        planner = None
+    if planner is None:
+        import trnblas
+
+        fn = getattr(trnblas, key, None) if isinstance(key, str) and key in trnblas.__all__ else None
+        if fn is None or key in _NOT_ROUTINES:
+            raise ValueError(f"plan: op_name must be one of {', '.join(map(repr, _PLANNERS))} or a trnblas "
+                             f"routine name; got {op_name!r}") from None
+        return plan_call(fn, *args, **kwargs)
     return planner(*args, **kwargs)
+
+
+_NOT_ROUTINES = {"set_backend", "get_backend", "use_backend", "plan", "plan_gemm", "plan_batched_gemm",
+                 "plan_syrk", "plan_trsm", "BlasPlan", "__version__", "df_factors", "dfmp2", "rotg"}
 
 
 

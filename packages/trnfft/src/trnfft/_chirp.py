@@ -1,10 +1,10 @@
-"""The torch path at lengths torch.fft is slow for: Bluestein (chirp-z) on torch.fft.
+"""A torch route for lengths torch.fft may be slow at: Bluestein (chirp-z) on torch.fft.
 
 torch's CPU FFT (MKL, as the wheels are built) handles a length whose
 largest prime factor ``p`` is large by an algorithm whose cost grows
-with ``p``: on this project's 2-core x86 machine, one thread, a batch of
+with ``p``: on one 2-core x86 machine, one thread, a batch of
 transforms of prime length 4099 took 1.5x SciPy's time (pocketfft), 65537
-3.3x. Bluestein's identity ``jk = (j^2 + k^2 - (k - j)^2) / 2`` turns a
+3.3x; on another the same lengths ran at par. Bluestein's identity ``jk = (j^2 + k^2 - (k - j)^2) / 2`` turns a
 length-``n`` DFT into a circular convolution of length ``m >= 2n - 1``,
 done with two ``torch.fft`` calls at a smooth ``m``::
 
@@ -17,8 +17,9 @@ in float64 (``k^2 mod 2n`` in integers, so the angle is exact before the
 one rounding of ``exp``), with the ``1/m`` of the inverse and the
 transform's own normalization folded in, and cached (LRU, 32 entries).
 
-:data:`MIN_PRIME` is where this starts to win (measured, see its
-comment); :func:`slow_length` is the test. Accuracy: the same order as a
+:data:`MIN_PRIME` is where it becomes a candidate route (:mod:`trnfft._routes`
+times it against torch.fft and scipy.fft where the code runs);
+:func:`slow_length` is the test. Accuracy: the same order as a
 direct FFT of length ``m`` -- measured normwise relative error against
 NumPy's float64 transform 2e-7 to 3.5e-7 in complex64 and 1e-15 in
 complex128 for n from 4099 to 99991, inside trnfft's stated float32 bound
@@ -35,16 +36,17 @@ import torch
 
 from ._engine import _resize as _fit  # crop or zero-pad to length n along d
 
-# Largest prime factor from which Bluestein on torch.fft beats torch.fft itself. Measured on the
-# 2-core x86 CI machine, one thread, complex64/complex128, time of this route / torch.fft, batches
-# of 2^16 points: p = 2003: 1.18-1.22; 3001: 1.11-2.14; 4099: 0.61-0.94; 8209: 0.61-0.67;
-# 10007: 0.64-0.73; 65537: 0.41-0.44; n = 2 * 4099: 0.55-0.65.
-MIN_PRIME = 4000
+# Bluestein is a *candidate* (trnfft._routes times it against torch.fft and scipy.fft where the code runs)
+# for lengths whose largest prime factor is at least this. History: on the 2-core x86 machine this was
+# written on, one thread, time of this route / torch.fft was 1.11-2.14 at p = 3001 and 0.41-0.94 from
+# p = 4099 up; on another machine of the same kind it was 1.2-2.1 at 4099-65537 -- hence measured, not
+# ruled. Below 1000 it never came near.
+MIN_PRIME = 1000
 
 
 @functools.lru_cache(maxsize=1024)
 def slow_length(n: int) -> bool:
-    """True when ``n``'s largest prime factor is at least :data:`MIN_PRIME`."""
+    """True when ``n``'s largest prime factor is at least :data:`MIN_PRIME` (Bluestein is a candidate)."""
     if n < MIN_PRIME:
         return False
     k = n

@@ -84,6 +84,7 @@ def wrap(y: torch.Tensor, kind: int):
 
 
 FAST_DTYPES = frozenset((torch.float32, torch.float64, torch.complex64, torch.complex128))
+REAL_DTYPES = frozenset((torch.float32, torch.float64))
 
 
 def precision(p: Any, where: str) -> str:

@@ -23,13 +23,12 @@ NumPy arrays) whatever the input kind.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
 
-from . import _chirp as C
 from . import _engine as E
+from . import _routes as R
 
 # ------------------------------------------------------------------ ops
 # torch lowerings here; NKI lowerings in trnfft._nki. Every lowering takes
@@ -42,32 +41,8 @@ FFTN = E.opn("trnfft.fftn", "n-D complex DFT (also fft2); points = batch x prod(
 IFFTN = E.opn("trnfft.ifftn", "n-D inverse complex DFT (also ifft2); points = batch x prod(s)")
 
 # ------------------------------------------------------------------ torch lowerings
-
-# torch.fft entry points bound once (saves an attribute walk per call)
-_T_fft = torch.fft.fft
-_T_ifft = torch.fft.ifft
-_T_fftn = torch.fft.fftn
-_T_ifftn = torch.fft.ifftn
-_T_fft2 = torch.fft.fft2
-_T_ifft2 = torch.fft.ifft2
-
-
-def _s_or_none(x: torch.Tensor, s: tuple, dims: tuple):
-    """``None`` when ``s`` is the input's own lengths (torch.fft then skips its resize step)."""
-    shp = x.shape
-    for k, d in zip(s, dims):
-        if shp[d] != k:
-            return s
-    return None
-
-
-_IN_ORDER = tuple(tuple(range(k)) for k in range(65))  # torch tensors have at most 64 dims
-
-
-def _all_or(x: torch.Tensor, dims: tuple):
-    """``None`` when ``dims`` is every axis in order (torch.fft's default: parsing a dim tuple
-    costs torch about 0.5 us a call), else ``dims``."""
-    return None if dims == _IN_ORDER[x.dim()] else dims
+# In precision "fast" each runs the route trnfft._routes settled for the call
+# (torch.fft, Bluestein on torch.fft or scipy.fft, measured on this machine).
 
 
 def _c2c_modes(x: torch.Tensor, sizes: tuple, dims: tuple, norm: str, inverse: bool, precision: str) -> torch.Tensor:
@@ -83,9 +58,7 @@ def _fft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -> 
     if not x.numel():
         return E.empty(x, (dim,), (n,), True)
     if precision == "fast":
-        if n >= C.MIN_PRIME and C.slow_length(n):
-            return C.c2c(x, n, dim, norm, False)
-        return _T_fft(x, None if n == x.shape[dim] else n, dim, norm)
+        return R.route("fft", x, (n,), (dim,), norm)(x)
     return _c2c_modes(x, (n,), (dim,), norm, False, precision)
 
 
@@ -94,9 +67,7 @@ def _ifft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) ->
     if not x.numel():
         return E.empty(x, (dim,), (n,), True)
     if precision == "fast":
-        if n >= C.MIN_PRIME and C.slow_length(n):
-            return C.c2c(x, n, dim, norm, True)
-        return _T_ifft(x, None if n == x.shape[dim] else n, dim, norm)
+        return R.route("ifft", x, (n,), (dim,), norm)(x)
     return _c2c_modes(x, (n,), (dim,), norm, True, precision)
 
 
@@ -106,9 +77,7 @@ def _fftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str
     if not x.numel():
         return E.empty(x, dim, s, True)
     if precision == "fast":
-        if C.any_slow(s):
-            return C.c2c_nd(x, s, dim, norm, False)
-        return _T_fftn(x, _s_or_none(x, s, dim), _all_or(x, dim), norm)
+        return R.route("fftn", x, s, dim, norm)(x)
     return _c2c_modes(x, s, dim, norm, False, precision)
 
 
@@ -117,162 +86,118 @@ def _ifftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: st
     if not x.numel():
         return E.empty(x, dim, s, True)
     if precision == "fast":
-        if C.any_slow(s):
-            return C.c2c_nd(x, s, dim, norm, True)
-        return _T_ifftn(x, _s_or_none(x, s, dim), _all_or(x, dim), norm)
+        return R.route("ifftn", x, s, dim, norm)(x)
     return _c2c_modes(x, s, dim, norm, True, precision)
 
 
+# the torch lowerings that run R.route in precision "fast" (not a replacement put in by Op.override)
+ROUTED = {_fft_torch, _ifft_torch, _fftn_torch, _ifftn_torch}
+
 # ------------------------------------------------------------------ public
+# Every public function is one call of _one (1-D) or _many (n-D). A torch
+# tensor on a machine settled on torch (``OP.on_torch()``: backend "torch",
+# or "auto" without a NeuronCore) is looked up by its call signature in the
+# Op's settled routes (:meth:`trnsci.dispatch.Op.settle`); the first call of
+# a signature validates everything, runs the Op's torch lowering's route and
+# remembers it. Anything else -- NumPy arrays, ComplexTensors, dtypes that
+# are converted, NKI backends, plan_call -- validates and calls the Op.
 
 
-# The plain call -- a torch tensor of a supported dtype; n/dim plain ints or
-# None, or s/dim short int sequences; norm one of its names; precision "fast"
-# -- is recognised by the decorators below, which wrap each public function.
-# When the Op is settled on torch (``OP.on_torch()``: backend "torch", or
-# "auto" without a NeuronCore) the wrapper calls torch.fft itself, which is
-# what the torch lowering does with those arguments (lengths torch.fft is
-# slow at excepted: see trnfft._chirp). Anything else, and anything torch
-# refuses (n <= 0, a dim out of range, an empty axis), runs the decorated
-# function: the full parse, which names a bad argument and ends in the Op
-# call. Every route gives the same result; the inlined one saves ~1.5 us, half
-# of a small transform's time.
-_Tensor = torch.Tensor
-_C2C_FAST = E.FAST_DTYPES
-_PREC = E._precision
-_NORMS = E._NORM_CANON
+def _sig1(input, n, dim, norm, axis, precision):
+    """The settled-route key of a 1-D call; the argument types join it when an integer argument is given
+    (``8.0 == 8`` and ``True == 1`` would otherwise hit the route of a valid call)."""
+    if n is None and dim is None and axis is None:
+        return (input.dtype, input.shape, norm, precision)
+    return (input.dtype, input.shape, n, dim, norm, axis, precision, type(n), type(dim), type(axis))
 
 
-def _KW_1D(n, dim, norm) -> bool:
-    """True when ``n``, ``dim`` and ``norm`` are values torch.fft takes as they are: ``n``/``dim``
-    None or a plain int, ``norm`` None or one of its three names.
-
-    Values torch then refuses (``n <= 0``, ``dim`` out of range) raise inside
-    torch, and the caller drops to the full route, which names the argument.
-    """
-    return ((n is None or type(n) is int) and (dim is None or type(dim) is int)
-            and (norm is None or (type(norm) is str and norm in _NORMS)))
-
-
-def _ND_FAST(s, dim, norm, precision) -> bool:
-    """:func:`_KW_1D` for the n-D transforms, and precision "fast": ``s`` None or a non-empty tuple/list of positive
-    ints (torch would read -1 as "keep the length"), ``dim`` None or a non-empty tuple/list of ints."""
-    if not ((norm is None or (type(norm) is str and norm in _NORMS))
-            and (_PREC[0] if precision is None else precision) == "fast"):
-        return False
-    if s is not None:
-        if type(s) not in _SEQ or not s:
-            return False
-        for k in s:  # a loop: all(<generator>) costs more than these few items
-            if type(k) is not int or k <= 0:
-                return False
-    if dim is not None:
-        if type(dim) not in _SEQ or not dim:
-            return False
-        for d in dim:
-            if type(d) is not int:
-                return False
-    return True
+def _sign(input, s, dim, norm, axes, precision):
+    """:func:`_sig1` for an n-D call; the types of the items of ``s`` and ``dim`` join the key. Calls
+    with ``axes`` (the alias) are not remembered."""
+    if s is None and dim is None:
+        return None if axes is not None else (input.dtype, input.shape, norm, precision)
+    if axes is not None:
+        return None
+    return (input.dtype, input.shape, s, dim, norm, precision, type(s), type(dim),
+            () if s is None else tuple(map(type, s)), () if dim is None else tuple(map(type, dim)))
 
 
-_SEQ = (tuple, list)
-_CH = C.MIN_PRIME  # an input with fewer elements has no transform length trnfft._chirp takes
-_slow = C.slow
+def _settle(op, kind, key, x, sizes, dims, norm, precision, nd):
+    """Run the call's torch route and remember it under ``key`` (``None``: unhashable, not remembered)."""
+    lowering = op.lowering_for("torch").fn
+    if precision == "fast" and x.numel() and lowering in ROUTED:  # what the lowering runs, minus its checks
+        go = R.route(kind, x, sizes, dims, norm)
+    else:
+        args = ((sizes, dims) if nd else (sizes[0], dims[0])) + (norm, precision)
+
+        def go(x):
+            return lowering(x, *args)
+    return (op.settle(key, go) if key is not None else go)(x)
 
 
-def _nd_slow(x, s, dim, two: bool, half: bool, real: bool = False) -> bool:
-    """Whether a length of this n-D call is one torch.fft is slow at (:func:`trnfft._chirp.slow`);
-    ``half``: the last length is the real output length 2 (m - 1) of irfftn/irfft2; ``real``: the
-    last axis is a real transform's."""
-    if s is None:
-        shp = x.shape
-        dims = dim if dim is not None else (_D2 if two else range(len(shp)))
-        s = [shp[d] for d in dims]
-        if half and s:
-            s[-1] = 2 * (s[-1] - 1)
-    return C.any_slow(s, real)
-_D2 = (-2, -1)  # the 2-D transforms' default dims
-
-
-def _torch_route_1d(op, dtypes, call, *, half: bool = False, slow=_slow):
-    """Decorator for a 1-D transform ``f(input, n, dim, norm, *, axis, precision)``: plain calls
-    settled on torch run ``call(input)`` / ``call(input, n, dim, norm)`` (torch.fft's function);
-    ``half``: the default output length is 2 (m - 1), never a ``slow`` one (it is even)."""
-    def wrap(full):
-        on_torch = op.on_torch
-
-        @functools.wraps(full)
-        def transform(input, n=None, dim=None, norm=None, *, axis=None, precision=None):
-            if (type(input) is _Tensor and axis is None and input.dtype in dtypes
-                    and (precision is None and _PREC[0] == "fast" or precision == "fast") and on_torch()):
-                try:
-                    if n is None and dim is None and norm is None:
-                        if half or input.numel() < _CH or not slow(input.shape[-1]):
-                            return call(input)
-                    elif _KW_1D(n, dim, norm):
-                        k = n if n is not None or half else input.shape[-1 if dim is None else dim]
-                        if k is None or k < _CH or not slow(k):
-                            return call(input, n, -1 if dim is None else dim, norm)
-                except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
-                    pass
-            return full(input, n, dim, norm, axis=axis, precision=precision)
-
-        return transform
-
-    return wrap
-
-
-def _torch_route_nd(op, dtypes, call, *, two: bool = False, half: bool = False, real: bool = False,
-                    need_dim: bool = False):
-    """:func:`_torch_route_1d` for ``f(input, s, dim, norm, *, axes, precision)``: ``two``, the
-    2-D form (default dims the last two); ``half``/``real`` as for :func:`_nd_slow`; ``need_dim``:
-    a 0-d input takes the full route (torch would transform it)."""
-    def wrap(full):
-        on_torch = op.on_torch
-
-        @functools.wraps(full)
-        def transform(input, s=None, dim=None, norm=None, *, axes=None, precision=None):
-            if (type(input) is _Tensor and axes is None and input.dtype in dtypes
-                    and (s is None and dim is None and norm is None and precision is None and _PREC[0] == "fast"
-                         or _ND_FAST(s, dim, norm, precision)) and on_torch() and (not need_dim or input.dim())):
-                try:
-                    if (s is None and input.numel() < _CH) or not _nd_slow(input, s, dim, two, half, real):
-                        if s is None and dim is None and norm is None:
-                            return call(input)
-                        return call(input, s, (dim or _D2) if two else dim, norm)
-                except Exception:  # noqa: BLE001 -- whatever torch refused, the full route names
-                    pass
-            return full(input, s, dim, norm, axes=axes, precision=precision)
-
-        return transform
-
-    return wrap
-
-
-def _one(where, lowering, input, n, dim, norm, axis, precision):
-    if type(input) is _Tensor and input.dtype in _C2C_FAST:
+def _one(where, op, kind, input, n, dim, norm, axis, precision, real_in=False, half_in=False):
+    """A 1-D transform: ``real_in``, the input must be real; ``half_in``, it is a half spectrum (default
+    output length 2 (m - 1))."""
+    if type(input) is _Tensor and op.on_torch():
+        try:
+            key = _sig1(input, n, dim, norm, axis, precision)
+            go = op.settled.get(key)
+        except TypeError:  # an unhashable argument: validated below
+            key = go = None
+        if go is not None:
+            return go(input)
+    else:
+        key = None
+    if type(input) is _Tensor and input.dtype in (E.REAL_DTYPES if real_in else E.FAST_DTYPES):
         x, ct = input, E.TORCH
     else:
-        x, ct = E.prep(input, where)
+        x, ct = E.prep(input, where, real_only=real_in)
     d = E.dim1(x, dim, axis, where)
-    n = E.n1(x, n, d, where)
-    y = lowering(x, n, d, *E.options(norm, precision, where))
+    n = E.n1(x, n, d, where, 2 * (x.shape[d] - 1) if (half_in and n is None) else None)
+    norm, precision = E.options(norm, precision, where)
+    if ct == E.TORCH and x is input and op.on_torch():
+        return _settle(op, kind, key, x, (n,), (d,), norm, precision, False)
+    y = op(x, n, d, norm, precision)
     return y if ct == E.TORCH else E.wrap(y, ct)
 
 
-def _many(where, lowering, input, s, dim, norm, axes, precision, default_dims=None):
-    if type(input) is _Tensor and input.dtype in _C2C_FAST:
+def _many(where, op, kind, input, s, dim, norm, axes, precision, default_dims=None, real_in=False, half_in=False):
+    """An n-D transform (``real_in``/``half_in`` as for :func:`_one`, on the last transformed axis)."""
+    if type(input) is _Tensor and op.on_torch():
+        try:
+            key = _sign(input, s, dim, norm, axes, precision)
+            go = None if key is None else op.settled.get(key)
+        except TypeError:  # an unhashable or non-iterable argument: validated below
+            key = go = None
+        if go is not None:
+            return go(input)
+    else:
+        key = None
+    if type(input) is _Tensor and input.dtype in (E.REAL_DTYPES if real_in else E.FAST_DTYPES):
         x, ct = input, E.TORCH
     else:
-        x, ct = E.prep(input, where)
-    name = "dim" if axes is None else "axes"
+        x, ct = E.prep(input, where, real_only=real_in)
+    name = "dim" if axes is None else "axes"  # the keyword the caller used, for messages
     dim = E.alias(where, "dim", dim, "axes", axes)
+    half_default = half_in and s is None
     s, dims = E.dims_sizes(x, s, dim, where, default_dims, name)
-    y = lowering(x, s, dims, *E.options(norm, precision, where))
+    if (real_in or half_in) and not dims:
+        raise ValueError(f"{where}: {name} must name at least one axis")
+    if half_default:  # irfftn without s: the last output length is 2 (m - 1)
+        s = s[:-1] + (2 * (x.shape[dims[-1]] - 1),)
+        if s[-1] <= 0:
+            raise ValueError(f"{where}: the input has {x.shape[dims[-1]]} coefficient(s) along dim {dims[-1]}, "
+                             "too few for the default output length 2*(m-1); give s")
+    norm, precision = E.options(norm, precision, where)
+    if ct == E.TORCH and x is input and op.on_torch():
+        return _settle(op, kind, key, x, s, dims, norm, precision, True)
+    y = op(x, s, dims, norm, precision)
     return y if ct == E.TORCH else E.wrap(y, ct)
 
 
-@_torch_route_1d(FFT, _C2C_FAST, _T_fft)
+_Tensor = torch.Tensor
+
+
 def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
         axis: int | None = None, precision: str | None = None):
     """One-dimensional discrete Fourier transform.
@@ -315,10 +240,9 @@ def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | No
     >>> trnfft.fft(torch.tensor([1.0, 2.0, 3.0, 4.0]))
     tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])
     """
-    return _one("fft", FFT, input, n, dim, norm, axis, precision)
+    return _one("fft", FFT, "fft", input, n, dim, norm, axis, precision)
 
 
-@_torch_route_1d(IFFT, _C2C_FAST, _T_ifft)
 def ifft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
     """One-dimensional inverse discrete Fourier transform.
@@ -332,10 +256,9 @@ def ifft(input: Any, n: int | None = None, dim: int | None = None, norm: str | N
     >>> trnfft.ifft(torch.tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])).real
     tensor([1., 2., 3., 4.])
     """
-    return _one("ifft", IFFT, input, n, dim, norm, axis, precision)
+    return _one("ifft", IFFT, "ifft", input, n, dim, norm, axis, precision)
 
 
-@_torch_route_nd(FFTN, _C2C_FAST, _T_fftn, need_dim=True)
 def fftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
          axes: Any = None, precision: str | None = None):
     """N-dimensional discrete Fourier transform.
@@ -372,10 +295,9 @@ def fftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
     tensor([[6.+0.j, 0.+0.j, 0.+0.j],
             [0.+0.j, 0.+0.j, 0.+0.j]])
     """
-    return _many("fftn", FFTN, input, s, dim, norm, axes, precision)
+    return _many("fftn", FFTN, "fftn", input, s, dim, norm, axes, precision)
 
 
-@_torch_route_nd(IFFTN, _C2C_FAST, _T_ifftn, need_dim=True)
 def ifftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
     """N-dimensional inverse discrete Fourier transform (see :func:`fftn`).
@@ -387,10 +309,9 @@ def ifftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
     >>> bool(torch.allclose(trnfft.ifftn(trnfft.fftn(x)).real, x))
     True
     """
-    return _many("ifftn", IFFTN, input, s, dim, norm, axes, precision)
+    return _many("ifftn", IFFTN, "ifftn", input, s, dim, norm, axes, precision)
 
 
-@_torch_route_nd(FFTN, _C2C_FAST, _T_fft2, two=True)
 def fft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
          axes: Any = None, precision: str | None = None):
     """Two-dimensional discrete Fourier transform over ``dim`` (default the last two axes).
@@ -404,10 +325,9 @@ def fft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
     tensor([[2.+0.j, 0.+0.j],
             [0.+0.j, 2.+0.j]])
     """
-    return _many("fft2", FFTN, input, s, dim, norm, axes, precision, (-2, -1))
+    return _many("fft2", FFTN, "fftn", input, s, dim, norm, axes, precision, (-2, -1))
 
 
-@_torch_route_nd(IFFTN, _C2C_FAST, _T_ifft2, two=True)
 def ifft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
     """Two-dimensional inverse discrete Fourier transform (see :func:`fft2`).
@@ -419,4 +339,4 @@ def ifft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
     tensor([[4., 0.],
             [0., 0.]])
     """
-    return _many("ifft2", IFFTN, input, s, dim, norm, axes, precision, (-2, -1))
+    return _many("ifft2", IFFTN, "ifftn", input, s, dim, norm, axes, precision, (-2, -1))

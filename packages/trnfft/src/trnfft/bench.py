@@ -61,7 +61,42 @@ def cases(quick: bool = True):
     x3n = x3.numpy()
     yield Case("trnfft", f"rfftn {'x'.join(map(str, s3))} float64", lambda: trnfft.rfftn(x3),
                "scipy.fft.rfftn", lambda: sf.rfftn(x3n))
+    # a size sweep for the time-vs-size figure: batch 16, smooth and prime lengths, against torch and SciPy
+    for n in ((256, 4096, 4099) if quick else (64, 256, 1024, 4096, 4099, 16384, 65536, 65537)):
+        for dt, name in ((torch.complex64, "complex64"), (torch.complex128, "complex128")):
+            xb = _c((16, n), dt, n + 1)
+            xbn = xb.numpy()
+            op = f"fft batch 16 {name}"
+            yield Case("trnfft", f"fft 16 x n={n} {name}", lambda xb=xb: trnfft.fft(xb), "torch.fft",
+                       lambda xb=xb: torch.fft.fft(xb), op=op, size=n)
+            yield Case("trnfft", f"fft 16 x n={n} {name}", lambda xb=xb: trnfft.fft(xb), "scipy.fft",
+                       lambda xbn=xbn: sf.fft(xbn), op=op, size=n)
     xs = _c((4, 16000), torch.float32, 5)
     w = torch.hann_window(512)
     yield Case("trnfft", "stft 4x16000 n_fft=512 hop=128", lambda: trnfft.stft(xs, 512, 128, window=w),
                "torch.stft", lambda: torch.stft(xs, 512, 128, window=w, return_complex=True))
+
+
+def accuracy(quick: bool = True):
+    """Error-vs-size points for ``trnsci bench``: ``(op, implementation, n, error)``.
+
+    Normwise relative error ``max|y - ref| / max|ref|`` of a batch of 4
+    transforms against NumPy's FFT of the same data in complex128; trnfft in
+    complex64 and complex128, torch.fft complex64 alongside. Lengths include
+    primes (Bluestein candidates).
+    """
+    sizes = (64, 1024, 4099) if quick else (16, 64, 256, 1000, 1024, 4096, 4099, 16384, 65537)
+    r = np.random.default_rng(7)
+    for n in sizes:
+        x = r.standard_normal((4, n)) + 1j * r.standard_normal((4, n))
+        ref = np.fft.fft(x)
+        scale = np.abs(ref).max()
+        for dt, name in ((torch.complex64, "complex64"), (torch.complex128, "complex128")):
+            y = trnfft.fft(torch.from_numpy(x).to(dt)).numpy()
+            yield "fft", f"trnfft {name}", n, float(np.abs(y - ref).max() / scale)
+        y = torch.fft.fft(torch.from_numpy(x).to(torch.complex64)).numpy()
+        yield "fft", "torch.fft complex64", n, float(np.abs(y - ref).max() / scale)
+        xr = x.real.copy()
+        refr = np.fft.rfft(xr)
+        yr = trnfft.rfft(torch.from_numpy(xr).float()).numpy()
+        yield "rfft", "trnfft float32", n, float(np.abs(yr - refr).max() / np.abs(refr).max())

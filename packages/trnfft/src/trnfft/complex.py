@@ -157,20 +157,38 @@ class ComplexTensor:
         return torch.atan2(self.imag, self.real)
 
     @staticmethod
-    def _other(o: Any):
+    def _other(o: Any, like: torch.Tensor | None = None):
+        """The other operand of ``+ - * /`` as ``(real, imag or None)``, None if not a number/tensor.
+
+        With ``like`` (this tensor's real part), a tensor operand must have a
+        numeric dtype (``TypeError``) and broadcast with it (``ValueError``)
+        instead of failing inside torch."""
         if isinstance(o, ComplexTensor):
-            return o.real, o.imag
-        if isinstance(o, torch.Tensor):
-            if o.is_complex():
-                return o.real, o.imag
-            return o, None
+            o_shape = o.real.shape
+            pair = o.real, o.imag
+        elif isinstance(o, torch.Tensor):
+            if o.dtype is torch.bool:
+                raise TypeError("ComplexTensor: the other operand has dtype bool; use a numeric tensor")
+            o_shape = o.shape
+            pair = (o.real, o.imag) if o.is_complex() else (o, None)
+        else:
+            o_shape = None
+            pair = None
+        if pair is not None:
+            if like is not None:
+                try:
+                    torch.broadcast_shapes(like.shape, o_shape)
+                except RuntimeError:
+                    raise ValueError(f"ComplexTensor: shapes {tuple(like.shape)} and {tuple(o_shape)} "
+                                     "do not broadcast") from None
+            return pair
         if isinstance(o, numbers.Complex) and not isinstance(o, bool):
             c = complex(o)
             return c.real, (c.imag if c.imag else None)
         return None
 
     def __add__(self, o):
-        p = self._other(o)
+        p = self._other(o, self.real)
         if p is None:
             return NotImplemented
         return ComplexTensor._make(self.real + p[0], self.imag if p[1] is None else self.imag + p[1])
@@ -178,7 +196,7 @@ class ComplexTensor:
     __radd__ = __add__
 
     def __sub__(self, o):
-        p = self._other(o)
+        p = self._other(o, self.real)
         if p is None:
             return NotImplemented
         return ComplexTensor._make(self.real - p[0], self.imag if p[1] is None else self.imag - p[1])
@@ -190,7 +208,7 @@ class ComplexTensor:
         return ComplexTensor._make(-self.real, -self.imag)
 
     def __mul__(self, o):
-        p = self._other(o)
+        p = self._other(o, self.real)
         if p is None:
             return NotImplemented
         c, d = p
@@ -203,7 +221,7 @@ class ComplexTensor:
     __rmul__ = __mul__
 
     def __truediv__(self, o):
-        p = self._other(o)
+        p = self._other(o, self.real)
         if p is None:
             return NotImplemented
         c, d = p
@@ -214,7 +232,7 @@ class ComplexTensor:
         return ComplexTensor._make((self.real * c + self.imag * d) / den, (self.imag * c - self.real * d) / den)
 
     def __rtruediv__(self, o):
-        p = self._other(o)
+        p = self._other(o, self.real)
         if p is None:
             return NotImplemented
         num = ComplexTensor._make(torch.as_tensor(p[0]) + 0 * self.real,
@@ -246,18 +264,28 @@ class ComplexTensor:
         return ComplexTensor._make(self.real.reshape(*shape), self.imag.reshape(*shape))
 
     def transpose(self, dim0: int, dim1: int) -> ComplexTensor:
+        nd = max(self.real.dim(), 1)  # torch lets a 0-d tensor name dim 0 / -1
+        dim0 = v.axis(dim0, nd, "dim0", "ComplexTensor.transpose")
+        dim1 = v.axis(dim1, nd, "dim1", "ComplexTensor.transpose")
         return ComplexTensor._make(self.real.transpose(dim0, dim1), self.imag.transpose(dim0, dim1))
 
     def unsqueeze(self, dim: int) -> ComplexTensor:
+        dim = v.axis(dim, self.real.dim() + 1, "dim", "ComplexTensor.unsqueeze")
         return ComplexTensor._make(self.real.unsqueeze(dim), self.imag.unsqueeze(dim))
 
     def squeeze(self, dim: int | None = None) -> ComplexTensor:
         if dim is None:
             return ComplexTensor._make(self.real.squeeze(), self.imag.squeeze())
+        dim = v.axis(dim, max(self.real.dim(), 1), "dim", "ComplexTensor.squeeze")
         return ComplexTensor._make(self.real.squeeze(dim), self.imag.squeeze(dim))
 
     def to(self, *args, **kwargs) -> ComplexTensor:
-        return ComplexTensor._make(self.real.to(*args, **kwargs), self.imag.to(*args, **kwargs))
+        """As ``torch.Tensor.to`` on both parts; what torch refuses is a ``ValueError``."""
+        try:
+            real = self.real.to(*args, **kwargs)
+        except RuntimeError as e:  # a device or dtype torch does not know
+            raise ValueError(f"ComplexTensor.to: {str(e).splitlines()[0][:120]}") from None
+        return ComplexTensor._make(real, self.imag.to(*args, **kwargs))
 
     def clone(self) -> ComplexTensor:
         return ComplexTensor._make(self.real.clone(), self.imag.clone())
@@ -324,7 +352,8 @@ def complex_matmul(a: Any, b: Any) -> ComplexTensor:
             return ComplexTensor._make(ar @ br, ai @ br)
         return ComplexTensor._make(ar @ br - ai @ bi, ar @ bi + ai @ br)
     except RuntimeError as e:
-        raise ValueError(f"complex_matmul: shapes {tuple(ar.shape)} and {tuple(br.shape)} do not multiply") from e
+        raise ValueError(f"complex_matmul: a has shape {tuple(ar.shape)} and b has shape {tuple(br.shape)}; "
+                         "they do not multiply") from e
 
 
 # ------------------------------------------------------------------ op

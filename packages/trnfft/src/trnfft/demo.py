@@ -30,6 +30,9 @@ def kernel_cases() -> list[KernelCase]:
     ``u = 2**-24``): DFT-GEMM ``2 n u``, Stockham ``8 u log2 n``; the real kernel adds ~3 u to its Stockham transform of
     length n/2, rounded up to the Stockham bound of n. Complex multiply is
     elementwise (``ac - bd``, ``ad + bc``): a few ulp of |a||b|, 1e-6.
+    ``istft`` (n_fft 64, hop 16, Hann window: R = 4 frames per sample, the
+    envelope >= 0.5 on the kept range) is the half-length inverse per frame
+    then the overlap-add: <= 2 (R Stockham(64) / 0.5 + (R + 2) u).
 
     Examples
     --------
@@ -52,6 +55,8 @@ def kernel_cases() -> list[KernelCase]:
 
     x48, x1024, x97 = crnd(130, 48), crnd(129, 1024), crnd(7, 97)
     r256 = torch.randn(200, 256, generator=g)
+    w64 = torch.hann_window(64)
+    spec = torch.stft(torch.randn(3, 1000, generator=g), 64, 16, window=w64, return_complex=True)
     a = trnfft.ComplexTensor(torch.randn(130, 70, generator=g), torch.randn(130, 70, generator=g))
     b = trnfft.ComplexTensor(torch.randn(130, 70, generator=g), torch.randn(130, 70, generator=g))
     return [
@@ -67,4 +72,7 @@ def kernel_cases() -> list[KernelCase]:
                    2 * A.STOCKHAM_BOUND(256), ("rfft_half_kernel",)),
         KernelCase("trnfft", "complex mul", "130x70 split complex float32", lambda: (a * b).to_torch(),
                    1e-6, ("cmul_kernel",)),
+        KernelCase("trnfft", "istft", "3 x 63 frames, n_fft=64 hop=16 hann",
+                   lambda: trnfft.istft(spec, 64, 16, window=w64),
+                   2 * (4 * A.STOCKHAM_BOUND(64) / 0.5 + 6 * A.U32), ("irfft_half_kernel", "overlap_add_kernel")),
     ]

@@ -73,7 +73,8 @@ def fftfreq(n: int, d: float = 1.0, *, dtype: torch.dtype | None = None, device:
     >>> trnfft.fftfreq(5, d=0.5)
     tensor([ 0.0000,  0.4000,  0.8000, -0.8000, -0.4000])
     """
-    return _fftfreq_torch(positive_int(n, "n", "fftfreq"), _d(d, "fftfreq"), _fdtype(dtype, "fftfreq"), device)
+    return _fftfreq_torch(positive_int(n, "n", "fftfreq"), _d(d, "fftfreq"), _fdtype(dtype, "fftfreq"),
+                          v.device(device, "fftfreq"))
 
 
 def rfftfreq(n: int, d: float = 1.0, *, dtype: torch.dtype | None = None, device: Any = None) -> torch.Tensor:
@@ -87,10 +88,13 @@ def rfftfreq(n: int, d: float = 1.0, *, dtype: torch.dtype | None = None, device
     >>> trnfft.rfftfreq(4)
     tensor([0.0000, 0.2500, 0.5000])
     """
-    return _rfftfreq_torch(positive_int(n, "n", "rfftfreq"), _d(d, "rfftfreq"), _fdtype(dtype, "rfftfreq"), device)
+    return _rfftfreq_torch(positive_int(n, "n", "rfftfreq"), _d(d, "rfftfreq"), _fdtype(dtype, "rfftfreq"),
+                           v.device(device, "rfftfreq"))
 
 
 def _shift_torch(x: torch.Tensor, dims: tuple, inverse: bool) -> torch.Tensor:
+    if not dims:  # a 0-d input: no axis to shift, so a copy (NumPy 2.x raises in roll here)
+        return x.clone()
     shifts = tuple((-(x.shape[d] // 2)) if inverse else (x.shape[d] // 2) for d in dims)
     return torch.roll(x, shifts, dims)
 

@@ -23,6 +23,7 @@ from trnsci._validate import positive_int, positive_ints
 from . import _algorithms as A
 from . import _chirp, basic, real
 from . import _engine as E
+from . import _routes as R
 
 PLAN_CACHE_SIZE = 64
 _cache: OrderedDict = OrderedDict()
@@ -71,9 +72,11 @@ class FFTPlan:
         ``"bluestein"``, ``"four_step"``, ``"bluestein_large"``). On torch:
         the reference algorithms the precision modes run
         (``"dft_gemm"``, ``"stockham"``, ``"bluestein"``; in ``"fast"`` and
-        ``"double"`` mode, and for float64 data, torch.fft computes the
-        result -- or, at lengths with a prime factor >= 4000, Bluestein on
-        torch.fft (:mod:`trnfft._chirp`) -- and the printed plan says which). A real axis done as one complex
+        ``"double"`` mode, and for float64 data, the torch route computes the
+        result -- torch.fft, or where timing on this machine chose them
+        Bluestein on torch.fft (:mod:`trnfft._chirp`) or scipy.fft
+        (:mod:`trnfft._routes`) -- and the printed plan says which, with the
+        times that chose it). A real axis done as one complex
         transform of half its length is prefixed ``"real_half+"``.
     backend : str
         Where :meth:`execute` runs a call of the planned shape under the
@@ -101,8 +104,12 @@ class FFTPlan:
     """
 
     def __init__(self, kind, dims, lengths, input_lengths, dtype, norm, precision):
+        lengths = positive_ints(lengths, "lengths", "FFTPlan")
         self.kind, self.dims, self.lengths = kind, dims, lengths
         self.input_lengths, self.dtype, self.norm, self.precision = input_lengths, dtype, norm, precision
+        if not isinstance(kind, str) or kind not in _KINDS:
+            raise (ValueError if isinstance(kind, str) else TypeError)(
+                f"FFTPlan: kind must be one of {', '.join(_KINDS)}, got {kind!r} (create plans with create_plan)")
         self._lowering, self._nd, self._real_in, _ = _KINDS[kind]
         self._single = dtype in (torch.float32, torch.complex64)
         real_kind = kind in ("rfft", "irfft", "hfft", "ihfft", "rfft2", "irfft2", "rfftn", "irfftn")
@@ -165,13 +172,19 @@ class FFTPlan:
             return _nki.plan_algorithms(self.kind, self.lengths, self.precision)
         out = []
         by_torch = self.precision in ("fast", "double") or not self._single
-        last = len(self.lengths) - 1
-        for i, (n, m, alg) in enumerate(zip(self.lengths, self._inner, self._torch_algorithms)):
-            if by_torch:  # torch.fft computes it, or Bluestein on torch.fft at its slow lengths
-                real_axis = self._real_kind and i == last
-                slow = _chirp.slow_real(n) if real_axis else _chirp.slow(n)
-                detail = (f"computed by Bluestein on torch.fft (trnfft._chirp), convolution length "
-                          f"{_chirp._smooth_length(2 * n - 1)}" if slow else "computed by torch.fft")
+        chosen = self.route_choice() if self.precision == "fast" else None
+        route = chosen.route if chosen is not None else "torch"
+        for n, m, alg in zip(self.lengths, self._inner, self._torch_algorithms):
+            if by_torch:  # the route trnfft._routes settled: torch.fft, Bluestein on torch.fft or scipy.fft
+                if route == "bluestein" and _chirp.slow_length(n):
+                    detail = (f"computed by Bluestein on torch.fft (trnfft._chirp), convolution length "
+                              f"{_chirp._smooth_length(2 * n - 1)}")
+                elif route == "scipy":
+                    detail = "computed by scipy.fft (pocketfft)"
+                else:
+                    detail = "computed by torch.fft"
+                if chosen is not None and chosen.times:
+                    detail += f"; route {chosen}"
             elif alg.endswith("stockham"):
                 detail = f"radices {A.radices(m, A.max_radix_for(self.precision))}"
             elif alg.endswith("bluestein"):
@@ -180,6 +193,15 @@ class FFTPlan:
                 detail = ""
             out.append((alg, m, detail))
         return out
+
+    def route_choice(self):
+        """The :class:`trnsci.routes.Choice` of the torch route in precision "fast" (torch.fft,
+        Bluestein or scipy.fft, measured where the code runs), for the planned shape on the CPU."""
+        shape = self._shape
+        nd = len(shape)
+        dims = tuple(d % nd for d in self.dims)
+        kind = {"fft2": "fftn", "ifft2": "ifftn", "rfft2": "rfftn", "irfft2": "irfftn"}.get(self.kind, self.kind)
+        return R.choice_for(kind, tuple(shape), self.dtype, torch.device("cpu"), tuple(self.lengths), dims, self.norm)
 
     @property
     def algorithms(self) -> tuple:
@@ -331,7 +353,7 @@ def create_plan(shape: Any, dim: Any = None, kind: str = "fft", dtype: torch.dty
             raise ValueError(f"{where}: s has {len(lengths)} entries but the plan has {len(dims)} axes")
     if dtype is None:
         dtype = torch.float32 if real_in else torch.complex64
-    if dtype not in _DTYPES:
+    if not isinstance(dtype, torch.dtype) or dtype not in _DTYPES:  # (an array would compare elementwise)
         raise TypeError(f"{where}: dtype must be one of float32, float64, complex64, complex128; got {dtype!r}")
     if real_in and dtype.is_complex:
         raise TypeError(f"{where}: {kind} takes real input; dtype {dtype} is complex")

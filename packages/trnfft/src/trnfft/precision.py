@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Iterator
 
 from . import _engine as E
+from . import _routes
 
 PRECISIONS = E.PRECISIONS
 
@@ -40,6 +41,7 @@ def set_precision(mode: str) -> None:
     >>> trnfft.set_precision("fast")
     """
     E._precision[0] = E.PRECISION(mode, "mode", "set_precision")
+    _routes.clear()  # settled per-call routes were chosen under the old default
 
 
 def get_precision() -> str:
@@ -71,3 +73,4 @@ def use_precision(mode: str) -> Iterator[None]:
         yield
     finally:
         E._precision[0] = old
+        _routes.clear()

@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from . import _chirp as C
 from . import _engine as E
-from .basic import _C2C_FAST, _all_or, _s_or_none, _Tensor, _torch_route_1d, _torch_route_nd
+from . import _routes as R
+from .basic import ROUTED, _many, _one
 
 # ------------------------------------------------------------------ ops
 # torch lowerings here; NKI lowerings in trnfft._nki (same arguments).
@@ -32,25 +32,18 @@ IRFFTN = E.opn("trnfft.irfftn", "n-D inverse of rfftn (also irfft2); points = ba
 
 # ------------------------------------------------------------------ torch lowerings
 
-# torch.fft entry points bound once (saves an attribute walk per call)
-_T_rfft = torch.fft.rfft
-_T_irfft = torch.fft.irfft
-_T_hfft = torch.fft.hfft
-_T_rfftn = torch.fft.rfftn
-_T_irfftn = torch.fft.irfftn
-_T_rfft2 = torch.fft.rfft2
-_T_irfft2 = torch.fft.irfft2
+# In precision "fast" each runs the route trnfft._routes settled for the call.
 
 
 def _r2c_modes(x, s, dims, norm, precision):
     if precision == "double" or not E.single(x):
-        return E.down(_T_rfftn(E.up64(x), s=s, dim=dims, norm=norm), x)
+        return E.down(torch.fft.rfftn(E.up64(x), s=s, dim=dims, norm=norm), x)
     return E.alg_r2c(x, s, dims, norm, precision)
 
 
 def _c2r_modes(x, s, dims, norm, precision):
     if precision == "double" or not E.single(x):
-        return E.down(_T_irfftn(E.up64(x), s=s, dim=dims, norm=norm), x)
+        return E.down(torch.fft.irfftn(E.up64(x), s=s, dim=dims, norm=norm), x)
     return E.alg_c2r(x, s, dims, norm, precision)
 
 
@@ -60,9 +53,7 @@ def _rfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) ->
     if not x.numel():
         return E.empty(x, (dim,), (n // 2 + 1,), True)
     if precision == "fast":
-        if C.slow_real(n):
-            return C.r2c(x, n, dim, norm)
-        return _T_rfft(x, None if n == x.shape[dim] else n, dim, norm)
+        return R.route("rfft", x, (n,), (dim,), norm)(x)
     return _r2c_modes(x, (n,), (dim,), norm, precision)
 
 
@@ -72,9 +63,7 @@ def _irfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -
     if not x.numel():
         return E.empty(x, (dim,), (n,), False)
     if precision == "fast":
-        if C.slow_real(n):
-            return C.c2r(x, n, dim, norm)
-        return _T_irfft(x, n, dim, norm)
+        return R.route("irfft", x, (n,), (dim,), norm)(x)
     return _c2r_modes(x, (n,), (dim,), norm, precision)
 
 
@@ -84,9 +73,7 @@ def _hfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) ->
     if not x.numel():
         return E.empty(x, (dim,), (n,), False)
     if precision == "fast":
-        if C.slow_real(n):
-            return C.c2r(x.conj(), n, dim, E._SWAP_NORM[norm])
-        return _T_hfft(x, n, dim, norm)
+        return R.route("hfft", x, (n,), (dim,), norm)(x)
     return _c2r_modes(x.conj(), (n,), (dim,), E.swap_norm(norm), precision)
 
 
@@ -95,10 +82,8 @@ def _ihfft_torch(x: torch.Tensor, n: int, dim: int, norm: str, precision: str) -
     """ihfft: ``conj(rfft(x, n))`` with the normalization swapped; ``n//2+1`` outputs."""
     if not x.numel():
         return E.empty(x, (dim,), (n // 2 + 1,), True)
-    if precision == "fast":  # torch's own ihfft is this with a lazy conj (a copy to resolve): conj in place
-        if C.slow_real(n):
-            return C.r2c(x, n, dim, E._SWAP_NORM[norm]).conj_physical_()
-        return _T_rfft(x, None if n == x.shape[dim] else n, dim, E._SWAP_NORM[norm]).conj_physical_()
+    if precision == "fast":
+        return R.route("ihfft", x, (n,), (dim,), norm)(x)
     return _r2c_modes(x, (n,), (dim,), E.swap_norm(norm), precision).conj().resolve_conj()
 
 
@@ -108,9 +93,7 @@ def _rfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: st
     if not x.numel():
         return E.empty(x, dim, s[:-1] + (s[-1] // 2 + 1,), True)
     if precision == "fast":
-        if C.any_slow(s, True):
-            return C.r2c_nd(x, s, dim, norm)
-        return _T_rfftn(x, _s_or_none(x, s, dim), _all_or(x, dim), norm)
+        return R.route("rfftn", x, s, dim, norm)(x)
     return _r2c_modes(x, s, dim, norm, precision)
 
 
@@ -120,65 +103,15 @@ def _irfftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: s
     if not x.numel():
         return E.empty(x, dim, s, False)
     if precision == "fast":
-        if C.any_slow(s, True):
-            return C.c2r_nd(x, s, dim, norm)
-        shp = x.shape
-        if s[-1] == 2 * (shp[dim[-1]] - 1) and _s_or_none(x, s[:-1], dim[:-1]) is None:
-            s = None  # torch's default lengths
-        return _T_irfftn(x, s, _all_or(x, dim), norm)
+        return R.route("irfftn", x, s, dim, norm)(x)
     return _c2r_modes(x, s, dim, norm, precision)
 
 
 # ------------------------------------------------------------------ public
 
-_REAL_FAST = frozenset((torch.float32, torch.float64))
-_slow_real = C.slow_real
-_SWAP = {None: "forward", **E._SWAP_NORM}  # ihfft's norm as rfft's
+ROUTED.update((_rfft_torch, _irfft_torch, _hfft_torch, _ihfft_torch, _rfftn_torch, _irfftn_torch))
 
-
-def _ihfft_call(x, n=None, dim=-1, norm=None):
-    """ihfft by torch: rfft with the normalization swapped, conjugated in place (torch's own
-    ihfft returns a lazy conj, a copy to resolve)."""
-    return _T_rfft(x, n, dim, _SWAP[norm]).conj_physical_()
-
-# The common call (plain tensor, default keywords, precision "fast") is
-# checked inline in each public function as in trnfft.basic; the half-spectrum
-# inputs (irfft, hfft, irfftn, irfft2) take the default output length
-# 2 (m - 1), which needs m >= 2.
-
-
-def _one(where, lowering, input, n, dim, norm, axis, precision, real_in, half_in):
-    if type(input) is _Tensor and input.dtype in (_REAL_FAST if real_in else _C2C_FAST):
-        x, ct = input, E.TORCH
-    else:
-        x, ct = E.prep(input, where, real_only=real_in)
-    d = E.dim1(x, dim, axis, where)
-    n = E.n1(x, n, d, where, 2 * (x.shape[d] - 1) if (half_in and n is None) else None)
-    y = lowering(x, n, d, *E.options(norm, precision, where))
-    return y if ct == E.TORCH else E.wrap(y, ct)
-
-
-def _many(where, lowering, input, s, dim, norm, axes, precision, real_in, default_dims=None):
-    if type(input) is _Tensor and input.dtype in (_REAL_FAST if real_in else _C2C_FAST):
-        x, ct = input, E.TORCH
-    else:
-        x, ct = E.prep(input, where, real_only=real_in)
-    name = "dim" if axes is None else "axes"
-    dim = E.alias(where, "dim", dim, "axes", axes)
-    if real_in or s is not None:
-        s, dims = E.dims_sizes(x, s, dim, where, default_dims, name)
-    else:  # irfftn without s: last length is 2 (m - 1)
-        s, dims = E.dims_sizes(x, None, dim, where, default_dims, name)
-        if not dims:
-            raise ValueError(f"{where}: {name} must name at least one axis")
-        s = s[:-1] + (2 * (x.shape[dims[-1]] - 1),)
-        if s[-1] <= 0:
-            raise ValueError(f"{where}: the input has {x.shape[dims[-1]]} coefficient(s) along dim {dims[-1]}, "
-                             "too few for the default output length 2*(m-1); give s")
-    if not dims:
-        raise ValueError(f"{where}: dim must name at least one axis")
-    y = lowering(x, s, dims, *E.options(norm, precision, where))
-    return y if ct == E.TORCH else E.wrap(y, ct)
+# Each public function is one call of trnfft.basic's _one (1-D) or _many (n-D).
 
 
 _PARAMS = """
@@ -209,52 +142,44 @@ _PARAMS = """
 """
 
 
-@_torch_route_1d(RFFT, _REAL_FAST, _T_rfft, slow=_slow_real)
 def rfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
-    return _one("rfft", RFFT, input, n, dim, norm, axis, precision, True, False)
+    return _one("rfft", RFFT, "rfft", input, n, dim, norm, axis, precision, real_in=True)
 
 
-@_torch_route_1d(IRFFT, _C2C_FAST, _T_irfft, half=True, slow=_slow_real)
 def irfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
-    return _one("irfft", IRFFT, input, n, dim, norm, axis, precision, False, True)
+    return _one("irfft", IRFFT, "irfft", input, n, dim, norm, axis, precision, half_in=True)
 
 
-@_torch_route_1d(HFFT, _C2C_FAST, _T_hfft, half=True, slow=_slow_real)
 def hfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
-    return _one("hfft", HFFT, input, n, dim, norm, axis, precision, False, True)
+    return _one("hfft", HFFT, "hfft", input, n, dim, norm, axis, precision, half_in=True)
 
 
-@_torch_route_1d(IHFFT, _REAL_FAST, _ihfft_call, slow=_slow_real)
 def ihfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
-    return _one("ihfft", IHFFT, input, n, dim, norm, axis, precision, True, False)
+    return _one("ihfft", IHFFT, "ihfft", input, n, dim, norm, axis, precision, real_in=True)
 
 
-@_torch_route_nd(RFFTN, _REAL_FAST, _T_rfftn, real=True)
 def rfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
-    return _many("rfftn", RFFTN, input, s, dim, norm, axes, precision, True)
+    return _many("rfftn", RFFTN, "rfftn", input, s, dim, norm, axes, precision, real_in=True)
 
 
-@_torch_route_nd(IRFFTN, _C2C_FAST, _T_irfftn, half=True, real=True)
 def irfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
-    return _many("irfftn", IRFFTN, input, s, dim, norm, axes, precision, False)
+    return _many("irfftn", IRFFTN, "irfftn", input, s, dim, norm, axes, precision, half_in=True)
 
 
-@_torch_route_nd(RFFTN, _REAL_FAST, _T_rfft2, two=True, real=True)
 def rfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
-    return _many("rfft2", RFFTN, input, s, dim, norm, axes, precision, True, (-2, -1))
+    return _many("rfft2", RFFTN, "rfftn", input, s, dim, norm, axes, precision, (-2, -1), real_in=True)
 
 
-@_torch_route_nd(IRFFTN, _C2C_FAST, _T_irfft2, two=True, half=True, real=True)
 def irfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
-    return _many("irfft2", IRFFTN, input, s, dim, norm, axes, precision, False, (-2, -1))
+    return _many("irfft2", IRFFTN, "irfftn", input, s, dim, norm, axes, precision, (-2, -1), half_in=True)
 
 
 _ONE = dict(nname="n", ntype="int", dtype="int", alias="axis",

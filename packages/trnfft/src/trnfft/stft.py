@@ -3,8 +3,9 @@
 ``stft`` frames the signal (``n_fft`` samples every ``hop_length``; with
 ``center=True`` the signal is first padded by ``n_fft // 2`` on both sides
 using ``pad_mode``), multiplies each frame by the window (``win_length``
-samples, zero-padded to ``n_fft`` centred; rectangular if ``window`` is
-None, as in torch) and transforms it::
+samples, zero-padded to ``n_fft`` centred; the periodic Hann window if
+``window`` is None, as the published trnfft and SciPy -- torch.stft's own
+default is rectangular) and transforms it::
 
     S[..., f, t] = sum_j w[j] x[t * hop + j] exp(-2 pi i f j / n_fft)
 
@@ -68,16 +69,38 @@ def _bool(b: Any, name: str, where: str) -> bool:
     return b
 
 
+#: Window names accepted as strings (periodic, as scipy.signal.get_window's default for spectra).
+_WINDOWS = {
+    "hann": torch.hann_window, "hanning": torch.hann_window, "hamming": torch.hamming_window,
+    "blackman": torch.blackman_window, "bartlett": torch.bartlett_window,
+    "boxcar": torch.ones, "rectangular": torch.ones, "ones": torch.ones,
+}
+
+
+def _named_window(name: str, n: int, dtype: torch.dtype, device) -> torch.Tensor:
+    make = _WINDOWS[name]
+    if make is torch.ones:
+        return torch.ones(n, dtype=dtype, device=device)
+    return make(n, periodic=True, dtype=dtype, device=device)
+
+
 def _window(window: Any, win_length: int, like: torch.Tensor, where: str):
+    """The window as a real tensor of ``like``'s precision; ``None`` is the periodic Hann window."""
+    real = like.real.dtype if like.is_complex() else like.dtype
     if window is None:
-        return None
+        window = "hann"
+    if isinstance(window, str):
+        name = window.lower()
+        if name not in _WINDOWS:
+            raise ValueError(f"{where}: window must be a tensor or one of {', '.join(map(repr, _WINDOWS))}; "
+                             f"got {window!r}")
+        return _named_window(name, win_length, real, like.device)
     w = v.tensor(window, "window", where)
     if w.dtype not in (torch.float32, torch.float64) or w.dim() != 1 or w.shape[0] != win_length:
         if w.dtype not in (torch.float32, torch.float64):
             raise TypeError(f"{where}: window must be float32/float64, got {w.dtype}")
         raise ValueError(f"{where}: window must be 1-D of length win_length={win_length}, got shape "
                          f"{tuple(w.shape)}")
-    real = like.real.dtype if like.is_complex() else like.dtype
     return w.to(device=like.device, dtype=real)
 
 
@@ -107,8 +130,14 @@ def stft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int 
         Frame step (default ``n_fft // 4``).
     win_length : int, optional
         Window length ``<= n_fft`` (default ``n_fft``).
-    window : torch.Tensor, optional
-        1-D window of length ``win_length`` (default: rectangular, as torch).
+    window : torch.Tensor or str, optional
+        1-D window of length ``win_length``, or a name: ``"hann"``,
+        ``"hamming"``, ``"blackman"``, ``"bartlett"`` (periodic, as
+        ``torch.hann_window(win_length)`` / SciPy's ``get_window``) or
+        ``"boxcar"``/``"rectangular"``. Default: the periodic Hann window,
+        as the published trnfft and ``scipy.signal.stft``. torch.stft's
+        default is rectangular: pass ``window="boxcar"`` (or
+        ``torch.ones(win_length)``) to reproduce it.
     center : bool, optional
         Pad ``n_fft // 2`` on both sides first (default True).
     pad_mode : {"reflect", "constant", "replicate", "circular"}, optional
@@ -136,7 +165,7 @@ def stft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int 
     Examples
     --------
     >>> import torch, trnfft
-    >>> trnfft.stft(torch.ones(64), 16, hop_length=4, window=torch.hann_window(16)).shape
+    >>> trnfft.stft(torch.ones(64), 16, hop_length=4).shape     # periodic Hann window
     torch.Size([9, 17])
     """
     where = "stft"
@@ -152,7 +181,8 @@ def stft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int 
         raise ValueError(f"{where}: the signal is empty (input has shape {tuple(x.shape)})")
     if center:
         if pad_mode == "reflect" and n_fft // 2 >= L:
-            raise ValueError(f"{where}: reflect padding of {n_fft // 2} needs a signal longer than that, got {L}")
+            raise ValueError(f"{where}: input has {L} samples; reflect padding of {n_fft // 2} (n_fft // 2) "
+                             "needs more (or pass pad_mode='constant')")
         L += 2 * (n_fft // 2)
     if L < n_fft:
         raise ValueError(f"{where}: the signal ({L} samples after padding) is shorter than n_fft={n_fft}")
@@ -171,7 +201,7 @@ def istft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int
     input : torch.Tensor, ComplexTensor or numpy.ndarray
         Complex spectrogram ``(B?, n_freq, n_frames)`` as made by :func:`stft`.
     n_fft, hop_length, win_length, window, center, normalized
-        As given to :func:`stft`.
+        As given to :func:`stft` (the same default window, periodic Hann).
     onesided : bool, optional
         Whether ``input`` holds the one-sided spectrum (default: inferred
         from ``n_freq == n_fft // 2 + 1``).

@@ -67,7 +67,7 @@ def cases(quick: bool = True):
     yield Case(
         "trnrand",
         f"sobol {m}x{d}",
-        lambda: trnrand.sobol(m, d, scramble=False, dtype=torch.float64),
+        lambda m=m, d=d: trnrand.sobol(m, d, scramble=False, dtype=torch.float64),  # bound now: m, d change below
         "scipy Sobol",
         _scipy_qmc(qmc.Sobol, m, d),
     )
@@ -75,7 +75,7 @@ def cases(quick: bool = True):
     yield Case(
         "trnrand",
         f"halton {m}x{d}",
-        lambda: trnrand.halton(m, d, dtype=torch.float64),
+        lambda m=m, d=d: trnrand.halton(m, d, dtype=torch.float64),
         "scipy Halton",
         _scipy_qmc(qmc.Halton, m, d),
     )

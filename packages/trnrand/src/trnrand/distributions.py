@@ -645,7 +645,9 @@ def exponential(*size, rate=1.0, dtype=torch.float32, generator=None):
 def _into(buf, where: str):
     if not isinstance(buf, torch.Tensor):
         raise TypeError(f"{where}: buf must be a torch.Tensor, got {type(buf).__name__}")
-    _fdtype(buf.dtype, where)
+    if buf.dtype not in FLOATS:
+        names = ", ".join(str(d).replace("torch.", "") for d in FLOATS)
+        raise TypeError(f"{where}: buf has dtype {str(buf.dtype).replace('torch.', '')}; expected one of {names}")
     return buf
 
 
@@ -944,7 +946,7 @@ def multinomial(probs, num_samples, replacement=False, generator=None):
     """
     where = "multinomial"
     probs = _probs(probs, where)
-    num_samples = V.integer(num_samples, "num_samples", where, minimum=0)
+    num_samples = V.integer(num_samples, "num_samples", where, minimum=0, maximum=V.INDEX_MAX)
     if num_samples > MAX_SAMPLES:
         raise ValueError(f"{where}: num_samples must be <= 2**48, got {num_samples}")
     if not isinstance(replacement, bool):

@@ -250,7 +250,7 @@ def manual_seed(seed) -> Generator:
     True
     """
     global _default_generator
-    _default_generator = Generator(seed=seed)
+    _default_generator = Generator(seed=_u64(seed, "seed", "manual_seed"))
     return _default_generator
 
 

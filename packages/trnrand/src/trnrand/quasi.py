@@ -32,7 +32,9 @@ def _seed_generator(seed, where) -> Generator:
     """Scrambling randomness: ``seed`` may be None (OS entropy), an int, or a trnrand.Generator (advanced)."""
     if isinstance(seed, Generator):
         return seed
-    return Generator(seed=seed, subsequence=0x5EED)
+    from .generator import _u64
+
+    return Generator(seed=None if seed is None else _u64(seed, "seed", where), subsequence=0x5EED)
 
 
 @functools.lru_cache(maxsize=32)
@@ -71,35 +73,42 @@ def _direction_numbers(n_dims: int) -> np.ndarray:
 
 
 def _gray_xor(idx: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
-    """XOR over the set bits b of gray(idx) = idx ^ (idx >> 1) of V[:, b]: (len(idx), n_dims) int64."""
-    g = idx ^ (idx >> 1)
-    X = torch.zeros((idx.numel(), V.shape[0]), dtype=torch.int64)
-    top = max(int(idx.max()).bit_length(), 1) if idx.numel() else 0
-    for b in range(min(top, SOBOL_BITS)):
-        X ^= ((g >> b) & 1)[:, None] * V[None, :, b]
-    return X
+    """XOR over the set bits b of gray(idx) = idx ^ (idx >> 1) of V[:, b]: (len(idx), n_dims), V's dtype.
 
-
-_LOW_BITS = 8
+    One NumPy XOR-reduction over the bit axis (the tables are small: ~sqrt(n) rows).
+    """
+    g = (idx ^ (idx >> 1)).numpy()
+    Vn = V.numpy()
+    bits = ((g[:, None] >> np.arange(Vn.shape[1])) & 1).astype(Vn.dtype)  # (len, B)
+    terms = bits[:, None, :] * Vn[None, :, :]  # (len, n_dims, B): V[:, b] where bit b is set, else 0
+    return torch.from_numpy(np.bitwise_xor.reduce(terms, axis=2) if Vn.shape[1] else terms.sum(2))
 
 
 def _sobol_torch(V: torch.Tensor, shift: torch.Tensor, skip: int, n: int, dtype) -> torch.Tensor:
     """Sobol' integers in Gray-code order: x_i = XOR over set bits b of gray(i) of V[:, b], then ^ shift.
 
     V: (n_dims, 30) int64 direction numbers (already scrambled when scrambling); shift: (n_dims,) int64.
-    Split i = a 2**L + c (c < 2**L): gray(i) = gray(a 2**L) ^ gray(c), so x_i = x(a 2**L) ^ x(c) (L = 8) -- two
-    small tables and one gather-xor instead of a pass per bit over all points.
+    Split i = a 2**L + c (c < 2**L, L about half the bits of n): gray(i) = gray(a 2**L) ^ gray(c), so
+    the points of a block of 2**L are one broadcast XOR of a row of the ``high`` table (shift folded
+    in) with the whole ``low`` table -- two tables of ~sqrt(n) rows and one pass over the output,
+    in int32 (30-bit values), instead of a gather per point.
     """
-    i = torch.arange(skip, skip + n, dtype=torch.int64)
-    if n <= 1 << _LOW_BITS:
-        X = _gray_xor(i, V)
-    else:
-        a0, a1 = skip >> _LOW_BITS, (skip + n - 1) >> _LOW_BITS
-        high = _gray_xor(torch.arange(a0, a1 + 1, dtype=torch.int64) << _LOW_BITS, V)
-        low = _gray_xor(torch.arange(1 << _LOW_BITS, dtype=torch.int64), V)
-        X = high[(i >> _LOW_BITS) - a0] ^ low[i & ((1 << _LOW_BITS) - 1)]
-    X ^= shift
-    return _sobol_floats(X, dtype)
+    d = V.shape[0]
+    if n == 0:
+        return torch.empty((0, d), dtype=dtype)
+    L = max(1, (n.bit_length() + 1) // 2)
+    a0, a1 = skip >> L, (skip + n - 1) >> L
+    V32 = V.to(torch.int32)
+    high = _gray_xor(torch.arange(a0, a1 + 1, dtype=torch.int64) << L, V32).numpy() ^ shift.numpy().astype(np.int32)
+    low = _gray_xor(torch.arange(1 << L, dtype=torch.int64), V32).numpy()
+    # NumPy, one thread: as fast as torch's kernels here at one thread, and unaffected by OpenMP
+    # threads descheduled on a loaded machine (torch at two threads ran 4-150x slower under load)
+    X = np.bitwise_xor(high[:, None, :], low[None, :, :]).reshape(-1, d)
+    off = skip - (a0 << L)
+    X = X[off:off + n]
+    if dtype == torch.float64:  # exact: k 2**-30 (cast and scale in one pass)
+        return torch.from_numpy(np.multiply(X, 2.0**-SOBOL_BITS, dtype=np.float64))
+    return torch.from_numpy(np.multiply(X >> (SOBOL_BITS - 24), np.float32(2.0**-24), dtype=np.float32))
 
 
 def _sobol_floats(X: torch.Tensor, dtype) -> torch.Tensor:
@@ -115,9 +124,14 @@ def _lms_scramble(Vn: np.ndarray, gen: Generator) -> tuple[np.ndarray, np.ndarra
     w = gen._words(gen._reserve(d * B * B + d), d * B * B + d).numpy()
     L = np.tril((w[: d * B * B] >> 31).reshape(d, B, B))
     L[:, np.arange(B), np.arange(B)] = 1
-    bits = (Vn[:, :, None] >> (B - 1 - np.arange(B))[None, None, :]) & 1  # (d, j, bit MSB-first)
-    newbits = np.einsum("dpk,djk->djp", L, bits) & 1
-    Vs = (newbits << (B - 1 - np.arange(B))[None, None, :]).sum(-1)
+    weights = (1 << (B - 1 - np.arange(B))).astype(np.int64)  # bit k, MSB first
+    if hasattr(np, "bitwise_count"):  # NumPy >= 2: new bit p of V[d, j] = parity(row p of L_d & V[d, j])
+        rows = (L.astype(np.int64) * weights).sum(-1)  # (d, p): row p of L_d as a B-bit mask
+        newbits = np.bitwise_count(rows[:, None, :] & Vn[:, :, None]) & 1  # (d, j, p)
+    else:
+        bits = (Vn[:, :, None] >> (B - 1 - np.arange(B))[None, None, :]) & 1  # (d, j, bit MSB-first)
+        newbits = np.einsum("dpk,djk->djp", L, bits) & 1
+    Vs = (newbits.astype(np.int64) * weights).sum(-1)
     shift = w[d * B * B :] >> (32 - B)
     return Vs.astype(np.int64), shift.astype(np.int64)
 

@@ -59,13 +59,21 @@ side = Options(SIDE_OPTIONS)
 diag = Options(DIAG_OPTIONS)
 
 
-def fill(value: Any, where: str) -> bool:
-    """``fill=None`` (BLAS: one triangle) -> False, ``fill="full"`` -> True."""
+def fill(value: Any, where: str, given: bool = True) -> bool:
+    """Whether a symmetric update returns the whole matrix (True) or one triangle (False).
+
+    ``given`` says whether the caller passed the matrix being updated.
+    ``fill=None`` follows the caller: BLAS semantics (one triangle, the
+    other left as the given matrix's) when it was passed; the whole
+    symmetric matrix when it was not, since there is nothing to preserve
+    (what the published trnblas returned). ``"full"`` and ``"triangle"``
+    force one or the other.
+    """
     if value is None:
-        return False
-    if isinstance(value, str) and value.lower() == "full":
-        return True
-    raise ValueError(f"{where}: fill must be None or 'full'; got {value!r}")
+        return not given
+    if isinstance(value, str) and value.lower() in ("full", "triangle"):
+        return value.lower() == "full"
+    raise ValueError(f"{where}: fill must be None, 'full' or 'triangle'; got {value!r}")
 
 
 def real_trans(code: str, dtype: torch.dtype) -> str:

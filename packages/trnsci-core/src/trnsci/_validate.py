@@ -281,6 +281,22 @@ def _power_of_two(m: int) -> str:
     return str(m)
 
 
+def device(dev: Any, where: str, name: str = "device") -> torch.device | None:
+    """A ``device=`` argument as a ``torch.device`` (None stays None); ``TypeError`` for a non-device,
+    ``ValueError`` for a device string or index torch does not know or cannot use here."""
+    if dev is None or type(dev) is torch.device:
+        return dev
+    if isinstance(dev, bool) or not isinstance(dev, (str, int)):
+        raise TypeError(f"{_p(where)}{name} must be a str or torch.device, got {type(dev).__name__}")
+    try:
+        d = torch.device(dev)
+        torch.empty(0, device=d)  # an unavailable backend (e.g. "cuda" without a GPU) fails here
+    except (RuntimeError, ValueError, TypeError, AssertionError) as e:
+        raise ValueError(f"{_p(where)}{name} {dev!r} is not a usable device here "
+                         f"({str(e).splitlines()[0][:80]})") from None
+    return d
+
+
 def numpy_io(fn: Callable) -> Callable:
     """Let ``fn`` take NumPy arrays: inputs become tensors, results NumPy arrays.
 
@@ -301,9 +317,10 @@ def numpy_io(fn: Callable) -> Callable:
             else:
                 return fn(*args, **kwargs)
         out = kwargs.get("out")
-        if isinstance(out, np.ndarray) and (not out.flags.writeable or any(st < 0 for st in out.strides)):
+        if isinstance(out, np.ndarray) and (not out.flags.writeable or any(st < 0 for st in out.strides)
+                                            or not out.dtype.isnative):
             raise ValueError(f"{fn.__name__}: out must be a writeable NumPy array with non-negative strides "
-                             "(the result is written through shared memory)")
+                             "in native byte order (the result is written through shared memory)")
         args = tuple(_np_to_torch(a) for a in args)
         kwargs = {k: _np_to_torch(v) for k, v in kwargs.items()}
         return _torch_to_np(fn(*args, **kwargs))

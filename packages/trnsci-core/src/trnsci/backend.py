@@ -87,9 +87,12 @@ def normalize(name: object, *, source: str = "backend") -> str:
     return key
 
 
-def _check_library(library: str | None) -> str | None:
+def _check_library(library: str | None, where: str = "") -> str | None:
+    at = f"{where}: " if where else ""
+    if library is not None and not isinstance(library, str):
+        raise TypeError(f"{at}library must be one of {', '.join(LIBRARIES)} or None, got {type(library).__name__}")
     if library is not None and library not in LIBRARIES:
-        raise ValueError(f"library must be one of {', '.join(LIBRARIES)} or None, got {library!r}")
+        raise ValueError(f"{at}library must be one of {', '.join(LIBRARIES)} or None, got {library!r}")
     return library
 
 
@@ -113,13 +116,13 @@ def set_backend(name: str, library: str | None = None) -> None:
     ValueError
         If ``name`` or ``library`` is unknown.
     """
-    _api[_check_library(library)].set(normalize(name, source="set_backend(name=...)"))
+    _api[_check_library(library, "set_backend")].set(normalize(name, source="set_backend(name=...)"))
     _touched.set(True)
 
 
 def reset_backend(library: str | None = None) -> None:
     """Forget the API setting for the suite or a library (env and default apply again)."""
-    _api[_check_library(library)].set(None)
+    _api[_check_library(library, "reset_backend")].set(None)
 
 
 @contextlib.contextmanager
@@ -131,7 +134,7 @@ def use_backend(name: str, library: str | None = None) -> Iterator[str]:
     scope nest (the innermost wins); a library block beats a suite block
     wherever it stands.
     """
-    var = _block[_check_library(library)]
+    var = _block[_check_library(library, "use_backend")]
     token = var.set(normalize(name, source="use_backend(name=...)"))
     _touched.set(True)
     try:
@@ -207,7 +210,62 @@ def resolve(library: str | None = None) -> Setting:
 
 def get_backend(library: str | None = None) -> str:
     """The effective backend name for ``library`` (or the suite), e.g. ``"auto"``."""
+    if library is not None:
+        _check_library(library, "get_backend")
     return resolve(library).name
+
+
+# ---- names as reported: equal to the published packages' spelling too
+#
+# The published packages called the torch fallback "pytorch"; the suite calls it "torch" (and accepts
+# "pytorch" when setting a backend). What the suite reports -- each library's get_backend(), trntensor's plan and step
+# backends -- is a BackendName: a str equal to its own value and to the published alias, so code written
+# against the published packages (plan.backend == "pytorch") keeps its meaning. It prints, hashes and
+# serializes as the suite's name.
+
+#: The suite's names -> the published packages' name for the same kind of route. The published
+#: "pytorch" meant "the host fallback, not an NKI kernel": trntensor's autotuner may put a CPU GEMM
+#: step on numpy.matmul, which is that too; a plan's "+"-joined names qualify when every part does.
+PUBLISHED = {"torch": "pytorch", "numpy": "pytorch"}
+
+
+def _published(name: str):
+    parts = {PUBLISHED.get(p) for p in name.split("+")}
+    return parts.pop() if len(parts) == 1 else None
+
+
+class BackendName(str):
+    """A backend name that compares equal to the published alias as well (``"torch" == "pytorch"``).
+
+    Examples
+    --------
+    >>> from trnsci.backend import BackendName
+    >>> b = BackendName("torch")
+    >>> b == "torch", b == "pytorch", b == "nki", str(b)
+    (True, True, False, 'torch')
+    >>> BackendName("numpy+torch") == "pytorch", BackendName("simulator+torch") == "pytorch"
+    (True, False)
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            mine = str(self)
+            return str.__eq__(mine, other) or (_published(mine) or "") == str(other)
+        return NotImplemented
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = str.__hash__
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __repr__(self) -> str:
+        return repr(str.__str__(self))
 
 
 def bind(library: str):
@@ -222,7 +280,7 @@ def bind(library: str):
         set_backend(name, library)
 
     def get_backend_() -> str:
-        return get_backend(library)
+        return BackendName(get_backend(library))  # "torch" also equals the published "pytorch"
 
     def use_backend_(name: str):
         return use_backend(name, library)

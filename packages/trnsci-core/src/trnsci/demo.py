@@ -221,7 +221,16 @@ def kernel_part(echo=print, profiles: bool = False) -> bool:
 # ------------------------------------------------------------------ the command
 
 def main(argv: list[str] | None = None, echo=print) -> int:
-    """``trnsci demo``: every installed demo part, then the kernel cases; 0 when all checks passed."""
+    """``trnsci demo``: every installed demo part, then the kernel cases; 0 when all checks passed.
+
+    ``trnsci demo --distributed [options]`` runs the umbrella's distributed demo instead (DF-MP2, a 3-D
+    FFT and a GEMM over a process group: ``torchrun --nproc-per-node N -m trnsci demo --distributed``,
+    or ``--nproc N`` to spawn loopback ranks), found through the ``trnsci.workflows`` entry point.
+    """
+    argv = list(argv or [])
+    if "--distributed" in argv:
+        argv.remove("--distributed")
+        return plugins.workflow("distributed_demo", "trnsci demo --distributed").main(argv)
     parts = [p for p in demo_plugins() if p.ok and callable(getattr(p.module, "run", None))]
     parser = argparse.ArgumentParser(prog="trnsci demo", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="the smallest problem of each part (a smoke test)")
@@ -230,10 +239,12 @@ def main(argv: list[str] | None = None, echo=print) -> int:
     parser.add_argument("--kernels-only", action="store_true", help="only the NKI kernel part")
     parser.add_argument("--profiles", action="store_true",
                         help="print each demo kernel's full emulator profile under its row")
+    parser.add_argument("--distributed", action="store_true",
+                        help="the distributed demo instead (under torchrun, or --nproc N; see --distributed --help)")
     for p in parts:
         if callable(getattr(p.module, "add_arguments", None)):
             p.module.add_arguments(parser.add_argument_group(f"{p.name} ({p.value}, from {p.dist})"))
-    args = parser.parse_args(argv or [])
+    args = parser.parse_args(argv)
     ok = True
     t0 = time.perf_counter()
     if not args.kernels_only:

@@ -133,13 +133,22 @@ def load_calibration(path: Path | None = None) -> dict[str, float]:
 
 
 def write_calibration(thresholds: dict[str, float], path: Path | None = None, **meta: Any) -> Path:
-    """Write ``{"thresholds": {...}, **meta}`` as JSON; returns the path."""
+    """Write ``{"thresholds": {...}, **meta}`` as JSON; returns the path.
+
+    A ``"routes"`` section already in the file (:mod:`trnsci.routes`) is kept.
+    """
     unknown = sorted(set(thresholds) - set(registry()))
     if unknown:
         raise ValueError(f"thresholds name unregistered ops: {', '.join(unknown)}")
     path = path or calibration_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"thresholds": {k: float(v) for k, v in sorted(thresholds.items())}, **meta}
+    try:  # measured routes (trnsci.routes) share the file: keep them
+        old = json.loads(path.read_text()).get("routes")
+    except (OSError, ValueError, AttributeError):
+        old = None
+    if isinstance(old, dict):
+        doc["routes"] = old
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     tmp.replace(path)
@@ -300,7 +309,12 @@ def decide(op: str, size: float | None = None, *, supported: bool = True, why_no
     supported = _validate.flag(supported, "supported", "decide")
     if not isinstance(why_not, str):
         raise TypeError(f"decide: why_not must be a str, got {type(why_not).__name__}")
-    entry = _REGISTRY.get(op) or _entry(op)
+    entry = _REGISTRY.get(op)
+    if entry is None:
+        try:
+            entry = _entry(op)
+        except ValueError as e:
+            raise ValueError(f"decide: op: {e}") from None
     setting = _backend.resolve(_library_of(op))
     return _decide(entry, setting, size, None if supported else (lambda: why_not))
 
@@ -440,8 +454,6 @@ class Lowering:
         counts per engine (``"tensor"``, ``"vector"``, ``"dma"``, ...), the
         same keys as the emulator's profile. None when no closed form
         applies (e.g. the host splits the call into several kernel runs).
-        A documented composition of launches adds ``"launches"`` (kernel
-        name -> number of runs) and gives the figures summed over them.
     """
 
     fn: Callable
@@ -528,6 +540,9 @@ class Op:
         self._library = _library_of(name)
         self._lowerings: dict[str, Lowering] = {}
         self._torch: Callable | None = None
+        self.settled: dict = {}
+        """Settled torch routes of the library's public layer: a call signature -> a callable of the
+        input that computes it (see :meth:`settle`). Emptied when a lowering changes."""
         self.on_torch: Callable[[], bool] = torch_probe(self._library)
         """``OP.on_torch()``: True when a call now runs the torch lowering whatever its
         arguments (see :func:`torch_probe`)."""
@@ -567,6 +582,24 @@ class Op:
             self._lowerings[backend] = low
         t = self._lowerings.get("torch")
         self._torch = t.fn if t is not None else None
+        self.settled.clear()
+
+    def settle(self, key, route: Callable) -> Callable:
+        """Remember ``route`` (a callable of the input) for the call signature ``key``; returns ``route``.
+
+        The per-call cost of a public function belongs here, once for all
+        libraries: its first call with a signature (input dtype and shape
+        and the hashable options, as the library spells them) validates
+        everything and settles the torch route; later calls with the same
+        signature, while :meth:`on_torch` holds, look it up in
+        :attr:`settled` and run it. Bounded (cleared past 1024 entries);
+        emptied when a lowering is replaced; a library clears it when
+        anything the routes depend on changes.
+        """
+        if len(self.settled) >= 1024:
+            self.settled.clear()
+        self.settled[key] = route
+        return route
 
     @contextlib.contextmanager
     def override(self, backend: str, fn: Callable | None, **declarations):
@@ -759,7 +792,9 @@ class Plan:
     kernel : dict or None
         When a kernel would run and has a closed form: ``{"name": ...,
         "hbm_read_bytes": ..., "hbm_write_bytes": ..., "tensor": ..., ...}``
-        -- the figures the emulator's counters reproduce exactly.
+        -- the figures the emulator's counters reproduce exactly. A call
+        that launches several kernels in a fixed order may list them as
+        ``"kernels": [name, ...]``; the figures are then their sums.
     decision : Decision or None
     """
 
@@ -792,8 +827,10 @@ class Plan:
         rows += [("backend", self.backend), ("reason", self.reason)]
         if self.kernel:
             k = self.kernel
+            if k.get("kernels"):  # several launches: their order, then the summed figures
+                rows.append(("launches", " -> ".join(k["kernels"])))
             counts = ", ".join(f"{key} {v:,}" for key, v in k.items()
-                               if key not in ("name", "launches", "hbm_read_bytes", "hbm_write_bytes", "flops"))
+                               if key not in ("name", "kernels", "hbm_read_bytes", "hbm_write_bytes", "flops"))
             rows.append(("kernel", f"{k.get('name')}: HBM read {k.get('hbm_read_bytes', 0):,} B, "
                                    f"write {k.get('hbm_write_bytes', 0):,} B; {counts} (closed form)"))
         width = max(len(r[0]) for r in rows)
@@ -827,6 +864,8 @@ def plan_call(fn: Callable, *args, **kwargs) -> Plan:
     >>> p.op, p.backend, p.flops
     ('trnblas.gemm', 'torch', 48)
     """
+    if not callable(fn):
+        raise TypeError(f"plan_call: fn must be a trnsci function to plan, got {type(fn).__name__}")
     token = _planning.set(True)
     try:
         fn(*args, **kwargs)

@@ -71,3 +71,31 @@ def cases(quick: bool = True):
     """Yield the comparison cases (smaller sizes when ``quick``)."""
     yield from _dense_cases((64, 256) if quick else (64, 256, 512, 1024, 2048))
     yield from _krylov_cases(32 if quick else 256)
+
+
+def accuracy(quick: bool = True):
+    """Error-vs-size points for ``trnsci bench``: ``(op, implementation, n, error)``.
+
+    ``eigh``: eigenvalue error ``max|w - w_ref| / max|w_ref|`` against
+    scipy.linalg.eigh of the same symmetric matrix in float64; ``solve``:
+    normwise backward error ``||A x - b|| / (||A|| ||x||)`` in float64.
+    trnsolver in float32 and float64, torch.linalg float32 alongside.
+    """
+    sizes = (32, 64, 128) if quick else (32, 64, 128, 256, 512, 1024)
+    for n in sizes:
+        A = _sym(n, torch.float64, n)
+        An = A.numpy()
+        w_ref = sl.eigh(An, eigvals_only=True)
+        scale = np.abs(w_ref).max()
+        b = np.random.default_rng(n).standard_normal(n)
+        for dt, name in ((torch.float32, "float32"), (torch.float64, "float64")):
+            w = trnsolver.eigh(A.to(dt))[0].double().numpy()
+            yield "eigh", f"trnsolver {name}", n, float(np.abs(np.sort(w) - w_ref).max() / scale)
+            x = trnsolver.solve(A.to(dt), torch.from_numpy(b).to(dt)).double().numpy()
+            yield "solve", f"trnsolver {name}", n, float(np.linalg.norm(An @ x - b) /
+                                                         (np.linalg.norm(An, 2) * np.linalg.norm(x)))
+        w = torch.linalg.eigvalsh(A.float()).double().numpy()
+        yield "eigh", "torch.linalg float32", n, float(np.abs(np.sort(w) - w_ref).max() / scale)
+        x = torch.linalg.solve(A.float(), torch.from_numpy(b).float()).double().numpy()
+        yield "solve", "torch.linalg float32", n, float(np.linalg.norm(An @ x - b) /
+                                                        (np.linalg.norm(An, 2) * np.linalg.norm(x)))

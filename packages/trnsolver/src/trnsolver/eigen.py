@@ -84,7 +84,7 @@ def _eigh_torch(A: torch.Tensor, uplo: str, lo: int, hi: int, vectors: bool, tol
 def _eigh_args(where, A, tol, max_sweeps, subset_by_index, uplo, check_finite):
     A = la.square_matrix(A, "A", where)
     v.positive(tol, "tol", where, zero_ok=True)
-    v.integer(max_sweeps, "max_sweeps", where, minimum=1)
+    v.integer(max_sweeps, "max_sweeps", where, minimum=1, maximum=v.INDEX_MAX)
     uplo = _UPLO(uplo, "uplo", where)
     n = A.shape[-1]
     sub = _subset(subset_by_index, n, where)

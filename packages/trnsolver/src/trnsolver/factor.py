@@ -252,7 +252,7 @@ def cho_solve(c_and_lower, b, *, check_finite=True):
     if not isinstance(c_and_lower, (tuple, list)) or len(c_and_lower) != 2:
         raise TypeError(f"{where}: c_and_lower must be the (c, lower) pair from cho_factor")
     F, lower = c_and_lower
-    F = la.square_matrix(F, "c", where)
+    F = la.square_matrix(F, "c (c_and_lower[0])", where)
     lower = v.flag(lower, "lower", where)
     B, vec = la.rhs(F, b, "b", where)
     la.check_finite(check_finite, where, c=F, b=B)
@@ -425,7 +425,7 @@ def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
     if not isinstance(lu_and_piv, (tuple, list)) or len(lu_and_piv) not in (2, 3):
         raise TypeError(f"{where}: lu_and_piv must be the (lu, piv) pair from lu_factor")
     LU, piv = lu_and_piv[0], lu_and_piv[1]
-    LU = la.square_matrix(LU, "lu", where)
+    LU = la.square_matrix(LU, "lu (lu_and_piv[0])", where)
     piv = v.tensor(piv, "piv", where)
     if piv.dtype not in (torch.int32, torch.int64) or tuple(piv.shape) != tuple(LU.shape[:-1]):
         raise ValueError(f"{where}: piv must be an integer tensor of shape {tuple(LU.shape[:-1])}, "
@@ -1041,7 +1041,7 @@ def inv_sqrt_spd_ns(A, *, max_iters=20, tol=1e-7, on_fail="warn", check_finite=T
     """
     where = "inv_sqrt_spd_ns"
     A = la.square_matrix(A, "A", where)
-    max_iters = v.integer(max_iters, "max_iters", where, minimum=0)
+    max_iters = v.integer(max_iters, "max_iters", where, minimum=0, maximum=v.INDEX_MAX)
     tol = v.positive(tol, "tol", where)
     on_fail = it_.ON_FAIL(on_fail, "on_fail", where)
     la.check_finite(check_finite, where, A=A)

@@ -120,7 +120,7 @@ def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol=No
     if callback is not None and not callable(callback):
         raise TypeError(f"{where}: callback must be callable (it is called with each iterate), "
                         f"got {type(callback).__name__}")
-    maxiter = v.integer(maxiter, "maxiter", where, minimum=0)
+    maxiter = v.integer(maxiter, "maxiter", where, minimum=0, maximum=v.INDEX_MAX)
     precond = it_.preconditioner(M, n, b.dtype, b.device, where)
     if isinstance(M, _Diagonal):
         precond = DiagonalPrecond(M.inv_d, precond)
@@ -404,7 +404,7 @@ def gmres(A, b, x0=None, tol=None, maxiter=100, restart=30, M=None, *, rtol=None
     where = "gmres"
     matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
         where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol, callback)
-    restart = v.integer(restart, "restart", where, minimum=1)
+    restart = v.integer(restart, "restart", where, minimum=1, maximum=v.INDEX_MAX)
     x, it, hist = GMRES(matvec, b, x0, tol, atol, restart, maxiter, precond, callback)
     return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
 

@@ -14,7 +14,28 @@ Host-side work and why it is there (all proportional to what is stored):
   index goes on the partition dim); the block column indices go to the
   kernel as an int32 array and B's rows are gathered on chip by indirect
   DMA. Nothing of A is densified.
-* SDDMM: X is passed transposed ([k, m]) so k is the partition dim.
+* CSR/CSC SpMV / SpMM: the device layout is built once per matrix by
+  :mod:`trnsparse._sell` and cached on it (values and column indices in
+  slot order). SpMV and SpMM: column-blocked ELL-128, x read once and
+  gathered on chip, A streamed once per panel of 4 columns
+  (``csr_spmv_kernel``; 4x narrower column blocks, a second cached layout,
+  for more than one column). Only when y's panel cannot stay on chip
+  (more than 8192 x 128 / min(N, 4) rows): SELL-128-sigma, B rows gathered
+  by indirect DMA (``csr_spmm_kernel``). alpha/beta are applied
+  to the kernel's result in torch.
+* Symmetric SpMV: S = T + T_strict^T is expanded on the host once and
+  cached on the matrix, then runs the CSR SpMV/SpMM kernel (so the kernel
+  reads both triangles: about 2x the bytes of one stored triangle).
+* Triangular solves (spsv/spsm): every solve turned into a lower one
+  (transpose, or reversed unknowns for an upper triangle: B and X flipped
+  on the host), the 128 x 128 diagonal tiles inverted on the host in
+  float64 once per matrix and cached, the rest as ELL blocks
+  (:mod:`trnsparse._tri`).
+* SDDMM on a BSR pattern: X is passed transposed ([k, m]) so k is the
+  partition dim. On a CSR pattern: the SELL layout of the SpMM kernel, Y
+  passed transposed ([n, k]: a column of Y is one row to gather); the
+  kernel's slot-ordered result is mapped back to CSR order on the host
+  (one gather of nnz entries), alpha/beta applied there.
 * Attention: Q and K are passed transposed per head ([G, d, S]) so d is
   the partition dim of Q K^T; the tile pattern is a compile-time constant.
 * Screened SpMM: A is passed transposed ([n, n], one pass), the Schwarz
@@ -26,20 +47,29 @@ from __future__ import annotations
 import torch
 
 from trnsci import nki
+from trnsparse import _sell, _tri
 from trnsparse.attention import ATTENTION
 from trnsparse.kernels.attention import attention_counts, block_sparse_attention_kernel
 from trnsparse.kernels.bsr_sddmm import bsr_sddmm_counts, bsr_sddmm_kernel
 from trnsparse.kernels.bsr_spmm import bsr_spmm_counts, bsr_spmm_kernel
 from trnsparse.kernels.bsr_spmm import fits as bsr_spmm_fits
+from trnsparse.kernels.csr_sddmm import csr_sddmm_counts, csr_sddmm_kernel
+from trnsparse.kernels.csr_spmm import csr_spmm_counts, csr_spmm_kernel
+from trnsparse.kernels.csr_spmv import csr_spmv_counts, csr_spmv_kernel
+from trnsparse.kernels.csr_spsv import csr_spsv_counts, csr_spsv_kernel
 from trnsparse.kernels.screened_spmm import screened_spmm_counts, screened_spmm_kernel
-from trnsparse.ops import BSR_SDDMM, BSR_SPMM
+from trnsparse.ops import BSR_SDDMM, BSR_SPMM, SDDMM, SPMM, SPMV_SYMMETRIC, SPSV, _finish, _symmetric_csr
 from trnsparse.screening import SCREENED_SPMM
 
 F32 = torch.float32
-#: What the kernels take here: float32 (the sparse formats hold fp32/fp64/complex; the Tensor
-#: Engine has no fp64/complex, so those stay on the torch path).
+#: What the kernels take here: float32 (the Tensor Engine has no fp64/complex, so those stay on the
+#: torch path; bf16/fp16 matrices reach the other kernels as their cached float32 copy).
 KERNEL_DTYPES = (torch.float32,)
 TB = 128
+LOWP = (torch.bfloat16, torch.float16)
+#: The CSR SpMV/SpMM lowering also takes bfloat16/float16: natively in the x-resident kernel (bf16-class
+#: replication matmuls, fp32 products and sums), upcast to float32 for the gather kernel.
+SPMM_DTYPES = KERNEL_DTYPES + LOWP
 
 
 def _grad(*ts):
@@ -77,6 +107,181 @@ def _bsr_spmm_nki(blocks, block_col_indices, block_row_ptrs, shape, block_size, 
                 cols=tuple(block_col_indices.tolist()), out_dtype=F32)
     C = C.to(B.dtype)
     return C[:, 0] if vec else C
+
+
+# ----------------------------------------------------------------- CSR SpMV / SpMM (SELL layout)
+
+def _spmm_supports(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
+    if owner is None:
+        return "no matrix to cache the device layout on (call through spmv/spmm)"
+    if _grad(values, x, y):
+        return "autograd: the kernel has no backward (the torch path is differentiable)"
+    if shape[0] == 0 or x.numel() == 0:
+        return "empty operand: nothing to compute"
+    if values.numel() >= 2**31 or shape[1] >= 2**31 - 1:
+        return "indices beyond int32"
+    m = shape[0]
+    lens = ptrs[1:m + 1] - ptrs[:m]
+    longest = int(lens.max())
+    if longest > _sell.TB * _sell.KMAX:
+        return f"a row of {longest} entries: more than 128 x {_sell.KMAX} slots (one slice)"
+    return None
+
+
+def _resident_x(shape, x):
+    """y's panel on chip (csr_spmv_kernel): x read once, replicated and gathered on chip; else the
+    B-row gather kernel (csr_spmm_kernel)."""
+    return -(-shape[0] // _sell.TB) * min(_ncols(x), _sell.RES_NMAX) <= _sell.SMAX
+
+
+def _spmm_counts(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
+    if _resident_x(shape, x):
+        N = _ncols(x)
+        st, _ = _sell.ell_layout(owner, values, cols, ptrs, shape, N)
+        return {"kernel": "csr_spmv_kernel",
+                **csr_spmv_counts(shape[0], shape[1], st.blocks, N, values.element_size())}
+    st, _ = _sell.layout(owner, values, cols, ptrs, shape)
+    return {"kernel": "csr_spmm_kernel", **csr_spmm_counts(shape[0], _ncols(x), st.nnz, st.slices)}
+
+
+def _ncols(x):
+    return 1 if x.dim() == 1 else x.shape[1]
+
+
+@SPMM.lowering("nki", dtypes=SPMM_DTYPES, supports=_spmm_supports, counts=_spmm_counts)
+def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
+    vec = x.dim() == 1
+    b = (x[:, None] if vec else x).contiguous()
+    if _resident_x(shape, x):
+        st, sv = _sell.ell_layout(owner, values, cols, ptrs, shape, _ncols(x))
+        tg = st.target if st.target.numel() else torch.zeros(1, 2, dtype=F32)
+        C = nki.run(csr_spmv_kernel, sv, st.cols, tg, b, blocks=st.blocks, M=shape[0], out_dtype=F32)
+    else:
+        st, sv = _sell.layout(owner, values, cols, ptrs, shape)
+        rloc = st.rloc if st.rloc.numel() else torch.zeros(1, dtype=F32)
+        if sv.dtype in LOWP:  # the gather kernel's closed form is for float32 operands
+            sv, b = sv.float(), b.float()
+        C = nki.run(csr_spmm_kernel, sv, st.cols, st.orow, rloc, b, slices=st.slices, out_dtype=F32)
+    C = C[:, 0] if vec else C
+    if x.dtype in LOWP:  # alpha/beta in float32 too: the result is rounded once
+        return _finish(C, alpha, None if y is None else y.float(), beta).to(x.dtype)
+    return _finish(C.to(x.dtype), alpha, y, beta)
+
+
+# ----------------------------------------------------------------- symmetric SpMV: S expanded once, cached
+
+def _symmetric(owner, values, cols, ptrs, n, uplo):
+    """S = T + T_strict^T as a CSR matrix, cached on ``owner`` while its arrays are unchanged."""
+    from trnsparse.formats import CSRMatrix
+
+    return _sell.cached(owner, f"_symmetric_{uplo}", (values, cols, ptrs),
+                        lambda: CSRMatrix._make(*_symmetric_csr(values, cols, ptrs, n, uplo), (n, n)))
+
+
+def _spmv_sym_supports(values, cols, ptrs, n, x, alpha, uplo, owner=None):
+    if owner is None:
+        return "no matrix to cache the symmetric matrix on (call through spmv_symmetric)"
+    if _grad(values, x):
+        return "autograd: the kernel has no backward (the torch path is differentiable)"
+    if n == 0 or x.numel() == 0:
+        return "empty operand: nothing to compute"
+    S = _symmetric(owner, values, cols, ptrs, n, uplo)
+    return _spmm_supports(S.values, S.col_indices, S.row_ptrs, (n, n), x, alpha, None, 0, S)
+
+
+def _spmv_sym_counts(values, cols, ptrs, n, x, alpha, uplo, owner=None):
+    S = _symmetric(owner, values, cols, ptrs, n, uplo)
+    return _spmm_counts(S.values, S.col_indices, S.row_ptrs, (n, n), x, alpha, None, 0, S)
+
+
+@SPMV_SYMMETRIC.lowering("nki", dtypes=KERNEL_DTYPES, supports=_spmv_sym_supports, counts=_spmv_sym_counts)
+def _spmv_sym_nki(values, cols, ptrs, n, x, alpha, uplo, owner=None):
+    S = _symmetric(owner, values, cols, ptrs, n, uplo)
+    return _spmm_nki(S.values, S.col_indices, S.row_ptrs, (n, n), x, alpha, None, 0, S)
+
+
+# ----------------------------------------------------------------- triangular solves (block triangular)
+
+def _tri_layout(owner, values, cols, ptrs, n, lower, unit, trans):
+    key = f"_tri_{int(lower)}{int(unit)}{int(trans)}"
+    return _sell.cached(owner, key, (values, cols, ptrs),
+                        lambda: _tri.build(values, cols, ptrs, n, lower, unit, trans))
+
+
+def _spsv_supports(values, cols, ptrs, n, B, lower, unit, trans, owner=None):
+    if owner is None:
+        return "no matrix to cache the device layout on (call through spsv/spsm)"
+    if _grad(values, B):
+        return "autograd: the kernel has no backward (the torch path is differentiable)"
+    if n == 0 or B.numel() == 0:
+        return "empty operand: nothing to compute"
+    st = _tri_layout(owner, values, cols, ptrs, n, lower, unit, trans)
+    widest = max((b[1] for b in st.blocks), default=0)
+    if widest > _tri.WMAX:
+        return (f"a row with {widest} entries left of its diagonal tile: more than {_tri.WMAX} slots "
+                "(the kernel's SBUF plan)")
+    return None
+
+
+def _spsv_counts(values, cols, ptrs, n, B, lower, unit, trans, owner=None):
+    st = _tri_layout(owner, values, cols, ptrs, n, lower, unit, trans)
+    return {"kernel": "csr_spsv_kernel", **csr_spsv_counts(n, _ncols(B), st.nnz_off, st.blocks)}
+
+
+@SPSV.lowering("nki", dtypes=KERNEL_DTYPES, supports=_spsv_supports, counts=_spsv_counts)
+def _spsv_nki(values, cols, ptrs, n, B, lower, unit, trans, owner=None):
+    st = _tri_layout(owner, values, cols, ptrs, n, lower, unit, trans)
+    vec = B.dim() == 1
+    b = B[:, None] if vec else B
+    if st.upper:  # an upper solve is the lower solve of the reversed unknowns
+        b = b.flip(0)
+    X = nki.run(csr_spsv_kernel, st.linv_t, st.vals, st.cols, b.contiguous(), blocks=st.blocks, out_dtype=F32)
+    if st.upper:
+        X = X.flip(0)
+    X = X.to(B.dtype)
+    return X[:, 0] if vec else X
+
+
+# ----------------------------------------------------------------- SDDMM on a CSR pattern
+
+def _sddmm_supports(cols, ptrs, values, X, Y, alpha, beta, owner=None):
+    if owner is None:
+        return "no matrix to cache the device layout on (call through sddmm)"
+    if _grad(values, X, Y):
+        return "autograd: the kernel has no backward (the torch path is differentiable)"
+    if cols.numel() == 0 or X.shape[1] == 0:
+        return "no stored entry or k = 0: nothing to compute"
+    if isinstance(alpha, complex) or isinstance(beta, complex):
+        return "complex alpha/beta with real data"
+    m = X.shape[0]
+    longest = int((ptrs[1:m + 1] - ptrs[:m]).max())
+    if longest > _sell.TB * _sell.KMAX:
+        return f"a row of {longest} entries: more than 128 x {_sell.KMAX} slots (one slice)"
+    return None
+
+
+def _sddmm_layout(owner, cols, ptrs, X, Y):
+    st = _sell.structure(owner, cols, ptrs, (X.shape[0], Y.shape[1]))
+    prow = _sell.cached(owner, "_sell_prow", (cols, ptrs), lambda: _sell.partition_rows(st))
+    return st, prow
+
+
+def _sddmm_counts(cols, ptrs, values, X, Y, alpha, beta, owner=None):
+    st, _ = _sddmm_layout(owner, cols, ptrs, X, Y)
+    return {"kernel": "csr_sddmm_kernel", **csr_sddmm_counts(X.shape[1], st.nnz, st.slices)}
+
+
+@SDDMM.lowering("nki", dtypes=KERNEL_DTYPES, supports=_sddmm_supports, counts=_sddmm_counts)
+def _sddmm_nki(cols, ptrs, values, X, Y, alpha, beta, owner=None):
+    st, prow = _sddmm_layout(owner, cols, ptrs, X, Y)
+    out = nki.run(csr_sddmm_kernel, st.cols, prow, X.contiguous(), Y.mT.contiguous(), slices=st.slices,
+                  out_dtype=F32)
+    out = out[st.pos.to(out.device)]  # slot order -> CSR order (a gather of nnz entries)
+    if alpha != 1:
+        out = out.mul_(alpha)
+    if beta != 0:
+        out = out.add_(values, alpha=beta)
+    return out.to(values.dtype)
 
 
 # ----------------------------------------------------------------- screened SpMM

@@ -27,7 +27,9 @@ from trnsci import _validate as v
 
 from . import _host
 
-VALUE_DTYPES = v.BLAS_DTYPES  # float32, float64, complex64, complex128
+#: float32, float64, complex64, complex128, and bfloat16/float16 (stored as given; every operation computes in
+#: float32 and rounds its result to the input dtype once)
+VALUE_DTYPES = v.BLAS_DTYPES + (torch.bfloat16, torch.float16)
 _INDEX_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 
 
@@ -88,13 +90,16 @@ def _dtype_arg(dtype: Any, where: str) -> torch.dtype:
                         f"got a {type(dtype).__name__}")
     else:
         try:
-            dt = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
+            dt = {np.dtype(np.float16): torch.float16,
+                  np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
                   np.dtype(np.complex64): torch.complex64, np.dtype(np.complex128): torch.complex128}[np.dtype(dtype)]
         except (TypeError, KeyError):
-            raise TypeError(f"{where}: dtype must be one of float32, float64, complex64, complex128; "
+            raise TypeError(f"{where}: dtype must be one of float32, float64, complex64, complex128, bfloat16, "
+                            "float16; "
                             f"got {dtype!r}") from None
     if dt not in VALUE_DTYPES:
-        raise TypeError(f"{where}: dtype must be one of float32, float64, complex64, complex128; got {dt}")
+        raise TypeError(f"{where}: dtype must be one of float32, float64, complex64, complex128, bfloat16, "
+                        f"float16; got {dt}")
     return dt
 
 
@@ -184,11 +189,13 @@ class SparseMatrix:
         return BSRMatrix.from_csr(self.to_csr(), block_size=block_size, threshold=threshold)
 
     def to_scipy(self):
-        """A SciPy sparse array of the same format and dtype (a copy on the host)."""
+        """A SciPy sparse array of the same format and dtype (a copy on the host; bfloat16/float16 values,
+        which SciPy's kernels do not take, become float32 exactly)."""
         import scipy.sparse as sp
 
         csr = self.to_csr()
-        data = _host.np_view(csr.values.detach().cpu())
+        vals = csr.values.detach().cpu()
+        data = _host.np_view(vals.float() if vals.dtype in (torch.bfloat16, torch.float16) else vals)
         out = sp.csr_array((data.copy(), _host.np_view(csr.col_indices.cpu()).copy(),
                             _host.np_view(csr.row_ptrs.cpu()).copy()), shape=self._shape)
         return {"csr": out, "coo": out.tocoo(), "csc": out.tocsc()}.get(self.format, out)
@@ -226,7 +233,9 @@ class SparseMatrix:
         if isinstance(other, (torch.Tensor, np.ndarray)):
             from .ops import sparse_transpose
 
-            t = other if isinstance(other, torch.Tensor) else torch.from_numpy(np.asarray(other))
+            t = v.tensor(other, "x", "x @ A")
+            if t.dim() not in (1, 2):
+                raise ValueError(f"x @ A: x must be 1-D or 2-D, got shape {tuple(t.shape)}")
             if t.dim() == 1:
                 r = sparse_transpose(self).matvec(t)
             else:
@@ -464,7 +473,7 @@ class CSRMatrix(SparseMatrix):
 
     def to(self, dtype=None, device=None) -> CSRMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "CSRMatrix.to")
-        dev = self.device if device is None else torch.device(device)
+        dev = self.device if device is None else v.device(device, f"{type(self).__name__}.to")
         return CSRMatrix._make(self.values.to(dev, dt), self.col_indices.to(dev), self.row_ptrs.to(dev),
                                self._shape, self._sorted)
 
@@ -541,7 +550,7 @@ class CSCMatrix(SparseMatrix):
 
     def to(self, dtype=None, device=None) -> CSCMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "CSCMatrix.to")
-        dev = self.device if device is None else torch.device(device)
+        dev = self.device if device is None else v.device(device, f"{type(self).__name__}.to")
         return CSCMatrix._make(self.values.to(dev, dt), self.row_indices.to(dev), self.col_ptrs.to(dev),
                                self._shape)
 
@@ -644,7 +653,7 @@ class COOMatrix(SparseMatrix):
 
     def to(self, dtype=None, device=None) -> COOMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "COOMatrix.to")
-        dev = self.device if device is None else torch.device(device)
+        dev = self.device if device is None else v.device(device, f"{type(self).__name__}.to")
         return COOMatrix._make(self.values.to(dev, dt), self.row_indices.to(dev), self.col_indices.to(dev),
                                self._shape, self._canonical)
 
@@ -861,7 +870,7 @@ class BSRMatrix(SparseMatrix):
         return CSRMatrix._make(vals[order], cols[order], _host.ptrs_from_sorted(rows[order], m), (m, n))
 
     def to_bsr(self, block_size: int = 128, threshold: float = 0.0) -> BSRMatrix:
-        if block_size == self.block_size and threshold == 0.0:
+        if type(block_size) is int and block_size == self.block_size and type(threshold) is float and threshold == 0.0:
             return self
         return BSRMatrix.from_csr(self.to_csr(), block_size, threshold)
 
@@ -872,7 +881,10 @@ class BSRMatrix(SparseMatrix):
 
         if self.padded_shape != self._shape:
             return self.to_csr().to_scipy()
-        return sp.bsr_array((_host.np_view(self.blocks.detach().cpu()).copy(),
+        blocks = self.blocks.detach().cpu()
+        if blocks.dtype in (torch.bfloat16, torch.float16):
+            blocks = blocks.float()  # SciPy's kernels do not take them; exact
+        return sp.bsr_array((_host.np_view(blocks).copy(),
                              _host.np_view(self.block_col_indices.cpu()).copy(),
                              _host.np_view(self.block_row_ptrs.cpu()).copy()),
                             shape=self._shape, blocksize=(self.block_size,) * 2)
@@ -887,7 +899,7 @@ class BSRMatrix(SparseMatrix):
 
     def to(self, dtype=None, device=None) -> BSRMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "BSRMatrix.to")
-        dev = self.device if device is None else torch.device(device)
+        dev = self.device if device is None else v.device(device, f"{type(self).__name__}.to")
         return BSRMatrix._make(self.blocks.to(dev, dt), self.block_col_indices.to(dev),
                                self.block_row_ptrs.to(dev), self._shape, self.block_size)
 
@@ -1054,7 +1066,7 @@ def eye_sparse(n: int, dtype: torch.dtype = torch.float32, device=None) -> CSRMa
     where = "eye_sparse"
     n = v.integer(n, "n", where, minimum=0, maximum=v.INDEX_MAX)
     dt = _dtype_arg(dtype, where)
-    dev = torch.device("cpu") if device is None else torch.device(device)
+    dev = torch.device("cpu") if device is None else v.device(device, where)
     return CSRMatrix._make(torch.ones(n, dtype=dt, device=dev), torch.arange(n, device=dev),
                            torch.arange(n + 1, device=dev), (n, n))
 
@@ -1112,7 +1124,7 @@ def random_sparse(m: int, n: int, density: float = 0.01, *, dtype: torch.dtype =
     vals = torch.rand(k, generator=g, dtype=real)
     if dt.is_complex:
         vals = torch.complex(vals, torch.rand(k, generator=g, dtype=real))
-    dev = torch.device("cpu") if device is None else torch.device(device)
+    dev = torch.device("cpu") if device is None else v.device(device, where)
     rows, cols = (keys // n).to(dev), (keys % n).to(dev)
     csr = CSRMatrix._make(vals.to(dev, dt), cols, _host.ptrs_from_sorted(rows, m), (m, n))
     if fmt == "csr":

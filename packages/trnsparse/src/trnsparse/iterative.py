@@ -154,7 +154,7 @@ def cg_bsr(A, b, x0=None, tol: float = 1e-6, max_iter: int = 1000, M=None):
     b = _rhs(A, b, where)
     x = _x0(A, x0, b, where)
     tol = _tol(tol, where)
-    max_iter = v.integer(max_iter, "max_iter", where, minimum=0)
+    max_iter = v.integer(max_iter, "max_iter", where, minimum=0, maximum=v.INDEX_MAX)
     pre = _precond(M, A, where)
     mv = _mv(A)
     bn = float(torch.linalg.vector_norm(b))
@@ -206,10 +206,13 @@ def chebyshev_coeffs(lam_min: float, lam_max: float, K: int):
     >>> [round(x, 6) for x in a.tolist()], [round(x, 6) for x in b.tolist()]
     ([0.5, 0.571429, 0.538462], [0.0, 0.142857, 0.076923])
     """
-    where = "chebyshev_coeffs"
+    return _chebyshev_coeffs(lam_min, lam_max, K, "chebyshev_coeffs")
+
+
+def _chebyshev_coeffs(lam_min, lam_max, K, where):
     lo = v.scalar(lam_min, "lam_min", where, complex_ok=False)
     hi = v.scalar(lam_max, "lam_max", where, complex_ok=False)
-    K = v.integer(K, "K", where, minimum=0)
+    K = v.integer(K, "K", where, minimum=0, maximum=v.INDEX_MAX)
     if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= hi):
         raise ValueError(f"{where}: need 0 < lam_min <= lam_max (finite), got lam_min={lam_min!r}, "
                          f"lam_max={lam_max!r}")
@@ -255,7 +258,7 @@ def chebyshev_bsr(A, b, lam_min: float, lam_max: float, K: int = 50, x0=None):
     _square(A, where)
     b = _rhs(A, b, where)
     x = _x0(A, x0, b, where)
-    alpha, beta = chebyshev_coeffs(lam_min, lam_max, K)
+    alpha, beta = _chebyshev_coeffs(lam_min, lam_max, K, where)
     mv = _mv(A)
     x_prev = x
     for k in range(len(alpha)):
@@ -291,7 +294,7 @@ def richardson_bsr(A, b, omega: float, K: int = 100, x0=None):
     b = _rhs(A, b, where)
     x = _x0(A, x0, b, where)
     w = v.scalar(omega, "omega", where, complex_ok=False)
-    K = v.integer(K, "K", where, minimum=0)
+    K = v.integer(K, "K", where, minimum=0, maximum=v.INDEX_MAX)
     mv = _mv(A)
     for _ in range(K):
         x = x + w * (b - mv(x))
@@ -324,7 +327,7 @@ def power_iteration_bsr(A, v0=None, max_iter: int = 100, tol: float = 1e-9):
         x = _dense(v0, "v0", where, 1, A.dtype, A.device)
         if x.shape[0] != n:
             raise ValueError(f"{where}: v0 must have {n} entries, got {tuple(x.shape)}")
-    max_iter = v.integer(max_iter, "max_iter", where, minimum=1)
+    max_iter = v.integer(max_iter, "max_iter", where, minimum=1, maximum=v.INDEX_MAX)
     tol = _tol(tol, where)
     nrm = float(torch.linalg.vector_norm(x))
     if nrm == 0:

@@ -4,6 +4,16 @@ Every public function validates its arguments into canonical form and
 calls one private ``_<op>_torch`` lowering that does no validation.
 Matrices may be any trnsparse format (or a SciPy sparse matrix); dense
 operands are torch tensors or NumPy arrays (NumPy in -> NumPy out).
+
+bfloat16 / float16: every product, sum and solve here upcasts its operands
+to float32 (exactly), runs the float32 path (kernel or torch; the float32
+copy of the matrix is kept on it while its arrays are unchanged) and rounds
+the result once to the input dtype. (The x-resident SpMV/SpMM kernel reads
+the 2-byte data natively and computes in float32 on chip: the same bound.)
+Error bound: the float32 computation's (``~k * 2^-24 * sum |a||x|`` for k
+terms; ``cond * 2^-24`` for solves) plus one rounding, ``|r| * 2^-8``
+(bfloat16) or ``|r| * 2^-11`` (float16). Integer and bool data are a
+TypeError.
 """
 
 from __future__ import annotations
@@ -20,6 +30,8 @@ from . import _host
 from .formats import BSRMatrix, COOMatrix, CSCMatrix, CSRMatrix, SparseMatrix, as_sparse
 
 _UPLO = la.uplo
+#: Stored as given, computed in float32 and rounded once to the input dtype (see the module docstring).
+LOWP = (torch.bfloat16, torch.float16)
 
 
 # --------------------------------------------------------------- helpers
@@ -56,8 +68,14 @@ def _finish(result, alpha, y, beta):
 
 # --------------------------------------------------------------- SpMV / SpMM
 
-def _spmv_torch(values, col_indices, row_ptrs, shape, x, alpha, y, beta):
-    """y <- alpha * A @ x + beta * y for CSR arrays; x 1-D or 2-D."""
+def _spmv_torch(values, col_indices, row_ptrs, shape, x, alpha, y, beta, owner=None):
+    """y <- alpha * A @ x + beta * y for CSR arrays; x 1-D or 2-D.
+
+    ``owner``: the matrix holding the arrays, where the NKI lowering caches its device layout
+    (unused here). bfloat16/float16: computed in float32, rounded once."""
+    if values.dtype in LOWP:
+        return _spmv_torch(values.float(), col_indices, row_ptrs, shape, x.float(), alpha, _up(y), beta).to(
+            values.dtype)
     return _finish(_host.spmv(values, col_indices, row_ptrs, shape, x), alpha, y, beta)
 
 
@@ -129,13 +147,47 @@ BSR_SPMM = Op(
 BSR_SPMM.lowering("torch")(_bsr_spmm_torch)
 
 
+def _f32(A: SparseMatrix) -> SparseMatrix:
+    """A bfloat16/float16 matrix's float32 copy, kept on it while its arrays are unchanged (and so the
+    device layouts cached on the copy)."""
+    from ._sell import cached
+
+    return cached(A, "_f32_form", (A._values_tensor(), *_index_arrays(A)), lambda: A.to(torch.float32))
+
+
+def _up(t):
+    return None if t is None else t.float()
+
+
 def _apply(A: SparseMatrix, x: torch.Tensor, alpha, y, beta):
+    if A.dtype in LOWP and isinstance(A, BSRMatrix):
+        return _apply(_f32(A), x.float(), alpha, _up(y), beta).to(A.dtype)
     if isinstance(A, BSRMatrix):
         r = BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x)
         return _finish(r, alpha, y, beta)
-    A = A.to_csr()
+    A = _csr_form(A)
     cols, ptrs = A._host_indices() if _host.host_ok(A.values, x) else (A.col_indices, A.row_ptrs)
-    return SPMM(A.values, cols, ptrs, A.shape, x, alpha, y, beta)
+    return SPMM(A.values, cols, ptrs, A.shape, x, alpha, y, beta, A)
+
+
+def _csr_form(A):
+    """A as CSR; for another format, when a kernel may run, its CSR form is kept on the matrix (and so
+    the device layout cached on that form), valid while A's arrays are the same, unmodified tensors."""
+    if isinstance(A, CSRMatrix) or SPMM.on_torch():
+        return A.to_csr()
+    from ._sell import cached
+
+    return cached(A, "_csr_form", (A._values_tensor(), *_index_arrays(A)), A.to_csr)
+
+
+def _index_arrays(A):
+    if isinstance(A, CSRMatrix):
+        return A.col_indices, A.row_ptrs
+    if isinstance(A, CSCMatrix):
+        return A.row_indices, A.col_ptrs
+    if isinstance(A, BSRMatrix):
+        return A.block_col_indices, A.block_row_ptrs
+    return A.row_indices, A.col_indices
 
 
 @numpy_io
@@ -151,7 +203,9 @@ def spmv(A, x, alpha=1.0, y=None, beta=0.0):
 
     Returns
     -------
-    (m,) tensor (ndarray for NumPy input), on x's device.
+    (m,) tensor (ndarray for NumPy input), on x's device, of A's dtype (bfloat16/float16:
+    computed in float32 and rounded once, error <= the float32 bound + 2^-8 (bf16) /
+    2^-11 (fp16) relative; see the module docstring).
 
     Raises
     ------
@@ -194,7 +248,7 @@ def spmm(A, B, alpha=1.0, C=None, beta=0.0):
 
     Returns
     -------
-    (m, k) tensor.
+    (m, k) tensor of A's dtype (bfloat16/float16 as in :func:`spmv`).
 
     Examples
     --------
@@ -252,6 +306,10 @@ def bsr_spmm(A, B):
     B = _dense(B, "B", where, (1, 2), A.dtype, A.device)
     if B.shape[0] != A.shape[1]:
         raise ValueError(f"{where}: B must have {A.shape[1]} rows (A has shape {A.shape}), got {tuple(B.shape)}")
+    if A.dtype in LOWP:
+        A32 = _f32(A)
+        return BSR_SPMM(A32.blocks, A32.block_col_indices, A32.block_row_ptrs, A.shape, A.block_size,
+                        B.float()).to(A.dtype)
     return BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, B)
 
 
@@ -291,12 +349,15 @@ def _spmv_symmetric_public(A, x, alpha, uplo):
         raise ValueError(f"{where}: x must have {n} rows (A has shape {A.shape}), got {tuple(x.shape)}")
     alpha = _scalar(alpha, "alpha", where, A.dtype)
     code = _UPLO(uplo, "uplo", where)
-    vals, cols, ptrs, shape = _csr_parts(A)
-    return SPMV_SYMMETRIC(vals, cols, ptrs, n, x, alpha, code)
+    if A.dtype in LOWP:
+        C = _csr_form(_f32(A))
+        return SPMV_SYMMETRIC(C.values, C.col_indices, C.row_ptrs, n, x.float(), alpha, code, C).to(A.dtype)
+    C = _csr_form(A)
+    return SPMV_SYMMETRIC(C.values, C.col_indices, C.row_ptrs, n, x, alpha, code, C)
 
 
-def _spmv_symmetric_torch(values, col_indices, row_ptrs, n, x, alpha, uplo):
-    """alpha * (T + T_strict^T) @ x with T the uplo ('U'/'L') triangle of the CSR arrays."""
+def _symmetric_csr(values, col_indices, row_ptrs, n, uplo):
+    """CSR arrays of ``T + T_strict^T``, T the uplo ('U'/'L') triangle of the given CSR arrays."""
     rows = _host.row_indices(row_ptrs, values.numel())
     keep = col_indices >= rows if uplo == "U" else col_indices <= rows
     r, c, w = rows[keep], col_indices[keep], values[keep]
@@ -305,13 +366,22 @@ def _spmv_symmetric_torch(values, col_indices, row_ptrs, n, x, alpha, uplo):
     cc = torch.cat([c, r[strict]])
     ww = torch.cat([w, w[strict]])
     vals, rr, cc = _host.coo_canonical(ww, rr, cc, (n, n))
-    return _finish(_host.spmv(vals, cc, _host.ptrs_from_sorted(rr, n), (n, n), x), alpha, None, 0)
+    return vals, cc, _host.ptrs_from_sorted(rr, n)
+
+
+def _spmv_symmetric_torch(values, col_indices, row_ptrs, n, x, alpha, uplo, owner=None):
+    """alpha * (T + T_strict^T) @ x with T the uplo ('U'/'L') triangle of the CSR arrays.
+
+    ``owner``: the CSR matrix holding the arrays (the NKI lowering caches the symmetric matrix on it)."""
+    vals, cc, ptrs = _symmetric_csr(values, col_indices, row_ptrs, n, uplo)
+    return _finish(_host.spmv(vals, cc, ptrs, (n, n), x), alpha, None, 0)
 
 
 SPMV_SYMMETRIC = Op(
-    "trnsparse.spmv_symmetric", "flops", float("inf"),  # no kernel
+    "trnsparse.spmv_symmetric", "flops", 8 * _TILE_FLOPS,
     size=lambda values, cols, ptrs, n, x, *r: 4.0 * values.shape[0] * _ncols(x),
-    doc="alpha * S @ x, S symmetric from one stored triangle; flops ~ 4 nnz k",
+    doc="alpha * S @ x, S symmetric from one stored triangle; flops ~ 4 nnz k (kernel: S expanded once, "
+        "cached, then the CSR SpMV/SpMM kernel)",
 )
 SPMV_SYMMETRIC.lowering("torch")(_spmv_symmetric_torch)
 
@@ -358,6 +428,9 @@ def spgemm(A, B) -> CSRMatrix:
         raise TypeError(f"{where}: B has dtype {B.dtype} but A has {A.dtype}; cast them to one dtype")
     if A.device != B.device:
         raise ValueError(f"{where}: B is on {B.device} but A is on {A.device}")
+    lowp = A.dtype if A.dtype in LOWP else None
+    if lowp:
+        A, B = _f32(A), _f32(B)
     A, B = A.to_csr(), B.to_csr()
     va, vb, sa, sb = A.values, B.values, A.shape, B.shape
     if _host.host_ok(va, vb):
@@ -365,11 +438,15 @@ def spgemm(A, B) -> CSRMatrix:
     else:
         ca, pa, cb, pb = A.col_indices, A.row_ptrs, B.col_indices, B.row_ptrs
     vals, cols, ptrs, is_sorted = SPGEMM(va, ca, pa, sa, vb, cb, pb, sb)
+    if lowp:
+        vals = vals.to(lowp)
     return CSRMatrix._make(vals, cols, ptrs, (sa[0], sb[1]), is_sorted)
 
 
-def _sddmm_torch(col_indices, row_ptrs, values, X, Y, alpha, beta):
-    """values_out = alpha * (X @ Y)[i, j] + beta * values, for every stored (i, j)."""
+def _sddmm_torch(col_indices, row_ptrs, values, X, Y, alpha, beta, owner=None):
+    """values_out = alpha * (X @ Y)[i, j] + beta * values, for every stored (i, j).
+
+    ``owner``: the pattern's matrix, where the NKI lowering caches its device layout (unused here)."""
     nnz = col_indices.numel()
     rows = _host.row_indices(row_ptrs, nnz)
     k = X.shape[1]
@@ -384,8 +461,11 @@ def _sddmm_torch(col_indices, row_ptrs, values, X, Y, alpha, beta):
 
 
 SDDMM = Op(
-    "trnsparse.sddmm", "flops", float("inf"),  # CSR pattern: no kernel (the BSR pattern has one)
+    "trnsparse.sddmm", "flops", 8 * _TILE_FLOPS,
     size=lambda cols, ptrs, values, X, Y, *r: 2.0 * cols.shape[0] * X.shape[1],
+    dtype=lambda cols, ptrs, values, *r: values.dtype,
+    describe=lambda cols, ptrs, values, X, Y, *r: f"CSR pattern {X.shape[0]}x{Y.shape[1]} nnz={cols.shape[0]}, "
+                                                  f"k={X.shape[1]}",
     doc="alpha (X @ Y) sampled on a CSR pattern + beta A; flops = 2 nnz k",
 )
 SDDMM.lowering("torch")(_sddmm_torch)
@@ -455,10 +535,16 @@ def sddmm(A_pattern, X, Y, alpha=1.0, beta=0.0) -> CSRMatrix:
                          f"{tuple(X.shape)}, Y has shape {tuple(Y.shape)}")
     alpha = _scalar(alpha, "alpha", where, A.dtype)
     beta = _scalar(beta, "beta", where, A.dtype)
+    if A.dtype in LOWP:
+        R = sddmm(_f32(A), X.float(), Y.float(), alpha, beta)
+        if bsr:
+            return BSRMatrix._make(R.blocks.to(A.dtype), A.block_col_indices, A.block_row_ptrs, A.shape,
+                                   A.block_size)
+        return CSRMatrix._make(R.values.to(A.dtype), A.col_indices, A.row_ptrs, A.shape, A.has_sorted_indices)
     if bsr:
         blocks = BSR_SDDMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, X, Y, alpha, beta)
         return BSRMatrix._make(blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size)
-    vals = SDDMM(A.col_indices, A.row_ptrs, A.values, X, Y, alpha, beta)
+    vals = SDDMM(A.col_indices, A.row_ptrs, A.values, X, Y, alpha, beta, A)
     return CSRMatrix._make(vals, A.col_indices, A.row_ptrs, A.shape, A.has_sorted_indices)
 
 
@@ -467,12 +553,13 @@ def sddmm(A_pattern, X, Y, alpha=1.0, beta=0.0) -> CSRMatrix:
 _SPSV_TILE = 128
 
 
-def _spsv_torch(values, col_indices, row_ptrs, n, B, lower, unit_diagonal, trans):
+def _spsv_torch(values, col_indices, row_ptrs, n, B, lower, unit_diagonal, trans, owner=None):
     """Solve op(T) X = B, T the lower/upper triangle of the CSR arrays (n x n); B 1-D or 2-D.
 
     Block forward substitution: 128-row tiles; each tile solves a dense
     triangular block after subtracting the already-solved part (a gather
-    and segment sum). Python loops over tiles only.
+    and segment sum). Python loops over tiles only. ``owner``: the CSR matrix holding the arrays,
+    where the NKI lowering caches its layout (unused here).
     """
     if trans:
         values, col_indices, row_ptrs = _host.csr_transpose(values, col_indices, row_ptrs, (n, n))
@@ -529,25 +616,28 @@ def _spsv_torch(values, col_indices, row_ptrs, n, B, lower, unit_diagonal, trans
 
 
 SPSV = Op(
-    "trnsparse.spsv", "flops", float("inf"),  # no kernel: level-scheduled solves stay on the host
+    "trnsparse.spsv", "flops", 8 * _TILE_FLOPS,
     size=lambda values, cols, ptrs, n, B, *r: 2.0 * values.shape[0] * _ncols(B),
     doc="sparse triangular solve op(A) X = B (CSR); flops = 2 nnz k",
 )
 SPSV.lowering("torch")(_spsv_torch)
 
 
-def _tri_solve(where, A, b, lower, unit_diagonal, trans, dims):
+def _tri_solve(where, A, b, lower, unit_diagonal, trans, dims, b_name="b"):
     A = as_sparse(A, "A", where)
     m, n = A.shape
     if m != n:
         raise ValueError(f"{where}: A must be square, got shape {A.shape}")
-    b = _dense(b, "b", where, dims, A.dtype, A.device)
+    b = _dense(b, b_name, where, dims, A.dtype, A.device)
     if b.shape[0] != n:
-        raise ValueError(f"{where}: b must have {n} rows (A has shape {A.shape}), got shape {tuple(b.shape)}")
+        raise ValueError(f"{where}: {b_name} must have {n} rows (A has shape {A.shape}), got shape {tuple(b.shape)}")
     lower = _bool(lower, "lower", where)
     unit = _bool(unit_diagonal, "unit_diagonal", where)
     tr = _bool(trans, "trans", where)
-    vals, cols, ptrs, _ = _csr_parts(A)
+    if A.dtype in LOWP:
+        return _tri_solve(where, _f32(A), b.float(), lower, unit, tr, dims).to(A.dtype)
+    C = _csr_form(A)
+    vals, cols, ptrs = C.values, C.col_indices, C.row_ptrs
     if not unit:
         rows = _host.row_indices(ptrs, vals.numel())
         dmask = rows == cols
@@ -556,7 +646,7 @@ def _tri_solve(where, A, b, lower, unit_diagonal, trans, dims):
         if zero.numel():
             raise np.linalg.LinAlgError(f"{where}: A is singular: the diagonal entry of row "
                                         f"{int(zero[0])} is zero or not stored")
-    return SPSV(vals, cols, ptrs, n, b, lower, unit, tr)
+    return SPSV(vals, cols, ptrs, n, b, lower, unit, tr, C)
 
 
 def _bool(x, name, where) -> bool:
@@ -612,7 +702,7 @@ def spsm(A, B, lower=True, unit_diagonal=False, trans=False):
     tensor([[1., 1.],
             [1., 0.]], dtype=torch.float64)
     """
-    return _tri_solve("spsm", A, B, lower, unit_diagonal, trans, 2)
+    return _tri_solve("spsm", A, B, lower, unit_diagonal, trans, 2, "B")
 
 
 # --------------------------------------------------------------- structure ops
@@ -655,6 +745,9 @@ def sparse_add(A, B, alpha=1.0, beta=1.0) -> CSRMatrix:
         raise ValueError(f"{where}: B is on {B.device} but A is on {A.device}")
     alpha = _scalar(alpha, "alpha", where, A.dtype)
     beta = _scalar(beta, "beta", where, A.dtype)
+    if A.dtype in LOWP:
+        C = sparse_add(_f32(A), _f32(B), alpha, beta)
+        return CSRMatrix._make(C.values.to(A.dtype), C.col_indices, C.row_ptrs, A.shape)
     ca, cb = A.to_coo(), B.to_coo()
     vals, cols, ptrs = SPARSE_ADD((ca.values, ca.row_indices, ca.col_indices),
                                          (cb.values, cb.row_indices, cb.col_indices), A.shape, alpha, beta)

@@ -36,6 +36,8 @@ class Preconditioner:
     """
 
     def __init__(self, kind: str, shape, dtype, apply: Callable, L=None, U=None, diagonal=None):
+        if not isinstance(shape, (tuple, list, torch.Size)) or len(shape) != 2:
+            raise TypeError(f"Preconditioner: shape must be a pair (n, n), got {shape!r}")
         self.kind, self.shape, self.dtype = kind, tuple(shape), dtype
         self._apply, self.L, self.U, self.diagonal = apply, L, U, diagonal
 

@@ -83,19 +83,51 @@ TT_RECONSTRUCT = Op("trntensor.tt_reconstruct", "elements", 2**20,
 
 # ------------------------------------------------------------------ CP
 
-@CP.lowering("torch")
-def _cp_torch(T, rank, max_iter, tol, seed):
-    """CP-ALS with SVD-based initialization; returns ``(factors, weights, n_iter)``."""
+def _cp_init(T, rank, seed):
+    """Leading left singular vectors of each unfolding (random columns past a mode's size)."""
     generator = torch.Generator().manual_seed(seed)
-    d = T.dim()
     factors = []
-    for n in range(d):
+    for n in range(T.dim()):
         U = torch.linalg.svd(_unfold(T, n), full_matrices=False)[0]
         if U.shape[1] < rank:
             extra = torch.randn(T.shape[n], rank - U.shape[1], generator=generator, dtype=torch.float64)
             U = torch.cat([U, extra.to(device=T.device, dtype=T.dtype)], 1)
         factors.append(U[:, :rank].clone())
+    return factors
+
+
+def _gram_product(grams, n):
+    """Hadamard product of every Gram matrix but mode ``n``'s: the ALS normal matrix."""
+    G = torch.ones_like(grams[0])
+    for k, g in enumerate(grams):
+        if k != n:
+            G = G * g
+    return G
+
+
+#: Floor of non-negative factor entries: multiplicative updates cannot leave an exact zero.
+_NN_FLOOR = 1e-12
+
+
+@CP.lowering("torch")
+def _cp_torch(T, rank, max_iter, tol, seed, nonneg, init):
+    """CP-ALS (or, ``nonneg``, multiplicative updates); returns ``(factors, weights, n_iter)``.
+
+    ``init``: warm-start factors (already validated and copied) or None.
+    Non-negative updates (Lee and Seung's rule applied per mode):
+    ``F <- F * [T_(n) KR]_+ / (F G)`` with ``G`` the Hadamard product of the
+    other modes' Gram matrices; factors stay >= a tiny floor.
+    """
+    d = T.dim()
+    if init is not None:
+        factors = init
+    elif nonneg:
+        factors = [F.abs() + _NN_FLOOR for F in _cp_init(T, rank, seed)]  # |singular vectors|: a positive start
+    else:
+        factors = _cp_init(T, rank, seed)
     weights = torch.ones(rank, dtype=T.dtype, device=T.device)
+    if nonneg:  # weights folded into the factors while iterating; split out at the end
+        factors = [F.clamp(min=_NN_FLOOR) for F in factors]
     normT = torch.linalg.norm(T)
     prev = math.inf
     grams = [F.mT @ F for F in factors]
@@ -103,25 +135,52 @@ def _cp_torch(T, rank, max_iter, tol, seed):
     for it in range(1, max_iter + 1):  # noqa: B007 -- the sweep count is returned
         for n in range(d):
             others = [factors[k] for k in range(d) if k != n]
-            G = torch.ones_like(grams[0])
-            for k in range(d):
-                if k != n:
-                    G = G * grams[k]
+            G = _gram_product(grams, n)
             mttkrp = _unfold(T, n) @ _khatri_rao(others)
-            F = mttkrp @ torch.linalg.pinv(G, hermitian=True)
-            weights = torch.linalg.norm(F, dim=0)
-            F = F / torch.where(weights > 0, weights, torch.ones_like(weights))
+            if nonneg:
+                F = factors[n] * mttkrp.clamp(min=0) / (factors[n] @ G).clamp(min=_NN_FLOOR)
+                F = F.clamp(min=_NN_FLOOR)
+            else:
+                F = mttkrp @ torch.linalg.pinv(G, hermitian=True)
+                weights = torch.linalg.norm(F, dim=0)
+                F = F / torch.where(weights > 0, weights, torch.ones_like(weights))
             factors[n] = F
             grams[n] = F.mT @ F
-        X = ((factors[0] * weights) @ _khatri_rao(factors[1:]).mT).reshape(T.shape)
+        if nonneg:
+            X = (factors[0] @ _khatri_rao(factors[1:]).mT).reshape(T.shape)
+        else:
+            X = ((factors[0] * weights) @ _khatri_rao(factors[1:]).mT).reshape(T.shape)
         err = float(torch.linalg.norm(T - X) / normT)
         if err < tol or prev - err < tol * 1e-3:
             break
         prev = err
+    if nonneg:  # unit-norm columns, the scale in the weights (as the ALS path returns them)
+        weights = torch.ones(rank, dtype=T.dtype, device=T.device)
+        for n in range(d):
+            norms = torch.linalg.norm(factors[n], dim=0)
+            factors[n] = factors[n] / norms
+            weights = weights * norms
     return factors, weights, it
 
 
-def cp_decompose(tensor, rank, max_iter=100, tol=1e-6, *, seed=0):
+def _warm_start(factors, T, rank, where):
+    if not isinstance(factors, (list, tuple)):
+        raise TypeError(f"{where}: factors must be a list of matrices (one per mode), got {type(factors).__name__}")
+    if len(factors) != T.dim():
+        raise ValueError(f"{where}: factors has {len(factors)} matrices but tensor has {T.dim()} modes")
+    out = []
+    for k, F in enumerate(factors):
+        F = V.tensor(F, f"factors[{k}]", where)
+        V.dtype(F, f"factors[{k}]", _DTYPES, where)
+        if tuple(F.shape) != (T.shape[k], rank):
+            raise ValueError(f"{where}: factors[{k}] has shape {tuple(F.shape)}, expected ({T.shape[k]}, {rank})")
+        if not bool(torch.isfinite(F).all()):
+            raise ValueError(f"{where}: factors[{k}] holds NaN or Inf")
+        out.append(F.detach().to(device=T.device, dtype=T.dtype).clone())  # never the caller's tensors
+    return out
+
+
+def cp_decompose(tensor, rank, max_iter=100, tol=1e-6, nonneg=False, factors=None, *, seed=0):
     """CP (CANDECOMP/PARAFAC) decomposition by alternating least squares.
 
     ``T[i, j, k, ...] ~ sum_r w[r] A0[i, r] A1[j, r] A2[k, r] ...``
@@ -131,13 +190,23 @@ def cp_decompose(tensor, rank, max_iter=100, tol=1e-6, *, seed=0):
     tensor : tensor, at least 2-D, float32 or float64
     rank : int >= 1
     max_iter : int
-        ALS sweeps at most.
+        Sweeps at most.
     tol : float
         Stop once the relative error ``||T - X|| / ||T||`` drops below
         ``tol`` or stops improving.
+    nonneg : bool
+        Non-negative factors (and weights), by multiplicative updates
+        (Lee-Seung, per mode) instead of ALS; negative entries of ``T``
+        cannot be matched (the numerator is clipped at zero). Converges
+        more slowly than ALS: give it more sweeps.
+    factors : list of tensors (I_n, rank), optional
+        Warm start, one matrix per mode (copied, never modified); replaces
+        the SVD initialization. With ``nonneg`` entries are clipped to a
+        tiny positive floor first.
     seed : int
         Seeds the random columns used when ``rank`` exceeds a mode's size
-        (initialization is otherwise the leading singular vectors).
+        (initialization is otherwise the leading singular vectors; their
+        absolute values for ``nonneg``).
 
     Returns
     -------
@@ -148,7 +217,8 @@ def cp_decompose(tensor, rank, max_iter=100, tol=1e-6, *, seed=0):
     Raises
     ------
     TypeError, ValueError
-        Wrong types, empty or non-finite tensors, ``rank < 1``.
+        Wrong types, empty or non-finite tensors, ``rank < 1``, warm-start
+        factors of the wrong number or shape.
 
     Examples
     --------
@@ -159,16 +229,22 @@ def cp_decompose(tensor, rank, max_iter=100, tol=1e-6, *, seed=0):
     >>> f, w = trntensor.cp_decompose(T, 2, max_iter=500, tol=1e-12)
     >>> bool(torch.linalg.norm(trntensor.cp_reconstruct(f, w) - T) < 1e-8 * torch.linalg.norm(T))
     True
+    >>> f, w = trntensor.cp_decompose(T.abs(), 2, nonneg=True)
+    >>> all(bool((F >= 0).all()) for F in f) and bool((w >= 0).all())
+    True
     """
     where = "cp_decompose"
     T = _tensor(tensor, where)
     rank = V.integer(rank, "rank", where, minimum=1, maximum=V.INDEX_MAX)
-    max_iter = V.integer(max_iter, "max_iter", where, minimum=1)
+    max_iter = V.integer(max_iter, "max_iter", where, minimum=1, maximum=V.INDEX_MAX)
     tol = V.scalar(tol, "tol", where, complex_ok=False)
     if not tol >= 0:
         raise ValueError(f"{where}: tol must be >= 0, got {tol}")
+    if not isinstance(nonneg, bool):
+        raise TypeError(f"{where}: nonneg must be a bool, got {type(nonneg).__name__}")
     seed = V.integer(seed, "seed", where, minimum=-(2**63), maximum=V.SEED_MAX)
-    factors, weights, _ = CP(T, rank, max_iter, tol, seed)
+    init = None if factors is None else _warm_start(factors, T, rank, where)
+    factors, weights, _ = CP(T, rank, max_iter, tol, seed, nonneg, init)
     return factors, weights
 
 
@@ -296,7 +372,7 @@ def tucker_decompose(tensor, ranks, method="hosvd", *, max_iter=50, tol=1e-8):
         if r > n:
             raise ValueError(f"{where}: ranks[{k}]={r} exceeds the mode's size {n}")
     method = _METHOD(method, "method", where)
-    max_iter = V.integer(max_iter, "max_iter", where, minimum=1)
+    max_iter = V.integer(max_iter, "max_iter", where, minimum=1, maximum=V.INDEX_MAX)
     tol = V.positive(tol, "tol", where, zero_ok=True)
     return TUCKER(T, ranks, method, max_iter, tol)
 

@@ -15,7 +15,12 @@ sums over at least one index, counted as **2 flops each** -- the ``2*M*N*K``
 (times batch) of a GEMM -- and ``1`` flop per output element when it sums
 over nothing (elementwise products, outer products). This is the count
 opt_einsum reports, so paths compare directly. A one-operand step (a trace,
-a sum) costs one flop per input element.
+a sum) costs one flop per input element (opt_einsum counts two).
+
+Indices held by one operand only and absent from the output are summed
+first, one step per operand (path entry ``(i,)``, strategy
+``"reduction"``); the path search (:mod:`trntensor.paths`, pure functions
+in a registry) then orders the pairwise steps of what is left.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from trnsci import dispatch as _dispatch
 from trnsci import nki as _nki
 
 from . import _parse
+from . import paths as _paths
 
 __all__ = [
     "ContractionPlan", "ContractionStep", "plan_contraction", "contract_path", "estimate_flops",
@@ -43,11 +49,10 @@ __all__ = [
 ]
 
 _OPTIMIZE = V.Options({
-    "auto": ("auto", True), "optimal": ("optimal", "dp", "exhaustive"), "greedy": ("greedy",),
+    "auto": ("auto", True), "optimal": ("optimal", "dp"), "exhaustive": ("exhaustive",), "greedy": ("greedy",),
     "none": ("none", False),
 })
 _PRECISION = V.Options({"fast": ("fast",), "kahan": ("kahan",), "dd": ("dd", "double-double")})
-_AUTO_OPTIMAL_MAX = 8  # up to this many operands "auto" runs the exhaustive DP (3^n subset splits)
 # GEMM steps from this size go through trnblas: its call overhead (6-14 us, measured against torch.mm on
 # float64, one thread) is 94% of a 48^3 GEMM, 19% at 96^3, 8% at 128^3, 5% at 192^3.
 _TRNBLAS_MIN_FLOPS = 2 * 192**3
@@ -172,11 +177,14 @@ class ContractionStep:
 
     @property
     def backend(self) -> str:
-        """``"torch"``, ``"numpy"`` (numpy.matmul, by the autotuner), ``"nki"`` or ``"simulator"``."""
+        """``"torch"``, ``"numpy"`` (numpy.matmul, by the autotuner), ``"nki"`` or ``"simulator"``
+        (a :class:`trnsci.backend.BackendName`: the host routes also equal the published ``"pytorch"``)."""
+        from trnsci.backend import BackendName
+
         if self.decision is not None:
-            return self.decision[1]
+            return BackendName(self.decision[1])
         p = self.plan
-        return "torch" if p is None else p.backend
+        return BackendName("torch" if p is None else p.backend)
 
     @property
     def reason(self) -> str:
@@ -220,9 +228,18 @@ class ContractionPlan:
         Cost of one single contraction over all indices at once.
     largest_intermediate : int
         Elements of the largest step result (the peak intermediate).
-    strategy, backend : str
-        Strategy and backend of the plan's one step (for one- or two-operand
-        calls), else ``"path"`` and the set of backends used.
+    kind : str
+        The strategy of the plan's one step (``"gemm"``, ``"batched_gemm"``,
+        ``"elementwise"``, ``"reduction"``) when it has one step, else
+        ``"path"``.
+    backend : str
+        The backend of every step, or the distinct ones joined by ``"+"``
+        (``"torch"`` also compares equal to the published ``"pytorch"``).
+    strategy, contraction_indices, batch_indices, output_indices, transA, transB, contraction_path, estimated_flops
+        The published trntensor's names and values, kept readable (see
+        the properties): ``strategy`` is ``"matmul"``, ``"bmm"``,
+        ``"torch"`` or ``"path"``; ``estimated_flops`` counts multiply-adds,
+        as :func:`estimate_flops`.
     optimize, precision : str
         The optimizer that chose the path and the precision mode.
     op_plan : trnsci.dispatch.Plan or None
@@ -241,7 +258,7 @@ class ContractionPlan:
     precision: str
     shapes: tuple = ()
     dtype: torch.dtype | None = None
-    strategy: str = "path"
+    kind: str = "path"
     op_plan: object = field(default=None, repr=False, compare=False)
     _exec: tuple = field(default=(), repr=False, compare=False)
     #: the autotuner's state per torch thread count (:class:`_Tuning`), shared by copies of the plan
@@ -249,14 +266,85 @@ class ContractionPlan:
 
     @property
     def backend(self) -> str:
-        """The backend of every step (e.g. ``"torch"``), or the distinct ones joined by ``"+"``."""
-        seen = sorted({s.backend for s in self.steps}) or ["torch"]
-        return "+".join(seen)
+        """The backend of every step (e.g. ``"torch"``), or the distinct ones joined by ``"+"``.
+
+        A :class:`trnsci.backend.BackendName`: ``"torch"`` also equals the
+        published trntensor's ``"pytorch"``.
+        """
+        from trnsci.backend import BackendName
+
+        seen = sorted({str(s.backend) for s in self.steps}) or ["torch"]
+        return BackendName("+".join(seen))
+
+    # ---- the published trntensor's ContractionPlan fields, derived from this plan
+
+    def _terms(self):
+        ins, out = self.subscripts.split("->")
+        return ins.split(","), out
+
+    @property
+    def strategy(self) -> str:
+        """The published strategy: ``"matmul"`` (one GEMM), ``"bmm"`` (one batched GEMM),
+        ``"torch"`` (one operand, or two without a GEMM) or ``"path"`` (three or more operands)."""
+        n = len(self._terms()[0])
+        if n >= 3:
+            return "path"
+        pair = [s for s in self.steps if len(s.operands) == 2]
+        kind = pair[0].strategy if n == 2 and pair else self.kind
+        return {"gemm": "matmul", "batched_gemm": "bmm"}.get(kind, "torch")
+
+    @property
+    def contraction_indices(self) -> list:
+        """Indices summed over (in the inputs, not in the output), in order of first appearance."""
+        terms, out = self._terms()
+        return [ch for ch in dict.fromkeys("".join(terms)) if ch not in out]
+
+    @property
+    def batch_indices(self) -> list:
+        """Indices in two or more operands and in the output."""
+        terms, out = self._terms()
+        return [ch for ch in dict.fromkeys("".join(terms)) if ch in out and sum(ch in t for t in terms) >= 2]
+
+    @property
+    def output_indices(self) -> list:
+        """The output's indices, in order."""
+        return list(self._terms()[1])
+
+    def _trans(self):
+        terms, out = self._terms()
+        if len(terms) != 2 or self.strategy != "matmul" or any(len(t) != 2 for t in terms):
+            return False, False
+        shared = [ch for ch in terms[0] if ch in terms[1] and ch not in out]
+        if len(shared) != 1:
+            return False, False
+        c = shared[0]
+        return terms[0].index(c) == 0, terms[1].index(c) == 1
+
+    @property
+    def transA(self) -> bool:  # noqa: N802 -- the published name
+        """Published: the first operand is used transposed (its summed index comes first); matmul plans only."""
+        return self._trans()[0]
+
+    @property
+    def transB(self) -> bool:  # noqa: N802 -- the published name
+        """Published: the second operand is used transposed (its summed index comes last); matmul plans only."""
+        return self._trans()[1]
+
+    @property
+    def contraction_path(self) -> list:
+        """Published: the pairwise path for ``"path"`` plans (opt_einsum's format), else ``[]``."""
+        return list(self.path) if self.strategy == "path" else []
 
     @property
     def estimated_flops(self) -> int:
-        """The published name of :attr:`flops`."""
-        return self.flops
+        """Published: multiply-adds of one loop nest over every index (``M*K*N`` for a GEMM),
+        as :func:`estimate_flops`; :attr:`flops` is the path's cost at 2 flops per multiply-add."""
+        terms, _ = self._terms()
+        sizes = {}
+        for t, shape in zip(terms, self.shapes):
+            for ch, d in zip(t, shape):
+                sizes[ch] = max(sizes.get(ch, 1), d) if d != 1 else sizes.get(ch, 1)
+        return math.prod(sizes.values())
 
     @property
     def speedup(self) -> float:
@@ -294,147 +382,6 @@ def _prod(sizes, letters) -> int:
 
 def _step_cost(touched: frozenset, removed: bool, sizes) -> int:
     return _prod(sizes, touched) * (2 if removed else 1)
-
-
-def _optimal_path(terms, output, sizes, memory_limit):
-    """Exhaustive DP over operand subsets (3^n): the cheapest pairwise tree.
-
-    Returns a list of ssa pairs ``(a, b)``; ids ``0..n-1`` are the inputs,
-    ``n, n+1, ...`` the step results in order.
-    """
-    n = len(terms)
-    letters = sorted(set("".join(terms)))
-    bit = {ch: 1 << i for i, ch in enumerate(letters)}
-    masks = [0] * n
-    for k, t in enumerate(terms):
-        for ch in t:
-            masks[k] |= bit[ch]
-    out_mask = 0
-    for ch in output:
-        out_mask |= bit[ch]
-    full = (1 << n) - 1
-    union = [0] * (1 << n)
-    for s in range(1, 1 << n):
-        low = s & -s
-        union[s] = union[s ^ low] | masks[low.bit_length() - 1]
-
-    size_cache: dict[int, int] = {}
-
-    def msize(m):
-        v = size_cache.get(m)
-        if v is None:
-            v = 1
-            mm = m
-            while mm:
-                lb = mm & -mm
-                v *= sizes[letters[lb.bit_length() - 1]]
-                mm ^= lb
-            size_cache[m] = v
-        return v
-
-    kept = [0] * (1 << n)
-    for s in range(1, 1 << n):
-        kept[s] = union[s] & (union[full ^ s] | out_mask)
-    INF = float("inf")
-    cost = [INF] * (1 << n)
-    choice = [0] * (1 << n)
-    for k in range(n):
-        cost[1 << k] = 0
-        kept[1 << k] = masks[k]  # leaves keep all their indices (as in opt_einsum's count)
-    by_count = sorted(range(1, 1 << n), key=lambda s: bin(s).count("1"))
-    for s in by_count:
-        if s & (s - 1) == 0:
-            continue
-        if memory_limit is not None and s != full and msize(kept[s]) > memory_limit:
-            continue
-        low = s & -s
-        rest = s ^ low
-        best, arg = INF, 0
-        sub = rest
-        while True:
-            a = sub | low  # the part holding the lowest operand
-            b = s ^ a
-            if b:
-                ca, cb = cost[a], cost[b]
-                if ca + cb < best:
-                    touched = kept[a] | kept[b]
-                    c = ca + cb + msize(touched) * (2 if touched & ~kept[s] else 1)
-                    if c < best:
-                        best, arg = c, a
-            if sub == 0:
-                break
-            sub = (sub - 1) & rest
-        cost[s], choice[s] = best, arg
-    if cost[full] == INF:
-        return None
-    pairs = []
-
-    def build(s):
-        if s & (s - 1) == 0:
-            return s.bit_length() - 1
-        a = choice[s]
-        ia, ib = build(a), build(s ^ a)
-        pairs.append((ia, ib))
-        return n + len(pairs) - 1
-
-    build(full)
-    return pairs
-
-
-def _greedy_path(terms, output, sizes, memory_limit):
-    """Greedy: repeatedly contract the pair whose result shrinks memory most.
-
-    Candidates are pairs sharing an index (outer products only when nothing
-    else is left); the score is ``size(result) - size(a) - size(b)`` with
-    the step's flops breaking ties, as in opt_einsum's greedy.
-    """
-    n = len(terms)
-    live = {k: frozenset(t) for k, t in enumerate(terms)}
-    out = frozenset(output)
-    pairs = []
-    nxt = n
-    while len(live) > 1:
-        keys = list(live)
-        count = collections.Counter()
-        for k in keys:
-            count.update(live[k])
-        best = None
-        for share in (True, False):
-            for i in range(len(keys)):
-                a = live[keys[i]]
-                for j in range(i + 1, len(keys)):
-                    b = live[keys[j]]
-                    if share and not (a & b):
-                        continue
-                    touched = a | b
-                    res = frozenset(ch for ch in touched if ch in out or count[ch] > (ch in a) + (ch in b))
-                    rs = _prod(sizes, res)
-                    if memory_limit is not None and len(live) > 2 and rs > memory_limit:
-                        continue
-                    score = (rs - _prod(sizes, a) - _prod(sizes, b), _step_cost(touched, touched != res, sizes))
-                    if best is None or score < best[0]:
-                        best = (score, keys[i], keys[j], res)
-            if best is not None:
-                break
-        if best is None:
-            return None
-        _, i, j, res = best
-        pairs.append((i, j))
-        del live[i], live[j]
-        live[nxt] = res
-        nxt += 1
-    return pairs
-
-
-def _ssa_to_linear(pairs, n):
-    ids = list(range(n))
-    path = []
-    for k, (a, b) in enumerate(pairs):
-        i, j = sorted((ids.index(a), ids.index(b)))
-        path.append((i, j))
-        del ids[j], ids[i]
-        ids.append(n + k)
-    return path
 
 
 # ------------------------------------------------------------------ building a plan
@@ -501,6 +448,34 @@ def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, 
         prep.append((squeeze, diag, tuple(sizes[ch] for ch in uniq)))
         cur.append(uniq)
     naive = _prod(sizes, set("".join(cur))) * (max(n - 1, 1) + (1 if set("".join(cur)) - set(output) else 0))
+    cdt = _compute_dtype(dtype, precision)
+    ids = list(range(n))  # ssa ids of the current operand list
+    terms_ssa = list(cur)
+    steps, recipes, path = [], [], []
+    total, peak = 0, 0
+    # indices held by one operand only and not in the output: summed first, each operand's as one step
+    # (the sums opt_einsum's dp also takes first; leaving them in would make every later step larger)
+    alias = list(range(n))  # input k -> the ssa id holding it once pre-summed
+    if n > 1:
+        count = collections.Counter(ch for t in cur for ch in t)
+        for k, t in enumerate(cur):
+            dims = tuple(p for p, ch in enumerate(t) if count[ch] == 1 and ch not in output)
+            if not dims:
+                continue
+            red = "".join(ch for ch in t if count[ch] > 1 or ch in output)
+            i = ids.index(k)
+            fl = _prod(sizes, t)
+            steps.append(ContractionStep((i,), f"{t}->{red}", "reduction", fl, _prod(sizes, red),
+                                         tuple(sizes[ch] for ch in red), dtype=cdt))
+            recipes.append((i, None, False, ("sum", dims)))
+            path.append((i,))
+            total += fl
+            peak = max(peak, _prod(sizes, red))
+            del ids[i]
+            alias[k] = len(terms_ssa)
+            ids.append(alias[k])
+            terms_ssa.append(red)
+    reduced = [terms_ssa[alias[k]] for k in range(n)]
     if n == 1:
         pairs = []
     elif optimize == "none":
@@ -508,18 +483,20 @@ def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, 
     else:
         method = optimize
         if method == "auto":
-            method = "optimal" if n <= _AUTO_OPTIMAL_MAX else "greedy"
-        fn = _optimal_path if method == "optimal" else _greedy_path
-        pairs = fn(cur, output, sizes, memory_limit)
+            method = "optimal" if n <= _paths.AUTO_DP_MAX else "greedy"
+            try:
+                pairs = _paths.find_path(method, reduced, output, sizes, memory_limit,
+                                         **({"budget": _paths.AUTO_DP_BUDGET} if method == "optimal" else {}))
+            except _paths.BudgetExceeded:  # a network too dense to search within the bound: greedy
+                pairs = _paths.find_path("greedy", reduced, output, sizes, memory_limit)
+        else:
+            pairs = _paths.find_path(method, reduced, output, sizes, memory_limit)
         if pairs is None:
             raise ValueError(f"{where}: memory_limit={memory_limit} admits no contraction path; raise it")
-    # walk the pairs, building executable steps
-    cdt = _compute_dtype(dtype, precision)
-    ids = list(range(n))
-    terms_ssa = list(cur)
-    steps, recipes = [], []
-    total, peak = 0, 0
+    # walk the pairs (ids 0..n-1: the inputs as pre-summed; n, n+1, ...: their results), building steps
+    alias += [None] * len(pairs)
     for k, (a, b) in enumerate(pairs):
+        a, b = alias[a], alias[b]
         i, j = sorted((ids.index(a), ids.index(b)))
         a, b = ids[i], ids[j]  # the recipe takes the operands in list order
         ta, tb = terms_ssa[a], terms_ssa[b]
@@ -538,11 +515,13 @@ def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, 
         steps.append(ContractionStep((i, j), sub, strategy, flops, size, tuple(sizes[ch] for ch in res),
                                      recipe[-1], cdt))
         recipes.append((i, j, swap, recipe))
+        path.append((i, j))
         total += flops
         if not last:
             peak = max(peak, size)
         del ids[j], ids[i]
-        ids.append(n + k)
+        alias[n + k] = len(terms_ssa)
+        ids.append(alias[n + k])
         terms_ssa.append(res)
     final = terms_ssa[ids[0]]
     # the last result: sum leftover indices, permute into the output order
@@ -561,12 +540,12 @@ def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, 
     ops_str = ",".join(terms)
     canon = f"{ops_str}->{output}"
     plan = ContractionPlan(
-        subscripts=canon, path=_ssa_to_linear(pairs, n) if n > 1 else [(0,)], steps=steps, flops=total,
+        subscripts=canon, path=path if n > 1 else [(0,)], steps=steps, flops=total,
         naive_flops=naive, largest_intermediate=peak, optimize=optimize, precision=precision,
         shapes=shapes, dtype=dtype,
     )
     if len(steps) == 1:
-        plan.strategy = steps[0].strategy
+        plan.kind = steps[0].strategy
     plan._exec = (tuple(prep), tuple(recipes), sumdims, perm if perm != tuple(range(len(perm))) else None,
                   tuple(sizes[ch] for ch in output))
     return plan
@@ -618,6 +597,8 @@ def plan_cache_info() -> dict:
 
 def _plan(subscripts, shapes, dtype, device, precision, optimize, memory_limit, where):
     """The cached plan for canonical arguments (shapes: tuple of tuples)."""
+    if type(subscripts) is not str:
+        raise TypeError(f"{where}: subscripts must be a str such as 'ij,jk->ik', got {type(subscripts).__name__}")
     key = (subscripts, shapes, dtype, device, precision, optimize, memory_limit)
     plan = _cache.get(key)
     if plan is not None:
@@ -652,6 +633,7 @@ _NP_DTYPES = (torch.float32, torch.float64)
 # idle threads spin after a threaded call and slowed the next torch call severalfold (measured).
 _NP_ONE_THREAD_MNK = 2 * 65536 * 4
 _NP_MARGIN = 0.97  # numpy.matmul must be >= 3% faster to replace torch (the default) on a step
+_ROUTE_FAMILY = "trntensor.gemm"  # decisions shared through trnsci.routes (and its calibration file)
 
 
 def _clock(cpu):
@@ -666,7 +648,7 @@ def _clock(cpu):
     return time.thread_time() if cpu else time.perf_counter()
 
 
-def _autotune_count(value, where):
+def _autotune_count(value, where, name="autotune"):
     """Executions per candidate (0 = off) from ``True``/``False``, an int, or an environment string."""
     if isinstance(value, str):
         v = value.strip().lower()
@@ -676,10 +658,10 @@ def _autotune_count(value, where):
             return 0
         if v.isdigit():
             return int(v)
-        raise ValueError(f"{where}: {value!r} is not one of on/off/incremental or a count")
+        raise ValueError(f"{where}: {name} {value!r} is not one of on/off/incremental or a count")
     if isinstance(value, bool):
         return _AUTOTUNE_DEFAULT if value else 0
-    return V.integer(value, "autotune", where, minimum=0)
+    return V.integer(value, name, where, minimum=0, maximum=V.INDEX_MAX)
 
 
 def _autotune_from_env():
@@ -740,7 +722,7 @@ def set_autotune(mode=True) -> int:
     >>> _ = trntensor.set_autotune(previous)
     """
     prev = _autotune[0]
-    _autotune[0] = _autotune_count(mode, "set_autotune")
+    _autotune[0] = _autotune_count(mode, "set_autotune", "mode")
     return prev
 
 
@@ -773,7 +755,8 @@ class _Tuning:
     reused.
     """
 
-    __slots__ = ("threads", "cpu", "mask", "idle", "count", "execs", "tuned", "best", "samples", "use", "probe")
+    __slots__ = ("threads", "cpu", "mask", "idle", "count", "execs", "tuned", "best", "samples", "use", "probe",
+                 "classes")
 
     def __init__(self, plan, threads, count):
         self.threads = threads
@@ -785,6 +768,10 @@ class _Tuning:
                         and (threads == 1 or M * N * K < _NP_ONE_THREAD_MNK))
         self.mask = tuple(mask)
         self.idle = not any(mask)
+        # shape classes for the shared route store (trnsci.routes): a decision made by another process
+        # at this thread count starts this plan decided; its re-measurements still run
+        self.classes = tuple((st.strategy, *st.dims, str(st.dtype).replace("torch.", "")) if m else None
+                             for st, m in zip(plan.steps, mask))
         self.count = count
         self.execs = 0  # executions routed
         self.tuned = 0  # tuning executions recorded
@@ -792,6 +779,32 @@ class _Tuning:
         self.samples = [[0, 0] for _ in mask]  # per step: timed executions per route (torch, numpy)
         self.use = (False,) * len(mask) if self.idle else None  # per step: numpy.matmul? (None: tuning)
         self.probe = 0  # once decided: the execution that re-measures the other routes
+        if not self.idle:
+            self._from_store()
+
+    def _from_store(self):
+        """Start decided from choices stored by :func:`trnsci.routes.record` for every tunable step."""
+        from trnsci import routes
+
+        found = [routes.lookup(_ROUTE_FAMILY, c) if c is not None else None for c in self.classes]
+        if any(m and (f is None or f.route not in ("torch", "numpy")) for m, f in zip(self.mask, found)):
+            return
+        for k, f in enumerate(found):
+            if f is not None:
+                self.best[k] = [f.times.get("torch", math.inf), f.times.get("numpy", math.inf)]
+        self.use = tuple(bool(m and f.route == "numpy") for m, f in zip(self.mask, found))
+        self.probe = 2 * self.count  # re-measured at execution 2 * count, then at doubling intervals
+
+    def _store(self):
+        """Persist this plan's decisions (trnsci.routes; not in ``estimate`` mode, e.g. the test suite)."""
+        from trnsci import routes
+
+        if routes.current_mode() != "measure":
+            return
+        for c, m, u, b in zip(self.classes, self.mask, self.use, self.best):
+            if m:
+                routes.record(_ROUTE_FAMILY, c, "numpy" if u else "torch", {"torch": b[0], "numpy": b[1]},
+                              default="torch")
 
     def route(self, n):
         """``(use, timed)`` of execution ``n``: per-step flags (True: numpy.matmul), and whether it is timed."""
@@ -819,6 +832,7 @@ class _Tuning:
 
     def record(self, n, use, times):
         """Execution ``n``'s GEMM times (seconds per step, None where not timed) under routes ``use``."""
+        decided = False
         with _tune_lock:
             for k, t in enumerate(times):
                 if self.mask[k] and t is not None:
@@ -831,9 +845,13 @@ class _Tuning:
                         not m or (b[0] < math.inf and b[1] < math.inf) for m, b in zip(self.mask, self.best)):
                     self.use = self._decide()
                     self.probe = 2 * self.execs
+                    decided = True
             elif n == self.probe + 2:
                 self.use = self._decide()
                 self.probe *= 2
+                decided = True
+        if decided:
+            self._store()
 
 
 _tune_lock = threading.Lock()
@@ -967,13 +985,20 @@ def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", m
         As for :func:`trntensor.einsum`.
     *operands : tensors, arrays or shape tuples
         Only shapes (and dtypes, for the cache key) are read.
-    optimize : {"auto", "optimal", "greedy", "none"} or bool
-        ``"optimal"`` (alias ``"dp"``): exhaustive dynamic programming over
-        operand subsets, the cheapest pairwise order under the cost model
-        of the module docs (``3^n`` work: meant for up to ~10 operands).
-        ``"greedy"``: the pair that shrinks memory most, O(n^3) per path.
-        ``"auto"`` (or ``True``): optimal up to 8 operands, else greedy.
-        ``"none"`` (or ``False``): left to right.
+    optimize : {"auto", "optimal", "exhaustive", "greedy", "none"} or bool
+        ``"optimal"`` (alias ``"dp"``): dynamic programming over connected
+        operand subsets with a cost cap (:mod:`trntensor.paths`): the
+        cheapest order that never multiplies unrelated operands, under the
+        cost model of the module docs (opt_einsum's ``dp`` space). First
+        plan at 20 operands: ~0.01-0.6 s for degree-3 networks, up to ~8 s
+        for dense degree-4 ones (docs/trntensor.md); plans are cached.
+        ``"exhaustive"``: every split (``3^n``), outer products included
+        (up to ~10 operands). ``"greedy"``: the pair that shrinks memory
+        most, O(n^3). ``"auto"`` (or ``True``): optimal up to 20 operands
+        (greedy if its search exceeds ``trntensor.paths.AUTO_DP_BUDGET``
+        candidate pairs, ~10 s), else greedy. ``"none"`` (or ``False``): left to right. With every
+        method, an index held by one operand only and absent from the
+        output is summed first, as a step of its own.
     precision : {"fast", "kahan", "dd"}
         Recorded in the plan (it does not change the path).
     memory_limit : int or "max_input", optional
@@ -1012,7 +1037,11 @@ def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", m
     >>> [s.strategy for s in p.steps]
     ['gemm', 'gemm']
     """
-    where = "plan_contraction"
+    return _plan_contraction(subscripts, operands, optimize, precision, memory_limit, autotune, "plan_contraction")
+
+
+def _plan_contraction(subscripts, operands, optimize, precision, memory_limit, autotune, where):
+    """:func:`plan_contraction`, its errors naming ``where``."""
     if autotune is not None and not isinstance(autotune, bool):
         raise TypeError(f"{where}: autotune must be None or a bool, got {type(autotune).__name__}")
     shapes, dtype, device = _shapes_of(operands, where)
@@ -1056,26 +1085,28 @@ def contract_path(subscripts, *operands, optimize="auto", memory_limit=None):
     >>> import trntensor
     >>> path, plan = trntensor.contract_path("ab,bc,cd->ad", (2, 100), (100, 100), (100, 2))
     >>> path
-    [(0, 1), (0, 1)]
+    [(1, 2), (0, 1)]
+    >>> trntensor.contract_path("abx,bc->ac", (2, 3, 50), (3, 4))[0]   # x summed first, on its own
+    [(0,), (0, 1)]
     """
-    plan = plan_contraction(subscripts, *operands, optimize=optimize, memory_limit=memory_limit)
+    plan = _plan_contraction(subscripts, operands, optimize, "fast", memory_limit, None, "contract_path")
     return list(plan.path), plan
 
 
-def estimate_flops(subscripts, *operands, optimize="auto", naive=False):
-    """Flops of the contraction: of the planned path, or (``naive=True``) of one loop nest.
+def estimate_flops(subscripts, *operands, optimize="auto", naive=True):
+    """Multiply-adds of the contraction (the published count), or (``naive=False``) the planned path's flops.
 
     Parameters
     ----------
     subscripts, *operands, optimize
         As for :func:`plan_contraction` (tensors, arrays or shape tuples).
     naive : bool
-        False (default): :attr:`ContractionPlan.flops` of the planned
-        pairwise path, 2 flops per multiply-add (the cost model of the
-        module docs, opt_einsum's count). True: the count of the published
-        trntensor 0.x ``estimate_flops`` -- the product of the extents of
-        every distinct index, i.e. the multiply-adds of a single loop nest
-        over all indices (no factor 2, no path).
+        True (default): the published trntensor's ``estimate_flops`` --
+        the product of the extents of every distinct index, i.e. the
+        multiply-adds of one loop nest over all indices: ``M*K*N`` for
+        ``"ij,jk->ik"`` (no factor 2, no path). False: the planned
+        pairwise path's :attr:`ContractionPlan.flops`, the count plans and
+        benchmarks use (2 flops per multiply-add, opt_einsum's count).
 
     Returns
     -------
@@ -1083,15 +1114,20 @@ def estimate_flops(subscripts, *operands, optimize="auto", naive=False):
 
     Notes
     -----
-    The default changed meaning from the published package (which returned
-    the ``naive=True`` count); pass ``naive=True`` for the old number.
+    Two conventions meet here, and only here: this function keeps the
+    published number (multiply-adds, as its docs promised); everything
+    else in the suite -- plans, ``ContractionStep.flops``, benchmarks --
+    counts **2 flops per multiply-add** (``2*M*N*K`` for a GEMM). For a
+    single GEMM ``estimate_flops(...) == plan_contraction(...).flops // 2``.
 
     Examples
     --------
     >>> import trntensor
-    >>> trntensor.estimate_flops("ij,jk->ik", (4, 5), (5, 6))
+    >>> trntensor.estimate_flops("ij,jk->ik", (4, 5), (5, 6))       # M*K*N
+    120
+    >>> trntensor.estimate_flops("ij,jk->ik", (4, 5), (5, 6), naive=False)   # 2*M*K*N, as plans
     240
-    >>> trntensor.estimate_flops("ij,jk,kl->il", (10, 20), (20, 30), (30, 5), naive=True)
+    >>> trntensor.estimate_flops("ij,jk,kl->il", (10, 20), (20, 30), (30, 5))
     30000
     """
     where = "estimate_flops"

@@ -1,11 +1,4 @@
-"""The published module path ``trnblas.nki.dispatch``, kept importable: thin aliases onto today's API.
-
-``set_backend``/``get_backend`` are :func:`trnblas.set_backend`/:func:`trnblas.get_backend`
-(``"pytorch"`` is accepted as an alias of ``"torch"``; ``"simulator"`` runs the
-kernels on the emulator); ``HAS_NKI`` is True when AWS's NKI package is importable.
-The kernels themselves live in ``trnblas.kernels`` and run through the library's public
-functions.
-"""
+"""The published path ``trnblas.nki.dispatch``: its backend switches and ``HAS_NKI`` (docs/migration.md)."""
 
 from trnblas import get_backend, set_backend
 from trnsci.nki import HAS_NKI

@@ -1,11 +1,4 @@
-"""The published module path ``trnfft.nki.dispatch``, kept importable: thin aliases onto today's API.
-
-``set_backend``/``get_backend`` are :func:`trnfft.set_backend`/:func:`trnfft.get_backend`
-(``"pytorch"`` is accepted as an alias of ``"torch"``; ``"simulator"`` runs the
-kernels on the emulator); ``HAS_NKI`` is True when AWS's NKI package is importable.
-The kernels themselves live in ``trnfft.kernels`` and run through the library's public
-functions.
-"""
+"""The published path ``trnfft.nki.dispatch``: its backend switches and ``HAS_NKI`` (docs/migration.md)."""
 
 from trnfft import get_backend, set_backend
 from trnfft.complex import ComplexTensor, complex_matmul

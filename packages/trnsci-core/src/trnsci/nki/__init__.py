@@ -17,7 +17,10 @@ the real package is installed.
 operation chose (``"nki"``: hardware through XLA; ``"simulator"``: on the
 CPU) and hands results back on the caller's device. :func:`capture` records
 every kernel run inside a block, so a test can prove that a kernel -- not
-the torch fallback -- produced a result.
+the torch fallback -- produced a result. :func:`simulate` runs any kernel
+on the CPU like AWS's ``nki.simulate``, and :func:`install_as_nki` makes
+``import nki`` resolve to the emulator so that unmodified NKI 0.6 kernel
+files run (also ``python -m trnsci.nki file.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import numpy as np
 __all__ = [
     "nki", "nl", "nisa", "SOURCE", "HAS_NKI", "EMULATOR_ERROR",
     "has_neuron_device", "run", "profile", "capture", "KernelRun",
+    "simulate", "install_as_nki", "uninstall_nki",
 ]
 
 
@@ -58,6 +62,8 @@ def _load_toolchain():
             isa = importlib.import_module("nki.isa")
         except Exception:  # placeholders on PyPI raise ImportError; be broad
             mod = None
+        if mod is not None and getattr(mod, "__trnsci_emulator__", False):
+            mod = None  # our own emulator registered as `nki` by install_as_nki
         if mod is not None:
             version = getattr(mod, "__version__", None)
             if version is not None and _version_tuple(version) >= MIN_NKI_VERSION:
@@ -276,3 +282,35 @@ def profile(kernel: Callable, *arrays, target: str = "trn1", **constants):
 
     arrays = [to_numpy(a) if not isinstance(a, (int, float, tuple, str, type(None))) else a for a in arrays]
     return emulator.profile(kernel, *arrays, target=target, **constants)
+
+
+def simulate(kernel: Callable, *args, **kwargs):
+    """Run an NKI kernel on the CPU, as AWS's ``nki.simulate``.
+
+    ``simulate(kernel, *arrays, **kw)`` runs it now and returns its outputs;
+    ``simulate(kernel)`` returns a callable (``nki.simulate(kernel)(*arrays)``).
+    NumPy inputs give NumPy outputs, torch tensors give torch tensors.  With
+    AWS's NKI installed this is its ``nki.simulate``; otherwise the emulator
+    (target from ``NEURON_PLATFORM_TARGET_OVERRIDE``, default trn1).
+    """
+    if SOURCE != "neuron" and EMULATOR_ERROR is not None:
+        raise RuntimeError(f"NKI emulator not available: {EMULATOR_ERROR}")
+    sim = nki.simulate(kernel)
+    return sim(*args, **kwargs) if (args or kwargs) else sim
+
+
+def install_as_nki(force: bool = False):
+    """Register the emulator as ``nki`` (and ``nki.language``, ``nki.isa``, ...) in ``sys.modules``.
+
+    Returns the ``nki`` module now in use; see :mod:`trnsci.nki._install`.
+    """
+    from trnsci.nki._install import install_as_nki as _install
+
+    return _install(force=force)
+
+
+def uninstall_nki() -> None:
+    """Undo :func:`install_as_nki`."""
+    from trnsci.nki._install import uninstall_nki as _uninstall
+
+    _uninstall()

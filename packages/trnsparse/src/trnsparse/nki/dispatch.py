@@ -1,11 +1,4 @@
-"""The published module path ``trnsparse.nki.dispatch``, kept importable: thin aliases onto today's API.
-
-``set_backend``/``get_backend`` are :func:`trnsparse.set_backend`/:func:`trnsparse.get_backend`
-(``"pytorch"`` is accepted as an alias of ``"torch"``; ``"simulator"`` runs the
-kernels on the emulator); ``HAS_NKI`` is True when AWS's NKI package is importable.
-The kernels themselves live in ``trnsparse.kernels`` and run through the library's public
-functions.
-"""
+"""The published path ``trnsparse.nki.dispatch``: its backend switches and ``HAS_NKI`` (docs/migration.md)."""
 
 from trnsci.nki import HAS_NKI
 from trnsparse import get_backend, set_backend

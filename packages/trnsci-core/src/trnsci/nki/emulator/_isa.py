@@ -26,7 +26,7 @@ from ._table import (
     not_emulated,
 )
 from .errors import NkiValidationError, fail
-from .memory import Tensor
+from .memory import NKIObject, Tensor
 
 F32 = np.float32
 FP32_MIN = float(np.finfo(np.float32).min)
@@ -70,18 +70,35 @@ class matmul_perf_mode(Enum):
 
 
 class nc_version(Enum):
-    """NeuronCore version."""
+    """NeuronCore version; ordered by generation (nki-library kernels write ``v <= nc_version.gen3``)."""
 
     gen2 = 2
     gen3 = 3
     gen4 = 4
 
+    def _cmp(self, other, op):
+        if not isinstance(other, nc_version):
+            return NotImplemented
+        return op(self.value, other.value)
+
+    def __lt__(self, other):
+        return self._cmp(other, int.__lt__)
+
+    def __le__(self, other):
+        return self._cmp(other, int.__le__)
+
+    def __gt__(self, other):
+        return self._cmp(other, int.__gt__)
+
+    def __ge__(self, other):
+        return self._cmp(other, int.__ge__)
+
 
 class dma_engine(Enum):
     """DMA transfer engine."""
 
-    dma = 0
-    gpsimd_dma = 1
+    dma = 1
+    gpsimd_dma = 2
 
 
 _RC = reduce_cmd
@@ -95,7 +112,24 @@ gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
 
 
-class VirtualRegister:
+class NkiInstruction(NKIObject):
+    """Handle of a traced instruction (NKI 0.6).
+
+    ``depends_on(*producers)`` adds scheduling edges on hardware; the emulator
+    runs instructions in program order, so it only checks its arguments.
+    """
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def depends_on(self, *producers):
+        for p in producers:
+            if not isinstance(p, NkiInstruction):
+                fail("NkiInstruction.depends_on", f"producers must be NkiInstruction handles, got {type(p).__name__}")
+        return self
+
+
+class VirtualRegister(NKIObject):
     """A virtual engine register (``nisa.register_alloc``); holds a 32-bit integer."""
 
     def __init__(self, state=None, frozen=False):
@@ -207,9 +241,26 @@ def _int_to(values_i32, d):
 # target
 
 
+def get_nc_sub_version():
+    """The silicon revision within the nc_version generation: 0 (first revision) for both emulated targets."""
+    return 0
+
+
 def get_nc_version():
-    """The nc_version of the target the kernel is emulated for (trn1 -> gen2, trn2 -> gen3)."""
-    return {"trn1": nc_version.gen2, "trn2": nc_version.gen3}[mem.current("nisa.get_nc_version").target.name]
+    """The nc_version of the current target (trn1 -> gen2, trn2 -> gen3).
+
+    Inside a kernel run: the run's target; outside one (host code choosing a
+    kernel variant): the default target (``NEURON_PLATFORM_TARGET_OVERRIDE``,
+    else trn1).
+    """
+    ctx = mem.active()
+    if ctx is not None:
+        name = ctx.target.name
+    else:
+        from .jit import default_target
+
+        name = default_target()
+    return {"trn1": nc_version.gen2, "trn2": nc_version.gen3}[name]
 
 
 # ===========================================================================
@@ -268,12 +319,8 @@ def nc_matmul(call, dst, stationary, moving, is_stationary_onezero=False, is_mov
     state = dst._mask_read()
     res = _matmul_values(call, stationary, moving)
     if acc is None:
-        if (state == 1).any():
-            call.fail(
-                "accumulating (accumulate=None) into PSUM elements of 'dst' that were written by a "
-                "non-matmul instruction (memset, copy, ...) is undefined on trn1/trn2; start the "
-                "accumulation group with a matmul (accumulate=False) instead of zero-filling"
-            )
+        # isa stub: None infers "first write overwrites, subsequent writes accumulate" -- elements no
+        # matmul has written yet (fresh, or value-initialized by memset/copy) are overwritten
         mm = state == 2
         if mm.all():
             dst._write(dst._read() + res)
@@ -634,7 +681,7 @@ def _activation_core(call, dst, op, data, bias, scale):
     return r
 
 
-def _reduce_regs(call, eng, p, lane, r, cmd, reduce_res, op=O.add, init=None):
+def _reduce_regs(call, eng, p, lane, r, cmd, reduce_res, op=O.add, init=None, negate=False):
     """Apply reduce_cmd to an engine's accumulation registers; read them out into reduce_res."""
     regs = _acc(call.ctx, eng)
     sl = slice(lane, lane + p)
@@ -648,7 +695,8 @@ def _reduce_regs(call, eng, p, lane, r, cmd, reduce_res, op=O.add, init=None):
             regs[sl] = op.fp32(regs[sl], part)
     if reduce_res is not None:
         _vec_out(call, "reduce_res", reduce_res, p)
-        O.write_flat(reduce_res, dt.from_fp32(regs[sl].copy(), reduce_res.dtype))
+        out = -regs[sl] if negate else regs[sl].copy()
+        O.write_flat(reduce_res, dt.from_fp32(out, reduce_res.dtype))
 
 
 @instruction(
@@ -821,8 +869,8 @@ def tensor_tensor_scan(call, dst, data0, data1, initial, op0, op1, reverse0=Fals
     memory={"dst": "sbuf|psum", "data": "sbuf|psum", "operand0": "sbuf|psum|scalar", "reduce_res": "sbuf|psum",
             "reduce_init": "sbuf|psum|scalar"},
 )
-def tensor_scalar_reduce(call, dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False,
-                         reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, name=None):
+def tensor_scalar_reduce(call, dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
+                         reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False, name=None):
     """dst = data <op0> operand0; the free-axis reduce_op of dst accumulates in the Vector registers."""
     where = call.spec.name
     _need_tile(call, "dst", dst)
@@ -851,7 +899,8 @@ def tensor_scalar_reduce(call, dst, data, op0, operand0, reduce_op, reduce_res, 
     x = dt.to_fp32(O.flat(data))
     r = o0.fp32(x) if o0.arity == 1 else o0.fp32(x, O.column(operand0, p))
     O.write_flat(dst, dt.from_fp32(r, dst.dtype))
-    _reduce_regs(call, "vector", p, O.lane0(data), r, cmd, reduce_res, op=ro, init=reduce_init)
+    _reduce_regs(call, "vector", p, O.lane0(data), r, cmd, reduce_res, op=ro, init=reduce_init,
+                 negate=bool(reduce_res_negate))
     call.issue("vector", O.elems(data))
 
 
@@ -1050,21 +1099,28 @@ def max8(call, dst, src, name=None):
     call.issue("vector", O.elems(src))
 
 
-def _find_first(call, x, v, used=None):
-    """Index of the first occurrence of v[p, k] in x[p] for each partition (fp32 compare)."""
+def _find_first(call, x, v, used=None, order=None, absent=None):
+    """Per partition, the first not-yet-used occurrence of each v[p, k] in x[p] (fp32 compare).
+
+    Slots are served in ``order`` (default 0..7); each takes the first
+    occurrence the earlier slots did not take, so duplicate values get
+    successive positions.  A value without a (free) occurrence gives ``absent``,
+    or fails when ``absent`` is None.
+    """
     p = x.shape[0]
     out = np.empty(v.shape, dtype=np.int64)
-    for k in range(v.shape[1]):
-        hit = x == v[:, k:k + 1]
-        if used is not None:
-            hit &= ~used
-        if not hit.any(axis=1).all():
-            bad = int(np.argmin(hit.any(axis=1)))
+    used = np.zeros(x.shape, dtype=bool) if used is None else used
+    rows = np.arange(p)
+    for k in (range(v.shape[1]) if order is None else order):
+        hit = (x == v[:, k:k + 1]) & ~used
+        found = hit.any(axis=1)
+        if not found.all() and absent is None:
+            bad = int(np.argmin(found))
             call.fail(f"value {float(v[bad, k])!r} (vals[{bad}, {k}]) does not occur in partition {bad} of 'data'; "
                       "the result is undefined on hardware")
-        out[:, k] = np.argmax(hit, axis=1)
-        if used is not None:
-            used[np.arange(p), out[:, k]] = True
+        first = np.argmax(hit, axis=1)
+        out[:, k] = np.where(found, first, -1 if absent is None else absent)
+        used[rows[found], first[found]] = True
     return out
 
 
@@ -1073,14 +1129,20 @@ def _find_first(call, x, v, used=None):
     memory={"dst": "sbuf|psum", "data": "sbuf|psum", "vals": "sbuf|psum"}, dtypes={"dst": "uint16|uint32"},
 )
 def nc_find_index8(call, dst, data, vals, name=None):
-    """dst[p, k] = index of the first occurrence of vals[p, k] in data[p] (free dims flattened)."""
+    """dst[p, k] = index of vals[p, k] in data[p] (free dims flattened).
+
+    Duplicate vals take successive occurrences in ascending slot order; a value
+    that does not occur (or has no occurrence left) gives the all-ones sentinel
+    of dst's dtype (0xFFFFFFFF / 0xFFFF), as the 0.6 stub and release notes say.
+    """
     for n in ("dst", "data", "vals"):
         _need_tile(call, n, call.args[n])
     _check_8_to_16k(call, "data", data)
     O.same_partitions(call.spec.name, (("data", data), ("vals", vals), ("dst", dst)))
     if O.elems(vals) != 8 or O.elems(dst) != 8:
         call.fail("'vals' and 'dst' must have exactly 8 elements per partition")
-    idx = _find_first(call, dt.to_fp32(O.flat(data)), dt.to_fp32(O.flat(vals)))
+    ones = int(np.iinfo(dst.dtype).max)
+    idx = _find_first(call, dt.to_fp32(O.flat(data)), dt.to_fp32(O.flat(vals)), absent=ones)
     O.write_flat(dst, idx.astype(dst.dtype))
     call.issue("vector", O.elems(data))
 
@@ -1090,7 +1152,12 @@ def nc_find_index8(call, dst, data, vals, name=None):
     memory={"dst": "sbuf|psum", "data": "sbuf|psum", "vals": "sbuf|psum", "dst_idx": "sbuf|psum"},
 )
 def nc_match_replace8(call, dst, data, vals, imm, dst_idx=None, name=None):
-    """dst = data with the first occurrence of each of the 8 vals replaced by imm; indices to dst_idx."""
+    """dst = data with one occurrence per val replaced by imm; indices to dst_idx.
+
+    vals are served in reverse slot order (7..0), each taking the first
+    occurrence not yet taken, so duplicate vals pair with their occurrences in
+    descending slot order (isa stub).
+    """
     for n in ("dst", "data", "vals"):
         _need_tile(call, n, call.args[n])
     _check_8_to_16k(call, "data", data)
@@ -1101,7 +1168,7 @@ def nc_match_replace8(call, dst, data, vals, imm, dst_idx=None, name=None):
         call.fail("'imm' must be a float compile-time scalar")
     x = dt.to_fp32(O.flat(data))
     used = np.zeros(x.shape, dtype=bool)
-    idx = _find_first(call, x, dt.to_fp32(O.flat(vals)), used=used)
+    idx = _find_first(call, x, dt.to_fp32(O.flat(vals)), used=used, order=range(7, -1, -1))
     out = np.where(used, F32(imm), x)
     O.write_flat(dst, dt.from_fp32(out, dst.dtype) if dst.dtype != data.dtype or not dt.is_float(dst.dtype)
                  else np.where(used, dt.from_fp32(F32(imm), dst.dtype), O.flat(data)))
@@ -1465,11 +1532,11 @@ def register_store(dst, src):
 # and NeuronCore-v4 (trn3) instructions
 
 
-def _sig_rng(dst, engine=engine.unknown, name=None): ...
+def _sig_rng(dst, engine=engine.vector, name=None): ...
 def _sig_dropout(dst, data, prob, name=None): ...
 def _sig_set_rng_seed(src_seeds, name=None): ...
-def _sig_rand_set_state(src_seeds, engine=engine.unknown, name=None): ...
-def _sig_rand_get_state(dst, engine=engine.unknown, name=None): ...
+def _sig_rand_set_state(src_seeds, engine=engine.gpsimd, name=None): ...
+def _sig_rand_get_state(dst, engine=engine.gpsimd, name=None): ...
 def _sig_rand2(dst, min, max, name=None): ...  # noqa: A002
 def _sig_core_barrier(data, cores, engine=engine.gpsimd, name=None): ...
 def _sig_sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None): ...
@@ -1480,6 +1547,7 @@ def _sig_activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0
 def _sig_exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0,
                      name=None): ...
 def _sig_quantize_mx(dst, src, dst_scale, name=None): ...
+def _sig_topk(val_dst, idx_dst, src, n, name=None): ...
 
 
 _PRNG = "the hardware PRNG bit streams are not modeled"
@@ -1497,11 +1565,14 @@ nc_matmul_mx = not_emulated("nisa.nc_matmul_mx", _sig_nc_matmul_mx, _V4, targets
 activate2 = not_emulated("nisa.activate2", _sig_activate2, _V4, targets=("trn3",))
 exponential = not_emulated("nisa.exponential", _sig_exponential, _V4, targets=("trn3",))
 quantize_mx = not_emulated("nisa.quantize_mx", _sig_quantize_mx, _V4, targets=("trn3",))
+topk = not_emulated("nisa.topk", _sig_topk, "the 16-partition snake layout of the source is not modeled yet; "
+                    "use nisa.max8 + nisa.nc_find_index8 / nc_match_replace8", engines=("gpsimd",))
 
 for _f, _n in ((rng, "rng"), (dropout, "dropout"), (set_rng_seed, "set_rng_seed"),
                (rand_set_state, "rand_set_state"), (rand_get_state, "rand_get_state"), (rand2, "rand2"),
                (core_barrier, "core_barrier"), (sendrecv, "sendrecv"), (nc_matmul_mx, "nc_matmul_mx"),
-               (activate2, "activate2"), (exponential, "exponential"), (quantize_mx, "quantize_mx")):
+               (activate2, "activate2"), (exponential, "exponential"), (quantize_mx, "quantize_mx"),
+               (topk, "topk")):
     _f.__name__ = _n
     _f.__qualname__ = _n
 del _f, _n

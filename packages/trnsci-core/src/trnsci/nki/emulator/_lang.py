@@ -31,7 +31,10 @@ class tile_size:
     """Hardware tile limits (``nki.language.tile_size``; SBUF figures for trn1)."""
 
     pmax = 128
-    psum_fmax = 512
+    psum_fmax = 512  # deprecated in NKI 0.4: use psum_bank_fmax
+    psum_bank_fmax = 512  # fp32 elements per PSUM bank per partition (2 KiB)
+    psum_bank_fmax_bytes = 2048
+    psum_num_banks = 8
     gemm_stationary_fmax = 128
     gemm_moving_fmax = 512
     bn_stats_fmax = 512
@@ -39,6 +42,7 @@ class tile_size:
     sbuf_min_align = 4  # idem
     total_available_sbuf_size = 192 * 1024  # deprecated in NKI 0.4: bytes per partition
     sbuf_fmax_bytes = 192 * 1024
+    sbuf_fmax = 192 * 1024 // 4  # in fp32 elements
     sbuf_size_bytes = 128 * 192 * 1024
     psum_partition_bytes = 16 * 1024
 
@@ -48,21 +52,41 @@ class tile_size:
 
 
 def _buffer(buffer, op):
-    if buffer is None:
-        return sbuf
-    if isinstance(buffer, str):
-        fail(op, f"string buffer names are not accepted since NKI 0.3; use nl.{buffer} instead of {buffer!r}")
-    if not isinstance(buffer, mem.Buffer):
-        fail(op, f"unknown buffer {buffer!r}; use nl.sbuf, nl.psum, nl.hbm, nl.private_hbm or nl.shared_hbm")
-    return buffer
+    from ._nl06 import as_buffer
+
+    return as_buffer(buffer, op)
 
 
-def ndarray(shape, dtype, buffer=None, name=""):
-    """Allocate an uninitialized tensor (filled with sentinels: NaN or 0xA5 bytes)."""
-    return mem.allocate(shape, dtype, _buffer(buffer, "nl.ndarray"), name=name, op="nl.ndarray")
+def _address(address, shape, buf, op):
+    """Check ``address=(partition_offset, free_offset)``; the emulator does not place tiles by address."""
+    if address is None:
+        return
+    if not buf.on_chip:
+        fail(op, "'address' is for SBUF/PSUM tiles (partition_offset, free_offset); HBM tensors take none")
+    if (not isinstance(address, (tuple, list)) or len(address) != 2
+            or not all(isinstance(a, (int, np.integer)) and a >= 0 for a in address)):
+        fail(op, f"'address' must be (partition_offset, free_offset) non-negative ints, got {address!r}")
+    if int(address[0]) + int(shape[0]) > PMAX:
+        fail(op, f"'address' partition offset {address[0]} + {shape[0]} partitions exceeds {PMAX}")
 
 
-def zeros(shape, dtype, buffer=None, name=""):
+def ndarray(shape, dtype, buffer=sbuf, name="", address=None):
+    """Allocate an uninitialized tensor (filled with sentinels: NaN or 0xA5 bytes).
+
+    ``address=(partition_offset, free_offset)`` (on chip) places the tile:
+    it must lie inside the partitions and the partition's bytes (a PSUM tile
+    inside one bank), and tiles placed at overlapping addresses share those
+    bytes for the capacity check (the union counts). The emulator still gives
+    each tile its own storage, so a kernel that reads one tile's data through
+    another tile at the same address is not modeled.
+    """
+    buf = _buffer(buffer, "nl.ndarray")
+    _address(address, tuple(shape), buf, "nl.ndarray")
+    return mem.allocate(shape, dtype, buf, name=name, op="nl.ndarray",
+                        address=None if address is None else tuple(int(a) for a in address))
+
+
+def zeros(shape, dtype, buffer=sbuf, name=""):
     """Allocate a tensor filled with zeros (on chip: one nisa.memset on the Vector Engine)."""
     op = "nl.zeros"
     buf = _buffer(buffer, op)
@@ -74,31 +98,46 @@ def zeros(shape, dtype, buffer=None, name=""):
     return t
 
 
-def shared_constant(constant, dtype=None):
-    """An SBUF tile holding compile-time constant data (DMA'd from a constant in HBM)."""
+def shared_constant(constant):
+    """A shared_hbm tensor holding constant data (a NumPy array or a ``.npy`` path), dtype kept.
+
+    The constant is part of the compiled kernel, in HBM before the kernel runs
+    (NKI 0.6 stub): creating it moves no bytes; reading it is the kernel's DMA.
+    """
     op = "nl.shared_constant"
-    if dtype is None:
-        fail(op, "'dtype' must be specified")
+    mem.current(op)
+    if isinstance(constant, str):
+        constant = np.load(constant)
     a = np.asarray(constant)
-    if a.ndim < 2:
-        a = a.reshape(1, -1) if a.ndim == 1 else a.reshape(1, 1)
-    t = mem.allocate(a.shape, dtype, sbuf, name="constant", op=op, fill=False)
-    t._write(dt.from_fp32(dt.to_fp32(a), t.dtype) if a.dtype.kind == "f" or dt.is_float(t.dtype)
-             else a.astype(t.dtype))
-    mem.current(op).counters.dma(a.shape[0], t.nbytes, hbm_read=t.nbytes, instr="nisa.dma_copy")
+    if a.ndim == 0:
+        a = a.reshape(1)
+    t = mem.allocate(a.shape, a.dtype, shared_hbm, name="constant", op=op, fill=False)
+    t._write(a)
     return t
 
 
-def shared_identity_matrix(n, dtype="uint8"):
-    """An n x n identity tile in SBUF (a shared constant)."""
-    return shared_constant(np.eye(int(n), dtype=np.float32), dtype=dtype)
+def shared_identity_matrix(n, dtype=dt.uint8, dst=None):
+    """An n x n identity tile in SBUF (a shared constant DMA'd in; into ``dst`` when given)."""
+    op = "nl.shared_identity_matrix"
+    c = mem.current(op).counters
+    n = int(n)
+    if dst is None:
+        t = mem.allocate((n, n), dtype, sbuf, name="identity", op=op, fill=False)
+    else:
+        if not isinstance(dst, Tensor) or not dst.on_chip or tuple(dst.shape) != (n, n):
+            fail(op, f"'dst' must be an ({n}, {n}) SBUF tile")
+        t = dst
+    t._write(dt.from_fp32(np.eye(n, dtype=np.float32), t.dtype) if dt.is_float(t.dtype)
+             else np.eye(n, dtype=t.dtype))
+    c.dma(n, t.nbytes, hbm_read=t.nbytes, instr="nisa.dma_copy")
+    return t
 
 
 # ===========================================================================
 # data movement
 
 
-def load(src, dtype=None, name=""):
+def load(src, dtype=None):
     """HBM tensor (or view) -> new SBUF tile of the same shape (one DMA transfer)."""
     op = "nl.load"
     c = mem.current(op).counters
@@ -107,7 +146,7 @@ def load(src, dtype=None, name=""):
     if src.on_chip:
         fail(op, f"'src' ('{src.name}') is in {src.buffer.name.upper()}; nl.load reads HBM")
     out_dt = dt.normalize(dtype, op) or src.dtype
-    out = mem.allocate(src.shape, out_dt, sbuf, name=name or "load", op=op, fill=False)
+    out = mem.allocate(src.shape, out_dt, sbuf, name="load", op=op, fill=False)
     out._write(dt.convert(src._read(), out_dt))
     c.dma(src.shape[0], src.nbytes, hbm_read=src.nbytes)
     return out
@@ -223,11 +262,11 @@ def _alu_unary_wrapper(o, engine_name=None):
     return fn
 
 
-def _logical_not(x, dtype=bool):
+def _logical_not(x, dtype=None):
     op = "nl.logical_not"
     mem.current(op)
     _check_tile(op, x, "x")
-    out = O.new_tile(x.shape, dt.normalize(dtype, op) or dt.uint8, sbuf, op)
+    out = O.new_tile(x.shape, dt.normalize(dtype, op) or x.dtype, sbuf, op)
     I.tensor_scalar(out, x, O.equal, 0.0)
     return out
 
@@ -235,7 +274,8 @@ def _logical_not(x, dtype=bool):
 def _cmp_wrapper(o):
     base = _binary(o)
 
-    def fn(x, y, dtype=bool):
+    def fn(x, y, dtype=None):
+        # 0.6 stub: the result dtype defaults to the input tile's dtype (use dtype=nl.uint8 for a mask)
         return base(x, y, dtype=dtype)
 
     fn.__name__ = o.name
@@ -271,9 +311,9 @@ def _sig(o, text):
 
 for _o in O.ALL_OPS.values():
     if _o.arity == 2:
-        _sig(_o, [("x", None), ("y", None), ("dtype", (bool if _o.kind in ("cmp", "logical") else None,))])
+        _sig(_o, [("x", None), ("y", None), ("dtype", (None,))])
     else:
-        _sig(_o, [("x", None), ("dtype", (bool if _o.kind == "logical" else None,))])
+        _sig(_o, [("x", None), ("dtype", (None,))])
 del _o
 
 # module-level names of the operators
@@ -389,14 +429,14 @@ def transpose(x, dtype=None):
 # known-issue and not-emulated wrappers
 
 
-def softmax(x, axis, dtype=None):
+def softmax(x, axis=-1, dtype=None):
     """Fails on hardware (NKI known issue: internal broadcasting); compose it from nisa instructions."""
     fail("nl.softmax", "fails on hardware (NKI known issue: relies on broadcasting between full-size and reduced "
                        "tiles); compose it: nisa.tensor_reduce(max), nisa.activation(exp, bias=-max, "
                        "reduce_cmd=reset_reduce), nisa.reciprocal, nisa.tensor_scalar(multiply)")
 
 
-def rms_norm(x, w, axis, n, epsilon=1e-06, dtype=None):
+def rms_norm(x, w, axis, n, epsilon=1e-06, dtype=None, compute_dtype=None):
     """Fails on hardware (NKI known issue); compose it from nisa instructions."""
     fail("nl.rms_norm", "fails on hardware (NKI known issue: relies on broadcasting between full-size and reduced "
                         "tiles); compose it from nisa.activation(square, reduce_cmd=...) and nisa.tensor_scalar")
@@ -407,7 +447,7 @@ def random_seed(seed):
     raise NotEmulatedError("nl.random_seed is not emulated yet: the hardware PRNG bit streams are not modeled")
 
 
-def rand(shape, dtype, buffer=None, name=""):
+def rand(shape, dtype, buffer=sbuf, name=""):
     """Not emulated (hardware PRNG)."""
     raise NotEmulatedError("nl.rand is not emulated yet: the hardware PRNG bit streams are not modeled")
 
@@ -452,24 +492,25 @@ def dynamic_range(start, stop=None, step=1):
     return range(a) if stop is None else range(a, _as_int(stop, "nl.dynamic_range", "stop"), step)
 
 
-def fori_loop(start, stop, body, step=1):
-    """Runtime counted loop: ``body(i)`` for i in range(start, stop, step); body returns nothing."""
+def fori_loop(lower, upper, body_fun, step=1):
+    """Runtime counted loop: ``body_fun(i)`` for i in range(lower, upper, step); the body returns nothing."""
     op = "nl.fori_loop"
     if not isinstance(step, (int, np.integer)) or step <= 0:
         fail(op, "'step' must be a positive compile-time integer")
-    for i in range(_as_int(start, op, "start"), _as_int(stop, op, "stop"), int(step)):
-        r = body(i)
+    for i in range(_as_int(lower, op, "lower"), _as_int(upper, op, "upper"), int(step)):
+        r = body_fun(i)
         if r is not None:
             fail(op, "the body function cannot return a value")
 
 
-def while_loop(cond, body):
-    """Runtime while loop: ``cond = body(cond)`` while the register is nonzero."""
+def while_loop(init, body_fun):
+    """Runtime while loop: ``r = body_fun(r)`` while the register ``r`` (starting at ``init``) is nonzero."""
     op = "nl.while_loop"
-    if not isinstance(cond, I.VirtualRegister):
-        fail(op, "'cond' must be a VirtualRegister (nisa.register_alloc)")
+    if not isinstance(init, I.VirtualRegister):
+        fail(op, "'init' must be a VirtualRegister (nisa.register_alloc)")
+    cond = init
     while cond._get(op):
-        nxt = body(cond)
+        nxt = body_fun(cond)
         if not isinstance(nxt, I.VirtualRegister):
             fail(op, "the body must return the condition register for the next iteration")
         cond = nxt
@@ -518,19 +559,9 @@ REMOVED = {
     "arange": f"nl.arange was removed in NKI 0.2: {_SLICES}",
     "mgrid": f"nl.mgrid was removed in NKI 0.2: {_SLICES}",
     "par_dim": "nl.par_dim was removed with block dimensions: the partition dim is always the first dim",
-    "load_transpose2d": "nl.load_transpose2d was removed: use nisa.dma_transpose (or nl.load + nisa.nc_transpose)",
-    "full": "nl.full is not in NKI 0.6: allocate with nl.ndarray and fill with nisa.memset",
-    "ones": "nl.ones is not in NKI 0.6: allocate with nl.ndarray and fill with nisa.memset(dst, 1)",
-    "zeros_like": "nl.zeros_like is not in NKI 0.6: use nl.zeros(x.shape, x.dtype, buffer=...)",
     "ones_like": "nl.ones_like is not in NKI 0.6: use nl.ndarray + nisa.memset",
-    "empty_like": "nl.empty_like is not in NKI 0.6: use nl.ndarray(x.shape, x.dtype, buffer=...)",
     "full_like": "nl.full_like is not in NKI 0.6: use nl.ndarray + nisa.memset",
-    "where": "nl.where is not in NKI 0.6: use nisa.select_reduce, nisa.tensor_copy_predicated or nisa.affine_select",
-    "negative": "nl.negative is not in NKI 0.6: use nisa.tensor_scalar(dst, x, op0=nl.multiply, operand0=-1.0)",
-    "cos": "there is no cos activation: use nl.sin with a pi/2 shift, range-reduced to [-pi, pi]",
     "identity": "nl.identity is not an activation in NKI 0.6: use nl.copy",
-    "floor": "nl.floor is not in NKI 0.6 (no floor instruction)",
-    "ceil": "nl.ceil is not in NKI 0.6 (no ceil instruction)",
     "atomic_rmw": "nl.atomic_rmw was removed: use nisa.dma_compute",
     "logical_shift_right": "use nl.right_shift (a logical shift)",
     "bitwise_not": "use nl.invert",

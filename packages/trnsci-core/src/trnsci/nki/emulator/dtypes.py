@@ -39,6 +39,7 @@ NOT_EMULATED = {
     "float8_e5m2_x4": "x4-packed types are for nc_matmul_mx on NeuronCore-v4 (trn3)",
     "float8_e4m3fn_x4": "x4-packed types are for nc_matmul_mx on NeuronCore-v4 (trn3)",
     "float4_e2m1fn_x4": "x4-packed types are for nc_matmul_mx on NeuronCore-v4 (trn3)",
+    "float8_e8m0fnu": "the MX scale type is for nc_matmul_mx / quantize_mx on NeuronCore-v4 (trn3)",
 }
 
 # Integer sentinel for fresh allocations: every byte 0xA5 (uint32 0xA5A5A5A5).

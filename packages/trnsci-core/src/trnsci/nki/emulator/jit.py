@@ -43,13 +43,13 @@ class Kernel:
         return f"<nki.jit kernel {getattr(self.fn, '__name__', '?')} (emulator)>"
 
 
-def jit(fn=None, **options):
-    """``@nki.jit`` or ``@nki.jit(mode=...)``: wrap a kernel function."""
+def jit(fn=None, **kwargs):
+    """``@nki.jit`` or ``@nki.jit(mode=...)``: wrap a kernel function (options are kept, not interpreted)."""
     if fn is None:
-        return lambda f: Kernel(f, **options)
+        return lambda f: Kernel(f, **kwargs)
     if isinstance(fn, Kernel):
         return fn
-    return Kernel(fn, **options)
+    return Kernel(fn, **kwargs)
 
 
 def _as_numpy(x):
@@ -168,9 +168,36 @@ def simulate_kernel(kernel, *args, **kwargs):
     return run(kernel, args, kwargs)[0]
 
 
-def _nki_simulate(kernel, *a, **k):
-    """``nki.simulate(kernel)(*arrays)`` (also ``nki.simulate(kernel, *arrays)``)."""
-    return simulate(kernel, *a, **k) if (a or k) else simulate(kernel)
+def _torch_like(out, ref):
+    """Outputs as torch tensors on ``ref``'s device when the caller passed torch tensors (as AWS's simulate)."""
+    if ref is None:
+        return out
+    if isinstance(out, tuple):
+        return tuple(_torch_like(o, ref) for o in out)
+    if isinstance(out, list):
+        return [_torch_like(o, ref) for o in out]
+    if isinstance(out, np.ndarray):
+        from trnsci.nki import from_numpy
+
+        return from_numpy(out, device=ref.device)
+    return out
+
+
+def _nki_simulate(kernel):
+    """``nki.simulate(kernel)``: a callable that runs the kernel on the CPU emulator.
+
+    Called with NumPy arrays it returns NumPy arrays; called with torch tensors
+    it returns torch tensors (on the first tensor's device), as the 0.6 stub
+    says.  A plain function is wrapped with ``nki.jit``.
+    """
+    kernel = kernel if isinstance(kernel, Kernel) else jit(kernel)
+
+    def call(*a, **k):
+        ref = next((x for x in list(a) + list(k.values())
+                    if not isinstance(x, np.ndarray) and hasattr(x, "detach") and hasattr(x, "device")), None)
+        return _torch_like(run(kernel, a, k)[0], ref)
+
+    return call
 
 
 def _make_nki_namespace(nl, nisa):
@@ -178,6 +205,7 @@ def _make_nki_namespace(nl, nisa):
     ns = types.ModuleType("nki", "Emulated top-level nki namespace (trnsci.nki.emulator)")
     ns.jit = jit
     ns.simulate = _nki_simulate
+    ns.__all__ = ["jit", "simulate"]
     ns.language = nl
     ns.isa = nisa
     return ns

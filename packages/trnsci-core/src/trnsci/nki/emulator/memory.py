@@ -53,6 +53,11 @@ def is_hbm(buffer):
 _state = threading.local()
 
 
+def active():
+    """The trace context of the kernel running now, or None outside a kernel run."""
+    return getattr(_state, "ctx", None)
+
+
 def current(op="this operation"):
     ctx = getattr(_state, "ctx", None)
     if ctx is None:
@@ -72,6 +77,9 @@ class TraceContext:
         self.live = {"sbuf": 0, "psum": 0}
         self.peak = {"sbuf": 0, "psum": 0}
         self.psum_banks_live = 0
+        # tiles placed with nl.ndarray(address=...): alloc id -> (start, end) byte range per partition;
+        # tiles at overlapping addresses share those bytes (capacity counts their union)
+        self.placed = {"sbuf": {}, "psum": {}}
         self.shared = []  # shared_hbm tensors of an SPMD launch, by creation order
         self.shared_index = 0
         self.program_id = ()
@@ -93,12 +101,37 @@ class TraceContext:
         return False
 
     # ---- capacity -------------------------------------------------------
+    def _placed_union(self, kind):
+        """Bytes per partition, and PSUM banks, covered by the placed tiles (overlaps counted once)."""
+        total, banks, end = 0, set(), -1
+        bank = self.target.psum_bank_bytes
+        for a, b in sorted(self.placed[kind].values()):
+            if b > end:
+                total += b - max(a, end)
+                end = b
+            banks.update(range(a // bank, -(-b // bank)))
+        return total, len(banks)
+
     def reserve(self, alloc, op, name):
         kind = alloc.buffer.name
         t = self.target
         limit = t.sbuf_bytes_per_partition if kind == "sbuf" else t.psum_bytes_per_partition
-        need = self.live[kind] + alloc.pbytes
+        if alloc.address is not None:
+            start = int(alloc.address[1])
+            if start + alloc.pbytes > limit:
+                raise EmulatorError(
+                    f"{op}: tile '{name}' placed at free offset {start} with {alloc.pbytes} bytes per partition "
+                    f"ends past the {limit}-byte {kind.upper()} partition of {t.name}")
+            if kind == "psum" and start // t.psum_bank_bytes != (start + alloc.pbytes - 1) // t.psum_bank_bytes:
+                raise EmulatorError(
+                    f"{op}: PSUM tile '{name}' placed at free offset {start} ({alloc.pbytes} bytes per partition) "
+                    f"crosses a {t.psum_bank_bytes}-byte PSUM bank boundary")
+            self.placed[kind][id(alloc)] = (start, start + alloc.pbytes)
+        union, placed_banks = self._placed_union(kind)
+        need = self.live[kind] + union + (0 if alloc.address is not None else alloc.pbytes)
         if need > limit:
+            if alloc.address is not None:
+                del self.placed[kind][id(alloc)]
             raise EmulatorError(
                 f"{op}: {kind.upper()} capacity exceeded on {t.name}: allocating "
                 f"'{name}' ({alloc.pbytes} bytes per partition) needs {need} bytes per "
@@ -106,21 +139,28 @@ class TraceContext:
                 f"{limit} bytes per partition"
             )
         if kind == "psum":
-            banks = self.psum_banks_live + alloc.banks
+            own = 0 if alloc.address is not None else alloc.banks
+            banks = self.psum_banks_live + own + placed_banks
             if banks > t.psum_banks:
+                if alloc.address is not None:
+                    del self.placed[kind][id(alloc)]
                 raise EmulatorError(
                     f"{op}: PSUM capacity exceeded on {t.name}: allocating '{name}' "
                     f"needs {banks} live PSUM banks of {t.psum_bank_bytes} bytes, but "
                     f"{t.name} has {t.psum_banks} banks per partition"
                 )
-            self.psum_banks_live = banks
-        self.live[kind] = need
+            self.psum_banks_live += own
+        if alloc.address is None:
+            self.live[kind] += alloc.pbytes
         if need > self.peak[kind]:
             self.peak[kind] = need
 
     def release(self, alloc):
         self.counters.forget(alloc)
         kind = alloc.buffer.name
+        if alloc.address is not None:
+            self.placed[kind].pop(id(alloc), None)
+            return
         self.live[kind] -= alloc.pbytes
         if kind == "psum":
             self.psum_banks_live -= alloc.banks
@@ -138,10 +178,12 @@ class Allocation:
     elements an instruction has written.
     """
 
-    __slots__ = ("ctx", "buffer", "arr", "flat", "_flats", "mask", "pbytes", "banks", "name", "__weakref__")
+    __slots__ = ("ctx", "buffer", "arr", "flat", "_flats", "mask", "pbytes", "banks", "name", "address",
+                 "__weakref__")
 
-    def __init__(self, ctx, buffer, arr, name, op):
+    def __init__(self, ctx, buffer, arr, name, op, address=None):
         self.ctx = None
+        self.address = address
         self.buffer = buffer
         self.arr = arr
         self.flat = arr.reshape(-1)
@@ -205,8 +247,13 @@ def check_tile_shape(shape, buffer, dtype, op, name):
             )
 
 
-def allocate(shape, dtype, buffer, name="", op="nl.ndarray", fill=True):
-    """Create a fresh tensor (tile or HBM tensor) filled with sentinels."""
+def allocate(shape, dtype, buffer, name="", op="nl.ndarray", fill=True, address=None):
+    """Create a fresh tensor (tile or HBM tensor) filled with sentinels.
+
+    ``address=(partition_offset, free_offset)`` places an on-chip tile: its
+    bytes count toward capacity as the union with the other placed tiles
+    (tiles at one address share it), not on top of them.
+    """
     ctx = current(op)
     dtype = dt.normalize(dtype, op, "dtype")
     shape = tuple(int(s) for s in shape)
@@ -222,16 +269,16 @@ def allocate(shape, dtype, buffer, name="", op="nl.ndarray", fill=True):
         t = _allocate(ctx, shape, dtype, buffer, name, op, fill)
         ctx.shared.append(t)
         return t
-    return _allocate(ctx, shape, dtype, buffer, name, op, fill)
+    return _allocate(ctx, shape, dtype, buffer, name, op, fill, address)
 
 
-def _allocate(ctx, shape, dtype, buffer, name, op, fill):
+def _allocate(ctx, shape, dtype, buffer, name, op, fill, address=None):
     if buffer.on_chip:
         check_tile_shape(shape, buffer, dtype, op, name)
     arr = np.empty(shape, dtype=dtype)
     if fill:
         dt.fill_sentinel(arr)
-    alloc = Allocation(ctx, buffer, arr, name, op)
+    alloc = Allocation(ctx, buffer, arr, name, op, address)
     return Tensor._fresh(alloc)
 
 
@@ -262,7 +309,66 @@ def _touch(t, write):
 _nl_ops = None  # filled in by nl at import time (operator overloads)
 
 
-class Tensor:
+def _nki_object_init(self, *args, **kwargs):
+    """``__init__`` of NKIObject subclasses that define none (dataclasses included).
+
+    Dataclass fields are filled from positional and keyword arguments (then
+    defaults / default factories, then ``__post_init__``), as the dataclass's
+    own ``__init__`` would; other keywords become attributes too -- the stub's
+    ``NKIObject.__init__(**kwargs)``. aws-neuron/nki-library relies on both:
+    ``@dataclass class SectionParams(nl.NKIObject)`` declares its attributes
+    without annotations (so the dataclass has no fields) and is built with
+    keywords.
+    """
+    import dataclasses
+
+    flds = [f for f in dataclasses.fields(self) if f.init] if dataclasses.is_dataclass(self) else []
+    name = type(self).__name__
+    if len(args) > len(flds):
+        raise TypeError(f"{name}() takes {len(flds)} positional arguments but {len(args)} were given")
+    vals = {f.name: a for f, a in zip(flds, args)}
+    for k, v in kwargs.items():
+        if k in vals:
+            raise TypeError(f"{name}() got multiple values for argument {k!r}")
+        vals[k] = v
+    for f in flds:
+        if f.name not in vals:
+            if f.default is not dataclasses.MISSING:
+                vals[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                vals[f.name] = f.default_factory()
+            else:
+                raise TypeError(f"{name}() missing required argument: {f.name!r}")
+    for k, v in vals.items():
+        object.__setattr__(self, k, v)  # also for frozen dataclasses
+    post = getattr(self, "__post_init__", None)
+    if post is not None:
+        post()
+
+
+class NKIObject:
+    """Base class of NKI objects (``nl.NKIObject``): tensors, registers, kernel config dataclasses.
+
+    Kernels subclass it (often as a ``@dataclass``) for configuration objects.
+    A subclass that defines no ``__init__`` gets one that takes the dataclass
+    fields and any other keyword as an attribute (see :func:`_nki_object_init`);
+    putting it in the subclass before ``@dataclass`` runs keeps the dataclass
+    from replacing it.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, **kwargs):
+        for k, v in kwargs.items():
+            setattr(self, k, v)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__init__" not in cls.__dict__:
+            cls.__init__ = _nki_object_init
+
+
+class Tensor(NKIObject):
     """An HBM tensor or an SBUF/PSUM tile: a view on one allocation's storage.
 
     ``shape``, ``strides`` and ``offset`` are in elements of ``dtype`` (NKI
@@ -402,14 +508,8 @@ class Tensor:
         """Merge dims ``start_dim..end_dim`` (inclusive; must be contiguous)."""
         return access.flatten_dims(self, start_dim, end_dim)
 
-    def reshape(self, shape, *extra):
+    def reshape(self, shape):
         """Same storage, new shape (a view; fails when a copy would be needed)."""
-        if extra:
-            access.vfail(
-                f"{self.name}.reshape",
-                f"'shape' must be a tuple of sizes, got {(shape,) + extra} as separate arguments "
-                "(call t.reshape((a, b, ...)))",
-            )
         return access.reshape(self, shape)
 
     def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None):

@@ -7,6 +7,7 @@ and signatures are held against ``tests/emulator/nki_0_6_manifest.json``.
 """
 
 from ._isa import (  # noqa: F401
+    NkiInstruction,
     NkiValidationError,
     VirtualRegister,
     activate2,
@@ -24,6 +25,7 @@ from ._isa import (  # noqa: F401
     dropout,
     engine,
     exponential,
+    get_nc_sub_version,
     get_nc_version,
     gpsimd_engine,
     iota,
@@ -69,6 +71,7 @@ from ._isa import (  # noqa: F401
     tensor_scalar_reduce,
     tensor_tensor,
     tensor_tensor_scan,
+    topk,
     unknown_engine,
     vector_engine,
 )

@@ -1,0 +1,111 @@
+"""`trnsci bench`: the report end to end (tiny), discovery errors, progress output, kernel re-modeling."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import io
+import json
+import sys
+
+import pytest
+
+from trnsci import bench
+from trnsci._progress import Progress
+
+
+def test_quick_report_end_to_end(tmp_path):
+    """The command that generates docs/benchmarks.md, at zero timing budget: every library's cases
+    run, the kernel table and the figures are made, the Markdown links them. (~30 s, mostly case setup.)"""
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "docs"
+    code = bench.main(["--quick", "--budget", "0", "--rounds", "1", "--no-chem", "--json", str(tmp_path / "b.json"),
+                       "--md", str(out / "benchmarks.md"), "--plots", str(out / "img")])
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert code == 0 and doc["errors"] == {}
+    libs = {r["library"] for r in doc["rows"]}
+    assert libs == {"trnblas", "trnfft", "trnsparse", "trnsolver", "trnrand", "trntensor"}
+    assert not [r for r in doc["rows"] if "error" in r]
+    for r in doc["rows"]:
+        assert r["ratio"] == pytest.approx(r["trnsci_s"] / min(p["median_s"] for p in r["peers"].values()))
+    text = (out / "benchmarks.md").read_text()
+    assert "## Machine" in text and "logical CPUs" in text and "modeled" in text
+    for k in doc["kernels"]:
+        assert k["hbm_bytes"] > 0 and k["modeled_s"]["trn1"] > 0 and k["modeled_s"]["trn2"] > 0
+    for png in (out / "img").glob("*.png"):
+        assert f"(img/{png.name})" in text
+    assert (out / "img" / "kernel_roofline.png").exists() and (out / "img" / "time_trnfft.png").exists()
+    assert {a["library"] for a in doc["accuracy"]} >= {"trnfft", "trnsolver"}
+    # the report rebuilds from the JSON alone, without timing anything
+    assert bench.main(["--from-json", str(tmp_path / "b.json"), "--md", str(tmp_path / "again.md")]) == 0
+    def table_lines(md):
+        return [line for line in md.splitlines() if line.startswith("|")]
+
+    assert table_lines((tmp_path / "again.md").read_text()) == table_lines(text)
+
+
+def test_import_error_names_the_missing_package(tmp_path, monkeypatch):
+    (tmp_path / "broken_bench_mod.py").write_text("import not_a_real_package_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ep = md.EntryPoint(name="trnfft", value="broken_bench_mod", group=bench.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(bench.md, "entry_points", lambda group: [ep] if group == bench.ENTRY_POINT_GROUP else [])
+    mods, errors = bench.case_modules(["trnfft", "trnblas"])
+    assert mods == {} and "'not_a_real_package_xyz'" in errors["trnfft"]  # trnblas: no entry point, absent
+    sys.modules.pop("broken_bench_mod", None)
+
+
+def test_progress_fits_where_it_goes():
+    log = io.StringIO()
+    p = Progress(3, log, tty=False)
+    for k in ("a", "b", "c"):
+        p.step(k)
+    p.done()
+    assert log.getvalue() == "[1/3] a\n[2/3] b\n[3/3] c\n"  # plain lines: nothing overprints in a log
+    term = io.StringIO()
+    p = Progress(2, term, tty=True)
+    p.step("first")
+    p.step("second")
+    p.done()
+    s = term.getvalue()
+    assert s.startswith("\r[") and "ETA" in s and "\n" not in s and s.endswith("\r")
+
+
+def test_op_and_size_and_targets():
+    assert bench._op_and_size("fft 64x1024 complex64") == ("fft complex64", 65536.0)
+    assert bench._op_and_size("gemm 256^3 float32") == ("gemm float32", 256.0 ** 3)
+    assert bench._op_and_size("einsum ao->mo") == ("einsum ao->mo", None)
+    assert bench.target_for(200e-6) == 1.1
+    assert bench.target_for(10e-6) == pytest.approx(1.2 + 0.1)
+
+
+def test_rows_interleave_and_rotate():
+    calls = []
+    impls = {n: (lambda n=n: calls.append(n)) for n in ("trnsci", "p1", "p2")}
+    out = bench.time_row(impls, rounds=3, budget_s=0.0, pause_s=0.0, sample_s=0.0)
+    assert set(out) == {"trnsci", "p1", "p2"} and all(len(v["rounds"]) == 3 for v in out.values())
+    firsts = [c for c in calls[3:]][::3]  # after warm-ups, each sample is one call; 3 samples per impl per round
+    assert calls[:3] == ["trnsci", "p1", "p2"] and firsts[:1] == ["trnsci"]
+    order = []
+    for c in calls[3:]:
+        if not order or order[-1] != c:
+            order.append(c)
+    assert order == ["trnsci", "p1", "p2", "p1", "p2", "trnsci", "p2", "trnsci", "p1"]
+
+
+def test_retarget_to_own_target_is_identity():
+    """Re-modeling a trn1 profile for trn1 must give the emulator's own figures back."""
+    from trnsci import nki
+
+    if nki.SOURCE != "emulator":
+        pytest.skip("needs the emulator")
+    import torch
+
+    import trnblas
+
+    with trnblas.use_backend("simulator"), nki.capture() as runs:
+        trnblas.gemm(1.0, torch.randn(130, 70), torch.randn(70, 90))
+    prof = runs[0].profile
+    t, util = bench._retarget(prof, "trn1")
+    assert t == pytest.approx(prof.modeled_time_lower_s, rel=1e-12)
+    assert util == pytest.approx(prof.tensor_engine_utilization(), rel=1e-12)
+    t2, _ = bench._retarget(prof, "trn2")
+    assert t2 > 0 and t2 != t

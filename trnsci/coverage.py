@@ -1,0 +1,266 @@
+"""The device-coverage table: every public function of the six libraries, and what runs it on a NeuronCore.
+
+:func:`coverage_table` walks each library's ``__all__`` and, for every
+public function, the code it calls (module-level functions of the library,
+followed a few calls deep, including the decorated function under
+``numpy_io``-style wrappers): each :class:`trnsci.dispatch.Op` it reaches
+is a possible device path, and each of those ops' NKI lowerings names the
+kernels it runs (``*_kernel`` globals it reaches). So the table is read
+off the code and the registry (:func:`trnsci.dispatch.ops`) and cannot
+drift from them; only the *reasons* for the functions without a device
+path are written by hand, in :data:`EXCEPTIONS`.
+
+``python -m trnsci.coverage`` prints the Markdown; ``python -m
+trnsci.coverage --write`` rewrites ``docs/coverage.md``; a test fails when
+the committed file is stale.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+import types
+import warnings
+from pathlib import Path
+
+from trnsci import dispatch
+
+__all__ = ["LIBRARIES", "EXCEPTIONS", "coverage_rows", "coverage_table", "summary", "main"]
+
+LIBRARIES = ("trnblas", "trnfft", "trnsparse", "trnsolver", "trnrand", "trntensor")
+
+_CONFIG = "configuration: no computation"
+_HOST = "host-side planning or bookkeeping: no array computation to move"
+
+#: Why a public function has no device path (per library), or what else the reader should know.
+#: A function absent here that reaches no kernel is listed as "no NKI lowering yet".
+EXCEPTIONS: dict[str, dict[str, str]] = {
+    "trnblas": {
+        "rotg": "four scalars in, four out: a host computation (as cuBLAS's host-pointer mode)",
+        "plan": _HOST, "plan_gemm": _HOST, "plan_batched_gemm": _HOST, "plan_syrk": _HOST, "plan_trsm": _HOST,
+        "her2k": "complex64: the full product through the complex GEMM composition",
+        "herk": "complex64: the full product a a^H through the complex GEMM composition",
+        "hemv": "complex64 through the GEMM kernel (2-column right-hand side) on split parts",
+        "gemv": "complex64 through the GEMM kernel (2-column right-hand side) on split parts",
+        "trmv": "complex64 through the GEMM kernel (2-column right-hand side) on split parts",
+        "her": "complex64 on the real view of A (depth-2 real update per complex term)",
+        "her2": "complex64 on the real view of A (depth-2 real update per complex term)",
+        "gerc": "complex64 on the real view of A (depth-2 real update per complex term)",
+        "dot": "complex64: two real dot kernels on real views", "dotu": "complex64: two real dot kernels on real views",
+        "dotc": "complex64: two real dot kernels on real views",
+        "iamax": "n >= 2^24 runs on torch (indices carried in fp32)",
+        "iamin": "n >= 2^24 runs on torch (indices carried in fp32)",
+        "axpy": "complex64: real alpha on the real view, complex alpha on caxpby_kernel",
+        "scal": "complex64: real alpha on the real view, complex alpha on caxpby_kernel",
+        "rot": "complex64: real s on the real view, complex s on caxpby_kernel",
+        "geam": "complex64: real alpha/beta on the real view, complex ones on caxpby_kernel",
+        "gemm": "complex64 as one real GEMM [ar ai] @ [[br, bi], [-bi, br]]",
+        "df_factors": "host DF setup (PySCF integrals); its contractions run through gemm",
+        "dfmp2": "the DF-MP2 driver: SCF and integrals on the host (PySCF); its energy step is mp2_energy",
+    },
+    "trnfft": {
+        "fftfreq": "a small host-built index vector", "rfftfreq": "a small host-built index vector",
+        "fftshift": "a roll (pure data movement, torch)", "ifftshift": "a roll (pure data movement, torch)",
+        "create_plan": _HOST, "clear_plan_cache": _HOST, "set_precision": _CONFIG, "get_precision": _CONFIG,
+        "use_precision": _CONFIG,
+    },
+    "trnsparse": {
+        "from_dense": "format conversion on the host", "from_scipy": "format conversion on the host",
+        "from_torch": "format conversion on the host", "eye_sparse": "constructor", "random_sparse": "constructor",
+        "nnz_per_row": "structure statistic on the host", "sparsity_stats": "structure statistic on the host",
+        "local_window_mask": "mask constructor", "causal_mask": "mask constructor",
+        "chebyshev_coeffs": "scalar recurrence on the host",
+    },
+    "trnsolver": {
+        "jacobi_preconditioner": "builds a preconditioner closure", "ssor_preconditioner":
+        "builds a preconditioner closure", "block_jacobi_preconditioner": "builds a preconditioner closure",
+    },
+    "trnrand": {
+        "manual_seed": _CONFIG, "get_default_generator": _CONFIG,
+    },
+    "trntensor": {
+        "plan_contraction": _HOST, "contract_path": _HOST, "estimate_flops": _HOST, "clear_plan_cache": _HOST,
+        "plan_cache_info": _HOST, "set_autotune": _CONFIG, "get_autotune": _CONFIG,
+        "to_xla": "device transfer helper", "from_xla": "device transfer helper",
+    },
+}
+_COMMON = {"set_backend": _CONFIG, "get_backend": _CONFIG, "use_backend": _CONFIG}
+
+_DEPTH = 6
+
+
+def _code_objects(code: types.CodeType):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def _referenced(fn) -> list:
+    """(name, object) for each global the code of ``fn`` loads, and each ``module.attr`` it reads.
+
+    Read from the bytecode (``LOAD_GLOBAL``, then ``LOAD_ATTR`` on a global
+    module), so an attribute name that happens to equal a global's name
+    (``torch.dot`` in a module that defines ``dot``) is not taken for it.
+    """
+    import dis
+
+    g = getattr(fn, "__globals__", {})
+    found = []
+    for code in _code_objects(fn.__code__):
+        module = None
+        for ins in dis.get_instructions(code):
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval in g:
+                obj = g[ins.argval]
+                found.append((ins.argval, obj))
+                module = obj if isinstance(obj, types.ModuleType) else None
+                continue
+            if module is not None and ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+                with warnings.catch_warnings():  # e.g. numpy's deprecated aliases
+                    warnings.simplefilter("ignore")
+                    obj = getattr(module, ins.argval, None)
+                if obj is not None:
+                    found.append((ins.argval, obj))
+            module = None
+    return found
+
+
+def _walk(fn, lib: str, depth: int, seen: set, visit) -> None:
+    """Call ``visit(name, obj)`` for every global the code of ``fn`` loads, following the libraries' functions."""
+    fn = inspect.unwrap(fn) if callable(fn) else fn
+    code = getattr(fn, "__code__", None)
+    if code is None or id(fn) in seen:
+        return
+    seen.add(id(fn))
+    for name, obj in _referenced(fn):
+        visit(name, obj)
+        if depth and callable(obj) and not isinstance(obj, (type, dispatch.Op)):
+            mod = getattr(inspect.unwrap(obj), "__module__", "") or ""
+            if mod.split(".", 1)[0] in (lib, *LIBRARIES, "trnsci"):  # cross-library compositions too
+                _walk(obj, lib, depth - 1, seen, visit)
+
+
+def _ops_reached(fn, lib: str) -> list[dispatch.Op]:
+    found: dict[str, dispatch.Op] = {}
+
+    def visit(name, obj):
+        if isinstance(obj, dispatch.Op):
+            found[obj.name] = obj
+
+    _walk(fn, lib, _DEPTH, set(), visit)
+    return [found[k] for k in sorted(found)]
+
+
+def _kernels_of(op: dispatch.Op) -> list[str]:
+    low = op.lowering_for("nki")
+    if low is None:
+        return []
+    found: set[str] = set()
+    lib = op.name.split(".", 1)[0]
+
+    def visit(name, obj):
+        if name.endswith("_kernel") and not name.startswith("_") and callable(obj):
+            found.add(name)
+
+    _walk(low.fn, lib, 3, set(), visit)
+    return sorted(found)
+
+
+def _dtype_names(dtypes) -> list[str]:
+    return [str(d).replace("torch.", "") for d in dtypes or ()]
+
+
+def coverage_rows(library: str) -> list[dict]:
+    """One dict per public function of ``library``: name, ops, kernels, dtypes, device (bool), note."""
+    mod = importlib.import_module(library)
+    rows = []
+    notes = {**_COMMON, **EXCEPTIONS.get(library, {})}
+    for name in mod.__all__:
+        obj = getattr(mod, name, None)
+        if not callable(obj) or inspect.isclass(obj):
+            continue
+        ops = _ops_reached(obj, library)
+        with_kernel = [op for op in ops if op.has_kernel]
+        kernels = sorted({k for op in with_kernel for k in _kernels_of(op)})
+        dtypes: list[str] = []
+        for op in with_kernel:
+            for d in _dtype_names(op.lowering_for("nki").dtypes) or ["any"]:
+                if d not in dtypes:
+                    dtypes.append(d)
+        note = notes.get(name, "")
+        if note in (_CONFIG, _HOST):  # planning helpers reach ops without running them
+            ops, with_kernel, kernels, dtypes = [], [], [], []
+        if not with_kernel and not note:
+            note = ("registered op without an NKI lowering yet" if ops
+                    else "no NKI lowering yet (not a registered op)")
+        rows.append({"name": name, "ops": [op.name for op in ops], "device_ops": [op.name for op in with_kernel],
+                     "kernels": kernels, "dtypes": dtypes, "device": bool(with_kernel), "note": note})
+    return rows
+
+
+def summary(rows_by_lib: dict[str, list[dict]]) -> tuple[int, int]:
+    """(functions with a device path, public functions) over the given libraries."""
+    rows = [r for rs in rows_by_lib.values() for r in rs]
+    return sum(r["device"] for r in rows), len(rows)
+
+
+def coverage_table(libraries=LIBRARIES) -> str:
+    """The Markdown of ``docs/coverage.md``."""
+    by_lib = {lib: coverage_rows(lib) for lib in libraries}
+    dev, total = summary(by_lib)
+    out = [
+        "# Device coverage",
+        "",
+        "Generated by `python -m trnsci.coverage --write` from the code and the op registry "
+        "(`trnsci.dispatch.ops()`); `tests/test_coverage.py` fails when this file is stale. "
+        "Do not edit by hand: reasons live in `trnsci.coverage.EXCEPTIONS`.",
+        "",
+        "A function has a *device path* when the code it calls reaches an op with an NKI lowering "
+        "(the kernels listed run it on a NeuronCore, or on the emulator under backend `\"simulator\"`). "
+        "Under `\"auto\"` small problems still run on torch (see each op's threshold), and a call the "
+        "kernel cannot take (dtype, shape, option) runs on torch with the reason in its plan. "
+        "*Kernel dtypes* are what the kernels take; the torch path takes every dtype the function accepts.",
+        "",
+        f"**{dev} of {total} public functions have a device path.**",
+        "",
+    ]
+    for lib, rows in by_lib.items():
+        d, t = summary({lib: rows})
+        out += [f"## {lib} ({d} of {t})", "", "| function | device path (op: kernels) | kernel dtypes | notes |",
+                "|---|---|---|---|"]
+        for r in rows:
+            if r["device"]:
+                path = "; ".join(
+                    f"`{o}`" + (": " + ", ".join(f"`{k}`" for k in _kernels_of(dispatch.ops()[o])) if
+                                _kernels_of(dispatch.ops()[o]) else "") for o in r["device_ops"])
+            else:
+                path = "—"
+            out.append(f"| `{r['name']}` | {path} | {', '.join(r['dtypes']) or '—'} | {r['note']} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def default_path() -> Path:
+    """``docs/coverage.md`` of the source checkout this module belongs to."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "docs").is_dir() and (parent / "mkdocs.yml").exists():
+            return parent / "docs" / "coverage.md"
+    raise FileNotFoundError("no docs/ directory above trnsci/coverage.py (not a source checkout)")
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    text = coverage_table()
+    if "--write" in argv:
+        path = default_path()
+        path.write_text(text + "\n")
+        print(f"wrote {path}")
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
