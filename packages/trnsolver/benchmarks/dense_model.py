@@ -91,7 +91,7 @@ def main(sizes, counts_only=False, only=None):
                     print(f"{name:9s} {shape:10s} | no closed form (data-dependent launches)")
                     continue
                 tot = k["hbm_read_bytes"] + k["hbm_write_bytes"]
-                print(f"{name:9s} {shape:10s} | {sum(k['launches'].values()):5d} | {tot / 1e6:9.2f} "
+                print(f"{name:9s} {shape:10s} | {len(k['kernels']):5d} | {tot / 1e6:9.2f} "
                       f"({min_bytes / 1e6:.2f}) {tot / min_bytes:5.2f}x | closed form; tensor {k['tensor']:,}, "
                       f"vector {k['vector']:,} instructions", flush=True)
                 continue

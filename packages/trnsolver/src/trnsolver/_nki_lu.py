@@ -30,8 +30,8 @@ Built on it (each a registered Op with this lowering):
   ``slogdet``/``det`` = LU, then the sign and ``sum log|u_ii|`` of the ``n``
   diagonal scalars and the pivots' parity on the host.
 
-Each plan's ``kernel`` entry lists the launches and their summed closed-form
-HBM bytes and Tensor/Vector instruction counts (the sum over the launches of
+Each plan's ``kernel`` entry lists the launches in order (``"kernels"``) and
+their summed closed-form HBM bytes and Tensor/Vector instruction counts (the sum over the launches of
 :func:`~trnsolver.kernels.lu_panel.lu_panel_counts`,
 :func:`~trnsolver.kernels.row_gather.row_gather_counts` and trnblas's
 ``trsm_counts``/``gemm_counts``); tests hold the emulator's counters of the
@@ -68,22 +68,25 @@ def _trnblas():
 
 
 class _Tally:
-    """Sum of the launches' closed forms, and the launch list for the plan."""
+    """The launches of a composition in order, and their closed forms summed, as a plan's
+    kernel entry: ``{"kernel": summary, "kernels": [name, ...], <summed figures>}``."""
 
     def __init__(self):
         self.sum = dict.fromkeys(_KEYS, 0)
-        self.launches: dict[str, int] = {}
+        self.order: list[str] = []
 
     def add(self, figures: dict, times: int = 1):
-        name = figures.get("kernel")
-        self.launches[name] = self.launches.get(name, 0) + times
+        self.order += [figures.get("kernel")] * times
         for k in _KEYS:
             self.sum[k] += times * figures.get(k, 0)
 
     def result(self, times: int = 1):
-        launches = {k: times * v for k, v in self.launches.items()}
-        names = ", ".join(f"{k} x{v}" for k, v in launches.items())
-        return {"kernel": names, "launches": launches, **{k: times * v for k, v in self.sum.items()}}
+        order = self.order * times
+        counts: dict[str, int] = {}
+        for name in order:
+            counts[name] = counts.get(name, 0) + 1
+        summary = ", ".join(f"{k} x{v}" for k, v in counts.items())
+        return {"kernel": summary, "kernels": order, **{k: times * v for k, v in self.sum.items()}}
 
 
 def _factor_tally(t: _Tally, n: int):
@@ -98,9 +101,12 @@ def _factor_tally(t: _Tally, n: int):
             t.add({"kernel": "gemm_kernel", **gemm_counts(rest, rest, b, 4)})
 
 
-def _solve_tally(t: _Tally, n: int, k: int):
-    t.add(row_gather_counts(n, k))
+def _solve_tally(t: _Tally, n: int, k: int, trans: str = "N"):
+    if trans == "N":  # P^T b, then L, then U
+        t.add(row_gather_counts(n, k))
     t.add({"kernel": "trsm_kernel", **trsm_counts(n, k)}, 2)
+    if trans != "N":  # U^T, then L^T, then P
+        t.add(row_gather_counts(n, k))
 
 
 def _batch(*Ts) -> int:
@@ -238,7 +244,7 @@ def _lu_solve_supports(LU_, piv1, B, trans):
 
 def _lu_solve_counts(LU_, piv1, B, trans):
     t = _Tally()
-    _solve_tally(t, LU_.shape[-1], B.shape[-1])
+    _solve_tally(t, LU_.shape[-1], B.shape[-1], trans)
     return _scaled(t, _batch(LU_, B))
 
 

@@ -54,7 +54,8 @@ def _gemm(m, n, k):
 
 def _qr_tally(t: _Tally, m: int, n: int, qcols: int):
     k = min(m, n)
-    for k0, b in tiles(k, NB):
+    blocks = list(tiles(k, NB))
+    for k0, b in blocks:
         w, k1 = m - k0, k0 + b
         t.add(qr_panel_counts(w, b))
         t.add(_gemm(b, b, w))
@@ -62,8 +63,9 @@ def _qr_tally(t: _Tally, m: int, n: int, qcols: int):
             t.add(_gemm(b, n - k1, w))
             t.add({"kernel": "trsm_kernel", **trsm_counts(b, n - k1)})
             t.add(_gemm(w, n - k1, b))
-        if qcols:
-            c = qcols - k0
+    if qcols:  # Q accumulated backwards, block by block
+        for k0, b in reversed(blocks):
+            w, c = m - k0, qcols - k0
             t.add(_gemm(b, c, w))
             t.add({"kernel": "trsm_kernel", **trsm_counts(b, c)})
             t.add(_gemm(w, c, b))
