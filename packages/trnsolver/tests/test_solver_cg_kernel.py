@@ -1,4 +1,5 @@
-"""CG and BiCGSTAB with their iterations on the device (cg_step_kernel, bicgstab_step_kernel), through the simulator.
+"""CG, BiCGSTAB and MINRES with their iterations on the device (cg_step_kernel, bicgstab_step_kernel,
+minres_step_kernel), through the simulator.
 
 References: ``numpy.linalg.solve`` and ``scipy.sparse.linalg.cg`` in float64.
 The kernel's dots are float32 all-reduces, so its residual history follows
@@ -21,6 +22,7 @@ from trnsci.nki import emulator
 from trnsci.testing import assert_counts, kernel_ran
 from trnsolver.kernels.bicgstab_step import bicgstab_step_counts, bicgstab_step_kernel
 from trnsolver.kernels.cg_step import cg_step_counts, cg_step_kernel
+from trnsolver.kernels.minres_step import minres_step_counts, minres_step_kernel
 
 pytestmark = pytest.mark.simulator
 
@@ -155,3 +157,65 @@ def test_bicgstab_on_the_device_vs_scipy():
     with use_backend("simulator"):
         assert "preconditioner" in plan_call(trnsolver.bicgstab, torch.from_numpy(A), torch.from_numpy(b),
                                              M=torch.eye(130)).reason
+
+
+def _indefinite(n, seed=3):
+    import scipy.linalg as sl
+
+    rng = np.random.default_rng(seed)
+    Q = sl.qr(rng.standard_normal((n, n)))[0]
+    lam = np.concatenate([-np.linspace(1, 3, n // 2), np.linspace(1, 3, n - n // 2)])  # cond 3, indefinite
+    return ((Q * lam) @ Q.T).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+
+
+def test_minres_step_kernel_follows_the_paige_saunders_recurrence_and_counters():
+    import math
+
+    n = 300
+    A, b = _indefinite(n, seed=1)
+    A64 = A.astype(np.float64)
+    beta1 = float(np.linalg.norm(b.astype(np.float64)))
+    z = np.zeros((n, 1), np.float32)
+    sc = np.zeros((128, 8), np.float32)
+    sc[:, 1] = sc[:, 4] = beta1
+    sc[:, 5], sc[:, 7] = -1.0, 1.0
+    state = [z, b[:, None].copy(), b[:, None].copy(), z, z, sc]
+    # float64 reference (Paige & Saunders' MINRES, unpreconditioned), three iterations
+    xr, r1, r2, y = np.zeros(n), b.astype(np.float64), b.astype(np.float64), b.astype(np.float64)
+    oldb, be, dbar, eps_, phib, cs, sn = 0.0, beta1, 0.0, 0.0, beta1, -1.0, 0.0
+    w, w2 = np.zeros(n), np.zeros(n)
+    for it in range(1, 4):
+        (*state, st), prof = emulator.profile(minres_step_kernel, np.ascontiguousarray(A.T), *state, target="trn1")
+        v = y / be
+        y = A64 @ v - ((be / oldb) * r1 if it >= 2 else 0.0)
+        al = v @ y
+        y = y - (al / be) * r2
+        r1, r2 = r2, y
+        oldb, be = be, math.sqrt(y @ y)
+        oe, de, gb = eps_, cs * dbar + sn * al, sn * dbar - cs * al
+        eps_, dbar = sn * be, -cs * be
+        ga = max(math.hypot(gb, be), 1.2e-7)
+        cs, sn = gb / ga, be / ga
+        ph, phib = cs * phib, sn * phib
+        w2, w = w, (v - oe * w2 - de * w) / ga
+        xr = xr + ph * w
+    want = minres_step_counts(n)
+    want.pop("kernel")
+    assert_counts(prof, want)
+    np.testing.assert_allclose(state[0][:, 0], xr, rtol=0, atol=1e-5 * np.abs(xr).max())
+    np.testing.assert_allclose(st[0], [al, be, phib], rtol=1e-4)
+
+
+def test_minres_on_the_device_vs_the_torch_path_and_numpy():
+    A, b = _indefinite(130)
+    At, bt = torch.from_numpy(A), torch.from_numpy(b)
+    with kernel_ran() as runs:
+        x, it, rel = trnsolver.minres(At, bt, tol=1e-5)
+    assert {r.kernel for r in runs} == {"minres_step_kernel", "gemm_kernel"}  # GEMM: the true-residual check
+    assert sum(r.kernel == "minres_step_kernel" for r in runs) == it
+    _, it_torch, _ = trnsolver.minres(At, bt, tol=1e-5)
+    assert abs(it - it_torch) <= 1  # float32 dots on both paths; the last step can land either side
+    ref = np.linalg.solve(A.astype(np.float64), b.astype(np.float64))
+    # residual <= tol ||b||, cond = 3: the error is within ~3 tol ||x||; 10x margin for float32
+    np.testing.assert_allclose(x.numpy(), ref, rtol=0, atol=3e-4 * np.abs(ref).max())
+    assert rel <= 1e-5

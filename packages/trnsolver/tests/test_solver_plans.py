@@ -99,6 +99,10 @@ CASES = {
         (trnsolver.bicgstab, (_spd(6), torch.ones(6)), {"tol": 1e-4}),     # iterations: no closed form
         (trnsolver.bicgstab, (_spd(6).double(), torch.ones(6, dtype=torch.float64))),
     ],
+    "trnsolver.minres": [
+        (trnsolver.minres, (_sym(6) + 20 * torch.eye(6), torch.ones(6)), {"tol": 1e-4}),
+        (trnsolver.minres, (_sym(6) + 20 * torch.eye(6), torch.ones(6)), {"M": torch.eye(6)}),  # M: torch
+    ],
     "trnsolver.inv_sqrt_spd_ns": [
         (trnsolver.inv_sqrt_spd_ns, (_spd(9),), {"tol": 1e-4}),
         (trnsolver.inv_sqrt_spd_ns, (_spd(9, torch.float64),)),

@@ -20,8 +20,15 @@ iteration, both matvecs and all five dots inside; the kernel returns the
 iterate for both of SciPy's exits (on ``||s||`` and on ``||r||``) and the host
 picks the one its rule takes.
 
+``minres`` (dense float32 ``A``, no preconditioner): one
+:func:`~trnsolver.kernels.minres_step.minres_step_kernel` launch per
+iteration -- the Lanczos step, the Givens rotation and the ``w``/``x``
+updates in the kernel, its scalars replicated on every partition; the
+host confirms a converged estimate with the true residual from the GEMM
+kernel, as the torch path does with its matvec.
+
 Not on the device yet (torch path, the plan says so): other preconditioners,
-sparse/operator ``A``, GMRES and MINRES. Their device composition
+sparse/operator ``A``, and GMRES. Their device composition
 would be the same pattern -- SpMV (trnsparse's kernels) or this kernel's
 matvec, Vector-Engine axpys, partition all-reduces for the dots, and only
 the scalars that decide convergence (plus GMRES's small Hessenberg solve)
@@ -37,9 +44,10 @@ import torch
 import trnblas
 from trnsci import nki
 from trnsolver._nki import _trnblas
-from trnsolver.iterative import BICGSTAB, CG, DenseMatvec, DiagonalPrecond, _not_finite
+from trnsolver.iterative import BICGSTAB, CG, MINRES, DenseMatvec, DiagonalPrecond, _not_finite
 from trnsolver.kernels.bicgstab_step import bicgstab_step_kernel
 from trnsolver.kernels.cg_step import cg_step_kernel
+from trnsolver.kernels.minres_step import minres_step_kernel
 
 F32 = torch.float32
 
@@ -156,4 +164,59 @@ def _bicgstab_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
             callback(x.reshape(n).to(b.dtype))
         if rn < stop or rn == 0.0 or omega == 0.0:
             break
+    return x.reshape(n).to(b.dtype), it, hist
+
+
+# ------------------------------------------------------------------ MINRES
+
+
+@MINRES.lowering("nki", dtypes=(F32,), supports=_bicgstab_supports, counts=_cg_counts)
+def _minres_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shift=0.0):
+    """One :func:`~trnsolver.kernels.minres_step.minres_step_kernel` launch per iteration; the
+    host reads ``(alfa, beta, phibar)`` and, when the estimate meets the tolerance, confirms it
+    with the true residual ``b - A x`` from the GEMM kernel -- the torch path's rule."""
+    n = b.shape[0]
+    A = matvec.matrix.to(F32).contiguous()
+    a = A.mT.contiguous()
+    b32 = b.to(F32).reshape(n, 1)
+    bnorm = float(torch.linalg.vector_norm(b))
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+
+    def residual(x):
+        with _trnblas():
+            return b32 - trnblas.gemm(1.0, A, x)
+
+    x = torch.zeros(n, 1, dtype=F32) if x0 is None else x0.to(F32).reshape(n, 1).clone()
+    r1 = b32.clone() if x0 is None else residual(x)
+    rn = float(torch.linalg.vector_norm(r1))
+    hist = [rn / scale]
+    if rn < stop or rn == 0.0:
+        return x.reshape(n).to(b.dtype), 0, hist
+    beta1 = math.sqrt(max(float((r1 * r1).sum()), 0.0))
+    if beta1 == 0.0:
+        return x.reshape(n).to(b.dtype), 0, hist
+    sc = torch.zeros(128, 8, dtype=F32)
+    sc[:, 1] = beta1   # beta
+    sc[:, 4] = beta1   # phibar
+    sc[:, 5] = -1.0    # cs
+    sc[:, 7] = 1.0     # first iteration
+    r2 = r1.clone()
+    w = torch.zeros(n, 1, dtype=F32)
+    w2 = torch.zeros(n, 1, dtype=F32)
+    it = 0
+    for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
+        x, r1, r2, w, w2, sc, st = nki.run(minres_step_kernel, a, x, r1, r2, w, w2, sc, out_dtype=F32)
+        alfa, beta, phibar = (float(z) for z in st[0])
+        if not math.isfinite(alfa):
+            raise _not_finite("minres", "v^H A v", it)
+        est = phibar / beta1 * scale
+        hist.append(phibar / beta1 * (rn / scale))
+        if callback is not None:
+            callback(x.reshape(n).to(b.dtype))
+        if est < stop or beta == 0.0:
+            true = float(torch.linalg.vector_norm(residual(x)))
+            hist[-1] = true / scale
+            if true < stop or true == 0.0 or beta == 0.0:
+                break
     return x.reshape(n).to(b.dtype), it, hist

@@ -489,8 +489,9 @@ def bicgstab(A, b, x0=None, tol=None, maxiter=1000, M=None, *, rtol=None, atol=0
 
 # ================================================================= MINRES
 
-MINRES = Op("trnsolver.minres", "rows", _NO_KERNEL, size=_rows, describe=_describe_rows,
-        doc="MINRES (torch path; no kernel yet)")
+#: Threshold (rows): the same placeholder as CG's (one launch per iteration).
+MINRES = Op("trnsolver.minres", "rows", 4096, size=_rows, describe=_describe_rows,
+            doc="MINRES (dense float32 A, no M: one minres_step_kernel launch per iteration)")
 
 
 @MINRES.lowering("torch")
