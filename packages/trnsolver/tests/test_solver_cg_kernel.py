@@ -1,5 +1,5 @@
-"""CG, BiCGSTAB and MINRES with their iterations on the device (cg_step_kernel, bicgstab_step_kernel,
-minres_step_kernel), through the simulator.
+"""CG, BiCGSTAB, MINRES and GMRES with their iterations on the device (cg_step_kernel,
+bicgstab_step_kernel, minres_step_kernel, gmres_arnoldi_kernel), through the simulator.
 
 References: ``numpy.linalg.solve`` and ``scipy.sparse.linalg.cg`` in float64.
 The kernel's dots are float32 all-reduces, so its residual history follows
@@ -22,6 +22,7 @@ from trnsci.nki import emulator
 from trnsci.testing import assert_counts, kernel_ran
 from trnsolver.kernels.bicgstab_step import bicgstab_step_counts, bicgstab_step_kernel
 from trnsolver.kernels.cg_step import cg_step_counts, cg_step_kernel
+from trnsolver.kernels.gmres_arnoldi import arnoldi_counts, gmres_arnoldi_kernel
 from trnsolver.kernels.minres_step import minres_step_counts, minres_step_kernel
 
 pytestmark = pytest.mark.simulator
@@ -219,3 +220,39 @@ def test_minres_on_the_device_vs_the_torch_path_and_numpy():
     # residual <= tol ||b||, cond = 3: the error is within ~3 tol ||x||; 10x margin for float32
     np.testing.assert_allclose(x.numpy(), ref, rtol=0, atol=3e-4 * np.abs(ref).max())
     assert rel <= 1e-5
+
+
+@pytest.mark.parametrize("n,k", [(5, 1), (300, 4)])
+def test_arnoldi_kernel_orthogonalizes_against_the_basis_and_counters(n, k):
+    A, _ = _nonsym(n, seed=n)
+    Q = np.linalg.qr(np.random.default_rng(k).standard_normal((n, k)))[0].astype(np.float32)
+    (vn, h, hn), prof = emulator.profile(gmres_arnoldi_kernel, np.ascontiguousarray(A.T), Q,
+                                         np.ascontiguousarray(Q.T), target="trn1")
+    want = arnoldi_counts(n, k)
+    want.pop("kernel")
+    assert_counts(prof, want)
+    Q64 = Q.astype(np.float64)
+    w = A.astype(np.float64) @ Q64[:, -1]
+    h1 = Q64.T @ w
+    w = w - Q64 @ h1
+    h2 = Q64.T @ w
+    w = w - Q64 @ h2
+    np.testing.assert_allclose(h[:, 0], h1 + h2, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(hn[0, 0], np.linalg.norm(w), rtol=1e-5)
+    np.testing.assert_allclose(vn[:, 0], w / np.linalg.norm(w), rtol=0, atol=1e-5)
+
+
+def test_gmres_on_the_device_vs_the_torch_path_and_numpy():
+    A, b = _nonsym(130)
+    At, bt = torch.from_numpy(A), torch.from_numpy(b)
+    with kernel_ran() as runs:
+        x, it, rel = trnsolver.gmres(At, bt, tol=1e-5, restart=8)  # two restarts
+    assert {r.kernel for r in runs} == {"gmres_arnoldi_kernel", "gemm_kernel"}
+    assert sum(r.kernel == "gmres_arnoldi_kernel" for r in runs) == it
+    _, it_torch, _ = trnsolver.gmres(At, bt, tol=1e-5, restart=8)
+    assert abs(it - it_torch) <= 1
+    ref = np.linalg.solve(A.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(x.numpy(), ref, rtol=0, atol=1e-4 * np.abs(ref).max())  # cond ~ 3, tol 1e-5
+    assert rel <= 1e-5
+    with use_backend("simulator"):
+        assert "restart=200" in plan_call(trnsolver.gmres, At, bt, restart=200).reason

@@ -103,6 +103,10 @@ CASES = {
         (trnsolver.minres, (_sym(6) + 20 * torch.eye(6), torch.ones(6)), {"tol": 1e-4}),
         (trnsolver.minres, (_sym(6) + 20 * torch.eye(6), torch.ones(6)), {"M": torch.eye(6)}),  # M: torch
     ],
+    "trnsolver.gmres": [
+        (trnsolver.gmres, (_spd(6), torch.ones(6)), {"tol": 1e-4}),
+        (trnsolver.gmres, (_spd(6), torch.ones(6)), {"M": torch.eye(6)}),   # M: torch
+    ],
     "trnsolver.inv_sqrt_spd_ns": [
         (trnsolver.inv_sqrt_spd_ns, (_spd(9),), {"tol": 1e-4}),
         (trnsolver.inv_sqrt_spd_ns, (_spd(9, torch.float64),)),

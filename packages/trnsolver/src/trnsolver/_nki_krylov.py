@@ -27,8 +27,15 @@ updates in the kernel, its scalars replicated on every partition; the
 host confirms a converged estimate with the true residual from the GEMM
 kernel, as the torch path does with its matvec.
 
-Not on the device yet (torch path, the plan says so): other preconditioners,
-sparse/operator ``A``, and GMRES. Their device composition
+``gmres`` (dense float32 ``A``, no preconditioner, ``restart <= 127``): one
+:func:`~trnsolver.kernels.gmres_arnoldi.gmres_arnoldi_kernel` launch per
+inner iteration (matvec and CGS2 projections against the basis, which
+stays in HBM); the Hessenberg column's Givens rotations and the small
+triangular solve on the host; ``x += V y`` and each restart's residual on
+the GEMM kernel.
+
+Not on the device yet (torch path, the plan says so): other preconditioners
+and sparse/operator ``A``. Their device composition
 would be the same pattern -- SpMV (trnsparse's kernels) or this kernel's
 matvec, Vector-Engine axpys, partition all-reduces for the dots, and only
 the scalars that decide convergence (plus GMRES's small Hessenberg solve)
@@ -44,9 +51,10 @@ import torch
 import trnblas
 from trnsci import nki
 from trnsolver._nki import _trnblas
-from trnsolver.iterative import BICGSTAB, CG, MINRES, DenseMatvec, DiagonalPrecond, _not_finite
+from trnsolver.iterative import BICGSTAB, CG, GMRES, MINRES, DenseMatvec, DiagonalPrecond, _not_finite
 from trnsolver.kernels.bicgstab_step import bicgstab_step_kernel
 from trnsolver.kernels.cg_step import cg_step_kernel
+from trnsolver.kernels.gmres_arnoldi import MAX_K, gmres_arnoldi_kernel
 from trnsolver.kernels.minres_step import minres_step_kernel
 
 F32 = torch.float32
@@ -220,3 +228,87 @@ def _minres_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shift
             if true < stop or true == 0.0 or beta == 0.0:
                 break
     return x.reshape(n).to(b.dtype), it, hist
+
+
+# ------------------------------------------------------------------ GMRES
+
+
+def _gmres_supports(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=None):
+    if max(1, min(restart, b.shape[0])) + 1 > MAX_K:
+        return f"restart={restart}: the Arnoldi kernel holds at most {MAX_K - 1} basis vectors"
+    return _bicgstab_supports(matvec, b, x0, tol, atol, maxiter, precond, callback)
+
+
+@GMRES.lowering("nki", dtypes=(F32,), supports=_gmres_supports, counts=_cg_counts)
+def _gmres_nki(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=None):
+    """One :func:`~trnsolver.kernels.gmres_arnoldi.gmres_arnoldi_kernel` launch per inner
+    iteration (the basis stays in HBM); the Hessenberg column's Givens rotations and the
+    small triangular solve on the host, as the torch path does them; ``x += V y`` and the
+    restart residual ``b - A x`` on the GEMM kernel."""
+    n = b.shape[0]
+    A = matvec.matrix.to(F32).contiguous()
+    a = A.mT.contiguous()
+    b32 = b.to(F32).reshape(n, 1)
+    x = torch.zeros(n, 1, dtype=F32) if x0 is None else x0.to(F32).reshape(n, 1).clone()
+    bnorm = float(torch.linalg.vector_norm(b))
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+    m = max(1, min(restart, n))
+    total = 0
+    hist = []
+    for _cycle in range(maxiter):
+        with _trnblas():
+            r = b32 - trnblas.gemm(1.0, A, x)
+        beta = float(torch.linalg.vector_norm(r))
+        if not hist:
+            hist.append(beta / scale)
+        if beta < stop or beta == 0.0:
+            return x.reshape(n).to(b.dtype), total, hist
+        V = torch.zeros(n, m + 1, dtype=F32)
+        H = torch.zeros(m + 1, m, dtype=torch.float64)
+        cs = torch.zeros(m, dtype=torch.float64)
+        sn = torch.zeros(m, dtype=torch.float64)
+        g = torch.zeros(m + 1, dtype=torch.float64)
+        g[0] = beta
+        V[:, 0] = r[:, 0] / beta
+        k = 0
+        for j in range(m):
+            Vk = V[:, :j + 1].contiguous()
+            vnext, h, hn_t = nki.run(gmres_arnoldi_kernel, a, Vk, Vk.mT.contiguous(), out_dtype=F32)
+            total += 1
+            hn = float(hn_t[0, 0])
+            if not math.isfinite(hn):
+                raise _not_finite("gmres", "A v", total)
+            col = torch.zeros(m + 1, dtype=torch.float64)
+            col[:j + 1] = h[:, 0].double()
+            col[j + 1] = hn
+            for i in range(j):  # apply the previous Givens rotations
+                t = cs[i] * col[i] + sn[i] * col[i + 1]
+                col[i + 1] = -sn[i] * col[i] + cs[i] * col[i + 1]
+                col[i] = t
+            aa, bb = float(col[j]), float(col[j + 1])
+            den = math.hypot(aa, bb)
+            if den == 0:
+                cs[j], sn[j] = 1.0, 0.0
+            elif aa == 0:
+                cs[j], sn[j] = 0.0, 1.0
+            else:
+                cs[j], sn[j] = abs(aa) / den, math.copysign(1.0, aa) * bb / den
+            col[j] = cs[j] * aa + sn[j] * bb
+            col[j + 1] = 0
+            g[j + 1] = -sn[j] * g[j]
+            g[j] = cs[j] * g[j]
+            H[:, j] = col
+            k = j + 1
+            res = abs(float(g[j + 1]))
+            hist.append(res / scale)
+            if hn > 0:
+                V[:, j + 1] = vnext[:, 0]
+            if res <= stop or hn == 0:
+                break
+        y = torch.linalg.solve_triangular(H[:k, :k], g[:k].unsqueeze(-1), upper=True).to(F32)
+        with _trnblas():
+            x = x + trnblas.gemm(1.0, V[:, :k].contiguous(), y.contiguous())
+        if callback is not None:
+            callback(x.reshape(n).to(b.dtype))
+    return x.reshape(n).to(b.dtype), total, hist

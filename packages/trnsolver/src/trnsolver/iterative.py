@@ -44,7 +44,6 @@ from trnsci import _validate as v
 from trnsci._iterative import SolverInfo
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
-from trnsolver.factor import _NO_KERNEL
 
 __all__ = ["cg", "gmres", "bicgstab", "minres",
            "jacobi_preconditioner", "block_jacobi_preconditioner", "ssor_preconditioner"]
@@ -286,8 +285,9 @@ def cg(A, b, x0=None, tol=None, maxiter=1000, M=None, *, rtol=None, atol=0.0, ca
 
 # ================================================================== GMRES
 
-GMRES = Op("trnsolver.gmres", "rows", _NO_KERNEL, size=_rows, describe=_describe_rows,
-        doc="restarted GMRES (torch path; no kernel yet)")
+#: Threshold (rows): the same placeholder as CG's (one launch per inner iteration).
+GMRES = Op("trnsolver.gmres", "rows", 4096, size=_rows, describe=_describe_rows,
+           doc="restarted GMRES (dense float32 A, no M: one gmres_arnoldi_kernel launch per inner iteration)")
 
 
 @GMRES.lowering("torch")

@@ -7,7 +7,8 @@
 * :mod:`trnsolver.kernels.qr_panel` -- a Householder QR panel.
 * :mod:`trnsolver.kernels.svd_jacobi` -- one one-sided Jacobi SVD sweep.
 * :mod:`trnsolver.kernels.cg_step` / :mod:`trnsolver.kernels.bicgstab_step` /
-  :mod:`trnsolver.kernels.minres_step` -- one Krylov iteration.
+  :mod:`trnsolver.kernels.minres_step` -- one Krylov iteration;
+  :mod:`trnsolver.kernels.gmres_arnoldi` -- one GMRES Arnoldi step.
 
 The blocked factorizations' trailing updates, TRSMs and Newton-Schulz run on
 trnblas's GEMM/SYRK/TRSM kernels.
