@@ -111,6 +111,7 @@ def _candidates():
         "t": [A.to_sparse_csr()], "sp_matrix": [sp.csr_array(A.numpy())], "seq_len": [8], "window": [2],
         "df": [3.0], "p": [0.5], "lam": [1.0], "kind": ["fft"], "dtype": [torch.float64],
         "apply": [lambda r: r], "v0": [v], "mf": [None], "message": ["m"], "position": [0],
+        "perm": [(1, 0)], "axes": [(0,)],
     }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from trnsci import distributed as D
+from trnsci import testing
 
 pytest.importorskip("pyscf")
 
@@ -23,10 +24,8 @@ def _checks():
     from trnsci import chem
 
     P, r = dist.get_world_size(), dist.get_rank()
-    out = []
-
-    def check(name, cond, detail=""):
-        out.append((name, bool(cond), str(detail)))
+    out = testing.RankChecks()
+    check = out.check
 
     mol = gto.M(atom="O 0 0 0.1173; H 0 0.7572 -0.4692; H 0 -0.7572 -0.4692", basis="cc-pvdz", verbose=0)
     mf = scf.RHF(mol).run(conv_tol=1e-11)
@@ -56,6 +55,4 @@ def _checks():
 @pytest.mark.parametrize("P", [2, 3])
 def test_chem_distributed(P):
     results = D.spawn(_checks, P, timeout=300, collective_timeout=60)
-    bad = [(r, name, detail) for r, res in enumerate(results) for name, ok, detail in res if not ok]
-    assert not bad, bad
-    assert all(len(res) == 10 for res in results)
+    testing.assert_ranks_passed(results, count=10)

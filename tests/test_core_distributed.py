@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from trnsci import distributed as D
+from trnsci import testing
 
 P = 3
 
@@ -23,10 +24,8 @@ def _checks(marker):
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
     r = dist.get_rank()
-    out = []
-
-    def check(name, cond, detail=""):
-        out.append((name, bool(cond), str(detail)))
+    out = testing.RankChecks()
+    check = out.check
 
     m = D.mesh()
     full = torch.arange(35, dtype=torch.float64).reshape(7, 5) * 1.5 - 3.0
@@ -135,8 +134,7 @@ def results(tmp_path_factory):
 
 
 def test_distributed_core(results):
-    bad = [(r, name, detail) for r, res in enumerate(results) for name, ok, detail in res if not ok]
-    assert not bad, bad
+    testing.assert_ranks_passed(results)
     assert len(results[0]) == len(results[1]) >= 20
 
 

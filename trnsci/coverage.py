@@ -83,6 +83,18 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         "plan_contraction": _HOST, "contract_path": _HOST, "estimate_flops": _HOST, "clear_plan_cache": _HOST,
         "plan_cache_info": _HOST, "set_autotune": _CONFIG, "get_autotune": _CONFIG,
         "to_xla": "device transfer helper", "from_xla": "device transfer helper",
+        "einsum": "no kernel of its own: under a kernel backend every piece of its plan runs an op with one "
+                  "(trntensor.permute/reduce/elementwise: transpose, gather, reduce, elementwise kernels; "
+                  "trnblas.gemm/batched_gemm), listed in plan_contraction(...).launches",
+        "multi_einsum": "through einsum (see einsum)", "tensordot": "through einsum (see einsum)",
+        "cp_decompose": "its GEMMs (MTTKRP, fit) through trnblas.gemm's kernel under a kernel backend; SVD, "
+                        "pinv on torch",
+        "cp_reconstruct": "one GEMM through trnblas.gemm's kernel under a kernel backend",
+        "tucker_decompose": "its mode products are GEMMs through trnblas.gemm's kernel under a kernel backend; "
+                            "SVDs on torch",
+        "tucker_reconstruct": "one GEMM per mode through trnblas.gemm's kernel under a kernel backend",
+        "tt_decompose": "SVDs on torch (no trnsolver device route used yet)",
+        "tt_reconstruct": "GEMMs through trnblas.gemm's kernel under a kernel backend",
     },
 }
 _COMMON = {"set_backend": _CONFIG, "get_backend": _CONFIG, "use_backend": _CONFIG}

@@ -27,10 +27,8 @@ def _checks():
     from trnblas import distributed as TD
 
     r = dist.get_rank()
-    out = []
-
-    def check(name, cond, detail=""):
-        out.append((name, bool(cond), str(detail)))
+    out = testing.RankChecks()
+    check = out.check
 
     def close(name, got_dt, ref, scale, k):
         g = got_dt.full_tensor().numpy()
@@ -119,6 +117,4 @@ def results():
 
 
 def test_blas_distributed(results):
-    bad = [(r, name, detail) for r, res in enumerate(results) for name, ok, detail in res if not ok]
-    assert not bad, bad
-    assert all(len(res) == len(results[0]) >= 20 for res in results)
+    testing.assert_ranks_passed(results, at_least=20)

@@ -29,10 +29,8 @@ def _checks():
     from trnfft import distributed as FD
 
     r = dist.get_rank()
-    out = []
-
-    def check(name, cond, detail=""):
-        out.append((name, bool(cond), str(detail)))
+    out = testing.RankChecks()
+    check = out.check
 
     def close(name, got, ref):
         g = got.full_tensor().numpy()
@@ -113,6 +111,4 @@ def results():
 
 
 def test_fft_distributed(results):
-    bad = [(r, name, detail) for r, res in enumerate(results) for name, ok, detail in res if not ok]
-    assert not bad, bad
-    assert all(len(res) == len(results[0]) >= 18 for res in results)
+    testing.assert_ranks_passed(results, at_least=18)

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from trnsci import distributed as D
+from trnsci import testing
 
 P = 3
 
@@ -23,10 +24,8 @@ def _checks():
     from trnrand import distributed as RD
 
     r = dist.get_rank()
-    out = []
-
-    def check(name, cond, detail=""):
-        out.append((name, bool(cond), str(detail)))
+    out = testing.RankChecks()
+    check = out.check
 
     def union(x):
         return torch.cat(D.all_gather(x, 0, [x.shape[0]] * P).split(x.shape[0]))
@@ -78,6 +77,4 @@ def results():
 
 
 def test_rand_distributed(results):
-    bad = [(r, name, detail) for r, res in enumerate(results) for name, ok, detail in res if not ok]
-    assert not bad, bad
-    assert all(len(res) == len(results[0]) >= 10 for res in results)
+    testing.assert_ranks_passed(results, at_least=10)

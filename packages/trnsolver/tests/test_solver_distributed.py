@@ -42,10 +42,8 @@ def _checks():
     from trnsparse.distributed import DistCSR
 
     r = dist.get_rank()
-    out = []
-
-    def check(name, cond, detail=""):
-        out.append((name, bool(cond), str(detail)))
+    out = testing.RankChecks()
+    check = out.check
 
     m1 = D.mesh()
     n = 63
@@ -161,6 +159,4 @@ def results():
 
 
 def test_solver_distributed(results):
-    bad = [(r, name, detail) for r, res in enumerate(results) for name, ok, detail in res if not ok]
-    assert not bad, bad
-    assert all(len(res) == len(results[0]) == 16 for res in results)
+    testing.assert_ranks_passed(results, count=16)

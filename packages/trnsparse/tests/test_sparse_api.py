@@ -36,6 +36,7 @@ GOOD = {
     "spsm": (A, M32),
     "spmv_symmetric": (A, V3),
     "bsr_spmm": (BSR, M32),
+    "bsr_spgemm": (BSR, BSR),
     "sparse_add": (A, A),
     "sparse_scale": (A, 2.0),
     "sparse_transpose": (A,),

@@ -196,3 +196,40 @@ def test_bad_op_input_names_the_problem(call, exc, pattern):
     A = trnsparse.from_dense(torch.from_numpy(dense_case("rect", np.float32)))
     with pytest.raises(exc, match=pattern):
         call(A)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_sparse_add_host_merge_keeps_the_union_pattern(dtype, monkeypatch):
+    """The host's linear merge (SciPy on position codes) vs SciPy's own sum: same values, and the union
+    pattern kept where entries cancel (SciPy drops those); an unsorted operand takes the sorting path."""
+    rng = np.random.default_rng(3)
+    Sa = sp.random(60, 50, 0.1, format="csr", random_state=1).astype(dtype)
+    Sb = sp.random(60, 50, 0.08, format="csr", random_state=2).astype(dtype)
+    Sb = (Sb + Sa.multiply(sp.csr_array(rng.random(Sa.shape) < 0.3)) * 2).tocsr()  # some cancel below
+    Sb.sort_indices()
+    A, B = trnsparse.from_scipy(Sa), trnsparse.from_scipy(Sb)
+    from trnsparse import _host
+
+    merged = []
+    real = _host.union_add
+    monkeypatch.setattr(_host, "union_add", lambda *a: merged.append(real(*a)) or merged[-1])
+    with trnsparse.use_backend("torch"):
+        C = trnsparse.sparse_add(A, B, alpha=2.0, beta=-1.0)
+    assert merged and merged[0] is not None  # the linear merge ran
+    union = (abs(Sa) + abs(Sb)).tocsr()
+    union.sort_indices()
+    np.testing.assert_array_equal(C.row_ptrs.numpy(), union.indptr)
+    np.testing.assert_array_equal(C.col_indices.numpy(), union.indices)
+    np.testing.assert_allclose(C.to_dense().numpy(), (2.0 * Sa - Sb).toarray(), rtol=0, atol=1e-6)
+    assert C.nnz > (2.0 * Sa - Sb).nnz  # cancelled entries stay stored (as explicit zeros)
+    # an unsorted B (SciPy's SpGEMM output order): same result through the sorting path
+    perm = []
+    for r in range(Sb.shape[0]):
+        perm += list(range(Sb.indptr[r + 1] - 1, Sb.indptr[r] - 1, -1))
+    perm = np.asarray(perm, np.int64)
+    Bu = trnsparse.CSRMatrix._make(B.values[perm], B.col_indices[perm], B.row_ptrs, B.shape, False)
+    with trnsparse.use_backend("torch"):
+        Cu = trnsparse.sparse_add(A, Bu, alpha=2.0, beta=-1.0)
+    assert merged[-1] is None  # not canonical: the sorting path
+    np.testing.assert_array_equal(Cu.col_indices.numpy(), union.indices)
+    np.testing.assert_allclose(Cu.values.numpy(), C.values.numpy(), rtol=0, atol=1e-6)

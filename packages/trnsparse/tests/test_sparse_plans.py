@@ -42,9 +42,17 @@ def _d(n, bad=False):
 _partial = trnsparse.BSRMatrix.from_dense((torch.rand(150, 150, generator=torch.Generator().manual_seed(1)) > 0.5)
                                           .float(), block_size=128)
 
-def _csr(m, n, dtype=torch.float32, fmt="csr"):
-    A = trnsparse.random_sparse(m, n, density=0.05, dtype=dtype, seed=3)
+def _csr(m, n, dtype=torch.float32, fmt="csr", seed=3):
+    A = trnsparse.random_sparse(m, n, density=0.05, dtype=dtype, seed=seed)
     return A.to_csc() if fmt == "csc" else A
+
+
+def _very_sparse(m, n):
+    return trnsparse.random_sparse(m, n, density=0.002, seed=6)
+
+
+def _dense_csr(m, n, dtype=torch.float32):
+    return trnsparse.random_sparse(m, n, density=0.5, dtype=dtype, seed=5)
 
 
 def _tri(n, dtype=torch.float32, fmt="csr"):
@@ -89,6 +97,22 @@ CASES = {
         (trnsparse.sddmm, (_bsr(150, 200, F64), _t(150, 5, dtype=F64), _t(5, 200, dtype=F64))),
         (trnsparse.sddmm, (_bsr(150, 200), _t(150, 5, grad=True), _t(5, 200))),
     ],
+    "trnsparse.bsr_spgemm": [
+        (trnsparse.bsr_spgemm, (_bsr(150, 200), _bsr(200, 140))),
+        (trnsparse.bsr_spgemm, (_bsr(150, 200, F64), _bsr(200, 140, F64))),  # dtype the kernel lacks
+        (trnsparse.bsr_spgemm, (_bsr(20, 30, block_size=8), _bsr(30, 12, block_size=8))),  # block size 8
+    ],
+    "trnsparse.spgemm": [
+        (trnsparse.spgemm, (_dense_csr(150, 140), _dense_csr(140, 130))),  # full tiles: the kernel
+        (trnsparse.spgemm, (_csr(150, 140), _csr(140, 130))),  # 5% dense: still pays at this size
+        (trnsparse.spgemm, (_very_sparse(300, 280), _very_sparse(280, 290))),  # too little work: host merge
+        (trnsparse.spgemm, (_dense_csr(150, 140, F64), _dense_csr(140, 130, F64))),  # dtype the kernel lacks
+    ],
+    "trnsparse.sparse_add": [
+        (trnsparse.sparse_add, (_csr(150, 140), _csr(150, 140, seed=4)), {"alpha": 2.0, "beta": -0.5}),
+        (trnsparse.sparse_add, (_csr(150, 140, fmt="csc"), _csr(150, 140, seed=4))),  # CSC through CSR form
+        (trnsparse.sparse_add, (_csr(150, 140, F64), _csr(150, 140, F64, seed=4))),  # dtype the kernel lacks
+    ],
     "trnsparse.screened_spmm": [
         (trnsparse.screened_spmm, (_t(140, 140), _d(140), _t(140, 6), 1e-8)),
         (trnsparse.screened_spmm, (_t(140, 140, dtype=F64), _d(140), _t(140, 6, dtype=F64), 1e-8)),
@@ -131,3 +155,11 @@ def test_plans_name_the_reason_the_kernel_cannot_take_a_call():
     assert r.backend == "torch" and "non-finite" in r.reason
     assert k.backend == "simulator" and k.kernel["name"] == "bsr_spmm_kernel"
     assert np.isfinite(k.size)
+
+
+def test_csr_spgemm_plan_says_when_the_tiles_do_not_pay():
+    with trnsci.use_backend("simulator"):
+        p = dispatch.plan_call(trnsparse.spgemm, _very_sparse(300, 280), _very_sparse(280, 290))
+        k = dispatch.plan_call(trnsparse.spgemm, _dense_csr(150, 140), _dense_csr(140, 130))
+    assert p.backend == "torch" and "exceeds the host row merge" in p.reason
+    assert k.backend == "simulator" and k.kernel["name"] == "bsr_spgemm_kernel"

@@ -25,10 +25,8 @@ def _checks():
     from trntensor import distributed as TD
 
     r = dist.get_rank()
-    out = []
-
-    def check(name, cond, detail=""):
-        out.append((name, bool(cond), str(detail)))
+    out = testing.RankChecks()
+    check = out.check
 
     def dist_(x, pl):
         return D.distribute(torch.from_numpy(x) if r == 0 else None, m, pl)
@@ -85,6 +83,4 @@ def results():
 
 
 def test_tensor_distributed(results):
-    bad = [(r, name, detail) for r, res in enumerate(results) for name, ok, detail in res if not ok]
-    assert not bad, bad
-    assert all(len(res) == 11 for res in results)
+    testing.assert_ranks_passed(results, count=11)

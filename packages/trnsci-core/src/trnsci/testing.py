@@ -258,3 +258,33 @@ def scratch_ops() -> Iterator[None]:
                 del dispatch._OPS[name]
             for name in set(dispatch._REGISTRY) - reg_before:
                 del dispatch._REGISTRY[name]
+
+
+# ------------------------------------------------------------------ multi-rank checks
+
+class RankChecks(list):
+    """Named pass/fail checks one rank of a spawned job collects (``check(name, cond, detail)``).
+
+    A rank's check function returns it; :func:`trnsci.distributed.spawn` brings
+    every rank's list back to the test, which :func:`assert_ranks_passed`
+    judges, so one failing check on one rank is reported by name and rank
+    instead of deadlocking the others on an assertion.
+    """
+
+    def check(self, name: str, cond, detail="") -> None:
+        self.append((name, bool(cond), str(detail)))
+
+
+def assert_ranks_passed(results, count: int | None = None, at_least: int = 1) -> None:
+    """Every check of every rank passed, and every rank ran the same number of them.
+
+    ``count``: the exact number expected; else at least ``at_least``.
+    """
+    bad = [(r, name, detail) for r, res in enumerate(results) for name, ok, detail in res if not ok]
+    assert not bad, bad
+    sizes = [len(res) for res in results]
+    assert len(set(sizes)) == 1, f"the ranks ran different numbers of checks: {sizes}"
+    if count is not None:
+        assert sizes[0] == count, f"{sizes[0]} checks ran, {count} expected"
+    else:
+        assert sizes[0] >= at_least, f"{sizes[0]} checks ran, at least {at_least} expected"

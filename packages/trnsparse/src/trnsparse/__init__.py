@@ -33,6 +33,7 @@ from .iterative import (
     richardson_bsr,
 )
 from .ops import (
+    bsr_spgemm,
     bsr_spmm,
     nnz_per_row,
     sddmm,
@@ -59,7 +60,7 @@ __all__ = [
     "SparseMatrix", "COOMatrix", "CSRMatrix", "CSCMatrix", "BSRMatrix",
     "from_dense", "from_scipy", "from_torch", "eye_sparse", "random_sparse",
     # ops
-    "spmv", "spmm", "spgemm", "sddmm", "spsv", "spsm", "spmv_symmetric", "bsr_spmm",
+    "spmv", "spmm", "spgemm", "bsr_spgemm", "sddmm", "spsv", "spsm", "spmv_symmetric", "bsr_spmm",
     "sparse_add", "sparse_scale", "sparse_transpose", "nnz_per_row",
     # preconditioners
     "Preconditioner", "ilu0", "ic0", "jacobi",

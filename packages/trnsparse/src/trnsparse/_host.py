@@ -283,3 +283,46 @@ def spgemm(a, b, shape_a, shape_b):
     vals = va[rep] * vb[pos]
     vals, rows, cols = coo_canonical(vals, rows_a[rep], cb[pos], (m, n))
     return vals, cols, ptrs_from_sorted(rows, m), True
+
+
+def _canonical_csr(cols: np.ndarray, ptrs: np.ndarray) -> bool:
+    """Columns strictly increasing inside every row (sorted, no duplicates)."""
+    if cols.size < 2:
+        return True
+    inc = cols[1:] > cols[:-1]
+    starts = ptrs[1:-1]
+    starts = starts[(starts > 0) & (starts < cols.size)]
+    inc[starts - 1] = True  # a row's first entry may be smaller than the previous row's last
+    return bool(inc.all())
+
+
+def union_add(va, ca, pa, vb, cb, pb, shape, alpha, beta):
+    """``alpha A + beta B`` on the union pattern by SciPy's linear merge, or None when an operand is not
+    canonical (the caller sorts instead).
+
+    The merge runs on position codes, not on the values: A's entry i carries ``i + 1`` and B's entry j
+    ``(j + 1) (nnzA + 1)``, so every union entry's code (exact below 2^53, never zero: nothing cancels
+    or is dropped) says which entries of A and B it holds. The values are then combined once in
+    NumPy, explicit zeros kept as in the sorting path."""
+    import scipy.sparse as sp
+
+    na, nb = va.numel(), vb.numel()
+    if (na + 1) * (nb + 1) >= 2**53:
+        return None
+    a_c, a_p, b_c, b_p = (np_view(t).astype(np.int64, copy=False) for t in (ca, pa, cb, pb))
+    if not (_canonical_csr(a_c, a_p) and _canonical_csr(b_c, b_p)):
+        return None
+    SA = sp.csr_array((np.arange(1, na + 1, dtype=np.float64), a_c, a_p), shape=shape)
+    SB = sp.csr_array((np.arange(1, nb + 1, dtype=np.float64) * (na + 1), b_c, b_p), shape=shape)
+    U = SA + SB
+    U.sort_indices()
+    code = U.data.astype(np.int64)
+    # both canonical: A's entries appear in the union in A's own order (likewise B's), so a mask of
+    # where each operand has an entry places its values without a gather
+    ha, hb = code % (na + 1) != 0, code > na
+    a, b = np_view(va), np_view(vb)
+    out = np.zeros(code.size, dtype=a.dtype)
+    out[ha] = a * alpha if alpha != 1 else a
+    out[hb] += b * beta if beta != 1 else b
+    return (torch.from_numpy(out), torch.from_numpy(U.indices.astype(np.int64)),
+            torch.from_numpy(U.indptr.astype(np.int64)))

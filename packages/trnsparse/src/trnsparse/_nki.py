@@ -421,3 +421,7 @@ def _attention_nki(Q, K, V, blocks, brow, bcol, block_size, scale, causal):
                 row_ptrs=_block_row_ptrs(brow, Q.shape[1]), cols=tuple(bcol.tolist()), scale=float(scale),
                 causal=tri, out_dtype=F32)
     return O.to(Q.dtype)
+
+
+# SpGEMM and sparse add (own module: their host-side symbolic phases live in trnsparse._spgemm)
+from trnsparse import _nki_spgemm  # noqa: E402,F401

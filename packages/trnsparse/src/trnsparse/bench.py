@@ -2,7 +2,7 @@
 
 Each case times a trnsparse call and the reference it stands in for on the
 same matrix (see :mod:`trnsci.bench`): SciPy with its own int32-indexed
-``csr_array`` for CSR SpMV/SpMM/SpGEMM and dense-to-sparse conversion,
+``csr_array`` for CSR SpMV/SpMM/SpGEMM/sparse add and dense-to-sparse conversion,
 torch's CSR kernels for the same products, dense ``torch.mm`` for BSR
 SpMM, and dense masked SDPA for block-sparse attention.
 """
@@ -40,6 +40,9 @@ def cases(quick: bool = True):
             B, SB, _ = csr_pair(n, d / 4, seed=1)
             yield Case("trnsparse", f"spgemm {tag} x {d / 4:.2%}", lambda A=A, B=B: trnsparse.spgemm(A, B),
                        "scipy csr", lambda S=S, SB=SB: S @ SB)
+            yield Case("trnsparse", f"sparse_add {tag} + {d / 4:.2%}",
+                       lambda A=A, B=B: trnsparse.sparse_add(A, B, 2.0, -1.0), "scipy csr",
+                       lambda S=S, SB=SB: 2.0 * S - SB)
     m = 2048 if quick else 4096
     g = torch.Generator().manual_seed(0)
     D = torch.rand(m, m, generator=g, dtype=torch.float64)

@@ -16,7 +16,7 @@ __all__ = ["kernel_cases"]
 
 def kernel_cases() -> list[KernelCase]:
     """trnsparse's demo kernels: BSR SpMM, BSR SDDMM, block-sparse attention, Schwarz-screened SpMM, CSR SpMV,
-    SpMM, SDDMM and a triangular solve; float32.
+    SpMM, SDDMM, a triangular solve, SpGEMM (BSR, and CSR through tiles) and sparse add; float32.
 
     The BSR matrix is 300 x 330 in 128 x 128 tiles (a 3 x 3 tile grid whose
     last tile row and column are ragged), 5 of its 9 tiles stored. Bounds
@@ -70,6 +70,12 @@ def kernel_cases() -> list[KernelCase]:
     L = trnsparse.from_dense(torch.tril(rnd(260, 260) * (torch.rand(260, 260, generator=g) < 0.03))
                              + 4 * torch.eye(260))  # diagonally dominant lower triangle
     bl = rnd(260, 4)
+    keep2 = torch.tensor([[1, 1], [0, 0], [1, 0]], dtype=torch.bool)  # B's block row 1 empty
+    A2 = trnsparse.BSRMatrix.from_dense(rnd(n, 200) * keep2.repeat_interleave(b, 0).repeat_interleave(b, 1)[:n, :200],
+                                        block_size=b)
+    Cd = trnsparse.random_sparse(300, 270, density=0.3, seed=4)  # CSR full enough for the tile path
+    Cd2 = trnsparse.random_sparse(270, 200, density=0.3, seed=5)
+    C2 = trnsparse.random_sparse(300, 270, density=0.05, seed=6)  # another pattern for sparse_add
     return [
         KernelCase("trnsparse", "bsr_spmm", "300x330 (5 of 9 tiles) @ 330x37 fp32",
                    lambda: trnsparse.bsr_spmm(A, B), 1e-5, ("bsr_spmm_kernel",)),
@@ -91,4 +97,10 @@ def kernel_cases() -> list[KernelCase]:
                    lambda: trnsparse.sddmm(C, Xc, Yc).values, 1e-5, ("csr_sddmm_kernel",)),
         KernelCase("trnsparse", "spsm", "260x260 lower CSR \\ 260x4 fp32",
                    lambda: trnsparse.spsm(L, bl), 1e-5, ("csr_spsv_kernel",)),
+        KernelCase("trnsparse", "bsr_spgemm", "300x330 (5 of 9 tiles) @ 330x200 (3 of 6 tiles) fp32",
+                   lambda: trnsparse.bsr_spgemm(A, A2).to_dense(), 1e-5, ("bsr_spgemm_kernel",)),
+        KernelCase("trnsparse", "spgemm csr", "300x270 CSR (30%) @ 270x200 CSR (30%) through tiles fp32",
+                   lambda: trnsparse.spgemm(Cd, Cd2).to_dense(), 1e-5, ("bsr_spgemm_kernel",)),
+        KernelCase("trnsparse", "sparse_add", "2 A + 0.5 B, 300x270 CSR (3%) and (5%) fp32",
+                   lambda: trnsparse.sparse_add(C, C2, 2.0, 0.5).to_dense(), 1e-5, ("csr_add_kernel",)),
     ]

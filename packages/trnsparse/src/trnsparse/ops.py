@@ -388,23 +388,88 @@ SPMV_SYMMETRIC.lowering("torch")(_spmv_symmetric_torch)
 
 # --------------------------------------------------------------- SpGEMM / SDDMM
 
-def _spgemm_torch(a_values, a_cols, a_ptrs, a_shape, b_values, b_cols, b_ptrs, b_shape):
+def _spgemm_torch(a_values, a_cols, a_ptrs, a_shape, b_values, b_cols, b_ptrs, b_shape, owner_a=None, owner_b=None):
     """C = A @ B for CSR arrays -> (values, col_indices, row_ptrs, sorted) (int32 indices from SciPy
     when they fit, else int64): no duplicates; columns
-    sorted inside rows only when ``sorted`` is True (SciPy's SpGEMM leaves them unsorted)."""
+    sorted inside rows only when ``sorted`` is True (SciPy's SpGEMM leaves them unsorted).
+
+    ``owner_a`` / ``owner_b``: the matrices holding the arrays, where the NKI lowering caches its tile
+    forms and the symbolic phase (unused here)."""
     return _host.spgemm((a_values, a_cols, a_ptrs), (b_values, b_cols, b_ptrs), a_shape, b_shape)
 
 
+def _spgemm_flops(av, ac, ap, ash, bv, bc, bp, *r):
+    """Useful flops of A @ B: 2 x the scalar products a_ik b_kj of the row merge."""
+    if ac.numel() == 0:
+        return 0.0
+    return 2.0 * float((bp[1:] - bp[:-1])[ac.long()].sum())
+
+
+# SpGEMM thresholds: SciPy's SpGEMM took ~1.2 ms per million useful flops here (CSR, 1024^2 at 30%) and
+# ~1.4 ms per 128^3 tile product (BSR), against a modeled ~25 us kernel at the smallest sizes benchmarked
+# (benchmarks/bench_spgemm_kernels.py): one tile product's worth of work already pays for a launch.
+_SPGEMM_MIN = 2 * 128 ** 3
+
 SPGEMM = Op(
-    "trnsparse.spgemm", "nnz", float("inf"),  # no kernel: sparse x sparse stays on the host
-    size=lambda av, ac, ap, ash, bv, *r: float(av.shape[0] + bv.shape[0]),
-    doc="C = A @ B, both CSR; size = nnz(A) + nnz(B)",
+    "trnsparse.spgemm", "flops", _SPGEMM_MIN, size=_spgemm_flops,
+    describe=lambda av, ac, ap, ash, bv, bc, bp, bsh, *r: f"CSR {ash[0]}x{ash[1]} nnz={av.shape[0]} @ CSR "
+                                                           f"{bsh[0]}x{bsh[1]} nnz={bv.shape[0]}",
+    doc="C = A @ B, both CSR; flops = 2 x the scalar products of the row merge (kernels: 128x128 tiles or a "
+        "Vector-Engine row merge, see trnsparse._nki_spgemm)",
 )
 SPGEMM.lowering("torch")(_spgemm_torch)
 
 
+def _bsr_spgemm_torch(a_blocks, a_bcol, a_bptr, a_shape, b_blocks, b_bcol, b_bptr, b_shape, block_size,
+                      owner=None):
+    """C = A @ B for BSR arrays (same block size) -> (blocks, block_col_indices, block_row_ptrs) of C.
+
+    C's block pattern is every (I, J) with a stored A_IK and B_KJ; each output tile is the sum of
+    its (b x b) tile products (batched matmuls, index_add). ``owner``: A, where the symbolic phase is
+    cached (the NKI lowering shares it)."""
+    from ._spgemm import bsr_schedule, bsr_symbolic
+
+    sch = (bsr_schedule(owner, a_bcol, a_bptr, b_bcol, b_bptr) if owner is not None
+           else bsr_symbolic(a_bcol, a_bptr, b_bcol, b_bptr))
+    b = block_size
+    dtype = torch.promote_types(a_blocks.dtype, b_blocks.dtype)
+    out = torch.zeros(sch.nc, b, b, dtype=dtype, device=a_blocks.device)
+    if sch.products:
+        dev = a_blocks.device
+        ia, ib, ic = (torch.from_numpy(x).to(dev) for x in (sch.ia, sch.ib, sch.ic))
+        step = max(1, (1 << 24) // (b * b))
+        for s in range(0, ia.numel(), step):
+            e = s + step
+            out = out.index_add(0, ic[s:e], torch.bmm(a_blocks[ia[s:e]].to(dtype), b_blocks[ib[s:e]].to(dtype)))
+    return out, sch.c_bcol.to(a_blocks.device), sch.c_bptr.to(a_blocks.device)
+
+
+BSR_SPGEMM = Op(
+    "trnsparse.bsr_spgemm", "flops", _SPGEMM_MIN,
+    size=lambda ab, ac, ap, ash, bb, bc, bp, bsh, b, *r: 2.0 * b ** 3 * float(
+        (bp[1:] - bp[:-1])[ac.long()].sum()) if ac.numel() else 0.0,
+    describe=lambda ab, ac, ap, ash, bb, *r: f"BSR {ash[0]}x{ash[1]} ({ab.shape[0]} tiles) @ BSR ({bb.shape[0]} "
+                                            f"tiles)",
+    doc="C = A @ B for BSR matrices: one tile product per matching (A_IK, B_KJ) pair; flops = 2 b^3 x products",
+)
+BSR_SPGEMM.lowering("torch")(_bsr_spgemm_torch)
+
+
+def _bsr_pair(A, B):
+    """Both BSR in the device tile (128): off the torch path spgemm multiplies them tile by tile. (On the
+    host, and for smaller blocks, SciPy's merge on the CSR forms is faster than dense tile products of
+    partly empty tiles: 1.3 s against 4.1 s for 2048^2 at 30% here.)"""
+    return isinstance(A, BSRMatrix) and isinstance(B, BSRMatrix) and A.block_size == B.block_size == 128
+
+
 def spgemm(A, B) -> CSRMatrix:
     """Sparse times sparse: ``C = A @ B`` as a CSR matrix (canonical, no explicit zeros dropped).
+
+    On the device two BSR matrices of block size 128 multiply tile by tile (:func:`bsr_spgemm`); the
+    CSR result holds the nonzero entries of C's tiles. On the device (backend "nki"/"simulator") a CSR product
+    runs through 128 x 128 tiles or a Vector-Engine row merge, whichever is estimated faster, when
+    that beats the host's row merge (the plan says which, or why the host runs); its pattern is
+    then the structural one, columns sorted.
 
     Parameters
     ----------
@@ -420,27 +485,76 @@ def spgemm(A, B) -> CSRMatrix:
             [0., 9.]])
     """
     where = "spgemm"
-    A = as_sparse(A, "A", where)
-    B = as_sparse(B, "B", where)
+    A, B = _pair(A, B, where)
     if A.shape[1] != B.shape[0]:
         raise ValueError(f"{where}: inner dimensions differ: A has shape {A.shape}, B has shape {B.shape}")
+    if _bsr_pair(A, B) and not BSR_SPGEMM.on_torch():
+        return _bsr_spgemm(A, B).to_csr()
+    lowp = A.dtype if A.dtype in LOWP else None
+    if lowp:
+        A, B = _f32(A), _f32(B)
+    A, B = _csr_form(A), _csr_form(B)
+    va, vb, sa, sb = A.values, B.values, A.shape, B.shape
+    if _host.host_ok(va, vb) and SPGEMM.on_torch():
+        (ca, pa), (cb, pb) = A._host_indices(), B._host_indices()  # cached int32 copies
+    else:
+        ca, pa, cb, pb = A.col_indices, A.row_ptrs, B.col_indices, B.row_ptrs
+    vals, cols, ptrs, is_sorted = SPGEMM(va, ca, pa, sa, vb, cb, pb, sb, A, B)
+    if lowp:
+        vals = vals.to(lowp)
+    return CSRMatrix._make(vals, cols, ptrs, (sa[0], sb[1]), is_sorted)
+
+
+def _pair(A, B, where):
+    A = as_sparse(A, "A", where)
+    B = as_sparse(B, "B", where)
     if A.dtype != B.dtype:
         raise TypeError(f"{where}: B has dtype {B.dtype} but A has {A.dtype}; cast them to one dtype")
     if A.device != B.device:
         raise ValueError(f"{where}: B is on {B.device} but A is on {A.device}")
-    lowp = A.dtype if A.dtype in LOWP else None
-    if lowp:
-        A, B = _f32(A), _f32(B)
-    A, B = A.to_csr(), B.to_csr()
-    va, vb, sa, sb = A.values, B.values, A.shape, B.shape
-    if _host.host_ok(va, vb):
-        (ca, pa), (cb, pb) = A._host_indices(), B._host_indices()  # cached int32 copies
-    else:
-        ca, pa, cb, pb = A.col_indices, A.row_ptrs, B.col_indices, B.row_ptrs
-    vals, cols, ptrs, is_sorted = SPGEMM(va, ca, pa, sa, vb, cb, pb, sb)
-    if lowp:
-        vals = vals.to(lowp)
-    return CSRMatrix._make(vals, cols, ptrs, (sa[0], sb[1]), is_sorted)
+    return A, B
+
+
+def _bsr_spgemm(A, B) -> BSRMatrix:
+    if A.dtype in LOWP:
+        C = _bsr_spgemm(_f32(A), _f32(B))
+        return BSRMatrix._make(C.blocks.to(A.dtype), C.block_col_indices, C.block_row_ptrs, C.shape, C.block_size)
+    blocks, bcol, bptr = BSR_SPGEMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, B.blocks,
+                                    B.block_col_indices, B.block_row_ptrs, B.shape, A.block_size, A)
+    return BSRMatrix._make(blocks, bcol, bptr, (A.shape[0], B.shape[1]), A.block_size)
+
+
+def bsr_spgemm(A, B) -> BSRMatrix:
+    """Block-sparse times block-sparse: ``C = A @ B`` as a BSR matrix of the same block size.
+
+    C's tiles are the block pairs (I, J) with some stored A_IK and B_KJ (kept even when their
+    sum is zero); each is the sum of its tile products. The pattern (the symbolic phase) is
+    computed on the host once per pair of patterns and cached on A; on the device each tile
+    product is one Tensor Engine matmul accumulating in PSUM (block size 128).
+
+    Parameters
+    ----------
+    A : BSRMatrix (m, k); other formats are tiled with B's block size (128 if B is not BSR)
+    B : BSRMatrix (k, n) of A's dtype; other formats are tiled like A
+
+    Returns
+    -------
+    BSRMatrix (m, n). bfloat16/float16: computed in float32, rounded once.
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> A = trnsparse.BSRMatrix.from_dense(torch.eye(4), block_size=2)
+    >>> trnsparse.bsr_spgemm(A, A).n_blocks
+    2
+    """
+    where = "bsr_spgemm"
+    A, B = _pair(A, B, where)
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"{where}: inner dimensions differ: A has shape {A.shape}, B has shape {B.shape}")
+    b = A.block_size if isinstance(A, BSRMatrix) else B.block_size if isinstance(B, BSRMatrix) else 128
+    A, B = A.to_bsr(b), B.to_bsr(b)
+    return _bsr_spgemm(A, B)
 
 
 def _sddmm_torch(col_indices, row_ptrs, values, X, Y, alpha, beta, owner=None):
@@ -707,24 +821,40 @@ def spsm(A, B, lower=True, unit_diagonal=False, trans=False):
 
 # --------------------------------------------------------------- structure ops
 
-def _sparse_add_torch(a, b, shape, alpha, beta):
-    """alpha * A + beta * B for COO triplets (values, rows, cols) -> canonical CSR arrays."""
-    (va, ra, ca), (vb, rb, cb) = a, b
-    vals = torch.cat([va * alpha if alpha != 1 else va, vb * beta if beta != 1 else vb])
-    vals, rows, cols = _host.coo_canonical(vals, torch.cat([ra, rb]), torch.cat([ca, cb]), shape)
+def _sparse_add_torch(a_values, a_cols, a_ptrs, b_values, b_cols, b_ptrs, shape, alpha, beta, owner_a=None,
+                      owner_b=None):
+    """alpha * A + beta * B for CSR arrays -> canonical CSR arrays (values, col_indices, row_ptrs).
+
+    ``owner_a`` / ``owner_b``: the matrices holding the arrays (the NKI lowering caches the union
+    pattern on A; unused here)."""
+    if _host.host_ok(a_values, b_values) and a_values.dtype == b_values.dtype:
+        fast = _host.union_add(a_values, a_cols, a_ptrs, b_values, b_cols, b_ptrs, shape, alpha, beta)
+        if fast is not None:
+            return fast
+    ra = _host.row_indices(a_ptrs, a_values.numel())
+    rb = _host.row_indices(b_ptrs, b_values.numel())
+    vals = torch.cat([a_values * alpha if alpha != 1 else a_values, b_values * beta if beta != 1 else b_values])
+    vals, rows, cols = _host.coo_canonical(vals, torch.cat([ra, rb]), torch.cat([a_cols, b_cols]), shape)
     return vals, cols, _host.ptrs_from_sorted(rows, shape[0])
 
 
 SPARSE_ADD = Op(
-    "trnsparse.sparse_add", "nnz", float("inf"),  # no kernel: a merge of index lists
-    size=lambda a, b, *r: float(a[0].shape[0] + b[0].shape[0]),
-    doc="alpha A + beta B on the union of the patterns; size = nnz(A) + nnz(B)",
+    # memory bound; the host merge took ~3-7 ns per entry here, the kernel a modeled ~25 us at 3e5 entries
+    "trnsparse.sparse_add", "nnz", float(1 << 15),
+    size=lambda av, ac, ap, bv, *r: float(av.shape[0] + bv.shape[0]),
+    describe=lambda av, ac, ap, bv, bc, bp, shape, *r: f"CSR {shape[0]}x{shape[1]} nnz={av.shape[0]} + "
+                                                       f"nnz={bv.shape[0]}",
+    doc="alpha A + beta B on the union of the patterns; size = nnz(A) + nnz(B) (kernel: union pattern "
+        "cached on A, two gathers on chip)",
 )
 SPARSE_ADD.lowering("torch")(_sparse_add_torch)
 
 
 def sparse_add(A, B, alpha=1.0, beta=1.0) -> CSRMatrix:
     """``alpha * A + beta * B`` as CSR on the union of the patterns (no dense intermediate).
+
+    On the device the union pattern is computed on the host once per pair of patterns and
+    cached on A; the values are combined by one kernel launch (:mod:`trnsparse.kernels.csr_add`).
 
     Examples
     --------
@@ -735,22 +865,17 @@ def sparse_add(A, B, alpha=1.0, beta=1.0) -> CSRMatrix:
             [0., 2.]])
     """
     where = "sparse_add"
-    A = as_sparse(A, "A", where)
-    B = as_sparse(B, "B", where)
+    A, B = _pair(A, B, where)
     if A.shape != B.shape:
         raise ValueError(f"{where}: A has shape {A.shape} but B has shape {B.shape}")
-    if A.dtype != B.dtype:
-        raise TypeError(f"{where}: B has dtype {B.dtype} but A has {A.dtype}; cast them to one dtype")
-    if A.device != B.device:
-        raise ValueError(f"{where}: B is on {B.device} but A is on {A.device}")
     alpha = _scalar(alpha, "alpha", where, A.dtype)
     beta = _scalar(beta, "beta", where, A.dtype)
     if A.dtype in LOWP:
         C = sparse_add(_f32(A), _f32(B), alpha, beta)
         return CSRMatrix._make(C.values.to(A.dtype), C.col_indices, C.row_ptrs, A.shape)
-    ca, cb = A.to_coo(), B.to_coo()
-    vals, cols, ptrs = SPARSE_ADD((ca.values, ca.row_indices, ca.col_indices),
-                                         (cb.values, cb.row_indices, cb.col_indices), A.shape, alpha, beta)
+    ca, cb = _csr_form(A), _csr_form(B)
+    vals, cols, ptrs = SPARSE_ADD(ca.values, ca.col_indices, ca.row_ptrs, cb.values, cb.col_indices, cb.row_ptrs,
+                                  A.shape, alpha, beta, ca, cb)
     return CSRMatrix._make(vals, cols, ptrs, A.shape)
 
 

@@ -26,6 +26,7 @@ from .plan import (
     set_autotune,
 )
 from .residency import HAS_NKI, from_xla, to_xla
+from .tensorops import elementwise, permute, reduce
 
 __version__ = _library_version("trntensor")
 set_backend, get_backend, use_backend = _bind("trntensor")
@@ -37,6 +38,7 @@ __all__ = [
     "clear_plan_cache", "plan_cache_info", "set_autotune", "get_autotune",
     "cp_decompose", "cp_reconstruct", "tucker_decompose", "tucker_reconstruct", "tt_decompose", "tt_reconstruct",
     "ao_to_mo_transform", "mp2_energy", "to_xla", "from_xla",
+    "permute", "elementwise", "reduce",
 ]
 
 # Every NKI lowering lives in trntensor._nki and registers itself on the Ops above;

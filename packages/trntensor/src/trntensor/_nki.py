@@ -22,6 +22,7 @@ import torch
 
 from trnsci import nki
 
+from . import _nki_ops  # noqa: F401 -- permute/elementwise/reduce lowerings register on import
 from .chem import AO_TO_MO
 from .kernels.ao_to_mo import ao_to_mo_counts, ao_to_mo_kernel, chunking
 

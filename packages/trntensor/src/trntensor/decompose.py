@@ -25,9 +25,24 @@ def _unfold(T, n):
     return T.moveaxis(n, 0).reshape(T.shape[n], -1)
 
 
+def _gemm(A, B):
+    """``A @ B`` (2-D): through :func:`trnblas.gemm` where trnblas could run its GEMM kernel (its backend
+    ``"nki"``/``"simulator"``, or ``"auto"`` on a NeuronCore above the size einsum uses) -- the rule of
+    einsum's GEMM steps (:func:`trntensor.plan._via_trnblas`) -- else torch's matmul."""
+    from . import plan as P
+
+    if P._via_trnblas(2 * A.shape[0] * A.shape[1] * B.shape[1], A.dtype, False):
+        import trnblas
+
+        return trnblas.gemm(1.0, A, B)
+    return A @ B
+
+
 def _mode_dot(T, M, n):
-    """``T x_n M``: contracts mode ``n`` of ``T`` with the columns of ``M`` (J, I_n)."""
-    return torch.tensordot(T, M, dims=([n], [1])).moveaxis(-1, n)
+    """``T x_n M``: contracts mode ``n`` of ``T`` with the columns of ``M`` (J, I_n): one GEMM
+    ``M @ unfold(T, n)``, folded back."""
+    rest = [T.shape[k] for k in range(T.dim()) if k != n]
+    return _gemm(M, _unfold(T, n)).reshape(M.shape[0], *rest).moveaxis(0, n)
 
 
 def _khatri_rao(mats):
@@ -53,7 +68,8 @@ def _tensor(T, where, min_dim=2):
 
 # ------------------------------------------------------------------ Ops
 # One Op per public function, metric "elements" (of the full tensor, input or result). None has an
-# NKI kernel yet (their GEMMs run on torch inside the lowering), so the thresholds are never consulted;
+# NKI kernel of its own (their GEMMs -- MTTKRP, mode products, reconstructions -- go through trnblas's
+# kernels by einsum's rule, see _gemm; SVDs and pinv stay on torch), so the thresholds are never consulted;
 # 2^20 elements is a placeholder, uncalibrated: there is no hardware here.
 
 def _numel(shape):
@@ -136,7 +152,7 @@ def _cp_torch(T, rank, max_iter, tol, seed, nonneg, init):
         for n in range(d):
             others = [factors[k] for k in range(d) if k != n]
             G = _gram_product(grams, n)
-            mttkrp = _unfold(T, n) @ _khatri_rao(others)
+            mttkrp = _gemm(_unfold(T, n), _khatri_rao(others))  # MTTKRP: one GEMM
             if nonneg:
                 F = factors[n] * mttkrp.clamp(min=0) / (factors[n] @ G).clamp(min=_NN_FLOOR)
                 F = F.clamp(min=_NN_FLOOR)
@@ -147,9 +163,9 @@ def _cp_torch(T, rank, max_iter, tol, seed, nonneg, init):
             factors[n] = F
             grams[n] = F.mT @ F
         if nonneg:
-            X = (factors[0] @ _khatri_rao(factors[1:]).mT).reshape(T.shape)
+            X = _gemm(factors[0], _khatri_rao(factors[1:]).mT).reshape(T.shape)
         else:
-            X = ((factors[0] * weights) @ _khatri_rao(factors[1:]).mT).reshape(T.shape)
+            X = _gemm(factors[0] * weights, _khatri_rao(factors[1:]).mT).reshape(T.shape)
         err = float(torch.linalg.norm(T - X) / normT)
         if err < tol or prev - err < tol * 1e-3:
             break
@@ -292,7 +308,7 @@ def _cp_reconstruct_torch(factors, weights):
     shape = tuple(f.shape[0] for f in factors)
     if len(factors) == 1:
         return factors[0] @ weights
-    return ((factors[0] * weights) @ _khatri_rao(factors[1:]).mT).reshape(shape)
+    return _gemm(factors[0] * weights, _khatri_rao(factors[1:]).mT).reshape(shape)
 
 
 # ------------------------------------------------------------------ Tucker
@@ -507,7 +523,7 @@ def _tt_reconstruct_torch(cores):
     X = cores[0].reshape(cores[0].shape[1], cores[0].shape[2])
     shape = [cores[0].shape[1]]
     for c in cores[1:]:
-        X = X @ c.reshape(c.shape[0], -1)
+        X = _gemm(X, c.reshape(c.shape[0], -1))
         shape.append(c.shape[1])
         X = X.reshape(-1, c.shape[2])
     return X.reshape(shape)

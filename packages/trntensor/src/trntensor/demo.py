@@ -63,4 +63,10 @@ def kernel_cases() -> list[KernelCase]:
                    lambda: trntensor.einsum("mi,mnP,na->iaP", Co, eri3, Cv), 1e-5, ("gemm_kernel",)),
         KernelCase("trntensor", "ao_to_mo fused", "45x45x70, 45x6, 45x31 -> 6x31x70 fp32",
                    lambda: trntensor.ao_to_mo_transform(eri3, Co, Cv), 1e-5, ("ao_to_mo_kernel",)),
+        KernelCase("trntensor", "permute", "45x45x70 (2, 0, 1) fp32",
+                   lambda: trntensor.permute(eri3, (2, 0, 1)), 0.0, ("transpose_kernel",)),
+        KernelCase("trntensor", "reduce", "max of 45x45x70 over axes (0, 2) fp32",
+                   lambda: trntensor.reduce(eri3, (0, 2), op="max"), 0.0, ("transpose_kernel", "reduce_kernel")),
+        KernelCase("trntensor", "einsum trace", "mmP,na->Pna 45x45x70, 45x31 fp32: diagonal, sum, outer product",
+                   lambda: trntensor.einsum("mmP,na->Pna", eri3, Cv), 1e-5, ("gather_kernel", "reduce_kernel")),
     ]

@@ -19,6 +19,7 @@ import trnblas
 from trnsci import _validate as V
 from trnsci.dispatch import Op
 
+from . import _device
 from . import plan as P
 
 __all__ = ["einsum", "multi_einsum", "tensordot", "EINSUM"]
@@ -270,6 +271,10 @@ def _einsum_torch(plan, operands, alpha, beta, C, compute_dtype, result_dtype, p
             R = _dd_run(plan_exec, operands)
         except _ZeroResult:
             R = torch.zeros(plan_exec[4], dtype=torch.float64, device=operands[0].device)
+    elif _device.active(precision, operands):  # every step through an Op with a kernel (trntensor._device)
+        ops = [x if x.dtype == compute_dtype else x.to(compute_dtype) for x in operands]
+        R = _device.run(plan, ops, alpha, beta, C, compute_dtype)
+        return R if R.dtype == result_dtype else R.to(result_dtype)
     else:
         kernels = P._kernels_possible()
         use, tuning = P._route(plan, operands, autotune, kernels)

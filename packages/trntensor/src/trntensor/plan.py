@@ -1060,7 +1060,13 @@ def _plan_contraction(subscripts, operands, optimize, precision, memory_limit, a
     op_plan = EINSUM.plan(plan, (), 1, 0, None, _compute_dtype(dtype, prec), dt, prec, autotune)
     tensors = [x for x in operands if isinstance(x, torch.Tensor)]  # arrays become plain tensors in einsum
     notes = _route_notes(plan, device, tensors, autotune, prec)
-    return replace(plan, steps=[s._decided(n) for s, n in zip(plan.steps, notes)], op_plan=op_plan)
+    plan = replace(plan, steps=[s._decided(n) for s, n in zip(plan.steps, notes)], op_plan=op_plan)
+    from . import _device  # einsum's device path: every launch of the plan (trntensor._device)
+
+    if _device.active(prec, tensors):
+        return _device.annotate(plan, dtype)
+    plan.launches = []  # on torch: no kernel launch of trntensor's own
+    return plan
 
 
 def contract_path(subscripts, *operands, optimize="auto", memory_limit=None):
