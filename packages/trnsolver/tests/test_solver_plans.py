@@ -42,8 +42,70 @@ CASES = {
         (trnsolver.eigh, (torch.zeros(0, 0),)),                           # empty
     ],
     "trnsolver.cholesky": [
-        (trnsolver.cholesky, (_spd(20),)),                                # n <= CHOL_BLOCK: torch
+        (trnsolver.cholesky, (_spd(20),)),                                # n <= CHOL_BLOCK: one tile launch
+        (trnsolver.cholesky, (torch.zeros(0, 0),)),                       # empty: torch
         (trnsolver.cholesky, (_spd(140, torch.float64),)),                # float64: torch
+    ],
+    "trnsolver.lu_factor": [
+        (trnsolver.lu_factor, (_sym(9),)),                                # one panel launch
+        (trnsolver.lu_factor, (_sym(9, torch.float64),)),                 # float64: torch
+    ],
+    "trnsolver.lu": [
+        (trnsolver.lu, (_sym(6),)),
+        (trnsolver.lu, (torch.ones(5, 3),)),                              # rectangular: torch
+    ],
+    "trnsolver.lu_solve": [
+        (trnsolver.lu_solve, (trnsolver.lu_factor(_spd(7)), torch.ones(7, 2))),
+        (trnsolver.lu_solve, (trnsolver.lu_factor(_spd(7, torch.float64)), torch.ones(7, dtype=torch.float64))),
+    ],
+    "trnsolver.solve": [
+        (trnsolver.solve, (_spd(5), torch.ones(5))),
+        (trnsolver.solve, (_spd(5).to(torch.complex64), torch.ones(5, dtype=torch.complex64))),
+    ],
+    "trnsolver.inv": [(trnsolver.inv, (_spd(6),)), (trnsolver.inv, (torch.zeros(0, 0),))],
+    "trnsolver.slogdet": [(trnsolver.slogdet, (_sym(6),)), (trnsolver.det, (_sym(6),))],
+    "trnsolver.cho_solve": [
+        (trnsolver.cho_solve, ((_spd(6).tril(), True), torch.ones(6))),
+        (trnsolver.cho_solve, ((_spd(6, torch.float64).triu(), False), torch.ones(6, dtype=torch.float64))),
+    ],
+    "trnsolver.solve_spd": [
+        (trnsolver.solve_spd, (_spd(7), torch.ones(7, 2))),
+        (trnsolver.solve_spd, (_spd(7), torch.ones(7)), {"iterative_refinement": True}),  # float64 residual
+    ],
+    "trnsolver.inv_spd": [(trnsolver.inv_spd, (_spd(5),)), (trnsolver.inv_spd, (_spd(5, torch.float64),))],
+    "trnsolver.inv_sqrt_spd": [
+        (trnsolver.inv_sqrt_spd, (_spd(6),)),                             # Jacobi sweeps: no closed form
+        (trnsolver.inv_sqrt_spd, (_spd(6, torch.float64),)),
+    ],
+    "trnsolver.qr": [
+        (trnsolver.qr, (_sym(9),)),
+        (trnsolver.qr, (_sym(9)[:, :4],), {"mode": "complete"}),
+        (trnsolver.qr, (_sym(5).to(torch.complex64),)),                   # complex: torch
+    ],
+    "trnsolver.lstsq": [
+        (trnsolver.lstsq, (_sym(9)[:, :4], torch.ones(9))),
+        (trnsolver.lstsq, (_sym(9)[:4], torch.ones(4))),                  # underdetermined: torch
+    ],
+    "trnsolver.svd": [
+        (trnsolver.svd, (_sym(6),)),                                      # sweeps depend on data: no closed form
+        (trnsolver.svd, (_sym(6)[:, :3],), {"full_matrices": True}),      # full U of a tall matrix: torch
+    ],
+    "trnsolver.pinv": [(trnsolver.pinv, (_sym(5),)), (trnsolver.pinv, (_sym(5, torch.float64),))],
+    "trnsolver.cg": [
+        (trnsolver.cg, (_spd(6), torch.ones(6)), {"tol": 1e-4}),           # iterations: no closed form
+        (trnsolver.cg, (_spd(6), torch.ones(6)), {"M": torch.eye(6)}),    # preconditioned: torch
+    ],
+    "trnsolver.bicgstab": [
+        (trnsolver.bicgstab, (_spd(6), torch.ones(6)), {"tol": 1e-4}),     # iterations: no closed form
+        (trnsolver.bicgstab, (_spd(6).double(), torch.ones(6, dtype=torch.float64))),
+    ],
+    "trnsolver.minres": [
+        (trnsolver.minres, (_sym(6) + 20 * torch.eye(6), torch.ones(6)), {"tol": 1e-4}),
+        (trnsolver.minres, (_sym(6) + 20 * torch.eye(6), torch.ones(6)), {"M": torch.eye(6)}),  # M: torch
+    ],
+    "trnsolver.gmres": [
+        (trnsolver.gmres, (_spd(6), torch.ones(6)), {"tol": 1e-4}),
+        (trnsolver.gmres, (_spd(6), torch.ones(6)), {"M": torch.eye(6)}),   # M: torch
     ],
     "trnsolver.inv_sqrt_spd_ns": [
         (trnsolver.inv_sqrt_spd_ns, (_spd(9),), {"tol": 1e-4}),
@@ -65,7 +127,7 @@ def test_plan_backend_is_what_ran(backend, op_name, case):
 def test_unsupported_calls_say_why():
     with use_backend("simulator"):
         assert "float64" in plan_call(trnsolver.eigh, _sym(4, torch.float64)).reason
-        assert "diagonal block" in plan_call(trnsolver.cholesky, _spd(10)).reason
+        assert plan_call(trnsolver.cholesky, _spd(10)).backend == "simulator"  # one tile kernel launch
         assert plan_call(trnsolver.eigh, _sym(4)).backend == "simulator"
 
 
@@ -81,11 +143,6 @@ def test_blocked_cholesky_plan_matches_run(monkeypatch):
 
 
 TORCH_ONLY = [
-    (trnsolver.solve, (_spd(5), torch.ones(5)), "trnsolver.solve"),
-    (trnsolver.lu, (_sym(5),), "trnsolver.lu"),
-    (trnsolver.qr, (_sym(5),), "trnsolver.qr"),
-    (trnsolver.svd, (_sym(5),), "trnsolver.svd"),
-    (trnsolver.cg, (_spd(5), torch.ones(5)), "trnsolver.cg"),
     (trnsolver.eigh_generalized, (_sym(5), _spd(5)), "trnsolver.eigh"),  # composed: its eigh step is the Op
 ]
 

@@ -1,11 +1,12 @@
 """trnsolver: cuSOLVER for AWS Trainium -- dense factorizations, eigensolvers and Krylov methods.
 
-Every operation validates its arguments and calls one private torch
-implementation (``_<op>_torch``); ``eigh``/``eigvalsh``/``eigh_generalized``,
-``cholesky``/``cho_factor`` and ``inv_sqrt_spd_ns`` go through
-:class:`trnsci.dispatch.Op` objects (``EIGH``, ``CHOLESKY``,
-``INV_SQRT_SPD_NS``) whose NKI lowerings (:mod:`trnsolver._nki`) run the
-parallel Jacobi kernel and trnblas's GEMM/SYRK/TRSM kernels.
+Every operation validates its arguments and dispatches one
+:class:`trnsci.dispatch.Op` (``EIGH``, ``CHOLESKY``, ``LU_FACTOR``, ``QR``,
+``SVD``, ``CG``, ...) to its torch lowering or to its NKI lowering
+(:mod:`trnsolver._nki` and the ``_nki_*`` modules it loads): trnsolver's own
+kernels (:mod:`trnsolver.kernels`) composed with trnblas's GEMM/SYRK/TRSM
+kernels. bfloat16/float16 inputs are computed in float32 and returned in
+their dtype (:mod:`trnsolver._lowp`).
 """
 
 from trnsci._libinfo import library_version as _library_version
@@ -64,6 +65,16 @@ __all__ = [
     # results and errors
     "LinAlgError", "ConvergenceError", "ConvergenceWarning", "SolverInfo",
 ]
+
+# bfloat16/float16 inputs: computed in float32, returned in the input dtype (trnsolver._lowp)
+from trnsolver._lowp import half_io as _half_io  # noqa: E402
+
+for _name in ("eigh", "eigvalsh", "eigh_generalized", "cholesky", "cho_factor", "cho_solve", "lu", "lu_factor",
+              "lu_solve", "qr", "svd", "pinv", "solve", "solve_spd", "lstsq", "inv", "inv_spd", "det", "slogdet",
+              "inv_sqrt_spd", "inv_sqrt_spd_ns", "cg", "gmres", "bicgstab", "minres", "jacobi_preconditioner",
+              "block_jacobi_preconditioner", "ssor_preconditioner"):
+    globals()[_name] = _half_io(globals()[_name])
+del _name
 
 # Every NKI lowering lives in trnsolver._nki and registers itself on the Ops above;
 # imported last (a broken kernel module warns and leaves the torch path running).

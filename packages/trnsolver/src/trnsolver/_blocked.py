@@ -2,8 +2,8 @@
 NKI factorization (right-looking, tile ``nb = 128`` = one partition block).
 
 For each block column k (rows/cols ``[k0, k1)``):
-    L_kk = chol(A_kk)                            one tile (on device: scalar
-                                                 column loop in SBUF)
+    L_kk = chol(A_kk)                            one tile (on device:
+                                                 trnsolver.kernels.potrf_tile)
     L_ik = A_ik L_kk^{-T}          i > k         trnblas.trsm (side="right")
     A_jj -= L_jk L_jk^T            j > k         trnblas.syrk (diagonal tiles)
     A_ij -= L_ik L_jk^T            i > j > k     trnblas.gemm (below-diagonal tiles)
@@ -18,14 +18,19 @@ import torch
 import trnblas
 
 
-def _blocked_cholesky_torch(A: torch.Tensor, nb: int = 128) -> tuple[torch.Tensor, int]:
+def _blocked_cholesky_torch(A: torch.Tensor, nb: int = 128, diag=None) -> tuple[torch.Tensor, int]:
     """Lower Cholesky factor of a real 2-D SPD ``A``. Returns ``(L, info)``,
-    ``info`` the 1-based order of the first non-PD leading minor (0 = success)."""
+    ``info`` the 1-based order of the first non-PD leading minor (0 = success).
+
+    ``diag(A_kk) -> (L_kk, info)`` factors a diagonal block from its lower
+    triangle (default ``torch.linalg.cholesky_ex``; the NKI path passes the
+    tile kernel)."""
     n = A.shape[-1]
     W = A.tril().clone()
+    diag = diag or torch.linalg.cholesky_ex
     for k0 in range(0, n, nb):
         k1 = min(k0 + nb, n)
-        Lkk, info = torch.linalg.cholesky_ex(W[k0:k1, k0:k1])
+        Lkk, info = diag(W[k0:k1, k0:k1])
         if int(info):
             return W, k0 + int(info)
         W[k0:k1, k0:k1] = Lkk

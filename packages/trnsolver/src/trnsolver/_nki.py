@@ -12,10 +12,16 @@ its public function, with the torch lowering's signature.
   blocks, each block pair one tile solved by the same kernel for a fixed
   two sweeps), the pair rotations applied by ``trnblas.gemm``. Eigenvalues
   are sorted on the host; no LAPACK call.
-* ``CHOLESKY`` (real float32, ``n >`` :data:`CHOL_BLOCK`): the blocked
-  right-looking factorization of :mod:`trnsolver._blocked` with trnblas's
-  TRSM/SYRK/GEMM (their kernels) for the panel and trailing updates; the
-  ``CHOL_BLOCK``-sized diagonal blocks are factored on the host.
+* ``CHOLESKY`` (real float32): the blocked right-looking factorization of
+  :mod:`trnsolver._blocked` with trnblas's TRSM/SYRK/GEMM (their kernels)
+  for the panel and trailing updates; the ``CHOL_BLOCK``-sized diagonal
+  blocks on :func:`~trnsolver.kernels.potrf_tile.potrf_tile_kernel` (a
+  matrix of order <= ``CHOL_BLOCK`` is that one launch). The plan lists the
+  launches with their summed closed forms.
+* LU and the ops on it, and the SPD solves/inverses: :mod:`trnsolver._nki_lu`
+  and :mod:`trnsolver._nki_spd`; QR and lstsq: :mod:`trnsolver._nki_qr`;
+  SVD and pinv (one-sided Jacobi): :mod:`trnsolver._nki_svd`; CG (dense A):
+  :mod:`trnsolver._nki_krylov`.
 * ``INV_SQRT_SPD_NS`` (real float32): coupled Newton-Schulz, three
   ``trnblas.gemm`` calls (the GEMM kernel) a step.
 
@@ -40,7 +46,8 @@ from trnsolver._blocked import _blocked_cholesky_torch
 from trnsolver._jacobi import _block_jacobi_eigh_torch
 from trnsolver.eigen import EIGH
 from trnsolver.factor import CHOLESKY, INV_SQRT_SPD_NS, _inv_sqrt_spd_ns_torch
-from trnsolver.kernels.jacobi import MAX_N, jacobi_sweep_kernel, schedule
+from trnsolver.kernels.jacobi import MAX_N, jacobi_sweep_kernel, partner_table
+from trnsolver.kernels.potrf_tile import potrf_tile_counts, potrf_tile_kernel
 
 F32 = torch.float32
 KERNEL_DTYPES = (torch.float32,)
@@ -59,7 +66,7 @@ def _trnblas():
 
 @functools.lru_cache(maxsize=8)
 def _tables(m: int):
-    return torch.eye(m, dtype=F32), torch.from_numpy(schedule(m))
+    return torch.eye(m, dtype=F32), torch.from_numpy(partner_table(m))
 
 
 def jacobi_tile(M: torch.Tensor, tol: float, max_sweeps: int, stop_early: bool = True):
@@ -145,24 +152,81 @@ def _eigh_nki(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
     return w, torch.stack(Vs).reshape(*A.shape[:-2], n, k).to(A.device)
 
 
-def _cholesky_supports(A, upper):
-    if A.shape[-1] <= CHOL_BLOCK:
-        return f"n={A.shape[-1]} <= one diagonal block ({CHOL_BLOCK}): no trailing update for the kernels"
+def potrf_tile(Akk: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """One diagonal block (lower triangle read, n <= CHOL_BLOCK) by the tile kernel: ``(L_kk, info)``."""
+    S = la.symmetric(Akk.to(F32), "L")
+    lt, d = nki.run(potrf_tile_kernel, S.contiguous(), out_dtype=F32)
+    bad = torch.nonzero(~(d[:, 0] > 0))
+    info = int(bad[0, 0]) + 1 if bad.numel() else 0
+    return lt.mT.tril().contiguous(), info
+
+
+def not_finite(A) -> str | None:
+    """Why a kernel path cannot take ``A`` holding NaN/Inf (reached with ``check_finite=False``
+    or from ``det``/``slogdet``): pivot searches, norms and ``rsqrt`` need finite values, and
+    the torch path propagates NaN as LAPACK does."""
+    if A.is_floating_point() and not bool(torch.isfinite(A).all()):
+        return "A holds NaN/Inf: the kernels' pivot searches and norms need finite values"
     return None
 
 
-@CHOLESKY.lowering("nki", dtypes=KERNEL_DTYPES, supports=_cholesky_supports)
+def _cholesky_supports(A, upper):
+    if A.shape[-1] == 0 or A.numel() == 0:
+        return "empty matrix: nothing to compute"
+    return not_finite(A)
+
+
+def cholesky_tally(t, n: int, nb: int | None = None):
+    """Add the blocked Cholesky's launches (closed forms) to a :class:`trnsolver._nki_lu._Tally`."""
+    from trnblas.kernels.gemm import gemm_counts
+    from trnblas.kernels.syrk import fits as syrk_fits
+    from trnblas.kernels.syrk import syrk_counts
+    from trnblas.kernels.trsm import trsm_counts
+
+    nb = nb or CHOL_BLOCK
+    for k0 in range(0, n, nb):
+        k1 = min(k0 + nb, n)
+        b = k1 - k0
+        t.add(potrf_tile_counts(b))
+        if k1 == n:
+            break
+        t.add({"kernel": "trsm_kernel", **trsm_counts(b, n - k1)})
+        for j0 in range(k1, n, nb):
+            j1 = min(j0 + nb, n)
+            jb = j1 - j0
+            if syrk_fits(b, jb, 4):
+                t.add({"kernel": "syrk_kernel", **syrk_counts(jb, b, 4, False)})
+            else:
+                t.add({"kernel": "gemm_kernel", **gemm_counts(jb, jb, b, 4)})
+            if j1 < n:
+                t.add({"kernel": "gemm_kernel", **gemm_counts(n - j1, jb, b, 4)})
+
+
+def _cholesky_counts(A, upper):
+    from trnsolver._nki_lu import _batch, _Tally
+
+    t = _Tally()
+    cholesky_tally(t, A.shape[-1])
+    return t.result(_batch(A))
+
+
+def cholesky_device(M: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Lower factor of one real matrix (lower triangle read) on the kernels: ``(L, info)``."""
+    with _trnblas():
+        return _blocked_cholesky_torch(M.to(F32), CHOL_BLOCK, diag=potrf_tile)
+
+
+@CHOLESKY.lowering("nki", dtypes=KERNEL_DTYPES, supports=_cholesky_supports, counts=_cholesky_counts)
 def _cholesky_nki(A, upper):
     n = A.shape[-1]
     Ls, infos = [], []
     if upper:  # read the upper triangle, as the torch path does: its conjugate transpose is a lower one
         A = A.mH
-    with _trnblas():
-        for M in A.reshape(-1, n, n):
-            L, info = _blocked_cholesky_torch(M, CHOL_BLOCK)
-            Ls.append(L)
-            infos.append(info)
-    L = torch.stack(Ls).reshape(A.shape)
+    for M in A.reshape(-1, n, n):
+        L, info = cholesky_device(M)
+        Ls.append(L)
+        infos.append(info)
+    L = torch.stack(Ls).reshape(A.shape).to(A.dtype)
     info = torch.tensor(infos, dtype=torch.int32, device=A.device).reshape(A.shape[:-2])
     return (L.mH.contiguous() if upper else L), info
 
@@ -184,3 +248,7 @@ def _inv_sqrt_spd_ns_nki(A, max_iters, tol):
             Xs.append(X)
             its, res = max(its, it), max(res, r)
     return torch.stack(Xs).reshape(A.shape), its, res
+
+
+# LU with partial pivoting and the ops built on it, and the SPD solves, register from their own modules
+from trnsolver import _nki_krylov, _nki_lu, _nki_qr, _nki_spd, _nki_svd  # noqa: E402, F401

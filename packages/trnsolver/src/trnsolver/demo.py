@@ -23,7 +23,7 @@ def _sign_fixed(V: torch.Tensor) -> torch.Tensor:
 
 
 def kernel_cases() -> list[KernelCase]:
-    """trnsolver's demo kernels: Jacobi eigh, blocked Cholesky, Newton-Schulz ``A^{-1/2}``; float32.
+    """trnsolver's demo kernels: Jacobi eigh, blocked Cholesky, Newton-Schulz ``A^{-1/2}``, LU solve, SVD; float32.
 
     The test matrices have known spectra: ``A = Q diag(lam) Q^T`` with
     ``Q`` a random orthogonal matrix. Bounds are relative to
@@ -36,8 +36,9 @@ def kernel_cases() -> list[KernelCase]:
       far smaller in practice); fp32 rounding adds up to ~``n u ||A||/gap``
       ~ 2.5e-5 per path, and eigenvalues err by less (``~n u ||A||``).
       Eigenvectors are compared after fixing each column's sign: 1e-4.
-    * ``cholesky`` (n = 150 > the 128 diagonal block: the panel below it
-      and the 22 x 22 trailing update run trnblas's TRSM and SYRK kernels):
+    * ``cholesky`` (n = 150 > the 128 diagonal block: the two diagonal
+      blocks run the ``potrf_tile`` kernel, the panel below the first and
+      the 22 x 22 trailing update trnblas's TRSM and SYRK kernels):
       spectrum ``[1, 10]``, so ``max|L| <= sqrt(10)`` ~ 3.2. Either fp32
       factor's forward error is at most about ``n u cond(A) max|L|`` =
       150 * 6e-8 * 10 * 3.2 ~ 3e-4, i.e. ~1e-4 on the ``max|L|`` scale
@@ -45,6 +46,14 @@ def kernel_cases() -> list[KernelCase]:
     * ``inv_sqrt_spd_ns`` (n = 40, spectrum ``[1, 4]``): coupled
       Newton-Schulz to ``||I - Z Y|| <= 1e-6`` on both paths (GEMM kernel
       vs torch.mm), each within ~1e-6 of ``A^{-1/2}`` (norm <= 1); 1e-5.
+    * ``solve`` (n = 130, spectrum ``[1, 10]`` rotated by a random
+      orthogonal matrix and made nonsymmetric by a random orthogonal right
+      factor, so ``cond = 10``): LU with partial pivoting on the panel,
+      row-gather, TRSM and GEMM kernels; ``|x| ~ 1``, either fp32 solution
+      within ``~n u cond`` ~ 8e-5 of the exact one: 2e-4.
+    * ``svd`` (30 x 12, singular values ``1 .. 4``): one-sided Jacobi sweep
+      kernel; singular values within ``~n u sigma_max`` ~ 1e-5 on either
+      path: 1e-4.
 
     Examples
     --------
@@ -55,7 +64,7 @@ def kernel_cases() -> list[KernelCase]:
     'cholesky'
     >>> r = run_kernel_case(case)
     >>> r["ok"], r["kernels"]
-    (True, ['trsm_kernel', 'syrk_kernel'])
+    (True, ['potrf_tile_kernel', 'trsm_kernel', 'syrk_kernel', 'potrf_tile_kernel'])
     """
     import trnsolver
 
@@ -68,6 +77,12 @@ def kernel_cases() -> list[KernelCase]:
     E = spd(29, torch.linspace(-9, 9, 29, dtype=torch.float64))
     C = spd(150, torch.linspace(1, 10, 150, dtype=torch.float64))
     N = spd(40, torch.linspace(1, 4, 40, dtype=torch.float64))
+    Q2, _ = torch.linalg.qr(torch.randn(130, 130, generator=g, dtype=torch.float64))
+    G = (spd(130, torch.linspace(1, 10, 130, dtype=torch.float64)).double() @ Q2).float().contiguous()
+    rhs = torch.randn(130, generator=g).float()
+    U0, _ = torch.linalg.qr(torch.randn(30, 12, generator=g, dtype=torch.float64))
+    V0, _ = torch.linalg.qr(torch.randn(12, 12, generator=g, dtype=torch.float64))
+    W = ((U0 * torch.linspace(4, 1, 12, dtype=torch.float64)) @ V0.T).float().contiguous()
 
     def eigh():
         w, V = trnsolver.eigh(E)
@@ -80,4 +95,9 @@ def kernel_cases() -> list[KernelCase]:
                    ("trsm_kernel", "syrk_kernel")),
         KernelCase("trnsolver", "inv_sqrt_ns", "40x40 fp32, cond 4",
                    lambda: trnsolver.inv_sqrt_spd_ns(N, tol=1e-6)[0], 1e-5, ("gemm_kernel",)),
+        KernelCase("trnsolver", "solve lu", "130x130 fp32, cond 10 (blocked LU, nb=128)",
+                   lambda: trnsolver.solve(G, rhs), 2e-4,
+                   ("lu_panel_kernel", "row_gather_kernel", "trsm_kernel", "gemm_kernel")),
+        KernelCase("trnsolver", "svd jacobi", "30x12 fp32, singular values 1..4",
+                   lambda: trnsolver.svd(W)[1], 1e-4, ("svd_jacobi_sweep_kernel",)),
     ]

@@ -208,8 +208,12 @@ def cho_factor(A, lower=False, *, check_finite=True):
     return F, lower
 
 
-CHO_SOLVE = Op("trnsolver.cho_solve", "flops", _NO_KERNEL, size=_flops(2.0), describe=_square_describe,
-        doc="solve with a Cholesky factor (torch path; no kernel yet)")
+#: Threshold of the SPD solves/inverses on the device: like CHOLESKY's, a
+#: placeholder (no Trainium here to calibrate on).
+_SPD_THRESHOLD = 2048 ** 3 / 3.0
+
+CHO_SOLVE = Op("trnsolver.cho_solve", "flops", _SPD_THRESHOLD, size=_flops(2.0), describe=_square_describe,
+               doc="solve with a Cholesky factor: two trnblas TRSM kernels")
 
 
 @CHO_SOLVE.lowering("torch")
@@ -258,8 +262,15 @@ def cho_solve(c_and_lower, b, *, check_finite=True):
 
 # ======================================================================== LU
 
-LU_FACTOR = Op("trnsolver.lu_factor", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=_square_describe,
-        doc="LU factorization, packed (getrf) (torch path; no kernel yet)")
+#: Threshold of the LU-based ops (flops of the factorization, 2 n^3 / 3): no
+#: Trainium here to calibrate on; like Cholesky's, the device path is a blocked
+#: factorization (panel kernel, row gather, trnblas TRSM/GEMM per block column)
+#: that only pays off once the O(n^3) trailing updates dwarf the per-block
+#: launches -- 2048 is a placeholder.
+_LU_THRESHOLD = 2 * 2048 ** 3 / 3.0
+
+LU_FACTOR = Op("trnsolver.lu_factor", "flops", _LU_THRESHOLD, size=_flops(2 / 3), describe=_square_describe,
+               doc="LU factorization, packed (getrf): panel kernel + row gather + trnblas TRSM/GEMM")
 
 
 @LU_FACTOR.lowering("torch")
@@ -268,8 +279,8 @@ def _lu_factor_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     return LU, piv, info
 
 
-LU = Op("trnsolver.lu", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=_square_describe,
-        doc="LU factorization A = P L U (torch path; no kernel yet)")
+LU = Op("trnsolver.lu", "flops", _LU_THRESHOLD, size=_flops(2 / 3), describe=_square_describe,
+        doc="LU factorization A = P L U (square: the blocked device LU; rectangular: torch)")
 
 
 @LU.lowering("torch")
@@ -368,8 +379,8 @@ def _zero_pivot(LU: torch.Tensor) -> torch.Tensor:
 _TRANS = v.Options({"N": (0, "N"), "T": (1, "T"), "C": (2, "C")})
 
 
-LU_SOLVE = Op("trnsolver.lu_solve", "flops", _NO_KERNEL, size=_flops(2.0), describe=_square_describe,
-        doc="solve with an LU factorization (getrs) (torch path; no kernel yet)")
+LU_SOLVE = Op("trnsolver.lu_solve", "flops", _LU_THRESHOLD, size=_flops(2.0), describe=_square_describe,
+              doc="solve with an LU factorization (getrs): row gather + two trnblas TRSM kernels")
 
 
 @LU_SOLVE.lowering("torch")
@@ -432,8 +443,12 @@ def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
 _QR_MODE = v.Options({"reduced": ("reduced", "economic"), "complete": ("complete", "full"), "r": ("r",)})
 
 
-QR = Op("trnsolver.qr", "flops", _NO_KERNEL, size=_flops(2.0), describe=_square_describe,
-        doc="QR factorization (torch path; no kernel yet)")
+#: Threshold of QR/lstsq on the device: the same n = 2048 placeholder as the
+#: LU and Cholesky paths, in this op's size metric (2 m n min(m, n)).
+_QR_THRESHOLD = 2.0 * 2048 ** 3
+
+QR = Op("trnsolver.qr", "flops", _QR_THRESHOLD, size=_flops(2.0), describe=_square_describe,
+        doc="QR factorization: Householder panel kernel, compact WY updates on GEMM/TRSM kernels")
 
 
 @QR.lowering("torch")
@@ -476,8 +491,8 @@ def qr(A, mode="reduced"):
     return QR(A, mode)
 
 
-SVD = Op("trnsolver.svd", "flops", _NO_KERNEL, size=_flops(4.0), describe=_square_describe,
-        doc="singular value decomposition (torch path; no kernel yet)")
+SVD = Op("trnsolver.svd", "flops", 2 * _QR_THRESHOLD, size=_flops(4.0), describe=_square_describe,
+         doc="singular value decomposition: one-sided Jacobi sweep kernel (min(m, n) <= 128)")
 
 
 @SVD.lowering("torch")
@@ -521,8 +536,8 @@ def svd(A, full_matrices=False, *, check_finite=True):
     return SVD(A, full)
 
 
-PINV = Op("trnsolver.pinv", "flops", _NO_KERNEL, size=_flops(4.0), describe=_square_describe,
-        doc="pseudo-inverse by the SVD (torch path; no kernel yet)")
+PINV = Op("trnsolver.pinv", "flops", 2 * _QR_THRESHOLD, size=_flops(4.0), describe=_square_describe,
+          doc="pseudo-inverse by the SVD: one-sided Jacobi sweep kernel, then one GEMM kernel")
 
 
 @PINV.lowering("torch")
@@ -570,8 +585,8 @@ def pinv(A, rcond=None, *, check_finite=True):
 _NO_INFO = torch.zeros((), dtype=torch.int32)
 
 
-SOLVE = Op("trnsolver.solve", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=_square_describe,
-        doc="general solve (gesv) (torch path; no kernel yet)")
+SOLVE = Op("trnsolver.solve", "flops", _LU_THRESHOLD, size=_flops(2 / 3), describe=_square_describe,
+           doc="general solve (gesv): the device LU, then row gather + two TRSM kernels")
 
 
 @SOLVE.lowering("torch")
@@ -621,8 +636,8 @@ def solve(A, B, *, check_finite=True):
     return X.squeeze(-1) if vec else X
 
 
-SOLVE_SPD = Op("trnsolver.solve_spd", "flops", _NO_KERNEL, size=_flops(1 / 3), describe=_square_describe,
-        doc="SPD solve (posv) (torch path; no kernel yet)")
+SOLVE_SPD = Op("trnsolver.solve_spd", "flops", _SPD_THRESHOLD, size=_flops(1 / 3), describe=_square_describe,
+               doc="SPD solve (posv): the device Cholesky, then two TRSM kernels")
 
 
 @SOLVE_SPD.lowering("torch")
@@ -680,8 +695,8 @@ def solve_spd(A, B, iterative_refinement=False, *, check_finite=True):
 _LSTSQ_DRIVER = v.Options({"gelsd": ("gelsd",), "gelsy": ("gelsy",), "gelss": ("gelss",)})
 
 
-LSTSQ = Op("trnsolver.lstsq", "flops", _NO_KERNEL, size=_flops(4.0), describe=_square_describe,
-        doc="least squares (torch path; no kernel yet)")
+LSTSQ = Op("trnsolver.lstsq", "flops", 2 * _QR_THRESHOLD, size=_flops(4.0), describe=_square_describe,
+           doc="least squares: QR on the device (m >= n, full rank), then GEMM + TRSM kernels")
 
 
 @LSTSQ.lowering("torch")
@@ -718,6 +733,11 @@ def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
         ``eps * max(m, n)``).
     driver : {"gelsd", "gelsy", "gelss"}
         LAPACK driver on the CPU; other devices use QR (full rank only).
+        The NKI path (float32, ``m >= n``) is QR too: full-rank ``A`` is
+        solved on the kernels, ``rcond`` is not consulted, and ``s`` comes
+        back empty (as from ``gels``); a rank-deficient ``A`` (an ``R``
+        diagonal entry below ``max(m, n) eps32 max|r_ii|``) is answered by
+        the torch path's ``driver``.
 
     Returns
     -------
@@ -757,8 +777,8 @@ def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
 
 # ============================================================= inverses, det
 
-INV = Op("trnsolver.inv", "flops", _NO_KERNEL, size=_flops(2.0), describe=_square_describe,
-        doc="inverse (torch path; no kernel yet)")
+INV = Op("trnsolver.inv", "flops", _LU_THRESHOLD, size=_flops(2.0), describe=_square_describe,
+         doc="inverse: the device LU solve with B = I")
 
 
 @INV.lowering("torch")
@@ -789,8 +809,8 @@ def inv(A, *, check_finite=True):
     return X
 
 
-INV_SPD = Op("trnsolver.inv_spd", "flops", _NO_KERNEL, size=_flops(1.0), describe=_square_describe,
-        doc="SPD inverse (potri) (torch path; no kernel yet)")
+INV_SPD = Op("trnsolver.inv_spd", "flops", _SPD_THRESHOLD, size=_flops(1.0), describe=_square_describe,
+             doc="SPD inverse (potri): the device Cholesky, then two TRSM kernels with B = I")
 
 
 @INV_SPD.lowering("torch")
@@ -826,8 +846,8 @@ def inv_spd(A, *, check_finite=True):
     return X
 
 
-SLOGDET = Op("trnsolver.slogdet", "flops", _NO_KERNEL, size=_flops(2 / 3), describe=_square_describe,
-        doc="sign and log|det| (torch path; no kernel yet)")
+SLOGDET = Op("trnsolver.slogdet", "flops", _LU_THRESHOLD, size=_flops(2 / 3), describe=_square_describe,
+             doc="sign and log|det| from the device LU's diagonal and pivots")
 
 
 @SLOGDET.lowering("torch")
@@ -876,8 +896,8 @@ def slogdet(A):
 
 # ===================================================== inverse square roots
 
-INV_SQRT_SPD = Op("trnsolver.inv_sqrt_spd", "flops", _NO_KERNEL, size=_flops(9.0), describe=_square_describe,
-        doc="A^{-1/2} by the eigendecomposition (torch path; no kernel yet)")
+INV_SQRT_SPD = Op("trnsolver.inv_sqrt_spd", "flops", _SPD_THRESHOLD, size=_flops(9.0), describe=_square_describe,
+                  doc="A^{-1/2} by the eigendecomposition: Jacobi kernel, then one GEMM kernel")
 
 
 @INV_SQRT_SPD.lowering("torch")

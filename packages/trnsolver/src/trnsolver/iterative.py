@@ -44,7 +44,6 @@ from trnsci import _validate as v
 from trnsci._iterative import SolverInfo
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
-from trnsolver.factor import _NO_KERNEL
 
 __all__ = ["cg", "gmres", "bicgstab", "minres",
            "jacobi_preconditioner", "block_jacobi_preconditioner", "ssor_preconditioner"]
@@ -72,12 +71,42 @@ def _numpy_callback(fn):
     return wrapper
 
 
+class DenseMatvec:
+    """``x -> A x`` for a dense matrix ``A``, keeping ``A`` (``.matrix``) so an NKI
+    lowering can stream it through its own matvec instead of calling back."""
+
+    __slots__ = ("matrix", "_fn")
+
+    def __init__(self, matrix: torch.Tensor, fn):
+        self.matrix = matrix
+        self._fn = fn
+
+    def __call__(self, x):
+        return self._fn(x)
+
+
+class DiagonalPrecond:
+    """``r -> r / diag(A)`` from :func:`jacobi_preconditioner`, keeping ``1 / diag(A)``
+    (``.inv_d``) for an NKI lowering that applies it on the device."""
+
+    __slots__ = ("inv_d", "_fn")
+
+    def __init__(self, inv_d: torch.Tensor, fn):
+        self.inv_d = inv_d
+        self._fn = fn
+
+    def __call__(self, r):
+        return self._fn(r)
+
+
 def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol=None, callback=None):
     b = v.tensor(b, "b", where, _KRYLOV_DTYPES)
     if b.dim() != 1:
         raise ValueError(f"{where}: b must be a vector (n,), got shape {tuple(b.shape)}")
     n = b.shape[0]
     matvec = it_.linear_operator(A, n, b.dtype, b.device, "A", where)
+    if isinstance(A, torch.Tensor) and A.layout == torch.strided:
+        matvec = DenseMatvec(A, matvec)
     if x0 is not None:
         x0 = v.tensor(x0, "x0", where, _KRYLOV_DTYPES)
         if tuple(x0.shape) != (n,):
@@ -92,6 +121,8 @@ def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol=No
                         f"got {type(callback).__name__}")
     maxiter = v.integer(maxiter, "maxiter", where, minimum=0, maximum=v.INDEX_MAX)
     precond = it_.preconditioner(M, n, b.dtype, b.device, where)
+    if isinstance(M, _Diagonal):
+        precond = DiagonalPrecond(M.inv_d, precond)
     on_fail = it_.ON_FAIL(on_fail, "on_fail", where)
     return_info = v.flag(return_info, "return_info", where)
     la.finite(where, b=b, x0=x0)
@@ -151,8 +182,12 @@ def _start(matvec, b, x0, tol, atol):
     return x, r, rn, stop, scale, [rn / scale]
 
 
-CG = Op("trnsolver.cg", "rows", _NO_KERNEL, size=_rows, describe=_describe_rows,
-        doc="conjugate gradients (torch path; no kernel yet)")
+#: Threshold (rows): no Trainium here to calibrate on. The device path is one
+#: cg_step_kernel launch per iteration (a memory-bound matvec streaming A),
+#: which pays off once a matvec outweighs a launch's fixed cost; 4096 rows
+#: (a 64 MiB float32 A) is a placeholder.
+CG = Op("trnsolver.cg", "rows", 4096, size=_rows, describe=_describe_rows,
+        doc="conjugate gradients (dense float32 A, no M: one cg_step_kernel launch per iteration)")
 
 
 @CG.lowering("torch")
@@ -250,8 +285,9 @@ def cg(A, b, x0=None, tol=None, maxiter=1000, M=None, *, rtol=None, atol=0.0, ca
 
 # ================================================================== GMRES
 
-GMRES = Op("trnsolver.gmres", "rows", _NO_KERNEL, size=_rows, describe=_describe_rows,
-        doc="restarted GMRES (torch path; no kernel yet)")
+#: Threshold (rows): the same placeholder as CG's (one launch per inner iteration).
+GMRES = Op("trnsolver.gmres", "rows", 4096, size=_rows, describe=_describe_rows,
+           doc="restarted GMRES (dense float32 A, no M: one gmres_arnoldi_kernel launch per inner iteration)")
 
 
 @GMRES.lowering("torch")
@@ -375,8 +411,9 @@ def gmres(A, b, x0=None, tol=None, maxiter=100, restart=30, M=None, *, rtol=None
 
 # =============================================================== BiCGSTAB
 
-BICGSTAB = Op("trnsolver.bicgstab", "rows", _NO_KERNEL, size=_rows, describe=_describe_rows,
-        doc="BiCGSTAB (torch path; no kernel yet)")
+#: Threshold (rows): the same placeholder as CG's (one launch per iteration, two matvecs).
+BICGSTAB = Op("trnsolver.bicgstab", "rows", 4096, size=_rows, describe=_describe_rows,
+              doc="BiCGSTAB (dense float32 A, no M: one bicgstab_step_kernel launch per iteration)")
 
 
 @BICGSTAB.lowering("torch")
@@ -452,8 +489,9 @@ def bicgstab(A, b, x0=None, tol=None, maxiter=1000, M=None, *, rtol=None, atol=0
 
 # ================================================================= MINRES
 
-MINRES = Op("trnsolver.minres", "rows", _NO_KERNEL, size=_rows, describe=_describe_rows,
-        doc="MINRES (torch path; no kernel yet)")
+#: Threshold (rows): the same placeholder as CG's (one launch per iteration).
+MINRES = Op("trnsolver.minres", "rows", 4096, size=_rows, describe=_describe_rows,
+            doc="MINRES (dense float32 A, no M: one minres_step_kernel launch per iteration)")
 
 
 @MINRES.lowering("torch")

@@ -7,11 +7,13 @@ Inputs (HBM, float32)
 ``vt``     : ``[n, n]`` the transposed eigenvector estimate ``V^T`` (rows on
              the partition dim); the kernel returns ``J^T V^T = (V J)^T``.
 ``eye``    : ``[n, n]`` the identity (a constant table).
-``pairs``  : ``[n, (n-1) n]`` the sweep's schedule: round ``r`` is the
-             signed partner matrix ``S_r = pairs[:, r n:(r+1) n]`` with
-             ``S_r[p, q] = +1`` and ``S_r[q, p] = -1`` for each of its
-             ``n/2`` pairs ``(p, q)`` (``p`` the round-robin "top" index),
-             zeros elsewhere (see :func:`schedule`).
+``pairs``  : ``[n, 2 (n-1)]`` the sweep's schedule as (partner, sign)
+             columns per round (:func:`partner_table`); round ``r`` is the
+             signed partner matrix ``S_r`` with ``S_r[p, q] = +1`` and
+             ``S_r[q, p] = -1`` for each of its ``n/2`` pairs ``(p, q)``
+             (``p`` the round-robin "top" index), zeros elsewhere (see
+             :func:`schedule`), rebuilt on chip as ``S_r = [iota == partner] sign``
+             and ``|S_r|`` by the Scalar Engine's abs.
 
 Outputs: ``a_out = G^T a G`` and ``vt_out = G^T vt`` with ``G`` the product
 of the sweep's ``n - 1`` round rotations, and ``norms`` ``[1, 2]`` =
@@ -23,7 +25,9 @@ One round (the n/2 rotations commute: they touch disjoint row/column pairs)
 Cross-partition data movement on a NeuronCore goes through the Tensor Engine
 (or DMA), so the round is built from masks and matmuls:
 
-1. ``|S|`` (Scalar abs), ``sg = rowsum(S)`` (+1 on top rows, -1 on bottom),
+1. ``S = [iota == partner] * sign`` (one Vector instruction from the
+   round's (partner, sign) columns; ``sg`` = the sign column, +1 on top
+   rows, -1 on bottom), ``|S|`` (Scalar abs),
    ``d = rowsum(a * I)``, ``o = rowsum(a * |S|)`` (Vector), so row ``i``
    holds ``a_ii`` and ``a_{i, partner(i)}``.
 2. ``[d', o'] = |S|^T [d, o]`` (one ``[n, 2]`` matmul): the partner's values.
@@ -41,12 +45,13 @@ Cross-partition data movement on a NeuronCore goes through the Tensor Engine
 
 Closed forms per sweep (R = n - 1 rounds, n the padded even size)
 ----------------------------------------------------------------
-    HBM read  = 4 (3 n^2 + R n^2)          (a, vt, eye once; one S_r per round)
+    HBM read  = 4 (3 n^2 + 2 R n)          (a, vt, eye once; one (partner, sign) pair of columns a round)
     HBM write = 4 (2 n^2 + 2)
     DMA       = 3 + R + 3
     Tensor Engine = 4 R + 1               (pair gather + 3 updates per round; norms)
-    Scalar Engine = 5 R + 4               (abs, sqrt, |x|, rsqrt, s; 2 squares with reduce, 2 each)
+    Scalar Engine = 5 R + 4               (|S|, sqrt, |x|, rsqrt, s; 2 squares with reduce, 2 each)
     Vector Engine = 22 R + 5
+    GpSimd        = 1                     (iota)
 The Tensor Engine does 3 n^3 of the 3 n^3 + O(n^2) multiply-adds of a round;
 the [n, 1] column work is short (cost ~ n elements per instruction).
 """
@@ -75,17 +80,29 @@ def schedule(n: int) -> np.ndarray:
     return np.ascontiguousarray(S.transpose(1, 0, 2).reshape(n, (n - 1) * n))
 
 
+def partner_table(n: int) -> np.ndarray:
+    """:func:`schedule` as ``[n, 2 (n-1)]`` float32: round ``r``'s columns ``2r, 2r+1`` hold each
+    index's partner and the sign of ``S_r`` in its row (+1 top, -1 bottom) -- ``2 n`` numbers a
+    round instead of ``n^2``; the sweep kernels rebuild ``|S_r|`` and ``S_r`` on chip."""
+    S = schedule(n).reshape(n, n - 1, n)
+    out = np.empty((n, 2 * (n - 1)), np.float32)
+    out[:, 0::2] = np.abs(S).argmax(axis=2)
+    out[:, 1::2] = S.sum(axis=2)
+    return out
+
+
 def jacobi_sweep_counts(n: int) -> dict:
     """The closed forms above (n even)."""
     R = n - 1
     return {
         "kernel": "jacobi_sweep_kernel",
-        "hbm_read_bytes": 4 * (3 * n * n + R * n * n),
+        "hbm_read_bytes": 4 * (3 * n * n + 2 * R * n),
         "hbm_write_bytes": 4 * (2 * n * n + 2),
         "dma": 6 + R,
         "tensor": 4 * R + 1,
         "scalar": 5 * R + 4,
         "vector": 22 * R + 5,
+        "gpsimd": 1,
     }
 
 
@@ -114,13 +131,17 @@ def jacobi_sweep_kernel(a, vt, eye, pairs):
     nisa.memset(tiny, TINY)
     tmp = nl.ndarray((n, n), dtype=f32, buffer=nl.sbuf, name="masked")
 
+    qidx = nl.ndarray((n, n), dtype=f32, buffer=nl.sbuf, name="column_index")
+    nisa.iota(qidx, pattern=[[1, n]])
     for r in nl.static_range(n - 1):
+        # the round's partner matrix, built on chip from its (partner, sign) columns
+        pr = nl.ndarray((n, 2), dtype=f32, buffer=nl.sbuf, name="partner_sign")
+        nisa.dma_copy(dst=pr, src=pairs[0:n, 2 * r:2 * r + 2])
         S = nl.ndarray((n, n), dtype=f32, buffer=nl.sbuf, name="S")
-        nisa.dma_copy(dst=S, src=pairs[0:n, r * n:(r + 1) * n])
+        nisa.tensor_scalar(S, qidx, nl.equal, pr[0:n, 0:1], op1=nl.multiply, operand1=pr[0:n, 1:2])
         Sa = nl.ndarray((n, n), dtype=f32, buffer=nl.sbuf, name="S_abs")
         nisa.activation(Sa, op=nl.abs, data=S)
-        sg = _col("sg", n)
-        nisa.tensor_reduce(sg, nl.add, S, axis=1)
+        sg = pr[0:n, 1:2]
         # row i: [a_ii, a_{i,partner(i)}]
         do = nl.ndarray((n, 2), dtype=f32, buffer=nl.sbuf, name="diag_off")
         nisa.tensor_tensor(tmp, A, eye_s, nl.multiply)

@@ -1,0 +1,314 @@
+"""CG with its iteration on the device.
+
+``cg`` with a dense real float32 ``A``, without a preconditioner or with
+:func:`trnsolver.jacobi_preconditioner`'s (``z = r / diag(A)`` in the kernel): one
+:func:`~trnsolver.kernels.cg_step.cg_step_kernel` launch per iteration. The
+matvec (``A`` streamed from HBM through the Tensor Engine), the dot products
+(all-reduced over partitions by a ones matmul) and the ``x``/``r``/``p``
+updates (Vector Engine) run in the kernel; ``x, r, p`` and ``r^T r`` pass
+from one launch to the next in HBM, and only ``||r||^2`` and ``p^T A p``
+come back to the host, which applies SciPy's stopping rule exactly as the
+torch path does (same iteration count up to float32 rounding of the dots).
+A nonzero ``x0`` gets its starting residual ``b - A x0`` from the GEMM
+kernel. The host reads ``x`` each iteration only when a ``callback`` asks
+for it. The true residual checked once at the end (``_finish``) is the
+torch matvec.
+
+``bicgstab`` (dense float32 ``A``, no preconditioner): one
+:func:`~trnsolver.kernels.bicgstab_step.bicgstab_step_kernel` launch per
+iteration, both matvecs and all five dots inside; the kernel returns the
+iterate for both of SciPy's exits (on ``||s||`` and on ``||r||``) and the host
+picks the one its rule takes.
+
+``minres`` (dense float32 ``A``, no preconditioner): one
+:func:`~trnsolver.kernels.minres_step.minres_step_kernel` launch per
+iteration -- the Lanczos step, the Givens rotation and the ``w``/``x``
+updates in the kernel, its scalars replicated on every partition; the
+host confirms a converged estimate with the true residual from the GEMM
+kernel, as the torch path does with its matvec.
+
+``gmres`` (dense float32 ``A``, no preconditioner, ``restart <= 127``): one
+:func:`~trnsolver.kernels.gmres_arnoldi.gmres_arnoldi_kernel` launch per
+inner iteration (matvec and CGS2 projections against the basis, which
+stays in HBM); the Hessenberg column's Givens rotations and the small
+triangular solve on the host; ``x += V y`` and each restart's residual on
+the GEMM kernel.
+
+Not on the device yet (torch path, the plan says so): other preconditioners
+and sparse/operator ``A``. Their device composition
+would be the same pattern -- SpMV (trnsparse's kernels) or this kernel's
+matvec, Vector-Engine axpys, partition all-reduces for the dots, and only
+the scalars that decide convergence (plus GMRES's small Hessenberg solve)
+on the host.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+import trnblas
+from trnsci import nki
+from trnsolver._nki import _trnblas
+from trnsolver.iterative import BICGSTAB, CG, GMRES, MINRES, DenseMatvec, DiagonalPrecond, _not_finite
+from trnsolver.kernels.bicgstab_step import bicgstab_step_kernel
+from trnsolver.kernels.cg_step import cg_step_kernel
+from trnsolver.kernels.gmres_arnoldi import MAX_K, gmres_arnoldi_kernel
+from trnsolver.kernels.minres_step import minres_step_kernel
+
+F32 = torch.float32
+
+
+def _cg_supports(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    if not isinstance(matvec, DenseMatvec):
+        return "A is not a dense matrix (sparse, operator or callable): the kernel streams a dense A"
+    if precond is not None and not isinstance(precond, DiagonalPrecond):
+        return "a preconditioner M other than jacobi_preconditioner's: the device path applies only that one"
+    if matvec.matrix.dtype != F32 or b.is_complex():
+        return "A is not real float32"
+    if b.numel() == 0:
+        return "empty system"
+    return None
+
+
+def _cg_counts(*args, **kwargs):
+    """None: one launch per iteration, and the iterations depend on the data (one
+    launch's closed form is :func:`~trnsolver.kernels.cg_step.cg_step_counts`)."""
+    return None
+
+
+@CG.lowering("nki", dtypes=(F32,), supports=_cg_supports, counts=_cg_counts)
+def _cg_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    n = b.shape[0]
+    a = matvec.matrix.mT.to(F32).contiguous()  # the kernel multiplies by its argument's transpose
+    bnorm = float(torch.linalg.vector_norm(b))
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+    x = torch.zeros(n, 1, dtype=F32) if x0 is None else x0.to(F32).reshape(n, 1).clone()
+    if x0 is None:
+        r = b.to(F32).reshape(n, 1).clone()
+    else:
+        with _trnblas():
+            r = b.to(F32).reshape(n, 1) - trnblas.gemm(1.0, matvec.matrix.to(F32).contiguous(), x)
+    rn = float(torch.linalg.vector_norm(r))
+    hist = [rn / scale]
+    if rn < stop or rn == 0.0:
+        return x.reshape(n).to(b.dtype), 0, hist
+    p = torch.zeros(n, 1, dtype=F32)
+    rz = torch.ones(128, 1, dtype=F32)
+    extra = () if precond is None else (precond.inv_d.to(F32).reshape(n, 1).contiguous(),)
+    it = 0
+    for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
+        xn, rn_, pn, rzn, stats = nki.run(cg_step_kernel, a, x, r, p, rz, *extra, out_dtype=F32)
+        rn2, pap = float(stats[0, 0]), float(stats[0, 1])
+        if not math.isfinite(pap):
+            raise _not_finite("cg", "p^H A p", it)
+        if pap == 0.0:  # the step would divide by zero: keep the previous iterate (as the torch path)
+            break
+        x, r, p, rz = xn, rn_, pn, rzn
+        rn = math.sqrt(max(rn2, 0.0))
+        hist.append(rn / scale)
+        if callback is not None:
+            callback(x.reshape(n).to(b.dtype))
+        if rn < stop or rn == 0.0:
+            break
+    return x.reshape(n).to(b.dtype), it, hist
+
+
+# ------------------------------------------------------------------ BiCGSTAB
+
+
+def _bicgstab_supports(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    if precond is not None:
+        return "a preconditioner M: the device BiCGSTAB is unpreconditioned"
+    return _cg_supports(matvec, b, x0, tol, atol, maxiter, None, callback)
+
+
+@BICGSTAB.lowering("nki", dtypes=(F32,), supports=_bicgstab_supports, counts=_cg_counts)
+def _bicgstab_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    """One :func:`~trnsolver.kernels.bicgstab_step.bicgstab_step_kernel` launch per iteration;
+    the host reads ``(rho, rhat.v, ||s||^2, ||r||^2, omega)`` and stops as the torch path does."""
+    n = b.shape[0]
+    a = matvec.matrix.mT.to(F32).contiguous()
+    bnorm = float(torch.linalg.vector_norm(b))
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+    x = torch.zeros(n, 1, dtype=F32) if x0 is None else x0.to(F32).reshape(n, 1).clone()
+    if x0 is None:
+        r = b.to(F32).reshape(n, 1).clone()
+    else:
+        with _trnblas():
+            r = b.to(F32).reshape(n, 1) - trnblas.gemm(1.0, matvec.matrix.to(F32).contiguous(), x)
+    rn = float(torch.linalg.vector_norm(r))
+    hist = [rn / scale]
+    if rn < stop or rn == 0.0:
+        return x.reshape(n).to(b.dtype), 0, hist
+    rhat = r.clone()
+    p = torch.zeros(n, 1, dtype=F32)
+    v = torch.zeros(n, 1, dtype=F32)
+    sc = torch.ones(128, 3, dtype=F32)
+    it = 0
+    for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
+        xf, xh, rn_, pn, vn, scn, st = nki.run(bicgstab_step_kernel, a, x, r, rhat, p, v, sc, out_dtype=F32)
+        rho, den, sn2, rn2, omega = (float(z) for z in st[0])
+        if rho == 0.0:
+            break
+        if not math.isfinite(den):
+            raise _not_finite("bicgstab", "rhat^H A p", it)
+        if den == 0.0:
+            break
+        sn = math.sqrt(max(sn2, 0.0))
+        if sn < stop or sn == 0.0:
+            x = xh
+            hist.append(sn / scale)
+            if callback is not None:
+                callback(x.reshape(n).to(b.dtype))
+            break
+        x, r, p, v, sc = xf, rn_, pn, vn, scn
+        rn = math.sqrt(max(rn2, 0.0))
+        hist.append(rn / scale)
+        if callback is not None:
+            callback(x.reshape(n).to(b.dtype))
+        if rn < stop or rn == 0.0 or omega == 0.0:
+            break
+    return x.reshape(n).to(b.dtype), it, hist
+
+
+# ------------------------------------------------------------------ MINRES
+
+
+@MINRES.lowering("nki", dtypes=(F32,), supports=_bicgstab_supports, counts=_cg_counts)
+def _minres_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shift=0.0):
+    """One :func:`~trnsolver.kernels.minres_step.minres_step_kernel` launch per iteration; the
+    host reads ``(alfa, beta, phibar)`` and, when the estimate meets the tolerance, confirms it
+    with the true residual ``b - A x`` from the GEMM kernel -- the torch path's rule."""
+    n = b.shape[0]
+    A = matvec.matrix.to(F32).contiguous()
+    a = A.mT.contiguous()
+    b32 = b.to(F32).reshape(n, 1)
+    bnorm = float(torch.linalg.vector_norm(b))
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+
+    def residual(x):
+        with _trnblas():
+            return b32 - trnblas.gemm(1.0, A, x)
+
+    x = torch.zeros(n, 1, dtype=F32) if x0 is None else x0.to(F32).reshape(n, 1).clone()
+    r1 = b32.clone() if x0 is None else residual(x)
+    rn = float(torch.linalg.vector_norm(r1))
+    hist = [rn / scale]
+    if rn < stop or rn == 0.0:
+        return x.reshape(n).to(b.dtype), 0, hist
+    beta1 = math.sqrt(max(float((r1 * r1).sum()), 0.0))
+    if beta1 == 0.0:
+        return x.reshape(n).to(b.dtype), 0, hist
+    sc = torch.zeros(128, 8, dtype=F32)
+    sc[:, 1] = beta1   # beta
+    sc[:, 4] = beta1   # phibar
+    sc[:, 5] = -1.0    # cs
+    sc[:, 7] = 1.0     # first iteration
+    r2 = r1.clone()
+    w = torch.zeros(n, 1, dtype=F32)
+    w2 = torch.zeros(n, 1, dtype=F32)
+    it = 0
+    for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
+        x, r1, r2, w, w2, sc, st = nki.run(minres_step_kernel, a, x, r1, r2, w, w2, sc, out_dtype=F32)
+        alfa, beta, phibar = (float(z) for z in st[0])
+        if not math.isfinite(alfa):
+            raise _not_finite("minres", "v^H A v", it)
+        est = phibar / beta1 * scale
+        hist.append(phibar / beta1 * (rn / scale))
+        if callback is not None:
+            callback(x.reshape(n).to(b.dtype))
+        if est < stop or beta == 0.0:
+            true = float(torch.linalg.vector_norm(residual(x)))
+            hist[-1] = true / scale
+            if true < stop or true == 0.0 or beta == 0.0:
+                break
+    return x.reshape(n).to(b.dtype), it, hist
+
+
+# ------------------------------------------------------------------ GMRES
+
+
+def _gmres_supports(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=None):
+    if max(1, min(restart, b.shape[0])) + 1 > MAX_K:
+        return f"restart={restart}: the Arnoldi kernel holds at most {MAX_K - 1} basis vectors"
+    return _bicgstab_supports(matvec, b, x0, tol, atol, maxiter, precond, callback)
+
+
+@GMRES.lowering("nki", dtypes=(F32,), supports=_gmres_supports, counts=_cg_counts)
+def _gmres_nki(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=None):
+    """One :func:`~trnsolver.kernels.gmres_arnoldi.gmres_arnoldi_kernel` launch per inner
+    iteration (the basis stays in HBM); the Hessenberg column's Givens rotations and the
+    small triangular solve on the host, as the torch path does them; ``x += V y`` and the
+    restart residual ``b - A x`` on the GEMM kernel."""
+    n = b.shape[0]
+    A = matvec.matrix.to(F32).contiguous()
+    a = A.mT.contiguous()
+    b32 = b.to(F32).reshape(n, 1)
+    x = torch.zeros(n, 1, dtype=F32) if x0 is None else x0.to(F32).reshape(n, 1).clone()
+    bnorm = float(torch.linalg.vector_norm(b))
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+    m = max(1, min(restart, n))
+    total = 0
+    hist = []
+    for _cycle in range(maxiter):
+        with _trnblas():
+            r = b32 - trnblas.gemm(1.0, A, x)
+        beta = float(torch.linalg.vector_norm(r))
+        if not hist:
+            hist.append(beta / scale)
+        if beta < stop or beta == 0.0:
+            return x.reshape(n).to(b.dtype), total, hist
+        V = torch.zeros(n, m + 1, dtype=F32)
+        H = torch.zeros(m + 1, m, dtype=torch.float64)
+        cs = torch.zeros(m, dtype=torch.float64)
+        sn = torch.zeros(m, dtype=torch.float64)
+        g = torch.zeros(m + 1, dtype=torch.float64)
+        g[0] = beta
+        V[:, 0] = r[:, 0] / beta
+        k = 0
+        for j in range(m):
+            Vk = V[:, :j + 1].contiguous()
+            vnext, h, hn_t = nki.run(gmres_arnoldi_kernel, a, Vk, Vk.mT.contiguous(), out_dtype=F32)
+            total += 1
+            hn = float(hn_t[0, 0])
+            if not math.isfinite(hn):
+                raise _not_finite("gmres", "A v", total)
+            col = torch.zeros(m + 1, dtype=torch.float64)
+            col[:j + 1] = h[:, 0].double()
+            col[j + 1] = hn
+            for i in range(j):  # apply the previous Givens rotations
+                t = cs[i] * col[i] + sn[i] * col[i + 1]
+                col[i + 1] = -sn[i] * col[i] + cs[i] * col[i + 1]
+                col[i] = t
+            aa, bb = float(col[j]), float(col[j + 1])
+            den = math.hypot(aa, bb)
+            if den == 0:
+                cs[j], sn[j] = 1.0, 0.0
+            elif aa == 0:
+                cs[j], sn[j] = 0.0, 1.0
+            else:
+                cs[j], sn[j] = abs(aa) / den, math.copysign(1.0, aa) * bb / den
+            col[j] = cs[j] * aa + sn[j] * bb
+            col[j + 1] = 0
+            g[j + 1] = -sn[j] * g[j]
+            g[j] = cs[j] * g[j]
+            H[:, j] = col
+            k = j + 1
+            res = abs(float(g[j + 1]))
+            hist.append(res / scale)
+            if hn > 0:
+                V[:, j + 1] = vnext[:, 0]
+            if res <= stop or hn == 0:
+                break
+        y = torch.linalg.solve_triangular(H[:k, :k], g[:k].unsqueeze(-1), upper=True).to(F32)
+        with _trnblas():
+            x = x + trnblas.gemm(1.0, V[:, :k].contiguous(), y.contiguous())
+        if callback is not None:
+            callback(x.reshape(n).to(b.dtype))
+    return x.reshape(n).to(b.dtype), total, hist
