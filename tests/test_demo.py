@@ -33,7 +33,8 @@ def test_every_library_ships_demo_kernel_cases():
         assert len(set(names)) == len(names), lib
         for c in cases:
             # every case names the kernels it is there to show, and states a bound
-            assert c.library == lib and c.expect and 0 <= c.tol <= 1e-4, (lib, c.name)
+            # fp32 bounds: the widest is two fp32 solves of a cond-10 system, each ~n u cond from exact
+            assert c.library == lib and c.expect and 0 <= c.tol <= 2e-4, (lib, c.name)
 
 
 @pytest.mark.simulator
