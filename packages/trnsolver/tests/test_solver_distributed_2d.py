@@ -134,6 +134,26 @@ def _checks():
         check("2-D lu singular", r == 0 and "singular" in str(e), e)
     except D.DistributedError as e:
         check("2-D lu singular", r != 0, e)
+    # the other grids of 4 ranks: 4 x 1 (pivot search over 4 process rows) and 1 x 4 (interchanges all local)
+    for pr_, pc_ in ((4, 1), (1, 4)):
+        g = SD.BlockCyclic2D(NN, NB, pr_, pc_)
+        gp, gq = g.coords(r)
+        with D.counting() as t:
+            Lg = SD.cholesky(g.split(torch.from_numpy(S), r), g)
+        err = float(np.max(np.abs(_gather_full(g, Lg) - np.linalg.cholesky(S))))
+        check(f"{pr_}x{pc_} cholesky", err <= tol * np.sqrt(np.max(np.diag(S)))
+              and t.by_kind.get("broadcast", 0) == 8 * _chol_words(g, gp, gq), (err, t.by_kind))
+        with D.counting() as t:
+            Fg, ipg = SD.lu(g.split(torch.from_numpy(Ag), r), g)
+        err = float(np.max(np.abs(_gather_full(g, Fg) - lu_ref)))
+        got = (t.by_kind.get("broadcast", 0), t.by_kind.get("pivot_search", 0), t.by_kind.get("row_swap", 0))
+        check(f"{pr_}x{pc_} lu", np.array_equal(ipg.numpy(), piv_ref) and err <= tol * NN * float(np.max(np.abs(Ag)))
+              and got == _lu_words(g, gp, gq, piv_ref), (err, t.by_kind, _lu_words(g, gp, gq, piv_ref)))
+    try:
+        SD.lu(desc.split(torch.from_numpy(Ag), r).to(torch.complex128), desc)
+        check("2-D complex", False, "no error")
+    except TypeError as e:
+        check("2-D complex", "real floating" in str(e), e)
     # a wrong local shape on one rank: ValueError there, DistributedError on the others
     loc = desc.split(torch.from_numpy(S), r)
     try:
@@ -152,7 +172,7 @@ def results():
 
 
 def test_solver_distributed_2d(results):
-    testing.assert_ranks_passed(results, count=9)
+    testing.assert_ranks_passed(results, count=14)
 
 
 def test_block_cyclic_2d_layout():
