@@ -30,8 +30,9 @@ non-negative diagonal (signs fixed), so it is unique for full-rank ``A``.
 each column block broadcasts its factored panel, every rank updates its
 own trailing columns.  ``lu`` (partial pivoting) works the same way; with
 whole columns on each rank its row interchanges need no communication.
-A 2-D block-cyclic grid with SUMMA-style updates (less traffic per rank at
-large P, but distributed pivoting) is not written.
+Both also take a :class:`BlockCyclic2D` descriptor (a ``pr x pc`` process
+grid, SUMMA-style trailing updates, distributed pivot search): see
+:mod:`trnsolver.distributed2d`.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ import torch
 
 from trnsci import distributed as D
 
-__all__ = ["cg", "bicgstab", "gmres", "tsqr", "BlockCyclic", "cholesky", "lu"]
+from .distributed2d import BlockCyclic2D, cholesky_2d, lu_2d
+
+__all__ = ["cg", "bicgstab", "gmres", "tsqr", "BlockCyclic", "BlockCyclic2D", "cholesky", "lu"]
 
 
 def _local(x):
@@ -286,7 +289,7 @@ class BlockCyclic:
         return out
 
 
-def cholesky(A_local: torch.Tensor, desc: BlockCyclic, *, group=None, timeout=None) -> torch.Tensor:
+def cholesky(A_local: torch.Tensor, desc, *, group=None, timeout=None) -> torch.Tensor:
     """Lower Cholesky factor of an SPD matrix held in ``desc``'s block-cyclic columns; returns this rank's columns of L.
 
     Right-looking: for each column block, its owner factors the diagonal
@@ -302,6 +305,11 @@ def cholesky(A_local: torch.Tensor, desc: BlockCyclic, *, group=None, timeout=No
     import trnblas
     from trnsci._linalg import LinAlgError
 
+    if isinstance(desc, BlockCyclic2D):  # the grid spans the whole world (its row/column groups are made here)
+        if group is not None:
+            raise ValueError("trnsolver.distributed.cholesky: a BlockCyclic2D grid spans the default "
+                             "group; group= must be None")
+        return cholesky_2d(A_local, desc, timeout=timeout)
     where = "trnsolver.distributed.cholesky"
     P, r = dist.get_world_size(group), dist.get_rank(group)
     with D.agree(where, group, timeout):
@@ -342,7 +350,7 @@ def cholesky(A_local: torch.Tensor, desc: BlockCyclic, *, group=None, timeout=No
     return L
 
 
-def lu(A_local: torch.Tensor, desc: BlockCyclic, *, group=None, timeout=None):
+def lu(A_local: torch.Tensor, desc, *, group=None, timeout=None):
     """LU with partial pivoting of a square matrix in ``desc``'s block-cyclic columns: ``(LU_local, ipiv)``.
 
     The LAPACK ``getrf`` result: this rank's columns of the packed ``L\\U``
@@ -362,6 +370,11 @@ def lu(A_local: torch.Tensor, desc: BlockCyclic, *, group=None, timeout=None):
     import trnblas
     from trnsci._linalg import LinAlgError
 
+    if isinstance(desc, BlockCyclic2D):
+        if group is not None:
+            raise ValueError("trnsolver.distributed.lu: a BlockCyclic2D grid spans the default "
+                             "group; group= must be None")
+        return lu_2d(A_local, desc, timeout=timeout)
     where = "trnsolver.distributed.lu"
     P, r = dist.get_world_size(group), dist.get_rank(group)
     with D.agree(where, group, timeout):
