@@ -38,6 +38,58 @@ def _gemm(A, B):
     return A @ B
 
 
+def _via_trnsolver(dtype) -> bool:
+    """Whether an SVD/QR/pinv step goes through trnsolver's public functions -- einsum's rule for trnblas
+    (:func:`trntensor.plan._via_trnblas`) applied to trnsolver: only where trnsolver could pick one of its
+    kernels, i.e. float32 (its kernels' only dtype) under trnsolver's backend ``"nki"``/``"simulator"``, or
+    ``"auto"`` on a machine with a NeuronCore (trnsolver's own threshold then decides). Otherwise the step
+    calls torch.linalg itself: no validation or dispatch overhead on the host path."""
+    from trnsci import backend as _backend
+    from trnsci import nki as _nki
+
+    if dtype != torch.float32:
+        return False
+    name = _backend.resolve("trnsolver").name
+    if name == "auto":
+        return _nki.has_neuron_device()
+    return name in ("nki", "simulator")
+
+
+def _svd(M):
+    """Thin ``(U, S, Vh)`` of a 2-D matrix: :func:`trnsolver.svd` (one-sided Jacobi kernel while
+    ``min(m, n) <= 128``; past that trnsolver's plan says why and it runs torch) by :func:`_via_trnsolver`,
+    else torch.linalg.svd."""
+    if _via_trnsolver(M.dtype):
+        import trnsolver  # trntensor -> trnsolver: imported only where a step needs it
+
+        return trnsolver.svd(M.contiguous(), full_matrices=False)
+    return torch.linalg.svd(M, full_matrices=False)
+
+
+def _complete(U, r):
+    """``U`` (m, k) with orthonormal columns, extended to ``r > k`` orthonormal columns by the complete Q
+    of ``U`` (:func:`trnsolver.qr` by :func:`_via_trnsolver`, blocked Householder on the device): its
+    columns past ``k`` span the orthogonal complement of ``U``'s range."""
+    if _via_trnsolver(U.dtype):
+        import trnsolver
+
+        Q = trnsolver.qr(U.contiguous(), mode="complete")[0]
+    else:
+        Q = torch.linalg.qr(U, mode="complete")[0]
+    return torch.cat([U, Q[:, U.shape[1]:r]], 1)
+
+
+def _pinv_sym(G):
+    """Pseudo-inverse of the (symmetric PSD) ALS normal matrix: :func:`trnsolver.pinv` by
+    :func:`_via_trnsolver` (SVD kernel, then the GEMM kernel), else torch.linalg.pinv (hermitian).
+    Both cut singular values below ``max(m, n) eps sigma_max``."""
+    if _via_trnsolver(G.dtype):
+        import trnsolver
+
+        return trnsolver.pinv(G.contiguous())
+    return torch.linalg.pinv(G, hermitian=True)
+
+
 def _mode_dot(T, M, n):
     """``T x_n M``: contracts mode ``n`` of ``T`` with the columns of ``M`` (J, I_n): one GEMM
     ``M @ unfold(T, n)``, folded back."""
@@ -69,7 +121,8 @@ def _tensor(T, where, min_dim=2):
 # ------------------------------------------------------------------ Ops
 # One Op per public function, metric "elements" (of the full tensor, input or result). None has an
 # NKI kernel of its own (their GEMMs -- MTTKRP, mode products, reconstructions -- go through trnblas's
-# kernels by einsum's rule, see _gemm; SVDs and pinv stay on torch), so the thresholds are never consulted;
+# kernels by einsum's rule, see _gemm; their SVD/QR/pinv steps through trnsolver's by the same rule, see
+# _via_trnsolver), so the thresholds are never consulted;
 # 2^20 elements is a placeholder, uncalibrated: there is no hardware here.
 
 def _numel(shape):
@@ -104,7 +157,7 @@ def _cp_init(T, rank, seed):
     generator = torch.Generator().manual_seed(seed)
     factors = []
     for n in range(T.dim()):
-        U = torch.linalg.svd(_unfold(T, n), full_matrices=False)[0]
+        U = _svd(_unfold(T, n))[0]
         if U.shape[1] < rank:
             extra = torch.randn(T.shape[n], rank - U.shape[1], generator=generator, dtype=torch.float64)
             U = torch.cat([U, extra.to(device=T.device, dtype=T.dtype)], 1)
@@ -157,7 +210,7 @@ def _cp_torch(T, rank, max_iter, tol, seed, nonneg, init):
                 F = factors[n] * mttkrp.clamp(min=0) / (factors[n] @ G).clamp(min=_NN_FLOOR)
                 F = F.clamp(min=_NN_FLOOR)
             else:
-                F = mttkrp @ torch.linalg.pinv(G, hermitian=True)
+                F = _gemm(mttkrp, _pinv_sym(G))
                 weights = torch.linalg.norm(F, dim=0)
                 F = F / torch.where(weights > 0, weights, torch.ones_like(weights))
             factors[n] = F
@@ -321,7 +374,8 @@ def _leading(M, r):
     so the full basis is taken and completed by an orthonormal complement
     (those columns meet zeros of the unfolding; the fit is unchanged).
     """
-    return torch.linalg.svd(M, full_matrices=r > min(M.shape))[0][:, :r]
+    U = _svd(M)[0]
+    return U[:, :r] if r <= U.shape[1] else _complete(U, r)
 
 
 @TUCKER.lowering("torch")
@@ -438,7 +492,7 @@ def _tt_torch(T, max_rank, tol):
     M = T.reshape(1, -1)
     for n in range(d - 1):
         M = M.reshape(r * shape[n], -1)
-        U, S, Vh = torch.linalg.svd(M, full_matrices=False)
+        U, S, Vh = _svd(M)
         # smallest rank whose discarded tail has norm <= delta
         tail = torch.flip(torch.cumsum(torch.flip(S**2, [0]), 0), [0])  # tail[k] = sum_{j>=k} S_j^2
         keep = int((tail > delta**2).sum()) if delta > 0 else int((S > 0).sum())
