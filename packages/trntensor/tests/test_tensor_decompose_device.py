@@ -150,3 +150,18 @@ def test_no_trnsolver_call_where_it_could_not_pick_a_kernel(steps, backend, dtyp
         trntensor.tucker_decompose(T, (2, 2, 2), "hooi", max_iter=2)
         trntensor.cp_decompose(T, 2, max_iter=2)
     assert steps == []
+
+
+@pytest.mark.simulator
+def test_tt_svd_truncations_run_on_the_kernel(steps):
+    # exact TT of a random 5 x 6 x 7 tensor: ranks (5, 7), then the product of the cores is T up to fp32
+    # rounding of two Jacobi SVDs and the GEMMs (~ sqrt(N) u relative per step) -> 1e-5
+    T = np.random.default_rng(5).standard_normal((5, 6, 7)).astype(np.float32).astype(np.float64)
+    with kernel_ran() as runs:
+        cores = trntensor.tt_decompose(torch.from_numpy(T).float())
+    assert {r.kernel for r in runs} == {SVD_KERNEL}
+    assert [name for name, _ in steps] == ["svd"] * 2 and all(p.backend == "simulator" for _, p in steps)
+    assert [tuple(c.shape) for c in cores] == [(1, 5, 5), (5, 6, 7), (7, 7, 1)]
+    G0, G1, G2 = _np(cores)
+    X = np.einsum("ia,ajb,bk->ijk", G0[0], G1, G2[:, :, 0])
+    assert np.linalg.norm(X - T) <= 1e-5 * np.linalg.norm(T)
