@@ -24,6 +24,7 @@ import torch
 
 import trnsci
 import trntensor
+from trnsci.dispatch import plan_call
 from trnsci.testing import kernel_ran
 
 tl = pytest.importorskip("tensorly")
@@ -34,7 +35,8 @@ SVD_KERNEL = "svd_jacobi_sweep_kernel"
 
 @pytest.fixture
 def steps(monkeypatch):
-    """Records ``(function, trnsolver's plan of the call)`` for every trnsolver svd/qr/pinv call."""
+    """Records ``(function, matrix shape, trnsolver's plan of the call)`` for every trnsolver svd/qr/pinv
+    call a decomposition makes."""
     import trnsolver
     from trnsolver.factor import PINV, QR, SVD
 
@@ -44,7 +46,7 @@ def steps(monkeypatch):
         orig = getattr(trnsolver, name)
 
         def wrapper(*a, **k):
-            log.append((name, op.plan(*args_of(*a, **k))))
+            log.append((name, tuple(a[0].shape), op.plan(*args_of(*a, **k))))
             return orig(*a, **k)
 
         monkeypatch.setattr(trnsolver, name, wrapper)
@@ -53,6 +55,17 @@ def steps(monkeypatch):
     spy("qr", QR, lambda A, mode="reduced": (A, mode))
     spy("pinv", PINV, lambda A, rcond=None, **k: (A, rcond))
     return log
+
+
+def _plan_matches_steps(fn, steps, *args, **kwargs):
+    """The decomposition's plan (its description) lists exactly the (function, shape, lowering) of the
+    trnsolver steps the run made (``steps`` from the run just before)."""
+    with trnsci.use_backend("simulator"):
+        desc = plan_call(fn, *args, **kwargs).description
+    listed = {tuple(part.split(": ", 1)) for part in desc.split("trnsolver steps: ", 1)[1].split(" | ")}
+    ran = {(f"{name} {m}x{n}", p.backend if p.backend != "torch" else f"torch ({p.reason})")
+           for name, (m, n), p in steps}
+    assert listed == ran, (listed, ran)
 
 
 def _low_rank(shape, ranks, seed=0, noise=1e-3):
@@ -83,7 +96,8 @@ def test_tucker_hosvd_and_hooi_run_every_svd_on_the_kernel(steps):
     with kernel_ran() as runs:
         core, factors = trntensor.tucker_decompose(Tt, (3, 2, 4))
     assert {r.kernel for r in runs} == {SVD_KERNEL, "gemm_kernel"}
-    assert [name for name, _ in steps] == ["svd"] * 3 and all(p.backend == "simulator" for _, p in steps)
+    assert [name for name, _, _ in steps] == ["svd"] * 3 and all(p.backend == "simulator" for _, _, p in steps)
+    _plan_matches_steps(trntensor.tucker_decompose, steps, Tt, (3, 2, 4))
     for n, U in enumerate(_np(factors)):  # leading left singular subspace of each unfolding
         Ur = np.linalg.svd(_unfold(T, n))[0][:, :U.shape[1]]
         assert np.linalg.norm(U @ U.T - Ur @ Ur.T, 2) <= 1e-4
@@ -92,7 +106,8 @@ def test_tucker_hosvd_and_hooi_run_every_svd_on_the_kernel(steps):
     with kernel_ran() as runs:
         core, factors = trntensor.tucker_decompose(Tt, (3, 2, 4), "hooi", max_iter=5)
     assert {r.kernel for r in runs} == {SVD_KERNEL, "gemm_kernel"}
-    assert len(steps) >= 6 and all(name == "svd" and p.backend == "simulator" for name, p in steps)
+    assert len(steps) >= 6 and all(name == "svd" and p.backend == "simulator" for name, _, p in steps)
+    _plan_matches_steps(trntensor.tucker_decompose, steps, Tt, (3, 2, 4), "hooi", max_iter=5)
     ref = tl_tucker(tl.tensor(T), rank=[3, 2, 4], n_iter_max=50, init="svd", tol=1e-12)
     assert abs(_rel_err(T, core.double().numpy(), _np(factors)) - _rel_err(T, ref.core, ref.factors)) <= 1e-5
 
@@ -105,7 +120,8 @@ def test_hooi_rank_past_the_other_modes_completes_on_the_qr_kernel(steps):
     with kernel_ran() as runs:
         core, factors = trntensor.tucker_decompose(torch.from_numpy(T).float(), (5, 2, 2), "hooi", max_iter=3)
     assert {"qr_panel_kernel", SVD_KERNEL, "gemm_kernel"} <= {r.kernel for r in runs}
-    assert {name for name, _ in steps} == {"svd", "qr"} and all(p.backend == "simulator" for _, p in steps)
+    assert {name for name, _, _ in steps} == {"svd", "qr"} and all(p.backend == "simulator" for _, _, p in steps)
+    _plan_matches_steps(trntensor.tucker_decompose, steps, torch.from_numpy(T).float(), (5, 2, 2), "hooi", max_iter=3)
     U0 = factors[0].double().numpy()
     assert U0.shape == (9, 5) and np.linalg.norm(U0.T @ U0 - np.eye(5)) <= 1e-5
     ref = tl_tucker(tl.tensor(T), rank=[4, 2, 2], n_iter_max=50, init="svd", tol=1e-12)
@@ -120,9 +136,10 @@ def test_cp_als_runs_init_svds_and_normal_equation_pinvs_on_kernels(steps):
     with kernel_ran() as runs:
         factors, weights = trntensor.cp_decompose(torch.from_numpy(T).float(), 2, max_iter=10, tol=1e-7)
     assert {r.kernel for r in runs} == {SVD_KERNEL, "gemm_kernel"}
-    names = [name for name, _ in steps]
+    names = [name for name, _, _ in steps]
     assert names[:3] == ["svd"] * 3 and set(names[3:]) == {"pinv"} and len(names) % 3 == 0
-    assert all(p.backend == "simulator" for _, p in steps)
+    assert all(p.backend == "simulator" for _, _, p in steps)
+    _plan_matches_steps(trntensor.cp_decompose, steps, torch.from_numpy(T).float(), 2, 10, 1e-7)
     X = np.einsum("r,ir,jr,kr->ijk", weights.double().numpy(), *_np(factors))
     assert np.linalg.norm(X - T) <= 1e-4 * np.linalg.norm(T)
 
@@ -135,8 +152,9 @@ def test_unfolding_past_the_svd_kernel_falls_back_with_the_reason(steps):
     with trnsci.use_backend("simulator"):
         core, factors = trntensor.tucker_decompose(torch.from_numpy(T).float(), (3, 3))
     assert len(steps) == 2
-    for _, plan in steps:
+    for _, _, plan in steps:
         assert plan.backend == "torch" and "min(m, n)=130 > 128" in plan.reason
+    _plan_matches_steps(trntensor.tucker_decompose, steps, torch.from_numpy(T).float(), (3, 3))
     for n, U in enumerate(_np(factors)):
         Ur = np.linalg.svd(_unfold(T, n))[0][:, :3]
         assert np.linalg.norm(U @ U.T - Ur @ Ur.T, 2) <= 1e-4
@@ -160,7 +178,8 @@ def test_tt_svd_truncations_run_on_the_kernel(steps):
     with kernel_ran() as runs:
         cores = trntensor.tt_decompose(torch.from_numpy(T).float())
     assert {r.kernel for r in runs} == {SVD_KERNEL}
-    assert [name for name, _ in steps] == ["svd"] * 2 and all(p.backend == "simulator" for _, p in steps)
+    assert [name for name, _, _ in steps] == ["svd"] * 2 and all(p.backend == "simulator" for _, _, p in steps)
+    _plan_matches_steps(trntensor.tt_decompose, steps, torch.from_numpy(T).float())
     assert [tuple(c.shape) for c in cores] == [(1, 5, 5), (5, 6, 7), (7, 7, 1)]
     G0, G1, G2 = _np(cores)
     X = np.einsum("ia,ajb,bk->ijk", G0[0], G1, G2[:, :, 0])

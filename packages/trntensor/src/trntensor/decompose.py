@@ -90,6 +90,59 @@ def _pinv_sym(G):
     return torch.linalg.pinv(G, hermitian=True)
 
 
+def _solver_steps(dtype, svds=(), qrs=(), pinvs=()) -> str:
+    """The SVD/QR/pinv steps of a decomposition in words, each with the lowering trnsolver's own plan
+    picks for it (and, for torch, its reason) -- what :func:`_svd`/:func:`_complete`/:func:`_pinv_sym`
+    will run. ``svds``/``qrs``/``pinvs``: the distinct 2-D shapes of those steps. The plans see a
+    zero-filled stand-in of each shape (an expanded scalar: no matrix is allocated)."""
+    if not (svds or qrs or pinvs):
+        return ""
+    if not _via_trnsolver(dtype):
+        return "SVD/QR/pinv steps: torch.linalg (trnsolver could pick no kernel: " + (
+            "float32 only)" if dtype != torch.float32 else "its backend runs torch here)")
+    from trnsolver.factor import PINV, QR, SVD
+
+    parts = []
+    for what, op, shapes, extra in (("svd", SVD, svds, (False,)), ("qr", QR, qrs, ("complete",)),
+                                    ("pinv", PINV, pinvs, (None,))):
+        for m, n in dict.fromkeys(tuple(s) for s in shapes):
+            p = op.plan(torch.zeros((), dtype=dtype).expand(m, n), *extra)
+            parts.append(f"{what} {m}x{n}: " + (p.backend if p.backend != "torch" else f"torch ({p.reason})"))
+    return "trnsolver steps: " + " | ".join(parts)
+
+
+def _unfold_shapes(shape):
+    N = math.prod(shape)
+    return [(i, N // i) for i in shape]
+
+
+def _cp_describe(T, rank, max_iter, tol, seed, nonneg, init):
+    svds = _unfold_shapes(T.shape) if init is None else []
+    steps = _solver_steps(T.dtype, svds, pinvs=[] if nonneg else [(rank, rank)])
+    return f"{tuple(T.shape)} rank {rank}" + (f"; {steps}" if steps else "")
+
+
+def _tucker_describe(T, ranks, method, max_iter, tol):
+    svds = _unfold_shapes(T.shape)
+    if method == "hooi":
+        R = math.prod(ranks)
+        svds = svds + [(i, R // r) for i, r in zip(T.shape, ranks)]
+    qrs = [(m, min(m, n)) for (m, n), r in zip(svds, list(ranks) * 2) if r > min(m, n)]
+    return f"{tuple(T.shape)} ranks {tuple(ranks)} {method}; " + _solver_steps(T.dtype, svds, qrs)
+
+
+def _tt_describe(T, max_rank, tol):
+    """TT-SVD's step ``n`` factors an ``(r_{n-1} I_n, I_{n+1}...)`` matrix; ``r_{n-1}`` depends on the
+    data, so the shapes are the largest possible (the exact ranks' bound, capped by ``max_rank``)."""
+    shape = list(T.shape)
+    svds, r = [], 1
+    for n in range(len(shape) - 1):
+        right = math.prod(shape[n + 1:])
+        svds.append((r * shape[n], right))
+        r = min(r * shape[n], right) if max_rank is None else min(r * shape[n], right, max_rank)
+    return f"{tuple(T.shape)} (shapes at most: ranks depend on the data); " + _solver_steps(T.dtype, svds)
+
+
 def _mode_dot(T, M, n):
     """``T x_n M``: contracts mode ``n`` of ``T`` with the columns of ``M`` (J, I_n): one GEMM
     ``M @ unfold(T, n)``, folded back."""
@@ -133,17 +186,17 @@ def _first(x):
     return x[0] if isinstance(x, (list, tuple)) else x
 
 
-CP = Op("trntensor.cp_decompose", "elements", 2**20, size=lambda T, *a: T.numel(),
+CP = Op("trntensor.cp_decompose", "elements", 2**20, size=lambda T, *a: T.numel(), describe=_cp_describe,
         doc="CP-ALS of a dense tensor; elements of the input")
 CP_RECONSTRUCT = Op("trntensor.cp_reconstruct", "elements", 2**20,
                     size=lambda fs, w: _numel(f.shape[0] for f in fs), dtype=lambda fs, w: fs[0].dtype,
                     doc="full tensor of CP factors; elements of the result")
-TUCKER = Op("trntensor.tucker_decompose", "elements", 2**20, size=lambda T, *a: T.numel(),
+TUCKER = Op("trntensor.tucker_decompose", "elements", 2**20, size=lambda T, *a: T.numel(), describe=_tucker_describe,
             doc="HOSVD/HOOI Tucker decomposition; elements of the input")
 TUCKER_RECONSTRUCT = Op("trntensor.tucker_reconstruct", "elements", 2**20,
                         size=lambda G, Us: _numel(U.shape[0] for U in Us) if Us else G.numel(),
                         doc="full tensor of a Tucker core and factors; elements of the result")
-TT = Op("trntensor.tt_decompose", "elements", 2**20, size=lambda T, *a: T.numel(),
+TT = Op("trntensor.tt_decompose", "elements", 2**20, size=lambda T, *a: T.numel(), describe=_tt_describe,
         doc="TT-SVD; elements of the input")
 TT_RECONSTRUCT = Op("trntensor.tt_reconstruct", "elements", 2**20,
                     size=lambda cs: _numel(c.shape[1] for c in cs), dtype=lambda cs: _first(cs).dtype,
