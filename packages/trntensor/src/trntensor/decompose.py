@@ -62,7 +62,8 @@ def _svd(M):
     if _via_trnsolver(M.dtype):
         import trnsolver  # trntensor -> trnsolver: imported only where a step needs it
 
-        return trnsolver.svd(M.contiguous(), full_matrices=False)
+        # the tensor was checked finite on entry; trnsolver's kernel route re-checks anyway (its supports)
+        return trnsolver.svd(M.contiguous(), full_matrices=False, check_finite=False)
     return torch.linalg.svd(M, full_matrices=False)
 
 
@@ -86,7 +87,7 @@ def _pinv_sym(G):
     if _via_trnsolver(G.dtype):
         import trnsolver
 
-        return trnsolver.pinv(G.contiguous())
+        return trnsolver.pinv(G.contiguous(), check_finite=False)
     return torch.linalg.pinv(G, hermitian=True)
 
 
