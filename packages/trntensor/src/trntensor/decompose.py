@@ -38,6 +38,112 @@ def _gemm(A, B):
     return A @ B
 
 
+def _via_trnsolver(dtype) -> bool:
+    """Whether an SVD/QR/pinv step goes through trnsolver's public functions -- einsum's rule for trnblas
+    (:func:`trntensor.plan._via_trnblas`) applied to trnsolver: only where trnsolver could pick one of its
+    kernels, i.e. float32 (its kernels' only dtype) under trnsolver's backend ``"nki"``/``"simulator"``, or
+    ``"auto"`` on a machine with a NeuronCore (trnsolver's own threshold then decides). Otherwise the step
+    calls torch.linalg itself: no validation or dispatch overhead on the host path."""
+    from trnsci import backend as _backend
+    from trnsci import nki as _nki
+
+    if dtype != torch.float32:
+        return False
+    name = _backend.resolve("trnsolver").name
+    if name == "auto":
+        return _nki.has_neuron_device()
+    return name in ("nki", "simulator")
+
+
+def _svd(M):
+    """Thin ``(U, S, Vh)`` of a 2-D matrix: :func:`trnsolver.svd` (one-sided Jacobi kernel while
+    ``min(m, n) <= 128``; past that trnsolver's plan says why and it runs torch) by :func:`_via_trnsolver`,
+    else torch.linalg.svd."""
+    if _via_trnsolver(M.dtype):
+        import trnsolver  # trntensor -> trnsolver: imported only where a step needs it
+
+        # the tensor was checked finite on entry; trnsolver's kernel route re-checks anyway (its supports)
+        return trnsolver.svd(M.contiguous(), full_matrices=False, check_finite=False)
+    return torch.linalg.svd(M, full_matrices=False)
+
+
+def _complete(U, r):
+    """``U`` (m, k) with orthonormal columns, extended to ``r > k`` orthonormal columns by the complete Q
+    of ``U`` (:func:`trnsolver.qr` by :func:`_via_trnsolver`, blocked Householder on the device): its
+    columns past ``k`` span the orthogonal complement of ``U``'s range."""
+    if _via_trnsolver(U.dtype):
+        import trnsolver
+
+        Q = trnsolver.qr(U.contiguous(), mode="complete")[0]
+    else:
+        Q = torch.linalg.qr(U, mode="complete")[0]
+    return torch.cat([U, Q[:, U.shape[1]:r]], 1)
+
+
+def _pinv_sym(G):
+    """Pseudo-inverse of the (symmetric PSD) ALS normal matrix: :func:`trnsolver.pinv` by
+    :func:`_via_trnsolver` (SVD kernel, then the GEMM kernel), else torch.linalg.pinv (hermitian).
+    Both cut singular values below ``max(m, n) eps sigma_max``."""
+    if _via_trnsolver(G.dtype):
+        import trnsolver
+
+        return trnsolver.pinv(G.contiguous(), check_finite=False)
+    return torch.linalg.pinv(G, hermitian=True)
+
+
+def _solver_steps(dtype, svds=(), qrs=(), pinvs=()) -> str:
+    """The SVD/QR/pinv steps of a decomposition in words, each with the lowering trnsolver's own plan
+    picks for it (and, for torch, its reason) -- what :func:`_svd`/:func:`_complete`/:func:`_pinv_sym`
+    will run. ``svds``/``qrs``/``pinvs``: the distinct 2-D shapes of those steps. The plans see a
+    zero-filled stand-in of each shape (an expanded scalar: no matrix is allocated)."""
+    if not (svds or qrs or pinvs):
+        return ""
+    if not _via_trnsolver(dtype):
+        return "SVD/QR/pinv steps: torch.linalg (trnsolver could pick no kernel: " + (
+            "float32 only)" if dtype != torch.float32 else "its backend runs torch here)")
+    from trnsolver.factor import PINV, QR, SVD
+
+    parts = []
+    for what, op, shapes, extra in (("svd", SVD, svds, (False,)), ("qr", QR, qrs, ("complete",)),
+                                    ("pinv", PINV, pinvs, (None,))):
+        for m, n in dict.fromkeys(tuple(s) for s in shapes):
+            p = op.plan(torch.zeros((), dtype=dtype).expand(m, n), *extra)
+            parts.append(f"{what} {m}x{n}: " + (p.backend if p.backend != "torch" else f"torch ({p.reason})"))
+    return "trnsolver steps: " + " | ".join(parts)
+
+
+def _unfold_shapes(shape):
+    N = math.prod(shape)
+    return [(i, N // i) for i in shape]
+
+
+def _cp_describe(T, rank, max_iter, tol, seed, nonneg, init):
+    svds = _unfold_shapes(T.shape) if init is None else []
+    steps = _solver_steps(T.dtype, svds, pinvs=[] if nonneg else [(rank, rank)])
+    return f"{tuple(T.shape)} rank {rank}" + (f"; {steps}" if steps else "")
+
+
+def _tucker_describe(T, ranks, method, max_iter, tol):
+    svds = _unfold_shapes(T.shape)
+    if method == "hooi":
+        R = math.prod(ranks)
+        svds = svds + [(i, R // r) for i, r in zip(T.shape, ranks)]
+    qrs = [(m, min(m, n)) for (m, n), r in zip(svds, list(ranks) * 2) if r > min(m, n)]
+    return f"{tuple(T.shape)} ranks {tuple(ranks)} {method}; " + _solver_steps(T.dtype, svds, qrs)
+
+
+def _tt_describe(T, max_rank, tol):
+    """TT-SVD's step ``n`` factors an ``(r_{n-1} I_n, I_{n+1}...)`` matrix; ``r_{n-1}`` depends on the
+    data, so the shapes are the largest possible (the exact ranks' bound, capped by ``max_rank``)."""
+    shape = list(T.shape)
+    svds, r = [], 1
+    for n in range(len(shape) - 1):
+        right = math.prod(shape[n + 1:])
+        svds.append((r * shape[n], right))
+        r = min(r * shape[n], right) if max_rank is None else min(r * shape[n], right, max_rank)
+    return f"{tuple(T.shape)} (shapes at most: ranks depend on the data); " + _solver_steps(T.dtype, svds)
+
+
 def _mode_dot(T, M, n):
     """``T x_n M``: contracts mode ``n`` of ``T`` with the columns of ``M`` (J, I_n): one GEMM
     ``M @ unfold(T, n)``, folded back."""
@@ -69,7 +175,8 @@ def _tensor(T, where, min_dim=2):
 # ------------------------------------------------------------------ Ops
 # One Op per public function, metric "elements" (of the full tensor, input or result). None has an
 # NKI kernel of its own (their GEMMs -- MTTKRP, mode products, reconstructions -- go through trnblas's
-# kernels by einsum's rule, see _gemm; SVDs and pinv stay on torch), so the thresholds are never consulted;
+# kernels by einsum's rule, see _gemm; their SVD/QR/pinv steps through trnsolver's by the same rule, see
+# _via_trnsolver), so the thresholds are never consulted;
 # 2^20 elements is a placeholder, uncalibrated: there is no hardware here.
 
 def _numel(shape):
@@ -80,17 +187,17 @@ def _first(x):
     return x[0] if isinstance(x, (list, tuple)) else x
 
 
-CP = Op("trntensor.cp_decompose", "elements", 2**20, size=lambda T, *a: T.numel(),
+CP = Op("trntensor.cp_decompose", "elements", 2**20, size=lambda T, *a: T.numel(), describe=_cp_describe,
         doc="CP-ALS of a dense tensor; elements of the input")
 CP_RECONSTRUCT = Op("trntensor.cp_reconstruct", "elements", 2**20,
                     size=lambda fs, w: _numel(f.shape[0] for f in fs), dtype=lambda fs, w: fs[0].dtype,
                     doc="full tensor of CP factors; elements of the result")
-TUCKER = Op("trntensor.tucker_decompose", "elements", 2**20, size=lambda T, *a: T.numel(),
+TUCKER = Op("trntensor.tucker_decompose", "elements", 2**20, size=lambda T, *a: T.numel(), describe=_tucker_describe,
             doc="HOSVD/HOOI Tucker decomposition; elements of the input")
 TUCKER_RECONSTRUCT = Op("trntensor.tucker_reconstruct", "elements", 2**20,
                         size=lambda G, Us: _numel(U.shape[0] for U in Us) if Us else G.numel(),
                         doc="full tensor of a Tucker core and factors; elements of the result")
-TT = Op("trntensor.tt_decompose", "elements", 2**20, size=lambda T, *a: T.numel(),
+TT = Op("trntensor.tt_decompose", "elements", 2**20, size=lambda T, *a: T.numel(), describe=_tt_describe,
         doc="TT-SVD; elements of the input")
 TT_RECONSTRUCT = Op("trntensor.tt_reconstruct", "elements", 2**20,
                     size=lambda cs: _numel(c.shape[1] for c in cs), dtype=lambda cs: _first(cs).dtype,
@@ -104,7 +211,7 @@ def _cp_init(T, rank, seed):
     generator = torch.Generator().manual_seed(seed)
     factors = []
     for n in range(T.dim()):
-        U = torch.linalg.svd(_unfold(T, n), full_matrices=False)[0]
+        U = _svd(_unfold(T, n))[0]
         if U.shape[1] < rank:
             extra = torch.randn(T.shape[n], rank - U.shape[1], generator=generator, dtype=torch.float64)
             U = torch.cat([U, extra.to(device=T.device, dtype=T.dtype)], 1)
@@ -157,7 +264,7 @@ def _cp_torch(T, rank, max_iter, tol, seed, nonneg, init):
                 F = factors[n] * mttkrp.clamp(min=0) / (factors[n] @ G).clamp(min=_NN_FLOOR)
                 F = F.clamp(min=_NN_FLOOR)
             else:
-                F = mttkrp @ torch.linalg.pinv(G, hermitian=True)
+                F = _gemm(mttkrp, _pinv_sym(G))
                 weights = torch.linalg.norm(F, dim=0)
                 F = F / torch.where(weights > 0, weights, torch.ones_like(weights))
             factors[n] = F
@@ -321,7 +428,8 @@ def _leading(M, r):
     so the full basis is taken and completed by an orthonormal complement
     (those columns meet zeros of the unfolding; the fit is unchanged).
     """
-    return torch.linalg.svd(M, full_matrices=r > min(M.shape))[0][:, :r]
+    U = _svd(M)[0]
+    return U[:, :r] if r <= U.shape[1] else _complete(U, r)
 
 
 @TUCKER.lowering("torch")
@@ -438,7 +546,7 @@ def _tt_torch(T, max_rank, tol):
     M = T.reshape(1, -1)
     for n in range(d - 1):
         M = M.reshape(r * shape[n], -1)
-        U, S, Vh = torch.linalg.svd(M, full_matrices=False)
+        U, S, Vh = _svd(M)
         # smallest rank whose discarded tail has norm <= delta
         tail = torch.flip(torch.cumsum(torch.flip(S**2, [0]), 0), [0])  # tail[k] = sum_{j>=k} S_j^2
         keep = int((tail > delta**2).sum()) if delta > 0 else int((S > 0).sum())
