@@ -47,7 +47,7 @@ CORE = "trnsci-core"
 DISTS = (CORE, *LIBRARIES, "trnsci")
 SOURCES = {CORE: ROOT / "packages" / CORE, **{lib: ROOT / "packages" / lib for lib in LIBRARIES}, "trnsci": ROOT}
 # library -> the other libraries it may import (and must then require); everything else is floor-1 only
-LATERAL = {"trnsolver": ("trnblas",), "trntensor": ("trnblas",)}
+LATERAL = {"trnsolver": ("trnblas",), "trntensor": ("trnblas", "trnsolver")}
 CONSTRAINTS = ROOT / "constraints" / "dev.txt"
 
 
