@@ -230,7 +230,12 @@ def main(argv: list[str] | None = None, echo=print) -> int:
     argv = list(argv or [])
     if "--distributed" in argv:
         argv.remove("--distributed")
-        return plugins.workflow("distributed_demo", "trnsci demo --distributed").main(argv)
+        try:
+            module = plugins.workflow("distributed_demo", "trnsci demo --distributed")
+        except ImportError as exc:  # the umbrella is not installed: say what to install, no traceback
+            echo(str(exc))
+            return 2
+        return module.main(argv)
     parts = [p for p in demo_plugins() if p.ok and callable(getattr(p.module, "run", None))]
     parser = argparse.ArgumentParser(prog="trnsci demo", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="the smallest problem of each part (a smoke test)")
@@ -250,7 +255,7 @@ def main(argv: list[str] | None = None, echo=print) -> int:
     if not args.kernels_only:
         if not parts:
             echo("No demo parts are installed besides the kernel cases: the DF-MP2 demo comes with the umbrella "
-                 "distribution (pip install 'trnsci[chem]').")
+                 "distribution: " + plugins.umbrella_hint("trnsci[chem]"))
         for p in parts:
             ok &= bool(p.module.run(args, echo))
     if not args.no_kernels:
