@@ -192,10 +192,6 @@ def kernel_part(echo=print, profiles: bool = False) -> bool:
             echo(f"  {p.name:<10} FAILED to load {p.value} (from {p.dist}): {p.error}")
             ok = False
     mods = kernel_case_modules()
-    for lib in LIBRARIES:
-        if lib not in mods:
-            echo(f"  {lib:<10} no demo kernel cases (not installed, or it declares none in entry point group "
-                 "'trnsci.demo')")
     for name, mod in mods.items():
         for case in mod.kernel_cases():
             n += 1
@@ -214,6 +210,10 @@ def kernel_part(echo=print, profiles: bool = False) -> bool:
                         echo(f"      {run_name}: " + str(prof).replace("\n", "\n      "))
             ok &= r["ok"]
             bad += not r["ok"]
+    for lib in LIBRARIES:  # after the rows, so that a one-library install shows its own cases first
+        if lib not in mods:
+            echo(f"  {lib:<10} no demo kernel cases (not installed, or it declares none in entry point group "
+                 "'trnsci.demo')")
     echo(f"  {n - bad} of {n} kernel cases agree with torch" if n else "  no kernel cases found")
     return ok
 
