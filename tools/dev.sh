@@ -51,9 +51,17 @@ wheels() {
   local out=${1:-dist}
   mkdir -p "$out"
   out=$(cd "$out" && pwd)
+  local log
+  log=$(mktemp)
   for d in $DISTS; do
-    "$VENV/bin/python" -m build -q --no-isolation --outdir "$out" "$d" >/dev/null
+    # build logs to stderr even with -q: keep it, and show it only when a build fails
+    if ! "$VENV/bin/python" -m build -q --no-isolation --outdir "$out" "$d" >"$log" 2>&1; then
+      cat "$log" >&2
+      rm -f "$log"
+      return 1
+    fi
   done
+  rm -f "$log"
   ls "$out"
 }
 

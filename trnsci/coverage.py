@@ -263,9 +263,14 @@ def default_path() -> Path:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m trnsci.coverage",
+                                description="Print the device-coverage table (Markdown), or write docs/coverage.md.")
+    p.add_argument("--write", action="store_true", help="write it to docs/coverage.md of this source checkout")
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)  # --help, and a typo is an error, not the table
     text = coverage_table()
-    if "--write" in argv:
+    if args.write:
         path = default_path()
         path.write_text(text + "\n")
         print(f"wrote {path}")

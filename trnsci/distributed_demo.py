@@ -16,6 +16,7 @@ timed too, for the speed-up.  ``--json FILE`` writes every rank's figures.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -53,6 +54,31 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=3, help="timed runs of FFT and GEMM (best kept)")
     p.add_argument("--json", default=None, help="write every rank's figures here")
     return p
+
+
+PARTS = ("mp2", "fft", "gemm")
+
+
+def _parts(p: argparse.ArgumentParser, args) -> set:
+    """The requested parts, checked before any rank starts: an unknown name or a missing PySCF is a usage error."""
+    what = {w.strip() for w in args.what.split(",") if w.strip()}
+    bad = sorted(what - set(PARTS))
+    if bad or not what:
+        p.error(f"--what: unknown part(s) {', '.join(bad) or '(none given)'}; choose from {', '.join(PARTS)}")
+    for name in ("gemm", "fft", "repeat", "nproc"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be a positive integer, got {getattr(args, name)}")
+    if "mp2" in what and importlib.util.find_spec("pyscf") is None:
+        p.error("--what mp2 needs PySCF for the integrals: pip install pyscf "
+                "(or leave mp2 out: --what fft,gemm)")
+    return what
+
+
+def _bytes(n: int) -> str:
+    """Bytes for a person: MiB from 1 MiB up, else KiB or B (a small run must not print 0.0 MiB)."""
+    if n >= 2**20:
+        return f"{n / 2**20:.1f} MiB"
+    return f"{n / 2**10:.1f} KiB" if n >= 2**10 else f"{n} B"
 
 
 def _best(fn, repeat: int):
@@ -97,7 +123,7 @@ def run(args) -> dict:
     from torch.distributed.tensor import Shard
 
     P, r = dist.get_world_size(), dist.get_rank()
-    what = {w.strip() for w in args.what.split(",") if w.strip()}
+    what = _parts(parser(), args)
     out: dict = {"rank": r, "ranks": P, "threads": torch.get_num_threads()}
     if "gemm" in what:
         import trnblas
@@ -162,13 +188,13 @@ def _format(res: dict) -> str:
         g = res["gemm"]
         lines.append(f"  gemm {g['n']}^2 float32 ({g['algorithm']}): {g['seconds']:.3f} s "
                      f"(cpu {g['cpu_seconds']:.3f}), "
-                     f"sent {g['bytes_per_run'] / 2**20:.1f} MiB" +
+                     f"sent {_bytes(g['bytes_per_run'])}" +
                      (f"; one process {g['one_process_seconds']:.3f} s" if "one_process_seconds" in g else ""))
     if "fft" in res:
         f = res["fft"]
         lines.append(f"  fftn {f['n']}^3 complex64 ({f['layout']}): {f['seconds']:.3f} s "
                      f"(cpu {f['cpu_seconds']:.3f}), "
-                     f"sent {f['bytes_per_run'] / 2**20:.1f} MiB" +
+                     f"sent {_bytes(f['bytes_per_run'])}" +
                      (f"; one process {f['one_process_seconds']:.3f} s" if "one_process_seconds" in f else ""))
     if "mp2" in res:
         m = res["mp2"]
@@ -188,7 +214,9 @@ def _rank_entry(argv):
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    _parts(p, args)
     if "WORLD_SIZE" in os.environ and "RANK" in os.environ:  # under torchrun
         import torch.distributed as dist
 

@@ -489,8 +489,15 @@ def main(argv: list[str] | None = None) -> int:
     rows, errors, mods = collect(libs, quick)
     for err in errors.values():
         print(f"trnsci bench: {err}", file=sys.stderr)
+    if args.lib:  # a library asked for by name that is not installed is said so, not folded into "no cases"
+        have = {ep.name for ep in plugins.declared(ENTRY_POINT_GROUP)}
+        for lib in dict.fromkeys(args.lib):
+            if lib not in have:
+                print(f"trnsci bench: --lib {lib}: not installed, or it declares no benchmark cases (entry point "
+                      f"group {ENTRY_POINT_GROUP!r}): pip install {lib} --find-links WHEELHOUSE", file=sys.stderr)
     if not rows:
-        print("trnsci bench: no benchmark cases found (no installed library ships any)", file=sys.stderr)
+        which = f"for --lib {', '.join(dict.fromkeys(args.lib))}" if args.lib else "(no installed library ships any)"
+        print(f"trnsci bench: no benchmark cases found {which}", file=sys.stderr)
         return 1
     print(f"trnsci bench{' --quick' if quick else ''}: {len(rows)} rows, {rounds} interleaved rounds, "
           f"{info['cpu']}, {info['logical_cpus']} logical CPUs, torch threads {info['torch_threads']}, "

@@ -158,6 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # e.g. a bad TRNSCI_BACKEND value
         print(f"trnsci {args.command}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `trnsci info | head`: the reader left; end quietly, as other tools do
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's final flush too
+        return 141  # 128 + SIGPIPE, the status a shell reports for a command killed by the closed pipe
 
 
 if __name__ == "__main__":  # pragma: no cover

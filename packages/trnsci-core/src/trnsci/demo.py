@@ -150,8 +150,8 @@ def _kernel_list(names: list[str]) -> str:
     return ", ".join(k if c == 1 else f"{k} x{c}" for k, c in counts.items())
 
 
-def kernel_row(r: dict) -> str:
-    """One table row of a :func:`run_kernel_case` result."""
+def kernel_row(r: dict, width: int = 44) -> str:
+    """One table row of a :func:`run_kernel_case` result; ``width``: of the problem column."""
     case = r["case"]
     if case.tol == 0 and r["ok"]:
         agree = "ok  bit-identical"
@@ -163,7 +163,7 @@ def kernel_row(r: dict) -> str:
     kern = _kernel_list(r["kernels"]) or "none ran (torch fallback)"
     if r["missing"]:
         kern += f"; expected, not run: {', '.join(r['missing'])}"
-    return f"  {case.library:<10} {case.name:<16} {case.shape:<44} {agree:<26} {modeled:>15}  {kern}"
+    return f"  {case.library:<10} {case.name:<16} {case.shape:<{width}} {agree:<26} {modeled:>15}  {kern}"
 
 
 def kernel_part(echo=print, profiles: bool = False) -> bool:
@@ -184,28 +184,27 @@ def kernel_part(echo=print, profiles: bool = False) -> bool:
     if nki.EMULATOR_ERROR:
         echo(f"  emulator unavailable: {nki.EMULATOR_ERROR}")
         return False
-    echo(f"  {'library':<10} {'case':<16} {'problem':<44} {'vs torch: rel err <= bound':<26} "
+    mods = kernel_case_modules()
+    cases = {name: list(mod.kernel_cases()) for name, mod in mods.items()}
+    # the problem column as wide as its longest entry, so that the columns right of it line up
+    width = max([44] + [len(c.shape) for cs in cases.values() for c in cs])
+    echo(f"  {'library':<10} {'case':<16} {'problem':<{width}} {'vs torch: rel err <= bound':<26} "
          f"{'modeled time':>15}  kernel runs  [modeled]")
     ok, n, bad = True, 0, 0
     for p in demo_plugins():
         if not p.ok:
             echo(f"  {p.name:<10} FAILED to load {p.value} (from {p.dist}): {p.error}")
             ok = False
-    mods = kernel_case_modules()
-    for lib in LIBRARIES:
-        if lib not in mods:
-            echo(f"  {lib:<10} no demo kernel cases (not installed, or it declares none in entry point group "
-                 "'trnsci.demo')")
-    for name, mod in mods.items():
-        for case in mod.kernel_cases():
+    for name, cs in cases.items():
+        for case in cs:
             n += 1
             try:
                 r = run_kernel_case(case)
             except Exception as exc:  # a broken case must not hide the others
-                echo(f"  {name:<10} {case.name:<16} {case.shape:<44} FAILED ({type(exc).__name__}: {exc})")
+                echo(f"  {name:<10} {case.name:<16} {case.shape:<{width}} FAILED ({type(exc).__name__}: {exc})")
                 ok, bad = False, bad + 1
                 continue
-            echo(kernel_row(r))
+            echo(kernel_row(r, width))
             if profiles:
                 seen = set()
                 for run_name, prof in zip(r["kernels"], r["profiles"]):
@@ -214,6 +213,10 @@ def kernel_part(echo=print, profiles: bool = False) -> bool:
                         echo(f"      {run_name}: " + str(prof).replace("\n", "\n      "))
             ok &= r["ok"]
             bad += not r["ok"]
+    for lib in LIBRARIES:  # after the rows, so that a one-library install shows its own cases first
+        if lib not in mods:
+            echo(f"  {lib:<10} no demo kernel cases (not installed, or it declares none in entry point group "
+                 "'trnsci.demo')")
     echo(f"  {n - bad} of {n} kernel cases agree with torch" if n else "  no kernel cases found")
     return ok
 
@@ -230,7 +233,12 @@ def main(argv: list[str] | None = None, echo=print) -> int:
     argv = list(argv or [])
     if "--distributed" in argv:
         argv.remove("--distributed")
-        return plugins.workflow("distributed_demo", "trnsci demo --distributed").main(argv)
+        try:
+            module = plugins.workflow("distributed_demo", "trnsci demo --distributed")
+        except ImportError as exc:  # the umbrella is not installed: say what to install, no traceback
+            echo(str(exc))
+            return 2
+        return module.main(argv)
     parts = [p for p in demo_plugins() if p.ok and callable(getattr(p.module, "run", None))]
     parser = argparse.ArgumentParser(prog="trnsci demo", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="the smallest problem of each part (a smoke test)")
@@ -250,7 +258,7 @@ def main(argv: list[str] | None = None, echo=print) -> int:
     if not args.kernels_only:
         if not parts:
             echo("No demo parts are installed besides the kernel cases: the DF-MP2 demo comes with the umbrella "
-                 "distribution (pip install 'trnsci[chem]').")
+                 "distribution: " + plugins.umbrella_hint("trnsci[chem]"))
         for p in parts:
             ok &= bool(p.module.run(args, echo))
     if not args.no_kernels:

@@ -95,4 +95,14 @@ def workflow(name: str, what: str) -> ModuleType:
             except ImportError as exc:
                 raise ImportError(f"{what}: the {name!r} workflow is installed but {_missing(exc)}") from exc
     raise ImportError(f"{what} runs the suite's {name!r} workflow, which the umbrella distribution ships: "
-                      "pip install 'trnsci[chem]'")
+                      + umbrella_hint("trnsci[chem]" if name == "chem" else "trnsci"))
+
+
+def umbrella_hint(requirement: str = "trnsci") -> str:
+    """How to install the umbrella when it is absent: from the suite's wheelhouse, never PyPI alone.
+
+    PyPI's ``trnsci`` is another project's distribution; a bare ``pip install trnsci`` would fetch it.
+    """
+    req = f"'{requirement}'" if "[" in requirement else requirement
+    return (f"pip install {req} --find-links WHEELHOUSE (the suite's wheels, e.g. the dist/ of "
+            "`bash tools/dev.sh wheels`; PyPI's 'trnsci' is another project: docs/packaging.md)")
