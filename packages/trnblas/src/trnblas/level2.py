@@ -71,6 +71,8 @@ def _up(t):
 
 @GEMV.lowering("torch")
 def _gemv_torch(alpha, A, x, beta, y, t):
+    if y is None and t == "N" and alpha == 1 and A.dtype not in _LOWP:  # the plain product: no branch below
+        return torch.mv(A, x)
     return _mv("gemv", alpha, A if t == "N" else la.op(A, t), x, beta, y)
 
 
