@@ -24,8 +24,8 @@ NOTES = {
     ("trnblas", "gemm 64^3"): "a settled route (trnsci.settled) skips the checks on repeat signatures; what is "
                               "left is the signature key (four torch attribute reads per tensor, ~1 us for "
                               "gemm's), the backend probe and the lowering's own branches",
-    ("trnblas", "gemv 64"): "settled route: the key of a matrix, a vector and two scalars (~0.9 us) and the "
-                            "lowering's alpha/beta/trans branches (~0.5 us) over a ~1.4 us torch.mv",
+    ("trnblas", "gemv 64"): "settled route: the key of a matrix, a vector and two scalars (~0.9 us), the "
+                            "backend probe and the Python calls over a ~1.4 us torch.mv",
     ("trnblas", "axpy 64"): "settled route: the key of two vectors and a scalar (~0.7 us), the backend probe and "
                             "the Python call over a ~1.3 us torch.add",
     ("trnblas", "dot 64"): "settled route: the key of two vectors (~0.6 us: four torch attribute reads each), "
