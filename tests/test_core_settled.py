@@ -209,3 +209,36 @@ def test_keys():
     for bad in (np.ones(2), torch.nn.Parameter(torch.ones(2)), 1.0):
         with pytest.raises(TypeError):
             S.tensor_key(bad)
+
+
+def test_plan_call_after_settling_still_plans(xy):
+    from trnsci.dispatch import plan_call
+
+    x, y = xy
+    trnblas.dot(x, y)
+    plan = plan_call(trnblas.dot, x, y)
+    assert plan.op == "trnblas.dot" and plan.backend == "torch"
+
+
+def test_threads_with_different_signatures_get_their_own_routes():
+    import threading
+
+    g = torch.Generator().manual_seed(8)
+    pairs = [(torch.randn(n, generator=g, dtype=dt), torch.randn(n, generator=g, dtype=dt))
+             for n in (5, 6, 7) for dt in (torch.float32, torch.float64)]
+    errors = []
+
+    def work(x, y):
+        ref = float(np.dot(x.double().numpy(), y.double().numpy()))
+        for _ in range(200):
+            r = trnblas.dot(x, y)
+            if r.dtype is not x.dtype or abs(float(r) - ref) > 1e-5 * (1 + abs(ref)):
+                errors.append((x.dtype, x.shape, float(r), ref))
+                return
+
+    threads = [threading.Thread(target=work, args=p) for p in pairs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
