@@ -54,6 +54,12 @@ NOTES = {
                           "iteration is a few microseconds of arithmetic",
     ("trnsolver", "bicgstab"): "per-iteration Python and dispatch overhead (see cg)",
     ("trnsolver", "gmres"): "per-iteration Python and dispatch overhead (see cg)",
+    ("trnsolver", "cholesky"): "check_finite's pass over A and host read (~3 us) and the argument checks and "
+                               "info test (~5 us) over a ~13 us ?potrf through SciPy, whose own checks cost "
+                               "less (thread CPU time, n = 64 float64)",
+    ("trnsolver", "eigh"): "float64: a measured route between SciPy's dsyevd and torch.linalg.eigh (trnsci.routes, "
+                           "family trnsolver.eigh), torch unless dsyevd is 10% faster; float32: torch.linalg.eigh "
+                           "plus the checks (finite, square, Hermitian input triangle)",
     ("trnsci.chem", "df_mp2"): "both sides spend most of the time in PySCF's integrals",
 }
 
