@@ -112,3 +112,21 @@ def test_sobol_needs_no_scipy(monkeypatch):
     x = trnrand.sobol(4, 2, scramble=False, dtype=torch.float64)
     assert x.tolist() == [[0.0, 0.0], [0.5, 0.5], [0.75, 0.25], [0.25, 0.75]]
     quasi._direction_numbers.cache_clear()
+
+
+def _radical_inverse(i: int, base: int) -> float:
+    """SciPy's van der Corput sum order (x += digit * b2r; b2r /= base) on Python integers."""
+    x, b2r = 0.0, 1.0 / base
+    while i:
+        i, dig = divmod(i, base)
+        x += dig * b2r
+        b2r /= base
+    return x
+
+
+@pytest.mark.parametrize("n", [600, 601])  # skip + n = 2**50 (float64 digits) and one past (int64 digits)
+def test_halton_digits_exact_up_to_the_float64_limit(n):
+    skip = (1 << 50) - 600
+    got = trnrand.halton(n, 3, dtype=torch.float64, skip=skip).numpy()
+    for j in (0, 1, n // 2, n - 2, n - 1):
+        assert [float(v) for v in got[j]] == [_radical_inverse(skip + j, b) for b in (2, 3, 5)]

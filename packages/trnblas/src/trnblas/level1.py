@@ -31,6 +31,7 @@ import torch
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
+from trnsci.settled import call, public, scalar_key, tensor_key
 
 __all__ = ["axpy", "dot", "dotu", "dotc", "nrm2", "asum", "scal", "iamax", "iamin",
            "rot", "rotg", "swap", "copy"]
@@ -116,6 +117,27 @@ def _dotc_torch(x, y):
     return torch.vdot(x, y)
 
 
+# Settled-route keys (trnsci.settled): everything the checks and branches below read -- the tensors'
+# dtype/shape/layout/device and the scalars' type and zero-ness.
+
+def _sig_xy(x, y):
+    if type(x) is _T and type(y) is _T:
+        return x.dtype, x.shape, x.layout, x.is_cpu or x.device, y.dtype, y.shape, y.layout, y.is_cpu or y.device
+    return None
+
+
+def _sig_x(x):
+    return tensor_key(x)
+
+
+def _sig_axpy(alpha, x, y):
+    xy = _sig_xy(x, y)
+    return None if xy is None else (scalar_key(alpha), xy)
+
+
+_T = torch.Tensor
+
+
 def _pair(where, x, y):
     x = v.vector(x, "x", where, DTYPES)
     y = v.vector(y, "y", where, DTYPES)
@@ -126,7 +148,7 @@ def _pair(where, x, y):
     return x, y
 
 
-@numpy_io
+@public(AXPY, _sig_axpy)
 def axpy(alpha, x, y, *, out=None):
     """``alpha * x + y`` (``cublas<t>axpy``).
 
@@ -162,13 +184,13 @@ def axpy(alpha, x, y, *, out=None):
     x, y = _pair(where, x, y)
     alpha = v.scalar(alpha, "alpha", where, complex_ok=x.dtype.is_complex)
     if alpha == 0 or x.shape[0] == 0:
-        R = y.clone()
-    else:  # the torch lowering inlined when nothing can choose a kernel (saves the Op call)
-        R = _axpy_torch(alpha, x, y) if AXPY.on_torch() else AXPY(alpha, x, y)
-    return v.finish(R, out, where)
+        return v.finish(y.clone(), out, where)
+    if out is None:
+        return call(AXPY, alpha, x, y)
+    return v.finish(AXPY(alpha, x, y), out, where)
 
 
-@numpy_io
+@public(DOT, _sig_xy)
 def dot(x, y):
     """Unconjugated dot product ``sum(x * y)`` (``cublas<t>dot``, ``cublas<t>dotu``).
 
@@ -200,13 +222,13 @@ def dot(x, y):
     x, y = _pair("dot", x, y)
     if x.shape[0] == 0:
         return torch.zeros((), dtype=x.dtype, device=x.device)
-    return _dot_torch(x, y) if DOT.on_torch() else DOT(x, y)
+    return call(DOT, x, y)
 
 
 dotu = dot
 
 
-@numpy_io
+@public(DOTC, _sig_xy)
 def dotc(x, y):
     """Conjugated dot product ``sum(conj(x) * y)`` (``cublas<t>dotc``).
 
@@ -237,7 +259,7 @@ def dotc(x, y):
     x, y = _pair("dotc", x, y)
     if x.shape[0] == 0:
         return torch.zeros((), dtype=x.dtype, device=x.device)
-    return _dotc_torch(x, y) if DOTC.on_torch() else DOTC(x, y)
+    return call(DOTC, x, y)
 
 
 # Below sqrt(tiny) squares underflow, above sqrt(huge) they overflow: the
@@ -250,7 +272,7 @@ _SAFE[torch.complex64] = _SAFE[torch.float32]
 _SAFE[torch.complex128] = _SAFE[torch.float64]
 
 
-@numpy_io
+@public(NRM2, _sig_x)
 def nrm2(x):
     """Euclidean norm ``sqrt(sum |x_i|^2)`` without overflow or underflow (``cublas<t>nrm2``).
 
@@ -286,7 +308,7 @@ def nrm2(x):
     x = v.vector(x, "x", "nrm2", DTYPES)
     if x.shape[0] == 0:
         return torch.zeros((), dtype=x.real.dtype if x.is_complex() else x.dtype, device=x.device)
-    return _nrm2_torch(x) if NRM2.on_torch() else NRM2(x)
+    return call(NRM2, x)
 
 
 @NRM2.lowering("torch")

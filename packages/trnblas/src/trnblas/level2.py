@@ -31,6 +31,7 @@ from trnsci import _linalg as la
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
+from trnsci.settled import call, public, scalar_key, tensor_key
 
 __all__ = ["gemv", "symv", "hemv", "ger", "geru", "gerc", "syr", "syr2", "her", "her2", "trmv", "trsv"]
 
@@ -70,6 +71,8 @@ def _up(t):
 
 @GEMV.lowering("torch")
 def _gemv_torch(alpha, A, x, beta, y, t):
+    if y is None and t == "N" and alpha == 1 and A.dtype not in _LOWP:  # the plain product: no branch below
+        return torch.mv(A, x)
     return _mv("gemv", alpha, A if t == "N" else la.op(A, t), x, beta, y)
 
 
@@ -130,6 +133,21 @@ def _syr2_torch(alpha, x, y, A, herm):
     return R
 
 
+def _flag(f):
+    """A trans/uplo-style option in a settled-route key: its type and value (``True == 1`` must not alias)."""
+    if type(f) is bool or type(f) is str:
+        return type(f), f
+    raise TypeError("not a flag")
+
+
+def _sig_gemv(alpha, A, x, beta=0.0, y=None, trans=False):
+    return (scalar_key(alpha), scalar_key(beta), tensor_key(A), tensor_key(x), tensor_key(y), _flag(trans))
+
+
+def _sig_ger(alpha, x, y, A=None):
+    return scalar_key(alpha), tensor_key(x), tensor_key(y), tensor_key(A)
+
+
 def _mv(where, alpha, a, x, beta, y):
     """``alpha a x + beta y`` for an (already transposed) matrix view ``a``."""
     if a.dtype in _LOWP:  # computed in float32, rounded once
@@ -155,7 +173,7 @@ def _check_mv(where, rows, cols, A, x, y, what):
         raise v.mismatch(where, f"y must have {rows} entries ({what() if callable(what) else what})", A=A, y=y)
 
 
-@numpy_io
+@public(GEMV, _sig_gemv)
 def gemv(alpha, A, x, beta=0.0, y=None, trans=False, *, out=None):
     """General matrix-vector product: ``alpha op(A) x + beta y`` (``cublas<t>gemv``).
 
@@ -203,8 +221,9 @@ def gemv(alpha, A, x, beta=0.0, y=None, trans=False, *, out=None):
     if alpha == 0 or rows == 0 or cols == 0:
         return v.finish(_mv(where, 0, A if t == "N" else la.op(A, t), x, beta, y), out, where)
     y = y if beta != 0 else None
-    R = _gemv_torch(alpha, A, x, beta, y, t) if GEMV.on_torch() else GEMV(alpha, A, x, beta, y, t)
-    return v.finish(R, out, where)
+    if out is None:
+        return call(GEMV, alpha, A, x, beta, y, t)
+    return v.finish(GEMV(alpha, A, x, beta, y, t), out, where)
 
 
 def _symv_like(where, alpha, A, x, beta, y, uplo, hermitian, out):
@@ -302,7 +321,7 @@ def _outer_operands(where, x, y, A, alpha, real_alpha=False):
     return x, y, A, alpha
 
 
-@numpy_io
+@public(GER, _sig_ger)
 def ger(alpha, x, y, A=None, *, conj=False, out=None):
     """Rank-1 update: ``A + alpha x y^T`` (``geru``), or ``A + alpha x y^H`` with ``conj=True`` (``gerc``).
 
@@ -347,7 +366,9 @@ def _ger(where, alpha, x, y, A, conj, out):
     if alpha == 0 or m == 0 or n == 0:
         R = A.clone() if A is not None else torch.zeros(m, n, dtype=x.dtype, device=x.device)
     else:
-        R = _ger_torch(alpha, x, y, A, conj) if GER.on_torch() else GER(alpha, x, y, A, conj)
+        if out is None:
+            return call(GER, alpha, x, y, A, conj)
+        R = GER(alpha, x, y, A, conj)
     return v.finish(R, out, where)
 
 

@@ -23,6 +23,7 @@ from trnsci import _linalg as la
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
+from trnsci.settled import call, public, scalar_key, tensor_key
 
 __all__ = ["gemm", "batched_gemm", "strided_batched_gemm", "gemm_ex", "geam", "dgmm",
            "GEMM", "BATCHED_GEMM", "GEMM_EX", "GEAM", "DGMM"]
@@ -184,7 +185,7 @@ def _run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k):
                              A=A, B=B, C=C)
         if alpha == 0 or k == 0 or m == 0 or n == 0:
             return _scaled(beta, C, (m, n), dtype, device)
-        return GEMM(alpha, A, B, beta, C if beta != 0 else None, tA, tB)
+        return call(GEMM, alpha, A, B, beta, C if beta != 0 else None, tA, tB)
     try:
         batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     except RuntimeError:
@@ -221,7 +222,19 @@ def _scalars(where, alpha, beta, dtype, real=False):
 
 # ===================================================================== GEMM family
 
-@numpy_io
+def _trans_key(t):
+    if type(t) is bool or type(t) is str:
+        return type(t), t
+    raise TypeError("not a trans flag")
+
+
+def _sig_gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False):
+    """The settled-route key of a gemm call (:mod:`trnsci.settled`): everything the checks read."""
+    return (scalar_key(alpha), scalar_key(beta), tensor_key(A), tensor_key(B), tensor_key(C),
+            _trans_key(transA), _trans_key(transB))
+
+
+@public(GEMM, _sig_gemm)
 def gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None):
     """General matrix multiply: ``alpha * op(A) @ op(B) + beta * C``.
 

@@ -216,7 +216,12 @@ def _halton_torch(bases: torch.Tensor, perms, skip: int, n: int, dtype) -> torch
 
     perms: None, or a list of (levels, base) int64 digit permutations per dimension (scrambled).
     """
-    idx = torch.arange(skip, skip + n, dtype=torch.int64)
+    # Below 2**50 the indices are exact in float64 and floor(q / base) of the correctly rounded quotient is
+    # the integer quotient (the rounding error, under ulp(q / base) / 2 <= 2**-3 / base, cannot reach the
+    # next integer, which is at least 1 / base away): the digits come from float64 division, about three
+    # times faster on a CPU than int64 floor division. Larger indices keep the int64 digits.
+    exact = skip + n <= 1 << 50
+    idx = torch.arange(skip, skip + n, dtype=torch.float64 if exact else torch.int64)
     x = torch.zeros((bases.numel(), n), dtype=torch.float64)
     for c, base in enumerate(bases.tolist()):
         q = idx
@@ -224,10 +229,14 @@ def _halton_torch(bases: torch.Tensor, perms, skip: int, n: int, dtype) -> torch
         b2r = 1.0 / base
         lev = 0
         while (perms is None and bool(q.any())) or (perms is not None and lev < perms.shape[1]):
-            qd = torch.div(q, base, rounding_mode="floor")
-            dig = q - qd * base
+            if exact:  # in place where it can be: each level is a few passes over n doubles
+                qd = torch.div(q, base).floor_()
+                dig = torch.mul(qd, base).neg_().add_(q)
+            else:
+                qd = torch.div(q, base, rounding_mode="floor")
+                dig = q - qd * base
             if perms is not None:
-                dig = perms[c, lev][dig]
+                dig = perms[c, lev][dig.long() if exact else dig]
             xc += dig.to(torch.float64) * b2r
             b2r /= base
             q = qd

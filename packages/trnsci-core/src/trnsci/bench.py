@@ -303,8 +303,8 @@ def _retarget(prof, name: str) -> tuple[float, float]:
     return lower, (ideal / timeline if timeline > 0 else 0.0)
 
 
-def kernel_table(libraries: Iterable[str], echo=print, progress_stream=None) -> list[dict]:
-    """Run every demo kernel case on the emulator; the modeled figures per case."""
+def kernel_table(libraries: Iterable[str] | None, echo=print, progress_stream=None) -> list[dict]:
+    """Run every demo kernel case on the emulator (of ``libraries``; ``None``: all); the modeled figures per case."""
     from trnsci import demo, nki
 
     if nki.SOURCE != "emulator":
@@ -314,7 +314,7 @@ def kernel_table(libraries: Iterable[str], echo=print, progress_stream=None) -> 
 
     cases = []
     for lib, mod in demo.kernel_case_modules().items():
-        if lib in libraries:
+        if libraries is None or lib in libraries:
             cases.extend(mod.kernel_cases())
     rows = []
     inner = emulator.profile

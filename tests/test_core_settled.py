@@ -1,0 +1,244 @@
+"""trnsci.settled: settled routes per call signature (#23) -- what is remembered, and that no check is skipped.
+
+References are NumPy on the same data (float64 sums of products, tolerance a few float32 ulps of the
+largest partial sum: 1e-5 relative for n = 37); a settled call must give exactly what the full call gave
+(same torch kernel on the same tensors), so those compare with equality.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import trnblas
+from trnblas import level1, level2, level3_gemm
+from trnsci import settled as S
+from trnsci.dispatch import Op
+
+
+def _routes(op, fn):
+    return op.settled.get(fn, {})
+
+
+@pytest.fixture
+def xy():
+    g = torch.Generator().manual_seed(3)
+    return torch.randn(37, generator=g), torch.randn(37, generator=g)
+
+
+def test_dot_settles_once_and_matches_numpy(xy):
+    x, y = xy
+    level1.DOT.settled.clear()
+    first = trnblas.dot(x, y)
+    assert len(_routes(level1.DOT, trnblas.dot)) == 1
+    again = trnblas.dot(x, y)
+    assert len(_routes(level1.DOT, trnblas.dot)) == 1
+    ref = float(np.dot(x.numpy().astype(np.float64), y.numpy().astype(np.float64)))
+    assert abs(float(first) - ref) <= 1e-5 * float(np.abs(x.numpy()) @ np.abs(y.numpy()))
+    assert torch.equal(first, again)
+
+
+def test_settled_dot_still_checks_everything(xy):
+    x, y = xy
+    trnblas.dot(x, y)
+    with pytest.raises(TypeError, match="y"):
+        trnblas.dot(x, y.double())
+    with pytest.raises(ValueError, match="one length"):
+        trnblas.dot(x, y[:-1])
+    with pytest.raises(TypeError, match="sparse"):
+        trnblas.dot(x.to_sparse(), y)
+    with pytest.raises(TypeError, match="torch.Tensor or numpy.ndarray"):
+        trnblas.dot(x.tolist(), y)
+    r = trnblas.dot(x.numpy(), y.numpy())  # NumPy in, NumPy out: the full path
+    assert isinstance(r, np.ndarray) and r == trnblas.dot(x, y).numpy()
+
+
+def test_axpy_alpha_zero_is_its_own_signature(xy):
+    x, y = xy
+    trnblas.axpy(2.0, x, y)  # settles the alpha != 0 route
+    bad = x.clone()
+    bad[0] = float("nan")
+    r = trnblas.axpy(0.0, bad, y)  # BLAS: alpha == 0 does not read x
+    assert torch.equal(r, y)
+    np.testing.assert_allclose(trnblas.axpy(3.0, x, y).numpy(), 3.0 * x.numpy() + y.numpy(), rtol=1e-6, atol=1e-6)
+    with pytest.raises(TypeError, match="alpha"):
+        trnblas.axpy(1j, x, y)
+    with pytest.raises(TypeError, match="alpha"):
+        trnblas.axpy(True, x, y)
+
+
+def test_axpy_out_runs_in_full(xy):
+    x, y = xy
+    out = torch.empty_like(y)
+    assert trnblas.axpy(2.0, x, y, out=out) is out
+    with pytest.raises(TypeError, match="out"):
+        trnblas.axpy(2.0, x, y, out=torch.empty(37, dtype=torch.float64))
+
+
+def test_gemv_and_ger_routes_keep_defaults_and_flags():
+    g = torch.Generator().manual_seed(5)
+    A, x, y = torch.randn(9, 7, generator=g), torch.randn(7, generator=g), torch.randn(9, generator=g)
+    An, xn, yn = A.double().numpy(), x.double().numpy(), y.double().numpy()
+    level2.GEMV.settled.clear()
+    for _ in range(2):  # the second round runs the settled routes
+        np.testing.assert_allclose(trnblas.gemv(2.0, A, x).numpy(), 2.0 * An @ xn, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(trnblas.gemv(1.0, A, y, 0.0, None, "T").numpy(), An.T @ yn, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(trnblas.gemv(1.0, A, x, 0.5, y).numpy(), An @ xn + 0.5 * yn, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(trnblas.ger(2.0, y, x).numpy(), 2.0 * np.outer(yn, xn), rtol=1e-5, atol=1e-6)
+    assert len(_routes(level2.GEMV, trnblas.gemv)) == 3
+    with pytest.raises(ValueError, match="x must have 7"):
+        trnblas.gemv(1.0, A, y)  # same dtypes, other shape: its own key, full checks
+    with pytest.raises(ValueError, match="trans"):
+        trnblas.gemv(1.0, A, x, 0.0, None, "Q")
+    # True == 1 and "T" == "T": a transposing flag must not reach the untransposed route
+    np.testing.assert_allclose(trnblas.gemv(1.0, A, y, 0.0, None, True).numpy(), An.T @ yn, rtol=1e-5, atol=1e-5)
+
+
+def test_gemm_one_object_twice_is_not_settled():
+    g = torch.Generator().manual_seed(6)
+    A, B = torch.randn(5, 5, generator=g), torch.randn(5, 5, generator=g)
+    level3_gemm.GEMM.settled.clear()
+    np.testing.assert_allclose(trnblas.gemm(1.0, A, A).numpy(), A.numpy() @ A.numpy(), rtol=1e-5, atol=1e-5)
+    assert not _routes(level3_gemm.GEMM, trnblas.gemm)  # which argument feeds which slot is ambiguous
+    np.testing.assert_allclose(trnblas.gemm(1.0, A, B).numpy(), A.numpy() @ B.numpy(), rtol=1e-5, atol=1e-5)
+    assert len(_routes(level3_gemm.GEMM, trnblas.gemm)) == 1
+    np.testing.assert_allclose(trnblas.gemm(1.0, B, A).numpy(), B.numpy() @ A.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(trnblas.gemm(1.0, A, A).numpy(), A.numpy() @ A.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_replacing_a_lowering_empties_the_routes(xy):
+    x, y = xy
+    trnblas.dot(x, y)
+    calls = []
+
+    def spy(a, b):
+        calls.append(1)
+        return torch.dot(a, b)
+
+    with level1.DOT.override("torch", spy):
+        assert not _routes(level1.DOT, trnblas.dot)
+        trnblas.dot(x, y)
+        trnblas.dot(x, y)
+    assert len(calls) == 2
+    trnblas.dot(x, y)
+    assert len(calls) == 2
+
+
+def test_no_route_under_a_kernel_backend(xy):
+    x, y = xy
+    trnblas.dot(x, y)
+    seen = []
+    with level1.DOT.override("nki", lambda a, b: seen.append(1) or torch.dot(a, b)):
+        import trnsci
+
+        with trnsci.use_backend("simulator"):
+            trnblas.dot(x, y)
+    assert seen == [1]
+
+
+# ------------------------------------------------------------------ the mechanism on a fake op
+
+def _fake():
+    op = Op("trnsci.test_settled_fake", "elements", 1e9, size=lambda *a: 1)
+    log = []
+
+    @op.lowering("torch")
+    def low(a, x, flag):
+        log.append((a, flag))
+        return x * a
+    return op, log
+
+
+def test_routes_refuse_derived_values_and_post_processing():
+    op, log = _fake()
+
+    def sig(a, x, flag="n"):
+        return S.scalar_key(a), S.tensor_key(x), flag
+
+    @S.public(op, sig)
+    def plain(a, x, flag="n"):
+        return S.call(op, a, x, flag)
+
+    @S.public(op, sig)
+    def derived_tensor(a, x, flag="n"):
+        return S.call(op, a, x.contiguous().clone(), flag)
+
+    @S.public(op, sig)
+    def derived_number(a, x, flag="n"):
+        return S.call(op, a * 1.0 + 0.0, x, flag)
+
+    @S.public(op, sig)
+    def post(a, x, flag="n"):
+        return S.call(op, a, x, flag) + 0
+
+    x = torch.arange(3.0)
+    for fn in (plain, derived_tensor, derived_number, post):
+        for a in (2.0, 3.0):
+            assert fn(a, x).tolist() == [0.0, a, 2 * a]
+    assert list(op.settled) == [plain]
+    assert log[-1] == (3.0, "n")
+    assert plain(2.0, x, "m").tolist() == [0.0, 2.0, 4.0] and log[-1] == (2.0, "m")  # arity joins the key
+    assert len(op.settled[plain]) == 2
+
+
+def test_table_is_bounded():
+    op, _ = _fake()
+
+    @S.public(op, lambda a, x: (S.scalar_key(a), S.tensor_key(x)))
+    def f(a, x):
+        return S.call(op, a, x, None)
+
+    for n in range(S.LIMIT + 5):
+        assert f(1.0, torch.ones(n + 1)).shape == (n + 1,)
+    assert len(op.settled[f]) <= S.LIMIT
+
+
+def test_keys():
+    assert S.scalar_key(1) != S.scalar_key(True.__int__() + 1)
+    with pytest.raises(TypeError):
+        S.scalar_key(True)
+    with pytest.raises(TypeError):
+        S.scalar_key(np.float64(1.0))
+    with pytest.raises(TypeError):
+        S.scalar_key(2 ** 70)
+    assert S.scalar_key(0.0) != S.scalar_key(2.0) and S.scalar_key(2.0) == S.scalar_key(3.0)
+    t = torch.ones(2, 3)
+    assert S.tensor_key(t) != S.tensor_key(t.double()) != S.tensor_key(t.T)
+    assert S.tensor_key(None) is None
+    for bad in (np.ones(2), torch.nn.Parameter(torch.ones(2)), 1.0):
+        with pytest.raises(TypeError):
+            S.tensor_key(bad)
+
+
+def test_plan_call_after_settling_still_plans(xy):
+    from trnsci.dispatch import plan_call
+
+    x, y = xy
+    trnblas.dot(x, y)
+    plan = plan_call(trnblas.dot, x, y)
+    assert plan.op == "trnblas.dot" and plan.backend == "torch"
+
+
+def test_threads_with_different_signatures_get_their_own_routes():
+    import threading
+
+    g = torch.Generator().manual_seed(8)
+    pairs = [(torch.randn(n, generator=g, dtype=dt), torch.randn(n, generator=g, dtype=dt))
+             for n in (5, 6, 7) for dt in (torch.float32, torch.float64)]
+    errors = []
+
+    def work(x, y):
+        ref = float(np.dot(x.double().numpy(), y.double().numpy()))
+        for _ in range(200):
+            r = trnblas.dot(x, y)
+            if r.dtype is not x.dtype or abs(float(r) - ref) > 1e-5 * (1 + abs(ref)):
+                errors.append((x.dtype, x.shape, float(r), ref))
+                return
+
+    threads = [threading.Thread(target=work, args=p) for p in pairs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
