@@ -132,9 +132,7 @@ def gamma_kernel(seed, subsequence, block0, nblocks, shape, component=0, rounds=
     f32, vec = nl.float32, nisa.engine.vector
     for t in nl.static_range(cdiv(nblocks, PMAX * f)):
         b0 = t * PMAX * f
-        words = nl.ndarray((PMAX, fw, 4), dtype=nl.uint32, buffer=nl.sbuf, name="words")
-        ctr = ln.block_tile((block0 + b0) & MASK, step=f)
-        ln.rounds(ctr, b_hi, s0, s1, seed, outs=tuple(words[:, :, j] for j in range(4)))
+        words = ln.words(block0 + b0, b_hi, s0, s1, seed, fw, step=f)
         flat = words.reshape((PMAX, 4 * fw))
         k0, k1 = flat[:, odd:odd + 4 * f:2], flat[:, odd + 1:odd + 4 * f:2]
         res = nl.ndarray((PMAX, f, 2), dtype=f32, buffer=nl.sbuf, name="gamma")

@@ -211,6 +211,14 @@ class Lanes:
         nisa.iota(t, [[1, self.f]], offset=off, channel_multiplier=self.f if step is None else step)
         return t.view(nl.uint32)
 
+    def words(self, b_lo: int, b_hi, s0, s1, seed, width: int, step: int | None = None, name: str = "words"):
+        """The four Philox words of counter blocks ``b_lo + p step + i`` (:meth:`block_tile`) as a
+        ``[P, width, 4]`` uint32 tile: the stream every trnrand kernel starts from."""
+        words = nl.ndarray((PMAX, width, 4), dtype=nl.uint32, buffer=nl.sbuf, name=name)
+        ctr = self.block_tile(b_lo & MASK, step=step)
+        self.rounds(ctr, b_hi, s0, s1, seed, outs=tuple(words[:, :, j] for j in range(4)))
+        return words
+
 
 def store_tile(out, res, b0: int, nblocks: int, f: int):
     """Store SBUF res [P, F, 4] into out rows b0 .. (one DMA per full part; see the module docstring)."""

@@ -170,9 +170,7 @@ def philox_threshold_kernel(seed, subsequence, block0, nblocks, thresholds, keye
     out = nl.ndarray((nblocks, 2), dtype=nl.uint32, buffer=nl.shared_hbm)
     for t in nl.static_range(cdiv(nblocks, PMAX * f)):
         b0 = t * PMAX * f
-        words = nl.ndarray((PMAX, fw, 4), dtype=nl.uint32, buffer=nl.sbuf, name="words")
-        ctr = ln.block_tile((block0 + b0) & MASK, step=f)
-        ln.rounds(ctr, b_hi, s0, s1, seed, outs=tuple(words[:, :, j] for j in range(4)))
+        words = ln.words(block0 + b0, b_hi, s0, s1, seed, fw, step=f)
         flat = words.reshape((PMAX, 4 * fw))
         a, b = flat[:, odd:odd + 4 * f:2], flat[:, odd + 1:odd + 4 * f:2]
         res = nl.ndarray((PMAX, f, 2), dtype=nl.uint32, buffer=nl.sbuf, name="counts")

@@ -281,9 +281,7 @@ def philox_transform_kernel(seed, subsequence, block0, nblocks, transform, param
     out = nl.ndarray((nblocks, spb), dtype=odt, buffer=nl.shared_hbm)
     for t in nl.static_range(cdiv(nblocks, PMAX * f)):
         b0 = t * PMAX * f
-        words = nl.ndarray((PMAX, fw, 4), dtype=nl.uint32, buffer=nl.sbuf, name="words")
-        ctr = ln.block_tile((block0 + b0) & MASK, step=f)
-        ln.rounds(ctr, b_hi, s0, s1, seed, outs=tuple(words[:, :, j] for j in range(4)))
+        words = ln.words(block0 + b0, b_hi, s0, s1, seed, fw, step=f)
         flat = words.reshape((PMAX, 4 * fw))
         res = nl.ndarray((PMAX, f, spb), dtype=odt, buffer=nl.sbuf, name="samples")
         dst = res.reshape((PMAX, n))
