@@ -289,6 +289,23 @@ class BlockCyclic:
         return out
 
 
+def _no_group_with_2d(group, name: str) -> None:
+    if group is not None:
+        raise ValueError(f"trnsolver.distributed.{name}: a BlockCyclic2D grid spans the default group; "
+                         "group= must be None")
+
+
+def _check_1d(where: str, A_local, desc, P: int, r: int, group, timeout) -> None:
+    """The 1-D factorizations' arguments, agreed on by every rank (a bad one raises everywhere)."""
+    with D.agree(where, group, timeout):
+        if not isinstance(desc, BlockCyclic) or desc.P != P:
+            raise ValueError(f"{where}: desc must be a BlockCyclic for {P} ranks")
+        want = (desc.n, len(desc.local_columns(r)))
+        if not isinstance(A_local, torch.Tensor) or tuple(A_local.shape) != want:
+            raise ValueError(f"{where}: A_local must be this rank's {want} columns, got "
+                             f"{tuple(getattr(A_local, 'shape', ()))}")
+
+
 def cholesky(A_local: torch.Tensor, desc, *, group=None, timeout=None) -> torch.Tensor:
     """Lower Cholesky factor of an SPD matrix held in ``desc``'s block-cyclic columns; returns this rank's columns of L.
 
@@ -306,19 +323,11 @@ def cholesky(A_local: torch.Tensor, desc, *, group=None, timeout=None) -> torch.
     from trnsci._linalg import LinAlgError
 
     if isinstance(desc, BlockCyclic2D):  # the grid spans the whole world (its row/column groups are made here)
-        if group is not None:
-            raise ValueError("trnsolver.distributed.cholesky: a BlockCyclic2D grid spans the default "
-                             "group; group= must be None")
+        _no_group_with_2d(group, "cholesky")
         return cholesky_2d(A_local, desc, timeout=timeout)
     where = "trnsolver.distributed.cholesky"
     P, r = dist.get_world_size(group), dist.get_rank(group)
-    with D.agree(where, group, timeout):
-        if not isinstance(desc, BlockCyclic) or desc.P != P:
-            raise ValueError(f"{where}: desc must be a BlockCyclic for {P} ranks")
-        want = (desc.n, len(desc.local_columns(r)))
-        if not isinstance(A_local, torch.Tensor) or tuple(A_local.shape) != want:
-            raise ValueError(f"{where}: A_local must be this rank's {want} columns, got "
-                             f"{tuple(getattr(A_local, 'shape', ()))}")
+    _check_1d(where, A_local, desc, P, r, group, timeout)
     L = A_local.clone()
     n = desc.n
     mine = desc.local_blocks(r)
@@ -371,19 +380,11 @@ def lu(A_local: torch.Tensor, desc, *, group=None, timeout=None):
     from trnsci._linalg import LinAlgError
 
     if isinstance(desc, BlockCyclic2D):
-        if group is not None:
-            raise ValueError("trnsolver.distributed.lu: a BlockCyclic2D grid spans the default "
-                             "group; group= must be None")
+        _no_group_with_2d(group, "lu")
         return lu_2d(A_local, desc, timeout=timeout)
     where = "trnsolver.distributed.lu"
     P, r = dist.get_world_size(group), dist.get_rank(group)
-    with D.agree(where, group, timeout):
-        if not isinstance(desc, BlockCyclic) or desc.P != P:
-            raise ValueError(f"{where}: desc must be a BlockCyclic for {P} ranks")
-        want = (desc.n, len(desc.local_columns(r)))
-        if not isinstance(A_local, torch.Tensor) or tuple(A_local.shape) != want:
-            raise ValueError(f"{where}: A_local must be this rank's {want} columns, got "
-                             f"{tuple(getattr(A_local, 'shape', ()))}")
+    _check_1d(where, A_local, desc, P, r, group, timeout)
     F = A_local.clone()
     n = desc.n
     ipiv = torch.arange(n)
