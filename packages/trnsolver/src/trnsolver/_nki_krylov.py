@@ -34,12 +34,22 @@ stays in HBM); the Hessenberg column's Givens rotations and the small
 triangular solve on the host; ``x += V y`` and each restart's residual on
 the GEMM kernel.
 
-Not on the device yet (torch path, the plan says so): other preconditioners
-and sparse/operator ``A``. Their device composition
-would be the same pattern -- SpMV (trnsparse's kernels) or this kernel's
-matvec, Vector-Engine axpys, partition all-reduces for the dots, and only
-the scalars that decide convergence (plus GMRES's small Hessenberg solve)
-on the host.
+``cg`` with a sparse float32 ``A`` that offers a device SpMV through the
+``__trnsci_spmv__`` seam (trnsparse's ``CSRMatrix``; see
+:class:`trnsolver.iterative.SparseMatvec`), without a preconditioner: two
+launches per iteration -- the matrix's SpMV kernel (``csr_spmv_kernel`` on the
+layout cached on the matrix) for ``A p``, then
+:func:`~trnsolver.kernels.cg_update.cg_update_kernel` for the dots and the
+``x``/``r``/``p`` updates; the host reads ``(r^T r, p^T A p)`` only and applies
+the same stopping rule. A nonzero ``x0`` gets ``b - A x0`` from one SpMV launch.
+The plan lists one iteration's launches and their summed closed forms.
+
+Not on the device yet (torch path, the plan says so): other preconditioners,
+sparse ``A`` for bicgstab/minres/gmres, and operator/callable ``A``. Their
+device composition would be the same pattern -- the SpMV seam or the dense
+kernels' matvec, Vector-Engine axpys, partition all-reduces for the dots, and
+only the scalars that decide convergence (plus GMRES's small Hessenberg
+solve) on the host.
 """
 
 from __future__ import annotations
@@ -51,16 +61,33 @@ import torch
 import trnblas
 from trnsci import nki
 from trnsolver._nki import _trnblas
-from trnsolver.iterative import BICGSTAB, CG, GMRES, MINRES, DenseMatvec, DiagonalPrecond, _not_finite
+from trnsolver.iterative import BICGSTAB, CG, GMRES, MINRES, DenseMatvec, DiagonalPrecond, SparseMatvec, _not_finite
 from trnsolver.kernels.bicgstab_step import bicgstab_step_kernel
 from trnsolver.kernels.cg_step import cg_step_kernel
+from trnsolver.kernels.cg_update import MAX_N as UPDATE_MAX_N
+from trnsolver.kernels.cg_update import cg_update_counts, cg_update_kernel
 from trnsolver.kernels.gmres_arnoldi import MAX_K, gmres_arnoldi_kernel
 from trnsolver.kernels.minres_step import minres_step_kernel
 
 F32 = torch.float32
 
 
+def _sparse_cg_supports(matvec, b, precond):
+    if precond is not None:
+        return "a preconditioner M with a sparse A: the sparse device CG is unpreconditioned"
+    if b.dtype != F32:
+        return "b is not real float32"
+    if b.shape[0] > UPDATE_MAX_N:
+        return f"n = {b.shape[0]} > {UPDATE_MAX_N}: cg_update_kernel holds its vectors in one SBUF tile each"
+    dev = matvec.device()
+    if isinstance(dev, str):
+        return f"the sparse A has no device SpMV: {dev}"
+    return None
+
+
 def _cg_supports(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    if isinstance(matvec, SparseMatvec):
+        return _sparse_cg_supports(matvec, b, precond)
     if not isinstance(matvec, DenseMatvec):
         return "A is not a dense matrix (sparse, operator or callable): the kernel streams a dense A"
     if precond is not None and not isinstance(precond, DiagonalPrecond):
@@ -78,8 +105,25 @@ def _cg_counts(*args, **kwargs):
     return None
 
 
-@CG.lowering("nki", dtypes=(F32,), supports=_cg_supports, counts=_cg_counts)
+def _sparse_cg_counts(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    """A sparse ``A``: ONE iteration's launches (SpMV, then the vector update) and their summed
+    closed forms; a solve runs this pair once per iteration (plus one SpMV first for a nonzero ``x0``)."""
+    if not isinstance(matvec, SparseMatvec):
+        return None
+    parts = [matvec.device().counts(), cg_update_counts(b.shape[0])]
+    total: dict = {"kernel": "cg iteration: " + " -> ".join(p["kernel"] for p in parts),
+                   "kernels": [p["kernel"] for p in parts]}
+    for p in parts:
+        for k, v in p.items():
+            if k != "kernel":
+                total[k] = total.get(k, 0) + v
+    return total
+
+
+@CG.lowering("nki", dtypes=(F32,), supports=_cg_supports, counts=_sparse_cg_counts)
 def _cg_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    if isinstance(matvec, SparseMatvec):
+        return _sparse_cg(matvec.device(), b, x0, tol, atol, maxiter, callback)
     n = b.shape[0]
     a = matvec.matrix.mT.to(F32).contiguous()  # the kernel multiplies by its argument's transpose
     bnorm = float(torch.linalg.vector_norm(b))
@@ -101,6 +145,45 @@ def _cg_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
     it = 0
     for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
         xn, rn_, pn, rzn, stats = nki.run(cg_step_kernel, a, x, r, p, rz, *extra, out_dtype=F32)
+        rn2, pap = float(stats[0, 0]), float(stats[0, 1])
+        if not math.isfinite(pap):
+            raise _not_finite("cg", "p^H A p", it)
+        if pap == 0.0:  # the step would divide by zero: keep the previous iterate (as the torch path)
+            break
+        x, r, p, rz = xn, rn_, pn, rzn
+        rn = math.sqrt(max(rn2, 0.0))
+        hist.append(rn / scale)
+        if callback is not None:
+            callback(x.reshape(n).to(b.dtype))
+        if rn < stop or rn == 0.0:
+            break
+    return x.reshape(n).to(b.dtype), it, hist
+
+
+def _sparse_cg(spmv, b, x0, tol, atol, maxiter, callback):
+    """CG on a sparse ``A``: per iteration one SpMV launch (``spmv.run``, the matrix's kernel on
+    its cached device layout) and one :func:`~trnsolver.kernels.cg_update.cg_update_kernel`
+    launch; the host reads ``(r^T r, p^T A p)`` and stops as the torch path does."""
+    n = b.shape[0]
+    b32 = b.to(F32).reshape(n, 1)
+    bnorm = float(torch.linalg.vector_norm(b))
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+    if x0 is None:
+        x, r = torch.zeros(n, 1, dtype=F32), b32.clone()
+    else:
+        x = x0.to(F32).reshape(n, 1).clone()
+        r = b32 - spmv.run(x)
+    rn = float(torch.linalg.vector_norm(r))
+    hist = [rn / scale]
+    if rn < stop or rn == 0.0:
+        return x.reshape(n).to(b.dtype), 0, hist
+    p = r.clone()  # the first direction is z = r (beta = 0)
+    rz = torch.full((128, 1), float((r * r).sum()), dtype=F32)
+    it = 0
+    for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
+        ap = spmv.run(p)
+        xn, rn_, pn, rzn, stats = nki.run(cg_update_kernel, x, r, p, ap, rz, out_dtype=F32)
         rn2, pap = float(stats[0, 0]), float(stats[0, 1])
         if not math.isfinite(pap):
             raise _not_finite("cg", "p^H A p", it)
