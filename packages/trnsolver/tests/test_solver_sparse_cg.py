@@ -52,17 +52,17 @@ def _rhs(n, seed=0):
     return np.random.default_rng(seed).standard_normal(n).astype(np.float32)
 
 
-@pytest.mark.parametrize("n", [5, 437])
+@pytest.mark.parametrize("n", [5, 256, 437])  # tail only, no tail, both
 def test_cg_update_kernel_is_the_vector_half_of_a_cg_step_and_counters(n):
     rng = np.random.default_rng(n)
-    x, r, p, ap = (rng.standard_normal((n, 1)).astype(np.float32) for _ in range(4))
+    x, r, p, ap = (rng.standard_normal(n).astype(np.float32) for _ in range(4))
     rz0 = float((r.astype(np.float64) ** 2).sum())
     rz = np.full((128, 1), rz0, np.float32)
     (xo, ro, po, rzo, st), prof = emulator.profile(cg_update_kernel, x, r, p, ap, rz, target="trn1")
     want = cg_update_counts(n)
     want.pop("kernel")
     assert_counts(prof, want)
-    x64, r64, p64, ap64 = (t.astype(np.float64)[:, 0] for t in (x, r, p, ap))
+    x64, r64, p64, ap64 = (t.astype(np.float64) for t in (x, r, p, ap))
     pap = p64 @ ap64
     al = rz0 / pap
     xr, rr = x64 + al * p64, r64 - al * ap64
@@ -70,7 +70,7 @@ def test_cg_update_kernel_is_the_vector_half_of_a_cg_step_and_counters(n):
     pr = rr + rzr / rz0 * p64
     # float32 throughout: dots of n terms carry ~n * 2^-24 relative error; 1e-4 covers n = 437 with margin
     for got, ref in ((xo, xr), (ro, rr), (po, pr)):
-        np.testing.assert_allclose(got[:, 0], ref, rtol=0, atol=1e-4 * np.abs(ref).max())
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4 * np.abs(ref).max())
     np.testing.assert_allclose(st[0], [rzr, pap], rtol=1e-4)
     np.testing.assert_allclose(rzo[:, 0], np.full(128, rzr), rtol=1e-4)
 

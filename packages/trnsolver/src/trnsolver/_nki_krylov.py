@@ -169,20 +169,20 @@ def _sparse_cg(spmv, b, x0, tol, atol, maxiter, callback):
     bnorm = float(torch.linalg.vector_norm(b))
     stop = max(tol * bnorm, atol)
     scale = bnorm if bnorm > 0 else 1.0
-    if x0 is None:
-        x, r = torch.zeros(n, 1, dtype=F32), b32.clone()
+    if x0 is None:  # vectors [n] (the update kernel's layout); the SpMV takes and returns [n, 1] views
+        x, r = torch.zeros(n, dtype=F32), b32.reshape(n).clone()
     else:
-        x = x0.to(F32).reshape(n, 1).clone()
-        r = b32 - spmv.run(x)
+        x = x0.to(F32).reshape(n).clone()
+        r = (b32 - spmv.run(x.reshape(n, 1))).reshape(n)
     rn = float(torch.linalg.vector_norm(r))
     hist = [rn / scale]
     if rn < stop or rn == 0.0:
-        return x.reshape(n).to(b.dtype), 0, hist
+        return x.to(b.dtype), 0, hist
     p = r.clone()  # the first direction is z = r (beta = 0)
     rz = torch.full((128, 1), float((r * r).sum()), dtype=F32)
     it = 0
     for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
-        ap = spmv.run(p)
+        ap = spmv.run(p.reshape(n, 1)).reshape(n)
         xn, rn_, pn, rzn, stats = nki.run(cg_update_kernel, x, r, p, ap, rz, out_dtype=F32)
         rn2, pap = float(stats[0, 0]), float(stats[0, 1])
         if not math.isfinite(pap):

@@ -7,12 +7,17 @@ reductions, then one matmul with a ones matrix, which sums over partitions
 and leaves the total on every partition), the ``x``/``r`` updates and the
 next search direction -- so ``x, r, p`` and ``r^T r`` stay in HBM between
 launches and only ``(r'^T r', p^T A p)`` come back to the host, which applies
-SciPy's stopping rule. Vectors live in SBUF as ``[128, nt]`` tiles (element
-``i`` at partition ``i % 128``, column ``i // 128``; the ragged tail is zero).
+SciPy's stopping rule. Vectors live in SBUF as ``[128, q + r]`` tiles with
+``q, r = divmod(n, 128)`` (trnblas's vector layout): the first ``128 q``
+elements as ``[128, q]``, partition ``p`` holding elements ``p q .. p q + q - 1``
+(one contiguous run, one DMA for all of them), and the last ``r`` as a
+``[1, r]`` row on partition 0 in columns ``q .. q + r - 1``; the other slots
+are zero. Every vector uses the same layout, so the dots and updates need no
+more (an element's position does not matter to them).
 
 Dimensions
 ----------
-``x, r, p, ap`` : ``[n, 1]`` float32 (``ap = A p`` from the SpMV launch).
+``x, r, p, ap`` : ``[n]`` float32, contiguous (``ap = A p`` from the SpMV launch).
 ``rz`` : ``[128, 1]`` float32, ``r^T r`` of the current ``r`` on every partition.
 Outputs: ``x', r', p'``, ``rz'`` ``[128, 1]`` (``r'^T r'``) and ``stats`` ``[1, 2]`` =
 ``(r'^T r', p^T A p)``. ``p^T A p == 0`` makes ``alpha`` infinite: the host
@@ -24,74 +29,84 @@ Pseudocode
     x  += alpha p;    r -= alpha Ap
     rz' = allreduce(r * r)              beta = rz' / rz       p = r + beta p
 
-Closed forms (nt = ceil(n / 128))
----------------------------------
+Closed forms (np = [q > 0] + [r > 0] pieces per vector)
+-------------------------------------------------------
     HBM read  = 4 (4 n + 128)            HBM write = 4 (3 n + 128 + 2)
-    DMA       = 7 nt + 3                 Tensor = 2
+    DMA       = 7 np + 3                 Tensor = 2
     Vector    = 20      (5 memsets, 3 x 2 per all-reduce, 2 + 2 updates, 2 + 1 beta and p, 2 stats)
 """
 
 from __future__ import annotations
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX
 
-#: Vectors of this order fit one [128, nt] SBUF tile each (five of them: 5 x 2 KiB per partition).
+#: Vectors of this order fit one [128, q + r] SBUF tile each (five of them: 5 x 2 KiB per partition).
 MAX_N = 65536
+
+
+def layout(n: int) -> tuple[int, int]:
+    """``(q, r)``: the first ``128 q`` elements as ``[128, q]`` (one contiguous run per
+    partition), the last ``r < 128`` as one ``[1, r]`` row on partition 0 after them."""
+    return divmod(n, PMAX)
 
 
 def cg_update_counts(n: int) -> dict:
     """The closed forms above."""
-    nt = cdiv(n, PMAX)
+    q, r = layout(n)
+    np_ = (q > 0) + (r > 0)
     return {
         "kernel": "cg_update_kernel",
         "hbm_read_bytes": 4 * (4 * n + PMAX),
         "hbm_write_bytes": 4 * (3 * n + PMAX + 2),
-        "dma": 7 * nt + 3,
+        "dma": 7 * np_ + 3,
         "tensor": 2,
         "vector": 20,
     }
 
 
-def _load_vec(dst, src, n, nt):
-    for t in nl.static_range(nt):
-        t0 = t * PMAX
-        rows = min(PMAX, n - t0)
-        nisa.dma_copy(dst=dst[0:rows, t:t + 1], src=src[t0:t0 + rows, 0:1])
+def _load_vec(dst, src, n):
+    q, r = layout(n)
+    if q:
+        nisa.dma_copy(dst=dst[0:PMAX, 0:q], src=src[0:PMAX * q].reshape((PMAX, q)))
+    if r:
+        nisa.dma_copy(dst=dst[0:1, q:q + r], src=src[PMAX * q:n].reshape((1, r)))
 
 
-def _store_vec(dst, src, n, nt):
-    for t in nl.static_range(nt):
-        t0 = t * PMAX
-        rows = min(PMAX, n - t0)
-        nisa.dma_copy(dst=dst[t0:t0 + rows, 0:1], src=src[0:rows, t:t + 1])
+def _store_vec(dst, src, n):
+    q, r = layout(n)
+    if q:
+        nisa.dma_copy(dst=dst[0:PMAX * q].reshape((PMAX, q)), src=src[0:PMAX, 0:q])
+    if r:
+        nisa.dma_copy(dst=dst[PMAX * q:n].reshape((1, r)), src=src[0:1, q:q + r])
 
 
 @nki.jit
 def cg_update_kernel(x, r, p, ap, rz):
     """The vector updates of one CG iteration: ``(x', r', p', rz', stats)``; see the module docstring."""
     n = x.shape[0]
-    nt = cdiv(n, PMAX)
+    q, r_ = layout(n)
+    w = q + r_
     f32 = nl.float32
-    x_out = nl.ndarray((n, 1), dtype=f32, buffer=nl.shared_hbm)
-    r_out = nl.ndarray((n, 1), dtype=f32, buffer=nl.shared_hbm)
-    p_out = nl.ndarray((n, 1), dtype=f32, buffer=nl.shared_hbm)
+    x_out = nl.ndarray((n,), dtype=f32, buffer=nl.shared_hbm)
+    r_out = nl.ndarray((n,), dtype=f32, buffer=nl.shared_hbm)
+    p_out = nl.ndarray((n,), dtype=f32, buffer=nl.shared_hbm)
     rz_out = nl.ndarray((PMAX, 1), dtype=f32, buffer=nl.shared_hbm)
     stats = nl.ndarray((1, 2), dtype=f32, buffer=nl.shared_hbm)
 
     def vec(name):
-        return nl.ndarray((PMAX, nt), dtype=f32, buffer=nl.sbuf, name=name)
+        return nl.ndarray((PMAX, w), dtype=f32, buffer=nl.sbuf, name=name)
 
     def col(name):
         return nl.ndarray((PMAX, 1), dtype=f32, buffer=nl.sbuf, name=name)
 
     X, R, P, AP, work = vec("x"), vec("r"), vec("p"), vec("Ap"), vec("work")
     for t_ in (X, R, P, AP):
-        nisa.memset(t_, 0.0)  # the ragged tail stays zero: it adds nothing to the dots
-    _load_vec(X, x, n, nt)
-    _load_vec(R, r, n, nt)
-    _load_vec(P, p, n, nt)
-    _load_vec(AP, ap, n, nt)
+        nisa.memset(t_, 0.0)  # unused slots stay zero: they add nothing to the dots
+    _load_vec(X, x, n)
+    _load_vec(R, r, n)
+    _load_vec(P, p, n)
+    _load_vec(AP, ap, n)
     rz_old = col("rz_prev")
     nisa.dma_copy(dst=rz_old, src=rz)
     ones = nl.ndarray((PMAX, PMAX), dtype=f32, buffer=nl.sbuf, name="ones")
@@ -120,9 +135,9 @@ def cg_update_kernel(x, r, p, ap, rz):
     st = nl.ndarray((1, 2), dtype=f32, buffer=nl.sbuf, name="stats")
     nisa.tensor_copy(st[0:1, 0:1], rz_new[0:1, 0:1])
     nisa.tensor_copy(st[0:1, 1:2], pap[0:1, 0:1])
-    _store_vec(x_out, X, n, nt)
-    _store_vec(r_out, R, n, nt)
-    _store_vec(p_out, P, n, nt)
+    _store_vec(x_out, X, n)
+    _store_vec(r_out, R, n)
+    _store_vec(p_out, P, n)
     nisa.dma_copy(dst=rz_out, src=rz_new)
     nisa.dma_copy(dst=stats, src=st)
     return x_out, r_out, p_out, rz_out, stats
