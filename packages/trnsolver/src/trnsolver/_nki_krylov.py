@@ -62,6 +62,8 @@ import trnblas
 from trnsci import nki
 from trnsolver._nki import _trnblas
 from trnsolver.iterative import BICGSTAB, CG, GMRES, MINRES, DenseMatvec, DiagonalPrecond, SparseMatvec, _not_finite
+from trnsolver.kernels.bicgstab_finish import bicgstab_finish_counts, bicgstab_finish_kernel
+from trnsolver.kernels.bicgstab_half import bicgstab_half_counts, bicgstab_half_kernel
 from trnsolver.kernels.bicgstab_step import bicgstab_step_kernel
 from trnsolver.kernels.cg_step import cg_step_kernel
 from trnsolver.kernels.cg_update import MAX_N as UPDATE_MAX_N
@@ -208,10 +210,93 @@ def _bicgstab_supports(matvec, b, x0, tol, atol, maxiter, precond, callback=None
     return _cg_supports(matvec, b, x0, tol, atol, maxiter, None, callback)
 
 
-@BICGSTAB.lowering("nki", dtypes=(F32,), supports=_bicgstab_supports, counts=_cg_counts)
+def _dense_only_supports(matvec, b, x0, tol, atol, maxiter, precond, callback=None, *rest):
+    if isinstance(matvec, SparseMatvec):
+        return "a sparse A: the device path on the SpMV seam is CG's and BiCGSTAB's only"
+    return _bicgstab_supports(matvec, b, x0, tol, atol, maxiter, precond, callback)
+
+
+def _sparse_bicgstab_counts(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    """A sparse ``A``: ONE full iteration's four launches (SpMV, half step, SpMV, finish) and their
+    summed closed forms (an exit on ``||s||`` skips the second SpMV and the finish)."""
+    if not isinstance(matvec, SparseMatvec):
+        return None
+    sp = matvec.device().counts()
+    n = b.shape[0]
+    parts = [sp, bicgstab_half_counts(n), sp, bicgstab_finish_counts(n)]
+    total: dict = {"kernel": "bicgstab iteration: " + " -> ".join(p["kernel"] for p in parts),
+                   "kernels": [p["kernel"] for p in parts]}
+    for p in parts:
+        for k, v in p.items():
+            if k != "kernel":
+                total[k] = total.get(k, 0) + v
+    return total
+
+
+def _sparse_bicgstab(spmv, b, x0, tol, atol, maxiter, callback):
+    """BiCGSTAB on a sparse ``A``: per iteration SpMV ``v = A p``,
+    :func:`~trnsolver.kernels.bicgstab_half.bicgstab_half_kernel` (host reads ``rhat.v`` and
+    ``||s||^2``), SpMV ``t = A s``, :func:`~trnsolver.kernels.bicgstab_finish.bicgstab_finish_kernel`
+    (host reads ``||r||^2``, ``omega`` and the next ``rho``); the torch path's stopping rule."""
+    n = b.shape[0]
+    b32 = b.to(F32).reshape(n)
+    bnorm = float(torch.linalg.vector_norm(b))
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+
+    def mv(u):
+        return spmv.run(u.reshape(n, 1)).reshape(n)
+
+    if x0 is None:
+        x, r = torch.zeros(n, dtype=F32), b32.clone()
+    else:
+        x = x0.to(F32).reshape(n).clone()
+        r = b32 - mv(x)
+    rn = float(torch.linalg.vector_norm(r))
+    hist = [rn / scale]
+    if rn < stop or rn == 0.0:
+        return x.to(b.dtype), 0, hist
+    rhat, p = r.clone(), r.clone()  # the first direction is r (beta = 0)
+    v = torch.zeros(n, dtype=F32)
+    rho_f = float((r * r).sum())
+    rho = torch.full((128, 1), rho_f, dtype=F32)
+    it = 0
+    for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
+        if rho_f == 0.0:
+            break
+        v = mv(p)
+        s, xh, alpha, st = nki.run(bicgstab_half_kernel, x, r, p, v, rhat, rho, out_dtype=F32)
+        den, sn2 = float(st[0, 0]), float(st[0, 1])
+        if not math.isfinite(den):
+            raise _not_finite("bicgstab", "rhat^H A p", it)
+        if den == 0.0:
+            break
+        sn = math.sqrt(max(sn2, 0.0))
+        if sn < stop or sn == 0.0:
+            x = xh
+            hist.append(sn / scale)
+            if callback is not None:
+                callback(x.to(b.dtype))
+            break
+        t = mv(s)
+        x, r, pn, rhon, st = nki.run(bicgstab_finish_kernel, xh, s, t, rhat, p, v, rho, alpha, out_dtype=F32)
+        rn2, omega, rho_f = (float(z) for z in st[0])
+        p, rho = pn, rhon
+        rn = math.sqrt(max(rn2, 0.0))
+        hist.append(rn / scale)
+        if callback is not None:
+            callback(x.to(b.dtype))
+        if rn < stop or rn == 0.0 or omega == 0.0:
+            break
+    return x.to(b.dtype), it, hist
+
+
+@BICGSTAB.lowering("nki", dtypes=(F32,), supports=_bicgstab_supports, counts=_sparse_bicgstab_counts)
 def _bicgstab_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
     """One :func:`~trnsolver.kernels.bicgstab_step.bicgstab_step_kernel` launch per iteration;
     the host reads ``(rho, rhat.v, ||s||^2, ||r||^2, omega)`` and stops as the torch path does."""
+    if isinstance(matvec, SparseMatvec):
+        return _sparse_bicgstab(matvec.device(), b, x0, tol, atol, maxiter, callback)
     n = b.shape[0]
     a = matvec.matrix.mT.to(F32).contiguous()
     bnorm = float(torch.linalg.vector_norm(b))
@@ -261,7 +346,7 @@ def _bicgstab_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
 # ------------------------------------------------------------------ MINRES
 
 
-@MINRES.lowering("nki", dtypes=(F32,), supports=_bicgstab_supports, counts=_cg_counts)
+@MINRES.lowering("nki", dtypes=(F32,), supports=_dense_only_supports, counts=_cg_counts)
 def _minres_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shift=0.0):
     """One :func:`~trnsolver.kernels.minres_step.minres_step_kernel` launch per iteration; the
     host reads ``(alfa, beta, phibar)`` and, when the estimate meets the tolerance, confirms it
@@ -319,7 +404,7 @@ def _minres_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shift
 def _gmres_supports(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=None):
     if max(1, min(restart, b.shape[0])) + 1 > MAX_K:
         return f"restart={restart}: the Arnoldi kernel holds at most {MAX_K - 1} basis vectors"
-    return _bicgstab_supports(matvec, b, x0, tol, atol, maxiter, precond, callback)
+    return _dense_only_supports(matvec, b, x0, tol, atol, maxiter, precond, callback)
 
 
 @GMRES.lowering("nki", dtypes=(F32,), supports=_gmres_supports, counts=_cg_counts)
