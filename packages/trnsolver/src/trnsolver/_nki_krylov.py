@@ -43,9 +43,14 @@ layout cached on the matrix) for ``A p``, then
 ``x``/``r``/``p`` updates; the host reads ``(r^T r, p^T A p)`` only and applies
 the same stopping rule. A nonzero ``x0`` gets ``b - A x0`` from one SpMV launch.
 The plan lists one iteration's launches and their summed closed forms.
+``bicgstab`` on such a matrix: SpMV ``v = A p``,
+:func:`~trnsolver.kernels.bicgstab_half.bicgstab_half_kernel` (the host reads
+``||s||`` for SciPy's mid-iteration exit), SpMV ``t = A s``,
+:func:`~trnsolver.kernels.bicgstab_finish.bicgstab_finish_kernel` (which also
+forms the next ``rho`` and ``p``).
 
 Not on the device yet (torch path, the plan says so): other preconditioners,
-sparse ``A`` for bicgstab/minres/gmres, and operator/callable ``A``. Their
+sparse ``A`` for minres/gmres, and operator/callable ``A``. Their
 device composition would be the same pattern -- the SpMV seam or the dense
 kernels' matvec, Vector-Engine axpys, partition all-reduces for the dots, and
 only the scalars that decide convergence (plus GMRES's small Hessenberg
