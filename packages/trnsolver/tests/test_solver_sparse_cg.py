@@ -222,3 +222,24 @@ def test_sparse_bicgstab_on_the_device_vs_scipy_and_plan():
     cond = np.linalg.cond(S.toarray().astype(np.float64))
     err = np.linalg.norm(x.numpy().astype(np.float64) - ref) / np.linalg.norm(ref)
     assert err <= cond * rel, (err, cond, rel)
+
+
+def test_a_failing_spmv_launch_falls_back_to_torch_with_one_warning_or_raises(monkeypatch):
+    from trnsci import dispatch
+    from trnsparse import _nki as sparse_nki
+
+    S, _ = _poisson(7, 5)
+    A, b = _csr(S), torch.from_numpy(_rhs(S.shape[0], seed=3))
+
+    def broken(self, p):
+        raise RuntimeError("device lost")
+
+    monkeypatch.setattr(sparse_nki.DeviceSpMV, "run", broken)
+    ref = ssl.spsolve(S.astype(np.float64).tocsc(), b.numpy().astype(np.float64))
+    with use_backend("simulator"), pytest.warns(dispatch.NkiFallbackWarning) as rec:
+        x, it, rel = trnsolver.cg(A, b, tol=TOL)
+    assert len([w for w in rec if issubclass(w.category, dispatch.NkiFallbackWarning)]) == 1
+    np.testing.assert_allclose(x.numpy(), ref, rtol=0, atol=1e-4 * np.abs(ref).max())  # cond ~ 18
+    monkeypatch.setenv("TRNSCI_REQUIRE_NKI", "1")
+    with use_backend("simulator"), pytest.raises(dispatch.NkiRequiredError):
+        trnsolver.cg(A, b, tol=TOL)
