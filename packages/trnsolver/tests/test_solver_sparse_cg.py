@@ -48,7 +48,8 @@ def _poisson(nx=NX, ny=NY):
 
 
 def _csr(S):
-    return trnsparse.CSRMatrix(torch.from_numpy(S.data), torch.from_numpy(S.indices.astype(np.int64)),
+    return trnsparse.CSRMatrix(torch.tensor(S.data),  # a copy: a test scales A's values in place
+                               torch.from_numpy(S.indices.astype(np.int64)),
                                torch.from_numpy(S.indptr.astype(np.int64)), S.shape)
 
 
@@ -243,3 +244,22 @@ def test_a_failing_spmv_launch_falls_back_to_torch_with_one_warning_or_raises(mo
     monkeypatch.setenv("TRNSCI_REQUIRE_NKI", "1")
     with use_backend("simulator"), pytest.raises(dispatch.NkiRequiredError):
         trnsolver.cg(A, b, tol=TOL)
+
+
+def test_the_device_layout_is_built_once_shared_with_spmv_and_follows_the_values(monkeypatch):
+    from trnsparse import _sell
+
+    builds = []
+    orig = _sell.build_ell
+    monkeypatch.setattr(_sell, "build_ell", lambda *a, **k: builds.append(1) or orig(*a, **k))
+    S, _ = _poisson(7, 5)
+    A, b = _csr(S), torch.from_numpy(_rhs(S.shape[0], seed=4))
+    with use_backend("simulator"):
+        x1, _, _ = trnsolver.cg(A, b, tol=TOL)  # iterations and the final b - A x (trnsparse.spmv)
+        trnsolver.cg(A, b, tol=TOL)
+        assert len(builds) == 1
+        A.values.mul_(2.0)  # in place: the cached slot values must not survive it
+        x2, _, _ = trnsolver.cg(A, b, tol=TOL)
+    ref = ssl.spsolve((2 * S).astype(np.float64).tocsc(), b.numpy().astype(np.float64))
+    np.testing.assert_allclose(x2.numpy(), ref, rtol=0, atol=1e-4 * np.abs(ref).max())  # cond ~ 18
+    np.testing.assert_allclose(x2.numpy(), x1.numpy() / 2, rtol=0, atol=1e-4 * np.abs(ref).max())

@@ -47,7 +47,7 @@ from __future__ import annotations
 import torch
 
 from trnsci import nki
-from trnsparse import _sell, _tri
+from trnsparse import _host, _sell, _tri
 from trnsparse.attention import ATTENTION
 from trnsparse.kernels.attention import attention_counts, block_sparse_attention_kernel
 from trnsparse.kernels.bsr_sddmm import bsr_sddmm_counts, bsr_sddmm_kernel
@@ -438,8 +438,11 @@ class DeviceSpMV:
         self.n = A.shape[0]
 
     def _layout(self):
+        """The layout cached on ``A`` -- keyed on the same index tensors ``spmv`` uses (int32 host
+        copies when SciPy may run), so the solver and ``spmv`` on ``A`` share one entry."""
         A = self._A
-        return _sell.ell_layout(A, A.values, A.col_indices, A.row_ptrs, A.shape, 1)
+        cols, ptrs = A._host_indices() if _host.host_ok(A.values) else (A.col_indices, A.row_ptrs)
+        return _sell.ell_layout(A, A.values, cols, ptrs, A.shape, 1)
 
     def run(self, p):
         st, sv = self._layout()
