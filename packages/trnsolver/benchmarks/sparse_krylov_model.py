@@ -64,7 +64,8 @@ def _one_iteration(fn, A, b, target):
 
 
 def main(grids):
-    print("solver    grid       n      nnz    | launches/it | HBM B/it (min) ratio | modeled us/it trn1 (min) | trn2 (min)")
+    print("solver    grid       n      nnz    | launches/it | HBM B/it (min) ratio "
+          "| modeled us/it trn1 (min) | trn2 (min)")
     for grid in grids:
         nx, ny = (int(v) for v in grid.lower().split("x"))
         for name, fn, conv, vec_min in (("cg", trnsolver.cg, 0.0, 28), ("bicgstab", trnsolver.bicgstab, 0.4, 64)):
@@ -83,7 +84,8 @@ def main(grids):
                 byts = sum(r.profile.hbm_read_bytes + r.profile.hbm_write_bytes for r in runs)
                 assert byts == k["hbm_read_bytes"] + k["hbm_write_bytes"]
                 row[target] = sum(r.profile.modeled_time_s for r in runs)
-            print(f"{name:9s} {grid:9s} {n:6d} {nnz:8d} | {nk:11d} | {byts:9d} ({min_bytes:9d}) {byts / min_bytes:4.2f} "
+            print(f"{name:9s} {grid:9s} {n:6d} {nnz:8d} | {nk:11d} | {byts:9d} ({min_bytes:9d}) "
+                  f"{byts / min_bytes:4.2f} "
                   f"| {row['trn1'] * 1e6:8.2f} ({min_bytes / DMA_BW['trn1'] * 1e6:6.2f}) "
                   f"| {row['trn2'] * 1e6:8.2f} ({min_bytes / DMA_BW['trn2'] * 1e6:6.2f})")
 
