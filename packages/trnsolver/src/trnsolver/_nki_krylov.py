@@ -34,12 +34,27 @@ stays in HBM); the Hessenberg column's Givens rotations and the small
 triangular solve on the host; ``x += V y`` and each restart's residual on
 the GEMM kernel.
 
-Not on the device yet (torch path, the plan says so): other preconditioners
-and sparse/operator ``A``. Their device composition
-would be the same pattern -- SpMV (trnsparse's kernels) or this kernel's
-matvec, Vector-Engine axpys, partition all-reduces for the dots, and only
-the scalars that decide convergence (plus GMRES's small Hessenberg solve)
-on the host.
+``cg`` with a sparse float32 ``A`` that offers a device SpMV through the
+``__trnsci_spmv__`` seam (trnsparse's ``CSRMatrix``; see
+:class:`trnsolver.iterative.SparseMatvec`), without a preconditioner: two
+launches per iteration -- the matrix's SpMV kernel (``csr_spmv_kernel`` on the
+layout cached on the matrix) for ``A p``, then
+:func:`~trnsolver.kernels.cg_update.cg_update_kernel` for the dots and the
+``x``/``r``/``p`` updates; the host reads ``(r^T r, p^T A p)`` only and applies
+the same stopping rule. A nonzero ``x0`` gets ``b - A x0`` from one SpMV launch.
+The plan lists one iteration's launches and their summed closed forms.
+``bicgstab`` on such a matrix: SpMV ``v = A p``,
+:func:`~trnsolver.kernels.bicgstab_half.bicgstab_half_kernel` (the host reads
+``||s||`` for SciPy's mid-iteration exit), SpMV ``t = A s``,
+:func:`~trnsolver.kernels.bicgstab_finish.bicgstab_finish_kernel` (which also
+forms the next ``rho`` and ``p``).
+
+Not on the device yet (torch path, the plan says so): other preconditioners,
+sparse ``A`` for minres/gmres, and operator/callable ``A``. Their
+device composition would be the same pattern -- the SpMV seam or the dense
+kernels' matvec, Vector-Engine axpys, partition all-reduces for the dots, and
+only the scalars that decide convergence (plus GMRES's small Hessenberg
+solve) on the host.
 """
 
 from __future__ import annotations
@@ -51,16 +66,35 @@ import torch
 import trnblas
 from trnsci import nki
 from trnsolver._nki import _trnblas
-from trnsolver.iterative import BICGSTAB, CG, GMRES, MINRES, DenseMatvec, DiagonalPrecond, _not_finite
+from trnsolver.iterative import BICGSTAB, CG, GMRES, MINRES, DenseMatvec, DiagonalPrecond, SparseMatvec, _not_finite
+from trnsolver.kernels.bicgstab_finish import bicgstab_finish_counts, bicgstab_finish_kernel
+from trnsolver.kernels.bicgstab_half import bicgstab_half_counts, bicgstab_half_kernel
 from trnsolver.kernels.bicgstab_step import bicgstab_step_kernel
 from trnsolver.kernels.cg_step import cg_step_kernel
+from trnsolver.kernels.cg_update import MAX_N as UPDATE_MAX_N
+from trnsolver.kernels.cg_update import cg_update_counts, cg_update_kernel
 from trnsolver.kernels.gmres_arnoldi import MAX_K, gmres_arnoldi_kernel
 from trnsolver.kernels.minres_step import minres_step_kernel
 
 F32 = torch.float32
 
 
+def _sparse_cg_supports(matvec, b, precond):
+    if precond is not None:
+        return "a preconditioner M with a sparse A: the sparse device CG is unpreconditioned"
+    if b.dtype != F32:
+        return "b is not real float32"
+    if b.shape[0] > UPDATE_MAX_N:
+        return f"n = {b.shape[0]} > {UPDATE_MAX_N}: cg_update_kernel holds its vectors in one SBUF tile each"
+    dev = matvec.device()
+    if isinstance(dev, str):
+        return f"the sparse A has no device SpMV: {dev}"
+    return None
+
+
 def _cg_supports(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    if isinstance(matvec, SparseMatvec):
+        return _sparse_cg_supports(matvec, b, precond)
     if not isinstance(matvec, DenseMatvec):
         return "A is not a dense matrix (sparse, operator or callable): the kernel streams a dense A"
     if precond is not None and not isinstance(precond, DiagonalPrecond):
@@ -78,8 +112,25 @@ def _cg_counts(*args, **kwargs):
     return None
 
 
-@CG.lowering("nki", dtypes=(F32,), supports=_cg_supports, counts=_cg_counts)
+def _sparse_cg_counts(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    """A sparse ``A``: ONE iteration's launches (SpMV, then the vector update) and their summed
+    closed forms; a solve runs this pair once per iteration (plus one SpMV first for a nonzero ``x0``)."""
+    if not isinstance(matvec, SparseMatvec):
+        return None
+    parts = [matvec.device().counts(), cg_update_counts(b.shape[0])]
+    total: dict = {"kernel": "cg iteration: " + " -> ".join(p["kernel"] for p in parts),
+                   "kernels": [p["kernel"] for p in parts]}
+    for p in parts:
+        for k, v in p.items():
+            if k != "kernel":
+                total[k] = total.get(k, 0) + v
+    return total
+
+
+@CG.lowering("nki", dtypes=(F32,), supports=_cg_supports, counts=_sparse_cg_counts)
 def _cg_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    if isinstance(matvec, SparseMatvec):
+        return _sparse_cg(matvec.device(), b, x0, tol, atol, maxiter, callback)
     n = b.shape[0]
     a = matvec.matrix.mT.to(F32).contiguous()  # the kernel multiplies by its argument's transpose
     bnorm = float(torch.linalg.vector_norm(b))
@@ -116,6 +167,45 @@ def _cg_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
     return x.reshape(n).to(b.dtype), it, hist
 
 
+def _sparse_cg(spmv, b, x0, tol, atol, maxiter, callback):
+    """CG on a sparse ``A``: per iteration one SpMV launch (``spmv.run``, the matrix's kernel on
+    its cached device layout) and one :func:`~trnsolver.kernels.cg_update.cg_update_kernel`
+    launch; the host reads ``(r^T r, p^T A p)`` and stops as the torch path does."""
+    n = b.shape[0]
+    b32 = b.to(F32).reshape(n, 1)
+    bnorm = float(torch.linalg.vector_norm(b))
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+    if x0 is None:  # vectors [n] (the update kernel's layout); the SpMV takes and returns [n, 1] views
+        x, r = torch.zeros(n, dtype=F32), b32.reshape(n).clone()
+    else:
+        x = x0.to(F32).reshape(n).clone()
+        r = (b32 - spmv.run(x.reshape(n, 1))).reshape(n)
+    rn = float(torch.linalg.vector_norm(r))
+    hist = [rn / scale]
+    if rn < stop or rn == 0.0:
+        return x.to(b.dtype), 0, hist
+    p = r.clone()  # the first direction is z = r (beta = 0)
+    rz = torch.full((128, 1), float((r * r).sum()), dtype=F32)
+    it = 0
+    for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
+        ap = spmv.run(p.reshape(n, 1)).reshape(n)
+        xn, rn_, pn, rzn, stats = nki.run(cg_update_kernel, x, r, p, ap, rz, out_dtype=F32)
+        rn2, pap = float(stats[0, 0]), float(stats[0, 1])
+        if not math.isfinite(pap):
+            raise _not_finite("cg", "p^H A p", it)
+        if pap == 0.0:  # the step would divide by zero: keep the previous iterate (as the torch path)
+            break
+        x, r, p, rz = xn, rn_, pn, rzn
+        rn = math.sqrt(max(rn2, 0.0))
+        hist.append(rn / scale)
+        if callback is not None:
+            callback(x.reshape(n).to(b.dtype))
+        if rn < stop or rn == 0.0:
+            break
+    return x.reshape(n).to(b.dtype), it, hist
+
+
 # ------------------------------------------------------------------ BiCGSTAB
 
 
@@ -125,10 +215,93 @@ def _bicgstab_supports(matvec, b, x0, tol, atol, maxiter, precond, callback=None
     return _cg_supports(matvec, b, x0, tol, atol, maxiter, None, callback)
 
 
-@BICGSTAB.lowering("nki", dtypes=(F32,), supports=_bicgstab_supports, counts=_cg_counts)
+def _dense_only_supports(matvec, b, x0, tol, atol, maxiter, precond, callback=None, *rest):
+    if isinstance(matvec, SparseMatvec):
+        return "a sparse A: the device path on the SpMV seam is CG's and BiCGSTAB's only"
+    return _bicgstab_supports(matvec, b, x0, tol, atol, maxiter, precond, callback)
+
+
+def _sparse_bicgstab_counts(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    """A sparse ``A``: ONE full iteration's four launches (SpMV, half step, SpMV, finish) and their
+    summed closed forms (an exit on ``||s||`` skips the second SpMV and the finish)."""
+    if not isinstance(matvec, SparseMatvec):
+        return None
+    sp = matvec.device().counts()
+    n = b.shape[0]
+    parts = [sp, bicgstab_half_counts(n), sp, bicgstab_finish_counts(n)]
+    total: dict = {"kernel": "bicgstab iteration: " + " -> ".join(p["kernel"] for p in parts),
+                   "kernels": [p["kernel"] for p in parts]}
+    for p in parts:
+        for k, v in p.items():
+            if k != "kernel":
+                total[k] = total.get(k, 0) + v
+    return total
+
+
+def _sparse_bicgstab(spmv, b, x0, tol, atol, maxiter, callback):
+    """BiCGSTAB on a sparse ``A``: per iteration SpMV ``v = A p``,
+    :func:`~trnsolver.kernels.bicgstab_half.bicgstab_half_kernel` (host reads ``rhat.v`` and
+    ``||s||^2``), SpMV ``t = A s``, :func:`~trnsolver.kernels.bicgstab_finish.bicgstab_finish_kernel`
+    (host reads ``||r||^2``, ``omega`` and the next ``rho``); the torch path's stopping rule."""
+    n = b.shape[0]
+    b32 = b.to(F32).reshape(n)
+    bnorm = float(torch.linalg.vector_norm(b))
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+
+    def mv(u):
+        return spmv.run(u.reshape(n, 1)).reshape(n)
+
+    if x0 is None:
+        x, r = torch.zeros(n, dtype=F32), b32.clone()
+    else:
+        x = x0.to(F32).reshape(n).clone()
+        r = b32 - mv(x)
+    rn = float(torch.linalg.vector_norm(r))
+    hist = [rn / scale]
+    if rn < stop or rn == 0.0:
+        return x.to(b.dtype), 0, hist
+    rhat, p = r.clone(), r.clone()  # the first direction is r (beta = 0)
+    v = torch.zeros(n, dtype=F32)
+    rho_f = float((r * r).sum())
+    rho = torch.full((128, 1), rho_f, dtype=F32)
+    it = 0
+    for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
+        if rho_f == 0.0:
+            break
+        v = mv(p)
+        s, xh, alpha, st = nki.run(bicgstab_half_kernel, x, r, p, v, rhat, rho, out_dtype=F32)
+        den, sn2 = float(st[0, 0]), float(st[0, 1])
+        if not math.isfinite(den):
+            raise _not_finite("bicgstab", "rhat^H A p", it)
+        if den == 0.0:
+            break
+        sn = math.sqrt(max(sn2, 0.0))
+        if sn < stop or sn == 0.0:
+            x = xh
+            hist.append(sn / scale)
+            if callback is not None:
+                callback(x.to(b.dtype))
+            break
+        t = mv(s)
+        x, r, pn, rhon, st = nki.run(bicgstab_finish_kernel, xh, s, t, rhat, p, v, rho, alpha, out_dtype=F32)
+        rn2, omega, rho_f = (float(z) for z in st[0])
+        p, rho = pn, rhon
+        rn = math.sqrt(max(rn2, 0.0))
+        hist.append(rn / scale)
+        if callback is not None:
+            callback(x.to(b.dtype))
+        if rn < stop or rn == 0.0 or omega == 0.0:
+            break
+    return x.to(b.dtype), it, hist
+
+
+@BICGSTAB.lowering("nki", dtypes=(F32,), supports=_bicgstab_supports, counts=_sparse_bicgstab_counts)
 def _bicgstab_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
     """One :func:`~trnsolver.kernels.bicgstab_step.bicgstab_step_kernel` launch per iteration;
     the host reads ``(rho, rhat.v, ||s||^2, ||r||^2, omega)`` and stops as the torch path does."""
+    if isinstance(matvec, SparseMatvec):
+        return _sparse_bicgstab(matvec.device(), b, x0, tol, atol, maxiter, callback)
     n = b.shape[0]
     a = matvec.matrix.mT.to(F32).contiguous()
     bnorm = float(torch.linalg.vector_norm(b))
@@ -178,7 +351,7 @@ def _bicgstab_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
 # ------------------------------------------------------------------ MINRES
 
 
-@MINRES.lowering("nki", dtypes=(F32,), supports=_bicgstab_supports, counts=_cg_counts)
+@MINRES.lowering("nki", dtypes=(F32,), supports=_dense_only_supports, counts=_cg_counts)
 def _minres_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shift=0.0):
     """One :func:`~trnsolver.kernels.minres_step.minres_step_kernel` launch per iteration; the
     host reads ``(alfa, beta, phibar)`` and, when the estimate meets the tolerance, confirms it
@@ -236,7 +409,7 @@ def _minres_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shift
 def _gmres_supports(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=None):
     if max(1, min(restart, b.shape[0])) + 1 > MAX_K:
         return f"restart={restart}: the Arnoldi kernel holds at most {MAX_K - 1} basis vectors"
-    return _bicgstab_supports(matvec, b, x0, tol, atol, maxiter, precond, callback)
+    return _dense_only_supports(matvec, b, x0, tol, atol, maxiter, precond, callback)
 
 
 @GMRES.lowering("nki", dtypes=(F32,), supports=_gmres_supports, counts=_cg_counts)

@@ -85,6 +85,30 @@ class DenseMatvec:
         return self._fn(x)
 
 
+class SparseMatvec:
+    """``x -> A x`` for a matrix that offers a device SpMV through the ``__trnsci_spmv__``
+    seam (trnsparse's CSR matrices): ``A.__trnsci_spmv__()`` returns an object with
+    ``run(p)`` (``[n, 1]`` float32 in and out, one SpMV kernel launch), ``counts()``
+    (that launch's closed form) and ``kernel`` (its name), or a string saying why the
+    matrix has none. trnsolver never imports the matrix's library: the seam is the method.
+    ``device()`` asks once per solve (the matrix caches its own device layout)."""
+
+    __slots__ = ("matrix", "_fn", "_dev")
+
+    def __init__(self, matrix, fn):
+        self.matrix = matrix
+        self._fn = fn
+        self._dev = None
+
+    def __call__(self, x):
+        return self._fn(x)
+
+    def device(self):
+        if self._dev is None:
+            self._dev = type(self.matrix).__trnsci_spmv__(self.matrix)
+        return self._dev
+
+
 class DiagonalPrecond:
     """``r -> r / diag(A)`` from :func:`jacobi_preconditioner`, keeping ``1 / diag(A)``
     (``.inv_d``) for an NKI lowering that applies it on the device."""
@@ -107,6 +131,8 @@ def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol=No
     matvec = it_.linear_operator(A, n, b.dtype, b.device, "A", where)
     if isinstance(A, torch.Tensor) and A.layout == torch.strided:
         matvec = DenseMatvec(A, matvec)
+    elif callable(getattr(type(A), "__trnsci_spmv__", None)):
+        matvec = SparseMatvec(A, matvec)
     if x0 is not None:
         x0 = v.tensor(x0, "x0", where, _KRYLOV_DTYPES)
         if tuple(x0.shape) != (n,):
@@ -187,7 +213,8 @@ def _start(matvec, b, x0, tol, atol):
 #: which pays off once a matvec outweighs a launch's fixed cost; 4096 rows
 #: (a 64 MiB float32 A) is a placeholder.
 CG = Op("trnsolver.cg", "rows", 4096, size=_rows, describe=_describe_rows,
-        doc="conjugate gradients (dense float32 A, no M: one cg_step_kernel launch per iteration)")
+        doc="conjugate gradients (dense float32 A, no M: one cg_step_kernel launch per iteration; "
+            "trnsparse CSR float32 A, no M: csr_spmv_kernel + cg_update_kernel per iteration)")
 
 
 @CG.lowering("torch")

@@ -47,7 +47,7 @@ from __future__ import annotations
 import torch
 
 from trnsci import nki
-from trnsparse import _sell, _tri
+from trnsparse import _host, _sell, _tri
 from trnsparse.attention import ATTENTION
 from trnsparse.kernels.attention import attention_counts, block_sparse_attention_kernel
 from trnsparse.kernels.bsr_sddmm import bsr_sddmm_counts, bsr_sddmm_kernel
@@ -421,6 +421,55 @@ def _attention_nki(Q, K, V, blocks, brow, bcol, block_size, scale, causal):
                 row_ptrs=_block_row_ptrs(brow, Q.shape[1]), cols=tuple(bcol.tolist()), scale=float(scale),
                 causal=tri, out_dtype=F32)
     return O.to(Q.dtype)
+
+
+# ----------------------------------------------------------------- the SpMV seam for iterative solvers
+
+class DeviceSpMV:
+    """``y = A p`` on the device for a square float32 CSR ``A``, as an iterative solver launches it:
+    ``run(p)`` takes and returns ``[n, 1]`` float32 (one :func:`csr_spmv_kernel` launch on the
+    layout cached on ``A``), ``counts()`` is that launch's closed form. Returned by
+    :meth:`trnsparse.CSRMatrix.__trnsci_spmv__`; trnsolver's CG uses it without importing trnsparse."""
+
+    kernel = "csr_spmv_kernel"
+
+    def __init__(self, A):
+        self._A = A
+        self.n = A.shape[0]
+
+    def _layout(self):
+        """The layout cached on ``A`` -- keyed on the same index tensors ``spmv`` uses (int32 host
+        copies when SciPy may run), so the solver and ``spmv`` on ``A`` share one entry."""
+        A = self._A
+        cols, ptrs = A._host_indices() if _host.host_ok(A.values) else (A.col_indices, A.row_ptrs)
+        return _sell.ell_layout(A, A.values, cols, ptrs, A.shape, 1)
+
+    def run(self, p):
+        st, sv = self._layout()
+        tg = st.target if st.target.numel() else torch.zeros(1, 2, dtype=F32)
+        return nki.run(csr_spmv_kernel, sv, st.cols, tg, p, blocks=st.blocks, M=self.n, out_dtype=F32)
+
+    def counts(self):
+        st, _ = self._layout()
+        return {"kernel": self.kernel, **csr_spmv_counts(self.n, self.n, st.blocks, 1, 4)}
+
+
+def device_spmv(A):
+    """A :class:`DeviceSpMV` for ``A``, or a string saying why ``A`` has none."""
+    m, n = A.shape
+    if m != n:
+        return f"A is {m} x {n}, not square"
+    if A.values.dtype != F32:
+        return f"A is {str(A.values.dtype).replace('torch.', '')}, the device SpMV seam takes float32"
+    if A.values.requires_grad:
+        return "autograd: the kernel has no backward"
+    if n == 0:
+        return "empty matrix"
+    probe = torch.zeros(n, 1, dtype=F32)
+    why = _spmm_supports(A.values, A.col_indices, A.row_ptrs, A.shape, probe, 1.0, None, 0.0, A)
+    if why is None and not _resident_x(A.shape, probe):
+        why = f"n = {n}: y does not fit on chip for csr_spmv_kernel"
+    return why if why is not None else DeviceSpMV(A)
 
 
 # SpGEMM and sparse add (own module: their host-side symbolic phases live in trnsparse._spgemm)

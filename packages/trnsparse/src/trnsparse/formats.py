@@ -407,6 +407,19 @@ class CSRMatrix(SparseMatrix):
     def row_ptrs(self, value):
         self._assign("row_ptrs", value)
 
+    def __trnsci_spmv__(self):
+        """The device-SpMV seam for iterative solvers in other libraries (trnsolver's ``cg``).
+
+        Returns an object with ``run(p)`` (``p`` and the result ``[n, 1]`` float32: one
+        ``csr_spmv_kernel`` launch on the device layout cached on this matrix), ``counts()``
+        (that launch's closed form) and ``kernel`` (its name) -- or a string saying why this
+        matrix has none (not square, not float32, ...). A solver that finds the method keeps
+        its iteration on the device without importing trnsparse.
+        """
+        from ._nki import device_spmv
+
+        return device_spmv(self)
+
     def _host_indices(self):
         """(col_indices, row_ptrs) as int32 when they fit, cached: SciPy's kernels read half the bytes."""
         c = self.__dict__.get("_idx32")
