@@ -44,7 +44,7 @@ def _atoms(name: str):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m trnsci.distributed_demo", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="trnsci demo --distributed", description=__doc__.splitlines()[0])
     p.add_argument("--nproc", type=int, default=2, help="ranks to spawn when not under torchrun (default 2)")
     p.add_argument("--what", default="mp2,fft,gemm", help="comma list of mp2, fft, gemm")
     p.add_argument("--mol", default="h2o", choices=MOLECULES)
