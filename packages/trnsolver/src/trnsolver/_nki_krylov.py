@@ -79,6 +79,38 @@ from trnsolver.kernels.minres_step import minres_step_kernel
 F32 = torch.float32
 
 
+def _start(b, x0, tol, atol, matvec, shape):
+    """What every Krylov lowering starts from, in float32 of ``shape`` (``(n,)`` or ``(n, 1)``).
+
+    Returns ``(x, r, stop, scale, hist, done)``: ``x0`` (zeros when None), ``r = b - A x0``
+    (``b`` itself when ``x0`` is None, no product), the stopping threshold ``max(tol ||b||, atol)``,
+    the scale of the residual history (``||b||``, or 1 for ``b = 0``), the history's first entry,
+    and whether that residual already meets the threshold -- the torch path's rule.
+    """
+    bnorm = float(torch.linalg.vector_norm(b))
+    stop = max(tol * bnorm, atol)
+    scale = bnorm if bnorm > 0 else 1.0
+    b32 = b.to(F32).reshape(shape)
+    if x0 is None:
+        x, r = torch.zeros(shape, dtype=F32), b32.clone()
+    else:
+        x = x0.to(F32).reshape(shape).clone()
+        r = b32 - matvec(x)
+    rn = float(torch.linalg.vector_norm(r))
+    return x, r, stop, scale, [rn / scale], rn < stop or rn == 0.0
+
+
+def _gemm_with(A):
+    """``x -> A x`` on trnblas's GEMM kernel (float32 ``A`` made contiguous once)."""
+    A = A.to(F32).contiguous()
+
+    def Ax(x):
+        with _trnblas():
+            return trnblas.gemm(1.0, A, x)
+
+    return Ax
+
+
 def _sparse_cg_supports(matvec, b, precond):
     if precond is not None:
         return "a preconditioner M with a sparse A: the sparse device CG is unpreconditioned"
@@ -133,18 +165,8 @@ def _cg_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
         return _sparse_cg(matvec.device(), b, x0, tol, atol, maxiter, callback)
     n = b.shape[0]
     a = matvec.matrix.mT.to(F32).contiguous()  # the kernel multiplies by its argument's transpose
-    bnorm = float(torch.linalg.vector_norm(b))
-    stop = max(tol * bnorm, atol)
-    scale = bnorm if bnorm > 0 else 1.0
-    x = torch.zeros(n, 1, dtype=F32) if x0 is None else x0.to(F32).reshape(n, 1).clone()
-    if x0 is None:
-        r = b.to(F32).reshape(n, 1).clone()
-    else:
-        with _trnblas():
-            r = b.to(F32).reshape(n, 1) - trnblas.gemm(1.0, matvec.matrix.to(F32).contiguous(), x)
-    rn = float(torch.linalg.vector_norm(r))
-    hist = [rn / scale]
-    if rn < stop or rn == 0.0:
+    x, r, stop, scale, hist, done = _start(b, x0, tol, atol, _gemm_with(matvec.matrix), (n, 1))
+    if done:
         return x.reshape(n).to(b.dtype), 0, hist
     p = torch.zeros(n, 1, dtype=F32)
     rz = torch.ones(128, 1, dtype=F32)
@@ -172,18 +194,12 @@ def _sparse_cg(spmv, b, x0, tol, atol, maxiter, callback):
     its cached device layout) and one :func:`~trnsolver.kernels.cg_update.cg_update_kernel`
     launch; the host reads ``(r^T r, p^T A p)`` and stops as the torch path does."""
     n = b.shape[0]
-    b32 = b.to(F32).reshape(n, 1)
-    bnorm = float(torch.linalg.vector_norm(b))
-    stop = max(tol * bnorm, atol)
-    scale = bnorm if bnorm > 0 else 1.0
-    if x0 is None:  # vectors [n] (the update kernel's layout); the SpMV takes and returns [n, 1] views
-        x, r = torch.zeros(n, dtype=F32), b32.reshape(n).clone()
-    else:
-        x = x0.to(F32).reshape(n).clone()
-        r = (b32 - spmv.run(x.reshape(n, 1))).reshape(n)
-    rn = float(torch.linalg.vector_norm(r))
-    hist = [rn / scale]
-    if rn < stop or rn == 0.0:
+
+    def mv(u):  # vectors are [n] (the update kernel's layout); the SpMV takes and returns [n, 1] views
+        return spmv.run(u.reshape(n, 1)).reshape(n)
+
+    x, r, stop, scale, hist, done = _start(b, x0, tol, atol, mv, (n,))
+    if done:
         return x.to(b.dtype), 0, hist
     p = r.clone()  # the first direction is z = r (beta = 0)
     rz = torch.full((128, 1), float((r * r).sum()), dtype=F32)
@@ -244,22 +260,12 @@ def _sparse_bicgstab(spmv, b, x0, tol, atol, maxiter, callback):
     ``||s||^2``), SpMV ``t = A s``, :func:`~trnsolver.kernels.bicgstab_finish.bicgstab_finish_kernel`
     (host reads ``||r||^2``, ``omega`` and the next ``rho``); the torch path's stopping rule."""
     n = b.shape[0]
-    b32 = b.to(F32).reshape(n)
-    bnorm = float(torch.linalg.vector_norm(b))
-    stop = max(tol * bnorm, atol)
-    scale = bnorm if bnorm > 0 else 1.0
 
     def mv(u):
         return spmv.run(u.reshape(n, 1)).reshape(n)
 
-    if x0 is None:
-        x, r = torch.zeros(n, dtype=F32), b32.clone()
-    else:
-        x = x0.to(F32).reshape(n).clone()
-        r = b32 - mv(x)
-    rn = float(torch.linalg.vector_norm(r))
-    hist = [rn / scale]
-    if rn < stop or rn == 0.0:
+    x, r, stop, scale, hist, done = _start(b, x0, tol, atol, mv, (n,))
+    if done:
         return x.to(b.dtype), 0, hist
     rhat, p = r.clone(), r.clone()  # the first direction is r (beta = 0)
     v = torch.zeros(n, dtype=F32)
@@ -304,18 +310,8 @@ def _bicgstab_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
         return _sparse_bicgstab(matvec.device(), b, x0, tol, atol, maxiter, callback)
     n = b.shape[0]
     a = matvec.matrix.mT.to(F32).contiguous()
-    bnorm = float(torch.linalg.vector_norm(b))
-    stop = max(tol * bnorm, atol)
-    scale = bnorm if bnorm > 0 else 1.0
-    x = torch.zeros(n, 1, dtype=F32) if x0 is None else x0.to(F32).reshape(n, 1).clone()
-    if x0 is None:
-        r = b.to(F32).reshape(n, 1).clone()
-    else:
-        with _trnblas():
-            r = b.to(F32).reshape(n, 1) - trnblas.gemm(1.0, matvec.matrix.to(F32).contiguous(), x)
-    rn = float(torch.linalg.vector_norm(r))
-    hist = [rn / scale]
-    if rn < stop or rn == 0.0:
+    x, r, stop, scale, hist, done = _start(b, x0, tol, atol, _gemm_with(matvec.matrix), (n, 1))
+    if done:
         return x.reshape(n).to(b.dtype), 0, hist
     rhat = r.clone()
     p = torch.zeros(n, 1, dtype=F32)
@@ -360,19 +356,14 @@ def _minres_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shift
     A = matvec.matrix.to(F32).contiguous()
     a = A.mT.contiguous()
     b32 = b.to(F32).reshape(n, 1)
-    bnorm = float(torch.linalg.vector_norm(b))
-    stop = max(tol * bnorm, atol)
-    scale = bnorm if bnorm > 0 else 1.0
+    Ax = _gemm_with(A)
 
     def residual(x):
-        with _trnblas():
-            return b32 - trnblas.gemm(1.0, A, x)
+        return b32 - Ax(x)
 
-    x = torch.zeros(n, 1, dtype=F32) if x0 is None else x0.to(F32).reshape(n, 1).clone()
-    r1 = b32.clone() if x0 is None else residual(x)
-    rn = float(torch.linalg.vector_norm(r1))
-    hist = [rn / scale]
-    if rn < stop or rn == 0.0:
+    x, r1, stop, scale, hist, done = _start(b, x0, tol, atol, Ax, (n, 1))
+    rn = hist[0] * scale
+    if done:
         return x.reshape(n).to(b.dtype), 0, hist
     beta1 = math.sqrt(max(float((r1 * r1).sum()), 0.0))
     if beta1 == 0.0:
