@@ -57,7 +57,7 @@ from trnsci.nki.tiling import PMAX, cdiv
 from .._philox import C_PI, R_BIAS
 from .philox import CONST_TILES, GPSIMD_PER_TILE, MASK, VECTOR_PER_TILE, W0, W1, Lanes
 from .philox_threshold import keyed_counts, keyed_philox, tile_f
-from .philox_transform import _column, _Flat, _store, _store_dmas
+from .philox_transform import _column, _Flat, _m53, _store, _store_dmas
 
 S53 = 2.0 * C_PI * 2.0**-53  # the angle step: 2**53 S = 2 C exactly (a power-of-two scaling of fp32 2C)
 V_MIN = 2.0**-60
@@ -75,14 +75,6 @@ def gamma_counts(nblocks: int, shape: float, rounds: int, student: bool = False)
             "vector": 2 + 4 + t * (VECTOR_PER_TILE + 1 + rounds * (v4 + v2 + 25 + 4 * small) + student * (v4 + 12)),
             "scalar": t * (rounds * (5 + 2 * small) + 4 * student),
             "dma": _store_dmas(nblocks, f)}
-
-
-def _m53(ew, hi, lo, name):
-    """fp32 tile of (hi >> 5) 2**26 + (lo >> 6) (2 shifts + 1 stt, Vector)."""
-    h, l_ = ew.ts(hi, nl.right_shift, 5), ew.ts(lo, nl.right_shift, 6)
-    m = ew.tile(name, nl.float32)
-    nisa.scalar_tensor_tensor(m, h, nl.multiply, float(1 << 26), nl.add, l_)
-    return m
 
 
 def _ln_open(ew, m, bias, name):

@@ -173,6 +173,14 @@ def _column(value, name):
     return c
 
 
+def _m53(ew, hi, lo, name):
+    """fp32 tile of the torch path's 53-bit ``m = (hi >> 5) 2**26 + (lo >> 6)`` (2 shifts + 1 stt, Vector)."""
+    h, l_ = ew.ts(hi, nl.right_shift, 5), ew.ts(lo, nl.right_shift, 6)
+    m = ew.tile(name, nl.float32)
+    nisa.scalar_tensor_tensor(m, h, nl.multiply, float(1 << 26), nl.add, l_)
+    return m
+
+
 def _poly(ew, x, coef, name):
     """Horner in fp32 on tiles: coef[0] x**k + ... + coef[k] (one tensor_scalar, then one stt per coefficient)."""
     acc = ew.tile(name, nl.float32)
@@ -307,9 +315,7 @@ def philox_transform_kernel(seed, subsequence, block0, nblocks, transform, param
             elif transform == "truncated_normal":
                 _truncated_normal(ew, a, b, param, ulow, dst)
             else:  # geometric
-                m0, m1 = ew.ts(a, nl.right_shift, 5), ew.ts(b, nl.right_shift, 6)
-                v = ew.tile("v", nl.float32)  # the torch path's 53-bit m, rounded to fp32
-                nisa.scalar_tensor_tensor(v, m0, nl.multiply, float(1 << 26), nl.add, m1)
+                v = _m53(ew, a, b, "v")  # the torch path's 53-bit m, rounded to fp32
                 lg = ew.tile("log_u", nl.float32)
                 nisa.activation(lg, nl.log, v, bias=ulow, scale=2.0**-53)
                 x = ew.tile("x", nl.float32)

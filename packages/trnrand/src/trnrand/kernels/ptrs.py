@@ -62,7 +62,7 @@ from trnsci.nki.tiling import PMAX, cdiv
 
 from .philox import CONST_TILES, GPSIMD_PER_TILE, MASK, VECTOR_PER_TILE, W0, W1, Lanes
 from .philox_threshold import keyed_counts, keyed_philox, tile_f
-from .philox_transform import _column, _Flat, _store, _store_dmas
+from .philox_transform import _column, _Flat, _m53, _store, _store_dmas
 
 CAP = float(1 << 23)
 INV_US_MAX = float(1 << 28)
@@ -79,13 +79,6 @@ def ptrs_counts(nblocks: int, rounds: int) -> dict:
             "vector": 2 + 2 + t * (VECTOR_PER_TILE + 1 + rounds * (v4 + 46)),
             "scalar": 4 * t * rounds,
             "dma": _store_dmas(nblocks, f)}
-
-
-def _m53(ew, hi, lo, name):
-    h, l_ = ew.ts(hi, nl.right_shift, 5), ew.ts(lo, nl.right_shift, 6)
-    m = ew.tile(name, nl.float32)
-    nisa.scalar_tensor_tensor(m, h, nl.multiply, float(1 << 26), nl.add, l_)
-    return m
 
 
 @nki.jit
