@@ -66,7 +66,17 @@ import torch
 import trnblas
 from trnsci import nki
 from trnsolver._nki import _trnblas
-from trnsolver.iterative import BICGSTAB, CG, GMRES, MINRES, DenseMatvec, DiagonalPrecond, SparseMatvec, _not_finite
+from trnsolver.iterative import (
+    BICGSTAB,
+    CG,
+    GMRES,
+    MINRES,
+    DenseMatvec,
+    DiagonalPrecond,
+    SparseMatvec,
+    _not_finite,
+    threshold,
+)
 from trnsolver.kernels.bicgstab_finish import bicgstab_finish_counts, bicgstab_finish_kernel
 from trnsolver.kernels.bicgstab_half import bicgstab_half_counts, bicgstab_half_kernel
 from trnsolver.kernels.bicgstab_step import bicgstab_step_kernel
@@ -87,9 +97,7 @@ def _start(b, x0, tol, atol, matvec, shape):
     the scale of the residual history (``||b||``, or 1 for ``b = 0``), the history's first entry,
     and whether that residual already meets the threshold -- the torch path's rule.
     """
-    bnorm = float(torch.linalg.vector_norm(b))
-    stop = max(tol * bnorm, atol)
-    scale = bnorm if bnorm > 0 else 1.0
+    _, stop, scale = threshold(b, tol, atol)
     b32 = b.to(F32).reshape(shape)
     if x0 is None:
         x, r = torch.zeros(shape, dtype=F32), b32.clone()
@@ -171,22 +179,33 @@ def _cg_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
     p = torch.zeros(n, 1, dtype=F32)
     rz = torch.ones(128, 1, dtype=F32)
     extra = () if precond is None else (precond.inv_d.to(F32).reshape(n, 1).contiguous(),)
+
+    def step(x, r, p, rz):
+        return nki.run(cg_step_kernel, a, x, r, p, rz, *extra, out_dtype=F32)
+
+    return _cg_iterate(step, (x, r, p, rz), b, maxiter, stop, scale, hist, callback)
+
+
+def _cg_iterate(step, state, b, maxiter, stop, scale, hist, callback):
+    """The host's part of CG on the device: launch ``step(x, r, p, rz) -> (x', r', p', rz', stats)``
+    once per iteration, read ``stats = (r^T r, p^T A p)`` and stop by the torch path's rule."""
+    n = b.shape[0]
     it = 0
     for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
-        xn, rn_, pn, rzn, stats = nki.run(cg_step_kernel, a, x, r, p, rz, *extra, out_dtype=F32)
+        *new, stats = step(*state)
         rn2, pap = float(stats[0, 0]), float(stats[0, 1])
         if not math.isfinite(pap):
             raise _not_finite("cg", "p^H A p", it)
         if pap == 0.0:  # the step would divide by zero: keep the previous iterate (as the torch path)
             break
-        x, r, p, rz = xn, rn_, pn, rzn
+        state = tuple(new)
         rn = math.sqrt(max(rn2, 0.0))
         hist.append(rn / scale)
         if callback is not None:
-            callback(x.reshape(n).to(b.dtype))
+            callback(state[0].reshape(n).to(b.dtype))
         if rn < stop or rn == 0.0:
             break
-    return x.reshape(n).to(b.dtype), it, hist
+    return state[0].reshape(n).to(b.dtype), it, hist
 
 
 def _sparse_cg(spmv, b, x0, tol, atol, maxiter, callback):
@@ -203,23 +222,11 @@ def _sparse_cg(spmv, b, x0, tol, atol, maxiter, callback):
         return x.to(b.dtype), 0, hist
     p = r.clone()  # the first direction is z = r (beta = 0)
     rz = torch.full((128, 1), float((r * r).sum()), dtype=F32)
-    it = 0
-    for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
-        ap = spmv.run(p.reshape(n, 1)).reshape(n)
-        xn, rn_, pn, rzn, stats = nki.run(cg_update_kernel, x, r, p, ap, rz, out_dtype=F32)
-        rn2, pap = float(stats[0, 0]), float(stats[0, 1])
-        if not math.isfinite(pap):
-            raise _not_finite("cg", "p^H A p", it)
-        if pap == 0.0:  # the step would divide by zero: keep the previous iterate (as the torch path)
-            break
-        x, r, p, rz = xn, rn_, pn, rzn
-        rn = math.sqrt(max(rn2, 0.0))
-        hist.append(rn / scale)
-        if callback is not None:
-            callback(x.reshape(n).to(b.dtype))
-        if rn < stop or rn == 0.0:
-            break
-    return x.reshape(n).to(b.dtype), it, hist
+
+    def step(x, r, p, rz):
+        return nki.run(cg_update_kernel, x, r, p, mv(p), rz, out_dtype=F32)
+
+    return _cg_iterate(step, (x, r, p, rz), b, maxiter, stop, scale, hist, callback)
 
 
 # ------------------------------------------------------------------ BiCGSTAB
@@ -414,9 +421,7 @@ def _gmres_nki(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=Non
     a = A.mT.contiguous()
     b32 = b.to(F32).reshape(n, 1)
     x = torch.zeros(n, 1, dtype=F32) if x0 is None else x0.to(F32).reshape(n, 1).clone()
-    bnorm = float(torch.linalg.vector_norm(b))
-    stop = max(tol * bnorm, atol)
-    scale = bnorm if bnorm > 0 else 1.0
+    _, stop, scale = threshold(b, tol, atol)
     m = max(1, min(restart, n))
     total = 0
     hist = []

@@ -51,6 +51,12 @@ __all__ = ["cg", "gmres", "bicgstab", "minres",
 _KRYLOV_DTYPES = la.LINALG_DTYPES
 
 
+def threshold(b, tol: float, atol: float) -> tuple[float, float, float]:
+    """``(||b||, stop, scale)``: the stopping threshold ``max(tol ||b||, atol)`` of every Krylov solver
+    (SciPy's rule) and the scale its residual history is recorded in (``||b||``, or 1 for ``b = 0``)."""
+    bnorm = float(torch.linalg.vector_norm(b))
+    return bnorm, max(tol * bnorm, atol), (bnorm if bnorm > 0 else 1.0)
+
 def _rows(matvec, b, *rest, **kwargs):
     return float(b.shape[0])
 
@@ -157,11 +163,9 @@ def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol=No
 
 def _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, return_info, method):
     """The true residual, once; the result; the warnings (see the module docstring)."""
-    bnorm = float(torch.linalg.vector_norm(b))
+    bnorm, stop, scale = threshold(b, tol, atol)
     rnorm = float(torch.linalg.vector_norm(b - matvec(x))) if b.numel() else 0.0
     relres = rnorm / bnorm if bnorm > 0 else rnorm
-    stop = max(tol * bnorm, atol)
-    scale = bnorm if bnorm > 0 else 1.0
     claimed = bool(hist) and (hist[-1] * scale < stop or hist[-1] == 0.0)  # what the solver's test saw
     true_ok = rnorm <= stop or rnorm == 0.0
     converged = claimed or true_ok
@@ -200,9 +204,7 @@ def _start(matvec, b, x0, tol, atol):
     """Common Krylov start: ``(x, r, ||r||, stop, scale, history)`` with
     ``stop = max(tol ||b||, atol)`` and residuals recorded relative to ``||b||``."""
     x = torch.zeros_like(b) if x0 is None else x0.clone()
-    bnorm = float(torch.linalg.vector_norm(b))
-    stop = max(tol * bnorm, atol)
-    scale = bnorm if bnorm > 0 else 1.0
+    bnorm, stop, scale = threshold(b, tol, atol)
     r = b - matvec(x) if x0 is not None else b.clone()
     rn = float(torch.linalg.vector_norm(r))
     return x, r, rn, stop, scale, [rn / scale]
@@ -324,9 +326,7 @@ def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=N
     ``maxiter`` counts restart cycles; returns ``(x, matvecs, history)``."""
     x = torch.zeros_like(b) if x0 is None else x0.clone()
     n = b.shape[0]
-    bnorm = float(torch.linalg.vector_norm(b))
-    stop = max(tol * bnorm, atol)
-    scale = bnorm if bnorm > 0 else 1.0
+    bnorm, stop, scale = threshold(b, tol, atol)
     m = max(1, min(restart, n))
     total = 0
     hist = []
