@@ -137,7 +137,11 @@ def _settle(op, kind, key, x, sizes, dims, norm, precision, nd):
 
 def _one(where, op, kind, input, n, dim, norm, axis, precision, real_in=False, half_in=False):
     """A 1-D transform: ``real_in``, the input must be real; ``half_in``, it is a half spectrum (default
-    output length 2 (m - 1))."""
+    output length 2 (m - 1)).
+
+    The settled-route lookup at the top is written out here and in :func:`_many` rather than shared:
+    as a helper call it cost ~0.3 us more per small transform (measured), a third of the budget.
+    """
     if type(input) is _Tensor and op.on_torch():
         try:
             key = _sig1(input, n, dim, norm, axis, precision)
