@@ -418,11 +418,34 @@ def _B_from_cderi(cderi, c_occ, c_vir, timings, backends):
     return V
 
 
+def _int3c_reader(mol, auxmol):
+    """``read(s0, s1)``: PySCF's three-centre integrals ``(mn|Q)`` of auxiliary shells ``[s0, s1)``, packed
+    ``m >= n``, as an ``(npair, nQ)`` array in Fortran order; libcint's setup done once."""
+    _, gto, _ = _pyscf()
+    nbas = mol.nbas
+    int3c = gto.moleintor.ascint3(mol._add_suffix("int3c2e"))
+    atm, bas, env = gto.mole.conc_env(mol._atm, mol._bas, mol._env, auxmol._atm, auxmol._bas, auxmol._env)
+    ao_loc = gto.moleintor.make_loc(bas, int3c)
+    cintopt = gto.moleintor.make_cintopt(atm, bas, env, int3c)
+
+    def read(s0, s1):
+        return gto.moleintor.getints3c(int3c, atm, bas, env, (0, nbas, 0, nbas, nbas + s0, nbas + s1),
+                                       1, "s2ij", ao_loc, cintopt)
+
+    return read
+
+
+def _ao2mo(pqL, nq, nao, Co, Cv, V, p0):
+    """``V[:, :, p0:p0+nq] = Co^T (mn|Q) Cv`` of one block of packed integrals, threaded over pieces of
+    ~``_PIECE_BYTES`` unpacked integrals (they stay in cache and need no fresh pages)."""
+    pieces = _split(nq, max(_NTHREADS(), -(-nq * nao * nao * 8 // _PIECE_BYTES)))
+    _parallel(functools.partial(_ao2mo_block, pqL, Co=Co, Cv=Cv, V=V, p0=p0), pieces)
+
+
 def _build_B(mol, auxmol, c_occ, c_vir, max_memory_mb, timings, backends, progress):
     """``B (nocc, nvir, naux)`` float64: metric, 3c2e blocks, AO->MO, fit (see the module docstring)."""
     import trnblas
 
-    _, gto, lib = _pyscf()
     nao = mol.nao_nr()
     nocc, nvir = c_occ.shape[1], c_vir.shape[1]
     naux = auxmol.nao_nr()
@@ -441,24 +464,15 @@ def _build_B(mol, auxmol, c_occ, c_vir, max_memory_mb, timings, backends, progre
     max_aux = naux if fit >= naux else max(1, int(fit))
     blocks = list(_aux_blocks(auxmol, max_aux))
 
-    nbas = mol.nbas
-    int3c = gto.moleintor.ascint3(mol._add_suffix("int3c2e"))
-    atm, bas, env = gto.mole.conc_env(mol._atm, mol._bas, mol._env, auxmol._atm, auxmol._bas, auxmol._env)
-    ao_loc = gto.moleintor.make_loc(bas, int3c)
-    cintopt = gto.moleintor.make_cintopt(atm, bas, env, int3c)
+    read = _int3c_reader(mol, auxmol)
     Co, Cv = torch.from_numpy(c_occ), torch.from_numpy(c_vir)
     V = torch.empty((nocc, nvir, naux), dtype=torch.float64)
     for k, (s0, s1, p0, p1) in enumerate(blocks):
         progress.show("int3c", k, len(blocks))
-        nq = p1 - p0
         with _stage("int3c", timings, backends, "pyscf"):
-            # (npair, nQ) in Fortran order = (nQ, npair) rows, m >= n packed
-            pqL = gto.moleintor.getints3c(int3c, atm, bas, env, (0, nbas, 0, nbas, nbas + s0, nbas + s1),
-                                          1, "s2ij", ao_loc, cintopt)
+            pqL = read(s0, s1)
         with _stage("ao2mo", timings, backends):
-            # pieces of ~_PIECE_BYTES unpacked integrals: they stay in cache and need no fresh pages
-            pieces = _split(nq, max(_NTHREADS(), -(-nq * nao * nao * 8 // _PIECE_BYTES)))
-            _parallel(functools.partial(_ao2mo_block, pqL, Co=Co, Cv=Cv, V=V, p0=p0), pieces)
+            _ao2mo(pqL, p1 - p0, nao, Co, Cv, V, p0)
             pqL = None
     progress.show("int3c", len(blocks), len(blocks))
 

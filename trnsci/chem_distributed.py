@@ -34,7 +34,6 @@ rank: ``|V|/P`` and two ``B`` blocks, falling as ``1/P``.
 
 from __future__ import annotations
 
-import functools
 import time
 
 import numpy as np
@@ -206,7 +205,6 @@ def _v_from_cderi(rows, c_occ, c_vir, timings, backends):
 
 def _v_block(mol, auxmol, c_occ, c_vir, max_memory_mb, P, r, timings, backends):
     """This rank's ``V[:, :, p0:p1]`` over its auxiliary shells, plus the (replicated) metric factor."""
-    _, gto, _ = C._pyscf()
     with C._stage("metric", timings, backends):
         j2c = torch.from_numpy(auxmol.intor("int2c2e", hermi=1))
         kind, M, _ = C._factor_metric(j2c)
@@ -220,11 +218,7 @@ def _v_block(mol, auxmol, c_occ, c_vir, max_memory_mb, P, r, timings, backends):
     budget = max_memory_mb * 2**20 - 8 * nocc * nvir * (p1 - p0)
     max_aux = max(1, int(budget / per_aux)) if budget < per_aux * (p1 - p0) else p1 - p0
     loc = auxmol.ao_loc_nr()
-    nbas = mol.nbas
-    int3c = gto.moleintor.ascint3(mol._add_suffix("int3c2e"))
-    atm, bas, env = gto.mole.conc_env(mol._atm, mol._bas, mol._env, auxmol._atm, auxmol._bas, auxmol._env)
-    ao_loc = gto.moleintor.make_loc(bas, int3c)
-    cintopt = gto.moleintor.make_cintopt(atm, bas, env, int3c)
+    read = C._int3c_reader(mol, auxmol)
     Co, Cv = torch.from_numpy(c_occ), torch.from_numpy(c_vir)
     a = s0
     while a < s1:
@@ -232,11 +226,8 @@ def _v_block(mol, auxmol, c_occ, c_vir, max_memory_mb, P, r, timings, backends):
         while b < s1 and loc[b + 1] - loc[a] <= max_aux:
             b += 1
         with C._stage("int3c", timings, backends, "pyscf"):
-            pqL = gto.moleintor.getints3c(int3c, atm, bas, env, (0, nbas, 0, nbas, nbas + a, nbas + b),
-                                          1, "s2ij", ao_loc, cintopt)
-        nq = int(loc[b] - loc[a])
+            pqL = read(a, b)
         with C._stage("ao2mo", timings, backends):
-            pieces = C._split(nq, max(C._NTHREADS(), -(-nq * nao * nao * 8 // C._PIECE_BYTES)))
-            C._parallel(functools.partial(C._ao2mo_block, pqL, Co=Co, Cv=Cv, V=V, p0=int(loc[a]) - p0), pieces)
+            C._ao2mo(pqL, int(loc[b] - loc[a]), nao, Co, Cv, V, int(loc[a]) - p0)
         a = b
     return p0, p1, kind, M, V
