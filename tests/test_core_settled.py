@@ -242,3 +242,90 @@ def test_threads_with_different_signatures_get_their_own_routes():
     for t in threads:
         t.join()
     assert errors == []
+
+
+# ------------------------------------------------------------------ compiled specs and torch-call reductions
+
+def _np64(*ts):
+    return [t.double().numpy() for t in ts]
+
+
+def test_compiled_routes_reduce_to_one_torch_call_with_the_full_calls_bits():
+    g = torch.Generator().manual_seed(11)
+    A, B, C = (torch.randn(9, 9, generator=g) for _ in range(3))
+    x, y = torch.randn(9, generator=g), torch.randn(9, generator=g)
+    An, Bn, Cn, xn, yn = _np64(A, B, C, x, y)
+    calls = [  # (public call, NumPy reference)
+        (lambda: trnblas.gemm(1.0, A, B), An @ Bn),
+        (lambda: trnblas.gemm(2.0, A, B), 2 * An @ Bn),
+        (lambda: trnblas.gemm(0.5, A, B, 0.25, C), 0.5 * An @ Bn + 0.25 * Cn),
+        (lambda: trnblas.gemm(1.0, A, B, 0.0, C), An @ Bn),
+        (lambda: trnblas.gemv(1.0, A, x), An @ xn),
+        (lambda: trnblas.gemv(2, A, x, 1, y), 2 * An @ xn + yn),
+        (lambda: trnblas.gemv(3, A, x, 1, y), 3 * An @ xn + yn),  # int scalars key by value
+        (lambda: trnblas.axpy(2.5, x, y), 2.5 * xn + yn),
+        (lambda: trnblas.dot(x, y), xn @ yn),
+        (lambda: trnblas.ger(2.0, x, y, A), An + 2 * np.outer(xn, yn)),
+    ]
+    for op in (level1.DOT, level1.AXPY, level2.GEMV, level2.GER, level3_gemm.GEMM):
+        op.settled.clear()
+    first = [f() for f, _ in calls]
+    again = [f() for f, _ in calls]  # settled routes
+    for (_, ref), a, b in zip(calls, first, again):
+        np.testing.assert_allclose(a.double().numpy(), ref, rtol=2e-5, atol=2e-5)  # float32, n = 9
+        assert torch.equal(a, b)
+    routes = list(_routes(level3_gemm.GEMM, trnblas.gemm).values())
+    assert len(routes) == 4 and any("torch.mm" not in str(r) for r in routes)
+    # the plain product reduced to torch.mm itself: the route's code calls the reduction's target
+    plain = [r for r in routes if r.__code__.co_argcount == 7]
+    assert any(r.__globals__.get("target") is torch.mm for r in plain)
+    assert any(r.__globals__.get("target") is torch.addmm for r in plain)
+
+
+def test_compiled_routes_keep_blas_zero_semantics_and_checks():
+    g = torch.Generator().manual_seed(12)
+    A, x, y = torch.randn(6, 6, generator=g), torch.randn(6, generator=g), torch.randn(6, generator=g)
+    level2.GEMV.settled.clear()
+    for _ in range(2):
+        trnblas.gemv(2.0, A, x, 0.5, y)
+    bad = A.clone()
+    bad[0, 0] = float("nan")
+    assert torch.equal(trnblas.gemv(0.0, bad, x, 0.5, y), 0.5 * y)  # alpha == 0 reads neither A nor x
+    with pytest.raises(TypeError, match="alpha"):
+        trnblas.gemv(True, A, x)
+    with pytest.raises(TypeError, match="alpha"):
+        trnblas.gemv(1j, A, x)
+    with pytest.raises(ValueError, match="x must have 6"):
+        trnblas.gemv(2.0, A, x[:5], 0.5, y)
+    with pytest.raises(TypeError, match="y"):
+        trnblas.gemv(2.0, A, x, 0.5, y.double())
+    # NumPy scalars and keyword arguments take the full path and give the same numbers
+    An, xn, yn = _np64(A, x, y)
+    np.testing.assert_allclose(trnblas.gemv(np.float64(2.0), A, x, beta=0.5, y=y).numpy(),
+                               2 * An @ xn + 0.5 * yn, rtol=2e-5, atol=2e-5)
+    # a sparse matrix with the dense route's dtype and shape is its own key (layout), refused in full
+    with pytest.raises(TypeError, match="sparse"):
+        trnblas.gemv(2.0, A.to_sparse(), x, 0.5, y)
+
+
+def test_compiled_spec_must_match_the_parameters():
+    op, _ = _fake()
+    with pytest.raises(ValueError, match="2 kinds for 3"):
+        S.public(op, "scalar tensor")(lambda a, x, flag="n": None)
+    with pytest.raises(ValueError, match="unknown kind"):
+        S.public(op, "scalar vector flag")(lambda a, x, flag="n": None)
+
+
+def test_compiled_arity_is_part_of_the_key():
+    op, log = _fake()
+
+    @S.public(op, "scalar tensor flag")
+    def f(a, x, flag="n"):
+        return S.call(op, a, x, flag)
+
+    x = torch.arange(3.0)
+    for _ in range(2):
+        assert f(2.0, x).tolist() == [0.0, 2.0, 4.0] and log[-1] == (2.0, "n")
+        assert f(2.0, x, "m").tolist() == [0.0, 2.0, 4.0] and log[-1] == (2.0, "m")
+        assert f(3.0, x, flag="k").tolist() == [0.0, 3.0, 6.0] and log[-1] == (3.0, "k")
+    assert len(op.settled[f]) == 3  # a positional parameter given by keyword is bound by name: its own route

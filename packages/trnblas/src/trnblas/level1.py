@@ -31,7 +31,7 @@ import torch
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
-from trnsci.settled import call, public, scalar_key, tensor_key
+from trnsci.settled import call, public, settles
 
 __all__ = ["axpy", "dot", "dotu", "dotc", "nrm2", "asum", "scal", "iamax", "iamin",
            "rot", "rotg", "swap", "copy"]
@@ -76,6 +76,11 @@ def _axpy_torch(alpha, x, y):
     return torch.add(y, x, alpha=alpha)
 
 
+@settles(_axpy_torch)
+def _(alpha, x, y):
+    return None if x.dtype in _LOWP else (torch.add, (2, 1, ("alpha", 0)))
+
+
 @SCAL.lowering("torch")
 def _scal_torch(alpha, x):
     if x.dtype in _LOWP:
@@ -110,6 +115,11 @@ def _dot_torch(x, y):
     return torch.dot(x, y)
 
 
+@settles(_dot_torch)
+def _(x, y):
+    return None if x.dtype in _LOWP else (torch.dot, (0, 1))
+
+
 @DOTC.lowering("torch")
 def _dotc_torch(x, y):
     if x.dtype in _LOWP:
@@ -117,25 +127,11 @@ def _dotc_torch(x, y):
     return torch.vdot(x, y)
 
 
-# Settled-route keys (trnsci.settled): everything the checks and branches below read -- the tensors'
-# dtype/shape/layout/device and the scalars' type and zero-ness.
-
-def _sig_xy(x, y):
-    if type(x) is _T and type(y) is _T:
-        return x.dtype, x.shape, x.layout, x.is_cpu or x.device, y.dtype, y.shape, y.layout, y.is_cpu or y.device
-    return None
+@settles(_dotc_torch)
+def _(x, y):
+    return None if x.dtype in _LOWP else (torch.vdot, (0, 1))
 
 
-def _sig_x(x):
-    return tensor_key(x)
-
-
-def _sig_axpy(alpha, x, y):
-    xy = _sig_xy(x, y)
-    return None if xy is None else (scalar_key(alpha), xy)
-
-
-_T = torch.Tensor
 
 
 def _pair(where, x, y):
@@ -148,7 +144,7 @@ def _pair(where, x, y):
     return x, y
 
 
-@public(AXPY, _sig_axpy)
+@public(AXPY, "scalar tensor tensor")
 def axpy(alpha, x, y, *, out=None):
     """``alpha * x + y`` (``cublas<t>axpy``).
 
@@ -190,7 +186,7 @@ def axpy(alpha, x, y, *, out=None):
     return v.finish(AXPY(alpha, x, y), out, where)
 
 
-@public(DOT, _sig_xy)
+@public(DOT, "tensor tensor")
 def dot(x, y):
     """Unconjugated dot product ``sum(x * y)`` (``cublas<t>dot``, ``cublas<t>dotu``).
 
@@ -228,7 +224,7 @@ def dot(x, y):
 dotu = dot
 
 
-@public(DOTC, _sig_xy)
+@public(DOTC, "tensor tensor")
 def dotc(x, y):
     """Conjugated dot product ``sum(conj(x) * y)`` (``cublas<t>dotc``).
 
@@ -272,7 +268,7 @@ _SAFE[torch.complex64] = _SAFE[torch.float32]
 _SAFE[torch.complex128] = _SAFE[torch.float64]
 
 
-@public(NRM2, _sig_x)
+@public(NRM2, "tensor")
 def nrm2(x):
     """Euclidean norm ``sqrt(sum |x_i|^2)`` without overflow or underflow (``cublas<t>nrm2``).
 

@@ -31,7 +31,7 @@ from trnsci import _linalg as la
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
-from trnsci.settled import call, public, scalar_key, tensor_key
+from trnsci.settled import call, public, settles
 
 __all__ = ["gemv", "symv", "hemv", "ger", "geru", "gerc", "syr", "syr2", "her", "her2", "trmv", "trsv"]
 
@@ -76,6 +76,15 @@ def _gemv_torch(alpha, A, x, beta, y, t):
     return _mv("gemv", alpha, A if t == "N" else la.op(A, t), x, beta, y)
 
 
+@settles(_gemv_torch)
+def _(alpha, A, x, beta, y, t):
+    if t != "N" or A.dtype in _LOWP or A.shape[0] == 0 or A.shape[1] == 0 or alpha == 0:
+        return None  # what _mv branches on, all of it fixed by the settled key
+    if y is None or beta == 0:
+        return (torch.mv, (1, 2)) if alpha == 1 else None
+    return torch.addmv, (4, 1, 2, ("beta", 3), ("alpha", 0))
+
+
 @SYMV.lowering("torch")
 def _symv_torch(alpha, A, x, beta, y, u, hermitian):
     return _mv("symv", alpha, la.symmetric(A, u, hermitian), x, beta, y)
@@ -108,6 +117,13 @@ def _ger_torch(alpha, x, y, A, conj):
     return torch.addr(A, x, yy, alpha=alpha)
 
 
+@settles(_ger_torch)
+def _(alpha, x, y, A, conj):
+    if x.dtype in _LOWP or A is None or (conj and y.is_complex()):
+        return None
+    return torch.addr, (3, 1, 2, ("alpha", 0))
+
+
 @SYR.lowering("torch")
 def _syr_torch(alpha, x, A, herm):
     if x.dtype in _LOWP:
@@ -131,21 +147,6 @@ def _syr2_torch(alpha, x, y, A, herm):
     if A is not None:
         R.add_(A)
     return R
-
-
-def _flag(f):
-    """A trans/uplo-style option in a settled-route key: its type and value (``True == 1`` must not alias)."""
-    if type(f) is bool or type(f) is str:
-        return type(f), f
-    raise TypeError("not a flag")
-
-
-def _sig_gemv(alpha, A, x, beta=0.0, y=None, trans=False):
-    return (scalar_key(alpha), scalar_key(beta), tensor_key(A), tensor_key(x), tensor_key(y), _flag(trans))
-
-
-def _sig_ger(alpha, x, y, A=None):
-    return scalar_key(alpha), tensor_key(x), tensor_key(y), tensor_key(A)
 
 
 def _mv(where, alpha, a, x, beta, y):
@@ -173,7 +174,7 @@ def _check_mv(where, rows, cols, A, x, y, what):
         raise v.mismatch(where, f"y must have {rows} entries ({what() if callable(what) else what})", A=A, y=y)
 
 
-@public(GEMV, _sig_gemv)
+@public(GEMV, "scalar tensor tensor scalar tensor? flag")
 def gemv(alpha, A, x, beta=0.0, y=None, trans=False, *, out=None):
     """General matrix-vector product: ``alpha op(A) x + beta y`` (``cublas<t>gemv``).
 
@@ -321,7 +322,7 @@ def _outer_operands(where, x, y, A, alpha, real_alpha=False):
     return x, y, A, alpha
 
 
-@public(GER, _sig_ger)
+@public(GER, "scalar tensor tensor tensor?")
 def ger(alpha, x, y, A=None, *, conj=False, out=None):
     """Rank-1 update: ``A + alpha x y^T`` (``geru``), or ``A + alpha x y^H`` with ``conj=True`` (``gerc``).
 

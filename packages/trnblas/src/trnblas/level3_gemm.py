@@ -23,7 +23,7 @@ from trnsci import _linalg as la
 from trnsci import _validate as v
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
-from trnsci.settled import call, public, scalar_key, tensor_key
+from trnsci.settled import call, public, settles
 
 __all__ = ["gemm", "batched_gemm", "strided_batched_gemm", "gemm_ex", "geam", "dgmm",
            "GEMM", "BATCHED_GEMM", "GEMM_EX", "GEAM", "DGMM"]
@@ -121,6 +121,15 @@ def _gemm_torch(alpha, A, B, beta, C, transA, transB):
             R.mul_(alpha)
         return R
     return torch.addmm(C, a, b, beta=beta, alpha=alpha)
+
+
+@settles(_gemm_torch)
+def _(alpha, A, B, beta, C, transA, transB):
+    if A.dtype in _LOWP or transA != "N" or transB != "N":
+        return None
+    if C is None or beta == 0:
+        return (torch.mm, (1, 2)) if alpha == 1 else None
+    return torch.addmm, (4, 1, 2, ("beta", 3), ("alpha", 0))
 
 
 @BATCHED_GEMM.lowering("torch")
@@ -222,19 +231,7 @@ def _scalars(where, alpha, beta, dtype, real=False):
 
 # ===================================================================== GEMM family
 
-def _trans_key(t):
-    if type(t) is bool or type(t) is str:
-        return type(t), t
-    raise TypeError("not a trans flag")
-
-
-def _sig_gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False):
-    """The settled-route key of a gemm call (:mod:`trnsci.settled`): everything the checks read."""
-    return (scalar_key(alpha), scalar_key(beta), tensor_key(A), tensor_key(B), tensor_key(C),
-            _trans_key(transA), _trans_key(transB))
-
-
-@public(GEMM, _sig_gemm)
+@public(GEMM, "scalar tensor tensor scalar tensor? flag flag")
 def gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None):
     """General matrix multiply: ``alpha * op(A) @ op(B) + beta * C``.
 

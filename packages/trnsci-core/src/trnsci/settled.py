@@ -35,6 +35,11 @@ What makes this safe:
   required, no :func:`~trnsci.dispatch.plan_call` collecting), checked on
   every call.
 
+The fast form is a spec string of the parameters' kinds (:data:`KINDS`):
+the core then generates one wrapper per public function holding the key's
+checks inline, and a lowering may declare, with :func:`settles`, the single
+torch call it reduces to for a key, which the route then calls directly.
+
 trnfft's public layer settles its own way (:meth:`trnsci.dispatch.Op.settle`)
 because its keys include normalised options; the mechanism here is the one
 the other libraries use.
@@ -52,7 +57,7 @@ import torch
 
 from trnsci._validate import numpy_io
 
-__all__ = ["public", "call", "tensor_key", "scalar_key", "LIMIT"]
+__all__ = ["public", "call", "settles", "compile_signature", "tensor_key", "scalar_key", "KINDS", "LIMIT"]
 
 #: Routes kept per public function and arity before its table is emptied.
 LIMIT = 256
@@ -63,10 +68,10 @@ _pending: contextvars.ContextVar = contextvars.ContextVar("trnsci_settling", def
 
 
 class _Record:
-    __slots__ = ("op", "args", "params", "route", "result")
+    __slots__ = ("op", "args", "params", "route", "result", "compiled")
 
-    def __init__(self, op, args, params):
-        self.op, self.args, self.params = op, args, params
+    def __init__(self, op, args, params, compiled=False):
+        self.op, self.args, self.params, self.compiled = op, args, params, compiled
         self.route = self.result = None
 
 
@@ -100,9 +105,167 @@ def scalar_key(a: Any):
     raise TypeError("not a plain float or int")
 
 
-def public(op, signature: Callable[..., Any]) -> Callable[[Callable], Callable]:
+#: The argument kinds of a :func:`public` signature spec and what each contributes to the key.
+KINDS = {
+    "tensor": "a plain torch.Tensor: its dtype, shape, layout and device",
+    "tensor?": "a plain torch.Tensor or None",
+    "scalar": "a float (its type and whether it is 0 or 1) or an int in int64 range (its value)",
+    "flag": "a bool or str option: its type and value",
+}
+
+_MISSING = object()  # a parameter the caller left out (its default), as it appears in a compiled key
+
+
+def _kind_code(name: str, kind: str) -> tuple[list[str], str]:
+    """Statements that check one argument (``return None`` when the key cannot describe it) and its key part."""
+    if kind == "tensor":
+        return ([f"if type({name}) is not _T: return None"],
+                f"{name}.dtype, {name}.shape, {name}.layout, {name}.is_cpu or {name}.device")
+    if kind == "tensor?":
+        return ([f"if {name} is None: k_{name} = None",
+                 f"elif type({name}) is _T: k_{name} = ({name}.dtype, {name}.shape, {name}.layout, "
+                 f"{name}.is_cpu or {name}.device)",
+                 "else: return None"], f"k_{name}")
+    if kind == "scalar":
+        return ([f"t_{name} = type({name})",
+                 f"if t_{name} is float: a_{name} = {name} == 0; b_{name} = {name} == 1",
+                 f"elif t_{name} is int and -_I64 <= {name} < _I64: a_{name} = {name}; b_{name} = None",
+                 "else: return None"], f"t_{name}, a_{name}, b_{name}")
+    if kind == "flag":
+        return ([f"t_{name} = type({name})",
+                 f"if t_{name} is not bool and t_{name} is not str: return None"], f"t_{name}, {name}")
+    raise ValueError(f"settled signature: unknown kind {kind!r} for {name!r}; one of {sorted(KINDS)}")
+
+
+def compile_signature(fn: Callable, spec: str) -> Callable[..., Any]:
+    """The key function of a :func:`public` spec: one generated function, no call per argument.
+
+    ``spec`` names the kind of each positional parameter of ``fn`` in order
+    (:data:`KINDS`), e.g. ``"scalar tensor tensor scalar tensor? flag"`` for
+    ``gemv(alpha, A, x, beta=0.0, y=None, trans=False)``. The key is one flat
+    tuple of the parts; a parameter the caller left out contributes a
+    sentinel, so the number of arguments given is part of the key. Any
+    argument of another kind makes the function return ``None`` (the call
+    runs in full and its checks report it).
+    """
+    kinds = spec.split()
+    params = [p for p in inspect.signature(fn).parameters.values()
+              if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    if len(kinds) != len(params):
+        raise ValueError(f"settled signature of {fn.__qualname__}: {len(kinds)} kinds for {len(params)} "
+                         f"positional parameters ({', '.join(p.name for p in params)})")
+    head, body, parts = [], [], []
+    for p, kind in zip(params, kinds):
+        name = p.name
+        checks, part = _kind_code(name, kind)
+        if p.default is inspect.Parameter.empty:
+            head.append(name)
+            body += checks
+            parts.append(part)
+        else:
+            head.append(f"{name}=_M")
+            body.append(f"if {name} is _M: k_{name} = _M")
+            body.append("else:")
+            body += ["    " + c for c in checks]
+            body.append(f"    k_{name} = ({part},)")
+            parts.append(f"k_{name}")
+    src = (f"def key({', '.join(head)}):\n" + "".join(f"    {line}\n" for line in body)
+           + f"    return ({', '.join(parts)},)\n")
+    scope = {"_T": torch.Tensor, "_M": _MISSING, "_I64": _INT64}
+    exec(compile(src, f"<settled signature of {fn.__qualname__}>", "exec"), scope)  # noqa: S102 -- our own text
+    key = scope["key"]
+    key.source = src
+    return key
+
+
+def _compiled_public(op, fn: Callable, slow: Callable, spec: str) -> Callable:
+    """The :func:`public` wrapper of a spec: one generated function holding the key's checks.
+
+    The wrapper takes ``fn``'s positional parameters by name (a parameter
+    left out is the sentinel ``_M``), so a call pays no ``*args`` packing,
+    no separate key function and no arity test; keyword arguments other
+    than those (``out=``) send the call through in full. Routes are called
+    with every positional parameter, sentinels included.
+    """
+    params = [p for p in inspect.signature(fn).parameters.values()
+              if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    kinds = spec.split()
+    if len(kinds) != len(params):
+        raise ValueError(f"settled signature of {fn.__qualname__}: {len(kinds)} kinds for {len(params)} "
+                         f"positional parameters ({', '.join(p.name for p in params)})")
+    names = [p.name for p in params]
+    fill = tuple(p.default for p in params)  # what slow() gets for a parameter left out
+    defaults = tuple(d for d in fill if d is not inspect.Parameter.empty)
+    every = ", ".join(names)
+    head, body, parts = [], [], []
+    for p, kind in zip(params, kinds):
+        checks, part = _kind_code(p.name, kind)
+        checks = [c.replace("return None", f"return full(({every},), None)") for c in checks]
+        if p.default is inspect.Parameter.empty:
+            head.append(p.name)
+            body += checks
+            parts.append(part)
+        else:
+            head.append(f"{p.name}=_M")
+            body += [f"if {p.name} is _M: k_{p.name} = _M", "else:", *("    " + c for c in checks),
+                     f"    k_{p.name} = ({part},)"]
+            parts.append(f"k_{p.name}")
+    src = "\n".join([
+        "def factory(on_torch, settled, full, settle):",
+        f"    def wrapper({', '.join(head)}, **kw):",
+        "        if kw or not on_torch():",
+        f"            return full(({every},), kw)",
+        *("        " + line for line in body),
+        f"        key = ({', '.join(parts)},)",
+        "        table = settled.get(wrapper)  # gone when the Op emptied its settled routes",
+        "        if table is not None:",
+        "            go = table.get(key)",
+        "            if go is not None:",
+        f"                return go({every})",
+        f"        return settle(({every},), key)",
+        "    return wrapper",
+        ""])
+    scope = {"_T": torch.Tensor, "_M": _MISSING, "_I64": _INT64}
+    exec(compile(src, f"<settled public {fn.__qualname__}>", "exec"), scope)  # noqa: S102 -- our own text
+
+    def given(args):
+        """The positional arguments for ``slow``: trailing omissions dropped, inner ones given their default."""
+        n = len(args)
+        while n and args[n - 1] is _MISSING:
+            n -= 1
+        return [fill[i] if a is _MISSING else a for i, a in enumerate(args[:n])]
+
+    def full(args, kw):
+        return slow(*given(args), **(kw or {}))
+
+    settled = op.settled
+
+    def settle(args, key):
+        rec = _Record(op, args, defaults, compiled=True)
+        token = _pending.set(rec)
+        try:
+            result = slow(*given(args))
+        finally:
+            _pending.reset(token)
+        if rec.route is not None and result is rec.result:
+            table = settled.setdefault(wrapper, {})
+            if len(table) >= LIMIT:
+                table.clear()
+            table[key] = rec.route
+        return result
+
+    wrapper = scope["factory"](op.on_torch, settled, full, settle)
+    functools.update_wrapper(wrapper, fn)
+    wrapper.settled_signature = compile_signature(fn, spec)
+    wrapper.settled_source = src
+    return wrapper
+
+
+def public(op, signature: Callable[..., Any] | str) -> Callable[[Callable], Callable]:
     """Decorator: :func:`~trnsci._validate.numpy_io` plus settled routes keyed by ``signature``.
 
+    ``signature`` is a spec of the positional parameters' kinds
+    (:func:`compile_signature`, the fast form), or a function:
     ``signature(*args)`` takes the public function's positional arguments
     and returns a hashable key (use :func:`tensor_key` / :func:`scalar_key`)
     or raises/returns ``None`` to run the call in full. Calls with keyword
@@ -111,12 +274,15 @@ def public(op, signature: Callable[..., Any]) -> Callable[[Callable], Callable]:
 
     def decorate(fn: Callable) -> Callable:
         slow = numpy_io(fn)
+        if isinstance(signature, str):
+            return _compiled_public(op, fn, slow, signature)
         params = inspect.signature(fn).parameters
         defaults = tuple(p.default for p in params.values()
                          if p.default is not inspect.Parameter.empty)
+        sig = signature
         # optional positional parameters: the number of arguments given joins the key
-        varies = any(p.default is not inspect.Parameter.empty and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
-                     for p in params.values())
+        varies = any(p.default is not inspect.Parameter.empty
+                     and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params.values())
         settled = op.settled
         on_torch = op.on_torch
 
@@ -125,7 +291,7 @@ def public(op, signature: Callable[..., Any]) -> Callable[[Callable], Callable]:
             if kwargs or not on_torch():
                 return slow(*args, **kwargs)
             try:
-                key = signature(*args)
+                key = sig(*args)
             except Exception:  # any argument the key cannot describe: run in full (the checks report it)
                 key = None
             if key is None:
@@ -150,7 +316,7 @@ def public(op, signature: Callable[..., Any]) -> Callable[[Callable], Callable]:
                 table[key] = rec.route
             return result
 
-        wrapper.settled_signature = signature
+        wrapper.settled_signature = sig
         return wrapper
 
     return decorate
@@ -171,10 +337,74 @@ def call(op, *args):
     result = low.fn(*args)
     rec = _pending.get()
     if rec is not None and rec.op is op and rec.route is None:
-        route = _route(low.fn, args, rec.args, rec.params)
+        if rec.compiled:
+            route = _compiled_route(low.fn, args, rec.args, rec.params)
+        else:
+            route = _route(low.fn, args, rec.args, rec.params)
         if route is not None:
             rec.route, rec.result = route, result
     return result
+
+
+def settles(lowering: Callable) -> Callable[[Callable], Callable]:
+    """Decorator: ``lowering``'s reduction to one torch call, used by compiled settled routes.
+
+    The decorated function takes the lowering's arguments and returns
+    ``(target, positions)`` when, for *every* call with the same settled
+    key, ``lowering(*args)`` is ``target(*[args[i] for i in positions])``
+    (an entry ``(name, i)`` passes ``args[i]`` as keyword ``name``), else
+    ``None``. It may read only what the key fixes: dtypes, shapes, whether
+    a scalar is 0 or 1, which optional tensors are ``None``, flags. The
+    settled route then calls ``target`` directly, one Python frame fewer.
+    """
+
+    def attach(fn: Callable) -> Callable:
+        lowering.settles = fn
+        return fn
+
+    return attach
+
+
+def _compiled_route(fn: Callable, largs: tuple, pargs: tuple, defaults: tuple) -> Callable | None:
+    """A generated function of all the public positional parameters (``_M`` for those left out) that
+    calls ``fn`` (or the torch call it reduces to, :func:`settles`) on the caller's arguments."""
+    plan = []
+    for a in largs:
+        if type(a) in _FLAGS:
+            plan.append((a,))  # None/bool/str: fixed by the compiled key (its kinds)
+            continue
+        src = [i for i, p in enumerate(pargs) if p is a]
+        if len(src) > 1:
+            return None  # the caller passed one object twice: which position feeds the lowering is ambiguous
+        if src:
+            plan.append(src[0])
+        elif isinstance(a, torch.Tensor):
+            return None  # a tensor the function derived: the route could not rebuild it
+        elif any(a is d for d in defaults):
+            plan.append((a,))
+        else:
+            return None  # a number the function computed: not provably fixed by the key
+    target, positions = fn, tuple(range(len(largs)))
+    reduce = getattr(fn, "settles", None)
+    if reduce is not None:
+        got = reduce(*largs)
+        if got is not None:
+            target, positions = got
+    scope = {"target": target}
+    given = []
+    for j in positions:
+        name, j = j if type(j) is tuple else (None, j)
+        s = plan[j]
+        if type(s) is int:
+            expr = f"p{s}"
+        else:
+            expr = f"c{j}"
+            scope[expr] = s[0]
+        given.append(expr if name is None else f"{name}={expr}")
+    src = (f"def route({', '.join(f'p{i}' for i in range(len(pargs)))}):\n"
+           f"    return target({', '.join(given)})\n")
+    exec(compile(src, "<settled route>", "exec"), scope)  # noqa: S102 -- our own text
+    return scope["route"]
 
 
 def _route(fn: Callable, largs: tuple, pargs: tuple, defaults: tuple) -> Callable | None:
