@@ -109,3 +109,38 @@ def test_retarget_to_own_target_is_identity():
     assert util == pytest.approx(prof.tensor_engine_utilization(), rel=1e-12)
     t2, _ = bench._retarget(prof, "trn2")
     assert t2 > 0 and t2 != t
+
+
+def test_unsteady_rows_are_retimed_and_the_steadiest_attempt_kept(monkeypatch):
+    spreads = iter([3.0, 0.9, 0.2])
+    calls = []
+
+    def fake(impls, rounds, budget_s, pause_s):
+        calls.append(1)
+        s = next(spreads)
+        return {n: {"median": 1.0, "spread": s, "rounds": [1.0]} for n in impls}
+
+    monkeypatch.setattr(bench, "time_row", fake)
+    t = bench._steadiest({"trnsci": None, "p": None}, 3, 0.0, 0.0)
+    assert len(calls) == 3 and bench._spread(t) == 0.2
+    calls.clear()
+    spreads = iter([0.1])
+    assert bench._spread(bench._steadiest({"trnsci": None}, 3, 0.0, 0.0)) == 0.1 and len(calls) == 1
+
+
+def test_report_judges_the_compared_thread_count_too(tmp_path):
+    from trnsci import _report
+
+    def row(case, ratio, meets, unsteady=False):
+        return {"library": "trnblas", "case": case, "op": case, "size": None, "trnsci_s": 2e-6 * ratio,
+                "trnsci_spread": 0.01, "peers": {"torch.x": {"median_s": 2e-6, "spread": 0.01}},
+                "best_peer": "torch.x", "best_peer_s": 2e-6, "ratio": ratio, "target": 1.7,
+                "meets_target": meets, "unsteady": unsteady, "note": "a reason" if not meets else ""}
+
+    two = {"machine": {"torch_threads": 2}, "rows": [row("a 1", 1.0, True), row("b 1", 2.5, False, True)]}
+    doc = {"machine": {"torch_threads": 1}, "rows": [row("a 1", 1.0, True), row("b 1", 1.2, True)],
+           "compare": [{"machine": two["machine"], "ratios": bench._ratios(two), "verdicts": bench._verdicts(two)}]}
+    text = _report.markdown(doc, {}, tmp_path)
+    assert "at 1 thread(s) 2 meet the target" in text and "At 2 threads 1 of 2 meet it, 1 do not (1 with" in text
+    assert "| trnblas b 1 (2 threads) | 2.50x | torch.x |" in text  # listed with its reason
+    assert "**2.50x (unsteady)**" in text and "| 1.00x |" in text

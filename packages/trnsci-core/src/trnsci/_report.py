@@ -243,10 +243,25 @@ def markdown(doc: dict, figures: dict[str, str], md_dir: Path, plots_dir: Path |
     rows = [r for r in doc["rows"] if "error" not in r]
     broken = [r for r in doc["rows"] if "error" in r]
     misses = [r for r in rows if not r["meets_target"]]
+    threads = doc.get("machine", {}).get("torch_threads", "?")
     out += ["## Summary", "",
-            f"{len(rows)} rows; {len(rows) - len(misses)} meet the target (trnsci within 1.1x of the best peer "
-            "where the call takes over 100 us, within 1.2x + 1 us below that), "
-            f"{len(misses)} do not:", ""]
+            f"{len(rows)} rows; at {threads} thread(s) {len(rows) - len(misses)} meet the target (trnsci within "
+            "1.1x of the best peer where the call takes over 100 us, within 1.2x + 1 us below that), "
+            f"{len(misses)} do not{_unsteady_count(rows)}."]
+    for c in doc.get("compare", []):
+        verdicts = c.get("verdicts")
+        if verdicts:
+            got = [v for v in verdicts.values() if v.get("meets_target") is not None]
+            met = sum(1 for v in got if v["meets_target"])
+            out.append(f"At {c['machine'].get('torch_threads', '?')} threads {met} of {len(got)} meet it, "
+                       f"{len(got) - met} do not{_unsteady_count(got)}.")
+    out += ["Rows that miss at either thread count are listed below with the reason.", ""]
+    for c in doc.get("compare", []):
+        for key, v in (c.get("verdicts") or {}).items():
+            lib, case = key.split("|", 1)
+            r = next((r for r in rows if r["library"] == lib and r["case"] == case), None)
+            if r is not None and r["meets_target"] and v.get("meets_target") is False:
+                misses.append({**r, "ratio": v["ratio"], "_at": c["machine"].get("torch_threads", "?")})
     if "ratios" in figures:
         out += [f"![every row's ratio]({prefix}{figures['ratios']})", ""]
     if misses:
@@ -254,7 +269,9 @@ def markdown(doc: dict, figures: dict[str, str], md_dir: Path, plots_dir: Path |
                 "| case | ratio | best peer | why |", "|---|---:|---|---|"]
         for r in sorted(misses, key=lambda r: -r["ratio"]):
             why = _note(r) or "not yet explained"
-            out.append(f"| {r['library']} {r['case']} | {r['ratio']:.2f}x | {r['best_peer']} | {why} |")
+            at = f" ({r['_at']} threads)" if "_at" in r else ""
+            flag = " (unsteady timing)" if r.get("unsteady") and "_at" not in r else ""
+            out.append(f"| {r['library']} {r['case']}{at} | {r['ratio']:.2f}x{flag} | {r['best_peer']} | {why} |")
         out.append("")
     for e in doc.get("errors", {}).values():
         out.append(f"- Not run: {e}")
@@ -278,7 +295,7 @@ def markdown(doc: dict, figures: dict[str, str], md_dir: Path, plots_dir: Path |
         for r in by_lib[lib]:
             peers = "; ".join(f"{n} {_t(v['median_s'])} ({v['spread']:.0%})" for n, v in r["peers"].items())
             ok = "yes" if r["meets_target"] else f"**no** (<= {r['target']:.2f}x)"
-            extra = "".join(f" {_ratio(c['ratios'].get(r['library'] + '|' + r['case']))} |" for c in comp)
+            extra = "".join(f" {_verdict(c, r['library'] + '|' + r['case'])} |" for c in comp)
             out.append(f"| {r['case']} | {_t(r['trnsci_s'])} ({r['trnsci_spread']:.0%}) | {peers} | "
                        f"{r['ratio']:.2f}x |{extra} {ok} |")
         out.append("")
@@ -315,6 +332,22 @@ def _env(v) -> str:
 
 def _ratio(v) -> str:
     return "-" if v is None else f"{v:.2f}x"
+
+
+def _verdict(compare: dict, key: str) -> str:
+    """A compared run's ratio for one row, bold when that run missed its target, marked when unsteady."""
+    v = (compare.get("verdicts") or {}).get(key)
+    if v is None:
+        return _ratio(compare.get("ratios", {}).get(key))
+    text = _ratio(v.get("ratio"))
+    if v.get("unsteady"):
+        text += " (unsteady)"
+    return f"**{text}**" if v.get("meets_target") is False else text
+
+
+def _unsteady_count(rows) -> str:
+    n = sum(1 for r in rows if r.get("unsteady"))
+    return f" ({n} with unsteady timing: spread over 50% after retries, the machine was busy)" if n else ""
 
 
 def _load(v) -> str:

@@ -208,6 +208,29 @@ def time_row(impls: dict[str, Callable[[], object]], rounds: int = 3, budget_s: 
     return out
 
 
+#: Spread ((max - min) / median over rounds) above which a row's timing is re-taken, and, if no
+#: attempt is steadier, reported as unsteady rather than judged against its target.
+UNSTEADY = 0.5
+RETRIES = 2
+
+
+def _spread(t: dict[str, dict]) -> float:
+    return max(v["spread"] for v in t.values())
+
+
+def _steadiest(impls: dict[str, Callable[[], object]], rounds: int, budget_s: float, pause_s: float) -> dict:
+    """:func:`time_row`, re-taken up to :data:`RETRIES` times while a spread exceeds :data:`UNSTEADY`
+    (another job took the CPU for part of the row); the attempt with the smallest spread is kept."""
+    best = time_row(impls, rounds=rounds, budget_s=budget_s, pause_s=pause_s)
+    for _ in range(RETRIES):
+        if _spread(best) <= UNSTEADY:
+            break
+        again = time_row(impls, rounds=rounds, budget_s=budget_s, pause_s=pause_s)
+        if _spread(again) < _spread(best):
+            best = again
+    return best
+
+
 def target_for(t_torch_path: float) -> float:
     """The issue-23 target ratio for a row whose trnsci call takes ``t_torch_path`` seconds."""
     return 1.1 if t_torch_path > 100e-6 else 1.2 + 1e-6 / max(t_torch_path, 1e-12)
@@ -224,7 +247,7 @@ def run(rows: list[Row], *, rounds: int = 3, budget_s: float = 0.2, pause_s: flo
             progress.step(f"{row.library} {row.name}")
         impls = {"trnsci": row.run, **row.peers}
         try:
-            t = time_row(impls, rounds=rounds, budget_s=budget_s, pause_s=pause_s)
+            t = _steadiest(impls, rounds, budget_s, pause_s)
         except Exception as exc:  # noqa: BLE001 -- one broken case must not lose the others' results
             results.append({"library": row.library, "case": row.name, "error": f"{type(exc).__name__}: {exc}"})
             if progress is not None:
@@ -236,7 +259,8 @@ def run(rows: list[Row], *, rounds: int = 3, budget_s: float = 0.2, pause_s: flo
         mine = t["trnsci"]["median"]
         ratio = mine / peers[best]["median"] if peers[best]["median"] > 0 else float("nan")
         target = target_for(mine)
-        res = {"library": row.library, "case": row.name, "op": row.op, "size": row.size,
+        unsteady = _spread(t) > UNSTEADY
+        res = {"library": row.library, "case": row.name, "op": row.op, "size": row.size, "unsteady": unsteady,
                "trnsci_s": mine, "trnsci_spread": t["trnsci"]["spread"],
                "peers": {n: {"median_s": v["median"], "spread": v["spread"]} for n, v in peers.items()},
                "best_peer": best, "best_peer_s": peers[best]["median"], "ratio": ratio,
@@ -438,6 +462,13 @@ def _ratios(doc: dict) -> dict[str, float]:
     return {f"{r['library']}|{r['case']}": r["ratio"] for r in doc.get("rows", []) if "ratio" in r}
 
 
+def _verdicts(doc: dict) -> dict[str, dict]:
+    """``{"library|case": {"ratio", "target", "meets_target", "unsteady"}}`` of a results document."""
+    keep = ("ratio", "target", "meets_target", "unsteady")
+    return {f"{r['library']}|{r['case']}": {k: r.get(k) for k in keep}
+            for r in doc.get("rows", []) if "ratio" in r}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="trnsci bench", description=__doc__.split("\n")[0])
     parser.add_argument("--lib", action="append", choices=LIBRARIES, help="only these libraries (repeatable)")
@@ -518,7 +549,8 @@ def main(argv: list[str] | None = None) -> int:
     info["command"] = "trnsci bench " + " ".join(argv or [])
     doc = {"machine": info, "quick": quick, "rows": results, "accuracy": acc, "kernels": kern,
            "errors": errors,
-           "compare": [{"machine": o.get("machine", {}), "ratios": _ratios(o)} for o in others]}
+           "compare": [{"machine": o.get("machine", {}), "ratios": _ratios(o), "verdicts": _verdicts(o)}
+                       for o in others]}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(doc, indent=1, default=str) + "\n")
