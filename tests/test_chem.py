@@ -126,6 +126,28 @@ def test_water_matches_pyscf_all_electron_frozen_and_float32(water):
     assert r.backends["energy"] == "torch" and r32.dtype == torch.float32
 
 
+def test_auxmol_cache_never_outlives_the_molecule():
+    """The built auxiliary molecule is reused per molecule content: a geometry moved in place, another
+    basis or another fitting basis must each give PySCF's energy for what the molecule is now."""
+    pytest.importorskip("pyscf")
+    from pyscf import gto, scf
+
+    mol = gto.M(atom=MOLECULES["h2o"], basis="cc-pvdz", verbose=0)
+    mf = scf.RHF(mol).run()
+    first = chem.df_mp2(mf, progress=False)
+    assert abs(first.e_corr - _pyscf_dfmp2(mf)) <= 1e-8
+    mol.set_geom_(mol.atom_coords() * 1.05, unit="Bohr")  # same object, moved atoms
+    mf = scf.RHF(mol).run()
+    moved = chem.df_mp2(mf, progress=False)
+    assert abs(moved.e_corr - first.e_corr) > 1e-4 and abs(moved.e_corr - _pyscf_dfmp2(mf)) <= 1e-8
+    etb = chem.df_mp2(mf, auxbasis="weigend", progress=False)
+    from pyscf.mp.dfmp2 import DFMP2
+
+    ref = DFMP2(mf)
+    ref.with_df.auxbasis = "weigend"
+    assert abs(etb.e_corr - float(ref.kernel()[0])) <= 1e-8 and etb.naux != moved.naux
+
+
 def test_water_chunked_equals_unchunked(water):
     """max_memory small enough for one auxiliary shell per block (and one row per energy block)."""
     with trnsci.use_backend("torch"):

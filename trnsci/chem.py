@@ -245,13 +245,38 @@ def aux_basis(mf, auxbasis=None):
 
 
 def _auxmol(mf, auxbasis):
-    """``(auxmol, auxbasis)``: a DF mean field's own built auxmol when no basis is asked for."""
+    """``(auxmol, auxbasis)``: a DF mean field's own built auxmol when no basis is asked for.
+
+    Otherwise the auxiliary molecule is built once per molecule *content*
+    and basis request (:data:`_AUXMOLS`): choosing the fitting basis and
+    building its Mole parse basis files, ~1 ms per call for water.
+    """
     df, _, _ = _pyscf()
     with_df = getattr(mf, "with_df", None)
     if auxbasis is None and with_df is not None and getattr(with_df, "auxmol", None) is not None:
         return with_df.auxmol, aux_basis(mf)
+    mol = mf.mol
+    try:
+        key = (mol._atm.tobytes(), mol._bas.tobytes(), mol._env.tobytes(), bool(mol.cart), repr(mol._basis),
+               repr(auxbasis), None if with_df is None else repr(getattr(with_df, "auxbasis", None)))
+    except (AttributeError, TypeError):  # not a built Mole: no cache
+        key = None
+    hit = _AUXMOLS.get(key) if key is not None else None
+    if hit is not None:
+        return hit
     aux = aux_basis(mf, auxbasis)
-    return df.addons.make_auxmol(mf.mol, aux), aux
+    got = df.addons.make_auxmol(mol, aux), aux
+    if key is not None:
+        if len(_AUXMOLS) >= 8:
+            _AUXMOLS.pop(next(iter(_AUXMOLS)))
+        _AUXMOLS[key] = got
+    return got
+
+
+#: Built auxiliary molecules keyed by everything they are made from: the molecule's atoms, shells and
+#: exponents/coefficients/coordinates (its ``_atm``/``_bas``/``_env`` arrays), its basis names, the
+#: requested and the mean field's fitting basis. A molecule changed in place has another key. At most 8.
+_AUXMOLS: dict = {}
 
 
 def _orbitals(mf, frozen, where: str):
