@@ -46,7 +46,11 @@ def cases(quick: bool = True):
     n = 4096 if quick else 65536
     xr = _c((16, n), torch.float32, 1)
     xc = xr.to(torch.complex64)
-    yield Case("trnfft", f"rfft vs fft 16x{n}", lambda: trnfft.rfft(xr), "trnfft.fft", lambda: trnfft.fft(xc))
+    yield Case("trnfft", f"rfft vs fft 16x{n}", lambda: trnfft.rfft(xr), "trnfft.fft", lambda: trnfft.fft(xc),
+               target=0.6,
+               note="trnfft.rfft is torch.fft.rfft, which itself measured 0.66-0.68x torch.fft.fft of the same "
+                    "length here (scipy.fft: 0.58-0.62x, but its rfft is 1.2x slower than torch's); a real FFT "
+                    "built from a half-length complex FFT measured slower than torch's rfft (its unpacking passes)")
     x64 = _c((64, 4096), torch.complex128, 2)
     xn = x64.numpy()
     yield Case("trnfft", "fft 64x4096 complex128", lambda: trnfft.fft(x64), "scipy.fft", lambda: sf.fft(xn))

@@ -73,6 +73,7 @@ class Case:
     op: str | None = None
     size: float | None = None
     note: str = ""
+    target: float | None = None  # a row's own target ratio (e.g. rfft <= 0.6x fft); else :func:`target_for`
 
 
 @dataclass
@@ -84,6 +85,7 @@ class Row:
     op: str = ""
     size: float | None = None
     note: str = ""
+    target: float | None = None
 
 
 # ------------------------------------------------------------------ discovery
@@ -156,9 +158,10 @@ def collect(libraries: Iterable[str] | None, quick: bool) -> tuple[list[Row], di
             if row is None:
                 op, size = _op_and_size(c.name)
                 row = rows[key] = Row(c.library, c.name, c.run, {}, c.op or op,
-                                      c.size if c.size is not None else size, c.note)
+                                      c.size if c.size is not None else size, c.note, c.target)
             row.peers[c.reference_name] = c.reference
             row.note = row.note or c.note
+            row.target = row.target or c.target
     return list(rows.values()), errors, mods
 
 
@@ -258,7 +261,7 @@ def run(rows: list[Row], *, rounds: int = 3, budget_s: float = 0.2, pause_s: flo
         best = min(peers, key=lambda n: peers[n]["median"])
         mine = t["trnsci"]["median"]
         ratio = mine / peers[best]["median"] if peers[best]["median"] > 0 else float("nan")
-        target = target_for(mine)
+        target = row.target if row.target is not None else target_for(mine)
         unsteady = _spread(t) > UNSTEADY
         res = {"library": row.library, "case": row.name, "op": row.op, "size": row.size, "unsteady": unsteady,
                "trnsci_s": mine, "trnsci_spread": t["trnsci"]["spread"],
