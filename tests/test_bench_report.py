@@ -144,3 +144,18 @@ def test_report_judges_the_compared_thread_count_too(tmp_path):
     assert "at 1 thread(s) 2 meet the target" in text and "At 2 threads 1 of 2 meet it, 1 do not (1 with" in text
     assert "| trnblas b 1 (2 threads) | 2.50x | torch.x |" in text  # listed with its reason
     assert "**2.50x (unsteady)**" in text and "| 1.00x |" in text
+
+
+def test_a_case_target_replaces_the_generic_rule(monkeypatch):
+    import types
+
+    mod = types.SimpleNamespace(cases=lambda quick: [
+        bench.Case("trnfft", "own 8", lambda: None, "p", lambda: None, target=0.6),
+        bench.Case("trnfft", "generic 8", lambda: None, "p", lambda: None)])
+    monkeypatch.setattr(bench, "case_modules", lambda libraries=None: ({"trnfft": mod}, {}))
+    rows, _, _ = bench.collect(None, quick=True)
+    monkeypatch.setattr(bench, "_steadiest", lambda impls, *a: {
+        n: {"median": 1e-3 if n == "trnsci" else 1.5e-3, "spread": 0.0, "rounds": []} for n in impls})
+    res = {r["case"]: r for r in bench.run(rows, echo=lambda *a: None)}
+    assert res["own 8"]["target"] == 0.6 and not res["own 8"]["meets_target"]  # 0.67x > 0.6
+    assert res["generic 8"]["target"] == 1.1 and res["generic 8"]["meets_target"]
