@@ -137,8 +137,44 @@ def _kind_code(name: str, kind: str) -> tuple[list[str], str]:
     raise ValueError(f"settled signature: unknown kind {kind!r} for {name!r}; one of {sorted(KINDS)}")
 
 
+def _positional(fn: Callable, spec: str) -> tuple[list, list[str]]:
+    """``fn``'s positional parameters and the spec's kinds, checked to pair up."""
+    params = [p for p in inspect.signature(fn).parameters.values()
+              if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    kinds = spec.split()
+    if len(kinds) != len(params):
+        raise ValueError(f"settled signature of {fn.__qualname__}: {len(kinds)} kinds for {len(params)} "
+                         f"positional parameters ({', '.join(p.name for p in params)})")
+    return params, kinds
+
+
+def _key_code(params: list, kinds: list[str], give_up: str) -> tuple[list[str], list[str], str]:
+    """``(head, body, key)``: the parameter list (``_M`` for a left-out optional one), the checks
+    (running ``give_up`` for an argument the key cannot describe) and the key's tuple expression."""
+    head, body, parts = [], [], []
+    for p, kind in zip(params, kinds):
+        checks, part = _kind_code(p.name, kind)
+        checks = [c.replace("return None", give_up) for c in checks]
+        if p.default is inspect.Parameter.empty:
+            head.append(p.name)
+            body += checks
+            parts.append(part)
+        else:
+            head.append(f"{p.name}=_M")
+            body += [f"if {p.name} is _M: k_{p.name} = _M", "else:", *("    " + c for c in checks),
+                     f"    k_{p.name} = ({part},)"]
+            parts.append(f"k_{p.name}")
+    return head, body, f"({', '.join(parts)},)"
+
+
+def _generate(src: str, where: str, name: str):
+    scope = {"_T": torch.Tensor, "_M": _MISSING, "_I64": _INT64}
+    exec(compile(src, f"<settled {where}>", "exec"), scope)  # noqa: S102 -- text generated here
+    return scope[name]
+
+
 def compile_signature(fn: Callable, spec: str) -> Callable[..., Any]:
-    """The key function of a :func:`public` spec: one generated function, no call per argument.
+    """The key function of a :func:`public` spec.
 
     ``spec`` names the kind of each positional parameter of ``fn`` in order
     (:data:`KINDS`), e.g. ``"scalar tensor tensor scalar tensor? flag"`` for
@@ -146,36 +182,15 @@ def compile_signature(fn: Callable, spec: str) -> Callable[..., Any]:
     tuple of the parts; a parameter the caller left out contributes a
     sentinel, so the number of arguments given is part of the key. Any
     argument of another kind makes the function return ``None`` (the call
-    runs in full and its checks report it).
+    runs in full and its checks report it). :func:`public` inlines the same
+    code into its wrapper.
     """
-    kinds = spec.split()
-    params = [p for p in inspect.signature(fn).parameters.values()
-              if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    if len(kinds) != len(params):
-        raise ValueError(f"settled signature of {fn.__qualname__}: {len(kinds)} kinds for {len(params)} "
-                         f"positional parameters ({', '.join(p.name for p in params)})")
-    head, body, parts = [], [], []
-    for p, kind in zip(params, kinds):
-        name = p.name
-        checks, part = _kind_code(name, kind)
-        if p.default is inspect.Parameter.empty:
-            head.append(name)
-            body += checks
-            parts.append(part)
-        else:
-            head.append(f"{name}=_M")
-            body.append(f"if {name} is _M: k_{name} = _M")
-            body.append("else:")
-            body += ["    " + c for c in checks]
-            body.append(f"    k_{name} = ({part},)")
-            parts.append(f"k_{name}")
-    src = (f"def key({', '.join(head)}):\n" + "".join(f"    {line}\n" for line in body)
-           + f"    return ({', '.join(parts)},)\n")
-    scope = {"_T": torch.Tensor, "_M": _MISSING, "_I64": _INT64}
-    exec(compile(src, f"<settled signature of {fn.__qualname__}>", "exec"), scope)  # noqa: S102 -- our own text
-    key = scope["key"]
-    key.source = src
-    return key
+    params, kinds = _positional(fn, spec)
+    head, body, key = _key_code(params, kinds, "return None")
+    src = "\n".join([f"def key({', '.join(head)}):", *("    " + line for line in body), f"    return {key}", ""])
+    fn_key = _generate(src, f"signature of {fn.__qualname__}", "key")
+    fn_key.source = src
+    return fn_key
 
 
 def _compiled_public(op, fn: Callable, slow: Callable, spec: str) -> Callable:
@@ -187,36 +202,18 @@ def _compiled_public(op, fn: Callable, slow: Callable, spec: str) -> Callable:
     than those (``out=``) send the call through in full. Routes are called
     with every positional parameter, sentinels included.
     """
-    params = [p for p in inspect.signature(fn).parameters.values()
-              if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    kinds = spec.split()
-    if len(kinds) != len(params):
-        raise ValueError(f"settled signature of {fn.__qualname__}: {len(kinds)} kinds for {len(params)} "
-                         f"positional parameters ({', '.join(p.name for p in params)})")
-    names = [p.name for p in params]
+    params, kinds = _positional(fn, spec)
     fill = tuple(p.default for p in params)  # what slow() gets for a parameter left out
     defaults = tuple(d for d in fill if d is not inspect.Parameter.empty)
-    every = ", ".join(names)
-    head, body, parts = [], [], []
-    for p, kind in zip(params, kinds):
-        checks, part = _kind_code(p.name, kind)
-        checks = [c.replace("return None", f"return full(({every},), None)") for c in checks]
-        if p.default is inspect.Parameter.empty:
-            head.append(p.name)
-            body += checks
-            parts.append(part)
-        else:
-            head.append(f"{p.name}=_M")
-            body += [f"if {p.name} is _M: k_{p.name} = _M", "else:", *("    " + c for c in checks),
-                     f"    k_{p.name} = ({part},)"]
-            parts.append(f"k_{p.name}")
+    every = ", ".join(p.name for p in params)
+    head, body, key = _key_code(params, kinds, f"return full(({every},), None)")
     src = "\n".join([
         "def factory(on_torch, settled, full, settle):",
         f"    def wrapper({', '.join(head)}, **kw):",
         "        if kw or not on_torch():",
         f"            return full(({every},), kw)",
         *("        " + line for line in body),
-        f"        key = ({', '.join(parts)},)",
+        f"        key = {key}",
         "        table = settled.get(wrapper)  # gone when the Op emptied its settled routes",
         "        if table is not None:",
         "            go = table.get(key)",
@@ -225,8 +222,7 @@ def _compiled_public(op, fn: Callable, slow: Callable, spec: str) -> Callable:
         f"        return settle(({every},), key)",
         "    return wrapper",
         ""])
-    scope = {"_T": torch.Tensor, "_M": _MISSING, "_I64": _INT64}
-    exec(compile(src, f"<settled public {fn.__qualname__}>", "exec"), scope)  # noqa: S102 -- our own text
+    factory = _generate(src, f"public {fn.__qualname__}", "factory")
 
     def given(args):
         """The positional arguments for ``slow``: trailing omissions dropped, inner ones given their default."""
@@ -254,7 +250,7 @@ def _compiled_public(op, fn: Callable, slow: Callable, spec: str) -> Callable:
             table[key] = rec.route
         return result
 
-    wrapper = scope["factory"](op.on_torch, settled, full, settle)
+    wrapper = factory(op.on_torch, settled, full, settle)
     functools.update_wrapper(wrapper, fn)
     wrapper.settled_signature = compile_signature(fn, spec)
     wrapper.settled_source = src
@@ -403,7 +399,7 @@ def _compiled_route(fn: Callable, largs: tuple, pargs: tuple, defaults: tuple) -
         given.append(expr if name is None else f"{name}={expr}")
     src = (f"def route({', '.join(f'p{i}' for i in range(len(pargs)))}):\n"
            f"    return target({', '.join(given)})\n")
-    exec(compile(src, "<settled route>", "exec"), scope)  # noqa: S102 -- our own text
+    exec(compile(src, "<settled route>", "exec"), scope)  # noqa: S102 -- text generated here
     return scope["route"]
 
 
