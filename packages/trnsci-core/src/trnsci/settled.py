@@ -234,27 +234,29 @@ def _compiled_public(op, fn: Callable, slow: Callable, spec: str) -> Callable:
     def full(args, kw):
         return slow(*given(args), **(kw or {}))
 
-    settled = op.settled
-
     def settle(args, key):
-        rec = _Record(op, args, defaults, compiled=True)
-        token = _pending.set(rec)
-        try:
-            result = slow(*given(args))
-        finally:
-            _pending.reset(token)
-        if rec.route is not None and result is rec.result:
-            table = settled.setdefault(wrapper, {})
-            if len(table) >= LIMIT:
-                table.clear()
-            table[key] = rec.route
-        return result
+        return _run_and_record(op, wrapper, key, _Record(op, args, defaults, compiled=True), slow, given(args))
 
-    wrapper = factory(op.on_torch, settled, full, settle)
+    wrapper = factory(op.on_torch, op.settled, full, settle)
     functools.update_wrapper(wrapper, fn)
     wrapper.settled_signature = compile_signature(fn, spec)
     wrapper.settled_source = src
     return wrapper
+
+
+def _run_and_record(op, wrapper: Callable, key, rec: _Record, slow: Callable, args) -> Any:
+    """The call in full, remembering the route :func:`call` recorded (if any) as ``key``'s."""
+    token = _pending.set(rec)
+    try:
+        result = slow(*args)
+    finally:
+        _pending.reset(token)
+    if rec.route is not None and result is rec.result:
+        table = op.settled.setdefault(wrapper, {})
+        if len(table) >= LIMIT:
+            table.clear()
+        table[key] = rec.route
+    return result
 
 
 def public(op, signature: Callable[..., Any] | str) -> Callable[[Callable], Callable]:
@@ -299,18 +301,7 @@ def public(op, signature: Callable[..., Any] | str) -> Callable[[Callable], Call
                 go = table.get(key)
                 if go is not None:
                     return go(*args)
-            rec = _Record(op, args, defaults)
-            token = _pending.set(rec)
-            try:
-                result = slow(*args)
-            finally:
-                _pending.reset(token)
-            if rec.route is not None and result is rec.result:
-                table = settled.setdefault(wrapper, {})
-                if len(table) >= LIMIT:
-                    table.clear()
-                table[key] = rec.route
-            return result
+            return _run_and_record(op, wrapper, key, _Record(op, args, defaults), slow, args)
 
         wrapper.settled_signature = sig
         return wrapper
