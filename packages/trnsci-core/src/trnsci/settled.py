@@ -352,13 +352,17 @@ def settles(lowering: Callable) -> Callable[[Callable], Callable]:
     return attach
 
 
-def _compiled_route(fn: Callable, largs: tuple, pargs: tuple, defaults: tuple) -> Callable | None:
-    """A generated function of all the public positional parameters (``_M`` for those left out) that
-    calls ``fn`` (or the torch call it reduces to, :func:`settles`) on the caller's arguments."""
+def _plan(largs: tuple, pargs: tuple, defaults: tuple, flags_first: bool) -> list | None:
+    """Where each lowering argument comes from: a public position (int) or a constant (``(value,)``).
+
+    None when the route could not rebuild an argument. ``flags_first``: a
+    None/bool/str lowering argument is a constant even when the caller passed
+    the same object (the compiled key fixes every such value by its kinds).
+    """
     plan = []
     for a in largs:
-        if type(a) in _FLAGS:
-            plan.append((a,))  # None/bool/str: fixed by the compiled key (its kinds)
+        if flags_first and type(a) in _FLAGS:
+            plan.append((a,))
             continue
         src = [i for i, p in enumerate(pargs) if p is a]
         if len(src) > 1:
@@ -367,10 +371,19 @@ def _compiled_route(fn: Callable, largs: tuple, pargs: tuple, defaults: tuple) -
             plan.append(src[0])
         elif isinstance(a, torch.Tensor):
             return None  # a tensor the function derived: the route could not rebuild it
-        elif any(a is d for d in defaults):
+        elif type(a) in _FLAGS or any(a is d for d in defaults):
             plan.append((a,))
         else:
             return None  # a number the function computed: not provably fixed by the key
+    return plan
+
+
+def _compiled_route(fn: Callable, largs: tuple, pargs: tuple, defaults: tuple) -> Callable | None:
+    """A generated function of all the public positional parameters (``_M`` for those left out) that
+    calls ``fn`` (or the torch call it reduces to, :func:`settles`) on the caller's arguments."""
+    plan = _plan(largs, pargs, defaults, flags_first=True)
+    if plan is None:
+        return None
     target, positions = fn, tuple(range(len(largs)))
     reduce = getattr(fn, "settles", None)
     if reduce is not None:
@@ -396,19 +409,9 @@ def _compiled_route(fn: Callable, largs: tuple, pargs: tuple, defaults: tuple) -
 
 def _route(fn: Callable, largs: tuple, pargs: tuple, defaults: tuple) -> Callable | None:
     """A function of the public call's positional arguments that calls ``fn`` with ``largs``, or None."""
-    plan = []
-    for a in largs:
-        src = [i for i, p in enumerate(pargs) if p is a]
-        if len(src) > 1:
-            return None  # the caller passed one object twice: which position feeds the lowering is ambiguous
-        if src:
-            plan.append(src[0])
-        elif isinstance(a, torch.Tensor):
-            return None  # a tensor the function derived: the route could not rebuild it
-        elif type(a) in _FLAGS or any(a is d for d in defaults):
-            plan.append((a,))
-        else:
-            return None  # a number the function computed: not provably fixed by the key
+    plan = _plan(largs, pargs, defaults, flags_first=False)
+    if plan is None:
+        return None
     if all(type(s) is int for s in plan) and plan == list(range(len(pargs))):
         return fn  # the lowering takes exactly the public arguments
     j = len(pargs)
