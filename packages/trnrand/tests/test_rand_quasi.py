@@ -31,6 +31,20 @@ def test_sobol_skip_and_float32():
     assert np.array_equal(f.astype(np.float64), np.floor(ref * 2**24) / 2**24)
 
 
+@pytest.mark.parametrize("n,d,skip", [(1, 3, 0), (2, 3, 5), (3, 2, 2**24 + 12345), (37, 4, 2**25 - 37),
+                                      (1000, 3, 2**20 - 3), (5, 9000, 3)])
+def test_sobol_split_tables_equal_scipy_fast_forward(n, d, skip):
+    # the points come from two tables and a recursion on the index bits (quasi._index_rows): every level,
+    # the 1-2 row base case, far skips and a row of more than 2**15 values, against SciPy's per-point loop
+    eng = qmc.Sobol(d, scramble=False)
+    if skip:  # (SciPy 1.x rejects fast_forward(0))
+        eng.fast_forward(skip)
+    ref = _scipy(eng, n)
+    assert np.array_equal(trnrand.sobol(n, d, scramble=False, dtype=torch.float64, skip=skip).numpy(), ref)
+    f = trnrand.sobol(n, d, scramble=False, skip=skip).numpy()
+    assert np.array_equal(f.astype(np.float64), np.floor(ref * 2**24) / 2**24)
+
+
 def test_sobol_scrambled_discrepancy_vs_scipy():
     n, d = 1024, 6
     ours = [qmc.discrepancy(trnrand.sobol(n, d, seed=s, dtype=torch.float64).numpy()) for s in range(4)]
