@@ -281,41 +281,79 @@ def _first_primes(n: int) -> list[int]:
     return np.flatnonzero(sieve)[:n].tolist()
 
 
+def _halton_levels(base: int, perms, skip: int, n: int) -> int:
+    """Digit levels every point runs through: unscrambled, the digits of the largest index (a point with
+    fewer adds 0.0, which changes nothing); scrambled, levels while b2r >= 2**-54 (permuted zeros count)."""
+    if perms is None:
+        last, lev = skip + n - 1, 0
+        while last:
+            last //= base
+            lev += 1
+        return lev
+    b2r, lev = 1.0 / base, 0
+    while lev < perms.shape[0]:
+        lev += 1
+        b2r /= base
+        if b2r < 2.0**-54:
+            break
+    return lev
+
+
+def _radical_inverse(base: int, perms, levels: int, start: int, count: int) -> np.ndarray:
+    """x_i for i = start .. start+count-1 (float64), accumulated as SciPy does: x = 0; per level, least
+    significant digit first, x += digit * b2r; b2r /= base (perms: None or (levels, base) int64 digit maps).
+
+    Split i = a base**K + c (c < base**K, base**K about 2 sqrt(count)): after K levels every point holds
+    the same partial sum as point c -- the table, this function for the first base**K indices -- and the
+    later digits are a's, constant over each block of base**K points. So each later level is one
+    broadcast add of one term per block, and the sums keep SciPy's order and rounding (bit-identical),
+    where the per-point loop costs a division, a multiply and an add per point and level.
+    """
+    K, bK = 0, 1
+    while K < levels and bK * base <= 2 * math.isqrt(count):
+        K, bK = K + 1, bK * base
+    if count <= 256 or K == 0:
+        q = np.arange(start, start + count, dtype=np.int64)
+        x = np.zeros(count)
+        b2r = 1.0 / base
+        for lev in range(levels):
+            q, dig = np.divmod(q, base)
+            x += (dig if perms is None else perms[lev][dig]) * b2r
+            b2r /= base
+        return x
+    table = _radical_inverse(base, perms, K, 0, bK)
+    a0 = start // bK
+    q = np.arange(a0, (start + count - 1) // bK + 1, dtype=np.int64)
+    X = np.empty((q.size, bK))
+    X[...] = table
+    b2r = 1.0 / base
+    for _ in range(K):
+        b2r /= base
+    for lev in range(K, levels):
+        q, dig = np.divmod(q, base)
+        X += ((dig if perms is None else perms[lev][dig]) * b2r)[:, None]
+        b2r /= base
+    off = start - a0 * bK
+    return X.reshape(-1)[off:off + count]
+
+
 def _halton_torch(bases: torch.Tensor, perms, skip: int, n: int, dtype) -> torch.Tensor:
     """Radical inverses of i = skip .. skip+n-1 in each base, accumulated as SciPy does:
-    x += digit * b2r; b2r /= base (float64, least significant digit first).
+    x += digit * b2r; b2r /= base (float64, least significant digit first); see ``_radical_inverse``.
 
     perms: None, or a list of (levels, base) int64 digit permutations per dimension (scrambled).
+    Digits are exact int64 arithmetic on tables of ~sqrt(n) entries; returns the (n, d) transpose of a
+    (d, n) array.
     """
-    # Below 2**50 the indices are exact in float64 and floor(q / base) of the correctly rounded quotient is
-    # the integer quotient (the rounding error, under ulp(q / base) / 2 <= 2**-3 / base, cannot reach the
-    # next integer, which is at least 1 / base away): the digits come from float64 division, about three
-    # times faster on a CPU than int64 floor division. Larger indices keep the int64 digits.
-    exact = skip + n <= 1 << 50
-    idx = torch.arange(skip, skip + n, dtype=torch.float64 if exact else torch.int64)
-    x = torch.zeros((bases.numel(), n), dtype=torch.float64)
+    d = bases.numel()
+    x = np.zeros((d, n))
+    pn = None if perms is None else perms.numpy()
     for c, base in enumerate(bases.tolist()):
-        q = idx
-        xc = x[c]
-        b2r = 1.0 / base
-        lev = 0
-        while (perms is None and bool(q.any())) or (perms is not None and lev < perms.shape[1]):
-            if exact:  # in place where it can be: each level is a few passes over n doubles
-                qd = torch.div(q, base).floor_()
-                dig = torch.mul(qd, base).neg_().add_(q)
-            else:
-                qd = torch.div(q, base, rounding_mode="floor")
-                dig = q - qd * base
-            if perms is not None:
-                dig = perms[c, lev][dig.long() if exact else dig]
-            xc += dig.to(torch.float64) * b2r
-            b2r /= base
-            q = qd
-            lev += 1
-            if perms is not None and b2r < 2.0**-54:
-                break
-    x = x.T
-    return x.to(dtype) if dtype == torch.float64 else x.to(torch.float32).clamp_(max=1.0 - 2.0**-24)
+        if n:
+            pc = None if pn is None else pn[c]
+            x[c] = _radical_inverse(base, pc, _halton_levels(base, pc, skip, n), skip, n)
+    x = torch.from_numpy(x).T
+    return x if dtype == torch.float64 else x.to(torch.float32).clamp_(max=1.0 - 2.0**-24)
 
 
 def halton(n_points, n_dims, scramble=False, seed=None, dtype=torch.float32, skip=0):
