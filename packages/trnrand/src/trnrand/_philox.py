@@ -114,6 +114,14 @@ def _aligned(shape: tuple, dtype) -> np.ndarray:
     return raw[off:off + nbytes].view(dtype).reshape(shape)
 
 
+def _out(shape: tuple, dtype) -> np.ndarray:
+    """A call's output array: 64-byte aligned when large (see ``_aligned``); small ones come straight from
+    np.empty, since finding the address (``ndarray.ctypes``) costs ~3.5 us, 10% of a 1000-sample draw."""
+    if math.prod(shape) * np.dtype(dtype).itemsize <= 1 << 16:
+        return np.empty(shape, dtype)
+    return _aligned(shape, dtype)
+
+
 @functools.lru_cache(maxsize=64)
 def _key_schedule(seed: int) -> list[tuple[int, int]]:
     return _keys(seed, 10)
@@ -358,7 +366,7 @@ def words(seed: int, subsequence: int, start: int, n: int, device="cpu") -> torc
     if n <= 0:
         return torch.empty(0, dtype=torch.int64, device=device)
     b0, nb, lead = _span(start, n)
-    out = _aligned((nb, 4), _U64)
+    out = _out((nb, 4), _U64)
 
     def sink(s, m, lanes, prods):
         _and(prods, _ZMASK, prods)
@@ -379,7 +387,7 @@ def uniform32(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
     if n <= 0:
         return torch.empty(0, dtype=torch.float32, device=device)
     b0, nb, lead = _span(start, n)
-    out = _aligned((nb, 4), np.float32)
+    out = _out((nb, 4), np.float32)
 
     def sink(s, m, lanes, prods):
         _and(prods, _Z24, prods)
@@ -418,7 +426,7 @@ def uniform64(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
     b0, r = start // 4, start % 4
     lead = r // 2  # pairs of block b0 before the draw's first
     nb = (n + lead + 1) // 2
-    out = _aligned((nb, 2), np.float64)
+    out = _out((nb, 2), np.float64)
     odd = r % 2
 
     def sink(s, m, lanes, prods):
@@ -500,7 +508,7 @@ def normals(seed: int, subsequence: int, start: int, npairs: int, dtype, device=
     per = 1 if wide else 2  # pairs per block
     lead = r // (4 // per)  # pairs of block b0 before the draw's first
     nb = (npairs + lead + per - 1) // per
-    out = _aligned((nb, 2 * per), np.float64 if wide else np.float32)
+    out = _out((nb, 2 * per), np.float64 if wide else np.float32)
     extra = int(r % (4 // per) != 0)
 
     def word(lanes, prods, j, m):
