@@ -42,8 +42,9 @@ _NOTE_SMALL = ("fixed cost of the Philox rounds as NumPy calls: 41 ufunc calls (
 _NOTE_N32_TORCH = (f"{_ROUNDS} 0.83 ms, 1.35x torch.randn's whole call (0.62 ms: mt19937 and a vectorized "
                    "Box-Muller in C); Box-Muller adds 0.79 ms as separate float32 NumPy passes (casts, log, "
                    "sqrt, sin, interleaved stores) in the order the NKI kernel uses, which keeps the bits")
-_NOTE_N64 = (f"near the target (1.07-1.23x over runs): 4 words per pair; {_ROUNDS} 1.67 ms and the float64 "
-             "Box-Muller passes 1.57 ms, against NumPy's ziggurat on one 64-bit word per sample (2.9 ms)")
+_NOTE_N64 = ("at the target within noise (0.94-1.23x over runs, 1 and 2 threads): 4 words per pair; "
+             f"{_ROUNDS} 1.67 ms and the float64 Box-Muller passes 1.57 ms, against NumPy's ziggurat on one "
+             "64-bit word per sample (2.9 ms)")
 
 
 def cases(quick: bool = True):
