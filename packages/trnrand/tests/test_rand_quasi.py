@@ -31,6 +31,20 @@ def test_sobol_skip_and_float32():
     assert np.array_equal(f.astype(np.float64), np.floor(ref * 2**24) / 2**24)
 
 
+@pytest.mark.parametrize("n,d,skip", [(1, 3, 0), (2, 3, 5), (3, 2, 2**24 + 12345), (37, 4, 2**25 - 37),
+                                      (1000, 3, 2**20 - 3), (5, 9000, 3)])
+def test_sobol_split_tables_equal_scipy_fast_forward(n, d, skip):
+    # the points come from two tables and a recursion on the index bits (quasi._index_rows): every level,
+    # the 1-2 row base case, far skips and a row of more than 2**15 values, against SciPy's per-point loop
+    eng = qmc.Sobol(d, scramble=False)
+    if skip:  # (SciPy 1.x rejects fast_forward(0))
+        eng.fast_forward(skip)
+    ref = _scipy(eng, n)
+    assert np.array_equal(trnrand.sobol(n, d, scramble=False, dtype=torch.float64, skip=skip).numpy(), ref)
+    f = trnrand.sobol(n, d, scramble=False, skip=skip).numpy()
+    assert np.array_equal(f.astype(np.float64), np.floor(ref * 2**24) / 2**24)
+
+
 def test_sobol_scrambled_discrepancy_vs_scipy():
     n, d = 1024, 6
     ours = [qmc.discrepancy(trnrand.sobol(n, d, seed=s, dtype=torch.float64).numpy()) for s in range(4)]
@@ -51,6 +65,42 @@ def test_halton_unscrambled_bit_exact(d, n):
     got = trnrand.halton(n, d, dtype=torch.float64).numpy()
     assert np.array_equal(got, _scipy(qmc.Halton(d, scramble=False), n))
     assert np.array_equal(trnrand.halton(n - 10, d, dtype=torch.float64, skip=10).numpy(), got[10:])
+
+
+def test_halton_block_sums_equal_scipy():
+    # points past ~256 come from a table of partial sums plus one term per block and level
+    # (quasi._radical_inverse, two levels of recursion here); SciPy's per-point loop is the reference
+    eng = qmc.Halton(2, scramble=False)
+    eng.fast_forward(12345)
+    assert np.array_equal(trnrand.halton(70000, 2, dtype=torch.float64, skip=12345).numpy(), _scipy(eng, 70000))
+    # far indices (SciPy's fast_forward would generate them): SciPy's sum order on Python ints
+    skip = 2**40 + 3
+    x = trnrand.halton(3000, 3, dtype=torch.float64, skip=skip).numpy()
+    want = [[_radical_inverse(i, b) for b in (2, 3, 5)] for i in range(skip, skip + 3000)]
+    assert np.array_equal(x, np.array(want))
+
+
+def test_halton_scrambled_block_sums_equal_the_per_point_loop():
+    # scrambled: the same table/block split, against the per-point sum of permuted digits on Python ints
+    from trnrand import quasi
+
+    n, skip = 700, 10**6 + 7
+    x = trnrand.halton(n, 2, scramble=True, seed=5, dtype=torch.float64, skip=skip).numpy()
+    g = quasi._seed_generator(5, "t")
+    perms = quasi._halton_perms(g, torch.tensor([2, 3]), 2).numpy()
+    for c, base in enumerate((2, 3)):
+        want = []
+        for i in range(skip, skip + n):
+            acc, b2r, lev = 0.0, 1.0 / base, 0
+            while lev < perms.shape[1]:
+                i, dig = divmod(i, base)
+                acc += int(perms[c, lev, dig]) * b2r
+                b2r /= base
+                lev += 1
+                if b2r < 2.0**-54:
+                    break
+            want.append(acc)
+        assert np.array_equal(x[:, c], np.array(want))
 
 
 def test_halton_scrambled():

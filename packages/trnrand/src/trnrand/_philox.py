@@ -114,6 +114,14 @@ def _aligned(shape: tuple, dtype) -> np.ndarray:
     return raw[off:off + nbytes].view(dtype).reshape(shape)
 
 
+def _out(shape: tuple, dtype) -> np.ndarray:
+    """A call's output array: 64-byte aligned when large (see ``_aligned``); small ones come straight from
+    np.empty, since finding the address (``ndarray.ctypes``) costs ~3.5 us, 10% of a 1000-sample draw."""
+    if math.prod(shape) * np.dtype(dtype).itemsize <= 1 << 16:
+        return np.empty(shape, dtype)
+    return _aligned(shape, dtype)
+
+
 @functools.lru_cache(maxsize=64)
 def _key_schedule(seed: int) -> list[tuple[int, int]]:
     return _keys(seed, 10)
@@ -358,7 +366,7 @@ def words(seed: int, subsequence: int, start: int, n: int, device="cpu") -> torc
     if n <= 0:
         return torch.empty(0, dtype=torch.int64, device=device)
     b0, nb, lead = _span(start, n)
-    out = _aligned((nb, 4), _U64)
+    out = _out((nb, 4), _U64)
 
     def sink(s, m, lanes, prods):
         _and(prods, _ZMASK, prods)
@@ -379,7 +387,7 @@ def uniform32(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
     if n <= 0:
         return torch.empty(0, dtype=torch.float32, device=device)
     b0, nb, lead = _span(start, n)
-    out = _aligned((nb, 4), np.float32)
+    out = _out((nb, 4), np.float32)
 
     def sink(s, m, lanes, prods):
         _and(prods, _Z24, prods)
@@ -418,7 +426,7 @@ def uniform64(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
     b0, r = start // 4, start % 4
     lead = r // 2  # pairs of block b0 before the draw's first
     nb = (n + lead + 1) // 2
-    out = _aligned((nb, 2), np.float64)
+    out = _out((nb, 2), np.float64)
     odd = r % 2
 
     def sink(s, m, lanes, prods):
@@ -450,6 +458,40 @@ _F64 = {k: np.array(v) for k, v in
 _QUARTER32, _QUARTER64, _TOP64 = _z(1 << 30), _z(1 << 57), _z((1 << 59) - 1)
 
 
+class _OneTorchThread:
+    """``with _OneTorchThread():`` -- torch runs on one thread inside (restored on exit; nestable, thread-safe).
+
+    torch's float64 sin goes to MKL's vector math, which wakes its own thread team even for a few thousand
+    values; on the loaded shared 2-core machine a descheduled team member made 262144 float64 normals take
+    24-520 ms instead of 3 at two threads (single calls of 2048-32768 values stalled for up to 200 ms).
+    NumPy and torch.randn, the peers, are single-threaded here. Setting and restoring the count costs
+    ~0.15 us; the first thread in saves the count, the last one out restores it, so concurrent draws never
+    leave torch at one thread. Elementwise results do not depend on the thread count (checked bit for bit).
+    """
+
+    _lock = threading.Lock()
+    _depth = 0
+    _saved = 1
+
+    def __enter__(self):
+        cls = _OneTorchThread
+        with cls._lock:
+            if cls._depth == 0:
+                cls._saved = torch.get_num_threads()
+                if cls._saved != 1:
+                    torch.set_num_threads(1)
+            cls._depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        cls = _OneTorchThread
+        with cls._lock:
+            cls._depth -= 1
+            if cls._depth == 0 and cls._saved != 1:
+                torch.set_num_threads(cls._saved)
+        return False
+
+
 def _box_muller_np(uw: np.ndarray, aw: np.ndarray, z0, z1, wide: bool) -> None:
     """Normals of prepared pairs into the rows of z0 and z1 (any strides); uw, aw (k, n) uint64 are consumed.
 
@@ -478,7 +520,12 @@ def _box_muller_np(uw: np.ndarray, aw: np.ndarray, z0, z1, wide: bool) -> None:
     _mul(ang, c["scale"], ang)
     np.subtract(ang, c["c"], ang)
     if wide:  # torch's float64 sin is ~2x NumPy's (which is scalar libm); float32: NumPy's SIMD sin is ~2x torch's
-        torch.sin(torch.from_numpy(ang), out=torch.from_numpy(ang))
+        t = torch.from_numpy(ang)
+        if torch.get_num_threads() == 1:
+            torch.sin(t, out=t)
+        else:
+            with _OneTorchThread():
+                torch.sin(t, out=t)
     else:
         np.sin(ang, ang)
     for i in range(k):
@@ -500,7 +547,7 @@ def normals(seed: int, subsequence: int, start: int, npairs: int, dtype, device=
     per = 1 if wide else 2  # pairs per block
     lead = r // (4 // per)  # pairs of block b0 before the draw's first
     nb = (npairs + lead + per - 1) // per
-    out = _aligned((nb, 2 * per), np.float64 if wide else np.float32)
+    out = _out((nb, 2 * per), np.float64 if wide else np.float32)
     extra = int(r % (4 // per) != 0)
 
     def word(lanes, prods, j, m):

@@ -72,43 +72,114 @@ def _direction_numbers(n_dims: int) -> np.ndarray:
     return Vn
 
 
-def _gray_xor(idx: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
-    """XOR over the set bits b of gray(idx) = idx ^ (idx >> 1) of V[:, b]: (len(idx), n_dims), V's dtype.
+def _index_weights(V: np.ndarray) -> np.ndarray:
+    """W (n_dims, 30) with x_i = XOR over the set bits k of i (plain binary) of W[:, k].
 
-    One NumPy XOR-reduction over the bit axis (the tables are small: ~sqrt(n) rows).
+    x_i = XOR_b bit_b(gray(i)) V_b and gray(i) = i ^ (i >> 1) is linear over GF(2): bit k of i sets
+    bits k and k - 1 of gray(i), so W_k = V_k ^ V_(k-1) (W_0 = V_0).
     """
-    g = (idx ^ (idx >> 1)).numpy()
-    Vn = V.numpy()
-    bits = ((g[:, None] >> np.arange(Vn.shape[1])) & 1).astype(Vn.dtype)  # (len, B)
-    terms = bits[:, None, :] * Vn[None, :, :]  # (len, n_dims, B): V[:, b] where bit b is set, else 0
-    return torch.from_numpy(np.bitwise_xor.reduce(terms, axis=2) if Vn.shape[1] else terms.sum(2))
+    W = V.copy()
+    W[:, 1:] ^= V[:, :-1]
+    return W
+
+
+def _doubling(W: np.ndarray, L: int) -> np.ndarray:
+    """x_c for c = 0 .. 2**L - 1 as (2**L, n_dims): x_(c + 2**j) = x_c ^ W_j for c < 2**j (L array calls)."""
+    low = np.zeros((1 << L, W.shape[0]), dtype=W.dtype)
+    for j in range(L):
+        np.bitwise_xor(low[: 1 << j], W[:, j], out=low[1 << j: 2 << j])
+    return low
+
+
+def _split(start: int, count: int) -> tuple[int, int, int]:
+    """(L, a0, number of a) of the split i = a 2**L + c (c < 2**L) of i = start .. start+count-1, with
+    L about half the bits of count: both tables then have ~sqrt(count) rows."""
+    L = max(1, (count.bit_length() + 1) // 2)
+    a0 = start >> L
+    return L, a0, ((start + count - 1) >> L) - a0 + 1
+
+
+def _index_rows(W: np.ndarray, start: int, count: int) -> np.ndarray:
+    """x_i for i = start .. start+count-1 as (count, n_dims), for the linear map x_i = XOR_k bit_k(i) W[:, k].
+
+    x_i = x_(a 2**L) ^ x_c (see ``_split``); the x_(a 2**L) are the same problem for W shifted by L,
+    so the recursion is a few levels of small array calls.
+    """
+    d = W.shape[0]
+    if count <= 2:
+        rows = np.zeros((count, d), dtype=W.dtype)
+        for r in range(count):
+            bits = [k for k in range((start + r).bit_length()) if (start + r) >> k & 1]
+            if bits:
+                rows[r] = np.bitwise_xor.reduce(W[:, bits], axis=1)
+        return rows
+    L, a0, na = _split(start, count)
+    X = (_index_rows(W[:, L:], a0, na)[:, None, :] ^ _doubling(W, L)[None, :, :]).reshape(-1, d)
+    off = start - (a0 << L)
+    return X[off: off + count]
+
+
+_ONE_BITS = 0x3FF0000000000000  # float64 1.0: with a 30-bit k in bits 22 .. 51 the pattern is 1 + k 2**-30
+
+
+_SERIAL = 32767  # elements per torch call: below ATen's grain size (32768) an op runs on the calling thread only
+
+
+def _xor_serial(high: np.ndarray, low: np.ndarray) -> np.ndarray:
+    """(rows, 2**L, n_dims) = high[:, None, :] ^ low[None, :, :], by torch calls on the calling thread only.
+
+    Each call stays below ATen's grain size, so no OpenMP team is woken: at two threads on a loaded
+    machine the one-call version ran 4-300x slower in some repeats (threads descheduled at the barrier),
+    while SciPy, the peer, is single-threaded. The ~4 us per call is a few percent of the pass.
+    """
+    na, c, d = high.shape[0], low.shape[0], low.shape[1]
+    out = np.empty((na, c, d), dtype=high.dtype)
+    th, tl, to = torch.from_numpy(high), torch.from_numpy(low), torch.from_numpy(out)
+    if c * d <= _SERIAL:
+        step = _SERIAL // (c * d)
+        for a in range(0, na, step):
+            torch.bitwise_xor(th[a:a + step, None, :], tl[None], out=to[a:a + step])
+    else:
+        step = max(1, _SERIAL // d)  # n_dims <= 21201 < the grain: a slice of rows of low per call
+        for a in range(na):
+            for c0 in range(0, c, step):
+                torch.bitwise_xor(th[a], tl[c0:c0 + step], out=to[a, c0:c0 + step])
+    return out
 
 
 def _sobol_torch(V: torch.Tensor, shift: torch.Tensor, skip: int, n: int, dtype) -> torch.Tensor:
     """Sobol' integers in Gray-code order: x_i = XOR over set bits b of gray(i) of V[:, b], then ^ shift.
 
     V: (n_dims, 30) int64 direction numbers (already scrambled when scrambling); shift: (n_dims,) int64.
-    Split i = a 2**L + c (c < 2**L, L about half the bits of n): gray(i) = gray(a 2**L) ^ gray(c), so
-    the points of a block of 2**L are one broadcast XOR of a row of the ``high`` table (shift folded
-    in) with the whole ``low`` table -- two tables of ~sqrt(n) rows and one pass over the output,
-    in int32 (30-bit values), instead of a gather per point.
+    x_i is linear in i over GF(2) (``_index_weights``): split i = a 2**L + c (c < 2**L, L about half the
+    bits of n), x_i = x_(a 2**L) ^ x_c, so the points are one broadcast XOR of a ``high`` table (shift
+    folded in) with a ``low`` table, both of ~sqrt(n) rows (Gray-code order as SciPy, without its loop
+    per point). float64: the tables hold the bit patterns of 1 + x 2**-30 (high: exponent and x << 22,
+    low: x << 22), so the XOR writes the float64 1 + x_i 2**-30 and one subtraction of 1.0 leaves
+    x_i 2**-30 -- exact (31 significant bits; Sterbenz), no integer-to-float cast. float32: the tables
+    are pre-shifted to the top 24 bits (the shift distributes over XOR) and one cast-and-scale follows.
+    The broadcast XOR runs in torch (``_xor_serial``): its kernel vectorizes this (rows, 2**L, n_dims)
+    broadcast, where NumPy's loops over the short n_dims axis (3-4x slower here).
     """
     d = V.shape[0]
     if n == 0:
         return torch.empty((0, d), dtype=dtype)
-    L = max(1, (n.bit_length() + 1) // 2)
-    a0, a1 = skip >> L, (skip + n - 1) >> L
-    V32 = V.to(torch.int32)
-    high = _gray_xor(torch.arange(a0, a1 + 1, dtype=torch.int64) << L, V32).numpy() ^ shift.numpy().astype(np.int32)
-    low = _gray_xor(torch.arange(1 << L, dtype=torch.int64), V32).numpy()
-    # NumPy, one thread: as fast as torch's kernels here at one thread, and unaffected by OpenMP
-    # threads descheduled on a loaded machine (torch at two threads ran 4-150x slower under load)
-    X = np.bitwise_xor(high[:, None, :], low[None, :, :]).reshape(-1, d)
+    W = _index_weights(V.numpy())
+    L, a0, na = _split(skip, n)
+    high = _index_rows(W[:, L:], a0, na) ^ shift.numpy()
+    low = _doubling(W, L)
     off = skip - (a0 << L)
-    X = X[off:off + n]
-    if dtype == torch.float64:  # exact: k 2**-30 (cast and scale in one pass)
-        return torch.from_numpy(np.multiply(X, 2.0**-SOBOL_BITS, dtype=np.float64))
-    return torch.from_numpy(np.multiply(X >> (SOBOL_BITS - 24), np.float32(2.0**-24), dtype=np.float32))
+    if dtype == torch.float64:
+        high = (high << 22) | _ONE_BITS
+        low <<= 22
+        out = _xor_serial(high, low)
+        x = out.view(np.float64).reshape(-1, d)[off:off + n]
+        np.subtract(x, 1.0, out=x)
+        return torch.from_numpy(x)
+    high >>= SOBOL_BITS - 24
+    low >>= SOBOL_BITS - 24
+    m = _xor_serial(high.astype(np.int32), low.astype(np.int32)).reshape(-1, d)[off:off + n]
+    return torch.from_numpy(np.multiply(m, np.float32(2.0**-24), dtype=np.float32))
 
 
 def _sobol_floats(X: torch.Tensor, dtype) -> torch.Tensor:
@@ -210,41 +281,79 @@ def _first_primes(n: int) -> list[int]:
     return np.flatnonzero(sieve)[:n].tolist()
 
 
+def _halton_levels(base: int, perms, skip: int, n: int) -> int:
+    """Digit levels every point runs through: unscrambled, the digits of the largest index (a point with
+    fewer adds 0.0, which changes nothing); scrambled, levels while b2r >= 2**-54 (permuted zeros count)."""
+    if perms is None:
+        last, lev = skip + n - 1, 0
+        while last:
+            last //= base
+            lev += 1
+        return lev
+    b2r, lev = 1.0 / base, 0
+    while lev < perms.shape[0]:
+        lev += 1
+        b2r /= base
+        if b2r < 2.0**-54:
+            break
+    return lev
+
+
+def _radical_inverse(base: int, perms, levels: int, start: int, count: int) -> np.ndarray:
+    """x_i for i = start .. start+count-1 (float64), accumulated as SciPy does: x = 0; per level, least
+    significant digit first, x += digit * b2r; b2r /= base (perms: None or (levels, base) int64 digit maps).
+
+    Split i = a base**K + c (c < base**K, base**K about 2 sqrt(count)): after K levels every point holds
+    the same partial sum as point c -- the table, this function for the first base**K indices -- and the
+    later digits are a's, constant over each block of base**K points. So each later level is one
+    broadcast add of one term per block, and the sums keep SciPy's order and rounding (bit-identical),
+    where the per-point loop costs a division, a multiply and an add per point and level.
+    """
+    K, bK = 0, 1
+    while K < levels and bK * base <= 2 * math.isqrt(count):
+        K, bK = K + 1, bK * base
+    if count <= 256 or K == 0:
+        q = np.arange(start, start + count, dtype=np.int64)
+        x = np.zeros(count)
+        b2r = 1.0 / base
+        for lev in range(levels):
+            q, dig = np.divmod(q, base)
+            x += (dig if perms is None else perms[lev][dig]) * b2r
+            b2r /= base
+        return x
+    table = _radical_inverse(base, perms, K, 0, bK)
+    a0 = start // bK
+    q = np.arange(a0, (start + count - 1) // bK + 1, dtype=np.int64)
+    X = np.empty((q.size, bK))
+    X[...] = table
+    b2r = 1.0 / base
+    for _ in range(K):
+        b2r /= base
+    for lev in range(K, levels):
+        q, dig = np.divmod(q, base)
+        X += ((dig if perms is None else perms[lev][dig]) * b2r)[:, None]
+        b2r /= base
+    off = start - a0 * bK
+    return X.reshape(-1)[off:off + count]
+
+
 def _halton_torch(bases: torch.Tensor, perms, skip: int, n: int, dtype) -> torch.Tensor:
     """Radical inverses of i = skip .. skip+n-1 in each base, accumulated as SciPy does:
-    x += digit * b2r; b2r /= base (float64, least significant digit first).
+    x += digit * b2r; b2r /= base (float64, least significant digit first); see ``_radical_inverse``.
 
     perms: None, or a list of (levels, base) int64 digit permutations per dimension (scrambled).
+    Digits are exact int64 arithmetic on tables of ~sqrt(n) entries; returns the (n, d) transpose of a
+    (d, n) array.
     """
-    # Below 2**50 the indices are exact in float64 and floor(q / base) of the correctly rounded quotient is
-    # the integer quotient (the rounding error, under ulp(q / base) / 2 <= 2**-3 / base, cannot reach the
-    # next integer, which is at least 1 / base away): the digits come from float64 division, about three
-    # times faster on a CPU than int64 floor division. Larger indices keep the int64 digits.
-    exact = skip + n <= 1 << 50
-    idx = torch.arange(skip, skip + n, dtype=torch.float64 if exact else torch.int64)
-    x = torch.zeros((bases.numel(), n), dtype=torch.float64)
+    d = bases.numel()
+    x = np.zeros((d, n))
+    pn = None if perms is None else perms.numpy()
     for c, base in enumerate(bases.tolist()):
-        q = idx
-        xc = x[c]
-        b2r = 1.0 / base
-        lev = 0
-        while (perms is None and bool(q.any())) or (perms is not None and lev < perms.shape[1]):
-            if exact:  # in place where it can be: each level is a few passes over n doubles
-                qd = torch.div(q, base).floor_()
-                dig = torch.mul(qd, base).neg_().add_(q)
-            else:
-                qd = torch.div(q, base, rounding_mode="floor")
-                dig = q - qd * base
-            if perms is not None:
-                dig = perms[c, lev][dig.long() if exact else dig]
-            xc += dig.to(torch.float64) * b2r
-            b2r /= base
-            q = qd
-            lev += 1
-            if perms is not None and b2r < 2.0**-54:
-                break
-    x = x.T
-    return x.to(dtype) if dtype == torch.float64 else x.to(torch.float32).clamp_(max=1.0 - 2.0**-24)
+        if n:
+            pc = None if pn is None else pn[c]
+            x[c] = _radical_inverse(base, pc, _halton_levels(base, pc, skip, n), skip, n)
+    x = torch.from_numpy(x).T
+    return x if dtype == torch.float64 else x.to(torch.float32).clamp_(max=1.0 - 2.0**-24)
 
 
 def halton(n_points, n_dims, scramble=False, seed=None, dtype=torch.float32, skip=0):
