@@ -296,33 +296,57 @@ def _canonical_csr(cols: np.ndarray, ptrs: np.ndarray) -> bool:
     return bool(inc.all())
 
 
-def union_add(va, ca, pa, vb, cb, pb, shape, alpha, beta):
+def _index_dtype(*arrays):
+    return np.int32 if all(a.dtype == np.int32 for a in arrays) else np.int64
+
+
+def union_nnz(ca, pa, cb, pb, shape) -> int:
+    """The number of positions stored in A or B (canonical CSR index arrays): SciPy's linear merge
+    on one-byte codes (1 for A, 2 for B; a sum is never zero, so nothing is dropped)."""
+    m, n = shape
+    a_c, a_p, b_c, b_p = (np_view(t) for t in (ca, pa, cb, pb))
+    idx = _index_dtype(a_c, a_p, b_c, b_p)
+    a_c, a_p, b_c, b_p = (x.astype(idx, copy=False) for x in (a_c, a_p, b_c, b_p))
+    na, nb = a_c.size, b_c.size
+    cp = np.empty(m + 1, idx)
+    _st.csr_plus_csr(m, n, a_p, a_c, np.ones(na, np.int8), b_p, b_c, np.full(nb, 2, np.int8), cp,
+                     np.empty(na + nb, idx), np.empty(na + nb, np.int8))
+    return int(cp[-1])
+
+
+def union_add(va, ca, pa, vb, cb, pb, shape, alpha, beta, n_union=None, canonical=False):
     """``alpha A + beta B`` on the union pattern by SciPy's linear merge, or None when an operand is not
     canonical (the caller sorts instead).
 
-    The merge runs on position codes, not on the values: A's entry i carries ``i + 1`` and B's entry j
-    ``(j + 1) (nnzA + 1)``, so every union entry's code (exact below 2^53, never zero: nothing cancels
-    or is dropped) says which entries of A and B it holds. The values are then combined once in
-    NumPy, explicit zeros kept as in the sorting path."""
-    import scipy.sparse as sp
-
-    na, nb = va.numel(), vb.numel()
-    if (na + 1) * (nb + 1) >= 2**53:
+    Both operands canonical (sorted, no duplicates). SciPy's merge (``csr_plus_csr``) runs on the
+    scaled values, int32 indices when given (half the bytes); it drops a position whose sum is exactly
+    zero, so its result is the union only when its size is the union's, ``n_union`` (computed here
+    when not given: :func:`union_nnz`, a second merge on one-byte codes; callers cache it per
+    pattern pair). Otherwise -- an explicit zero or a cancellation -- the codes place the values
+    (zeros kept, as in the sorting path). Indices come back int32 when both operands' are.
+    ``canonical=True``: the caller knows both are canonical (not checked again)."""
+    m, n = shape
+    a_c, a_p, b_c, b_p = (np_view(t) for t in (ca, pa, cb, pb))
+    if not canonical and not (_canonical_csr(a_c, a_p) and _canonical_csr(b_c, b_p)):
         return None
-    a_c, a_p, b_c, b_p = (np_view(t).astype(np.int64, copy=False) for t in (ca, pa, cb, pb))
-    if not (_canonical_csr(a_c, a_p) and _canonical_csr(b_c, b_p)):
-        return None
-    SA = sp.csr_array((np.arange(1, na + 1, dtype=np.float64), a_c, a_p), shape=shape)
-    SB = sp.csr_array((np.arange(1, nb + 1, dtype=np.float64) * (na + 1), b_c, b_p), shape=shape)
-    U = SA + SB
-    U.sort_indices()
-    code = U.data.astype(np.int64)
-    # both canonical: A's entries appear in the union in A's own order (likewise B's), so a mask of
-    # where each operand has an entry places its values without a gather
-    ha, hb = code % (na + 1) != 0, code > na
+    idx = _index_dtype(a_c, a_p, b_c, b_p)
+    a_c, a_p, b_c, b_p = (x.astype(idx, copy=False) for x in (a_c, a_p, b_c, b_p))
     a, b = np_view(va), np_view(vb)
-    out = np.zeros(code.size, dtype=a.dtype)
-    out[ha] = a * alpha if alpha != 1 else a
-    out[hb] += b * beta if beta != 1 else b
-    return (torch.from_numpy(out), torch.from_numpy(U.indices.astype(np.int64)),
-            torch.from_numpy(U.indptr.astype(np.int64)))
+    na, nb = a.size, b.size
+    if n_union is None:
+        n_union = union_nnz(ca, pa, cb, pb, shape)
+    cp = np.empty(m + 1, idx)
+    cj = np.empty(na + nb, idx)
+    cx = np.empty(na + nb, a.dtype)
+    _st.csr_plus_csr(m, n, a_p, a_c, a * alpha if alpha != 1 else a, b_p, b_c, b * beta if beta != 1 else b,
+                     cp, cj, cx)
+    if int(cp[-1]) != n_union:
+        # entries summed to zero and were dropped: merge codes (A 1, B 2), then place the values by them
+        code = np.empty(na + nb, np.int8)
+        _st.csr_plus_csr(m, n, a_p, a_c, np.ones(na, np.int8), b_p, b_c, np.full(nb, 2, np.int8), cp, cj, code)
+        code = code[:int(cp[-1])]
+        cx = np.zeros(code.size, dtype=a.dtype)
+        cx[code != 2] = a * alpha if alpha != 1 else a
+        cx[code >= 2] += b * beta if beta != 1 else b
+    k = int(cp[-1])
+    return (torch.from_numpy(cx[:k]), torch.from_numpy(cj[:k]), torch.from_numpy(cp))

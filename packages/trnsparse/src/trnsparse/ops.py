@@ -825,10 +825,23 @@ def _sparse_add_torch(a_values, a_cols, a_ptrs, b_values, b_cols, b_ptrs, shape,
                       owner_b=None):
     """alpha * A + beta * B for CSR arrays -> canonical CSR arrays (values, col_indices, row_ptrs).
 
-    ``owner_a`` / ``owner_b``: the matrices holding the arrays (the NKI lowering caches the union
-    pattern on A; unused here)."""
+    ``owner_a`` / ``owner_b``: the CSR matrices holding the arrays. On the host, SciPy's merge reads
+    their cached int32 indices, and the size of the union pattern is cached on A per pattern pair
+    (while the four index arrays are the same, unmodified tensors), so a repeated sum is one merge
+    of the values (see :func:`trnsparse._host.union_add`). The NKI lowering caches its union pattern
+    on A as well."""
     if _host.host_ok(a_values, b_values) and a_values.dtype == b_values.dtype:
-        fast = _host.union_add(a_values, a_cols, a_ptrs, b_values, b_cols, b_ptrs, shape, alpha, beta)
+        ia, ib = (a_cols, a_ptrs), (b_cols, b_ptrs)
+        n_union, canonical = None, False
+        if isinstance(owner_a, CSRMatrix) and isinstance(owner_b, CSRMatrix):
+            canonical = owner_a.has_sorted_indices and owner_b.has_sorted_indices  # sorted CSR: no duplicates
+            if canonical:
+                from ._sell import cached
+
+                ia, ib = owner_a._host_indices(), owner_b._host_indices()
+                n_union = cached(owner_a, "_sparse_add_union_nnz", (a_cols, a_ptrs, b_cols, b_ptrs),
+                                 lambda: _host.union_nnz(*ia, *ib, shape))
+        fast = _host.union_add(a_values, *ia, b_values, *ib, shape, alpha, beta, n_union, canonical)
         if fast is not None:
             return fast
     ra = _host.row_indices(a_ptrs, a_values.numel())
