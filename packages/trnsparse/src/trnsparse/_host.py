@@ -169,6 +169,34 @@ def spmv(values, col_indices, row_ptrs, shape, x):
     return torch.zeros(m, k, dtype=prod.dtype, device=x.device).index_add(0, rows, prod)
 
 
+def spmv_runner(values, col_indices, row_ptrs, shape, x):
+    """A callable ``run(x2)`` computing ``A @ x2`` by the route :func:`spmv` takes for ``x``, with the
+    per-call work done once (NumPy views, or torch's CSR tensor), for any ``x2`` of ``x``'s dtype,
+    shape and device -- or None when ``x`` does not take a measured host route.
+
+    ``run`` reads the arrays given here: the caller drops it when they change."""
+    if not (host_ok(values, x) and values.dtype == x.dtype):
+        return None
+    m, n = shape
+    if _spmv_route(values, col_indices, row_ptrs, shape, x) == "torch_csr":
+        return _csr_tensor(values, col_indices, row_ptrs, shape).matmul
+    vals, cols, ptrs = np_view(values), np_view(col_indices), np_view(row_ptrs)
+    dt = vals.dtype
+    if x.dim() == 1:
+        def run(x2):
+            y = np.zeros(m, dtype=dt)
+            _st.csr_matvec(m, n, ptrs, cols, vals, np_view(x2), y)
+            return torch.from_numpy(y)
+        return run
+    k = x.shape[1]
+
+    def run_k(x2):
+        y = np.zeros((m, k), dtype=dt)
+        _st.csr_matvecs(m, n, k, ptrs, cols, vals, np_view(x2).ravel(), y.ravel())
+        return torch.from_numpy(y)
+    return run_k
+
+
 def _sparsetools_spmv(values, col_indices, row_ptrs, shape, x):
     m, n = shape
     xv = np_view(x)
@@ -184,20 +212,20 @@ def _sparsetools_spmv(values, col_indices, row_ptrs, shape, x):
 
 def _torch_csr(values, col_indices, row_ptrs, shape, x):
     """torch's CSR product (MKL sparse BLAS in the CPU wheels)."""
+    return _csr_tensor(values, col_indices, row_ptrs, shape) @ x
+
+
+def _csr_tensor(values, col_indices, row_ptrs, shape):
+    """A torch sparse CSR tensor on these arrays (no copy when the index dtypes agree)."""
     if not _csr_warned:  # torch warns once per process that CSR tensors are "beta": not the caller's concern
         import warnings
 
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
             _csr_warned.append(True)
-            return _csr_product(values, col_indices, row_ptrs, shape, x)
-    return _csr_product(values, col_indices, row_ptrs, shape, x)
-
-
-def _csr_product(values, col_indices, row_ptrs, shape, x):
-    A = torch.sparse_csr_tensor(row_ptrs, col_indices.to(row_ptrs.dtype), values, size=tuple(shape),
-                                check_invariants=False)
-    return A @ x
+            return _csr_tensor(values, col_indices, row_ptrs, shape)
+    return torch.sparse_csr_tensor(row_ptrs, col_indices.to(row_ptrs.dtype), values, size=tuple(shape),
+                                   check_invariants=False)
 
 
 _csr_warned: list = []
@@ -236,8 +264,13 @@ def _spmv_route(values, col_indices, row_ptrs, shape, x) -> str:
     return c.route
 
 
+#: Bumped whenever the routes may have changed: a runner settled under another generation is stale.
+generation = [0]
+
+
 def _forget_routes():
     _spmv_routes.clear()
+    generation[0] += 1
 
 
 try:
