@@ -122,7 +122,16 @@ def _bsr_spmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size
                               _host.np_view(blocks).ravel(), _host.np_view(Bp).ravel(), y.ravel())
         out = torch.from_numpy(y)[:m]
         return out[:, 0] if vec else out
-    out = torch.zeros(mb, b, k, dtype=torch.promote_types(blocks.dtype, B.dtype), device=B.device)
+    if nblk and _bsr_route(blocks, block_col_indices, block_row_ptrs, mb, nb, b, Bp) == "row_gemm":
+        out = _bsr_row_gemm(blocks, block_col_indices, block_row_ptrs, mb, b, Bp)[:m]
+        return out[:, 0] if vec else out
+    return _bsr_tiles(blocks, block_col_indices, block_row_ptrs, m, mb, nb, b, Bp, vec)
+
+
+def _bsr_tiles(blocks, block_col_indices, block_row_ptrs, m, mb, nb, b, Bp, vec):
+    """One batched (b x b) @ (b x k) product per stored tile, summed into block rows by index_add."""
+    nblk, k = blocks.shape[0], Bp.shape[1]
+    out = torch.zeros(mb, b, k, dtype=torch.promote_types(blocks.dtype, Bp.dtype), device=Bp.device)
     if nblk:
         brow = _host.row_indices(block_row_ptrs, nblk)
         Bt = Bp.reshape(nb, b, k)
@@ -132,6 +141,76 @@ def _bsr_spmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size
             out = out.index_add(0, brow[s:e], torch.bmm(blocks[s:e], Bt[block_col_indices[s:e]]))
     out = out.reshape(mb * b, k)[:m]
     return out[:, 0] if vec else out
+
+
+def _bsr_row_gemm(blocks, block_col_indices, block_row_ptrs, mb, b, Bp):
+    """One GEMM per block row: its tiles side by side, ``(b, t b)``, times the ``t`` gathered
+    ``(b, k)`` slabs of B stacked, ``(t b, k)`` -- the sum over the row's tiles happens inside the
+    GEMM (a deeper product than a batch of ``b x b x k`` ones). Rows of more than ``step`` tiles are
+    summed in pieces, bounding the gathered operand to ~16M entries. No autograd (``out=``)."""
+    k = Bp.shape[1]
+    Bt = Bp.reshape(-1, b, k)
+    ptrs = block_row_ptrs.tolist()
+    out = torch.empty(mb * b, k, dtype=Bp.dtype, device=Bp.device)
+    step = max(1, _BSR_GATHER // max(1, b * k))
+    for i in range(mb):
+        s, e = ptrs[i], ptrs[i + 1]
+        o = out[i * b:(i + 1) * b]
+        if e == s:
+            o.zero_()
+            continue
+        for j in range(s, e, step):
+            t = min(e, j + step)
+            lhs = blocks[j:t].permute(1, 0, 2).reshape(b, (t - j) * b)
+            rhs = Bt[block_col_indices[j:t]].reshape((t - j) * b, k)
+            if j == s:
+                torch.mm(lhs, rhs, out=o)
+            else:
+                o.addmm_(lhs, rhs)
+    return out
+
+
+_BSR_GATHER = 1 << 24  # entries of B gathered at once by the row-GEMM route
+
+#: (shape class, thread count) -> the measured route of a BSR SpMM (trnsci.routes), cleared with them
+_bsr_routes: dict = {}
+BSR_MEASURE_MIN_FLOPS = 1 << 24  # below this both routes take well under a millisecond: tiles, untimed
+
+
+def _bsr_route(blocks, cols, ptrs, mb, nb, b, Bp) -> str:
+    """"tiles" (the default: one batched product) or "row_gemm", measured once per shape class.
+
+    Which is faster depends on the BLAS: the row GEMMs are deeper (fewer, larger products) but a
+    Python step per block row; the batch is one call. Only on the CPU, same dtypes, no autograd."""
+    if (Bp.device.type != "cpu" or blocks.dtype != Bp.dtype
+            or torch.is_grad_enabled() and (blocks.requires_grad or Bp.requires_grad)):
+        return "tiles"
+    nblk, k = blocks.shape[0], Bp.shape[1]
+    key = (_host._bucket(mb), _host._bucket(nb), _host._bucket(nblk), _host._bucket(k), b, blocks.dtype,
+           torch.get_num_threads())
+    hit = _bsr_routes.get(key)
+    if hit is not None:
+        return hit
+    from trnsci import routes
+
+    m = mb * b
+    cands = {"tiles": lambda: _bsr_tiles(blocks, cols, ptrs, m, mb, nb, b, Bp, False),
+             "row_gemm": lambda: _bsr_row_gemm(blocks, cols, ptrs, mb, b, Bp)}
+    cls = ("bsr", *key[:5], str(blocks.dtype).replace("torch.", ""))
+    c = routes.choose("trnsparse.bsr_spmm", cls, cands, default="tiles",
+                      worth_timing=2.0 * nblk * b * b * k >= BSR_MEASURE_MIN_FLOPS)
+    if len(_bsr_routes) > 256:
+        _bsr_routes.clear()
+    _bsr_routes[key] = c.route
+    return c.route
+
+
+try:
+    from trnsci import routes as _routes_mod
+
+    _routes_mod.on_change(_bsr_routes.clear)
+except ImportError:  # pragma: no cover
+    pass
 
 
 def _bsr_flops(blocks, cols, ptrs, shape, b, B):
