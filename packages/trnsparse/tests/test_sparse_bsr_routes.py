@@ -59,3 +59,17 @@ def test_autograd_takes_the_tile_batch():
                                X)
     C.sum().backward()
     np.testing.assert_allclose(X.grad.numpy(), D.T @ np.ones((45, 11)), rtol=1e-12, atol=1e-12)
+
+
+def test_measure_mode_times_both_routes(monkeypatch):
+    monkeypatch.setenv("TRNSCI_ROUTES", "measure")
+    monkeypatch.setattr(ops, "BSR_MEASURE_MIN_FLOPS", 0)
+    routes.forget()
+    D, A = _case(np.float64)
+    X = np.random.default_rng(2).standard_normal((38, 11))
+    ref = sp.csr_array(D) @ X
+    for _ in range(2):
+        np.testing.assert_allclose(trnsparse.bsr_spmm(A, X), ref, rtol=1e-12, atol=1e-12)
+    (choice,) = [c for k, c in routes.remembered().items() if k.startswith("trnsparse.bsr_spmm|")]
+    assert choice.origin == "measured" and set(choice.times) == {"tiles", "row_gemm"}
+    routes.forget()

@@ -158,3 +158,19 @@ def test_indices_modified_in_place(origin):
     for _ in range(2):
         _close(trnsparse.spmv(A, x), S2 @ x.numpy(), torch.float64)
         _close(trnsparse.spmm(A, X), S2 @ X.numpy(), torch.float64)
+
+
+def test_measure_mode_times_both_routes_and_settles_the_choice(monkeypatch):
+    """Measure mode: the first call of a shape class times sparsetools and torch's CSR product (as a
+    settled call runs them), remembers and persists the choice; the result matches SciPy either way."""
+    monkeypatch.setenv("TRNSCI_ROUTES", "measure")
+    routes.forget()
+    S, A = _case(m=700, n=650)  # nnz ~13650, x 8 columns: above SPMV_MEASURE_MIN_WORK
+    X = torch.rand(650, 8, dtype=torch.float64)
+    assert S.nnz * 8 >= _host.SPMV_MEASURE_MIN_WORK
+    for _ in range(2):
+        _close(trnsparse.spmm(A, X), S @ X.numpy(), torch.float64)
+    (choice,) = [c for k, c in routes.remembered().items() if k.startswith("trnsparse.spmm|spmm")]
+    assert choice.origin == "measured" and set(choice.times) == {"sparsetools", "torch_csr"}
+    assert routes.load()[choice.key].route == choice.route  # persisted in the calibration file
+    routes.forget()
