@@ -197,8 +197,8 @@ def _bsr_route(blocks, cols, ptrs, mb, nb, b, Bp) -> str:
     cands = {"tiles": lambda: _bsr_tiles(blocks, cols, ptrs, m, mb, nb, b, Bp, False),
              "row_gemm": lambda: _bsr_row_gemm(blocks, cols, ptrs, mb, b, Bp)}
     cls = ("bsr", *key[:5], str(blocks.dtype).replace("torch.", ""))
-    c = routes.choose("trnsparse.bsr_spmm", cls, cands, default="tiles",
-                      worth_timing=2.0 * nblk * b * b * k >= BSR_MEASURE_MIN_FLOPS)
+    c = routes.choose("trnsparse.bsr_spmm", cls, cands, default="tiles",  # robust: see _host._spmv_route
+                      worth_timing=2.0 * nblk * b * b * k >= BSR_MEASURE_MIN_FLOPS, robust=True)
     if len(_bsr_routes) > 256:
         _bsr_routes.clear()
     _bsr_routes[key] = c.route
