@@ -264,11 +264,12 @@ def _spmv_route(values, col_indices, row_ptrs, shape, x) -> str:
     runners = {name: _runner(name, values, col_indices, row_ptrs, shape, x) for name in names}
     cands = {name: functools.partial(r, x) for name, r in runners.items()}
     cls = ("spmv" if x.dim() == 1 else "spmm", *key[1:5], str(values.dtype).replace("torch.", ""))
-    # robust: torch's product runs on its OpenMP pool; on a shared machine a round in which it waited
-    # at a barrier for a busy core (seen here: 2 threads, 5 ms rounds of a 30 us product) keeps the
-    # single-threaded sparsetools
+    # robust with more than one thread: torch's product runs on its OpenMP pool, and on a shared
+    # machine a round in which it waited at a barrier for a busy core (seen here: 2 threads, 5 ms
+    # rounds of a 30 us product) keeps the single-threaded sparsetools. (With one thread a slow round
+    # is a preemption, as likely to hit either candidate: not evidence.)
     c = routes.choose("trnsparse.spmm", cls, cands, default="sparsetools",
-                      worth_timing=nnz * k >= SPMV_MEASURE_MIN_WORK, robust=True)
+                      worth_timing=nnz * k >= SPMV_MEASURE_MIN_WORK, robust=key[-1] > 1)
     if len(_spmv_routes) > 256:
         _spmv_routes.clear()
     _spmv_routes[key] = c.route

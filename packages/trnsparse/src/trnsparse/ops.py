@@ -198,7 +198,7 @@ def _bsr_route(blocks, cols, ptrs, mb, nb, b, Bp) -> str:
              "row_gemm": lambda: _bsr_row_gemm(blocks, cols, ptrs, mb, b, Bp)}
     cls = ("bsr", *key[:5], str(blocks.dtype).replace("torch.", ""))
     c = routes.choose("trnsparse.bsr_spmm", cls, cands, default="tiles",  # robust: see _host._spmv_route
-                      worth_timing=2.0 * nblk * b * b * k >= BSR_MEASURE_MIN_FLOPS, robust=True)
+                      worth_timing=2.0 * nblk * b * b * k >= BSR_MEASURE_MIN_FLOPS, robust=key[-1] > 1)
     if len(_bsr_routes) > 256:
         _bsr_routes.clear()
     _bsr_routes[key] = c.route
