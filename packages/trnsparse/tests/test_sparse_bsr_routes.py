@@ -73,3 +73,18 @@ def test_measure_mode_times_both_routes(monkeypatch):
     (choice,) = [c for k, c in routes.remembered().items() if k.startswith("trnsparse.bsr_spmm|")]
     assert choice.origin == "measured" and set(choice.times) == {"tiles", "row_gemm"}
     routes.forget()
+
+
+def test_row_form_kept_on_the_matrix_follows_its_tiles():
+    """The side-by-side form of the tiles is kept on the matrix and rebuilt when the tiles change in place."""
+    D, A = _case(np.float64)
+    X = np.random.default_rng(3).standard_normal((38, 5 + 6))
+    with routes.force("row_gemm"):
+        np.testing.assert_allclose(trnsparse.bsr_spmm(A, X), sp.csr_array(D) @ X, rtol=1e-12, atol=1e-12)
+        kept = A.__dict__["_bsr_row_form"][1]
+        np.testing.assert_allclose(trnsparse.bsr_spmm(A, X), sp.csr_array(D) @ X, rtol=1e-12, atol=1e-12)
+        assert A.__dict__["_bsr_row_form"][1] is kept
+        with torch.no_grad():
+            A.blocks.mul_(-2.0)
+        np.testing.assert_allclose(trnsparse.bsr_spmm(A, X), sp.csr_array(-2.0 * D) @ X, rtol=1e-12, atol=1e-12)
+        assert A.__dict__["_bsr_row_form"][1] is not kept

@@ -102,8 +102,11 @@ SPMM = Op(
 SPMM.lowering("torch")(_spmv_torch)
 
 
-def _bsr_spmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size, B):
-    """C = A @ B for BSR arrays: one (b x b) @ (b x k) product per stored tile."""
+def _bsr_spmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size, B, owner=None):
+    """C = A @ B for BSR arrays: one (b x b) @ (b x k) product per stored tile.
+
+    ``owner``: the BSR matrix holding the arrays, where the row-GEMM route keeps its side-by-side
+    form of the tiles (see :func:`_bsr_row_form`)."""
     m, n = shape
     b = block_size
     vec = B.dim() == 1
@@ -123,7 +126,7 @@ def _bsr_spmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size
         out = torch.from_numpy(y)[:m]
         return out[:, 0] if vec else out
     if nblk and _bsr_route(blocks, block_col_indices, block_row_ptrs, mb, nb, b, Bp) == "row_gemm":
-        out = _bsr_row_gemm(blocks, block_col_indices, block_row_ptrs, mb, b, Bp)[:m]
+        out = _bsr_row_gemm(blocks, block_col_indices, block_row_ptrs, mb, b, Bp, _bsr_row_form(blocks, owner))[:m]
         return out[:, 0] if vec else out
     return _bsr_tiles(blocks, block_col_indices, block_row_ptrs, m, mb, nb, b, Bp, vec)
 
@@ -143,7 +146,20 @@ def _bsr_tiles(blocks, block_col_indices, block_row_ptrs, m, mb, nb, b, Bp, vec)
     return out[:, 0] if vec else out
 
 
-def _bsr_row_gemm(blocks, block_col_indices, block_row_ptrs, mb, b, Bp):
+def _bsr_row_form(blocks, owner=None):
+    """Every tile side by side, ``(b, n_blocks b)`` (a block row's tiles are a column slice): kept on
+    ``owner`` while ``blocks`` is the same, unmodified tensor (as many bytes as the tiles)."""
+    def build():
+        b = blocks.shape[1]
+        return blocks.detach().permute(1, 0, 2).reshape(b, -1)
+    if owner is None:
+        return build()
+    from ._sell import cached
+
+    return cached(owner, "_bsr_row_form", (blocks,), build)
+
+
+def _bsr_row_gemm(blocks, block_col_indices, block_row_ptrs, mb, b, Bp, lhs_all):
     """One GEMM per block row: its tiles side by side, ``(b, t b)``, times the ``t`` gathered
     ``(b, k)`` slabs of B stacked, ``(t b, k)`` -- the sum over the row's tiles happens inside the
     GEMM (a deeper product than a batch of ``b x b x k`` ones). Rows of more than ``step`` tiles are
@@ -161,7 +177,7 @@ def _bsr_row_gemm(blocks, block_col_indices, block_row_ptrs, mb, b, Bp):
             continue
         for j in range(s, e, step):
             t = min(e, j + step)
-            lhs = blocks[j:t].permute(1, 0, 2).reshape(b, (t - j) * b)
+            lhs = lhs_all[:, j * b:t * b]
             rhs = Bt[block_col_indices[j:t]].reshape((t - j) * b, k)
             if j == s:
                 torch.mm(lhs, rhs, out=o)
@@ -194,8 +210,9 @@ def _bsr_route(blocks, cols, ptrs, mb, nb, b, Bp) -> str:
     from trnsci import routes
 
     m = mb * b
+    lhs_all = _bsr_row_form(blocks)  # built before the clock, as a matrix keeps it
     cands = {"tiles": lambda: _bsr_tiles(blocks, cols, ptrs, m, mb, nb, b, Bp, False),
-             "row_gemm": lambda: _bsr_row_gemm(blocks, cols, ptrs, mb, b, Bp)}
+             "row_gemm": lambda: _bsr_row_gemm(blocks, cols, ptrs, mb, b, Bp, lhs_all)}
     cls = ("bsr", *key[:5], str(blocks.dtype).replace("torch.", ""))
     c = routes.choose("trnsparse.bsr_spmm", cls, cands, default="tiles",  # robust: see _host._spmv_route
                       worth_timing=2.0 * nblk * b * b * k >= BSR_MEASURE_MIN_FLOPS, robust=key[-1] > 1)
@@ -213,13 +230,13 @@ except ImportError:  # pragma: no cover
     pass
 
 
-def _bsr_flops(blocks, cols, ptrs, shape, b, B):
+def _bsr_flops(blocks, cols, ptrs, shape, b, B, owner=None):
     return 2.0 * blocks.shape[0] * b * b * _ncols(B)
 
 
 BSR_SPMM = Op(
     "trnsparse.bsr_spmm", "flops", 8 * _TILE_FLOPS, size=_bsr_flops,
-    describe=lambda blocks, cols, ptrs, shape, b, B: f"BSR {shape[0]}x{shape[1]} ({blocks.shape[0]} stored "
+    describe=lambda blocks, cols, ptrs, shape, b, B, owner=None: f"BSR {shape[0]}x{shape[1]} ({blocks.shape[0]} stored "
                                                       f"{b}x{b} blocks) @ {_ncols(B)} column(s)",
     doc="A @ B for a BSR matrix, one tile product per stored block; flops = 2 n_blocks b^2 k",
 )
@@ -242,7 +259,7 @@ def _apply(A: SparseMatrix, x: torch.Tensor, alpha, y, beta):
     if A.dtype in LOWP and isinstance(A, BSRMatrix):
         return _apply(_f32(A), x.float(), alpha, _up(y), beta).to(A.dtype)
     if isinstance(A, BSRMatrix):
-        r = BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x)
+        r = BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x, A)
         return _finish(r, alpha, y, beta)
     given = A
     A = _csr_form(A)
@@ -460,8 +477,8 @@ def bsr_spmm(A, B):
     if A.dtype in LOWP:
         A32 = _f32(A)
         return BSR_SPMM(A32.blocks, A32.block_col_indices, A32.block_row_ptrs, A.shape, A.block_size,
-                        B.float()).to(A.dtype)
-    return BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, B)
+                        B.float(), A32).to(A.dtype)
+    return BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, B, A)
 
 
 def spmv_symmetric(A, x, alpha=1.0, uplo="upper"):
