@@ -287,12 +287,9 @@ _SETTLED = "_settled_products"
 _PLAIN = (float, int)
 
 
-def _settle_key(x):
-    return (x.dtype, x.shape, x.device, x.requires_grad, torch.is_grad_enabled(), torch.get_num_threads(),
-            _host.generation[0])
-
-
 def _settle(A: CSRMatrix, x, cols, ptrs):
+    if x.requires_grad:
+        return None
     run = _host.spmv_runner(A.values, cols, ptrs, A.shape, x)
     if run is None:
         return None
@@ -301,9 +298,12 @@ def _settle(A: CSRMatrix, x, cols, ptrs):
     if table is None or len(table) >= 16:
         table = d[_SETTLED] = {}
     # the arrays a caller can reach (the int32 copies are derived from them and private); an index
-    # array that is None (int32 results of SciPy kernels, widened when first read) is a state too
+    # array that is None (int32 results of SciPy kernels, widened when first read) is a state too.
+    # Keyed by x's shape; its dtype, the thread count and the route generation must match too (x on
+    # the CPU, as A is: the runner is a host route).
     c, p, v = d["_cols"], d["_ptrs"], A.values
-    table[_settle_key(x)] = (run, v, v._version, c, _ver(c), p, _ver(p))
+    table[x.shape] = (run, x.dtype, torch.get_num_threads(), _host.generation[0], v, v._version, c, _ver(c), p,
+                      _ver(p))
     return run
 
 
@@ -314,20 +314,24 @@ def _ver(t):
 def _settled(A, x, ndim, alpha, y):
     """``A @ x`` by the runner settled on A for x's signature, or None (then the full path runs).
 
-    Only the plain product: ``alpha`` the number 1, no ``y``; A a CSRMatrix, x a tensor of ``ndim``."""
+    Only the plain product: ``alpha`` the number 1, no ``y``; A a CSRMatrix, x a tensor of ``ndim``
+    on the CPU that does not require grad."""
     if (y is not None or type(alpha) not in _PLAIN or alpha != 1 or type(A) is not CSRMatrix
             or type(x) is not torch.Tensor or x.dim() != ndim):
         return None
-    table = A.__dict__.get(_SETTLED)
+    d = A.__dict__
+    table = d.get(_SETTLED)
     if table is None:
         return None
-    hit = table.get(_settle_key(x))
-    if hit is None or not SPMM.on_torch():
+    hit = table.get(x.shape)
+    if hit is None:
         return None
-    run, v, ver, c, cver, p, pver = hit
-    d = A.__dict__
-    if (v._version != ver or v.requires_grad or d["_cols"] is not c or d["_ptrs"] is not p
-            or c is not None and c._version != cver or p is not None and p._version != pver):
+    run, dt, nt, gen, v, ver, c, cver, p, pver = hit
+    if (x.dtype is not dt or not x.is_cpu or x.requires_grad or v.requires_grad or v._version != ver
+            or gen != _host.generation[0] or nt != torch.get_num_threads()
+            or d["_cols"] is not c or d["_ptrs"] is not p
+            or c is not None and c._version != cver or p is not None and p._version != pver
+            or not SPMM.on_torch()):
         return None
     return run(x)
 
