@@ -236,8 +236,8 @@ def _bsr_flops(blocks, cols, ptrs, shape, b, B, owner=None):
 
 BSR_SPMM = Op(
     "trnsparse.bsr_spmm", "flops", 8 * _TILE_FLOPS, size=_bsr_flops,
-    describe=lambda blocks, cols, ptrs, shape, b, B, owner=None: f"BSR {shape[0]}x{shape[1]} ({blocks.shape[0]} stored "
-                                                      f"{b}x{b} blocks) @ {_ncols(B)} column(s)",
+    describe=lambda blocks, cols, ptrs, shape, b, B, owner=None: (f"BSR {shape[0]}x{shape[1]} ({blocks.shape[0]} "
+                                                                  f"stored {b}x{b} blocks) @ {_ncols(B)} column(s)"),
     doc="A @ B for a BSR matrix, one tile product per stored block; flops = 2 n_blocks b^2 k",
 )
 BSR_SPMM.lowering("torch")(_bsr_spmm_torch)
