@@ -19,20 +19,21 @@ from trnsci.bench import Case
 from ._benchdata import attention_case, bsr_case, csr_pair, dense_attention
 
 # Why a row can miss (measured on the shared 2-core VM, issue 23). Shown only when the row misses.
-_STALL = ("at 2 threads, while other processes hold a core, torch's OpenMP calls (this route and the torch peer "
-          "alike) wait at barriers: rounds of 5-19 ms for a 0.03-0.6 ms call were measured, so single runs "
-          "range widely")
+_STALL = ("at 2 threads, while other processes hold a core, torch's OpenMP calls (this route and the torch "
+          "peers alike, whichever a round catches) wait at barriers: rounds of 5-35 ms for a 0.03-1 ms call "
+          "were measured, so single runs range widely")
 NOTES = {
     "spmv": "measured route (torch's CSR product, 60 vs 100 us for sparsetools at 1 thread) settled on the "
-            "matrix after the first call: ~1.5 us of checks left, 1.09-1.14x torch's product at 1 thread; "
+            "matrix after the first call: ~1.3 us of checks left, 1.09-1.12x torch's product at 1 thread; "
             + _STALL + " (0.3x-3.8x)",
-    "spmm": "same measured route as spmv (torch's CSR product, 0.6 vs 1.5 ms for sparsetools); 1.03-1.07x at "
-            "1 thread; " + _STALL + " (0.9x-30x)",
+    "spmm": "same measured route as spmv (torch's CSR product, 0.6 vs 1.6 ms for sparsetools); 1.01-1.07x at "
+            "1 thread; " + _STALL + " (0.9x-111x)",
     "spgemm": "both sides run SciPy's csr_matmat_maxnnz + csr_matmat (99% of trnsci's time under cProfile); "
-              "single runs gave 0.85-1.49x with 30-75% spread between rounds: load, not work",
-    "bsr_spmm": "measured route: one GEMM per block row (2.6-3.1 ms CPU at 59% tiles) or the batch of tile "
-                "products (3.4-4.9 ms) against dense torch.mm's 3.2 ms: 0.83-1.00x at 1 thread; the row GEMMs "
-                "are 8 multi-threaded calls per product against torch.mm's one, and " + _STALL + " (0.56x-16x)",
+              "single runs gave 0.69-1.49x with 30-87% spread between rounds: load, not work",
+    "bsr_spmm": "measured route: one GEMM per block row or the batch of tile products (at 59% tiles 2.6-3.1 vs "
+                "3.4-4.9 ms CPU, dense torch.mm 3.2 ms): 0.13-0.33x (19%) and 0.83-1.10x (59%) at 1 thread; "
+                "either route is several multi-threaded calls per product against torch.mm's one, and "
+                + _STALL + " (0.56x-16x)",
 }
 
 
