@@ -141,7 +141,7 @@ def _bsr_tiles(blocks, block_col_indices, block_row_ptrs, m, mb, nb, b, Bp, vec)
         step = max(1, (1 << 24) // max(1, b * k))  # bound the gathered operand to ~16M entries
         for s in range(0, nblk, step):
             e = min(nblk, s + step)
-            out = out.index_add(0, brow[s:e], torch.bmm(blocks[s:e], Bt[block_col_indices[s:e]]))
+            out.index_add_(0, brow[s:e], torch.bmm(blocks[s:e], Bt[block_col_indices[s:e]]))
     out = out.reshape(mb * b, k)[:m]
     return out[:, 0] if vec else out
 
