@@ -28,8 +28,9 @@ NOTES = {
             + _STALL + " (0.3x-3.8x)",
     "spmm": "same measured route as spmv (torch's CSR product, 0.6 vs 1.6 ms for sparsetools); 1.01-1.07x at "
             "1 thread; " + _STALL + " (0.9x-111x)",
-    "spgemm": "both sides run SciPy's csr_matmat_maxnnz + csr_matmat (99% of trnsci's time under cProfile); "
-              "single runs gave 0.69-1.49x with 30-87% spread between rounds: load, not work",
+    "spgemm": "both sides run SciPy's csr_matmat_maxnnz + csr_matmat (99% of trnsci's time under cProfile; "
+              "thread CPU time 13.0 vs 13.0 ms, median of 20 shuffled rounds); wall-clock runs gave 0.69-1.49x "
+              "with 30-102% spread between rounds: load, not work",
     "bsr_spmm": "measured route: one GEMM per block row or the batch of tile products (at 59% tiles 2.6-3.1 vs "
                 "3.4-4.9 ms CPU, dense torch.mm 3.2 ms): 0.13-0.33x (19%) and 0.83-1.10x (59%) at 1 thread; "
                 "either route is several multi-threaded calls per product against torch.mm's one, and "
