@@ -221,14 +221,19 @@ def measure(candidates: Mapping[str, Callable[[], object]], *, rounds: int = 5, 
     return med, spread, best
 
 
-def pick(times: Mapping[str, float], default: str, margin: float = 0.9, best: Mapping[str, float] | None = None) -> str:
+def pick(times: Mapping[str, float], default: str, margin: float = 0.9, best: Mapping[str, float] | None = None,
+         worst: Mapping[str, float] | None = None) -> str:
     """The fastest candidate, if it beats the default clearly; else the default.
 
     Clearly: its median below ``margin`` x the default's and -- when the
     best rounds ``best`` are given -- its best round below ``margin`` x the
     default's best too. Load from other processes only ever adds time, so
     a candidate that won by luck in a quiet moment does not win both.
-    Without a time for the default (it failed), simply the fastest.
+    With the slowest rounds ``worst`` given, its slowest round must also be
+    below the default's: a candidate that stalled under the load of the
+    moment (a multi-threaded call waiting at a barrier for a busy core) is
+    not chosen over one that did not. Without a time for the default (it
+    failed), simply the fastest.
     """
     if not times:
         return default
@@ -240,12 +245,15 @@ def pick(times: Mapping[str, float], default: str, margin: float = 0.9, best: Ma
         return default
     if best is not None and best[fastest] >= margin * best[default]:
         return default
+    if worst is not None and worst[fastest] >= worst[default]:
+        return default
     return fastest
 
 
 def choose(family: str, shape_class: tuple | str, candidates: Mapping[str, Callable[[], object]], *,
            default: str, margin: float = 0.9, rounds: int = 5, sample_s: float = 2e-3,
-           clock: Callable[[], float] = time.perf_counter, persist: bool = True, worth_timing: bool = True) -> Choice:
+           clock: Callable[[], float] = time.perf_counter, persist: bool = True, worth_timing: bool = True,
+           robust: bool = False) -> Choice:
     """The route for ``(family, shape_class)`` at this thread count: remembered, read, or chosen now.
 
     Looks in this process's memory, then the calibration file; otherwise
@@ -255,6 +263,7 @@ def choose(family: str, shape_class: tuple | str, candidates: Mapping[str, Calla
     :func:`pick`, remembers the choice and -- ``persist`` -- writes it to
     the calibration file. ``worth_timing=False`` (a problem too small for
     any route to save what timing costs) answers as ``estimate`` does.
+    ``robust=True`` also compares the slowest rounds (see :func:`pick`).
     A :func:`force` block comes first. ``candidates`` must include ``default``.
     """
     if default not in candidates:
@@ -274,7 +283,8 @@ def choose(family: str, shape_class: tuple | str, candidates: Mapping[str, Calla
     if len(candidates) == 1 or not worth_timing or current_mode() == "estimate":
         return Choice(key, default, "estimate", default=default)
     times, spread, best = measure(candidates, rounds=rounds, sample_s=sample_s, clock=clock)
-    c = Choice(key, pick(times, default, margin, best), "measured", times, spread, default)
+    worst = {n: best[n] + spread[n] * times[n] for n in times} if robust else None  # spread = (max - min) / median
+    c = Choice(key, pick(times, default, margin, best, worst), "measured", times, spread, default)
     with _lock:
         _memory[key] = c
     if persist:

@@ -11,6 +11,8 @@ device, autograd, bf16) runs pure torch.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -169,6 +171,38 @@ def spmv(values, col_indices, row_ptrs, shape, x):
     return torch.zeros(m, k, dtype=prod.dtype, device=x.device).index_add(0, rows, prod)
 
 
+def spmv_runner(values, col_indices, row_ptrs, shape, x):
+    """A callable ``run(x2)`` computing ``A @ x2`` by the route :func:`spmv` takes for ``x``, with the
+    per-call work done once (NumPy views, or torch's CSR tensor), for any ``x2`` of ``x``'s dtype,
+    shape and device -- or None when ``x`` does not take a measured host route.
+
+    ``run`` reads the arrays given here: the caller drops it when they change."""
+    if not (host_ok(values, x) and values.dtype == x.dtype):
+        return None
+    return _runner(_spmv_route(values, col_indices, row_ptrs, shape, x), values, col_indices, row_ptrs, shape, x)
+
+
+def _runner(route, values, col_indices, row_ptrs, shape, x):
+    if route == "torch_csr":
+        return _csr_tensor(values, col_indices, row_ptrs, shape).matmul
+    m, n = shape
+    vals, cols, ptrs = np_view(values), np_view(col_indices), np_view(row_ptrs)
+    dt = vals.dtype
+    if x.dim() == 1:
+        def run(x2):
+            y = np.zeros(m, dtype=dt)
+            _st.csr_matvec(m, n, ptrs, cols, vals, np_view(x2), y)
+            return torch.from_numpy(y)
+        return run
+    k = x.shape[1]
+
+    def run_k(x2):
+        y = np.zeros((m, k), dtype=dt)
+        _st.csr_matvecs(m, n, k, ptrs, cols, vals, np_view(x2).ravel(), y.ravel())
+        return torch.from_numpy(y)
+    return run_k
+
+
 def _sparsetools_spmv(values, col_indices, row_ptrs, shape, x):
     m, n = shape
     xv = np_view(x)
@@ -184,20 +218,20 @@ def _sparsetools_spmv(values, col_indices, row_ptrs, shape, x):
 
 def _torch_csr(values, col_indices, row_ptrs, shape, x):
     """torch's CSR product (MKL sparse BLAS in the CPU wheels)."""
+    return _csr_tensor(values, col_indices, row_ptrs, shape) @ x
+
+
+def _csr_tensor(values, col_indices, row_ptrs, shape):
+    """A torch sparse CSR tensor on these arrays (no copy when the index dtypes agree)."""
     if not _csr_warned:  # torch warns once per process that CSR tensors are "beta": not the caller's concern
         import warnings
 
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
             _csr_warned.append(True)
-            return _csr_product(values, col_indices, row_ptrs, shape, x)
-    return _csr_product(values, col_indices, row_ptrs, shape, x)
-
-
-def _csr_product(values, col_indices, row_ptrs, shape, x):
-    A = torch.sparse_csr_tensor(row_ptrs, col_indices.to(row_ptrs.dtype), values, size=tuple(shape),
-                                check_invariants=False)
-    return A @ x
+            return _csr_tensor(values, col_indices, row_ptrs, shape)
+    return torch.sparse_csr_tensor(row_ptrs, col_indices.to(row_ptrs.dtype), values, size=tuple(shape),
+                                   check_invariants=False)
 
 
 _csr_warned: list = []
@@ -207,6 +241,7 @@ _csr_warned: list = []
 # CSR product. Which is faster depends on the machine's MKL and on k: on one 2-core machine sparsetools
 # ran spmv 5-25x faster than torch, on another torch's CSR product ran spmm with k=32 6x faster.
 SPMV_MEASURE_MIN_WORK = 1 << 16  # nnz * k below this: sparsetools, untimed
+_SPMV_WARMUP = 3  # extra calls of each candidate before a measurement (see _spmv_route)
 _spmv_routes: dict = {}
 
 
@@ -224,20 +259,38 @@ def _spmv_route(values, col_indices, row_ptrs, shape, x) -> str:
         return hit
     from trnsci import routes
 
-    cands = {"sparsetools": lambda: _sparsetools_spmv(values, col_indices, row_ptrs, shape, x)}
-    if values.dtype in (torch.float32, torch.float64):
-        cands["torch_csr"] = lambda: _torch_csr(values, col_indices, row_ptrs, shape, x)
+    # each candidate timed as a settled call runs it: its per-matrix work (NumPy views, torch's CSR
+    # tensor) done before the clock starts
+    names = ("sparsetools", "torch_csr") if values.dtype in (torch.float32, torch.float64) else ("sparsetools",)
+    runners = {name: _runner(name, values, col_indices, row_ptrs, shape, x) for name in names}
+    cands = {name: functools.partial(r, x) for name, r in runners.items()}
     cls = ("spmv" if x.dim() == 1 else "spmm", *key[1:5], str(values.dtype).replace("torch.", ""))
-    c = routes.choose("trnsparse.spmm", cls, cands, default="sparsetools",
-                      worth_timing=nnz * k >= SPMV_MEASURE_MIN_WORK)
+    worth = nnz * k >= SPMV_MEASURE_MIN_WORK
+    if worth and len(cands) > 1 and routes.current_mode() == "measure" and routes.lookup("trnsparse.spmm", cls) is None:
+        # torch's first products of a new shape ran 2-8x slower than later ones here (1.7 and 5.4 ms, then
+        # 0.68 ms, k = 32); the timing's single warm-up call left them in its rounds (a 2.4 ms median
+        # against 0.65 ms, and the slower sparsetools chosen), so warm both up a little more first
+        for _ in range(_SPMV_WARMUP):
+            for fn in cands.values():
+                fn()
+    # robust with more than one thread: torch's product runs on its OpenMP pool, and on a shared
+    # machine a round in which it waited at a barrier for a busy core (seen here: 2 threads, 5 ms
+    # rounds of a 30 us product) keeps the single-threaded sparsetools. (With one thread a slow round
+    # is a preemption, as likely to hit either candidate: not evidence.)
+    c = routes.choose("trnsparse.spmm", cls, cands, default="sparsetools", worth_timing=worth, robust=key[-1] > 1)
     if len(_spmv_routes) > 256:
         _spmv_routes.clear()
     _spmv_routes[key] = c.route
     return c.route
 
 
+#: Bumped whenever the routes may have changed: a runner settled under another generation is stale.
+generation = [0]
+
+
 def _forget_routes():
     _spmv_routes.clear()
+    generation[0] += 1
 
 
 try:
@@ -296,33 +349,57 @@ def _canonical_csr(cols: np.ndarray, ptrs: np.ndarray) -> bool:
     return bool(inc.all())
 
 
-def union_add(va, ca, pa, vb, cb, pb, shape, alpha, beta):
+def _index_dtype(*arrays):
+    return np.int32 if all(a.dtype == np.int32 for a in arrays) else np.int64
+
+
+def union_nnz(ca, pa, cb, pb, shape) -> int:
+    """The number of positions stored in A or B (canonical CSR index arrays): SciPy's linear merge
+    on one-byte codes (1 for A, 2 for B; a sum is never zero, so nothing is dropped)."""
+    m, n = shape
+    a_c, a_p, b_c, b_p = (np_view(t) for t in (ca, pa, cb, pb))
+    idx = _index_dtype(a_c, a_p, b_c, b_p)
+    a_c, a_p, b_c, b_p = (x.astype(idx, copy=False) for x in (a_c, a_p, b_c, b_p))
+    na, nb = a_c.size, b_c.size
+    cp = np.empty(m + 1, idx)
+    _st.csr_plus_csr(m, n, a_p, a_c, np.ones(na, np.int8), b_p, b_c, np.full(nb, 2, np.int8), cp,
+                     np.empty(na + nb, idx), np.empty(na + nb, np.int8))
+    return int(cp[-1])
+
+
+def union_add(va, ca, pa, vb, cb, pb, shape, alpha, beta, n_union=None, canonical=False):
     """``alpha A + beta B`` on the union pattern by SciPy's linear merge, or None when an operand is not
     canonical (the caller sorts instead).
 
-    The merge runs on position codes, not on the values: A's entry i carries ``i + 1`` and B's entry j
-    ``(j + 1) (nnzA + 1)``, so every union entry's code (exact below 2^53, never zero: nothing cancels
-    or is dropped) says which entries of A and B it holds. The values are then combined once in
-    NumPy, explicit zeros kept as in the sorting path."""
-    import scipy.sparse as sp
-
-    na, nb = va.numel(), vb.numel()
-    if (na + 1) * (nb + 1) >= 2**53:
+    Both operands canonical (sorted, no duplicates). SciPy's merge (``csr_plus_csr``) runs on the
+    scaled values, int32 indices when given (half the bytes); it drops a position whose sum is exactly
+    zero, so its result is the union only when its size is the union's, ``n_union`` (computed here
+    when not given: :func:`union_nnz`, a second merge on one-byte codes; callers cache it per
+    pattern pair). Otherwise -- an explicit zero or a cancellation -- the codes place the values
+    (zeros kept, as in the sorting path). Indices come back int32 when both operands' are.
+    ``canonical=True``: the caller knows both are canonical (not checked again)."""
+    m, n = shape
+    a_c, a_p, b_c, b_p = (np_view(t) for t in (ca, pa, cb, pb))
+    if not canonical and not (_canonical_csr(a_c, a_p) and _canonical_csr(b_c, b_p)):
         return None
-    a_c, a_p, b_c, b_p = (np_view(t).astype(np.int64, copy=False) for t in (ca, pa, cb, pb))
-    if not (_canonical_csr(a_c, a_p) and _canonical_csr(b_c, b_p)):
-        return None
-    SA = sp.csr_array((np.arange(1, na + 1, dtype=np.float64), a_c, a_p), shape=shape)
-    SB = sp.csr_array((np.arange(1, nb + 1, dtype=np.float64) * (na + 1), b_c, b_p), shape=shape)
-    U = SA + SB
-    U.sort_indices()
-    code = U.data.astype(np.int64)
-    # both canonical: A's entries appear in the union in A's own order (likewise B's), so a mask of
-    # where each operand has an entry places its values without a gather
-    ha, hb = code % (na + 1) != 0, code > na
+    idx = _index_dtype(a_c, a_p, b_c, b_p)
+    a_c, a_p, b_c, b_p = (x.astype(idx, copy=False) for x in (a_c, a_p, b_c, b_p))
     a, b = np_view(va), np_view(vb)
-    out = np.zeros(code.size, dtype=a.dtype)
-    out[ha] = a * alpha if alpha != 1 else a
-    out[hb] += b * beta if beta != 1 else b
-    return (torch.from_numpy(out), torch.from_numpy(U.indices.astype(np.int64)),
-            torch.from_numpy(U.indptr.astype(np.int64)))
+    na, nb = a.size, b.size
+    if n_union is None:
+        n_union = union_nnz(ca, pa, cb, pb, shape)
+    cp = np.empty(m + 1, idx)
+    cj = np.empty(na + nb, idx)
+    cx = np.empty(na + nb, a.dtype)
+    _st.csr_plus_csr(m, n, a_p, a_c, a * alpha if alpha != 1 else a, b_p, b_c, b * beta if beta != 1 else b,
+                     cp, cj, cx)
+    if int(cp[-1]) != n_union:
+        # entries summed to zero and were dropped: merge codes (A 1, B 2), then place the values by them
+        code = np.empty(na + nb, np.int8)
+        _st.csr_plus_csr(m, n, a_p, a_c, np.ones(na, np.int8), b_p, b_c, np.full(nb, 2, np.int8), cp, cj, code)
+        code = code[:int(cp[-1])]
+        cx = np.zeros(code.size, dtype=a.dtype)
+        cx[code != 2] = a * alpha if alpha != 1 else a
+        cx[code >= 2] += b * beta if beta != 1 else b
+    k = int(cp[-1])
+    return (torch.from_numpy(cx[:k]), torch.from_numpy(cj[:k]), torch.from_numpy(cp))

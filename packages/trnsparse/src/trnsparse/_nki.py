@@ -76,7 +76,7 @@ def _grad(*ts):
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts)
 
 
-def _bsr_spmm_supports(blocks, block_col_indices, block_row_ptrs, shape, block_size, B):
+def _bsr_spmm_supports(blocks, block_col_indices, block_row_ptrs, shape, block_size, B, owner=None):
     if block_size != TB:
         return f"block_size {block_size}: the kernel takes 128x128 tiles"
     if B.dtype != blocks.dtype:
@@ -90,7 +90,7 @@ def _bsr_spmm_supports(blocks, block_col_indices, block_row_ptrs, shape, block_s
     return None
 
 
-def _bsr_spmm_counts(blocks, block_col_indices, block_row_ptrs, shape, block_size, B):
+def _bsr_spmm_counts(blocks, block_col_indices, block_row_ptrs, shape, block_size, B, owner=None):
     N = 1 if B.dim() == 1 else B.shape[1]
     return {"kernel": "bsr_spmm_kernel",
             **bsr_spmm_counts(shape[0], shape[1], N, block_col_indices.tolist(), block_row_ptrs.tolist(),
@@ -98,7 +98,7 @@ def _bsr_spmm_counts(blocks, block_col_indices, block_row_ptrs, shape, block_siz
 
 
 @BSR_SPMM.lowering("nki", dtypes=KERNEL_DTYPES, supports=_bsr_spmm_supports, counts=_bsr_spmm_counts)
-def _bsr_spmm_nki(blocks, block_col_indices, block_row_ptrs, shape, block_size, B):
+def _bsr_spmm_nki(blocks, block_col_indices, block_row_ptrs, shape, block_size, B, owner=None):
     vec = B.dim() == 1
     b = (B[:, None] if vec else B).contiguous()
     blocks_t = blocks.transpose(1, 2).contiguous()

@@ -389,6 +389,7 @@ class CSRMatrix(SparseMatrix):
         c = self.__dict__["_cols"]
         if c is None:
             c = self.__dict__["_cols"] = self.__dict__["_idx32"][0].to(torch.int64)
+            self.__dict__.setdefault("_idx32_seen", {})["_cols"] = c._version  # widened from the int32 copy
         return c
 
     @col_indices.setter
@@ -401,6 +402,7 @@ class CSRMatrix(SparseMatrix):
         p = self.__dict__["_ptrs"]
         if p is None:
             p = self.__dict__["_ptrs"] = self.__dict__["_idx32"][1].to(torch.int64)
+            self.__dict__.setdefault("_idx32_seen", {})["_ptrs"] = p._version  # widened from the int32 copy
         return p
 
     @row_ptrs.setter
@@ -421,14 +423,26 @@ class CSRMatrix(SparseMatrix):
         return device_spmv(self)
 
     def _host_indices(self):
-        """(col_indices, row_ptrs) as int32 when they fit, cached: SciPy's kernels read half the bytes."""
-        c = self.__dict__.get("_idx32")
+        """(col_indices, row_ptrs) as int32 when they fit, cached: SciPy's kernels read half the bytes.
+
+        Rebuilt when ``col_indices`` / ``row_ptrs`` were modified in place since (version counters)."""
+        d = self.__dict__
+        c = d.get("_idx32")
+        if c is not None:
+            seen = d.get("_idx32_seen", {})
+            for name in ("_cols", "_ptrs"):
+                t = d[name]
+                if t is not None and seen.get(name) != t._version:
+                    c = None
+                    break
         if c is None:
+            cols, ptrs = self.col_indices, self.row_ptrs
             if self.values.numel() < 2**31 - 1 and max(self._shape) < 2**31 - 1:
-                c = (self.col_indices.to(torch.int32), self.row_ptrs.to(torch.int32))
+                c = (cols.to(torch.int32), ptrs.to(torch.int32))
             else:
-                c = (self.col_indices, self.row_ptrs)
-            self.__dict__["_idx32"] = c
+                c = (cols, ptrs)
+            d["_idx32"] = c
+            d["_idx32_seen"] = {"_cols": cols._version, "_ptrs": ptrs._version}
         return c
 
     @property

@@ -32,7 +32,7 @@ def _square(A, where):
 
 def _mv(A: BSRMatrix):
     """x -> A @ x through the BSR SpMM operation (its kernel where dispatch picks one)."""
-    return lambda x: BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x)
+    return lambda x: BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x, A)
 
 
 def _rhs(A, b, where):

@@ -102,8 +102,11 @@ SPMM = Op(
 SPMM.lowering("torch")(_spmv_torch)
 
 
-def _bsr_spmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size, B):
-    """C = A @ B for BSR arrays: one (b x b) @ (b x k) product per stored tile."""
+def _bsr_spmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size, B, owner=None):
+    """C = A @ B for BSR arrays: one (b x b) @ (b x k) product per stored tile.
+
+    ``owner``: the BSR matrix holding the arrays, where the row-GEMM route keeps its side-by-side
+    form of the tiles (see :func:`_bsr_row_form`)."""
     m, n = shape
     b = block_size
     vec = B.dim() == 1
@@ -122,26 +125,119 @@ def _bsr_spmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size
                               _host.np_view(blocks).ravel(), _host.np_view(Bp).ravel(), y.ravel())
         out = torch.from_numpy(y)[:m]
         return out[:, 0] if vec else out
-    out = torch.zeros(mb, b, k, dtype=torch.promote_types(blocks.dtype, B.dtype), device=B.device)
+    if nblk and _bsr_route(blocks, block_col_indices, block_row_ptrs, mb, nb, b, Bp) == "row_gemm":
+        out = _bsr_row_gemm(blocks, block_col_indices, block_row_ptrs, mb, b, Bp, _bsr_row_form(blocks, owner))[:m]
+        return out[:, 0] if vec else out
+    return _bsr_tiles(blocks, block_col_indices, block_row_ptrs, m, mb, nb, b, Bp, vec)
+
+
+def _bsr_tiles(blocks, block_col_indices, block_row_ptrs, m, mb, nb, b, Bp, vec):
+    """One batched (b x b) @ (b x k) product per stored tile, summed into block rows by index_add."""
+    nblk, k = blocks.shape[0], Bp.shape[1]
+    out = torch.zeros(mb, b, k, dtype=torch.promote_types(blocks.dtype, Bp.dtype), device=Bp.device)
     if nblk:
         brow = _host.row_indices(block_row_ptrs, nblk)
         Bt = Bp.reshape(nb, b, k)
         step = max(1, (1 << 24) // max(1, b * k))  # bound the gathered operand to ~16M entries
         for s in range(0, nblk, step):
             e = min(nblk, s + step)
-            out = out.index_add(0, brow[s:e], torch.bmm(blocks[s:e], Bt[block_col_indices[s:e]]))
+            out.index_add_(0, brow[s:e], torch.bmm(blocks[s:e], Bt[block_col_indices[s:e]]))
     out = out.reshape(mb * b, k)[:m]
     return out[:, 0] if vec else out
 
 
-def _bsr_flops(blocks, cols, ptrs, shape, b, B):
+def _bsr_row_form(blocks, owner=None):
+    """Every tile side by side, ``(b, n_blocks b)`` (a block row's tiles are a column slice): kept on
+    ``owner`` while ``blocks`` is the same, unmodified tensor (as many bytes as the tiles)."""
+    def build():
+        b = blocks.shape[1]
+        return blocks.detach().permute(1, 0, 2).reshape(b, -1)
+    if owner is None:
+        return build()
+    from ._sell import cached
+
+    return cached(owner, "_bsr_row_form", (blocks,), build)
+
+
+def _bsr_row_gemm(blocks, block_col_indices, block_row_ptrs, mb, b, Bp, lhs_all):
+    """One GEMM per block row: its tiles side by side, ``(b, t b)``, times the ``t`` gathered
+    ``(b, k)`` slabs of B stacked, ``(t b, k)`` -- the sum over the row's tiles happens inside the
+    GEMM (a deeper product than a batch of ``b x b x k`` ones). Rows of more than ``step`` tiles are
+    summed in pieces, bounding the gathered operand to ~16M entries. No autograd (``out=``)."""
+    k = Bp.shape[1]
+    Bt = Bp.reshape(-1, b, k)
+    ptrs = block_row_ptrs.tolist()
+    out = torch.empty(mb * b, k, dtype=Bp.dtype, device=Bp.device)
+    step = max(1, _BSR_GATHER // max(1, b * k))
+    for i in range(mb):
+        s, e = ptrs[i], ptrs[i + 1]
+        o = out[i * b:(i + 1) * b]
+        if e == s:
+            o.zero_()
+            continue
+        for j in range(s, e, step):
+            t = min(e, j + step)
+            lhs = lhs_all[:, j * b:t * b]
+            rhs = Bt[block_col_indices[j:t]].reshape((t - j) * b, k)
+            if j == s:
+                torch.mm(lhs, rhs, out=o)
+            else:
+                o.addmm_(lhs, rhs)
+    return out
+
+
+_BSR_GATHER = 1 << 24  # entries of B gathered at once by the row-GEMM route
+
+#: (shape class, thread count) -> the measured route of a BSR SpMM (trnsci.routes), cleared with them
+_bsr_routes: dict = {}
+BSR_MEASURE_MIN_FLOPS = 1 << 24  # below this both routes take well under a millisecond: tiles, untimed
+
+
+def _bsr_route(blocks, cols, ptrs, mb, nb, b, Bp) -> str:
+    """"tiles" (the default: one batched product) or "row_gemm", measured once per shape class.
+
+    Which is faster depends on the BLAS: the row GEMMs are deeper (fewer, larger products) but a
+    Python step per block row; the batch is one call. Only on the CPU, same dtypes, no autograd."""
+    if (Bp.device.type != "cpu" or blocks.dtype != Bp.dtype
+            or torch.is_grad_enabled() and (blocks.requires_grad or Bp.requires_grad)):
+        return "tiles"
+    nblk, k = blocks.shape[0], Bp.shape[1]
+    key = (_host._bucket(mb), _host._bucket(nb), _host._bucket(nblk), _host._bucket(k), b, blocks.dtype,
+           torch.get_num_threads())
+    hit = _bsr_routes.get(key)
+    if hit is not None:
+        return hit
+    from trnsci import routes
+
+    m = mb * b
+    lhs_all = _bsr_row_form(blocks)  # built before the clock, as a matrix keeps it
+    cands = {"tiles": lambda: _bsr_tiles(blocks, cols, ptrs, m, mb, nb, b, Bp, False),
+             "row_gemm": lambda: _bsr_row_gemm(blocks, cols, ptrs, mb, b, Bp, lhs_all)}
+    cls = ("bsr", *key[:5], str(blocks.dtype).replace("torch.", ""))
+    c = routes.choose("trnsparse.bsr_spmm", cls, cands, default="tiles",  # robust: see _host._spmv_route
+                      worth_timing=2.0 * nblk * b * b * k >= BSR_MEASURE_MIN_FLOPS, robust=key[-1] > 1)
+    if len(_bsr_routes) > 256:
+        _bsr_routes.clear()
+    _bsr_routes[key] = c.route
+    return c.route
+
+
+try:
+    from trnsci import routes as _routes_mod
+
+    _routes_mod.on_change(_bsr_routes.clear)
+except ImportError:  # pragma: no cover
+    pass
+
+
+def _bsr_flops(blocks, cols, ptrs, shape, b, B, owner=None):
     return 2.0 * blocks.shape[0] * b * b * _ncols(B)
 
 
 BSR_SPMM = Op(
     "trnsparse.bsr_spmm", "flops", 8 * _TILE_FLOPS, size=_bsr_flops,
-    describe=lambda blocks, cols, ptrs, shape, b, B: f"BSR {shape[0]}x{shape[1]} ({blocks.shape[0]} stored "
-                                                      f"{b}x{b} blocks) @ {_ncols(B)} column(s)",
+    describe=lambda blocks, cols, ptrs, shape, b, B, owner=None: (f"BSR {shape[0]}x{shape[1]} ({blocks.shape[0]} "
+                                                                  f"stored {b}x{b} blocks) @ {_ncols(B)} column(s)"),
     doc="A @ B for a BSR matrix, one tile product per stored block; flops = 2 n_blocks b^2 k",
 )
 BSR_SPMM.lowering("torch")(_bsr_spmm_torch)
@@ -163,11 +259,81 @@ def _apply(A: SparseMatrix, x: torch.Tensor, alpha, y, beta):
     if A.dtype in LOWP and isinstance(A, BSRMatrix):
         return _apply(_f32(A), x.float(), alpha, _up(y), beta).to(A.dtype)
     if isinstance(A, BSRMatrix):
-        r = BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x)
+        r = BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x, A)
         return _finish(r, alpha, y, beta)
+    given = A
     A = _csr_form(A)
-    cols, ptrs = A._host_indices() if _host.host_ok(A.values, x) else (A.col_indices, A.row_ptrs)
-    return SPMM(A.values, cols, ptrs, A.shape, x, alpha, y, beta, A)
+    host = _host.host_ok(A.values, x)
+    cols, ptrs = A._host_indices() if host else (A.col_indices, A.row_ptrs)
+    r = SPMM(A.values, cols, ptrs, A.shape, x, alpha, y, beta, A)
+    if host and given is A and y is None and alpha == 1 and type(x) is torch.Tensor and SPMM.on_torch():
+        _settle(A, x, cols, ptrs)  # later calls with this signature skip the checks
+    return r
+
+
+# --------------------------------------------------------------- settled plain products
+#
+# ``A @ x`` on the host is a few tens of microseconds for a matrix of 10^5 entries, so the checks
+# and the route lookup around it are a visible fraction. After one full call has validated a
+# signature -- x's dtype, shape and device and the autograd state; A's shape, dtype and device are
+# fixed by its arrays -- the plain product (no alpha, no y) is settled on the matrix: a runner with
+# the measured route's per-call work done once (torch's CSR tensor, or the NumPy views for
+# sparsetools). It is kept in A's ``__dict__`` (dropped when an array is assigned) and used only
+# while every array it reads is unmodified (version counters), the route generation and thread
+# count are the same, and :meth:`Op.on_torch` holds (no device backend, nothing required, no plan
+# being collected). Anything else takes the full path.
+
+_SETTLED = "_settled_products"
+_PLAIN = (float, int)
+
+
+def _settle(A: CSRMatrix, x, cols, ptrs):
+    if x.requires_grad:
+        return None
+    run = _host.spmv_runner(A.values, cols, ptrs, A.shape, x)
+    if run is None:
+        return None
+    d = A.__dict__
+    table = d.get(_SETTLED)
+    if table is None or len(table) >= 16:
+        table = d[_SETTLED] = {}
+    # the arrays a caller can reach (the int32 copies are derived from them and private); an index
+    # array that is None (int32 results of SciPy kernels, widened when first read) is a state too.
+    # Keyed by x's shape; its dtype, the thread count and the route generation must match too (x on
+    # the CPU, as A is: the runner is a host route).
+    c, p, v = d["_cols"], d["_ptrs"], A.values
+    table[x.shape] = (run, x.dtype, torch.get_num_threads(), _host.generation[0], v, v._version, c, _ver(c), p,
+                      _ver(p))
+    return run
+
+
+def _ver(t):
+    return -1 if t is None else t._version
+
+
+def _settled(A, x, ndim, alpha, y):
+    """``A @ x`` by the runner settled on A for x's signature, or None (then the full path runs).
+
+    Only the plain product: ``alpha`` the number 1, no ``y``; A a CSRMatrix, x a tensor of ``ndim``
+    on the CPU that does not require grad."""
+    if (y is not None or type(alpha) not in _PLAIN or alpha != 1 or type(A) is not CSRMatrix
+            or type(x) is not torch.Tensor or x.dim() != ndim):
+        return None
+    d = A.__dict__
+    table = d.get(_SETTLED)
+    if table is None:
+        return None
+    hit = table.get(x.shape)
+    if hit is None:
+        return None
+    run, dt, nt, gen, v, ver, c, cver, p, pver = hit
+    if (x.dtype is not dt or not x.is_cpu or x.requires_grad or v.requires_grad or v._version != ver
+            or gen != _host.generation[0] or nt != torch.get_num_threads()
+            or d["_cols"] is not c or d["_ptrs"] is not p
+            or c is not None and c._version != cver or p is not None and p._version != pver
+            or not SPMM.on_torch()):
+        return None
+    return run(x)
 
 
 def _csr_form(A):
@@ -221,6 +387,9 @@ def spmv(A, x, alpha=1.0, y=None, beta=0.0):
     >>> trnsparse.spmv(A, torch.tensor([1., 1.]), alpha=2.0)
     tensor([4., 8.])
     """
+    r = _settled(A, x, 1, alpha, y)  # a plain product of a signature validated before (see _settle)
+    if r is not None:
+        return r
     where = "spmv"
     A = as_sparse(A, "A", where)
     x = _dense(x, "x", where, 1, A.dtype, A.device)
@@ -258,6 +427,9 @@ def spmm(A, B, alpha=1.0, C=None, beta=0.0):
     tensor([[3., 3., 3.],
             [3., 3., 3.]], dtype=torch.float64)
     """
+    r = _settled(A, B, 2, alpha, C)  # a plain product of a signature validated before (see _settle)
+    if r is not None:
+        return r
     where = "spmm"
     A = as_sparse(A, "A", where)
     B = _dense(B, "B", where, 2, A.dtype, A.device)
@@ -309,8 +481,8 @@ def bsr_spmm(A, B):
     if A.dtype in LOWP:
         A32 = _f32(A)
         return BSR_SPMM(A32.blocks, A32.block_col_indices, A32.block_row_ptrs, A.shape, A.block_size,
-                        B.float()).to(A.dtype)
-    return BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, B)
+                        B.float(), A32).to(A.dtype)
+    return BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, B, A)
 
 
 def spmv_symmetric(A, x, alpha=1.0, uplo="upper"):
@@ -825,10 +997,23 @@ def _sparse_add_torch(a_values, a_cols, a_ptrs, b_values, b_cols, b_ptrs, shape,
                       owner_b=None):
     """alpha * A + beta * B for CSR arrays -> canonical CSR arrays (values, col_indices, row_ptrs).
 
-    ``owner_a`` / ``owner_b``: the matrices holding the arrays (the NKI lowering caches the union
-    pattern on A; unused here)."""
+    ``owner_a`` / ``owner_b``: the CSR matrices holding the arrays. On the host, SciPy's merge reads
+    their cached int32 indices, and the size of the union pattern is cached on A per pattern pair
+    (while the four index arrays are the same, unmodified tensors), so a repeated sum is one merge
+    of the values (see :func:`trnsparse._host.union_add`). The NKI lowering caches its union pattern
+    on A as well."""
     if _host.host_ok(a_values, b_values) and a_values.dtype == b_values.dtype:
-        fast = _host.union_add(a_values, a_cols, a_ptrs, b_values, b_cols, b_ptrs, shape, alpha, beta)
+        ia, ib = (a_cols, a_ptrs), (b_cols, b_ptrs)
+        n_union, canonical = None, False
+        if isinstance(owner_a, CSRMatrix) and isinstance(owner_b, CSRMatrix):
+            canonical = owner_a.has_sorted_indices and owner_b.has_sorted_indices  # sorted CSR: no duplicates
+            if canonical:
+                from ._sell import cached
+
+                ia, ib = owner_a._host_indices(), owner_b._host_indices()
+                n_union = cached(owner_a, "_sparse_add_union_nnz", (a_cols, a_ptrs, b_cols, b_ptrs),
+                                 lambda: _host.union_nnz(*ia, *ib, shape))
+        fast = _host.union_add(a_values, *ia, b_values, *ib, shape, alpha, beta, n_union, canonical)
         if fast is not None:
             return fast
     ra = _host.row_indices(a_ptrs, a_values.numel())
