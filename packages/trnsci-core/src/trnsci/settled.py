@@ -168,7 +168,8 @@ def _key_code(params: list, kinds: list[str], give_up: str) -> tuple[list[str], 
 
 
 def _generate(src: str, where: str, name: str):
-    scope = {"_T": torch.Tensor, "_M": _MISSING, "_I64": _INT64}
+    # __name__: generated frames belong to this module (warnings skip them to reach the user's line)
+    scope = {"__name__": __name__, "_T": torch.Tensor, "_M": _MISSING, "_I64": _INT64}
     exec(compile(src, f"<settled {where}>", "exec"), scope)  # noqa: S102 -- text generated here
     return scope[name]
 
@@ -390,7 +391,7 @@ def _compiled_route(fn: Callable, largs: tuple, pargs: tuple, defaults: tuple) -
         got = reduce(*largs)
         if got is not None:
             target, positions = got
-    scope = {"target": target}
+    scope = {"__name__": __name__, "target": target}
     given = []
     for j in positions:
         name, j = j if type(j) is tuple else (None, j)
