@@ -124,3 +124,23 @@ def test_measured_choice_is_made_once_and_cleared_with_the_routes(monkeypatch):
     routes.forget()  # a cache never outlives what it caches
     monkeypatch.setattr(routes, "choose", real)
     assert not _host.gemm_uses_numpy(A, B)  # estimate mode (the suite): torch
+
+
+@pytest.mark.parametrize("uplo", ["upper", "lower"])
+def test_syr2k_whole_matrix_comes_from_the_lowering_exactly_symmetric(uplo):
+    """fill=None without C (the whole matrix) skips every triangle pass on torch: P + P^T is already
+    symmetric; with C and fill="full" the uplo triangle of alpha (P + P^T) + beta C is mirrored."""
+    g = torch.Generator().manual_seed(8)
+    n, k = 45, 17
+    f64 = torch.float64
+    A, B, C = _rand(g, n, k, dtype=f64), _rand(g, n, k, dtype=f64), _rand(g, n, n, dtype=f64)
+    a, b, c = A.numpy(), B.numpy(), C.numpy()
+    S = a @ b.T + b @ a.T
+    R = trnblas.syr2k(1.5, A, B, uplo=uplo)
+    _close(R, 1.5 * S, torch.float64)
+    assert torch.equal(R, R.mT)
+    Rf = trnblas.syr2k(1.5, A, B, 0.5, C, uplo=uplo, fill="full")
+    tri = np.triu if uplo == "upper" else np.tril
+    T = tri(1.5 * S + 0.5 * c)
+    _close(Rf, T + T.T - np.diag(np.diag(T)), torch.float64)
+    assert torch.equal(Rf, Rf.mT)
