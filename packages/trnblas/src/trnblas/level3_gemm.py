@@ -79,19 +79,19 @@ _LOWP = (torch.bfloat16, torch.float16)
 @GEAM.lowering("torch")
 def _geam_torch(alpha, A, beta, B, tA, tB):
     dtype = A.dtype
-    a = la.op(A.float() if dtype in _LOWP else A, tA)
-    R = torch.mul(a, alpha)
+    if dtype in _LOWP:  # computed in float32, rounded once
+        return _geam_torch(alpha, A.float(), beta, None if B is None else B.float(), tA, tB).to(dtype)
+    R = torch.mul(A if tA == "N" else la.op(A, tA), alpha)  # one new tensor, B added into it
     if B is not None:
-        R.add_(la.op(B.float() if dtype in _LOWP else B, tB), alpha=beta)
-    return R.to(dtype).contiguous()
+        R.add_(B if tB == "N" else la.op(B, tB), alpha=beta)
+    return R.contiguous()  # a transposed op(A) gives a transposed layout
 
 
 @DGMM.lowering("torch")
 def _dgmm_torch(A, x, side):
-    dtype = A.dtype
-    if dtype in _LOWP:
-        A, x = A.float(), x.float()
-    return (A * (x[:, None] if side == "L" else x)).to(dtype)
+    if A.dtype in _LOWP:  # computed in float32, rounded once
+        return _dgmm_torch(A.float(), x.float(), side).to(A.dtype)
+    return A * (x.unsqueeze(1) if side == "L" else x)
 
 
 def _product(mm, addmm, alpha, a, b, beta, C):
@@ -586,7 +586,7 @@ def _check_c_shape(where, A, B, C, m, n):
 
 # ===================================================================== extensions
 
-@numpy_io
+@public(GEAM, "scalar tensor scalar tensor flag flag")
 def geam(alpha, A, beta, B, transA=False, transB=False, *, out=None):
     """Matrix add with transposes (``cublas<t>geam``): ``alpha op(A) + beta op(B)``.
 
@@ -635,11 +635,11 @@ def geam(alpha, A, beta, B, transA=False, transB=False, *, out=None):
     elif alpha == 0:  # A unread: beta op(B)
         R = GEAM(beta, B, 0.0, None, tB, "N")
     else:  # B unread when beta == 0
-        R = GEAM(alpha, A, beta, B if beta != 0 else None, tA, tB)
+        R = call(GEAM, alpha, A, beta, B if beta != 0 else None, tA, tB)
     return v.finish(R, out, where)
 
 
-@numpy_io
+@public(DGMM, "tensor tensor flag")
 def dgmm(A, x, side="left", *, out=None):
     """Multiply by a diagonal matrix (``cublas<t>dgmm``): ``diag(x) A`` or ``A diag(x)``.
 
@@ -678,5 +678,5 @@ def dgmm(A, x, side="left", *, out=None):
                          f"({'rows' if s == 'L' else 'columns'} of A)", A=A, x=x)
     if A.numel() == 0:
         return v.finish(A.clone(), out, where)
-    return v.finish(DGMM(A, x, s), out, where)
+    return v.finish(call(DGMM, A, x, s), out, where)
 
