@@ -61,3 +61,20 @@ def test_geam_settles_and_keeps_the_blas_quick_returns():
         trnblas.geam(2.0, A, 3.0, Bt)
     with pytest.raises(TypeError, match="geam"):
         trnblas.geam(2.0, A, 1j, B)
+
+
+def test_batched_gemm_settles_and_still_checks():
+    g = torch.Generator().manual_seed(13)
+    A, B, C = torch.randn(5, 7, 3, generator=g), torch.randn(5, 3, 6, generator=g), torch.randn(5, 7, 6, generator=g)
+    a, b, c = (t.numpy().astype(np.float64) for t in (A, B, C))
+    first = trnblas.batched_gemm(2.0, A, B)
+    assert len(L.BATCHED_GEMM.settled.get(trnblas.batched_gemm, {})) >= 1
+    again = trnblas.batched_gemm(2.0, A, B)
+    assert torch.equal(first, again)
+    _close(again, 2.0 * a @ b)
+    _close(trnblas.batched_gemm(1.0, A, B, 0.5, C), a @ b + 0.5 * c)
+    _close(trnblas.batched_gemm(1.0, list(A), list(B)), a @ b)  # lists: the full path
+    with pytest.raises(ValueError, match="batch counts differ"):
+        trnblas.batched_gemm(2.0, A, B[:4])
+    with pytest.raises(ValueError, match="inner dimensions"):
+        trnblas.batched_gemm(2.0, A, B, transB=True)

@@ -141,6 +141,15 @@ def _batched_gemm_torch(alpha, A, B, beta, C, transA, transB):
     return _product(torch.bmm, torch.baddbmm, alpha, la.op(A, transA), la.op(B, transB), beta, C)
 
 
+@settles(_batched_gemm_torch)
+def _(alpha, A, B, beta, C, transA, transB):
+    if A.dtype in _LOWP or transA != "N" or transB != "N":
+        return None
+    if C is None or beta == 0:
+        return (torch.bmm, (1, 2)) if alpha == 1 else None
+    return torch.baddbmm, (4, 1, 2, ("beta", 3), ("alpha", 0))
+
+
 @GEMM_EX.lowering("torch")
 def _gemm_ex_torch(alpha, A, B, beta, C, transA, transB, compute_dtype):
     A, B = A.to(compute_dtype), B.to(compute_dtype)
@@ -221,7 +230,7 @@ def _run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k):
 
 
 def _batched(alpha, A3, B3, beta, C3, tA, tB, m, n, k):
-    return BATCHED_GEMM(alpha, A3, B3, beta, C3 if beta != 0 else None, tA, tB)
+    return call(BATCHED_GEMM, alpha, A3, B3, beta, C3 if beta != 0 else None, tA, tB)
 
 
 def _scalars(where, alpha, beta, dtype, real=False):
@@ -372,7 +381,7 @@ def _batched_public(where, alpha, A, B, beta, C, transA, transB, broadcast: bool
     return _batched(alpha, A, B, beta, C, tA, tB, m, n, k)
 
 
-@numpy_io
+@public(BATCHED_GEMM, "scalar tensor tensor scalar tensor? flag flag")  # lists of matrices run in full
 def batched_gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None):
     """A batch of GEMMs with one shape: ``R[i] = alpha op(A[i]) op(B[i]) + beta C[i]``.
 
