@@ -293,8 +293,11 @@ def syrk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
 
     Notes
     -----
-    Runs the ``trnblas.syrk`` operation (NKI kernel for float32/bfloat16);
-    the torch lowering computes the full product with one GEMM.
+    Runs the ``trnblas.syrk`` operation (NKI kernel for float32/bfloat16).
+    On the torch path real float32/float64 CPU data takes SciPy's ``?syrk``
+    or the full product with one ``torch.mm``, whichever measured faster on
+    this machine for the size class and thread count (:mod:`trnsci.routes`,
+    family ``trnblas.syrk``; ``TRNSCI_ROUTES=estimate`` keeps torch).
 
     Examples
     --------
