@@ -15,6 +15,17 @@ import torch
 import trnblas
 from trnsci.bench import Case
 
+# Measured here (thread CPU time, best of 9 interleaved rounds, 1 thread, 64^3 float64): torch.mm 6.5 us,
+# SciPy dgemm 6.2-7.0 us, trnblas.gemm 10.3 us of which the lowering 7.4-7.6 us (0.36 us the route lookup).
+_GEMM64_F64_NOTE = (
+    "per-call overhead, not the product: torch.mm (MKL) takes 6.5 us and SciPy's dgemm 6.2-7.0 us (1 thread, "
+    "thread CPU time, best of 9 rounds), trnblas.gemm 10.3 us -- ~2.8 us in the settled public wrapper (signature "
+    "key and table lookup, trnsci.settled) and ~0.9 us in the lowering (0.36 us of it the measured-route lookup); "
+    "NumPy's matmul route costs 8.4-9 us here (2 us of tensor<->array conversion), so the route keeps torch.mm. "
+    "At 2 threads MKL threads even this GEMM (torch.mm 17-25 us vs single-threaded dgemm 8.6-11 us under load): "
+    "the route then takes NumPy's matmul (9 us) and the same ~3.5 us of overhead remains"
+)
+
 
 def _gemm_cases(sizes):
     for n in sizes:
@@ -28,7 +39,8 @@ def _gemm_cases(sizes):
             else:
                 An, Bn = np.asfortranarray(A.numpy()), np.asfortranarray(B.numpy())
                 yield Case("trnblas", f"gemm {n}^3 float64", lambda A=A, B=B: trnblas.gemm(1.0, A, B),
-                           ref_name, lambda An=An, Bn=Bn, ref=ref: ref(1.0, An, Bn))
+                           ref_name, lambda An=An, Bn=Bn, ref=ref: ref(1.0, An, Bn),
+                           note=_GEMM64_F64_NOTE if n == 64 else "")
 
 
 def _small_cases(n: int = 64):
