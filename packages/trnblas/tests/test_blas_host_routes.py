@@ -1,5 +1,5 @@
-"""The measured host routes of trnblas's torch lowerings (trnblas._host): NumPy's matmul for GEMM and
-SciPy's ?syrk for SYRK, forced with trnsci.routes.force, against float64 NumPy references.
+"""The measured host routes of trnblas's torch lowerings (trnblas._host): NumPy's matmul and SciPy's
+?gemm for GEMM, SciPy's ?syrk for SYRK, forced with trnsci.routes.force, against float64 NumPy references.
 
 Tolerances: float64 results within 1e-12 relative to the largest |entry| of the reference (k <= 40 terms,
 each rounding 2^-53); float32 within 2e-5 (k terms of 2^-24 relative rounding, k <= 40: k 2^-24 = 2.4e-6,
@@ -29,9 +29,10 @@ def _rand(g, *shape, dtype):
     return torch.randn(*shape, generator=g, dtype=dtype)
 
 
+@pytest.mark.parametrize("route", ["numpy", "scipy"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("transA,transB", [(False, False), (True, False), (False, True), (True, True)])
-def test_gemm_numpy_route_matches_numpy_float64(dtype, transA, transB):
+def test_gemm_host_routes_match_numpy_float64(route, dtype, transA, transB):
     g = torch.Generator().manual_seed(3)
     m, n, k = 37, 29, 41  # ragged
     A = _rand(g, *((k, m) if transA else (m, k)), dtype=dtype)
@@ -40,26 +41,26 @@ def test_gemm_numpy_route_matches_numpy_float64(dtype, transA, transB):
     a = A.numpy().astype(np.float64)
     b = B.numpy().astype(np.float64)
     ref = (a.T if transA else a) @ (b.T if transB else b)
-    with routes.force("numpy"):
-        assert _host.gemm_uses_numpy(A.mT if transA else A, B.mT if transB else B)
-        R = trnblas.gemm(0.5, A, B, transA=transA, transB=transB)
+    with routes.force(route):
+        assert _host.gemm_route(A.mT if transA else A, B.mT if transB else B) == route
+        R = trnblas.gemm(0.5, A, B, transA=transA, transB=transB)  # alpha: in BLAS (scipy) or after (numpy)
         R2 = trnblas.gemm(1.0, A, B, 2.0, C, transA=transA, transB=transB)  # with C: torch's addmm
-    assert R.dtype == dtype and R.shape == (m, n)
+    assert R.dtype == dtype and R.shape == (m, n) and R.is_contiguous()
     _close(R, 0.5 * ref, dtype)
     _close(R2, ref + 2.0 * C.numpy().astype(np.float64), dtype)
 
 
-def test_gemm_numpy_route_only_for_plain_cpu_real_tensors():
+def test_gemm_host_routes_only_for_plain_cpu_real_tensors():
     A = torch.randn(5, 4, requires_grad=True)
     B = torch.randn(4, 3)
     with routes.force("numpy"):
-        assert not _host.gemm_uses_numpy(A, B)  # autograd stays on torch
+        assert _host.gemm_route(A, B) == "torch"  # autograd stays on torch
         R = trnblas.gemm(1.0, A, B)
         assert R.requires_grad
         Z = torch.ones(3, 3, dtype=torch.complex64)
-        assert not _host.gemm_uses_numpy(Z, Z)
-        assert not _host.gemm_uses_numpy(torch.ones(3, 3)._neg_view(), torch.ones(3, 3))
-        assert _host.gemm_uses_numpy(A.detach(), B)
+        assert _host.gemm_route(Z, Z) == "torch"
+        assert _host.gemm_route(torch.ones(3, 3)._neg_view(), torch.ones(3, 3)) == "torch"
+        assert _host.gemm_route(A.detach(), B) == "numpy"
     np.testing.assert_allclose(R.detach().numpy(), A.detach().numpy().astype(np.float64) @ B.numpy(), rtol=1e-5)
 
 
@@ -94,16 +95,18 @@ def test_syrk_blas_route_matches_numpy_float64(dtype, trans, uplo):
     assert torch.equal(Rf, Rf.mT)
 
 
-def test_syrk_blas_route_on_a_strided_view_and_estimate_mode_keeps_torch():
+def test_host_routes_on_a_strided_view_and_estimate_mode_keeps_torch():
     g = torch.Generator().manual_seed(6)
     A = _rand(g, 40, 30, dtype=torch.float64)[::2, 1:]  # neither C- nor F-contiguous
     ref = A.numpy() @ A.numpy().T
     with routes.force("blas"):
         R = trnblas.syrk(1.0, A, fill="triangle")
     _close(R, np.triu(ref), torch.float64)
+    with routes.force("scipy"):  # ?gemm on a strided operand: the wrapper copies, the answer holds
+        _close(trnblas.gemm(2.0, A, A, transB=True), 2.0 * ref, torch.float64)
     with routes.mode("estimate"):
         assert not _host.syrk_uses_blas(A, None, True, lambda: None)
-        assert not _host.gemm_uses_numpy(A, A.mT)
+        assert _host.gemm_route(A, A.mT) == "torch"
 
 
 def test_measured_choice_is_made_once_and_cleared_with_the_routes(monkeypatch):
@@ -123,7 +126,7 @@ def test_measured_choice_is_made_once_and_cleared_with_the_routes(monkeypatch):
     np.testing.assert_allclose(R.numpy(), A.numpy().astype(np.float64) @ B.numpy(), rtol=1e-5, atol=1e-5)
     routes.forget()  # a cache never outlives what it caches
     monkeypatch.setattr(routes, "choose", real)
-    assert not _host.gemm_uses_numpy(A, B)  # estimate mode (the suite): torch
+    assert _host.gemm_route(A, B) == "torch"  # estimate mode (the suite): torch
 
 
 @pytest.mark.parametrize("uplo", ["upper", "lower"])

@@ -13,9 +13,10 @@ per shape class (sizes to the next power of two), dtype and thread count; ``TRNS
 
 Routes:
 
-* ``gemm_numpy(a, b)``: ``a @ b`` by ``numpy.matmul`` (2-D, real
-  float32/float64, any strides: NumPy passes transposed operands to BLAS
-  with a transpose flag);
+* ``gemm_host(route, alpha, a, b)``: ``alpha a @ b`` by ``numpy.matmul``
+  or SciPy's ``?gemm`` (2-D, real float32/float64, any strides: transposed
+  views reach BLAS as a transpose flag, not a copy); NumPy and SciPy may
+  ship different OpenBLAS builds, so both are candidates;
 * ``syrk_blas(alpha, a, beta, C, upper)``: one triangle of
   ``alpha a a^T + beta C`` by SciPy's ``?syrk`` on the Fortran view of
   ``a^T`` (no copy for a C- or F-contiguous ``a``), the other triangle
@@ -38,7 +39,7 @@ import torch
 
 from trnsci import routes
 
-__all__ = ["eligible", "gemm_uses_numpy", "syrk_uses_blas", "gemm_numpy", "syrk_blas", "clear"]
+__all__ = ["eligible", "gemm_route", "gemm_host", "gemm_choice", "syrk_uses_blas", "syrk_blas", "clear"]
 
 _DTYPES = (torch.float32, torch.float64)
 #: OpenBLAS runs a GEMM on the calling thread while m n k < 65536 * 4 * 2 (its interface/gemm.c).
@@ -50,7 +51,7 @@ _LIMIT = 256
 _threads = torch.get_num_threads
 _gemm: dict = {}
 _syrk: dict = {}
-_SYRK = {}
+_FUNCS: dict = {}
 
 
 def clear() -> None:
@@ -92,55 +93,78 @@ def _candidate(mnk: int, threads: int) -> bool:
 
 # ------------------------------------------------------------------ GEMM
 
-def gemm_numpy(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b`` by ``numpy.matmul`` (NumPy's BLAS), as a tensor sharing NumPy's result."""
-    return torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
+def _fortran(t: torch.Tensor):
+    """``(f, trans)``: a Fortran-ordered view ``f`` of ``t``'s data with ``op(f) = t^T`` under BLAS's flag
+    ``trans`` -- ``t^T`` itself (0) for a C-ordered ``t``, ``t`` (1) for a transposed view (no copy either way)."""
+    an = t.numpy()
+    if an.flags.f_contiguous and not an.flags.c_contiguous:
+        return an, 1
+    return an.T, 0
 
 
-def gemm_uses_numpy(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether ``a @ b`` (2-D) runs on NumPy's matmul: the measured choice for its class, and eligible."""
+def gemm_host(route: str, alpha, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``alpha a @ b`` (2-D) by NumPy's ``matmul`` (``"numpy"``) or SciPy's ``?gemm`` (``"scipy"``).
+
+    ``?gemm`` is column-major: it forms ``C^T = b^T a^T`` in Fortran order
+    from the Fortran views of ``b^T`` and ``a^T`` (:func:`_fortran`), and
+    ``C^T.T`` is the C-ordered ``C``; ``alpha`` is applied inside BLAS.
+    """
+    if route == "numpy":
+        R = torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
+        if alpha != 1:
+            R.mul_(alpha)
+        return R
+    fb, tb = _fortran(b)
+    fa, ta = _fortran(a)
+    return torch.from_numpy(_blas("gemm", a.dtype)(alpha, fb, fa, trans_a=tb, trans_b=ta).T)
+
+
+def gemm_route(a: torch.Tensor, b: torch.Tensor) -> str:
+    """``"torch"``, ``"numpy"`` or ``"scipy"`` for ``a @ b`` (2-D): the measured choice for its class, when
+    the operands are eligible."""
     # the cheapest key that separates the classes (this runs on every GEMM of the torch path): strides
     # change only which transpose flags BLAS gets, not which library is faster, and cost 0.15 us each
     key = (a.dtype, a.shape, b.shape, _threads())
     hit = _gemm.get(key)
     if hit is None:
         return _choose_gemm(a, b, key)
-    return hit and eligible(a, b)
+    return hit if hit == "torch" or eligible(a, b) else "torch"
 
 
-def _choose_gemm(a, b, key) -> bool:
-    if not eligible(a, b):
-        return False  # not remembered: the key does not say what made the call ineligible
+def _gemm_class(a, b):
     (m, k), n = a.shape, b.shape[1]
-    use = False
+    return str(a.dtype).replace("torch.", ""), _bucket(m), _bucket(n), _bucket(k)
+
+
+def _choose_gemm(a, b, key) -> str:
+    if not eligible(a, b):
+        return "torch"  # not remembered: the key does not say what made the call ineligible
+    (m, k), n = a.shape, b.shape[1]
+    route = "torch"
     if _candidate(m * n * k, key[-1]):
-        cls = (str(a.dtype).replace("torch.", ""), _bucket(m), _bucket(n), _bucket(k))
-        c = routes.choose("trnblas.gemm", cls, {"torch": lambda: torch.mm(a, b), "numpy": lambda: gemm_numpy(a, b)},
-                          default="torch")
-        use = c.route == "numpy"
+        c = routes.choose("trnblas.gemm", _gemm_class(a, b),
+                          {"torch": lambda: torch.mm(a, b), "numpy": lambda: gemm_host("numpy", 1.0, a, b),
+                           "scipy": lambda: gemm_host("scipy", 1.0, a, b)}, default="torch")
+        route = c.route
     if len(_gemm) >= _LIMIT:
         _gemm.clear()
-    _gemm[key] = use
-    return use
+    _gemm[key] = route
+    return route
 
 
 def gemm_choice(a: torch.Tensor, b: torch.Tensor) -> routes.Choice | None:
-    """The :class:`trnsci.routes.Choice` behind :func:`gemm_uses_numpy` (None: torch without a choice)."""
-    if not eligible(a, b):
-        return None
-    (m, k), n = a.shape, b.shape[1]
-    cls = (str(a.dtype).replace("torch.", ""), _bucket(m), _bucket(n), _bucket(k))
-    return routes.lookup("trnblas.gemm", cls)
+    """The :class:`trnsci.routes.Choice` behind :func:`gemm_route` (None: torch without a choice)."""
+    return routes.lookup("trnblas.gemm", _gemm_class(a, b)) if eligible(a, b) else None
 
 
 # ------------------------------------------------------------------ SYRK
 
-def _syrk_func(dtype):
-    f = _SYRK.get(dtype)
+def _blas(name: str, dtype):
+    f = _FUNCS.get((name, dtype))
     if f is None:
         from scipy.linalg import blas
 
-        f = _SYRK[dtype] = blas.dsyrk if dtype is torch.float64 else blas.ssyrk
+        f = _FUNCS[(name, dtype)] = getattr(blas, ("d" if dtype is torch.float64 else "s") + name)
     return f
 
 
@@ -160,9 +184,9 @@ def syrk_blas(alpha, a: torch.Tensor, beta, C: torch.Tensor | None, upper: bool)
     f, trans = (an, 0) if an.flags.f_contiguous and not an.flags.c_contiguous else (an.T, 1)  # f f^T or f^T f
     lower = 1 if upper else 0
     if C is None or beta == 0:
-        out = _syrk_func(a.dtype)(alpha, f, trans=trans, lower=lower)
+        out = _blas("syrk", a.dtype)(alpha, f, trans=trans, lower=lower)
     else:
-        out = _syrk_func(a.dtype)(alpha, f, beta=beta, c=C.numpy().T, trans=trans, lower=lower)
+        out = _blas("syrk", a.dtype)(alpha, f, beta=beta, c=C.numpy().T, trans=trans, lower=lower)
     return torch.from_numpy(out.T)
 
 

@@ -117,8 +117,11 @@ def _gemm_torch(alpha, A, B, beta, C, transA, transB):
     a = A if transA == "N" else la.op(A, transA)
     b = B if transB == "N" else la.op(B, transB)
     if C is None or beta == 0:  # _product inlined: this is the hottest path of the library
-        # torch.mm or NumPy's matmul, whichever measured faster for this class here (trnblas._host)
-        R = _host.gemm_numpy(a, b) if _host.gemm_uses_numpy(a, b) else torch.mm(a, b)
+        # torch.mm, NumPy's matmul or SciPy's ?gemm: whichever measured faster for this class here (trnblas._host)
+        route = _host.gemm_route(a, b)
+        if route != "torch":
+            return _host.gemm_host(route, alpha, a, b)
+        R = torch.mm(a, b)
         if alpha != 1:
             R.mul_(alpha)
         return R
