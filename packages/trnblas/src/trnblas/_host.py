@@ -7,9 +7,11 @@ is faster depends on the CPU, the shape, the dtype and the thread count
 (on one 2-core Xeon torch's ``mm`` won every square GEMM from 64 to 256
 at one thread while SciPy's ``dsyrk`` beat ``torch.mm`` + ``triu_`` by
 1.4x; trntensor measured NumPy's matmul up to 4.5x faster on an AMD EPYC),
-so :func:`trnsci.routes.choose` times both on the caller's operands once
-per shape class (sizes to the next power of two), dtype and thread count; ``TRNSCI_ROUTES=estimate``
-(the test suite) keeps torch, the obvious call.
+so :func:`trnsci.routes.choose` times the candidates on the caller's
+operands once per shape class (sizes to the next power of two), dtype and
+thread count, and keeps torch -- the obvious call -- unless another is
+clearly faster; ``TRNSCI_ROUTES=estimate`` (the test suite) keeps torch
+untimed.
 
 Routes:
 
