@@ -147,3 +147,27 @@ def test_syr2k_whole_matrix_comes_from_the_lowering_exactly_symmetric(uplo):
     T = tri(1.5 * S + 0.5 * c)
     _close(Rf, T + T.T - np.diag(np.diag(T)), torch.float64)
     assert torch.equal(Rf, Rf.mT)
+
+
+def test_settled_gemm_calls_keep_the_host_route_and_lose_it_with_the_choice(monkeypatch):
+    """A settled gemm goes straight to torch.mm only where the host route is torch; a route change
+    (force/forget/mode) drops the settled routes."""
+    ran = []
+    real = _host.gemm_host
+    monkeypatch.setattr(_host, "gemm_host", lambda *a: ran.append(a[0]) or real(*a))
+    A, B = torch.randn(9, 7), torch.randn(7, 5)
+    ref = A.numpy().astype(np.float64) @ B.numpy()
+    with routes.force("scipy"):
+        for _ in range(3):  # the first call settles, the next two take the settled route
+            _close(trnblas.gemm(1.0, A, B), ref, torch.float32)
+    assert ran == ["scipy"] * 3
+    for _ in range(2):  # estimate mode again (the force block dropped the routes): torch
+        _close(trnblas.gemm(1.0, A, B), ref, torch.float32)
+    assert ran == ["scipy"] * 3
+    B2 = torch.randn(7, 6)  # a new signature, settled on torch.mm (estimate mode)
+    ref2 = A.numpy().astype(np.float64) @ B2.numpy()
+    for _ in range(2):
+        _close(trnblas.gemm(1.0, A, B2), ref2, torch.float32)
+    with routes.force("numpy"):  # the settled torch.mm route must not outlive the choice it embodied
+        _close(trnblas.gemm(1.0, A, B2), ref2, torch.float32)
+    assert ran == ["scipy"] * 3 + ["numpy"]

@@ -22,6 +22,7 @@ import torch
 from trnblas import _host
 from trnsci import _linalg as la
 from trnsci import _validate as v
+from trnsci import routes
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
 from trnsci.settled import call, public, settles
@@ -133,8 +134,14 @@ def _(alpha, A, B, beta, C, transA, transB):
     if A.dtype in _LOWP or transA != "N" or transB != "N":
         return None
     if C is None or beta == 0:
-        return (torch.mm, (1, 2)) if alpha == 1 else None
+        # torch.mm directly only where the measured host route of this class is torch (trnblas._host);
+        # otherwise the settled route runs the lowering, which asks the route on every call
+        return (torch.mm, (1, 2)) if alpha == 1 and _host.gemm_route(A, B) == "torch" else None
     return torch.addmm, (4, 1, 2, ("beta", 3), ("alpha", 0))
+
+
+# a settled route that calls torch.mm embodies a host-route choice: dropped whenever the choices may change
+routes.on_change(lambda: GEMM.settled.clear())
 
 
 @BATCHED_GEMM.lowering("torch")
