@@ -15,15 +15,16 @@ import torch
 import trnblas
 from trnsci.bench import Case
 
-# Measured here (thread CPU time, best of 9 interleaved rounds, 1 thread, 64^3 float64): torch.mm 6.5 us,
-# SciPy dgemm 6.2-7.0 us, trnblas.gemm 10.3 us of which the lowering 7.4-7.6 us (0.36 us the route lookup).
+# Measured here (thread CPU time, best of 9 interleaved rounds, 1 thread, 64^3 float64, load ~4): torch.mm
+# 7.0-7.5 us, SciPy dgemm 6.8-8.2 us, trnblas.gemm 9.2-9.4 us, whose settled route calls torch.mm directly.
 _GEMM64_F64_NOTE = (
-    "per-call overhead, not the product: torch.mm (MKL) takes 6.5 us and SciPy's dgemm 6.2-7.0 us (1 thread, "
-    "thread CPU time, best of 9 rounds), trnblas.gemm 10.3 us -- ~2.8 us in the settled public wrapper (signature "
-    "key and table lookup, trnsci.settled) and ~0.9 us in the lowering (0.36 us of it the measured-route lookup); "
-    "NumPy's matmul route costs 8.4-9 us here (2 us of tensor<->array conversion), so the route keeps torch.mm. "
-    "At 2 threads MKL threads even this GEMM (torch.mm 17-25 us vs single-threaded dgemm 8.6-11 us under load): "
-    "the route then takes NumPy's matmul (9 us) and the same ~3.5 us of overhead remains"
+    "per-call overhead, not the product: torch.mm (MKL) takes 7.0-7.5 us and SciPy's dgemm 6.8-8.2 us "
+    "(1 thread, thread CPU time, best of 9 rounds), trnblas.gemm 9.2-9.4 us -- its settled route calls "
+    "torch.mm directly, so the ~2 us are the settled public wrapper (key checks and table lookup, "
+    "trnsci.settled); NumPy's matmul / SciPy's dgemm as a route cost 8.4-10 us here (~2 us of tensor<->array "
+    "conversion), so the measured route keeps torch.mm. At 2 threads MKL threads even this GEMM (torch.mm "
+    "17-25 us vs single-threaded dgemm 8.6-11 us, under load): the route then takes NumPy's matmul (~9 us) "
+    "and the conversion and wrapper remain"
 )
 
 
@@ -79,9 +80,10 @@ def _level3_extra_cases(n: int):
                lambda: torch.add(A * 2.0, B, alpha=3.0))
     yield Case("trnblas", f"dgmm {n} float32", lambda: trnblas.dgmm(A, x), "torch broadcast",
                lambda: A * x[:, None],
-               note="per-call overhead: the lowering (A * x.unsqueeze(1)) takes 7.0 us and the bare broadcast "
-                    "7.3 us, trnblas.dgmm 8.7 us (1 thread, thread CPU time, best of 9 rounds) -- the 1.5 us are "
-                    "the settled public wrapper (signature key 0.6 us, table lookup, route call; trnsci.settled)")
+               note="per-call overhead: the lowering (A * x.unsqueeze(1)) takes 7.4-8.0 us and the bare "
+                    "broadcast 7.7-8.3 us, trnblas.dgmm 8.6-9.2 us (1 thread, thread CPU time, best of 9 rounds, "
+                    "load ~4) -- the ~1 us is the settled public wrapper (key checks, table lookup, the lowering "
+                    "frame; trnsci.settled)")
 
 
 def cases(quick: bool = True):
