@@ -171,3 +171,17 @@ def test_settled_gemm_calls_keep_the_host_route_and_lose_it_with_the_choice(monk
     with routes.force("numpy"):  # the settled torch.mm route must not outlive the choice it embodied
         _close(trnblas.gemm(1.0, A, B2), ref2, torch.float32)
     assert ran == ["scipy"] * 3 + ["numpy"]
+
+
+def test_routes_are_timed_in_cpu_time_only_when_every_candidate_runs_on_the_calling_thread(monkeypatch):
+    import time
+
+    assert _host.clock(1, 64 ** 3) is time.thread_time  # below OpenBLAS's threading threshold
+    assert _host.clock(2, 64 ** 3) is time.perf_counter  # torch's own threads: wall time
+    monkeypatch.setattr(_host, "_OPENBLAS_ONE", False)
+    assert _host.clock(1, 256 ** 3) is time.perf_counter  # OpenBLAS may use helper threads
+    monkeypatch.setattr(_host, "_OPENBLAS_ONE", True)
+    assert _host.clock(1, 256 ** 3) is time.thread_time
+    for var, value, one in (("OPENBLAS_NUM_THREADS", "1", True), ("OPENBLAS_NUM_THREADS", "2", False)):
+        monkeypatch.setenv(var, value)
+        assert _host._openblas_one_thread() is one

@@ -36,6 +36,9 @@ last place between machines.
 
 from __future__ import annotations
 
+import os
+import time
+
 import numpy as np
 import torch
 
@@ -87,6 +90,32 @@ def _layout(t: torch.Tensor) -> str:
     if s1 == 1 or t.shape[1] == 1:
         return "C"
     return "F" if s0 == 1 or t.shape[0] == 1 else "S"
+
+
+def _openblas_one_thread() -> bool:
+    """Whether OpenBLAS runs single-threaded: the variables it reads when NumPy/SciPy load it, in its order."""
+    for var in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(var, "").strip()
+        if value:
+            return value == "1"
+    return os.cpu_count() == 1
+
+
+_OPENBLAS_ONE = _openblas_one_thread()  # NumPy (imported above) has loaded its OpenBLAS by now
+
+
+def clock(threads: int, mnk: int):
+    """The clock a route is timed with: the calling thread's CPU time when every candidate runs on that
+    thread (one torch thread, and OpenBLAS single-threaded for this size), else wall time.
+
+    CPU time does not count the time other processes take the core, so a choice made on a busy machine
+    is not decided by whose rounds the other jobs happened to hit (on this shared 2-core machine a
+    wall-clock choice once kept torch for syrk 256 float64 at 418 vs 414 us, where ?syrk takes 283 us
+    alone); helper threads' work would be missed, hence wall time as soon as there are any.
+    """
+    if threads == 1 and (mnk < ONE_THREAD_MNK or _OPENBLAS_ONE):
+        return time.thread_time
+    return time.perf_counter
 
 
 def _candidate(mnk: int, threads: int) -> bool:
@@ -146,7 +175,8 @@ def _choose_gemm(a, b, key) -> str:
     if _candidate(m * n * k, key[-1]):
         c = routes.choose("trnblas.gemm", _gemm_class(a, b),
                           {"torch": lambda: torch.mm(a, b), "numpy": lambda: gemm_host("numpy", 1.0, a, b),
-                           "scipy": lambda: gemm_host("scipy", 1.0, a, b)}, default="torch")
+                           "scipy": lambda: gemm_host("scipy", 1.0, a, b)}, default="torch",
+                          clock=clock(key[-1], m * n * k))
         route = c.route
     if len(_gemm) >= _LIMIT:
         _gemm.clear()
@@ -205,7 +235,8 @@ def syrk_uses_blas(a: torch.Tensor, C: torch.Tensor | None, upper: bool, mm_rout
     if _candidate(n * n * k, key[-1]):
         cls = (str(a.dtype).replace("torch.", ""), _bucket(n), _bucket(k), _layout(a), C is None)
         c = routes.choose("trnblas.syrk", cls,
-                          {"torch": mm_route, "blas": lambda: syrk_blas(1.0, a, 1.0, C, upper)}, default="torch")
+                          {"torch": mm_route, "blas": lambda: syrk_blas(1.0, a, 1.0, C, upper)}, default="torch",
+                          clock=clock(key[-1], n * n * k))
         use = c.route == "blas"
     if len(_syrk) >= _LIMIT:
         _syrk.clear()
