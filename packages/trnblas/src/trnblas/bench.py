@@ -22,9 +22,10 @@ _GEMM64_F64_NOTE = (
     "(1 thread, thread CPU time, best of 9 rounds), trnblas.gemm 9.2-9.4 us -- its settled route calls "
     "torch.mm directly, so the ~2 us are the settled public wrapper (key checks and table lookup, "
     "trnsci.settled); NumPy's matmul / SciPy's dgemm as a route cost 8.4-10 us here (~2 us of tensor<->array "
-    "conversion), so the measured route keeps torch.mm. At 2 threads MKL threads even this GEMM (torch.mm "
-    "17-25 us vs single-threaded dgemm 8.6-11 us, under load): the route then takes NumPy's matmul (~9 us) "
-    "and the conversion and wrapper remain"
+    "conversion), so the measured route keeps torch.mm. At 2 threads MKL splits even this GEMM over both "
+    "threads: torch.mm took 8.4 us in the route's timing but 45-160 us (min/median of 9 rounds) while another "
+    "process held the second core, where the single-threaded dgemm took 7-20 us and NumPy's matmul route "
+    "9.5-10.4 us; which of torch and NumPy wins then depends on the load at the moment of measuring"
 )
 
 
