@@ -31,7 +31,9 @@ threading threshold) are candidates: OpenBLAS's worker threads spin after
 a threaded call and slowed the next torch call severalfold beside
 torch's own threads (measured for trntensor's autotuner). The two BLAS
 libraries round differently: results may differ in the last units in the
-last place between machines.
+last place between machines. Beside torch's own threads a choice is also
+``robust`` (:func:`trnsci.routes.pick`): a candidate whose slowest round
+stalled longer than torch's is not taken.
 """
 
 from __future__ import annotations
@@ -176,7 +178,7 @@ def _choose_gemm(a, b, key) -> str:
         c = routes.choose("trnblas.gemm", _gemm_class(a, b),
                           {"torch": lambda: torch.mm(a, b), "numpy": lambda: gemm_host("numpy", 1.0, a, b),
                            "scipy": lambda: gemm_host("scipy", 1.0, a, b)}, default="torch",
-                          clock=clock(key[-1], m * n * k))
+                          clock=clock(key[-1], m * n * k), robust=key[-1] > 1)
         route = c.route
     if len(_gemm) >= _LIMIT:
         _gemm.clear()
@@ -236,7 +238,7 @@ def syrk_uses_blas(a: torch.Tensor, C: torch.Tensor | None, upper: bool, mm_rout
         cls = (str(a.dtype).replace("torch.", ""), _bucket(n), _bucket(k), _layout(a), C is None)
         c = routes.choose("trnblas.syrk", cls,
                           {"torch": mm_route, "blas": lambda: syrk_blas(1.0, a, 1.0, C, upper)}, default="torch",
-                          clock=clock(key[-1], n * n * k))
+                          clock=clock(key[-1], n * n * k), robust=key[-1] > 1)
         use = c.route == "blas"
     if len(_syrk) >= _LIMIT:
         _syrk.clear()
