@@ -31,11 +31,20 @@ _GEMM64_F64_NOTE = (
 
 # What a float64 row measured against SciPy's threaded OpenBLAS suffers at 2 threads (OMP_NUM_THREADS=2,
 # torch.set_num_threads(2), 256^3 float64, median of 15 rounds of 10, load ~4 from other processes).
-_OPENBLAS_SPIN_NOTE = (
-    "at 2 threads the peer's own OpenBLAS workers keep spinning after each SciPy call and take the cores from "
-    "the next torch call (torch.mm 256^3 float64: 196 us after a torch.mm, 10-17 ms after a threaded "
+_OPENBLAS_SPIN = (
+    "at 2 threads the peer's own OpenBLAS workers keep spinning after each SciPy call and take the cores "
+    "from the next torch call (torch.mm 256^3 float64: 196 us after a torch.mm, 10-17 ms after a threaded "
     "np.matmul, measured in one process): the trnsci side is slowed by the peer it alternates with, so "
     "trnblas keeps OpenBLAS for problems it runs single-threaded (m n k < 2^19) beside torch's threads"
+)
+_GEMM_F64_NOTE = (
+    "at 1 thread the measured host route (trnblas._host) runs the fastest of torch.mm, NumPy's matmul and "
+    "SciPy's dgemm for the class (torch.mm here: 478-530 us vs 577-638 us, thread CPU time); " + _OPENBLAS_SPIN
+)
+_SYRK_F64_NOTE = (
+    "at 1 thread the measured host route runs SciPy's dsyrk itself, on the zero-copy transposed view "
+    "(304-334 us vs the peer's 335-350 us, thread CPU time), plus ~8 us of checks and array conversion; "
+    + _OPENBLAS_SPIN
 )
 
 
@@ -52,7 +61,7 @@ def _gemm_cases(sizes):
                 An, Bn = np.asfortranarray(A.numpy()), np.asfortranarray(B.numpy())
                 yield Case("trnblas", f"gemm {n}^3 float64", lambda A=A, B=B: trnblas.gemm(1.0, A, B),
                            ref_name, lambda An=An, Bn=Bn, ref=ref: ref(1.0, An, Bn),
-                           note=_GEMM64_F64_NOTE if n == 64 else _OPENBLAS_SPIN_NOTE)
+                           note=_GEMM64_F64_NOTE if n == 64 else _GEMM_F64_NOTE)
 
 
 def _small_cases(n: int = 64):
@@ -98,7 +107,7 @@ def cases(quick: bool = True):
     A = torch.randn(n, n, generator=g, dtype=torch.float64)
     An = np.asfortranarray(A.numpy())
     yield Case("trnblas", f"syrk {n} float64", lambda: trnblas.syrk(1.0, A, fill="triangle"),  # as dsyrk
-               "scipy dsyrk", lambda: sblas.dsyrk(1.0, An), note=_OPENBLAS_SPIN_NOTE)
+               "scipy dsyrk", lambda: sblas.dsyrk(1.0, An), note=_SYRK_F64_NOTE)
     T = torch.eye(n, dtype=torch.float64) * n + torch.randn(n, n, generator=g, dtype=torch.float64).triu()
     Tn = np.asfortranarray(T.numpy())
     yield Case("trnblas", f"trsm {n} float64", lambda: trnblas.trsm(1.0, T, A),
