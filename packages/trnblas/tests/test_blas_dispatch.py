@@ -125,7 +125,7 @@ def test_gemm_lowering_receives_canonical_arguments(override):
 
 def test_batched_syrk_trsm_lowerings_receive_canonical_arguments(override):
     bspy = Spy(lambda alpha, A, B, beta, C, tA, tB: torch.zeros(A.shape[0], A.shape[1], B.shape[2]))
-    sspy = Spy(lambda alpha, A, beta, C, trans, uplo: torch.zeros(A.shape[1], A.shape[1]))
+    sspy = Spy(lambda alpha, A, beta, C, trans, uplo, full: torch.zeros(A.shape[1], A.shape[1]))
     tspy = Spy(lambda alpha, A, B, side, uplo, trans, diag: torch.zeros_like(B))
     override(L.BATCHED_GEMM, bspy)
     override(L.SYRK, sspy)
@@ -136,13 +136,13 @@ def test_batched_syrk_trsm_lowerings_receive_canonical_arguments(override):
         alpha, A3, B3, beta, C3, tA, tB = bspy.calls[0]
         assert A3.shape == (2, 3, 4) and B3.shape == (2, 4, 5) and C3 is not None and beta == 0.5
         trnblas.syrk(1.0, torch.ones(4, 3), trans="t", uplo="lower")
-        assert sspy.calls[0][2:] == (0.0, None, "T", "L")
+        assert sspy.calls[0][2:] == (0.0, None, "T", "L", True)  # fill=None without C: the whole matrix
         trnblas.trsm(1.0, torch.eye(3), torch.ones(3, 2), side="left", uplo="lower", trans="C", diag="unit")
         assert tspy.calls[0][3:] == ("L", "L", "T", "U")
 
 
 def test_syrk_beta_zero_restores_other_triangle_whatever_the_lowering(override):
-    override(L.SYRK, lambda alpha, A, beta, C, trans, uplo: torch.ones(3, 3).triu())
+    override(L.SYRK, lambda alpha, A, beta, C, trans, uplo, full: torch.ones(3, 3).triu())
     C = torch.full((3, 3), 5.0)
     with trnsci.use_backend("simulator"):
         R = trnblas.syrk(1.0, torch.ones(3, 2), 0.0, C)

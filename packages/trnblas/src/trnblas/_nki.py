@@ -152,7 +152,7 @@ def _batched_gemm_nki(alpha, A, B, beta, C, transA, transB):
     return _finish(_run_any_gemm(batched_gemm_kernel, A, B, transA, transB), alpha, beta, C, A.dtype)
 
 
-def _syrk_counts(alpha, A, beta, C, trans, uplo):
+def _syrk_counts(alpha, A, beta, C, trans, uplo, full=False):
     n, k = la.op_shape(A, trans)
     size = A.element_size()
     if not syrk_fits(k, n, size):
@@ -161,7 +161,7 @@ def _syrk_counts(alpha, A, beta, C, trans, uplo):
 
 
 @SYRK.lowering("nki", dtypes=KERNEL_DTYPES, counts=_syrk_counts)
-def _syrk_nki(alpha, A, beta, C, trans, uplo):
+def _syrk_nki(alpha, A, beta, C, trans, uplo, full=False):
     X = (A.mT if trans == "N" else A).contiguous()  # [k, n]
     k, n = X.shape
     if syrk_fits(k, n, X.element_size()):
@@ -169,7 +169,7 @@ def _syrk_nki(alpha, A, beta, C, trans, uplo):
     else:  # X does not fit SBUF at once: full product through the GEMM kernel
         P = _run_gemm_kernel(gemm_kernel, X, X)
     R = _finish(P, alpha, beta, C, A.dtype)  # only the uplo triangle is meaningful
-    return la.merge_triangle(R, C, uplo, False, False)
+    return la.merge_triangle(R, C, uplo, full, False)  # full: mirrored on the host
 
 
 def trsm_operands(alpha, A, B, side, uplo, trans, diag):

@@ -484,7 +484,7 @@ def _dgmm_nki(A, x, side):
     return nki.run(dgmm_kernel, A.contiguous(), x.contiguous(), left=side == "L", out_dtype=A.dtype)
 
 
-def _syr2k_counts(alpha, A, B, beta, C, trans, uplo):
+def _syr2k_counts(alpha, A, B, beta, C, trans, uplo, full=False):
     n, k = la.op_shape(A, trans)
     size = A.element_size()
     if not syr2k_fits(k, n, size):
@@ -493,7 +493,7 @@ def _syr2k_counts(alpha, A, B, beta, C, trans, uplo):
 
 
 @L3.SYR2K.lowering("nki", dtypes=KERNEL_DTYPES, counts=_syr2k_counts)
-def _syr2k_nki(alpha, A, B, beta, C, trans, uplo):
+def _syr2k_nki(alpha, A, B, beta, C, trans, uplo, full=False):
     a, b = la.op(A, trans), la.op(B, trans)  # [n, k]
     k, n = a.shape[1], a.shape[0]
     if syr2k_fits(k, n, A.element_size()):  # x = a^T, z = b^T: the kernel adds a b^T + b a^T
@@ -503,4 +503,4 @@ def _syr2k_nki(alpha, A, B, beta, C, trans, uplo):
         z = torch.cat([b.mT, a.mT]).contiguous()
         P = _run_gemm_kernel(gemm_kernel, x, z)
     R = _finish(P, alpha, beta, C, A.dtype)  # only the uplo triangle is meaningful
-    return la.merge_triangle(R, C, uplo, False, False)
+    return la.merge_triangle(R, C, uplo, full, False)  # full: mirrored on the host

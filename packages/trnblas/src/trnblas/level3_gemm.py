@@ -19,8 +19,10 @@ import math
 
 import torch
 
+from trnblas import _host
 from trnsci import _linalg as la
 from trnsci import _validate as v
+from trnsci import routes
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
 from trnsci.settled import call, public, settles
@@ -78,19 +80,19 @@ _LOWP = (torch.bfloat16, torch.float16)
 @GEAM.lowering("torch")
 def _geam_torch(alpha, A, beta, B, tA, tB):
     dtype = A.dtype
-    a = la.op(A.float() if dtype in _LOWP else A, tA)
-    R = torch.mul(a, alpha)
+    if dtype in _LOWP:  # computed in float32, rounded once
+        return _geam_torch(alpha, A.float(), beta, None if B is None else B.float(), tA, tB).to(dtype)
+    R = torch.mul(A if tA == "N" else la.op(A, tA), alpha)  # one new tensor, B added into it
     if B is not None:
-        R.add_(la.op(B.float() if dtype in _LOWP else B, tB), alpha=beta)
-    return R.to(dtype).contiguous()
+        R.add_(B if tB == "N" else la.op(B, tB), alpha=beta)
+    return R.contiguous()  # a transposed op(A) gives a transposed layout
 
 
 @DGMM.lowering("torch")
 def _dgmm_torch(A, x, side):
-    dtype = A.dtype
-    if dtype in _LOWP:
-        A, x = A.float(), x.float()
-    return (A * (x[:, None] if side == "L" else x)).to(dtype)
+    if A.dtype in _LOWP:  # computed in float32, rounded once
+        return _dgmm_torch(A.float(), x.float(), side).to(A.dtype)
+    return A * (x.unsqueeze(1) if side == "L" else x)
 
 
 def _product(mm, addmm, alpha, a, b, beta, C):
@@ -116,6 +118,10 @@ def _gemm_torch(alpha, A, B, beta, C, transA, transB):
     a = A if transA == "N" else la.op(A, transA)
     b = B if transB == "N" else la.op(B, transB)
     if C is None or beta == 0:  # _product inlined: this is the hottest path of the library
+        # torch.mm, NumPy's matmul or SciPy's ?gemm: whichever measured faster for this class here (trnblas._host)
+        route = _host.gemm_route(a, b)
+        if route != "torch":
+            return _host.gemm_host(route, alpha, a, b)
         R = torch.mm(a, b)
         if alpha != 1:
             R.mul_(alpha)
@@ -128,8 +134,14 @@ def _(alpha, A, B, beta, C, transA, transB):
     if A.dtype in _LOWP or transA != "N" or transB != "N":
         return None
     if C is None or beta == 0:
-        return (torch.mm, (1, 2)) if alpha == 1 else None
+        # torch.mm directly only where the measured host route of this class is torch (trnblas._host);
+        # otherwise the settled route runs the lowering, which asks the route on every call
+        return (torch.mm, (1, 2)) if alpha == 1 and _host.gemm_route(A, B) == "torch" else None
     return torch.addmm, (4, 1, 2, ("beta", 3), ("alpha", 0))
+
+
+# a settled route that calls torch.mm embodies a host-route choice: dropped whenever the choices may change
+routes.on_change(lambda: GEMM.settled.clear())
 
 
 @BATCHED_GEMM.lowering("torch")
@@ -137,6 +149,15 @@ def _batched_gemm_torch(alpha, A, B, beta, C, transA, transB):
     if A.dtype in _LOWP:
         return _lowp(_batched_gemm_torch, alpha, A, B, beta, C, transA, transB)
     return _product(torch.bmm, torch.baddbmm, alpha, la.op(A, transA), la.op(B, transB), beta, C)
+
+
+@settles(_batched_gemm_torch)
+def _(alpha, A, B, beta, C, transA, transB):
+    if A.dtype in _LOWP or transA != "N" or transB != "N":
+        return None
+    if C is None or beta == 0:
+        return (torch.bmm, (1, 2)) if alpha == 1 else None
+    return torch.baddbmm, (4, 1, 2, ("beta", 3), ("alpha", 0))
 
 
 @GEMM_EX.lowering("torch")
@@ -219,7 +240,7 @@ def _run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k):
 
 
 def _batched(alpha, A3, B3, beta, C3, tA, tB, m, n, k):
-    return BATCHED_GEMM(alpha, A3, B3, beta, C3 if beta != 0 else None, tA, tB)
+    return call(BATCHED_GEMM, alpha, A3, B3, beta, C3 if beta != 0 else None, tA, tB)
 
 
 def _scalars(where, alpha, beta, dtype, real=False):
@@ -370,7 +391,7 @@ def _batched_public(where, alpha, A, B, beta, C, transA, transB, broadcast: bool
     return _batched(alpha, A, B, beta, C, tA, tB, m, n, k)
 
 
-@numpy_io
+@public(BATCHED_GEMM, "scalar tensor tensor scalar tensor? flag flag")  # lists of matrices run in full
 def batched_gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None):
     """A batch of GEMMs with one shape: ``R[i] = alpha op(A[i]) op(B[i]) + beta C[i]``.
 
@@ -584,7 +605,7 @@ def _check_c_shape(where, A, B, C, m, n):
 
 # ===================================================================== extensions
 
-@numpy_io
+@public(GEAM, "scalar tensor scalar tensor flag flag")
 def geam(alpha, A, beta, B, transA=False, transB=False, *, out=None):
     """Matrix add with transposes (``cublas<t>geam``): ``alpha op(A) + beta op(B)``.
 
@@ -633,11 +654,11 @@ def geam(alpha, A, beta, B, transA=False, transB=False, *, out=None):
     elif alpha == 0:  # A unread: beta op(B)
         R = GEAM(beta, B, 0.0, None, tB, "N")
     else:  # B unread when beta == 0
-        R = GEAM(alpha, A, beta, B if beta != 0 else None, tA, tB)
+        R = call(GEAM, alpha, A, beta, B if beta != 0 else None, tA, tB)
     return v.finish(R, out, where)
 
 
-@numpy_io
+@public(DGMM, "tensor tensor flag")
 def dgmm(A, x, side="left", *, out=None):
     """Multiply by a diagonal matrix (``cublas<t>dgmm``): ``diag(x) A`` or ``A diag(x)``.
 
@@ -676,5 +697,5 @@ def dgmm(A, x, side="left", *, out=None):
                          f"({'rows' if s == 'L' else 'columns'} of A)", A=A, x=x)
     if A.numel() == 0:
         return v.finish(A.clone(), out, where)
-    return v.finish(DGMM(A, x, s), out, where)
+    return v.finish(call(DGMM, A, x, s), out, where)
 

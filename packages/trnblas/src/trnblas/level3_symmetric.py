@@ -1,13 +1,14 @@
 """BLAS level 3, symmetric and Hermitian: ``symm``, ``hemm``, ``syrk``, ``herk``, ``syr2k``, ``her2k``.
 
-Op ``SYRK`` ``(alpha, A, beta, C, trans, uplo)``: the ``uplo`` triangle
-computed, the other one copied from ``C`` (zeros if None); the public
-functions mirror it into the whole matrix when the caller gave no ``C``
-(see ``fill``); torch lowering
+Op ``SYRK`` ``(alpha, A, beta, C, trans, uplo, full)``: the ``uplo``
+triangle computed, the other one copied from ``C`` (zeros if None), or --
+``full`` -- mirrored from the computed one (the whole symmetric matrix: the
+public functions' ``fill``), so a lowering whose product is symmetric
+already (SYR2K's ``P + P^T``) skips every triangle pass; torch lowering
 here, NKI lowering in :mod:`trnblas._nki`. ``symm``/``hemm`` expand the
 stored triangle and run ``GEMM``. Op ``SYR2K`` ``(alpha, A, B, beta, C,
-trans, uplo)`` (real data: ``syr2k``, and ``her2k`` on real data) has the
-same contract as ``SYRK``; complex ``herk``/``her2k``/``syr2k`` form the
+trans, uplo, full)`` (real data: ``syr2k``, and ``her2k`` on real data) has
+the same contract as ``SYRK``; complex ``herk``/``her2k``/``syr2k`` form the
 full product through ``GEMM`` (its complex64 kernel composition).
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from trnblas import _host
 from trnblas.level3_gemm import _cplx, _product, _run_gemm, _scalars, _scaled
 from trnsci import _linalg as la
 from trnsci import _validate as v
@@ -24,31 +26,43 @@ from trnsci.dispatch import Op
 __all__ = ["symm", "hemm", "syrk", "herk", "syr2k", "her2k", "SYRK", "SYR2K"]
 
 
-def _syrk_flops(alpha, A, beta, C, trans, uplo):
+def _syrk_flops(alpha, A, beta, C, trans, uplo, full=False):
     n, k = la.op_shape(A, trans)
     return n * n * k * _cplx(A)
 
 
-def _syrk_describe(alpha, A, beta, C, trans, uplo):
+def _syrk_describe(alpha, A, beta, C, trans, uplo, full=False):
     n, k = la.op_shape(A, trans)
-    return f"{n}x{n} triangle {uplo!r} of op(A) op(A)^T, op(A) {n}x{k}   (trans={trans!r})"
+    what = f"{n}x{n} triangle {uplo!r}" + (" (mirrored: the whole matrix)" if full else "")
+    return f"{what} of op(A) op(A)^T, op(A) {n}x{k}   (trans={trans!r})"
 
 
 SYRK = Op(
     "trnblas.syrk", "flops", 512**3, size=_syrk_flops, describe=_syrk_describe,
-    doc="one triangle of C = alpha op(A) op(A)^T + beta C; flops = n^2 k",
+    doc="one triangle (or, full, the whole) of C = alpha op(A) op(A)^T + beta C; flops = n^2 k",
 )
 
 _SYRK_BLOCK = 512  # block rows of this height; below four blocks one full GEMM was faster (measured)
 
 
 @SYRK.lowering("torch")
-def _syrk_torch(alpha, A, beta, C, trans, uplo):
-    """One GEMM per block row, each covering only the ``uplo`` side: about half of a full GEMM's flops."""
+def _syrk_torch(alpha, A, beta, C, trans, uplo, full=False):
+    """SciPy's ?syrk or torch (:func:`_syrk_on_torch`), as measured; then the mirror when ``full``."""
     if A.dtype in (torch.bfloat16, torch.float16):  # computed in float32, rounded once
-        R = _syrk_torch(alpha, A.float(), beta, None if C is None else C.float(), trans, uplo).to(A.dtype)
-        return R if C is None else la.merge_triangle(R, C, uplo, False, False)
+        R = _syrk_torch(alpha, A.float(), beta, None if C is None else C.float(), trans, uplo, full).to(A.dtype)
+        return R if C is None or full else la.merge_triangle(R, C, uplo, False, False)
     a = A if trans == "N" else A.mT  # (n, k)
+    # SciPy's ?syrk (half the flops, no triangle pass) or torch below, whichever measured faster for
+    # this class here (trnblas._host); the torch candidate is exactly the torch route
+    if _host.syrk_uses_blas(a, C, uplo == "U", lambda: _syrk_on_torch(1.0, a, 1.0, C, uplo)):
+        R = _host.syrk_blas(alpha, a, beta, C, uplo == "U")
+    else:
+        R = _syrk_on_torch(alpha, a, beta, C, uplo)
+    return la.merge_triangle(R, None, uplo, True, False) if full else R
+
+
+def _syrk_on_torch(alpha, a, beta, C, uplo):
+    """One GEMM per block row, each covering only the ``uplo`` side: about half of a full GEMM's flops."""
     n = a.shape[0]
     if n < 4 * _SYRK_BLOCK:
         R = _product(torch.mm, torch.addmm, alpha, a, a.mT, beta, C)
@@ -67,14 +81,17 @@ def _syrk_torch(alpha, A, beta, C, trans, uplo):
 
 SYR2K = Op(
     "trnblas.syr2k", "flops", 512**3, size=lambda al, A, B, *r: 2 * _syrk_flops(al, A, *r),
-    describe=lambda al, A, B, beta, C, trans, uplo: _syrk_describe(al, A, beta, C, trans, uplo).replace(
-        "op(A) op(A)^T", "op(A) op(B)^T + op(B) op(A)^T"),
-    doc="one triangle of C = alpha (op(A) op(B)^T + op(B) op(A)^T) + beta C (real data); flops = 2 n^2 k",
+    describe=lambda al, A, B, beta, C, trans, uplo, full=False: _syrk_describe(
+        al, A, beta, C, trans, uplo, full).replace("op(A) op(A)^T", "op(A) op(B)^T + op(B) op(A)^T"),
+    doc="one triangle (or, full, the whole) of C = alpha (op(A) op(B)^T + op(B) op(A)^T) + beta C (real data); "
+        "flops = 2 n^2 k",
 )
 
 
 @SYR2K.lowering("torch")
-def _syr2k_torch(alpha, A, B, beta, C, trans, uplo):
+def _syr2k_torch(alpha, A, B, beta, C, trans, uplo, full=False):
+    """One GEMM ``P = alpha a b^T``; ``P + P^T`` is exactly symmetric (x + y == y + x), so the whole
+    matrix without ``C`` needs no triangle pass at all."""
     dtype = A.dtype
     lowp = dtype in (torch.bfloat16, torch.float16)
     a, b = la.op(A, trans), la.op(B, trans)
@@ -86,9 +103,10 @@ def _syr2k_torch(alpha, A, B, beta, C, trans, uplo):
     if alpha != 1:
         P.mul_(alpha)
     R = P + P.mT
-    if C0 is not None and beta != 0:
-        R.add_(C0, alpha=beta)
-    return la.merge_triangle(R.to(dtype), C, uplo, False, False)
+    if C0 is None or beta == 0:
+        return R.to(dtype) if full else la.merge_triangle(R.to(dtype), C, uplo, False, False)
+    R.add_(C0, alpha=beta)
+    return la.merge_triangle(R.to(dtype), C, uplo, full, False)
 
 
 # ===================================================================== symmetric / Hermitian
@@ -231,9 +249,7 @@ def _quick_rank_k(alpha, beta, C, u, n, k, dtype, device, full, hermitian):
 
 def _finish_triangle(R, C, beta, u, full, hermitian):
     """After a lowering that ignored ``C`` (``beta == 0``): restore its other triangle."""
-    if full:
-        return la.merge_triangle(R, None, u, True, hermitian)
-    if beta == 0 and C is not None:
+    if beta == 0 and C is not None and not full:
         return la.merge_triangle(R, C, u, False, hermitian)
     return R
 
@@ -277,8 +293,11 @@ def syrk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
 
     Notes
     -----
-    Runs the ``trnblas.syrk`` operation (NKI kernel for float32/bfloat16);
-    the torch lowering computes the full product with one GEMM.
+    Runs the ``trnblas.syrk`` operation (NKI kernel for float32/bfloat16).
+    On the torch path real float32/float64 CPU data takes SciPy's ``?syrk``
+    or the full product with one ``torch.mm``, whichever measured faster on
+    this machine for the size class and thread count (:mod:`trnsci.routes`,
+    family ``trnblas.syrk``; ``TRNSCI_ROUTES=estimate`` keeps torch).
 
     Examples
     --------
@@ -295,7 +314,7 @@ def syrk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
     alpha, beta = _scalars(where, alpha, beta, A.dtype)
     if alpha == 0 or k == 0 or n == 0:
         return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, False), out, where)
-    R = SYRK(alpha, A, beta, C if beta != 0 else None, t, u)
+    R = SYRK(alpha, A, beta, C if beta != 0 else None, t, u, full)
     return v.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
 
 
@@ -346,7 +365,7 @@ def herk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
     if not A.is_complex():
         if alpha == 0 or k == 0 or n == 0:
             return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, False), out, where)
-        R = SYRK(alpha, A, beta, C if beta != 0 else None, t, u)
+        R = SYRK(alpha, A, beta, C if beta != 0 else None, t, u, full)
         return v.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
     if alpha == 0 or k == 0 or n == 0:
         return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, True), out, where)
@@ -366,7 +385,7 @@ def _rank_2k(where, alpha, A, B, beta, C, trans, uplo, fill, hermitian, out):
     if alpha == 0 or k == 0 or n == 0:
         return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, herm), out, where)
     if not A.is_complex():
-        R = SYR2K(alpha, A, B, beta, C if beta != 0 else None, t, u)
+        R = SYR2K(alpha, A, B, beta, C if beta != 0 else None, t, u, full)
         return v.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
     # complex: P = alpha a b^H (her2k) or alpha a b^T through GEMM (its complex64 kernel path, or torch)
     tb = ("C" if herm else "T") if t == "N" else "N"  # op(B)^H / op(B)^T as an op of B itself

@@ -141,10 +141,8 @@ def merge_triangle(R: torch.Tensor, C: torch.Tensor | None, code: str, full: boo
     matrix.
     """
     n = R.shape[-1]
-    if full:
-        keep = R.triu() if code == "U" else R.tril()
-        strict = keep.triu(1) if code == "U" else keep.tril(-1)
-        return keep + (strict.mH if hermitian else strict.mT)
+    if full:  # one pass (selecting, not adding: half the time of triu + triu(1) + add)
+        return torch.where(triangle_mask(n, code, R.device), R, R.mH if hermitian else R.mT)
     if C is None:
         return R.triu_() if code == "U" else R.tril_()
     return torch.where(triangle_mask(n, code, R.device), R, C)
