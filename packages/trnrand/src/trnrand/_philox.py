@@ -359,6 +359,7 @@ def _put(o: np.ndarray, cols) -> None:
 _Z24, _Z53, _Z6 = _z(0xFFFFFF00), _z(0xFFFFFFE0), _z(0xFFFFFFC0)  # keep 24 bits / 27 bits / 26 bits of a word
 _Z27, _ONE24, _ONE53 = _z(27), _z(1 << 8), _z(1 << 6)
 _F2M32, _F2M59 = np.array(2.0**-32, dtype=np.float32), np.array(2.0**-59)
+_Z24_32, _ONE24_32, _Z53_32, _Z6_32 = (np.array(v, np.uint32) for v in (0xFFFFFF00, 1 << 8, 0xFFFFFFE0, 0xFFFFFFC0))
 
 
 def words(seed: int, subsequence: int, start: int, n: int, device="cpu") -> torch.Tensor:
@@ -377,6 +378,65 @@ def words(seed: int, subsequence: int, start: int, n: int, device="cpu") -> torc
     return _to_device(out.reshape(-1)[lead:lead + n].view(np.int64), device)
 
 
+# ---- read-ahead for small sequential draws ----------------------------------------------------------------------
+#
+# A small draw is bound by the ~45 ufunc calls of one pass through the rounds, whatever its width (below ~1000
+# blocks). A run of small draws from one generator reads consecutive words, so the second draw in a row that
+# starts where the previous one ended computes _AHEAD blocks at once into this thread's buffer and the next
+# draws read their words from it: the rounds' fixed cost is paid once per _AHEAD blocks. The buffer holds words
+# of the stream, a pure function of (seed, subsequence, word index): it is keyed by (seed, subsequence) and
+# replaced when either changes (a reseed), so it never serves words of another stream.
+_AHEAD = _CHUNK  # blocks per refill (256 KiB of words): one bulk chunk, the widest at the lowest cost per block
+_AHEAD_MAX = 1024  # draws of at most this many blocks may use the buffer; larger ones are proportional anyway
+
+
+class _Ahead:
+    """One thread's read-ahead: words lo .. lo+n-1 of stream ``key`` in ``buf`` (n = 0: none); ``end`` is the
+    word after the thread's last small draw of that stream."""
+
+    __slots__ = ("key", "lo", "n", "buf", "end")
+
+    def __init__(self):
+        self.key, self.lo, self.n, self.buf, self.end = None, 0, 0, None, -1
+
+
+def _fill_words(seed: int, subsequence: int, b0: int, nb: int, reuse=None) -> np.ndarray:
+    """Words of blocks b0 .. b0+nb-1 as a flat uint32 array, written into ``reuse`` when it has that size."""
+    buf = reuse.reshape(nb, 4) if reuse is not None and reuse.size == 4 * nb else np.empty((nb, 4), np.uint32)
+
+    def sink(s, m, lanes, prods):
+        o = buf[s:s + m]  # the uint64 -> uint32 assignment keeps the low word: the products' junk goes
+        o[:, 0], o[:, 1], o[:, 2], o[:, 3] = lanes[0], prods[1], lanes[1], prods[0]
+
+    _blocks(seed, subsequence, b0, nb, sink)
+    return buf.reshape(-1)
+
+
+def _ahead_words(seed: int, subsequence: int, start: int, nwords: int):
+    """uint32 words start .. start+nwords-1 from this thread's read-ahead buffer, or None: compute them directly.
+
+    The result is a view of the buffer, valid until this thread's next draw: convert it, never return it.
+    """
+    st = _local.__dict__.get("ahead")
+    if st is None:
+        st = _local.ahead = _Ahead()
+    key = (seed, subsequence)
+    end = start + nwords
+    if st.key == key:
+        if st.lo <= start and end <= st.lo + st.n:
+            st.end = end
+            return st.buf[start - st.lo:end - st.lo]
+        if start == st.end:  # the second draw in a row: read ahead from here
+            b0 = start // 4
+            nb = min(max(_AHEAD, (end - 1) // 4 + 1 - b0), (1 << 64) - b0)  # never past the counter's last block
+            st.n = 0  # the buffer is rewritten: nothing in it is valid until the fill is complete
+            st.buf = _fill_words(seed, subsequence, b0, nb, st.buf)
+            st.lo, st.n, st.end = 4 * b0, 4 * nb, end
+            return st.buf[start - st.lo:end - st.lo]
+    st.key, st.n, st.end = key, 0, end  # another stream (a reseed): its words are never served again
+    return None
+
+
 def uniform32(seed: int, subsequence: int, start: int, n: int, device="cpu", open_low=False) -> torch.Tensor:
     """``_unit(words(...), float32, open_low)`` fused: per chunk, in cache, no word array.
 
@@ -387,6 +447,13 @@ def uniform32(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
     if n <= 0:
         return torch.empty(0, dtype=torch.float32, device=device)
     b0, nb, lead = _span(start, n)
+    if nb <= _AHEAD_MAX:
+        w = _ahead_words(seed, subsequence, start, n)
+        if w is not None:  # the same map on the buffered words: keep 24 bits (+ 2**8), cast (exact), scale
+            u = _and(w, _Z24_32)
+            if open_low:
+                _add(u, _ONE24_32, u)
+            return _to_device(_mul(u, _F2M32, dtype=np.float32, casting="unsafe"), device)
     out = _out((nb, 4), np.float32)
 
     def sink(s, m, lanes, prods):
@@ -423,6 +490,16 @@ def uniform64(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
     """
     if n <= 0:
         return torch.empty(0, dtype=torch.float64, device=device)
+    if n <= 2 * _AHEAD_MAX:
+        w = _ahead_words(seed, subsequence, start, 2 * n)
+        if w is not None:  # the same map on buffered word pairs
+            w = w.reshape(n, 2)
+            v = _and(w[:, 0], _Z53_32, dtype=_U64)
+            np.left_shift(v, _Z27, v)
+            np.bitwise_or(v, _and(w[:, 1], _Z6_32), v)
+            if open_low:
+                _add(v, _ONE53, v)
+            return _to_device(_mul(v.view(np.int64), _F2M59), device)
     b0, r = start // 4, start % 4
     lead = r // 2  # pairs of block b0 before the draw's first
     nb = (n + lead + 1) // 2

@@ -1,0 +1,99 @@
+"""The host stream's read-ahead for small sequential draws, against the independent pure-Python Philox
+(ref_philox): it must give exactly the documented stream's bits."""
+
+import random
+
+import ref_philox
+import torch
+
+import trnrand
+from trnrand import _philox
+
+F24, F53 = 2.0**-24, 2.0**-53
+
+
+def _u32(seed, sub, j, open_low=False):
+    return ((ref_philox.stream_word(seed, sub, j) >> 8) + open_low) * F24
+
+
+def _u64(seed, sub, j, open_low=False):
+    w0, w1 = ref_philox.stream_word(seed, sub, j), ref_philox.stream_word(seed, sub, j + 1)
+    return (((w0 >> 5) << 26 | (w1 >> 6)) + open_low) * F53
+
+
+def _check(x, seed, sub, start, wps, open_low=False, picks=4, rng=random.Random(0)):
+    """Samples at both ends and a few inside equal the reference (exact: every value is a dyadic rational)."""
+    n = x.numel()
+    ref = _u32 if wps == 1 else _u64
+    for i in sorted({0, n - 1, *(rng.randrange(n) for _ in range(picks))}):
+        assert float(x[i]) == ref(seed, sub, start + wps * i, open_low), (start, i)
+
+
+def _buffered(seed, sub):
+    st = _philox._local.__dict__.get("ahead")
+    return st is not None and st.key == (seed, sub) and st.n > 0
+
+
+def test_sequential_small_draws_read_ahead_and_cross_refills():
+    seed, sub = 2**63 + 11, 3
+    g = trnrand.Generator(seed=seed, subsequence=sub)
+    sizes = [1000, 1000, 7, 1, 3001] + [4096] * 17 + [333, 1000]  # past one refill (4 * _AHEAD words)
+    assert sum(sizes) > 4 * _philox._AHEAD
+    used = 0
+    for k, n in enumerate(sizes):
+        dtype = torch.float64 if k % 5 == 3 else torch.float32
+        start = g.position()
+        x = trnrand.uniform(n, dtype=dtype, generator=g)
+        _check(x, seed, sub, start, 2 if dtype == torch.float64 else 1)
+        used += _buffered(seed, sub)
+    assert used >= len(sizes) - 2  # every draw after the first (and the one that starts the run) read the buffer
+
+
+def test_open_low_maps_from_the_buffer():
+    seed, sub, start = 5, 0, 4 * 1000 + 1
+    for open_low in (False, True):
+        pos = start
+        for n in (900, 900, 901):  # the second and third come from the buffer
+            x = _philox.uniform32(seed, sub, pos, n, open_low=open_low)
+            _check(x, seed, sub, pos, 1, open_low)
+            pos += n
+        assert _buffered(seed, sub)
+        for n in (450, 451):
+            x = _philox.uniform64(seed, sub, pos, n, open_low=open_low)
+            _check(x, seed, sub, pos, 2, open_low)
+            pos += 2 * n
+
+
+def test_the_buffer_does_not_outlive_a_reseed_or_another_stream():
+    g = trnrand.Generator(seed=1)
+    for _ in range(3):
+        trnrand.uniform(1000, generator=g)
+    assert _buffered(1, 0)
+    g.manual_seed(2)  # the same positions of another key
+    for _ in range(3):
+        start = g.position()
+        _check(trnrand.uniform(1000, generator=g), 2, 0, start, 1)
+    assert _buffered(2, 0) and not _buffered(1, 0)
+    g.manual_seed(1)  # back to the first key from word 0
+    _check(trnrand.uniform(1000, generator=g), 1, 0, 0, 1)
+    # two generators of different seeds, alternating on one thread: each gets its own stream
+    a, b = trnrand.Generator(seed=7), trnrand.Generator(seed=8, subsequence=1)
+    for _ in range(3):
+        for gen, seed, sub in ((a, 7, 0), (b, 8, 1)):
+            start = gen.position()
+            _check(trnrand.uniform(1000, generator=gen), seed, sub, start, 1)
+    # a jump back inside the buffered range, and a set_state restore, read the same words again
+    g = trnrand.Generator(seed=9)
+    first = [trnrand.uniform(1000, generator=g) for _ in range(3)]
+    g.advance_to(1000)
+    assert torch.equal(trnrand.uniform(1000, generator=g), first[1])
+
+
+def test_draws_at_the_end_of_the_counter_read_no_block_past_it():
+    seed, sub = 3, 2**64 - 1
+    start = 4 * 2**64 - 3000
+    g = trnrand.Generator(seed=seed, subsequence=sub, offset=start)
+    for n in (1000, 1000, 999):
+        pos = g.position()
+        _check(trnrand.uniform(n, generator=g), seed, sub, pos, 1)
+    assert g.position() == 4 * 2**64 - 1
