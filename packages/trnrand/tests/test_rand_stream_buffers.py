@@ -1,13 +1,15 @@
-"""The host stream's read-ahead for small sequential draws, against the independent pure-Python Philox
-(ref_philox): it must give exactly the documented stream's bits."""
+"""The host stream's read-ahead for small sequential draws and its threaded chunk route, against the
+independent pure-Python Philox (ref_philox): both must give exactly the documented stream's bits."""
 
 import random
 
+import pytest
 import ref_philox
 import torch
 
 import trnrand
 from trnrand import _philox
+from trnsci import routes
 
 F24, F53 = 2.0**-24, 2.0**-53
 
@@ -97,3 +99,47 @@ def test_draws_at_the_end_of_the_counter_read_no_block_past_it():
         pos = g.position()
         _check(trnrand.uniform(n, generator=g), seed, sub, pos, 1)
     assert g.position() == 4 * 2**64 - 1
+
+
+@pytest.fixture
+def two_threads():
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(old)
+
+
+def test_threaded_chunks_give_the_stream(two_threads):
+    # chunks of one draw on two threads (forced): the words at every chunk seam are the reference's
+    seed, sub, start = 2**64 - 5, 9, 4 * (2**32 - 20000) + 3  # odd start; the block index carries in the draw
+    n = 4 * (3 * _philox._CHUNK + 50)
+    with routes.force("threads"):
+        w = _philox.words(seed, sub, start, n)
+        u = _philox.uniform32(seed, sub, start, n)
+        v = _philox.uniform64(seed, sub, start, n // 2)
+    seams = [4 * k * _philox._CHUNK for k in (1, 2, 3)] + [4 * 20000 - 3]
+    idx = sorted({i + d for i in [0, n - 4, *seams] for d in range(-4, 4) if 0 <= i + d < n})
+    assert [int(w[i]) for i in idx] == [ref_philox.stream_word(seed, sub, start + i) for i in idx]
+    assert [float(u[i]) for i in idx] == [_u32(seed, sub, start + i) for i in idx]
+    assert [float(v[i // 2]) for i in idx[::2]] == [_u64(seed, sub, start + 2 * (i // 2)) for i in idx[::2]]
+    # normals: the same per-chunk map on either route (their reference is the word map, tested elsewhere)
+    for dtype in (torch.float32, torch.float64):
+        with routes.force("threads"):
+            z = _philox.normals(seed, sub, start, 3 * _philox._CHUNK, dtype)
+        with routes.force("serial"):
+            assert torch.equal(z, _philox.normals(seed, sub, start, 3 * _philox._CHUNK, dtype))
+
+
+def test_measure_mode_times_both_chunk_routes(two_threads, monkeypatch):
+    monkeypatch.setenv("TRNSCI_ROUTES", "measure")
+    routes.forget()
+    seed, n = 4, 4 * (2 * _philox._CHUNK) + 1
+    u = _philox.uniform32(seed, 0, 0, n)
+    _check(u, seed, 0, 0, 1)
+    (choice,) = [c for k, c in routes.remembered().items() if k.startswith("trnrand.stream|uniform32,")]
+    assert choice.origin == "measured" and set(choice.times) == {"serial", "threads"}
+    routes.forget()
+    torch.set_num_threads(1)  # one thread: no route to choose, nothing timed
+    _philox.uniform32(seed, 0, 0, n)
+    assert not [k for k in routes.remembered() if k.startswith("trnrand.stream|")]
+    routes.forget()

@@ -275,7 +275,7 @@ _mul, _xor, _and, _rsh, _add = np.multiply, np.bitwise_xor, np.bitwise_and, np.r
 
 
 def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink, last_mask: int = MASK,
-            extra: int = 0) -> None:
+            extra: int = 0, kind: str = "words") -> None:
     """Philox4x32-10 of blocks block0 .. block0+nblocks-1 of one subsequence, chunk by chunk into ``sink``.
 
     ``sink(start, m, lanes, prods)`` receives blocks ``start .. start+m-1`` (relative to block0) as two
@@ -283,20 +283,39 @@ def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink, last_m
     bits are (x3, x1) (high bits junk); with ``extra=1`` column m is the chunk's next block (the next chunk's
     first), for maps whose word groups straddle blocks. Both are scratch: the sink may overwrite them and
     must not keep them. A chunk never crosses a multiple of 2**32 blocks (counter word 1 is constant in it).
+
+    A draw of several chunks may run them on torch's threads (route ``"threads"``, chosen by measuring,
+    per ``kind`` of sink and number of chunks, see ``_route``): the sink is then called from several threads
+    at once, on disjoint chunks, so it must write only its own rows and use per-thread scratch.
     """
     ks = _key_schedule(seed)
     s0, s1 = subsequence & MASK, (subsequence >> 32) & MASK
     if nblocks + extra <= _SWAR:
         sink(0, nblocks, *_swar(seed, s0, s1, block0, nblocks + extra, last_mask))
         return
-    q1 = s0 * M1  # round 1's product of the constant word x2 = s0
-    x1 = q1 & MASK  # round 1's x1, a constant
-    r1 = _z(s1 ^ ks[0][1])
-    k0, k1 = ks[1]
+    spans = []
     start = 0
     while start < nblocks:
         c = block0 + start
         m = min(_CHUNK - extra, nblocks - start, (1 << 32) - (c & MASK))
+        spans.append((start, m))
+        start += m
+    args = (seed, s0, s1, ks, block0, extra, last_mask, sink)
+    if len(spans) > 1 and torch.get_num_threads() > 1 and _route(kind, len(spans), args, spans) == "threads":
+        _threaded(args, spans)
+    else:
+        _chunks(args, spans)
+
+
+def _chunks(args, spans) -> None:
+    """Run the chunks ``spans`` ((start, m) pairs) of a ``_blocks`` call on this thread, in order."""
+    seed, s0, s1, ks, block0, extra, last_mask, sink = args
+    q1 = s0 * M1  # round 1's product of the constant word x2 = s0
+    x1 = q1 & MASK  # round 1's x1, a constant
+    r1 = _z(s1 ^ ks[0][1])
+    k0, k1 = ks[1]
+    for start, m in spans:
+        c = block0 + start
         w = m + extra if (c & MASK) + m + extra <= 1 << 32 else m  # else the extra block is past the carry
         plan = _plan(w)
         (a0, a1), (b0, b1) = plan.bufs[1], plan.bufs[0]
@@ -322,7 +341,52 @@ def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink, last_m
             nl, npr = _swar(seed, s0, s1, c + m, extra, last_mask)
             lanes, prods = np.concatenate((lanes, nl), axis=1), np.concatenate((prods, npr), axis=1)
         sink(start, m, lanes, prods)
-        start += m
+
+
+# ---- chunks on several threads --------------------------------------------------------------------------------
+#
+# NumPy's ufuncs release the GIL inside their loops, and a chunk's ~45 calls run ~0.4 ms of loops for ~20 us
+# of Python: the chunks of one draw can run on torch's thread count of Python threads, each with its own
+# buffers (``_plan`` and ``_scratch`` are per thread). Whether that pays depends on the machine and its load,
+# so it is a measured route (trnsci.routes): per sink kind, chunk-count class and thread count.
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _executor(workers: int):
+    """The process's worker threads (grown on demand, never shrunk: idle workers cost nothing)."""
+    global _pool
+    import concurrent.futures
+
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < workers:
+            old, _pool = _pool, concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="trnrand")
+            if old is not None:
+                old.shutdown(wait=False)
+        return _pool
+
+
+def _threaded(args, spans) -> None:
+    """The chunks split into torch.get_num_threads() contiguous groups; group 0 on this thread."""
+    nt = min(torch.get_num_threads(), len(spans))
+    cut = [len(spans) * i // nt for i in range(nt + 1)]
+    groups = [spans[cut[i]:cut[i + 1]] for i in range(nt)]
+    futures = [_executor(nt - 1).submit(_chunks, args, g) for g in groups[1:]]
+    try:
+        _chunks(args, groups[0])
+    finally:
+        for f in futures:
+            f.result()  # waits for every group; re-raises a worker's error
+
+
+def _route(kind: str, nchunks: int, args, spans) -> str:
+    """"serial" or "threads" for a draw of ``nchunks`` chunks, measured once per key (both write the same)."""
+    from trnsci import routes
+
+    cls = (kind, 1 << (nchunks - 1).bit_length())
+    return routes.choose("trnrand.stream", cls, {"serial": lambda: _chunks(args, spans),
+                                                "threads": lambda: _threaded(args, spans)},
+                         default="serial", robust=True).route
 
 
 def _scratch(name: str, shape: tuple, dtype) -> np.ndarray:
@@ -465,7 +529,7 @@ def uniform32(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
         _put(o, ((0, lanes[0]), (1, prods[1]), (2, lanes[1]), (3, prods[0])))
         _mul(o, _F2M32, o)
 
-    _blocks(seed, subsequence, b0, nb, sink, last_mask=0xFFFFFF00)
+    _blocks(seed, subsequence, b0, nb, sink, last_mask=0xFFFFFF00, kind="uniform32")
     return _to_device(out.reshape(-1)[lead:lead + n], device)
 
 
@@ -523,7 +587,7 @@ def uniform64(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
         _put(o, ((0, v0), (1, v1)))
         _mul(o, _F2M59, o)
 
-    _blocks(seed, subsequence, b0, nb, sink, last_mask=0xFFFFFFC0 if odd else 0xFFFFFFE0, extra=odd)
+    _blocks(seed, subsequence, b0, nb, sink, last_mask=0xFFFFFFC0 if odd else 0xFFFFFFE0, extra=odd, kind="uniform64")
     return _to_device(out.reshape(-1)[lead:lead + n], device)
 
 
@@ -653,7 +717,7 @@ def normals(seed: int, subsequence: int, start: int, npairs: int, dtype, device=
                 _box_muller_np(prods[::-1, :m], a, (o[:, 0], o[:, 2]), (o[:, 1], o[:, 3]), False)
 
     last = 0xFFFFFF00 if not wide else (0xFFFFFFE0 if r % 2 == 0 else 0xFFFFFFC0)
-    _blocks(seed, subsequence, b0, nb, sink, last_mask=last, extra=extra)
+    _blocks(seed, subsequence, b0, nb, sink, last_mask=last, extra=extra, kind="normal64" if wide else "normal32")
     return _to_device(out.reshape(-1)[2 * lead:2 * (lead + npairs)], device)
 
 
