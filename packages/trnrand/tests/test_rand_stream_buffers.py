@@ -143,3 +143,21 @@ def test_measure_mode_times_both_chunk_routes(two_threads, monkeypatch):
     _philox.uniform32(seed, 0, 0, n)
     assert not [k for k in routes.remembered() if k.startswith("trnrand.stream|")]
     routes.forget()
+
+
+def test_route_timing_of_a_large_draw_runs_only_its_first_chunks(two_threads, monkeypatch):
+    # a draw of 10 chunks is timed on its first _ROUTE_CHUNKS and keyed in the largest class; the draw itself
+    # is still complete and right at its last chunk
+    monkeypatch.setenv("TRNSCI_ROUTES", "measure")
+    routes.forget()
+    seen = []
+    real = _philox._chunks
+    monkeypatch.setattr(_philox, "_chunks", lambda args, spans: (seen.append(len(spans)), real(args, spans)))
+    seed, n = 6, 4 * (10 * _philox._CHUNK) - 1
+    u = _philox.uniform32(seed, 0, 0, n)
+    _check(u, seed, 0, 0, 1)
+    chosen = {k: c for k, c in routes.remembered().items() if k.startswith("trnrand.stream|uniform32,")}
+    assert list(chosen) == [f"trnrand.stream|uniform32,{_philox._ROUTE_CHUNKS}|threads=2"]
+    final = 1 if next(iter(chosen.values())).route == "serial" else 2  # the draw: all 10 chunks, or 5 + 5
+    assert sum(seen[-final:]) == 10 and max(seen[:-final]) <= _philox._ROUTE_CHUNKS
+    routes.forget()

@@ -379,13 +379,21 @@ def _threaded(args, spans) -> None:
             f.result()  # waits for every group; re-raises a worker's error
 
 
+_ROUTE_CHUNKS = 8  # chunk-count classes 2, 4, 8 (8: any larger draw), each timed on at most its first 8 chunks
+
+
 def _route(kind: str, nchunks: int, args, spans) -> str:
-    """"serial" or "threads" for a draw of ``nchunks`` chunks, measured once per key (both write the same)."""
+    """"serial" or "threads" for a draw of ``nchunks`` chunks, measured once per key (both write the same).
+
+    The timing runs the draw's first chunks (at most _ROUTE_CHUNKS): past a few chunks per thread the
+    split costs the same per chunk, and a huge draw is not computed a dozen times to choose.
+    """
     from trnsci import routes
 
-    cls = (kind, 1 << (nchunks - 1).bit_length())
-    return routes.choose("trnrand.stream", cls, {"serial": lambda: _chunks(args, spans),
-                                                "threads": lambda: _threaded(args, spans)},
+    cls = (kind, min(1 << (nchunks - 1).bit_length(), _ROUTE_CHUNKS))
+    head = spans[:_ROUTE_CHUNKS]
+    return routes.choose("trnrand.stream", cls, {"serial": lambda: _chunks(args, head),
+                                                "threads": lambda: _threaded(args, head)},
                          default="serial", robust=True).route
 
 
