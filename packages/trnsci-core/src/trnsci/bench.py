@@ -472,6 +472,14 @@ def machine() -> dict:
             except ImportError:
                 info[f"version_{dist}"] = "not installed"
     try:
+        import scipy.linalg  # noqa: F401 -- its OpenBLAS too
+
+        from trnsci import hostblas
+
+        info["openblas_threads"] = [get() for get, _ in hostblas.pools()]
+    except ImportError:
+        pass
+    try:
         import numpy as np
 
         blas = np.show_config(mode="dicts").get("Build Dependencies", {}).get("blas", {})
