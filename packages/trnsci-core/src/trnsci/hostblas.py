@@ -1,0 +1,128 @@
+"""Host BLAS threads: trnsci's calls into NumPy's and SciPy's OpenBLAS run in the calling thread.
+
+The torch path of several operations has a second CPU route through NumPy
+or SciPy (``?potrf``, ``?gemm``, ``?syevd``, sparsetools, ...). Those
+packages' wheels bundle OpenBLAS with a pool of worker threads of its own,
+beside torch's OpenMP pool. After a multi-threaded call OpenBLAS's workers
+keep spinning for a while (about 0.1 s by default) waiting for more work;
+a torch call made in that window with more than one thread waits at its
+OpenMP barrier for a core the spinning worker holds. Measured here (2
+cores, torch at 2 threads, quiet machine): ``torch.linalg.cholesky`` of a
+256 x 256 matrix took 0.42 ms alone and 2.5 ms right after a
+``scipy.linalg.cholesky``; alternating the two took 13 ms per pair, and
+1.0 ms with OpenBLAS held at one thread.
+
+So every trnsci route into NumPy/SciPy BLAS or LAPACK goes through
+:func:`call` (or a function wrapped by :func:`serial`): while torch runs
+with more than one thread, every OpenBLAS loaded in the process runs at
+one thread for the duration of the call (in the caller's thread, no
+workers woken) and gets its previous setting back afterwards. With torch
+at one thread nothing is changed and the check costs one
+``torch.get_num_threads()``. A route measured by :mod:`trnsci.routes`
+is timed through the same wrapper, so a host candidate competes with its
+single-threaded cost against torch's multi-threaded one.
+
+OpenBLAS is found in the process's loaded libraries (Linux:
+``/proc/self/maps``) by its exported ``*openblas_set_num_threads*``
+functions, whatever prefix or suffix the wheel gave them (NumPy's and
+SciPy's wheels ship two separate copies). Elsewhere, or with another BLAS
+(MKL, Accelerate), :func:`call` runs the function unchanged.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import torch
+
+__all__ = ["call", "serial", "pools"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_SUFFIXES = ("", "64_", "_64")
+_PREFIXES = ("scipy_openblas_", "openblas_")
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {"modules": -1, "pools": (), "depth": 0, "saved": ()}
+
+
+def _openblas_paths() -> list[str]:
+    try:
+        with open("/proc/self/maps") as f:
+            return sorted({line.split(None, 5)[5].strip() for line in f
+                           if line.count(" ") >= 5 and "openblas" in line.lower() and ".so" in line})
+    except (OSError, IndexError):
+        return []
+
+
+def _controls(path: str):
+    try:
+        lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | ctypes.RTLD_GLOBAL)
+    except OSError:
+        return None
+    for prefix in _PREFIXES:
+        for suffix in _SUFFIXES:
+            setter = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
+            getter = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
+            if setter is not None and getter is not None:
+                setter.restype, getter.restype = None, ctypes.c_int
+                setter.argtypes, getter.argtypes = [ctypes.c_int], []
+                return getter, setter
+    return None
+
+
+def pools() -> tuple:
+    """``(get_num_threads, set_num_threads)`` of every OpenBLAS loaded in this process.
+
+    Looked up again whenever modules were imported since the last look
+    (NumPy's OpenBLAS loads with NumPy, SciPy's with ``scipy.linalg``).
+    """
+    n = len(sys.modules)
+    if _state["modules"] != n:
+        found = tuple(c for c in (_controls(p) for p in _openblas_paths()) if c is not None)
+        with _lock:
+            _state["modules"], _state["pools"] = n, found
+    return _state["pools"]
+
+
+def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` with every OpenBLAS at one thread while torch uses more than one.
+
+    Nested and concurrent calls are counted: the first to enter lowers the
+    pools, the last to leave restores the settings it found.
+    """
+    if torch.get_num_threads() <= 1:
+        return fn(*args, **kwargs)
+    ps = pools()
+    if not ps:
+        return fn(*args, **kwargs)
+    with _lock:
+        if _state["depth"] == 0:
+            _state["saved"] = tuple(get() for get, _ in ps)
+            for _, put in ps:
+                put(1)
+        _state["depth"] += 1
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        with _lock:
+            _state["depth"] -= 1
+            if _state["depth"] == 0:
+                for (_, put), was in zip(ps, _state["saved"]):
+                    put(was)
+
+
+def serial(fn: F) -> F:
+    """``fn`` wrapped so that each call goes through :func:`call`."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return call(fn, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,75 @@
+"""trnsci.hostblas: OpenBLAS pools held at one thread inside trnsci's host calls while torch is multi-threaded."""
+
+import numpy as np
+import pytest
+import scipy.linalg  # noqa: F401 -- loads SciPy's own OpenBLAS beside NumPy's
+import torch
+
+from trnsci import hostblas
+
+pools = hostblas.pools()
+pytestmark = pytest.mark.skipif(not pools, reason="no OpenBLAS found in this process (not Linux, or another BLAS)")
+
+
+@pytest.fixture
+def torch_threads():
+    old = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(old)
+
+
+@pytest.fixture
+def blas_at_two():
+    """Every pool at 2 threads for the test, then back to what it was."""
+    saved = [get() for get, _ in pools]
+    for _, put in pools:
+        put(2)
+    yield
+    for (_, put), was in zip(pools, saved):
+        put(was)
+
+
+def _threads():
+    return [get() for get, _ in pools]
+
+
+def test_both_wheels_pools_found():
+    # NumPy's and SciPy's wheels each bundle an OpenBLAS; both must be held, or the other one still spins
+    assert len(pools) >= 2
+
+
+def test_inside_call_every_pool_runs_at_one_thread_and_is_restored(torch_threads, blas_at_two):
+    torch_threads(2)
+    seen = hostblas.call(_threads)
+    assert seen == [1] * len(pools)
+    assert _threads() == [2] * len(pools)
+
+
+def test_one_torch_thread_changes_nothing(torch_threads, blas_at_two):
+    torch_threads(1)
+    assert hostblas.call(_threads) == [2] * len(pools)
+
+
+def test_nested_calls_restore_once_and_errors_restore(torch_threads, blas_at_two):
+    torch_threads(2)
+    inner = hostblas.serial(lambda: (_threads(), hostblas.call(_threads)))
+    outer, nested = hostblas.call(inner)
+    assert outer == nested == [1] * len(pools)
+    assert _threads() == [2] * len(pools)
+
+    def boom():
+        raise RuntimeError("x")
+
+    with pytest.raises(RuntimeError):
+        hostblas.call(boom)
+    assert _threads() == [2] * len(pools)
+
+
+def test_results_unchanged(torch_threads):
+    # the same LAPACK routine at one thread: the factor agrees with NumPy's to rounding (well-conditioned SPD, n=200)
+    torch_threads(2)
+    rng = np.random.default_rng(0)
+    M = rng.standard_normal((200, 200))
+    A = M @ M.T + 200 * np.eye(200)
+    L = hostblas.call(scipy.linalg.cholesky, A, lower=True)
+    np.testing.assert_allclose(L, np.linalg.cholesky(A), rtol=1e-12, atol=1e-12)
