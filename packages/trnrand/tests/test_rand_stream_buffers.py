@@ -51,6 +51,29 @@ def test_sequential_small_draws_read_ahead_and_cross_refills():
     assert used >= len(sizes) - 2  # every draw after the first (and the one that starts the run) read the buffer
 
 
+def test_refills_in_a_row_grow_and_a_jump_starts_small_again():
+    # a run's refills double from _AHEAD_MAX to _AHEAD blocks; a jump (or another stream) starts over, so two
+    # small draws after every jump never compute a full chunk they do not use
+    seed, g = 12, trnrand.Generator(seed=12)
+    st = None
+    sizes = []
+    for _ in range(80):
+        start = g.position()
+        _check(trnrand.uniform(1024 * 4, generator=g), seed, 0, start, 1, picks=1)
+        st = _philox._local.ahead
+        if not sizes or st.n != sizes[-1]:
+            sizes.append(st.n)
+    blocks = [n // 4 for n in sizes if n]
+    assert blocks[:3] == [_philox._AHEAD_MAX, 2 * _philox._AHEAD_MAX, 4 * _philox._AHEAD_MAX]
+    assert blocks[-1] == _philox._AHEAD
+    g.advance(10**6)
+    trnrand.uniform(1000, generator=g)  # the jump: computed directly
+    assert st.n == 0 and st.size == _philox._AHEAD_MAX
+    start = g.position()
+    _check(trnrand.uniform(1000, generator=g), seed, 0, start, 1)  # the run's second draw: a small refill
+    assert st.n == 4 * _philox._AHEAD_MAX
+
+
 def test_open_low_maps_from_the_buffer():
     seed, sub, start = 5, 0, 4 * 1000 + 1
     for open_low in (False, True):

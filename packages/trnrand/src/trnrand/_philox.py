@@ -350,19 +350,21 @@ def _chunks(args, spans) -> None:
 # buffers (``_plan`` and ``_scratch`` are per thread). Whether that pays depends on the machine and its load,
 # so it is a measured route (trnsci.routes): per sink kind, chunk-count class and thread count.
 _pool = None
+_pool_size = 0
 _pool_lock = threading.Lock()
 
 
 def _executor(workers: int):
-    """The process's worker threads (grown on demand, never shrunk: idle workers cost nothing)."""
-    global _pool
+    """The process's worker threads (replaced by a larger pool on demand; idle workers cost nothing)."""
+    global _pool, _pool_size
     import concurrent.futures
 
     with _pool_lock:
-        if _pool is None or _pool._max_workers < workers:
-            old, _pool = _pool, concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="trnrand")
+        if _pool_size < workers:
+            old = _pool
+            _pool, _pool_size = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="trnrand"), workers
             if old is not None:
-                old.shutdown(wait=False)
+                old.shutdown(wait=False)  # its queued groups still run; it takes no new ones
         return _pool
 
 
@@ -454,27 +456,28 @@ def words(seed: int, subsequence: int, start: int, n: int, device="cpu") -> torc
 #
 # A small draw is bound by the ~45 ufunc calls of one pass through the rounds, whatever its width (below ~1000
 # blocks). A run of small draws from one generator reads consecutive words, so the second draw in a row that
-# starts where the previous one ended computes _AHEAD blocks at once into this thread's buffer and the next
-# draws read their words from it: the rounds' fixed cost is paid once per _AHEAD blocks. The buffer holds words
-# of the stream, a pure function of (seed, subsequence, word index): it is keyed by (seed, subsequence) and
-# replaced when either changes (a reseed), so it never serves words of another stream.
-_AHEAD = _CHUNK  # blocks per refill (256 KiB of words): one bulk chunk, the widest at the lowest cost per block
-_AHEAD_MAX = 1024  # draws of at most this many blocks may use the buffer; larger ones are proportional anyway
+# starts where the previous one ended computes blocks ahead into this thread's buffer and the next draws read
+# their words from it: the rounds' fixed cost is paid once per refill. Refills in a row double, from _AHEAD_MAX
+# to _AHEAD blocks, so a pattern of two small draws after each jump computes little it does not use. The buffer
+# holds words of the stream, a pure function of (seed, subsequence, word index): it is keyed by (seed,
+# subsequence) and dropped when either changes (a reseed), so it never serves words of another stream.
+_AHEAD = _CHUNK  # largest refill (256 KiB of words): one bulk chunk, the widest at the lowest cost per block
+_AHEAD_MAX = 1024  # draws of at most this many blocks may use the buffer (larger ones are proportional); first refill
 
 
 class _Ahead:
     """One thread's read-ahead: words lo .. lo+n-1 of stream ``key`` in ``buf`` (n = 0: none); ``end`` is the
     word after the thread's last small draw of that stream."""
 
-    __slots__ = ("key", "lo", "n", "buf", "end")
+    __slots__ = ("key", "lo", "n", "buf", "end", "size")
 
     def __init__(self):
-        self.key, self.lo, self.n, self.buf, self.end = None, 0, 0, None, -1
+        self.key, self.lo, self.n, self.buf, self.end, self.size = None, 0, 0, None, -1, _AHEAD_MAX
 
 
 def _fill_words(seed: int, subsequence: int, b0: int, nb: int, reuse=None) -> np.ndarray:
-    """Words of blocks b0 .. b0+nb-1 as a flat uint32 array, written into ``reuse`` when it has that size."""
-    buf = reuse.reshape(nb, 4) if reuse is not None and reuse.size == 4 * nb else np.empty((nb, 4), np.uint32)
+    """Words of blocks b0 .. b0+nb-1 as a flat uint32 array, written into ``reuse`` (4 nb words) if given."""
+    buf = np.empty((nb, 4), np.uint32) if reuse is None else reuse.reshape(nb, 4)
 
     def sink(s, m, lanes, prods):
         o = buf[s:s + m]  # the uint64 -> uint32 assignment keeps the low word: the products' junk goes
@@ -500,12 +503,14 @@ def _ahead_words(seed: int, subsequence: int, start: int, nwords: int):
             return st.buf[start - st.lo:end - st.lo]
         if start == st.end:  # the second draw in a row: read ahead from here
             b0 = start // 4
-            nb = min(max(_AHEAD, (end - 1) // 4 + 1 - b0), (1 << 64) - b0)  # never past the counter's last block
+            nb = min(max(st.size, (end - 1) // 4 + 1 - b0), (1 << 64) - b0)  # never past the counter's last block
             st.n = 0  # the buffer is rewritten: nothing in it is valid until the fill is complete
-            st.buf = _fill_words(seed, subsequence, b0, nb, st.buf)
-            st.lo, st.n, st.end = 4 * b0, 4 * nb, end
+            buf = st.buf if st.buf is not None and st.buf.size == 4 * nb else None
+            st.buf = _fill_words(seed, subsequence, b0, nb, buf)
+            st.lo, st.n, st.end, st.size = 4 * b0, 4 * nb, end, min(2 * st.size, _AHEAD)
             return st.buf[start - st.lo:end - st.lo]
-    st.key, st.n, st.end = key, 0, end  # another stream (a reseed): its words are never served again
+    # another stream (a reseed: its words are never served again) or a jump: start over
+    st.key, st.n, st.end, st.size = key, 0, end, _AHEAD_MAX
     return None
 
 
