@@ -50,8 +50,8 @@ _NOTE_N32_TORCH = (f"{_ROUNDS} 1.25 ms, 1.17x torch.randn's whole call (1.07 ms:
                    "Box-Muller in C); Box-Muller adds 1.95 ms as separate float32 NumPy passes (casts, log, "
                    "sqrt, sin, interleaved stores) in the order the NKI kernel uses, which keeps the bits "
                    f"(thread CPU time, 1 thread, best of 9){_THREADS}")
-_NOTE_N64 = ("at the target within noise (1.02x thread CPU time at 1 thread, 1.02-1.09x in the bench at 1 and 2 "
-             f"threads): 4 words per pair; {_ROUNDS} 2.29 ms and the float64 Box-Muller passes 2.1 ms, against "
+_NOTE_N64 = ("at the target within noise (1.02x thread CPU time at 1 thread, 0.95-1.14x over four bench runs at 1 "
+             f"and 2 threads): 4 words per pair; {_ROUNDS} 2.29 ms and the float64 Box-Muller passes 2.1 ms, against "
              "NumPy's ziggurat on one 64-bit word per sample (4.28 ms)")
 
 
