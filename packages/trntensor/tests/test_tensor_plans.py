@@ -247,3 +247,21 @@ def test_autotuned_routes_plan_equals_run(monkeypatch, tmp_path):
         trntensor.set_autotune(prev)
         trntensor.clear_plan_cache()
         routes.forget()
+
+
+def test_operand_order_avoids_copying_intermediates():
+    # the AO->MO transform: taken as listed, the first step's result "inP" must be copied into "niP" to be
+    # the next GEMM's operand; taking that step's operands the other way round gives "nPi", a view.
+    from trntensor import plan as P
+
+    ops = [_t(6, 2, dtype=F64), _t(6, 6, 5, dtype=F64, seed=1), _t(6, 3, dtype=F64, seed=2)]
+    plan = trntensor.plan_contraction("mi,mnP,na->iaP", *ops)
+    terms = [s.subscripts.split("->")[0].split(",") for s in plan.steps]
+    sizes = {"m": 6, "n": 6, "i": 2, "a": 3, "P": 5}
+    assert [P._copied(r[3], t, sizes) for r, t in zip(plan._exec[1], terms)] == [0, 0]
+    # the listed order would copy: the search did find something
+    listed = P._gemm_step("mi", "mnP", set("naiaP"), sizes)[0]
+    second = P._gemm_step("na", "inP", set("iaP"), sizes)[0]
+    assert P._copied(listed, ("mi", "mnP"), sizes) == 0 and P._copied(second, ("na", "inP"), sizes) == 6 * 2 * 5
+    ref = np.einsum("mi,mnP,na->iaP", *[x.numpy() for x in ops])
+    np.testing.assert_allclose(trntensor.einsum("mi,mnP,na->iaP", *ops).numpy(), ref, rtol=1e-12, atol=1e-12)

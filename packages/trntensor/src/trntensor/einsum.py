@@ -390,8 +390,8 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
     autotune : bool, optional
         None (default): the setting of :func:`trntensor.set_autotune` (on
         unless ``TRNTENSOR_AUTOTUNE=off``). True/on: a CPU float32/float64
-        GEMM step may run on ``numpy.matmul`` instead of torch when the
-        plan's first executions measured it faster (see Notes). False: every
+        GEMM step may run on ``numpy.matmul`` instead of torch when
+        :mod:`trnsci.routes` measured it faster (see Notes). False: every
         step on torch.
 
     Returns
@@ -434,20 +434,20 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
     the number of slice pairs (typically 9-25) float64 contractions, plus
     a few TwoSum passes over the result.
 
-    Autotuning (cuTENSOR's incremental autotune mode): the first ``2 *
-    get_autotune()`` executions of a cached plan at a given torch thread
-    count alternate torch (``torch.mm``/``bmm``, or trnblas) and
-    ``numpy.matmul`` (NumPy's BLAS, on zero-copy views) on each eligible
-    GEMM step and time that GEMM; afterwards each step keeps the faster
-    (numpy.matmul only when > 3% faster), and both are re-measured at
-    executions 2x, 4x, 8x... the count at the decision. Eligible: CPU, float32/float64
+    Routes: each eligible GEMM step of a plan is a measured route of
+    :mod:`trnsci.routes` (family ``"trntensor.gemm"``): torch
+    (``torch.mm``/``bmm``, or trnblas) or ``numpy.matmul`` (NumPy's BLAS,
+    on zero-copy views, through :func:`trnsci.hostblas.call`). The first
+    execution of a plan at a torch thread count times both on the step's
+    operands in interleaved rounds unless its shape class is already
+    decided (in this process or the calibration file), and torch stays
+    unless numpy.matmul is clearly faster. Eligible: CPU, float32/float64
     compute dtype, precision "fast"/"kahan", plain tensors that do not
     require grad (autograd always stays on torch), trnblas's backend
     "torch" or "auto" without a NeuronCore, and -- with more than one
     torch thread -- ``M*N*K < 2^19`` (where OpenBLAS keeps to the calling
-    thread). The two libraries may round differently in the last ulps,
-    so these executions may differ in the last bits from later ones; use
-    ``autotune=False`` for torch's result every time.
+    thread). The two libraries may round differently in the last ulps;
+    use ``autotune=False`` for torch's result every time.
     :func:`trntensor.plan_contraction` shows each step's route.
 
     Examples

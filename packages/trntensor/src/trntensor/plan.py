@@ -432,6 +432,40 @@ def _lean(ra, rb, pa, pb, va, vb, sizes):
     return pa, pb, va, vb
 
 
+#: Steps before the last whose operand order is searched (2^this combinations at most; beyond: as listed).
+_SWAP_SEARCH_MAX = 6
+
+
+def _copied(recipe, terms, sizes) -> int:
+    """Elements a step's recipe copies to form its GEMM operands from contiguous ones in the index orders
+    ``terms``: an operand whose permutation cannot be merged into the GEMM's matrix shape as a view."""
+    if recipe[0] != "mm":
+        return 0
+    _, sa, sb, pa, pb, va, vb = recipe[:7]
+    total = 0
+    for t, s, p, v in ((terms[0], sa, pa, va), (terms[1], sb, pb, vb)):
+        if p is None or v is None:
+            continue
+        t = "".join(ch for k, ch in enumerate(t) if k not in s)
+        dims = [sizes[ch] for ch in t]
+        order = [k for k in p]
+        # group the permuted dimensions into the target dimensions (by the product of their extents)
+        pos, ok = 0, True
+        for target in v:
+            group, prod = [], 1
+            while pos < len(order) and (prod < target or (prod == target and dims[order[pos]] == 1)):
+                prod *= dims[order[pos]]
+                group.append(order[pos])
+                pos += 1
+            big = [g for g in group if dims[g] != 1]
+            if any(y != x + 1 for x, y in zip(big, big[1:])):
+                ok = False
+                break
+        if not ok:
+            total += math.prod(dims)
+    return total
+
+
 def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, memory_limit, where):
     n = len(terms)
     # per-operand preparation: squeeze broadcast size-1 dims, take diagonals of repeated letters
@@ -493,36 +527,59 @@ def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, 
             pairs = _paths.find_path(method, reduced, output, sizes, memory_limit)
         if pairs is None:
             raise ValueError(f"{where}: memory_limit={memory_limit} admits no contraction path; raise it")
-    # walk the pairs (ids 0..n-1: the inputs as pre-summed; n, n+1, ...: their results), building steps
-    alias += [None] * len(pairs)
-    for k, (a, b) in enumerate(pairs):
-        a, b = alias[a], alias[b]
-        i, j = sorted((ids.index(a), ids.index(b)))
-        a, b = ids[i], ids[j]  # the recipe takes the operands in list order
-        ta, tb = terms_ssa[a], terms_ssa[b]
-        rest = "".join(terms_ssa[x] for x in ids if x not in (a, b))
-        keep = set(rest) | set(output)
-        recipe, res, strategy, flops = _gemm_step(ta, tb, keep, sizes)
-        last = k == len(pairs) - 1
-        swap = False
-        if last and res != output and set(res) == set(output):
-            # operands the other way round may give the output order directly (no final transpose)
-            r2, res2, s2, _ = _gemm_step(tb, ta, keep, sizes)
-            if res2 == output:
-                recipe, res, strategy, swap = r2, res2, s2, True
-        size = _prod(sizes, res)
-        sub = f"{tb},{ta}->{res}" if swap else f"{ta},{tb}->{res}"
-        steps.append(ContractionStep((i, j), sub, strategy, flops, size, tuple(sizes[ch] for ch in res),
-                                     recipe[-1], cdt))
-        recipes.append((i, j, swap, recipe))
-        path.append((i, j))
-        total += flops
-        if not last:
-            peak = max(peak, size)
-        del ids[j], ids[i]
-        alias[n + k] = len(terms_ssa)
-        ids.append(alias[n + k])
-        terms_ssa.append(res)
+    # walk the pairs (ids 0..n-1: the inputs as pre-summed; n, n+1, ...: their results), building steps.
+    # Each step may take its operands either way round: that sets the order of its result's indices
+    # (the first operand's free indices first), and with it whether a later step can view that result
+    # as its GEMM operand or must copy it into another order. Every combination of the steps before the
+    # last is tried (up to 2^_SWAP_SEARCH_MAX) and the one copying the fewest elements kept (ties: as listed).
+    def walk(swaps):
+        w_ids, w_terms, w_alias = list(ids), list(terms_ssa), alias + [None] * len(pairs)
+        w_steps, w_recipes, w_path, w_total, w_peak, copied = [], [], [], 0, 0, 0
+        for k, (a, b) in enumerate(pairs):
+            a, b = w_alias[a], w_alias[b]
+            i, j = sorted((w_ids.index(a), w_ids.index(b)))
+            a, b = w_ids[i], w_ids[j]  # the recipe takes the operands in list order
+            ta, tb = w_terms[a], w_terms[b]
+            rest = "".join(w_terms[x] for x in w_ids if x not in (a, b))
+            keep = set(rest) | set(output)
+            last = k == len(pairs) - 1
+            swap = bool(swaps[k]) if not last else False
+            recipe, res, strategy, flops = _gemm_step(tb, ta, keep, sizes) if swap else _gemm_step(ta, tb, keep, sizes)
+            if last and res != output and set(res) == set(output):
+                # operands the other way round may give the output order directly (no final transpose)
+                r2, res2, s2, _ = _gemm_step(tb, ta, keep, sizes)
+                if res2 == output:
+                    recipe, res, strategy, swap = r2, res2, s2, True
+            copied += _copied(recipe, (tb, ta) if swap else (ta, tb), sizes)
+            size = _prod(sizes, res)
+            sub = f"{tb},{ta}->{res}" if swap else f"{ta},{tb}->{res}"
+            w_steps.append(ContractionStep((i, j), sub, strategy, flops, size, tuple(sizes[ch] for ch in res),
+                                           recipe[-1], cdt))
+            w_recipes.append((i, j, swap, recipe))
+            w_path.append((i, j))
+            w_total += flops
+            if not last:
+                w_peak = max(w_peak, size)
+            del w_ids[j], w_ids[i]
+            w_alias[n + k] = len(w_terms)
+            w_ids.append(w_alias[n + k])
+            w_terms.append(res)
+        return copied, w_steps, w_recipes, w_path, w_total, w_peak, w_ids, w_terms
+
+    free = len(pairs) - 1 if 0 < len(pairs) - 1 <= _SWAP_SEARCH_MAX else 0
+    best = None
+    for bits in range(1 << free):
+        got = walk([(bits >> k) & 1 for k in range(len(pairs))])
+        if best is None or got[0] < best[0]:
+            best = got
+        if best[0] == 0:
+            break
+    _, w_steps, w_recipes, w_path, w_total, w_peak, ids, terms_ssa = best
+    steps += w_steps
+    recipes += w_recipes
+    path += w_path
+    total += w_total
+    peak = max(peak, w_peak)
     final = terms_ssa[ids[0]]
     # the last result: sum leftover indices, permute into the output order
     sumdims = tuple(p for p, ch in enumerate(final) if ch not in output)
