@@ -398,3 +398,28 @@ def test_decisions_are_shared_through_trnsci_routes(spy, monkeypatch, tmp_path):
     trntensor.einsum("ij,jk->ik", a, b)
     assert spy.take() == ["numpy"]  # decided from the file: nothing timed
     assert "calibration:" in trntensor.plan_contraction("ij,jk->ik", a, b).steps[0].reason
+
+
+def test_choice_is_robust_where_a_candidate_threads(monkeypatch, measure, one_thread):
+    """At one torch thread a step of >= 2^19 multiply-adds is threaded by OpenBLAS: timed by wall time and
+    chosen robustly -- numpy.matmul, faster in median and best round but with one stalled round, is not
+    taken; a small step (on the calling thread, CPU time) with the same times takes it."""
+    from trnblas import _host
+
+    if _host._OPENBLAS_ONE:
+        pytest.skip("OpenBLAS held at one thread by the environment: every step is timed on the caller")
+
+    def stalling(candidates, **kw):
+        for f in candidates.values():
+            f()
+        med = {"torch": 1e-3, "numpy": 0.5e-3}
+        best = {"torch": 1e-3, "numpy": 0.4e-3}
+        spread = {"torch": 0.0, "numpy": 4.0}  # numpy's slowest round: 2.4 ms
+        return med, spread, best
+
+    monkeypatch.setattr(routes, "measure", stalling)
+    big = [torch.from_numpy(_rand((80, 80), 0)), torch.from_numpy(_rand((80, 100), 1))]
+    small = [torch.from_numpy(_rand((5, 6), 2)), torch.from_numpy(_rand((6, 4), 3))]
+    for ts, backend in ((big, "torch"), (small, "numpy")):
+        _check(ts[0].numpy() @ ts[1].numpy(), trntensor.einsum("ij,jk->ik", *ts), np.float64)
+        assert trntensor.plan_contraction("ij,jk->ik", *ts).steps[0].backend == backend

@@ -772,7 +772,9 @@ def set_autotune(mode=True) -> int:
     in the calibration file (:func:`trnsci.routes.choose`), nothing timed
     under ``TRNSCI_ROUTES=estimate`` (torch runs), calls into NumPy made
     through :func:`trnsci.hostblas.call`. Times are the calling thread's
-    CPU time when both candidates run on it, wall time otherwise. The two
+    CPU time when both candidates run on it, else wall time, and then the
+    choice is robust (a candidate whose slowest round stalled longer than
+    torch's is not taken, :func:`trnsci.routes.pick`). The two
     BLAS libraries round differently, so results may differ in the last
     units in the last place between machines; ``einsum(...,
     autotune=False)`` or ``set_autotune(False)`` give torch's result every
@@ -824,8 +826,11 @@ def _choose_step(plan, k, threads, rounds, candidates):
     step = plan.steps[k]
     Bn, M, N, K = step.dims
     cpu = _timed_on_caller(threads, M * N * K)
+    # robust (trnsci.routes.pick: the slowest rounds compared too) whenever a candidate runs threads of its
+    # own -- torch's beside it, or OpenBLAS's at one torch thread above 2^19: on a loaded machine such a
+    # call waits for a core now and then, and one quiet moment must not choose it
     return routes.choose(_ROUTE_FAMILY, _step_class(step), candidates, default="torch", rounds=max(1, rounds),
-                         clock=lambda: _clock(cpu), robust=threads > 1)
+                         clock=lambda: _clock(cpu), robust=not cpu)
 
 
 def _count(autotune):
