@@ -147,8 +147,8 @@ class ContractionStep:
     def _decided(self, route=None) -> ContractionStep:
         """This step with its decision (plan, backend, reason) taken under the current setting.
 
-        ``route`` is the autotuner's word on a CPU GEMM step (:func:`_route_notes`):
-        ``(use_numpy, note)``, or None when the autotuner has nothing to say.
+        ``route`` is the GEMM-step route of a CPU step (:func:`_route_notes`):
+        ``(use_numpy, note)``, or None when the step is no route.
         """
         p = self._blas_plan()
         backend, reason = "torch" if p is None else p.backend, self._reason(p)
@@ -177,7 +177,7 @@ class ContractionStep:
 
     @property
     def backend(self) -> str:
-        """``"torch"``, ``"numpy"`` (numpy.matmul, by the autotuner), ``"nki"`` or ``"simulator"``
+        """``"torch"``, ``"numpy"`` (numpy.matmul, by its measured route), ``"nki"`` or ``"simulator"``
         (a :class:`trnsci.backend.BackendName`: the host routes also equal the published ``"pytorch"``)."""
         from trnsci.backend import BackendName
 
@@ -1001,10 +1001,11 @@ def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", m
         Each step's ``backend``/``reason`` is what the next
         :func:`trntensor.einsum` call with these operands runs, decided
         under the backend setting in effect now: a GEMM step through
-        trnblas reports trnblas's own decision; a CPU GEMM step the
-        autotuner routed to ``numpy.matmul`` (or will try next) has
-        backend ``"numpy"``, and the reason gives the measured times
-        (see :func:`set_autotune`).
+        trnblas reports trnblas's own decision; a CPU GEMM step whose
+        measured route (:mod:`trnsci.routes`) is ``numpy.matmul`` has
+        backend ``"numpy"``; the reason gives the route and the times
+        that chose it, or says the next call measures it (see
+        :func:`set_autotune`).
 
     Raises
     ------
