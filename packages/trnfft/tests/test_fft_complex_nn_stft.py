@@ -197,3 +197,38 @@ def test_stft_bad_input():
         trnfft.istft(torch.zeros(10, 10, dtype=torch.complex64), 16)
     with pytest.raises(ValueError):  # NOLA violated: a window of zeros
         trnfft.istft(torch.ones(9, 5, dtype=torch.complex64), 16, 4, window=torch.zeros(16))
+
+
+def test_stft_settled_route_reads_the_window_on_every_call():
+    """The second call of a signature runs the settled torch route (no checks): it must still use the
+    window the caller passes now, build a named window once, and key bool flags apart from ints."""
+    import sys
+
+    import numpy as np
+    import pytest
+    import torch
+
+    import trnfft
+
+    S = sys.modules["trnfft.stft"]
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 200))
+    n, hop = 32, 8
+
+    def ref(w):  # frames times window, NumPy's rfft; (B, freq, frames)
+        fr = np.lib.stride_tricks.sliding_window_view(x, n, axis=-1)[:, ::hop, :] * w
+        return np.fft.rfft(fr, axis=-1).transpose(0, 2, 1)
+
+    S.STFT.settled.clear()
+    xt = torch.from_numpy(x)
+    for _ in range(2):  # the same signature: validated and settled, then the settled route
+        w = rng.standard_normal(n)
+        got = trnfft.stft(xt, n, hop, window=torch.from_numpy(w), center=False)
+        np.testing.assert_allclose(got.numpy(), ref(w), rtol=1e-12, atol=1e-12)  # float64: rounding only
+    assert len(S.STFT.settled) == 1
+    hann = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n) / n)  # periodic Hann
+    for _ in range(2):
+        np.testing.assert_allclose(trnfft.stft(xt, n, hop, center=False).numpy(), ref(hann), rtol=1e-12, atol=1e-12)
+    assert len(S.STFT.settled) == 2
+    with pytest.raises(TypeError, match="center"):  # center=0 is not center=False's settled route
+        trnfft.stft(xt, n, hop, center=0)

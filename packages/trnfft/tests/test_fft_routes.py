@@ -164,3 +164,28 @@ def test_settled_routes_follow_precision_and_lowering_changes():
         trnfft.fft(x)
     assert len(calls) == 1
     assert torch.equal(trnfft.fft(x), fast)
+
+
+def test_choice_beside_torch_threads_is_robust(measuring, monkeypatch):
+    """With more than one torch thread a candidate whose slowest round stalled longer than torch's is not
+    taken even when its median and best round are faster; at one thread the same times choose it."""
+    def stalling(candidates, **kw):
+        for f in candidates.values():
+            f()
+        med = {k: (0.5e-3 if k == "scipy" else 1e-3) for k in candidates}
+        best = {k: (0.4e-3 if k == "scipy" else 1e-3) for k in candidates}
+        spread = {k: (4.0 if k == "scipy" else 0.0) for k in candidates}  # scipy's slowest round: 2.4 ms
+        return med, spread, best
+
+    monkeypatch.setattr(routes, "measure", stalling)
+    x = np.random.default_rng(1).standard_normal((16, 4096)) + 0j
+    n = torch.get_num_threads()
+    try:
+        for threads, route in ((2, "torch"), (1, "scipy")):
+            torch.set_num_threads(threads)
+            y = trnfft.fft(torch.from_numpy(x))
+            assert rel(y, np.fft.fft(x)) <= 1e-12
+            c = _routes.choice_for("fft", (16, 4096), torch.complex128, "cpu", (4096,), (1,), "backward")
+            assert c.route == route, (threads, c)
+    finally:
+        torch.set_num_threads(n)

@@ -195,10 +195,12 @@ def test_contraction_plan_carries_the_einsum_ops_decision():
 
 # ------------------------------------------------------------------ autotuned routes: the plan names each execution's
 
-def test_autotuned_routes_plan_equals_run(monkeypatch):
-    """Each execution (tuning ones included) runs the routes plan_contraction names just before it."""
+def test_autotuned_routes_plan_equals_run(monkeypatch, tmp_path):
+    """Each execution runs the routes plan_contraction names just before it; the first one chooses
+    them through trnsci.routes (timing both candidates on each step's operands)."""
     import sys
 
+    from trnsci import routes
     from trntensor import plan as P
 
     E = sys.modules["trntensor.einsum"]
@@ -212,33 +214,54 @@ def test_autotuned_routes_plan_equals_run(monkeypatch):
             return fn(a, b, *rest)
         return call
 
+    monkeypatch.setenv("TRNSCI_CALIBRATION_FILE", str(tmp_path / "cal.json"))
     monkeypatch.setattr(P, "_clock", lambda cpu: clock[0])
     monkeypatch.setattr(E, "_np_gemm", spied("numpy", E._np_gemm))
     monkeypatch.setattr(E, "_mm", spied("torch", E._mm))
     monkeypatch.setattr(E, "_bmm", spied("torch", E._bmm))
     prev = trntensor.set_autotune(2)
     trntensor.clear_plan_cache()
+    routes.forget()
     try:
         ops = [_t(9, 40, dtype=F64), _t(40, 30, dtype=F64, seed=1), _t(30, 2, dtype=F64, seed=2)]
         ref = np.einsum("ij,jk,kl->il", *[x.numpy() for x in ops])
-        seen = []
-        with trnsci.use_backend("auto"):
-            for _ in range(14):  # tuning (4), decided (4), re-measured (3: executions 8-10), decided (3)
+        with trnsci.use_backend("auto"), routes.mode("measure"):
+            plan = trntensor.plan_contraction("ij,jk,kl->il", *ops)
+            assert [s.backend for s in plan.steps] == ["torch"] * 2
+            assert all("not measured yet" in s.reason for s in plan.steps)
+            R = trntensor.einsum("ij,jk,kl->il", *ops)  # chooses: per step 1 warm-up + 2 rounds each, then the run
+            np.testing.assert_allclose(R.numpy(), ref, rtol=1e-12)
+            timing = ["torch", "numpy", "torch", "numpy", "numpy", "torch"]  # warm-ups, then rotating rounds
+            assert ran == timing + ["numpy"] + timing + ["torch"]
+            for _ in range(3):
                 plan = trntensor.plan_contraction("ij,jk,kl->il", *ops)
                 said = [s.backend for s in plan.steps]
                 ran.clear()
                 R = trntensor.einsum("ij,jk,kl->il", *ops)
-                assert ran == said, (plan, ran)
-                seen.append(said)
+                assert ran == said == ["numpy", "torch"], (plan, ran)
                 np.testing.assert_allclose(R.numpy(), ref, rtol=1e-12)
-        # tuning alternates torch, numpy, numpy, torch; then each step keeps its faster route
-        assert seen[:4] == [["torch"] * 2, ["numpy"] * 2, ["numpy"] * 2, ["torch"] * 2]
-        assert seen[4:8] == [["numpy", "torch"]] * 4
-        assert seen[8:11] == [["torch", "numpy"]] * 2 + [["numpy", "torch"]]  # the other routes twice, then the kept
-        assert seen[11:] == [["numpy", "torch"]] * 3
         for s in plan.steps:
-            assert ("autotuned at" in s.reason) and s.reason.startswith(
-                "numpy.matmul" if s.backend == "numpy" else "torch.mm")
+            assert "route trntensor.gemm at" in s.reason and "(measured: " in s.reason
+            assert s.reason.startswith("numpy.matmul" if s.backend == "numpy" else "torch.mm")
     finally:
         trntensor.set_autotune(prev)
         trntensor.clear_plan_cache()
+        routes.forget()
+
+
+def test_operand_order_avoids_copying_intermediates():
+    # the AO->MO transform: taken as listed, the first step's result "inP" must be copied into "niP" to be
+    # the next GEMM's operand; taking that step's operands the other way round gives "nPi", a view.
+    from trntensor import plan as P
+
+    ops = [_t(6, 2, dtype=F64), _t(6, 6, 5, dtype=F64, seed=1), _t(6, 3, dtype=F64, seed=2)]
+    plan = trntensor.plan_contraction("mi,mnP,na->iaP", *ops)
+    terms = [s.subscripts.split("->")[0].split(",") for s in plan.steps]
+    sizes = {"m": 6, "n": 6, "i": 2, "a": 3, "P": 5}
+    assert [P._copied(r[3], t, sizes) for r, t in zip(plan._exec[1], terms)] == [0, 0]
+    # the listed order would copy: the search did find something
+    listed = P._gemm_step("mi", "mnP", set("naiaP"), sizes)[0]
+    second = P._gemm_step("na", "inP", set("iaP"), sizes)[0]
+    assert P._copied(listed, ("mi", "mnP"), sizes) == 0 and P._copied(second, ("na", "inP"), sizes) == 6 * 2 * 5
+    ref = np.einsum("mi,mnP,na->iaP", *[x.numpy() for x in ops])
+    np.testing.assert_allclose(trntensor.einsum("mi,mnP,na->iaP", *ops).numpy(), ref, rtol=1e-12, atol=1e-12)

@@ -9,7 +9,8 @@ result:
   length has a prime factor >= :data:`trnfft._chirp.MIN_PRIME` (where
   torch's algorithm cost grows with the factor);
 * ``scipy`` -- ``scipy.fft`` with ``workers`` = torch's thread count, on
-  CPU tensors (through NumPy views, no copy).
+  CPU tensors (through NumPy views, no copy), called through
+  :func:`trnsci.hostblas.call` as every route into SciPy.
 
 Which is fastest depends on the machine, the build and the thread count
 (a rule tuned on one CPU sent prime lengths to Bluestein and was 1.2-2x
@@ -18,7 +19,11 @@ them where the code runs, once per shape class -- kind, lengths, whether
 the last axis is transformed, batch rounded up to a power of two, dtype
 (and, added by the core, the thread count) -- for problems of at least
 :data:`MEASURE_MIN_POINTS` points; smaller ones take ``torch`` untimed
-(timing would cost more than any route could save). Under
+(timing would cost more than any route could save). With more than one
+torch thread the choice is also ``robust`` (:func:`trnsci.routes.pick`):
+a candidate whose slowest round stalled longer than torch's -- a
+multi-threaded call waiting for a core another process holds -- is not
+taken. Under
 ``TRNSCI_ROUTES=estimate`` nothing is timed and ``torch`` runs.
 
 :func:`route` returns the settled route for a canonical call as a
@@ -36,7 +41,7 @@ import math
 
 import torch
 
-from trnsci import dispatch, routes
+from trnsci import dispatch, hostblas, routes
 
 from . import _chirp as C
 from . import _engine as E
@@ -109,18 +114,19 @@ def _scipy_call(kind: str, s: tuple, dims: tuple, norm: str, fallback, workers: 
     import scipy.fft as sf
 
     fn = getattr(sf, kind)
+    call = hostblas.call  # every route into SciPy goes through it (OpenBLAS held at one thread beside torch's)
     if KINDS[kind][3]:
         def run(x):
             if x.requires_grad or x.is_conj() or x.device.type != "cpu":
                 return fallback(x)
-            return torch.from_numpy(fn(x.numpy(), s, dims, norm, workers=workers))
+            return torch.from_numpy(call(fn, x.numpy(), s, dims, norm, workers=workers))
     else:
         n, d = s[0], dims[0]
 
         def run(x):
             if x.requires_grad or x.is_conj() or x.device.type != "cpu":
                 return fallback(x)
-            return torch.from_numpy(fn(x.numpy(), n, d, norm, workers=workers))
+            return torch.from_numpy(call(fn, x.numpy(), n, d, norm, workers=workers))
     return run
 
 
@@ -166,17 +172,33 @@ def _make(kind, shape, dtype, device, s, dims, norm):
             return f(probe[0])
         return run
 
+    threads = routes.threads()
     c = routes.choose("trnfft." + kind, shape_class(kind, shape, s, dims, dtype),
                       {name: thunk(f) for name, f in cands.items()}, default="torch",
-                      worth_timing=points >= MEASURE_MIN_POINTS)
-    return cands[c.route], c
+                      worth_timing=points >= MEASURE_MIN_POINTS, robust=threads > 1)
+    f = cands[c.route]
+    if points >= MEASURE_MIN_POINTS:  # a choice valid at this thread count only (the key says so)
+        f = _at_threads(f, threads, kind, s, dims, norm)
+    return f, c
+
+
+def _at_threads(f, threads, kind, s, dims, norm):
+    """``f`` while torch runs ``threads`` threads; at another count the route for that count. The public
+    functions' per-call caches keep the returned callable, so it must not outlive the thread count."""
+    now = torch.get_num_threads
+
+    def run(x):
+        if now() == threads:
+            return f(x)
+        return route(kind, x, s, dims, norm)(x)
+    return run
 
 
 _built: dict = {}
 
 
 def _settled(kind, shape, dtype, device, s, dims, norm):
-    key = (kind, shape, dtype, device, s, dims, norm)
+    key = (kind, shape, dtype, device, s, dims, norm, routes.threads())
     hit = _built.get(key)
     if hit is None:
         if len(_built) >= 512:

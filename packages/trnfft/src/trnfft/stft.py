@@ -169,6 +169,16 @@ def stft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int 
     torch.Size([9, 17])
     """
     where = "stft"
+    if type(input) is torch.Tensor and STFT.on_torch():  # a settled route for this signature (see _settle_stft)
+        try:
+            key = _stft_key(input, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided)
+            go = STFT.settled.get(key)
+        except TypeError:  # an unhashable argument: validated below
+            key = go = None
+        if go is not None:
+            return go(input, window)
+    else:
+        key = None
     x, ct = E.prep(input, where)
     v.ndim(x, "input", (1, 2), where)
     n_fft, hop, wl, center, normalized = _common(where, n_fft, hop_length, win_length, center, normalized)
@@ -187,7 +197,32 @@ def stft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int 
     if L < n_fft:
         raise ValueError(f"{where}: the signal ({L} samples after padding) is shorter than n_fft={n_fft}")
     w = _window(window, wl, x, where)
+    if key is not None and ct == E.TORCH and x is input and (w is window or not isinstance(window, torch.Tensor)):
+        return _settle_stft(key, x, window, (n_fft, hop, wl, w, center, pad_mode, normalized, one))
     return E.wrap(STFT(x, n_fft, hop, wl, w, center, pad_mode, normalized, one), ct)
+
+
+def _stft_key(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided):
+    """The settled-route key of an stft call: everything its checks read -- the input's dtype, shape and
+    device, the options as given and their types (``True == 1``), the window's dtype, shape and device
+    (a tensor) or name (its content is read on every call)."""
+    wk = (window.dtype, window.shape, window.device) if type(window) is torch.Tensor else window
+    return (x.dtype, x.shape, x.device, n_fft, hop_length, win_length, wk, center, pad_mode, normalized, onesided,
+            type(n_fft), type(hop_length), type(win_length), type(center), type(normalized), type(onesided))
+
+
+def _settle_stft(key, x, window, args):
+    """Run and remember the torch route of a validated stft call: the caller's window tensor on every call
+    (it was used as given), or the window built once from its name."""
+    lowering = STFT.lowering_for("torch").fn
+    n_fft, hop, wl, w, center, pad_mode, normalized, one = args
+    if isinstance(window, torch.Tensor):
+        def go(x, window):
+            return lowering(x, n_fft, hop, wl, window, center, pad_mode, normalized, one)
+    else:
+        def go(x, window):
+            return lowering(x, n_fft, hop, wl, w, center, pad_mode, normalized, one)
+    return STFT.settle(key, go)(x, window)
 
 
 @v.numpy_io

@@ -17,6 +17,7 @@ import torch
 
 import trnblas
 from trnsci import _validate as V
+from trnsci import hostblas
 from trnsci.dispatch import Op
 
 from . import _device
@@ -38,7 +39,8 @@ EINSUM = Op(
 
 # ------------------------------------------------------------------ execution (no validation)
 
-_np_matmul = np.matmul
+# every numpy.matmul of a route goes through trnsci.hostblas: OpenBLAS at one thread beside torch's threads
+_np_matmul = hostblas.serial(np.matmul)
 
 
 def _blas_view(x):
@@ -71,10 +73,10 @@ def _bmm(a, b, blas):
     return torch.bmm(a, b)
 
 
-def _pair(a, b, r, kernels=True, np_route=False, times=None, k=0, cpu=False):
+def _pair(a, b, r, kernels=True, np_route=False):
     """One pairwise step. ``kernels``: trnblas could pick a kernel (:func:`plan._kernels_possible`);
-    ``np_route``: the GEMM by numpy.matmul; ``times[k]``: receives the GEMM's seconds (the calling
-    thread's CPU time if ``cpu``, else wall time)."""
+    ``np_route``: the GEMM by numpy.matmul -- or a callable ``np_route(a, b) -> bool`` that decides it
+    on the step's GEMM operands (a plan's first execution, :func:`_decider`)."""
     kind, sa, sb, pa, pb, va, vb, res_shape, (Bn, M, N, K) = r
     if sa:
         a = a.sum(sa)
@@ -90,17 +92,31 @@ def _pair(a, b, r, kernels=True, np_route=False, times=None, k=0, cpu=False):
         b = b.reshape(vb)
     if kind == "ew":
         return a * b
-    if times is not None:
-        t0 = P._clock(cpu)
+    if np_route is not False and np_route is not True:
+        np_route = np_route(a, b)
     if np_route:
         c = _np_gemm(a, b)
     else:
         batched = a.dim() == 3
         blas = kernels and P._via_trnblas(2 * Bn * M * N * K, a.dtype, batched)
         c = _bmm(a, b, blas) if batched else _mm(a, b, blas)
-    if times is not None:
-        times[k] = P._clock(cpu) - t0
     return c if res_shape is None else c.reshape(res_shape)
+
+
+def _decider(plan, rounds, threads, use):
+    """For a plan's first execution at ``threads``: per step ``k`` a callable ``(a, b) -> bool`` that
+    chooses the step's route through :func:`trnsci.routes.choose` (timing torch and numpy.matmul on
+    ``a``, ``b`` unless its class is decided) and writes the flag into ``use[k]``; None for a step
+    that is not a route."""
+    def make(k):
+        def decide(a, b):
+            torch_gemm = (lambda: _bmm(a, b, False)) if a.dim() == 3 else (lambda: _mm(a, b, False))
+            c = P._choose_step(plan, k, threads, rounds, {"torch": torch_gemm, "numpy": lambda: _np_gemm(a, b)})
+            use[k] = c.route == "numpy"
+            return use[k]
+        return decide
+
+    return [make(k) if P._eligible(s, threads) else False for k, s in enumerate(plan.steps[: len(use)])]
 
 
 def _prepare(ops, prep):
@@ -115,9 +131,9 @@ def _prepare(ops, prep):
     return xs
 
 
-def _run(exec_, ops, kernels=True, use=None, times=None, cpu=False):
-    """The plan's steps; ``kernels``: as for :func:`_pair`; ``use``: per step, numpy.matmul for its GEMM;
-    ``times``: per-step GEMM seconds out."""
+def _run(exec_, ops, kernels=True, use=None):
+    """The plan's steps; ``kernels``: as for :func:`_pair`; ``use``: per step, numpy.matmul for its GEMM
+    (a flag, or a deciding callable: see :func:`_pair`)."""
     prep, recipes, sumdims, perm, _ = exec_
     xs = _prepare(ops, prep)
     for k, (i, j, swap, r) in enumerate(recipes):
@@ -128,7 +144,7 @@ def _run(exec_, ops, kernels=True, use=None, times=None, cpu=False):
         a = xs.pop(i)
         if swap:
             a, b = b, a
-        xs.append(_pair(a, b, r, kernels) if use is None else _pair(a, b, r, kernels, use[k], times, k, cpu))
+        xs.append(_pair(a, b, r, kernels) if use is None else _pair(a, b, r, kernels, use[k]))
     x = xs[0]
     if sumdims:
         x = x.sum(sumdims)
@@ -277,15 +293,15 @@ def _einsum_torch(plan, operands, alpha, beta, C, compute_dtype, result_dtype, p
         return R if R.dtype == result_dtype else R.to(result_dtype)
     else:
         kernels = P._kernels_possible()
-        use, tuning = P._route(plan, operands, autotune, kernels)
+        use, rounds = P._route(plan, operands, autotune, kernels)
         ops = [x if x.dtype == compute_dtype else x.to(compute_dtype) for x in operands]
-        if tuning is None:
+        if rounds is None:
             R = _run(plan_exec, ops, kernels, use)
-        else:
-            st, n = tuning
-            times = [None] * len(plan_exec[1])
-            R = _run(plan_exec, ops, kernels, use, times, st.cpu)
-            st.record(n, use, times)
+        else:  # the plan's first execution at this thread count: each GEMM step chooses its route
+            threads = torch.get_num_threads()
+            chosen = [False] * len(plan_exec[1])
+            R = _run(plan_exec, ops, kernels, _decider(plan, rounds, threads, chosen))
+            P._settle(plan, threads, chosen)
     if R.dtype != result_dtype:
         R = R.to(result_dtype)
     if alpha != 1:
@@ -374,8 +390,8 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
     autotune : bool, optional
         None (default): the setting of :func:`trntensor.set_autotune` (on
         unless ``TRNTENSOR_AUTOTUNE=off``). True/on: a CPU float32/float64
-        GEMM step may run on ``numpy.matmul`` instead of torch when the
-        plan's first executions measured it faster (see Notes). False: every
+        GEMM step may run on ``numpy.matmul`` instead of torch when
+        :mod:`trnsci.routes` measured it faster (see Notes). False: every
         step on torch.
 
     Returns
@@ -418,20 +434,20 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
     the number of slice pairs (typically 9-25) float64 contractions, plus
     a few TwoSum passes over the result.
 
-    Autotuning (cuTENSOR's incremental autotune mode): the first ``2 *
-    get_autotune()`` executions of a cached plan at a given torch thread
-    count alternate torch (``torch.mm``/``bmm``, or trnblas) and
-    ``numpy.matmul`` (NumPy's BLAS, on zero-copy views) on each eligible
-    GEMM step and time that GEMM; afterwards each step keeps the faster
-    (numpy.matmul only when > 3% faster), and both are re-measured at
-    executions 2x, 4x, 8x... the count at the decision. Eligible: CPU, float32/float64
+    Routes: each eligible GEMM step of a plan is a measured route of
+    :mod:`trnsci.routes` (family ``"trntensor.gemm"``): torch
+    (``torch.mm``/``bmm``, or trnblas) or ``numpy.matmul`` (NumPy's BLAS,
+    on zero-copy views, through :func:`trnsci.hostblas.call`). The first
+    execution of a plan at a torch thread count times both on the step's
+    operands in interleaved rounds unless its shape class is already
+    decided (in this process or the calibration file), and torch stays
+    unless numpy.matmul is clearly faster. Eligible: CPU, float32/float64
     compute dtype, precision "fast"/"kahan", plain tensors that do not
     require grad (autograd always stays on torch), trnblas's backend
     "torch" or "auto" without a NeuronCore, and -- with more than one
     torch thread -- ``M*N*K < 2^19`` (where OpenBLAS keeps to the calling
-    thread). The two libraries may round differently in the last ulps,
-    so these executions may differ in the last bits from later ones; use
-    ``autotune=False`` for torch's result every time.
+    thread). The two libraries may round differently in the last ulps;
+    use ``autotune=False`` for torch's result every time.
     :func:`trntensor.plan_contraction` shows each step's route.
 
     Examples

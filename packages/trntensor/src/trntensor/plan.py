@@ -147,8 +147,8 @@ class ContractionStep:
     def _decided(self, route=None) -> ContractionStep:
         """This step with its decision (plan, backend, reason) taken under the current setting.
 
-        ``route`` is the autotuner's word on a CPU GEMM step (:func:`_route_notes`):
-        ``(use_numpy, note)``, or None when the autotuner has nothing to say.
+        ``route`` is the GEMM-step route of a CPU step (:func:`_route_notes`):
+        ``(use_numpy, note)``, or None when the step is no route.
         """
         p = self._blas_plan()
         backend, reason = "torch" if p is None else p.backend, self._reason(p)
@@ -177,7 +177,7 @@ class ContractionStep:
 
     @property
     def backend(self) -> str:
-        """``"torch"``, ``"numpy"`` (numpy.matmul, by the autotuner), ``"nki"`` or ``"simulator"``
+        """``"torch"``, ``"numpy"`` (numpy.matmul, by its measured route), ``"nki"`` or ``"simulator"``
         (a :class:`trnsci.backend.BackendName`: the host routes also equal the published ``"pytorch"``)."""
         from trnsci.backend import BackendName
 
@@ -261,7 +261,7 @@ class ContractionPlan:
     kind: str = "path"
     op_plan: object = field(default=None, repr=False, compare=False)
     _exec: tuple = field(default=(), repr=False, compare=False)
-    #: the autotuner's state per torch thread count (:class:`_Tuning`), shared by copies of the plan
+    #: per torch thread count, the GEMM steps' settled routes (:func:`_settle`), shared by copies of the plan
     _tune: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -432,6 +432,40 @@ def _lean(ra, rb, pa, pb, va, vb, sizes):
     return pa, pb, va, vb
 
 
+#: Steps before the last whose operand order is searched (2^this combinations at most; beyond: as listed).
+_SWAP_SEARCH_MAX = 6
+
+
+def _copied(recipe, terms, sizes) -> int:
+    """Elements a step's recipe copies to form its GEMM operands from contiguous ones in the index orders
+    ``terms``: an operand whose permutation cannot be merged into the GEMM's matrix shape as a view."""
+    if recipe[0] != "mm":
+        return 0
+    _, sa, sb, pa, pb, va, vb = recipe[:7]
+    total = 0
+    for t, s, p, v in ((terms[0], sa, pa, va), (terms[1], sb, pb, vb)):
+        if p is None or v is None:
+            continue
+        t = "".join(ch for k, ch in enumerate(t) if k not in s)
+        dims = [sizes[ch] for ch in t]
+        order = [k for k in p]
+        # group the permuted dimensions into the target dimensions (by the product of their extents)
+        pos, ok = 0, True
+        for target in v:
+            group, prod = [], 1
+            while pos < len(order) and (prod < target or (prod == target and dims[order[pos]] == 1)):
+                prod *= dims[order[pos]]
+                group.append(order[pos])
+                pos += 1
+            big = [g for g in group if dims[g] != 1]
+            if any(y != x + 1 for x, y in zip(big, big[1:])):
+                ok = False
+                break
+        if not ok:
+            total += math.prod(dims)
+    return total
+
+
 def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, memory_limit, where):
     n = len(terms)
     # per-operand preparation: squeeze broadcast size-1 dims, take diagonals of repeated letters
@@ -493,36 +527,59 @@ def _build(terms, output, sizes, broadcast, shapes, dtype, optimize, precision, 
             pairs = _paths.find_path(method, reduced, output, sizes, memory_limit)
         if pairs is None:
             raise ValueError(f"{where}: memory_limit={memory_limit} admits no contraction path; raise it")
-    # walk the pairs (ids 0..n-1: the inputs as pre-summed; n, n+1, ...: their results), building steps
-    alias += [None] * len(pairs)
-    for k, (a, b) in enumerate(pairs):
-        a, b = alias[a], alias[b]
-        i, j = sorted((ids.index(a), ids.index(b)))
-        a, b = ids[i], ids[j]  # the recipe takes the operands in list order
-        ta, tb = terms_ssa[a], terms_ssa[b]
-        rest = "".join(terms_ssa[x] for x in ids if x not in (a, b))
-        keep = set(rest) | set(output)
-        recipe, res, strategy, flops = _gemm_step(ta, tb, keep, sizes)
-        last = k == len(pairs) - 1
-        swap = False
-        if last and res != output and set(res) == set(output):
-            # operands the other way round may give the output order directly (no final transpose)
-            r2, res2, s2, _ = _gemm_step(tb, ta, keep, sizes)
-            if res2 == output:
-                recipe, res, strategy, swap = r2, res2, s2, True
-        size = _prod(sizes, res)
-        sub = f"{tb},{ta}->{res}" if swap else f"{ta},{tb}->{res}"
-        steps.append(ContractionStep((i, j), sub, strategy, flops, size, tuple(sizes[ch] for ch in res),
-                                     recipe[-1], cdt))
-        recipes.append((i, j, swap, recipe))
-        path.append((i, j))
-        total += flops
-        if not last:
-            peak = max(peak, size)
-        del ids[j], ids[i]
-        alias[n + k] = len(terms_ssa)
-        ids.append(alias[n + k])
-        terms_ssa.append(res)
+    # walk the pairs (ids 0..n-1: the inputs as pre-summed; n, n+1, ...: their results), building steps.
+    # Each step may take its operands either way round: that sets the order of its result's indices
+    # (the first operand's free indices first), and with it whether a later step can view that result
+    # as its GEMM operand or must copy it into another order. Every combination of the steps before the
+    # last is tried (up to 2^_SWAP_SEARCH_MAX) and the one copying the fewest elements kept (ties: as listed).
+    def walk(swaps):
+        w_ids, w_terms, w_alias = list(ids), list(terms_ssa), alias + [None] * len(pairs)
+        w_steps, w_recipes, w_path, w_total, w_peak, copied = [], [], [], 0, 0, 0
+        for k, (a, b) in enumerate(pairs):
+            a, b = w_alias[a], w_alias[b]
+            i, j = sorted((w_ids.index(a), w_ids.index(b)))
+            a, b = w_ids[i], w_ids[j]  # the recipe takes the operands in list order
+            ta, tb = w_terms[a], w_terms[b]
+            rest = "".join(w_terms[x] for x in w_ids if x not in (a, b))
+            keep = set(rest) | set(output)
+            last = k == len(pairs) - 1
+            swap = bool(swaps[k]) if not last else False
+            recipe, res, strategy, flops = _gemm_step(tb, ta, keep, sizes) if swap else _gemm_step(ta, tb, keep, sizes)
+            if last and res != output and set(res) == set(output):
+                # operands the other way round may give the output order directly (no final transpose)
+                r2, res2, s2, _ = _gemm_step(tb, ta, keep, sizes)
+                if res2 == output:
+                    recipe, res, strategy, swap = r2, res2, s2, True
+            copied += _copied(recipe, (tb, ta) if swap else (ta, tb), sizes)
+            size = _prod(sizes, res)
+            sub = f"{tb},{ta}->{res}" if swap else f"{ta},{tb}->{res}"
+            w_steps.append(ContractionStep((i, j), sub, strategy, flops, size, tuple(sizes[ch] for ch in res),
+                                           recipe[-1], cdt))
+            w_recipes.append((i, j, swap, recipe))
+            w_path.append((i, j))
+            w_total += flops
+            if not last:
+                w_peak = max(w_peak, size)
+            del w_ids[j], w_ids[i]
+            w_alias[n + k] = len(w_terms)
+            w_ids.append(w_alias[n + k])
+            w_terms.append(res)
+        return copied, w_steps, w_recipes, w_path, w_total, w_peak, w_ids, w_terms
+
+    free = len(pairs) - 1 if 0 < len(pairs) - 1 <= _SWAP_SEARCH_MAX else 0
+    best = None
+    for bits in range(1 << free):
+        got = walk([(bits >> k) & 1 for k in range(len(pairs))])
+        if best is None or got[0] < best[0]:
+            best = got
+        if best[0] == 0:
+            break
+    _, w_steps, w_recipes, w_path, w_total, w_peak, ids, terms_ssa = best
+    steps += w_steps
+    recipes += w_recipes
+    path += w_path
+    total += w_total
+    peak = max(peak, w_peak)
     final = terms_ssa[ids[0]]
     # the last result: sum leftover indices, permute into the output order
     sumdims = tuple(p for p, ch in enumerate(final) if ch not in output)
@@ -615,50 +672,57 @@ def _plan(subscripts, shapes, dtype, device, precision, optimize, memory_limit, 
     return plan
 
 
-# ------------------------------------------------------------------ autotuning: torch or numpy.matmul per CPU GEMM step
+# ------------------------------------------------------------------ routes: torch or numpy.matmul per CPU GEMM step
 
 # torch's CPU GEMMs (MKL in the PyPI wheels) and NumPy's (OpenBLAS in the PyPI wheels) differ by shape,
-# dtype, thread count and CPU: on the development machine (AMD EPYC) numpy.matmul was as fast or up to
-# 4.5x faster than torch.mm/bmm on most benchmark GEMMs (tall-skinny and, at one thread, batched ones
-# most), torch faster on some large ones at two threads (docs/trntensor.md, gemm_routes.py). No static
-# rule held across shapes and runs, so each cached plan measures both, as cuTENSOR's
-# CUTENSOR_AUTOTUNE_MODE_INCREMENTAL does: its first 2*count executions (per torch thread count) alternate
-# the candidates on every eligible GEMM step, timing each step's GEMM; then each step keeps its faster one.
+# dtype, thread count and CPU: on an AMD EPYC numpy.matmul was as fast or up to 4.5x faster than
+# torch.mm/bmm on most benchmark GEMMs, on a 2-core Xeon torch won some of the same shapes
+# (docs/trntensor.md). No static rule holds across machines, so each eligible GEMM step is a route of
+# the family "trntensor.gemm" in trnsci.routes, the suite's one mechanism for measured choices: the
+# first execution of a plan at a torch thread count times torch and numpy.matmul on the step's own
+# operands (routes.measure: interleaved rounds), keeps torch unless numpy.matmul is clearly faster
+# (routes.pick), remembers the choice per shape class and thread count, and persists it in the
+# calibration file, so another plan with a GEMM of that class -- or another process -- takes it untimed.
 _AUTOTUNE_ENV = "TRNTENSOR_AUTOTUNE"
-_AUTOTUNE_DEFAULT = 4  # timed executions per candidate
+_AUTOTUNE_DEFAULT = 5  # measured rounds per candidate (routes.measure's default)
 _NP_DTYPES = (torch.float32, torch.float64)
 # OpenBLAS runs a GEMM on the calling thread while M*N*K < 2 * 65536 * 4 (interface/gemm.c: threads =
-# M*N*K / (SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD)); checked here through the threads' CPU times.
-# Beside torch's own threads (torch.get_num_threads() > 1) only such GEMMs may go to NumPy: OpenBLAS's
-# idle threads spin after a threaded call and slowed the next torch call severalfold (measured).
+# M*N*K / (SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD)). Beside torch's own threads
+# (torch.get_num_threads() > 1) only such GEMMs are candidates: larger ones would run on the one
+# thread trnsci.hostblas holds OpenBLAS to, against torch's several.
 _NP_ONE_THREAD_MNK = 2 * 65536 * 4
-_NP_MARGIN = 0.97  # numpy.matmul must be >= 3% faster to replace torch (the default) on a step
 _ROUTE_FAMILY = "trntensor.gemm"  # decisions shared through trnsci.routes (and its calibration file)
 
 
 def _clock(cpu):
-    """Seconds: the calling thread's CPU time (``cpu``) or wall time.
-
-    With one torch thread both candidates run on the calling thread (OpenBLAS too, below 2^19, or
-    when its own thread count -- OMP_NUM_THREADS / OPENBLAS_NUM_THREADS at NumPy's import -- is 1;
-    otherwise the caller's CPU time may miss its helpers' share), so its CPU time is what the GEMM
-    costs and is not inflated when other processes take the core; beside torch's own threads only wall
-    time says what a call costs.
-    """
+    """Seconds: the calling thread's CPU time (``cpu``) or wall time (see :func:`_timed_on_caller`)."""
     return time.thread_time() if cpu else time.perf_counter()
 
 
+def _timed_on_caller(threads, mnk):
+    """Whether both candidates of a step run on the calling thread alone, so its CPU time is what the
+    GEMM costs (and is not inflated when other processes take the core): one torch thread, and an
+    OpenBLAS that runs this size on the caller (below 2^19 multiply-adds, or held at one thread)."""
+    return threads == 1 and (mnk < _NP_ONE_THREAD_MNK or _hostblas_one())
+
+
+def _hostblas_one():
+    from trnblas import _host
+
+    return _host._OPENBLAS_ONE
+
+
 def _autotune_count(value, where, name="autotune"):
-    """Executions per candidate (0 = off) from ``True``/``False``, an int, or an environment string."""
+    """Rounds per candidate (0 = off) from ``True``/``False``, an int, or an environment string."""
     if isinstance(value, str):
         v = value.strip().lower()
-        if v in ("", "1", "on", "true", "yes", "incremental"):
+        if v in ("", "1", "on", "true", "yes", "measure", "incremental"):
             return _AUTOTUNE_DEFAULT
         if v in ("0", "off", "false", "no", "none"):
             return 0
         if v.isdigit():
             return int(v)
-        raise ValueError(f"{where}: {name} {value!r} is not one of on/off/incremental or a count")
+        raise ValueError(f"{where}: {name} {value!r} is not one of on/off/measure or a count")
     if isinstance(value, bool):
         return _AUTOTUNE_DEFAULT if value else 0
     return V.integer(value, name, where, minimum=0, maximum=V.INDEX_MAX)
@@ -676,19 +740,20 @@ _autotune = [_autotune_from_env()]
 
 
 def set_autotune(mode=True) -> int:
-    """Switch the per-plan autotuning of CPU GEMM steps on or off (all threads).
+    """Switch the measured routing of CPU GEMM steps (torch or numpy.matmul) on or off (all threads).
 
     Parameters
     ----------
     mode : bool or int
         True (the default at import, unless the environment variable
-        ``TRNTENSOR_AUTOTUNE`` says ``off``/``0``, or a count): each
-        cached plan's first executions try both torch
-        (``torch.mm``/``bmm``) and ``numpy.matmul`` on every eligible GEMM
-        step, 4 timed executions each, then keep the faster per step, and
-        re-measure both at executions 2x, 4x, 8x... the count at the
-        decision. An int sets that count (0 = off). False: every step
-        runs on torch, as :func:`trntensor.einsum` did before autotuning.
+        ``TRNTENSOR_AUTOTUNE`` says ``off``/``0``, or a count): every
+        eligible GEMM step is a measured route of :mod:`trnsci.routes`
+        (family ``"trntensor.gemm"``): the first execution of a plan at a
+        torch thread count times ``torch.mm``/``bmm`` and
+        ``numpy.matmul`` on the step's operands in interleaved rounds
+        (5), and the step keeps torch unless numpy.matmul is clearly
+        faster. An int sets the number of rounds (0 = off). False: every
+        step runs on torch.
 
     Returns
     -------
@@ -701,17 +766,20 @@ def set_autotune(mode=True) -> int:
     operands that are plain tensors not requiring grad, under trnblas's
     backend ``"torch"`` or ``"auto"`` without a NeuronCore, precision
     ``"fast"`` or ``"kahan"``; with more than one torch thread only steps
-    that OpenBLAS runs on one thread (``M*N*K < 2^19``). GEMM times are
-    the calling thread's CPU time at one torch thread, wall time beside
-    other torch threads; the best time of each route counts. The two BLAS
-    libraries round differently, so results may differ in the last units
-    in the last place between the tuning executions and afterwards, and
-    between machines; ``einsum(..., autotune=False)`` or
-    ``set_autotune(False)`` give torch's result every time. Decisions
-    are kept per cached plan and torch thread count
-    (:func:`clear_plan_cache` forgets them) and shown by
-    :func:`plan_contraction` (step backend ``"numpy"``, timings in the
-    reason).
+    that OpenBLAS runs on one thread (``M*N*K < 2^19``). As every route of
+    the suite: keyed by the step's shape class (strategy, batch, M, N, K,
+    dtype) and the thread count, remembered in the process and persisted
+    in the calibration file (:func:`trnsci.routes.choose`), nothing timed
+    under ``TRNSCI_ROUTES=estimate`` (torch runs), calls into NumPy made
+    through :func:`trnsci.hostblas.call`. Times are the calling thread's
+    CPU time when both candidates run on it, else wall time, and then the
+    choice is robust (a candidate whose slowest round stalled longer than
+    torch's is not taken, :func:`trnsci.routes.pick`). The two
+    BLAS libraries round differently, so results may differ in the last
+    units in the last place between machines; ``einsum(...,
+    autotune=False)`` or ``set_autotune(False)`` give torch's result every
+    time. :func:`plan_contraction` shows each step's route and the times
+    that chose it (step backend ``"numpy"`` for numpy.matmul).
 
     Examples
     --------
@@ -727,7 +795,7 @@ def set_autotune(mode=True) -> int:
 
 
 def get_autotune() -> int:
-    """Timed executions per candidate of the autotuner (0: off); see :func:`set_autotune`.
+    """Measured rounds per candidate of the GEMM-step routes (0: off); see :func:`set_autotune`.
 
     Examples
     --------
@@ -738,133 +806,31 @@ def get_autotune() -> int:
     return _autotune[0]
 
 
-class _Tuning:
-    """The autotuner's state for one plan at one torch thread count.
-
-    Executions are numbered as they are routed. Until decided they
-    alternate torch and numpy.matmul in pairs (torch, numpy, numpy, torch,
-    torch, ...: half of each route's executions follow one of the same
-    route, as in a loop) on every tunable step and are timed; once every
-    tunable step has ``count`` times of each, each step keeps the faster
-    (numpy.matmul only when faster by more than 3%). Then executions
-    ``p, p + 1`` (``p = 2 * (executions so far)``) re-measure the other
-    route of every tunable step and ``p + 2`` the kept one, after which
-    each step decides again on the best times seen, and ``p`` doubles: a
-    decision taken while other processes slowed one route (the best times
-    are minima) is revisited, at a cost that vanishes as the plan is
-    reused.
-    """
-
-    __slots__ = ("threads", "cpu", "mask", "idle", "count", "execs", "tuned", "best", "samples", "use", "probe",
-                 "classes")
-
-    def __init__(self, plan, threads, count):
-        self.threads = threads
-        self.cpu = threads == 1  # time the calling thread's CPU time (see _clock)
-        mask = []
-        for st in plan.steps[: len(plan._exec[1])]:
-            Bn, M, N, K = st.dims
-            mask.append(st.strategy in ("gemm", "batched_gemm") and st.dtype in _NP_DTYPES and Bn * M * N * K > 0
-                        and (threads == 1 or M * N * K < _NP_ONE_THREAD_MNK))
-        self.mask = tuple(mask)
-        self.idle = not any(mask)
-        # shape classes for the shared route store (trnsci.routes): a decision made by another process
-        # at this thread count starts this plan decided; its re-measurements still run
-        self.classes = tuple((st.strategy, *st.dims, str(st.dtype).replace("torch.", "")) if m else None
-                             for st, m in zip(plan.steps, mask))
-        self.count = count
-        self.execs = 0  # executions routed
-        self.tuned = 0  # tuning executions recorded
-        self.best = [[math.inf, math.inf] for _ in mask]  # per step: best (torch, numpy) GEMM seconds
-        self.samples = [[0, 0] for _ in mask]  # per step: timed executions per route (torch, numpy)
-        self.use = (False,) * len(mask) if self.idle else None  # per step: numpy.matmul? (None: tuning)
-        self.probe = 0  # once decided: the execution that re-measures the other routes
-        if not self.idle:
-            self._from_store()
-
-    def _from_store(self):
-        """Start decided from choices stored by :func:`trnsci.routes.record` for every tunable step."""
-        from trnsci import routes
-
-        found = [routes.lookup(_ROUTE_FAMILY, c) if c is not None else None for c in self.classes]
-        if any(m and (f is None or f.route not in ("torch", "numpy")) for m, f in zip(self.mask, found)):
-            return
-        for k, f in enumerate(found):
-            if f is not None:
-                self.best[k] = [f.times.get("torch", math.inf), f.times.get("numpy", math.inf)]
-        self.use = tuple(bool(m and f.route == "numpy") for m, f in zip(self.mask, found))
-        self.probe = 2 * self.count  # re-measured at execution 2 * count, then at doubling intervals
-
-    def _store(self):
-        """Persist this plan's decisions (trnsci.routes; not in ``estimate`` mode, e.g. the test suite)."""
-        from trnsci import routes
-
-        if routes.current_mode() != "measure":
-            return
-        for c, m, u, b in zip(self.classes, self.mask, self.use, self.best):
-            if m:
-                routes.record(_ROUTE_FAMILY, c, "numpy" if u else "torch", {"torch": b[0], "numpy": b[1]},
-                              default="torch")
-
-    def route(self, n):
-        """``(use, timed)`` of execution ``n``: per-step flags (True: numpy.matmul), and whether it is timed."""
-        if self.use is None:
-            numpy_turn = n % 4 in (1, 2)
-            return tuple(m and numpy_turn for m in self.mask), True
-        if n == self.probe or n == self.probe + 1:
-            return tuple(m and not u for m, u in zip(self.mask, self.use)), True
-        return self.use, n == self.probe + 2
-
-    def take(self):
-        """Number and route the next execution: ``(n, use, timed)``.
-
-        Without a lock: threads racing here may share a number (both then take its route) and lose a
-        count, which only moves the next re-measurement by one execution.
-        """
-        n = self.execs
-        self.execs = n + 1
-        if self.use is not None and not 0 <= n - self.probe <= 2:
-            return n, self.use, False
-        return (n, *self.route(n))
-
-    def _decide(self):
-        return tuple(bool(m and b[1] < _NP_MARGIN * b[0]) for m, b in zip(self.mask, self.best))
-
-    def record(self, n, use, times):
-        """Execution ``n``'s GEMM times (seconds per step, None where not timed) under routes ``use``."""
-        decided = False
-        with _tune_lock:
-            for k, t in enumerate(times):
-                if self.mask[k] and t is not None:
-                    b = self.best[k]
-                    b[use[k]] = min(b[use[k]], t)
-                    self.samples[k][use[k]] += 1
-            if self.use is None:
-                self.tuned += 1
-                if self.tuned >= 2 * self.count and all(
-                        not m or (b[0] < math.inf and b[1] < math.inf) for m, b in zip(self.mask, self.best)):
-                    self.use = self._decide()
-                    self.probe = 2 * self.execs
-                    decided = True
-            elif n == self.probe + 2:
-                self.use = self._decide()
-                self.probe *= 2
-                decided = True
-        if decided:
-            self._store()
+def _eligible(step, threads) -> bool:
+    """Whether a step is a torch/numpy.matmul route at ``threads`` torch threads."""
+    Bn, M, N, K = step.dims
+    return (step.strategy in ("gemm", "batched_gemm") and step.dtype in _NP_DTYPES and Bn * M * N * K > 0
+            and (threads == 1 or M * N * K < _NP_ONE_THREAD_MNK))
 
 
-_tune_lock = threading.Lock()
+def _step_class(step) -> tuple:
+    """The route key's shape class of a GEMM step: its strategy, exact extents and dtype."""
+    return (step.strategy, *step.dims, str(step.dtype).replace("torch.", ""))
 
 
-def _tuning(plan, threads, count) -> _Tuning:
-    st = plan._tune.get(threads)
-    if st is None:
-        with _tune_lock:
-            st = plan._tune.get(threads)
-            if st is None:
-                st = plan._tune[threads] = _Tuning(plan, threads, count)
-    return st
+def _choose_step(plan, k, threads, rounds, candidates):
+    """The :class:`trnsci.routes.Choice` of step ``k``; ``candidates``: ``{"torch": thunk, "numpy": thunk}``
+    on the step's operands (timed only when no choice is remembered or stored for its class)."""
+    from trnsci import routes
+
+    step = plan.steps[k]
+    Bn, M, N, K = step.dims
+    cpu = _timed_on_caller(threads, M * N * K)
+    # robust (trnsci.routes.pick: the slowest rounds compared too) whenever a candidate runs threads of its
+    # own -- torch's beside it, or OpenBLAS's at one torch thread above 2^19: on a loaded machine such a
+    # call waits for a core now and then, and one quiet moment must not choose it
+    return routes.choose(_ROUTE_FAMILY, _step_class(step), candidates, default="torch", rounds=max(1, rounds),
+                         clock=lambda: _clock(cpu), robust=not cpu)
 
 
 def _count(autotune):
@@ -881,65 +847,85 @@ def _held(tensors):
     return None
 
 
+#: routed ("use") tuples of plans whose steps were all chosen at a thread count: ``plan._tune[threads]``
+#: holds per pairwise step True (numpy.matmul) / False (torch), or False when every step stays on torch.
 def _route(plan, ops, autotune, kernels):
-    """Per-step routes of one call: ``(use, tuning)``.
+    """Per-step routes of one call: ``(use, decide)``.
 
-    ``use`` is None (every step on torch) or a tuple of flags per pairwise
-    step (True: numpy.matmul); ``tuning`` is ``(state, n)`` when this
-    execution (number ``n``) is timed into :class:`_Tuning` ``state``, else None.
-    ``kernels``: :func:`_kernels_possible` now (then nothing is routed: numpy.matmul
-    replaces torch, never a kernel).
+    ``use``: None (every step on torch) or a tuple of flags per pairwise step (True: numpy.matmul).
+    ``decide``: None, or -- on a plan's first execution at this thread count -- the rounds to measure
+    with: the caller then decides each eligible step on its operands (:func:`_choose_step`) and
+    stores the flags (:func:`_settle`). ``kernels``: :func:`_kernels_possible` now (then nothing is
+    routed: numpy.matmul replaces torch, never a kernel).
     """
-    count = _count(autotune)
-    if not count or not ops[0].is_cpu:
+    count = _autotune[0] if autotune is None else _count(autotune)
+    if not count or kernels or not ops[0].is_cpu:
         return None, None
-    st = plan._tune.get(torch.get_num_threads()) or _tuning(plan, torch.get_num_threads(), count)
-    if st.idle:
+    use = plan._tune.get(torch.get_num_threads())
+    if use is False:
         return None, None
-    # every call on a tunable plan is numbered (those that stay on torch below too: the plan reads the same count)
-    n, use, timed = st.take()
-    if not (timed or any(use)) or _held(ops) is not None or kernels:
-        return None, None  # torch everywhere (or trnblas's kernels)
-    return use, ((st, n) if timed else None)
+    if _held(ops) is not None:
+        return None, None
+    if use is None:
+        return None, count
+    return use, None
+
+
+def _settle(plan, threads, use):
+    """Keep a plan's per-step routes at ``threads`` (False: all torch) until the routes change."""
+    plan._tune[threads] = tuple(use) if any(use) else False
+
+
+def _forget_routes():
+    """:func:`trnsci.routes.forget` / ``force`` / ``mode`` were called: no plan keeps routes chosen before."""
+    with _lock:
+        plans = list(_cache.values())
+    for p in plans:
+        p._tune.clear()
+
+
+def _register():
+    from trnsci import routes
+
+    routes.on_change(_forget_routes)
+
+
+_register()
 
 
 def _route_notes(plan, device, tensors, autotune, precision):
     """What :func:`_route` will do on the next call, per step: ``(use_numpy, note)`` or None."""
+    from trnsci import routes
+
     none = [None] * len(plan.steps)
     count = _count(autotune) if precision != "dd" else 0
     if not count or (device is not None and device.type != "cpu") or _kernels_possible():
         return none
     threads = torch.get_num_threads()
-    st = _tuning(plan, threads, count)
     tn = f"{threads} thread" + ("s" if threads > 1 else "")
     notes = list(none)
     held = _held(tensors)
-    n = st.execs
-    use, _ = st.route(n)
-    for k, m in enumerate(st.mask):
-        step = plan.steps[k]
+    forced = routes._forced[0]
+    for k, step in enumerate(plan.steps[: len(plan._exec[1])]):
         if step.strategy not in ("gemm", "batched_gemm") or step.dtype not in _NP_DTYPES:
             continue
-        if not m:
-            notes[k] = (False, f"numpy.matmul not tried at {tn}: M*N*K >= 2^19, where OpenBLAS would start "
-                               f"threads of its own beside torch's") if threads > 1 else None
+        if not _eligible(step, threads):
+            notes[k] = (False, f"numpy.matmul not a route at {tn}: M*N*K >= 2^19, where OpenBLAS would "
+                               f"thread the GEMM beside torch's threads") if threads > 1 else None
         elif held is not None:
             why = "autograd" if held.requires_grad else "a tensor subclass or negative-bit view"
-            notes[k] = (False, f"not autotuned: {why} stays on torch")
-        elif st.use is None:
-            notes[k] = (use[k], f"autotuning at {tn}, execution {n + 1} of {2 * st.count} (torch and "
-                                f"numpy.matmul alternate; the faster stays)")
+            notes[k] = (False, f"not routed: {why} stays on torch")
+        elif forced in ("torch", "numpy"):
+            notes[k] = (forced == "numpy", f"route {_ROUTE_FAMILY} forced to {forced} (trnsci.routes.force)")
         else:
-            bt, bn = st.best[k]
-            kept = "numpy.matmul" if st.use[k] else "torch"
-            if n in (st.probe, st.probe + 1):
-                when = f"execution {n + 1} re-measures {'torch' if st.use[k] else 'numpy.matmul'}"
-            elif n == st.probe + 2:
-                when = f"execution {n + 1} re-measures {kept}, then it decides again"
+            c = routes.lookup(_ROUTE_FAMILY, _step_class(step))
+            if c is not None and c.route in ("torch", "numpy"):
+                notes[k] = (c.route == "numpy", f"route {_ROUTE_FAMILY} at {tn}: {c}")
+            elif routes.current_mode() == "estimate":
+                notes[k] = (False, f"route {_ROUTE_FAMILY} at {tn}: torch (TRNSCI_ROUTES=estimate: not timed)")
             else:
-                when = f"re-measured from execution {st.probe + 1}"
-            notes[k] = (use[k], f"autotuned at {tn}: numpy.matmul {bn * 1e6:.1f} us, torch {bt * 1e6:.1f} us "
-                                f"(best of {st.samples[k][1]} and {st.samples[k][0]} executions), {kept} kept; {when}")
+                notes[k] = (False, f"route {_ROUTE_FAMILY} at {tn}: not measured yet; the next call times "
+                                   f"torch and numpy.matmul on its operands and keeps the faster")
     return notes
 
 
@@ -1015,10 +1001,11 @@ def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", m
         Each step's ``backend``/``reason`` is what the next
         :func:`trntensor.einsum` call with these operands runs, decided
         under the backend setting in effect now: a GEMM step through
-        trnblas reports trnblas's own decision; a CPU GEMM step the
-        autotuner routed to ``numpy.matmul`` (or will try next) has
-        backend ``"numpy"``, and the reason gives the measured times
-        (see :func:`set_autotune`).
+        trnblas reports trnblas's own decision; a CPU GEMM step whose
+        measured route (:mod:`trnsci.routes`) is ``numpy.matmul`` has
+        backend ``"numpy"``; the reason gives the route and the times
+        that chose it, or says the next call measures it (see
+        :func:`set_autotune`).
 
     Raises
     ------
