@@ -15,27 +15,35 @@ import torch
 import trnblas
 from trnsci.bench import Case
 
-# Measured here (thread CPU time, best of 9 interleaved rounds, 1 thread, 64^3 float64, load ~4): torch.mm
-# 7.0-7.5 us, SciPy dgemm 6.8-8.2 us, trnblas.gemm 9.2-9.4 us, whose settled route calls torch.mm directly.
+# Measured here (thread CPU time, 1 thread, best of 31 shuffled rounds of 500 calls in one process, load ~4,
+# the other vCPU busy): torch.mm 64^3 float64 12.2 us, SciPy dgemm 11.2 us, trnblas.gemm 15.1 us; float32
+# torch.mm 8.3 us, trnblas.gemm 11.0 us. The route's own calibration at 1 thread: torch 8.4, NumPy 11.0,
+# SciPy 11.8 us (the host routes pay ~2-3 us of tensor <-> array conversion).
 _GEMM64_F64_NOTE = (
-    "per-call overhead, not the product: torch.mm (MKL) takes 7.0-7.5 us and SciPy's dgemm 6.8-8.2 us "
-    "(1 thread, thread CPU time, best of 9 rounds), trnblas.gemm 9.2-9.4 us -- its settled route calls "
-    "torch.mm directly, so the ~2 us are the settled public wrapper (key checks and table lookup, "
-    "trnsci.settled); NumPy's matmul / SciPy's dgemm as a route cost 8.4-10 us here (~2 us of tensor<->array "
-    "conversion), so the measured route keeps torch.mm. At 2 threads MKL splits even this GEMM over both "
-    "threads: torch.mm took 8.4 us in the route's timing but 45-160 us (min/median of 9 rounds) while another "
-    "process held the second core, where the single-threaded dgemm took 7-20 us and NumPy's matmul route "
-    "9.5-10.4 us; which of torch and NumPy wins then depends on the load at the moment of measuring"
+    "per-call overhead, not the product: SciPy's dgemm 11.2 us, torch.mm (MKL) 12.2 us (1.09x of it), "
+    "trnblas.gemm 15.1 us (thread CPU time, 1 thread, best of 31 rounds, load ~4) -- its settled route calls "
+    "torch.mm, so the rest is the settled wrapper (two tensor keys, four sentinel tests, the backend test, the "
+    "route frame: trnsci.settled); the measured host route keeps torch.mm because NumPy's matmul / SciPy's "
+    "dgemm as a route took 11.0 / 11.8 us against torch's 8.4 us in its own timing (~2-3 us of tensor <-> "
+    "array conversion). At 2 threads every torch call here may wait at an OpenMP barrier while another "
+    "process holds the second vCPU"
+)
+_GEMM64_F32_NOTE = (
+    "per-call overhead, not the product: torch.mm 8.3 us, trnblas.gemm 11.0 us (1.32x; thread CPU time, 1 "
+    "thread, best of 31 rounds, load ~4); the settled route calls torch.mm, the rest is the settled wrapper "
+    "(see gemm 64^3 float64)"
 )
 
 
-# What a float64 row measured against SciPy's threaded OpenBLAS suffers at 2 threads (OMP_NUM_THREADS=2,
-# torch.set_num_threads(2), 256^3 float64, median of 15 rounds of 10, load ~4 from other processes).
+# What a float64 row measured against SciPy's threaded OpenBLAS suffers at 2 threads (torch at 2 threads,
+# 256 float64, wall-clock medians of 30 alternations trnsci / peer in one process, load ~4).
 _OPENBLAS_SPIN = (
     "at 2 threads the peer's own OpenBLAS workers keep spinning after each SciPy call and take the cores "
-    "from the next torch call (torch.mm 256^3 float64: 196 us after a torch.mm, 10-17 ms after a threaded "
-    "np.matmul, measured in one process): the trnsci side is slowed by the peer it alternates with, so "
-    "trnblas keeps OpenBLAS for problems it runs single-threaded (m n k < 2^19) beside torch's threads"
+    "from the next torch call: trnblas.syrk 256 float64 took 405-433 us alone, 32 ms after each threaded "
+    "dsyrk (which itself took 24 ms), and 645-666 us when the peer's dsyrk ran with OpenBLAS held at one "
+    "thread (trnsci.hostblas; the peer then took 0.57-0.61 ms); gemm 256^3: 0.55 ms alone, 8-12 ms after a "
+    "threaded dgemm, 0.62 ms beside a one-thread one (medians of 30, wall clock, load ~4). The trnsci side "
+    "is slowed by the peer it alternates with; trnblas's own OpenBLAS routes run through trnsci.hostblas"
 )
 _GEMM_F64_NOTE = (
     "at 1 thread the measured host route (trnblas._host) runs the fastest of torch.mm, NumPy's matmul and "
@@ -56,7 +64,7 @@ def _gemm_cases(sizes):
             B = torch.randn(n, n, generator=g, dtype=dtype)
             if ref is None:
                 yield Case("trnblas", f"gemm {n}^3 float32", lambda A=A, B=B: trnblas.gemm(1.0, A, B),
-                           ref_name, lambda A=A, B=B: torch.mm(A, B))
+                           ref_name, lambda A=A, B=B: torch.mm(A, B), note=_GEMM64_F32_NOTE if n == 64 else "")
             else:
                 An, Bn = np.asfortranarray(A.numpy()), np.asfortranarray(B.numpy())
                 yield Case("trnblas", f"gemm {n}^3 float64", lambda A=A, B=B: trnblas.gemm(1.0, A, B),
@@ -64,19 +72,48 @@ def _gemm_cases(sizes):
                            note=_GEMM64_F64_NOTE if n == 64 else _GEMM_F64_NOTE)
 
 
+# The settled route's fixed cost (trnsci.settled), measured here: thread CPU time, 1 thread, best of 31
+# shuffled rounds of 1000 calls in one process, load ~4. dot's generated wrapper with a no-op route takes
+# 1.05 us: 0.75 us the signature key (per tensor four torch getters -- dtype, layout, is_cpu ~0.06 us
+# each, shape 0.13 us -- then the tuple's hash), 0.13 us the inline backend test, 0.17 us the frame, type
+# tests and table lookup. A route that is the torch call itself (dot) adds no frame; one that reorders
+# arguments (axpy, gemv, ger, gemm) adds one (~0.1 us).
+_WRAPPER = ("the settled wrapper's fixed cost, not the work: its signature key reads four torch attributes per "
+            "tensor (~0.3 us each tensor), plus ~0.3 us of backend test, frame and table lookup (dot's wrapper "
+            "with a no-op route: 1.05 us, 0.75 of it the key; thread CPU time, 1 thread, best of 31 rounds)")
+
+
+def _small_note(peer: str, peer_us: float, ours_us: float, extra: str = "") -> str:
+    return (f"{peer} {peer_us:.2f} us, trnblas {ours_us:.2f} us ({ours_us / peer_us:.2f}x, thread CPU time, "
+            f"1 thread, best of 31 shuffled rounds of 1000 calls in one process, load ~4): {_WRAPPER}"
+            + (f"; {extra}" if extra else "") + ". Wall-clock rounds on the shared machine scale the whole call, "
+            "so the fixed ~1 us weighs more in the reported ratio")
+
+
 def _small_cases(n: int = 64):
     """Level 1/2 calls small enough that the ratio is trnblas's per-call overhead."""
     g = torch.Generator().manual_seed(n)
     A = torch.randn(n, n, generator=g)
     x, y = torch.randn(n, generator=g), torch.randn(n, generator=g)
-    yield Case("trnblas", f"gemv {n} float32", lambda: trnblas.gemv(1.0, A, x), "torch.mv", lambda: torch.mv(A, x))
+    yield Case("trnblas", f"gemv {n} float32", lambda: trnblas.gemv(1.0, A, x), "torch.mv", lambda: torch.mv(A, x),
+               note=_small_note("torch.mv", 1.97, 3.60, "six positional parameters, three of them left out "
+                                "(each a sentinel test), and the route frame that passes (A, x) to torch.mv"))
     yield Case("trnblas", f"axpy {n} float32", lambda: trnblas.axpy(2.0, x, y),
-               "torch.add", lambda: torch.add(y, x, alpha=2.0))
-    yield Case("trnblas", f"dot {n} float32", lambda: trnblas.dot(x, y), "torch.dot", lambda: torch.dot(x, y))
+               "torch.add", lambda: torch.add(y, x, alpha=2.0),
+               note=_small_note("torch.add", 2.10, 3.58, "two tensors and a float alpha, and the route frame "
+                                "that reorders them into torch.add(y, x, alpha=alpha)"))
+    yield Case("trnblas", f"dot {n} float32", lambda: trnblas.dot(x, y), "torch.dot", lambda: torch.dot(x, y),
+               note=_small_note("torch.dot", 1.36, 2.55, "the route is torch.dot itself (no frame)"))
     yield Case("trnblas", f"nrm2 {n} float32", lambda: trnblas.nrm2(x), "torch vector_norm",
-               lambda: torch.linalg.vector_norm(x))
+               lambda: torch.linalg.vector_norm(x),
+               note=_small_note("torch vector_norm", 1.84, 3.11,
+                                "the route reads the norm on the host once (float(r), 0.48 us) to decide whether "
+                                "the scaled norm is needed: torch's vector_norm gives inf for [1e30, 1e30] in "
+                                "float32, reference BLAS's nrm2 does not"))
     yield Case("trnblas", f"ger {n} float32", lambda: trnblas.ger(1.0, x, y, A), "torch.addr",
-               lambda: torch.addr(A, x, y))
+               lambda: torch.addr(A, x, y),
+               note=_small_note("torch.addr", 3.60, 5.75, "three tensors (1.9 us for the wrapper with a no-op "
+                                "route) and the route frame into torch.addr(A, x, y)"))
 
 
 def _level3_extra_cases(n: int):
@@ -128,4 +165,15 @@ def cases(quick: bool = True):
         return (ovov * (2 * ovov - ovov.transpose(1, 3)) / d).sum()
 
     yield Case("trnblas", f"mp2_energy {nocc}/{nvir}/{naux} float64", lambda: trnblas.mp2_energy(Bq, eo, ev),
-               "torch.einsum", einsum_mp2)
+               "torch.einsum", einsum_mp2, note=_MP2_NOTE)
+
+
+# 2 threads, wall clock, 40 alternations in one process, load 4.1-4.7 (two runs).
+_MP2_NOTE = (
+    "at 2 threads both sides' torch calls wait at OpenMP barriers while other processes hold the second "
+    "vCPU: in two runs of 40 alternations trnblas.mp2_energy took 4.3 / 13.7 ms (best) and 17 / 28 ms "
+    "(median), torch.einsum 2.7 / 65 ms and 48 / 90 ms -- a row's ratio is the load of its moment. The "
+    "energy's measured route (trnsci.routes, family trnblas.mp2) keeps the pool of single-threaded workers: "
+    "block after block on 2 threads took 188 ms against the pool's 11 ms in its timing; at 1 thread "
+    "trnblas 3.2-6.6 ms against einsum's 5.0-9.8 ms (best of 40)"
+)
