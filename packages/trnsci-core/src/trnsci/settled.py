@@ -29,11 +29,14 @@ What makes this safe:
   positional argument, a default of a parameter the caller left out, or a
   ``None``/``bool``/``str`` flag (derived from the key by the checks);
 * the routes live in :attr:`Op.settled <trnsci.dispatch.Op>` (one table per
-  public function), which the Op empties when a lowering changes;
+  public function), which the Op empties when a lowering changes (a
+  generated wrapper keeps a reference to its own table: ``clear()`` empties
+  the table itself, so the reference sees it empty);
   each table is bounded; a route is used only while :meth:`Op.on_torch`
   holds (backend ``"torch"``, or ``"auto"`` without a NeuronCore, nothing
   required, no :func:`~trnsci.dispatch.plan_call` collecting), checked on
-  every call.
+  every call -- a generated wrapper inlines the probe's test of the usual
+  state (which implies it) and calls the probe whenever that test fails.
 
 The fast form is a spec string of the parameters' kinds (:data:`KINDS`):
 the core then generates one wrapper per public function holding the key's
