@@ -121,6 +121,18 @@ def clock(threads: int, mnk: int):
     return time.perf_counter
 
 
+def _robust(clk) -> bool:
+    """Whether a choice timed with ``clk`` compares the slowest rounds too (:func:`trnsci.routes.pick`).
+
+    Whenever some candidate may run on helper threads (wall time): torch's beside its own threads, or
+    OpenBLAS's own pool at one torch thread above its threading threshold. A threaded call that waited
+    at a barrier for a core another process held is no evidence to choose it -- measured here: NumPy's
+    2-thread sgemm 256^3, chosen at 267 us against torch.mm's 399 us in a quiet moment, took 22-24 ms
+    per call under a load of ~4 while torch.mm at one thread took 0.31 ms.
+    """
+    return clk is time.perf_counter
+
+
 def _candidate(mnk: int, threads: int) -> bool:
     # any thread count: beside torch's threads a host route runs single-threaded (trnsci.hostblas) and is
     # timed that way, so it is taken only where one OpenBLAS thread beats torch's threads
@@ -178,10 +190,11 @@ def _choose_gemm(a, b, key) -> str:
     (m, k), n = a.shape, b.shape[1]
     route = "torch"
     if _candidate(m * n * k, key[-1]):
+        clk = clock(key[-1], m * n * k)
         c = routes.choose("trnblas.gemm", _gemm_class(a, b),
                           {"torch": lambda: torch.mm(a, b), "numpy": lambda: gemm_host("numpy", 1.0, a, b),
                            "scipy": lambda: gemm_host("scipy", 1.0, a, b)}, default="torch",
-                          clock=clock(key[-1], m * n * k), robust=key[-1] > 1)
+                          clock=clk, robust=_robust(clk))
         route = c.route
     if len(_gemm) >= _LIMIT:
         _gemm.clear()
@@ -239,9 +252,10 @@ def syrk_uses_blas(a: torch.Tensor, C: torch.Tensor | None, upper: bool, mm_rout
     use = False
     if _candidate(n * n * k, key[-1]):
         cls = (str(a.dtype).replace("torch.", ""), _bucket(n), _bucket(k), _layout(a), C is None)
+        clk = clock(key[-1], n * n * k)
         c = routes.choose("trnblas.syrk", cls,
                           {"torch": mm_route, "blas": lambda: syrk_blas(1.0, a, 1.0, C, upper)}, default="torch",
-                          clock=clock(key[-1], n * n * k), robust=key[-1] > 1)
+                          clock=clk, robust=_robust(clk))
         use = c.route == "blas"
     if len(_syrk) >= _LIMIT:
         _syrk.clear()
