@@ -43,7 +43,25 @@ _OPENBLAS_SPIN = (
     "dsyrk (which itself took 24 ms), and 645-666 us when the peer's dsyrk ran with OpenBLAS held at one "
     "thread (trnsci.hostblas; the peer then took 0.57-0.61 ms); gemm 256^3: 0.55 ms alone, 8-12 ms after a "
     "threaded dgemm, 0.62 ms beside a one-thread one (medians of 30, wall clock, load ~4). The trnsci side "
-    "is slowed by the peer it alternates with; trnblas's own OpenBLAS routes run through trnsci.hostblas"
+    "is slowed by the peer it alternates with; trnblas's own OpenBLAS routes run through trnsci.hostblas. "
+    "In other runs at the same load the 2-thread torch calls stalled with no peer at all (gemm 256^3 "
+    "float64 alone 8.0 ms, syrk 16 ms, in 4 ms scheduler steps): then the ratio is the load of the moment"
+)
+_TRSM_NOTE = (
+    "1 thread: within target. 2 threads (wall-clock medians of 30 alternations in one process, load 3.3-4.3): "
+    "trnblas.trsm 256 float64 (torch's triangular solve) took 337-401 us alone, 10-14 ms right after each "
+    "threaded SciPy dtrsm (the peer's OpenBLAS workers spin after a call; the peer itself took 9-12 ms), and "
+    "beside a dtrsm held at one thread (trnsci.hostblas) 0.63 ms in one run, 14 ms in the next: the 2-thread "
+    "torch call waits at its OpenMP barrier whenever the second vCPU is taken, by the peer's spinning "
+    "workers or by other processes"
+)
+_GEMM256_F32_NOTE = (
+    "1 thread: the measured host route of this class in this machine's calibration file is NumPy's matmul "
+    "(267 us against torch.mm's 399 us when it was timed, OpenBLAS then running it on its own 2 threads -- "
+    "torch's thread count does not bound OpenBLAS's); under a load of ~4 each such call waited at "
+    "OpenBLAS's barrier for a core: 22-24 ms against torch.mm's 0.31 ms in the row. Choices are now robust "
+    "whenever a candidate may thread (trnblas._host._robust), which a fresh measurement under load applies; "
+    "the stored choice stands until re-measured"
 )
 _GEMM_F64_NOTE = (
     "at 1 thread the measured host route (trnblas._host) runs the fastest of torch.mm, NumPy's matmul and "
@@ -64,7 +82,8 @@ def _gemm_cases(sizes):
             B = torch.randn(n, n, generator=g, dtype=dtype)
             if ref is None:
                 yield Case("trnblas", f"gemm {n}^3 float32", lambda A=A, B=B: trnblas.gemm(1.0, A, B),
-                           ref_name, lambda A=A, B=B: torch.mm(A, B), note=_GEMM64_F32_NOTE if n == 64 else "")
+                           ref_name, lambda A=A, B=B: torch.mm(A, B),
+                           note=_GEMM64_F32_NOTE if n == 64 else _GEMM256_F32_NOTE if n == 256 else "")
             else:
                 An, Bn = np.asfortranarray(A.numpy()), np.asfortranarray(B.numpy())
                 yield Case("trnblas", f"gemm {n}^3 float64", lambda A=A, B=B: trnblas.gemm(1.0, A, B),
@@ -148,7 +167,7 @@ def cases(quick: bool = True):
     T = torch.eye(n, dtype=torch.float64) * n + torch.randn(n, n, generator=g, dtype=torch.float64).triu()
     Tn = np.asfortranarray(T.numpy())
     yield Case("trnblas", f"trsm {n} float64", lambda: trnblas.trsm(1.0, T, A),
-               "scipy dtrsm", lambda: sblas.dtrsm(1.0, Tn, An))
+               "scipy dtrsm", lambda: sblas.dtrsm(1.0, Tn, An), note=_TRSM_NOTE)
     b = 64 if quick else 256
     X = torch.randn(b, 64, 64, generator=g)
     Y = torch.randn(b, 64, 64, generator=g)
