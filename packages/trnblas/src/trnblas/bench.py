@@ -179,7 +179,7 @@ def cases(quick: bool = True):
     Y = torch.randn(b, 64, 64, generator=g)
     yield Case("trnblas", f"batched_gemm {b}x64^3 float32", lambda: trnblas.batched_gemm(1.0, X, Y),
                "torch.bmm", lambda: torch.bmm(X, Y),
-               note="the settled route is torch.bmm itself: 1.03-1.04x at 1 thread, 0.97-1.09x at 2 threads in "
+               note="the settled route calls torch.bmm: 1.03-1.04x at 1 thread, 0.97-1.09x at 2 threads in "
                     "two quick runs each (load ~4), the spread of torch.bmm's own rounds")
     nocc, nvir, naux = (10, 60, 200) if quick else (24, 200, 600)
     Bq = torch.randn(nocc, nvir, naux, generator=g, dtype=torch.float64) * 0.1
