@@ -102,9 +102,10 @@ _WRAPPER = ("the settled wrapper's fixed cost, not the work: its signature key r
             "with a no-op route: 1.05 us, 0.75 of it the key; thread CPU time, 1 thread, best of 31 rounds)")
 
 
-def _small_note(peer: str, peer_us: float, ours_us: float, extra: str = "") -> str:
-    return (f"{peer} {peer_us:.2f} us, trnblas {ours_us:.2f} us ({ours_us / peer_us:.2f}x, thread CPU time, "
-            f"1 thread, best of 31 shuffled rounds of 1000 calls in one process, load ~4): {_WRAPPER}"
+def _small_note(peer: str, peer_us: tuple, ours_us: tuple, ratio: tuple, extra: str = "") -> str:
+    return (f"{peer} {peer_us[0]:.2f}-{peer_us[1]:.2f} us, trnblas {ours_us[0]:.2f}-{ours_us[1]:.2f} us "
+            f"({ratio[0]:.2f}-{ratio[1]:.2f}x; thread CPU time, 1 thread, best of 31 shuffled rounds of 1000 "
+            f"calls in one process, four runs, load 3-4): {_WRAPPER}"
             + (f"; {extra}" if extra else "") + ". Wall-clock rounds on the shared machine scale the whole call, "
             "so the fixed ~1 us weighs more in the reported ratio")
 
@@ -115,23 +116,27 @@ def _small_cases(n: int = 64):
     A = torch.randn(n, n, generator=g)
     x, y = torch.randn(n, generator=g), torch.randn(n, generator=g)
     yield Case("trnblas", f"gemv {n} float32", lambda: trnblas.gemv(1.0, A, x), "torch.mv", lambda: torch.mv(A, x),
-               note=_small_note("torch.mv", 1.97, 3.60, "six positional parameters, three of them left out "
+               note=_small_note("torch.mv", (1.95, 2.02), (3.60, 3.90), (1.83, 1.93),
+                                "six positional parameters, three of them left out "
                                 "(each a sentinel test), and the route frame that passes (A, x) to torch.mv"))
     yield Case("trnblas", f"axpy {n} float32", lambda: trnblas.axpy(2.0, x, y),
                "torch.add", lambda: torch.add(y, x, alpha=2.0),
-               note=_small_note("torch.add", 2.10, 3.58, "two tensors and a float alpha, and the route frame "
+               note=_small_note("torch.add", (2.10, 2.19), (3.51, 3.79), (1.65, 1.73),
+                                "two tensors and a float alpha, and the route frame "
                                 "that reorders them into torch.add(y, x, alpha=alpha)"))
     yield Case("trnblas", f"dot {n} float32", lambda: trnblas.dot(x, y), "torch.dot", lambda: torch.dot(x, y),
-               note=_small_note("torch.dot", 1.36, 2.55, "the route is torch.dot itself (no frame)"))
+               note=_small_note("torch.dot", (1.28, 1.36), (2.50, 2.70), (1.87, 2.04),
+                                "the route is torch.dot itself (no frame)"))
     yield Case("trnblas", f"nrm2 {n} float32", lambda: trnblas.nrm2(x), "torch vector_norm",
                lambda: torch.linalg.vector_norm(x),
-               note=_small_note("torch vector_norm", 1.84, 3.11,
+               note=_small_note("torch vector_norm", (1.79, 1.92), (3.11, 3.34), (1.69, 1.77),
                                 "the route reads the norm on the host once (float(r), 0.48 us) to decide whether "
                                 "the scaled norm is needed: torch's vector_norm gives inf for [1e30, 1e30] in "
                                 "float32, reference BLAS's nrm2 does not"))
     yield Case("trnblas", f"ger {n} float32", lambda: trnblas.ger(1.0, x, y, A), "torch.addr",
                lambda: torch.addr(A, x, y),
-               note=_small_note("torch.addr", 3.60, 5.75, "three tensors (1.9 us for the wrapper with a no-op "
+               note=_small_note("torch.addr", (3.41, 3.74), (5.60, 5.97), (1.58, 1.67),
+                                "three tensors (1.9 us for the wrapper with a no-op "
                                 "route) and the route frame into torch.addr(A, x, y)"))
 
 
