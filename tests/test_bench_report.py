@@ -159,3 +159,17 @@ def test_a_case_target_replaces_the_generic_rule(monkeypatch):
     res = {r["case"]: r for r in bench.run(rows, echo=lambda *a: None)}
     assert res["own 8"]["target"] == 0.6 and not res["own 8"]["meets_target"]  # 0.67x > 0.6
     assert res["generic 8"]["target"] == 1.1 and res["generic 8"]["meets_target"]
+
+
+def test_pause_outlasts_openblas_spin_only_when_torch_is_multithreaded():
+    import torch
+
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert bench.pause_for(0.3, quick=True) == bench.OPENBLAS_SPIN_S >= 0.2
+        assert bench.pause_for(0.0, quick=True) == 0.0  # smoke runs do not sleep
+        torch.set_num_threads(1)
+        assert bench.pause_for(0.3, quick=True) < bench.OPENBLAS_SPIN_S
+    finally:
+        torch.set_num_threads(old)

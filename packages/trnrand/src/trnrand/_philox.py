@@ -275,7 +275,7 @@ _mul, _xor, _and, _rsh, _add = np.multiply, np.bitwise_xor, np.bitwise_and, np.r
 
 
 def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink, last_mask: int = MASK,
-            extra: int = 0) -> None:
+            extra: int = 0, kind: str = "words") -> None:
     """Philox4x32-10 of blocks block0 .. block0+nblocks-1 of one subsequence, chunk by chunk into ``sink``.
 
     ``sink(start, m, lanes, prods)`` receives blocks ``start .. start+m-1`` (relative to block0) as two
@@ -283,20 +283,39 @@ def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink, last_m
     bits are (x3, x1) (high bits junk); with ``extra=1`` column m is the chunk's next block (the next chunk's
     first), for maps whose word groups straddle blocks. Both are scratch: the sink may overwrite them and
     must not keep them. A chunk never crosses a multiple of 2**32 blocks (counter word 1 is constant in it).
+
+    A draw of several chunks may run them on torch's threads (route ``"threads"``, chosen by measuring,
+    per ``kind`` of sink and number of chunks, see ``_route``): the sink is then called from several threads
+    at once, on disjoint chunks, so it must write only its own rows and use per-thread scratch.
     """
     ks = _key_schedule(seed)
     s0, s1 = subsequence & MASK, (subsequence >> 32) & MASK
     if nblocks + extra <= _SWAR:
         sink(0, nblocks, *_swar(seed, s0, s1, block0, nblocks + extra, last_mask))
         return
-    q1 = s0 * M1  # round 1's product of the constant word x2 = s0
-    x1 = q1 & MASK  # round 1's x1, a constant
-    r1 = _z(s1 ^ ks[0][1])
-    k0, k1 = ks[1]
+    spans = []
     start = 0
     while start < nblocks:
         c = block0 + start
         m = min(_CHUNK - extra, nblocks - start, (1 << 32) - (c & MASK))
+        spans.append((start, m))
+        start += m
+    args = (seed, s0, s1, ks, block0, extra, last_mask, sink)
+    if len(spans) > 1 and torch.get_num_threads() > 1 and _route(kind, len(spans), args, spans) == "threads":
+        _threaded(args, spans)
+    else:
+        _chunks(args, spans)
+
+
+def _chunks(args, spans) -> None:
+    """Run the chunks ``spans`` ((start, m) pairs) of a ``_blocks`` call on this thread, in order."""
+    seed, s0, s1, ks, block0, extra, last_mask, sink = args
+    q1 = s0 * M1  # round 1's product of the constant word x2 = s0
+    x1 = q1 & MASK  # round 1's x1, a constant
+    r1 = _z(s1 ^ ks[0][1])
+    k0, k1 = ks[1]
+    for start, m in spans:
+        c = block0 + start
         w = m + extra if (c & MASK) + m + extra <= 1 << 32 else m  # else the extra block is past the carry
         plan = _plan(w)
         (a0, a1), (b0, b1) = plan.bufs[1], plan.bufs[0]
@@ -322,7 +341,62 @@ def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink, last_m
             nl, npr = _swar(seed, s0, s1, c + m, extra, last_mask)
             lanes, prods = np.concatenate((lanes, nl), axis=1), np.concatenate((prods, npr), axis=1)
         sink(start, m, lanes, prods)
-        start += m
+
+
+# ---- chunks on several threads --------------------------------------------------------------------------------
+#
+# NumPy's ufuncs release the GIL inside their loops, and a chunk's ~45 calls run ~0.4 ms of loops for ~20 us
+# of Python: the chunks of one draw can run on torch's thread count of Python threads, each with its own
+# buffers (``_plan`` and ``_scratch`` are per thread). Whether that pays depends on the machine and its load,
+# so it is a measured route (trnsci.routes): per sink kind, chunk-count class and thread count.
+_pool = None
+_pool_size = 0
+_pool_lock = threading.Lock()
+
+
+def _executor(workers: int):
+    """The process's worker threads (replaced by a larger pool on demand; idle workers cost nothing)."""
+    global _pool, _pool_size
+    import concurrent.futures
+
+    with _pool_lock:
+        if _pool_size < workers:
+            old = _pool
+            _pool, _pool_size = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="trnrand"), workers
+            if old is not None:
+                old.shutdown(wait=False)  # its queued groups still run; it takes no new ones
+        return _pool
+
+
+def _threaded(args, spans) -> None:
+    """The chunks split into torch.get_num_threads() contiguous groups; group 0 on this thread."""
+    nt = min(torch.get_num_threads(), len(spans))
+    cut = [len(spans) * i // nt for i in range(nt + 1)]
+    groups = [spans[cut[i]:cut[i + 1]] for i in range(nt)]
+    futures = [_executor(nt - 1).submit(_chunks, args, g) for g in groups[1:]]
+    try:
+        _chunks(args, groups[0])
+    finally:
+        for f in futures:
+            f.result()  # waits for every group; re-raises a worker's error
+
+
+_ROUTE_CHUNKS = 8  # chunk-count classes 2, 4, 8 (8: any larger draw), each timed on at most its first 8 chunks
+
+
+def _route(kind: str, nchunks: int, args, spans) -> str:
+    """"serial" or "threads" for a draw of ``nchunks`` chunks, measured once per key (both write the same).
+
+    The timing runs the draw's first chunks (at most _ROUTE_CHUNKS): past a few chunks per thread the
+    split costs the same per chunk, and a huge draw is not computed a dozen times to choose.
+    """
+    from trnsci import routes
+
+    cls = (kind, min(1 << (nchunks - 1).bit_length(), _ROUTE_CHUNKS))
+    head = spans[:_ROUTE_CHUNKS]
+    return routes.choose("trnrand.stream", cls, {"serial": lambda: _chunks(args, head),
+                                                "threads": lambda: _threaded(args, head)},
+                         default="serial", robust=True).route
 
 
 def _scratch(name: str, shape: tuple, dtype) -> np.ndarray:
@@ -359,6 +433,7 @@ def _put(o: np.ndarray, cols) -> None:
 _Z24, _Z53, _Z6 = _z(0xFFFFFF00), _z(0xFFFFFFE0), _z(0xFFFFFFC0)  # keep 24 bits / 27 bits / 26 bits of a word
 _Z27, _ONE24, _ONE53 = _z(27), _z(1 << 8), _z(1 << 6)
 _F2M32, _F2M59 = np.array(2.0**-32, dtype=np.float32), np.array(2.0**-59)
+_Z24_32, _ONE24_32, _Z53_32, _Z6_32 = (np.array(v, np.uint32) for v in (0xFFFFFF00, 1 << 8, 0xFFFFFFE0, 0xFFFFFFC0))
 
 
 def words(seed: int, subsequence: int, start: int, n: int, device="cpu") -> torch.Tensor:
@@ -377,6 +452,68 @@ def words(seed: int, subsequence: int, start: int, n: int, device="cpu") -> torc
     return _to_device(out.reshape(-1)[lead:lead + n].view(np.int64), device)
 
 
+# ---- read-ahead for small sequential draws ----------------------------------------------------------------------
+#
+# A small draw is bound by the ~45 ufunc calls of one pass through the rounds, whatever its width (below ~1000
+# blocks). A run of small draws from one generator reads consecutive words, so the second draw in a row that
+# starts where the previous one ended computes blocks ahead into this thread's buffer and the next draws read
+# their words from it: the rounds' fixed cost is paid once per refill. Refills in a row double, from _AHEAD_MAX
+# to _AHEAD blocks, so a pattern of two small draws after each jump computes little it does not use. The buffer
+# holds words of the stream, a pure function of (seed, subsequence, word index): it is keyed by (seed,
+# subsequence) and dropped when either changes (a reseed), so it never serves words of another stream.
+_AHEAD = _CHUNK  # largest refill (256 KiB of words): one bulk chunk, the widest at the lowest cost per block
+_AHEAD_MAX = 1024  # draws of at most this many blocks may use the buffer (larger ones are proportional); first refill
+
+
+class _Ahead:
+    """One thread's read-ahead: words lo .. lo+n-1 of stream ``key`` in ``buf`` (n = 0: none); ``end`` is the
+    word after the thread's last small draw of that stream."""
+
+    __slots__ = ("key", "lo", "n", "buf", "end", "size")
+
+    def __init__(self):
+        self.key, self.lo, self.n, self.buf, self.end, self.size = None, 0, 0, None, -1, _AHEAD_MAX
+
+
+def _fill_words(seed: int, subsequence: int, b0: int, nb: int, reuse=None) -> np.ndarray:
+    """Words of blocks b0 .. b0+nb-1 as a flat uint32 array, written into ``reuse`` (4 nb words) if given."""
+    buf = np.empty((nb, 4), np.uint32) if reuse is None else reuse.reshape(nb, 4)
+
+    def sink(s, m, lanes, prods):
+        o = buf[s:s + m]  # the uint64 -> uint32 assignment keeps the low word: the products' junk goes
+        o[:, 0], o[:, 1], o[:, 2], o[:, 3] = lanes[0], prods[1], lanes[1], prods[0]
+
+    _blocks(seed, subsequence, b0, nb, sink)
+    return buf.reshape(-1)
+
+
+def _ahead_words(seed: int, subsequence: int, start: int, nwords: int):
+    """uint32 words start .. start+nwords-1 from this thread's read-ahead buffer, or None: compute them directly.
+
+    The result is a view of the buffer, valid until this thread's next draw: convert it, never return it.
+    """
+    st = _local.__dict__.get("ahead")
+    if st is None:
+        st = _local.ahead = _Ahead()
+    key = (seed, subsequence)
+    end = start + nwords
+    if st.key == key:
+        if st.lo <= start and end <= st.lo + st.n:
+            st.end = end
+            return st.buf[start - st.lo:end - st.lo]
+        if start == st.end:  # the second draw in a row: read ahead from here
+            b0 = start // 4
+            nb = min(max(st.size, (end - 1) // 4 + 1 - b0), (1 << 64) - b0)  # never past the counter's last block
+            st.n = 0  # the buffer is rewritten: nothing in it is valid until the fill is complete
+            buf = st.buf if st.buf is not None and st.buf.size == 4 * nb else None
+            st.buf = _fill_words(seed, subsequence, b0, nb, buf)
+            st.lo, st.n, st.end, st.size = 4 * b0, 4 * nb, end, min(2 * st.size, _AHEAD)
+            return st.buf[start - st.lo:end - st.lo]
+    # another stream (a reseed: its words are never served again) or a jump: start over
+    st.key, st.n, st.end, st.size = key, 0, end, _AHEAD_MAX
+    return None
+
+
 def uniform32(seed: int, subsequence: int, start: int, n: int, device="cpu", open_low=False) -> torch.Tensor:
     """``_unit(words(...), float32, open_low)`` fused: per chunk, in cache, no word array.
 
@@ -387,6 +524,13 @@ def uniform32(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
     if n <= 0:
         return torch.empty(0, dtype=torch.float32, device=device)
     b0, nb, lead = _span(start, n)
+    if nb <= _AHEAD_MAX:
+        w = _ahead_words(seed, subsequence, start, n)
+        if w is not None:  # the same map on the buffered words: keep 24 bits (+ 2**8), cast (exact), scale
+            u = _and(w, _Z24_32)
+            if open_low:
+                _add(u, _ONE24_32, u)
+            return _to_device(_mul(u, _F2M32, dtype=np.float32, casting="unsafe"), device)
     out = _out((nb, 4), np.float32)
 
     def sink(s, m, lanes, prods):
@@ -398,7 +542,7 @@ def uniform32(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
         _put(o, ((0, lanes[0]), (1, prods[1]), (2, lanes[1]), (3, prods[0])))
         _mul(o, _F2M32, o)
 
-    _blocks(seed, subsequence, b0, nb, sink, last_mask=0xFFFFFF00)
+    _blocks(seed, subsequence, b0, nb, sink, last_mask=0xFFFFFF00, kind="uniform32")
     return _to_device(out.reshape(-1)[lead:lead + n], device)
 
 
@@ -423,6 +567,16 @@ def uniform64(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
     """
     if n <= 0:
         return torch.empty(0, dtype=torch.float64, device=device)
+    if n <= 2 * _AHEAD_MAX:
+        w = _ahead_words(seed, subsequence, start, 2 * n)
+        if w is not None:  # the same map on buffered word pairs
+            w = w.reshape(n, 2)
+            v = _and(w[:, 0], _Z53_32, dtype=_U64)
+            np.left_shift(v, _Z27, v)
+            np.bitwise_or(v, _and(w[:, 1], _Z6_32), v)
+            if open_low:
+                _add(v, _ONE53, v)
+            return _to_device(_mul(v.view(np.int64), _F2M59), device)
     b0, r = start // 4, start % 4
     lead = r // 2  # pairs of block b0 before the draw's first
     nb = (n + lead + 1) // 2
@@ -446,7 +600,7 @@ def uniform64(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
         _put(o, ((0, v0), (1, v1)))
         _mul(o, _F2M59, o)
 
-    _blocks(seed, subsequence, b0, nb, sink, last_mask=0xFFFFFFC0 if odd else 0xFFFFFFE0, extra=odd)
+    _blocks(seed, subsequence, b0, nb, sink, last_mask=0xFFFFFFC0 if odd else 0xFFFFFFE0, extra=odd, kind="uniform64")
     return _to_device(out.reshape(-1)[lead:lead + n], device)
 
 
@@ -576,7 +730,7 @@ def normals(seed: int, subsequence: int, start: int, npairs: int, dtype, device=
                 _box_muller_np(prods[::-1, :m], a, (o[:, 0], o[:, 2]), (o[:, 1], o[:, 3]), False)
 
     last = 0xFFFFFF00 if not wide else (0xFFFFFFE0 if r % 2 == 0 else 0xFFFFFFC0)
-    _blocks(seed, subsequence, b0, nb, sink, last_mask=last, extra=extra)
+    _blocks(seed, subsequence, b0, nb, sink, last_mask=last, extra=extra, kind="normal64" if wide else "normal32")
     return _to_device(out.reshape(-1)[2 * lead:2 * (lead + npairs)], device)
 
 

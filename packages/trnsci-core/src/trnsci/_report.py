@@ -230,7 +230,7 @@ def markdown(doc: dict, figures: dict[str, str], md_dir: Path, plots_dir: Path |
            f"BLAS {m.get('torch_blas_info', '?')}, MKL {'yes' if m.get('torch_mkl') else 'no'}) |",
            f"| thread settings | {_env(m.get('thread_env'))} |",
            f"| NumPy / SciPy | {m.get('version_numpy')} (BLAS {m.get('numpy_blas', '?')}) / "
-           f"{m.get('version_scipy')} |",
+           f"{m.get('version_scipy')}{_blas_threads(m)} |",
            f"| opt_einsum / PySCF | {m.get('version_opt_einsum')} / {m.get('version_pyscf')} |",
            f"| load average (1, 5, 15 min) | start {_load(m.get('loadavg'))}, end {_load(m.get('loadavg_end'))} "
            "(other jobs shared the machine) |",
@@ -332,6 +332,15 @@ def _env(v) -> str:
 
 def _ratio(v) -> str:
     return "-" if v is None else f"{v:.2f}x"
+
+
+def _blas_threads(m: dict) -> str:
+    """The OpenBLAS pools' thread counts, and that trnsci's own calls hold them at one (trnsci.hostblas)."""
+    got = m.get("openblas_threads")
+    if not got:
+        return ""
+    return (f"; OpenBLAS threads {'/'.join(str(n) for n in got)} for the peers, 1 inside trnsci's host routes "
+            "when torch runs more than one (`trnsci.hostblas`)")
 
 
 def _verdict(compare: dict, key: str) -> str:

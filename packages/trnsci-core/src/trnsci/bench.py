@@ -234,6 +234,31 @@ def _steadiest(impls: dict[str, Callable[[], object]], rounds: int, budget_s: fl
     return best
 
 
+#: Seconds OpenBLAS's workers keep spinning after a multi-threaded call (its default thread timeout,
+#: 2**28 cycles, is ~0.1 s at 2.5 GHz; measured here: a 2-thread torch call stayed slow for ~0.13 s after a
+#: SciPy call and was back to normal after 0.25 s). See :mod:`trnsci.hostblas`.
+OPENBLAS_SPIN_S = 0.25
+
+
+def pause_for(budget_s: float, quick: bool) -> float:
+    """The pause before each implementation's samples in a round.
+
+    With torch at more than one thread it outlasts OpenBLAS's spinning
+    workers: a NumPy/SciPy peer's workers would otherwise hold a core
+    while the next implementation's multi-threaded torch call waits at its
+    barrier -- a cost no user of either library alone pays. At one thread
+    a short pause lets idle threads settle. A zero budget (a smoke run)
+    does not pause.
+    """
+    import torch
+
+    if budget_s == 0:
+        return 0.0
+    if torch.get_num_threads() > 1:
+        return OPENBLAS_SPIN_S
+    return 0.02 if quick else 0.1
+
+
 def target_for(t_torch_path: float) -> float:
     """The issue-23 target ratio for a row whose trnsci call takes ``t_torch_path`` seconds."""
     return 1.1 if t_torch_path > 100e-6 else 1.2 + 1e-6 / max(t_torch_path, 1e-12)
@@ -447,6 +472,14 @@ def machine() -> dict:
             except ImportError:
                 info[f"version_{dist}"] = "not installed"
     try:
+        import scipy.linalg  # noqa: F401 -- its OpenBLAS too
+
+        from trnsci import hostblas
+
+        info["openblas_threads"] = [get() for get, _ in hostblas.pools()]
+    except ImportError:
+        pass
+    try:
         import numpy as np
 
         blas = np.show_config(mode="dicts").get("Build Dependencies", {}).get("blas", {})
@@ -537,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{info['cpu']}, {info['logical_cpus']} logical CPUs, torch threads {info['torch_threads']}, "
           f"load {info.get('loadavg', ['?'])[0]}")
     print("median time per call; ratio = trnsci / best peer; spread = (max - min) / median over rounds")
-    results = run(rows, rounds=rounds, budget_s=budget, pause_s=0.02 if quick else 0.1,
+    results = run(rows, rounds=rounds, budget_s=budget, pause_s=pause_for(budget, quick),
                   progress=Progress(len(rows)))
     acc = [] if args.no_accuracy else accuracy(mods, quick, errors)
     kern = []
