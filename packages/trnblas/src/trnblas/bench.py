@@ -38,14 +38,24 @@ _GEMM64_F32_NOTE = (
 # What a float64 row measured against SciPy's threaded OpenBLAS suffers at 2 threads (torch at 2 threads,
 # 256 float64, wall-clock medians of 30 alternations trnsci / peer in one process, load ~4).
 _OPENBLAS_SPIN = (
-    "at 2 threads the peer's own OpenBLAS workers keep spinning after each SciPy call and take the cores "
-    "from the next torch call: trnblas.syrk 256 float64 took 405-433 us alone, 32 ms after each threaded "
-    "dsyrk (which itself took 24 ms), and 645-666 us when the peer's dsyrk ran with OpenBLAS held at one "
-    "thread (trnsci.hostblas; the peer then took 0.57-0.61 ms); gemm 256^3: 0.55 ms alone, 8-12 ms after a "
-    "threaded dgemm, 0.62 ms beside a one-thread one (medians of 30, wall clock, load ~4). The trnsci side "
-    "is slowed by the peer it alternates with; trnblas's own OpenBLAS routes run through trnsci.hostblas. "
-    "In other runs at the same load the 2-thread torch calls stalled with no peer at all (gemm 256^3 "
-    "float64 alone 8.0 ms, syrk 16 ms, in 4 ms scheduler steps): then the ratio is the load of the moment"
+    "at 2 threads: right after a threaded SciPy call the peer's OpenBLAS workers keep spinning and take the "
+    "cores from the next torch call (trnblas.syrk 256 float64: 405-433 us alone, 32 ms after each threaded "
+    "dsyrk, 645-666 us beside a dsyrk held at one thread by trnsci.hostblas; medians of 30, wall clock, load "
+    "~4) -- the bench now pauses past that spin; what remains are torch's own 2-thread calls waiting at an "
+    "OpenMP barrier while another process holds the second vCPU: with no peer at all gemm 256^3 float64 "
+    "took 8.0 ms and syrk 16 ms in other runs at that load (4 ms scheduler steps), so a 2-thread row's "
+    "ratio is the load of its moment. trnblas's own OpenBLAS routes run through trnsci.hostblas"
+)
+_GEMM_F64_NOTE = (
+    "at 1 thread the measured host route (trnblas._host) keeps torch.mm for the class: trnblas.gemm 541 us "
+    "(median 701), torch.mm 530 (687), the peer's dgemm 475 (1132), and dgemm with OpenBLAS held at one "
+    "thread 585 (853) -- best (median) of 15 shuffled rounds after 0.12 s pauses, load ~1.5; the row's ratio "
+    "swings with the peer's rounds; " + _OPENBLAS_SPIN
+)
+_SYRK_F64_NOTE = (
+    "at 1 thread the measured host route runs SciPy's dsyrk itself, on the zero-copy transposed view "
+    "(304-334 us vs the peer's 335-350 us, thread CPU time), plus ~8 us of checks and array conversion; "
+    + _OPENBLAS_SPIN
 )
 _TRSM_NOTE = (
     "1 thread: within target. 2 threads (wall-clock medians of 30 alternations in one process, load 3.3-4.3): "
@@ -57,23 +67,13 @@ _TRSM_NOTE = (
 )
 _GEMM256_F32_NOTE = (
     "1 thread: the measured host route of this class in this machine's calibration file is NumPy's matmul "
-    "(267 us against torch.mm's 399 us when it was timed, OpenBLAS then running it on its own 2 threads -- "
-    "torch's thread count does not bound OpenBLAS's); under a load of ~4 each such call waited at "
-    "OpenBLAS's barrier for a core: 22-24 ms against torch.mm's 0.31 ms in the row. Choices are now robust "
-    "whenever a candidate may thread (trnblas._host._robust), which a fresh measurement under load applies; "
+    "(267 us against torch.mm's 399 us when it was timed), and with torch at one thread trnsci.hostblas "
+    "leaves OpenBLAS at its own 2 threads; since then each such product waited at OpenBLAS's barrier for a "
+    "core: 22-24 ms per call in the row at load ~4, and np.matmul alone 12-16 ms per call at load ~1.7 while "
+    "torch.mm took 0.26-0.31 ms and np.matmul with OpenBLAS held at one thread 0.38-0.41 ms (same process, "
+    "20 calls, 0.02 s pauses). Choices are now robust whenever a candidate may thread (trnblas._host._robust); "
     "the stored choice stands until re-measured"
 )
-_GEMM_F64_NOTE = (
-    "at 1 thread the measured host route (trnblas._host) runs the fastest of torch.mm, NumPy's matmul and "
-    "SciPy's dgemm for the class (torch.mm here: 478-530 us vs 577-638 us, thread CPU time); " + _OPENBLAS_SPIN
-)
-_SYRK_F64_NOTE = (
-    "at 1 thread the measured host route runs SciPy's dsyrk itself, on the zero-copy transposed view "
-    "(304-334 us vs the peer's 335-350 us, thread CPU time), plus ~8 us of checks and array conversion; "
-    + _OPENBLAS_SPIN
-)
-
-
 def _gemm_cases(sizes):
     for n in sizes:
         for dtype, ref_name, ref in ((torch.float32, "torch.mm", None), (torch.float64, "scipy dgemm", sblas.dgemm)):
