@@ -69,10 +69,10 @@ _GEMM256_F32_NOTE = (
     "1 thread: the measured host route of this class in this machine's calibration file is NumPy's matmul "
     "(267 us against torch.mm's 399 us when it was timed), and with torch at one thread trnsci.hostblas "
     "leaves OpenBLAS at its own 2 threads; since then each such product waited at OpenBLAS's barrier for a "
-    "core: 22-24 ms per call in the row at load ~4, and np.matmul alone 12-16 ms per call at load ~1.7 while "
-    "torch.mm took 0.26-0.31 ms and np.matmul with OpenBLAS held at one thread 0.38-0.41 ms (same process, "
-    "20 calls, 0.02 s pauses). Choices are now robust whenever a candidate may thread (trnblas._host._robust); "
-    "the stored choice stands until re-measured"
+    "core: 22-24 ms per call in the row at load ~4; at load ~1.7 np.matmul alone took 12-16 ms per call in "
+    "three sets of 20 (0.38-0.41 ms in a fourth) while torch.mm took 0.26-0.56 ms (one process, 1 torch "
+    "thread). Choices are now robust whenever a candidate may thread (trnblas._host._robust); the stored "
+    "choice stands until re-measured"
 )
 def _gemm_cases(sizes):
     for n in sizes:
