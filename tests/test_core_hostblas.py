@@ -73,3 +73,22 @@ def test_results_unchanged(torch_threads):
     A = M @ M.T + 200 * np.eye(200)
     L = hostblas.call(scipy.linalg.cholesky, A, lower=True)
     np.testing.assert_allclose(L, np.linalg.cholesky(A), rtol=1e-12, atol=1e-12)
+
+
+def test_finding_the_pools_leaves_blas_symbols_where_they_were():
+    """Looking the pools up must not promote an OpenBLAS copy's symbols to the process's global scope:
+    with RTLD_GLOBAL, PySCF's helper library (loaded afterwards) bound its dgemm_ to them and an RHF run
+    crashed with a segmentation fault. In a fresh interpreter: pools(), then a small RHF must finish."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("pyscf")
+    code = ("import scipy.linalg\n"
+            "from trnsci import hostblas\n"
+            "assert len(hostblas.pools()) >= 1\n"
+            "from pyscf import gto, scf\n"
+            "mol = gto.M(atom='O 0 0 0; H 0 -0.757 0.587; H 0 0.757 0.587', basis='sto-3g', verbose=0)\n"
+            "e = scf.RHF(mol).run().e_tot\n"
+            "assert -74.9 > e > -75.05, e\n")  # STO-3G water: -74.963 Eh (PySCF's own value, independent of trnsci)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])

@@ -329,3 +329,85 @@ def test_compiled_arity_is_part_of_the_key():
         assert f(2.0, x, "m").tolist() == [0.0, 2.0, 4.0] and log[-1] == (2.0, "m")
         assert f(3.0, x, flag="k").tolist() == [0.0, 3.0, 6.0] and log[-1] == (3.0, "k")
     assert len(op.settled[f]) == 3  # a positional parameter given by keyword is bound by name: its own route
+
+
+# ------------------------------------------------------------------ the generated wrapper's shortcuts
+
+def test_held_route_table_is_emptied_in_place_and_registered_again(xy):
+    """A generated wrapper keeps its own table; Op.settled.clear() (a route choice changed, a lowering
+    replaced) must empty that very table, and the next settled call registers it again."""
+    x, y = xy
+    level1.DOT.settled.clear()
+    trnblas.dot(x, y)
+    table = level1.DOT.settled[trnblas.dot]
+    assert len(table) == 1
+    level1.DOT.settled.clear()
+    assert table == {} and trnblas.dot not in level1.DOT.settled
+    calls = []
+    with level1.DOT.override("torch", lambda a, b: calls.append(1) or torch.dot(a, b)):
+        r = trnblas.dot(x, y)  # the held table is empty: the spy lowering runs, not a stale torch.dot route
+        assert calls == [1] and level1.DOT.settled[trnblas.dot] is table
+    ref = float(np.dot(x.double().numpy(), y.double().numpy()))
+    assert abs(float(r) - ref) <= 1e-5 * float(np.abs(x.numpy()) @ np.abs(y.numpy()))
+
+
+def test_a_route_that_is_the_torch_call_itself(xy):
+    """dot's reduction is torch.dot on the caller's (x, y): the route is torch.dot, no frame between."""
+    x, y = xy
+    level1.DOT.settled.clear()
+    first = trnblas.dot(x, y)
+    assert list(_routes(level1.DOT, trnblas.dot).values()) == [torch.dot]
+    assert torch.equal(trnblas.dot(x, y), first)
+
+
+def test_keyword_only_parameters_take_the_full_path_and_unknown_keywords_fail(xy):
+    x, y = xy
+    A = torch.outer(y, x)
+    level2.GER.settled.clear()
+    for _ in range(2):
+        trnblas.ger(2.0, x, y, A)
+    out = torch.empty_like(A)
+    r = trnblas.ger(2.0, x, y, A, out=out)
+    assert r is out
+    np.testing.assert_allclose(out.double().numpy(), A.double().numpy() + 2 * np.outer(x.numpy(), y.numpy()),
+                               rtol=1e-5, atol=1e-5)
+    with pytest.raises(TypeError, match="ger.*unexpected keyword argument 'bogus'"):
+        trnblas.ger(2.0, x, y, A, bogus=1)
+    with pytest.raises(TypeError, match="out"):
+        trnblas.ger(2.0, x, y, A, out=1)
+
+
+def test_inline_backend_test_holds_only_when_the_probe_says_torch(monkeypatch):
+    """The expression generated wrappers inline for Op.on_torch (torch_probe's ``inline``): whenever it
+    is true the probe is true, and every setting that can take a call off the torch route makes it false.
+    Run in a fresh context (no backend ever set there), as a program starts."""
+    import contextvars
+
+    import trnsci
+    from trnsci import dispatch
+    from trnsci import nki as tnki
+
+    probe = level1.DOT.on_torch
+    expr, scope = probe.inline
+    inline = eval(compile(f"lambda: {expr}", "<inline>", "eval"), dict(scope))  # noqa: S307 -- the core's text
+
+    def check():
+        assert inline() and probe()
+        token = dispatch._planning.set(True)
+        try:
+            assert not inline() and not probe()
+        finally:
+            dispatch._planning.reset(token)
+        for var, value in (("TRNBLAS_BACKEND", "torch"), ("TRNSCI_BACKEND", "torch"), ("TRNSCI_REQUIRE_NKI", "1")):
+            monkeypatch.setenv(var, value)
+            assert not inline()
+            monkeypatch.delenv(var)
+        monkeypatch.setattr(tnki, "HAS_NKI", True)
+        assert not inline()
+        monkeypatch.setattr(tnki, "HAS_NKI", False)
+        assert inline() and probe()
+        with trnsci.use_backend("simulator"):
+            assert not inline() and not probe()
+        assert not inline() and probe()  # a backend was set in this context: the probe reads the variables
+
+    contextvars.Context().run(check)

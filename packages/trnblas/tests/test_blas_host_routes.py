@@ -180,8 +180,55 @@ def test_routes_are_timed_in_cpu_time_only_when_every_candidate_runs_on_the_call
     assert _host.clock(2, 64 ** 3) is time.perf_counter  # torch's own threads: wall time
     monkeypatch.setattr(_host, "_OPENBLAS_ONE", False)
     assert _host.clock(1, 256 ** 3) is time.perf_counter  # OpenBLAS may use helper threads
+    # helper threads (either library's) may stall at a barrier under load: the choice compares slowest rounds
+    assert _host._robust(_host.clock(1, 256 ** 3)) and _host._robust(_host.clock(2, 64 ** 3))
+    assert not _host._robust(_host.clock(1, 64 ** 3))
     monkeypatch.setattr(_host, "_OPENBLAS_ONE", True)
     assert _host.clock(1, 256 ** 3) is time.thread_time
     for var, value, one in (("OPENBLAS_NUM_THREADS", "1", True), ("OPENBLAS_NUM_THREADS", "2", False)):
         monkeypatch.setenv(var, value)
         assert _host._openblas_one_thread() is one
+
+
+def test_host_routes_and_their_timed_candidates_run_through_hostblas(monkeypatch):
+    """Every call into NumPy's/SciPy's BLAS goes through trnsci.hostblas.call (OpenBLAS held at one
+    thread beside torch's threads), the candidates routes.choose times included; a 2-thread class above
+    OpenBLAS's threading threshold is a measured candidate too (its host route runs single-threaded)."""
+    from trnsci import hostblas
+
+    through = []
+    real_call = hostblas.call
+
+    def spy_call(fn, *args, **kw):
+        through.append(getattr(fn, "__name__", repr(fn)))
+        return real_call(fn, *args, **kw)
+
+    monkeypatch.setattr(hostblas, "call", spy_call)
+    g = torch.Generator().manual_seed(21)
+    A, B = _rand(g, 30, 20, dtype=torch.float64), _rand(g, 20, 10, dtype=torch.float64)
+    ref = A.numpy() @ B.numpy()
+    for route in ("numpy", "scipy"):
+        through.clear()
+        _close(_host.gemm_host(route, 1.0, A, B), ref, torch.float64)
+        assert len(through) == 1
+    through.clear()
+    R = _host.syrk_blas(1.0, A, 0.0, None, True)
+    _close(np.triu(R.numpy()), np.triu(A.numpy() @ A.numpy().T), torch.float64)
+    assert len(through) == 1
+
+    timed = {}
+
+    def spy_choose(family, cls, cands, **kw):
+        for name, thunk in cands.items():  # run every candidate once, as the timing would
+            through.clear()
+            thunk()
+            timed[name] = len(through)
+        return routes.Choice("k", "torch", "measured", {}, {}, "torch")
+
+    monkeypatch.setattr(routes, "choose", spy_choose)
+    monkeypatch.setattr(_host, "_threads", lambda: 2)
+    _host.clear()
+    big = _rand(g, 128, 128, dtype=torch.float64)  # 128^3 = 2^21 > OpenBLAS's one-thread threshold
+    assert _host.gemm_route(big, big) == "torch"
+    assert timed == {"torch": 0, "numpy": 1, "scipy": 1}
+    _host.clear()

@@ -25,15 +25,16 @@ Routes:
   ``C``'s (zeros without ``C``); the result is C-contiguous.
 
 Only plain CPU tensors without autograd take a NumPy route
-(:func:`eligible`). With more than one torch thread only problems
-OpenBLAS runs on the calling thread (``m n k < 2^19``, OpenBLAS's own
-threading threshold) are candidates: OpenBLAS's worker threads spin after
-a threaded call and slowed the next torch call severalfold beside
-torch's own threads (measured for trntensor's autotuner). The two BLAS
-libraries round differently: results may differ in the last units in the
-last place between machines. Beside torch's own threads a choice is also
-``robust`` (:func:`trnsci.routes.pick`): a candidate whose slowest round
-stalled longer than torch's is not taken.
+(:func:`eligible`). Every call into NumPy's or SciPy's BLAS -- the routes
+and the candidates :func:`trnsci.routes.choose` times -- goes through
+:func:`trnsci.hostblas.call`: with more than one torch thread OpenBLAS
+runs on the calling thread for its duration, so no OpenBLAS worker is left
+spinning into the next multi-threaded torch call, and a host candidate
+is measured at the single-threaded cost it will have as a route. The two
+BLAS libraries round differently: results may differ in the last units in
+the last place between machines. Beside torch's own threads a choice is
+also ``robust`` (:func:`trnsci.routes.pick`): a candidate whose slowest
+round stalled longer than torch's is not taken.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import time
 import numpy as np
 import torch
 
-from trnsci import routes
+from trnsci import hostblas, routes
 
 __all__ = ["eligible", "gemm_route", "gemm_host", "gemm_choice", "syrk_uses_blas", "syrk_blas", "clear"]
 
@@ -120,8 +121,22 @@ def clock(threads: int, mnk: int):
     return time.perf_counter
 
 
+def _robust(clk) -> bool:
+    """Whether a choice timed with ``clk`` compares the slowest rounds too (:func:`trnsci.routes.pick`).
+
+    Whenever some candidate may run on helper threads (wall time): torch's beside its own threads, or
+    OpenBLAS's own pool at one torch thread above its threading threshold. A threaded call that waited
+    at a barrier for a core another process held is no evidence to choose it -- measured here: NumPy's
+    2-thread sgemm 256^3, chosen at 267 us against torch.mm's 399 us in a quiet moment, took 22-24 ms
+    per call under a load of ~4 while torch.mm at one thread took 0.31 ms.
+    """
+    return clk is time.perf_counter
+
+
 def _candidate(mnk: int, threads: int) -> bool:
-    return 0 < mnk <= MAX_TIMED_MNK and (threads == 1 or mnk < ONE_THREAD_MNK)
+    # any thread count: beside torch's threads a host route runs single-threaded (trnsci.hostblas) and is
+    # timed that way, so it is taken only where one OpenBLAS thread beats torch's threads
+    return 0 < mnk <= MAX_TIMED_MNK
 
 
 # ------------------------------------------------------------------ GEMM
@@ -143,13 +158,13 @@ def gemm_host(route: str, alpha, a: torch.Tensor, b: torch.Tensor) -> torch.Tens
     ``C^T.T`` is the C-ordered ``C``; ``alpha`` is applied inside BLAS.
     """
     if route == "numpy":
-        R = torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
+        R = torch.from_numpy(hostblas.call(np.matmul, a.numpy(), b.numpy()))
         if alpha != 1:
             R.mul_(alpha)
         return R
     fb, tb = _fortran(b)
     fa, ta = _fortran(a)
-    return torch.from_numpy(_blas("gemm", a.dtype)(alpha, fb, fa, trans_a=tb, trans_b=ta).T)
+    return torch.from_numpy(hostblas.call(_blas("gemm", a.dtype), alpha, fb, fa, trans_a=tb, trans_b=ta).T)
 
 
 def gemm_route(a: torch.Tensor, b: torch.Tensor) -> str:
@@ -175,10 +190,11 @@ def _choose_gemm(a, b, key) -> str:
     (m, k), n = a.shape, b.shape[1]
     route = "torch"
     if _candidate(m * n * k, key[-1]):
+        clk = clock(key[-1], m * n * k)
         c = routes.choose("trnblas.gemm", _gemm_class(a, b),
                           {"torch": lambda: torch.mm(a, b), "numpy": lambda: gemm_host("numpy", 1.0, a, b),
                            "scipy": lambda: gemm_host("scipy", 1.0, a, b)}, default="torch",
-                          clock=clock(key[-1], m * n * k), robust=key[-1] > 1)
+                          clock=clk, robust=_robust(clk))
         route = c.route
     if len(_gemm) >= _LIMIT:
         _gemm.clear()
@@ -218,9 +234,9 @@ def syrk_blas(alpha, a: torch.Tensor, beta, C: torch.Tensor | None, upper: bool)
     f, trans = (an, 0) if an.flags.f_contiguous and not an.flags.c_contiguous else (an.T, 1)  # f f^T or f^T f
     lower = 1 if upper else 0
     if C is None or beta == 0:
-        out = _blas("syrk", a.dtype)(alpha, f, trans=trans, lower=lower)
+        out = hostblas.call(_blas("syrk", a.dtype), alpha, f, trans=trans, lower=lower)
     else:
-        out = _blas("syrk", a.dtype)(alpha, f, beta=beta, c=C.numpy().T, trans=trans, lower=lower)
+        out = hostblas.call(_blas("syrk", a.dtype), alpha, f, beta=beta, c=C.numpy().T, trans=trans, lower=lower)
     return torch.from_numpy(out.T)
 
 
@@ -236,9 +252,10 @@ def syrk_uses_blas(a: torch.Tensor, C: torch.Tensor | None, upper: bool, mm_rout
     use = False
     if _candidate(n * n * k, key[-1]):
         cls = (str(a.dtype).replace("torch.", ""), _bucket(n), _bucket(k), _layout(a), C is None)
+        clk = clock(key[-1], n * n * k)
         c = routes.choose("trnblas.syrk", cls,
                           {"torch": mm_route, "blas": lambda: syrk_blas(1.0, a, 1.0, C, upper)}, default="torch",
-                          clock=clock(key[-1], n * n * k), robust=key[-1] > 1)
+                          clock=clk, robust=_robust(clk))
         use = c.route == "blas"
     if len(_syrk) >= _LIMIT:
         _syrk.clear()

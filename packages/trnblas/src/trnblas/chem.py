@@ -141,24 +141,70 @@ def _mp2_pairs_torch(B, eps_occ, eps_vir, max_memory):
     nthreads = torch.get_num_threads()
     bo = _occ_block(nocc, nvir, torch.finfo(dtype).bits // 8, max_memory, nthreads)
     blocks = [(i0, min(nocc, i0 + bo)) for i0 in range(0, nocc, bo)][::-1]  # largest first
-    out = torch.zeros((nocc, nocc), dtype=dtype, device=B.device)
     workers = min(nthreads, len(blocks))
     if workers <= 1 or B.device.type != "cpu":
-        for i0, i1 in blocks:
-            _pair_block(Bf, eia, nvir, i0, i1, out)
+        out = _pairs_serial(Bf, eia, nvir, blocks)
+    elif _mp2_route(Bf, eia, nvir, blocks, workers, naux) == "serial":
+        out = _pairs_serial(Bf, eia, nvir, blocks)
     else:
-        def work(block):
-            torch.set_num_threads(1)
-            _pair_block(Bf, eia, nvir, *block, out)
-
-        torch.set_num_threads(1)
-        try:
-            with ThreadPoolExecutor(workers) as pool:
-                list(pool.map(work, blocks))
-        finally:
-            torch.set_num_threads(nthreads)
+        out = _pairs_pool(Bf, eia, nvir, blocks, workers)
     low = out.tril(-1)
     return low + low.T + torch.diag(out.diagonal())
+
+
+def _pairs_serial(Bf, eia, nvir, blocks):
+    """The lower triangle of ``e_ij`` block after block on torch's own threads."""
+    nocc = eia.shape[0]
+    out = torch.zeros((nocc, nocc), dtype=Bf.dtype, device=Bf.device)
+    for i0, i1 in blocks:
+        _pair_block(Bf, eia, nvir, i0, i1, out)
+    return out
+
+
+def _pairs_pool(Bf, eia, nvir, blocks, workers):
+    """The same, the blocks spread over ``workers`` Python threads each running single-threaded torch."""
+    nocc = eia.shape[0]
+    out = torch.zeros((nocc, nocc), dtype=Bf.dtype, device=Bf.device)
+    nthreads = torch.get_num_threads()
+
+    def work(block):
+        torch.set_num_threads(1)
+        _pair_block(Bf, eia, nvir, *block, out)
+
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(work, blocks))
+    finally:
+        torch.set_num_threads(nthreads)
+    return out
+
+
+def _bucket(v: int) -> int:
+    return 1 << max(0, (int(v) - 1).bit_length())
+
+
+def _mp2_route(Bf, eia, nvir, blocks, workers, naux) -> str:
+    """``"pool"`` (the default) or ``"serial"`` for a CPU call with several torch threads, measured once
+    per shape class and thread count (:mod:`trnsci.routes`, family ``trnblas.mp2``).
+
+    The pool wins where each block's GEMM and reductions are long enough to run in parallel outside the
+    GIL; for a few small blocks the threads' start-up and the GIL-bound Python loop between small torch
+    calls can cost more than they save (measured: 10 occupied, 60 virtual, 200 auxiliary orbitals at 2
+    threads, best rounds 4.3 ms in the pool against 3.2 ms block after block). Problems above
+    ``_host.MAX_TIMED_MNK`` multiply-adds keep the pool untimed (timing would cost seconds).
+    """
+    from trnblas import _host
+    from trnsci import routes
+
+    nocc = eia.shape[0]
+    cls = (str(Bf.dtype).replace("torch.", ""), _bucket(nocc), _bucket(nvir), _bucket(naux), _bucket(len(blocks)))
+    worth = nocc * nocc * nvir * nvir * naux <= _host.MAX_TIMED_MNK
+    c = routes.choose("trnblas.mp2", cls,
+                      {"pool": lambda: _pairs_pool(Bf, eia, nvir, blocks, workers),
+                       "serial": lambda: _pairs_serial(Bf, eia, nvir, blocks)},
+                      default="pool", worth_timing=worth, robust=True)
+    return c.route
 
 
 def _pairs(B, eps_occ, eps_vir, max_memory, where):

@@ -307,22 +307,39 @@ def nrm2(x):
     return call(NRM2, x)
 
 
+def _nrm2_real(lo: float, hi: float):
+    """The norm of a real float32/float64 vector whose unscaled norm is exact between ``lo`` and ``hi``."""
+
+    def nrm2_real(x):
+        r = torch.linalg.vector_norm(x)
+        val = float(r)
+        if lo <= val <= hi or math.isnan(val):
+            return r
+        scale = x.abs().amax()
+        s = float(scale)
+        if s == 0 or math.isinf(s) or math.isnan(s):
+            return scale if not math.isnan(val) else r
+        return torch.linalg.vector_norm(x / scale) * scale
+
+    return nrm2_real
+
+
+_NRM2_REAL = {dt: _nrm2_real(*_SAFE[dt]) for dt in (torch.float32, torch.float64)}
+
+
 @NRM2.lowering("torch")
 def _nrm2_torch(x):
     if x.dtype in _LOWP:
         return _nrm2_torch(x.float()).to(x.dtype)
     if x.is_complex():  # |x| over the real and imaginary parts: scaling by a real never divides a complex
         x = torch.view_as_real(x.resolve_conj()).reshape(-1)
-    r = torch.linalg.vector_norm(x)
-    lo, hi = _SAFE[x.dtype]
-    val = float(r)
-    if lo <= val <= hi or math.isnan(val):
-        return r
-    scale = x.abs().amax()
-    s = float(scale)
-    if s == 0 or math.isinf(s) or math.isnan(s):
-        return scale if not math.isnan(val) else r
-    return torch.linalg.vector_norm(x / scale) * scale
+    return _NRM2_REAL[x.dtype](x)
+
+
+@settles(_nrm2_torch)
+def _(x):
+    # real float32/float64 (the key fixes the dtype): the lowering is its real-vector part, no dtype tests
+    return (_NRM2_REAL[x.dtype], (0,)) if x.dtype in _NRM2_REAL else None
 
 
 @numpy_io

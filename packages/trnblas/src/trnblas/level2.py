@@ -114,14 +114,15 @@ def _ger_torch(alpha, x, y, A, conj):
         if alpha != 1:
             R.mul_(alpha)
         return R
-    return torch.addr(A, x, yy, alpha=alpha)
+    # alpha == 1 without the keyword: torch.addr parses and applies a given alpha (+1 us at 64 x 64)
+    return torch.addr(A, x, yy) if alpha == 1 else torch.addr(A, x, yy, alpha=alpha)
 
 
 @settles(_ger_torch)
 def _(alpha, x, y, A, conj):
     if x.dtype in _LOWP or A is None or (conj and y.is_complex()):
         return None
-    return torch.addr, (3, 1, 2, ("alpha", 0))
+    return (torch.addr, (3, 1, 2)) if alpha == 1 else (torch.addr, (3, 1, 2, ("alpha", 0)))
 
 
 @SYR.lowering("torch")

@@ -63,7 +63,10 @@ def _openblas_paths() -> list[str]:
 
 def _controls(path: str):
     try:
-        lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | ctypes.RTLD_GLOBAL)
+        # RTLD_NOLOAD: a handle on the copy already loaded, never a second one. Not RTLD_GLOBAL: that would
+        # promote the copy's BLAS symbols to the global scope, where a library loaded later (PySCF's
+        # libnp_helper) bound its dgemm_ to them and crashed (segmentation fault in an RHF run, measured)
+        lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0))
     except OSError:
         return None
     for prefix in _PREFIXES:

@@ -29,11 +29,14 @@ What makes this safe:
   positional argument, a default of a parameter the caller left out, or a
   ``None``/``bool``/``str`` flag (derived from the key by the checks);
 * the routes live in :attr:`Op.settled <trnsci.dispatch.Op>` (one table per
-  public function), which the Op empties when a lowering changes;
+  public function), which the Op empties when a lowering changes (a
+  generated wrapper keeps a reference to its own table: ``clear()`` empties
+  the table itself, so the reference sees it empty);
   each table is bounded; a route is used only while :meth:`Op.on_torch`
   holds (backend ``"torch"``, or ``"auto"`` without a NeuronCore, nothing
   required, no :func:`~trnsci.dispatch.plan_call` collecting), checked on
-  every call.
+  every call -- a generated wrapper inlines the probe's test of the usual
+  state (which implies it) and calls the probe whenever that test fails.
 
 The fast form is a spec string of the parameters' kinds (:data:`KINDS`):
 the core then generates one wrapper per public function holding the key's
@@ -167,9 +170,9 @@ def _key_code(params: list, kinds: list[str], give_up: str) -> tuple[list[str], 
     return head, body, f"({', '.join(parts)},)"
 
 
-def _generate(src: str, where: str, name: str):
+def _generate(src: str, where: str, name: str, extra: dict | None = None):
     # __name__: generated frames belong to this module (warnings skip them to reach the user's line)
-    scope = {"__name__": __name__, "_T": torch.Tensor, "_M": _MISSING, "_I64": _INT64}
+    scope = {**(extra or {}), "__name__": __name__, "_T": torch.Tensor, "_M": _MISSING, "_I64": _INT64}
     exec(compile(src, f"<settled {where}>", "exec"), scope)  # noqa: S102 -- text generated here
     return scope[name]
 
@@ -198,34 +201,52 @@ def _compiled_public(op, fn: Callable, slow: Callable, spec: str) -> Callable:
     """The :func:`public` wrapper of a spec: one generated function holding the key's checks.
 
     The wrapper takes ``fn``'s positional parameters by name (a parameter
-    left out is the sentinel ``_M``), so a call pays no ``*args`` packing,
-    no separate key function and no arity test; keyword arguments other
-    than those (``out=``) send the call through in full. Routes are called
-    with every positional parameter, sentinels included.
+    left out is the sentinel ``_M``) and its keyword-only ones (``out=``)
+    likewise, so a call pays no ``*args`` packing, no ``**kwargs``
+    dictionary, no separate key function and no arity test; a keyword-only
+    argument given sends the call through in full. The usual backend state
+    is recognised inline (:func:`trnsci.dispatch.torch_probe`'s ``inline``
+    expression, the probe itself called only when that fails), and the
+    wrapper holds its own table of routes (registered in
+    :attr:`Op.settled <trnsci.dispatch.Op>` under the wrapper, which empties
+    it in place). Routes are called with every positional parameter,
+    sentinels included.
     """
     params, kinds = _positional(fn, spec)
     fill = tuple(p.default for p in params)  # what slow() gets for a parameter left out
     defaults = tuple(d for d in fill if d is not inspect.Parameter.empty)
     every = ", ".join(p.name for p in params)
-    head, body, key = _key_code(params, kinds, f"return full(({every},), None)")
+    rest = [p for p in inspect.signature(fn).parameters.values() if p.kind not in
+            (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    kwonly = [p.name for p in rest if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    varkw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in rest)
+    head, body, key = _key_code(params, kinds, f"return _s_full(({every},), None)")
+    if kwonly:
+        head += ["*", *(f"{n}=_M" for n in kwonly)]
+    if varkw:
+        head.append("**_s_kw")
+    given = [f"{n} is not _M" for n in kwonly] + (["_s_kw"] if varkw else [])
+    passed = ", ".join([f"{n}={n}" for n in kwonly] + (["**_s_kw"] if varkw else []))
+    inline, scope = getattr(op.on_torch, "inline", None) or ("False", {})
+    name = fn.__name__ if fn.__name__.isidentifier() and not fn.__name__.startswith("_s_") else "wrapper"
     src = "\n".join([
-        "def factory(on_torch, settled, full, settle):",
-        f"    def wrapper({', '.join(head)}, **kw):",
-        "        if kw or not on_torch():",
-        f"            return full(({every},), kw)",
+        "def factory(_s_on_torch, _s_routes, _s_full, _s_settle):",
+        f"    def {name}({', '.join(head)}):",
+        *([f"        if {' or '.join(given)}:",
+           f"            return _s_full(({every},), _s_given({passed}))"] if given else []),
+        f"        if not {inline} and not _s_on_torch():",
+        f"            return _s_full(({every},), None)",
         *("        " + line for line in body),
-        f"        key = {key}",
-        "        table = settled.get(wrapper)  # gone when the Op emptied its settled routes",
-        "        if table is not None:",
-        "            go = table.get(key)",
-        "            if go is not None:",
-        f"                return go({every})",
-        f"        return settle(({every},), key)",
-        "    return wrapper",
+        f"        _s_key = {key}",
+        "        _s_go = _s_routes.get(_s_key)",
+        "        if _s_go is not None:",
+        f"            return _s_go({every})",
+        f"        return _s_settle(({every},), _s_key)",
+        f"    return {name}",
         ""])
-    factory = _generate(src, f"public {fn.__qualname__}", "factory")
+    factory = _generate(src, f"public {fn.__qualname__}", "factory", {**scope, "_s_given": _given_keywords})
 
-    def given(args):
+    def positional(args):
         """The positional arguments for ``slow``: trailing omissions dropped, inner ones given their default."""
         n = len(args)
         while n and args[n - 1] is _MISSING:
@@ -233,27 +254,41 @@ def _compiled_public(op, fn: Callable, slow: Callable, spec: str) -> Callable:
         return [fill[i] if a is _MISSING else a for i, a in enumerate(args[:n])]
 
     def full(args, kw):
-        return slow(*given(args), **(kw or {}))
+        return slow(*positional(args), **(kw or {}))
 
     def settle(args, key):
-        return _run_and_record(op, wrapper, key, _Record(op, args, defaults, compiled=True), slow, given(args))
+        return _run_and_record(op, wrapper, key, _Record(op, args, defaults, compiled=True), slow,
+                               positional(args), table)
 
-    wrapper = factory(op.on_torch, op.settled, full, settle)
+    table: dict = {}
+    wrapper = factory(op.on_torch, table, full, settle)
     functools.update_wrapper(wrapper, fn)
     wrapper.settled_signature = compile_signature(fn, spec)
     wrapper.settled_source = src
     return wrapper
 
 
-def _run_and_record(op, wrapper: Callable, key, rec: _Record, slow: Callable, args) -> Any:
-    """The call in full, remembering the route :func:`call` recorded (if any) as ``key``'s."""
+def _given_keywords(**kw):
+    """The keyword arguments the caller gave (those not the sentinel ``_M``)."""
+    return {k: v for k, v in kw.items() if v is not _MISSING}
+
+
+def _run_and_record(op, wrapper: Callable, key, rec: _Record, slow: Callable, args, table=None) -> Any:
+    """The call in full, remembering the route :func:`call` recorded (if any) as ``key``'s.
+
+    ``table``: the wrapper's own table (a generated wrapper holds it), put back
+    into ``op.settled`` in case the Op emptied it since.
+    """
     token = _pending.set(rec)
     try:
         result = slow(*args)
     finally:
         _pending.reset(token)
     if rec.route is not None and result is rec.result:
-        table = op.settled.setdefault(wrapper, {})
+        if table is None:
+            table = op.settled.setdefault(wrapper, {})
+        elif op.settled.get(wrapper) is not table:
+            op.settled[wrapper] = table
         if len(table) >= LIMIT:
             table.clear()
         table[key] = rec.route
@@ -391,6 +426,9 @@ def _compiled_route(fn: Callable, largs: tuple, pargs: tuple, defaults: tuple) -
         got = reduce(*largs)
         if got is not None:
             target, positions = got
+    if (len(positions) == len(pargs) and all(type(j) is int for j in positions)
+            and [plan[j] for j in positions] == list(range(len(pargs)))):
+        return target  # the caller's arguments in order: the target itself is the route, no frame between
     scope = {"__name__": __name__, "target": target}
     given = []
     for j in positions:
