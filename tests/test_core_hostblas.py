@@ -45,9 +45,24 @@ def test_inside_call_every_pool_runs_at_one_thread_and_is_restored(torch_threads
     assert _threads() == [2] * len(pools)
 
 
-def test_one_torch_thread_changes_nothing(torch_threads, blas_at_two):
+def test_one_torch_thread_holds_the_pools_too(torch_threads, blas_at_two):
+    # one torch thread asked for single-threaded work: OpenBLAS does not thread by itself inside trnsci
     torch_threads(1)
-    assert hostblas.call(_threads) == [2] * len(pools)
+    assert hostblas.call(_threads) == [1] * len(pools)
+    assert _threads() == [2] * len(pools)
+
+
+def test_pools_already_at_one_are_left_alone(torch_threads):
+    saved = _threads()
+    try:
+        for _, put in pools:
+            put(1)
+        torch_threads(2)
+        assert hostblas.call(_threads) == [1] * len(pools)
+        assert _threads() == [1] * len(pools)
+    finally:
+        for (_, put), was in zip(pools, saved):
+            put(was)
 
 
 def test_nested_calls_restore_once_and_errors_restore(torch_threads, blas_at_two):

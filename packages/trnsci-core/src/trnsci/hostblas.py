@@ -13,14 +13,18 @@ cores, torch at 2 threads, quiet machine): ``torch.linalg.cholesky`` of a
 1.0 ms with OpenBLAS held at one thread.
 
 So every trnsci route into NumPy/SciPy BLAS or LAPACK goes through
-:func:`call` (or a function wrapped by :func:`serial`): while torch runs
-with more than one thread, every OpenBLAS loaded in the process runs at
-one thread for the duration of the call (in the caller's thread, no
-workers woken) and gets its previous setting back afterwards. With torch
-at one thread nothing is changed and the check costs one
-``torch.get_num_threads()``. A route measured by :mod:`trnsci.routes`
-is timed through the same wrapper, so a host candidate competes with its
-single-threaded cost against torch's multi-threaded one.
+:func:`call` (or a function wrapped by :func:`serial`): every OpenBLAS
+loaded in the process runs at one thread for the duration of the call (in
+the caller's thread, no workers woken) and gets its previous setting back
+afterwards. The rule holds at one torch thread too: a caller who set torch
+to one thread asked for single-threaded work, and OpenBLAS threading a
+large product by itself stalls at its own barrier when another process
+holds the second core (a NumPy sgemm 256^3 route timed at 267 us took
+12-24 ms per call under load). Multi-threaded work is torch's: a host
+candidate measured by :mod:`trnsci.routes` is timed through the same
+wrapper, so it competes with its single-threaded cost against torch's
+multi-threaded one. Pools already at one thread (``OMP_NUM_THREADS=1``,
+``OPENBLAS_NUM_THREADS=1``) are only read, not set.
 
 OpenBLAS is found in the process's loaded libraries (Linux:
 ``/proc/self/maps``) by its exported ``*openblas_set_num_threads*``
@@ -38,8 +42,6 @@ import sys
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
-
-import torch
 
 __all__ = ["call", "serial", "pools"]
 
@@ -95,21 +97,20 @@ def pools() -> tuple:
 
 
 def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)`` with every OpenBLAS at one thread while torch uses more than one.
+    """``fn(*args, **kwargs)`` with every OpenBLAS in the process at one thread.
 
     Nested and concurrent calls are counted: the first to enter lowers the
-    pools, the last to leave restores the settings it found.
+    pools that run more than one thread, the last to leave restores them.
     """
-    if torch.get_num_threads() <= 1:
-        return fn(*args, **kwargs)
     ps = pools()
     if not ps:
         return fn(*args, **kwargs)
     with _lock:
         if _state["depth"] == 0:
-            _state["saved"] = tuple(get() for get, _ in ps)
-            for _, put in ps:
+            saved = [(put, was) for (get, put), was in zip(ps, [get() for get, _ in ps]) if was > 1]
+            for put, _ in saved:
                 put(1)
+            _state["saved"] = saved
         _state["depth"] += 1
     try:
         return fn(*args, **kwargs)
@@ -117,8 +118,9 @@ def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         with _lock:
             _state["depth"] -= 1
             if _state["depth"] == 0:
-                for (_, put), was in zip(ps, _state["saved"]):
+                for put, was in _state["saved"]:
                     put(was)
+                _state["saved"] = ()
 
 
 def serial(fn: F) -> F:
