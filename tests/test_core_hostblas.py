@@ -7,8 +7,7 @@ import torch
 
 from trnsci import hostblas
 
-pools = hostblas.pools()
-pytestmark = pytest.mark.skipif(not pools, reason="no OpenBLAS found in this process (not Linux, or another BLAS)")
+pytestmark = pytest.mark.skipif(not hostblas.pools(), reason="no OpenBLAS found in this process (not Linux, or another BLAS)")
 
 
 @pytest.fixture
@@ -19,7 +18,13 @@ def torch_threads():
 
 
 @pytest.fixture
-def blas_at_two():
+def pools():
+    """The pools as found now (a module imported by another test may have loaded one more copy)."""
+    return hostblas.pools()
+
+
+@pytest.fixture
+def blas_at_two(pools):
     """Every pool at 2 threads for the test, then back to what it was."""
     saved = [get() for get, _ in pools]
     for _, put in pools:
@@ -30,29 +35,29 @@ def blas_at_two():
 
 
 def _threads():
-    return [get() for get, _ in pools]
+    return [get() for get, _ in hostblas.pools()]
 
 
-def test_both_wheels_pools_found():
+def test_both_wheels_pools_found(pools):
     # NumPy's and SciPy's wheels each bundle an OpenBLAS; both must be held, or the other one still spins
     assert len(pools) >= 2
 
 
-def test_inside_call_every_pool_runs_at_one_thread_and_is_restored(torch_threads, blas_at_two):
+def test_inside_call_every_pool_runs_at_one_thread_and_is_restored(pools, torch_threads, blas_at_two):
     torch_threads(2)
     seen = hostblas.call(_threads)
     assert seen == [1] * len(pools)
     assert _threads() == [2] * len(pools)
 
 
-def test_one_torch_thread_holds_the_pools_too(torch_threads, blas_at_two):
+def test_one_torch_thread_holds_the_pools_too(pools, torch_threads, blas_at_two):
     # one torch thread asked for single-threaded work: OpenBLAS does not thread by itself inside trnsci
     torch_threads(1)
     assert hostblas.call(_threads) == [1] * len(pools)
     assert _threads() == [2] * len(pools)
 
 
-def test_pools_already_at_one_are_left_alone(torch_threads):
+def test_pools_already_at_one_are_left_alone(pools, torch_threads):
     saved = _threads()
     try:
         for _, put in pools:
@@ -65,7 +70,7 @@ def test_pools_already_at_one_are_left_alone(torch_threads):
             put(was)
 
 
-def test_nested_calls_restore_once_and_errors_restore(torch_threads, blas_at_two):
+def test_nested_calls_restore_once_and_errors_restore(pools, torch_threads, blas_at_two):
     torch_threads(2)
     inner = hostblas.serial(lambda: (_threads(), hostblas.call(_threads)))
     outer, nested = hostblas.call(inner)
