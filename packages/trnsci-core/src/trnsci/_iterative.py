@@ -138,6 +138,68 @@ def _finite_entries(A: Any, name: str, where: str) -> None:
         raise ValueError(f"{where}: {name} holds NaN or Inf")
 
 
+# --------------------------------------------------------- CSR products on the host
+
+_csr_routes: dict = {}
+
+
+def _forget_csr_routes() -> None:
+    _csr_routes.clear()
+
+
+def _host_csr_ok(A: torch.Tensor) -> bool:
+    """A plain CPU CSR tensor of float32/float64 without autograd: SciPy can run its product on NumPy views."""
+    return (type(A) is torch.Tensor and A.device.type == "cpu" and A.dtype in (torch.float32, torch.float64)
+            and not A.requires_grad and A.dim() == 2)
+
+
+def _csr_matvec(A: torch.Tensor) -> Callable:
+    """``x -> A x`` for a CPU CSR tensor by torch's CSR product or SciPy's ``csr_matrix @`` on NumPy views of
+    the same arrays, whichever :func:`trnsci.routes.choose` measured faster for this dtype, size class (rows
+    and stored entries to the next power of two) and thread count (torch, the obvious call, when not timed:
+    ``TRNSCI_ROUTES=estimate``). The two sum each row in their own order: results may differ in the last
+    units in the last place between the routes."""
+    from trnsci import routes
+
+    n, nnz = A.shape[0], A._nnz()
+    threads = torch.get_num_threads()
+    key = (A.dtype, n, nnz, threads)
+    use = _csr_routes.get(key)
+    S = None
+    if use is not False:
+        try:
+            import scipy.sparse as sp
+        except ImportError:  # pragma: no cover - SciPy is in every dev environment
+            return lambda x: A @ x
+        S = sp.csr_matrix((A.values().numpy(), A.col_indices().numpy(), A.crow_indices().numpy()),
+                          shape=tuple(A.shape))
+
+        def host(x: torch.Tensor) -> torch.Tensor:
+            return torch.from_numpy(hostblas.call(S.__matmul__, x.numpy()))
+
+    if use is None:
+        x = torch.ones(A.shape[1], dtype=A.dtype)
+        c = routes.choose("trnsci.csr_matvec", (str(A.dtype).replace("torch.", ""), 1 << max(0, n - 1).bit_length(),
+                                                1 << max(0, nnz - 1).bit_length()),
+                          {"torch": lambda: A @ x, "scipy": lambda: host(x)}, default="torch", robust=threads > 1)
+        use = c.route == "scipy"
+        if len(_csr_routes) >= 256:
+            _csr_routes.clear()
+        _csr_routes[key] = use
+    if use:
+        return host
+    return lambda x: A @ x
+
+
+def _register_forget() -> None:
+    from trnsci import routes
+
+    routes.on_change(_forget_csr_routes)
+
+
+_register_forget()
+
+
 def linear_operator(A: Any, n: int, dtype: torch.dtype, device, name: str, where: str) -> Callable:
     """``x -> A x`` for a dense/sparse tensor or array, a SciPy sparse matrix or
     LinearOperator, any object with ``matvec`` or ``@``, or a callable."""
@@ -156,6 +218,8 @@ def linear_operator(A: Any, n: int, dtype: torch.dtype, device, name: str, where
         if A.dtype != dtype or A.device != device:
             v.agree(where, **{name: A}, b=torch.empty(0, dtype=dtype, device=device))
         _finite_entries(A, name, where)
+        if A.layout is torch.sparse_csr and _host_csr_ok(A):
+            return _csr_matvec(A)
         return lambda x: A @ x
     shape = getattr(A, "shape", None)
     if shape is not None and (len(tuple(shape)) != 2 or tuple(shape)[0] != n or tuple(shape)[1] != n):
