@@ -146,3 +146,28 @@ def test_measured_choice_follows_the_times(monkeypatch, faster):
     assert len(calls) - before == (1 if faster == "lapack" else 0)
     assert_close(L, sl.cholesky(S.numpy(), lower=True), dtype=torch.float64, k=4 * 45)
     _lapack.clear()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.float16])
+def test_check_finite_at_any_thread_count(threads, dtype):
+    """check_finite's scan (torch's sum at one thread, NumPy's isfinite in the calling thread beside
+    torch's other threads) refuses what np.isfinite refuses, in views too."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        from trnsci import _linalg as la
+        for bad in (float("nan"), float("inf"), -float("inf")):
+            X = torch.ones(200, 300, dtype=dtype)
+            X[17, 250] = bad
+            assert not np.isfinite(X.to(torch.complex128).numpy()).all()
+            for view in (X, X.T, X[1::2]) + ((X.conj(),) if dtype.is_complex else ()):
+                with pytest.raises(ValueError, match="A contains NaN or Inf"):
+                    la.finite("cholesky", A=view)
+        la.finite("cholesky", A=torch.ones(200, 300, dtype=dtype).T)
+        S = _spd(40, torch.float64)
+        S[3, 30] = float("nan")  # the triangle potrf does not read: SciPy's check_finite refuses it too
+        with pytest.raises(ValueError, match="NaN"):
+            trnsolver.cholesky(S)
+    finally:
+        torch.set_num_threads(old)
