@@ -103,7 +103,7 @@ def eligible(*ts: torch.Tensor) -> bool:
     dt = ts[0].dtype
     for t in ts:
         if (type(t) is not torch.Tensor or t.dim() != 2 or t.dtype is not dt or t.requires_grad
-                or t.device.type != "cpu" or not t.numel()):  # f2py rejects empty arrays
+                or not t.is_cpu or not t.numel()):  # f2py rejects empty arrays
             return False
     return dt in _PREFIX
 
