@@ -154,8 +154,8 @@ def _host_csr_ok(A: torch.Tensor) -> bool:
 
 
 def _csr_matvec(A: torch.Tensor) -> Callable:
-    """``x -> A x`` for a CPU CSR tensor by torch's CSR product or SciPy's ``csr_matrix @`` on NumPy views of
-    the same arrays, whichever :func:`trnsci.routes.choose` measured faster for this dtype, size class (rows
+    """``x -> A x`` for a CPU CSR tensor by torch's CSR product or SciPy's (the sparsetools loop behind
+    ``csr_matrix @``, single-threaded C++, no BLAS) on NumPy views of the same arrays, whichever :func:`trnsci.routes.choose` measured faster for this dtype, size class (rows
     and stored entries to the next power of two) and thread count (torch, the obvious call, when not timed:
     ``TRNSCI_ROUTES=estimate``). The two sum each row in their own order: results may differ in the last
     units in the last place between the routes."""
@@ -173,9 +173,21 @@ def _csr_matvec(A: torch.Tensor) -> Callable:
             return lambda x: A @ x
         S = sp.csr_matrix((A.values().numpy(), A.col_indices().numpy(), A.crow_indices().numpy()),
                           shape=tuple(A.shape))
+        try:  # the loop behind ``S @ x`` itself, without ~4 us of SciPy's operator dispatch per product
+            from scipy.sparse import _sparsetools
+
+            kernel = _sparsetools.csr_matvec
+        except (ImportError, AttributeError):  # pragma: no cover - another SciPy layout: its public product
+            kernel = None
+        m, ncols = S.shape
 
         def host(x: torch.Tensor) -> torch.Tensor:
-            return torch.from_numpy(hostblas.call(S.__matmul__, x.numpy()))
+            xn = x.numpy()
+            if kernel is None or xn.dtype != S.dtype:
+                return torch.from_numpy(hostblas.call(S.__matmul__, xn))
+            y = np.zeros(m, dtype=S.dtype)
+            kernel(m, ncols, S.indptr, S.indices, S.data, xn, y)
+            return torch.from_numpy(y)
 
     if use is None:
         x = torch.ones(A.shape[1], dtype=A.dtype)
