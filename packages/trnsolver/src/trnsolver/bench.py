@@ -50,9 +50,12 @@ _NOTES = {
 
 def _note(case: str, n: int) -> str:
     if n > 64:  # within target at one thread in every run here
-        return ("at 1 thread within target; at 2 threads the measured route (trnsci.routes, SciPy's call at one "
-                "OpenBLAS thread vs torch's on two) kept torch where its best rounds won, e.g. potrf 256 "
-                "float64 570 vs 707 us" + _NOTE_2T)
+        return ("at 1 thread within target. At 2 threads the measured route (trnsci.routes: SciPy's call at one "
+                "OpenBLAS thread vs torch's on two) is torch's, faster alone (potrf 256 float64 522 vs 633 us), "
+                "and here it runs right after the scipy peer, whose own OpenBLAS workers (2 threads: the peer's "
+                "call, not trnsci's) spin ~0.1 s: alternating the two, cholesky(256) took 7.4 ms per call (main: "
+                "8.1 ms), 0.7-1.0 ms with the SciPy route forced, now that trnsolver's own SciPy calls and "
+                "finite scan no longer wake a second thread (wall median of 40, 2 threads)" + _NOTE_2T)
     return next((text for op, text in _NOTES.items() if case.startswith(op)), "")
 
 
