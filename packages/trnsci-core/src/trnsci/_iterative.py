@@ -155,10 +155,11 @@ def _host_csr_ok(A: torch.Tensor) -> bool:
 
 def _csr_matvec(A: torch.Tensor) -> Callable:
     """``x -> A x`` for a CPU CSR tensor by torch's CSR product or SciPy's (the sparsetools loop behind
-    ``csr_matrix @``, single-threaded C++, no BLAS) on NumPy views of the same arrays, whichever :func:`trnsci.routes.choose` measured faster for this dtype, size class (rows
-    and stored entries to the next power of two) and thread count (torch, the obvious call, when not timed:
-    ``TRNSCI_ROUTES=estimate``). The two sum each row in their own order: results may differ in the last
-    units in the last place between the routes."""
+    ``csr_matrix @``, single-threaded C++, no BLAS) on NumPy views of the same arrays, whichever
+    :func:`trnsci.routes.choose` measured faster for this dtype, size class (rows and stored entries to
+    the next power of two) and thread count (torch, the obvious call, when not timed:
+    ``TRNSCI_ROUTES=estimate``). The two sum each row in their own order: results may differ in the
+    last units in the last place between the routes."""
     from trnsci import routes
 
     n, nnz = A.shape[0], A._nnz()
