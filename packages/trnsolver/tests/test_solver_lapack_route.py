@@ -13,6 +13,7 @@ import scipy.linalg as sl
 import torch
 
 import trnsolver
+from trnsci import routes
 from trnsci.testing import assert_close, random
 from trnsolver import _lapack
 
@@ -23,10 +24,10 @@ def _spd(n, dtype):
 
 
 @pytest.fixture(params=["lapack", "torch"])
-def route(request, monkeypatch):
-    if request.param == "torch":
-        monkeypatch.setattr(_lapack, "eligible", lambda *t: False)
-    return request.param
+def route(request):
+    # each family's measured choice (trnsolver._lapack.use) forced to one candidate
+    with routes.force(request.param):
+        yield request.param
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -107,3 +108,66 @@ def test_nan_without_check_finite_same_on_both_routes(route):
         trnsolver.cholesky(S, check_finite=False)
     with pytest.raises(ValueError, match="NaN"):
         trnsolver.cholesky(S)
+
+
+@pytest.mark.parametrize("faster", ["lapack", "torch"])
+def test_measured_choice_follows_the_times(monkeypatch, faster):
+    """cholesky's SciPy-or-torch choice is trnsci.routes' measurement (#23): a fake clock makes one
+    candidate 3x faster (deterministic: no real timing compared), and the call then runs that one;
+    the class is (dtype, n to the next power of two), the choice robust beside torch's threads."""
+    seen = {}
+
+    def fake_choose(family, cls, cands, *, default, robust, **kw):
+        state = {"t": 0.0}
+        slow = {faster: 1, ({"lapack", "torch"} - {faster}).pop(): 3}
+
+        def wrap(name, fn):
+            def run():
+                fn()
+                state["t"] += slow[name] * 1e-3
+            return run
+
+        seen.update(family=family, cls=cls, robust=robust)
+        times = routes.measure({k: wrap(k, f) for k, f in cands.items()}, rounds=3, clock=lambda: state["t"])[0]
+        return routes.Choice(routes.route_key(family, cls), routes.pick(times, default), "measured", default=default)
+
+    calls = []
+    real = _lapack.potrf
+    monkeypatch.setattr(_lapack.routes, "choose", fake_choose)
+    monkeypatch.setattr(_lapack, "potrf", lambda *a: calls.append(1) or real(*a))
+    _lapack.clear()
+    S = _spd(45, torch.float64)
+    L = trnsolver.cholesky(S)
+    assert (seen["family"], seen["cls"]) == ("trnsolver.potrf", ("float64", 64))
+    assert seen["robust"] == (torch.get_num_threads() > 1)
+    assert len(calls) >= 4  # timed: the warm-up and three rounds of the lapack candidate
+    before = len(calls)
+    trnsolver.cholesky(S)  # decided: no new timing, only the chosen route runs
+    assert len(calls) - before == (1 if faster == "lapack" else 0)
+    assert_close(L, sl.cholesky(S.numpy(), lower=True), dtype=torch.float64, k=4 * 45)
+    _lapack.clear()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.float16])
+def test_check_finite_at_any_thread_count(threads, dtype):
+    """check_finite's scan (torch's sum at one thread, NumPy's isfinite in the calling thread beside
+    torch's other threads) refuses what np.isfinite refuses, in views too."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        from trnsci import _linalg as la
+        for bad in (float("nan"), float("inf"), -float("inf")):
+            X = torch.ones(200, 300, dtype=dtype)
+            X[17, 250] = bad
+            assert not np.isfinite(X.to(torch.complex128).numpy()).all()
+            for view in (X, X.T, X[1::2]) + ((X.conj(),) if dtype.is_complex else ()):
+                with pytest.raises(ValueError, match="A contains NaN or Inf"):
+                    la.finite("cholesky", A=view)
+        la.finite("cholesky", A=torch.ones(200, 300, dtype=dtype).T)
+        S = _spd(40, torch.float64)
+        S[3, 30] = float("nan")  # the triangle potrf does not read: SciPy's check_finite refuses it too
+        with pytest.raises(ValueError, match="NaN"):
+            trnsolver.cholesky(S)
+    finally:
+        torch.set_num_threads(old)

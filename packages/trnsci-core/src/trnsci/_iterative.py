@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from trnsci import _validate as v
+from trnsci import hostblas
 from trnsci._linalg import LINALG_DTYPES, LinAlgError
 
 __all__ = ["ConvergenceWarning", "ConvergenceError", "SolverInfo", "ON_FAIL", "report",
@@ -95,15 +96,17 @@ def _is_scipy(obj: Any) -> bool:
 
 
 def _call_foreign(fn: Callable, x: torch.Tensor, scipy_like: bool) -> torch.Tensor:
-    if scipy_like:
-        y = fn(x.detach().cpu().numpy())
+    if scipy_like:  # SciPy's BLAS/LAPACK (SuperLU, LinearOperator, ...) held at one thread beside torch's
+        y = hostblas.call(fn, x.detach().cpu().numpy())
     else:
         try:
             y = fn(x)
         except TypeError:   # a NumPy-only object (e.g. SciPy's SuperLU, a C type)
-            y = fn(x.detach().cpu().numpy())
+            y = hostblas.call(fn, x.detach().cpu().numpy())
     if isinstance(y, np.ndarray) or not isinstance(y, torch.Tensor):
         y = torch.as_tensor(np.asarray(y))
+    if y.shape == x.shape and y.dtype == x.dtype and y.device == x.device:
+        return y  # the common case, without reshape/to (~1.5 us per application)
     return y.reshape(x.shape).to(dtype=x.dtype, device=x.device)
 
 
@@ -135,6 +138,81 @@ def _finite_entries(A: Any, name: str, where: str) -> None:
         raise ValueError(f"{where}: {name} holds NaN or Inf")
 
 
+# --------------------------------------------------------- CSR products on the host
+
+_csr_routes: dict = {}
+
+
+def _forget_csr_routes() -> None:
+    _csr_routes.clear()
+
+
+def _host_csr_ok(A: torch.Tensor) -> bool:
+    """A plain CPU CSR tensor of float32/float64 without autograd: SciPy can run its product on NumPy views."""
+    return (type(A) is torch.Tensor and A.device.type == "cpu" and A.dtype in (torch.float32, torch.float64)
+            and not A.requires_grad and A.dim() == 2)
+
+
+def _csr_matvec(A: torch.Tensor) -> Callable:
+    """``x -> A x`` for a CPU CSR tensor by torch's CSR product or SciPy's (the sparsetools loop behind
+    ``csr_matrix @``, single-threaded C++, no BLAS) on NumPy views of the same arrays, whichever
+    :func:`trnsci.routes.choose` measured faster for this dtype, size class (rows and stored entries to
+    the next power of two) and thread count (torch, the obvious call, when not timed:
+    ``TRNSCI_ROUTES=estimate``). The two sum each row in their own order: results may differ in the
+    last units in the last place between the routes."""
+    from trnsci import routes
+
+    n, nnz = A.shape[0], A._nnz()
+    threads = torch.get_num_threads()
+    key = (A.dtype, n, nnz, threads)
+    use = _csr_routes.get(key)
+    S = None
+    if use is not False:
+        try:
+            import scipy.sparse as sp
+        except ImportError:  # pragma: no cover - SciPy is in every dev environment
+            return lambda x: A @ x
+        S = sp.csr_matrix((A.values().numpy(), A.col_indices().numpy(), A.crow_indices().numpy()),
+                          shape=tuple(A.shape))
+        try:  # the loop behind ``S @ x`` itself, without ~4 us of SciPy's operator dispatch per product
+            from scipy.sparse import _sparsetools
+
+            kernel = _sparsetools.csr_matvec
+        except (ImportError, AttributeError):  # pragma: no cover - another SciPy layout: its public product
+            kernel = None
+        m, ncols = S.shape
+
+        def host(x: torch.Tensor) -> torch.Tensor:
+            xn = x.numpy()
+            if kernel is None or xn.dtype != S.dtype:
+                return torch.from_numpy(hostblas.call(S.__matmul__, xn))
+            y = np.zeros(m, dtype=S.dtype)
+            kernel(m, ncols, S.indptr, S.indices, S.data, xn, y)
+            return torch.from_numpy(y)
+
+    if use is None:
+        x = torch.ones(A.shape[1], dtype=A.dtype)
+        c = routes.choose("trnsci.csr_matvec", (str(A.dtype).replace("torch.", ""), 1 << max(0, n - 1).bit_length(),
+                                                1 << max(0, nnz - 1).bit_length()),
+                          {"torch": lambda: A @ x, "scipy": lambda: host(x)}, default="torch", robust=threads > 1)
+        use = c.route == "scipy"
+        if len(_csr_routes) >= 256:
+            _csr_routes.clear()
+        _csr_routes[key] = use
+    if use:
+        return host
+    return lambda x: A @ x
+
+
+def _register_forget() -> None:
+    from trnsci import routes
+
+    routes.on_change(_forget_csr_routes)
+
+
+_register_forget()
+
+
 def linear_operator(A: Any, n: int, dtype: torch.dtype, device, name: str, where: str) -> Callable:
     """``x -> A x`` for a dense/sparse tensor or array, a SciPy sparse matrix or
     LinearOperator, any object with ``matvec`` or ``@``, or a callable."""
@@ -153,6 +231,8 @@ def linear_operator(A: Any, n: int, dtype: torch.dtype, device, name: str, where
         if A.dtype != dtype or A.device != device:
             v.agree(where, **{name: A}, b=torch.empty(0, dtype=dtype, device=device))
         _finite_entries(A, name, where)
+        if A.layout is torch.sparse_csr and _host_csr_ok(A):
+            return _csr_matvec(A)
         return lambda x: A @ x
     shape = getattr(A, "shape", None)
     if shape is not None and (len(tuple(shape)) != 2 or tuple(shape)[0] != n or tuple(shape)[1] != n):

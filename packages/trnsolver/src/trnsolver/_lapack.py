@@ -1,17 +1,26 @@
-"""Direct LAPACK calls (``scipy.linalg.lapack``) for the torch path's small CPU cases.
+"""Direct LAPACK calls (``scipy.linalg.lapack``) as a measured second CPU route of the torch path.
 
 At small n the cost of a dense factorization is mostly per-call overhead,
-and ``scipy.linalg.lapack``'s wrappers are thinner than ``torch.linalg``'s:
-on this (shared, 2-core) machine at n = 64, OMP_NUM_THREADS=1, ``dpotrf``
-took ~9-18 us vs ~18-33 us for ``torch.linalg.cholesky_ex``, ``dpotrs``
-~3 us vs ~9 us for ``torch.cholesky_solve``, ``dgesv`` ~22 us vs ~40-68 us
-for ``torch.linalg.solve``, and ``dsyevd`` beat ``torch.linalg.eigh`` in
-float64 at n = 64..256 (280 vs 320 us, 5.6 vs 6.7 ms) -- see
-``docs/trnsolver.md``. Both call the same LAPACK routines (potrf, potrs,
-gesv, syevd), so ``info`` and errors are those of the torch call.
+and ``scipy.linalg.lapack``'s wrappers can be thinner than
+``torch.linalg``'s; at larger n the two libraries' LAPACK builds (SciPy's
+OpenBLAS, torch's MKL in the PyPI wheels) differ in speed and in how they
+use threads. Which is faster depends on the CPU, the build, the size, the
+dtype and the thread count, so :func:`use` lets :func:`trnsci.routes.choose`
+time both on the caller's operands once per family, dtype and size class
+(n to the next power of two) at this thread count, and keeps
+``torch.linalg`` -- the obvious call -- unless SciPy's is clearly faster
+(``TRNSCI_ROUTES=estimate``, the test suite, keeps torch untimed). Both
+call the same LAPACK routines (potrf, potrs, gesv, syevd, gesdd, geqrf),
+so ``info`` and errors are those of the torch call.
+
+Every call into SciPy here goes through :func:`trnsci.hostblas.call`:
+with torch at more than one thread, SciPy's OpenBLAS runs in the calling
+thread, so its spinning workers never stall torch's next multi-threaded
+call; the candidates are timed through the same wrapper, and beside
+torch's threads a choice is ``robust`` (:func:`trnsci.routes.pick`).
 
 SciPy is optional: without it everything runs on ``torch.linalg``.
-A tensor takes this route only when nothing torch-specific can be lost: a
+A tensor is a candidate only when nothing torch-specific can be lost: a
 plain 2-D CPU tensor of float32/float64 that does not require grad
 (:func:`eligible`); batches, complex, autograd, other devices and tensor
 subclasses stay on ``torch.linalg``. The results are tensors sharing the
@@ -25,6 +34,8 @@ import math as _math
 
 import torch
 
+from trnsci import hostblas, routes
+
 try:  # SciPy is optional (not a dependency of trnsolver): without it every call stays on torch
     from scipy.linalg import lapack as _lp
 except ImportError:  # pragma: no cover - the dev environment has SciPy
@@ -32,13 +43,57 @@ except ImportError:  # pragma: no cover - the dev environment has SciPy
 
 _PREFIX = {torch.float32: "s", torch.float64: "d"}
 _FUNCS: dict = {}
+#: Above this many flops (the family's leading term) a route is not timed: the warm-up and five rounds of
+#: calls of a second or more would cost more than a better route saves in most programs; torch runs.
+MAX_TIMED_FLOPS = 1 << 30
+_LIMIT = 256
+_chosen: dict = {}
+
+
+def clear() -> None:
+    """Forget the per-class decisions (:func:`trnsci.routes.forget` / ``force`` / ``mode`` call it)."""
+    _chosen.clear()
+
+
+routes.on_change(clear)
 
 
 def _func(name: str, dtype: torch.dtype):
     f = _FUNCS.get((name, dtype))
     if f is None:
-        f = _FUNCS[(name, dtype)] = getattr(_lp, _PREFIX[dtype] + name)
+        f = _FUNCS[(name, dtype)] = hostblas.serial(getattr(_lp, _PREFIX[dtype] + name))
     return f
+
+
+def use(family: str, A: torch.Tensor, flops: float, candidates, extra: tuple = ()) -> bool:
+    """Whether the SciPy LAPACK route (``"lapack"``) runs for ``A``'s class in ``family``.
+
+    ``A`` must be :func:`eligible`. ``candidates()`` returns the thunks
+    ``{"lapack": ..., "torch": ...}`` on the caller's operands; it is called
+    only when the class (``family``, dtype, n to the next power of two,
+    ``extra``, thread count) has no decision yet. ``flops`` (the leading
+    term) above :data:`MAX_TIMED_FLOPS` keeps torch untimed.
+    """
+    threads = torch.get_num_threads()
+    key = (family, A.dtype, A.shape, extra, threads)
+    hit = _chosen.get(key)
+    if hit is None:
+        n = max(A.shape)
+        cls = (str(A.dtype).replace("torch.", ""), 1 << max(0, n - 1).bit_length()) + tuple(extra)
+        c = routes.choose("trnsolver." + family, cls, candidates(), default="torch",
+                          worth_timing=flops <= MAX_TIMED_FLOPS, robust=threads > 1)
+        hit = c.route == "lapack"
+        if len(_chosen) >= _LIMIT:
+            _chosen.clear()
+        _chosen[key] = hit
+    return hit
+
+
+def choice(family: str, A: torch.Tensor, extra: tuple = ()) -> routes.Choice | None:
+    """The :class:`trnsci.routes.Choice` behind :func:`use` for ``A``'s class, if one was made."""
+    n = max(A.shape)
+    cls = (str(A.dtype).replace("torch.", ""), 1 << max(0, n - 1).bit_length()) + tuple(extra)
+    return routes.lookup("trnsolver." + family, cls)
 
 
 def eligible(*ts: torch.Tensor) -> bool:
@@ -48,7 +103,7 @@ def eligible(*ts: torch.Tensor) -> bool:
     dt = ts[0].dtype
     for t in ts:
         if (type(t) is not torch.Tensor or t.dim() != 2 or t.dtype is not dt or t.requires_grad
-                or t.device.type != "cpu" or not t.numel()):  # f2py rejects empty arrays
+                or not t.is_cpu or not t.numel()):  # f2py rejects empty arrays
             return False
     return dt in _PREFIX
 
@@ -69,10 +124,13 @@ def potrf(A: torch.Tensor, upper: bool):
         # LAPACK leaves the trailing block unfactored; return the same
         # partial factor shape torch does (values past the minor unspecified)
         return torch.from_numpy(c), torch.tensor(info, dtype=torch.int32)
-    if not _math.isfinite(c.trace()):
+    if not _math.isfinite(c[-1, -1]):
         # NaN/Inf got in (only possible with check_finite=False): OpenBLAS's
         # potrf reports info = 0 for a NaN pivot where torch's (MKL) names the
-        # minor; let torch decide so the answer is the same either way
+        # minor; let torch decide so the answer is the same either way. A NaN
+        # pivot (or an Inf below the diagonal, which makes the next pivot NaN)
+        # turns every later column NaN, so the last diagonal entry shows it
+        # (one element read instead of the trace: ~2 us less per call at n = 64)
         return None
     return torch.from_numpy(c), ZERO_INFO
 

@@ -13,7 +13,6 @@ import torch
 
 from trnsci import _linalg as la
 from trnsci import _validate as v
-from trnsci import routes
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
 from trnsolver import _lapack
@@ -61,10 +60,10 @@ def _eigh_torch(A: torch.Tensor, uplo: str, lo: int, hi: int, vectors: bool, tol
     ``A``'s ``uplo`` triangle; ``V`` is None when ``vectors`` is False
     (``tol``/``max_sweeps`` are the Jacobi kernel's; LAPACK ignores them)."""
     n = A.shape[-1]
-    if A.dtype is torch.float64 and _lapack.eligible(A) and _eigh_route(A, uplo, vectors) == "lapack":
-        # LAPACK's dsyevd through SciPy, only where it measured clearly faster than torch.linalg.eigh (MKL's
-        # syevd) on this machine for this size class (trnsci.routes; estimate mode runs torch, the obvious
-        # call: dsyevd won where this was first written, lost here); float32 stays on torch
+    if _lapack.eligible(A) and _eigh_route(A, uplo, vectors) == "lapack":
+        # LAPACK's ?syevd through SciPy, only where it measured clearly faster than torch.linalg.eigh (MKL's
+        # syevd) on this machine for this dtype and size class (trnsci.routes via trnsolver._lapack.use;
+        # estimate mode runs torch, the obvious call)
         r = _lapack.syevd(A, uplo == "L", vectors)
         if r is not None:
             w, V = r
@@ -83,15 +82,16 @@ def _eigh_torch(A: torch.Tensor, uplo: str, lo: int, hi: int, vectors: bool, tol
 
 
 def _eigh_route(A: torch.Tensor, uplo: str, vectors: bool) -> str:
-    """``"lapack"`` (SciPy's dsyevd) or ``"torch"`` for a float64 CPU matrix: chosen by timing both on
-    ``A`` once per size class (the next power of two of n), vectors or not, and thread count."""
+    """``"lapack"`` (SciPy's ?syevd) or ``"torch"`` for a float32/float64 CPU matrix: chosen by timing both
+    on ``A`` once per dtype, size class (the next power of two of n), vectors or not, and thread count."""
     n = A.shape[-1]
     lower = uplo == "L"
-    cands = {"lapack": lambda: _lapack.syevd(A, lower, vectors),
-             "torch": (lambda: torch.linalg.eigh(A, UPLO=uplo)) if vectors else
-                      (lambda: torch.linalg.eigvalsh(A, UPLO=uplo))}
-    return routes.choose("trnsolver.eigh", (1 << max(0, n - 1).bit_length(), "float64", bool(vectors)), cands,
-                         default="torch", worth_timing=n >= 16).route
+
+    def cands():
+        return {"lapack": lambda: _lapack.syevd(A, lower, vectors),
+                "torch": (lambda: torch.linalg.eigh(A, UPLO=uplo)) if vectors else
+                         (lambda: torch.linalg.eigvalsh(A, UPLO=uplo))}
+    return "lapack" if _lapack.use("eigh", A, 9.0 * n ** 3, cands, (bool(vectors),)) else "torch"
 
 
 def _eigh_args(where, A, tol, max_sweeps, subset_by_index, uplo, check_finite):

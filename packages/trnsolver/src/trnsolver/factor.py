@@ -35,6 +35,8 @@ __all__ = [
 
 def _raise_info(where: str, info: torch.Tensor, what: str) -> None:
     """Raise LinAlgError for the first nonzero ``info`` (1-based position)."""
+    if info is _lapack.ZERO_INFO:  # the LAPACK route's success: no tensor read at all
+        return
     if info.dim() == 0:  # one matrix: int() is ~0.4 us, nonzero() ~17 us (measured)
         if not int(info):
             return
@@ -101,8 +103,10 @@ CHOLESKY = Op("trnsolver.cholesky", "flops", 2048 ** 3 / 3.0, size=_cholesky_flo
 
 @CHOLESKY.lowering("torch")
 def _cholesky_torch(A: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    if _lapack.eligible(A):  # ?potrf via SciPy: half torch's per-call cost at small n
-        r = _lapack.potrf(A, upper)
+    n = A.shape[-1]
+    if _lapack.eligible(A) and _lapack.use("potrf", A, n ** 3 / 3.0, lambda: {
+            "lapack": lambda: _lapack.potrf(A, upper), "torch": lambda: torch.linalg.cholesky_ex(A, upper=upper)}):
+        r = _lapack.potrf(A, upper)  # SciPy's ?potrf, where it measured faster (trnsolver._lapack)
         if r is not None:
             return r
     # torch reads the triangle it returns, as LAPACK's potrf(uplo) does
@@ -218,10 +222,15 @@ CHO_SOLVE = Op("trnsolver.cho_solve", "flops", _SPD_THRESHOLD, size=_flops(2.0),
 
 @CHO_SOLVE.lowering("torch")
 def _cho_solve_torch(F: torch.Tensor, B: torch.Tensor, lower: bool) -> torch.Tensor:
-    # ?potrs reads only F's `lower` triangle; in float32 past n ~ 512 MKL's
-    # (torch's) potrs was the faster one here (1.1 vs 0.66 ms at n = 1024)
-    if _lapack.eligible(F, B) and (F.dtype is torch.float64 or F.shape[-1] <= 512):
+    # ?potrs reads only F's `lower` triangle, torch.cholesky_solve all of F
+    if _lapack.eligible(F, B) and _lapack.use("potrs", F, 2.0 * F.shape[-1] ** 2 * B.shape[-1], lambda: {
+            "lapack": lambda: _lapack.potrs(F, B, lower), "torch": lambda: _cho_solve_by_torch(F, B, lower)},
+            (B.shape[-1] == 1,)):
         return _lapack.potrs(F, B, lower)
+    return _cho_solve_by_torch(F, B, lower)
+
+
+def _cho_solve_by_torch(F: torch.Tensor, B: torch.Tensor, lower: bool) -> torch.Tensor:
     F = F.tril() if lower else F.triu()
     return torch.cholesky_solve(B, F, upper=not lower)
 
@@ -453,10 +462,11 @@ QR = Op("trnsolver.qr", "flops", _QR_THRESHOLD, size=_flops(2.0), describe=_squa
 
 @QR.lowering("torch")
 def _qr_torch(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
-    # SciPy's geqrf + orgqr beat torch's (MKL) in float64 at n = 1024 here
-    # (132 vs 170 ms); equal at 256, torch faster at 64 and in float32
-    if mode == "reduced" and A.dtype is torch.float64 and min(A.shape) >= 512 and _lapack.eligible(A):
-        return _lapack.qr_reduced(A)
+    if mode == "reduced" and _lapack.eligible(A) and _lapack.use(
+            "qr", A, 2.0 * A.shape[0] * A.shape[1] * min(A.shape), lambda: {
+                "lapack": lambda: _lapack.qr_reduced(A), "torch": lambda: torch.linalg.qr(A, mode=mode)},
+            (A.shape[0] >= A.shape[1],)):
+        return _lapack.qr_reduced(A)  # SciPy's ?geqrf + ?orgqr, where it measured faster
     return torch.linalg.qr(A, mode=mode)
 
 
@@ -497,10 +507,12 @@ SVD = Op("trnsolver.svd", "flops", 2 * _QR_THRESHOLD, size=_flops(4.0), describe
 
 @SVD.lowering("torch")
 def _svd_torch(A: torch.Tensor, full_matrices: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    # SciPy's ?gesdd was faster than torch's (MKL) from n ~ 256 on here
-    # (docs/trnsolver.md); at n = 64 torch's call was the faster one
-    if min(A.shape) >= 128 and _lapack.eligible(A):
-        r = _lapack.gesdd(A, full_matrices)
+    if _lapack.eligible(A) and _lapack.use(
+            "svd", A, 4.0 * A.shape[0] * A.shape[1] * min(A.shape), lambda: {
+                "lapack": lambda: _lapack.gesdd(A, full_matrices),
+                "torch": lambda: torch.linalg.svd(A, full_matrices=full_matrices)},
+            (A.shape[0] >= A.shape[1], bool(full_matrices))):
+        r = _lapack.gesdd(A, full_matrices)  # SciPy's ?gesdd, where it measured faster
         if r is not None:
             return r
     return torch.linalg.svd(A, full_matrices=full_matrices)
@@ -591,8 +603,10 @@ SOLVE = Op("trnsolver.solve", "flops", _LU_THRESHOLD, size=_flops(2 / 3), descri
 
 @SOLVE.lowering("torch")
 def _solve_torch(A: torch.Tensor, B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    if _lapack.eligible(A, B):  # ?gesv via SciPy: the thinnest call at small n
-        return _lapack.gesv(A, B)
+    if _lapack.eligible(A, B) and _lapack.use("gesv", A, 2.0 * A.shape[-1] ** 3 / 3.0, lambda: {
+            "lapack": lambda: _lapack.gesv(A, B), "torch": lambda: torch.linalg.solve(A, B)},
+            (B.shape[-1] == 1,)):
+        return _lapack.gesv(A, B)  # SciPy's ?gesv, where it measured faster (trnsolver._lapack)
     # linalg.solve is ~20 us faster than solve_ex at n = 64 (measured); solve_ex
     # only to find the zero pivot of a singular matrix
     try:

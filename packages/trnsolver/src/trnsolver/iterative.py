@@ -328,6 +328,8 @@ def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=N
     n = b.shape[0]
     bnorm, stop, scale = threshold(b, tol, atol)
     m = max(1, min(restart, n))
+    hdt = torch.empty(0, dtype=b.dtype).numpy().dtype
+    cplx = b.is_complex()
     total = 0
     hist = []
     for _cycle in range(maxiter):
@@ -338,10 +340,13 @@ def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=N
         if beta < stop or beta == 0.0:
             return x, total, hist
         V = torch.zeros(m + 1, n, dtype=b.dtype, device=b.device)
-        H = torch.zeros(m + 1, m, dtype=b.dtype)
-        cs = torch.zeros(m, dtype=b.dtype)
-        sn = torch.zeros(m, dtype=b.dtype)
-        g = torch.zeros(m + 1, dtype=b.dtype)
+        # the small (m+1) x m least-squares problem lives on the host in NumPy arrays of b's dtype: each
+        # scalar operation below rounds as the same operation on a 0-d torch tensor of that dtype does,
+        # at ~0.1 us instead of ~2 us (the Givens updates are O(j) scalar operations per inner iteration)
+        H = np.zeros((m + 1, m), dtype=hdt)
+        cs = np.zeros(m, dtype=hdt)
+        sn = np.zeros(m, dtype=hdt)
+        g = np.zeros(m + 1, dtype=hdt)
         g[0] = beta
         V[0] = r / beta
         k = 0
@@ -352,11 +357,11 @@ def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=N
             w = w - h @ V[: j + 1]
             h2 = V[: j + 1].conj() @ w          # re-orthogonalise (CGS2)
             w = w - h2 @ V[: j + 1]
-            h = (h + h2).cpu()
+            h = (h + h2).cpu().resolve_conj().numpy()
             hn = float(torch.linalg.vector_norm(w))
             if not math.isfinite(hn):
                 raise _not_finite("gmres", "A v", total)
-            col = torch.zeros(m + 1, dtype=b.dtype)
+            col = np.zeros(m + 1, dtype=hdt)
             col[: j + 1] = h
             col[j + 1] = hn
             for i in range(j):  # apply previous Givens rotations
@@ -373,7 +378,7 @@ def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=N
                 else:
                     ph = a / abs(complex(a))
                     cs[j] = abs(complex(a)) / den
-                    sn[j] = ph * (bb.conj() if b.is_complex() else bb) / den
+                    sn[j] = ph * (bb.conj() if cplx else bb) / den
             col[j] = cs[j] * a + sn[j] * bb
             col[j + 1] = 0
             g[j + 1] = -sn[j].conj() * g[j]
@@ -386,7 +391,8 @@ def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=N
                 V[j + 1] = w / hn
             if res <= stop or hn == 0:
                 break
-        y = torch.linalg.solve_triangular(H[:k, :k], g[:k].unsqueeze(-1), upper=True).squeeze(-1)
+        y = torch.linalg.solve_triangular(torch.from_numpy(H[:k, :k]), torch.from_numpy(g[:k]).unsqueeze(-1),
+                                          upper=True).squeeze(-1)
         dx = y.to(b.device) @ V[:k]
         x = x + (precond(dx) if precond is not None else dx)
         if callback is not None:
@@ -450,45 +456,58 @@ def _bicgstab_torch(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
     x, r, rn, stop, scale, hist = _start(matvec, b, x0, tol, atol)
     if rn < stop or rn == 0.0:
         return x, 0, hist
+    with np.errstate(all="ignore"):  # scalars overflow to Inf/NaN silently, as 0-d tensors do
+        return _bicgstab_loop(matvec, b, x, r, stop, scale, hist, maxiter, precond, callback)
+
+
+def _bicgstab_loop(matvec, b, x, r, stop, scale, hist, maxiter, precond, callback):
+    # the scalars (rho, alpha, omega, beta) are NumPy scalars of b's dtype: each operation rounds as
+    # the same operation on a 0-d torch tensor of that dtype does, at ~0.1 us instead of ~2 us, and
+    # they reach the vector updates as exact Python numbers (so the iterates are unchanged)
+    sc = torch.empty(0, dtype=b.dtype).numpy().dtype.type
+    py = complex if b.is_complex() else float
     rhat = r.clone()
-    rho = alpha = omega = 1.0
+    rho = alpha = omega = sc(1.0)
     v = torch.zeros_like(b)
     p = torch.zeros_like(b)
     it = 0
     for it in range(1, maxiter + 1):
-        rho_new = _dot(rhat, r)
-        if float(abs(rho_new)) == 0.0:
+        rho_new = sc(_dot(rhat, r).item())
+        if abs(rho_new) == 0.0:
             break
-        beta = (rho_new / rho) * (alpha / omega) if it > 1 else 0.0
-        p = r + beta * (p - omega * v) if it > 1 else r.clone()
+        if it > 1:
+            beta = (rho_new / rho) * (alpha / omega)
+            p = r + py(beta) * (p - py(omega) * v)
+        else:
+            p = r.clone()
         ph = precond(p) if precond is not None else p
         v = matvec(ph)
-        den = _dot(rhat, v)
-        if not math.isfinite(float(abs(den))):
+        den = sc(_dot(rhat, v).item())
+        if not math.isfinite(abs(den)):
             raise _not_finite("bicgstab", "rhat^H A p", it)
-        if float(abs(den)) == 0.0:
+        if abs(den) == 0.0:
             break
         alpha = rho_new / den
-        s = r - alpha * v
+        s = r - py(alpha) * v
         sn = float(torch.linalg.vector_norm(s))
         if sn < stop or sn == 0.0:
-            x = x + alpha * ph
+            x = x + py(alpha) * ph
             hist.append(sn / scale)
             if callback is not None:
                 callback(x)
             break
         sh = precond(s) if precond is not None else s
         t = matvec(sh)
-        tt = _dot(t, t)
-        omega = _dot(t, s) / tt if float(abs(tt)) > 0 else 0.0
-        x = x + alpha * ph + omega * sh
-        r = s - omega * t
+        tt = sc(_dot(t, t).item())
+        omega = sc(_dot(t, s).item()) / tt if abs(tt) > 0 else sc(0.0)
+        x = x + py(alpha) * ph + py(omega) * sh
+        r = s - py(omega) * t
         rho = rho_new
         rn = float(torch.linalg.vector_norm(r))
         hist.append(rn / scale)
         if callback is not None:
             callback(x)
-        if rn < stop or rn == 0.0 or float(abs(omega)) == 0.0:
+        if rn < stop or rn == 0.0 or abs(omega) == 0.0:
             break
     return x, it, hist
 
