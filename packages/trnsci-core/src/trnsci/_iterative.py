@@ -376,7 +376,7 @@ def krylov_loop(method: str, loop: KrylovLoop, matvec: Callable, b: torch.Tensor
     ~1-3 us; the NumPy route applies the operators through their NumPy forms (:func:`host_form`).
     Both routes run the same loop: the iterates differ only by the order of summation in dots and
     products (last bits). Timing runs ``loop`` for a few iterations on the actual operators (no
-    callback): the first solve of a key applies ``A`` and ``M`` a few extra times."""
+    callback, up to 16 iterations): the first solve of a key applies ``A`` and ``M`` extra times."""
     if not _host_loop_ok(b, x0, matvec, precond):
         return loop(TorchVectors, matvec, b, x0, tol, atol, maxiter, precond, callback)
     from trnsci import routes
@@ -387,7 +387,7 @@ def krylov_loop(method: str, loop: KrylovLoop, matvec: Callable, b: torch.Tensor
            operator_kind(matvec), operator_kind(precond))
     use = _loop_routes.get((cls, threads))
     if use is None:
-        k = min(maxiter, 4)
+        k = min(maxiter, 16)  # enough iterations that the per-iteration cost, not the setup, decides
         c = routes.choose(
             "trnsolver.krylov_loop", cls,
             {"torch": lambda: loop(TorchVectors, matvec, b, x0, tol, atol, k, precond, None),
