@@ -90,7 +90,7 @@ def test_both_routes_follow_scipy_float64(name, system, pkind, akind):
         seen = []
         with routes.force(route):
             x, it, rr = ours(_operator(akind, A, torch.float64), torch.from_numpy(b), tol=1e-10, maxiter=500,
-                             M=M, callback=lambda xk: seen.append(xk.clone()))
+                             M=M, callback=lambda xk, seen=seen: seen.append(xk.clone()))
         assert all(type(s) is torch.Tensor and s.dtype == torch.float64 for s in seen), route
         assert len(seen) == it and it in (len(ref), len(ref) + 1), (route, it, len(ref))
         for mine, theirs_k in zip([s.numpy() for s in seen] + [x.numpy()], ref + [xs]):
@@ -116,7 +116,7 @@ def test_both_routes_follow_scipy_float32(name, system, pkind):
         seen = []
         with routes.force(route):
             x, it, rr = ours(_csr(A, torch.float32), torch.from_numpy(b), tol=1e-5, maxiter=500, M=M,
-                             callback=lambda xk: seen.append(xk.clone()))
+                             callback=lambda xk, seen=seen: seen.append(xk.clone()))
         assert x.dtype == torch.float32 and all(s.dtype == torch.float32 for s in seen)
         assert len(seen) == it and it in (len(ref), len(ref) + 1), (route, it, len(ref))
         for mine, theirs_k in zip([s.numpy() for s in seen] + [x.numpy()], ref + [xs]):
