@@ -25,6 +25,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -110,6 +111,53 @@ def _call_foreign(fn: Callable, x: torch.Tensor, scipy_like: bool) -> torch.Tens
     return y.reshape(x.shape).to(dtype=x.dtype, device=x.device)
 
 
+def _foreign(fn: Callable, obj: Any) -> Callable:
+    """``x -> fn(x)`` on torch vectors for an object that is not a tensor; a SciPy object (sparse
+    matrix, ``LinearOperator``, ``SuperLU``) is called on NumPy arrays, which is also its NumPy form."""
+    if _is_scipy(obj):
+        return _tag(lambda x: _call_foreign(fn, x, True), "scipy", lambda: lambda xn: _host_out(fn(xn), xn))
+    return _tag(lambda x: _call_foreign(fn, x, False), "callable")
+
+
+def _tag(fn: Callable, kind: str, to_host: Callable[[], Callable] | None = None) -> Callable:
+    """Mark an operator ``x -> A x`` on torch vectors with its kind (a route key part) and, where one
+    exists, a factory of the same operator on NumPy vectors (see :func:`host_form`)."""
+    fn.kind = kind
+    fn.to_host = to_host
+    return fn
+
+
+def _host_out(y: Any, like: np.ndarray) -> np.ndarray:
+    if isinstance(y, torch.Tensor):
+        y = y.detach().resolve_conj().cpu().numpy()
+    y = np.asarray(y)
+    if y.shape == like.shape and y.dtype == like.dtype:
+        return y
+    return y.reshape(like.shape).astype(like.dtype, copy=False)
+
+
+def _inner(f: Callable) -> Callable:
+    return getattr(f, "_fn", f)  # trnsolver's DenseMatvec/SparseMatvec/DiagonalPrecond keep the function
+
+
+def operator_kind(f: Callable | None) -> str:
+    """The kind of an operator from :func:`linear_operator` / :func:`preconditioner` ("dense", "csr",
+    "scipy", "callable", ...; "none" for no preconditioner)."""
+    if f is None:
+        return "none"
+    return getattr(_inner(f), "kind", "callable")
+
+
+def host_form(f: Callable) -> Callable:
+    """The operator ``f`` (on torch vectors) as a function on NumPy vectors of the same dtype: its own
+    NumPy form where it has one (SciPy objects, dense CPU tensors, the host CSR route), otherwise ``f``
+    on a torch view of the NumPy vector, its result viewed back (no copies on the CPU)."""
+    make = getattr(_inner(f), "to_host", None)
+    if make is not None:
+        return make()
+    return lambda xn: _host_out(f(torch.from_numpy(xn)), xn)
+
+
 def _stored_values(A: Any) -> Any:
     """The stored entries of a matrix-like ``A`` (dense or sparse tensor, SciPy sparse, trnsparse), or None."""
     if isinstance(A, torch.Tensor):
@@ -117,7 +165,10 @@ def _stored_values(A: Any) -> Any:
             return A
         if A.layout is torch.sparse_coo:
             return A._values()
-        return A.values()
+        vals = A.values()
+        # a complex CSR/CSC/BSR's values() is a view torch's complex isfinite cannot read ("Sparse CSR
+        # tensors do not have strides"): a copy of the stored entries (nnz of them) can
+        return vals.clone() if vals.is_complex() else vals
     data = getattr(A, "data", None)  # SciPy sparse arrays and matrices
     if isinstance(data, np.ndarray) and hasattr(A, "nnz"):
         return data
@@ -182,13 +233,15 @@ def _csr_matvec(A: torch.Tensor) -> Callable:
             kernel = None
         m, ncols = S.shape
 
-        def host(x: torch.Tensor) -> torch.Tensor:
-            xn = x.numpy()
+        def host_np(xn: np.ndarray) -> np.ndarray:
             if kernel is None or xn.dtype != S.dtype:
-                return torch.from_numpy(hostblas.call(S.__matmul__, xn))
+                return hostblas.call(S.__matmul__, xn)
             y = np.zeros(m, dtype=S.dtype)
             kernel(m, ncols, S.indptr, S.indices, S.data, xn, y)
-            return torch.from_numpy(y)
+            return y
+
+        def host(x: torch.Tensor) -> torch.Tensor:
+            return torch.from_numpy(host_np(x.numpy()))
 
     if use is None:
         x = torch.ones(A.shape[1], dtype=A.dtype)
@@ -200,14 +253,160 @@ def _csr_matvec(A: torch.Tensor) -> Callable:
             _csr_routes.clear()
         _csr_routes[key] = use
     if use:
-        return host
-    return lambda x: A @ x
+        return _tag(host, "csr", lambda: host_np)
+    return _tag(lambda x: A @ x, "csr")
+
+
+# ------------------------------------------------ Krylov loops on torch or NumPy vectors
+
+_NP_SCALAR = {torch.float32: np.float32, torch.float64: np.float64, torch.complex64: np.complex64,
+              torch.complex128: np.complex128, torch.float16: np.float16}
+
+
+class TorchVectors:
+    """The vector operations a Krylov loop needs beyond ``+ - *`` (which torch tensors and NumPy
+    arrays share), on torch tensors."""
+
+    @staticmethod
+    def dot(a: torch.Tensor, b: torch.Tensor) -> Any:
+        """``a^H b`` as a Python number."""
+        return torch.vdot(a, b).item()
+
+    @staticmethod
+    def norm(a: torch.Tensor) -> float:
+        return float(torch.linalg.vector_norm(a))
+
+    @staticmethod
+    def copy(a: torch.Tensor) -> torch.Tensor:
+        return a.clone()
+
+    @staticmethod
+    def scalar_type(a: torch.Tensor) -> type:
+        """The NumPy scalar type of ``a``'s dtype."""
+        return _NP_SCALAR[a.dtype]
+
+    @staticmethod
+    def zeros_like(a: torch.Tensor) -> torch.Tensor:
+        return torch.zeros_like(a)
+
+    @staticmethod
+    def axpy_(y: torch.Tensor, alpha: Any, x: torch.Tensor) -> torch.Tensor:
+        """``y += alpha x`` in place."""
+        return y.add_(x, alpha=alpha)
+
+    @staticmethod
+    def xpby_(p: torch.Tensor, beta: Any, z: torch.Tensor) -> torch.Tensor:
+        """``p = z + beta p`` in place."""
+        return p.mul_(beta).add_(z)
+
+
+class NumpyVectors:
+    """:class:`TorchVectors` on NumPy arrays (dots and norms by NumPy's BLAS, in the dtype of the
+    vectors; a norm is the square root of the real part of ``a^H a``)."""
+
+    @staticmethod
+    def dot(a: np.ndarray, b: np.ndarray) -> Any:
+        return np.vdot(a, b) if a.dtype.kind == "c" else a.dot(b)
+
+    @staticmethod
+    def norm(a: np.ndarray) -> float:
+        return math.sqrt(float((np.vdot(a, a) if a.dtype.kind == "c" else a.dot(a)).real))
+
+    @staticmethod
+    def copy(a: np.ndarray) -> np.ndarray:
+        return a.copy()
+
+    @staticmethod
+    def scalar_type(a: np.ndarray) -> type:
+        return a.dtype.type
+
+    @staticmethod
+    def zeros_like(a: np.ndarray) -> np.ndarray:
+        return np.zeros_like(a)
+
+    @staticmethod
+    def axpy_(y: np.ndarray, alpha: Any, x: np.ndarray) -> np.ndarray:
+        y += alpha * x
+        return y
+
+    @staticmethod
+    def xpby_(p: np.ndarray, beta: Any, z: np.ndarray) -> np.ndarray:
+        p *= beta
+        p += z
+        return p
+
+
+#: A Krylov loop: ``loop(ops, matvec, b, x0, tol, atol, maxiter, precond, callback) -> (x, iters, history)``
+#: with ``ops`` one of the vector namespaces above and every vector of one kind (torch or NumPy).
+KrylovLoop = Callable[..., tuple]
+
+_loop_routes: dict = {}
+
+
+def _forget_loop_routes() -> None:
+    _loop_routes.clear()
+
+
+def _host_loop_ok(b: torch.Tensor, x0: torch.Tensor | None, matvec: Callable, precond: Callable | None) -> bool:
+    """CPU vectors without autograd, operators that do not record it: the loop can run on NumPy views."""
+    return (b.device.type == "cpu" and type(b) is torch.Tensor and not b.requires_grad
+            and (x0 is None or not x0.requires_grad)
+            and "autograd" not in (operator_kind(matvec), operator_kind(precond)))
+
+
+def _on_host(loop: KrylovLoop, matvec, b, x0, tol, atol, maxiter, precond, callback) -> tuple:
+    """``loop`` on NumPy views of ``b`` and ``x0`` with the operators' NumPy forms, the callback given a
+    torch view of each iterate, the iterate returned as a torch tensor (a view of the NumPy result)."""
+    mv = host_form(matvec)
+    pc = host_form(precond) if precond is not None else None
+    cb = None if callback is None else (lambda xn: callback(torch.from_numpy(xn)))
+    bn = b.resolve_conj().resolve_neg().numpy()
+    xn0 = None if x0 is None else x0.resolve_conj().resolve_neg().numpy()
+    with np.errstate(all="ignore"):  # overflow to Inf/NaN silently, as torch does (the loops test for it)
+        x, it, hist = hostblas.call(loop, NumpyVectors, mv, bn, xn0, tol, atol, maxiter, pc, cb)
+    return torch.from_numpy(x), it, hist
+
+
+def krylov_loop(method: str, loop: KrylovLoop, matvec: Callable, b: torch.Tensor, x0: torch.Tensor | None,
+                tol: float, atol: float, maxiter: int, precond: Callable | None, callback: Callable | None) -> tuple:
+    """Run a Krylov ``loop`` on torch tensors or on NumPy views of the same CPU memory, whichever
+    :func:`trnsci.routes.choose` measured faster (family ``trnsolver.krylov_loop``, keyed by ``method``,
+    dtype, ``n`` to the next power of two and the kinds of ``A`` and ``M``; torch, the obvious route,
+    when not timed). On small vectors a torch operation costs ~2-6 us of dispatch where NumPy's costs
+    ~1-3 us; the NumPy route applies the operators through their NumPy forms (:func:`host_form`).
+    Both routes run the same loop: the iterates differ only by the order of summation in dots and
+    products (last bits). Timing runs ``loop`` for a few iterations on the actual operators (no
+    callback, up to 16 iterations): the first solve of a key applies ``A`` and ``M`` extra times."""
+    if not _host_loop_ok(b, x0, matvec, precond):
+        return loop(TorchVectors, matvec, b, x0, tol, atol, maxiter, precond, callback)
+    from trnsci import routes
+
+    n = b.shape[0]
+    threads = torch.get_num_threads()
+    cls = (method, str(b.dtype).replace("torch.", ""), 1 << max(0, n - 1).bit_length(),
+           operator_kind(matvec), operator_kind(precond))
+    use = _loop_routes.get((cls, threads))
+    if use is None:
+        k = min(maxiter, 16)  # enough iterations that the per-iteration cost, not the setup, decides
+        c = routes.choose(
+            "trnsolver.krylov_loop", cls,
+            {"torch": lambda: loop(TorchVectors, matvec, b, x0, tol, atol, k, precond, None),
+             "numpy": lambda: _on_host(loop, matvec, b, x0, tol, atol, k, precond, None)},
+            default="torch", robust=threads > 1, worth_timing=k > 0)
+        use = c.route
+        if len(_loop_routes) >= 256:
+            _loop_routes.clear()
+        _loop_routes[(cls, threads)] = use
+    if use == "numpy":
+        return _on_host(loop, matvec, b, x0, tol, atol, maxiter, precond, callback)
+    return loop(TorchVectors, matvec, b, x0, tol, atol, maxiter, precond, callback)
 
 
 def _register_forget() -> None:
     from trnsci import routes
 
     routes.on_change(_forget_csr_routes)
+    routes.on_change(_forget_loop_routes)
 
 
 _register_forget()
@@ -231,20 +430,23 @@ def linear_operator(A: Any, n: int, dtype: torch.dtype, device, name: str, where
         if A.dtype != dtype or A.device != device:
             v.agree(where, **{name: A}, b=torch.empty(0, dtype=dtype, device=device))
         _finite_entries(A, name, where)
+        if A.requires_grad:
+            return _tag(lambda x: A @ x, "autograd")
         if A.layout is torch.sparse_csr and _host_csr_ok(A):
             return _csr_matvec(A)
-        return lambda x: A @ x
+        if A.layout is torch.strided and A.device.type == "cpu":
+            return _tag(lambda x: A @ x, "dense", lambda: A.resolve_conj().resolve_neg().numpy().__matmul__)
+        return _tag(lambda x: A @ x, str(A.layout).replace("torch.", ""))
     shape = getattr(A, "shape", None)
     if shape is not None and (len(tuple(shape)) != 2 or tuple(shape)[0] != n or tuple(shape)[1] != n):
         raise ValueError(f"{where}: {name} has shape {tuple(shape)} but b has {n} entries")
     _finite_entries(A, name, where)
-    scipy_like = _is_scipy(A)
     if hasattr(A, "matvec"):
-        return lambda x: _call_foreign(A.matvec, x, scipy_like)
+        return _foreign(A.matvec, A)
     if hasattr(A, "__matmul__") and not callable(A):
-        return lambda x: _call_foreign(lambda y: A @ y, x, scipy_like)
+        return _foreign(lambda y: A @ y, A)
     if callable(A):
-        return lambda x: _call_foreign(A, x, scipy_like)
+        return _foreign(A, A)
     raise TypeError(f"{where}: {name} must be a matrix, an operator with matvec/@, or a callable; "
                     f"got {type(A).__name__}")
 
@@ -256,6 +458,5 @@ def preconditioner(M: Any, n: int, dtype: torch.dtype, device, where: str) -> Ca
     if M is None:
         return None
     if hasattr(M, "solve") and not isinstance(M, (torch.Tensor, np.ndarray)):
-        scipy_like = _is_scipy(M)
-        return lambda r: _call_foreign(M.solve, r, scipy_like)
+        return _foreign(M.solve, M)
     return linear_operator(M, n, dtype, device, "M", where)

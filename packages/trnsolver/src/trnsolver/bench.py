@@ -79,12 +79,20 @@ def _dense_cases(sizes):
                        "scipy solve", lambda An=An, bn=bn: sl.solve(An, bn), note=_NOTE_2T[2:])
 
 
-#: Per-iteration cost on poisson 32^2 (1024 unknowns, thread CPU time, 1 thread): torch's operations on
-#: 1024-entry vectors against NumPy's, which SciPy's solvers use.
-_KRYLOV = ("per-iteration Python and torch per-operation cost on a 1024-unknown problem where the arithmetic "
-           "is a few microseconds: torch vdot 3.1 us vs NumPy's 1.5, a norm 4.5 vs 2.7, an update a + c b "
-           "8.9 vs 3.0; A x is the measured CSR route (torch's product ~21 us, SciPy's ~12.5 us, family "
-           "trnsci.csr_matvec); scalars recur on NumPy scalars (same rounding as 0-d tensors)")
+#: CG/BiCGSTAB on poisson 32^2 (1024 unknowns): the loop's route and what decided it (thread CPU time,
+#: torch at 1 and 2 threads, torch loop / NumPy loop / SciPy interleaved in one process, best of 15).
+_KRYLOV = ("the CG/BiCGSTAB loop is a measured route (family trnsolver.krylov_loop): on 1024-entry vectors "
+           "torch's per-operation cost is about twice NumPy's (vdot 3.1 us vs 1.5, a norm 4.5 vs 2.7, "
+           "a + c b 8.9 vs 3.0), so the loop runs on NumPy views of the tensors, the same loop and stopping "
+           "rule on both routes; A x is the measured CSR route (SciPy's sparsetools loop, ~12.5 us vs torch's "
+           "~21 us, family trnsci.csr_matvec); at 1 thread the NumPy loop measured cg 0.94x, bicgstab 0.90x, "
+           "bicgstab+ilu 1.09x SciPy (the torch loop 1.73x, 2.09x, 1.96x)")
+#: At 2 threads the torch loop stalled; the NumPy loop runs in the calling thread like SciPy's.
+_KRYLOV_2T = ("; at 2 threads the torch loop's medians stalled at 60-300 ms behind the scipy peer's spinning "
+              "OpenBLAS and the route measurement chose the NumPy loop, which runs in the calling thread "
+              "(OpenBLAS held at one thread) as SciPy's solver does: best rounds 0.94-1.06x SciPy, and a "
+              "spread above 50% in a row is the load of other processes on the shared cores (thread CPU "
+              "time medians: bicgstab+ilu 0.88x)")
 
 
 def _krylov_cases(m):
@@ -94,25 +102,26 @@ def _krylov_cases(m):
                                  torch.from_numpy(A.data), A.shape, check_invariants=True)
     bt = torch.from_numpy(b)
     yield Case("trnsolver", f"cg poisson {m}^2", lambda: trnsolver.cg(At, bt, tol=1e-6, maxiter=5000),
-               "scipy cg", lambda: spl.cg(A, b, rtol=1e-6, maxiter=5000), note=_KRYLOV + _NOTE_2T)
+               "scipy cg", lambda: spl.cg(A, b, rtol=1e-6, maxiter=5000), note=_KRYLOV + _KRYLOV_2T)
     # an ILU-type preconditioner object: SciPy's spilu with ILU(0)-like fill (not symmetric, so
     # it pairs with BiCGSTAB/GMRES; CG needs a symmetric M such as trnsparse's ic0)
     ilu = spl.spilu(A.tocsc(), drop_tol=1e-2, fill_factor=1.0)
     Mop = spl.LinearOperator(A.shape, ilu.solve)
     yield Case("trnsolver", f"bicgstab poisson {m}^2", lambda: trnsolver.bicgstab(At, bt, tol=1e-6, maxiter=5000),
                "scipy bicgstab", lambda: spl.bicgstab(A, b, rtol=1e-6, maxiter=5000),
-               note=_KRYLOV + "; BiCGSTAB: 2 products, 4 dots, 2 norms, ~11 vector operations per iteration, "
-                    "~85 us against SciPy's ~45 us" + _NOTE_2T)
+               note=_KRYLOV + "; BiCGSTAB: 2 products, 4 dots, 2 norms, ~11 vector operations per iteration"
+                    + _KRYLOV_2T)
     yield Case("trnsolver", f"bicgstab+ilu poisson {m}^2",
                lambda: trnsolver.bicgstab(At, bt, tol=1e-6, maxiter=5000, M=ilu),
                "scipy bicgstab+ilu", lambda: spl.bicgstab(A, b, rtol=1e-6, maxiter=5000, M=Mop),
-               note=_KRYLOV + "; the two SuperLU solves per iteration are the same call on both sides (through "
-                    "trnsci.hostblas, without a copy of the vector)" + _NOTE_2T)
+               note=_KRYLOV + "; the two SuperLU solves per iteration are the same call on both sides (on the "
+                    "NumPy vectors, without a copy)" + _KRYLOV_2T)
     yield Case("trnsolver", f"gmres+ilu poisson {m}^2",
                lambda: trnsolver.gmres(At, bt, tol=1e-6, maxiter=500, M=ilu),
                "scipy gmres+ilu", lambda: spl.gmres(A, b, rtol=1e-6, maxiter=500, M=Mop),
                note="the Hessenberg least-squares updates run on NumPy scalars (~0.1 us per operation instead "
-                    "of ~2 us on 0-d tensors: 3.0x -> 0.9-1.0x SciPy at 1 thread, same iterates)" + _NOTE_2T)
+                    "of ~2 us on 0-d tensors: 3.0x -> 0.9-1.0x SciPy at 1 thread, same iterates); its vector work "
+                    "(the Arnoldi GEMVs) is still torch's, not yet a NumPy loop" + _NOTE_2T)
 
 
 def cases(quick: bool = True):

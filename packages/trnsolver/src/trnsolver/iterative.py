@@ -200,13 +200,15 @@ def _dot(x, y):
 
 # ===================================================================== CG
 
-def _start(matvec, b, x0, tol, atol):
+def _start(matvec, b, x0, tol, atol, ops=it_.TorchVectors):
     """Common Krylov start: ``(x, r, ||r||, stop, scale, history)`` with
-    ``stop = max(tol ||b||, atol)`` and residuals recorded relative to ``||b||``."""
-    x = torch.zeros_like(b) if x0 is None else x0.clone()
-    bnorm, stop, scale = threshold(b, tol, atol)
-    r = b - matvec(x) if x0 is not None else b.clone()
-    rn = float(torch.linalg.vector_norm(r))
+    ``stop = max(tol ||b||, atol)`` and residuals recorded relative to ``||b||``
+    (``ops``: the vector operations of ``b``'s kind, torch or NumPy)."""
+    x = ops.zeros_like(b) if x0 is None else ops.copy(x0)
+    bnorm = ops.norm(b)
+    stop, scale = max(tol * bnorm, atol), (bnorm if bnorm > 0 else 1.0)
+    r = b - matvec(x) if x0 is not None else ops.copy(b)
+    rn = ops.norm(r)
     return x, r, rn, stop, scale, [rn / scale]
 
 
@@ -221,34 +223,40 @@ CG = Op("trnsolver.cg", "rows", 4096, size=_rows, describe=_describe_rows,
 
 @CG.lowering("torch")
 def _cg_torch(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    """Preconditioned CG on the host: :func:`_cg_loop` on torch tensors or NumPy views of them,
+    whichever was measured faster (:func:`trnsci._iterative.krylov_loop`)."""
+    return it_.krylov_loop("cg", _cg_loop, matvec, b, x0, tol, atol, maxiter, precond, callback)
+
+
+def _cg_loop(ops, matvec, b, x0, tol, atol, maxiter, precond, callback):
     """Preconditioned CG, stopping as SciPy does: when the recursively updated residual
     ``r`` has ``||r|| < max(tol ||b||, atol)``. Returns ``(x, iterations, relative residual history)``."""
-    x, r, rn, stop, scale, hist = _start(matvec, b, x0, tol, atol)
+    x, r, rn, stop, scale, hist = _start(matvec, b, x0, tol, atol, ops)
     if rn < stop or rn == 0.0:
         return x, 0, hist
-    cplx = b.is_complex()
+    cplx = issubclass(ops.scalar_type(b), np.complexfloating)
     p = None
     rz = 1.0
     it = 0
     for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)
         z = precond(r) if precond is not None else r
-        rz_new = float(_dot(r, z).real)
+        rz_new = float(ops.dot(r, z).real)
         if p is None:
-            p = z.clone()
+            p = ops.copy(z)
         else:
             beta = rz_new / rz
-            p = z + beta * p if cplx else p.mul_(beta).add_(z)
+            p = z + beta * p if cplx else ops.xpby_(p, beta, z)
         rz = rz_new
         Ap = matvec(p)
-        pAp = float(_dot(p, Ap).real)
+        pAp = float(ops.dot(p, Ap).real)
         if not math.isfinite(pAp):
             raise _not_finite("cg", "p^H A p", it)
         if pAp == 0.0:
             break
         alpha = rz / pAp
-        x.add_(p, alpha=alpha)
-        r.add_(Ap, alpha=-alpha)
-        rn = float(torch.linalg.vector_norm(r))
+        ops.axpy_(x, alpha, p)
+        ops.axpy_(r, -alpha, Ap)
+        rn = ops.norm(r)
         hist.append(rn / scale)
         if callback is not None:
             callback(x)
@@ -451,45 +459,51 @@ BICGSTAB = Op("trnsolver.bicgstab", "rows", 4096, size=_rows, describe=_describe
 
 @BICGSTAB.lowering("torch")
 def _bicgstab_torch(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    """BiCGSTAB on the host: :func:`_bicgstab_loop` on torch tensors or NumPy views of them,
+    whichever was measured faster (:func:`trnsci._iterative.krylov_loop`)."""
+    return it_.krylov_loop("bicgstab", _bicgstab_loop, matvec, b, x0, tol, atol, maxiter, precond, callback)
+
+
+def _bicgstab_loop(ops, matvec, b, x0, tol, atol, maxiter, precond, callback):
     """Right-preconditioned BiCGSTAB (van der Vorst), stopping as SciPy does (recursive
     residuals ``s`` and ``r`` below ``max(tol ||b||, atol)``). Returns ``(x, iters, history)``."""
-    x, r, rn, stop, scale, hist = _start(matvec, b, x0, tol, atol)
+    x, r, rn, stop, scale, hist = _start(matvec, b, x0, tol, atol, ops)
     if rn < stop or rn == 0.0:
         return x, 0, hist
     with np.errstate(all="ignore"):  # scalars overflow to Inf/NaN silently, as 0-d tensors do
-        return _bicgstab_loop(matvec, b, x, r, stop, scale, hist, maxiter, precond, callback)
+        return _bicgstab_iterations(ops, matvec, b, x, r, stop, scale, hist, maxiter, precond, callback)
 
 
-def _bicgstab_loop(matvec, b, x, r, stop, scale, hist, maxiter, precond, callback):
+def _bicgstab_iterations(ops, matvec, b, x, r, stop, scale, hist, maxiter, precond, callback):
     # the scalars (rho, alpha, omega, beta) are NumPy scalars of b's dtype: each operation rounds as
     # the same operation on a 0-d torch tensor of that dtype does, at ~0.1 us instead of ~2 us, and
     # they reach the vector updates as exact Python numbers (so the iterates are unchanged)
-    sc = torch.empty(0, dtype=b.dtype).numpy().dtype.type
-    py = complex if b.is_complex() else float
-    rhat = r.clone()
+    sc = ops.scalar_type(b)
+    py = complex if issubclass(sc, np.complexfloating) else float
+    rhat = ops.copy(r)
     rho = alpha = omega = sc(1.0)
-    v = torch.zeros_like(b)
-    p = torch.zeros_like(b)
+    v = ops.zeros_like(b)
+    p = ops.zeros_like(b)
     it = 0
     for it in range(1, maxiter + 1):
-        rho_new = sc(_dot(rhat, r).item())
+        rho_new = sc(ops.dot(rhat, r))
         if abs(rho_new) == 0.0:
             break
         if it > 1:
             beta = (rho_new / rho) * (alpha / omega)
             p = r + py(beta) * (p - py(omega) * v)
         else:
-            p = r.clone()
+            p = ops.copy(r)
         ph = precond(p) if precond is not None else p
         v = matvec(ph)
-        den = sc(_dot(rhat, v).item())
+        den = sc(ops.dot(rhat, v))
         if not math.isfinite(abs(den)):
             raise _not_finite("bicgstab", "rhat^H A p", it)
         if abs(den) == 0.0:
             break
         alpha = rho_new / den
         s = r - py(alpha) * v
-        sn = float(torch.linalg.vector_norm(s))
+        sn = ops.norm(s)
         if sn < stop or sn == 0.0:
             x = x + py(alpha) * ph
             hist.append(sn / scale)
@@ -498,12 +512,12 @@ def _bicgstab_loop(matvec, b, x, r, stop, scale, hist, maxiter, precond, callbac
             break
         sh = precond(s) if precond is not None else s
         t = matvec(sh)
-        tt = sc(_dot(t, t).item())
-        omega = sc(_dot(t, s).item()) / tt if abs(tt) > 0 else sc(0.0)
+        tt = sc(ops.dot(t, t))
+        omega = sc(ops.dot(t, s)) / tt if abs(tt) > 0 else sc(0.0)
         x = x + py(alpha) * ph + py(omega) * sh
         r = s - py(omega) * t
         rho = rho_new
-        rn = float(torch.linalg.vector_norm(r))
+        rn = ops.norm(r)
         hist.append(rn / scale)
         if callback is not None:
             callback(x)
