@@ -18,59 +18,9 @@ def _t(s: float) -> str:
     return f"{s * 1e6:.1f} us"
 
 
-# Why a row misses its target, where we know (matched by library and case-name prefix); the
-# rest are listed as not yet explained. Kept with the report so each regeneration carries them.
-NOTES = {
-    ("trnblas", "gemm 64^3"): "a settled route (trnsci.settled) skips the checks on repeat signatures; what is "
-                              "left is the signature key (four torch attribute reads per tensor, ~1 us for "
-                              "gemm's), the backend probe and the lowering's own branches",
-    ("trnblas", "gemv 64"): "settled route: the key of a matrix, a vector and two scalars (~0.9 us), the "
-                            "backend probe and the Python calls over a ~1.4 us torch.mv",
-    ("trnblas", "axpy 64"): "settled route: the key of two vectors and a scalar (~0.7 us), the backend probe and "
-                            "the Python call over a ~1.3 us torch.add",
-    ("trnblas", "dot 64"): "settled route: the key of two vectors (~0.6 us: four torch attribute reads each), "
-                           "the backend probe and the Python call over a ~0.8 us torch.dot",
-    ("trnblas", "nrm2 64"): "settled route (see dot 64); the lowering also reads the norm on the host once to "
-                            "decide whether the scaled (overflow-safe) norm is needed",
-    ("trnblas", "ger 64"): "settled route: the key of three tensors and a scalar and the lowering's branches "
-                           "(see gemv 64)",
-    ("trnfft", "fft 64 "): "~1 us per call over the bare torch.fft call: the settled-route lookup "
-                           "(signature key, backend probe) and the Python call",
-    ("trnfft", "ifft 64 "): "~1 us per call over the bare torch.fft call (see fft 64)",
-    ("trnrand", "uniform 1000"): "fixed cost of a call (argument checks, Philox key schedule, dispatch) "
-                                 "against NumPy's C generator",
-    ("trnrand", "uniform 262144 float64"): "cuRAND's Philox4x32-10 (bit-compatible) yields 128 bits per "
-                                           "10-round block and a double takes two 32-bit words, so a float64 "
-                                           "draw costs twice the rounds of a float32 one, computed in NumPy "
-                                           "array passes; NumPy's Philox is the 4x64 variant in C",
-    ("trnrand", "halton"): "digits are whole-array torch passes per level and dimension (division, floor, "
-                           "multiply-subtract, accumulate) against SciPy's one Cython loop; float64 digits "
-                           "(exact below 2**50) replaced int64 floor division, which was 3x SciPy",
-    ("trnrand", "sobol"): "Python-level table setup per call (two ~sqrt(n)-row tables) is a fixed cost that "
-                          "SciPy's Cython loop does not have; at 65536x32 trnrand measured 0.66-0.76x SciPy",
-    ("trnsparse", "spmv"): "A @ x route (sparsetools or torch CSR) is measured once per shape class at the "
-                           "first call; under load the measurement can keep sparsetools",
-    ("trnsolver", "cg "): "per-iteration Python and dispatch overhead on a 1024-unknown problem where each "
-                          "iteration is a few microseconds of arithmetic",
-    ("trnsolver", "bicgstab"): "per-iteration Python and dispatch overhead (see cg)",
-    ("trnsolver", "gmres"): "per-iteration Python and dispatch overhead (see cg)",
-    ("trnsolver", "cholesky"): "check_finite's pass over A and host read (~3 us) and the argument checks and "
-                               "info test (~5 us) over a ~13 us ?potrf through SciPy, whose own checks cost "
-                               "less (thread CPU time, n = 64 float64)",
-    ("trnsolver", "eigh"): "float64: a measured route between SciPy's dsyevd and torch.linalg.eigh (trnsci.routes, "
-                           "family trnsolver.eigh), torch unless dsyevd is 10% faster; float32: torch.linalg.eigh "
-                           "plus the checks (finite, square, Hermitian input triangle)",
-    ("trnsci.chem", "df_mp2"): "both sides spend most of the time in PySCF's integrals",
-}
-
-
 def _note(r: dict) -> str:
-    if r.get("note"):
-        return r["note"]
-    for (lib, prefix), text in NOTES.items():
-        if r["library"] == lib and r["case"].startswith(prefix):
-            return text
-    return ""
+    """Why a row misses, as its benchmark case says (``Case.note``, measured where the case lives)."""
+    return r.get("note") or ""
 
 
 def _lib_key(lib: str) -> int:
