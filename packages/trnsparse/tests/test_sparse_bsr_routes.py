@@ -1,5 +1,6 @@
-"""BSR SpMM's two host routes (trnsci.routes family ``trnsparse.bsr_spmm``: a batch of tile products,
-or one GEMM per block row) against SciPy's CSR product, on ragged shapes with empty block rows.
+"""BSR SpMM's host routes (trnsci.routes family ``trnsparse.bsr_spmm``: a batch of tile products, one
+GEMM per block row, or one GEMM on the dense form at high block density) against SciPy's CSR product,
+on ragged shapes with empty block rows.
 
 Tolerance: sums of up to ~40 products of standard-normal values: 1e-5 (float32) / 1e-12 (float64)
 relative to the largest |A| |B| entry."""
@@ -28,7 +29,7 @@ def _case(dtype, m=45, n=38, b=4, seed=0):
     return D, trnsparse.BSRMatrix.from_dense(torch.from_numpy(D), block_size=b)
 
 
-@pytest.mark.parametrize("route", ["tiles", "row_gemm"])
+@pytest.mark.parametrize("route", ["tiles", "row_gemm", "dense"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
 @pytest.mark.parametrize("piece", [None, 2])
 def test_each_route_matches_scipy(route, dtype, piece, monkeypatch):
@@ -40,12 +41,13 @@ def test_each_route_matches_scipy(route, dtype, piece, monkeypatch):
     ref = sp.csr_array(D) @ X  # (SciPy's BSR needs shapes divisible by the block)
     tol = (1e-5 if dtype == np.float32 else 1e-12) * float((np.abs(D) @ np.abs(X)).max())
     used = []
-    real = ops._bsr_row_gemm
-    monkeypatch.setattr(ops, "_bsr_row_gemm", lambda *a: used.append(1) or real(*a))
+    real, real_dense = ops._bsr_row_gemm, ops._bsr_dense_form
+    monkeypatch.setattr(ops, "_bsr_row_gemm", lambda *a: used.append("row_gemm") or real(*a))
+    monkeypatch.setattr(ops, "_bsr_dense_form", lambda *a: used.append("dense") or real_dense(*a))
     with routes.force(route):
         C = trnsparse.bsr_spmm(A, torch.from_numpy(X))
         Cn = trnsparse.bsr_spmm(A, X[:, 1:].T.copy().T)  # NumPy, non-contiguous columns
-    assert bool(used) == (route == "row_gemm")
+    assert set(used) == ({route} - {"tiles"})
     assert np.abs(C.numpy() - ref).max() <= tol
     assert np.abs(Cn - ref[:, 1:]).max() <= tol
 
@@ -71,8 +73,29 @@ def test_measure_mode_times_both_routes(monkeypatch):
     for _ in range(2):
         np.testing.assert_allclose(trnsparse.bsr_spmm(A, X), ref, rtol=1e-12, atol=1e-12)
     (choice,) = [c for k, c in routes.remembered().items() if k.startswith("trnsparse.bsr_spmm|")]
-    assert choice.origin == "measured" and set(choice.times) == {"tiles", "row_gemm"}
+    # the case holds ~half its tiles: the dense form (at most 4x the tiles) is a candidate too
+    assert choice.origin == "measured" and set(choice.times) == {"tiles", "row_gemm", "dense"}
     routes.forget()
+
+
+def test_dense_form_is_not_a_candidate_for_sparse_tilings_and_does_not_outlive_the_tiles():
+    # 2 of 16 tiles: the dense form would be 8x the tiles -- never built, whatever is forced
+    D = np.zeros((16, 16))
+    D[:4, :4], D[12:, 8:12] = 1.0, 2.0
+    A = trnsparse.BSRMatrix.from_dense(torch.from_numpy(D), block_size=4)
+    X = np.arange(32.0).reshape(16, 2) + 1
+    with routes.force("dense"):
+        np.testing.assert_allclose(trnsparse.bsr_spmm(A, X), D @ X, rtol=1e-12)
+    assert "_bsr_dense_form" not in A.__dict__
+    # a dense tiling: the form is kept on the matrix, and rebuilt after the tiles change in place
+    D2, A2 = _case(np.float64)
+    X2 = np.random.default_rng(3).standard_normal((38, 5)).astype(np.float64)
+    X2 = np.repeat(X2, 2, axis=1)  # k = 10 > 8: past SciPy's few-right-hand-sides kernel
+    with routes.force("dense"):
+        np.testing.assert_allclose(trnsparse.bsr_spmm(A2, X2), D2 @ X2, rtol=1e-12, atol=1e-12)
+        assert "_bsr_dense_form" in A2.__dict__
+        A2.blocks.mul_(2.0)
+        np.testing.assert_allclose(trnsparse.bsr_spmm(A2, X2), 2 * D2 @ X2, rtol=1e-12, atol=1e-12)
 
 
 def test_row_form_kept_on_the_matrix_follows_its_tiles():

@@ -125,8 +125,12 @@ def _bsr_spmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size
                               _host.np_view(blocks).ravel(), _host.np_view(Bp).ravel(), y.ravel())
         out = torch.from_numpy(y)[:m]
         return out[:, 0] if vec else out
-    if nblk and _bsr_route(blocks, block_col_indices, block_row_ptrs, mb, nb, b, Bp) == "row_gemm":
+    route = _bsr_route(blocks, block_col_indices, block_row_ptrs, mb, nb, b, Bp) if nblk else "tiles"
+    if route == "row_gemm":
         out = _bsr_row_gemm(blocks, block_col_indices, block_row_ptrs, mb, b, Bp, _bsr_row_form(blocks, owner))[:m]
+        return out[:, 0] if vec else out
+    if route == "dense":
+        out = torch.mm(_bsr_dense_form(blocks, block_col_indices, block_row_ptrs, mb, nb, owner), Bp)[:m]
         return out[:, 0] if vec else out
     return _bsr_tiles(blocks, block_col_indices, block_row_ptrs, m, mb, nb, b, Bp, vec)
 
@@ -157,6 +161,26 @@ def _bsr_row_form(blocks, owner=None):
     from ._sell import cached
 
     return cached(owner, "_bsr_row_form", (blocks,), build)
+
+
+#: The dense form is a route candidate only while it holds at most this many times the tiles' entries
+#: (block density >= 1/4): a memory bound, not a speed rule -- which route is faster is measured.
+BSR_DENSE_MAX_RATIO = 4
+
+
+def _bsr_dense_form(blocks, cols, ptrs, mb, nb, owner=None):
+    """The matrix as one dense ``(mb b, nb b)`` tensor (zeros outside the tiles): kept on ``owner`` while
+    the tiles and their indices are the same, unmodified tensors."""
+    def build():
+        b = blocks.shape[1]
+        D = blocks.new_zeros(mb, nb, b, b)
+        D[_host.row_indices(ptrs, blocks.shape[0]), cols] = blocks.detach()
+        return D.permute(0, 2, 1, 3).reshape(mb * b, nb * b)
+    if owner is None:
+        return build()
+    from ._sell import cached
+
+    return cached(owner, "_bsr_dense_form", (blocks, cols, ptrs), build)
 
 
 def _bsr_row_gemm(blocks, block_col_indices, block_row_ptrs, mb, b, Bp, lhs_all):
@@ -194,10 +218,13 @@ BSR_MEASURE_MIN_FLOPS = 1 << 24  # below this both routes take well under a mill
 
 
 def _bsr_route(blocks, cols, ptrs, mb, nb, b, Bp) -> str:
-    """"tiles" (the default: one batched product) or "row_gemm", measured once per shape class.
+    """"tiles" (the default: one batched product), "row_gemm" or "dense", measured once per shape class.
 
-    Which is faster depends on the BLAS: the row GEMMs are deeper (fewer, larger products) but a
-    Python step per block row; the batch is one call. Only on the CPU, same dtypes, no autograd."""
+    Which is faster depends on the BLAS and the block density: the row GEMMs are deeper (fewer,
+    larger products) but a Python step per block row; the batch is one call; at high block density
+    one GEMM on the dense form (kept on the matrix, a candidate only while it is at most
+    :data:`BSR_DENSE_MAX_RATIO` times the tiles' size) does the zero tiles' work too but in one deep
+    call. Only on the CPU, same dtypes, no autograd."""
     if (Bp.device.type != "cpu" or blocks.dtype != Bp.dtype
             or torch.is_grad_enabled() and (blocks.requires_grad or Bp.requires_grad)):
         return "tiles"
@@ -213,6 +240,15 @@ def _bsr_route(blocks, cols, ptrs, mb, nb, b, Bp) -> str:
     lhs_all = _bsr_row_form(blocks)  # built before the clock, as a matrix keeps it
     cands = {"tiles": lambda: _bsr_tiles(blocks, cols, ptrs, m, mb, nb, b, Bp, False),
              "row_gemm": lambda: _bsr_row_gemm(blocks, cols, ptrs, mb, b, Bp, lhs_all)}
+    if nblk * BSR_DENSE_MAX_RATIO >= mb * nb:
+        dense: list = []  # built by the untimed warm-up call (a matrix keeps it), and only if timed
+
+        def dense_mm():
+            if not dense:
+                dense.append(_bsr_dense_form(blocks, cols, ptrs, mb, nb))
+            return torch.mm(dense[0], Bp)
+
+        cands["dense"] = dense_mm
     cls = ("bsr", *key[:5], str(blocks.dtype).replace("torch.", ""))
     c = routes.choose("trnsparse.bsr_spmm", cls, cands, default="tiles",  # robust: see _host._spmv_route
                       worth_timing=2.0 * nblk * b * b * k >= BSR_MEASURE_MIN_FLOPS, robust=key[-1] > 1)
