@@ -269,3 +269,35 @@ def test_complex_csr_matches_scipy(route, name):
         bad.values()[0] = complex("nan+0j")
     with warnings.catch_warnings(), pytest.raises(ValueError, match="A holds NaN or Inf"):
         ours(bad, torch.from_numpy(b))
+
+
+@pytest.mark.parametrize("wrap", ["callable", "linear_operator"])
+def test_measure_mode_never_applies_the_callers_operator_to_time_a_route(wrap, monkeypatch):
+    # the caller's own code (a function, a LinearOperator) is applied exactly as often as the solve needs:
+    # the same count as the torch route, forced, makes -- route timing would add dozens of applications
+    monkeypatch.setenv("TRNSCI_ROUTES", "measure")
+    A = _poisson(6).toarray()
+    b = np.ones(36)
+    counts = []
+
+    def run():
+        calls = []
+
+        def matvec(x):
+            calls.append(1)
+            return A @ np.asarray(x)
+
+        op = matvec if wrap == "callable" else spl.LinearOperator(A.shape, matvec=matvec, dtype=np.float64)
+        x, it, _ = trnsolver.cg(op, b, tol=1e-10)
+        np.testing.assert_allclose(x, np.linalg.solve(A, b), rtol=0, atol=1e-8)
+        counts.append(len(calls))
+
+    routes.forget()
+    try:
+        run()
+        with routes.force("torch"):
+            run()
+    finally:
+        routes.forget()
+    assert counts[0] == counts[1]
+    assert not [k for k in routes.remembered() if k.startswith("trnsolver.krylov_loop|")]

@@ -115,8 +115,22 @@ def _foreign(fn: Callable, obj: Any) -> Callable:
     """``x -> fn(x)`` on torch vectors for an object that is not a tensor; a SciPy object (sparse
     matrix, ``LinearOperator``, ``SuperLU``) is called on NumPy arrays, which is also its NumPy form."""
     if _is_scipy(obj):
-        return _tag(lambda x: _call_foreign(fn, x, True), "scipy", lambda: lambda xn: _host_out(fn(xn), xn))
+        # a LinearOperator runs the caller's own code (kind "linear_operator", as a plain callable): route
+        # timing never applies it (see krylov_loop); sparse matrices and SuperLU are SciPy's own arithmetic
+        kind = "linear_operator" if _is_linear_operator(obj) else "scipy"
+        return _tag(lambda x: _call_foreign(fn, x, True), kind, lambda: lambda xn: _host_out(fn(xn), xn))
     return _tag(lambda x: _call_foreign(fn, x, False), "callable")
+
+
+def _is_linear_operator(obj: Any) -> bool:
+    from scipy.sparse.linalg import LinearOperator
+
+    return isinstance(obj, LinearOperator)
+
+
+#: Operator kinds that run the caller's code: a route is never timed on them, since timing would apply
+#: them extra times (an expensive or counting operator would notice); such solves take the default route.
+USER_CODE_KINDS = frozenset({"callable", "linear_operator"})
 
 
 def _tag(fn: Callable, kind: str, to_host: Callable[[], Callable] | None = None) -> Callable:
@@ -376,7 +390,8 @@ def krylov_loop(method: str, loop: KrylovLoop, matvec: Callable, b: torch.Tensor
     ~1-3 us; the NumPy route applies the operators through their NumPy forms (:func:`host_form`).
     Both routes run the same loop: the iterates differ only by the order of summation in dots and
     products (last bits). Timing runs ``loop`` for a few iterations on the actual operators (no
-    callback, up to 16 iterations): the first solve of a key applies ``A`` and ``M`` extra times."""
+    callback, up to 16 iterations): the first solve of a key applies ``A`` and ``M`` extra times -- never
+    for operators that run the caller's code (:data:`USER_CODE_KINDS`), which take torch untimed."""
     if not _host_loop_ok(b, x0, matvec, precond):
         return loop(TorchVectors, matvec, b, x0, tol, atol, maxiter, precond, callback)
     from trnsci import routes
@@ -392,7 +407,8 @@ def krylov_loop(method: str, loop: KrylovLoop, matvec: Callable, b: torch.Tensor
             "trnsolver.krylov_loop", cls,
             {"torch": lambda: loop(TorchVectors, matvec, b, x0, tol, atol, k, precond, None),
              "numpy": lambda: _on_host(loop, matvec, b, x0, tol, atol, k, precond, None)},
-            default="torch", robust=threads > 1, worth_timing=k > 0)
+            default="torch", robust=threads > 1,
+            worth_timing=k > 0 and not USER_CODE_KINDS & {cls[3], cls[4]})
         use = c.route
         if len(_loop_routes) >= 256:
             _loop_routes.clear()
