@@ -10,6 +10,7 @@ import torch
 import trnrand
 from trnrand import _philox
 from trnsci import routes
+from trnsci.testing import torch_threads
 
 F24, F53 = 2.0**-24, 2.0**-53
 
@@ -129,10 +130,8 @@ def test_draws_at_the_end_of_the_counter_read_no_block_past_it():
 
 @pytest.fixture
 def two_threads():
-    old = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(old)
+    with torch_threads(2):
+        yield
 
 
 def test_threaded_chunks_give_the_stream(two_threads):

@@ -7,14 +7,13 @@ import torch
 
 import trnrand
 from trnrand._philox import _OneTorchThread
+from trnsci.testing import torch_threads
 
 
 @pytest.fixture
 def two_threads():
-    old = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(old)
+    with torch_threads(2):
+        yield
 
 
 def test_float64_normals_same_bits_at_one_and_two_threads(two_threads):

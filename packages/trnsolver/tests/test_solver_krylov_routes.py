@@ -17,6 +17,7 @@ import torch
 import trnsolver
 from trnsci import _iterative as it_
 from trnsci import routes
+from trnsci.testing import choice_at_cost
 
 
 def _poisson(m):
@@ -81,18 +82,8 @@ def test_measured_choice_follows_the_times(monkeypatch, faster):
     def fake_choose(family, cls, cands, *, default, robust, **kw):
         if family != "trnsci.csr_matvec":  # the loop's own route (torch when not timed)
             return real_choose(family, cls, cands, default=default, robust=robust, **kw)
-        state = {"t": 0.0}
-        slow = {faster: 1, ({"torch", "scipy"} - {faster}).pop(): 3}
-
-        def wrap(name, fn):
-            def run():
-                fn()
-                state["t"] += slow[name] * 1e-3
-            return run
-
         seen.update(family=family, cls=cls, robust=robust)
-        times = routes.measure({k: wrap(k, f) for k, f in cands.items()}, rounds=3, clock=lambda: state["t"])[0]
-        return routes.Choice(routes.route_key(family, cls), routes.pick(times, default), "measured", default=default)
+        return choice_at_cost(family, cls, cands, default, {faster: 1, ({"torch", "scipy"} - {faster}).pop(): 3})
 
     monkeypatch.setattr(routes, "choose", fake_choose)
     it_._forget_csr_routes()

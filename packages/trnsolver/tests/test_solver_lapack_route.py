@@ -14,7 +14,7 @@ import torch
 
 import trnsolver
 from trnsci import routes
-from trnsci.testing import assert_close, random
+from trnsci.testing import assert_close, choice_at_cost, random
 from trnsolver import _lapack
 
 
@@ -118,18 +118,8 @@ def test_measured_choice_follows_the_times(monkeypatch, faster):
     seen = {}
 
     def fake_choose(family, cls, cands, *, default, robust, **kw):
-        state = {"t": 0.0}
-        slow = {faster: 1, ({"lapack", "torch"} - {faster}).pop(): 3}
-
-        def wrap(name, fn):
-            def run():
-                fn()
-                state["t"] += slow[name] * 1e-3
-            return run
-
         seen.update(family=family, cls=cls, robust=robust)
-        times = routes.measure({k: wrap(k, f) for k, f in cands.items()}, rounds=3, clock=lambda: state["t"])[0]
-        return routes.Choice(routes.route_key(family, cls), routes.pick(times, default), "measured", default=default)
+        return choice_at_cost(family, cls, cands, default, {faster: 1, ({"lapack", "torch"} - {faster}).pop(): 3})
 
     calls = []
     real = _lapack.potrf

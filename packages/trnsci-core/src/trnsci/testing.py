@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 __all__ = ["random", "tolerance", "assert_close", "kernel_ran", "assert_counts", "assert_plan_matches_run",
-           "NUMPY_DTYPES", "TORCH_DTYPES"]
+           "torch_threads", "choice_at_cost", "NUMPY_DTYPES", "TORCH_DTYPES"]
 
 #: torch dtype -> NumPy dtype (bfloat16 through ml_dtypes when installed).
 NUMPY_DTYPES = {torch.float16: np.float16, torch.float32: np.float32, torch.float64: np.float64,
@@ -258,6 +258,37 @@ def scratch_ops() -> Iterator[None]:
                 del dispatch._OPS[name]
             for name in set(dispatch._REGISTRY) - reg_before:
                 del dispatch._REGISTRY[name]
+
+
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op thread count set to ``n`` inside the block, restored after it."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def choice_at_cost(family: str, cls, candidates: Mapping, default: str, cost_ms: Mapping[str, float],
+                   rounds: int = 3):
+    """The :class:`trnsci.routes.Choice` that measuring ``candidates`` gives when candidate ``name`` takes
+    ``cost_ms[name]`` milliseconds per call: every candidate really runs (so its side effects and
+    errors show), the clock advances by the stated costs only. For tests of a library's route choice."""
+    from trnsci import routes
+
+    state = {"t": 0.0}
+
+    def timed(name, fn):
+        def run():
+            fn()
+            state["t"] += cost_ms[name] * 1e-3
+        return run
+
+    times = routes.measure({k: timed(k, f) for k, f in candidates.items()}, rounds=rounds,
+                           clock=lambda: state["t"])[0]
+    return routes.Choice(routes.route_key(family, cls), routes.pick(times, default), "measured", default=default)
 
 
 # ------------------------------------------------------------------ multi-rank checks
