@@ -148,3 +148,16 @@ def test_malformed_file_is_named(tmp_path):
         routes.load(path)
     with pytest.raises(ValueError, match="default route"):
         routes.choose("t", ("a",), {"x": lambda: None}, default="torch")
+
+
+def test_memo_never_outlives_the_choices_and_stays_bounded():
+    memo = routes.Memo(limit=3)
+    memo.remember(("a", 1), "torch")
+    routes.forget()  # choices may have changed: the copies go too
+    assert memo == {}
+    memo.remember(("a", 1), "numpy")
+    with routes.force("numpy"):
+        assert memo == {}
+    for i in range(3):
+        memo.remember(i, "torch")
+    assert memo.remember(3, "numpy") == "numpy" and memo == {3: "numpy"}  # full: emptied, then stored

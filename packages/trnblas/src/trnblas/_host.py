@@ -55,20 +55,16 @@ ONE_THREAD_MNK = 2 * 65536 * 4
 #: Above this many multiply-adds a route is not timed (two warm-ups and five rounds of calls that
 #: each take tens of milliseconds would cost more than a better route can save in most programs).
 MAX_TIMED_MNK = 1 << 30
-_LIMIT = 256
 _threads = torch.get_num_threads
-_gemm: dict = {}
-_syrk: dict = {}
+_gemm = routes.Memo()  # per-shape decisions, emptied with the route choices they copy
+_syrk = routes.Memo()
 _FUNCS: dict = {}
 
 
 def clear() -> None:
-    """Forget the per-shape decisions (a :func:`trnsci.routes.forget` / ``force`` / ``mode`` calls it)."""
+    """Forget the per-shape decisions (:func:`trnsci.routes.forget` / ``force`` / ``mode`` do it too)."""
     _gemm.clear()
     _syrk.clear()
-
-
-routes.on_change(clear)
 
 
 def eligible(*ts: torch.Tensor) -> bool:
@@ -196,10 +192,7 @@ def _choose_gemm(a, b, key) -> str:
                            "scipy": lambda: gemm_host("scipy", 1.0, a, b)}, default="torch",
                           clock=clk, robust=_robust(clk))
         route = c.route
-    if len(_gemm) >= _LIMIT:
-        _gemm.clear()
-    _gemm[key] = route
-    return route
+    return _gemm.remember(key, route)
 
 
 def gemm_choice(a: torch.Tensor, b: torch.Tensor) -> routes.Choice | None:
@@ -257,7 +250,4 @@ def syrk_uses_blas(a: torch.Tensor, C: torch.Tensor | None, upper: bool, mm_rout
                           {"torch": mm_route, "blas": lambda: syrk_blas(1.0, a, 1.0, C, upper)}, default="torch",
                           clock=clk, robust=_robust(clk))
         use = c.route == "blas"
-    if len(_syrk) >= _LIMIT:
-        _syrk.clear()
-    _syrk[key] = use
-    return use
+    return _syrk.remember(key, use)

@@ -37,6 +37,7 @@ import torch
 from trnsci import _validate as v
 from trnsci import hostblas
 from trnsci._linalg import LINALG_DTYPES, LinAlgError
+from trnsci.routes import Memo
 
 __all__ = ["ConvergenceWarning", "ConvergenceError", "SolverInfo", "ON_FAIL", "report",
            "linear_operator", "preconditioner"]
@@ -205,7 +206,7 @@ def _finite_entries(A: Any, name: str, where: str) -> None:
 
 # --------------------------------------------------------- CSR products on the host
 
-_csr_routes: dict = {}
+_csr_routes = Memo()  # (dtype, n, nnz, threads) -> whether SciPy's product serves A @ x
 
 
 def _forget_csr_routes() -> None:
@@ -262,10 +263,7 @@ def _csr_matvec(A: torch.Tensor) -> Callable:
         c = routes.choose("trnsci.csr_matvec", (str(A.dtype).replace("torch.", ""), 1 << max(0, n - 1).bit_length(),
                                                 1 << max(0, nnz - 1).bit_length()),
                           {"torch": lambda: A @ x, "scipy": lambda: host(x)}, default="torch", robust=threads > 1)
-        use = c.route == "scipy"
-        if len(_csr_routes) >= 256:
-            _csr_routes.clear()
-        _csr_routes[key] = use
+        use = _csr_routes.remember(key, c.route == "scipy")
     if use:
         return _tag(host, "csr", lambda: host_np)
     return _tag(lambda x: A @ x, "csr")
@@ -354,11 +352,7 @@ class NumpyVectors:
 #: with ``ops`` one of the vector namespaces above and every vector of one kind (torch or NumPy).
 KrylovLoop = Callable[..., tuple]
 
-_loop_routes: dict = {}
-
-
-def _forget_loop_routes() -> None:
-    _loop_routes.clear()
+_loop_routes = Memo()  # (class, threads) -> "torch" or "numpy"
 
 
 def _host_loop_ok(b: torch.Tensor, x0: torch.Tensor | None, matvec: Callable, precond: Callable | None) -> bool:
@@ -409,23 +403,10 @@ def krylov_loop(method: str, loop: KrylovLoop, matvec: Callable, b: torch.Tensor
              "numpy": lambda: _on_host(loop, matvec, b, x0, tol, atol, k, precond, None)},
             default="torch", robust=threads > 1,
             worth_timing=k > 0 and not USER_CODE_KINDS & {cls[3], cls[4]})
-        use = c.route
-        if len(_loop_routes) >= 256:
-            _loop_routes.clear()
-        _loop_routes[(cls, threads)] = use
+        use = _loop_routes.remember((cls, threads), c.route)
     if use == "numpy":
         return _on_host(loop, matvec, b, x0, tol, atol, maxiter, precond, callback)
     return loop(TorchVectors, matvec, b, x0, tol, atol, maxiter, precond, callback)
-
-
-def _register_forget() -> None:
-    from trnsci import routes
-
-    routes.on_change(_forget_csr_routes)
-    routes.on_change(_forget_loop_routes)
-
-
-_register_forget()
 
 
 def linear_operator(A: Any, n: int, dtype: torch.dtype, device, name: str, where: str) -> Callable:

@@ -158,6 +158,33 @@ def on_change(callback: Callable[[], None]) -> None:
     _listeners.append(callback)
 
 
+class Memo(dict):
+    """A library's per-call table of route decisions in front of :func:`choose`.
+
+    :func:`choose` looks a key up by a formatted string (family, shape
+    class, threads); a hot path keeps its own decision under a cheap tuple
+    key instead. A ``Memo`` is such a table that never outlives the choices
+    it copies: it empties itself whenever they may change (:func:`on_change`:
+    :func:`forget`, :func:`force`, :func:`mode`), and when it reaches
+    ``limit`` entries. The tuple key must carry the thread count, as route
+    keys do.
+    """
+
+    __slots__ = ("limit",)
+
+    def __init__(self, limit: int = 256):
+        super().__init__()
+        self.limit = limit
+        on_change(self.clear)
+
+    def remember(self, key, value):
+        """Store ``value`` under ``key`` (emptying a full table first); returns ``value``."""
+        if len(self) >= self.limit:
+            self.clear()
+        self[key] = value
+        return value
+
+
 def _changed() -> None:
     for cb in list(_listeners):
         cb()

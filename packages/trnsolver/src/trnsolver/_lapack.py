@@ -46,16 +46,12 @@ _FUNCS: dict = {}
 #: Above this many flops (the family's leading term) a route is not timed: the warm-up and five rounds of
 #: calls of a second or more would cost more than a better route saves in most programs; torch runs.
 MAX_TIMED_FLOPS = 1 << 30
-_LIMIT = 256
-_chosen: dict = {}
+_chosen = routes.Memo()  # (family, dtype, shape, extra, threads) -> whether the LAPACK route runs
 
 
 def clear() -> None:
-    """Forget the per-class decisions (:func:`trnsci.routes.forget` / ``force`` / ``mode`` call it)."""
+    """Forget the per-class decisions (:func:`trnsci.routes.forget` / ``force`` / ``mode`` do it too)."""
     _chosen.clear()
-
-
-routes.on_change(clear)
 
 
 def _func(name: str, dtype: torch.dtype):
@@ -82,10 +78,7 @@ def use(family: str, A: torch.Tensor, flops: float, candidates, extra: tuple = (
         cls = (str(A.dtype).replace("torch.", ""), 1 << max(0, n - 1).bit_length()) + tuple(extra)
         c = routes.choose("trnsolver." + family, cls, candidates(), default="torch",
                           worth_timing=flops <= MAX_TIMED_FLOPS, robust=threads > 1)
-        hit = c.route == "lapack"
-        if len(_chosen) >= _LIMIT:
-            _chosen.clear()
-        _chosen[key] = hit
+        hit = _chosen.remember(key, c.route == "lapack")
     return hit
 
 

@@ -16,6 +16,8 @@ import functools
 import numpy as np
 import torch
 
+from trnsci import routes as _routes
+
 try:  # SciPy is optional at run time: without it everything runs in torch.
     from scipy.sparse import _sparsetools as _st
 except ImportError:  # pragma: no cover - scipy is in the dev extra
@@ -242,7 +244,7 @@ _csr_warned: list = []
 # ran spmv 5-25x faster than torch, on another torch's CSR product ran spmm with k=32 6x faster.
 SPMV_MEASURE_MIN_WORK = 1 << 16  # nnz * k below this: sparsetools, untimed
 _SPMV_WARMUP = 3  # extra calls of each candidate before a measurement (see _spmv_route)
-_spmv_routes: dict = {}
+_spmv_routes = _routes.Memo()  # (shape class, threads) -> route, emptied with the choices
 
 
 def _bucket(v: int) -> int:
@@ -278,10 +280,7 @@ def _spmv_route(values, col_indices, row_ptrs, shape, x) -> str:
     # rounds of a 30 us product) keeps the single-threaded sparsetools. (With one thread a slow round
     # is a preemption, as likely to hit either candidate: not evidence.)
     c = routes.choose("trnsparse.spmm", cls, cands, default="sparsetools", worth_timing=worth, robust=key[-1] > 1)
-    if len(_spmv_routes) > 256:
-        _spmv_routes.clear()
-    _spmv_routes[key] = c.route
-    return c.route
+    return _spmv_routes.remember(key, c.route)
 
 
 #: Bumped whenever the routes may have changed: a runner settled under another generation is stale.
@@ -289,16 +288,10 @@ generation = [0]
 
 
 def _forget_routes():
-    _spmv_routes.clear()
     generation[0] += 1
 
 
-try:
-    from trnsci import routes as _routes_mod
-
-    _routes_mod.on_change(_forget_routes)
-except ImportError:  # pragma: no cover
-    pass
+_routes.on_change(_forget_routes)
 
 
 def spgemm(a, b, shape_a, shape_b):

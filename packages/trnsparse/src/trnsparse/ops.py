@@ -23,6 +23,7 @@ import torch
 
 from trnsci import _linalg as la
 from trnsci import _validate as v
+from trnsci import routes as _routes
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
 
@@ -213,7 +214,7 @@ def _bsr_row_gemm(blocks, block_col_indices, block_row_ptrs, mb, b, Bp, lhs_all)
 _BSR_GATHER = 1 << 24  # entries of B gathered at once by the row-GEMM route
 
 #: (shape class, thread count) -> the measured route of a BSR SpMM (trnsci.routes), cleared with them
-_bsr_routes: dict = {}
+_bsr_routes = _routes.Memo()
 BSR_MEASURE_MIN_FLOPS = 1 << 24  # below this both routes take well under a millisecond: tiles, untimed
 
 
@@ -252,18 +253,7 @@ def _bsr_route(blocks, cols, ptrs, mb, nb, b, Bp) -> str:
     cls = ("bsr", *key[:5], str(blocks.dtype).replace("torch.", ""))
     c = routes.choose("trnsparse.bsr_spmm", cls, cands, default="tiles",  # robust: see _host._spmv_route
                       worth_timing=2.0 * nblk * b * b * k >= BSR_MEASURE_MIN_FLOPS, robust=key[-1] > 1)
-    if len(_bsr_routes) > 256:
-        _bsr_routes.clear()
-    _bsr_routes[key] = c.route
-    return c.route
-
-
-try:
-    from trnsci import routes as _routes_mod
-
-    _routes_mod.on_change(_bsr_routes.clear)
-except ImportError:  # pragma: no cover
-    pass
+    return _bsr_routes.remember(key, c.route)
 
 
 def _bsr_flops(blocks, cols, ptrs, shape, b, B, owner=None):
