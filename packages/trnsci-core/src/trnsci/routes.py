@@ -148,6 +148,11 @@ def force(route: str) -> Iterator[None]:
         _changed()
 
 
+def forced() -> str | None:
+    """The route a :func:`force` block imposes now, or None outside one (for plans that report it)."""
+    return _forced[0]
+
+
 def on_change(callback: Callable[[], None]) -> None:
     """Call ``callback()`` whenever choices may have changed (:func:`forget`, :func:`force`).
 

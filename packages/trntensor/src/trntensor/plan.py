@@ -905,7 +905,7 @@ def _route_notes(plan, device, tensors, autotune, precision):
     tn = f"{threads} thread" + ("s" if threads > 1 else "")
     notes = list(none)
     held = _held(tensors)
-    forced = routes._forced[0]
+    forced = routes.forced()
     for k, step in enumerate(plan.steps[: len(plan._exec[1])]):
         if step.strategy not in ("gemm", "batched_gemm") or step.dtype not in _NP_DTYPES:
             continue
