@@ -115,3 +115,27 @@ def test_finding_the_pools_leaves_blas_symbols_where_they_were():
             "assert -74.9 > e > -75.05, e\n")  # STO-3G water: -74.963 Eh (PySCF's own value, independent of trnsci)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+
+
+def test_each_single_threaded_runs_every_item_in_the_callers_context(torch_threads):
+    import contextvars
+    import threading
+
+    var = contextvars.ContextVar("scope", default="outside")
+    seen = []
+
+    def fn(i):
+        seen.append((i, var.get(), torch.get_num_threads(), threading.get_ident()))
+
+    torch_threads(2)
+    token = var.set("inside")
+    try:
+        hostblas.each_single_threaded(fn, range(6))
+    finally:
+        var.reset(token)
+    assert sorted(i for i, *_ in seen) == list(range(6))
+    assert {(scope, n) for _, scope, n, _ in seen} == {("inside", 1)}  # the caller's scope, torch at one thread
+    assert torch.get_num_threads() == 2
+    seen.clear()
+    hostblas.each_single_threaded(fn, [7])  # one item: the calling thread, torch untouched
+    assert seen == [(7, "outside", 2, threading.get_ident())]

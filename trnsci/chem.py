@@ -44,18 +44,18 @@ The energy is ``E = sum_ij sum_ab (ia|jb) [2 (ia|jb) - (ib|ja)] /
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import numbers
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from trnsci import hostblas
 
 __all__ = ["DFMP2Result", "df_mp2", "df_mp2_from_tensors", "df_factors", "aux_basis", "STAGES"]
 
@@ -368,30 +368,9 @@ def _split(n: int, parts: int) -> list[tuple[int, int]]:
 
 
 def _parallel(fn, items) -> None:
-    """``fn(item)`` for every item: one Python worker per torch thread, each running single-threaded torch.
-
-    The GEMMs and PySCF's C helpers release the GIL, so the workers overlap;
-    on a small shared machine this beats one multi-threaded GEMM per call
-    (no barrier per call; measured in docs/chem.md). Restores the thread count.
-    """
-    items = list(items)
-    n = torch.get_num_threads()
-    if n <= 1 or len(items) <= 1:
-        for it in items:
-            fn(it)
-        return
-
-    def work(ctx_item):
-        ctx, it = ctx_item
-        torch.set_num_threads(1)
-        ctx.run(fn, it)  # the caller's backend scope and kernel capture hold in the worker
-
-    torch.set_num_threads(1)
-    try:
-        with ThreadPoolExecutor(min(n, len(items))) as pool:
-            list(pool.map(work, [(contextvars.copy_context(), it) for it in items]))
-    finally:
-        torch.set_num_threads(n)
+    """``fn(item)`` for every item on single-threaded torch workers (:func:`trnsci.hostblas.each_single_threaded`):
+    the GEMMs and PySCF's C helpers release the GIL, so they overlap (measured in docs/chem.md)."""
+    hostblas.each_single_threaded(fn, items)
 
 
 def _ao2mo_block(pqL, q, *, Co, Cv, V, p0) -> None:

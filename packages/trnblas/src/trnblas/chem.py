@@ -23,13 +23,12 @@ by its FLOP count ``2 nocc^2 nvir^2 naux``):
 from __future__ import annotations
 
 import numbers
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
 
 from trnsci import _validate as V
-from trnsci import plugins
+from trnsci import hostblas, plugins
 from trnsci.dispatch import Op
 
 __all__ = ["mp2_pair_energies", "mp2_energy", "df_factors", "dfmp2", "MP2_ENERGY"]
@@ -163,20 +162,8 @@ def _pairs_serial(Bf, eia, nvir, blocks):
 
 def _pairs_pool(Bf, eia, nvir, blocks, workers):
     """The same, the blocks spread over ``workers`` Python threads each running single-threaded torch."""
-    nocc = eia.shape[0]
-    out = torch.zeros((nocc, nocc), dtype=Bf.dtype, device=Bf.device)
-    nthreads = torch.get_num_threads()
-
-    def work(block):
-        torch.set_num_threads(1)
-        _pair_block(Bf, eia, nvir, *block, out)
-
-    torch.set_num_threads(1)
-    try:
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(work, blocks))
-    finally:
-        torch.set_num_threads(nthreads)
+    out = torch.zeros((eia.shape[0], eia.shape[0]), dtype=Bf.dtype, device=Bf.device)
+    hostblas.each_single_threaded(lambda block: _pair_block(Bf, eia, nvir, *block, out), blocks, workers)
     return out
 
 
