@@ -194,16 +194,14 @@ def _at_threads(f, threads, kind, s, dims, norm):
     return run
 
 
-_built: dict = {}
+_built = routes.Memo(limit=512)  # built routes, emptied with the choices they were built from
 
 
 def _settled(kind, shape, dtype, device, s, dims, norm):
     key = (kind, shape, dtype, device, s, dims, norm, routes.threads())
     hit = _built.get(key)
     if hit is None:
-        if len(_built) >= 512:
-            _built.clear()
-        hit = _built[key] = _make(kind, shape, dtype, device, s, dims, norm)
+        hit = _built.remember(key, _make(kind, shape, dtype, device, s, dims, norm))
     return hit
 
 
