@@ -28,12 +28,13 @@ def set_precision(mode: str) -> None:
           (operands split into bf16 high + low parts, three GEMMs; ~5 digits);
         * ``"ozaki"`` -- Ozaki-scheme DFT-as-GEMM: each operand cut into
           slices of 4 significant bits (16 bits kept), the slice products
-          with combined weight above ``2**-16`` added in float32 (10 bf16
-          GEMMs; ~5 digits). Every slice product is exact in bf16, so the
-          bound holds where the Tensor Engine rounds bf16 x bf16 products
-          to bf16 (see :func:`set_ozaki_product_precision_verified`);
-        * ``"ozaki_hq"`` -- the same with 24 bits kept (6 slices, 21 GEMMs;
-          float32 grade, ~7 digits).
+          with combined weight above ``2**-16`` added in float32 (10
+          slice-pair GEMMs; ~6e-7 normwise). Every slice product is exact
+          in bf16, so the bound holds where the Tensor Engine rounds
+          bf16 x bf16 products to bf16 (see
+          :func:`set_ozaki_product_precision_verified`);
+        * ``"ozaki_hq"`` -- the same with 24 bits kept (6 slices, 21
+          slice-pair GEMMs; float32 grade, ~1e-7).
 
         float64 inputs are always computed in float64.
 
