@@ -64,6 +64,7 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         "fftshift": "a roll (pure data movement, torch)", "ifftshift": "a roll (pure data movement, torch)",
         "create_plan": _HOST, "clear_plan_cache": _HOST, "set_precision": _CONFIG, "get_precision": _CONFIG,
         "use_precision": _CONFIG,
+        "set_ozaki_product_precision_verified": _CONFIG,
     },
     "trnsparse": {
         "from_dense": "format conversion on the host", "from_scipy": "format conversion on the host",

@@ -93,6 +93,9 @@ VALID = {
     "halton": ((4, 2), {"scramble": False, "seed": 1, "skip": 0}),
     "latin_hypercube": ((4, 2), {"strength": 1}),
     "philox4x32": (([0, 0, 0, 0], [0, 0]), {"rounds": 10}),
+    "threefry4x32": (([0, 0, 0, 0], [0, 0, 0, 0]), {"rounds": 20}),
+    "threefry_stream_uniform": ((5,), {"seed": 1, "counter_offset": 2, "subsequence": 3}),
+    "threefry_stream_normal": ((5,), {"seed": 1, "counter_offset": 2, "subsequence": 3}),
     "Generator": ((), {"seed": 1, "partition_rank": 0, "partition_size": 1, "subsequence": 0, "offset": 0}),
     "manual_seed": ((1,), {}),
 }

@@ -20,7 +20,7 @@ from .basic import fft, fft2, fftn, ifft, ifft2, ifftn
 from .complex import ComplexTensor, complex_matmul
 from .helpers import fftfreq, fftshift, ifftshift, rfftfreq
 from .plan import FFTPlan, clear_plan_cache, create_plan
-from .precision import get_precision, set_precision, use_precision
+from .precision import get_precision, set_ozaki_product_precision_verified, set_precision, use_precision
 from .real import hfft, ihfft, irfft, irfft2, irfftn, rfft, rfft2, rfftn
 from .stft import istft, stft
 
@@ -40,6 +40,7 @@ __all__ = [
     "ComplexTensor", "complex_matmul",
     # plans and precision
     "create_plan", "clear_plan_cache", "FFTPlan", "set_precision", "get_precision", "use_precision",
+    "set_ozaki_product_precision_verified",
     # layers
     "nn",
 ]

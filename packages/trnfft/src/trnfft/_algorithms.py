@@ -39,6 +39,28 @@ a bf16 high part and a bf16 residual and adds the two cross products (one
 residual-correction step, three bf16 GEMMs). bf16 bounds: per GEMM stage
 ``2 u_b`` with ``u_b = 2**-9`` for ``"bf16"`` and ``4 u_b**2 + 2 r u`` for
 ``"bf16_refined"`` (r = stage radix), summed over the stages.
+
+``"ozaki"`` / ``"ozaki_hq"`` (Ozaki scheme) cut each GEMM operand into
+``D`` slices of ``b`` significant bits (:func:`ozaki_slices`) and add the
+slice products ``a_i w_j`` with ``i + j < D`` (:func:`ozaki_pairs`), in
+float32. ``D b`` is 16 bits for ``"ozaki"`` and 24 for ``"ozaki_hq"``;
+``b = 4`` by default, so every slice product has at most 8 significant bits
+and is exact even where the Tensor Engine rounds each bf16 x bf16 product
+to bf16 before the fp32 PSUM accumulation (trn1/trn2, see docs/NKI.md);
+``b = 8`` (half the products) once
+:func:`trnfft.set_ozaki_product_precision_verified` declares the products
+exact. Componentwise bound per real dot product ``sum_k a_k w_k`` of
+``K`` terms done as ``P`` slice-pair GEMMs (:func:`ozaki_bound`)::
+
+    |y_hat - y| <= (eps_split + gamma_{P K} + 2 u) * sum_k |a_k| |w_k|,
+    eps_split = (D + 1) 2**(-b D) (1 + 2**-b)**2 / (1 - 2**-b)
+
+(the dropped pairs ``i + j >= D`` and the slicing residuals; the float32
+accumulation of all slice products; the float32 operands). With bf16
+products rounded to bf16 and ``b = 8`` slices instead, each of the largest
+products carries a rounding error up to ``u_b |a_k w_k|``: the bound is
+then ``u_b`` -- no better than ``"bf16"`` (measured ~1.7e-3 normwise at
+n = 64 on trn1/trn2 by the published trnfft).
 """
 
 from __future__ import annotations
@@ -51,6 +73,53 @@ import torch
 
 U32 = 2.0**-24
 U_BF16 = 2.0**-9
+
+#: The DFT-as-GEMM precision modes (bf16 operands on the Tensor Engine).
+GEMM_MODES = ("bf16", "bf16_refined", "ozaki", "ozaki_hq")
+#: Significant bits the Ozaki modes carry per operand (``D * b``).
+OZAKI_BITS = {"ozaki": 16, "ozaki_hq": 24}
+#: ``[verified]``: whether bf16 x bf16 products are exact before PSUM accumulation
+#: (``trnfft.set_ozaki_product_precision_verified``); False: 4-bit slices, True: 8-bit.
+_ozaki_verified = [False]
+
+
+def ozaki_params(mode: str, verified: bool | None = None) -> tuple[int, int]:
+    """``(D, b)``: slice count and bits per slice of an Ozaki mode."""
+    if verified is None:
+        verified = _ozaki_verified[0]
+    b = 8 if verified else 4
+    return OZAKI_BITS[mode] // b, b
+
+
+def ozaki_pairs(D: int) -> list[tuple[int, int]]:
+    """Slice pairs ``(i, j)`` with ``i + j < D``, largest weight first (``D (D + 1) / 2`` of them)."""
+    return [(i, L - i) for L in range(D) for i in range(L + 1)]
+
+
+def ozaki_slices(a: torch.Tensor, D: int, b: int) -> list[torch.Tensor]:
+    """``D`` tensors of ``a``'s dtype whose entries have at most ``b`` significant bits each,
+    ``a = sum(slices) + r`` with ``|r| <= 2**(-b D) |a|`` elementwise: slice ``i`` is the
+    residual left by slices ``< i`` rounded to nearest at ``b`` bits (computed in float64,
+    exact: every slice and residual is representable in ``a``'s float format)."""
+    r = a.double()
+    out = []
+    for _ in range(D):
+        m, e = torch.frexp(r)  # r = m 2**e, 0.5 <= |m| < 1 (m = 0 for r = 0)
+        q = torch.ldexp(torch.round(torch.ldexp(m, torch.full_like(e, b))), e - b)
+        out.append(q.to(a.dtype))
+        r = r - q
+    return out
+
+
+def ozaki_bound(mode: str, K: int, verified: bool | None = None) -> float:
+    """Componentwise bound (relative to ``sum_k |a_k||w_k|``) of one Ozaki dot product of
+    ``K`` terms, see the module docstring."""
+    D, b = ozaki_params(mode, verified)
+    t = 2.0**-b
+    eps_split = (D + 1) * 2.0 ** (-b * D) * (1 + t) ** 2 / (1 - t)
+    P = len(ozaki_pairs(D))
+    kk = P * K * U32
+    return eps_split + kk / (1 - kk) * (1 + t) ** 2 / (1 - t) ** 2 + 2 * U32
 
 
 def GEMM_BOUND(n: int) -> float:
@@ -100,8 +169,8 @@ def stage_twiddles(ls: int, r: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def max_radix_for(mode: str) -> int:
-    """Stockham stage radix: 8 (butterflies) normally, 128 (one DFT-GEMM per stage) in the bf16 modes."""
-    return 128 if mode in ("bf16", "bf16_refined") else 8
+    """Stockham stage radix: 8 (butterflies) normally, 128 (one DFT-GEMM per stage) in the GEMM modes."""
+    return 128 if mode in GEMM_MODES else 8
 
 
 def radices(n: int, max_radix: int = 8) -> list[int]:
@@ -171,6 +240,14 @@ def _mm(a: torch.Tensor, b: torch.Tensor, mode: str) -> torch.Tensor:
         ah, al = _split_bf16(a)
         bh, bl = _split_bf16(b)
         return ah @ bh + (ah @ bl + al @ bh)
+    if mode in OZAKI_BITS:
+        D, bits = ozaki_params(mode)
+        sa, sb = ozaki_slices(a, D, bits), ozaki_slices(b, D, bits)
+        y = None
+        for i, j in ozaki_pairs(D):
+            p = sa[i] @ sb[j]
+            y = p if y is None else y + p
+        return y
     return a @ b
 
 
@@ -398,7 +475,7 @@ def fft_any(xr: torch.Tensor, xi: torch.Tensor, inverse: bool = False, mode: str
     """Pick the kernel algorithm for length n: DFT-GEMM (n <= 64, or n <= 1024 not a power of
     two in the bf16 modes), Stockham (powers of two), else Bluestein."""
     n = xr.shape[-1]
-    if n <= 64 or (mode in ("bf16", "bf16_refined") and n <= 1024 and n & (n - 1)):
+    if n <= 64 or (mode in GEMM_MODES and n <= 1024 and n & (n - 1)):
         return dft_gemm(xr, xi, inverse, mode)
     if n & (n - 1) == 0:
         return stockham(xr, xi, inverse, mode)
@@ -407,7 +484,7 @@ def fft_any(xr: torch.Tensor, xi: torch.Tensor, inverse: bool = False, mode: str
 
 def algorithm_for(n: int, mode: str = "fast") -> str:
     """Name of the algorithm :func:`fft_any` uses for length ``n``."""
-    if n <= 64 or (mode in ("bf16", "bf16_refined") and n <= 1024 and n & (n - 1)):
+    if n <= 64 or (mode in GEMM_MODES and n <= 1024 and n & (n - 1)):
         return "dft_gemm"
     return "stockham" if n & (n - 1) == 0 else "bluestein"
 

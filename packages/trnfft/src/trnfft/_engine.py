@@ -10,9 +10,11 @@ Precision modes on the torch path:
 
 * ``"fast"`` -- ``torch.fft`` (MKL or pocketfft, as torch was built) in the input's precision;
 * ``"double"`` -- ``torch.fft`` in float64, result cast back to the input's precision;
-* ``"kahan"``, ``"bf16"``, ``"bf16_refined"`` -- the kernel algorithms of
-  :mod:`trnfft._algorithms` in float32 (compensated Stockham; bf16 DFT-GEMM
-  operands with float32 accumulation; plus one residual correction). For
+* ``"kahan"``, ``"bf16"``, ``"bf16_refined"``, ``"ozaki"``, ``"ozaki_hq"`` --
+  the kernel algorithms of :mod:`trnfft._algorithms` in float32 (compensated
+  Stockham; bf16 DFT-GEMM operands with float32 accumulation; plus one
+  residual correction; operands cut into narrow slices whose products are
+  exact, Ozaki scheme). For
   float64 inputs these modes compute in float64 with ``torch.fft``: they
   describe float32 hardware arithmetic and never lower the precision of
   float64 data.
@@ -31,7 +33,7 @@ from trnsci._validate import alias, axes, axis, positive_int, positive_ints
 from . import _algorithms as A
 from .complex import ComplexTensor
 
-PRECISIONS = ("fast", "kahan", "double", "bf16", "bf16_refined")
+PRECISIONS = ("fast", "kahan", "double", "bf16", "bf16_refined", "ozaki", "ozaki_hq")
 _precision = ["fast"]
 
 NORM = v.Options({"backward": ("backward", None), "ortho": ("ortho",), "forward": ("forward",)})

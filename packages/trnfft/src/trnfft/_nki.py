@@ -38,8 +38,10 @@ Routing of one transform length ``n`` (:func:`algorithm`), ``"fast"`` mode:
   ihfft: the rfft route; rfftn/irfftn: the real route along the last dim and
   complex kernels along the others (one kernel run per dim);
 * ``"bf16"``/``"bf16_refined"``: DFT-as-GEMM with bf16 operands for
-  ``n <= 1024``; ``"kahan"``/``"double"`` and longer lengths run on torch
-  (the plan's reason says so).
+  ``n <= 1024``; ``"ozaki"``/``"ozaki_hq"``: the same kernel with the
+  operands' bf16 slices stacked along the contraction for ``n <= 256``;
+  ``"kahan"``/``"double"`` and longer lengths run on torch (the plan's
+  reason says so).
 
 Host-side work and why: the DFT-GEMM kernel takes ``[xr; xi]`` transposed
 (contraction dim on the partitions, one host pass); complex inputs are
@@ -59,6 +61,7 @@ import torch
 
 from trnsci import nki
 
+from . import _algorithms as A
 from . import _engine as E
 from .basic import FFT, FFTN, IFFT, IFFTN
 from .complex import CMUL
@@ -92,6 +95,10 @@ GEMM_MAX_N = 512
 #: Above 2048: the several-run Bluestein.
 GEMM_MAX_N_ANY = 2048
 GEMM_MAX_N_BF16 = 1024
+#: Longest n of the Ozaki modes' DFT-GEMM: the contraction stacks one ``2n`` block per slice pair
+#: (21 pairs for ``"ozaki_hq"`` with 4-bit slices), and the kernel's x slices take
+#: ``K <= MAX_K = 16384`` (21 * 2 * 256 = 10752).
+GEMM_MAX_N_OZAKI = 256
 #: Longest power of two (and Bluestein convolution) the host-orchestrated
 #: four-step plan takes: n = n1 n2 with n1, n2 <= 1024 -- each sub-transform
 #: one kernel run (DFT-GEMM or Stockham), the twiddle table 8 n bytes on the
@@ -114,6 +121,12 @@ def algorithm(n: int, precision: str) -> tuple[str | None, str]:
         if n <= GEMM_MAX_N_BF16:
             return "dft_gemm", ""
         return None, f"precision {precision!r} uses the DFT-GEMM kernel, which takes n <= {GEMM_MAX_N_BF16} (n={n})"
+    if precision in A.OZAKI_BITS:
+        if n <= GEMM_MAX_N_OZAKI:
+            return "dft_gemm", ""
+        return None, (f"precision {precision!r} stacks {len(A.ozaki_pairs(A.ozaki_params(precision)[0]))} slice "
+                      f"products along the DFT-GEMM kernel's contraction, which takes n <= {GEMM_MAX_N_OZAKI} "
+                      f"(n={n})")
     pow2 = n & (n - 1) == 0
     if n <= (GEMM_MAX_N if pow2 else GEMM_MAX_N_ANY):
         return "dft_gemm", ""
@@ -173,8 +186,14 @@ def plan_algorithms(kind: str, lengths: tuple, precision: str) -> list[tuple[str
 
 # ------------------------------------------------------------------ host tables (torch, cached)
 
-@functools.lru_cache(maxsize=8)
 def _gemm_matrix(n: int, inverse: bool, precision: str) -> torch.Tensor:
+    """:func:`_gemm_matrix_for` under the current Ozaki slicing."""
+    verified = A._ozaki_verified[0] if precision in A.OZAKI_BITS else False
+    return _gemm_matrix_for(n, inverse, precision, verified)
+
+
+@functools.lru_cache(maxsize=8)
+def _gemm_matrix_for(n: int, inverse: bool, precision: str, verified: bool) -> torch.Tensor:
     """The kernel's ``[[C, S], [-S, C]]`` (``S`` negated for the inverse) in its operand dtype.
 
     Entry ``(j, k)`` is the float64 ``exp(-2 pi i r / n)``, ``r = jk mod n``,
@@ -183,7 +202,8 @@ def _gemm_matrix(n: int, inverse: bool, precision: str) -> torch.Tensor:
     n = 2048), so few are kept."""
     from ._algorithms import _cos_sin, _reduced_angle
 
-    wide = np.float64 if precision == "bf16" else np.float32  # bf16: one rounding from float64
+    # bf16 and the Ozaki slices: from float64 (the slices of an fp64 entry are exact in bf16)
+    wide = np.float64 if precision == "bf16" or precision in A.OZAKI_BITS else np.float32
     c1, s1 = (t.astype(wide) for t in _cos_sin(_reduced_angle(np.arange(n), n)))
     r = np.outer(np.arange(n), np.arange(n)) % n
     c, s = torch.from_numpy(c1[r]), torch.from_numpy(s1[r])
@@ -195,6 +215,10 @@ def _gemm_matrix(n: int, inverse: bool, precision: str) -> torch.Tensor:
     if precision == "bf16_refined":
         hi, lo = _split(w)
         return torch.cat((hi, lo, hi), 0).contiguous()
+    if precision in A.OZAKI_BITS:
+        D, b = A.ozaki_params(precision, verified)
+        ws = A.ozaki_slices(w, D, b)
+        return torch.cat([ws[j].to(torch.bfloat16) for _, j in A.ozaki_pairs(D)], 0).contiguous()
     return w.to(F32).contiguous()
 
 
@@ -233,6 +257,10 @@ def _rows_c2c(xr: torch.Tensor, xi: torch.Tensor, inverse: bool, precision: str)
         elif precision == "bf16_refined":
             hi, lo = _split(xt)
             xt = torch.cat((hi, hi, lo), 0)
+        elif precision in A.OZAKI_BITS:  # slices of <= 8 bits: exact in bf16
+            D, b = A.ozaki_params(precision)
+            xs = A.ozaki_slices(xt, D, b)
+            xt = torch.cat([xs[i].to(torch.bfloat16) for i, _ in A.ozaki_pairs(D)], 0)
         y = nki.run(KG.dft_gemm_kernel, xt.contiguous(), _gemm_matrix(n, inverse, precision), out_dtype=F32)
         return y[:, :n], y[:, n:]
     if alg == "four_step":
@@ -252,8 +280,11 @@ def _rows_c2c(xr: torch.Tensor, xi: torch.Tensor, inverse: bool, precision: str)
 def _c2c_counts_rows(B: int, n: int, precision: str):
     alg, _ = algorithm(n, precision)
     if alg == "dft_gemm":
-        K = (6 if precision == "bf16_refined" else 2) * n
-        size = 2 if precision in ("bf16", "bf16_refined") else 4
+        if precision in A.OZAKI_BITS:
+            K = 2 * n * len(A.ozaki_pairs(A.ozaki_params(precision)[0]))
+        else:
+            K = (6 if precision == "bf16_refined" else 2) * n
+        size = 2 if precision in A.GEMM_MODES else 4
         return {"kernel": "dft_gemm_kernel", **KG.dft_gemm_counts(B, K, 2 * n, size)}
     if alg == "stockham":
         return {"kernel": "stockham_kernel", **KS.stockham_counts(B, n)}

@@ -221,7 +221,7 @@ def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | No
         The axis to transform (default -1). ``axis`` is an alias.
     norm : {"backward", "ortho", "forward"}, optional
         Normalization (default "backward": none on the forward transform).
-    precision : {"fast", "kahan", "double", "bf16", "bf16_refined"}, optional
+    precision : {"fast", "kahan", "double", "bf16", "bf16_refined", "ozaki", "ozaki_hq"}, optional
         Arithmetic mode for this call (default: :func:`get_precision`).
 
     Returns

@@ -12,6 +12,7 @@ the table caches.
 from __future__ import annotations
 
 import math
+import sys
 from collections import OrderedDict
 from typing import Any
 
@@ -386,3 +387,6 @@ def clear_plan_cache() -> None:
     A._TABLE_CACHE.clear()
     A._LOW.clear()
     A._HALF.clear()
+    nk = sys.modules.get("trnfft._nki")  # the NKI lowerings' DFT-matrix cache, when loaded
+    if nk is not None:
+        nk._gemm_matrix_for.cache_clear()

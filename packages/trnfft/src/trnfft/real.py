@@ -125,7 +125,7 @@ _PARAMS = """
         {ddoc} ``{alias}`` is an alias.
     norm : {{"backward", "ortho", "forward"}}, optional
         Normalization as in NumPy (default "backward").
-    precision : {{"fast", "kahan", "double", "bf16", "bf16_refined"}}, optional
+    precision : {{"fast", "kahan", "double", "bf16", "bf16_refined", "ozaki", "ozaki_hq"}}, optional
         Arithmetic mode for this call (default: :func:`get_precision`).
 
     Returns

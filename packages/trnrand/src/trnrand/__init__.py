@@ -36,6 +36,7 @@ from .generator import Generator, get_default_generator, manual_seed
 from .philox import philox4x32
 from .program import GeneratorProgram
 from .quasi import halton, latin_hypercube, sobol
+from .threefry import threefry4x32, threefry_stream_normal, threefry_stream_uniform
 
 __version__ = _library_version("trnrand")
 set_backend, get_backend, use_backend = _bind("trnrand")
@@ -52,6 +53,9 @@ __all__ = [
     "manual_seed",
     "get_default_generator",
     "philox4x32",
+    "threefry4x32",
+    "threefry_stream_uniform",
+    "threefry_stream_normal",
     # distributions
     "uniform",
     "normal",

@@ -21,6 +21,9 @@ with the torch lowering's signature. The host part is small and exact:
   request -- integer-exact;
 * philox4x32: the explicit counters and keys go to ``philox_block_kernel``
   as uint32 rows, the words come back as uint32;
+* threefry4x32: likewise through ``threefry_block_kernel``; the Threefry
+  stream draws (``threefry_stream_uniform``/``_normal``) are one
+  ``threefry_kernel`` call per 2**32-block span of the request's blocks;
 * sobol: direction numbers (scrambled on the host, as on the torch path)
   go to the kernel as uint32; its ``[d, n]`` integers are transposed and
   mapped to floats exactly.
@@ -73,8 +76,10 @@ from .kernels.philox_threshold import philox_threshold_kernel, threshold_counts
 from .kernels.philox_transform import FULL, philox_transform_kernel, transform_counts
 from .kernels.ptrs import ptrs_counts, ptrs_kernel
 from .kernels.sobol import sobol_counts, sobol_kernel
+from .kernels.threefry import threefry_block_counts, threefry_block_kernel, threefry_counts, threefry_kernel
 from .philox import PHILOX4X32
 from .quasi import HALTON, LATIN_HYPERCUBE, SOBOL, _sobol_floats
+from .threefry import THREEFRY4X32, THREEFRY_NORMAL, THREEFRY_UNIFORM
 
 __all__ = ["stream"]
 
@@ -755,3 +760,67 @@ def _multinomial_counts(seed, subsequence, base, probs, num_samples, replacement
 def _multinomial_nki(seed, subsequence, base, probs, num_samples, replacement, device):
     return torch.stack([_threshold_run(th, False, seed, subsequence, base + 2 * r * num_samples, 0, num_samples,
                                        device) for r, th in enumerate(_row_thresholds(probs))])
+
+
+# ---- Threefry4x32: the stream (uniform, normal) and the block function ------------------------------------
+# The draw's blocks counter_offset .. + ceil(n / 4) - 1 run as one threefry_kernel call per 2**32-block span
+# (the counter's word 1 is a constant of a call); the host drops the < 4 samples after the request.
+def _threefry_spans(off, n):
+    nb = (n + 3) // 4
+    out, b = [], off
+    while b < off + nb:
+        m = min(off + nb - b, SPAN - b % SPAN)
+        out.append((b, m))
+        b += m
+    return out
+
+
+def _threefry_supports(seed, sub, off, n, dev):
+    return "an empty draw runs no kernel" if n == 0 else None
+
+
+def _threefry_counts(mode):
+    def counts(seed, sub, off, n, dev):
+        spans = _threefry_spans(off, n)
+        if len(spans) != 1:
+            return None  # several kernel calls
+        return {"kernel": "threefry_kernel", **threefry_counts(spans[0][1], mode)}
+
+    return counts
+
+
+def _threefry_stream(mode, seed, sub, off, n, dev):
+    parts = [nki.run(threefry_kernel, seed=seed, subsequence=sub, block0=b, nblocks=m, mode=mode)
+             for b, m in _threefry_spans(off, n)]
+    y = parts[0] if len(parts) == 1 else torch.cat(parts)
+    return y.reshape(-1)[:n].to(dev)
+
+
+@THREEFRY_UNIFORM.lowering("nki", dtypes=(torch.float32,), supports=_threefry_supports,
+                           counts=_threefry_counts("uniform"))
+def _threefry_uniform_nki(seed, sub, off, n, dev):
+    return _threefry_stream("uniform", seed, sub, off, n, dev)
+
+
+@THREEFRY_NORMAL.lowering("nki", dtypes=(torch.float32,), supports=_threefry_supports,
+                          counts=_threefry_counts("normal"))
+def _threefry_normal_nki(seed, sub, off, n, dev):
+    return _threefry_stream("normal", seed, sub, off, n, dev)
+
+
+def _threefry_block_supports(c, k, r):
+    return "no counters: an empty call runs no kernel" if c.numel() == 0 else None
+
+
+def _threefry_block_counts(c, k, r):
+    return {"kernel": "threefry_block_kernel", **threefry_block_counts(c.numel() // 4, r)}
+
+
+@THREEFRY4X32.lowering("nki", dtypes=(torch.int64,), supports=_threefry_block_supports,
+                       counts=_threefry_block_counts)
+def _threefry4x32_nki(c, k, r):
+    lead = tuple(c.shape[:-1])
+    cw = c.reshape(-1, 4).cpu().numpy().astype(np.uint32)  # values 0 .. 2**32-1 (checked by threefry4x32)
+    kw = k.reshape(-1, 4).cpu().numpy().astype(np.uint32)
+    out = nki.run(threefry_block_kernel, cw, kw, rounds=r)
+    return out.to(torch.int64).reshape(*lead, 4).to(c.device)

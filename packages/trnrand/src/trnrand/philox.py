@@ -14,28 +14,28 @@ from .distributions import THRESHOLD
 _INTS = (torch.int64, torch.int32, torch.uint32, torch.uint8, torch.int16, torch.uint16, torch.uint64)
 
 
-def _words_arg(x, name, last):
+def _words_arg(x, name, last, where="philox4x32"):
     if isinstance(x, (list, tuple)):
         try:
             a = np.asarray(x, dtype=object)
         except ValueError:
-            raise ValueError(f"philox4x32: {name} must be a rectangular nest of lists") from None
+            raise ValueError(f"{where}: {name} must be a rectangular nest of lists") from None
         flat = a.ravel()
         if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in flat):
-            raise TypeError(f"philox4x32: {name} must hold integers 0 .. 2**32-1")
+            raise TypeError(f"{where}: {name} must hold integers 0 .. 2**32-1")
         if any(v < 0 or v > 0xFFFFFFFF for v in flat):
-            raise ValueError(f"philox4x32: {name} words must be in 0 .. 2**32-1")
+            raise ValueError(f"{where}: {name} words must be in 0 .. 2**32-1")
         x = torch.from_numpy(a.astype(np.int64))
-    t = V.tensor(x, name, "philox4x32")
+    t = V.tensor(x, name, where)
     if t.dtype not in _INTS:
-        raise TypeError(f"philox4x32: {name} must have an integer dtype, got {str(t.dtype).replace('torch.', '')}")
+        raise TypeError(f"{where}: {name} must have an integer dtype, got {str(t.dtype).replace('torch.', '')}")
     if t.dim() < 1 or t.shape[-1] != last:
-        raise ValueError(f"philox4x32: {name} must have shape (..., {last}), got {tuple(t.shape)}")
+        raise ValueError(f"{where}: {name} must have shape (..., {last}), got {tuple(t.shape)}")
     if t.dtype == torch.uint64:
         t = t.to(torch.float64)  # only to range-check below; values < 2**53 convert exactly
     t = t.to(torch.int64)
     if t.numel() and (bool((t < 0).any()) or bool((t > 0xFFFFFFFF).any())):
-        raise ValueError(f"philox4x32: {name} words must be in 0 .. 2**32-1")
+        raise ValueError(f"{where}: {name} words must be in 0 .. 2**32-1")
     return t
 
 

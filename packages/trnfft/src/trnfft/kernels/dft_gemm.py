@@ -24,6 +24,9 @@ in bfloat16 (fp32 PSUM accumulation); ``"bf16_refined"`` splits each
 operand into a bf16 high part and a bf16 residual and stacks the
 contraction, ``xt = [xh; xh; xl]``, ``w = [Wh; Wl; Wh]``, so one run adds
 ``xh Wh + xh Wl + xl Wh`` in PSUM (one residual-correction step).
+``"ozaki"``/``"ozaki_hq"`` stack the same way one ``2n`` block per slice
+pair ``(i, j)``, ``i + j < D``: ``xt = [x_i ...]``, ``w = [W_j ...]``
+(``K = 2n D (D + 1) / 2``; :mod:`trnfft._algorithms`, ``ozaki_slices``).
 
 Closed forms (b = bytes per operand element, tk = ceil(K/128),
 tb = ceil(B/128), tn = ceil(N/512); resident = tk*N*b <= W_BUDGET)
