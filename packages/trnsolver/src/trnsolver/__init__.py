@@ -18,7 +18,7 @@ set_backend, get_backend, use_backend = _bind("trnsolver")
 
 from trnsci._iterative import ConvergenceError, ConvergenceWarning, SolverInfo  # noqa: E402
 from trnsci._linalg import LinAlgError  # noqa: E402
-from trnsolver.eigen import EIGH, eigh, eigh_generalized, eigvalsh  # noqa: E402, F401
+from trnsolver.eigen import EIGH, SCHUR, eigh, eigh_generalized, eigvalsh, schur  # noqa: E402, F401
 from trnsolver.factor import (  # noqa: E402, F401
     CHOLESKY,
     INV_SQRT_SPD_NS,
@@ -54,7 +54,7 @@ from trnsolver.iterative import (  # noqa: E402
 __all__ = [
     "__version__", "set_backend", "get_backend", "use_backend",
     # eigen
-    "eigh", "eigvalsh", "eigh_generalized",
+    "eigh", "eigvalsh", "eigh_generalized", "schur",
     # factorizations and solves
     "cholesky", "cho_factor", "cho_solve", "lu", "lu_factor", "lu_solve", "qr", "svd",
     "pinv", "solve", "solve_spd", "lstsq", "inv", "inv_spd", "det", "slogdet",
