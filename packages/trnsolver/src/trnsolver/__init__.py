@@ -18,6 +18,7 @@ set_backend, get_backend, use_backend = _bind("trnsolver")
 
 from trnsci._iterative import ConvergenceError, ConvergenceWarning, SolverInfo  # noqa: E402
 from trnsci._linalg import LinAlgError  # noqa: E402
+from trnsci.nki import HAS_NKI  # noqa: E402  published name: True when the Neuron SDK's NKI is importable
 from trnsolver.eigen import EIGH, SCHUR, eigh, eigh_generalized, eigvalsh, schur  # noqa: E402, F401
 from trnsolver.factor import (  # noqa: E402, F401
     CHOLESKY,
@@ -52,7 +53,7 @@ from trnsolver.iterative import (  # noqa: E402
 )
 
 __all__ = [
-    "__version__", "set_backend", "get_backend", "use_backend",
+    "__version__", "set_backend", "get_backend", "use_backend", "HAS_NKI",
     # eigen
     "eigh", "eigvalsh", "eigh_generalized", "schur",
     # factorizations and solves
