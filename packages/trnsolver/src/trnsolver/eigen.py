@@ -300,7 +300,11 @@ def _schur_torch(A: torch.Tensor, complex_out: bool, sort):
     sdim = None
     select = _selector(sort, complex_out or np.iscomplexobj(M))
     if select is not None:
-        sdim = _schur.reorder(T, Z, select)
+        try:
+            sdim = _schur.reorder(T, Z, select)
+        except np.linalg.LinAlgError:  # a swap's Sylvester equation is singular: equal eigenvalues across it
+            raise la.LinAlgError("schur: eigenvalues could not be separated for reordering",
+                                 info=n + 1) from None
     T = np.triu(T, -1)
     if np.iscomplexobj(T):
         T = np.triu(T)
@@ -356,7 +360,8 @@ def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_fini
         ``sort`` neither None, a name nor a callable; bool/non-numeric ``a``.
     LinAlgError
         The QR iteration did not converge (``info``: the eigenvalue it
-        stopped at).
+        stopped at), or ``sort`` asked to separate eigenvalues too close to
+        swap (``info = n + 1``, as LAPACK's).
 
     Notes
     -----
@@ -365,8 +370,10 @@ def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_fini
     single-shift one with Wilkinson shifts for complex ``T``, deflating
     subdiagonal entries below ``eps (|h_kk| + |h_k+1,k+1|)``; reordering by
     swaps of adjacent diagonal blocks (a Sylvester equation per swap).
-    The host computes in the input's precision (float64/complex128, or
-    float32/complex64). The eigenvalues match LAPACK's to rounding; ``T``
+    The torch path computes on the host in the input's precision
+    (float64/complex128, or float32/complex64): a tensor on another device
+    is copied to the host for the iteration and ``T``, ``Z`` come back on
+    its device. The results do not carry gradients. The eigenvalues match LAPACK's to rounding; ``T``
     and ``Z`` are unique only up to the signs (phases) of ``Z``'s columns
     and the order of eigenvalues within the unsorted form.
 
