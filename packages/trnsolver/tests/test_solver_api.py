@@ -58,7 +58,8 @@ GOOD = {
     "cg": (SPD, VEC), "gmres": (SPD, VEC), "bicgstab": (SPD, VEC), "minres": (SPD, VEC),
     "cho_solve": ((SPD, True), VEC),
     "lu_solve": ((SPD, torch.zeros(2, dtype=torch.int32)), VEC),
-    "schur": (SPD,), "jacobi_preconditioner": (SPD,), "block_jacobi_preconditioner": (SPD,), "ssor_preconditioner": (SPD,),
+    "schur": (SPD,), "jacobi_preconditioner": (SPD,), "block_jacobi_preconditioner": (SPD,),
+    "ssor_preconditioner": (SPD,),
 }
 NAMES = {"cho_solve": ("c", "b"), "schur": ("a",), "lu_solve": ("lu", "b"),
          "eigh_generalized": ("A", "B"), "solve": ("A", "B"), "solve_spd": ("A", "B"), "lstsq": ("A", "B"),

@@ -17,7 +17,6 @@ import torch
 
 import trnsci
 import trnsolver
-from trnsci import nki
 from trnsci.testing import kernel_ran
 
 

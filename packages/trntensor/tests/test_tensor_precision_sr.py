@@ -24,7 +24,7 @@ def _bf16_neighbours(x32):
     bits = x32.view(np.uint32)
     low = (bits & np.uint32(0xFFFF0000)).view(np.float32).astype(np.float64)
     exact = (bits & np.uint32(0xFFFF)) == 0
-    high = np.where(exact, low, (((bits & np.uint32(0xFFFF0000)) + np.uint32(0x10000))).view(np.float32))
+    high = np.where(exact, low, ((bits & np.uint32(0xFFFF0000)) + np.uint32(0x10000)).view(np.float32))
     return low, high.astype(np.float64)
 
 

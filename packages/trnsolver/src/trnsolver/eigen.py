@@ -249,8 +249,9 @@ def _schur_flops(A, complex_out, sort):
 
 
 def _schur_describe(A, complex_out, sort):
+    how = sort if sort is None or isinstance(sort, str) else "callable"
     return (f"schur n={A.shape[-1]} {str(A.dtype).replace('torch.', '')} "
-            f"output={'complex' if complex_out else 'real'} sort={sort if sort is None or isinstance(sort, str) else 'callable'}")
+            f"output={'complex' if complex_out else 'real'} sort={how}")
 
 
 #: Op ``(A, complex_out, sort)``: ``A = Z T Z^H``. Threshold: a placeholder (no
