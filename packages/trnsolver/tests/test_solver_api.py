@@ -15,7 +15,7 @@ import trnsolver
 
 PUBLISHED = ["eigh", "eigh_generalized", "cholesky", "lu", "qr", "solve", "solve_spd", "inv_spd",
              "inv_sqrt_spd", "inv_sqrt_spd_ns", "cg", "gmres", "jacobi_preconditioner", "pinv", "svd",
-             "block_jacobi_preconditioner", "ssor_preconditioner", "set_backend", "get_backend"]
+             "block_jacobi_preconditioner", "ssor_preconditioner", "set_backend", "get_backend", "schur", "HAS_NKI"]
 
 
 def test_published_names_and_signatures():
@@ -33,6 +33,7 @@ def test_published_names_and_signatures():
     assert p("block_jacobi_preconditioner") == ["A", "block_size"]
     assert p("ssor_preconditioner") == ["A", "omega"]
     assert p("pinv")[:2] == ["A", "rcond"]
+    assert p("schur") == ["a", "output", "lwork", "overwrite_a", "sort", "check_finite"]  # scipy.linalg.schur's
 
 
 @pytest.mark.parametrize("name", [n for n in trnsolver.__all__ if callable(getattr(trnsolver, n))])
@@ -57,9 +58,10 @@ GOOD = {
     "cg": (SPD, VEC), "gmres": (SPD, VEC), "bicgstab": (SPD, VEC), "minres": (SPD, VEC),
     "cho_solve": ((SPD, True), VEC),
     "lu_solve": ((SPD, torch.zeros(2, dtype=torch.int32)), VEC),
-    "jacobi_preconditioner": (SPD,), "block_jacobi_preconditioner": (SPD,), "ssor_preconditioner": (SPD,),
+    "schur": (SPD,), "jacobi_preconditioner": (SPD,), "block_jacobi_preconditioner": (SPD,),
+    "ssor_preconditioner": (SPD,),
 }
-NAMES = {"cho_solve": ("c", "b"), "lu_solve": ("lu", "b"),
+NAMES = {"cho_solve": ("c", "b"), "schur": ("a",), "lu_solve": ("lu", "b"),
          "eigh_generalized": ("A", "B"), "solve": ("A", "B"), "solve_spd": ("A", "B"), "lstsq": ("A", "B"),
          "cg": ("A", "b"), "gmres": ("A", "b"), "bicgstab": ("A", "b"), "minres": ("A", "b")}
 

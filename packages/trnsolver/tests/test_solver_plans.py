@@ -107,6 +107,12 @@ CASES = {
         (trnsolver.gmres, (_spd(6), torch.ones(6)), {"tol": 1e-4}),
         (trnsolver.gmres, (_spd(6), torch.ones(6)), {"M": torch.eye(6)}),   # M: torch
     ],
+    "trnsolver.schur": [
+        (trnsolver.schur, (_sym(5) + torch.triu(torch.ones(5, 5), 1),)),  # QR steps depend on data
+        (trnsolver.schur, (_sym(5),), {"sort": "lhp"}),                  # block swaps: torch
+        (trnsolver.schur, (_sym(5),), {"output": "complex"}),            # complex T: torch
+        (trnsolver.schur, (_sym(5, torch.float64),)),                     # float64: torch
+    ],
     "trnsolver.inv_sqrt_spd_ns": [
         (trnsolver.inv_sqrt_spd_ns, (_spd(9),), {"tol": 1e-4}),
         (trnsolver.inv_sqrt_spd_ns, (_spd(9, torch.float64),)),

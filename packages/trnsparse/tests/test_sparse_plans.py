@@ -130,6 +130,10 @@ CASES = {
                                             trnsparse.causal_mask(150, block_size=128))),
         (trnsparse.block_sparse_attention, (_t(150, 8), _t(150, 8), _t(150, 8),
                                             trnsparse.causal_mask(150, block_size=64))),  # block size 64
+        (trnsparse.block_sparse_attention, (_t(150, 192), _t(150, 192), _t(150, 192),
+                                            trnsparse.causal_mask(150, block_size=128))),  # head_dim > 128: K tiles
+        (trnsparse.block_sparse_attention, (_t(130, 4), _t(130, 4), _t(130, 16000),
+                                            trnsparse.causal_mask(130, block_size=128))),  # dv too wide for SBUF
     ],
 }
 
@@ -150,10 +154,13 @@ def test_plans_name_the_reason_the_kernel_cannot_take_a_call():
         q = dispatch.plan_call(trnsparse.block_sparse_attention, _t(150, 8), _t(150, 8), _t(150, 8), _partial)
         r = dispatch.plan_call(trnsparse.screened_spmm, _t(140, 140), _d(140, bad=True), _t(140, 6), 1e-8)
         k = dispatch.plan_call(trnsparse.bsr_spmm, _bsr(150, 200), _t(200, 7))
+        w = dispatch.plan_call(trnsparse.block_sparse_attention, _t(130, 4), _t(130, 4), _t(130, 16000),
+                               trnsparse.causal_mask(130, block_size=128))
     assert p.backend == "torch" and "block_size 8" in p.reason
     assert q.backend == "torch" and "entry-level" in q.reason
     assert r.backend == "torch" and "non-finite" in r.reason
     assert k.backend == "simulator" and k.kernel["name"] == "bsr_spmm_kernel"
+    assert w.backend == "torch" and "SBUF" in w.reason
     assert np.isfinite(k.size)
 
 

@@ -18,7 +18,8 @@ set_backend, get_backend, use_backend = _bind("trnsolver")
 
 from trnsci._iterative import ConvergenceError, ConvergenceWarning, SolverInfo  # noqa: E402
 from trnsci._linalg import LinAlgError  # noqa: E402
-from trnsolver.eigen import EIGH, eigh, eigh_generalized, eigvalsh  # noqa: E402, F401
+from trnsci.nki import HAS_NKI  # noqa: E402  published name: True when the Neuron SDK's NKI is importable
+from trnsolver.eigen import EIGH, SCHUR, eigh, eigh_generalized, eigvalsh, schur  # noqa: E402, F401
 from trnsolver.factor import (  # noqa: E402, F401
     CHOLESKY,
     INV_SQRT_SPD_NS,
@@ -52,9 +53,9 @@ from trnsolver.iterative import (  # noqa: E402
 )
 
 __all__ = [
-    "__version__", "set_backend", "get_backend", "use_backend",
+    "__version__", "set_backend", "get_backend", "use_backend", "HAS_NKI",
     # eigen
-    "eigh", "eigvalsh", "eigh_generalized",
+    "eigh", "eigvalsh", "eigh_generalized", "schur",
     # factorizations and solves
     "cholesky", "cho_factor", "cho_solve", "lu", "lu_factor", "lu_solve", "qr", "svd",
     "pinv", "solve", "solve_spd", "lstsq", "inv", "inv_spd", "det", "slogdet",

@@ -20,7 +20,8 @@ its public function, with the torch lowering's signature.
   launches with their summed closed forms.
 * LU and the ops on it, and the SPD solves/inverses: :mod:`trnsolver._nki_lu`
   and :mod:`trnsolver._nki_spd`; QR and lstsq: :mod:`trnsolver._nki_qr`;
-  SVD and pinv (one-sided Jacobi): :mod:`trnsolver._nki_svd`; CG (dense A):
+  SVD and pinv (one-sided Jacobi): :mod:`trnsolver._nki_svd`; the real Schur
+  form (explicit double-shift QR steps): :mod:`trnsolver._nki_schur`; CG (dense A):
   :mod:`trnsolver._nki_krylov`.
 * ``INV_SQRT_SPD_NS`` (real float32): coupled Newton-Schulz, three
   ``trnblas.gemm`` calls (the GEMM kernel) a step.
@@ -251,4 +252,4 @@ def _inv_sqrt_spd_ns_nki(A, max_iters, tol):
 
 
 # LU with partial pivoting and the ops built on it, and the SPD solves, register from their own modules
-from trnsolver import _nki_krylov, _nki_lu, _nki_qr, _nki_spd, _nki_svd  # noqa: E402, F401
+from trnsolver import _nki_krylov, _nki_lu, _nki_qr, _nki_schur, _nki_spd, _nki_svd  # noqa: E402, F401

@@ -1,4 +1,5 @@
-"""Hermitian eigensolvers (cuSOLVER ``syevd``/``sygvd``, ``scipy.linalg.eigh``).
+"""Hermitian eigensolvers (cuSOLVER ``syevd``/``sygvd``, ``scipy.linalg.eigh``) and the Schur
+decomposition (LAPACK ``?gees``, ``scipy.linalg.schur``).
 
 The torch path calls LAPACK: ``dsyevd`` through ``scipy.linalg.lapack`` for a
 single float64 CPU matrix without autograd (faster than ``torch.linalg`` on
@@ -9,6 +10,7 @@ parallel Jacobi method whose torch reference is ``trnsolver._jacobi``.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from trnsci import _linalg as la
@@ -18,7 +20,7 @@ from trnsci.dispatch import Op
 from trnsolver import _lapack
 from trnsolver.factor import _NOT_PD, _raise_info
 
-__all__ = ["eigh", "eigvalsh", "eigh_generalized"]
+__all__ = ["eigh", "eigvalsh", "eigh_generalized", "schur"]
 
 _UPLO = v.Options({"L": ("L", "lower"), "U": ("U", "upper")})
 
@@ -233,3 +235,184 @@ def eigh_generalized(A, B, max_sweeps=100, tol=1e-10, *, subset_by_index=None, c
     w, X, info = _eigh_generalized_torch(A, B, lo, hi)
     _raise_info(where, info, "B is not positive definite: " + _NOT_PD)
     return w, X
+
+
+# ===================================================================== Schur
+
+_OUTPUT = v.Options({"real": ("real", "r"), "complex": ("complex", "c")})
+_SORTS = ("lhp", "rhp", "iuc", "ouc")
+
+
+def _schur_flops(A, complex_out, sort):
+    n = A.shape[-1]
+    return 25.0 * n ** 3  # Hessenberg 10/3 n^3 + Z, plus ~2 Francis sweeps per eigenvalue (Golub & Van Loan)
+
+
+def _schur_describe(A, complex_out, sort):
+    how = sort if sort is None or isinstance(sort, str) else "callable"
+    return (f"schur n={A.shape[-1]} {str(A.dtype).replace('torch.', '')} "
+            f"output={'complex' if complex_out else 'real'} sort={how}")
+
+
+#: Op ``(A, complex_out, sort)``: ``A = Z T Z^H``. Threshold: a placeholder (no
+#: hardware here to calibrate); the reduction's GEMM-shaped updates pay only
+#: for large n.
+SCHUR = Op("trnsolver.schur", "flops", 25.0 * 512 ** 3, size=_schur_flops, describe=_schur_describe,
+           doc="Schur decomposition: Householder Hessenberg reduction, Francis QR, block reordering")
+
+
+def _selector(sort, complex_out):
+    """``select(eigenvalues of one block) -> bool`` for the Schur reordering (SciPy's rules)."""
+    if sort is None:
+        return None
+    if sort == "lhp":
+        return lambda w: bool(w[0].real < 0.0)
+    if sort == "rhp":
+        return lambda w: bool(w[0].real >= 0.0)
+    if sort == "iuc":
+        return lambda w: any(abs(x) <= 1.0 for x in w)
+    if sort == "ouc":
+        return lambda w: any(abs(x) > 1.0 for x in w)
+    if complex_out:
+        return lambda w: bool(sort(complex(w[0])))
+    # real output: the callable takes (real, imaginary); a pair is chosen if either eigenvalue is
+    return lambda w: any(bool(sort(float(x.real), float(x.imag))) for x in w)
+
+
+@SCHUR.lowering("torch")
+def _schur_torch(A: torch.Tensor, complex_out: bool, sort):
+    """``(T, Z, sdim)`` of one square matrix by :mod:`trnsolver._schur` (sdim None without ``sort``)."""
+    from trnsolver import _schur
+
+    M = A.detach().cpu().numpy()
+    if complex_out and not np.iscomplexobj(M):
+        M = M.astype(np.complex64 if M.dtype == np.float32 else np.complex128)
+    n = M.shape[0]
+    H, Z = _schur.hessenberg(M)
+    eps = np.finfo(M.dtype).eps
+    try:
+        if np.iscomplexobj(M):
+            T, Z = _schur.francis_complex(H, Z, eps, 30 * max(n, 1))
+        else:
+            T, Z = _schur.francis_real(H, Z, eps, 30 * max(n, 1))
+    except _schur.NoConvergence as e:
+        raise la.LinAlgError(f"schur: the QR iteration did not converge (eigenvalue {e.args[0] + 1} of {n})",
+                             info=int(e.args[0]) + 1) from None
+    sdim = None
+    select = _selector(sort, complex_out or np.iscomplexobj(M))
+    if select is not None:
+        try:
+            sdim = _schur.reorder(T, Z, select)
+        except np.linalg.LinAlgError:  # a swap's Sylvester equation is singular: equal eigenvalues across it
+            raise la.LinAlgError("schur: eigenvalues could not be separated for reordering",
+                                 info=n + 1) from None
+    T = np.triu(T, -1)
+    if np.iscomplexobj(T):
+        T = np.triu(T)
+    dev = A.device
+    return torch.from_numpy(T).to(dev), torch.from_numpy(Z).to(dev), sdim
+
+
+@numpy_io
+def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_finite=True):
+    """Schur decomposition ``A = Z T Z^H`` (``scipy.linalg.schur``, LAPACK ``?gees``).
+
+    ``T`` is upper triangular (``output="complex"``) or quasi upper
+    triangular (``output="real"``, real input: 2x2 diagonal blocks, in
+    standard form -- equal diagonal entries, off-diagonal entries of
+    opposite sign -- for each complex conjugate pair); ``Z`` is unitary.
+
+    Parameters
+    ----------
+    a : tensor or array, shape (n, n)
+        Real or complex; integer input is computed in float64 (as SciPy),
+        bfloat16/float16 in float32 (results in float32).
+    output : {"real", "complex"}
+        ``"complex"`` gives a complex triangular ``T`` for real input too.
+        For complex input ``T`` is complex either way.
+    lwork : int, optional
+        Accepted for SciPy compatibility (no workspace to size).
+    overwrite_a : bool
+        Accepted for SciPy compatibility; ``a`` is never modified.
+    sort : {None, "lhp", "rhp", "iuc", "ouc"} or callable, optional
+        Moves the chosen eigenvalues to the top left of ``T`` (the first
+        ``sdim`` columns of ``Z`` span their invariant subspace):
+        ``"lhp"`` real part < 0, ``"rhp"`` real part >= 0, ``"iuc"``
+        ``|w| <= 1``, ``"ouc"`` ``|w| > 1``. A callable takes the complex
+        eigenvalue (complex ``T``), or its real and imaginary parts as two
+        floats (real ``T``); a complex pair of a real ``T`` is chosen if
+        either eigenvalue is.
+    check_finite : bool
+        Reject Inf/NaN in ``a`` (``ValueError``).
+
+    Returns
+    -------
+    T : tensor, shape (n, n)
+    Z : tensor, shape (n, n)
+    sdim : int
+        Only when ``sort`` is given: the number of chosen eigenvalues (a
+        complex pair of a real ``T`` counts 2).
+
+    Raises
+    ------
+    ValueError
+        ``a`` not square, an unknown ``output``/``sort``, non-finite entries.
+    TypeError
+        ``sort`` neither None, a name nor a callable; bool/non-numeric ``a``.
+    LinAlgError
+        The QR iteration did not converge (``info``: the eigenvalue it
+        stopped at), or ``sort`` asked to separate eigenvalues too close to
+        swap (``info = n + 1``, as LAPACK's).
+
+    Notes
+    -----
+    Householder reduction to Hessenberg form, then the implicit
+    double-shift (Francis) QR iteration for real ``T`` or the implicit
+    single-shift one with Wilkinson shifts for complex ``T``, deflating
+    subdiagonal entries below ``eps (|h_kk| + |h_k+1,k+1|)``; reordering by
+    swaps of adjacent diagonal blocks (a Sylvester equation per swap).
+    The torch path computes on the host in the input's precision
+    (float64/complex128, or float32/complex64): a tensor on another device
+    is copied to the host for the iteration and ``T``, ``Z`` come back on
+    its device. The results do not carry gradients. The eigenvalues match LAPACK's to rounding; ``T``
+    and ``Z`` are unique only up to the signs (phases) of ``Z``'s columns
+    and the order of eigenvalues within the unsorted form.
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> A = torch.tensor([[0.0, 2.0], [-2.0, 0.0], ], dtype=torch.float64)
+    >>> T, Z = trnsolver.schur(A)
+    >>> torch.allclose(Z @ T @ Z.T, A)
+    True
+    >>> T, Z, sdim = trnsolver.schur(torch.diag(torch.tensor([3.0, -1.0, 2.0])), sort="lhp")
+    >>> sdim, T.diagonal().tolist()
+    (1, [-1.0, 3.0, 2.0])
+    """
+    where = "schur"
+    if isinstance(a, torch.Tensor) or isinstance(a, np.ndarray):
+        t = a if isinstance(a, torch.Tensor) else torch.from_numpy(np.asarray(a))
+        if t.dtype == torch.bool:
+            raise TypeError(f"{where}: a has dtype bool; schur takes real or complex matrices")
+        if not (t.dtype.is_floating_point or t.dtype.is_complex):
+            a = t.to(torch.float64)
+        elif t.dtype in (torch.bfloat16, torch.float16):
+            a = t.to(torch.float32)
+    A = la.square_matrix(a, "a", where)
+    if A.dim() != 2:
+        raise ValueError(f"{where}: a must be one (n, n) matrix, got shape {tuple(A.shape)}")
+    complex_out = _OUTPUT(output, "output", where) == "complex"
+    if lwork is not None:
+        v.integer(lwork, "lwork", where, minimum=-1)
+    v.flag(overwrite_a, "overwrite_a", where)
+    if sort is not None and not callable(sort):
+        if not isinstance(sort, str):
+            raise TypeError(f"{where}: sort must be None, a callable or one of {', '.join(_SORTS)}; got {sort!r}")
+        if sort.lower() not in _SORTS:
+            raise ValueError(f"{where}: sort must be None, a callable or one of {', '.join(_SORTS)}; got {sort!r}")
+        sort = sort.lower()
+    la.check_finite(check_finite, where, a=A)
+    if not check_finite:
+        la.finite(where, a=A)  # NaN/Inf would make the QR iteration wander: never a silent wrong answer
+    T, Z, sdim = SCHUR(A, complex_out, sort)
+    return (T, Z) if sort is None else (T, Z, sdim)

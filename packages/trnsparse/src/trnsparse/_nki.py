@@ -50,6 +50,7 @@ from trnsci import nki
 from trnsparse import _host, _sell, _tri
 from trnsparse.attention import ATTENTION
 from trnsparse.kernels.attention import attention_counts, block_sparse_attention_kernel
+from trnsparse.kernels.attention import fits as attention_fits
 from trnsparse.kernels.bsr_sddmm import bsr_sddmm_counts, bsr_sddmm_kernel
 from trnsparse.kernels.bsr_spmm import bsr_spmm_counts, bsr_spmm_kernel
 from trnsparse.kernels.bsr_spmm import fits as bsr_spmm_fits
@@ -369,8 +370,8 @@ def _attention_mode(Q, K, V, blocks, brow, bcol, block_size, scale, causal):
     """(causal_for_the_kernel, None) or (None, why the kernel cannot take the call)."""
     if block_size != TB:
         return None, f"block_size {block_size}: the kernel takes 128x128 tiles"
-    if Q.shape[2] > TB or V.shape[2] > 512:
-        return None, f"head_dim {Q.shape[2]} > 128 or value dim {V.shape[2]} > 512 (one Tensor Engine tile)"
+    if not attention_fits(Q.shape[2], V.shape[2]):
+        return None, f"head_dim {Q.shape[2]} / value dim {V.shape[2]}: one block row's tiles exceed SBUF"
     if min(Q.shape[2], V.shape[2], Q.shape[1], K.shape[1]) == 0:
         return None, "empty operand: nothing to compute"
     if _grad(Q, K, V):

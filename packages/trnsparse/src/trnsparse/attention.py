@@ -203,6 +203,9 @@ def block_sparse_attention(Q, K, V, mask, scale=None, causal=False):
     -----
     Scores exist only for stored tiles: memory ``O(n_blocks * b**2)``.
     This is the torch lowering of the planned online-softmax kernel.
+    The NKI kernel (128 x 128 tiles, float32) takes any ``head_dim``: the
+    ``Q K^T`` product runs over 128-row slices of ``head_dim`` accumulating
+    in PSUM, and ``P V`` over 512-column slices of ``dv``.
 
     Examples
     --------

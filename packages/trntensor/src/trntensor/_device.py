@@ -1,7 +1,8 @@
 """einsum on the device: every data movement of a plan through an Op with a kernel.
 
 Under trntensor's backend ``"nki"``/``"simulator"`` (or ``"auto"`` on a
-NeuronCore), :func:`trntensor.einsum` at precision ``"fast"`` runs its plan
+NeuronCore), :func:`trntensor.einsum` at precision ``"fast"`` (and ``"sr"``,
+whose steps run in float32 and whose result is then rounded stochastically) runs its plan
 here instead of on torch views: diagonals (repeated letters) are gathered by
 the gather kernel (:data:`~trntensor.tensorops.PERMUTE` of the strided view),
 sums over an index by the row-reduction kernel (``REDUCE``), the TTGT
@@ -34,7 +35,7 @@ _IDENT = ("identity", "identity", "identity")
 
 def active(precision, ops) -> bool:
     """Whether this einsum call runs on the device path (see module docs)."""
-    if precision != "fast" or PERMUTE.on_torch():
+    if precision not in ("fast", "sr") or PERMUTE.on_torch():
         return False
     if any(x.requires_grad for x in ops):
         return False

@@ -268,13 +268,103 @@ class _ZeroResult(Exception):
     pass
 
 
+# --- stochastic rounding and the forward-error model of the precision modes
+
+def _stochastic_round(x, dtype):
+    """``x`` rounded to ``dtype`` up or down at random, unbiased: ``E[result] == x``.
+
+    Each entry goes to one of the two ``dtype`` values around it, the
+    farther one with probability ``|x - nearest| / ulp`` (so exactly
+    representable entries are unchanged, ties go either way with 1/2).
+    Entries whose neighbour would be infinite, and Inf/NaN, round to
+    nearest. Random bits come from torch's default generator on ``x``'s
+    device (``torch.manual_seed`` repeats them). ``dtype`` other than
+    bfloat16/float16, or complex ``x``: plain rounding to nearest.
+    """
+    if dtype not in (torch.bfloat16, torch.float16) or x.is_complex() or not x.dtype.is_floating_point:
+        return x.to(dtype)
+    y = x.to(dtype)
+    yx = y.to(x.dtype)
+    away = torch.where(yx < x, torch.tensor(math.inf, dtype=dtype, device=x.device),
+                       torch.tensor(-math.inf, dtype=dtype, device=x.device))
+    other = torch.nextafter(y, away)  # the representable value on x's other side
+    ox = other.to(x.dtype)
+    p = (x - yx) / (ox - yx)  # in [0, 1/2]: both differences have x's side's sign; exact in float32
+    take = (yx != x) & torch.isfinite(other) & (torch.rand(x.shape, dtype=x.dtype, device=x.device) < p)
+    return torch.where(take, other, y)
+
+
+#: Unit roundoff per dtype: half the spacing of the numbers in [1, 2).
+_UNIT = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11, torch.float32: 2.0 ** -24,
+         torch.float64: 2.0 ** -53, torch.complex64: 2.0 ** -24, torch.complex128: 2.0 ** -53}
+#: The modes in order of cost: target_forward_error picks the first whose bound meets the target.
+_MODES = ("fast", "sr", "kahan", "dd")
+
+
+def _summed_terms(plan):
+    """Products summed into each output entry: the extents of the summed indices multiplied."""
+    terms, out = plan._terms()
+    sizes = {}
+    for t, shape in zip(terms, plan.shapes):
+        for ch, n in zip(t, shape[len(shape) - len(t):] if len(t) <= len(shape) else shape):
+            sizes[ch] = max(sizes.get(ch, 1), n)
+    return max(1, math.prod(n for ch, n in sizes.items() if ch not in out))
+
+
+def _forward_error_bound(mode, dtype, terms):
+    """The relative forward error bound of one einsum at precision ``mode`` (see :func:`einsum` Notes).
+
+    ``|computed - exact| <= bound * sum |products|`` entrywise, to first
+    order in the unit roundoffs; for ``"sr"`` on bfloat16/float16 the final
+    rounding error is at most one ulp and has mean zero.
+    """
+    u = _UNIT.get(dtype, 2.0 ** -53)
+    if mode == "fast":
+        return terms * u
+    if mode == "sr":
+        if dtype in (torch.bfloat16, torch.float16):
+            return terms * _UNIT[torch.float32] + 2 * u
+        return terms * u
+    if mode == "kahan":
+        return terms * _UNIT[torch.float64] + u
+    return 2 * u  # "dd": within one ulp of the result dtype
+
+
+def _choose_precision(target, dtype, terms, where):
+    """The cheapest mode whose :func:`_forward_error_bound` is at most ``target``."""
+    real = not dtype.is_complex
+    for mode in _MODES:
+        if mode == "dd" and not real:
+            continue
+        if _forward_error_bound(mode, dtype, terms) <= target:
+            return mode
+    best = _forward_error_bound("dd" if real else "kahan", dtype, terms)
+    raise ValueError(f"{where}: target_forward_error={target:g} is below what any precision mode guarantees "
+                     f"for {str(dtype)[6:]} results ({best:.3g}); ask for a wider dtype= or a larger target")
+
+
+def _target_arg(target, precision, where):
+    """``target_forward_error=``: None, or a positive finite float; exclusive with an explicit precision."""
+    if target is None:
+        return None
+    if isinstance(target, bool) or not isinstance(target, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{where}: target_forward_error must be a positive float or None, got {target!r}")
+    t = float(target)
+    if not (t > 0 and math.isfinite(t)):
+        raise ValueError(f"{where}: target_forward_error must be a positive finite float, got {target!r}")
+    if precision is not None:
+        raise ValueError(f"{where}: give precision= or target_forward_error=, not both "
+                         f"(precision={precision!r})")
+    return t
+
+
 @EINSUM.lowering("torch")
 def _einsum_torch(plan, operands, alpha, beta, C, compute_dtype, result_dtype, precision, autotune=None):
     """The contraction of canonical arguments: ``alpha * einsum + beta * C``.
 
     ``plan`` is the call's :class:`ContractionPlan`; ``operands`` tensors on one
     device; ``C`` None whenever ``beta == 0``; ``precision`` "fast",
-    "kahan" or "dd" (real operands); ``autotune`` as for :func:`einsum`.
+    "sr", "kahan" or "dd" (real operands); ``autotune`` as for :func:`einsum`.
     Returns a new tensor of ``result_dtype``.
     """
     plan_exec = plan._exec
@@ -290,7 +380,9 @@ def _einsum_torch(plan, operands, alpha, beta, C, compute_dtype, result_dtype, p
     elif _device.active(precision, operands):  # every step through an Op with a kernel (trntensor._device)
         ops = [x if x.dtype == compute_dtype else x.to(compute_dtype) for x in operands]
         R = _device.run(plan, ops, alpha, beta, C, compute_dtype)
-        return R if R.dtype == result_dtype else R.to(result_dtype)
+        if R.dtype == result_dtype:
+            return R
+        return _stochastic_round(R, result_dtype) if precision == "sr" else R.to(result_dtype)
     else:
         kernels = P._kernels_possible()
         use, rounds = P._route(plan, operands, autotune, kernels)
@@ -303,7 +395,7 @@ def _einsum_torch(plan, operands, alpha, beta, C, compute_dtype, result_dtype, p
             R = _run(plan_exec, ops, kernels, _decider(plan, rounds, threads, chosen))
             P._settle(plan, threads, chosen)
     if R.dtype != result_dtype:
-        R = R.to(result_dtype)
+        R = _stochastic_round(R, result_dtype) if precision == "sr" else R.to(result_dtype)
     if alpha != 1:
         R = R * alpha
     if C is not None:
@@ -348,8 +440,8 @@ def _dtype_arg(dtype, where):
 
 
 @V.numpy_io
-def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precision="fast", optimize="auto",
-           autotune=None):
+def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precision=None, optimize="auto",
+           autotune=None, target_forward_error=None):
     """Einstein summation with a planned pairwise contraction order.
 
     ``alpha * einsum(subscripts, *operands) + beta * out``, the contraction
@@ -380,11 +472,16 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
         ``"f32"``/``"float32"``, ``"f64"``/``"float64"`` (also ``"fp32"``,
         ``"fp64"``, ``"half"``, ``"float"``, ``"double"``, ``"complex64"``,
         ``"complex128"``; any case).
-    precision : {"fast", "kahan", "dd"}
-        ``"fast"``: the compute dtype throughout. ``"kahan"``: products and
-        sums in float64 (complex128) whatever the input dtype, rounded once
-        to the result dtype. ``"dd"``: double-double -- real operands only;
-        see Notes.
+    precision : {"fast", "sr", "kahan", "dd"}, optional
+        ``"fast"`` (the default): the compute dtype throughout. ``"sr"``
+        (alias ``"stochastic"``): bfloat16/float16 operands are contracted
+        in float32 (as the Tensor Engine accumulates in PSUM) and the result
+        is rounded to the result dtype stochastically
+        (unbiased: the error has mean
+        zero); other dtypes as ``"fast"``. ``"kahan"``: products and sums in
+        float64 (complex128) whatever the input dtype, rounded once to the
+        result dtype. ``"dd"``: double-double -- real operands only; see
+        Notes.
     optimize : {"auto", "optimal", "greedy", "none"} or bool
         The path optimizer (:func:`trntensor.plan_contraction`).
     autotune : bool, optional
@@ -393,6 +490,11 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
         GEMM step may run on ``numpy.matmul`` instead of torch when
         :mod:`trnsci.routes` measured it faster (see Notes). False: every
         step on torch.
+    target_forward_error : float, optional
+        Instead of ``precision``: the relative forward error the caller
+        accepts; the cheapest mode (``"fast"`` < ``"sr"`` < ``"kahan"`` <
+        ``"dd"``) whose bound (Notes) meets it runs. ``ValueError`` when no
+        mode does, or when ``precision`` is given as well.
 
     Returns
     -------
@@ -406,12 +508,24 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
     ValueError
         Subscripts/operand count mismatch, inconsistent sizes, invalid
         characters or an output index absent from the inputs (the message
-        names the index), ``beta != 0`` without ``out``, devices differ.
+        names the index), ``beta != 0`` without ``out``, devices differ,
+        a ``target_forward_error`` no mode meets.
     TypeError
         Non-tensor operands, bool dtypes, complex data with ``"dd"``.
 
     Notes
     -----
+    Forward error bounds, with
+    ``K`` the products summed into one output entry (the summed extents
+    multiplied), ``u`` the unit roundoff of the result dtype (bfloat16
+    2^-8, float16 2^-11, float32 2^-24, float64 2^-53), and the error
+    measured against ``sum |products|`` of the entry, to first order:
+    ``"fast"`` ``K u`` (Wilkinson); ``"sr"`` ``K 2^-24 + 2u`` for
+    bfloat16/float16 (float32 accumulation, then one rounding of at most
+    one ulp whose mean is zero), else as ``"fast"``; ``"kahan"``
+    ``K 2^-53 + u``; ``"dd"`` ``2u`` (the one-ulp result below). For
+    bfloat16 at K = 512: ``"fast"`` 2.0, ``"sr"`` 0.0078.
+
     ``"dd"``: every operand (and every intermediate, held as a float64
     pair ``hi + lo``) is split into slices whose pairwise products and
     sums are exact in float64 (the Ozaki scheme), until nothing of it is
@@ -474,9 +588,16 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
             dt = torch.promote_types(dt, x.dtype)
     if dtype is not None:
         dt = _dtype_arg(dtype, where)
-    prec = P._PRECISION(precision, "precision", where)
+    target = _target_arg(target_forward_error, precision, where)
+    prec = "fast" if precision is None else P._PRECISION(precision, "precision", where)
     opt = P._OPTIMIZE(optimize, "optimize", where)
     plan = P._plan(subscripts, tuple(tuple(x.shape) for x in ts), dt, dev, prec, opt, None, where)
+    if target is not None:
+        if not (dt.is_floating_point or dt.is_complex):
+            raise TypeError(f"{where}: target_forward_error takes floating operands, got {str(dt)[6:]}")
+        prec = _choose_precision(target, dt, _summed_terms(plan), where)
+        if prec != "fast":
+            plan = P._plan(subscripts, plan.shapes, dt, dev, prec, opt, None, where)
     if type(alpha) is not float:  # V.scalar's own fast path keeps plain ints; 2**70 becomes a float
         alpha = V.scalar(alpha, "alpha", where)
     if type(beta) is not float:
@@ -484,6 +605,8 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
     compute = dt
     if prec == "kahan":
         compute = P._HIGH.get(dt, dt)
+    elif prec == "sr":
+        compute = P._SR.get(dt, dt)
     elif prec == "dd":
         if dt.is_complex or not dt.is_floating_point:
             raise TypeError(f"{where}: precision='dd' takes real floating operands, got {str(dt)[6:]}")
@@ -499,7 +622,7 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
     return V.write_out(R, out, where)
 
 
-def multi_einsum(*contractions, precision="fast", optimize="auto"):
+def multi_einsum(*contractions, precision=None, optimize="auto", target_forward_error=None):
     """Several einsums; homogeneous ones run as one batched contraction.
 
     Parameters
@@ -509,8 +632,11 @@ def multi_einsum(*contractions, precision="fast", optimize="auto"):
         device are stacked along a new batch index and run as one einsum
         (one GEMM dispatch instead of many); an operand that is the same
         tensor in every member of a group is not copied.
-    precision, optimize
-        As for :func:`einsum`.
+    precision, optimize, target_forward_error
+        As for :func:`einsum`, for every contraction. With
+        ``target_forward_error`` each contraction gets the cheapest mode that
+        meets it for its own summed extent and dtype (a batched group shares
+        them, so it shares the mode).
 
     Returns
     -------
@@ -527,6 +653,8 @@ def multi_einsum(*contractions, precision="fast", optimize="auto"):
     True
     """
     where = "multi_einsum"
+    _target_arg(target_forward_error, precision, where)
+    kw = {"precision": precision, "optimize": optimize, "target_forward_error": target_forward_error}
     groups: dict = {}
     for k, c in enumerate(contractions):
         if not isinstance(c, (tuple, list)) or len(c) < 2 or not isinstance(c[0], str):
@@ -539,14 +667,14 @@ def multi_einsum(*contractions, precision="fast", optimize="auto"):
     for (sub, _), members in groups.items():
         if len(members) == 1 or "..." in sub:
             for k, ops in members:
-                results[k] = einsum(sub, *ops, precision=precision, optimize=optimize)
+                results[k] = einsum(sub, *ops, **kw)
             continue
         used = set(sub)
         free = [ch for ch in string.ascii_letters if ch not in used]
         z = free[0] if free else None
         if z is None:
             for k, ops in members:
-                results[k] = einsum(sub, *ops, precision=precision, optimize=optimize)
+                results[k] = einsum(sub, *ops, **kw)
             continue
         s = sub.replace(" ", "")
         lhs, rhs = s.split("->") if "->" in s else (s, None)
@@ -562,7 +690,7 @@ def multi_einsum(*contractions, precision="fast", optimize="auto"):
             else:
                 new_ops.append(torch.stack([m[1][p] for m in members]))
                 new_terms.append(z + t)
-        R = einsum(",".join(new_terms) + "->" + z + rhs, *new_ops, precision=precision, optimize=optimize)
+        R = einsum(",".join(new_terms) + "->" + z + rhs, *new_ops, **kw)
         for q, (k, _) in enumerate(members):
             results[k] = R[q]
     if numpy_in:

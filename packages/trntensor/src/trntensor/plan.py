@@ -52,20 +52,26 @@ _OPTIMIZE = V.Options({
     "auto": ("auto", True), "optimal": ("optimal", "dp"), "exhaustive": ("exhaustive",), "greedy": ("greedy",),
     "none": ("none", False),
 })
-_PRECISION = V.Options({"fast": ("fast",), "kahan": ("kahan",), "dd": ("dd", "double-double")})
+_PRECISION = V.Options({"fast": ("fast",), "sr": ("sr", "stochastic"), "kahan": ("kahan",),
+                        "dd": ("dd", "double-double")})
 # GEMM steps from this size go through trnblas: its call overhead (6-14 us, measured against torch.mm on
 # float64, one thread) is 94% of a 48^3 GEMM, 19% at 96^3, 8% at 128^3, 5% at 192^3.
 _TRNBLAS_MIN_FLOPS = 2 * 192**3
 _BLAS_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
+#: The compute dtype of precision="sr" (float32 accumulation, as in PSUM) per operand dtype.
+_SR = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
 #: The compute dtype of precision="kahan" (float64 accumulation) per operand dtype.
 _HIGH = {torch.float16: torch.float64, torch.bfloat16: torch.float64, torch.float32: torch.float64,
          torch.float64: torch.float64, torch.complex64: torch.complex128, torch.complex128: torch.complex128}
 
 
 def _compute_dtype(dtype, precision):
-    """The dtype the steps run in: the operands' (``"fast"``), widened (``"kahan"``), float64 (``"dd"``)."""
+    """The dtype the steps run in: the operands' (``"fast"``), float32 for half dtypes (``"sr"``),
+    widened (``"kahan"``), float64 (``"dd"``)."""
     if dtype is None:
         dtype = torch.get_default_dtype()
+    if precision == "sr":
+        return _SR.get(dtype, dtype)
     if precision == "kahan":
         return _HIGH.get(dtype, dtype)
     if precision == "dd":
@@ -765,7 +771,7 @@ def set_autotune(mode=True) -> int:
     Eligible: a GEMM or batched-GEMM step in float32/float64 on CPU, with
     operands that are plain tensors not requiring grad, under trnblas's
     backend ``"torch"`` or ``"auto"`` without a NeuronCore, precision
-    ``"fast"`` or ``"kahan"``; with more than one torch thread only steps
+    ``"fast"``, ``"sr"`` or ``"kahan"``; with more than one torch thread only steps
     that OpenBLAS runs on one thread (``M*N*K < 2^19``). As every route of
     the suite: keyed by the step's shape class (strategy, batch, M, N, K,
     dtype) and the thread count, remembered in the process and persisted
@@ -985,7 +991,7 @@ def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", m
         candidate pairs, ~10 s), else greedy. ``"none"`` (or ``False``): left to right. With every
         method, an index held by one operand only and absent from the
         output is summed first, as a step of its own.
-    precision : {"fast", "kahan", "dd"}
+    precision : {"fast", "sr", "kahan", "dd"}
         Recorded in the plan (it does not change the path).
     memory_limit : int or "max_input", optional
         Largest intermediate allowed, in elements (``"max_input"``: the
