@@ -160,9 +160,15 @@ class VirtualRegister(NKIObject):
 
 def _enum(call, name, value, enum_cls):
     if not isinstance(value, enum_cls):
+        hint = ""
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            member = next((m for m in enum_cls if m.value == int(value)), None)
+            if member is not None:
+                hint = f"; write nisa.{enum_cls.__name__}.{member.name}"
         call.fail(
-            f"'{name}' must be a nisa.{enum_cls.__name__} member, got {value!r} "
-            "(raw integers and strings are not accepted since NKI 0.3)"
+            f"'{name}' must be a nisa.{enum_cls.__name__} member, got {value!r}{hint} "
+            "(raw integers and strings are not accepted since NKI 0.3: nki/migration/index.rst, "
+            "'Integer enum constants no longer supported')"
         )
     return value
 
@@ -270,7 +276,7 @@ def get_nc_version():
 @instruction(
     "nisa.nc_matmul", engines=("tensor",), cost=cost_matmul,
     memory={"dst": "psum", "stationary": "sbuf", "moving": "sbuf"},
-    dtypes={"stationary": "float", "moving": "float", "dst": "float32"},
+    dtypes={"stationary": "float", "moving": "float", "dst": "float"},
 )
 def nc_matmul(call, dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
               is_transpose=False, accumulate=None, tile_position=(), tile_size=(),
@@ -279,6 +285,14 @@ def nc_matmul(call, dst, stationary, moving, is_stationary_onezero=False, is_mov
     for n, t in (("stationary", stationary), ("moving", moving), ("dst", dst)):
         _need_tile(call, n, t)
     _enum(call, "perf_mode", perf_mode, matmul_perf_mode)
+    # dst dtype (isa stub "Data types": dst float32 on NeuronCore-v2/v3). Transpose mode on
+    # NeuronCore-v3+ writes FP16/BF16 PSUM output for an FP16/BF16 transpose (trainium2_arch.rst,
+    # "Transpose mode"; fp8 input gives 16-bit elements, not modeled); NeuronCore-v2 has no native
+    # transpose mode, so there the instruction stays a matmul with an fp32 dst.
+    transpose16 = (bool(is_transpose) and call.target != "trn1" and stationary.dtype in (dt.bfloat16, dt.float16))
+    if not dt.is_fp32(dst.dtype) and not (transpose16 and dst.dtype == stationary.dtype):
+        want = f"float32 or {stationary.dtype} (is_transpose=True)" if transpose16 else "float32"
+        call.fail(f"operand 'dst' ('{dst.name}') has dtype {dst.dtype}; it must be {want}")
     if perf_mode is matmul_perf_mode.double_row:
         if call.target == "trn1":
             call.fail("perf_mode=double_row is not supported on NeuronCore-v2 (trn1)")
@@ -318,6 +332,14 @@ def nc_matmul(call, dst, stationary, moving, is_stationary_onezero=False, is_mov
     acc = None if accumulate is None else bool(accumulate)
     state = dst._mask_read()
     res = _matmul_values(call, stationary, moving)
+    if transpose16 and dst.dtype == stationary.dtype:
+        # bit-accurate transpose (NaN/Inf kept): dst[m, j] = stationary[j, m], moving the identity
+        if k != n or not np.array_equal(dt.to_fp32(moving._read()), np.eye(k, dtype=np.float32)):
+            call.fail(f"is_transpose=True with a 16-bit 'dst' transposes 'stationary': 'moving' must be the "
+                      f"({k}, {k}) identity, got shape {moving.shape}")
+        dst._write(stationary._read().T)
+        dst._mask_write(2)
+        return
     if acc is None:
         # isa stub: None infers "first write overwrites, subsequent writes accumulate" -- elements no
         # matmul has written yet (fresh, or value-initialized by memset/copy) are overwritten

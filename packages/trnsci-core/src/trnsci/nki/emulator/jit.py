@@ -85,9 +85,13 @@ def _unwrap(x):
                 "HBM tensors (nl.ndarray(..., buffer=nl.shared_hbm) written with nl.store)"
             )
         if x.buffer is not mem.shared_hbm:
+            # NKI 0.3.0 release notes ("Output tensors must use buffer=nl.shared_hbm. Using nl.hbm causes
+            # compilation failures") and nki/migration/index.rst say the same; the kernel-optimization
+            # tutorial's nl.hbm outputs (dated 12/02/2025) predate that release (04/09/2026)
             raise EmulatorError(
                 f"kernel returned '{x.name}' allocated in nl.{x.buffer.name}; kernel outputs must be allocated "
-                "with buffer=nl.shared_hbm since NKI 0.3 (nki/migration/index.rst)"
+                "with buffer=nl.shared_hbm since NKI 0.3 (release-notes/components/nki.rst 0.3.0, "
+                "nki/migration/index.rst 'Output tensors must use nl.shared_hbm')"
             )
         return np.array(x._read(), copy=True)
     if isinstance(x, tuple):
@@ -135,6 +139,7 @@ def run(kernel, args, kwargs, target=None):
             ctx.program_id = pid
             ctx.shared_index = 0
             result = fn(*wargs, **wkw)
+        ctx.check_capacity()
         out = _unwrap(result)
         del result, wargs, wkw
     return out, ctx.profile()
