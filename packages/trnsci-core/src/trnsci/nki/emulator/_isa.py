@@ -1550,6 +1550,69 @@ def register_store(dst, src):
 
 
 # ===========================================================================
+# multi-core (LNC2): grid programs are concurrent threads (multicore.py)
+
+_GPSIMD_DMA_BYTES = {4: 1024, 2: 512, 1: 256}  # isa stub sendrecv: per-partition limit of gpsimd_dma by itemsize
+
+
+def _scheduler(call, what):
+    s = call.ctx.scheduler
+    if s is None or s.n < 2:
+        call.fail(f"{what} synchronises the programs of a multi-core launch (LNC2: kernel[2](...)); this kernel "
+                  "runs as a single program")
+    return s
+
+
+@instruction(
+    "nisa.sendrecv", engines=("dma",), memory={"src": "sbuf", "dst": "sbuf"}, targets=("trn2",),
+)
+def sendrecv(call, src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None):
+    """Send ``src`` to core ``send_to_rank``'s ``dst`` while receiving ``recv_from_rank``'s ``src`` into ``dst``."""
+    _need_tile(call, "src", src)
+    _need_tile(call, "dst", dst)
+    _enum(call, "dma_engine", dma_engine, globals()["dma_engine"])
+    if src.dtype != dst.dtype:
+        call.fail(f"'src' ({src.dtype}) and 'dst' ({dst.dtype}) must have the same dtype")
+    if src.shape != dst.shape:
+        call.fail(f"'src' {src.shape} and 'dst' {dst.shape} must have the same shape and layout")
+    for n, r in (("send_to_rank", send_to_rank), ("recv_from_rank", recv_from_rank)):
+        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or int(r) not in (0, 1):
+            call.fail(f"'{n}' must be 0 or 1 (the two NeuronCores of an LNC2 pair), got {r!r}")
+    if dma_engine is globals()["dma_engine"].gpsimd_dma:
+        limit = _GPSIMD_DMA_BYTES.get(src.dtype.itemsize)
+        per_part = O.elems(src) * src.dtype.itemsize
+        if limit is not None and per_part > limit:
+            call.fail(f"dma_engine=gpsimd_dma moves at most {limit} bytes per partition of "
+                      f"{8 * src.dtype.itemsize}-bit data, got {per_part}")
+    s = _scheduler(call, "nisa.sendrecv")
+    if int(send_to_rank) >= s.n or int(recv_from_rank) >= s.n:
+        call.fail(f"ranks {send_to_rank} / {recv_from_rank}: the launch has {s.n} programs")
+    payload = np.array(src._read(), copy=True)
+    data = s.exchange("nisa.sendrecv", payload, int(send_to_rank), int(recv_from_rank), pipe_id)
+    dst._write(data)
+    call.ctx.counters.dma(src.shape[0], src.nbytes, instr="nisa.sendrecv")
+
+
+@instruction(
+    "nisa.core_barrier", engines=("gpsimd", "vector", "scalar", "tensor"), memory={"data": "hbm"},
+    targets=("trn2",),
+)
+def core_barrier(call, data, cores, engine=engine.gpsimd, name=None):
+    """Every core in ``cores`` waits here until all of them arrived (``data``: the shared HBM tensor)."""
+    if not isinstance(data, Tensor) or data.buffer is not mem.shared_hbm:
+        call.fail("'data' must be a tensor in shared HBM (nl.shared_hbm, or a kernel argument)")
+    try:
+        cs = tuple(int(c) for c in cores)
+    except TypeError:
+        call.fail(f"'cores' must be a tuple of core indices, got {cores!r}")
+    if cs != (0, 1):
+        call.fail(f"only cores=(0, 1) is supported (LNC2), got {cores!r}")
+    s = _scheduler(call, "nisa.core_barrier")
+    s.barrier("nisa.core_barrier", cs)
+    call.issue(engine or "gpsimd", 1)
+
+
+# ===========================================================================
 # in NKI 0.6 but not emulated: random numbers (hardware PRNG bits), multi-core,
 # and NeuronCore-v4 (trn3) instructions
 
@@ -1560,8 +1623,6 @@ def _sig_set_rng_seed(src_seeds, name=None): ...
 def _sig_rand_set_state(src_seeds, engine=engine.gpsimd, name=None): ...
 def _sig_rand_get_state(dst, engine=engine.gpsimd, name=None): ...
 def _sig_rand2(dst, min, max, name=None): ...  # noqa: A002
-def _sig_core_barrier(data, cores, engine=engine.gpsimd, name=None): ...
-def _sig_sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None): ...
 def _sig_nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
                       accumulate=None, name=None): ...
 def _sig_activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False, reverse1=False,
@@ -1578,9 +1639,6 @@ dropout = not_emulated("nisa.dropout", _sig_dropout, _PRNG)
 set_rng_seed = not_emulated("nisa.set_rng_seed", _sig_set_rng_seed, _PRNG)
 rand_set_state = not_emulated("nisa.rand_set_state", _sig_rand_set_state, _PRNG, targets=("trn2",))
 rand_get_state = not_emulated("nisa.rand_get_state", _sig_rand_get_state, _PRNG, targets=("trn2",))
-core_barrier = not_emulated("nisa.core_barrier", _sig_core_barrier, "multi-core (LNC2) is not modeled",
-                            targets=("trn2",))
-sendrecv = not_emulated("nisa.sendrecv", _sig_sendrecv, "multi-core (LNC2) is not modeled", targets=("trn2",))
 _V4 = "available only on NeuronCore-v4 (trn3); the emulator models trn1 and trn2"
 rand2 = not_emulated("nisa.rand2", _sig_rand2, _V4, targets=("trn3",))
 nc_matmul_mx = not_emulated("nisa.nc_matmul_mx", _sig_nc_matmul_mx, _V4, targets=("trn3",))
@@ -1592,7 +1650,7 @@ topk = not_emulated("nisa.topk", _sig_topk, "the 16-partition snake layout of th
 
 for _f, _n in ((rng, "rng"), (dropout, "dropout"), (set_rng_seed, "set_rng_seed"),
                (rand_set_state, "rand_set_state"), (rand_get_state, "rand_get_state"), (rand2, "rand2"),
-               (core_barrier, "core_barrier"), (sendrecv, "sendrecv"), (nc_matmul_mx, "nc_matmul_mx"),
+               (nc_matmul_mx, "nc_matmul_mx"),
                (activate2, "activate2"), (exponential, "exponential"), (quantize_mx, "quantize_mx"),
                (topk, "topk")):
     _f.__name__ = _n

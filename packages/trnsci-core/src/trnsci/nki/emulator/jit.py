@@ -10,7 +10,6 @@ arrays (a tuple if the kernel returns a tuple).
 """
 
 import functools
-import itertools
 import types
 
 import numpy as np
@@ -18,6 +17,7 @@ import numpy as np
 from . import memory as mem
 from ._blas import blas_threads
 from .errors import EmulatorError
+from .multicore import Scheduler
 
 
 class Kernel:
@@ -134,9 +134,11 @@ def run(kernel, args, kwargs, target=None):
         wargs = [_wrap(a, n) for a, n in zip(args, names)]
         wkw = {k: _wrap(v, k) for k, v in kwargs.items()}
         ctx.grid = grid
-        result = None
-        for pid in itertools.product(*(range(g) for g in grid)) if grid else [()]:
-            ctx.program_id = pid
+        if grid:  # programs as concurrent threads, one running at a time (multicore.py)
+            ctx.scheduler = Scheduler(ctx, grid)
+            result = ctx.scheduler.run(fn, wargs, wkw)
+        else:
+            ctx.program_id = ()
             ctx.shared_index = 0
             result = fn(*wargs, **wkw)
         ctx.check_capacity()

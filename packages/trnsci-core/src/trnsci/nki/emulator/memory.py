@@ -169,8 +169,8 @@ class TraceContext:
                 events.append((r[3] + 1, 0, r))
             events.sort(key=lambda e: (e[0], e[1], e[2][4]))
             live = {}
-            best = (-1, -1, None)  # (bytes, banks, step)
-            over = None
+            top_bytes = (0, 0, None, ())  # (bytes, banks, step, live records) at the byte peak
+            top_banks = (0, 0, None, ())  # ... at the bank peak
             k = 0
             while k < len(events):
                 step = events[k][0]
@@ -182,24 +182,30 @@ class TraceContext:
                         live.pop(r[4], None)
                     k += 1
                 used, banks = _usage(live.values(), bank)
-                if used > best[0]:
-                    best = (used, banks, step)
-                if over is None and (used > limit or (kind == "psum" and banks > t.psum_banks)):
-                    over = (used, banks, step, sorted(live.values(), key=lambda r: -r[5]))
-            if best[0] > self.peak[kind]:
-                self.peak[kind] = best[0]
+                if used > top_bytes[0]:
+                    top_bytes = (used, banks, step, tuple(live.values()) if used > limit else ())
+                if banks > top_banks[1]:
+                    top_banks = (used, banks, step, tuple(live.values()) if banks > t.psum_banks else ())
+            if top_bytes[0] > self.peak[kind]:
+                self.peak[kind] = top_bytes[0]
+            over = None
+            if top_bytes[0] > limit:
+                over = top_bytes
+            elif kind == "psum" and top_banks[1] > t.psum_banks:
+                over = top_banks
             if over is not None:
                 used, banks, step, tiles = over
+                tiles = sorted(tiles, key=lambda r: r[4])
                 names = ", ".join(f"'{r[6]}' {r[7]} {r[8]} ({r[5]} B)" for r in tiles[:12])
                 more = f" and {len(tiles) - 12} more" if len(tiles) > 12 else ""
                 prog = f" (program {_prog})" if self.grid else ""
                 if used > limit:
-                    what = (f"{kind.upper()} capacity exceeded on {t.name}{prog}: the tiles live at instruction "
-                            f"{step} need {used} bytes per partition of {kind.upper()}, but {t.name} has "
-                            f"{limit} bytes per partition")
+                    what = (f"{kind.upper()} capacity exceeded on {t.name}{prog}: at its peak (instruction "
+                            f"{step}) the live tiles need {used} bytes per partition of {kind.upper()}, "
+                            f"but {t.name} has {limit} bytes per partition")
                 else:
-                    what = (f"PSUM capacity exceeded on {t.name}{prog}: the tiles live at instruction {step} "
-                            f"need {banks} live PSUM banks of {bank} bytes, but {t.name} has {t.psum_banks} "
+                    what = (f"PSUM capacity exceeded on {t.name}{prog}: at its peak (instruction {step}) the live "
+                            f"tiles need {banks} live PSUM banks of {bank} bytes, but {t.name} has {t.psum_banks} "
                             "banks per partition")
                 raise EmulatorError(
                     f"{what}. Capacity is counted by liveness (first to last use of each tile); live there: "
