@@ -15,6 +15,7 @@ from . import nisa, nl
 from ._table import INSTRUCTIONS
 from .errors import EmulatorError, NkiValidationError, NotEmulatedError, RemovedAPIError
 from .jit import Kernel, _make_nki_namespace, jit, profile, simulate, simulate_kernel
+from .numerics import bf16_products, bf16_products_mode
 from .profile import TARGETS, KernelProfile, Target
 
 nki = _make_nki_namespace(nl, nisa)
@@ -36,4 +37,6 @@ __all__ = [
     "simulate_kernel",
     "TARGETS",
     "Target",
+    "bf16_products",
+    "bf16_products_mode",
 ]

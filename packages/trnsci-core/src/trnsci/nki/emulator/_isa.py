@@ -27,6 +27,7 @@ from ._table import (
 )
 from .errors import NkiValidationError, fail
 from .memory import NKIObject, Tensor
+from .numerics import matmul_rounded_products
 
 F32 = np.float32
 FP32_MIN = float(np.finfo(np.float32).min)
@@ -366,7 +367,12 @@ def _matmul_values(call, stationary, moving):
     k, m = stationary.shape
     n = moving.shape[1]
     lowp = not (dt.is_fp32(stationary.dtype) or dt.is_fp32(moving.dtype))
-    res = dt.to_fp32(stationary._read()).T @ dt.to_fp32(moving._read())
+    if (stationary.dtype == dt.bfloat16 and moving.dtype == dt.bfloat16
+            and call.ctx.bf16_products == "rounded"):
+        # trn1/trn2 round each bf16 x bf16 product to bf16 before fp32 accumulation (numerics.py)
+        res = matmul_rounded_products(dt.to_fp32(stationary._read()), dt.to_fp32(moving._read()))
+    else:
+        res = dt.to_fp32(stationary._read()).T @ dt.to_fp32(moving._read())
     call.issue("tensor", n, m=m, lowp=lowp)
     c = call.ctx.counters
     if lowp:

@@ -94,7 +94,10 @@ class TraceContext:
         self.program_id = ()
         self.program_index = 0
         self.grid = ()
-        self.scheduler = None  # multi-program launches: jit._Scheduler
+        self.scheduler = None  # multi-program launches: multicore.Scheduler
+        from .numerics import bf16_products_mode
+
+        self.bf16_products = bf16_products_mode()  # "rounded" | "exact", fixed for the run (numerics.py)
         self.writebacks = []  # (caller's non-contiguous array, dense storage)
         self._prev = None
 
