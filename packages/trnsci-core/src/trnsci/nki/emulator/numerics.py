@@ -83,13 +83,32 @@ def round_to_bf16(x):
     return r
 
 
-def matmul_rounded_products(s, m, chunk_elems=1 << 22):
-    """``s.T @ m`` (fp32 arrays of bf16 values) with every product rounded to bf16, summed in fp32."""
+def matmul_rounded_products(s, m, chunk_elems=1 << 18):
+    """``s.T @ m`` (fp32 arrays of bf16 values) with every product rounded to bf16, summed in fp32.
+
+    Forms ``chunk_elems`` products at a time in a reused buffer and rounds them in place on their
+    bits (round to nearest even at bit 16: add 0x7FFF plus the kept lowest bit, clear the low half;
+    Inf stays Inf, NumPy's quiet NaNs stay NaN).  Cost: K M N elementwise operations, about 50 ms for
+    a 128 x 128 x 512 matmul on a loaded 2-core box -- use ``bf16_products("exact")`` for runs
+    that check only counters.
+    """
     k, mm = s.shape
     n = m.shape[1]
-    out = np.zeros((mm, n), dtype=np.float32)
-    step = max(1, chunk_elems // max(1, mm * n))
-    for k0 in range(0, k, step):
-        prod = s[k0:k0 + step, :, None] * m[k0:k0 + step, None, :]
-        out += round_to_bf16(prod).sum(axis=0, dtype=np.float32)
-    return out
+    s = np.ascontiguousarray(s, dtype=np.float32)
+    m = np.ascontiguousarray(m, dtype=np.float32)
+    out = np.zeros(mm * n, dtype=np.float32)
+    kb = max(1, min(k, chunk_elems // max(1, mm * n)))
+    buf = np.empty((kb, mm, n), dtype=np.float32)
+    tmp = np.empty((kb, mm, n), dtype=np.uint32)
+    for k0 in range(0, k, kb):
+        w = min(kb, k - k0)
+        p, t = buf[:w], tmp[:w]
+        np.multiply(s[k0:k0 + w, :, None], m[k0:k0 + w, None, :], out=p)
+        bits = p.view(np.uint32)
+        np.right_shift(bits, np.uint32(16), out=t)
+        np.bitwise_and(t, np.uint32(1), out=t)
+        t += np.uint32(0x7FFF)
+        bits += t
+        bits &= np.uint32(0xFFFF0000)
+        out += p.reshape(w, -1).sum(axis=0, dtype=np.float32)
+    return out.reshape(mm, n)
