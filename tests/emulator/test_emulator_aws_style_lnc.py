@@ -62,6 +62,20 @@ def test_multicore_rules(K):
         profile(K.lnc_pair_sum, x, target="trn2")  # launched without a grid
     with pytest.raises(NkiValidationError, match="nisa.sendrecv: not available on NeuronCore-v2"):
         profile(K.lnc_pair_sum[2], x, target="trn1")
+    def lone_barrier(a):  # one program: nothing to wait for (nki-library's router_topk does this at LNC=1)
+        import nki.isa as nisa
+        import nki.language as nl
+
+        nisa.core_barrier(a, (0, 1))
+        o = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        nisa.dma_copy(dst=o, src=t)
+        return o
+
+    out, prof = profile(tn.nki.jit(lone_barrier), x[0], target="trn2")
+    np.testing.assert_array_equal(out, x[0])
+    assert prof.by_instruction["nisa.core_barrier@gpsimd"] == 1
     with pytest.raises(NkiValidationError, match="nisa.core_barrier: only cores=\\(0, 1\\)"):
         def bad(a):
             import nki.isa as nisa

@@ -1613,8 +1613,11 @@ def core_barrier(call, data, cores, engine=engine.gpsimd, name=None):
         call.fail(f"'cores' must be a tuple of core indices, got {cores!r}")
     if cs != (0, 1):
         call.fail(f"only cores=(0, 1) is supported (LNC2), got {cores!r}")
-    s = _scheduler(call, "nisa.core_barrier")
-    s.barrier("nisa.core_barrier", cs)
+    s = call.ctx.scheduler
+    if s is not None and s.n > 1:
+        s.barrier("nisa.core_barrier", cs)
+    # a single-program launch has no other core to wait for: the barrier completes at once
+    # (nki-library's router_topk issues it unconditionally and runs at LNC=1)
     call.issue(engine or "gpsimd", 1)
 
 
