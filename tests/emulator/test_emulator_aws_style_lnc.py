@@ -139,3 +139,26 @@ def test_hbm_outputs_stay_refused_citing_the_release_notes():
 
     with pytest.raises(EmulatorError, match="must be allocated with buffer=nl.shared_hbm since NKI 0.3"):
         simulate(k, np.zeros((4, 4), F32))
+
+
+def test_jit_kernel_called_inside_a_kernel_is_traced_inline():
+    """nki-library's wrappers call their implementation kernels: same trace, target and program."""
+    from trnsci.nki.emulator import nisa, nki, nl
+
+    @nki.jit
+    def inner(a, out):
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        nisa.tensor_copy(dst=t, src=t, engine=nisa.engine.scalar)  # Scalar Engine copy: trn2 only
+        nisa.dma_copy(dst=out, src=t)
+
+    @nki.jit
+    def wrapper(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        inner(a, out)
+        return out
+
+    x = RNG.standard_normal((4, 8)).astype(F32)
+    out, prof = profile(wrapper, x, target="trn2")
+    np.testing.assert_array_equal(out, x)
+    assert prof.by_instruction["nisa.tensor_copy@scalar"] == 1  # counted in the caller's profile

@@ -30,6 +30,10 @@ class Kernel:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
+        if mem.active() is not None:
+            # a jit kernel called from inside a running kernel (nki-library's wrappers call their
+            # implementation kernels this way) is traced inline: same trace, target and program
+            return self.fn(*args, **kwargs)
         out, _ = run(self, args, kwargs)
         return out
 
