@@ -332,8 +332,9 @@ def nc_matmul(call, dst, stationary, moving, is_stationary_onezero=False, is_mov
         call.fail(f"'dst' shape {dst.shape} does not match stationary.T @ moving shape ({m}, {n})")
     acc = None if accumulate is None else bool(accumulate)
     state = dst._mask_read()
-    res = _matmul_values(call, stationary, moving)
-    if transpose16 and dst.dtype == stationary.dtype:
+    bit_transpose = transpose16 and dst.dtype == stationary.dtype
+    res = _matmul_values(call, stationary, moving, compute=not bit_transpose)
+    if bit_transpose:
         # bit-accurate transpose (NaN/Inf kept): dst[m, j] = stationary[j, m], moving the identity
         if k != n or not np.array_equal(dt.to_fp32(moving._read()), np.eye(k, dtype=np.float32)):
             call.fail(f"is_transpose=True with a 16-bit 'dst' transposes 'stationary': 'moving' must be the "
@@ -363,11 +364,13 @@ def nc_matmul(call, dst, stationary, moving, is_stationary_onezero=False, is_mov
     dst._mask_write(2)
 
 
-def _matmul_values(call, stationary, moving):
+def _matmul_values(call, stationary, moving, compute=True):
     k, m = stationary.shape
     n = moving.shape[1]
     lowp = not (dt.is_fp32(stationary.dtype) or dt.is_fp32(moving.dtype))
-    if (stationary.dtype == dt.bfloat16 and moving.dtype == dt.bfloat16
+    if not compute:
+        res = None
+    elif (stationary.dtype == dt.bfloat16 and moving.dtype == dt.bfloat16
             and call.ctx.bf16_products == "rounded"):
         # trn1/trn2 round each bf16 x bf16 product to bf16 before fp32 accumulation (numerics.py)
         res = matmul_rounded_products(dt.to_fp32(stationary._read()), dt.to_fp32(moving._read()))
