@@ -7,7 +7,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from trnsci.nki.emulator import EmulatorError, KernelProfile, nisa, nki, nl, profile, simulate
+from trnsci.nki.emulator import EmulatorError, KernelProfile, bf16_products, nisa, nki, nl, profile, simulate
 
 F32 = np.float32
 
@@ -252,9 +252,16 @@ def test_matmul_bf16_operands_rounded_fp32_accumulate():
     out, p = profile(k, s, m)
     sb = s.astype(ml_dtypes.bfloat16).astype(np.float64)
     mb = m.astype(ml_dtypes.bfloat16).astype(np.float64)
-    np.testing.assert_allclose(out, sb.T @ mb, rtol=0, atol=1e-4)
-    assert np.abs(out - s.astype(np.float64).T @ m).max() > 1e-3  # the rounding is real
+    # default: each bf16 x bf16 product rounded to bf16 (exact in fp32 first), summed in fp32 (numerics.py;
+    # trnfft's trn1/trn2 measurement). fp32 accumulation of 128 O(1) terms: error ~1e-5 << atol 1e-4
+    prods = (sb[:, :, None] * mb[:, None, :]).astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+    np.testing.assert_allclose(out, prods.sum(axis=0), rtol=0, atol=1e-4)
+    assert np.abs(out - sb.T @ mb).max() > 1e-3  # the product rounding is real
     assert p.flops_bf16 == 2 * 128 * 64 * 96 and p.flops_fp32 == 0
+    with bf16_products("exact"):  # the switch: exact products (a CPU fp32 fallback's numerics)
+        out_exact = profile(k, s, m)[0]
+    np.testing.assert_allclose(out_exact, sb.T @ mb, rtol=0, atol=1e-4)
+    assert np.abs(out - s.astype(np.float64).T @ m).max() > 1e-3  # the input rounding is real too
 
 
 def test_nl_matmul_and_transpose():

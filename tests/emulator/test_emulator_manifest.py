@@ -15,13 +15,14 @@ import pathlib
 import numpy as np
 import pytest
 
-from trnsci.nki.emulator import nisa, nki, nl
+from trnsci.nki.emulator import _nl07, nisa, nki, nl
 from trnsci.nki.emulator.errors import NkiValidationError, RemovedAPIError
 
 MANIFEST = json.loads((pathlib.Path(__file__).parent / "nki_0_6_manifest.json").read_text())
 MODULES = {"nki": nki, "nki.language": nl, "nki.isa": nisa}
 # names a module has besides its stub's defs: the submodules of the package
-EXTRA = {"nki": {"language", "isa"}, "nki.language": set(), "nki.isa": set()}
+# and nki.language's NKI 0.7 additions (tiled/blocked layouts; tested in test_emulator_nki07.py)
+EXTRA = {"nki": {"language", "isa"}, "nki.language": set(_nl07.NAMES_0_7), "nki.isa": set()}
 
 
 def _nl_names():
@@ -182,12 +183,34 @@ def _fake_nki(monkeypatch, version):
     return mod, lang, isa
 
 
-def test_shim_takes_aws_nki_0_6(monkeypatch):
+@pytest.mark.parametrize("version", ["0.6.0", "0.7.0"])
+def test_shim_takes_aws_nki_0_6_and_0_7(monkeypatch, version):
+    import warnings
+
     import trnsci.nki as shim
 
     monkeypatch.delenv("TRNSCI_NKI", raising=False)
-    mod, lang, isa = _fake_nki(monkeypatch, "0.6.0")
-    assert shim._load_toolchain() == ("neuron", mod, lang, isa, None)
+    mod, lang, isa = _fake_nki(monkeypatch, version)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a supported release: no warning
+        assert shim._load_toolchain() == ("neuron", mod, lang, isa, None)
+
+
+def test_shim_uses_a_newer_nki_with_a_warning(monkeypatch):
+    import trnsci.nki as shim
+
+    monkeypatch.delenv("TRNSCI_NKI", raising=False)
+    mod, lang, isa = _fake_nki(monkeypatch, "0.8.0")
+    with pytest.warns(RuntimeWarning, match="newer than the releases the kernels are written for"):
+        assert shim._load_toolchain() == ("neuron", mod, lang, isa, None)
+
+
+def test_emulator_reports_the_modeled_release():
+    import trnsci.nki as shim
+    from trnsci.nki import emulator
+
+    assert emulator.NKI_VERSION == "0.7.0" and emulator.NKI_VERSIONS == ("0.6.0", "0.7.0")
+    assert shim.SUPPORTED_NKI_VERSIONS == ((0, 6), (0, 7))
 
 
 @pytest.mark.parametrize("version", ["0.5.1", None])

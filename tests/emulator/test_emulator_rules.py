@@ -57,12 +57,23 @@ def test_psum_tile_free_size_at_most_2kib():
     assert "4096 bytes per partition" in msg
 
 
+def _use_all_at_end(tiles):
+    """Write every tile, then read them all after the last write: all are live at once."""
+    for t in tiles:
+        nisa.memset(t, 0.0)
+    sink = nl.ndarray(tiles[0].shape, dtype=tiles[0].dtype, buffer=nl.sbuf)
+    for t in tiles:
+        nisa.tensor_copy(sink, t)
+
+
 def test_psum_banks_exhausted():
     def k():
-        tiles = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(9)]
-        return tiles
+        # nine 1 KiB tiles: 9 KiB fits the 16 KiB, but each unplaced tile takes a bank of its own
+        _use_all_at_end([nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.psum, name=f"acc{i}")
+                         for i in range(9)])
 
-    _raises(k, match="PSUM capacity exceeded on trn1")
+    msg = _raises(k, match="PSUM capacity exceeded on trn1")
+    assert "9 live PSUM banks" in msg and "'acc0'" in msg and "'acc8'" in msg  # names the tiles live at the peak
 
 
 def _mm_kernel(s_shape, m_shape, dst_shape=None, dst_buf=nl.psum, dst_dtype=nl.float32, s_buf=nl.sbuf):
@@ -192,25 +203,58 @@ def test_capacity_counts_live_allocations_only():
         keep = []
         for _ in nl.affine_range(2):
             keep.append(nl.ndarray((128, 25 * 1024), dtype=nl.float32, buffer=nl.sbuf))
+        _use_all_at_end(keep)
 
     _, p = profile(k)
     assert p.peak_sbuf_bytes == 100 * 1024
-    _raises(k_keep, match="SBUF capacity exceeded on trn1")
+    msg = _raises(k_keep, match="SBUF capacity exceeded on trn1")
+    assert "307200 bytes per partition" in msg  # both tiles plus the sink they are read into
 
 
-def test_bool_of_tile_is_an_error():
+def test_capacity_counts_liveness_not_python_lifetime():
+    """Twenty PSUM tiles held by one function, each evacuated right after its matmul: the
+    compiler allocates by liveness (first write to last read), so at most two are live at once."""
     def k(a):
-        t = nl.load(a)
-        if nl.greater(t, 0.0):
-            pass
+        x = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(x, a)
+        out = nl.ndarray((20 * 128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        accs = []  # every PSUM tile stays referenced until the kernel returns
+        for i in range(20):
+            acc = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum, name=f"acc{i}")
+            nisa.nc_matmul(acc, x, x)
+            y = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(y, acc)
+            nisa.dma_copy(out[i * 128:(i + 1) * 128, :], y)
+            accs.append(acc)
+        return out
 
-    def k2(a):
-        t = nl.load(a)
-        while t < 1.0:
-            break
+    a = np.eye(128, dtype=F32) * 2
+    out, p = profile(k, a)
+    np.testing.assert_array_equal(out, np.tile(a.T @ a, (20, 1)))
+    assert p.peak_psum_bytes == 512  # one (128, 128) fp32 tile: each is dead once copied out
 
-    _raises(k, np.ones((2, 2), F32), match="bool\\(\\) of tile.*control flow")
-    _raises(k2, np.ones((2, 2), F32), match="bool\\(\\) of tile")
+    def k_unused():
+        nl.ndarray((128, 25 * 1024), dtype=nl.float32, buffer=nl.sbuf)  # never touched: never live
+        nl.ndarray((128, 25 * 1024), dtype=nl.float32, buffer=nl.sbuf)
+
+    assert profile(k_unused)[1].peak_sbuf_bytes == 0
+
+
+def test_bool_of_tile_is_python_truth():
+    """The 0.6 NkiTensor defines no __bool__: a tile is truthy (presence, never its values)."""
+    def k(a, bias=None):
+        t = nl.load(a)
+        o = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
+        cfg = {"bias": bias}
+        if cfg["bias"] and nl.greater(t, 0.0):  # both tiles: True regardless of the values
+            t = nl.add(t, nl.load(bias))
+        nl.store(o, t)
+        return o
+
+    a = -np.ones((2, 2), F32)  # every element fails `> 0`: only Python truth can take the branch
+    np.testing.assert_array_equal(simulate(k, a, bias=np.full((2, 2), 2.0, F32)), a + 2)
+    np.testing.assert_array_equal(simulate(k, a), a)
+
 
 
 def test_compute_on_hbm_operand_rejected():

@@ -6,7 +6,11 @@ in float64). Bound per entry: one rounding of the result to the input dtype
 terms (``(k + 2) 2^-24 * sum |terms|``); the tests use ``2 u |ref| +
 (k + 2) 2^-24 * mag + tiny`` with ``mag`` the same formula on absolute values.
 Both the torch path and the simulator (kernel, or the torch fallback the
-plan names) are held to it. Integer and bool inputs stay TypeErrors.
+plan names) are held to it. On the simulator, bf16 adds ``u * mag``: the
+Tensor Engine of trn1/trn2 rounds every bf16 x bf16 product to bf16 before
+fp32 accumulation (trnfft's hardware measurement, modeled by the emulator:
+``trnsci.nki.emulator.numerics``), which is one more rounding of each term.
+Integer and bool inputs stay TypeErrors.
 """
 
 import numpy as np
@@ -134,6 +138,8 @@ def test_low_precision_within_the_stated_bound(name, dtype, backend):
     assert R.dtype is dtype
     err = np.abs(_np(R) - ref)
     bound = 2 * U[dtype] * np.abs(ref) + (k + 2) * 2.0 ** -24 * mag + 1e-30
+    if backend == "simulator" and dtype is torch.bfloat16:  # each product rounded to bf16 (module doc)
+        bound = bound + U[dtype] * mag
     if name in ("trsv", "trsm"):  # a solve: the backward-stable bound, n u_fp32 cond ~ 30 * 2^-24 * |x| * 30
         bound = bound + 30 * 2.0 ** -24 * mag
     assert np.all(err <= bound), f"max excess {(err - bound).max():.3g}"

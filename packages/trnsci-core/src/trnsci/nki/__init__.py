@@ -5,9 +5,10 @@ Kernels import through this module and never name a toolchain directly::
     from trnsci.nki import nki, nl, nisa
 
 ``SOURCE`` says which one was taken: ``"neuron"`` (AWS's ``nki`` package,
-NKI >= 0.6 = Neuron SDK >= 2.32, imported as ``import nki``,
-``import nki.language as nl``, ``import nki.isa as nisa``) or ``"emulator"``
-(:mod:`trnsci.nki.emulator`, NumPy, which models NKI 0.6). An older ``nki``
+NKI 0.6 or 0.7 = Neuron SDK 2.32 / 2.33, imported as ``import nki``,
+``import nki.language as nl``, ``import nki.isa as nisa``; a newer one is
+used with a warning) or ``"emulator"`` (:mod:`trnsci.nki.emulator`, NumPy,
+which models NKI 0.7 and runs 0.6 kernels unchanged). An older ``nki``
 is not used (its API differs from the one the kernels are written for), and
 the legacy ``neuronxcc.nki`` namespace is never imported: NKI >= 0.4 rejects
 it inside kernels. ``TRNSCI_NKI=emulator`` forces the emulator even where
@@ -43,6 +44,8 @@ __all__ = [
 
 
 MIN_NKI_VERSION = (0, 6)
+#: AWS toolchains the kernels are written for and the emulator models (NKI 0.6 = Neuron 2.32, 0.7 = 2.33)
+SUPPORTED_NKI_VERSIONS = ((0, 6), (0, 7))
 
 
 def _version_tuple(v):
@@ -67,12 +70,21 @@ def _load_toolchain():
         if mod is not None:
             version = getattr(mod, "__version__", None)
             if version is not None and _version_tuple(version) >= MIN_NKI_VERSION:
+                if _version_tuple(version) > SUPPORTED_NKI_VERSIONS[-1]:
+                    import warnings
+
+                    warnings.warn(
+                        f"trnsci.nki: nki {version} is newer than the releases the kernels are written for "
+                        f"({', '.join('.'.join(map(str, v)) for v in SUPPORTED_NKI_VERSIONS)}); using it",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
                 return "neuron", mod, lang, isa, None
             import warnings
 
             warnings.warn(
                 f"trnsci.nki: the installed nki ({version or 'unknown version'}) is older than "
-                f"{'.'.join(map(str, MIN_NKI_VERSION))}; using the NKI 0.6 emulator instead",
+                f"{'.'.join(map(str, MIN_NKI_VERSION))}; using the emulator instead",
                 RuntimeWarning,
                 stacklevel=2,
             )

@@ -28,9 +28,9 @@ def _package():
     from trnsci.nki import emulator
     from trnsci.nki.emulator import extras
 
-    pkg = types.ModuleType("nki", "NKI 0.6 as emulated by trnsci.nki.emulator (installed by install_as_nki)")
+    pkg = types.ModuleType("nki", "NKI 0.6/0.7 as emulated by trnsci.nki.emulator (installed by install_as_nki)")
     pkg.__path__ = []  # a package, so "import nki.x" consults sys.modules
-    pkg.__version__ = "0.6.0"
+    pkg.__version__ = emulator.NKI_VERSION
     pkg.__trnsci_emulator__ = True  # the trnsci.nki shim must not mistake this for AWS's package
     pkg.jit = emulator.nki.jit
     pkg.simulate = emulator.nki.simulate

@@ -326,7 +326,11 @@ COSTS = {
     },
 }
 
-for _name in ("nisa.dma_copy", "nisa.dma_transpose", "nisa.dma_compute"):
+COSTS["nisa.core_barrier"] = {
+    e: _r(_n, "max(MIN_II, 1)", "ISA core_barrier (semaphore update + wait; no cost given)", _UNDOC,
+          documented=False) for e in ("gpsimd", "vector", "scalar", "tensor")}
+
+for _name in ("nisa.dma_copy", "nisa.dma_transpose", "nisa.dma_compute", "nisa.sendrecv"):
     COSTS[_name] = {"dma": _r(_dma, "bytes / (rate x efficiency) + latency",
                               "see profile.py (DMA model)")}
 

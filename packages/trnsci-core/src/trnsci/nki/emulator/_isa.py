@@ -27,6 +27,7 @@ from ._table import (
 )
 from .errors import NkiValidationError, fail
 from .memory import NKIObject, Tensor
+from .numerics import matmul_rounded_products
 
 F32 = np.float32
 FP32_MIN = float(np.finfo(np.float32).min)
@@ -160,9 +161,15 @@ class VirtualRegister(NKIObject):
 
 def _enum(call, name, value, enum_cls):
     if not isinstance(value, enum_cls):
+        hint = ""
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            member = next((m for m in enum_cls if m.value == int(value)), None)
+            if member is not None:
+                hint = f"; write nisa.{enum_cls.__name__}.{member.name}"
         call.fail(
-            f"'{name}' must be a nisa.{enum_cls.__name__} member, got {value!r} "
-            "(raw integers and strings are not accepted since NKI 0.3)"
+            f"'{name}' must be a nisa.{enum_cls.__name__} member, got {value!r}{hint} "
+            "(raw integers and strings are not accepted since NKI 0.3: nki/migration/index.rst, "
+            "'Integer enum constants no longer supported')"
         )
     return value
 
@@ -270,7 +277,7 @@ def get_nc_version():
 @instruction(
     "nisa.nc_matmul", engines=("tensor",), cost=cost_matmul,
     memory={"dst": "psum", "stationary": "sbuf", "moving": "sbuf"},
-    dtypes={"stationary": "float", "moving": "float", "dst": "float32"},
+    dtypes={"stationary": "float", "moving": "float", "dst": "float"},
 )
 def nc_matmul(call, dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
               is_transpose=False, accumulate=None, tile_position=(), tile_size=(),
@@ -279,6 +286,14 @@ def nc_matmul(call, dst, stationary, moving, is_stationary_onezero=False, is_mov
     for n, t in (("stationary", stationary), ("moving", moving), ("dst", dst)):
         _need_tile(call, n, t)
     _enum(call, "perf_mode", perf_mode, matmul_perf_mode)
+    # dst dtype (isa stub "Data types": dst float32 on NeuronCore-v2/v3). Transpose mode on
+    # NeuronCore-v3+ writes FP16/BF16 PSUM output for an FP16/BF16 transpose (trainium2_arch.rst,
+    # "Transpose mode"; fp8 input gives 16-bit elements, not modeled); NeuronCore-v2 has no native
+    # transpose mode, so there the instruction stays a matmul with an fp32 dst.
+    transpose16 = (bool(is_transpose) and call.target != "trn1" and stationary.dtype in (dt.bfloat16, dt.float16))
+    if not dt.is_fp32(dst.dtype) and not (transpose16 and dst.dtype == stationary.dtype):
+        want = f"float32 or {stationary.dtype} (is_transpose=True)" if transpose16 else "float32"
+        call.fail(f"operand 'dst' ('{dst.name}') has dtype {dst.dtype}; it must be {want}")
     if perf_mode is matmul_perf_mode.double_row:
         if call.target == "trn1":
             call.fail("perf_mode=double_row is not supported on NeuronCore-v2 (trn1)")
@@ -317,7 +332,16 @@ def nc_matmul(call, dst, stationary, moving, is_stationary_onezero=False, is_mov
         call.fail(f"'dst' shape {dst.shape} does not match stationary.T @ moving shape ({m}, {n})")
     acc = None if accumulate is None else bool(accumulate)
     state = dst._mask_read()
-    res = _matmul_values(call, stationary, moving)
+    bit_transpose = transpose16 and dst.dtype == stationary.dtype
+    res = _matmul_values(call, stationary, moving, compute=not bit_transpose)
+    if bit_transpose:
+        # bit-accurate transpose (NaN/Inf kept): dst[m, j] = stationary[j, m], moving the identity
+        if k != n or not np.array_equal(dt.to_fp32(moving._read()), np.eye(k, dtype=np.float32)):
+            call.fail(f"is_transpose=True with a 16-bit 'dst' transposes 'stationary': 'moving' must be the "
+                      f"({k}, {k}) identity, got shape {moving.shape}")
+        dst._write(stationary._read().T)
+        dst._mask_write(2)
+        return
     if acc is None:
         # isa stub: None infers "first write overwrites, subsequent writes accumulate" -- elements no
         # matmul has written yet (fresh, or value-initialized by memset/copy) are overwritten
@@ -340,11 +364,18 @@ def nc_matmul(call, dst, stationary, moving, is_stationary_onezero=False, is_mov
     dst._mask_write(2)
 
 
-def _matmul_values(call, stationary, moving):
+def _matmul_values(call, stationary, moving, compute=True):
     k, m = stationary.shape
     n = moving.shape[1]
     lowp = not (dt.is_fp32(stationary.dtype) or dt.is_fp32(moving.dtype))
-    res = dt.to_fp32(stationary._read()).T @ dt.to_fp32(moving._read())
+    if not compute:
+        res = None
+    elif (stationary.dtype == dt.bfloat16 and moving.dtype == dt.bfloat16
+            and call.ctx.bf16_products == "rounded"):
+        # trn1/trn2 round each bf16 x bf16 product to bf16 before fp32 accumulation (numerics.py)
+        res = matmul_rounded_products(dt.to_fp32(stationary._read()), dt.to_fp32(moving._read()))
+    else:
+        res = dt.to_fp32(stationary._read()).T @ dt.to_fp32(moving._read())
     call.issue("tensor", n, m=m, lowp=lowp)
     c = call.ctx.counters
     if lowp:
@@ -1528,6 +1559,72 @@ def register_store(dst, src):
 
 
 # ===========================================================================
+# multi-core (LNC2): grid programs are concurrent threads (multicore.py)
+
+_GPSIMD_DMA_BYTES = {4: 1024, 2: 512, 1: 256}  # isa stub sendrecv: per-partition limit of gpsimd_dma by itemsize
+
+
+def _scheduler(call, what):
+    s = call.ctx.scheduler
+    if s is None or s.n < 2:
+        call.fail(f"{what} synchronises the programs of a multi-core launch (LNC2: kernel[2](...)); this kernel "
+                  "runs as a single program")
+    return s
+
+
+@instruction(
+    "nisa.sendrecv", engines=("dma",), memory={"src": "sbuf", "dst": "sbuf"}, targets=("trn2",),
+)
+def sendrecv(call, src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None):
+    """Send ``src`` to core ``send_to_rank``'s ``dst`` while receiving ``recv_from_rank``'s ``src`` into ``dst``."""
+    _need_tile(call, "src", src)
+    _need_tile(call, "dst", dst)
+    _enum(call, "dma_engine", dma_engine, globals()["dma_engine"])
+    if src.dtype != dst.dtype:
+        call.fail(f"'src' ({src.dtype}) and 'dst' ({dst.dtype}) must have the same dtype")
+    if src.shape != dst.shape:
+        call.fail(f"'src' {src.shape} and 'dst' {dst.shape} must have the same shape and layout")
+    for n, r in (("send_to_rank", send_to_rank), ("recv_from_rank", recv_from_rank)):
+        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or int(r) not in (0, 1):
+            call.fail(f"'{n}' must be 0 or 1 (the two NeuronCores of an LNC2 pair), got {r!r}")
+    if dma_engine is globals()["dma_engine"].gpsimd_dma:
+        limit = _GPSIMD_DMA_BYTES.get(src.dtype.itemsize)
+        per_part = O.elems(src) * src.dtype.itemsize
+        if limit is not None and per_part > limit:
+            call.fail(f"dma_engine=gpsimd_dma moves at most {limit} bytes per partition of "
+                      f"{8 * src.dtype.itemsize}-bit data, got {per_part}")
+    s = _scheduler(call, "nisa.sendrecv")
+    if int(send_to_rank) >= s.n or int(recv_from_rank) >= s.n:
+        call.fail(f"ranks {send_to_rank} / {recv_from_rank}: the launch has {s.n} programs")
+    payload = np.array(src._read(), copy=True)
+    data = s.exchange("nisa.sendrecv", payload, int(send_to_rank), int(recv_from_rank), pipe_id)
+    dst._write(data)
+    call.ctx.counters.dma(src.shape[0], src.nbytes, instr="nisa.sendrecv")
+
+
+@instruction(
+    "nisa.core_barrier", engines=("gpsimd", "vector", "scalar", "tensor"), memory={"data": "hbm"},
+    targets=("trn2",),
+)
+def core_barrier(call, data, cores, engine=engine.gpsimd, name=None):
+    """Every core in ``cores`` waits here until all of them arrived (``data``: the shared HBM tensor)."""
+    if not isinstance(data, Tensor) or data.buffer is not mem.shared_hbm:
+        call.fail("'data' must be a tensor in shared HBM (nl.shared_hbm, or a kernel argument)")
+    try:
+        cs = tuple(int(c) for c in cores)
+    except TypeError:
+        call.fail(f"'cores' must be a tuple of core indices, got {cores!r}")
+    if cs != (0, 1):
+        call.fail(f"only cores=(0, 1) is supported (LNC2), got {cores!r}")
+    s = call.ctx.scheduler
+    if s is not None and s.n > 1:
+        s.barrier("nisa.core_barrier", cs)
+    # a single-program launch has no other core to wait for: the barrier completes at once
+    # (nki-library's router_topk issues it unconditionally and runs at LNC=1)
+    call.issue(engine or "gpsimd", 1)
+
+
+# ===========================================================================
 # in NKI 0.6 but not emulated: random numbers (hardware PRNG bits), multi-core,
 # and NeuronCore-v4 (trn3) instructions
 
@@ -1538,8 +1635,6 @@ def _sig_set_rng_seed(src_seeds, name=None): ...
 def _sig_rand_set_state(src_seeds, engine=engine.gpsimd, name=None): ...
 def _sig_rand_get_state(dst, engine=engine.gpsimd, name=None): ...
 def _sig_rand2(dst, min, max, name=None): ...  # noqa: A002
-def _sig_core_barrier(data, cores, engine=engine.gpsimd, name=None): ...
-def _sig_sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None): ...
 def _sig_nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
                       accumulate=None, name=None): ...
 def _sig_activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False, reverse1=False,
@@ -1556,9 +1651,6 @@ dropout = not_emulated("nisa.dropout", _sig_dropout, _PRNG)
 set_rng_seed = not_emulated("nisa.set_rng_seed", _sig_set_rng_seed, _PRNG)
 rand_set_state = not_emulated("nisa.rand_set_state", _sig_rand_set_state, _PRNG, targets=("trn2",))
 rand_get_state = not_emulated("nisa.rand_get_state", _sig_rand_get_state, _PRNG, targets=("trn2",))
-core_barrier = not_emulated("nisa.core_barrier", _sig_core_barrier, "multi-core (LNC2) is not modeled",
-                            targets=("trn2",))
-sendrecv = not_emulated("nisa.sendrecv", _sig_sendrecv, "multi-core (LNC2) is not modeled", targets=("trn2",))
 _V4 = "available only on NeuronCore-v4 (trn3); the emulator models trn1 and trn2"
 rand2 = not_emulated("nisa.rand2", _sig_rand2, _V4, targets=("trn3",))
 nc_matmul_mx = not_emulated("nisa.nc_matmul_mx", _sig_nc_matmul_mx, _V4, targets=("trn3",))
@@ -1570,7 +1662,7 @@ topk = not_emulated("nisa.topk", _sig_topk, "the 16-partition snake layout of th
 
 for _f, _n in ((rng, "rng"), (dropout, "dropout"), (set_rng_seed, "set_rng_seed"),
                (rand_set_state, "rand_set_state"), (rand_get_state, "rand_get_state"), (rand2, "rand2"),
-               (core_barrier, "core_barrier"), (sendrecv, "sendrecv"), (nc_matmul_mx, "nc_matmul_mx"),
+               (nc_matmul_mx, "nc_matmul_mx"),
                (activate2, "activate2"), (exponential, "exponential"), (quantize_mx, "quantize_mx"),
                (topk, "topk")):
     _f.__name__ = _n

@@ -86,6 +86,8 @@ def _collective(name):
 
 _COLLECTIVES = ("all_reduce", "all_gather", "all_gather_v", "reduce_scatter", "all_to_all", "all_to_all_v",
                 "collective_permute", "collective_permute_implicit", "collective_permute_implicit_reduce",
-                "collective_permute_implicit_current_processing_rank_id", "rank_id")
+                "collective_permute_implicit_current_processing_rank_id", "rank_id",
+                # NKI 0.7: prepare/trigger splits of the variable-length collectives (2.33 API reference)
+                "all_gather_v_prepare", "all_gather_v_trigger", "all_to_all_v_prepare", "all_to_all_v_trigger")
 collectives = _module("nki.collectives", "NKI collectives (multi-core; not emulated).", ReplicaGroup=ReplicaGroup,
                       **{n: _collective(n) for n in _COLLECTIVES})

@@ -10,7 +10,6 @@ arrays (a tuple if the kernel returns a tuple).
 """
 
 import functools
-import itertools
 import types
 
 import numpy as np
@@ -18,6 +17,7 @@ import numpy as np
 from . import memory as mem
 from ._blas import blas_threads
 from .errors import EmulatorError
+from .multicore import Scheduler
 
 
 class Kernel:
@@ -30,6 +30,10 @@ class Kernel:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
+        if mem.active() is not None:
+            # a jit kernel called from inside a running kernel (nki-library's wrappers call their
+            # implementation kernels this way) is traced inline: same trace, target and program
+            return self.fn(*args, **kwargs)
         out, _ = run(self, args, kwargs)
         return out
 
@@ -85,9 +89,13 @@ def _unwrap(x):
                 "HBM tensors (nl.ndarray(..., buffer=nl.shared_hbm) written with nl.store)"
             )
         if x.buffer is not mem.shared_hbm:
+            # NKI 0.3.0 release notes ("Output tensors must use buffer=nl.shared_hbm. Using nl.hbm causes
+            # compilation failures") and nki/migration/index.rst say the same; the kernel-optimization
+            # tutorial's nl.hbm outputs (dated 12/02/2025) predate that release (04/09/2026)
             raise EmulatorError(
                 f"kernel returned '{x.name}' allocated in nl.{x.buffer.name}; kernel outputs must be allocated "
-                "with buffer=nl.shared_hbm since NKI 0.3 (nki/migration/index.rst)"
+                "with buffer=nl.shared_hbm since NKI 0.3 (release-notes/components/nki.rst 0.3.0, "
+                "nki/migration/index.rst 'Output tensors must use nl.shared_hbm')"
             )
         return np.array(x._read(), copy=True)
     if isinstance(x, tuple):
@@ -130,11 +138,14 @@ def run(kernel, args, kwargs, target=None):
         wargs = [_wrap(a, n) for a, n in zip(args, names)]
         wkw = {k: _wrap(v, k) for k, v in kwargs.items()}
         ctx.grid = grid
-        result = None
-        for pid in itertools.product(*(range(g) for g in grid)) if grid else [()]:
-            ctx.program_id = pid
+        if grid:  # programs as concurrent threads, one running at a time (multicore.py)
+            ctx.scheduler = Scheduler(ctx, grid)
+            result = ctx.scheduler.run(fn, wargs, wkw)
+        else:
+            ctx.program_id = ()
             ctx.shared_index = 0
             result = fn(*wargs, **wkw)
+        ctx.check_capacity()
         out = _unwrap(result)
         del result, wargs, wkw
     return out, ctx.profile()

@@ -5,9 +5,9 @@ of one :class:`Allocation`; indexing and the NKI 0.6 view primitives live in
 :mod:`.access`.  Writes through any view land in the allocation.
 
 Every kernel call runs inside a fresh :class:`TraceContext` that owns the
-counters and tracks live on-chip bytes per partition: an allocation is live
-from creation until the last Python reference to it (or any view of it) is
-dropped.
+counters and tracks live on-chip bytes per partition by liveness: an
+allocation is live from the first to the last instruction that touches it
+(see :meth:`TraceContext.check_capacity`).
 """
 
 import threading
@@ -69,21 +69,35 @@ def current(op="this operation"):
 
 
 class TraceContext:
-    """State of one kernel call: counters, capacity tracking, program ids."""
+    """State of one kernel call: counters, capacity tracking, program ids.
+
+    Capacity is counted by liveness, the way the compiler allocates: an
+    on-chip allocation occupies its bytes from the first instruction that
+    touches it (normally its first write) to the last instruction that reads
+    or writes it -- not for as long as its Python object lives. Every
+    instruction is one step (``Counters.step``); :meth:`check_capacity` sweeps
+    the intervals when the kernel returns, per program (each program of a
+    multi-core launch is its own NeuronCore), records the peaks and refuses
+    a kernel whose live tiles exceed SBUF, PSUM or the PSUM banks at some
+    step, naming the tiles live there.
+    """
 
     def __init__(self, target="trn1"):
         self.target = get_target(target)
         self.counters = Counters(self.target)
-        self.live = {"sbuf": 0, "psum": 0}
         self.peak = {"sbuf": 0, "psum": 0}
-        self.psum_banks_live = 0
-        # tiles placed with nl.ndarray(address=...): alloc id -> (start, end) byte range per partition;
-        # tiles at overlapping addresses share those bytes (capacity counts their union)
-        self.placed = {"sbuf": {}, "psum": {}}
+        self.alive = {}  # id(on-chip allocation) -> weakref, while its Python object lives
+        self.done = []  # liveness records of released on-chip allocations (see _record)
+        self.seq = 0
         self.shared = []  # shared_hbm tensors of an SPMD launch, by creation order
         self.shared_index = 0
         self.program_id = ()
+        self.program_index = 0
         self.grid = ()
+        self.scheduler = None  # multi-program launches: multicore.Scheduler
+        from .numerics import bf16_products_mode
+
+        self.bf16_products = bf16_products_mode()  # "rounded" | "exact", fixed for the run (numerics.py)
         self.writebacks = []  # (caller's non-contiguous array, dense storage)
         self._prev = None
 
@@ -101,18 +115,10 @@ class TraceContext:
         return False
 
     # ---- capacity -------------------------------------------------------
-    def _placed_union(self, kind):
-        """Bytes per partition, and PSUM banks, covered by the placed tiles (overlaps counted once)."""
-        total, banks, end = 0, set(), -1
-        bank = self.target.psum_bank_bytes
-        for a, b in sorted(self.placed[kind].values()):
-            if b > end:
-                total += b - max(a, end)
-                end = b
-            banks.update(range(a // bank, -(-b // bank)))
-        return total, len(banks)
-
     def reserve(self, alloc, op, name):
+        """Checks one allocation can obey on its own; the totals are checked by liveness at the end."""
+        import weakref
+
         kind = alloc.buffer.name
         t = self.target
         limit = t.sbuf_bytes_per_partition if kind == "sbuf" else t.psum_bytes_per_partition
@@ -126,47 +132,121 @@ class TraceContext:
                 raise EmulatorError(
                     f"{op}: PSUM tile '{name}' placed at free offset {start} ({alloc.pbytes} bytes per partition) "
                     f"crosses a {t.psum_bank_bytes}-byte PSUM bank boundary")
-            self.placed[kind][id(alloc)] = (start, start + alloc.pbytes)
-        union, placed_banks = self._placed_union(kind)
-        need = self.live[kind] + union + (0 if alloc.address is not None else alloc.pbytes)
-        if need > limit:
-            if alloc.address is not None:
-                del self.placed[kind][id(alloc)]
+        elif alloc.pbytes > limit:
             raise EmulatorError(
                 f"{op}: {kind.upper()} capacity exceeded on {t.name}: allocating "
-                f"'{name}' ({alloc.pbytes} bytes per partition) needs {need} bytes per "
-                f"partition of live {kind.upper()} allocations, but {t.name} has "
-                f"{limit} bytes per partition"
+                f"'{name}' ({alloc.pbytes} bytes per partition) needs {alloc.pbytes} bytes per "
+                f"partition on its own, but {t.name} has {limit} bytes per partition"
             )
-        if kind == "psum":
-            own = 0 if alloc.address is not None else alloc.banks
-            banks = self.psum_banks_live + own + placed_banks
-            if banks > t.psum_banks:
-                if alloc.address is not None:
-                    del self.placed[kind][id(alloc)]
-                raise EmulatorError(
-                    f"{op}: PSUM capacity exceeded on {t.name}: allocating '{name}' "
-                    f"needs {banks} live PSUM banks of {t.psum_bank_bytes} bytes, but "
-                    f"{t.name} has {t.psum_banks} banks per partition"
-                )
-            self.psum_banks_live += own
-        if alloc.address is None:
-            self.live[kind] += alloc.pbytes
-        if need > self.peak[kind]:
-            self.peak[kind] = need
+        alloc.program = self.program_index
+        alloc.seq = self.seq
+        self.seq += 1
+        self.alive[id(alloc)] = weakref.ref(alloc)
 
     def release(self, alloc):
         self.counters.forget(alloc)
-        kind = alloc.buffer.name
-        if alloc.address is not None:
-            self.placed[kind].pop(id(alloc), None)
-            return
-        self.live[kind] -= alloc.pbytes
-        if kind == "psum":
-            self.psum_banks_live -= alloc.banks
+        if self.alive.pop(id(alloc), None) is not None and alloc.first >= 0:
+            self.done.append(_record(alloc))
+
+    def live_records(self):
+        """Liveness records of every on-chip allocation of this run that was touched."""
+        recs = list(self.done)
+        for ref in list(self.alive.values()):
+            a = ref()
+            if a is not None and a.first >= 0:
+                recs.append(_record(a))
+        return recs
+
+    def check_capacity(self):
+        """Sweep the liveness intervals: record the peaks, refuse a step with too much live."""
+        t = self.target
+        bank = t.psum_bank_bytes
+        groups = {}
+        for r in self.live_records():
+            groups.setdefault((r[0], r[1]), []).append(r)
+        for (_prog, kind), recs in sorted(groups.items()):
+            limit = t.sbuf_bytes_per_partition if kind == "sbuf" else t.psum_bytes_per_partition
+            events = []
+            for r in recs:
+                events.append((r[2], 1, r))
+                events.append((r[3] + 1, 0, r))
+            events.sort(key=lambda e: (e[0], e[1], e[2][4]))
+            live = {}
+            top_bytes = (0, 0, None, ())  # (bytes, banks, step, live records) at the byte peak
+            top_banks = (0, 0, None, ())  # ... at the bank peak
+            k = 0
+            while k < len(events):
+                step = events[k][0]
+                while k < len(events) and events[k][0] == step:
+                    _, add, r = events[k]
+                    if add:
+                        live[r[4]] = r
+                    else:
+                        live.pop(r[4], None)
+                    k += 1
+                used, banks = _usage(live.values(), bank)
+                if used > top_bytes[0]:
+                    top_bytes = (used, banks, step, tuple(live.values()) if used > limit else ())
+                if banks > top_banks[1]:
+                    top_banks = (used, banks, step, tuple(live.values()) if banks > t.psum_banks else ())
+            if top_bytes[0] > self.peak[kind]:
+                self.peak[kind] = top_bytes[0]
+            over = None
+            if top_bytes[0] > limit:
+                over = top_bytes
+            elif kind == "psum" and top_banks[1] > t.psum_banks:
+                over = top_banks
+            if over is not None:
+                used, banks, step, tiles = over
+                tiles = sorted(tiles, key=lambda r: r[4])
+                names = ", ".join(f"'{r[6]}' {r[7]} {r[8]} ({r[5]} B)" for r in tiles[:12])
+                more = f" and {len(tiles) - 12} more" if len(tiles) > 12 else ""
+                prog = f" (program {_prog})" if self.grid else ""
+                if used > limit:
+                    what = (f"{kind.upper()} capacity exceeded on {t.name}{prog}: at its peak (instruction "
+                            f"{step}) the live tiles need {used} bytes per partition of {kind.upper()}, "
+                            f"but {t.name} has {limit} bytes per partition")
+                else:
+                    what = (f"PSUM capacity exceeded on {t.name}{prog}: at its peak (instruction {step}) the live "
+                            f"tiles need {banks} live PSUM banks of {bank} bytes, but {t.name} has {t.psum_banks} "
+                            "banks per partition")
+                raise EmulatorError(
+                    f"{what}. Capacity is counted by liveness (first to last use of each tile); live there: "
+                    f"{names}{more}"
+                )
 
     def profile(self):
         return build_profile(self.counters, self.target, self.peak["sbuf"], self.peak["psum"])
+
+
+def _record(a):
+    """(program, kind, first step, last step, seq, bytes per partition, name, shape, dtype, banks, range)."""
+    rng = None
+    if a.address is not None:
+        start = int(a.address[1])
+        rng = (start, start + a.pbytes)
+    return (a.program, a.buffer.name, a.first, a.last, a.seq, a.pbytes, a.name, tuple(a.arr.shape),
+            str(a.arr.dtype), a.banks, rng)
+
+
+def _usage(recs, bank):
+    """Bytes per partition and PSUM banks of live records; placed tiles count the union of their ranges."""
+    total, banks, placed = 0, 0, []
+    for r in recs:
+        if r[10] is None:
+            total += r[5]
+            banks += r[9]
+        else:
+            placed.append(r[10])
+    if placed:
+        end, used_banks = -1, set()
+        for a, b in sorted(placed):
+            if b > end:
+                total += b - max(a, end)
+                end = b
+            used_banks.update(range(a // bank, -(-b // bank)))
+        banks += len(used_banks)
+    return total, banks
 
 
 class Allocation:
@@ -179,7 +259,7 @@ class Allocation:
     """
 
     __slots__ = ("ctx", "buffer", "arr", "flat", "_flats", "mask", "pbytes", "banks", "name", "address",
-                 "__weakref__")
+                 "first", "last", "program", "seq", "__weakref__")
 
     def __init__(self, ctx, buffer, arr, name, op, address=None):
         self.ctx = None
@@ -192,6 +272,10 @@ class Allocation:
         self.mask = None
         self.pbytes = 0
         self.banks = 0
+        self.first = -1  # first and last instruction step touching it (on-chip liveness)
+        self.last = -1
+        self.program = 0
+        self.seq = 0
         if buffer.on_chip:
             self.pbytes = int(prod(arr.shape[1:])) * arr.dtype.itemsize
             if buffer is psum:
@@ -297,10 +381,16 @@ def wrap_hbm(array, name):
 
 
 def _touch(t, write):
-    """Tell the running trace's timeline that ``t``'s allocation is read / written."""
+    """Tell the running trace's timeline (and the liveness of on-chip tiles) that ``t`` is read / written."""
     ctx = getattr(_state, "ctx", None)
     if ctx is not None:
-        ctx.counters.touch(t._alloc, write)
+        a = t._alloc
+        c = ctx.counters
+        c.touch(a, write)
+        if a.ctx is not None:  # on chip
+            if a.first < 0:
+                a.first = c.step
+            a.last = c.step
 
 
 # --------------------------------------------------------------------------
@@ -314,8 +404,10 @@ def _nki_object_init(self, *args, **kwargs):
 
     Dataclass fields are filled from positional and keyword arguments (then
     defaults / default factories, then ``__post_init__``), as the dataclass's
-    own ``__init__`` would; other keywords become attributes too -- the stub's
-    ``NKIObject.__init__(**kwargs)``. aws-neuron/nki-library relies on both:
+    own ``__init__`` would, except that no field is required: the 0.6 stub's
+    ``NKIObject.__init__(**kwargs)`` requires none, so a field without a
+    default that is not passed stays unset. Other keywords become attributes
+    too. aws-neuron/nki-library relies on both:
     ``@dataclass class SectionParams(nl.NKIObject)`` declares its attributes
     without annotations (so the dataclass has no fields) and is built with
     keywords.
@@ -337,8 +429,8 @@ def _nki_object_init(self, *args, **kwargs):
                 vals[f.name] = f.default
             elif f.default_factory is not dataclasses.MISSING:
                 vals[f.name] = f.default_factory()
-            else:
-                raise TypeError(f"{name}() missing required argument: {f.name!r}")
+            # else: left unset, as the stub's NKIObject.__init__(**kwargs) requires no field;
+            # reading it before a kernel assigns it raises AttributeError naming the field
     for k, v in vals.items():
         object.__setattr__(self, k, v)  # also for frozen dataclasses
     post = getattr(self, "__post_init__", None)
@@ -541,10 +633,10 @@ class Tensor(NKIObject):
 
     # ---- tracing rules -----------------------------------------------------
     def __bool__(self):
-        raise EmulatorError(
-            f"bool() of tile '{self.name}': Python control flow cannot depend on tile "
-            "values in an NKI kernel (kernels are traced); use nl.where / masks instead"
-        )
+        """Always True: the 0.6 ``NkiTensor`` defines no ``__bool__`` (nor ``__len__``), so
+        Python's default truth applies -- ``if cfg.bias and ...:`` tests for a tensor being
+        present, never its values (which tracing cannot see)."""
+        return True
 
     def __array__(self, *a, **k):
         raise EmulatorError(

@@ -1,11 +1,12 @@
-"""Emulated ``nki.language`` (NKI 0.6): exactly the release's names.
+"""Emulated ``nki.language``: exactly NKI 0.6's names, plus NKI 0.7's tiled/blocked layout APIs.
 
 The implementation lives in :mod:`._lang` (wrappers) and :mod:`._ops`
 (operators); this module only re-exports the public names, so emulator
 internals never appear in ``nl``.  Names a kernel may still use from older
 releases (``nl.arange``, ``nl.mgrid``, ``nl.par_dim``, ...) raise an error
 naming the replacement.  The exported names and signatures are held against
-``tests/emulator/nki_0_6_manifest.json``.
+``tests/emulator/nki_0_6_manifest.json``; the 0.7 additions are listed in
+``_nl07.NAMES_0_7``.
 """
 
 from . import _lang
@@ -153,10 +154,14 @@ float8_e4m3fn_x4 = "float8_e4m3fn_x4"
 float4_e2m1fn_x4 = "float4_e2m1fn_x4"
 
 
+# NKI 0.7 (Neuron 2.33) additions: the tiled / blocked layout APIs (see _nl07.py)
+from ._nl07 import NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks, alloc_tiles, blocks, tiles  # noqa: E402,F401
+
+
 def __getattr__(name):
     if name in _lang.REMOVED:
         _lang.removed(name)
-    raise AttributeError(f"nki.language (emulated NKI 0.6) has no attribute {name!r}")
+    raise AttributeError(f"nki.language (emulated NKI 0.6/0.7) has no attribute {name!r}")
 
 
 __all__ = sorted(n for n in dir() if not n.startswith("_") and n != "annotations")

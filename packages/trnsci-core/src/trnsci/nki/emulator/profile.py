@@ -194,6 +194,7 @@ class Counters:
         "_dma_stream",
         "_serial",
         "_dep_stall",
+        "step",
     )
 
     def __init__(self, target="trn1"):
@@ -220,6 +221,7 @@ class Counters:
         self._dma_stream = 0.0
         self._serial = 0.0
         self._dep_stall = dict(self.target.dep_stall_cycles)
+        self.step = 0  # instructions begun so far: the clock of on-chip liveness
 
     # ---- bookkeeping of reads / writes ----------------------------------
     def touch(self, alloc, write):
@@ -231,6 +233,7 @@ class Counters:
 
     def begin(self):
         if self._depth == 0:
+            self.step += 1
             self._reads.clear()
             self._writes.clear()
             self._events = []
