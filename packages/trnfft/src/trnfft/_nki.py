@@ -57,7 +57,7 @@ import math
 import numpy as np
 import torch
 
-from trnsci import nki
+from trnsci import nki, runtime
 
 from . import _engine as E
 from .basic import FFT, FFTN, IFFT, IFFTN
@@ -233,7 +233,9 @@ def _rows_c2c(xr: torch.Tensor, xi: torch.Tensor, inverse: bool, precision: str)
         elif precision == "bf16_refined":
             hi, lo = _split(xt)
             xt = torch.cat((hi, hi, lo), 0)
-        y = nki.run(KG.dft_gemm_kernel, xt.contiguous(), _gemm_matrix(n, inverse, precision), out_dtype=F32)
+        W = runtime.constant(("trnfft.dft_gemm", n, inverse, precision), xt.device,
+                             lambda: _gemm_matrix(n, inverse, precision))  # resident after warm-up
+        y = nki.run(KG.dft_gemm_kernel, xt.contiguous(), W, out_dtype=F32)
         return y[:, :n], y[:, n:]
     if alg == "four_step":
         return _four_step(xr, xi, inverse, precision)

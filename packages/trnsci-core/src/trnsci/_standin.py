@@ -110,6 +110,10 @@ class NeuronTensor(torch.Tensor):
         _count_transfer()  # printing reads the values on the host
         return f"tensor({self.raw.tolist()!r}, device='{NAME}', dtype={self.dtype})"
 
+    def tolist(self):
+        _count_transfer()  # the values, read on the host
+        return self.raw.tolist()
+
     __torch_function__ = torch._C._disabled_torch_function_impl
 
     @classmethod
@@ -137,6 +141,11 @@ def _to_cpu_device(v):
     return v
 
 
+#: Operators whose output shape depends on the values: on a real device each one synchronizes the host.
+_SYNCING = {aten.nonzero.default, aten.masked_select.default, aten._unique2.default,
+            aten.unique_consecutive.default, aten.unique_dim.default, aten.repeat_interleave.Tensor}
+
+
 def _dispatch(func, args, kwargs):
     if func is aten._local_scalar_dense.default:  # .item(), float(t), bool(t): a read on the host
         _count_transfer()
@@ -162,6 +171,8 @@ def _dispatch(func, args, kwargs):
         d = dst.raw if _is_dev(dst) else dst
         d.copy_(src.raw if _is_dev(src) else src, *args[2:], **kwargs)
         return dst
+    if func in _SYNCING:  # a result whose shape depends on the data: the host waits for the values
+        _count_transfer()
     host = []
 
     def unwrap(x):
@@ -219,8 +230,18 @@ def install() -> None:
         for name in ("empty.memory_format", "empty_strided"):
             op = _overload(name) if "." in name else getattr(aten, name).default
             lib.impl(name, _make_factory(op), "PrivateUse1")  # device allocations: CPU memory, wrapped
+        lib.impl("_copy_from", _copy_from, "PrivateUse1")  # torch.tensor(data, device=...) and friends
         _lib = lib
         _installed = True
+
+
+def _copy_from(src, dst, non_blocking=False):
+    """``aten::_copy_from`` for the ``neuron`` key: a copy that reaches the backend below Python dispatch."""
+    if _is_dev(src) != _is_dev(dst):
+        _count_transfer()
+    d = dst.raw if _is_dev(dst) else dst
+    d.copy_(src.raw if _is_dev(src) else src)
+    return dst
 
 
 def _make_factory(op):

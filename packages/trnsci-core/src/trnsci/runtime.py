@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Runtime", "detect", "resident", "resident_device", "launch", "transfer_bytes",
+__all__ = ["Runtime", "detect", "resident", "resident_device", "launch", "transfer_bytes", "constant",
            "SUPPORTED_NKI", "DEVICE_TYPES"]
 
 #: The NKI releases trnsci's kernels are written for: 0.6 (Neuron SDK 2.32, the API the
@@ -335,3 +335,29 @@ def launch(kernel: Callable, tensors: tuple, constants: dict):
     if not rt.launches:
         raise RuntimeError(f"kernels cannot launch on '{kind}' tensors here: {rt.reason}")
     return kernel(*tensors, **constants)
+
+
+# ---------------------------------------------------------------- constants on the device
+
+_constants: dict = {}
+_CONSTANTS_MAX = 32
+
+
+def constant(key, device, build: Callable[[], Any]):
+    """A host-built constant table (a DFT matrix, twiddles) on ``device``, uploaded once and kept.
+
+    ``build()`` makes the host tensor; a CPU ``device`` returns it as built.
+    On a device the upload happens on the first call for ``(key, device)``
+    (warm-up) and later calls return the resident copy. Bounded: the oldest
+    of more than 32 uploaded tables is dropped.
+    """
+    if device is None or getattr(device, "type", "cpu") == "cpu":
+        return build()
+    k = (key, str(device))
+    t = _constants.get(k)
+    if t is None:
+        t = build().to(device)
+        if len(_constants) >= _CONSTANTS_MAX:
+            _constants.pop(next(iter(_constants)))
+        _constants[k] = t
+    return t
