@@ -51,19 +51,21 @@ setup() {
 # The torch-xla job's own venv: torch 2.9 + torch-xla 2.9 (constraints/xla.txt)
 # and the suite's packages without their dev extras (pytest only).
 XLA_VENV=${TRNSCI_XLA_VENV:-.venv-xla}
+XLA_PKGS="torch torch-xla pytest pytest-benchmark scipy ml_dtypes"
 setup_xla() {
   if [ ! -x "$XLA_VENV/bin/python" ]; then
     "$PY" -m venv "$XLA_VENV"
   fi
   local stamp="$XLA_VENV/.trnsci-setup"
   local want
-  want=$(cat pyproject.toml constraints/xla.txt packages/*/pyproject.toml | cksum)
+  want=$( (echo "$XLA_PKGS"; cat pyproject.toml constraints/xla.txt packages/*/pyproject.toml) | cksum)
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     return 0
   fi
   export PIP_CONSTRAINT="$PWD/constraints/xla.txt" PIP_DISABLE_PIP_VERSION_CHECK=1
   VENV=$XLA_VENV pip_quiet install -q --upgrade pip
-  VENV=$XLA_VENV pip_quiet install -q torch torch-xla pytest scipy ml_dtypes
+  # shellcheck disable=SC2086
+  VENV=$XLA_VENV pip_quiet install -q $XLA_PKGS
   local editables=(-e packages/trnsci-core)
   for lib in $LIBS; do editables+=(-e "packages/$lib"); done
   VENV=$XLA_VENV pip_quiet install -q "${editables[@]}"

@@ -330,7 +330,7 @@ def _nrm2_real(lo: float, hi: float):
 def _nrm2_on_device(x, r, lo: float, hi: float):
     """:func:`_nrm2_real`'s choice made on the device: the scaled norm, selected where the unscaled one
     left the safe range (both computed; one more pass over ``x``), so that nothing is read on the host."""
-    scale = x.abs().amax()
+    scale = x.abs().max()  # amax() with no dim does not reduce on torch-xla 2.9
     safe = torch.where((scale == 0) | torch.isinf(scale) | torch.isnan(scale), torch.ones_like(scale), scale)
     scaled = torch.linalg.vector_norm(x / safe) * safe
     degenerate = torch.where(torch.isnan(r), r, scale)  # zero, Inf or NaN scale: as the host path returns

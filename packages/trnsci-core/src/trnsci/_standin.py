@@ -326,3 +326,52 @@ def device() -> Iterator[Device]:
             last = not _active
         if last:
             runtime._set_standin(None)
+
+
+# ---------------------------------------------------------------- torch-xla
+
+
+class XlaDevice:
+    """The XLA stand-in launcher inside :func:`xla_device`: kernels run, and the transfers they made."""
+
+    def __init__(self):
+        self.launches = 0
+        self.kernels: list[str] = []
+        self.launch_transfers = 0  # device-to-host transfers made by the launcher itself
+
+
+def _xla_transfers() -> int:
+    import torch_xla.debug.metrics as met
+
+    data = met.metric_data("TransferFromDeviceTime")
+    return 0 if data is None else data[0]
+
+
+@contextlib.contextmanager
+def xla_device() -> Iterator[XlaDevice]:
+    """Launch the kernels of ``"nki"`` decisions on XLA tensors through the emulator (torch-xla's CPU device
+    has no NeuronCore). The launcher copies operands to the host and results back, and counts the
+    device-to-host transfers that costs in ``launch_transfers``, so a test can tell trnsci's own apart."""
+    from trnsci import nki, runtime
+
+    d = XlaDevice()
+
+    def launch_xla(kernel, tensors, constants):
+        t0 = _xla_transfers()
+        device = next(t.device for t in tensors if isinstance(t, torch.Tensor))
+        arrays = [nki.to_numpy(t) if isinstance(t, torch.Tensor) else t for t in tensors]
+        from trnsci.nki import emulator
+
+        outs, _ = emulator.profile(kernel, *arrays, **constants)
+        outs_t = outs if isinstance(outs, tuple) else (outs,)
+        res = tuple(nki.from_numpy(o).to(device) for o in outs_t)
+        d.launches += 1
+        d.kernels.append(nki._kernel_name(kernel))
+        d.launch_transfers += _xla_transfers() - t0
+        return res if isinstance(outs, tuple) else res[0]
+
+    runtime._set_standin(runtime._Standin("xla stand-in", "xla", launch_xla))
+    try:
+        yield d
+    finally:
+        runtime._set_standin(None)

@@ -207,31 +207,35 @@ def detect(refresh: bool = False) -> Runtime:
     else:
         name, device = "none", None
     launches = False
+    why = []  # every reason kernels cannot launch, in the order a user would fix them
     if name == "none":
-        reason = "neither torch-neuronx (TorchNeuron, PyTorch >= 2.10) nor torch-xla is installed"
-    elif nki_source != "neuron":
+        why.append("neither torch-neuronx (TorchNeuron, PyTorch >= 2.10) nor torch-xla is installed")
+    if nki_source != "neuron":
         have = _version("nki")
         if have and _major_minor(have) < SUPPORTED_NKI[0]:
-            reason = (f"AWS's nki {have} is older than {'.'.join(map(str, SUPPORTED_NKI[0]))}"
-                      + (" (torch-neuronx 2.9 / torch-xla is pinned to Neuron 2.31, NKI 0.5)"
-                         if name == "torch-xla" else ""))
+            why.append(f"AWS's nki {have} is older than {'.'.join(map(str, SUPPORTED_NKI[0]))}"
+                       + (" (torch-neuronx 2.9 / torch-xla is pinned to Neuron 2.31, NKI 0.5)"
+                          if name == "torch-xla" else ""))
         elif os.environ.get("TRNSCI_NKI", "").strip().lower() == "emulator" and have:
-            reason = "TRNSCI_NKI=emulator forces the emulator"
+            why.append("TRNSCI_NKI=emulator forces the emulator")
         else:
-            reason = "AWS's nki package is not installed (kernels build on the emulator, CPU only)"
-    elif name == "torch-xla" and neuronx is None:
-        reason = "torch-xla without torch-neuronx has no NeuronCore device (a CPU/GPU PJRT device)"
-    elif not core:
-        reason = "no Neuron device node (/dev/neuron0) on this machine"
-    elif _major_minor(nki_version) not in SUPPORTED_NKI and _major_minor(nki_version) > SUPPORTED_NKI[-1]:
-        launches = nki.has_neuron_device()
-        reason = (f"NKI {nki_version} is newer than the releases the kernels were checked against; "
-                  "kernels launch, and a failure falls back to torch on the device")
+            why.append("AWS's nki package is not installed (kernels build on the emulator, CPU only)")
+    if name == "torch-xla" and neuronx is None:
+        why.append("torch-xla without torch-neuronx has no NeuronCore device (a CPU/GPU PJRT device)")
+    if name != "none" and not core:
+        why.append("no Neuron device node (/dev/neuron0) on this machine")
+    if why:
+        reason = "; ".join(why)
     else:
         launches = nki.has_neuron_device()
-        reason = ("kernels launch on resident tensors (@nki.jit on "
-                  + ("'neuron' tensors)" if name == "torchneuron" else "XLA tensors)")
-                  if launches else "torch-neuronx does not import")
+        if not launches:
+            reason = "torch-neuronx does not import"
+        elif _major_minor(nki_version) > SUPPORTED_NKI[-1]:
+            reason = (f"NKI {nki_version} is newer than the releases the kernels were checked against; "
+                      "kernels launch, and a failure falls back to torch on the device")
+        else:
+            reason = ("kernels launch on resident tensors (@nki.jit on "
+                      + ("'neuron' tensors)" if name == "torchneuron" else "XLA tensors)"))
     rt = Runtime(name, device, neuronx, xla, nki_version, nki_source, core, None, launches, reason)
     _cache = rt
     return rt
