@@ -256,3 +256,30 @@ def test_finite_check_on_device_reads_once_and_still_catches_nan(dev):
     bad[2] = float("nan")
     with pytest.raises(ValueError, match="B contains NaN or Inf"):
         la.finite("f", A=a, B=bad)
+
+
+def test_trnsolver_cg_on_neuron_reads_every_k_iterations(dev):
+    import trnsolver
+    from trnsolver import _nki_krylov, iterative
+
+    n = 64
+    M = _rng(6).standard_normal((n, n))
+    A = (M @ M.T / n + np.eye(n)).astype(np.float32)
+    b = _rng(7).standard_normal(n).astype(np.float32)
+    ref = np.linalg.solve(A.astype(np.float64), b.astype(np.float64))
+    _, info = trnsolver.cg(torch.from_numpy(A), torch.from_numpy(b), tol=1e-6, return_info=True)
+    a, bd = torch.from_numpy(A).to(NEURON), torch.from_numpy(b).to(NEURON)
+    for backend, k in (("auto", _nki_krylov.CHECK_EVERY), ("torch", iterative.CHECK_EVERY)):
+        with trnsolver.use_backend(backend):
+            (x, got), kernels = _steady(dev, trnsolver.cg, a, bd, tol=1e-6, return_info=True)
+        it = got.iterations
+        blocks = -(-it // k)
+        assert x.device.type == NEURON and it == info.iterations and got.converged
+        assert len(got.residuals) == it + 1
+        assert kernels == (["cg_step_kernel"] * (blocks * k) if backend == "auto" else [])
+        # reads: A's and b's finite checks, ||b|| for the kernel loop's threshold, one per block of k
+        # iterations, the final true residual (2)
+        assert dev.host_transfers == 2 + (backend == "auto") + blocks + 2, dev.transfer_sites
+        # the recursion stopped at ||r|| < 1e-6 ||b||: the error is within cond(A) (< 10 here) times that
+        assert np.abs(_host(x) - ref).max() <= 10 * 1e-6 * np.linalg.norm(b) + 1e-5
+        np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-3)  # fp32, another summation order

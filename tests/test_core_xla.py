@@ -76,6 +76,7 @@ def _spd(n, seed=0):
 
 def test_cholesky_reads_once_per_check_and_not_at_all_unchecked():
     import scipy.linalg
+
     import trnsolver
 
     A = _spd(64)
@@ -122,3 +123,26 @@ def test_gemm_on_xla_torch_path_and_through_the_standin_kernel():
         assert own0 < dev.launch_transfers  # the launcher read the operands on the host ...
         assert _transfers() - t0 == dev.launch_transfers - own0  # ... and nothing else did
     np.testing.assert_allclose(c.cpu().numpy(), ref, rtol=0, atol=bound)
+
+
+def test_cg_compiles_once_for_all_iterations():
+    import trnsolver
+    from trnsolver import iterative
+
+    n = 64
+    M = np.random.default_rng(6).standard_normal((n, n))
+    A = (M @ M.T / n + np.eye(n)).astype(np.float32)
+    b = np.random.default_rng(7).standard_normal(n).astype(np.float32)
+    a, bd = torch.from_numpy(A).to(DEV), torch.from_numpy(b).to(DEV)
+    (x, it, _), moved, compiles = _steady(trnsolver.cg, a, bd, tol=1e-6)
+    blocks = -(-it // iterative.CHECK_EVERY)
+    assert it > iterative.CHECK_EVERY and x.device.type == "xla"  # more than one block ran ...
+    assert compiles == 0  # ... on the graphs the first call compiled
+    assert moved == 2 + blocks + 2  # A's and b's finite checks, one read per block, the true residual
+    b2 = torch.from_numpy(np.random.default_rng(8).standard_normal(n).astype(np.float32)).to(DEV)
+    c0 = _compiles()
+    trnsolver.cg(a, b2, tol=1e-6)  # another right-hand side: no new graph
+    _sync()
+    assert _compiles() == c0
+    ref = np.linalg.solve(A.astype(np.float64), b.astype(np.float64))
+    assert np.abs(x.cpu().numpy() - ref).max() <= 10 * 1e-6 * np.linalg.norm(b) + 1e-5

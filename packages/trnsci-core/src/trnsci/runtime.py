@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Runtime", "detect", "resident", "resident_device", "launch", "transfer_bytes", "constant",
+__all__ = ["Runtime", "detect", "resident", "resident_device", "launch", "transfer_bytes", "constant", "sync",
            "SUPPORTED_NKI", "DEVICE_TYPES"]
 
 #: The NKI releases trnsci's kernels are written for: 0.6 (Neuron SDK 2.32, the API the
@@ -365,3 +365,13 @@ def constant(key, device, build: Callable[[], Any]):
             _constants.pop(next(iter(_constants)))
         _constants[k] = t
     return t
+
+
+def sync(device) -> None:
+    """End the pending graph on a lazy device (torch-xla's ``torch_xla.sync()``): every live tensor is
+    materialized, so a loop that calls this at the end of each block of iterations traces the same graph
+    for every block and compiles it once. A no-op on an eager device (CPU, TorchNeuron's ``neuron``)."""
+    if getattr(device, "type", None) == "xla":
+        import torch_xla
+
+        torch_xla.sync()
