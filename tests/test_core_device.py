@@ -283,3 +283,30 @@ def test_trnsolver_cg_on_neuron_reads_every_k_iterations(dev):
         # the recursion stopped at ||r|| < 1e-6 ||b||: the error is within cond(A) (< 10 here) times that
         assert np.abs(_host(x) - ref).max() <= 10 * 1e-6 * np.linalg.norm(b) + 1e-5
         np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-3)  # fp32, another summation order
+
+
+@pytest.mark.parametrize("installed,facts,core,want,why", [
+    # trn2/trn3: TorchNeuron with NKI 0.7 and a device node -> kernels launch on 'neuron' tensors
+    ({"torch-neuronx": "2.13.0", "nki": "0.7.0"}, ("0.7.0", "neuron"), True, ("torchneuron", True),
+     "'neuron' tensors"),
+    # trn1: torch-neuronx 2.9 + torch-xla, whose Neuron 2.31 brings NKI 0.5 (refused: the emulator is used)
+    ({"torch-neuronx": "2.9.0.2.15", "torch-xla": "2.9.0", "nki": "0.5.0"}, ("0.6.0 modeled", "emulator"), True,
+     ("torch-xla", False), "nki 0.5.0 is older than 0.6 (torch-neuronx 2.9 / torch-xla is pinned to Neuron 2.31"),
+    # TorchNeuron installed on a machine without a Neuron device
+    ({"torch-neuronx": "2.14.0", "nki": "0.7.0"}, ("0.7.0", "neuron"), False, ("torchneuron", False),
+     "no Neuron device node"),
+])
+def test_runtime_detection_of_the_two_stacks(monkeypatch, installed, facts, core, want, why):
+    from trnsci import nki as tnki
+
+    monkeypatch.setattr(runtime, "_version", lambda dist: installed.get(dist))
+    monkeypatch.setattr(runtime, "_nki_facts", lambda: facts)
+    monkeypatch.setattr(runtime, "_device_node", lambda: core)
+    monkeypatch.setattr(tnki, "has_neuron_device", lambda: core)
+    try:
+        rt = runtime.detect(refresh=True)
+        assert (rt.name, rt.launches) == want and why in rt.reason, rt
+        assert any(line.strip().startswith("runtime") for line in rt.lines())
+    finally:
+        monkeypatch.undo()
+        runtime.detect(refresh=True)

@@ -165,7 +165,17 @@ def _nki_facts() -> tuple[str | None, str]:
     return modeled, "emulator"
 
 
+def _device_node() -> bool:
+    return os.path.exists("/dev/neuron0")
+
+
 def _privateuse1_name() -> str | None:
+    """The name PrivateUse1 is registered under -- unless the test stand-in registered it."""
+    import sys
+
+    st = sys.modules.get("trnsci._standin")
+    if st is not None and st.installed():
+        return None
     try:
         import torch
 
@@ -188,7 +198,7 @@ def detect(refresh: bool = False) -> Runtime:
     neuronx = _version("torch-neuronx")
     xla = _version("torch-xla") or _version("torch_xla")
     nki_version, nki_source = _nki_facts()
-    core = os.path.exists("/dev/neuron0")
+    core = _device_node()
     st = _standin
     if st is not None:
         name = "torchneuron" if st.device_type == "neuron" else "torch-xla"
@@ -199,8 +209,10 @@ def detect(refresh: bool = False) -> Runtime:
     import torch
 
     torch_mm = _major_minor(torch.__version__)
-    if neuronx is not None and (_major_minor(neuronx) >= (2, 10) or torch_mm >= (2, 10)
-                                or _privateuse1_name() == "neuron"):
+    # torch-neuronx's own version tells the line (2.9 = torch-xla, >= 2.10 = TorchNeuron); torch's only when
+    # torch-xla is absent
+    if neuronx is not None and (_major_minor(neuronx) >= (2, 10) or _privateuse1_name() == "neuron"
+                                or (xla is None and torch_mm >= (2, 10))):
         name, device = "torchneuron", "neuron"
     elif xla is not None:
         name, device = "torch-xla", "xla"
