@@ -14,9 +14,9 @@ it inside kernels. ``TRNSCI_NKI=emulator`` forces the emulator even where
 the real package is installed.
 
 :func:`run` executes a kernel on torch tensors for the backend the current
-operation chose (``"nki"``: hardware through XLA; ``"simulator"``: on the
-CPU) and hands results back on the caller's device; under ``"nki"`` it
-launches on the tensors where they live (:mod:`trnsci.runtime`). :func:`capture` records
+operation chose (``"nki"``: on a NeuronCore, through TorchNeuron's ``neuron``
+device or torch-xla, on the tensors where they live -- :mod:`trnsci.runtime`;
+``"simulator"``: on the CPU) and hands results back on the caller's device. :func:`capture` records
 every kernel run inside a block, so a test can prove that a kernel -- not
 the torch fallback -- produced a result. :func:`simulate` runs any kernel
 on the CPU like AWS's ``nki.simulate``, and :func:`install_as_nki` makes
