@@ -6,6 +6,10 @@
 #   bash tools/dev.sh wheels [DIR]         build the eight distributions into DIR (default dist/):
 #                                          each sdist first, then its wheel from that sdist, as pip does
 #   bash tools/dev.sh setup                only set up .venv
+#   bash tools/dev.sh test-xla [pytest args]  the device tests on torch-xla's CPU PJRT
+#                                          device, in their own venv (.venv-xla, torch 2.9
+#                                          + torch-xla 2.9 from constraints/xla.txt, ~5 GB;
+#                                          not part of .ci/run)
 # Needs Python >= 3.10 with venv and pip. torch is pinned by constraints/dev.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +48,30 @@ setup() {
   echo "$want" > "$stamp"
 }
 
+# The torch-xla job's own venv: torch 2.9 + torch-xla 2.9 (constraints/xla.txt)
+# and the suite's packages without their dev extras (pytest only).
+XLA_VENV=${TRNSCI_XLA_VENV:-.venv-xla}
+XLA_PKGS="torch torch-xla pytest pytest-benchmark scipy ml_dtypes"
+setup_xla() {
+  if [ ! -x "$XLA_VENV/bin/python" ]; then
+    "$PY" -m venv "$XLA_VENV"
+  fi
+  local stamp="$XLA_VENV/.trnsci-setup"
+  local want
+  want=$( (echo "$XLA_PKGS"; cat pyproject.toml constraints/xla.txt packages/*/pyproject.toml) | cksum)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    return 0
+  fi
+  export PIP_CONSTRAINT="$PWD/constraints/xla.txt" PIP_DISABLE_PIP_VERSION_CHECK=1
+  VENV=$XLA_VENV pip_quiet install -q --upgrade pip
+  # shellcheck disable=SC2086
+  VENV=$XLA_VENV pip_quiet install -q $XLA_PKGS
+  local editables=(-e packages/trnsci-core)
+  for lib in $LIBS; do editables+=(-e "packages/$lib"); done
+  VENV=$XLA_VENV pip_quiet install -q "${editables[@]}"
+  echo "$want" > "$stamp"
+}
+
 # sdist -> wheel for each distribution (python -m build does exactly that by
 # default), into one wheelhouse: `pip install --find-links DIR trnsci` then
 # installs the suite from it (docs/packaging.md).
@@ -73,5 +101,12 @@ case "$job" in
   demo)  setup; exec "$VENV/bin/trnsci" demo "$@" ;;
   info)  setup; exec "$VENV/bin/trnsci" info "$@" ;;
   wheels) setup; wheels "$@" ;;
-  *) echo "usage: bash tools/dev.sh {setup|test|demo|info|wheels} [args]" >&2; exit 2 ;;
+  setup-xla) setup_xla ;;
+  test-xla)
+    setup_xla
+    # XLA's CPU PJRT device stands in for a NeuronCore's XLA device
+    export PJRT_DEVICE=CPU TRNSCI_XLA_JOB=1
+    if [ "$#" -eq 0 ]; then set -- tests/test_core_xla.py -q; fi
+    exec "$XLA_VENV/bin/python" -m pytest -p no:cacheprovider "$@" ;;
+  *) echo "usage: bash tools/dev.sh {setup|test|demo|info|wheels|setup-xla|test-xla} [args]" >&2; exit 2 ;;
 esac

@@ -236,6 +236,11 @@ def _asum_nki(x):
 def _nrm2_nki(x):
     part = _partials(x, None, "nrm2")
     scale, ss = part[:, 0::2], part[:, 1::2]
+    if not x.is_cpu:  # on a device: the same three cases chosen there, nothing read on the host
+        val = torch.sqrt((ss / scale**2).sum())
+        val = torch.where((scale == 0).any(), torch.full_like(val, math.inf), val)
+        val = torch.where(torch.isnan(scale).any(), torch.full_like(val, math.nan), val)
+        return val.to(_real_dtype(x))
     if torch.isnan(scale).any():  # a NaN entry (the row maximum propagates it)
         val = math.nan
     elif (scale == 0).any():  # an Inf entry (its row's sum of squares is Inf * 0 = NaN: not read)

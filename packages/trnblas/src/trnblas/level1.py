@@ -292,8 +292,9 @@ def nrm2(x):
     ``nrm2([1e200, 1e200]) == 1.414e200`` in float64 rather than ``inf``
     and tiny entries do not underflow to zero. The fast unscaled norm runs
     first; the scaled one only when the result falls outside the safe range
-    (this reads the result on the host once). Inf in ``x`` gives Inf; NaN
-    gives NaN.
+    (this reads the result on the host once for a CPU tensor; on a device
+    both are computed and the choice is made there, with no host read). Inf
+    in ``x`` gives Inf; NaN gives NaN.
 
     Examples
     --------
@@ -312,6 +313,8 @@ def _nrm2_real(lo: float, hi: float):
 
     def nrm2_real(x):
         r = torch.linalg.vector_norm(x)
+        if not x.is_cpu:  # on a device: decide on the device, no read on the host
+            return _nrm2_on_device(x, r, lo, hi)
         val = float(r)
         if lo <= val <= hi or math.isnan(val):
             return r
@@ -322,6 +325,18 @@ def _nrm2_real(lo: float, hi: float):
         return torch.linalg.vector_norm(x / scale) * scale
 
     return nrm2_real
+
+
+def _nrm2_on_device(x, r, lo: float, hi: float):
+    """:func:`_nrm2_real`'s choice made on the device: the scaled norm, selected where the unscaled one
+    left the safe range (both computed; one more pass over ``x``), so that nothing is read on the host."""
+    scale = x.abs().max()  # amax() with no dim does not reduce on torch-xla 2.9
+    safe = torch.where((scale == 0) | torch.isinf(scale) | torch.isnan(scale), torch.ones_like(scale), scale)
+    scaled = torch.linalg.vector_norm(x / safe) * safe
+    degenerate = torch.where(torch.isnan(r), r, scale)  # zero, Inf or NaN scale: as the host path returns
+    pick_scaled = torch.where((scale == 0) | torch.isinf(scale) | torch.isnan(scale), degenerate, scaled)
+    ok = ((r >= lo) & (r <= hi)) | torch.isnan(r)
+    return torch.where(ok, r, pick_scaled)
 
 
 _NRM2_REAL = {dt: _nrm2_real(*_SAFE[dt]) for dt in (torch.float32, torch.float64)}

@@ -59,7 +59,7 @@ import math
 import numpy as np
 import torch
 
-from trnsci import nki
+from trnsci import nki, runtime
 
 from . import _algorithms as A
 from . import _engine as E
@@ -261,7 +261,10 @@ def _rows_c2c(xr: torch.Tensor, xi: torch.Tensor, inverse: bool, precision: str)
             D, b = A.ozaki_params(precision)
             xs = A.ozaki_slices(xt, D, b)
             xt = torch.cat([xs[i].to(torch.bfloat16) for i, _ in A.ozaki_pairs(D)], 0)
-        y = nki.run(KG.dft_gemm_kernel, xt.contiguous(), _gemm_matrix(n, inverse, precision), out_dtype=F32)
+        verified = A._ozaki_verified[0] if precision in A.OZAKI_BITS else False  # the slicing is in the key
+        W = runtime.constant(("trnfft.dft_gemm", n, inverse, precision, verified), xt.device,
+                             lambda: _gemm_matrix(n, inverse, precision))  # resident after warm-up
+        y = nki.run(KG.dft_gemm_kernel, xt.contiguous(), W, out_dtype=F32)
         return y[:, :n], y[:, n:]
     if alg == "four_step":
         return _four_step(xr, xi, inverse, precision)

@@ -243,8 +243,12 @@ def finite(where: str, **named: torch.Tensor) -> None:
     non-finite sum (bad data, or an overflow) is checked entry by entry.
     """
     threads = torch.get_num_threads()
+    on_device = []
     for k, t in named.items():
         if t is None or not t.numel():
+            continue
+        if not t.is_cpu and t.device.type != "meta":
+            on_device.append((k, t))
             continue
         if (threads > 1 and t.is_cpu and t.numel() <= _HOST_SCAN_MAX and t.dtype in _HOST_SCAN_DTYPES
                 and not t.requires_grad and type(t) is torch.Tensor):
@@ -259,6 +263,22 @@ def finite(where: str, **named: torch.Tensor) -> None:
         s = t.sum().item()
         if (cmath.isfinite(s) if isinstance(s, complex) else math.isfinite(s)):
             continue
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{where}: {k} contains NaN or Inf")
+    if on_device:
+        _finite_on_device(where, on_device)
+
+
+def _finite_on_device(where: str, named: list) -> None:
+    """:func:`finite` for tensors on a device: every sum reduced there, one value read on the host.
+
+    Only a non-finite sum (bad data, or an overflow of finite entries) costs
+    a second read, to tell which.
+    """
+    sums = [torch.isfinite(t.sum()).reshape(1) for _, t in named]
+    if bool((sums[0] if len(sums) == 1 else torch.cat(sums)).all()):
+        return
+    for k, t in named:
         if not bool(torch.isfinite(t).all()):
             raise ValueError(f"{where}: {k} contains NaN or Inf")
 

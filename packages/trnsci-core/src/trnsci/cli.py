@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from trnsci import backend, dispatch, nki, plugins
+from trnsci import backend, dispatch, nki, plugins, runtime
 from trnsci._version import __version__
 
 # distributions: the core, the six libraries, the umbrella
@@ -48,6 +48,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     out.append("\nkernels")
     broken = f"  (emulator unavailable: {nki.EMULATOR_ERROR})" if nki.EMULATOR_ERROR else ""
     out.append(f"  NKI source      {nki.SOURCE}{broken}")
+    rt = runtime.detect(refresh=True)
+    out.extend(line for line in rt.lines() if not line.lstrip().startswith("NeuronCore"))
     out.append(f"  NeuronCore      {'present' if nki.has_neuron_device() else 'absent'}")
     out.append(f"  REQUIRE_NKI     {'on' if dispatch.require_nki() else 'off'}")
     out.append("\nbackend (effective, origin)")

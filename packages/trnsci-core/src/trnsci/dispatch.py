@@ -195,7 +195,8 @@ def _device_available() -> bool:
     global _nki_module
     if _nki_module is None:  # imported late: the kernel layer imports this module's users
         from trnsci import nki as _nki_module
-    return _nki_module.HAS_NKI and _nki_module.has_neuron_device()
+    # the real toolchain, or a test stand-in device active (trnsci.runtime, issue 33)
+    return (_nki_module.HAS_NKI or _nki_module._standin_active) and _nki_module.has_neuron_device()
 
 
 def _settled_on_torch(name: str) -> bool:
@@ -244,7 +245,7 @@ def torch_probe(library: str | None) -> Callable[[], bool]:
         if ((untouched() is None or (g0() is None and g1() is None and g2() is None and g3() is None))
                 and k0 not in environ and k1 not in environ and k2 not in environ):
             nk = _nki_module
-            if nk is not None and not nk.HAS_NKI:  # "auto", no NeuronCore possible, nothing required
+            if nk is not None and not nk.HAS_NKI and not nk._standin_active:  # "auto", no NeuronCore possible
                 return planning() is None
         return full()
 
@@ -252,7 +253,8 @@ def torch_probe(library: str | None) -> Callable[[], bool]:
     # the probe: when it is true the probe answers True; when it is false the caller asks the probe.
     probe.inline = (
         "(_ot_u() is None and _ot_k0 not in _ot_e and _ot_k1 not in _ot_e and _ot_k2 not in _ot_e"
-        " and (_ot_nk := _ot_d._nki_module) is not None and not _ot_nk.HAS_NKI and _ot_p() is None)",
+        " and (_ot_nk := _ot_d._nki_module) is not None and not _ot_nk.HAS_NKI and not _ot_nk._standin_active"
+        " and _ot_p() is None)",
         {"_ot_u": untouched, "_ot_k0": k0, "_ot_k1": k1, "_ot_k2": k2, "_ot_e": environ,
          "_ot_d": sys.modules[__name__], "_ot_p": planning})
     return probe
@@ -344,9 +346,16 @@ def decide(op: str, size: float | None = None, *, supported: bool = True, why_no
 
 
 def _decide(entry: Threshold, setting: _backend.Setting, size: float | Callable[[], float | None] | None,
-            why_not: Callable[[], str | None] | None) -> Decision:
+            why_not: Callable[[], str | None] | None,
+            residency: Callable[[], str | None] | None = None) -> Decision:
     """The decision rule. ``why_not()`` (called at most once, only when a kernel
     could otherwise run) returns None when the kernel can take the call.
+
+    ``residency()`` (called only under ``"auto"`` when a kernel could run)
+    names the device type when every operand already lives on a NeuronCore's
+    device: such a call has no host transfer to amortize, so the threshold
+    -- the size at which a kernel wins back moving its operands -- does not
+    apply and the kernel runs.
 
     ``size`` may be a function of no arguments: it is then called only when
     the threshold is consulted, and the decisions that do not depend on the
@@ -375,6 +384,12 @@ def _decide(entry: Threshold, setting: _backend.Setting, size: float | Callable[
                         None if lazy else size)
     if name != "auto":  # "nki" (device checked above) or "simulator"
         return Decision(op, name, _where(setting), setting, None if lazy else size)
+    # --- device runtime (issue 33): resident operands have no transfer to amortize
+    where = residency() if residency is not None else None
+    if where is not None:
+        return Decision(op, "nki", f"{_where(setting)}; operands resident on '{where}': no host transfer to "
+                                   "amortize, threshold not applied", setting, None if lazy else size)
+    # --- end device runtime
     if lazy:
         size = size()
     thr, origin = threshold(op)
@@ -699,7 +714,8 @@ class Op:
         setting = _backend.resolve(self._library)
         size_fn = self._size
         size = None if size_fn is None else (lambda: size_fn(*args, **kwargs))
-        return _decide(self._entry, setting, size, lambda: self.why_not(*args, **kwargs))
+        return _decide(self._entry, setting, size, lambda: self.why_not(*args, **kwargs),
+                       lambda: _residency(args, kwargs))
 
     def plan(self, *args, **kwargs) -> Plan:
         """What :meth:`__call__` would do with these arguments, as a printable :class:`Plan`."""
@@ -713,7 +729,12 @@ class Op:
                 kernel = {"name": figures.pop("kernel", None), **figures}
         desc = self._describe(*args, **kwargs) if self._describe is not None else ""
         dt = self._dtype(*args, **kwargs)
-        return Plan(self.name, d.backend, d.reason, self.metric, d.size, d.threshold, dt, desc, kernel, d)
+        moved = None
+        if d.backend == "nki":  # host operands go to the device once (trnsci.runtime, issue 33)
+            from trnsci import runtime
+
+            moved = runtime.transfer_bytes(args, kwargs)
+        return Plan(self.name, d.backend, d.reason, self.metric, d.size, d.threshold, dt, desc, kernel, d, moved)
 
     # ----------------------------------------------------------- running
 
@@ -755,6 +776,13 @@ class Op:
 
 
 _OPS: dict[str, Op] = {}
+
+
+def _residency(args: tuple, kwargs: dict) -> str | None:
+    """The device type when a call's operands all live on a NeuronCore's device (:mod:`trnsci.runtime`)."""
+    from trnsci import runtime
+
+    return runtime.residency(args, kwargs)
 
 
 def load_lowerings(library: str) -> bool:
@@ -821,6 +849,11 @@ class Plan:
         that launches several kernels in a fixed order may list them as
         ``"kernels": [name, ...]``; the figures are then their sums.
     decision : Decision or None
+    transfer_bytes : int or None
+        Under backend ``"nki"``: the bytes of host operands moved to the
+        device for the call (the results come back to the host as well); 0
+        when every operand already lives there. None when no kernel would
+        run on a device.
     """
 
     op: str | None
@@ -833,6 +866,7 @@ class Plan:
     description: str = ""
     kernel: dict | None = None
     decision: Decision | None = None
+    transfer_bytes: int | None = None
 
     def __getattr__(self, name: str):
         if name != "metric" and name == self.__dict__.get("metric"):
@@ -850,6 +884,9 @@ class Plan:
         if self.op is not None:
             rows += [(self.metric or "size", size), ("threshold", thr)]
         rows += [("backend", self.backend), ("reason", self.reason)]
+        if self.transfer_bytes is not None:
+            rows.append(("transfer", f"{self.transfer_bytes:,} B of host operands to the device"
+                         + (" and the results back" if self.transfer_bytes else " (operands resident)")))
         if self.kernel:
             k = self.kernel
             if k.get("kernels"):  # several launches: their order, then the summed figures

@@ -11,6 +11,8 @@
 * :func:`assert_counts` -- the emulator's counters equal closed forms; a key
   the profile does not have is a failure, not a skip.
 * :func:`assert_plan_matches_run` -- what a plan says is what the call does.
+* :func:`neuron_device` -- a stand-in TorchNeuron ``neuron`` device (CPU memory,
+  kernels through the emulator) counting host transfers and kernel launches.
 
 Examples
 --------
@@ -32,7 +34,7 @@ import numpy as np
 import torch
 
 __all__ = ["random", "tolerance", "assert_close", "kernel_ran", "assert_counts", "assert_plan_matches_run",
-           "torch_threads", "choice_at_cost", "NUMPY_DTYPES", "TORCH_DTYPES"]
+           "torch_threads", "choice_at_cost", "neuron_device", "NUMPY_DTYPES", "TORCH_DTYPES"]
 
 #: torch dtype -> NumPy dtype (bfloat16 through ml_dtypes when installed).
 NUMPY_DTYPES = {torch.float16: np.float16, torch.float32: np.float32, torch.float64: np.float64,
@@ -133,6 +135,33 @@ def kernel_ran(*kernels: str, backend: str = "simulator") -> Iterator[list]:
         raise AssertionError(f"no NKI kernel ran under backend {backend!r}: the torch path computed the result")
     if kernels and names != list(kernels):
         raise AssertionError(f"kernels run: {names}; expected {list(kernels)}")
+
+
+@contextlib.contextmanager
+def neuron_device() -> Iterator[Any]:
+    """A stand-in for TorchNeuron's ``neuron`` device, active inside the block.
+
+    Yields an object with the counters ``host_transfers`` (copies between the
+    device and the CPU, host reads such as ``.item()`` included) and
+    ``launches`` (kernels run on device tensors), ``kernels`` (their names),
+    ``device`` (``torch.device("neuron")``) and ``reset()``. Inside the block
+    :mod:`trnsci.runtime` reports the stand-in as the runtime and kernels of
+    ``"nki"`` decisions run on the resident tensors through the emulator;
+    ATen operators on ``neuron`` tensors run on their CPU memory. See
+    :mod:`trnsci._standin`.
+
+    >>> import torch, trnblas
+    >>> with neuron_device() as dev:
+    ...     a = torch.ones(4, 3, device="neuron"); b = torch.ones(3, 2, device="neuron")
+    ...     dev.reset()
+    ...     c = trnblas.gemm(1.0, a, b)
+    >>> c.device.type, dev.launches, dev.host_transfers
+    ('neuron', 1, 0)
+    """
+    from trnsci import _standin
+
+    with _standin.device() as dev:
+        yield dev
 
 
 def _profile_counters(prof) -> dict[str, Any]:

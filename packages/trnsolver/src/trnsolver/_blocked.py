@@ -28,10 +28,14 @@ def _blocked_cholesky_torch(A: torch.Tensor, nb: int = 128, diag=None) -> tuple[
     n = A.shape[-1]
     W = A.tril().clone()
     diag = diag or torch.linalg.cholesky_ex
+    found = None  # on a device: the first failure's order, kept there (no read per block)
     for k0 in range(0, n, nb):
         k1 = min(k0 + nb, n)
         Lkk, info = diag(W[k0:k1, k0:k1])
-        if int(info):
+        if isinstance(info, torch.Tensor) and not info.is_cpu:
+            here = torch.where(info != 0, info + k0, torch.zeros_like(info))
+            found = here if found is None else torch.where(found != 0, found, here)
+        elif int(info):
             return W, k0 + int(info)
         W[k0:k1, k0:k1] = Lkk
         if k1 == n:
@@ -43,4 +47,4 @@ def _blocked_cholesky_torch(A: torch.Tensor, nb: int = 128, diag=None) -> tuple[
             W[j0:j1, j0:j1] = trnblas.syrk(-1.0, Ljk, 1.0, W[j0:j1, j0:j1], uplo="lower")
             if j1 < n:
                 W[j1:, j0:j1] = trnblas.gemm(-1.0, W[j1:, k0:k1], Ljk, 1.0, W[j1:, j0:j1], transB=True)
-    return W.tril(), 0
+    return W.tril(), (0 if found is None else found)

@@ -157,6 +157,10 @@ def potrf_tile(Akk: torch.Tensor) -> tuple[torch.Tensor, int]:
     """One diagonal block (lower triangle read, n <= CHOL_BLOCK) by the tile kernel: ``(L_kk, info)``."""
     S = la.symmetric(Akk.to(F32), "L")
     lt, d = nki.run(potrf_tile_kernel, S.contiguous(), out_dtype=F32)
+    if not lt.is_cpu:  # on a device: info stays there (0, or 1 + the first bad pivot), nothing read
+        bad = ~(d[:, 0] > 0)
+        first = torch.argmax(bad.to(torch.int32)).to(torch.int32) + 1
+        return lt.mT.tril().contiguous(), torch.where(bad.any(), first, torch.zeros_like(first))
     bad = torch.nonzero(~(d[:, 0] > 0))
     info = int(bad[0, 0]) + 1 if bad.numel() else 0
     return lt.mT.tril().contiguous(), info
@@ -166,7 +170,8 @@ def not_finite(A) -> str | None:
     """Why a kernel path cannot take ``A`` holding NaN/Inf (reached with ``check_finite=False``
     or from ``det``/``slogdet``): pivot searches, norms and ``rsqrt`` need finite values, and
     the torch path propagates NaN as LAPACK does."""
-    if A.is_floating_point() and not bool(torch.isfinite(A).all()):
+    # a host tensor is scanned; on a device that would be a host read per call: the pivots report NaN there
+    if A.is_cpu and A.is_floating_point() and not bool(torch.isfinite(A).all()):
         return "A holds NaN/Inf: the kernels' pivot searches and norms need finite values"
     return None
 
@@ -228,7 +233,10 @@ def _cholesky_nki(A, upper):
         Ls.append(L)
         infos.append(info)
     L = torch.stack(Ls).reshape(A.shape).to(A.dtype)
-    info = torch.tensor(infos, dtype=torch.int32, device=A.device).reshape(A.shape[:-2])
+    if any(isinstance(i, torch.Tensor) for i in infos):  # device infos: stacked there
+        info = torch.stack([i.to(torch.int32).reshape(()) for i in infos]).reshape(A.shape[:-2])
+    else:
+        info = torch.tensor(infos, dtype=torch.int32, device=A.device).reshape(A.shape[:-2])
     return (L.mH.contiguous() if upper else L), info
 
 

@@ -89,21 +89,25 @@ from trnsolver.kernels.minres_step import minres_step_kernel
 F32 = torch.float32
 
 
-def _start(b, x0, tol, atol, matvec, shape):
+def _start(b, x0, tol, atol, matvec, shape, resident=False):
     """What every Krylov lowering starts from, in float32 of ``shape`` (``(n,)`` or ``(n, 1)``).
 
     Returns ``(x, r, stop, scale, hist, done)``: ``x0`` (zeros when None), ``r = b - A x0``
     (``b`` itself when ``x0`` is None, no product), the stopping threshold ``max(tol ||b||, atol)``,
     the scale of the residual history (``||b||``, or 1 for ``b = 0``), the history's first entry,
     and whether that residual already meets the threshold -- the torch path's rule.
+    ``resident=True`` on device tensors: the history's entry and ``done`` stay device tensors.
     """
     _, stop, scale = threshold(b, tol, atol)
     b32 = b.to(F32).reshape(shape)
     if x0 is None:
-        x, r = torch.zeros(shape, dtype=F32), b32.clone()
+        x, r = torch.zeros(shape, dtype=F32, device=b.device), b32.clone()
     else:
         x = x0.to(F32).reshape(shape).clone()
         r = b32 - matvec(x)
+    if resident and not b.is_cpu:  # on a device: the start's residual stays there (read with the first block)
+        rn = torch.linalg.vector_norm(r)
+        return x, r, stop, scale, [rn / scale], (rn < stop) | (rn == 0)
     rn = float(torch.linalg.vector_norm(r))
     return x, r, stop, scale, [rn / scale], rn < stop or rn == 0.0
 
@@ -173,22 +177,67 @@ def _cg_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
         return _sparse_cg(matvec.device(), b, x0, tol, atol, maxiter, callback)
     n = b.shape[0]
     a = matvec.matrix.mT.to(F32).contiguous()  # the kernel multiplies by its argument's transpose
-    x, r, stop, scale, hist, done = _start(b, x0, tol, atol, _gemm_with(matvec.matrix), (n, 1))
-    if done:
+    x, r, stop, scale, hist, done = _start(b, x0, tol, atol, _gemm_with(matvec.matrix), (n, 1), resident=True)
+    if done is True:
         return x.reshape(n).to(b.dtype), 0, hist
-    p = torch.zeros(n, 1, dtype=F32)
-    rz = torch.ones(128, 1, dtype=F32)
+    p = torch.zeros(n, 1, dtype=F32, device=b.device)
+    rz = torch.ones(128, 1, dtype=F32, device=b.device)
     extra = () if precond is None else (precond.inv_d.to(F32).reshape(n, 1).contiguous(),)
 
     def step(x, r, p, rz):
         return nki.run(cg_step_kernel, a, x, r, p, rz, *extra, out_dtype=F32)
 
-    return _cg_iterate(step, (x, r, p, rz), b, maxiter, stop, scale, hist, callback)
+    return _cg_iterate(step, (x, r, p, rz), b, maxiter, stop, scale, hist, callback, done)
 
 
-def _cg_iterate(step, state, b, maxiter, stop, scale, hist, callback):
+#: Iterations between two convergence reads of the kernel CG loop on device tensors.
+CHECK_EVERY = 8
+
+
+def _cg_iterate_resident(step, state, b, maxiter, stop, scale, hist, callback, done, check_every=CHECK_EVERY):
+    """:func:`_cg_iterate` on device tensors: ``stats`` stay on the device; a converged (or broken-down)
+    state is frozen there (``torch.where``), and the host reads the stopping flags, the iteration count
+    and the block's residual history once every ``check_every`` iterations."""
+    n = b.shape[0]
+    dev = b.device
+    active = ~torch.as_tensor(done, dtype=torch.bool, device=dev)
+    its = torch.zeros((), dtype=F32, device=dev)
+    bad = torch.zeros((), dtype=torch.bool, device=dev)
+    got: list = []
+    it = iters = 0
+    while it < maxiter:
+        for _ in range(min(check_every, maxiter - it)):
+            it += 1
+            was = active
+            *new, stats = step(*state)
+            rn2, pap = stats[0, 0], stats[0, 1]
+            bad = bad | (active & ~torch.isfinite(pap))
+            active = active & torch.isfinite(pap) & (pap != 0)
+            state = tuple(torch.where(active, a, o) for a, o in zip(new, state))
+            rn = torch.sqrt(torch.clamp(rn2, min=0.0))
+            hist.append(torch.where(active, rn / scale, torch.full_like(rn, math.nan)))
+            its = its + was.to(F32)
+            if callback is not None:
+                callback(state[0].reshape(n).to(b.dtype))
+            active = active & ~((rn < stop) | (rn == 0))
+        flags = torch.stack([active.to(F32), its, bad.to(F32), *[torch.as_tensor(h, dtype=F32, device=dev)
+                                                                 for h in hist[len(got):]]])
+        running, iters, nonfinite, *block = flags.tolist()  # the one read of the block
+        got.extend(block)
+        iters = int(iters)
+        if nonfinite:
+            raise _not_finite("cg", "p^H A p", iters)
+        if not running:
+            break
+    return state[0].reshape(n).to(b.dtype), iters, [v for v in got if v == v][: iters + 1]
+
+
+def _cg_iterate(step, state, b, maxiter, stop, scale, hist, callback, done=False):
     """The host's part of CG on the device: launch ``step(x, r, p, rz) -> (x', r', p', rz', stats)``
-    once per iteration, read ``stats = (r^T r, p^T A p)`` and stop by the torch path's rule."""
+    once per iteration, read ``stats = (r^T r, p^T A p)`` and stop by the torch path's rule
+    (:func:`_cg_iterate_resident` on device tensors)."""
+    if not b.is_cpu:
+        return _cg_iterate_resident(step, state, b, maxiter, stop, scale, hist, callback, done)
     n = b.shape[0]
     it = 0
     for it in range(1, maxiter + 1):  # noqa: B007 (it is returned)

@@ -152,15 +152,15 @@ def lu_factor_device(M: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Packed LU of one real ``[n, n]`` matrix by the launches above: ``(LU, ipiv)``, ipiv 0-based int64."""
     n = M.shape[-1]
     W = M.to(F32).clone()
-    ipiv = torch.empty(n, dtype=torch.int64)
+    ipiv = torch.empty(n, dtype=torch.int64, device=M.device)
     for k0, b in tiles(n, NB):
         k1, w = k0 + b, n - k0
         lut, q = nki.run(lu_panel_kernel, W[k0:, k0:k1].T.contiguous(), out_dtype=F32)
-        steps = torch.arange(b) + q[:, 0].to(torch.int64)
+        steps = torch.arange(b, device=q.device) + q[:, 0].to(torch.int64)
         ipiv[k0:k1] = k0 + steps
         W[k0:, k0:k1] = lut.T
         if n > b:
-            cols = torch.cat([torch.arange(0, k0), torch.arange(k1, n)])
+            cols = torch.cat([torch.arange(0, k0, device=W.device), torch.arange(k1, n, device=W.device)])
             dst = _moved_rows(_fold(steps, w)[:, 0].long(), b)
             src = _fold(steps, w)[dst.long()]
             W[k0 + dst.long()[:, None], cols[None, :]] = _gather(W[k0:, cols], src)

@@ -41,6 +41,7 @@ import torch
 from trnsci import _iterative as it_
 from trnsci import _linalg as la
 from trnsci import _validate as v
+from trnsci import runtime
 from trnsci._iterative import SolverInfo
 from trnsci._validate import numpy_io
 from trnsci.dispatch import Op
@@ -224,8 +225,80 @@ CG = Op("trnsolver.cg", "rows", 4096, size=_rows, describe=_describe_rows,
 @CG.lowering("torch")
 def _cg_torch(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
     """Preconditioned CG on the host: :func:`_cg_loop` on torch tensors or NumPy views of them,
-    whichever was measured faster (:func:`trnsci._iterative.krylov_loop`)."""
+    whichever was measured faster (:func:`trnsci._iterative.krylov_loop`); on a device,
+    :func:`_cg_device_loop`."""
+    if not b.is_cpu and b.device.type != "meta":
+        return _cg_device_loop(matvec, b, x0, tol, atol, maxiter, precond, callback)
     return it_.krylov_loop("cg", _cg_loop, matvec, b, x0, tol, atol, maxiter, precond, callback)
+
+
+#: Iterations between two convergence reads of the device CG loop (:func:`_cg_device_loop`).
+CHECK_EVERY = 8
+
+
+def _cg_device_loop(matvec, b, x0, tol, atol, maxiter, precond, callback, check_every=CHECK_EVERY):
+    """:func:`_cg_loop` with every scalar kept on the device: the host reads one small tensor (stopped?,
+    iterations, a non-finite ``p^H A p``) every ``check_every`` iterations, and the residual history
+    once at the end. Each iteration is the same sequence of operations on device tensors, so a lazy
+    device (torch-xla) traces one graph per block of ``check_every`` iterations and reuses it; after the
+    stopping test holds, the remaining iterations of a block are masked out (``alpha = 0``), so the
+    iterates, the iteration count and the history equal the host loop's up to rounding. The history
+    of a block comes with its read; ``maxiter == 0`` reads nothing."""
+    real = b.real.dtype if b.is_complex() else b.dtype
+
+    def dot(u, w):
+        d = (u.conj() * w).sum()
+        return d.real if d.is_complex() else d
+
+    x = torch.zeros_like(b) if x0 is None else x0.clone()
+    bnorm = torch.linalg.vector_norm(b)
+    stop = torch.clamp(tol * bnorm, min=atol)
+    scale = torch.where(bnorm > 0, bnorm, torch.ones_like(bnorm))
+    r = b - matvec(x) if x0 is not None else b.clone()
+    rn = torch.linalg.vector_norm(r)
+    hist = [rn / scale]
+    active = ~((rn < stop) | (rn == 0))
+    runtime.sync(b.device)  # the start in a graph of its own: every block then traces the same graph
+    its = torch.zeros((), dtype=torch.int64, device=b.device)
+    bad = torch.zeros((), dtype=torch.bool, device=b.device)
+    p = torch.zeros_like(b)
+    rz = torch.ones((), dtype=real, device=b.device)
+    it = iters = 0
+    got: list = []  # history values read so far
+    while it < maxiter:
+        for _ in range(min(check_every, maxiter - it)):
+            it += 1
+            was = active
+            z = precond(r) if precond is not None else r
+            rz_new = dot(r, z)
+            p = z + (rz_new / rz) * p  # the first iteration: p = 0, so p = z (one graph for every iteration)
+            rz = rz_new
+            Ap = matvec(p)
+            pAp = dot(p, Ap)
+            bad = bad | (active & ~torch.isfinite(pAp))
+            active = active & torch.isfinite(pAp) & (pAp != 0)
+            alpha = torch.where(active, rz / torch.where(pAp != 0, pAp, torch.ones_like(pAp)),
+                                torch.zeros_like(pAp))
+            x = x + alpha * p
+            r = r - alpha * Ap
+            rn_next = torch.linalg.vector_norm(r)
+            rn = torch.where(active, rn_next, rn)
+            hist.append(torch.where(active, rn / scale, torch.full_like(rn, math.nan)))
+            its = its + was.to(torch.int64)
+            if callback is not None:
+                callback(x)
+            active = active & ~((rn < stop) | (rn == 0))
+        runtime.sync(b.device)  # a lazy device: this block's graph ends here (the same graph every block)
+        flags = torch.stack([active.to(real), its.to(real), bad.to(real), *hist[len(got):]])
+        running, iters, nonfinite, *block = flags.tolist()  # the one read of the block, history included
+        got.extend(block)
+        iters = int(iters)
+        if nonfinite:
+            raise _not_finite("cg", "p^H A p", iters)
+        if not running:
+            break
+    h = [v for v in got if v == v]  # masked-out iterations: NaN, dropped
+    return x, iters, h[: iters + 1]
 
 
 def _cg_loop(ops, matvec, b, x0, tol, atol, maxiter, precond, callback):

@@ -44,6 +44,7 @@ Host-side work and why it is there (all proportional to what is stored):
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from trnsci import nki
@@ -122,8 +123,8 @@ def _spmm_supports(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
     if values.numel() >= 2**31 or shape[1] >= 2**31 - 1:
         return "indices beyond int32"
     m = shape[0]
-    lens = ptrs[1:m + 1] - ptrs[:m]
-    longest = int(lens.max())
+    # read on the host once per pattern (cached on the matrix): no sync per call on a device
+    longest = _sell.cached(owner, "_longest_row", (ptrs,), lambda: int((ptrs[1:m + 1] - ptrs[:m]).max()))
     if longest > _sell.TB * _sell.KMAX:
         return f"a row of {longest} entries: more than 128 x {_sell.KMAX} slots (one slice)"
     return None
@@ -149,20 +150,36 @@ def _ncols(x):
     return 1 if x.dim() == 1 else x.shape[1]
 
 
+def _on_device(owner, st, device, tables):
+    """The layout ``st``'s index tables (``tables()``, built on the host) on ``device``: uploaded once
+    per layout and device and kept on the matrix, so that steady-state calls on a device copy nothing."""
+    if device.type == "cpu":
+        return tables()
+    key = f"_device_tables_{id(st)}"  # st is held by the entry: its id is not reused while it lives
+    hit = owner.__dict__.get(key)
+    if hit is not None and hit[0] is st and hit[1] == device:
+        return hit[2]
+    ts = tuple((torch.from_numpy(t) if isinstance(t, np.ndarray) else t).to(device) for t in tables())
+    owner.__dict__[key] = (st, device, ts)
+    return ts
+
+
 @SPMM.lowering("nki", dtypes=SPMM_DTYPES, supports=_spmm_supports, counts=_spmm_counts)
 def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
     vec = x.dim() == 1
     b = (x[:, None] if vec else x).contiguous()
     if _resident_x(shape, x):
         st, sv = _sell.ell_layout(owner, values, cols, ptrs, shape, _ncols(x))
-        tg = st.target if st.target.numel() else torch.zeros(1, 2, dtype=F32)
-        C = nki.run(csr_spmv_kernel, sv, st.cols, tg, b, blocks=st.blocks, M=shape[0], out_dtype=F32)
+        scols, tg = _on_device(owner, st, b.device, lambda: (
+            st.cols, st.target if st.target.numel() else torch.zeros(1, 2, dtype=F32)))
+        C = nki.run(csr_spmv_kernel, sv, scols, tg, b, blocks=st.blocks, M=shape[0], out_dtype=F32)
     else:
         st, sv = _sell.layout(owner, values, cols, ptrs, shape)
-        rloc = st.rloc if st.rloc.numel() else torch.zeros(1, dtype=F32)
+        scols, orow, rloc = _on_device(owner, st, b.device, lambda: (
+            st.cols, st.orow, st.rloc if st.rloc.numel() else torch.zeros(1, dtype=F32)))
         if sv.dtype in LOWP:  # the gather kernel's closed form is for float32 operands
             sv, b = sv.float(), b.float()
-        C = nki.run(csr_spmm_kernel, sv, st.cols, st.orow, rloc, b, slices=st.slices, out_dtype=F32)
+        C = nki.run(csr_spmm_kernel, sv, scols, orow, rloc, b, slices=st.slices, out_dtype=F32)
     C = C[:, 0] if vec else C
     if x.dtype in LOWP:  # alpha/beta in float32 too: the result is rounded once
         return _finish(C, alpha, None if y is None else y.float(), beta).to(x.dtype)

@@ -77,7 +77,8 @@ def _permute_supports(A, perm, alpha):
         return "empty tensor: nothing to move"
     fig = _permute_counts(A, perm, alpha)
     names = fig.get("kernels", [fig["kernel"]])
-    if "transpose_kernel" in names and not _meta(A) and not bool(torch.isfinite(A).all()):
+    # a host tensor is scanned here; on a device the lowering restores non-finite entries there instead
+    if "transpose_kernel" in names and A.is_cpu and not bool(torch.isfinite(A).all()):
         return "A holds NaN/Inf: the Tensor Engine transpose is not bit-accurate for them on trn1"
     return None
 
@@ -138,6 +139,9 @@ def _permute_nki(A, perm, alpha):
     R, moved = _run_passes(base, full, alpha)
     if not moved and (kind != "gather" or alpha != 1):
         R = _scaled_copy(R, alpha).reshape(R.shape)
+    if not A.is_cpu and not _meta(A):  # NaN/Inf (not bit-accurate through the transpose): torch's, on the device
+        P = A.permute(tuple(perm))
+        R = torch.where(torch.isfinite(P), R, P * alpha if alpha != 1 else P)
     return R
 
 

@@ -15,8 +15,9 @@ it inside kernels. ``TRNSCI_NKI=emulator`` forces the emulator even where
 the real package is installed.
 
 :func:`run` executes a kernel on torch tensors for the backend the current
-operation chose (``"nki"``: hardware through XLA; ``"simulator"``: on the
-CPU) and hands results back on the caller's device. :func:`capture` records
+operation chose (``"nki"``: on a NeuronCore, through TorchNeuron's ``neuron``
+device or torch-xla, on the tensors where they live -- :mod:`trnsci.runtime`;
+``"simulator"``: on the CPU) and hands results back on the caller's device. :func:`capture` records
 every kernel run inside a block, so a test can prove that a kernel -- not
 the torch fallback -- produced a result. :func:`simulate` runs any kernel
 on the CPU like AWS's ``nki.simulate``, and :func:`install_as_nki` makes
@@ -116,6 +117,18 @@ class _Missing:
 SOURCE, nki, nl, nisa, EMULATOR_ERROR = _load_toolchain()
 HAS_NKI = SOURCE == "neuron"
 
+# --- device runtime (issue 33): a test stand-in device (trnsci.testing.neuron_device) is active;
+# trnsci.dispatch then treats the machine as one where kernels can launch. Set through
+# trnsci.runtime only.
+_standin_active = False
+
+
+def _set_launchable(standin: bool | None) -> None:
+    global _standin_active
+    _standin_active = bool(standin)
+# --- end device runtime
+
+
 _device_cache: bool | None = None
 
 
@@ -126,6 +139,8 @@ def has_neuron_device() -> bool:
     device), and a Neuron device node. The answer is cached.
     """
     global _device_cache
+    if _standin_active:  # a test stand-in device (trnsci.runtime)
+        return True
     if _device_cache is None:
         ok = HAS_NKI and os.path.exists("/dev/neuron0")
         if ok:
@@ -254,13 +269,19 @@ def run(kernel: Callable, *tensors, backend: str | None = None, out_dtype=None, 
     name = _kernel_name(kernel)
     prof = None
     if backend == "nki":
+        # --- device runtime (issue 33): the kernel runs where its operands live (trnsci.runtime);
+        # results of resident operands stay on the device, host operands go there and back once
         if not has_neuron_device():
             raise RuntimeError("backend 'nki' needs a NeuronCore and the Neuron SDK; none is present here")
-        xla = importlib.import_module("torch_xla.core.xla_model").xla_device()
-        outs = kernel(*[t.to(xla) if isinstance(t, torch.Tensor) else t for t in tensors], **constants)
+        from trnsci import runtime as _runtime
+
+        outs = _runtime.launch(kernel, tensors, constants)
         outs_t = outs if isinstance(outs, tuple) else (outs,)
-        results = tuple(o.to(device) if device is not None else o.cpu() for o in outs_t)
-        results = tuple(r.to(out_dtype) if out_dtype is not None and r.is_floating_point() else r for r in results)
+        results = tuple(r.to(out_dtype) if out_dtype is not None and r.is_floating_point() and r.dtype != out_dtype
+                        else r for r in outs_t)
+        if device is not None and _runtime.resident_device(ref) is None:
+            results = tuple(r.to(device) for r in results)
+        # --- end device runtime
     else:
         arrays = [to_numpy(t) if isinstance(t, (torch.Tensor, np.ndarray)) else t for t in tensors]
         if SOURCE == "neuron":
