@@ -84,3 +84,16 @@ def test_complex_conv1d_loads_a_published_checkpoint():
     w = wr[:, 0] + 1j * wi[:, 0]
     want = np.stack([np.correlate(x, np.conj(w[c]), mode="valid") for c in range(2)])  # correlate conjugates v
     np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-12)
+
+
+def test_has_nki_means_the_same_in_every_library():
+    """``<lib>.HAS_NKI`` is one fact -- the Neuron SDK's NKI is importable -- in all six libraries and their
+    published ``<lib>.nki.dispatch`` paths, not whether a library's lowerings registered."""
+    import importlib
+
+    from trnsci import nki
+
+    for lib in ("trnblas", "trnfft", "trnsparse", "trnsolver", "trnrand", "trntensor"):
+        mod = importlib.import_module(lib)
+        assert mod.HAS_NKI is nki.HAS_NKI, lib
+        assert importlib.import_module(f"{lib}.nki.dispatch").HAS_NKI is nki.HAS_NKI, lib

@@ -86,5 +86,5 @@ __all__ = [
 
 # Every NKI lowering lives in trnrand._nki and registers itself on the Ops above;
 # imported last (a broken kernel module warns and leaves the torch path running).
-#: published name: True when the NKI lowerings (Philox, Box-Muller, Sobol kernels) registered
-HAS_NKI = _load_lowerings("trnrand")
+_load_lowerings("trnrand")
+from trnsci.nki import HAS_NKI  # noqa: E402  published name: True when the Neuron SDK's NKI is importable
