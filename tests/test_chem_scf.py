@@ -164,3 +164,21 @@ def test_bad_input_is_named():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert chem.scf(_mol("H 0 0 0; H 0 0 0.74")).converged
+
+
+def test_demo_runs_the_whole_job_with_progress_per_cycle():
+    import io
+
+    import torch
+
+    from trnsci import chem_demo
+
+    lines, err = [], io.StringIO()
+    report = chem_demo._cycle_reporter("oh", stream=err)
+    ok = chem_demo.dfmp2_part([("oh", "O 0 0 0; H 0 0 0.97")], "cc-pvdz", None, torch.float64, False,
+                              echo=lines.append, spin=1)
+    assert ok, lines
+    row = next(ln for ln in lines if ln.strip().startswith("oh"))
+    assert " uhf " in row and "all within" in lines[-1]
+    report({"cycle": 1, "e_tot": -75.0, "delta_e": -1.0, "grad_norm": 0.1})
+    assert err.getvalue() == "oh: SCF cycle   1  E = -75.0000000000 Eh  dE = -1.0e+00  |g| = 1.0e-01\n"
