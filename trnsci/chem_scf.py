@@ -22,6 +22,12 @@ Stages (keys of :attr:`SCFResult.timings` and ``.backends``):
     Per cycle: ``J_mn = sum_P b^P_mn (sum_ls b^P_ls D_ls)`` (two GEMMs on
     the packed integrals) and, per spin with occupied orbitals ``C``,
     ``K = sum_P (b^P C)(b^P C)^T`` (one GEMM ``C^T b`` and one SYRK).
+``refine``
+    Device path only (backend ``"nki"``/``"simulator"``, where ``jk`` runs
+    trnblas's float32 kernels): the float64 host J/K builds after the
+    float32 cycles have converged to ``DEVICE_CONV_TOL``/``_GRAD`` -- one
+    more diagonalisation and energy (``precision="default"``), or float64
+    cycles to ``conv_tol`` (``precision="fp64"``).
 ``diag``
     Per cycle: DIIS extrapolation of the Fock matrix (Pulay's commutator
     error ``F D S - S D F``), ``F' = X^T F X`` with ``X = L_S^{-T}``
@@ -55,11 +61,16 @@ from trnsci._iterative import ConvergenceWarning
 __all__ = ["SCFResult", "scf", "SCF_STAGES", "ConvergenceWarning"]
 
 #: Stage names (keys of ``SCFResult.timings``), in pipeline order.
-SCF_STAGES = ("int1e", "metric", "int3c", "fit", "jk", "diag")
+SCF_STAGES = ("int1e", "metric", "int3c", "fit", "jk", "refine", "diag")
 
 _GUESSES = ("minao", "atom", "huckel", "1e", "hcore", "sap")
 _KINDS = ("auto", "rhf", "uhf")
 _PRECISIONS = ("default", "fp64")
+
+#: Device path: the float32-kernel cycles stop at |dE| below this (Eh) ...
+DEVICE_CONV_TOL = 1e-6
+#: ... and an orbital-gradient norm below this; float64 host refinement follows.
+DEVICE_CONV_TOL_GRAD = 1e-4
 
 
 @dataclass
@@ -244,14 +255,18 @@ def _apply_fit(kind, M, raw, trnblas):
 # ------------------------------------------------------------------ J and K
 
 class _JK:
-    """J and K builders over the fitted integrals (packed for J, ``(nao, naux, nao)`` for K)."""
+    """J and K builders over the fitted integrals (packed for J, ``(nao, naux, nao)`` for K).
 
-    def __init__(self, cderi: np.ndarray, nao: int, max_memory_mb: float, precision: str):
+    ``device=True``: the GEMMs/SYRK take float32 operands, so on backend
+    ``"nki"``/``"simulator"`` they run on trnblas's kernels (float64 operands
+    always run on the host); results come back as float64.
+    """
+
+    def __init__(self, cderi: np.ndarray, nao: int, max_memory_mb: float, device: bool = False):
         _, _, lib = C._pyscf()
         self.nao = nao
         self.packed = torch.from_numpy(cderi)  # (naux, npair)
         self.naux = cderi.shape[0]
-        self.precision = precision
         self.tril = torch.tril_indices(nao, nao)
         self.diag_mask = (self.tril[0] == self.tril[1])
         need = 8 * self.naux * nao * nao
@@ -261,29 +276,40 @@ class _JK:
             u = torch.from_numpy(lib.unpack_tril(cderi))  # (naux, nao, nao), symmetric in m, n
             self.full = u.permute(1, 0, 2).contiguous()     # (nao, naux, nao)
             del u
+        self.device = False
+        self._f32 = {}
+        self.set_device(device)
+
+    def set_device(self, device: bool) -> None:
+        self.device = bool(device)
+        if self.device and not self._f32:
+            self._f32["packed"] = self.packed.float()
+            if self.full is not None:
+                self._f32["full"] = self.full.float()
+
+    def _cast(self, t):
+        return t.float() if self.device else t
 
     def _blocks(self):
         """``(nao, nb, nao)`` blocks of the unpacked fitted integrals."""
         if self.full is not None:
-            yield self.full
+            yield self._f32["full"] if self.device else self.full
             return
         _, _, lib = C._pyscf()
         nb = max(1, int(self.max_memory * 2**20 / 3 / (8 * self.nao * self.nao)))
         for p0 in range(0, self.naux, nb):
             u = torch.from_numpy(lib.unpack_tril(self.packed[p0:p0 + nb].numpy()))
-            yield u.permute(1, 0, 2).contiguous()
-
-    def _mm(self, *args, **kw):
-        import trnblas
-
-        return _gemm(trnblas, self.precision, *args, **kw)
+            yield self._cast(u.permute(1, 0, 2).contiguous())
 
     def j(self, dm: torch.Tensor) -> torch.Tensor:
         """``J[D]`` for a symmetric ``D``: ``rho = b D``, ``J = b^T rho`` on the packed triangle."""
+        import trnblas
+
         x = dm[self.tril[0], self.tril[1]] * 2.0
         x[self.diag_mask] *= 0.5
-        rho = self._mm(1.0, self.packed, x[:, None])
-        jt = self._mm(1.0, self.packed, rho, transA=True)[:, 0]
+        b = self._f32["packed"] if self.device else self.packed
+        rho = trnblas.gemm(1.0, b, self._cast(x[:, None]))
+        jt = trnblas.gemm(1.0, b, rho, transA=True)[:, 0].double()
         J = torch.zeros(self.nao, self.nao, dtype=torch.float64)
         J[self.tril[0], self.tril[1]] = jt
         J[self.tril[1], self.tril[0]] = jt
@@ -297,31 +323,20 @@ class _JK:
         for c, sign in ((cpos, 1.0), (cneg, -1.0)):
             if c is None or c.shape[1] == 0:
                 continue
+            c = self._cast(c)
             for L3 in self._blocks():
                 nb = L3.shape[1]
-                Y = self._mm(1.0, c, L3.view(self.nao, nb * self.nao), transA=True)  # (nocc, nb*nao)
+                Y = trnblas.gemm(1.0, c, L3.view(self.nao, nb * self.nao), transA=True)  # (nocc, nb*nao)
                 Yv = Y.view(c.shape[1] * nb, self.nao)
-                K += sign * _syrk(trnblas, self.precision, Yv)
+                K += sign * trnblas.syrk(1.0, Yv, trans=True, fill="full").double()
         return K
 
 
-def _gemm(trnblas, precision, alpha, A, B, transA=False, transB=False):
-    """``alpha op(A) op(B)`` through trnblas; ``precision="fp64"`` passed on when the device path is active."""
-    if precision == "fp64" and _device_active():
-        return trnblas.gemm(alpha, A, B, transA=transA, transB=transB, precision="fp64")
-    return trnblas.gemm(alpha, A, B, transA=transA, transB=transB)
-
-
-def _syrk(trnblas, precision, Y):
-    if precision == "fp64" and _device_active():
-        return _gemm(trnblas, precision, 1.0, Y, Y, transA=True)
-    return trnblas.syrk(1.0, Y, trans=True, fill="full")
-
-
 def _device_active() -> bool:
+    """True when trnblas's operations go to NKI kernels (backend "nki" or "simulator")."""
     import trnblas
 
-    return trnblas.get_backend() in ("nki", "simulator")
+    return str(trnblas.get_backend()) in ("nki", "simulator")
 
 
 def _split_density(dm: torch.Tensor):
@@ -420,10 +435,13 @@ def scf(mol, *, kind="auto", auxbasis=None, conv_tol=1e-9, conv_tol_grad=None, m
     diis : bool
         Pulay DIIS extrapolation of the Fock matrix (``diis_space`` vectors).
     precision : {"default", "fp64"}
-        On the device path (backend ``"nki"``/``"simulator"``): ``"default"``
-        runs the J/K GEMMs in the kernels' float32; ``"fp64"`` makes them
-        fp64-accurate (``trnblas.gemm(..., precision="fp64")``). The host
-        path is float64 either way.
+        On the device path (backend ``"nki"``/``"simulator"``) the cycles
+        run J/K on trnblas's float32 kernels until ``|dE| < 1e-6`` and
+        ``|g| < 1e-4``, then the host refines in float64: ``"default"``
+        one diagonalisation and energy (two float64 J/K builds; the energy
+        is stationary, so its error is second order in the float32 one),
+        ``"fp64"`` float64 cycles to ``conv_tol``. The host path is
+        float64 throughout either way.
     backend : str, optional
         Backend of the suite's operations in this call.
     max_memory : float, optional
@@ -533,7 +551,8 @@ def _run(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shif
         cderi, bytes_sent, ranks = fitted_integrals_distributed(mol, auxmol, mm, timings, backends, process_group)
     else:
         cderi, _ = _fitted_integrals(mol, auxmol, mm, timings, backends)
-    jk = _JK(cderi, nao, mm, precision)
+    device = _device_active()
+    jk = _JK(cderi, nao, mm, device=device)
 
     with C._stage("diag", timings, backends):
         Ls = trnsolver.cholesky(S)
@@ -557,8 +576,9 @@ def _run(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shif
                             for s in range(spins)])
 
     def veff(Dm, Cs=None, occ=None):
-        """``(V per spin, E_2e)``; ``Cs``/``occ`` give K from orbitals, else from a density's eigenvectors."""
-        with C._stage("jk", timings, backends):
+        """``(V per spin, E_2e)``; ``Cs``/``occ`` give K from orbitals, else from a density's eigenvectors.
+        On the device path the float64 host builds of the refinement are stage ``refine``."""
+        with C._stage("jk" if jk.device or not device else "refine", timings, backends):
             Jm = jk.j(Dm.sum(0))
             Ks = []
             for s in range(spins):
@@ -596,6 +616,10 @@ def _run(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shif
     gnorm = float("nan")
     cycle = 0
     Cs = occ = None
+    # the device path iterates on float32 kernels to (DEVICE_CONV_TOL, DEVICE_CONV_TOL_GRAD), then refines on the host
+    tol_e, tol_g = ((max(conv_tol, DEVICE_CONV_TOL), max(conv_tol_grad, DEVICE_CONV_TOL_GRAD)) if device
+                    else (conv_tol, conv_tol_grad))
+    refined = not device
     try:
         for cycle in range(1, max_cycle + 1):
             last_e = e_tot
@@ -618,11 +642,24 @@ def _run(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shif
             info = {"cycle": cycle, "e_tot": e_tot, "delta_e": e_tot - last_e, "grad_norm": gnorm}
             history.append(info)
             bar.cycle(info)
-            if abs(e_tot - last_e) < conv_tol and gnorm < conv_tol_grad:
-                converged = True
-                break
+            if abs(e_tot - last_e) < tol_e and gnorm < tol_g:
+                if refined:
+                    converged = True
+                    break
+                # device phase done: J/K of this density in float64 on the host from here on
+                jk.set_device(False)
+                refined = True
+                V, e2 = veff(Dm, Cs, occ)
+                e_tot = energy(Dm, e2)
+                gnorm = grad(Cs, occ, h[None] + V)
+                if precision == "default":  # the final diagonalisation below is the one refinement step
+                    converged = True
+                    break
+                tol_e, tol_g = conv_tol, conv_tol_grad
+                dis = _DIIS(diis_space) if use_diis else None  # its Fock matrices carried float32 error
     finally:
         bar.close()
+        jk.set_device(False)
     if max_cycle == 0 or Cs is None:  # orbitals of the initial Fock matrix
         with C._stage("diag", timings, backends):
             pairs = [eig((h[None] + V)[s]) for s in range(spins)]
@@ -650,7 +687,7 @@ def _run(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shif
     timings["total"] = time.perf_counter() - t_start
     for k in SCF_STAGES:
         timings.setdefault(k, 0.0)
-        backends.setdefault(k, "torch")
+        backends.setdefault(k, "torch" if k != "refine" else "-")
     timings = {k: timings[k] for k in (*SCF_STAGES, "total")}
     backends = {k: backends[k] for k in SCF_STAGES}
     sq = (lambda t: t[0].numpy()) if spins == 1 else (lambda t: t.numpy())
