@@ -193,6 +193,8 @@ def test_device_path_runs_jk_on_kernels_and_refines_to_fp64():
     Bounds from the issue: 1e-6 Eh (default) and 1e-8 Eh (precision="fp64") from the host float64 run;
     observed ~1e-12 for both (the refined energy is stationary: its error is second order in the
     float32 cycles' ~1e-6)."""
+    import torch
+
     from trnsci import nki
 
     if nki.EMULATOR_ERROR is not None:
@@ -208,3 +210,9 @@ def test_device_path_runs_jk_on_kernels_and_refines_to_fp64():
         assert {x.kernel for x in runs} >= {"gemm_kernel", "syrk_kernel"}
         # the float32 cycles alone are off by far more than the refined result: the refinement matters
         assert max(abs(h["e_tot"] - host.e_tot) for h in r.history[-3:-1]) > 1e-9
+    # MP2 on the kernels: AO->MO and the (ia|jb) blocks as float32 GEMMs; 1e-6 Eh bound (observed ~5e-9)
+    e64 = chem.df_mp2(host, progress=False, backend="torch").e_corr
+    with nki.capture() as runs:
+        m = chem.df_mp2(r, dtype=torch.float32, backend="simulator", progress=False)
+    assert m.backends["ao2mo"] == "simulator:gemm_kernel" and m.backends["energy"] == "simulator:gemm_kernel"
+    assert abs(m.e_corr - e64) <= 1e-6 and abs(_pyscf_mp2(host.to_pyscf()) - e64) <= 1e-8

@@ -44,6 +44,7 @@ The energy is ``E = sum_ij sum_ab (ia|jb) [2 (ia|jb) - (ib|ja)] /
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import numbers
 import sys
@@ -313,14 +314,16 @@ def _check_converged(mf, where: str) -> None:
         raise ValueError(f"{where}: mf has not converged (mf.converged is False); run mf.kernel() to convergence")
 
 
-def _select(coeff, occ, eps, frozen, where: str):
-    """Active occupied / virtual coefficients and energies of one spin (or of a closed shell)."""
+def _select(coeff, occ, eps, frozen, where: str, allow_empty: bool = False):
+    """Active occupied / virtual coefficients and energies of one spin (or of a closed shell).
+
+    ``allow_empty``: a spin with no electron (UHF of one electron) gives empty occupied arrays."""
     nmo = occ.size
     active = np.ones(nmo, dtype=bool)
     if frozen is None or (isinstance(frozen, numbers.Integral) and not isinstance(frozen, bool)):
         nf = 0 if frozen is None else int(frozen)
         nocc = int(np.count_nonzero(occ))
-        if not 0 <= nf < nocc:
+        if not 0 <= nf < max(nocc, 1 if allow_empty and nf == 0 else 0):
             raise ValueError(f"{where}: frozen must be below nocc={nocc} (and not negative), got {frozen}")
         active[:nf] = False
     else:
@@ -334,7 +337,7 @@ def _select(coeff, occ, eps, frozen, where: str):
         active[idx] = False
     o = active & (occ > 0)
     v = active & (occ == 0)
-    if not o.any() or not v.any():
+    if (not o.any() and not (allow_empty and not (occ > 0).any())) or not v.any():
         raise ValueError(f"{where}: frozen leaves no active occupied or no active virtual orbital")
     eps = np.asarray(eps, dtype=np.float64)
     return (np.ascontiguousarray(coeff[:, o]), np.ascontiguousarray(coeff[:, v]),
@@ -360,7 +363,7 @@ def _orbitals_u(mf, frozen, where: str):
     eps = np.asarray(mf.mo_energy, dtype=np.float64)
     if eps.shape != occ.shape:
         raise ValueError(f"{where}: mf.mo_energy has shape {eps.shape}, mf.mo_occ {occ.shape}")
-    out = [_select(coeff[s], occ[s], eps[s], frozen, where) for s in range(2)]
+    out = [_select(coeff[s], occ[s], eps[s], frozen, where, allow_empty=True) for s in range(2)]
     return [o[:4] for o in out], out[0][4]
 
 
@@ -433,7 +436,7 @@ def _ao2mo_block(pqL, q, *, Co, Cv, V, p0) -> None:
     nvir = Cv.shape[1]
     q0, q1 = q
     nq = q1 - q0
-    eri = torch.from_numpy(lib.unpack_tril(pqL.T[q0:q1]))  # (nq, nao, nao)
+    eri = torch.from_numpy(lib.unpack_tril(pqL.T[q0:q1])).to(Co.dtype)  # (nq, nao, nao)
     Y = trnblas.gemm(1.0, eri.view(nq * nao, nao), Co).view(nq, nao, nocc)
     del eri
     Y = Y.transpose(1, 2).reshape(nq * nocc, nao)
@@ -452,6 +455,32 @@ def _cached_cderi(mf, auxbasis):
     return None
 
 
+#: dtype of the AO->MO GEMM operands; float32 puts them on trnblas's kernels on the device path
+#: (set by :func:`df_mp2` for ``dtype`` float32/bfloat16 there; ``V`` and the fit stay float64).
+_AO_DTYPE: contextvars.ContextVar = contextvars.ContextVar("trnsci_chem_ao_dtype", default=torch.float64)
+
+
+def _ao_operands(c_occ, c_vir):
+    dt = _AO_DTYPE.get()
+    return torch.from_numpy(c_occ).to(dt), torch.from_numpy(c_vir).to(dt)
+
+
+def _device_path() -> bool:
+    import trnblas
+
+    return str(trnblas.get_backend()) in ("nki", "simulator")
+
+
+@contextmanager
+def _ao_dtype(dtype):
+    """AO->MO in float32 (kernels) when the energy's ``dtype`` is below float64 and the device path is on."""
+    token = _AO_DTYPE.set(torch.float32 if dtype != torch.float64 and _device_path() else torch.float64)
+    try:
+        yield
+    finally:
+        _AO_DTYPE.reset(token)
+
+
 def _B_from_cderi(cderi, c_occ, c_vir, timings, backends):
     """``B`` from PySCF's cached fit (what its DFMP2 does then too): only the AO->MO stage runs."""
     nocc, nvir = c_occ.shape[1], c_vir.shape[1]
@@ -460,7 +489,7 @@ def _B_from_cderi(cderi, c_occ, c_vir, timings, backends):
         timings[name] = 0.0
         backends[name] = "cached (mf.with_df)"
     V = torch.empty((nocc, nvir, naux), dtype=torch.float64)
-    Co, Cv = torch.from_numpy(c_occ), torch.from_numpy(c_vir)
+    Co, Cv = _ao_operands(c_occ, c_vir)
     with _stage("ao2mo", timings, backends):
         pieces = _split(naux, max(_NTHREADS(), -(-naux * nao * nao * 8 // _PIECE_BYTES)))
         _parallel(functools.partial(_ao2mo_block, cderi.T, Co=Co, Cv=Cv, V=V, p0=0), pieces)
@@ -520,7 +549,7 @@ def _build_Bs(mol, auxmol, orbitals, max_memory_mb, timings, backends, progress)
     blocks = list(_aux_blocks(auxmol, max_aux))
 
     read = _int3c_reader(mol, auxmol)
-    Cs = [(torch.from_numpy(co), torch.from_numpy(cv)) for co, cv in orbitals]
+    Cs = [_ao_operands(co, cv) for co, cv in orbitals]
     Vs = [torch.empty((co.shape[1], cv.shape[1], naux), dtype=torch.float64) for co, cv in orbitals]
     for k, (s0, s1, p0, p1) in enumerate(blocks):
         progress.show("int3c", k, len(blocks))
@@ -729,7 +758,7 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
     backends: dict = {}
     bar = _Progress(progress, f"DF-MP2 {mf.mol.nao_nr()} bf")
     try:
-        with _backend_scope(backend):
+        with _backend_scope(backend), _ao_dtype(dtype):
             cderi = _cached_cderi(mf, auxbasis)
             if cderi is not None:
                 B = _B_from_cderi(cderi, c_occ, c_vir, timings, backends)
@@ -758,12 +787,17 @@ def _df_ump2(mf, auxbasis, frozen, dtype, backend, max_memory, progress, where) 
     backends: dict = {}
     bar = _Progress(progress, f"DF-UMP2 {mf.mol.nao_nr()} bf")
     try:
-        with _backend_scope(backend):
+        with _backend_scope(backend), _ao_dtype(dtype):
             cderi = _cached_cderi(mf, auxbasis)
+            live = [s for s in spins if s[0].shape[1]]  # a spin without electrons has no B
             if cderi is not None:
-                Bs = [_B_from_cderi(cderi, co, cv, timings, backends) for co, cv, _, _ in spins]
+                got = [_B_from_cderi(cderi, co, cv, timings, backends) for co, cv, _, _ in live]
             else:
-                Bs = _build_Bs(mf.mol, auxmol, [(co, cv) for co, cv, _, _ in spins], mm, timings, backends, bar)
+                got = _build_Bs(mf.mol, auxmol, [(co, cv) for co, cv, _, _ in live], mm, timings, backends, bar)
+            naux = got[0].shape[2]
+            it = iter(got)
+            Bs = [next(it) if s[0].shape[1] else torch.empty(0, s[1].shape[1], naux, dtype=torch.float64)
+                  for s in spins]
             e, e_ss, e_os = _ump2_energy(Bs, [torch.from_numpy(x[2]) for x in spins],
                                          [torch.from_numpy(x[3]) for x in spins], dtype, mm, timings, backends, bar)
     finally:
