@@ -22,7 +22,6 @@ import time
 import torch
 
 from trnblas.demo import MOLECULES
-from trnsci._progress import Progress
 
 DEFAULT_MOLECULES = ("h2o", "nh3", "benzene")
 QUICK_MOLECULES = ("h2o",)

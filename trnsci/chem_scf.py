@@ -55,7 +55,6 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from trnsci import chem as C
 from trnsci._iterative import ConvergenceWarning
 
 __all__ = ["SCFResult", "scf", "SCF_STAGES", "ConvergenceWarning"]
@@ -235,7 +234,8 @@ def _fitted_integrals(mol, auxmol, max_memory_mb, timings, backends, aux_range=N
     budget = max_memory_mb * 2**20 - 8 * (2 * naux * npair)
     max_aux = max(1, int(budget / (8 * 2 * npair))) if math.isfinite(budget) else naux
     read = C._int3c_reader(mol, auxmol)
-    sub = SimpleNamespace(nbas=s_hi - s_lo, ao_loc_nr=lambda: auxmol.ao_loc_nr()[s_lo:s_hi + 1] - auxmol.ao_loc_nr()[s_lo])
+    loc = auxmol.ao_loc_nr()
+    sub = SimpleNamespace(nbas=s_hi - s_lo, ao_loc_nr=lambda: loc[s_lo:s_hi + 1] - loc[s_lo])
     for s0, s1, q0, q1 in C._aux_blocks(sub, max_aux):
         with C._stage("int3c", timings, backends, "pyscf"):
             raw[q0:q1] = read(s_lo + s0, s_lo + s1).T
@@ -529,13 +529,9 @@ def _init_density(mol, kind, key):
 
 def _run(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shift, use_diis, diis_space,
          precision, mm, progress, process_group):
-    import trnblas
-    import trnsolver
-
     t_start = time.perf_counter()
     timings: dict = {}
     backends: dict = {}
-    nao = mol.nao_nr()
     with C._stage("int1e", timings, backends, "pyscf"):
         from pyscf.scf import hf as pyscf_hf
 
@@ -543,16 +539,41 @@ def _run(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shif
         h = torch.from_numpy(np.asarray(pyscf_hf.get_hcore(mol), dtype=np.float64))
         dm = _init_density(mol, kind, guess)
         e_nuc = float(mol.energy_nuc())
-    bytes_sent = None
     ranks = 1
+    traffic = None
     if process_group is not None:
-        from trnsci.chem_distributed import fitted_integrals_distributed
+        import torch.distributed as dist
 
-        cderi, bytes_sent, ranks = fitted_integrals_distributed(mol, auxmol, mm, timings, backends, process_group)
+        from trnsci import distributed as D
+
+        ranks = dist.get_world_size(process_group)
+        traffic = D.Traffic()
+        D._COUNTERS.append(traffic)
+    try:
+        return _iterate(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shift, use_diis, diis_space,
+                        precision, mm, progress, process_group, t_start, timings, backends, S, h, dm, e_nuc,
+                        ranks, traffic)
+    finally:
+        if traffic is not None:
+            D._COUNTERS.remove(traffic)
+
+
+def _iterate(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shift, use_diis, diis_space,
+             precision, mm, progress, process_group, t_start, timings, backends, S, h, dm, e_nuc, ranks, traffic):
+    import trnblas
+    import trnsolver
+
+    nao = mol.nao_nr()
+    rows = None
+    if process_group is not None:
+        from trnsci import distributed as D
+        from trnsci.chem_distributed import scf_integrals_distributed
+
+        cderi, rows = scf_integrals_distributed(mol, auxmol, mm, timings, backends, process_group)
     else:
         cderi, _ = _fitted_integrals(mol, auxmol, mm, timings, backends)
     device = _device_active()
-    jk = _JK(cderi, nao, mm, device=device)
+    jk = _JK(cderi if rows is None else np.ascontiguousarray(cderi[rows[0]:rows[1]]), nao, mm, device=device)
 
     with C._stage("diag", timings, backends):
         Ls = trnsolver.cholesky(S)
@@ -588,6 +609,12 @@ def _run(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shif
                 else:
                     cp, cn = _split_density(Dm[s])
                 Ks.append(jk.k(cp, cn))
+            if process_group is not None:  # this rank's auxiliary rows only: sum over ranks
+                buf = torch.stack([Jm, *Ks])
+                t0 = time.perf_counter()
+                D.all_reduce(buf, group=process_group, kind="jk")
+                timings["comm"] = timings.get("comm", 0.0) + time.perf_counter() - t0
+                Jm, Ks = buf[0], list(buf[1:])
             if spins == 1:
                 V = (Jm - 0.5 * Ks[0])[None]
             else:
@@ -688,12 +715,16 @@ def _run(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shif
     for k in SCF_STAGES:
         timings.setdefault(k, 0.0)
         backends.setdefault(k, "torch" if k != "refine" else "-")
-    timings = {k: timings[k] for k in (*SCF_STAGES, "total")}
+    timings = {k: timings[k] for k in (*SCF_STAGES, *(("comm",) if "comm" in timings else ()), "total")}
     backends = {k: backends[k] for k in SCF_STAGES}
     sq = (lambda t: t[0].numpy()) if spins == 1 else (lambda t: t.numpy())
     return SCFResult(
         e_tot=e_tot, converged=bool(converged), kind=kind, mo_energy=sq(mo_e), mo_coeff=sq(Cs), mo_occ=sq(occ),
         mol=mol, auxbasis=aux, auxmol=auxmol, nao=nao, naux=cderi.shape[0], cycles=cycle, grad_norm=gnorm,
         timings=timings, backends=backends, precision=precision, history=history, ranks=ranks,
-        bytes_sent=bytes_sent, max_memory=mm, _cderi=cderi,
+        bytes_sent=None if traffic is None else dict(traffic.by_kind), max_memory=mm, _cderi=cderi,
     )
+
+
+# last: trnsci.chem imports this module at its end, and this one uses chem's helpers at call time
+from trnsci import chem as C  # noqa: E402
