@@ -481,7 +481,7 @@ def scf(mol, *, kind="auto", auxbasis=None, conv_tol=1e-9, conv_tol_grad=None, m
     >>> mol = gto.M(atom="H 0 0 0; F 0 0 0.917", basis="cc-pvdz", verbose=0)
     >>> r = trnsci.chem.scf(mol)
     >>> r.converged, round(r.e_tot, 6)   # PySCF: scf.RHF(mol).density_fit().kernel()
-    (True, -100.019359)
+    (True, -100.019401)
     """
     where = "scf"
     mol = _check_mol(mol, where)
