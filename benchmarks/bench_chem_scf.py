@@ -95,8 +95,8 @@ def main(argv: list[str]) -> int:
                 ax.barh(i, v, left=left, color=f"C{j}", label=s if i == 0 else None)
                 left += v
         ax.set_yticks([0, 1], ["trnsci.chem", "PySCF"])
-        ax.set_xlabel("seconds (best of %d, interleaved)" % repeats)
-        ax.set_title(f"DF-RHF + DF-MP2, {name} / {basis} ({mol.nao} basis functions), CPU")
+        ax.set_xlabel(f"seconds (best of {repeats}, interleaved)")
+        ax.set_title(f"DF-RHF + DF-MP2, {name}/{basis} ({mol.nao} bf), CPU", fontsize=10)
         ax.legend(loc="lower right", fontsize=8)
         fig.tight_layout()
         fig.savefig(plot, dpi=110)

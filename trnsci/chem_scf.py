@@ -43,6 +43,7 @@ diagonalisation of the un-extrapolated Fock matrix.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import math
 import numbers
@@ -326,10 +327,54 @@ class _JK:
             c = self._cast(c)
             for L3 in self._blocks():
                 nb = L3.shape[1]
-                Y = trnblas.gemm(1.0, c, L3.view(self.nao, nb * self.nao), transA=True)  # (nocc, nb*nao)
-                Yv = Y.view(c.shape[1] * nb, self.nao)
-                K += sign * trnblas.syrk(1.0, Yv, trans=True, fill="full").double()
+                Lm = L3.view(self.nao, nb * self.nao)
+
+                def part(cols, c=c, Lm=Lm, nb=nb):
+                    cc = c[:, cols[0]:cols[1]]
+                    Y = trnblas.gemm(1.0, cc, Lm, transA=True)  # (n_i, nb*nao): rows i of C^T b
+                    return trnblas.syrk(1.0, Y.view(cc.shape[1] * nb, self.nao), trans=True, fill="full").double()
+
+                if self.device:  # kernels: one call each
+                    K += sign * part((0, c.shape[1]))
+                    continue
+                # host: occupied columns spread over single-threaded workers (C._parallel), parts summed
+                pieces = C._split(c.shape[1], C._NTHREADS())
+                out = [None] * len(pieces)
+                C._parallel(functools.partial(_store, out, part, pieces), range(len(pieces)))
+                for o in out:
+                    K += sign * o
         return K
+
+
+def _store(out, fn, items, k):
+    """``out[k] = fn(items[k])`` (a worker's share of a sum)."""
+    out[k] = fn(items[k])
+
+
+@contextlib.contextmanager
+def _torch_one_thread():
+    """torch at one thread in the block (the per-cycle ``nao x nao`` products are too small to gain)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
+def _one_thread(fn, *args):
+    """``fn(*args)`` with torch and OpenBLAS at one thread: an ``nao x nao`` eigensolve per cycle is too
+    small to gain from threads, and on a shared machine their barriers cost 10-30x (docs/chem.md)."""
+    from trnsci import hostblas
+
+    n = torch.get_num_threads()
+    if n == 1:
+        return hostblas.call(fn, *args)
+    torch.set_num_threads(1)
+    try:
+        return hostblas.call(fn, *args)
+    finally:
+        torch.set_num_threads(n)
 
 
 def _device_active() -> bool:
@@ -581,7 +626,7 @@ def _iterate(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, 
 
     def eig(F):
         Fp = trnblas.gemm(1.0, X, trnblas.gemm(1.0, F, X), transA=True)
-        w, V = trnsolver.eigh(0.5 * (Fp + Fp.T))
+        w, V = _one_thread(trnsolver.eigh, 0.5 * (Fp + Fp.T))
         return w, trnblas.gemm(1.0, X, V)
 
     nalpha, nbeta = mol.nelec
@@ -650,7 +695,7 @@ def _iterate(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, 
     try:
         for cycle in range(1, max_cycle + 1):
             last_e = e_tot
-            with C._stage("diag", timings, backends):
+            with C._stage("diag", timings, backends), _torch_one_thread():
                 F = h[None] + V
                 if dis is not None:
                     err = torch.cat([(F[s] @ Dm[s] @ S - S @ Dm[s] @ F[s]).reshape(-1) for s in range(spins)])
@@ -665,7 +710,8 @@ def _iterate(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, 
                 Dm = density(Cs, occ)
             V, e2 = veff(Dm, Cs, occ)
             e_tot = energy(Dm, e2)
-            gnorm = grad(Cs, occ, h[None] + V)
+            with _torch_one_thread():
+                gnorm = grad(Cs, occ, h[None] + V)
             info = {"cycle": cycle, "e_tot": e_tot, "delta_e": e_tot - last_e, "grad_norm": gnorm}
             history.append(info)
             bar.cycle(info)
