@@ -179,7 +179,7 @@ def test_demo_runs_the_whole_job_with_progress_per_cycle():
                               echo=lines.append, spin=1)
     assert ok, lines
     row = next(ln for ln in lines if ln.strip().startswith("oh"))
-    assert " uhf " in row and "all within" in lines[-1]
+    assert " uhf " in row and "|dE| bound 1e-08 Eh: all within" in lines[-1]
     report({"cycle": 1, "e_tot": -75.0, "delta_e": -1.0, "grad_norm": 0.1})
     assert err.getvalue() == "oh: SCF cycle   1  E = -75.0000000000 Eh  dE = -1.0e+00  |g| = 1.0e-01\n"
 
