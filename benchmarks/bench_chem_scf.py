@@ -8,6 +8,9 @@ alternates, ``repeats`` times in one process, ``trnsci.chem.scf(mol)`` +
 prints each run's stages and the ratio of the wholes. Best-of-N and the
 per-run ratios, because the machine may be shared (the load average is
 printed). ``--plot`` draws the stage breakdown (best run of each) as stacked bars.
+
+pytest-benchmark (``pytest benchmarks/bench_chem_scf.py --benchmark-enable``):
+the whole job on water/cc-pVDZ, trnsci and PySCF.
 """
 
 from __future__ import annotations
@@ -47,6 +50,30 @@ def _trnsci_job(mol):
          "scf cycles": r.timings["jk"] + r.timings["diag"] + r.timings["refine"], "mp2": m.timings["total"],
          "total": total}
     return r.e_tot, m.e_corr, t, r, m
+
+
+WATER = "O 0 0 0.1173; H 0 0.7572 -0.4692; H 0 -0.7572 -0.4692"
+
+
+def _water():
+    import pytest
+
+    pytest.importorskip("pyscf")
+    from pyscf import gto
+
+    return gto.M(atom=WATER, basis="cc-pvdz", verbose=0)
+
+
+def test_bench_scf_mp2_water_trnsci(benchmark):
+    benchmark.group = "scf+mp2 water/cc-pVDZ"
+    e, c, *_ = benchmark(_trnsci_job, _water())
+    assert c < 0 and e < -76
+
+
+def test_bench_scf_mp2_water_pyscf(benchmark):
+    benchmark.group = "scf+mp2 water/cc-pVDZ"
+    e, c, _ = benchmark(_pyscf_job, _water())
+    assert c < 0 and e < -76
 
 
 def main(argv: list[str]) -> int:
