@@ -326,24 +326,29 @@ class _JK:
                 continue
             c = self._cast(c)
             for L3 in self._blocks():
-                nb = L3.shape[1]
-                Lm = L3.view(self.nao, nb * self.nao)
-
-                def part(cols, c=c, Lm=Lm, nb=nb):
-                    cc = c[:, cols[0]:cols[1]]
-                    Y = trnblas.gemm(1.0, cc, Lm, transA=True)  # (n_i, nb*nao): rows i of C^T b
-                    return trnblas.syrk(1.0, Y.view(cc.shape[1] * nb, self.nao), trans=True, fill="full").double()
-
-                if self.device:  # kernels: one call each
-                    K += sign * part((0, c.shape[1]))
+                if self.device:  # kernels: one GEMM and one SYRK per block
+                    K += sign * _k_part(c, L3, (0, L3.shape[1]))
                     continue
-                # host: occupied columns spread over single-threaded workers (C._parallel), parts summed
-                pieces = C._split(c.shape[1], C._NTHREADS())
+                # host: auxiliary ranges spread over single-threaded workers (C._parallel), each reading
+                # only its own slice of the integrals once; the parts are summed
+                pieces = C._split(L3.shape[1], C._NTHREADS())
                 out = [None] * len(pieces)
-                C._parallel(functools.partial(_store, out, part, pieces), range(len(pieces)))
+                C._parallel(functools.partial(_store, out, functools.partial(_k_part, c, L3), pieces),
+                            range(len(pieces)))
                 for o in out:
                     K += sign * o
         return K
+
+
+def _k_part(c, L3, rng):
+    """``sum_{P in rng} (b^P c)(b^P c)^T`` from ``L3 (nao, naux, nao)``: one GEMM ``c^T b``, one SYRK."""
+    import trnblas
+
+    nao = L3.shape[0]
+    p0, p1 = rng
+    Lm = L3[:, p0:p1, :].reshape(nao, (p1 - p0) * nao)  # a view: rows strided by naux*nao
+    Y = trnblas.gemm(1.0, c, Lm, transA=True)  # (nocc, nb*nao): rows i of C^T b
+    return trnblas.syrk(1.0, Y.view(c.shape[1] * (p1 - p0), nao), trans=True, fill="full").double()
 
 
 def _store(out, fn, items, k):
