@@ -157,6 +157,8 @@ def test_bad_input_is_named():
         chem.scf(_mol("H 0 0 0; H 0 0 0.74"), conv_tol=-1)
     with pytest.raises(TypeError, match="max_cycle"):
         chem.scf(_mol("H 0 0 0; H 0 0 0.74"), max_cycle=1.5)
+    with pytest.raises(TypeError, match="process_group"):
+        chem.scf(_mol("H 0 0 0; H 0 0 0.74"), process_group="world")
     with pytest.raises(ValueError, match="precision"):
         chem.scf(_mol("H 0 0 0; H 0 0 0.74"), precision="fp16")
     with pytest.raises(Exception, match="[Bb]asis"):  # PySCF itself refuses a basis it lacks, naming it

@@ -548,6 +548,14 @@ def scf(mol, *, kind="auto", auxbasis=None, conv_tol=1e-9, conv_tol_grad=None, m
     if not isinstance(init_guess, str) or init_guess.lower() not in _GUESSES:
         raise ValueError(f"{where}: init_guess must be one of {_GUESSES}, got {init_guess!r}")
     precision = _check_precision(precision, where)
+    if process_group is not None:
+        import torch.distributed as dist
+
+        if not isinstance(process_group, dist.ProcessGroup):
+            raise TypeError(f"{where}: process_group must be a torch.distributed.ProcessGroup "
+                            f"(e.g. dist.group.WORLD), got {type(process_group).__name__}")
+        if not dist.is_initialized():
+            raise ValueError(f"{where}: process_group given but torch.distributed is not initialized")
     mm = C._max_memory(max_memory, getattr(mol, "max_memory", 4000), where)
     df, _, _ = C._pyscf()
     aux = df.make_auxbasis(mol) if auxbasis is None else auxbasis
