@@ -68,7 +68,8 @@ def _grouped(b: dict) -> str:
     """``where: stage,stage; where: ...`` -- stages grouped by where they ran."""
     by: dict = {}
     for k, v in b.items():
-        by.setdefault(v, []).append(k)
+        if v != "-":  # a stage that did not run (scf's "refine" off the device path)
+            by.setdefault(v, []).append(k)
     return "; ".join(f"{v}: {','.join(ks)}" for v, ks in by.items()) if len(by) > 1 else next(iter(by), "")
 
 
