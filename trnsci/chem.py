@@ -39,7 +39,9 @@ does too: ``metric``, ``int3c`` and ``fit`` are skipped (backend
 ``"cached (mf.with_df)"``) unless ``auxbasis`` is given.
 
 The energy is ``E = sum_ij sum_ab (ia|jb) [2 (ia|jb) - (ib|ja)] /
-(e_i + e_j - e_a - e_b)``, the closed-shell (R)MP2 correlation energy.
+(e_i + e_j - e_a - e_b)``, the closed-shell (R)MP2 correlation energy. An
+unrestricted mean field (UHF) gets PySCF's DFUMP2 instead: ``B`` per spin,
+same-spin and opposite-spin pair sums (:func:`_ump2_energy`).
 """
 
 from __future__ import annotations
@@ -672,12 +674,14 @@ def df_factors(mf, auxbasis=None, *, frozen=None, max_memory=None):
 
 def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None, max_memory=None,
            progress=True, pair_energies=False, process_group=None) -> DFMP2Result:
-    """Closed-shell DF-MP2 energy of a converged PySCF RHF, stage by stage across the suite.
+    """DF-MP2 energy of a converged mean field, stage by stage across the suite.
 
     Parameters
     ----------
-    mf : pyscf.scf.hf.RHF
-        Converged restricted Hartree-Fock object (plain or density-fitted).
+    mf : pyscf.scf.hf.RHF, pyscf.scf.uhf.UHF or trnsci.chem.SCFResult
+        Converged restricted (closed-shell MP2) or unrestricted (PySCF's
+        DFUMP2) Hartree-Fock, plain or density-fitted, or the result of
+        :func:`trnsci.chem.scf` (whose fitted integrals are reused).
     auxbasis : str or dict, optional
         RI basis. Default: the one PySCF's ``pyscf.mp.dfmp2.DFMP2(mf)``
         takes -- ``mf.with_df``'s basis for a density-fitted mean field,
@@ -720,7 +724,7 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
         ``mf`` is not a PySCF mean field after ``kernel()``; bad ``dtype``
         or ``max_memory``.
     ValueError
-        Open-shell or unconverged ``mf``; ``frozen`` out of range.
+        ROHF or unconverged ``mf``; ``frozen`` out of range.
 
     Notes
     -----
