@@ -318,8 +318,6 @@ class _JK:
 
     def k(self, cpos: torch.Tensor, cneg: torch.Tensor | None = None) -> torch.Tensor:
         """``K = sum_P b^P (Cp Cp^T - Cn Cn^T) b^P`` (``D = Cp Cp^T - Cn Cn^T``)."""
-        import trnblas
-
         K = torch.zeros(self.nao, self.nao, dtype=torch.float64)
         for c, sign in ((cpos, 1.0), (cneg, -1.0)):
             if c is None or c.shape[1] == 0:
