@@ -227,3 +227,17 @@ def test_small_max_memory_blocks_the_integrals_and_k_to_the_same_energy():
     blocked = chem.scf(mol, conv_tol=1e-10, max_memory=0.3)
     assert abs(blocked.e_tot - whole.e_tot) <= 1e-10
     np.testing.assert_array_equal(blocked.with_df._cderi, whole.with_df._cderi)
+
+
+def test_mp2_on_scf_result_with_another_auxbasis_evaluates_its_integrals():
+    """auxbasis given: the SCF's JK-fit integrals are not reused; PySCF's DFUMP2 with that basis agrees."""
+    from pyscf import df
+    from pyscf.mp.dfump2 import DFUMP2
+
+    mol = _mol("O 0 0 0; H 0 0 0.97", spin=1)
+    r = chem.scf(mol, conv_tol=1e-10)
+    m = chem.df_mp2(r, auxbasis="cc-pvdz-ri", progress=False)
+    mp = DFUMP2(r.to_pyscf())
+    mp.with_df = df.DF(mol, auxbasis="cc-pvdz-ri")
+    assert m.backends["int3c"] == "pyscf" and m.naux == mp.with_df.get_naoaux() != r.naux
+    assert abs(m.e_corr - float(mp.kernel()[0])) <= 1e-8
