@@ -39,11 +39,14 @@ does too: ``metric``, ``int3c`` and ``fit`` are skipped (backend
 ``"cached (mf.with_df)"``) unless ``auxbasis`` is given.
 
 The energy is ``E = sum_ij sum_ab (ia|jb) [2 (ia|jb) - (ib|ja)] /
-(e_i + e_j - e_a - e_b)``, the closed-shell (R)MP2 correlation energy.
+(e_i + e_j - e_a - e_b)``, the closed-shell (R)MP2 correlation energy. An
+unrestricted mean field (UHF) gets PySCF's DFUMP2 instead: ``B`` per spin,
+same-spin and opposite-spin pair sums (:func:`_ump2_energy`).
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import numbers
 import sys
@@ -57,7 +60,8 @@ import torch
 
 from trnsci import hostblas
 
-__all__ = ["DFMP2Result", "df_mp2", "df_mp2_from_tensors", "df_factors", "aux_basis", "STAGES"]
+__all__ = ["DFMP2Result", "df_mp2", "df_mp2_from_tensors", "df_factors", "aux_basis", "STAGES",
+           "scf", "SCFResult", "SCF_STAGES", "ConvergenceWarning"]
 
 #: Stage names in pipeline order (keys of ``DFMP2Result.timings``).
 STAGES = ("metric", "int3c", "ao2mo", "fit", "energy")
@@ -115,6 +119,11 @@ class DFMP2Result:
         (:mod:`trnsci.chem_distributed` gives the formulas).
     naux_per_rank : list or None
         With ``process_group``: auxiliary functions each rank integrated.
+    kind : str
+        ``"rhf"`` (closed-shell MP2) or ``"uhf"`` (open-shell, PySCF's
+        DFUMP2); for ``"uhf"``, ``nocc`` and ``nvir`` are ``(alpha, beta)``.
+    e_ss, e_os : float or None
+        UHF only: same-spin and opposite-spin parts of ``e_corr``.
     """
 
     e_corr: float
@@ -133,6 +142,9 @@ class DFMP2Result:
     ranks: int = 1
     bytes_sent: dict | None = None
     naux_per_rank: list | None = None
+    kind: str = "rhf"
+    e_ss: float | None = None
+    e_os: float | None = None
 
     def __str__(self) -> str:
         head = f"DF-MP2 E_corr = {self.e_corr:.12f} Eh"
@@ -279,26 +291,41 @@ def _auxmol(mf, auxbasis):
 _AUXMOLS: dict = {}
 
 
-def _orbitals(mf, frozen, where: str):
-    """Active occupied / virtual coefficient and energy arrays of a converged closed-shell mf."""
+def _mf_arrays(mf, where: str):
     for attr in ("mol", "mo_coeff", "mo_occ", "mo_energy"):
         if getattr(mf, attr, None) is None:
-            raise TypeError(f"{where}: mf must be a PySCF RHF object after mf.kernel() (no {attr!r})")
+            raise TypeError(f"{where}: mf must be a PySCF RHF/UHF object after mf.kernel() or a "
+                            f"trnsci.chem.scf result (no {attr!r})")
     occ = np.asarray(mf.mo_occ)
     coeff = np.asarray(mf.mo_coeff)
-    if occ.ndim != 1 or coeff.ndim != 2 or not np.all((occ == 0) | (occ == 2)):
-        raise ValueError(f"{where}: mf must be a closed-shell restricted mean field (RHF, occupations 0 or 2); "
-                         "open-shell (UHF/ROHF) DF-MP2 is not supported")
     if np.iscomplexobj(coeff):
         raise ValueError(f"{where}: mf must have real orbitals")
+    return occ, coeff
+
+
+def _is_unrestricted(mf) -> bool:
+    """A UHF-shaped mean field: occupations and orbitals with a leading spin axis of 2."""
+    occ = getattr(mf, "mo_occ", None)
+    coeff = getattr(mf, "mo_coeff", None)
+    return (occ is not None and coeff is not None and np.ndim(occ) == 2 and np.ndim(coeff) == 3
+            and np.shape(occ)[0] == 2)
+
+
+def _check_converged(mf, where: str) -> None:
     if not getattr(mf, "converged", False):
         raise ValueError(f"{where}: mf has not converged (mf.converged is False); run mf.kernel() to convergence")
+
+
+def _select(coeff, occ, eps, frozen, where: str, allow_empty: bool = False):
+    """Active occupied / virtual coefficients and energies of one spin (or of a closed shell).
+
+    ``allow_empty``: a spin with no electron (UHF of one electron) gives empty occupied arrays."""
     nmo = occ.size
     active = np.ones(nmo, dtype=bool)
     if frozen is None or (isinstance(frozen, numbers.Integral) and not isinstance(frozen, bool)):
         nf = 0 if frozen is None else int(frozen)
         nocc = int(np.count_nonzero(occ))
-        if not 0 <= nf < nocc:
+        if not 0 <= nf < max(nocc, 1 if allow_empty and nf == 0 else 0):
             raise ValueError(f"{where}: frozen must be below nocc={nocc} (and not negative), got {frozen}")
         active[:nf] = False
     else:
@@ -312,11 +339,34 @@ def _orbitals(mf, frozen, where: str):
         active[idx] = False
     o = active & (occ > 0)
     v = active & (occ == 0)
-    if not o.any() or not v.any():
+    if (not o.any() and not (allow_empty and not (occ > 0).any())) or not v.any():
         raise ValueError(f"{where}: frozen leaves no active occupied or no active virtual orbital")
-    eps = np.asarray(mf.mo_energy, dtype=np.float64)
+    eps = np.asarray(eps, dtype=np.float64)
     return (np.ascontiguousarray(coeff[:, o]), np.ascontiguousarray(coeff[:, v]),
             eps[o].copy(), eps[v].copy(), int(nmo - active.sum()))
+
+
+def _orbitals(mf, frozen, where: str):
+    """Active occupied / virtual coefficient and energy arrays of a converged closed-shell mf."""
+    occ, coeff = _mf_arrays(mf, where)
+    if occ.ndim != 1 or coeff.ndim != 2 or not np.all((occ == 0) | (occ == 2)):
+        raise ValueError(f"{where}: mf must be a closed-shell restricted mean field (RHF, occupations 0 or 2) "
+                         "or an unrestricted one (UHF); restricted open-shell (ROHF) DF-MP2 is not supported")
+    _check_converged(mf, where)
+    return _select(coeff, occ, mf.mo_energy, frozen, where)
+
+
+def _orbitals_u(mf, frozen, where: str):
+    """Per spin ``(c_occ, c_vir, eps_occ, eps_vir)`` of a converged UHF, and the frozen count per spin."""
+    occ, coeff = _mf_arrays(mf, where)
+    if not np.all((occ == 0) | (occ == 1)):
+        raise ValueError(f"{where}: an unrestricted mean field must have occupations 0 or 1 per spin orbital")
+    _check_converged(mf, where)
+    eps = np.asarray(mf.mo_energy, dtype=np.float64)
+    if eps.shape != occ.shape:
+        raise ValueError(f"{where}: mf.mo_energy has shape {eps.shape}, mf.mo_occ {occ.shape}")
+    out = [_select(coeff[s], occ[s], eps[s], frozen, where, allow_empty=True) for s in range(2)]
+    return [o[:4] for o in out], out[0][4]
 
 
 # ------------------------------------------------------------ the pipeline
@@ -388,7 +438,7 @@ def _ao2mo_block(pqL, q, *, Co, Cv, V, p0) -> None:
     nvir = Cv.shape[1]
     q0, q1 = q
     nq = q1 - q0
-    eri = torch.from_numpy(lib.unpack_tril(pqL.T[q0:q1]))  # (nq, nao, nao)
+    eri = torch.from_numpy(lib.unpack_tril(pqL.T[q0:q1])).to(Co.dtype)  # (nq, nao, nao)
     Y = trnblas.gemm(1.0, eri.view(nq * nao, nao), Co).view(nq, nao, nocc)
     del eri
     Y = Y.transpose(1, 2).reshape(nq * nocc, nao)
@@ -407,6 +457,32 @@ def _cached_cderi(mf, auxbasis):
     return None
 
 
+#: dtype of the AO->MO GEMM operands; float32 puts them on trnblas's kernels on the device path
+#: (set by :func:`df_mp2` for ``dtype`` float32/bfloat16 there; ``V`` and the fit stay float64).
+_AO_DTYPE: contextvars.ContextVar = contextvars.ContextVar("trnsci_chem_ao_dtype", default=torch.float64)
+
+
+def _ao_operands(c_occ, c_vir):
+    dt = _AO_DTYPE.get()
+    return torch.from_numpy(c_occ).to(dt), torch.from_numpy(c_vir).to(dt)
+
+
+def _device_path() -> bool:
+    import trnblas
+
+    return str(trnblas.get_backend()) in ("nki", "simulator")
+
+
+@contextmanager
+def _ao_dtype(dtype):
+    """AO->MO in float32 (kernels) when the energy's ``dtype`` is below float64 and the device path is on."""
+    token = _AO_DTYPE.set(torch.float32 if dtype != torch.float64 and _device_path() else torch.float64)
+    try:
+        yield
+    finally:
+        _AO_DTYPE.reset(token)
+
+
 def _B_from_cderi(cderi, c_occ, c_vir, timings, backends):
     """``B`` from PySCF's cached fit (what its DFMP2 does then too): only the AO->MO stage runs."""
     nocc, nvir = c_occ.shape[1], c_vir.shape[1]
@@ -415,7 +491,7 @@ def _B_from_cderi(cderi, c_occ, c_vir, timings, backends):
         timings[name] = 0.0
         backends[name] = "cached (mf.with_df)"
     V = torch.empty((nocc, nvir, naux), dtype=torch.float64)
-    Co, Cv = torch.from_numpy(c_occ), torch.from_numpy(c_vir)
+    Co, Cv = _ao_operands(c_occ, c_vir)
     with _stage("ao2mo", timings, backends):
         pieces = _split(naux, max(_NTHREADS(), -(-naux * nao * nao * 8 // _PIECE_BYTES)))
         _parallel(functools.partial(_ao2mo_block, cderi.T, Co=Co, Cv=Cv, V=V, p0=0), pieces)
@@ -448,10 +524,14 @@ def _ao2mo(pqL, nq, nao, Co, Cv, V, p0):
 
 def _build_B(mol, auxmol, c_occ, c_vir, max_memory_mb, timings, backends, progress):
     """``B (nocc, nvir, naux)`` float64: metric, 3c2e blocks, AO->MO, fit (see the module docstring)."""
+    return _build_Bs(mol, auxmol, [(c_occ, c_vir)], max_memory_mb, timings, backends, progress)[0]
+
+
+def _build_Bs(mol, auxmol, orbitals, max_memory_mb, timings, backends, progress):
+    """One ``B`` per ``(c_occ, c_vir)`` pair (one per spin for UMP2), the integrals evaluated once."""
     import trnblas
 
     nao = mol.nao_nr()
-    nocc, nvir = c_occ.shape[1], c_vir.shape[1]
     naux = auxmol.nao_nr()
 
     with _stage("metric", timings, backends):
@@ -460,35 +540,41 @@ def _build_B(mol, auxmol, c_occ, c_vir, max_memory_mb, timings, backends, progre
     if backends["metric"] == "torch":
         backends["metric"] = where
 
-    # V (nocc, nvir, naux) is the one big array; each aux block holds the packed
+    # V (nocc, nvir, naux) per pair is the big array; each aux block holds the packed
     # and the unpacked integrals and the half-transformed intermediate.
-    per_aux = 8 * (nao * (nao + 1) // 2 + nao * nao + nocc * nao + nocc * nvir)
-    budget = max_memory_mb * 2**20 - 8 * nocc * nvir * naux
+    nov = sum(co.shape[1] * cv.shape[1] for co, cv in orbitals)
+    nocc_max = max(co.shape[1] for co, _ in orbitals)
+    per_aux = 8 * (nao * (nao + 1) // 2 + nao * nao + nocc_max * nao + nov)
+    budget = max_memory_mb * 2**20 - 8 * nov * naux
     fit = budget / per_aux  # inf for max_memory=inf
     max_aux = naux if fit >= naux else max(1, int(fit))
     blocks = list(_aux_blocks(auxmol, max_aux))
 
     read = _int3c_reader(mol, auxmol)
-    Co, Cv = torch.from_numpy(c_occ), torch.from_numpy(c_vir)
-    V = torch.empty((nocc, nvir, naux), dtype=torch.float64)
+    Cs = [_ao_operands(co, cv) for co, cv in orbitals]
+    Vs = [torch.empty((co.shape[1], cv.shape[1], naux), dtype=torch.float64) for co, cv in orbitals]
     for k, (s0, s1, p0, p1) in enumerate(blocks):
         progress.show("int3c", k, len(blocks))
         with _stage("int3c", timings, backends, "pyscf"):
             pqL = read(s0, s1)
         with _stage("ao2mo", timings, backends):
-            _ao2mo(pqL, p1 - p0, nao, Co, Cv, V, p0)
+            for (Co, Cv), V in zip(Cs, Vs):
+                _ao2mo(pqL, p1 - p0, nao, Co, Cv, V, p0)
             pqL = None
     progress.show("int3c", len(blocks), len(blocks))
 
+    out = []
     with _stage("fit", timings, backends):
-        Vf = V.view(nocc * nvir, naux)
-        if kind == "cd":
-            # B L^T = V  <=>  B = V L^{-T}; then B B^T = V J^{-1} V^T
-            B = trnblas.trsm(1.0, M, Vf, side="right", uplo="lower", trans=True)
-        else:
-            B = trnblas.gemm(1.0, Vf, M)
-        B = B.view(nocc, nvir, -1)
-    return B
+        for V in Vs:
+            nocc, nvir = V.shape[:2]
+            Vf = V.view(nocc * nvir, naux)
+            if kind == "cd":
+                # B L^T = V  <=>  B = V L^{-T}; then B B^T = V J^{-1} V^T
+                B = trnblas.trsm(1.0, M, Vf, side="right", uplo="lower", trans=True)
+            else:
+                B = trnblas.gemm(1.0, Vf, M)
+            out.append(B.view(nocc, nvir, -1))
+    return out
 
 
 def _energy(B, eps_occ, eps_vir, max_memory_mb, timings, backends, progress):
@@ -500,6 +586,46 @@ def _energy(B, eps_occ, eps_vir, max_memory_mb, timings, backends, progress):
         e = float(pairs.double().sum())
     progress.show("energy", 1, 1)
     return e, pairs
+
+
+def _ump2_energy(Bs, eos, evs, dtype, max_memory_mb, timings, backends, progress):
+    """``(E, E_same_spin, E_opposite_spin)`` of UMP2 from per-spin ``B`` (``(ia|jb) = B_i . B_j``).
+
+    ``E_ss = 1/2 sum_s sum_{ij,ab} T_ab (T_ab - T_ba) / D`` with ``T = (ia|jb)``
+    of spin ``s``; ``E_os = sum_{ij,ab} (i a|j b)^2 / D`` over alpha ``i a``, beta
+    ``j b``; ``D = e_i + e_j - e_a - e_b``. The ``(ia|jb)`` blocks are
+    :func:`trnblas.gemm` products of ``dtype`` ``B``, one block of occupied
+    ``i`` at a time (sized to ``max_memory``); the rest in float64.
+    """
+    import trnblas
+
+    progress.show("energy", 0, 3)
+    e_ss = e_os = 0.0
+    with _stage("energy", timings, backends):
+        Bd = [B.to(dtype) for B in Bs]
+        for k, (s, t) in enumerate(((0, 0), (1, 1), (0, 1))):
+            Bi, Bj = Bd[s], Bd[t]
+            ni_all, nva, naux = Bi.shape
+            nj, nvb = Bj.shape[:2]
+            if ni_all == 0 or nj == 0:
+                continue
+            Bjf = Bj.reshape(nj * nvb, naux)
+            eo_i, ev_a = eos[s], evs[s]
+            eo_j, ev_b = eos[t], evs[t]
+            vv = ev_a[:, None, None] + ev_b[None, None, :]  # (a, ., b)
+            per_i = 8 * 4 * nva * nj * nvb
+            step = max(1, min(ni_all, int(max_memory_mb * 2**20 // max(per_i, 1))))
+            for i0 in range(0, ni_all, step):
+                i1 = min(i0 + step, ni_all)
+                T = trnblas.gemm(1.0, Bi[i0:i1].reshape((i1 - i0) * nva, naux), Bjf, transB=True)
+                T = T.view(i1 - i0, nva, nj, nvb).double()
+                D = (eo_i[i0:i1, None, None, None] + eo_j[None, None, :, None]) - vv[None]
+                if s == t:
+                    e_ss += 0.5 * float((T * (T - T.permute(0, 3, 2, 1)) / D).sum())
+                else:
+                    e_os += float((T * T / D).sum())
+            progress.show("energy", k + 1, 3)
+    return e_ss + e_os, e_ss, e_os
 
 
 def df_factors(mf, auxbasis=None, *, frozen=None, max_memory=None):
@@ -548,12 +674,14 @@ def df_factors(mf, auxbasis=None, *, frozen=None, max_memory=None):
 
 def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None, max_memory=None,
            progress=True, pair_energies=False, process_group=None) -> DFMP2Result:
-    """Closed-shell DF-MP2 energy of a converged PySCF RHF, stage by stage across the suite.
+    """DF-MP2 energy of a converged mean field, stage by stage across the suite.
 
     Parameters
     ----------
-    mf : pyscf.scf.hf.RHF
-        Converged restricted Hartree-Fock object (plain or density-fitted).
+    mf : pyscf.scf.hf.RHF, pyscf.scf.uhf.UHF or trnsci.chem.SCFResult
+        Converged restricted (closed-shell MP2) or unrestricted (PySCF's
+        DFUMP2) Hartree-Fock, plain or density-fitted, or the result of
+        :func:`trnsci.chem.scf` (whose fitted integrals are reused).
     auxbasis : str or dict, optional
         RI basis. Default: the one PySCF's ``pyscf.mp.dfmp2.DFMP2(mf)``
         takes -- ``mf.with_df``'s basis for a density-fitted mean field,
@@ -596,7 +724,7 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
         ``mf`` is not a PySCF mean field after ``kernel()``; bad ``dtype``
         or ``max_memory``.
     ValueError
-        Open-shell or unconverged ``mf``; ``frozen`` out of range.
+        ROHF or unconverged ``mf``; ``frozen`` out of range.
 
     Notes
     -----
@@ -624,6 +752,8 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
                                   backend=backend, max_memory=max_memory, pair_energies=pair_energies)
     _pyscf()
     dtype = _check_dtype(dtype, where)
+    if _is_unrestricted(mf):
+        return _df_ump2(mf, auxbasis, frozen, dtype, backend, max_memory, progress, where)
     t_start = time.perf_counter()
     c_occ, c_vir, eo, ev, nfrozen = _orbitals(mf, frozen, where)
     mm = _max_memory(max_memory, getattr(mf, "max_memory", 4000), where)
@@ -632,7 +762,7 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
     backends: dict = {}
     bar = _Progress(progress, f"DF-MP2 {mf.mol.nao_nr()} bf")
     try:
-        with _backend_scope(backend):
+        with _backend_scope(backend), _ao_dtype(dtype):
             cderi = _cached_cderi(mf, auxbasis)
             if cderi is not None:
                 B = _B_from_cderi(cderi, c_occ, c_vir, timings, backends)
@@ -648,6 +778,41 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
         e_corr=e, e_tot=float(mf.e_tot) + e, e_hf=float(mf.e_tot), nao=mf.mol.nao_nr(), naux=B.shape[2],
         nocc=B.shape[0], nvir=B.shape[1], nfrozen=nfrozen, auxbasis=aux, dtype=dtype,
         timings=timings, backends=backends, pair_energies=pairs if pair_energies else None,
+    )
+
+
+def _df_ump2(mf, auxbasis, frozen, dtype, backend, max_memory, progress, where) -> DFMP2Result:
+    """Open-shell DF-MP2 (PySCF's ``DFUMP2``) of a converged UHF: per-spin ``B``, then :func:`_ump2_energy`."""
+    t_start = time.perf_counter()
+    spins, nfrozen = _orbitals_u(mf, frozen, where)
+    mm = _max_memory(max_memory, getattr(mf, "max_memory", 4000), where)
+    auxmol, aux = _auxmol(mf, auxbasis)
+    timings: dict = {}
+    backends: dict = {}
+    bar = _Progress(progress, f"DF-UMP2 {mf.mol.nao_nr()} bf")
+    try:
+        with _backend_scope(backend), _ao_dtype(dtype):
+            cderi = _cached_cderi(mf, auxbasis)
+            live = [s for s in spins if s[0].shape[1]]  # a spin without electrons has no B
+            if cderi is not None:
+                got = [_B_from_cderi(cderi, co, cv, timings, backends) for co, cv, _, _ in live]
+            else:
+                got = _build_Bs(mf.mol, auxmol, [(co, cv) for co, cv, _, _ in live], mm, timings, backends, bar)
+            naux = got[0].shape[2]
+            it = iter(got)
+            Bs = [next(it) if s[0].shape[1] else torch.empty(0, s[1].shape[1], naux, dtype=torch.float64)
+                  for s in spins]
+            e, e_ss, e_os = _ump2_energy(Bs, [torch.from_numpy(x[2]) for x in spins],
+                                         [torch.from_numpy(x[3]) for x in spins], dtype, mm, timings, backends, bar)
+    finally:
+        bar.close()
+    timings = {k: timings[k] for k in STAGES}
+    timings["total"] = time.perf_counter() - t_start
+    backends = {k: backends[k] for k in STAGES}
+    return DFMP2Result(
+        e_corr=e, e_tot=float(mf.e_tot) + e, e_hf=float(mf.e_tot), nao=mf.mol.nao_nr(), naux=Bs[0].shape[2],
+        nocc=(Bs[0].shape[0], Bs[1].shape[0]), nvir=(Bs[0].shape[1], Bs[1].shape[1]), nfrozen=nfrozen,
+        auxbasis=aux, dtype=dtype, timings=timings, backends=backends, kind="uhf", e_ss=e_ss, e_os=e_os,
     )
 
 
@@ -712,3 +877,6 @@ def df_mp2_from_tensors(B, eps_occ, eps_vir, *, dtype=None, backend=None, max_me
     return DFMP2Result(e_corr=e, naux=naux, nocc=nocc, nvir=nvir, dtype=B.dtype, timings=timings,
                        backends=backends, pair_energies=pairs if pair_energies else None)
 
+
+# The density-fitted SCF lives in its own module (it uses the helpers above).
+from trnsci.chem_scf import SCF_STAGES, ConvergenceWarning, SCFResult, scf  # noqa: E402, F401

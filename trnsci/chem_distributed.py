@@ -42,7 +42,7 @@ import torch
 from trnsci import chem as C
 from trnsci import distributed as D
 
-__all__ = ["df_mp2_distributed", "aux_shell_ranges"]
+__all__ = ["df_mp2_distributed", "aux_shell_ranges", "scf_integrals_distributed"]
 
 
 def aux_shell_ranges(auxmol, P: int) -> list[tuple[int, int, int, int]]:
@@ -231,3 +231,39 @@ def _v_block(mol, auxmol, c_occ, c_vir, max_memory_mb, P, r, timings, backends):
             C._ao2mo(pqL, int(loc[b] - loc[a]), nao, Co, Cv, V, int(loc[a]) - p0)
         a = b
     return p0, p1, kind, M, V
+
+
+# ------------------------------------------------------------------ density-fitted SCF
+
+def scf_integrals_distributed(mol, auxmol, max_memory_mb, timings, backends, group, timeout=None):
+    """``(cderi, (p0, p1))`` for ``trnsci.chem.scf(..., process_group=group)``.
+
+    The SCF splits the auxiliary index as DF-MP2 does: rank ``r`` evaluates the
+    three-centre integrals ``(P|mn)`` of its contiguous auxiliary shells
+    ``[p0, p1)`` (:func:`aux_shell_ranges`), one all-gather shares those raw rows
+    (rank ``r`` sends ``(P-1) naux_r npair`` words, ``npair = nao (nao+1)/2``)
+    so that every rank applies the (replicated, ``naux^2``) metric factor and
+    holds the fitted ``b = L^{-1} (P|mn)`` the result carries. Each cycle then
+    builds J and K from its own rows ``b[p0:p1]`` only -- ``1/P`` of the J/K
+    flops -- and one all-reduce of ``(1 + spins) nao^2`` words sums them
+    (kind ``"jk"``; :func:`trnsci.distributed.all_reduce` counts
+    ``n - c_r + (P-1) c_r`` words with ``c_r`` the rank's shard of ``n``).
+    """
+    import torch.distributed as dist
+
+    from trnsci import chem_scf
+
+    P, r = dist.get_world_size(group), dist.get_rank(group)
+    ranges = aux_shell_ranges(auxmol, P)
+    s0, s1, p0, p1 = ranges[r]
+    with D.agree("scf", group, timeout):
+        raw, (kind, M) = chem_scf._fitted_integrals(mol, auxmol, max_memory_mb, timings, backends,
+                                                    aux_range=(s0, s1, p0, p1))
+    t0 = time.perf_counter()
+    full = D.all_gather(torch.from_numpy(raw), 0, [b[3] - b[2] for b in ranges], group, timeout)
+    timings["comm"] = timings.get("comm", 0.0) + time.perf_counter() - t0
+    import trnblas
+
+    with D.agree("scf", group, timeout), C._stage("fit", timings, backends):
+        b = chem_scf._apply_fit(kind, M, full, trnblas)
+    return np.ascontiguousarray(b.numpy()), (p0, p1)
