@@ -554,7 +554,8 @@ class Op:
 
     def __init__(self, name: str, metric: str, threshold: float, *, size: Callable[..., float] | None = None,
                  dtype: Callable | None = None, describe: Callable[..., str] | None = None,
-                 doc: str = "", probe: Callable | None = None):
+                 doc: str = "", probe: Callable | None = None, schema: str | None = None,
+                 fake: Callable | None = None):
         self.name = name
         self.metric = metric
         self._entry = register(name, metric, threshold, doc, probe)
@@ -571,8 +572,20 @@ class Op:
         self.on_torch: Callable[[], bool] = torch_probe(self._library)
         """``OP.on_torch()``: True when a call now runs the torch lowering whatever its
         arguments (see :func:`torch_probe`)."""
+        if _dynamo_hooked[0] is None and "torch" in sys.modules:
+            _hook_dynamo()
+        traceable_as(self.on_torch, _never)  # under torch.compile every call takes the operator path
+        self.schema = schema
+        """The torch operator's schema (``"(Tensor A, float alpha) -> Tensor"``), or None: no operator."""
+        self._fake = fake
+        self._backward: Callable | None = None
+        self._operator = None
         with _lock:
             _OPS[name] = self
+        if schema is not None:
+            from trnsci import operators
+
+            operators.define(self)
 
     # ----------------------------------------------------------- declaring
 
@@ -721,8 +734,63 @@ class Op:
         # The common case first, and cheaply: when the answer cannot depend on
         # the arguments (backend "torch"; "auto" without a NeuronCore) and no
         # plan_call is collecting, run the torch lowering without computing the
-        # size, dtype or kernel support. Everything else goes through the full
-        # rule, which plan() shares.
+        # size, dtype or kernel support -- also for inputs that require grad (the
+        # torch lowering is differentiable) and for meta/fake tensors (it is the
+        # fake implementation as well). Under torch.compile the probe reads False
+        # (trnsci.operators) and the call becomes the torch operator. Everything
+        # else goes through the full rule, which plan() shares.
+        if self.on_torch() and self._torch is not None:
+            return self._torch(*args, **kwargs)
+        if _compiling():
+            return self._traced(args, kwargs)
+        if self._operator is not None and _planning.get() is None and _needs_operator(args, kwargs):
+            return self.operator_call(*args, **kwargs)
+        return self.run(*args, **kwargs)
+
+    def _traced(self, args: tuple, kwargs: dict):
+        """A call seen by torch.compile: the torch operator, or (an Op without one) the torch lowering inline."""
+        if self._operator is not None:
+            return self.operator_call(*args, **kwargs)
+        if self._torch is None:
+            raise NotImplementedError(f"{self.name}: no torch lowering registered")
+        return self._torch(*args, **kwargs)
+
+    def operator_call(self, *args, **kwargs):
+        """``torch.ops.<library>.<name>(...)`` on the lowering's arguments (see :mod:`trnsci.operators`)."""
+        if not kwargs and self._operator is not None:
+            return self._operator(*args)
+        from trnsci import operators
+
+        return operators.call(self, args, kwargs)
+
+    @property
+    def operator(self):
+        """The torch operator (``torch.ops.<library>.<name>.default``), None for an Op without a schema."""
+        return self._operator
+
+    def backward(self, fn: Callable) -> Callable:
+        """Decorator declaring the derivative: ``fn(inputs, output, grad, needs) -> grads``.
+
+        ``inputs`` are the lowering's arguments as the operator got them,
+        ``output`` its result, ``grad`` the incoming gradient (a tuple for
+        an op returning several tensors) and ``needs`` one bool per input
+        (its gradient is wanted); ``fn`` returns one entry per input
+        (None where there is none), built from forward :class:`Op` calls so
+        that the backward runs kernels as the forward does. Without it the
+        backward is a vjp through the torch lowering.
+        """
+        self._backward = fn
+        return fn
+
+    def register_device(self, dispatch_key: str, fn: Callable) -> None:
+        """The device hook: ``fn`` (the lowering's arguments) implements the operator for ``dispatch_key``
+        (``"PrivateUse1"``, ``"XLA"``); the operator's default implementation stays the one decision."""
+        from trnsci import operators
+
+        operators.register_device(self, dispatch_key, fn)
+
+    def run(self, *args, **kwargs):
+        """The one decision and its lowering, without the operator: what the operator's implementation runs."""
         if self.on_torch() and self._torch is not None:
             return self._torch(*args, **kwargs)
         if _planning.get() is not None:
@@ -755,6 +823,112 @@ class Op:
 
 
 _OPS: dict[str, Op] = {}
+
+
+def _never() -> bool:
+    """What :func:`torch_probe`'s probes read as under torch.compile: the operator path, never the inline one."""
+    return False
+
+
+def _compiling() -> bool:
+    """True while torch.compile (Dynamo) or torch.export traces; read only off the torch fast path."""
+    ic = _is_compiling
+    if ic is None:
+        return False
+    return ic()
+
+
+_is_compiling = None  # torch.compiler.is_compiling once torch is loaded (this module imports without torch)
+
+
+def _needs_operator(args: tuple, kwargs: dict) -> bool:
+    """True when a call that is not on the torch fast path must go through the torch operator:
+    an input requires grad (a kernel's output carries no gradient otherwise), or lives on a meta,
+    fake or non-CPU device (the operator's fake or device implementation)."""
+    import torch
+
+    grad = torch.is_grad_enabled()
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            if (grad and a.requires_grad) or type(a) is not torch.Tensor or not a.is_cpu:
+                return True
+        elif isinstance(a, (list, tuple)):
+            if _needs_operator(tuple(a), {}):
+                return True
+    return False
+
+
+_traceable: list[tuple[Callable, Callable]] = []
+_dynamo_registered: set[int] = set()
+
+
+def traceable_as(original: Callable, traced: Callable) -> None:
+    """Have torch.compile trace ``traced`` wherever it meets ``original`` (same arguments, same result).
+
+    For fast paths Dynamo cannot (or should not) trace: a public function's
+    settled wrapper traces as its full form, an Op's torch probe as False.
+    Registered with Dynamo when it is imported (now, or later through an
+    import hook), so importing trnsci does not import Dynamo.
+    """
+    _traceable.append((original, traced))
+    if "torch._dynamo" in sys.modules and _dynamo_hooked[0] == "loaded":
+        _register_traceable()
+
+
+_dynamo_hooked = [None]
+
+
+def _register_traceable() -> None:
+    from torch._dynamo.decorators import substitute_in_graph
+
+    while _traceable:
+        original, traced = _traceable.pop()
+        if id(original) in _dynamo_registered:
+            continue
+        _dynamo_registered.add(id(original))
+        substitute_in_graph(original, skip_signature_check=True)(traced)
+
+
+class _DynamoHook:
+    """A ``sys.meta_path`` finder that registers :func:`traceable_as` substitutions once Dynamo is imported."""
+
+    @staticmethod
+    def find_spec(name, path, target=None):
+        if name != "torch._dynamo":
+            return None
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        run = loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(_DynamoHook)
+            _dynamo_hooked[0] = "loaded"
+            _register_traceable()
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _hook_dynamo() -> None:
+    """Called once torch is imported (by :mod:`trnsci.operators`)."""
+    global _is_compiling
+    import torch
+
+    _is_compiling = torch.compiler.is_compiling
+    if _dynamo_hooked[0] is not None:
+        return
+    if "torch._dynamo" in sys.modules:
+        _dynamo_hooked[0] = "loaded"
+        _register_traceable()
+    else:
+        _dynamo_hooked[0] = "hooked"
+        sys.meta_path.insert(0, _DynamoHook)
 
 
 def load_lowerings(library: str) -> bool:
