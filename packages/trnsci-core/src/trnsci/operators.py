@@ -68,11 +68,13 @@ def define(op) -> None:
     qualname = f"{ns}::{name}"
 
     def impl(*args):
+        args = _canon(args)
         return _fresh(op.run(*args), args)
 
     def fake(*args):
+        args = _canon(args)
         if op._fake is not None:
-            return op._fake(*args)
+            return _fresh(op._fake(*args), args, fake=True)
         if op._torch is None:
             raise NotImplementedError(f"{op.name}: no torch lowering registered")
         return _fresh(op._torch(*args), args, fake=True)
@@ -94,6 +96,7 @@ def define(op) -> None:
         inputs = list(plain)
         for i, t in zip(where, saved[:n]):
             inputs[i] = t
+        inputs = _canon(inputs)
         outs = saved[n:]
         output = tuple(outs) if several else outs[0]
         grad = tuple(grads) if several else grads[0]
@@ -139,12 +142,21 @@ def call(op, args: tuple, kwargs: dict):
     return op.operator(*args)
 
 
+def _canon(args) -> tuple:
+    """The lowering's arguments from the operator's: a list (``int[]``, ``Tensor[]``) back to the tuple
+    the lowerings take."""
+    return tuple(tuple(a) if type(a) is list else a for a in args)
+
+
 def _fresh(out, args, fake: bool = False):
-    """``out`` with every tensor that aliases an input replaced by a copy (an operator returns new tensors)."""
+    """``out`` with every tensor contiguous and none aliasing an input (an operator returns new tensors,
+    and its fake implementation must promise the real one's strides: both are row-major)."""
     if isinstance(out, (tuple, list)):
         return tuple(_fresh(o, args, fake) for o in out)
     if not isinstance(out, torch.Tensor):
         return out
+    if not out.is_contiguous():
+        return out.contiguous()
     if fake:
         return out.clone() if out._is_view() or any(out is a for a in args) else out
     try:

@@ -35,7 +35,9 @@ __all__ = [
 
 def _raise_info(where: str, info: torch.Tensor, what: str) -> None:
     """Raise LinAlgError for the first nonzero ``info`` (1-based position)."""
-    if info is _lapack.ZERO_INFO:  # the LAPACK route's success: no tensor read at all
+    if info is _lapack.ZERO_INFO or torch.compiler.is_compiling():
+        # the LAPACK route's success: no tensor read at all; under torch.compile no host read (the graph
+        # does not stop to look at info)
         return
     if info.dim() == 0:  # one matrix: int() is ~0.4 us, nonzero() ~17 us (measured)
         if not int(info):
@@ -98,7 +100,9 @@ def _square_describe(A, *rest):
 #: trailing updates are trnblas SYRK/GEMM kernels, which only pays off once
 #: the O(n^3) updates dwarf the per-block launches -- 2048^3/3 is a placeholder.
 CHOLESKY = Op("trnsolver.cholesky", "flops", 2048 ** 3 / 3.0, size=_cholesky_flops, describe=_square_describe,
-              doc="Cholesky factorization (blocked, trailing updates on trnblas SYRK/GEMM kernels)")
+              doc="Cholesky factorization (blocked, trailing updates on trnblas SYRK/GEMM kernels)",
+              schema="(Tensor A, bool upper) -> (Tensor, Tensor)",
+              fake=lambda A, upper: (torch.empty_like(A), A.new_empty(A.shape[:-2], dtype=torch.int32)))
 
 
 @CHOLESKY.lowering("torch")
@@ -598,7 +602,10 @@ _NO_INFO = torch.zeros((), dtype=torch.int32)
 
 
 SOLVE = Op("trnsolver.solve", "flops", _LU_THRESHOLD, size=_flops(2 / 3), describe=_square_describe,
-           doc="general solve (gesv): the device LU, then row gather + two TRSM kernels")
+           doc="general solve (gesv): the device LU, then row gather + two TRSM kernels",
+           schema="(Tensor A, Tensor B) -> (Tensor, Tensor)",
+           fake=lambda A, B: (B.new_empty((*torch.broadcast_shapes(A.shape[:-2], B.shape[:-2]), *B.shape[-2:])),
+                              A.new_empty((), dtype=torch.int32)))
 
 
 @SOLVE.lowering("torch")
