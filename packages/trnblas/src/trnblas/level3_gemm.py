@@ -65,6 +65,8 @@ GEMM = Op(
 BATCHED_GEMM = Op(
     "trnblas.batched_gemm", "flops", 2 * 256**3, size=_gemm_flops, describe=_gemm_describe,
     doc="a stack of GEMMs with equal shapes; flops = 2 m n k batch",
+    schema="(Scalar alpha, Tensor A, Tensor B, Scalar beta, Tensor? C, str transA, str transB) -> Tensor",
+    fake=_gemm_fake,
 )
 GEMM_EX = Op(
     "trnblas.gemm_ex", "flops", 2 * 512**3, size=_gemm_flops, describe=_gemm_describe,
@@ -174,6 +176,7 @@ def _gemm_backward(op, inputs, output, g, needs):
 
 
 GEMM.backward(lambda inputs, output, g, needs: _gemm_backward(GEMM, inputs, output, g, needs))
+BATCHED_GEMM.backward(lambda inputs, output, g, needs: _gemm_backward(BATCHED_GEMM, inputs, output, g, needs))
 
 
 # a settled route that calls torch.mm embodies a host-route choice: dropped whenever the choices may change

@@ -580,6 +580,7 @@ class Op:
         self._fake = fake
         self._backward: Callable | None = None
         self._operator = None
+        self._arity = -1  # the operator's number of arguments (set with it)
         with _lock:
             _OPS[name] = self
         if schema is not None:
@@ -757,7 +758,7 @@ class Op:
 
     def operator_call(self, *args, **kwargs):
         """``torch.ops.<library>.<name>(...)`` on the lowering's arguments (see :mod:`trnsci.operators`)."""
-        if not kwargs and self._operator is not None:
+        if not kwargs and len(args) <= self._arity:
             return self._operator(*args)
         from trnsci import operators
 

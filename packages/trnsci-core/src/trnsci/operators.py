@@ -115,6 +115,7 @@ def define(op) -> None:
     packet = getattr(getattr(torch.ops, ns), name)
     op._operator = packet.default
     _names[op.name] = tuple(a.name for a in packet.default._schema.arguments)
+    op._arity = len(_names[op.name])
 
 
 def register_device(op, dispatch_key: str, fn) -> None:
@@ -129,8 +130,11 @@ def call(op, args: tuple, kwargs: dict):
     """``op``'s torch operator on the lowering's arguments (keywords bound by the schema's names)."""
     if op.operator is None:
         raise ValueError(f"{op.name}: no torch operator (declare the Op with a schema first)")
+    names = _names[op.name]
+    if len(args) > len(names):  # arguments past the schema's are host-side (a cache's owner): not passed
+        args = args[:len(names)]
     if kwargs:
-        names = _names[op.name]
+        kwargs = {k: a for k, a in kwargs.items() if k in names}
         args = list(args)
         for nm in names[len(args):]:
             if nm not in kwargs:

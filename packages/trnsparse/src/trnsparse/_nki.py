@@ -72,6 +72,10 @@ LOWP = (torch.bfloat16, torch.float16)
 SPMM_DTYPES = KERNEL_DTYPES + LOWP
 
 
+class _Uncached:
+    """Where a layout is kept for one call when no matrix holds the arrays (the torch operator's call)."""
+
+
 def _grad(*ts):
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts)
 
@@ -112,8 +116,6 @@ def _bsr_spmm_nki(blocks, block_col_indices, block_row_ptrs, shape, block_size, 
 # ----------------------------------------------------------------- CSR SpMV / SpMM (SELL layout)
 
 def _spmm_supports(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
-    if owner is None:
-        return "no matrix to cache the device layout on (call through spmv/spmm)"
     if _grad(values, x, y):
         return "autograd: the kernel has no backward (the torch path is differentiable)"
     if shape[0] == 0 or x.numel() == 0:
@@ -150,6 +152,8 @@ def _ncols(x):
 
 @SPMM.lowering("nki", dtypes=SPMM_DTYPES, supports=_spmm_supports, counts=_spmm_counts)
 def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
+    if owner is None:  # called as the torch operator (the matrix stays outside): a layout for this call only
+        owner = _Uncached()
     vec = x.dim() == 1
     b = (x[:, None] if vec else x).contiguous()
     if _resident_x(shape, x):

@@ -25,7 +25,7 @@ from trnsci import _linalg as la
 from trnsci import _validate as v
 from trnsci import routes as _routes
 from trnsci._validate import numpy_io
-from trnsci.dispatch import Op
+from trnsci.dispatch import Op, traceable_as
 
 from . import _host
 from .formats import BSRMatrix, COOMatrix, CSCMatrix, CSRMatrix, SparseMatrix, as_sparse
@@ -99,6 +99,11 @@ SPMM = Op(
     describe=lambda values, cols, ptrs, shape, x, *r: f"CSR {shape[0]}x{shape[1]} nnz={values.shape[0]} @ "
                                                        f"{_ncols(x)} column(s)",
     doc="alpha * A @ X + beta * Y for a CSR matrix; flops = 2 nnz k",
+    # the matrix itself (``owner``, where the kernel keeps its device layout) stays on the host side
+    schema="(Tensor values, Tensor col_indices, Tensor row_ptrs, SymInt[] shape, Tensor x, Scalar alpha, "
+           "Tensor? y, Scalar beta) -> Tensor",
+    fake=lambda values, cols, ptrs, shape, x, alpha, y, beta, owner=None: values.new_empty(
+        (shape[0],) if x.dim() == 1 else (shape[0], x.shape[1])),
 )
 SPMM.lowering("torch")(_spmv_torch)
 
@@ -360,6 +365,9 @@ def _settled(A, x, ndim, alpha, y):
             or not SPMM.on_torch()):
         return None
     return run(x)
+
+
+traceable_as(_settled, lambda A, x, ndim, alpha, y: None)  # torch.compile traces the full path
 
 
 def _csr_form(A):

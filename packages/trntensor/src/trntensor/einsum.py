@@ -73,6 +73,9 @@ def _bmm(a, b, blas):
     return torch.bmm(a, b)
 
 
+_TRACED = "traced"  # _pair's ``kernels`` under torch.compile: every GEMM step through trnblas
+
+
 def _pair(a, b, r, kernels=True, np_route=False):
     """One pairwise step. ``kernels``: trnblas could pick a kernel (:func:`plan._kernels_possible`);
     ``np_route``: the GEMM by numpy.matmul -- or a callable ``np_route(a, b) -> bool`` that decides it
@@ -98,7 +101,7 @@ def _pair(a, b, r, kernels=True, np_route=False):
         c = _np_gemm(a, b)
     else:
         batched = a.dim() == 3
-        blas = kernels and P._via_trnblas(2 * Bn * M * N * K, a.dtype, batched)
+        blas = kernels is _TRACED or (kernels and P._via_trnblas(2 * Bn * M * N * K, a.dtype, batched))
         c = _bmm(a, b, blas) if batched else _mm(a, b, blas)
     return c if res_shape is None else c.reshape(res_shape)
 
@@ -291,6 +294,10 @@ def _einsum_torch(plan, operands, alpha, beta, C, compute_dtype, result_dtype, p
         ops = [x if x.dtype == compute_dtype else x.to(compute_dtype) for x in operands]
         R = _device.run(plan, ops, alpha, beta, C, compute_dtype)
         return R if R.dtype == result_dtype else R.to(result_dtype)
+    elif torch.compiler.is_compiling():
+        # traced by torch.compile: every GEMM step is trnblas's operator (torch.ops.trnblas.gemm /
+        # batched_gemm), whose implementation makes trnblas's decision when the graph runs
+        R = _run(plan_exec, [x if x.dtype == compute_dtype else x.to(compute_dtype) for x in operands], _TRACED)
     else:
         kernels = P._kernels_possible()
         use, rounds = P._route(plan, operands, autotune, kernels)
