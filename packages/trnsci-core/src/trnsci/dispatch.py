@@ -241,11 +241,12 @@ def torch_probe(library: str | None) -> Callable[[], bool]:
     untouched = _backend.touched().get
 
     def probe() -> bool:
-        if ((untouched() is None or (g0() is None and g1() is None and g2() is None and g3() is None))
-                and k0 not in environ and k1 not in environ and k2 not in environ):
-            nk = _nki_module
-            if nk is not None and not nk.HAS_NKI:  # "auto", no NeuronCore possible, nothing required
-                return planning() is None
+        if untouched() is None or (g0() is None and g1() is None and g2() is None and g3() is None):
+            if ((k0 not in environ and k1 not in environ and k2 not in environ)
+                    or _benign_env(environ.get(k0), environ.get(k1), environ.get(k2))):
+                nk = _nki_module
+                if nk is not None and not nk.HAS_NKI:  # "torch"/"auto", no NeuronCore possible, nothing required
+                    return planning() is None
         return full()
 
     # The usual state as one expression that generated code (trnsci.settled) inlines instead of calling
@@ -256,6 +257,33 @@ def torch_probe(library: str | None) -> Callable[[], bool]:
         {"_ot_u": untouched, "_ot_k0": k0, "_ot_k1": k1, "_ot_k2": k2, "_ot_e": environ,
          "_ot_d": sys.modules[__name__], "_ot_p": planning})
     return probe
+
+
+_benign_seen: dict[tuple, bool] = {}
+
+
+def _benign_env(lib: bytes | None, suite: bytes | None, require: bytes | None) -> bool:
+    """True when the raw values of ``TRN<LIB>_BACKEND``, ``TRNSCI_BACKEND`` and ``TRNSCI_REQUIRE_NKI``
+    can only resolve to the torch answer on a machine without the Neuron SDK: each backend variable
+    unset, blank (a shell's ``VAR=``: unset) or naming "torch" or "auto" (any case, spaces ignored; an
+    alias of either), and REQUIRE_NKI unset or not a true value.
+
+    The values are still read on every call (a change to ``os.environ`` takes effect at once); only their
+    parsing is remembered, so a documented setting keeps the fast path of :func:`torch_probe`.
+    """
+    key = (lib, suite, require)
+    hit = _benign_seen.get(key)
+    if hit is None:
+        def name(raw):
+            v = os.fsdecode(raw).strip().lower() if raw is not None else ""
+            return _backend.ALIASES.get(v, v)
+
+        hit = (name(lib) in ("", "torch", "auto") and name(suite) in ("", "torch", "auto")
+               and (require is None or os.fsdecode(require).strip().lower() not in _env._TRUE))
+        if len(_benign_seen) > 64:
+            _benign_seen.clear()
+        _benign_seen[key] = hit
+    return hit
 
 
 class _Settled(dict):
