@@ -745,6 +745,13 @@ class Op:
 
     def plan(self, *args, **kwargs) -> Plan:
         """What :meth:`__call__` would do with these arguments, as a printable :class:`Plan`."""
+        if self._operator is not None and _grad_mode_on():
+            # a call with inputs that require grad goes through the torch operator, whose implementation
+            # decides with autograd below it (grad mode off): the plan decides as that implementation will
+            import torch
+
+            with torch.no_grad():
+                return self.plan(*args, **kwargs)
         d = self.decide(*args, **kwargs)
         kernel = None
         low = self._lowerings.get("nki")
@@ -852,6 +859,11 @@ class Op:
 
 
 _OPS: dict[str, Op] = {}
+
+
+def _grad_mode_on() -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.is_grad_enabled()
 
 
 def _never() -> bool:

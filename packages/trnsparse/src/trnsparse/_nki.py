@@ -58,7 +58,7 @@ from trnsparse.kernels.csr_spmm import csr_spmm_counts, csr_spmm_kernel
 from trnsparse.kernels.csr_spmv import csr_spmv_counts, csr_spmv_kernel
 from trnsparse.kernels.csr_spsv import csr_spsv_counts, csr_spsv_kernel
 from trnsparse.kernels.screened_spmm import screened_spmm_counts, screened_spmm_kernel
-from trnsparse.ops import BSR_SDDMM, BSR_SPMM, SDDMM, SPMM, SPMV_SYMMETRIC, SPSV, _finish, _symmetric_csr
+from trnsparse.ops import BSR_SDDMM, BSR_SPMM, SDDMM, SPMM, SPMV, SPMV_SYMMETRIC, SPSV, _finish, _symmetric_csr
 from trnsparse.screening import SCREENED_SPMM
 
 F32 = torch.float32
@@ -170,6 +170,9 @@ def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
     if x.dtype in LOWP:  # alpha/beta in float32 too: the result is rounded once
         return _finish(C, alpha, None if y is None else y.float(), beta).to(x.dtype)
     return _finish(C.to(x.dtype), alpha, y, beta)
+
+
+SPMV.lowering("nki", dtypes=SPMM_DTYPES, supports=_spmm_supports, counts=_spmm_counts)(_spmm_nki)  # one column
 
 
 # ----------------------------------------------------------------- symmetric SpMV: S expanded once, cached

@@ -106,6 +106,16 @@ SPMM = Op(
         (shape[0],) if x.dim() == 1 else (shape[0], x.shape[1])),
 )
 SPMM.lowering("torch")(_spmv_torch)
+SPMV = Op(
+    "trnsparse.spmv", "flops", 8 * _TILE_FLOPS,
+    size=lambda values, cols, ptrs, shape, x, *r: 2.0 * values.shape[0],
+    describe=lambda values, cols, ptrs, shape, x, *r: f"CSR {shape[0]}x{shape[1]} nnz={values.shape[0]} @ vector",
+    doc="alpha * A @ x + beta * y for a CSR matrix and a vector (SpMM's lowerings, one column); flops = 2 nnz",
+    schema="(Tensor values, Tensor col_indices, Tensor row_ptrs, SymInt[] shape, Tensor x, Scalar alpha, "
+           "Tensor? y, Scalar beta) -> Tensor",
+    fake=lambda values, cols, ptrs, shape, x, alpha, y, beta, owner=None: values.new_empty((shape[0],)),
+)
+SPMV.lowering("torch")(_spmv_torch)
 
 
 def _bsr_spmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size, B, owner=None):
@@ -296,7 +306,7 @@ def _apply(A: SparseMatrix, x: torch.Tensor, alpha, y, beta):
     A = _csr_form(A)
     host = _host.host_ok(A.values, x)
     cols, ptrs = A._host_indices() if host else (A.col_indices, A.row_ptrs)
-    r = SPMM(A.values, cols, ptrs, A.shape, x, alpha, y, beta, A)
+    r = (SPMV if x.dim() == 1 else SPMM)(A.values, cols, ptrs, A.shape, x, alpha, y, beta, A)
     if host and given is A and y is None and alpha == 1 and type(x) is torch.Tensor and SPMM.on_torch():
         _settle(A, x, cols, ptrs)  # later calls with this signature skip the checks
     return r

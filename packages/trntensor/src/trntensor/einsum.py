@@ -290,10 +290,6 @@ def _einsum_torch(plan, operands, alpha, beta, C, compute_dtype, result_dtype, p
             R = _dd_run(plan_exec, operands)
         except _ZeroResult:
             R = torch.zeros(plan_exec[4], dtype=torch.float64, device=operands[0].device)
-    elif _device.active(precision, operands):  # every step through an Op with a kernel (trntensor._device)
-        ops = [x if x.dtype == compute_dtype else x.to(compute_dtype) for x in operands]
-        R = _device.run(plan, ops, alpha, beta, C, compute_dtype)
-        return R if R.dtype == result_dtype else R.to(result_dtype)
     elif torch.compiler.is_compiling():
         # traced by torch.compile: every GEMM step is trnblas's operator (torch.ops.trnblas.gemm /
         # batched_gemm), whose implementation makes trnblas's decision when the graph runs
