@@ -271,3 +271,45 @@ def test_simulator_without_grad_takes_no_operator(monkeypatch):
     with kernel_ran("gemm_kernel"):
         trnblas.gemm(1.0, torch.ones(3, 2), torch.ones(2, 4))
     assert called == [] and GEMM.operator is not None
+
+
+def test_docs_autograd_table_is_the_generated_one():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "operators.md").read_text()
+    assert operators.autograd_table() in doc, "docs/operators.md is stale: regenerate with python -m trnsci.operators"
+
+
+# ------------------------------------------------------------------ one decision: the plan says what the call runs
+
+def _plan_walk():
+    F32 = torch.float32
+    g = _g(30)
+    A, B = torch.randn(70, 40, generator=g), torch.randn(40, 30, generator=g)
+    x = torch.randn(4, 64, generator=g)
+    X = torch.randn(12, 12, generator=g)
+    S = X @ X.T + 12 * torch.eye(12)
+    csr, _ = _csr(20, 12, dtype=F32)
+    return [
+        ("trnblas.gemm", trnblas.gemm, (1.0, A, B)),
+        ("trnblas.gemm", trnblas.gemm, (1.0, A.double(), B.double())),  # float64: torch, says why
+        ("trnfft.fft", trnfft.fft, (x,)), ("trnfft.ifft", trnfft.ifft, (x.to(torch.complex64),)),
+        ("trnfft.rfft", trnfft.rfft, (x,)), ("trnfft.irfft", trnfft.irfft, (torch.fft.rfft(x),)),
+        ("trnsolver.cholesky", trnsolver.cholesky, (S,)), ("trnsolver.solve", trnsolver.solve, (S, x[0, :12])),
+        ("trnsolver.eigh", trnsolver.eigh, (S,)),
+        ("trnsparse.spmm", trnsparse.spmm, (csr, torch.randn(12, 3, generator=g))),
+        ("trnsparse.spmv", trnsparse.spmv, (csr, torch.randn(12, generator=g))),
+        ("trntensor.einsum", trntensor.einsum, ("ij,jk->ki", A, B)),
+    ]
+
+
+@pytest.mark.parametrize("backend", ["simulator", "torch"])
+@pytest.mark.parametrize("op_name,fn,args", _plan_walk(), ids=[f"{c[0]}-{i}" for i, c in enumerate(_plan_walk())])
+def test_plan_of_a_converted_function_is_what_its_call_runs(backend, op_name, fn, args):
+    from trnsci.testing import check_plan_case
+
+    plan, runs = check_plan_case(backend, op_name, (fn, args))
+    if backend == "simulator" and args[-1].dtype != F64:
+        assert runs and plan.backend == "simulator"
+    if args[-1].dtype == F64:
+        assert not runs and plan.backend == "torch" and (backend == "torch" or "float64" in plan.reason)

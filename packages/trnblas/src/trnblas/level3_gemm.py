@@ -175,8 +175,12 @@ def _gemm_backward(op, inputs, output, g, needs):
     return None, gA, gB, None, gC, None, None
 
 
-GEMM.backward(lambda inputs, output, g, needs: _gemm_backward(GEMM, inputs, output, g, needs))
-BATCHED_GEMM.backward(lambda inputs, output, g, needs: _gemm_backward(BATCHED_GEMM, inputs, output, g, needs))
+_GEMM_GRAD = ("dA = conj(alpha) g op(B)^H put back through op(A); dB = conj(alpha) op(A)^H g put back "
+              "through op(B); dC = conj(beta) g")
+GEMM.backward(lambda inputs, output, g, needs: _gemm_backward(GEMM, inputs, output, g, needs),
+              formula=_GEMM_GRAD, runs="two `trnblas.gemm` calls")
+BATCHED_GEMM.backward(lambda inputs, output, g, needs: _gemm_backward(BATCHED_GEMM, inputs, output, g, needs),
+                      formula=_GEMM_GRAD, runs="two `trnblas.batched_gemm` calls")
 
 
 # a settled route that calls torch.mm embodies a host-route choice: dropped whenever the choices may change

@@ -68,8 +68,10 @@ def _c2c_backward(other):
     return backward
 
 
-FFT.backward(_c2c_backward(IFFT))
-IFFT.backward(_c2c_backward(FFT))
+_C2C_GRAD = ("dx = F^H g: the {} of g with the normalization swapped, its leading part for a zero-padded "
+             "input (zeros past n for a truncated one), the real part for a real input")
+FFT.backward(_c2c_backward(IFFT), formula=_C2C_GRAD.format("ifft"), runs="one `trnfft.ifft` call")
+IFFT.backward(_c2c_backward(FFT), formula=_C2C_GRAD.format("fft"), runs="one `trnfft.fft` call")
 
 # ------------------------------------------------------------------ torch lowerings
 # In precision "fast" each runs the route trnfft._routes settled for the call

@@ -607,6 +607,7 @@ class Op:
         """The torch operator's schema (``"(Tensor A, float alpha) -> Tensor"``), or None: no operator."""
         self._fake = fake
         self._backward: Callable | None = None
+        self._backward_doc = ("", "")
         self._operator = None
         self._arity = -1  # the operator's number of arguments (set with it)
         with _lock:
@@ -804,7 +805,7 @@ class Op:
         """The torch operator (``torch.ops.<library>.<name>.default``), None for an Op without a schema."""
         return self._operator
 
-    def backward(self, fn: Callable) -> Callable:
+    def backward(self, fn: Callable | None = None, *, formula: str = "", runs: str = ""):
         """Decorator declaring the derivative: ``fn(inputs, output, grad, needs) -> grads``.
 
         ``inputs`` are the lowering's arguments as the operator got them,
@@ -813,9 +814,14 @@ class Op:
         (its gradient is wanted); ``fn`` returns one entry per input
         (None where there is none), built from forward :class:`Op` calls so
         that the backward runs kernels as the forward does. Without it the
-        backward is a vjp through the torch lowering.
+        backward is a vjp through the torch lowering. ``formula`` and
+        ``runs`` (which ops the backward calls) go to the generated table of
+        :func:`trnsci.operators.autograd_table`.
         """
+        if fn is None:
+            return lambda f: self.backward(f, formula=formula, runs=runs)
         self._backward = fn
+        self._backward_doc = (formula, runs)
         return fn
 
     def register_device(self, dispatch_key: str, fn: Callable) -> None:

@@ -31,7 +31,7 @@ import torch
 
 from trnsci import dispatch
 
-__all__ = ["define", "call", "register_device", "namespaces", "operators"]
+__all__ = ["define", "call", "register_device", "namespaces", "operators", "autograd_table"]
 
 _libraries: dict[str, torch.library.Library] = {}
 _names: dict[str, tuple[str, ...]] = {}  # op name -> the schema's argument names, in order
@@ -191,3 +191,28 @@ def _vjp(op, inputs: tuple, grad):
             return tuple(None for _ in inputs)
         got = iter(torch.autograd.grad([o for o, _ in pairs], diff, [g for _, g in pairs], allow_unused=True))
     return tuple(next(got) if isinstance(a, torch.Tensor) and a.requires_grad else None for a in leaves)
+
+
+def autograd_table() -> str:
+    """The Markdown table of every operator's derivative and where its backward runs (docs/operators.md)."""
+    rows = ["| operator | derivative | backward runs |", "|---|---|---|"]
+    for name, op in sorted(dispatch.ops().items()):
+        if op.operator is None:
+            continue
+        ns, nm = _split(name)
+        formula, runs = op._backward_doc
+        if op._backward is None:
+            formula = "vjp of the torch lowering (torch's own derivatives of what it calls)"
+            runs = "torch: the lowering recomputed on the saved inputs"
+        else:
+            runs = f"{runs}: kernels under a kernel backend, as in the forward"
+        rows.append(f"| `torch.ops.{ns}.{nm}` | {formula} | {runs} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # python -m trnsci.operators: print the table (after importing the libraries)
+    import importlib
+
+    for lib in ("trnblas", "trnfft", "trnsparse", "trnsolver", "trnrand", "trntensor"):
+        importlib.import_module(lib)
+    print(autograd_table(), end="")
