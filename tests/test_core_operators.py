@@ -313,3 +313,20 @@ def test_plan_of_a_converted_function_is_what_its_call_runs(backend, op_name, fn
         assert runs and plan.backend == "simulator"
     if args[-1].dtype == F64:
         assert not runs and plan.backend == "torch" and (backend == "torch" or "float64" in plan.reason)
+
+
+def test_dynamo_imported_before_trnsci_still_traces_the_full_forms():
+    # the substitutions register at once when Dynamo is already loaded (here: a fresh interpreter)
+    import subprocess
+    import sys
+
+    code = ("import torch, torch._dynamo\n"
+            "import trnblas\n"
+            "f = lambda A, B: torch.relu(trnblas.gemm(1.0, A, B))\n"
+            "A, B = torch.ones(3, 2), torch.ones(2, 4)\n"
+            "e = torch._dynamo.explain(f)(A, B)\n"
+            "assert e.graph_break_count == 0, e.break_reasons\n"
+            "assert 'torch.ops.trnblas.gemm' in e.graphs[0].code\n"
+            "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
