@@ -68,6 +68,8 @@ def _opcheck_cases():
         ("cholesky", torch.ops.trnsolver.cholesky, (S, False)),
         ("solve", torch.ops.trnsolver.solve, (S, torch.randn(6, 2, generator=_g(9), dtype=F64))),
         ("eigh", torch.ops.trnsolver.eigh, (S, "L", 0, 5, True, 1e-10, 100)),
+        ("sddmm", torch.ops.trnsparse.sddmm, (cols, ptrs, csr.values, torch.randn(8, 3, dtype=F64),
+                                              torch.randn(3, 6, dtype=F64), 1.5, 0.5)),
         ("spmm", torch.ops.trnsparse.spmm, (csr.values, cols, ptrs, [8, 6], torch.randn(6, 3, dtype=F64), 2.0,
                                             None, 0.0)),
     ]
@@ -210,6 +212,9 @@ def _grad_cases():
         ("solve", lambda X, rhs: trnsolver.solve(spd(X), rhs), (X, rhs)),
         ("eigvalsh", lambda X: trnsolver.eigh(X + X.T)[0], (X,)),
         ("spmm", lambda Bx: trnsparse.spmm(csr, Bx, alpha=2.0), (torch.randn(6, 3, generator=_g(6), dtype=F64),)),
+        ("spmm_values", lambda v, Bx: trnsparse.spmm(trnsparse.CSRMatrix(v, csr.col_indices, csr.row_ptrs, csr.shape),
+                                                      Bx, alpha=2.0), (csr.values, torch.randn(6, 3, dtype=F64))),
+        ("spmv", lambda x: trnsparse.spmv(csr, x), (torch.randn(6, generator=_g(8), dtype=F64),)),
         ("einsum", lambda A, B: trntensor.einsum("ij,jk->ki", A, B), (A, B)),
     ]
 
@@ -240,7 +245,10 @@ def _sim_cases():
         ("cholesky", lambda X: trnsolver.cholesky(spd(X)).sum(), (X,), False, ""),
         ("eigvalsh", lambda X: trnsolver.eigh(X + X.T)[0].square().sum(), (X,), False, ""),
         ("spmm", lambda Bx: trnsparse.spmm(csr32 if Bx.dtype == torch.float32 else csr64, Bx).square().sum(),
-         (torch.randn(12, 5, generator=_g(6), dtype=F64),), False, "csr"),
+         (torch.randn(12, 5, generator=_g(6), dtype=F64),), True, "csr"),
+        ("spmm_values", lambda v, Bx: trnsparse.spmm(trnsparse.CSRMatrix(v, csr64.col_indices, csr64.row_ptrs,
+                                                                           csr64.shape), Bx).square().sum(),
+         (csr64.values, torch.randn(12, 5, generator=_g(7), dtype=F64)), True, "csr"),
         ("einsum", lambda A, B: trntensor.einsum("ij,jk->ik", A, B).square().sum(), (A, B), True, "gemm"),
     ]
 
@@ -330,3 +338,21 @@ def test_dynamo_imported_before_trnsci_still_traces_the_full_forms():
             "print('ok')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_compiled_backward_equals_eager(backend):
+    # the backward is traced as well (AOT autograd): the declared backwards' Op calls on traced tensors
+    torch._dynamo.reset()
+    csr, _ = _csr(8, 6)
+    X = torch.randn(6, 3, generator=_g(40), dtype=F64, requires_grad=True)
+    W = torch.randn(3, 3, generator=_g(41), dtype=F64, requires_grad=True)
+
+    def f(X, W):
+        return (torch.tanh(trnblas.gemm(1.0, trnsparse.spmm(csr, X, alpha=2.0), W)).sum()
+                + trnfft.fft(X, n=16, dim=0).abs().sum())
+
+    want = torch.autograd.grad(f(X, W), (X, W))
+    got = torch.autograd.grad(torch.compile(f, fullgraph=True, backend=backend)(X, W), (X, W))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)

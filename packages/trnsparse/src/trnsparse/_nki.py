@@ -252,8 +252,6 @@ def _spsv_nki(values, cols, ptrs, n, B, lower, unit, trans, owner=None):
 # ----------------------------------------------------------------- SDDMM on a CSR pattern
 
 def _sddmm_supports(cols, ptrs, values, X, Y, alpha, beta, owner=None):
-    if owner is None:
-        return "no matrix to cache the device layout on (call through sddmm)"
     if _grad(values, X, Y):
         return "autograd: the kernel has no backward (the torch path is differentiable)"
     if cols.numel() == 0 or X.shape[1] == 0:
@@ -268,6 +266,8 @@ def _sddmm_supports(cols, ptrs, values, X, Y, alpha, beta, owner=None):
 
 
 def _sddmm_layout(owner, cols, ptrs, X, Y):
+    if owner is None:  # SpMM's backward (or the torch operator): a layout for this call only
+        owner = _Uncached()
     st = _sell.structure(owner, cols, ptrs, (X.shape[0], Y.shape[1]))
     prow = _sell.cached(owner, "_sell_prow", (cols, ptrs), lambda: _sell.partition_rows(st))
     return st, prow

@@ -118,6 +118,45 @@ SPMV = Op(
 SPMV.lowering("torch")(_spmv_torch)
 
 
+def _transpose_csr(values, cols, ptrs, shape):
+    """The CSR arrays of A^T (values in A^T's order), on the arrays' device."""
+    m, n = shape
+    # every size here is a shape (nnz, m, n), none read from the data: traceable by torch.compile
+    rows = torch.repeat_interleave(torch.arange(m, device=cols.device, dtype=cols.dtype), ptrs[1:] - ptrs[:-1],
+                                   output_size=cols.shape[0])
+    order = torch.argsort(cols * m + rows, stable=True)
+    counts = torch.zeros(n + 1, dtype=ptrs.dtype, device=ptrs.device).index_add_(
+        0, cols + 1, torch.ones_like(cols, dtype=ptrs.dtype))
+    return values[order], rows[order], torch.cumsum(counts, 0).to(ptrs.dtype)
+
+
+def _spmm_backward(inputs, output, g, needs):
+    """``out = alpha A x + beta y``: dx = conj(alpha) A^H g (one SpMM/SpMV on A^T's arrays), d values =
+    conj(alpha) (g x^H) sampled on A's pattern (one SDDMM), dy = conj(beta) g."""
+    values, cols, ptrs, shape, x, alpha, y, beta = inputs[:8]
+    cplx = values.is_complex()
+    ca = alpha.conjugate() if cplx else alpha
+    gx = gv = gy = None
+    vec = x.dim() == 1
+    if needs[4]:
+        vt, ct, pt = _transpose_csr(values.conj() if cplx else values, cols, ptrs, shape)
+        gx = (SPMV if vec else SPMM)(vt, ct, pt, (shape[1], shape[0]), g.contiguous(), ca, None, 0.0)
+    if needs[0]:
+        X = g[:, None] if vec else g
+        Y = (x.conj() if cplx else x)[None, :] if vec else (x.conj() if cplx else x).mT
+        gv = SDDMM(cols, ptrs, values, X.contiguous(), Y.contiguous(), ca, 0.0)
+    if y is not None and needs[6]:
+        gy = g * (beta.conjugate() if cplx else beta)
+    return gv, None, None, None, gx, None, gy, None
+
+
+_SPMM_GRAD = ("dx = conj(alpha) A^H g; d values = conj(alpha) (g x^H) on A's pattern; dy = conj(beta) g")
+SPMM.backward(_spmm_backward, formula=_SPMM_GRAD,
+              runs="`trnsparse.spmm` on A^T's arrays and `trnsparse.sddmm`")
+SPMV.backward(_spmm_backward, formula=_SPMM_GRAD,
+              runs="`trnsparse.spmv` on A^T's arrays and `trnsparse.sddmm`")
+
+
 def _bsr_spmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size, B, owner=None):
     """C = A @ B for BSR arrays: one (b x b) @ (b x k) product per stored tile.
 
@@ -797,6 +836,9 @@ SDDMM = Op(
     describe=lambda cols, ptrs, values, X, Y, *r: f"CSR pattern {X.shape[0]}x{Y.shape[1]} nnz={cols.shape[0]}, "
                                                   f"k={X.shape[1]}",
     doc="alpha (X @ Y) sampled on a CSR pattern + beta A; flops = 2 nnz k",
+    schema="(Tensor col_indices, Tensor row_ptrs, Tensor values, Tensor X, Tensor Y, Scalar alpha, Scalar beta)"
+           " -> Tensor",
+    fake=lambda cols, ptrs, values, X, Y, alpha, beta, owner=None: values.new_empty(cols.shape),
 )
 SDDMM.lowering("torch")(_sddmm_torch)
 
