@@ -586,3 +586,24 @@ def test_other_backend_variables_take_the_full_resolution(monkeypatch, env, answ
         assert DOT.on_torch() is False
     else:
         assert DOT.on_torch() is answer
+
+
+@pytest.mark.parametrize("value", ["torch", "auto", ""])
+def test_backend_variable_keeps_the_fast_path_in_a_fresh_process(value):
+    # a fresh interpreter: nothing else has loaded the kernel layer the probe consults
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch, trnblas\n"
+            "from trnsci import backend, nki\n"
+            "x = torch.arange(64.0)\n"
+            "trnblas.dot(x, x); trnblas.dot(x, x)\n"
+            "def no(*a, **k): raise AssertionError('full resolution on the per-call path')\n"
+            "backend.resolve = no\n"
+            "print('skip' if nki.HAS_NKI else float(trnblas.dot(x, x)))\n")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_BACKEND") and k != "TRNSCI_REQUIRE_NKI"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**env, "TRNSCI_BACKEND": value})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() in ("skip", str(float(sum(i * i for i in range(64)))))

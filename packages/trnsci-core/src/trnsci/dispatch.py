@@ -245,7 +245,10 @@ def torch_probe(library: str | None) -> Callable[[], bool]:
             if ((k0 not in environ and k1 not in environ and k2 not in environ)
                     or _benign_env(environ.get(k0), environ.get(k1), environ.get(k2))):
                 nk = _nki_module
-                if nk is not None and not nk.HAS_NKI:  # "torch"/"auto", no NeuronCore possible, nothing required
+                if nk is None:  # not loaded yet (backend "torch" never asks for a device): load it once
+                    _device_available()
+                    nk = _nki_module
+                if not nk.HAS_NKI:  # "torch"/"auto", no NeuronCore possible, nothing required
                     return planning() is None
         return full()
 
