@@ -537,7 +537,7 @@ def test_on_torch_probe_in_a_fresh_context():
     assert op.on_torch() and op(1) == ("torch", 1)
 
 
-# ------------------------------------------------------------------ a documented environment setting keeps the fast path
+# ------------------------------------------------------------ a documented environment setting keeps the fast path
 
 @pytest.mark.parametrize("env", [
     {"TRNSCI_BACKEND": "torch"}, {"TRNSCI_BACKEND": "auto"}, {"TRNSCI_BACKEND": ""}, {"TRNBLAS_BACKEND": ""},

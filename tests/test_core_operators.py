@@ -101,7 +101,8 @@ def _spectral_conv(x, w):
 def _mp2_step(B, e_occ, e_vir):
     # DF-MP2 pair energies of one occupied pair block: (ia|jb) = sum_P B[i,a,P] B[j,b,P]
     iajb = trntensor.einsum("iaP,jbP->iajb", B, B)
-    denom = e_occ[:, None, None, None] + e_occ[None, None, :, None] - e_vir[None, :, None, None] - e_vir[None, None, None, :]
+    eo, ev = e_occ[:, None], e_vir[None, :]
+    denom = (eo - ev)[:, :, None, None] + (eo - ev)[None, None, :, :]
     return (iajb * (2 * iajb - iajb.permute(0, 3, 2, 1)) / denom).sum()
 
 
@@ -202,7 +203,8 @@ def _grad_cases():
     spd = lambda X: X @ X.T + 6 * torch.eye(6, dtype=F64)  # noqa: E731
     return [
         ("gemm", lambda A, B, C: trnblas.gemm(1.5, A, B, 0.5, C), (A, B, C)),
-        ("gemm_TC", lambda A, B: trnblas.gemm(2.0, A, B, transA=True, transB="C"), (A.T.contiguous(), B.T.contiguous())),
+        ("gemm_TC", lambda A, B: trnblas.gemm(2.0, A, B, transA=True, transB="C"),
+         (A.T.contiguous(), B.T.contiguous())),
         ("gemm_complex", lambda A, B: trnblas.gemm(1 - 2j, A, B, transA="C"),
          (A.T.contiguous().to(torch.complex128) * (1 + 1j), B.to(torch.complex128))),
         ("fft", lambda x: trnfft.fft(x, n=20, norm="ortho"), (x,)),
@@ -225,7 +227,7 @@ def test_gradcheck_float64_through_the_operator(name, fn, args):
     assert torch.autograd.gradcheck(fn, args)
 
 
-# ------------------------------------------------------------------ autograd under "simulator": kernels in forward and backward
+# ----------------------------------------------------- autograd under "simulator": kernels in forward and backward
 
 def _sim_cases():
     A = torch.randn(70, 40, generator=_g(), dtype=F64)

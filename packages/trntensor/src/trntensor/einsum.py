@@ -20,7 +20,6 @@ from trnsci import _validate as V
 from trnsci import hostblas
 from trnsci.dispatch import Op
 
-from . import _device
 from . import plan as P
 
 __all__ = ["einsum", "multi_einsum", "tensordot", "EINSUM"]
