@@ -358,3 +358,20 @@ def test_compiled_backward_equals_eager(backend):
     got = torch.autograd.grad(torch.compile(f, fullgraph=True, backend=backend)(X, W), (X, W))
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_an_op_without_operator_keeps_gradients_under_a_kernel_backend():
+    # trnblas.dot has a kernel but no torch operator yet: with an input that requires grad the one
+    # decision picks the differentiable torch lowering (and its plan says so) -- never a kernel
+    # output without a gradient
+    x = torch.randn(300, generator=_g(50), requires_grad=True)
+    y = torch.randn(300, generator=_g(51))
+    with trnblas.use_backend("simulator"):
+        plan = dispatch.plan_call(trnblas.dot, x, y)
+        from trnsci import nki
+
+        with nki.capture() as runs:
+            r = trnblas.dot(x, y)
+    assert plan.backend == "torch" and "autograd" in plan.reason and runs == []
+    r.backward()
+    torch.testing.assert_close(x.grad, y)  # d(x . y)/dx = y exactly

@@ -726,7 +726,13 @@ class Op:
 
                 return hw.why_not_dtype(dt, low.dtypes)
         if low.supports is not None:
-            return low.supports(*args, **kwargs) or None
+            reason = low.supports(*args, **kwargs)
+            if reason:
+                return reason
+        if self._operator is None and _grad_mode_on() and _requires_grad(args, kwargs):
+            # a kernel's output would carry no gradient: without a torch operator (whose autograd
+            # formula covers the kernel) the call runs the torch lowering, which is differentiable
+            return "autograd: no torch operator with a backward for this op yet (the torch path is differentiable)"
         return None
 
     def decide(self, *args, **kwargs) -> Decision:
@@ -873,6 +879,16 @@ _OPS: dict[str, Op] = {}
 def _grad_mode_on() -> bool:
     torch = sys.modules.get("torch")
     return torch is not None and torch.is_grad_enabled()
+
+
+def _requires_grad(args: tuple, kwargs: dict) -> bool:
+    """True when a tensor argument (or one inside a list/tuple argument) requires grad."""
+    for a in (*args, *kwargs.values()):
+        if getattr(a, "requires_grad", False) is True:
+            return True
+        if isinstance(a, (list, tuple)) and _requires_grad(tuple(a), {}):
+            return True
+    return False
 
 
 def _never() -> bool:
