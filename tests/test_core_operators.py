@@ -375,3 +375,21 @@ def test_an_op_without_operator_keeps_gradients_under_a_kernel_backend():
     assert plan.backend == "torch" and "autograd" in plan.reason and runs == []
     r.backward()
     torch.testing.assert_close(x.grad, y)  # d(x . y)/dx = y exactly
+
+
+def test_solvers_compile_without_graph_breaks():
+    # the finite scan and the info test read data on the host: torch.compile traces them as nothing
+    torch._dynamo.reset()
+    X = torch.randn(6, 6, generator=_g(60), dtype=F64)
+    b = torch.randn(6, 2, generator=_g(61), dtype=F64)
+
+    def f(X):
+        A = X @ X.T + 6 * torch.eye(6, dtype=X.dtype)
+        w, V = trnsolver.eigh(A)
+        return trnsolver.cholesky(A).sum() + trnsolver.solve(A, b).sum() + w.sum()
+
+    explained = torch._dynamo.explain(f)(X)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    code = "".join(g.code for g in explained.graphs)
+    assert all(f"torch.ops.trnsolver.{n}" in code for n in ("cholesky", "solve", "eigh"))
+    torch.testing.assert_close(torch.compile(f, fullgraph=True, backend="eager")(X), f(X), rtol=1e-12, atol=1e-12)

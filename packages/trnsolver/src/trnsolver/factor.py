@@ -23,7 +23,7 @@ from trnsci import _linalg as la
 from trnsci import _validate as v
 from trnsci._linalg import LinAlgError
 from trnsci._validate import numpy_io
-from trnsci.dispatch import Op
+from trnsci.dispatch import Op, traceable_as
 from trnsolver import _lapack
 
 __all__ = [
@@ -35,9 +35,7 @@ __all__ = [
 
 def _raise_info(where: str, info: torch.Tensor, what: str) -> None:
     """Raise LinAlgError for the first nonzero ``info`` (1-based position)."""
-    if info is _lapack.ZERO_INFO or torch.compiler.is_compiling():
-        # the LAPACK route's success: no tensor read at all; under torch.compile no host read (the graph
-        # does not stop to look at info)
+    if info is _lapack.ZERO_INFO:  # the LAPACK route's success: no tensor read at all
         return
     if info.dim() == 0:  # one matrix: int() is ~0.4 us, nonzero() ~17 us (measured)
         if not int(info):
@@ -53,6 +51,10 @@ def _raise_info(where: str, info: torch.Tensor, what: str) -> None:
     bidx = la.batch_index(i, tuple(info.shape))
     at = f" (batch index {bidx})" if bidx else ""
     raise LinAlgError(f"{where}: {what.format(k=k, k0=k - 1)}{at}", info=k, batch_index=bidx)
+
+
+# under torch.compile no host read of info: the graph does not stop to look at it
+traceable_as(_raise_info, lambda where, info, what: None)
 
 
 _NOT_PD = "the leading minor of order {k} is not positive definite"
