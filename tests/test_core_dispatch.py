@@ -535,3 +535,75 @@ def test_on_torch_probe_in_a_fresh_context():
     t.join()
     assert seen == [None, True, False, ("kernel", 1), True]
     assert op.on_torch() and op(1) == ("torch", 1)
+
+
+# ------------------------------------------------------------ a documented environment setting keeps the fast path
+
+@pytest.mark.parametrize("env", [
+    {"TRNSCI_BACKEND": "torch"}, {"TRNSCI_BACKEND": "auto"}, {"TRNSCI_BACKEND": ""}, {"TRNBLAS_BACKEND": ""},
+    {"TRNBLAS_BACKEND": " Torch "}, {"TRNBLAS_BACKEND": "pytorch", "TRNSCI_BACKEND": "auto"},
+    {"TRNSCI_REQUIRE_NKI": "0"}, {"TRNSCI_REQUIRE_NKI": ""},
+])
+def test_backend_variables_naming_torch_or_auto_keep_the_fast_path(monkeypatch, env):
+    import torch
+
+    import trnblas
+    from trnblas.level1 import DOT
+    from trnsci import backend, nki
+
+    if nki.HAS_NKI:
+        pytest.skip("the fast path is for machines without the Neuron SDK")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    x = torch.arange(64.0)
+    expected = float(x @ x)
+    trnblas.dot(x, x)  # settles the route of this signature
+
+    def no_resolution(*a, **k):
+        raise AssertionError("the full backend resolution ran: the fast path was skipped")
+
+    # the fast path: the probe answers without resolving the backend, and the settled route runs
+    # without the Op's decision
+    monkeypatch.setattr(backend, "resolve", no_resolution)
+    monkeypatch.setattr(dispatch.Op, "_decide", no_resolution)
+    assert DOT.on_torch() is True
+    assert float(trnblas.dot(x, x)) == expected
+
+
+@pytest.mark.parametrize("env,answer", [
+    ({"TRNSCI_BACKEND": "simulator"}, False), ({"TRNBLAS_BACKEND": "simulator", "TRNSCI_BACKEND": "torch"}, False),
+    ({"TRNSCI_REQUIRE_NKI": "1"}, None), ({"TRNBLAS_BACKEND": "bogus"}, ValueError),
+])
+def test_other_backend_variables_take_the_full_resolution(monkeypatch, env, answer):
+    from trnblas.level1 import DOT
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    if answer is ValueError:
+        with pytest.raises(ValueError, match="TRNBLAS_BACKEND"):
+            DOT.on_torch()
+    elif answer is None:  # REQUIRE_NKI: the rule raises or runs a kernel, never the silent torch answer
+        assert DOT.on_torch() is False
+    else:
+        assert DOT.on_torch() is answer
+
+
+@pytest.mark.parametrize("value", ["torch", "auto", ""])
+def test_backend_variable_keeps_the_fast_path_in_a_fresh_process(value):
+    # a fresh interpreter: nothing else has loaded the kernel layer the probe consults
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch, trnblas\n"
+            "from trnsci import backend, nki\n"
+            "x = torch.arange(64.0)\n"
+            "trnblas.dot(x, x); trnblas.dot(x, x)\n"
+            "def no(*a, **k): raise AssertionError('full resolution on the per-call path')\n"
+            "backend.resolve = no\n"
+            "print('skip' if nki.HAS_NKI else float(trnblas.dot(x, x)))\n")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_BACKEND") and k != "TRNSCI_REQUIRE_NKI"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**env, "TRNSCI_BACKEND": value})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() in ("skip", str(float(sum(i * i for i in range(64)))))

@@ -84,9 +84,9 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         "plan_contraction": _HOST, "contract_path": _HOST, "estimate_flops": _HOST, "clear_plan_cache": _HOST,
         "plan_cache_info": _HOST, "set_autotune": _CONFIG, "get_autotune": _CONFIG,
         "to_xla": "device transfer helper", "from_xla": "device transfer helper",
-        "einsum": "no kernel of its own: under a kernel backend every piece of its plan runs an op with one "
+        "einsum": "the op's NKI lowering is the device path: every piece of its plan runs an op with a kernel "
                   "(trntensor.permute/reduce/elementwise: transpose, gather, reduce, elementwise kernels; "
-                  "trnblas.gemm/batched_gemm), listed in plan_contraction(...).launches",
+                  "trnblas.gemm/batched_gemm), listed in plan_contraction(...).launches and its plan",
         "multi_einsum": "through einsum (see einsum)", "tensordot": "through einsum (see einsum)",
         "cp_decompose": "its GEMMs (MTTKRP, fit) through trnblas.gemm's kernel under a kernel backend; SVD, "
                         "pinv on torch",

@@ -31,7 +31,7 @@ from trnsparse.kernels.csr_sddmm import csr_sddmm_counts, csr_sddmm_kernel
 from trnsparse.kernels.csr_spmm import csr_spmm_counts, csr_spmm_kernel
 from trnsparse.kernels.csr_spmv import csr_spmv_counts, csr_spmv_kernel
 from trnsparse.kernels.csr_spsv import csr_spsv_counts, csr_spsv_kernel
-from trnsparse.ops import SPMM
+from trnsparse.ops import SPMV
 
 pytestmark = pytest.mark.simulator
 
@@ -282,8 +282,8 @@ def test_kernel_failure_falls_back_with_one_warning():
     def broken(*args):
         raise RuntimeError("injected")
 
-    low = SPMM.lowering_for("nki")
-    with SPMM.override("nki", broken, supports=low.supports, counts=low.counts), \
+    low = SPMV.lowering_for("nki")  # spmv's op (spmm's shares its lowerings)
+    with SPMV.override("nki", broken, supports=low.supports, counts=low.counts), \
             trnsparse.use_backend("simulator"), warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         y = trnsparse.spmv(A, x)

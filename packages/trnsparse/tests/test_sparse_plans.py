@@ -62,12 +62,15 @@ def _tri(n, dtype=torch.float32, fmt="csr"):
 
 
 CASES = {
-    "trnsparse.spmm": [
+    "trnsparse.spmv": [
         (trnsparse.spmv, (_csr(150, 140), _t(140))),
-        (trnsparse.spmm, (_csr(150, 140, fmt="csc"), _t(140, 3)), {"alpha": 2.0}),  # CSC through CSR form
         (trnsparse.spmv, (_csr(150, 140, F64), _t(140, dtype=F64))),  # dtype the kernel lacks
         (trnsparse.spmv, (_csr(150, 140), _t(140, grad=True))),  # autograd
         (trnsparse.spmv, (_csr(0, 140), _t(140))),  # no rows
+    ],
+    "trnsparse.spmm": [
+        (trnsparse.spmm, (_csr(150, 140, fmt="csc"), _t(140, 3)), {"alpha": 2.0}),  # CSC through CSR form
+        (trnsparse.spmm, (_csr(150, 140), _t(140, 3, grad=True))),  # autograd
     ],
     "trnsparse.bsr_spmm": [
         (trnsparse.bsr_spmm, (_bsr(150, 200), _t(200, 7))),

@@ -50,13 +50,23 @@ def _gemm_describe(alpha, A, B, beta, C, transA, transB, *rest):
     return f"{head}op(A) {m}x{k} @ op(B) {k}x{n} -> {m}x{n}   (transA={transA!r}, transB={transB!r})"
 
 
+def _gemm_fake(alpha, A, B, beta, C, transA, transB):
+    m = A.shape[-1] if transA != "N" else A.shape[-2]
+    n = B.shape[-2] if transB != "N" else B.shape[-1]
+    return A.new_empty((*A.shape[:-2], m, n))
+
+
 GEMM = Op(
     "trnblas.gemm", "flops", 2 * 512**3, size=_gemm_flops, describe=_gemm_describe,
     doc="C = alpha op(A) op(B) + beta C for one matrix; flops = 2 m n k",
+    schema="(Scalar alpha, Tensor A, Tensor B, Scalar beta, Tensor? C, str transA, str transB) -> Tensor",
+    fake=_gemm_fake,
 )
 BATCHED_GEMM = Op(
     "trnblas.batched_gemm", "flops", 2 * 256**3, size=_gemm_flops, describe=_gemm_describe,
     doc="a stack of GEMMs with equal shapes; flops = 2 m n k batch",
+    schema="(Scalar alpha, Tensor A, Tensor B, Scalar beta, Tensor? C, str transA, str transB) -> Tensor",
+    fake=_gemm_fake,
 )
 GEMM_EX = Op(
     "trnblas.gemm_ex", "flops", 2 * 512**3, size=_gemm_flops, describe=_gemm_describe,
@@ -138,6 +148,39 @@ def _(alpha, A, B, beta, C, transA, transB):
         # otherwise the settled route runs the lowering, which asks the route on every call
         return (torch.mm, (1, 2)) if alpha == 1 and _host.gemm_route(A, B) == "torch" else None
     return torch.addmm, (4, 1, 2, ("beta", 3), ("alpha", 0))
+
+
+def _gemm_backward(op, inputs, output, g, needs):
+    """d/dA, d/dB, d/dC of ``alpha op(A) op(B) + beta C`` as two ``op`` calls (GEMMs) and a scale.
+
+    With ``a = op(A)``: ``grad a = conj(alpha) g op(B)^H`` and ``grad b = conj(alpha) op(A)^H g``;
+    ``grad A`` is ``grad a`` put back through ``op`` (transposed for "T", conjugate-transposed for "C");
+    ``grad C = conj(beta) g``.
+    """
+    alpha, A, B, beta, C, tA, tB = inputs
+    cplx = A.is_complex()
+    h = "C" if cplx else "T"
+    ca = alpha.conjugate() if cplx else alpha
+    a = A if tA == "N" else la.op(A, tA)
+    b = B if tB == "N" else la.op(B, tB)
+    gA = gB = gC = None
+    if needs[1]:
+        ga = op(ca, g, b.contiguous(), 0.0, None, "N", h)
+        gA = ga if tA == "N" else (ga.mT if tA == "T" else ga.mH)
+    if needs[2]:
+        gb = op(ca, a.contiguous(), g, 0.0, None, h, "N")
+        gB = gb if tB == "N" else (gb.mT if tB == "T" else gb.mH)
+    if C is not None and needs[4]:
+        gC = g * (beta.conjugate() if cplx else beta)
+    return None, gA, gB, None, gC, None, None
+
+
+_GEMM_GRAD = ("dA = conj(alpha) g op(B)^H put back through op(A); dB = conj(alpha) op(A)^H g put back "
+              "through op(B); dC = conj(beta) g")
+GEMM.backward(lambda inputs, output, g, needs: _gemm_backward(GEMM, inputs, output, g, needs),
+              formula=_GEMM_GRAD, runs="two `trnblas.gemm` calls")
+BATCHED_GEMM.backward(lambda inputs, output, g, needs: _gemm_backward(BATCHED_GEMM, inputs, output, g, needs),
+                      formula=_GEMM_GRAD, runs="two `trnblas.batched_gemm` calls")
 
 
 # a settled route that calls torch.mm embodies a host-route choice: dropped whenever the choices may change

@@ -322,13 +322,43 @@ def describen(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: str) 
             f"   (norm={norm!r}, precision={precision!r})")
 
 
+# what each transform returns: (complex output, half-spectrum length along the last transformed dim)
+_KINDS = {"fft": (True, False), "ifft": (True, False), "rfft": (True, True), "irfft": (False, False),
+          "hfft": (False, False), "ihfft": (True, True), "fftn": (True, False), "ifftn": (True, False),
+          "rfftn": (True, True), "irfftn": (False, False)}
+
+
+def _fake(kind: str, nd: bool):
+    """The operator's fake implementation: the output's shape and dtype without computing it."""
+    complex_out, half = _KINDS[kind]
+
+    def fake(x, s, dim, norm, precision):
+        dims, lengths = (tuple(dim), list(s)) if nd else ((dim,), [s])
+        if half:
+            lengths[-1] = lengths[-1] // 2 + 1
+        shape = list(x.shape)
+        for d, n in zip(dims, lengths):
+            shape[d] = n
+        if x.dtype in (torch.float64, torch.complex128):
+            dt = torch.complex128 if complex_out else torch.float64
+        else:
+            dt = torch.complex64 if complex_out else torch.float32
+        return x.new_empty(shape, dtype=dt)
+
+    return fake
+
+
 def op1(name: str, doc: str):
     from trnsci.dispatch import Op
 
-    return Op(name, "points", THRESHOLD_POINTS, size=points1, describe=describe1, doc=doc)
+    return Op(name, "points", THRESHOLD_POINTS, size=points1, describe=describe1, doc=doc,
+              schema="(Tensor x, SymInt n, int dim, str norm, str precision) -> Tensor",
+              fake=_fake(name.split(".")[1], False))
 
 
 def opn(name: str, doc: str):
     from trnsci.dispatch import Op
 
-    return Op(name, "points", THRESHOLD_POINTS, size=pointsn, describe=describen, doc=doc)
+    return Op(name, "points", THRESHOLD_POINTS, size=pointsn, describe=describen, doc=doc,
+              schema="(Tensor x, SymInt[] s, int[] dim, str norm, str precision) -> Tensor",
+              fake=_fake(name.split(".")[1], True))

@@ -117,15 +117,15 @@ def _scipy_call(kind: str, s: tuple, dims: tuple, norm: str, fallback, workers: 
     call = hostblas.call  # every route into SciPy goes through it (OpenBLAS held at one thread beside torch's)
     if KINDS[kind][3]:
         def run(x):
-            if x.requires_grad or x.is_conj() or x.device.type != "cpu":
-                return fallback(x)
+            if x.requires_grad or x.is_conj() or x.device.type != "cpu" or type(x) is not torch.Tensor:
+                return fallback(x)  # autograd, a lazy conjugate, a device or a subclass (fake, functional)
             return torch.from_numpy(call(fn, x.numpy(), s, dims, norm, workers=workers))
     else:
         n, d = s[0], dims[0]
 
         def run(x):
-            if x.requires_grad or x.is_conj() or x.device.type != "cpu":
-                return fallback(x)
+            if x.requires_grad or x.is_conj() or x.device.type != "cpu" or type(x) is not torch.Tensor:
+                return fallback(x)  # autograd, a lazy conjugate, a device or a subclass (fake, functional)
             return torch.from_numpy(call(fn, x.numpy(), n, d, norm, workers=workers))
     return run
 

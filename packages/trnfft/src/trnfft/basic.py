@@ -40,6 +40,39 @@ IFFT = E.op1("trnfft.ifft", "1-D inverse complex DFT along one dim; points = bat
 FFTN = E.opn("trnfft.fftn", "n-D complex DFT (also fft2); points = batch x prod(s)")
 IFFTN = E.opn("trnfft.ifftn", "n-D inverse complex DFT (also ifft2); points = batch x prod(s)")
 
+# ------------------------------------------------------------------ derivatives
+# fft and ifft are linear: the gradient of y = F x is F^H g, the transform in the other direction with
+# the normalization swapped (its unscaled sum where the forward was scaled, and the reverse) -- one call of
+# the other Op, so a backward runs the FFT kernel wherever the forward did. A zero-padded input (n
+# larger than its length) gets the leading part of that gradient, a truncated one zeros past n; a real
+# input the real part.
+
+
+def _c2c_backward(other):
+    def backward(inputs, output, g, needs):
+        x, n, dim, norm, precision = inputs
+        if not needs[0]:
+            return None, None, None, None, None
+        gx = other(g.contiguous(), n, dim, E._SWAP_NORM[norm], precision)
+        m = x.shape[dim]
+        if m < n:
+            gx = gx.narrow(dim, 0, m)
+        elif m > n:
+            pad = list(gx.shape)
+            pad[dim] = m - n
+            gx = torch.cat([gx, gx.new_zeros(pad)], dim)
+        if not x.is_complex():
+            gx = gx.real
+        return gx.to(x.dtype) if gx.dtype != x.dtype else gx, None, None, None, None
+
+    return backward
+
+
+_C2C_GRAD = ("dx = F^H g: the {} of g with the normalization swapped, its leading part for a zero-padded "
+             "input (zeros past n for a truncated one), the real part for a real input")
+FFT.backward(_c2c_backward(IFFT), formula=_C2C_GRAD.format("ifft"), runs="one `trnfft.ifft` call")
+IFFT.backward(_c2c_backward(FFT), formula=_C2C_GRAD.format("fft"), runs="one `trnfft.fft` call")
+
 # ------------------------------------------------------------------ torch lowerings
 # In precision "fast" each runs the route trnfft._routes settled for the call
 # (torch.fft, Bluestein on torch.fft or scipy.fft, measured on this machine).

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from trnsci import _validate as v
+from trnsci import dispatch
 from trnsci._validate import Options
 
 __all__ = [
@@ -286,3 +287,10 @@ def _finite_on_device(where: str, named: list) -> None:
 def batch_index(flat: int, shape: tuple) -> tuple:
     """The multi-index in ``shape`` of flat position ``flat`` (``()`` when unbatched)."""
     return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
+
+
+def _not_traced(where: str, **named: torch.Tensor) -> None:
+    """:func:`finite` as torch.compile sees it: a host read of the data has no place in a graph."""
+
+
+dispatch.traceable_as(finite, _not_traced)

@@ -242,11 +242,15 @@ def torch_probe(library: str | None) -> Callable[[], bool]:
     untouched = _backend.touched().get
 
     def probe() -> bool:
-        if ((untouched() is None or (g0() is None and g1() is None and g2() is None and g3() is None))
-                and k0 not in environ and k1 not in environ and k2 not in environ):
-            nk = _nki_module
-            if nk is not None and not nk.HAS_NKI and not nk._standin_active:  # "auto", no NeuronCore possible
-                return planning() is None
+        if untouched() is None or (g0() is None and g1() is None and g2() is None and g3() is None):
+            if ((k0 not in environ and k1 not in environ and k2 not in environ)
+                    or _benign_env(environ.get(k0), environ.get(k1), environ.get(k2))):
+                nk = _nki_module
+                if nk is None:  # not loaded yet (backend "torch" never asks for a device): load it once
+                    _device_available()
+                    nk = _nki_module
+                if not nk.HAS_NKI and not nk._standin_active:  # "torch"/"auto", no NeuronCore possible
+                    return planning() is None
         return full()
 
     # The usual state as one expression that generated code (trnsci.settled) inlines instead of calling
@@ -258,6 +262,33 @@ def torch_probe(library: str | None) -> Callable[[], bool]:
         {"_ot_u": untouched, "_ot_k0": k0, "_ot_k1": k1, "_ot_k2": k2, "_ot_e": environ,
          "_ot_d": sys.modules[__name__], "_ot_p": planning})
     return probe
+
+
+_benign_seen: dict[tuple, bool] = {}
+
+
+def _benign_env(lib: bytes | None, suite: bytes | None, require: bytes | None) -> bool:
+    """True when the raw values of ``TRN<LIB>_BACKEND``, ``TRNSCI_BACKEND`` and ``TRNSCI_REQUIRE_NKI``
+    can only resolve to the torch answer on a machine without the Neuron SDK: each backend variable
+    unset, blank (a shell's ``VAR=``: unset) or naming "torch" or "auto" (any case, spaces ignored; an
+    alias of either), and REQUIRE_NKI unset or not a true value.
+
+    The values are still read on every call (a change to ``os.environ`` takes effect at once); only their
+    parsing is remembered, so a documented setting keeps the fast path of :func:`torch_probe`.
+    """
+    key = (lib, suite, require)
+    hit = _benign_seen.get(key)
+    if hit is None:
+        def name(raw):
+            v = os.fsdecode(raw).strip().lower() if raw is not None else ""
+            return _backend.ALIASES.get(v, v)
+
+        hit = (name(lib) in ("", "torch", "auto") and name(suite) in ("", "torch", "auto")
+               and (require is None or os.fsdecode(require).strip().lower() not in _env._TRUE))
+        if len(_benign_seen) > 64:
+            _benign_seen.clear()
+        _benign_seen[key] = hit
+    return hit
 
 
 class _Settled(dict):
@@ -569,7 +600,8 @@ class Op:
 
     def __init__(self, name: str, metric: str, threshold: float, *, size: Callable[..., float] | None = None,
                  dtype: Callable | None = None, describe: Callable[..., str] | None = None,
-                 doc: str = "", probe: Callable | None = None):
+                 doc: str = "", probe: Callable | None = None, schema: str | None = None,
+                 fake: Callable | None = None):
         self.name = name
         self.metric = metric
         self._entry = register(name, metric, threshold, doc, probe)
@@ -586,8 +618,22 @@ class Op:
         self.on_torch: Callable[[], bool] = torch_probe(self._library)
         """``OP.on_torch()``: True when a call now runs the torch lowering whatever its
         arguments (see :func:`torch_probe`)."""
+        if _dynamo_hooked[0] is None and "torch" in sys.modules:
+            _hook_dynamo()
+        traceable_as(self.on_torch, _never)  # under torch.compile every call takes the operator path
+        self.schema = schema
+        """The torch operator's schema (``"(Tensor A, float alpha) -> Tensor"``), or None: no operator."""
+        self._fake = fake
+        self._backward: Callable | None = None
+        self._backward_doc = ("", "")
+        self._operator = None
+        self._arity = -1  # the operator's number of arguments (set with it)
         with _lock:
             _OPS[name] = self
+        if schema is not None:
+            from trnsci import operators
+
+            operators.define(self)
 
     # ----------------------------------------------------------- declaring
 
@@ -695,7 +741,13 @@ class Op:
 
                 return hw.why_not_dtype(dt, low.dtypes)
         if low.supports is not None:
-            return low.supports(*args, **kwargs) or None
+            reason = low.supports(*args, **kwargs)
+            if reason:
+                return reason
+        if self._operator is None and _grad_mode_on() and _requires_grad(args, kwargs):
+            # a kernel's output would carry no gradient: without a torch operator (whose autograd
+            # formula covers the kernel) the call runs the torch lowering, which is differentiable
+            return "autograd: no torch operator with a backward for this op yet (the torch path is differentiable)"
         return None
 
     def decide(self, *args, **kwargs) -> Decision:
@@ -719,6 +771,13 @@ class Op:
 
     def plan(self, *args, **kwargs) -> Plan:
         """What :meth:`__call__` would do with these arguments, as a printable :class:`Plan`."""
+        if self._operator is not None and _grad_mode_on():
+            # a call with inputs that require grad goes through the torch operator, whose implementation
+            # decides with autograd below it (grad mode off): the plan decides as that implementation will
+            import torch
+
+            with torch.no_grad():
+                return self.plan(*args, **kwargs)
         d = self.decide(*args, **kwargs)
         kernel = None
         low = self._lowerings.get("nki")
@@ -742,8 +801,68 @@ class Op:
         # The common case first, and cheaply: when the answer cannot depend on
         # the arguments (backend "torch"; "auto" without a NeuronCore) and no
         # plan_call is collecting, run the torch lowering without computing the
-        # size, dtype or kernel support. Everything else goes through the full
-        # rule, which plan() shares.
+        # size, dtype or kernel support -- also for inputs that require grad (the
+        # torch lowering is differentiable) and for meta/fake tensors (it is the
+        # fake implementation as well). Under torch.compile the probe reads False
+        # (trnsci.operators) and the call becomes the torch operator. Everything
+        # else goes through the full rule, which plan() shares.
+        if self.on_torch() and self._torch is not None:
+            return self._torch(*args, **kwargs)
+        if _compiling():
+            return self._traced(args, kwargs)
+        if self._operator is not None and _planning.get() is None and _needs_operator(args, kwargs):
+            return self.operator_call(*args, **kwargs)
+        return self.run(*args, **kwargs)
+
+    def _traced(self, args: tuple, kwargs: dict):
+        """A call seen by torch.compile: the torch operator, or (an Op without one) the torch lowering inline."""
+        if self._operator is not None:
+            return self.operator_call(*args, **kwargs)
+        if self._torch is None:
+            raise NotImplementedError(f"{self.name}: no torch lowering registered")
+        return self._torch(*args, **kwargs)
+
+    def operator_call(self, *args, **kwargs):
+        """``torch.ops.<library>.<name>(...)`` on the lowering's arguments (see :mod:`trnsci.operators`)."""
+        if not kwargs and len(args) <= self._arity:
+            return self._operator(*args)
+        from trnsci import operators
+
+        return operators.call(self, args, kwargs)
+
+    @property
+    def operator(self):
+        """The torch operator (``torch.ops.<library>.<name>.default``), None for an Op without a schema."""
+        return self._operator
+
+    def backward(self, fn: Callable | None = None, *, formula: str = "", runs: str = ""):
+        """Decorator declaring the derivative: ``fn(inputs, output, grad, needs) -> grads``.
+
+        ``inputs`` are the lowering's arguments as the operator got them,
+        ``output`` its result, ``grad`` the incoming gradient (a tuple for
+        an op returning several tensors) and ``needs`` one bool per input
+        (its gradient is wanted); ``fn`` returns one entry per input
+        (None where there is none), built from forward :class:`Op` calls so
+        that the backward runs kernels as the forward does. Without it the
+        backward is a vjp through the torch lowering. ``formula`` and
+        ``runs`` (which ops the backward calls) go to the generated table of
+        :func:`trnsci.operators.autograd_table`.
+        """
+        if fn is None:
+            return lambda f: self.backward(f, formula=formula, runs=runs)
+        self._backward = fn
+        self._backward_doc = (formula, runs)
+        return fn
+
+    def register_device(self, dispatch_key: str, fn: Callable) -> None:
+        """The device hook: ``fn`` (the lowering's arguments) implements the operator for ``dispatch_key``
+        (``"PrivateUse1"``, ``"XLA"``); the operator's default implementation stays the one decision."""
+        from trnsci import operators
+
+        operators.register_device(self, dispatch_key, fn)
+
+    def run(self, *args, **kwargs):
+        """The one decision and its lowering, without the operator: what the operator's implementation runs."""
         if self.on_torch() and self._torch is not None:
             return self._torch(*args, **kwargs)
         if _planning.get() is not None:
@@ -783,6 +902,127 @@ def _residency(args: tuple, kwargs: dict) -> str | None:
     from trnsci import runtime
 
     return runtime.residency(args, kwargs)
+
+
+def _grad_mode_on() -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.is_grad_enabled()
+
+
+def _requires_grad(args: tuple, kwargs: dict) -> bool:
+    """True when a tensor argument (or one inside a list/tuple argument) requires grad."""
+    for a in (*args, *kwargs.values()):
+        if getattr(a, "requires_grad", False) is True:
+            return True
+        if isinstance(a, (list, tuple)) and _requires_grad(tuple(a), {}):
+            return True
+    return False
+
+
+def _never() -> bool:
+    """What :func:`torch_probe`'s probes read as under torch.compile: the operator path, never the inline one."""
+    return False
+
+
+def _compiling() -> bool:
+    """True while torch.compile (Dynamo) or torch.export traces; read only off the torch fast path."""
+    ic = _is_compiling
+    if ic is None:
+        return False
+    return ic()
+
+
+_is_compiling = None  # torch.compiler.is_compiling once torch is loaded (this module imports without torch)
+
+
+def _needs_operator(args: tuple, kwargs: dict) -> bool:
+    """True when a call that is not on the torch fast path must go through the torch operator:
+    an input requires grad (a kernel's output carries no gradient otherwise), or lives on a meta,
+    fake or non-CPU device (the operator's fake or device implementation)."""
+    import torch
+
+    grad = torch.is_grad_enabled()
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            if (grad and a.requires_grad) or type(a) is not torch.Tensor or not a.is_cpu:
+                return True
+        elif isinstance(a, (list, tuple)):
+            if _needs_operator(tuple(a), {}):
+                return True
+    return False
+
+
+_traceable: list[tuple[Callable, Callable]] = []
+_dynamo_registered: set[int] = set()
+
+
+def traceable_as(original: Callable, traced: Callable) -> None:
+    """Have torch.compile trace ``traced`` wherever it meets ``original`` (same arguments, same result).
+
+    For fast paths Dynamo cannot (or should not) trace: a public function's
+    settled wrapper traces as its full form, an Op's torch probe as False.
+    Registered with Dynamo when it is imported (now, or later through an
+    import hook), so importing trnsci does not import Dynamo.
+    """
+    _traceable.append((original, traced))
+    if "torch._dynamo" in sys.modules and _dynamo_hooked[0] == "loaded":
+        _register_traceable()
+
+
+_dynamo_hooked = [None]
+
+
+def _register_traceable() -> None:
+    from torch._dynamo.decorators import substitute_in_graph
+
+    while _traceable:
+        original, traced = _traceable.pop()
+        if id(original) in _dynamo_registered:
+            continue
+        _dynamo_registered.add(id(original))
+        substitute_in_graph(original, skip_signature_check=True)(traced)
+
+
+class _DynamoHook:
+    """A ``sys.meta_path`` finder that registers :func:`traceable_as` substitutions once Dynamo is imported."""
+
+    @staticmethod
+    def find_spec(name, path, target=None):
+        if name != "torch._dynamo":
+            return None
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        run = loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(_DynamoHook)
+            _dynamo_hooked[0] = "loaded"
+            _register_traceable()
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _hook_dynamo() -> None:
+    """Called once torch is imported (by :mod:`trnsci.operators`)."""
+    global _is_compiling
+    import torch
+
+    _is_compiling = torch.compiler.is_compiling
+    if _dynamo_hooked[0] is not None:
+        return
+    if "torch._dynamo" in sys.modules:
+        _dynamo_hooked[0] = "loaded"
+        _register_traceable()
+    else:
+        _dynamo_hooked[0] = "hooked"
+        sys.meta_path.insert(0, _DynamoHook)
 
 
 def load_lowerings(library: str) -> bool:

@@ -59,6 +59,7 @@ from typing import Any
 import torch
 
 from trnsci._validate import numpy_io
+from trnsci.dispatch import _hook_dynamo, traceable_as
 
 __all__ = ["public", "call", "settles", "compile_signature", "tensor_key", "scalar_key", "KINDS", "LIMIT"]
 
@@ -68,6 +69,7 @@ LIMIT = 256
 _INT64 = 2 ** 63
 _FLAGS = (type(None), bool, str)
 _pending: contextvars.ContextVar = contextvars.ContextVar("trnsci_settling", default=None)
+_hook_dynamo()
 
 
 class _Record:
@@ -263,6 +265,7 @@ def _compiled_public(op, fn: Callable, slow: Callable, spec: str) -> Callable:
     table: dict = {}
     wrapper = factory(op.on_torch, table, full, settle)
     functools.update_wrapper(wrapper, fn)
+    traceable_as(wrapper, slow)  # torch.compile traces the full function, never the generated one
     wrapper.settled_signature = compile_signature(fn, spec)
     wrapper.settled_source = src
     return wrapper
@@ -340,6 +343,7 @@ def public(op, signature: Callable[..., Any] | str) -> Callable[[Callable], Call
             return _run_and_record(op, wrapper, key, _Record(op, args, defaults), slow, args)
 
         wrapper.settled_signature = sig
+        traceable_as(wrapper, slow)
         return wrapper
 
     return decorate
@@ -367,6 +371,13 @@ def call(op, *args):
         if route is not None:
             rec.route, rec.result = route, result
     return result
+
+
+def _call_traced(op, *args):
+    return op(*args)
+
+
+traceable_as(call, _call_traced)
 
 
 def settles(lowering: Callable) -> Callable[[Callable], Callable]:

@@ -51,8 +51,16 @@ def _eigh_describe(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
 #: sweep costs ~6 n^3 flops and takes 5-10 sweeps against LAPACK's ~9 n^3, so
 #: the kernel is only worth a launch for large tiles -- 9 * 512^3 is a
 #: placeholder until `trnsci calibrate` runs on hardware.
+def _eigh_fake(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
+    k = hi - lo + 1
+    w = A.new_empty((*A.shape[:-1][:-1], k), dtype=A.real.dtype if A.is_complex() else A.dtype)
+    return w, (A.new_empty((*A.shape[:-1], k)) if vectors else None)
+
+
 EIGH = Op("trnsolver.eigh", "flops", 9.0 * 512 ** 3, size=_eigh_flops, describe=_eigh_describe,
-          doc="symmetric/Hermitian eigensolver (parallel Jacobi kernel on the device)")
+          doc="symmetric/Hermitian eigensolver (parallel Jacobi kernel on the device)",
+          schema="(Tensor A, str uplo, int lo, int hi, bool vectors, float tol=1e-10, int max_sweeps=100)"
+                 " -> (Tensor, Tensor?)", fake=_eigh_fake)
 
 
 @EIGH.lowering("torch")

@@ -23,7 +23,7 @@ from trnsci import _linalg as la
 from trnsci import _validate as v
 from trnsci._linalg import LinAlgError
 from trnsci._validate import numpy_io
-from trnsci.dispatch import Op
+from trnsci.dispatch import Op, traceable_as
 from trnsolver import _lapack
 
 __all__ = [
@@ -51,6 +51,10 @@ def _raise_info(where: str, info: torch.Tensor, what: str) -> None:
     bidx = la.batch_index(i, tuple(info.shape))
     at = f" (batch index {bidx})" if bidx else ""
     raise LinAlgError(f"{where}: {what.format(k=k, k0=k - 1)}{at}", info=k, batch_index=bidx)
+
+
+# under torch.compile no host read of info: the graph does not stop to look at it
+traceable_as(_raise_info, lambda where, info, what: None)
 
 
 _NOT_PD = "the leading minor of order {k} is not positive definite"
@@ -98,7 +102,9 @@ def _square_describe(A, *rest):
 #: trailing updates are trnblas SYRK/GEMM kernels, which only pays off once
 #: the O(n^3) updates dwarf the per-block launches -- 2048^3/3 is a placeholder.
 CHOLESKY = Op("trnsolver.cholesky", "flops", 2048 ** 3 / 3.0, size=_cholesky_flops, describe=_square_describe,
-              doc="Cholesky factorization (blocked, trailing updates on trnblas SYRK/GEMM kernels)")
+              doc="Cholesky factorization (blocked, trailing updates on trnblas SYRK/GEMM kernels)",
+              schema="(Tensor A, bool upper) -> (Tensor, Tensor)",
+              fake=lambda A, upper: (torch.empty_like(A), A.new_empty(A.shape[:-2], dtype=torch.int32)))
 
 
 @CHOLESKY.lowering("torch")
@@ -598,7 +604,10 @@ _NO_INFO = torch.zeros((), dtype=torch.int32)
 
 
 SOLVE = Op("trnsolver.solve", "flops", _LU_THRESHOLD, size=_flops(2 / 3), describe=_square_describe,
-           doc="general solve (gesv): the device LU, then row gather + two TRSM kernels")
+           doc="general solve (gesv): the device LU, then row gather + two TRSM kernels",
+           schema="(Tensor A, Tensor B) -> (Tensor, Tensor)",
+           fake=lambda A, B: (B.new_empty((*torch.broadcast_shapes(A.shape[:-2], B.shape[:-2]), *B.shape[-2:])),
+                              A.new_empty((), dtype=torch.int32)))
 
 
 @SOLVE.lowering("torch")

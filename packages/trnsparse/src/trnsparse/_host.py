@@ -33,7 +33,7 @@ def host_ok(*tensors: torch.Tensor | None) -> bool:
     for t in tensors:
         if t is None:
             continue
-        if t.device.type != "cpu":
+        if type(t) is not torch.Tensor or t.device.type != "cpu":  # a subclass (fake, functional): torch
             return False
         if t.is_floating_point() or t.is_complex():
             if t.dtype not in HOST_DTYPES:

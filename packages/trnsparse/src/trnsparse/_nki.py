@@ -60,7 +60,7 @@ from trnsparse.kernels.csr_spmm import csr_spmm_counts, csr_spmm_kernel
 from trnsparse.kernels.csr_spmv import csr_spmv_counts, csr_spmv_kernel
 from trnsparse.kernels.csr_spsv import csr_spsv_counts, csr_spsv_kernel
 from trnsparse.kernels.screened_spmm import screened_spmm_counts, screened_spmm_kernel
-from trnsparse.ops import BSR_SDDMM, BSR_SPMM, SDDMM, SPMM, SPMV_SYMMETRIC, SPSV, _finish, _symmetric_csr
+from trnsparse.ops import BSR_SDDMM, BSR_SPMM, SDDMM, SPMM, SPMV, SPMV_SYMMETRIC, SPSV, _finish, _symmetric_csr
 from trnsparse.screening import SCREENED_SPMM
 
 F32 = torch.float32
@@ -72,6 +72,10 @@ LOWP = (torch.bfloat16, torch.float16)
 #: The CSR SpMV/SpMM lowering also takes bfloat16/float16: natively in the x-resident kernel (bf16-class
 #: replication matmuls, fp32 products and sums), upcast to float32 for the gather kernel.
 SPMM_DTYPES = KERNEL_DTYPES + LOWP
+
+
+class _Uncached:
+    """Where a layout is kept for one call when no matrix holds the arrays (the torch operator's call)."""
 
 
 def _grad(*ts):
@@ -114,8 +118,6 @@ def _bsr_spmm_nki(blocks, block_col_indices, block_row_ptrs, shape, block_size, 
 # ----------------------------------------------------------------- CSR SpMV / SpMM (SELL layout)
 
 def _spmm_supports(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
-    if owner is None:
-        return "no matrix to cache the device layout on (call through spmv/spmm)"
     if _grad(values, x, y):
         return "autograd: the kernel has no backward (the torch path is differentiable)"
     if shape[0] == 0 or x.numel() == 0:
@@ -166,6 +168,8 @@ def _on_device(owner, st, device, tables):
 
 @SPMM.lowering("nki", dtypes=SPMM_DTYPES, supports=_spmm_supports, counts=_spmm_counts)
 def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
+    if owner is None:  # called as the torch operator (the matrix stays outside): a layout for this call only
+        owner = _Uncached()
     vec = x.dim() == 1
     b = (x[:, None] if vec else x).contiguous()
     if _resident_x(shape, x):
@@ -184,6 +188,9 @@ def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
     if x.dtype in LOWP:  # alpha/beta in float32 too: the result is rounded once
         return _finish(C, alpha, None if y is None else y.float(), beta).to(x.dtype)
     return _finish(C.to(x.dtype), alpha, y, beta)
+
+
+SPMV.lowering("nki", dtypes=SPMM_DTYPES, supports=_spmm_supports, counts=_spmm_counts)(_spmm_nki)  # one column
 
 
 # ----------------------------------------------------------------- symmetric SpMV: S expanded once, cached
@@ -263,8 +270,6 @@ def _spsv_nki(values, cols, ptrs, n, B, lower, unit, trans, owner=None):
 # ----------------------------------------------------------------- SDDMM on a CSR pattern
 
 def _sddmm_supports(cols, ptrs, values, X, Y, alpha, beta, owner=None):
-    if owner is None:
-        return "no matrix to cache the device layout on (call through sddmm)"
     if _grad(values, X, Y):
         return "autograd: the kernel has no backward (the torch path is differentiable)"
     if cols.numel() == 0 or X.shape[1] == 0:
@@ -279,6 +284,8 @@ def _sddmm_supports(cols, ptrs, values, X, Y, alpha, beta, owner=None):
 
 
 def _sddmm_layout(owner, cols, ptrs, X, Y):
+    if owner is None:  # SpMM's backward (or the torch operator): a layout for this call only
+        owner = _Uncached()
     st = _sell.structure(owner, cols, ptrs, (X.shape[0], Y.shape[1]))
     prow = _sell.cached(owner, "_sell_prow", (cols, ptrs), lambda: _sell.partition_rows(st))
     return st, prow

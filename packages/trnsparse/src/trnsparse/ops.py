@@ -25,7 +25,7 @@ from trnsci import _linalg as la
 from trnsci import _validate as v
 from trnsci import routes as _routes
 from trnsci._validate import numpy_io
-from trnsci.dispatch import Op
+from trnsci.dispatch import Op, traceable_as
 
 from . import _host
 from .formats import BSRMatrix, COOMatrix, CSCMatrix, CSRMatrix, SparseMatrix, as_sparse
@@ -99,8 +99,62 @@ SPMM = Op(
     describe=lambda values, cols, ptrs, shape, x, *r: f"CSR {shape[0]}x{shape[1]} nnz={values.shape[0]} @ "
                                                        f"{_ncols(x)} column(s)",
     doc="alpha * A @ X + beta * Y for a CSR matrix; flops = 2 nnz k",
+    # the matrix itself (``owner``, where the kernel keeps its device layout) stays on the host side
+    schema="(Tensor values, Tensor col_indices, Tensor row_ptrs, SymInt[] shape, Tensor x, Scalar alpha, "
+           "Tensor? y, Scalar beta) -> Tensor",
+    fake=lambda values, cols, ptrs, shape, x, alpha, y, beta, owner=None: values.new_empty(
+        (shape[0],) if x.dim() == 1 else (shape[0], x.shape[1])),
 )
 SPMM.lowering("torch")(_spmv_torch)
+SPMV = Op(
+    "trnsparse.spmv", "flops", 8 * _TILE_FLOPS,
+    size=lambda values, cols, ptrs, shape, x, *r: 2.0 * values.shape[0],
+    describe=lambda values, cols, ptrs, shape, x, *r: f"CSR {shape[0]}x{shape[1]} nnz={values.shape[0]} @ vector",
+    doc="alpha * A @ x + beta * y for a CSR matrix and a vector (SpMM's lowerings, one column); flops = 2 nnz",
+    schema="(Tensor values, Tensor col_indices, Tensor row_ptrs, SymInt[] shape, Tensor x, Scalar alpha, "
+           "Tensor? y, Scalar beta) -> Tensor",
+    fake=lambda values, cols, ptrs, shape, x, alpha, y, beta, owner=None: values.new_empty((shape[0],)),
+)
+SPMV.lowering("torch")(_spmv_torch)
+
+
+def _transpose_csr(values, cols, ptrs, shape):
+    """The CSR arrays of A^T (values in A^T's order), on the arrays' device."""
+    m, n = shape
+    # every size here is a shape (nnz, m, n), none read from the data: traceable by torch.compile
+    rows = torch.repeat_interleave(torch.arange(m, device=cols.device, dtype=cols.dtype), ptrs[1:] - ptrs[:-1],
+                                   output_size=cols.shape[0])
+    order = torch.argsort(cols * m + rows, stable=True)
+    counts = torch.zeros(n + 1, dtype=ptrs.dtype, device=ptrs.device).index_add_(
+        0, cols + 1, torch.ones_like(cols, dtype=ptrs.dtype))
+    return values[order], rows[order], torch.cumsum(counts, 0).to(ptrs.dtype)
+
+
+def _spmm_backward(inputs, output, g, needs):
+    """``out = alpha A x + beta y``: dx = conj(alpha) A^H g (one SpMM/SpMV on A^T's arrays), d values =
+    conj(alpha) (g x^H) sampled on A's pattern (one SDDMM), dy = conj(beta) g."""
+    values, cols, ptrs, shape, x, alpha, y, beta = inputs[:8]
+    cplx = values.is_complex()
+    ca = alpha.conjugate() if cplx else alpha
+    gx = gv = gy = None
+    vec = x.dim() == 1
+    if needs[4]:
+        vt, ct, pt = _transpose_csr(values.conj() if cplx else values, cols, ptrs, shape)
+        gx = (SPMV if vec else SPMM)(vt, ct, pt, (shape[1], shape[0]), g.contiguous(), ca, None, 0.0)
+    if needs[0]:
+        X = g[:, None] if vec else g
+        Y = (x.conj() if cplx else x)[None, :] if vec else (x.conj() if cplx else x).mT
+        gv = SDDMM(cols, ptrs, values, X.contiguous(), Y.contiguous(), ca, 0.0)
+    if y is not None and needs[6]:
+        gy = g * (beta.conjugate() if cplx else beta)
+    return gv, None, None, None, gx, None, gy, None
+
+
+_SPMM_GRAD = ("dx = conj(alpha) A^H g; d values = conj(alpha) (g x^H) on A's pattern; dy = conj(beta) g")
+SPMM.backward(_spmm_backward, formula=_SPMM_GRAD,
+              runs="`trnsparse.spmm` on A^T's arrays and `trnsparse.sddmm`")
+SPMV.backward(_spmm_backward, formula=_SPMM_GRAD,
+              runs="`trnsparse.spmv` on A^T's arrays and `trnsparse.sddmm`")
 
 
 def _bsr_spmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size, B, owner=None):
@@ -291,7 +345,7 @@ def _apply(A: SparseMatrix, x: torch.Tensor, alpha, y, beta):
     A = _csr_form(A)
     host = _host.host_ok(A.values, x)
     cols, ptrs = A._host_indices() if host else (A.col_indices, A.row_ptrs)
-    r = SPMM(A.values, cols, ptrs, A.shape, x, alpha, y, beta, A)
+    r = (SPMV if x.dim() == 1 else SPMM)(A.values, cols, ptrs, A.shape, x, alpha, y, beta, A)
     if host and given is A and y is None and alpha == 1 and type(x) is torch.Tensor and SPMM.on_torch():
         _settle(A, x, cols, ptrs)  # later calls with this signature skip the checks
     return r
@@ -360,6 +414,9 @@ def _settled(A, x, ndim, alpha, y):
             or not SPMM.on_torch()):
         return None
     return run(x)
+
+
+traceable_as(_settled, lambda A, x, ndim, alpha, y: None)  # torch.compile traces the full path
 
 
 def _csr_form(A):
@@ -779,6 +836,9 @@ SDDMM = Op(
     describe=lambda cols, ptrs, values, X, Y, *r: f"CSR pattern {X.shape[0]}x{Y.shape[1]} nnz={cols.shape[0]}, "
                                                   f"k={X.shape[1]}",
     doc="alpha (X @ Y) sampled on a CSR pattern + beta A; flops = 2 nnz k",
+    schema="(Tensor col_indices, Tensor row_ptrs, Tensor values, Tensor X, Tensor Y, Scalar alpha, Scalar beta)"
+           " -> Tensor",
+    fake=lambda cols, ptrs, values, X, Y, alpha, beta, owner=None: values.new_empty(cols.shape),
 )
 SDDMM.lowering("torch")(_sddmm_torch)
 

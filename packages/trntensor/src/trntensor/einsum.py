@@ -20,7 +20,6 @@ from trnsci import _validate as V
 from trnsci import hostblas
 from trnsci.dispatch import Op
 
-from . import _device
 from . import plan as P
 
 __all__ = ["einsum", "multi_einsum", "tensordot", "EINSUM"]
@@ -73,6 +72,9 @@ def _bmm(a, b, blas):
     return torch.bmm(a, b)
 
 
+_TRACED = "traced"  # _pair's ``kernels`` under torch.compile: every GEMM step through trnblas
+
+
 def _pair(a, b, r, kernels=True, np_route=False):
     """One pairwise step. ``kernels``: trnblas could pick a kernel (:func:`plan._kernels_possible`);
     ``np_route``: the GEMM by numpy.matmul -- or a callable ``np_route(a, b) -> bool`` that decides it
@@ -98,7 +100,7 @@ def _pair(a, b, r, kernels=True, np_route=False):
         c = _np_gemm(a, b)
     else:
         batched = a.dim() == 3
-        blas = kernels and P._via_trnblas(2 * Bn * M * N * K, a.dtype, batched)
+        blas = kernels is _TRACED or (kernels and P._via_trnblas(2 * Bn * M * N * K, a.dtype, batched))
         c = _bmm(a, b, blas) if batched else _mm(a, b, blas)
     return c if res_shape is None else c.reshape(res_shape)
 
@@ -377,12 +379,10 @@ def _einsum_torch(plan, operands, alpha, beta, C, compute_dtype, result_dtype, p
             R = _dd_run(plan_exec, operands)
         except _ZeroResult:
             R = torch.zeros(plan_exec[4], dtype=torch.float64, device=operands[0].device)
-    elif _device.active(precision, operands):  # every step through an Op with a kernel (trntensor._device)
-        ops = [x if x.dtype == compute_dtype else x.to(compute_dtype) for x in operands]
-        R = _device.run(plan, ops, alpha, beta, C, compute_dtype)
-        if R.dtype == result_dtype:
-            return R
-        return _stochastic_round(R, result_dtype) if precision == "sr" else R.to(result_dtype)
+    elif torch.compiler.is_compiling():
+        # traced by torch.compile: every GEMM step is trnblas's operator (torch.ops.trnblas.gemm /
+        # batched_gemm), whose implementation makes trnblas's decision when the graph runs
+        R = _run(plan_exec, [x if x.dtype == compute_dtype else x.to(compute_dtype) for x in operands], _TRACED)
     else:
         kernels = P._kernels_possible()
         use, rounds = P._route(plan, operands, autotune, kernels)

@@ -678,6 +678,12 @@ def _plan(subscripts, shapes, dtype, device, precision, optimize, memory_limit, 
     return plan
 
 
+# torch.compile calls _plan at trace time and keeps the plan as a constant of the graph
+# (torch._dynamo.assume_constant_result's mark, set without importing Dynamo): its arguments are the
+# subscripts, shapes, dtype and options the graph is specialized on anyway
+_plan._dynamo_marked_constant = True
+
+
 # ------------------------------------------------------------------ routes: torch or numpy.matmul per CPU GEMM step
 
 # torch's CPU GEMMs (MKL in the PyPI wheels) and NumPy's (OpenBLAS in the PyPI wheels) differ by shape,

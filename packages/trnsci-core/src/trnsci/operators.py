@@ -1,0 +1,218 @@
+"""trnsci operations as torch operators: ``torch.ops.<library>.<name>``.
+
+An :class:`~trnsci.dispatch.Op` declared with a ``schema`` is also a torch
+operator, defined with :mod:`torch.library` in its library's namespace
+(``torch.ops.trnblas.gemm``, ``torch.ops.trnfft.fft``, ...):
+
+* its default implementation (``CompositeExplicitAutograd``) is the Op's one
+  decision, :meth:`Op.run <trnsci.dispatch.Op.run>`: the torch lowering, or
+  the NKI lowering under backend ``"simulator"``/``"nki"`` with the torch
+  fallback;
+* its fake implementation (``meta`` tensors, FakeTensor under
+  torch.compile) is the Op's declared ``fake``, else the torch lowering run
+  on the fake tensors;
+* its autograd formula is the Op's declared :meth:`Op.backward
+  <trnsci.dispatch.Op.backward>` (built from forward Op calls, so a backward
+  runs kernels wherever the forward does), else a vjp through the torch
+  lowering;
+* a device's implementation is registered for its dispatch key with
+  :meth:`Op.register_device <trnsci.dispatch.Op.register_device>`
+  (``"PrivateUse1"``, ``"XLA"``).
+
+Eager calls on CPU tensors take the operator only when something needs it
+(:meth:`Op.__call__ <trnsci.dispatch.Op>`): a kernel backend with inputs
+requiring grad, meta/fake/non-CPU inputs, or torch.compile tracing. The
+torch fast path never enters the dispatcher.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trnsci import dispatch
+
+__all__ = ["define", "call", "register_device", "namespaces", "operators", "autograd_table"]
+
+_libraries: dict[str, torch.library.Library] = {}
+_names: dict[str, tuple[str, ...]] = {}  # op name -> the schema's argument names, in order
+
+
+def namespaces() -> list[str]:
+    """The torch.ops namespaces trnsci defined operators in (one per library)."""
+    return sorted(_libraries)
+
+
+def operators() -> dict[str, object]:
+    """Op name -> its torch operator (``OpOverload``), for every Op declared with a schema."""
+    return {name: op.operator for name, op in dispatch.ops().items() if op.operator is not None}
+
+
+def _library(ns: str) -> torch.library.Library:
+    lib = _libraries.get(ns)
+    if lib is None:
+        lib = _libraries[ns] = torch.library.Library(ns, "FRAGMENT")
+    return lib
+
+
+def _split(name: str) -> tuple[str, str]:
+    ns, rest = name.split(".", 1)
+    return ns, rest.replace(".", "_")
+
+
+def define(op) -> None:
+    """Define ``op``'s torch operator from its schema (see the module docstring)."""
+    dispatch._hook_dynamo()
+    ns, name = _split(op.name)
+    lib = _library(ns)
+    lib.define(name + op.schema)
+    qualname = f"{ns}::{name}"
+
+    def impl(*args):
+        args = _canon(args)
+        return _fresh(op.run(*args), args)
+
+    def fake(*args):
+        args = _canon(args)
+        if op._fake is not None:
+            return _fresh(op._fake(*args), args, fake=True)
+        if op._torch is None:
+            raise NotImplementedError(f"{op.name}: no torch lowering registered")
+        return _fresh(op._torch(*args), args, fake=True)
+
+    def setup_context(ctx, inputs, output):
+        tensors, where = [], []
+        for i, a in enumerate(inputs):
+            if isinstance(a, torch.Tensor):
+                where.append(i)
+                tensors.append(a)
+        outs = output if isinstance(output, tuple) else (output,)
+        ctx.save_for_backward(*tensors, *outs)
+        ctx.trnsci = (tuple(None if isinstance(a, torch.Tensor) else a for a in inputs), tuple(where),
+                      len(tensors), isinstance(output, tuple))
+
+    def backward(ctx, *grads):
+        plain, where, n, several = ctx.trnsci
+        saved = ctx.saved_tensors
+        inputs = list(plain)
+        for i, t in zip(where, saved[:n]):
+            inputs[i] = t
+        inputs = _canon(inputs)
+        outs = saved[n:]
+        output = tuple(outs) if several else outs[0]
+        grad = tuple(grads) if several else grads[0]
+        if op._backward is not None:
+            got = op._backward(tuple(inputs), output, grad, tuple(ctx.needs_input_grad))
+        else:
+            got = _vjp(op, tuple(inputs), grad)
+        got = tuple(got)
+        if len(got) != len(inputs):
+            raise RuntimeError(f"{op.name}: the backward returned {len(got)} gradients for {len(inputs)} inputs")
+        return got
+
+    lib.impl(name, impl, "CompositeExplicitAutograd")
+    torch.library.register_fake(qualname, fake, lib=lib)
+    torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=lib)
+    packet = getattr(getattr(torch.ops, ns), name)
+    op._operator = packet.default
+    _names[op.name] = tuple(a.name for a in packet.default._schema.arguments)
+    op._arity = len(_names[op.name])
+
+
+def register_device(op, dispatch_key: str, fn) -> None:
+    """Implement ``op``'s operator for ``dispatch_key`` with ``fn`` (the lowering's arguments)."""
+    if op.operator is None:
+        raise ValueError(f"{op.name}: no torch operator (declare the Op with a schema first)")
+    ns, name = _split(op.name)
+    _library(ns).impl(name, fn, dispatch_key)
+
+
+def call(op, args: tuple, kwargs: dict):
+    """``op``'s torch operator on the lowering's arguments (keywords bound by the schema's names)."""
+    if op.operator is None:
+        raise ValueError(f"{op.name}: no torch operator (declare the Op with a schema first)")
+    names = _names[op.name]
+    if len(args) > len(names):  # arguments past the schema's are host-side (a cache's owner): not passed
+        args = args[:len(names)]
+    if kwargs:
+        kwargs = {k: a for k, a in kwargs.items() if k in names}
+        args = list(args)
+        for nm in names[len(args):]:
+            if nm not in kwargs:
+                break
+            args.append(kwargs[nm])
+        extra = set(kwargs) - set(names[:len(args)])
+        if extra:
+            raise TypeError(f"{op.name}: unexpected keyword arguments {sorted(extra)}")
+    return op.operator(*args)
+
+
+def _canon(args) -> tuple:
+    """The lowering's arguments from the operator's: a list (``int[]``, ``Tensor[]``) back to the tuple
+    the lowerings take."""
+    return tuple(tuple(a) if type(a) is list else a for a in args)
+
+
+def _fresh(out, args, fake: bool = False):
+    """``out`` with every tensor contiguous and none aliasing an input (an operator returns new tensors,
+    and its fake implementation must promise the real one's strides: both are row-major)."""
+    if isinstance(out, (tuple, list)):
+        return tuple(_fresh(o, args, fake) for o in out)
+    if not isinstance(out, torch.Tensor):
+        return out
+    if not out.is_contiguous():
+        return out.contiguous()
+    if fake:
+        return out.clone() if out._is_view() or any(out is a for a in args) else out
+    try:
+        ptr = out.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return out.clone()
+    for a in args:
+        if isinstance(a, torch.Tensor) and (a is out or (ptr and a.untyped_storage().data_ptr() == ptr)):
+            return out.clone()
+    return out
+
+
+def _vjp(op, inputs: tuple, grad):
+    """The default backward: a vjp through the torch lowering (recomputed on the saved inputs)."""
+    with torch.enable_grad():
+        leaves = []
+        for a in inputs:
+            if isinstance(a, torch.Tensor) and (a.is_floating_point() or a.is_complex()):
+                a = a.detach().requires_grad_()
+            leaves.append(a)
+        out = op._torch(*leaves)
+        outs = out if isinstance(out, tuple) else (out,)
+        grads = grad if isinstance(grad, tuple) else (grad,)
+        pairs = [(o, g) for o, g in zip(outs, grads)
+                 if isinstance(o, torch.Tensor) and o.requires_grad and g is not None]
+        diff = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
+        if not pairs or not diff:
+            return tuple(None for _ in inputs)
+        got = iter(torch.autograd.grad([o for o, _ in pairs], diff, [g for _, g in pairs], allow_unused=True))
+    return tuple(next(got) if isinstance(a, torch.Tensor) and a.requires_grad else None for a in leaves)
+
+
+def autograd_table() -> str:
+    """The Markdown table of every operator's derivative and where its backward runs (docs/operators.md)."""
+    rows = ["| operator | derivative | backward runs |", "|---|---|---|"]
+    for name, op in sorted(dispatch.ops().items()):
+        if op.operator is None:
+            continue
+        ns, nm = _split(name)
+        formula, runs = op._backward_doc
+        if op._backward is None:
+            formula = "vjp of the torch lowering (torch's own derivatives of what it calls)"
+            runs = "torch: the lowering recomputed on the saved inputs"
+        else:
+            runs = f"{runs}: kernels under a kernel backend, as in the forward"
+        rows.append(f"| `torch.ops.{ns}.{nm}` | {formula} | {runs} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # python -m trnsci.operators: print the table (after importing the libraries)
+    import importlib
+
+    for lib in ("trnblas", "trnfft", "trnsparse", "trnsolver", "trnrand", "trntensor"):
+        importlib.import_module(lib)
+    print(autograd_table(), end="")
