@@ -34,6 +34,8 @@ from collections.abc import Iterator
 import torch
 from torch.utils._pytree import tree_map
 
+from trnsci import backend as _backend
+
 __all__ = ["Device", "device", "installed"]
 
 NAME = "neuron"
@@ -146,7 +148,22 @@ _SYNCING = {aten.nonzero.default, aten.masked_select.default, aten._unique2.defa
             aten.unique_consecutive.default, aten.unique_dim.default, aten.repeat_interleave.Tensor}
 
 
+def _trnsci_op(func):
+    """The :class:`~trnsci.dispatch.Op` behind one of trnsci's torch operators, else None."""
+    if getattr(func, "namespace", None) not in _backend.LIBRARIES:
+        return None
+    from trnsci import dispatch
+
+    for op in dispatch.ops(func.namespace).values():
+        if op.operator is func:
+            return op
+    return None
+
+
 def _dispatch(func, args, kwargs):
+    op = _trnsci_op(func)
+    if op is not None:  # the operator's device implementation: its one decision on the resident tensors
+        return op.run(*args, **kwargs)
     if func is aten._local_scalar_dense.default:  # .item(), float(t), bool(t): a read on the host
         _count_transfer()
         return func(args[0].raw)

@@ -937,19 +937,28 @@ _is_compiling = None  # torch.compiler.is_compiling once torch is loaded (this m
 
 def _needs_operator(args: tuple, kwargs: dict) -> bool:
     """True when a call that is not on the torch fast path must go through the torch operator:
-    an input requires grad (a kernel's output carries no gradient otherwise), or lives on a meta,
-    fake or non-CPU device (the operator's fake or device implementation)."""
+    an input requires grad (a kernel's output carries no gradient otherwise), or is a meta or fake
+    tensor (the operator's fake implementation). A call on tensors resident on a device runs the one
+    decision directly -- what the operator's implementation would run -- so host-side arguments
+    that no schema carries (a matrix's cached layouts) keep the resident tables in use."""
     import torch
 
     grad = torch.is_grad_enabled()
     for a in (*args, *kwargs.values()):
         if isinstance(a, torch.Tensor):
-            if (grad and a.requires_grad) or type(a) is not torch.Tensor or not a.is_cpu:
+            if (grad and a.requires_grad) or a.is_meta or _is_fake(a):
                 return True
         elif isinstance(a, (list, tuple)):
             if _needs_operator(tuple(a), {}):
                 return True
     return False
+
+
+def _is_fake(t) -> bool:
+    if type(t) is sys.modules["torch"].Tensor:
+        return False
+    fake = sys.modules.get("torch._subclasses.fake_tensor")
+    return fake is not None and isinstance(t, fake.FakeTensor)
 
 
 _traceable: list[tuple[Callable, Callable]] = []

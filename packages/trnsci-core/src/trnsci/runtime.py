@@ -33,6 +33,8 @@ while it is active :func:`detect` reports it and kernels launch through it.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 import importlib.metadata as _md
 import importlib.util
@@ -287,6 +289,24 @@ def operands(args: tuple, kwargs: dict) -> list:
     return found
 
 
+_assumed: contextvars.ContextVar[str | None] = contextvars.ContextVar("trnsci_assumed_residency", default=None)
+
+
+@contextlib.contextmanager
+def assume_resident(kind: str | None):
+    """Inside the block, meta tensors count as resident on device type ``kind`` (None: as they are).
+
+    For plans made on meta tensors on behalf of a call whose operands live on
+    a device (trntensor plans an einsum's launches that way): each launch then
+    decides as it will when it runs on the resident tensors.
+    """
+    token = _assumed.set(kind)
+    try:
+        yield
+    finally:
+        _assumed.reset(token)
+
+
 def residency(args: tuple, kwargs: dict) -> str | None:
     """The device type when a call's tensor operands all live on a Neuron device, else None.
 
@@ -294,6 +314,9 @@ def residency(args: tuple, kwargs: dict) -> str | None:
     ``torch.device`` argument names a Neuron device: its result is made there.
     """
     ts = operands(args, kwargs)
+    assumed = _assumed.get()
+    if assumed is not None and ts and all(t.is_meta for t in ts):
+        return assumed  # a plan on meta tensors standing in for resident operands (assume_resident)
     if not ts:
         import torch
 

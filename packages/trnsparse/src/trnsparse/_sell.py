@@ -164,8 +164,11 @@ def cached(owner, key: str, sources: tuple, build):
 
     A cache never outlives what it caches: the entry is rebuilt when any
     source tensor is replaced (identity) or modified in place (torch's
-    version counter), and it is dropped with ``owner``.
+    version counter), and it is dropped with ``owner``. Without an owner (a
+    matrix's arrays crossing a torch operator) the value is built for the call.
     """
+    if owner is None:
+        return build()
     d = owner.__dict__
     hit = d.get(key)
     if hit is not None and _fresh(hit[0], sources):

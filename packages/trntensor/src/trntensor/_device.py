@@ -26,6 +26,7 @@ import torch
 from trnsci import backend as _backend
 from trnsci import dispatch as _dispatch
 from trnsci import nki as _nki
+from trnsci import runtime as _runtime
 
 from . import plan as P
 from .tensorops import ELEMENTWISE, PERMUTE, REDUCE
@@ -83,7 +84,9 @@ class _Runner:
         # half precision: trnblas decides (its kernels take bfloat16, float16 it runs on torch and says so),
         # under the rule einsum applies to float32 (plan._via_trnblas knows only the BLAS dtypes)
         rule = torch.float32 if dtype in (torch.bfloat16, torch.float16) else dtype
-        blas = P._kernels_possible() and P._via_trnblas(2 * Bn * M * N * K, rule, batched)
+        # operands resident on a device: trnblas decides (no transfer to amortize), else einsum's size rule
+        blas = P._kernels_possible() and (_runtime.residency((a, b), {}) is not None
+                                          or P._via_trnblas(2 * Bn * M * N * K, rule, batched))
         if self.planning:
             if blas:
                 self.launches.append((self.stage, P._gemm_plan("batched_gemm" if batched else "gemm", dims, dtype)))
@@ -191,13 +194,18 @@ def run(plan, ops, alpha, beta, C, dtype):
     return _Runner(False).run(plan, ops, alpha, beta, C, dtype)
 
 
-def annotate(plan, dtype, alpha=1, beta=0):
-    """``plan`` with ``launches`` and each step's backend/reason from the device path (meta tensors)."""
+def annotate(plan, dtype, alpha=1, beta=0, resident=None):
+    """``plan`` with ``launches`` and each step's backend/reason from the device path (meta tensors).
+
+    ``resident``: the device type the call's operands live on (None: host
+    operands); each launch is planned as it will decide on such operands.
+    """
     dt = dtype if dtype is not None else torch.get_default_dtype()
     metas = [torch.empty(s, dtype=dt, device="meta") for s in plan.shapes]
     runner = _Runner(True)
     C = torch.empty(plan._exec[4], dtype=dt, device="meta") if beta != 0 else None
-    runner.run(plan, metas, alpha, beta, C, dt)
+    with _runtime.assume_resident(resident):
+        runner.run(plan, metas, alpha, beta, C, dt)
     steps = list(plan.steps)
     for k, st in enumerate(steps):
         mine = [p for stage, p in runner.launches if stage == f"step {k}"]

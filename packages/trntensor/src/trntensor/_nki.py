@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from trnsci import nki
+from trnsci import runtime as _runtime
 
 from . import _nki_ops  # noqa: F401 -- permute/elementwise/reduce lowerings register on import
 from .chem import AO_TO_MO
@@ -72,7 +73,8 @@ def _einsum_supports(plan, operands, alpha, beta, C, compute_dtype, result_dtype
 
 def _einsum_counts(plan, operands, alpha, beta, C, compute_dtype, result_dtype, precision, autotune=None):
     """The launches of the device path, planned on meta tensors: their kernel names in order."""
-    launches = _device.annotate(plan, compute_dtype, alpha, beta if C is not None else 0).launches
+    resident = _runtime.residency((*operands, *([] if C is None else [C])), {})
+    launches = _device.annotate(plan, compute_dtype, alpha, beta if C is not None else 0, resident).launches
     names = []
     for _, p in launches:
         if p.backend == "torch" or p.kernel is None:
