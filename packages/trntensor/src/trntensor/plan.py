@@ -114,6 +114,26 @@ def _gemm_plan(strategy, dims, dtype):
 
 # ------------------------------------------------------------------ plan objects
 
+class PlanBackend(_backend.BackendName):
+    """:attr:`ContractionPlan.backend`: a :class:`trnsci.backend.BackendName` (``"torch"`` equals
+    ``"pytorch"``) that prints as the published trntensor printed it.
+
+    ``str()``/``print``/f-strings give the published name where there is one (``"pytorch"`` for a
+    host route, as the published DF-MP2 tutorial shows); ``repr``, hashing and serialization keep
+    the suite's name (``"torch"``); a kernel backend (``"nki"``, ``"simulator"``) prints as itself.
+    """
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        mine = str.__str__(self)
+        return _backend._published(mine) or mine
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+
 @dataclass(frozen=True)
 class ContractionStep:
     """One pairwise (or single-operand) step of a :class:`ContractionPlan`.
@@ -268,13 +288,12 @@ class ContractionPlan:
     def backend(self) -> str:
         """The backend of every step (e.g. ``"torch"``), or the distinct ones joined by ``"+"``.
 
-        A :class:`trnsci.backend.BackendName`: ``"torch"`` also equals the
-        published trntensor's ``"pytorch"``.
+        A :class:`PlanBackend`: ``"torch"`` also equals the published
+        trntensor's ``"pytorch"``, and prints as it (the published DF-MP2
+        tutorial's ``print(plan.strategy, plan.backend, plan.estimated_flops)``).
         """
-        from trnsci.backend import BackendName
-
         seen = sorted({str(s.backend) for s in self.steps}) or ["torch"]
-        return BackendName("+".join(seen))
+        return PlanBackend("+".join(seen))
 
     # ---- the published trntensor's ContractionPlan fields, derived from this plan
 
