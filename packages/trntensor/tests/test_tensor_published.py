@@ -21,6 +21,7 @@ def test_contraction_plan_published_fields_for_matmul():
     # the published spelling for a host route (ours: torch, or numpy.matmul by the autotuner)
     assert p.backend == "pytorch" and repr(p.backend) in ("'torch'", "'numpy'") and p.backend != "nki"
     assert str(p.backend) == "pytorch" and f"{p.backend:>8}" == " pytorch"  # printed as published (issue 32)
+    assert p.backend in ("torch", "numpy") and p.backend in {"torch", "numpy"}  # still the suite's name too
     assert p.estimated_flops == 32 * 48 * 64 == trntensor.estimate_flops("ap,bp->ab", A, B)
     assert p.flops == 2 * 32 * 48 * 64  # plans: 2 flops per multiply-add
     assert (p.transA, p.transB) == (False, True)  # "strategy='matmul' with transB=True"
