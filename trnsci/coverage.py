@@ -44,14 +44,14 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         "plan": _HOST, "plan_gemm": _HOST, "plan_batched_gemm": _HOST, "plan_syrk": _HOST, "plan_trsm": _HOST,
         "her2k": "complex64: the full product through the complex GEMM composition",
         "herk": "complex64: the full product a a^H through the complex GEMM composition",
-        "hemv": "complex64 through the GEMM kernel (2-column right-hand side) on split parts; torch fills the "
-                "Hermitian matrix from its triangle on the host first (one extra n^2 pass)",
+        "hemv": "real: as symv; complex64 through the GEMM kernel (2-column right-hand side) on split parts, "
+                "after torch fills the Hermitian matrix from its triangle (one extra n^2 pass on the host)",
         "gemv": "complex64 through the GEMM kernel (2-column right-hand side) on split parts",
-        "trmv": "complex64 through the GEMM kernel (2-column right-hand side) on split parts; torch zeroes the "
-                "other triangle on the host first (one extra n^2 pass)",
+        "trmv": "A read as given, its triangle selected in SBUF (one GEMV run; a unit diagonal adds x); "
+                "complex64, and trans='N' above n = 24576, take the triangle formed by torch first",
         "her": "complex64 on the real view of A (depth-2 real update per complex term)",
-        "symv": "torch fills the symmetric matrix from its triangle on the host before the GEMV kernel (one "
-                "extra n^2 pass; a kernel reading one triangle is not written)",
+        "symv": "A read as given, its stored triangle selected in SBUF: two GEMV runs (T x, strict(T)^T x); "
+                "above n = 24576 torch fills the symmetric matrix first",
         "her2": "complex64 on the real view of A (depth-2 real update per complex term)",
         "gerc": "complex64 on the real view of A (depth-2 real update per complex term)",
         "dot": "complex64: two real dot kernels on real views", "dotu": "complex64: two real dot kernels on real views",
