@@ -321,6 +321,17 @@ def _jit_keys(seed: int) -> np.ndarray:
     return _philox_jit.key_array(_key_schedule(seed))
 
 
+def _jit_radii(npairs: int) -> np.ndarray:
+    """This thread's float32 scratch for Box-Muller's radii (reused up to 2**20 pairs: a fresh array faults its
+    pages in on every draw), ``npairs`` long."""
+    if npairs > 1 << 20:
+        return np.empty(npairs, np.float32)
+    u = _local.__dict__.get("jit_radii")
+    if u is None or u.size < npairs:
+        u = _local.jit_radii = _aligned((max(npairs, 1 << 12),), np.float32)
+    return u[:npairs]
+
+
 def _jit_blocks(seed, s0, s1, block0, nblocks, sink, last_mask, extra) -> None:
     """``_blocks`` on the compiled route: chunks of ``_CHUNK`` blocks (+ ``extra``), each one compiled loop; the
     counter is formed per block in 64 bits, so a chunk may cross a multiple of 2**32 blocks."""
@@ -738,12 +749,12 @@ def normals(seed: int, subsequence: int, start: int, npairs: int, dtype, device=
         return torch.empty(0, dtype=dtype, device=device)
     if _JIT is not None and not wide:  # compiled words and float32 steps around NumPy's log and sin
         out = _out((2 * npairs,), np.float32)  # the angles, then their sines, then the normals, in place
-        u = np.empty(npairs, np.float32)
+        u = _jit_radii(npairs)
         _philox_jit.normal32_prep(_jit_keys(seed), _U64(subsequence & MASK), _U64((subsequence >> 32) & MASK),
                                   _U64(start // 4), start % 4, npairs, _F32["scale"][()], _F32["c"][()], u, out)
         np.log(u, u)
         np.sin(out, out)
-        _philox_jit.normal32_finish(u, out, _F32["-2"][()], _F32["bias"][()], out)
+        _philox_jit.normal32_finish(u, _F32["-2"][()], _F32["bias"][()], out.reshape(npairs, 2))
         return _to_device(out, device)
     b0, r = start // 4, start % 4
     per = 1 if wide else 2  # pairs per block

@@ -202,13 +202,13 @@ def normal32_prep(keys, s0, s1, b0, lead, npairs, scale, c, u, ang):
             _bm_in(w[j], w[j + 1], scale, c, u, ang, (base + j) // 2)
 
 @_jit
-def normal32_finish(lg, sn, m2, bias, out):
-    """out[2p], out[2p + 1] = sin(A) r, sin(A') r with r = sqrt(log(u) (-2) + bias), from lg = log(u) and
-    sn = the sines (float32, one rounding per operation: sqrt is correctly rounded everywhere)."""
+def normal32_finish(lg, m2, bias, z):
+    """z[p, 0], z[p, 1] = sin(A) r, sin(A') r in place (z holds the sines, (npairs, 2)), with r = sqrt(log(u)
+    (-2) + bias) from lg = log(u) (float32, one rounding per operation: sqrt is correctly rounded everywhere)."""
     for p in range(lg.shape[0]):
         r = np.sqrt(lg[p] * m2 + bias)
-        out[2 * p] = sn[2 * p] * r
-        out[2 * p + 1] = sn[2 * p + 1] * r
+        z[p, 0] *= r
+        z[p, 1] *= r
 
 
 def key_array(schedule) -> np.ndarray:
