@@ -31,6 +31,9 @@ __all__ = ["LIBRARIES", "EXCEPTIONS", "coverage_rows", "coverage_table", "summar
 LIBRARIES = ("trnblas", "trnfft", "trnsparse", "trnsolver", "trnrand", "trntensor")
 
 _CONFIG = "configuration: no computation"
+#: an op with no arithmetic worth a launch: the operands cross to HBM and back for O(1) operations each
+_MOVE = ("transfer-bound: {what}; a kernel would move every element to HBM and back for it, more than the "
+         "host's one pass over memory it already holds")
 _HOST = "host-side planning or bookkeeping: no array computation to move"
 
 #: Why a public function has no device path (per library), or what else the reader should know.
@@ -41,10 +44,14 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         "plan": _HOST, "plan_gemm": _HOST, "plan_batched_gemm": _HOST, "plan_syrk": _HOST, "plan_trsm": _HOST,
         "her2k": "complex64: the full product through the complex GEMM composition",
         "herk": "complex64: the full product a a^H through the complex GEMM composition",
-        "hemv": "complex64 through the GEMM kernel (2-column right-hand side) on split parts",
+        "hemv": "real: as symv; complex64 through the GEMM kernel (2-column right-hand side) on split parts, "
+                "after torch fills the Hermitian matrix from its triangle (one extra n^2 pass on the host)",
         "gemv": "complex64 through the GEMM kernel (2-column right-hand side) on split parts",
-        "trmv": "complex64 through the GEMM kernel (2-column right-hand side) on split parts",
+        "trmv": "A read as given, its triangle selected in SBUF (one GEMV run; a unit diagonal adds x); "
+                "complex64, and trans='N' above n = 24576, take the triangle formed by torch first",
         "her": "complex64 on the real view of A (depth-2 real update per complex term)",
+        "symv": "A read as given, its stored triangle selected in SBUF: two GEMV runs (T x, strict(T)^T x); "
+                "above n = 24576 torch fills the symmetric matrix first",
         "her2": "complex64 on the real view of A (depth-2 real update per complex term)",
         "gerc": "complex64 on the real view of A (depth-2 real update per complex term)",
         "dot": "complex64: two real dot kernels on real views", "dotu": "complex64: two real dot kernels on real views",
@@ -72,13 +79,46 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         "nnz_per_row": "structure statistic on the host", "sparsity_stats": "structure statistic on the host",
         "local_window_mask": "mask constructor", "causal_mask": "mask constructor",
         "chebyshev_coeffs": "scalar recurrence on the host",
+        "sparse_scale": _MOVE.format(what="one multiply per stored value, the pattern untouched"),
+        "sparse_transpose": "a permutation of the stored entries (a stable sort of the column indices and a "
+                            "gather): no arithmetic, and the engines have no sort instruction",
+        "bsr_diagonal": _MOVE.format(what="a gather of the diagonal tiles' diagonals, no arithmetic"),
+        "jacobi": "the diagonal gather and n reciprocals, once per matrix; " + _MOVE.format(
+            what="applying it is one multiply per entry"),
+        "jacobi_preconditioner_bsr": "bsr_diagonal and n reciprocals, once per matrix; " + _MOVE.format(
+            what="applying it is one multiply per entry"),
+        "ilu0": "the factorization is a sequential elimination over the stored entries (each row waits for the "
+                "rows it reads), once per matrix, on the host; applying it is two csr_spsv_kernel solves",
+        "ic0": "the factorization is a sequential elimination over the stored entries (each row waits for the "
+               "rows it reads), once per matrix, on the host; applying it is two csr_spsv_kernel solves",
+        "schwarz_bounds": _MOVE.format(what="one sqrt(|x|) per element"),
+        "screen_quartets": "the decision Q**2 > threshold is taken in float64 so the mask is exact; no engine "
+                           "computes in float64 (an fp32 compare flips pairs within rounding of the threshold), "
+                           "and it is one compare per element (transfer-bound)",
+        "density_screen": "the decisions are taken in float64 so the mask is exact; no engine computes in float64 "
+                          "(an fp32 compare flips pairs within rounding of the threshold), and it is a max and a "
+                          "compare per element (transfer-bound)",
     },
     "trnsolver": {
+        "svd": "min(m, n) <= 128 on one tile of one-sided Jacobi; wider matrices run on torch (the blocked "
+               "one-sided Jacobi over 128-column panel pairs is not written)",
+        "cg": "dense float32 A (optionally jacobi_preconditioner) or an unpreconditioned trnsparse CSR A; any "
+              "other preconditioner with a sparse A runs on torch",
+        "bicgstab": "dense float32 A or a trnsparse CSR A, unpreconditioned; a preconditioner M runs on torch",
+        "gmres": "dense float32 A, unpreconditioned; a sparse A or an M runs on torch (the SpMV seam is CG's "
+                 "and BiCGSTAB's only)",
+        "minres": "dense float32 A, unpreconditioned; a sparse A or an M runs on torch (the SpMV seam is CG's "
+                  "and BiCGSTAB's only)",
         "jacobi_preconditioner": "builds a preconditioner closure", "ssor_preconditioner":
         "builds a preconditioner closure", "block_jacobi_preconditioner": "builds a preconditioner closure",
     },
     "trnrand": {
         "manual_seed": _CONFIG, "get_default_generator": _CONFIG,
+        "randperm": "an argsort of 63-bit keys: the engines have no sort instruction and no 64-bit compare, and "
+                    "a sorting network of 32-bit limb compares costs O(n log^2 n) instructions against the host's "
+                    "O(n log n) sort of data it already holds",
+        "multinomial": "with replacement on the threshold kernel (<= 16 rows); without replacement is an argsort "
+                       "per row of float64 keys (exponential races): no sort instruction, no float64, on torch",
     },
     "trntensor": {
         "plan_contraction": _HOST, "contract_path": _HOST, "estimate_flops": _HOST, "clear_plan_cache": _HOST,

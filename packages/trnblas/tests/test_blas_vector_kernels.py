@@ -298,7 +298,7 @@ def test_level2_public_api_runs_kernels():
     xm, xn = torch.randn(m, generator=g), torch.randn(n, generator=g)
     Ad, Sd = A.double(), S.double()
     tol = 1e-4
-    names = ["gemv_kernel"] * 4 + ["trsm_kernel"] + ["ger_kernel"] * 3
+    names = ["gemv_kernel"] * 5 + ["trsm_kernel"] + ["ger_kernel"] * 3  # symv: two gemv runs
     with kernel_ran(*names):
         torch.testing.assert_close(trnblas.gemv(2.0, A, xn, 0.5, xm).double(),
                                    2 * Ad @ xn.double() + 0.5 * xm.double(), rtol=tol, atol=tol)
@@ -488,3 +488,36 @@ def test_complex64_herk_her2k_syr2k_through_the_complex_gemm():
             R = call().cdouble().numpy()
             err = np.abs(R - ref) if keep is None else np.abs(R - ref)[keep]
             assert err.max() <= (2 * 80 + 8) * U32 * 4 * (np.abs(a).max() * np.abs(b).max() * 40 + np.abs(cn).max())
+
+
+@pytest.mark.parametrize("n", [130, 300])
+@pytest.mark.parametrize("uplo", ["U", "L"])
+def test_symv_trmv_read_one_triangle_on_the_device(n, uplo):
+    """Issue 32: symv and trmv select A's stored triangle in SBUF (gemv_kernel's ``tri``) instead of forming
+    the symmetric matrix or the triangle on the host: the other triangle holds NaN, which must never reach
+    the result. Reference: NumPy float64 on the triangle; bound 1e-5 of |T| |x| (fp32 sums of n terms);
+    trmv's counters equal gemv_counts(n, n, 4, trans, tri)."""
+    from trnblas._nki_vector import _trmv_counts
+    from trnsci.testing import assert_counts
+
+    rng = np.random.default_rng(n)
+    T = np.triu(rng.standard_normal((n, n))) if uplo == "U" else np.tril(rng.standard_normal((n, n)))
+    other = np.tril(np.ones((n, n)), -1) if uplo == "U" else np.triu(np.ones((n, n)), 1)
+    A = torch.from_numpy(np.where(other > 0, np.nan, T).astype(np.float32))
+    x = torch.from_numpy(rng.standard_normal(n).astype(np.float32))
+    Td, xd = T.astype(np.float32).astype(np.float64), x.double().numpy()
+    S = Td + Td.T - np.diag(np.diag(Td))
+    with kernel_ran("gemv_kernel", "gemv_kernel"):
+        y = trnblas.symv(1.0, A, x, uplo=uplo)
+    np.testing.assert_allclose(y.double().numpy(), S @ xd, rtol=0, atol=1e-5 * (np.abs(S) @ np.abs(xd)).max())
+    for trans in (False, True):
+        for diag in ("nonunit", "unit"):
+            M = Td - np.diag(np.diag(Td)) + np.eye(n) if diag == "unit" else Td
+            M = M.T if trans else M
+            with kernel_ran("gemv_kernel") as runs:
+                z = trnblas.trmv(A, x, uplo=uplo, trans=trans, diag=diag)
+            assert not torch.isnan(z).any()
+            np.testing.assert_allclose(z.double().numpy(), M @ xd, rtol=0,
+                                       atol=1e-5 * (np.abs(M) @ np.abs(xd)).max())
+            want = _trmv_counts(A, x, uplo, "T" if trans else "N", "U" if diag == "unit" else "N")
+            assert_counts(runs[0].profile, want, ignore=("kernel",))

@@ -370,3 +370,34 @@ def test_bluestein_with_a_long_convolution_and_long_rfft():
         y = trnfft.rfft(r)
     assert [k.kernel for k in runs] == N.large_counts(3, 16384)["kernels"]
     assert _relerr(y.numpy(), np.fft.rfft(r.numpy().astype(np.float64))) <= A.STOCKHAM_BOUND(16384)
+
+
+@pytest.mark.parametrize("m,k,n,side", [(130, 70, 600, "both"), (3, 129, 5, "both"), (131, 9, 17, "a_real"),
+                                        (7, 33, 130, "b_real")])
+def test_complex_matmul_on_the_dft_gemm_kernel(m, k, n, side):
+    """Issue 32: complex_matmul under a kernel backend is one real block GEMM on dft_gemm_kernel. Reference:
+    NumPy complex128; bound: an fp32 k-term dot product per component (GEMM_BOUND(2k) of |a||b|); the
+    profile's counters equal dft_gemm_counts(m, 2k, 2n, 4)."""
+    from trnfft._nki import _cmatmul_counts
+
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal((m, k)) + (0 if side == "a_real" else 1j) * rng.standard_normal((m, k))
+    b = rng.standard_normal((k, n)) + (0 if side == "b_real" else 1j) * rng.standard_normal((k, n))
+    a, b = a.astype(np.complex64), b.astype(np.complex64)
+
+    def arg(x, real):
+        return torch.from_numpy(x.real.copy()) if real else trnfft.ComplexTensor(torch.from_numpy(x.real.copy()),
+                                                                                 torch.from_numpy(x.imag.copy()))
+
+    ta, tb = arg(a, side == "a_real"), arg(b, side == "b_real")
+    with kernel_ran("dft_gemm_kernel") as runs:
+        c = trnfft.complex_matmul(ta, tb)
+    ref = a.astype(np.complex128) @ b.astype(np.complex128)
+    scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+    err = np.abs((c.real.numpy() + 1j * c.imag.numpy()) - ref) / scale
+    assert err.max() <= A.GEMM_BOUND(2 * k)
+    ar, br = torch.from_numpy(a.real.copy()), torch.from_numpy(b.real.copy())
+    assert_counts(runs[0].profile, _cmatmul_counts(ar, None, br, None), ignore=("kernel",))
+    # the torch path gives the same answer to the same bound
+    c2 = trnfft.complex_matmul(ta, tb)
+    assert (np.abs((c2.real.numpy() + 1j * c2.imag.numpy()) - ref) / scale).max() <= A.GEMM_BOUND(2 * k)

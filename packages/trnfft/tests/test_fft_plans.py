@@ -39,6 +39,8 @@ CASES = [
     ("irfft half length beyond the four-step plan", trnfft.irfft, (C[:1, :9],), {"n": 2**22}),
     ("bf16", trnfft.fft, (C[:3],), {"precision": "bf16"}),
     ("complex multiply", lambda a, b: a * b, (trnfft.ComplexTensor(R, R), trnfft.ComplexTensor(R, -R)), {}),
+    ("complex matmul (one real block GEMM)", trnfft.complex_matmul,
+     (trnfft.ComplexTensor(R, -R), trnfft.ComplexTensor(R[:64, :9], R[1:65, :9])), {}),
     ("four-step (several kernels, no single-kernel counts)", trnfft.fft, (C[:3],), {"n": 8192}),
     ("bluestein, long convolution (several kernels)", trnfft.ifft, (C[:1],), {"n": 4099}),
     ("rfftn of a length beyond the half kernel: four-step", trnfft.rfftn, (R[:1],), {"s": (16384,)}),

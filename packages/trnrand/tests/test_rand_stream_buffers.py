@@ -1,5 +1,8 @@
 """The host stream's read-ahead for small sequential draws and its threaded chunk route, against the
-independent pure-Python Philox (ref_philox): both must give exactly the documented stream's bits."""
+independent pure-Python Philox (ref_philox): both must give exactly the documented stream's bits.
+
+Both belong to the NumPy route, which runs where numba is absent: every test here runs with the compiled
+route (``_philox._JIT``) switched off (test_rand_jit.py checks the two routes give the same bits)."""
 
 import random
 
@@ -13,6 +16,11 @@ from trnsci import routes
 from trnsci.testing import torch_threads
 
 F24, F53 = 2.0**-24, 2.0**-53
+
+
+@pytest.fixture(autouse=True)
+def _numpy_route(monkeypatch):
+    monkeypatch.setattr(_philox, "_JIT", None)
 
 
 def _u32(seed, sub, j, open_low=False):

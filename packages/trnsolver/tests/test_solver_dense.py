@@ -155,6 +155,20 @@ def test_lu_factor_solve_vs_scipy(dt, trans):
     np.testing.assert_allclose(x.numpy(), ref, rtol=0, atol=1e3 * eps(dt) * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("trans", [0, 1, 2])
+@pytest.mark.parametrize("bshape", [(0,), (0, 3)])
+def test_lu_solve_of_an_empty_system_is_scipys_empty_answer(trans, bshape):
+    """Issue 32: a 0x0 A factors and solves; SciPy returns an empty array of b's shape (numpy in, numpy out)."""
+    A, b = np.zeros((0, 0)), np.zeros(bshape)
+    ref = sl.lu_solve(sl.lu_factor(A), b, trans=trans)
+    x = trnsolver.lu_solve(trnsolver.lu_factor(A), b, trans=trans)
+    assert isinstance(x, np.ndarray) and x.shape == ref.shape == bshape
+    xt = trnsolver.lu_solve(trnsolver.lu_factor(torch.zeros(0, 0)), torch.zeros(bshape), trans=trans)
+    assert xt.shape == bshape and xt.dtype == torch.float32
+    lu_, piv, info = trnsolver.lu_factor(torch.zeros(2, 0, 0), check=False)  # a batch of empty systems
+    assert trnsolver.lu_solve((lu_, piv), torch.zeros(2, 0)).shape == (2, 0)
+
+
 @pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("shape", [(9, 5), (5, 9), (6, 6)])
 def test_qr_vs_scipy(dt, shape):

@@ -218,6 +218,32 @@ def test_cg_stops_after_scipys_number_of_iterations_and_warns_about_the_true_res
     assert it64 == len(calls) and rel64 < 1e-8
 
 
+@pytest.mark.parametrize("name", ["cg", "bicgstab"])
+def test_converged_is_the_true_residuals_verdict(name):
+    """Issue 32: the recursion meets tol=1e-8 in float32 while b - A x cannot (SciPy says info == 0 on
+    the same system); ``converged`` follows the true residual, measured here in float64 by NumPy,
+    and the one ConvergenceWarning agrees with it (``on_fail="raise"`` raises instead)."""
+    ours, theirs = SOLVERS[name]
+    A, b = _spd32()
+    _, sinfo = theirs(A, b, rtol=1e-8, maxiter=500)
+    assert sinfo == 0  # the recursion did meet the tolerance
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x, info = ours(A, b, tol=1e-8, maxiter=500, return_info=True)
+    true = np.linalg.norm(b.astype(np.float64) - A.astype(np.float64) @ x.astype(np.float64)) / np.linalg.norm(b)
+    assert true > 1e-8 and info.converged is False  # float32 resolves ~ cond * eps32 ~ 1e-6, not 1e-8
+    conv = [w for w in caught if issubclass(w.category, trnsolver.ConvergenceWarning)]
+    assert len(conv) == 1 and "converged is False" in str(conv[0].message)
+    with pytest.raises(trnsolver.ConvergenceError, match="true residual"):
+        ours(A, b, tol=1e-8, maxiter=500, on_fail="raise")
+    # a tolerance float32 reaches: converged by both residuals, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x, info = ours(A, b, tol=1e-4, maxiter=500, return_info=True)
+    true = np.linalg.norm(b.astype(np.float64) - A.astype(np.float64) @ x.astype(np.float64)) / np.linalg.norm(b)
+    assert info.converged is True and true <= 1e-4
+
+
 @pytest.mark.parametrize("name", list(SOLVERS))
 def test_scipy_keywords_rtol_atol_callback(name):
     ours, _ = SOLVERS[name]

@@ -154,6 +154,26 @@ def test_single_operand_indices_are_summed_first_as_their_own_steps():
         np.testing.assert_allclose(dd, ref, rtol=2 * np.finfo(np.float64).eps, atol=1e-15)
 
 
+def test_outer_products_where_they_pay_issue_32():
+    """Issue 32: the cheapest tree for this expression takes the outer product of aG and tD (0.89x of the
+    best tree that joins only operands sharing an index); "auto" must find it. Reference: opt_einsum's
+    ``optimal`` (brute force), costed by opt_einsum; the published bar is 1.1x."""
+    eq = "taLv,t,tD,taZDGv,D,aG->tZL"
+    shapes = [(5, 2, 16, 16), (5,), (5, 5), (5, 2, 8, 5, 5, 16), (5,), (2, 5)]
+    ref = int(oe.contract_path(eq, *shapes, shapes=True, optimize="optimal")[1].opt_cost)
+    assert ref == 105260
+    path, plan = trntensor.contract_path(eq, *shapes, optimize="auto")
+    assert _opt_cost(eq, shapes, path) <= 1.1 * ref and plan.flops == _opt_cost(eq, shapes, path)
+
+
+@pytest.mark.parametrize("n,seed", [(n, s) for n in range(3, 8) for s in range(3)])
+def test_auto_within_1p1_of_opt_einsum_optimal_up_to_7_operands(n, seed):
+    eq, shapes = oet.rand_equation(n, 3, n_out=2, seed=32000 + 10 * n + seed)
+    ref = int(oe.contract_path(eq, *shapes, shapes=True, optimize="optimal")[1].opt_cost)
+    path, _ = trntensor.contract_path(eq, *shapes, optimize="auto")
+    assert _opt_cost(eq, shapes, path) <= 1.1 * ref
+
+
 def test_path_methods_registry_exhaustive_and_greedy():
     from trntensor import paths
 

@@ -19,7 +19,9 @@ def test_contraction_plan_published_fields_for_matmul():
     p = trntensor.plan_contraction("ap,bp->ab", A, B)  # the tutorial's DF-MP2 pair contraction
     assert p.strategy == "matmul" and p.kind == "gemm"
     # the published spelling for a host route (ours: torch, or numpy.matmul by the autotuner)
-    assert p.backend == "pytorch" and str(p.backend) in ("torch", "numpy") and p.backend != "nki"
+    assert p.backend == "pytorch" and repr(p.backend) in ("'torch'", "'numpy'") and p.backend != "nki"
+    assert str(p.backend) == "pytorch" and f"{p.backend:>8}" == " pytorch"  # printed as published (issue 32)
+    assert p.backend in ("torch", "numpy") and p.backend in {"torch", "numpy"}  # still the suite's name too
     assert p.estimated_flops == 32 * 48 * 64 == trntensor.estimate_flops("ap,bp->ab", A, B)
     assert p.flops == 2 * 32 * 48 * 64  # plans: 2 flops per multiply-add
     assert (p.transA, p.transB) == (False, True)  # "strategy='matmul' with transB=True"
@@ -27,6 +29,26 @@ def test_contraction_plan_published_fields_for_matmul():
     assert p.contraction_path == []
     assert all(s.backend == "pytorch" for s in p.steps)
     assert trntensor.plan_contraction("ji,jk->ik", (3, 2), (3, 4)).transA is True
+
+
+def test_the_published_df_mp2_tutorial_prints_what_it_shows(capsys):
+    """Issue 32: the published tutorial's ``print(plan.strategy, plan.backend, plan.estimated_flops)`` for
+    its pair contraction (nvir = 19, naux = 72). The backend prints as published ("pytorch"); the count
+    follows the convention both the published docs (docs/api/plan.md: "Multiply-add estimate") and ours
+    state: multiply-adds, M*K*N = 19 * 19 * 72, computed here as opt_einsum's naive count / 2.
+    The tutorial's 116736 is no count of this contraction: the published code never set the field (its
+    ``plan_contraction`` printed 0)."""
+    nocc, nvir, naux = 5, 19, 72
+    B = torch.randn(nocc, nvir, naux, generator=torch.Generator().manual_seed(42)) * 0.1
+    plan = trntensor.plan_contraction("ap,bp->ab", B[0], B[1])
+    print(plan.strategy, plan.backend, plan.estimated_flops)
+    import opt_einsum as oe
+
+    flops = int(oe.contract_path("ap,bp->ab", (nvir, naux), (nvir, naux), shapes=True)[1].naive_cost)
+    assert flops == 2 * nvir * nvir * naux  # opt_einsum counts 2 per multiply-add
+    assert capsys.readouterr().out == f"matmul pytorch {flops // 2}\n" == "matmul pytorch 25992\n"
+    with trntensor.use_backend("simulator"):
+        assert "simulator" in str(trntensor.plan_contraction("ap,bp->ab", B[0], B[1]).backend)  # a kernel: itself
 
 
 def test_contraction_plan_published_fields_bmm_torch_path():

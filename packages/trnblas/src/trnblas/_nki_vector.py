@@ -343,18 +343,32 @@ def _gemv_nki(alpha, A, x, beta, y, t):
     return _mv_finish(P, alpha, beta, y, A.dtype)
 
 
+def _tri(u: str, strict: bool = False) -> str:
+    """gemv_kernel's ``tri`` for the ``u`` ("U"/"L") triangle of A."""
+    return ("strict_" if strict else "") + ("upper" if u == "U" else "lower")
+
+
 def _symv_counts(alpha, A, x, beta, y, u, hermitian):
     if A.is_complex():
         return _cmv_counts(A, "N")
-    return {"kernel": "gemv_kernel", **gemv_counts(*A.shape, A.element_size(), True)}
+    if A.shape[0] > GEMV_MAX_N:  # the filled matrix through the Tensor-Engine variant
+        return {"kernel": "gemv_kernel", **gemv_counts(*A.shape, A.element_size(), True)}
+    return None  # two gemv_kernel runs (the triangle, then its strict transpose): no single closed form
 
 
 @L2.SYMV.lowering("nki", dtypes=CMV_DTYPES, counts=_symv_counts)
 def _symv_nki(alpha, A, x, beta, y, u, hermitian):
     if A.is_complex():  # the full symmetric / Hermitian matrix, then the GEMM kernel
         return _mv_finish(_complex_mv(la.symmetric(A, u, hermitian), x, "N"), alpha, beta, y, A.dtype)
-    S = la.symmetric(A, u, False).contiguous()  # S^T = S: the Tensor-Engine (trans) variant, any n
-    P = nki.run(gemv_kernel, S, x.contiguous(), trans=True, out_dtype=F32)
+    n = A.shape[0]
+    x = x.contiguous()
+    if n > GEMV_MAX_N:  # too long for the Vector-Engine variant: S^T = S on the Tensor Engine, S formed by torch
+        P = nki.run(gemv_kernel, la.symmetric(A, u, False).contiguous(), x, trans=True, out_dtype=F32)
+        return _mv_finish(P, alpha, beta, y, A.dtype)
+    # S x = T x + strict(T)^T x for the stored triangle T: A read as given, twice, masked in SBUF
+    Ac = A.contiguous()
+    P = nki.run(gemv_kernel, Ac, x, trans=False, tri=_tri(u), out_dtype=F32)
+    P.add_(nki.run(gemv_kernel, Ac, x, trans=True, tri=_tri(u, True), out_dtype=F32))
     return _mv_finish(P, alpha, beta, y, A.dtype)
 
 
@@ -362,19 +376,23 @@ def _trmv_counts(A, x, u, t, d):
     if A.is_complex():
         return _cmv_counts(A, t)
     n = A.shape[0]
-    trans = t != "N" or n > GEMV_MAX_N
     if t == "N" and n > GEMV_MAX_N:
         return None
-    return {"kernel": "gemv_kernel", **gemv_counts(n, n, A.element_size(), trans)}
+    return {"kernel": "gemv_kernel", **gemv_counts(n, n, A.element_size(), t != "N", _tri(u, d == "U"))}
 
 
 @L2.TRMV.lowering("nki", dtypes=CMV_DTYPES, counts=_trmv_counts)
 def _trmv_nki(A, x, u, t, d):
-    T = la.triangle(A, u, d == "U")
     if A.is_complex():
-        return _complex_mv(T, x, t).to(A.dtype)
-    M, trans = _gemv_plan(T, t)
-    P = nki.run(gemv_kernel, M.contiguous(), x.contiguous(), trans=trans, out_dtype=F32)
+        return _complex_mv(la.triangle(A, u, d == "U"), x, t).to(A.dtype)
+    n = A.shape[0]
+    if t == "N" and n > GEMV_MAX_N:  # too long for the Vector-Engine variant: the triangle, transposed by torch
+        M, trans = _gemv_plan(la.triangle(A, u, d == "U"), t)
+        return nki.run(gemv_kernel, M.contiguous(), x.contiguous(), trans=trans, out_dtype=F32).to(A.dtype)
+    # A read as given, its triangle selected in SBUF (strict for a unit diagonal, whose x is added here)
+    P = nki.run(gemv_kernel, A.contiguous(), x.contiguous(), trans=t != "N", tri=_tri(u, d == "U"), out_dtype=F32)
+    if d == "U":
+        P.add_(x.to(F32))
     return P.to(A.dtype)
 
 

@@ -64,7 +64,7 @@ from trnsci import nki, runtime
 from . import _algorithms as A
 from . import _engine as E
 from .basic import FFT, FFTN, IFFT, IFFTN
-from .complex import CMUL
+from .complex import CMATMUL, CMUL
 from .kernels import bluestein as KB
 from .kernels import dft_gemm as KG
 from .kernels import irfft_half as KI
@@ -822,3 +822,39 @@ def _cmul_nki(ar, ai, br, bi):
     b = torch.stack((_cmul_2d(br), _cmul_2d(bi))).contiguous()
     y = nki.run(cmul_kernel, a, b, out_dtype=F32)
     return y[0].reshape(ar.shape), y[1].reshape(ar.shape)
+
+
+# ------------------------------------------------------------------ complex matmul
+
+def _cmatmul_supports(ar, ai, br, bi):
+    planes = [t for t in (ar, ai, br, bi) if t is not None]
+    if ar.dim() != 2 or br.dim() != 2:
+        return "batched or vector operands (the kernel path takes two matrices)"
+    if ar.shape[1] != br.shape[0]:
+        return "the shapes do not multiply (torch says why)"
+    if any(t.dtype != F32 for t in planes):
+        return "the planes must be float32"
+    if any(t.requires_grad for t in planes) and torch.is_grad_enabled():
+        return "an operand requires grad (the kernel has no backward)"
+    if not (ar.numel() and br.numel()):
+        return "empty operand: nothing for a kernel to do"
+    if 2 * ar.shape[1] > KG.MAX_K:
+        return f"inner dimension {ar.shape[1]} > {KG.MAX_K // 2}: the block GEMM's contraction exceeds the kernel's"
+    return None
+
+
+def _cmatmul_counts(ar, ai, br, bi):
+    (m, k), n = ar.shape, br.shape[1]
+    return {"kernel": "dft_gemm_kernel", **KG.dft_gemm_counts(m, 2 * k, 2 * n, 4)}
+
+
+@CMATMUL.lowering("nki", dtypes=(torch.float32,), supports=_cmatmul_supports, counts=_cmatmul_counts)
+def _cmatmul_nki(ar, ai, br, bi):
+    """``[yr | yi] = [ar | ai] @ [[br, bi], [-bi, br]]``: one real GEMM, contraction 2k on the partitions."""
+    ai = torch.zeros_like(ar) if ai is None else ai
+    bi = torch.zeros_like(br) if bi is None else bi
+    n = br.shape[1]
+    xt = torch.cat((ar.T, ai.T), 0).contiguous()
+    w = torch.cat((torch.cat((br, bi), 1), torch.cat((-bi, br), 1)), 0).contiguous()
+    y = nki.run(KG.dft_gemm_kernel, xt, w, out_dtype=F32)
+    return y[:, :n].contiguous(), y[:, n:].contiguous()

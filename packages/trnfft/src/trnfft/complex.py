@@ -322,7 +322,9 @@ def complex_matmul(a: Any, b: Any) -> ComplexTensor:
     -------
     ComplexTensor
         ``(ar br - ai bi) + i (ar bi + ai br)`` -- four real matmuls (two if
-        one side is real).
+        one side is real) on torch; one real GEMM ``[ar | ai] @ [[br, bi],
+        [-bi, br]]`` on the DFT-as-GEMM kernel under a kernel backend (two
+        float32 matrices).
 
     Raises
     ------
@@ -345,15 +347,42 @@ def complex_matmul(a: Any, b: Any) -> ComplexTensor:
         raise TypeError(f"complex_matmul: a has dtype {ar.dtype} but b has {br.dtype}; cast them to one dtype")
     try:
         if ai is None and bi is None:
-            return ComplexTensor._make(ar @ br, torch.zeros_like(ar @ br))
-        if ai is None:
-            return ComplexTensor._make(ar @ br, ar @ bi)
-        if bi is None:
-            return ComplexTensor._make(ar @ br, ai @ br)
-        return ComplexTensor._make(ar @ br - ai @ bi, ar @ bi + ai @ br)
+            yr = ar @ br
+            return ComplexTensor._make(yr, torch.zeros_like(yr))
+        return ComplexTensor._make(*CMATMUL(ar, ai, br, bi))
     except RuntimeError as e:
         raise ValueError(f"complex_matmul: a has shape {tuple(ar.shape)} and b has shape {tuple(br.shape)}; "
                          "they do not multiply") from e
+
+
+def _cmatmul_flops(ar, ai, br, bi):
+    k = ar.shape[-1]
+    m = ar.shape[-2] if ar.dim() >= 2 else 1
+    n = br.shape[-1] if br.dim() >= 2 else 1
+    batch = max(ar.numel() // max(m * k, 1), br.numel() // max(k * n, 1), 1)
+    return 8.0 * batch * m * k * n
+
+
+def _cmatmul_describe(ar, ai, br, bi):
+    return f"{tuple(ar.shape)} @ {tuple(br.shape)} complex (split planes)"
+
+
+#: Complex matrix product of split planes ``(ar, ai, br, bi) -> (yr, yi)`` (``ai`` or ``bi`` None: a real
+#: side). The kernel path is one real GEMM ``[ar | ai] @ [[br, bi], [-bi, br]]`` on the DFT-as-GEMM
+#: kernel. Threshold (flops, 8 m k n): not calibrated on hardware (none here); the GEMM of 2**30 flops
+#: (about 512^3 complex) is where trnblas's placeholder puts a kernel launch's worth.
+CMATMUL = Op("trnfft.complex_matmul", "flops", 2.0**30, size=_cmatmul_flops, describe=_cmatmul_describe,
+             dtype=lambda ar, *rest: ar.dtype,
+             doc="complex matmul of split planes: one real block GEMM on dft_gemm_kernel; flops = 8 m k n")
+
+
+@CMATMUL.lowering("torch")
+def _cmatmul_torch(ar, ai, br, bi):
+    if ai is None:
+        return ar @ br, ar @ bi
+    if bi is None:
+        return ar @ br, ai @ br
+    return ar @ br - ai @ bi, ar @ bi + ai @ br
 
 
 # ------------------------------------------------------------------ op

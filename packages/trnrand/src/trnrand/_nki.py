@@ -40,6 +40,16 @@ import torch
 from trnsci import nki
 
 from . import _philox
+from ._fp32 import (
+    GAMMA_MAX_SHAPE,
+    GAMMA_ROUNDS,
+    GEOMETRIC_MIN_P,
+    PTRS_MAX_LAM,
+    PTRS_ROUNDS,
+    _geometric_scale,
+    _truncated_param,
+    _truncated_refusal,
+)
 from .distributions import (
     BERNOULLI,
     BETA,
@@ -201,7 +211,6 @@ def _sobol_nki(V, shift, skip, n, dtype):
 
 # ---- transforms of the stream: bernoulli, exponential, randint, geometric ---------------------------
 TRANSFORM = "philox_transform_kernel"
-GEOMETRIC_MIN_P = 2.0**-16  # below it the kernel's fp32 floor cap (2**23 trials) would cost > e**-128 of mass
 
 
 def _empty(n):
@@ -307,11 +316,7 @@ def _randint_nki(seed, subsequence, base, first, n, low, high, dtype, device):
     return (k.to(torch.int64) + low).to(dtype)
 
 
-# geometric: fp32 floor(log(u) / log1p(-p)) + 1 -- the same law, not the torch path's float64 bits
-def _geometric_scale(p):
-    return 1.0 / math.log1p(-p)
-
-
+# geometric: fp32 floor(log(u) / log1p(-p)) + 1 -- the torch path runs the same fp32 map (trnrand._fp32)
 def _geometric_supports(seed, subsequence, base, first, n, p, dtype, device):
     if p == 1.0:
         return "p = 1: every sample is 1 (nothing to transform)"
@@ -419,11 +424,6 @@ def _poisson_thresholds(lam: float) -> tuple:
     return _grouped(ms)
 
 
-PTRS_ROUNDS = 6  # after 2 rounds 6% (lam = 10) / 1.2% (lam = 6e4) of samples were left (emulator): after 6,
-#                  about 2e-4 at lam = 10 go to the host
-PTRS_MAX_LAM = float(1 << 16)  # the fp32 test's error (~6e-8 lam in a log-probability) stays below 4e-3
-
-
 def _poisson_supports(seed, subsequence, base, first, n, lam, dtype, device):
     if lam == 0.0:
         return "lam = 0: every sample is 0"
@@ -458,38 +458,15 @@ def _ptrs_values(seed, subsequence, base, first, n, lam, device):
 
 @POISSON.lowering("nki", supports=_poisson_supports, counts=_poisson_counts)
 def _poisson_nki(seed, subsequence, base, first, n, lam, dtype, device):
-    if lam >= 10.0:  # PTRS: the same law (fp32 test), not the torch path's float64 bits
+    if lam >= 10.0:  # PTRS: the fp32 test, as the torch path runs it (trnrand._fp32)
         return _ptrs_values(seed, subsequence, base, first, n, lam, device).to(dtype)
     k = _threshold_run(_poisson_thresholds(lam), True, seed, subsequence, base, first, n, device)
     return k.to(torch.float64).to(dtype)
 
 
-# ---- truncated normal: fp32 inverse CDF -- the same law, not the torch path's float64 bits ------------------
-FP32_MAX = 3.4028234663852886e38
-MIN_MASS = 2.0**-20  # below it the interval's mass is too small for the kernel's fp32 quantiles
-
-
-def _truncated_param(mean, std, low, high):
-    """The kernel's constants, from the torch path's float64 ndtr (the mirror image for a positive interval)."""
-    flip = low > 0
-    a, b = (-high, -low) if flip else (low, high)
-    nd = torch.special.ndtr
-    lo = float(nd(torch.tensor(a, dtype=torch.float64)))
-    hi = float(nd(torch.tensor(b, dtype=torch.float64)))
-    up = float(nd(torch.tensor(-b, dtype=torch.float64)))  # 1 - hi, accurate in the upper tail
-    mass = hi - lo
-    # q = lo + m 2**-53 mass and 1 - q = up + (2**53 - m) 2**-53 mass, from m and its complement 2**53 - 1 - m
-    return (max(a, -FP32_MAX), min(b, FP32_MAX), 2.0**-53 * mass, lo, up + 2.0**-53 * mass,
-            -std if flip else std, mean), mass
-
-
+# ---- truncated normal: fp32 inverse CDF, which the torch path runs too (trnrand._fp32) ------------------------
 def _truncated_supports(seed, subsequence, base, first, n, mean, std, low, high, dtype, device):
-    prm, mass = _truncated_param(mean, std, low, high)
-    if not mass >= MIN_MASS:
-        return f"the interval's normal mass {mass:.3g} < 2**-20: too small for the kernel's fp32 quantiles"
-    if not all(np.isfinite(np.float32(v)) for v in (std, mean, std * max(abs(prm[0]), abs(prm[1])))):
-        return "mean, std or the scaled bounds overflow float32"
-    return _pairs_supports(base, first, n)
+    return _truncated_refusal(mean, std, low, high) or _pairs_supports(base, first, n)
 
 
 def _truncated_counts(seed, subsequence, base, first, n, mean, std, low, high, dtype, device):
@@ -503,10 +480,6 @@ def _truncated_normal_nki(seed, subsequence, base, first, n, mean, std, low, hig
 
 
 # ---- gamma: Marsaglia-Tsang in fp32 with a fixed number of rounds, the host finishes the rest --------------
-GAMMA_ROUNDS = 4  # P(4 rejections) < 1e-5 for shape >= 1 (acceptance > 0.95 per attempt)
-GAMMA_MAX_SHAPE = 1000.0  # beyond, d (1 - v + ln v) cancels below fp32 resolution
-
-
 def _gamma_supports(seed, subsequence, base, first, n, shape, scale, dtype, device):
     if shape > GAMMA_MAX_SHAPE:
         return (f"shape {shape!r} > {GAMMA_MAX_SHAPE:g}: the fp32 acceptance test d (1 - v + ln v) loses its "

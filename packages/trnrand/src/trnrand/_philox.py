@@ -34,6 +34,12 @@ import threading
 import numpy as np
 import torch
 
+from . import _philox_jit
+
+#: The compiled route (numba, the ``jit`` extra) when installed, else None: the NumPy passes below. Both give
+#: the same words; tests switch it off to compare them.
+_JIT = _philox_jit if _philox_jit.AVAILABLE else None
+
 M0 = 0xD2511F53
 M1 = 0xCD9E8D57
 W0 = 0x9E3779B9  # golden ratio
@@ -290,6 +296,9 @@ def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink, last_m
     """
     ks = _key_schedule(seed)
     s0, s1 = subsequence & MASK, (subsequence >> 32) & MASK
+    if _JIT is not None:
+        _jit_blocks(seed, s0, s1, block0, nblocks, sink, last_mask, extra)
+        return
     if nblocks + extra <= _SWAR:
         sink(0, nblocks, *_swar(seed, s0, s1, block0, nblocks + extra, last_mask))
         return
@@ -305,6 +314,37 @@ def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink, last_m
         _threaded(args, spans)
     else:
         _chunks(args, spans)
+
+
+@functools.lru_cache(maxsize=64)
+def _jit_keys(seed: int) -> np.ndarray:
+    return _philox_jit.key_array(_key_schedule(seed))
+
+
+def _jit_radii(npairs: int) -> np.ndarray:
+    """This thread's float32 scratch for Box-Muller's radii (reused up to 2**20 pairs: a fresh array faults its
+    pages in on every draw), ``npairs`` long."""
+    if npairs > 1 << 20:
+        return np.empty(npairs, np.float32)
+    u = _local.__dict__.get("jit_radii")
+    if u is None or u.size < npairs:
+        u = _local.jit_radii = _aligned((max(npairs, 1 << 12),), np.float32)
+    return u[:npairs]
+
+
+def _jit_blocks(seed, s0, s1, block0, nblocks, sink, last_mask, extra) -> None:
+    """``_blocks`` on the compiled route: chunks of ``_CHUNK`` blocks (+ ``extra``), each one compiled loop; the
+    counter is formed per block in 64 bits, so a chunk may cross a multiple of 2**32 blocks."""
+    keys = _jit_keys(seed)
+    z0, z1, zm = _U64(s0), _U64(s1), _U64(last_mask)
+    start = 0
+    while start < nblocks:
+        m = min(_CHUNK, nblocks - start)
+        w = min(m + extra, (1 << 64) - (block0 + start))  # never past the counter's last block
+        lanes, prods = _scratch("jit_lanes", (2, m + extra), _U64), _scratch("jit_prods", (2, m + extra), _U64)
+        _philox_jit.lanes_prods(keys, z0, z1, _U64(block0 + start), w, zm, lanes, prods)
+        sink(start, m, lanes, prods)
+        start += m
 
 
 def _chunks(args, spans) -> None:
@@ -523,6 +563,11 @@ def uniform32(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
     """
     if n <= 0:
         return torch.empty(0, dtype=torch.float32, device=device)
+    if _JIT is not None:  # one compiled loop: the words and the map fused, no read-ahead needed
+        out = _out((n,), np.float32)
+        _philox_jit.uniform32(_jit_keys(seed), _U64(subsequence & MASK), _U64((subsequence >> 32) & MASK),
+                              _U64(start // 4), start % 4, n, bool(open_low), out)
+        return _to_device(out, device)
     b0, nb, lead = _span(start, n)
     if nb <= _AHEAD_MAX:
         w = _ahead_words(seed, subsequence, start, n)
@@ -567,6 +612,11 @@ def uniform64(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
     """
     if n <= 0:
         return torch.empty(0, dtype=torch.float64, device=device)
+    if _JIT is not None:
+        out = _out((n,), np.float64)
+        _philox_jit.uniform64(_jit_keys(seed), _U64(subsequence & MASK), _U64((subsequence >> 32) & MASK),
+                              _U64(start // 4), start % 4, n, bool(open_low), out)
+        return _to_device(out, device)
     if n <= 2 * _AHEAD_MAX:
         w = _ahead_words(seed, subsequence, start, 2 * n)
         if w is not None:  # the same map on buffered word pairs
@@ -697,6 +747,15 @@ def normals(seed: int, subsequence: int, start: int, npairs: int, dtype, device=
     wide = dtype == torch.float64
     if npairs <= 0:
         return torch.empty(0, dtype=dtype, device=device)
+    if _JIT is not None and not wide:  # compiled words and float32 steps around NumPy's log and sin
+        out = _out((2 * npairs,), np.float32)  # the angles, then their sines, then the normals, in place
+        u = _jit_radii(npairs)
+        _philox_jit.normal32_prep(_jit_keys(seed), _U64(subsequence & MASK), _U64((subsequence >> 32) & MASK),
+                                  _U64(start // 4), start % 4, npairs, _F32["scale"][()], _F32["c"][()], u, out)
+        np.log(u, u)
+        np.sin(out, out)
+        _philox_jit.normal32_finish(u, _F32["-2"][()], _F32["bias"][()], out.reshape(npairs, 2))
+        return _to_device(out, device)
     b0, r = start // 4, start % 4
     per = 1 if wide else 2  # pairs per block
     lead = r // (4 // per)  # pairs of block b0 before the draw's first

@@ -62,7 +62,10 @@ class SolverInfo:
     relres : float
         Final relative residual ``||b - A x|| / ||b||`` (recomputed from ``x``).
     converged : bool
-        Whether the tolerance was met.
+        Whether the *true* residual of the returned ``x`` met the tolerance,
+        ``||b - A x|| <= max(tol ||b||, atol)`` (not the recursively updated
+        residual CG/BiCGSTAB stop on: when only that one met it, ``converged``
+        is False and a ``ConvergenceWarning`` says so).
     residuals : list of float
         Relative residual norm after each iteration (entry 0 is the initial one).
     method : str

@@ -387,6 +387,8 @@ def lu_factor(A, *, check=True, check_finite=True):
 def _zero_pivot(LU: torch.Tensor) -> torch.Tensor:
     """getrf's ``info`` read back from a packed factor: 1-based first zero on the diagonal, else 0."""
     z = LU.diagonal(dim1=-2, dim2=-1) == 0
+    if z.shape[-1] == 0:  # 0x0: no pivot, nothing singular (argmax has no empty reduction)
+        return torch.zeros(z.shape[:-1], dtype=torch.int32, device=LU.device)
     first = torch.where(z.any(-1), z.to(torch.int8).argmax(-1) + 1, 0)
     return first.to(torch.int32)
 

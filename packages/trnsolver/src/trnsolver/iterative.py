@@ -19,8 +19,10 @@ atol)``, so the iteration counts are SciPy's on the same system. That
 recursion can fall below what the dtype resolves (float32 with ``tol=1e-8``)
 while the true residual ``b - A x`` cannot follow it; the true residual is
 therefore computed once at the end and, when it misses the tolerance that
-the recursion claimed to meet, a ``ConvergenceWarning`` says so (the result
-still counts as converged, as in SciPy). GMRES and MINRES confirm their
+the recursion claimed to meet, a ``ConvergenceWarning`` says so and the
+result does not count as converged (``SolverInfo.converged`` is the true
+residual's verdict, for every solver; SciPy's ``info`` would be 0 here, and
+``on_fail="raise"`` raises ``ConvergenceError``). GMRES and MINRES confirm their
 estimates with the true residual before stopping. A solver that stops at
 ``maxiter`` without meeting ``tol`` warns (``ConvergenceWarning``) or raises
 (``on_fail="raise"``); the reported ``relres`` is always recomputed from the
@@ -169,16 +171,20 @@ def _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, return_info, meth
     relres = rnorm / bnorm if bnorm > 0 else rnorm
     claimed = bool(hist) and (hist[-1] * scale < stop or hist[-1] == 0.0)  # what the solver's test saw
     true_ok = rnorm <= stop or rnorm == 0.0
-    converged = claimed or true_ok
-    info = SolverInfo(it, relres, bool(converged), hist, method)
+    # ``converged`` is the true residual's verdict: a recursion that met the tolerance while
+    # b - A x did not is reported as not converged, with the one warning (or error) that says why
+    info = SolverInfo(it, relres, bool(true_ok), hist, method)
     if claimed and not true_ok:
-        warnings.warn(
-            f"{where}: stopped after {it} iterations when the recursively updated residual met the "
-            f"tolerance ({hist[-1]:.3e} relative, SciPy's rule), but the true residual ||b - A x|| / ||b|| "
-            f"is {relres:.3e} > tol {tol:.1e}: the recursion went below what {str(b.dtype).replace('torch.', '')} "
-            "resolves for this system; solve in float64 or ask for a tol the dtype can reach",
-            it_.ConvergenceWarning, stacklevel=6)  # _finish, _krylov, cg, numpy_io, _numpy_callback
-    it_.report(where, info, on_fail, tol)
+        msg = (f"{where}: stopped after {it} iterations when the recursively updated residual met the "
+               f"tolerance ({hist[-1]:.3e} relative, SciPy's rule), but the true residual ||b - A x|| / ||b|| "
+               f"is {relres:.3e} > tol {tol:.1e}, so info.converged is False: the recursion went below what "
+               f"{str(b.dtype).replace('torch.', '')} resolves for this system (or A is indefinite or "
+               "ill-conditioned); solve in float64 or ask for a tol the dtype can reach")
+        if on_fail == "raise":
+            raise it_.ConvergenceError(msg, info=it)
+        warnings.warn(msg, it_.ConvergenceWarning, stacklevel=6)  # _finish, _krylov, cg, numpy_io, _numpy_callback
+    else:
+        it_.report(where, info, on_fail, tol)
     return (x, info) if return_info else (x, it, relres)
 
 
@@ -356,7 +362,9 @@ def cg(A, b, x0=None, tol=None, maxiter=1000, M=None, *, rtol=None, atol=0.0, ca
         ||b||, atol)`` (SciPy's rule; ``tol`` defaults to 1e-6, ``rtol`` is
         SciPy's name for it -- give one of them). The true residual is then
         checked once: when it misses the tolerance the recursion met (e.g.
-        float32 with ``tol=1e-8``), a ``ConvergenceWarning`` says so.
+        float32 with ``tol=1e-8``), the solve counts as not converged
+        (``info.converged`` is the true residual's verdict) and a
+        ``ConvergenceWarning`` says so.
     maxiter : int
     M : matrix, callable or object with solve/__call__/matvec, optional
         Hermitian positive definite preconditioner applying ``~A^{-1}``.

@@ -18,7 +18,7 @@ from trnsci import _validate as v
 
 from . import _host
 from .formats import CSRMatrix, as_sparse
-from .ops import _spsv_torch
+from .ops import SPSV
 
 
 class Preconditioner:
@@ -106,7 +106,8 @@ def ilu0(A) -> Preconditioner:
     e.g. tridiagonal matrices) ILU(0) is the exact LU factorization, and
     equals SciPy's ``spilu(A, fill_factor=1, drop_tol=0)`` without
     pivoting. The factorization loops over the stored entries in Python
-    (run once per matrix); applying it is two block triangular solves.
+    (run once per matrix); applying it is two sparse triangular solves
+    through :func:`spsv`'s op (``csr_spsv_kernel`` under a kernel backend).
 
     Examples
     --------
@@ -146,8 +147,9 @@ def ilu0(A) -> Preconditioner:
     U = CSRMatrix._make(F[up], A.col_indices[up], _host.ptrs_from_sorted(rows[up], n), (n, n))
 
     def apply(r):
-        y = _spsv_torch(L.values, L.col_indices, L.row_ptrs, n, r, True, True, False)
-        return _spsv_torch(U.values, U.col_indices, U.row_ptrs, n, y, False, False, False)
+        # two triangular solves through spsv's op (csr_spsv_kernel under a kernel backend; L, U cache its layout)
+        y = SPSV(L.values, L.col_indices, L.row_ptrs, n, r, True, True, False, L)
+        return SPSV(U.values, U.col_indices, U.row_ptrs, n, y, False, False, False, U)
 
     return Preconditioner("ilu0", (n, n), A.dtype, apply, L=L, U=U)
 
@@ -219,8 +221,8 @@ def ic0(A) -> Preconditioner:
     Lh = CSRMatrix._make(*_host.csr_transpose(F.conj() if cplx else F, Lc.col_indices, Lc.row_ptrs, (n, n)), (n, n))
 
     def apply(r):
-        y = _spsv_torch(L.values, L.col_indices, L.row_ptrs, n, r, True, False, False)
-        return _spsv_torch(Lh.values, Lh.col_indices, Lh.row_ptrs, n, y, False, False, False)
+        y = SPSV(L.values, L.col_indices, L.row_ptrs, n, r, True, False, False, L)
+        return SPSV(Lh.values, Lh.col_indices, Lh.row_ptrs, n, y, False, False, False, Lh)
 
     return Preconditioner("ic0", (n, n), A.dtype, apply, L=L, U=Lh)
 

@@ -12,7 +12,9 @@ no tensors; :mod:`trntensor.plan` turns their order into executable steps.
 Registered functions (:data:`PATHS`, extended by :func:`register`):
 
 ``"optimal"`` (aliases ``"dp"``; what ``"auto"`` uses up to :data:`AUTO_DP_MAX` operands)
-    Dynamic programming over the *connected* subsets of operands (two
+    Up to :data:`OUTER_MAX` operands, every pairwise tree (outer products
+    included, as opt_einsum's ``optimal``). Beyond,
+    dynamic programming over the *connected* subsets of operands (two
     groups are only joined when they share an index; disconnected groups
     are joined last by outer products, smallest first), with a cost cap:
     a pass keeps only partial trees whose cost is within the cap; the first
@@ -43,6 +45,10 @@ __all__ = ["PATHS", "register", "find_path", "path_cost", "AUTO_DP_MAX", "AUTO_D
 #: ``optimize="auto"`` runs "optimal" up to this many operands (first-plan times in docs/trntensor.md),
 #: "greedy" beyond.
 AUTO_DP_MAX = 20
+#: "optimal" up to this many operands searches every tree, outer products included (3**n splits: 2187 at 7);
+#: beyond, the connected-subset DP. An outer product of two small operands can pay when both then meet a
+#: large one (issue 32: 'taLv,t,tD,taZDGv,D,aG->tZL' costs 0.89x of the connected optimum that way).
+OUTER_MAX = 7
 #: ... and gives up (falling back to "greedy") after this many candidate pairs: the bound on a first
 #: plan's search, ~10 s of one core at the ~1e6 pairs/s measured; the densest random 19-20 operand
 #: networks measured (index degree 4) needed 0.8-4.1e6.
@@ -295,7 +301,8 @@ def _outside(bits: _Bits, k: int) -> int:
 
 @register("optimal")
 def optimal(terms, output, sizes, memory_limit=None, budget=None):
-    """The cheapest tree that joins only operand groups sharing an index (module docstring).
+    """The cheapest tree: of any shape up to :data:`OUTER_MAX` operands, else one that joins only operand
+    groups sharing an index (module docstring).
 
     ``budget``: candidate pairs to examine at most (None: no bound); past it
     :class:`BudgetExceeded` is raised.
@@ -303,6 +310,8 @@ def optimal(terms, output, sizes, memory_limit=None, budget=None):
     n = len(terms)
     budget = [float("inf") if budget is None else budget]
     bits = _Bits(terms, output, sizes)
+    if n <= OUTER_MAX:  # few operands: every tree, outer products included (3**n splits, cheap here)
+        return _every_tree(bits, n, memory_limit, leaf_sums=True)
     roots = []  # (size of result, kept mask, tree) per connected component
     for nodes in _components(bits, n):
         if len(nodes) == 1:
@@ -342,8 +351,16 @@ def optimal(terms, output, sizes, memory_limit=None, budget=None):
 @register("exhaustive")
 def exhaustive(terms, output, sizes, memory_limit=None):
     """Exhaustive DP over operand subsets (``3^n``): the cheapest pairwise tree of any shape."""
-    n = len(terms)
-    bits = _Bits(terms, output, sizes)
+    return _every_tree(_Bits(terms, output, sizes), len(terms), memory_limit, leaf_sums=False)
+
+
+def _every_tree(bits: _Bits, n: int, memory_limit, leaf_sums: bool):
+    """The cheapest pairwise tree of any shape, outer products included (``3^n`` splits).
+
+    ``leaf_sums``: an index held by one operand only (and not in the output) costs nothing (the plan sums
+    it as its own step before the pairwise ones, as :func:`optimal`'s leaves); else it is summed by the
+    operand's first pairwise step (``exhaustive``, opt_einsum's count).
+    """
     full = (1 << n) - 1
     union = [0] * (1 << n)
     for s in range(1, 1 << n):
@@ -357,7 +374,7 @@ def exhaustive(terms, output, sizes, memory_limit=None):
     choice = [0] * (1 << n)
     for k in range(n):
         cost[1 << k] = 0
-        kept[1 << k] = bits.masks[k]
+        kept[1 << k] = bits.masks[k] & (bits.out | _outside(bits, k)) if leaf_sums else bits.masks[k]
     for s in sorted(range(1, 1 << n), key=lambda s: bin(s).count("1")):
         if s & (s - 1) == 0:
             continue

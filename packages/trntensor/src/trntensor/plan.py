@@ -120,6 +120,31 @@ def _gemm_plan(strategy, dims, dtype):
 
 # ------------------------------------------------------------------ plan objects
 
+class PlanBackend(_backend.BackendName):
+    """:attr:`ContractionPlan.backend`: a :class:`trnsci.backend.BackendName` (``"torch"`` equals
+    ``"pytorch"``) that prints as the published trntensor printed it.
+
+    ``str()``/``print``/f-strings give the published name where there is one (``"pytorch"`` for a
+    host route, as the published DF-MP2 tutorial shows); ``repr``, hashing and serialization keep
+    the suite's name (``"torch"``); a kernel backend (``"nki"``, ``"simulator"``) prints as itself.
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other):  # the suite's name and the published alias, as BackendName (not the printed name)
+        return _backend.BackendName(str.__str__(self)).__eq__(other)
+
+    __hash__ = str.__hash__
+
+    def __str__(self) -> str:
+        mine = str.__str__(self)
+        return _backend._published(mine) or mine
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+
 @dataclass(frozen=True)
 class ContractionStep:
     """One pairwise (or single-operand) step of a :class:`ContractionPlan`.
@@ -274,13 +299,12 @@ class ContractionPlan:
     def backend(self) -> str:
         """The backend of every step (e.g. ``"torch"``), or the distinct ones joined by ``"+"``.
 
-        A :class:`trnsci.backend.BackendName`: ``"torch"`` also equals the
-        published trntensor's ``"pytorch"``.
+        A :class:`PlanBackend`: ``"torch"`` also equals the published
+        trntensor's ``"pytorch"``, and prints as it (the published DF-MP2
+        tutorial's ``print(plan.strategy, plan.backend, plan.estimated_flops)``).
         """
-        from trnsci.backend import BackendName
-
         seen = sorted({str(s.backend) for s in self.steps}) or ["torch"]
-        return BackendName("+".join(seen))
+        return PlanBackend("+".join(seen))
 
     # ---- the published trntensor's ContractionPlan fields, derived from this plan
 
@@ -1088,7 +1112,7 @@ def contract_path(subscripts, *operands, optimize="auto", memory_limit=None):
     Examples
     --------
     >>> import trntensor
-    >>> path, plan = trntensor.contract_path("ab,bc,cd->ad", (2, 100), (100, 100), (100, 2))
+    >>> path, plan = trntensor.contract_path("ab,bc,cd->ad", (5, 100), (100, 100), (100, 2))
     >>> path
     [(1, 2), (0, 1)]
     >>> trntensor.contract_path("abx,bc->ac", (2, 3, 50), (3, 4))[0]   # x summed first, on its own

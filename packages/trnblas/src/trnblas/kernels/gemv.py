@@ -49,6 +49,20 @@ trans=False:
     DMA transfers     = 1 + tm * nf + tm
 Both are the analytic minimum (each operand read once) up to the fp32
 result (``4 * len(y)`` instead of ``s * len(y)``).
+
+Triangles (``tri``): a square ``a`` read as one of its triangles, the other
+entries taken as zero -- trmv and symv on ``A`` as given, without a host pass
+forming the triangle or the symmetric matrix. ``tri`` is ``"upper"``
+(``c >= r``), ``"lower"`` (``c <= r``), ``"strict_upper"`` (``c > r``) or
+``"strict_lower"`` (``c < r``) of ``a[r, c]``; every loaded tile goes through
+one GpSimd ``affine_select`` (value ``(c0 - r0) + i - p`` against 0) before
+it is used, so the counters above gain ``GpSimd = tm tn`` (trans) or
+``tm nf`` (not trans); everything else is unchanged.
+
+Pseudocode (trans, with ``tri``)::
+
+    for nt: for mt: A_t = load A[mt, nt]; A_t = select(tri(r, c), A_t, 0)   (GpSimd)
+                    psum[0, :] += x_t^T A_t
 """
 
 from trnsci.nki import nisa, nki, nl
@@ -65,20 +79,38 @@ def fits(m, n, trans):
     return bool(trans) or n <= MAX_N
 
 
-def gemv_counts(m, n, itemsize, trans):
+#: ``tri`` -> (affine sign on the tile's column index, comparison with 0) of the kept entries a[r, c]
+TRIANGLES = {"upper": (1, "greater_equal"), "strict_upper": (1, "greater"),
+             "lower": (-1, "greater_equal"), "strict_lower": (-1, "greater")}
+
+
+def gemv_counts(m, n, itemsize, trans, tri=None):
     """The closed forms above as a dict (what the emulator must count)."""
     tm, tn, nf = cdiv(m, PMAX), cdiv(n, TN), cdiv(n, F)
     if trans:
-        return {"hbm_read_bytes": itemsize * (m * n + m), "hbm_write_bytes": 4 * n,
-                "tensor": tm * tn, "vector": tn, "dma": tm + tm * tn + tn, "flops": 2 * m * n}
-    return {"hbm_read_bytes": itemsize * (m * n + n), "hbm_write_bytes": 4 * m,
-            "tensor": tn, "vector": 1 + tn + tm * (nf + (nf > 1)), "scalar": 2 * tm * nf, "dma": 1 + tm * nf + tm,
-            "flops": 2 * PMAX * n}
+        out = {"hbm_read_bytes": itemsize * (m * n + m), "hbm_write_bytes": 4 * n,
+               "tensor": tm * tn, "vector": tn, "dma": tm + tm * tn + tn, "flops": 2 * m * n}
+        if tri:
+            out["gpsimd"] = tm * tn
+        return out
+    out = {"hbm_read_bytes": itemsize * (m * n + n), "hbm_write_bytes": 4 * m,
+           "tensor": tn, "vector": 1 + tn + tm * (nf + (nf > 1)), "scalar": 2 * tm * nf, "dma": 1 + tm * nf + tm,
+           "flops": 2 * PMAX * n}
+    if tri:
+        out["gpsimd"] = tm * nf
+    return out
+
+
+def _keep(tile, r0, c0, tri):
+    """Zero the entries of an [rows, cols] tile of a[r0:, c0:] outside triangle ``tri`` (in place, GpSimd)."""
+    sign, cmp = TRIANGLES[tri]
+    rows, cols = tile.shape
+    nisa.affine_select(tile, [[sign, cols]], -sign, tile, 0.0, cmp_op=getattr(nl, cmp), offset=sign * (c0 - r0))
 
 
 @nki.jit
-def gemv_kernel(a, x, trans):
-    """``y = a^T x`` (trans) or ``a x``: a [m, n], x [m] or [n] -> y fp32."""
+def gemv_kernel(a, x, trans, tri=None):
+    """``y = a^T x`` (trans) or ``a x``: a [m, n], x [m] or [n] -> y fp32 (``tri``: one triangle of a square a)."""
     m, n = a.shape
     tm = cdiv(m, PMAX)
     if trans:
@@ -97,6 +129,8 @@ def gemv_kernel(a, x, trans):
                 mm = min(PMAX, m - m0)
                 at = nl.ndarray((mm, nn), dtype=a.dtype, buffer=nl.sbuf, name="a_tile")
                 nisa.dma_copy(dst=at, src=a[m0:m0 + mm, n0:n0 + nn])
+                if tri:
+                    _keep(at, m0, n0, tri)
                 nisa.nc_matmul(acc, xs[0:mm, mt:mt + 1], at)
             row = nl.ndarray((1, nn), dtype=nl.float32, buffer=nl.sbuf, name="y_sbuf")
             nisa.tensor_copy(row, acc)
@@ -124,6 +158,8 @@ def gemv_kernel(a, x, trans):
             ff = min(F, n - f0)
             at = nl.ndarray((mm, ff), dtype=a.dtype, buffer=nl.sbuf, name="a_tile")
             nisa.dma_copy(dst=at, src=a[m0:m0 + mm, f0:f0 + ff])
+            if tri:
+                _keep(at, m0, f0, tri)
             t = nl.ndarray((mm, ff), dtype=nl.float32, buffer=nl.sbuf, name="products")
             nisa.tensor_tensor(t, at, xrep[0:mm, f0:f0 + ff], nl.multiply)
             nisa.activation_reduce(t, nl.copy, t, nl.add, part[:, ft:ft + 1])
