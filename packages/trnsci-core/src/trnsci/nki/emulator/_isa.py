@@ -1343,7 +1343,7 @@ def dma_transpose(call, dst, src, axes=None, priority=None, dge_mode=dge_mode.un
     _dma_options(call, priority, dge_mode, oob_mode)
     mode = dge_mode
     # The 0.6 stub names unknown/hwdge for a direct transpose; nki-dge.rst's ".ap() affects DGE mode"
-    # table (03/31/2026, later) also allows none (host-built descriptors) for a static pattern, which
+    # table (03/31/2026) also allows none (host-built descriptors) for a static pattern, which
     # nki-library's mlp_tkg passes. swdge stays the indirect (vector_offset) transpose, not emulated.
     if mode not in (_DGE.unknown, _DGE.hwdge, _DGE.none):
         call.fail(f"dge_mode must be unknown, hwdge or none for a direct (static) transpose, got {mode}"
