@@ -145,3 +145,57 @@ def pe_transpose_bf16(x, bias=None):
     out = nl.ndarray((f, p), dtype=x.dtype, buffer=nl.shared_hbm)
     nisa.dma_copy(dst=out, src=res)
     return out
+
+
+@nki.jit
+def lnc_shard_on_i_swiglu(xT, w_gate, w_up, w_down, affinity, previous):
+    """One expert's SwiGLU block sharded on the intermediate dim over an LNC2 pair, in bf16 the way
+    nki-library's blockwise MoE keeps its intermediates.
+
+    Dimensions: xT (H, T) bf16, w_gate / w_up (H, I), w_down (I, H) bf16, affinity (T, 1) fp32,
+    previous (T, H) bf16; H = T = P, I = 2P (core r owns intermediate rows [rP, (r+1)P)).
+
+    Pseudocode (core r, i = its intermediate half):
+        g, u = (x @ w_gate[:, i]).T, (x @ w_up[:, i]).T           # fp32 PSUM -> fp32 SBUF
+        m = bf16(bf16(silu(g)) * u)                                  # (P, T)
+        part_r = bf16(m.T @ w_down[i])                               # (T, H), fp32 PSUM -> bf16
+        s = bf16(part_r + part_other)                                # via sendrecv
+        out[rows of core r] = bf16(s * affinity + previous)          # scalar_tensor_tensor
+    """
+    h, t = xT.shape
+    r = nl.program_id(0)
+    out = nl.ndarray((t, h), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    xs = nl.ndarray((h, t), dtype=xT.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=xs, src=xT)
+    proj = []
+    for w in (w_gate, w_up):
+        ws = nl.ndarray((h, P), dtype=w.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=ws, src=w[:, r * P:(r + 1) * P])
+        acc = nl.ndarray((P, t), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=ws, moving=xs)
+        sb = nl.ndarray((P, t), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=sb, src=acc)
+        proj.append(sb)
+    act = nl.ndarray((P, t), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.activation(dst=act, op=nl.silu, data=proj[0], scale=1.0)
+    mid = nl.ndarray((P, t), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=mid, data1=act, data2=proj[1], op=nl.multiply)
+    wd = nl.ndarray((P, h), dtype=w_down.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=wd, src=w_down[r * P:(r + 1) * P, :])
+    down = nl.ndarray((t, h), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=down, stationary=mid, moving=wd)
+    part = nl.ndarray((t, h), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=part, src=down)
+    theirs = nl.ndarray((t, h), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.sendrecv(src=part, dst=theirs, send_to_rank=1 - r, recv_from_rank=1 - r, pipe_id=0)
+    total = nl.ndarray((t, h), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=total, data1=part, data2=theirs, op=nl.add)
+    aff = nl.ndarray((t, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=aff, src=affinity)
+    prev = nl.ndarray((t, h), dtype=previous.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=prev, src=previous)
+    res = nl.ndarray((t, h), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.scalar_tensor_tensor(dst=res, data=total, op0=nl.multiply, operand0=aff, op1=nl.add, operand1=prev)
+    half = t // 2
+    nisa.dma_copy(dst=out[r * half:(r + 1) * half, :], src=res[r * half:(r + 1) * half, :])
+    return out

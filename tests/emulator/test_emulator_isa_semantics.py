@@ -463,6 +463,28 @@ def test_dma_transpose_2d_and_3d():
     assert prof.by_instruction["nisa.dma_transpose@dma"] == 2
 
 
+def test_dma_transpose_static_dge_none_4d():
+    """nki-dge.rst allows dge_mode.none for a static dma_transpose (nki-library's mlp_tkg bias load);
+    the 4-D permutation is (3, 1, 2, 0) per the isa stub; swdge (the indirect transpose) is refused."""
+    b = np.arange(2 * 1 * 3 * 5, dtype=np.float16).reshape(2, 1, 3, 5)
+
+    def body(x):
+        t = _tile((5, 1, 3, 2), nl.float16)
+        nisa.dma_transpose(dst=t, src=x, dge_mode=nisa.dge_mode.none)
+        return t
+
+    t, _ = _run(body, b)
+    np.testing.assert_array_equal(t, b.transpose(3, 1, 2, 0))
+
+    def bad(x):
+        t = _tile((5, 1, 3, 2), nl.float16)
+        nisa.dma_transpose(dst=t, src=x, dge_mode=nisa.dge_mode.swdge)
+        return t
+
+    with pytest.raises(NkiValidationError, match="unknown, hwdge or none"):
+        _run(bad, b)
+
+
 def test_dma_transpose_dst_shape_enforced():
     with pytest.raises(NkiValidationError, match="must equal the transposed"):
         _run(lambda x: (nisa.dma_transpose(_tile((2, 3)), x), _tile((1, 1)))[1], np.zeros((2, 3), F32))

@@ -1342,8 +1342,12 @@ def dma_transpose(call, dst, src, axes=None, priority=None, dge_mode=dge_mode.un
         call.fail("indirect (access-pattern) sources are not emulated yet; pass a tensor")
     _dma_options(call, priority, dge_mode, oob_mode)
     mode = dge_mode
-    if mode not in (_DGE.unknown, _DGE.hwdge):
-        call.fail(f"dge_mode must be unknown or hwdge for a direct transpose, got {mode}")
+    # The 0.6 stub names unknown/hwdge for a direct transpose; nki-dge.rst's ".ap() affects DGE mode"
+    # table (03/31/2026) also allows none (host-built descriptors) for a static pattern, which
+    # nki-library's mlp_tkg passes. swdge stays the indirect (vector_offset) transpose, not emulated.
+    if mode not in (_DGE.unknown, _DGE.hwdge, _DGE.none):
+        call.fail(f"dge_mode must be unknown, hwdge or none for a direct (static) transpose, got {mode}"
+                  " (nki-dge.rst: swdge is the indirect, vector_offset transpose)")
     perm = _DMA_T_AXES.get(src.ndim)
     if perm is None:
         call.fail(f"'src' must be 2-D, 3-D or 4-D, got shape {src.shape}")
