@@ -271,13 +271,25 @@ def _make_factory(op):
 
 
 class _BackendModule:
-    """``torch.neuron`` for the stand-in: one device, always available."""
+    """``torch.neuron`` for the stand-in: one device, available only inside a :func:`device` block.
+
+    Outside the block the registration stays (PrivateUse1 cannot be
+    unregistered) but torch sees no available accelerator, so code that asks
+    ``torch.accelerator`` (torch's RNG freezing in ``opcheck``, for one)
+    behaves as on a machine without the device.
+    """
 
     def is_initialized(self) -> bool:
         return True
 
     def is_available(self) -> bool:
-        return True
+        return bool(_active)
+
+    def get_rng_state(self, device=None) -> torch.Tensor:
+        return torch.get_rng_state()  # the stand-in's tensors live in CPU memory, drawn by the CPU generator
+
+    def set_rng_state(self, new_state, device=None) -> None:
+        torch.set_rng_state(new_state)
 
     def current_device(self) -> int:
         return 0
