@@ -132,14 +132,36 @@ def test_simulator_matches_torch_path():
 
 
 @pytest.mark.simulator
-def test_simulator_bfloat16_integrals():
+def _rounded_products_reference(B, eo, ev):
+    """:func:`_loop_reference` with every bf16 x bf16 product of T rounded to bf16 (round to nearest even)
+    before the sum, as the Tensor Engine of trn1/trn2 does (the emulator's default, docs/emulator.md)."""
+    import ml_dtypes
+
+    nocc = B.shape[0]
+    e = np.zeros((nocc, nocc))
+    for i in range(nocc):
+        for j in range(nocc):
+            P = B[i][:, None, :] * B[j][None, :, :]  # exact in float64: 8-bit x 8-bit significands
+            T = P.astype(ml_dtypes.bfloat16).astype(np.float64).sum(-1)
+            D = eo[i] + eo[j] - ev[:, None] - ev[None, :]
+            e[i, j] = np.sum(T * (2 * T - T.T) / D)
+    return e
+
+
+@pytest.mark.parametrize("products", ["rounded", "exact"])
+def test_simulator_bfloat16_integrals(products):
+    from trnsci.nki.emulator import numerics
+
     B, eo, ev = _random_system(4, 30, 20, seed=4)
     Bb = torch.from_numpy(B).bfloat16()
-    ref = _loop_reference(Bb.double().numpy(), eo, ev).sum()  # same rounded integrals
-    with trnsci.use_backend("simulator"), nki.capture() as runs:
+    Bd = Bb.double().numpy()  # same rounded integrals
+    ref = (_rounded_products_reference if products == "rounded" else _loop_reference)(Bd, eo, ev).sum()
+    with trnsci.use_backend("simulator"), nki.capture() as runs, numerics.bf16_products(products):
         E = mp2_energy(Bb, torch.from_numpy(eo), torch.from_numpy(ev))
     assert len(runs) == 1
-    assert float(E) == pytest.approx(ref, rel=1e-5)  # fp32 accumulation of exact bf16 products
+    # the same products as the reference, summed in fp32 over 20 auxiliary entries: 1e-5 relative is
+    # ~100x that accumulation's error; the two references differ by ~1e-4 relative, so each mode is told apart
+    assert float(E) == pytest.approx(ref, rel=1e-5)
 
 
 @pytest.mark.simulator
@@ -218,7 +240,9 @@ def test_dfmp2_from_pyscf_with_frozen_core_and_default_auxbasis():
         trnblas.df_factors(mf, frozen=5)
     with trnsci.use_backend("simulator"), nki.capture() as runs:
         e32 = trnblas.dfmp2(mf, frozen=1, dtype=torch.float32)
-    assert len(runs) == 1
+    # the AO->MO transform on the GEMM kernel, then the fused pair-energy kernel
+    kernels = [r.kernel for r in runs]
+    assert kernels[-1] == "mp2_pair_energy_kernel" and set(kernels[:-1]) == {"gemm_kernel"}
     assert e32 == pytest.approx(DFMP2(mf, frozen=1).kernel()[0], abs=1e-6)  # fp32 kernel
 
 
