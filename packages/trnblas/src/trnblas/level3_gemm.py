@@ -263,7 +263,7 @@ def _gemm_operands(where, A, B, C, transA, transB, dtypes):
     return A, B, C, tA, tB, m, n, k
 
 
-def _run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k, op=GEMM):
+def _run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k):
     """GEMM on canonical operands: quick returns, batch broadcasting, the Op call."""
     dtype, device = A.dtype, A.device
     if A.dim() == 2 and B.dim() == 2:
@@ -272,7 +272,7 @@ def _run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k, op=GEMM):
                              A=A, B=B, C=C)
         if alpha == 0 or k == 0 or m == 0 or n == 0:
             return _scaled(beta, C, (m, n), dtype, device)
-        return call(op, alpha, A, B, beta, C if beta != 0 else None, tA, tB)
+        return call(GEMM, alpha, A, B, beta, C if beta != 0 else None, tA, tB)
     try:
         batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     except RuntimeError:
@@ -342,7 +342,7 @@ def gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None,
         exactly and the host adds the slice products in float64 (the
         Ozaki scheme, :mod:`trnblas._ozaki`): with ``s = floor((24 -
         ceil(log2 k)) / 2)`` bits per slice and ``S`` slices
-        (``S s >= 53 + ceil(log2(8 S + 16))``; ``S = 7`` for ``k <= 64``),
+        (``S s >= 53 + ceil(log2(8 S + 16))``; ``S = 7`` for ``17 <= k <= 64``),
         ``S`` kernel launches and ``S (S + 1) / 2`` slice products, and per
         entry ``|C_ij - c_ij| <= |alpha| eps k max_l |a_il| max_l |b_lj| +
         2^-52 |beta C0_ij|`` with ``eps = (8 S + 16) 2^(-S s) + 4 S (S + 1)
@@ -415,7 +415,12 @@ def _run_gemm_fp64(where, alpha, A, B, beta, C, tA, tB, m, n, k):
     A, B = A.to(f64), B.to(f64)
     C = None if C is None else C.to(f64)
     if A.dim() == 2 and B.dim() == 2:
-        return _run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k, op=GEMM_FP64).to(dtype)
+        if C is not None and (C.dim() != 2 or C.shape[0] != m or C.shape[1] != n):
+            raise v.mismatch(where, f"C must have shape ({m}, {n}) = (rows of op(A), columns of op(B))",
+                             A=A, B=B, C=C)
+        if alpha == 0 or k == 0 or m == 0 or n == 0:
+            return _scaled(beta, C, (m, n), f64, A.device).to(dtype)
+        return call(GEMM_FP64, alpha, A, B, beta, C if beta != 0 else None, tA, tB).to(dtype)
     try:
         batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     except RuntimeError:
