@@ -164,3 +164,12 @@ def test_bad_precision_is_named():
     with pytest.raises(TypeError, match="precision='fp64' takes real"):
         trnblas.gemm(1.0, A.to(torch.complex128), A.to(torch.complex128), precision="fp64")
     assert torch.equal(trnblas.gemm(1.0, A, A, precision="default"), trnblas.gemm(1.0, A, A))
+
+
+def test_gradients_are_the_gemm_formulas():
+    """The op's backward (two trnblas.gemm_fp64 calls) against torch's finite differences."""
+    g = torch.Generator().manual_seed(9)
+    A = torch.randn(5, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    B = torch.randn(6, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    with trnsci.use_backend("torch"):
+        assert torch.autograd.gradcheck(lambda a, b: trnblas.gemm(0.5, a, b, transB="T", precision="fp64"), (A, B))

@@ -189,6 +189,8 @@ GEMM.backward(lambda inputs, output, g, needs: _gemm_backward(GEMM, inputs, outp
               formula=_GEMM_GRAD, runs="two `trnblas.gemm` calls")
 BATCHED_GEMM.backward(lambda inputs, output, g, needs: _gemm_backward(BATCHED_GEMM, inputs, output, g, needs),
                       formula=_GEMM_GRAD, runs="two `trnblas.batched_gemm` calls")
+GEMM_FP64.backward(lambda inputs, output, g, needs: _gemm_backward(GEMM_FP64, inputs, output, g, needs),
+                   formula=_GEMM_GRAD, runs="two `trnblas.gemm_fp64` calls")
 
 
 # a settled route that calls torch.mm embodies a host-route choice: dropped whenever the choices may change
