@@ -250,7 +250,6 @@ def test_mp2_fp64_mode_on_the_kernels_matches_pyscf_to_1e8(atoms, spin):
     through exact integer slices, float64 accumulation on the host. Bound from the issue: 1e-8 Eh from
     PySCF's DFMP2/DFUMP2 (observed ~1e-16 Eh, docs/chem.md); the float32 kernel path misses it."""
     import torch
-
     from pyscf import scf as pscf
 
     from trnsci import nki

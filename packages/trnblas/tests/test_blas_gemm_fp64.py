@@ -39,7 +39,8 @@ def _check(R, A, B, alpha=1.0, beta=0.0, C0=None):
     k = A.shape[1]
     bound = _ozaki.error_bound(alpha, torch.from_numpy(A), torch.from_numpy(B), beta,
                                None if C0 is None else torch.from_numpy(C0)).numpy()
-    numpy_err = (k + 2) * 2.0 ** -53 * (abs(alpha) * (np.abs(A) @ np.abs(B)) + abs(beta) * (0 if C0 is None else np.abs(C0)))
+    c0 = 0.0 if C0 is None else np.abs(C0)
+    numpy_err = (k + 2) * 2.0 ** -53 * (abs(alpha) * (np.abs(A) @ np.abs(B)) + abs(beta) * c0)
     err = np.abs(np.asarray(R, dtype=np.float64) - ref)
     assert np.all(err <= bound + numpy_err), float(np.max(err / (bound + numpy_err + 1e-300)))
     return ref, bound + numpy_err

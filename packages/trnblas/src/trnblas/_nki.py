@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import torch
 
+from trnblas import _ozaki
 from trnblas.chem import MP2_ENERGY, result_dtype
 from trnblas.kernels.batched_gemm import batched_gemm_kernel
 from trnblas.kernels.gemm import gemm_counts, gemm_kernel, max_k
@@ -44,7 +45,6 @@ from trnblas.kernels.trsm import MAX_N as TRSM_MAX_N
 from trnblas.kernels.trsm import TB as TRSM_BLOCK
 from trnblas.kernels.trsm import fits as trsm_fits
 from trnblas.kernels.trsm import trsm_counts, trsm_kernel
-from trnblas import _ozaki
 from trnblas.level3 import BATCHED_GEMM, GEMM, GEMM_EX, SYRK, TRSM
 from trnblas.level3_gemm import GEMM_FP64
 from trnsci import _linalg as la
