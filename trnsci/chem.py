@@ -439,10 +439,11 @@ def _ao2mo_block(pqL, q, *, Co, Cv, V, p0) -> None:
     q0, q1 = q
     nq = q1 - q0
     eri = torch.from_numpy(lib.unpack_tril(pqL.T[q0:q1])).to(Co.dtype)  # (nq, nao, nao)
-    Y = trnblas.gemm(1.0, eri.view(nq * nao, nao), Co).view(nq, nao, nocc)
+    prec = _PRECISION.get()
+    Y = trnblas.gemm(1.0, eri.view(nq * nao, nao), Co, precision=prec).view(nq, nao, nocc)
     del eri
     Y = Y.transpose(1, 2).reshape(nq * nocc, nao)
-    W = trnblas.gemm(1.0, Y, Cv).view(nq, nocc, nvir)
+    W = trnblas.gemm(1.0, Y, Cv, precision=prec).view(nq, nocc, nvir)
     V[:, :, p0 + q0:p0 + q1] = W.permute(1, 2, 0)
 
 
@@ -460,6 +461,33 @@ def _cached_cderi(mf, auxbasis):
 #: dtype of the AO->MO GEMM operands; float32 puts them on trnblas's kernels on the device path
 #: (set by :func:`df_mp2` for ``dtype`` float32/bfloat16 there; ``V`` and the fit stay float64).
 _AO_DTYPE: contextvars.ContextVar = contextvars.ContextVar("trnsci_chem_ao_dtype", default=torch.float64)
+
+
+#: ``precision`` of the pipeline's trnblas GEMMs (None, or "fp64" from ``df_mp2(precision="fp64")``);
+#: a context variable, so the ao2mo worker threads (copies of the caller's context) see it.
+_PRECISION: contextvars.ContextVar = contextvars.ContextVar("trnsci_chem_precision", default=None)
+
+
+@contextmanager
+def _precision_scope(precision):
+    token = _PRECISION.set(precision)
+    try:
+        yield
+    finally:
+        _PRECISION.reset(token)
+
+
+def _check_precision(precision, dtype, where: str):
+    """None or "fp64" (which needs ``dtype`` float64); "default" is None."""
+    if precision is None:
+        return None
+    if not isinstance(precision, str):
+        raise TypeError(f"{where}: precision must be None, 'default' or 'fp64', got {type(precision).__name__}")
+    if precision not in ("default", "fp64"):
+        raise ValueError(f"{where}: precision must be None, 'default' or 'fp64', got {precision!r}")
+    if precision == "fp64" and dtype != torch.float64:
+        raise ValueError(f"{where}: precision='fp64' computes in float64; dtype must be torch.float64, got {dtype}")
+    return None if precision == "default" else precision
 
 
 def _ao_operands(c_occ, c_vir):
@@ -572,7 +600,7 @@ def _build_Bs(mol, auxmol, orbitals, max_memory_mb, timings, backends, progress)
                 # B L^T = V  <=>  B = V L^{-T}; then B B^T = V J^{-1} V^T
                 B = trnblas.trsm(1.0, M, Vf, side="right", uplo="lower", trans=True)
             else:
-                B = trnblas.gemm(1.0, Vf, M)
+                B = trnblas.gemm(1.0, Vf, M, precision=_PRECISION.get())
             out.append(B.view(nocc, nvir, -1))
     return out
 
@@ -582,10 +610,38 @@ def _energy(B, eps_occ, eps_vir, max_memory_mb, timings, backends, progress):
 
     progress.show("energy", 0, 1)
     with _stage("energy", timings, backends):
-        pairs = trnblas.mp2_pair_energies(B, eps_occ, eps_vir, max_memory=max_memory_mb)
+        if _PRECISION.get() == "fp64" and _device_path():
+            pairs = _pairs_fp64(B, eps_occ, eps_vir, max_memory_mb)
+        else:
+            pairs = trnblas.mp2_pair_energies(B, eps_occ, eps_vir, max_memory=max_memory_mb)
         e = float(pairs.double().sum())
     progress.show("energy", 1, 1)
     return e, pairs
+
+
+def _pairs_fp64(B, eps_occ, eps_vir, max_memory_mb):
+    """Closed-shell pair energies with ``(ia|jb)`` from :func:`trnblas.gemm` at ``precision="fp64"``
+    (on the device path: the Ozaki slices on the float32 GEMM kernel), the rest in float64 on the host.
+
+    ``e_ij = sum_ab T_ab (2 T_ab - T_ba) / (e_i + e_j - e_a - e_b)`` with ``T = (ia|jb)``, one block of
+    occupied ``i`` against all ``j`` per GEMM (sized to ``max_memory``).
+    """
+    import trnblas
+
+    B = B.double()
+    eo, ev = eps_occ.double(), eps_vir.double()
+    nocc, nvir, naux = B.shape
+    Bf = B.reshape(nocc * nvir, naux)
+    vv = ev[:, None, None] + ev[None, None, :]
+    pairs = torch.empty((nocc, nocc), dtype=torch.float64)
+    step = max(1, min(nocc, int(max_memory_mb * 2**20 // max(8 * 4 * nvir * nocc * nvir, 1))))
+    for i0 in range(0, nocc, step):
+        i1 = min(i0 + step, nocc)
+        T = trnblas.gemm(1.0, Bf[(i0 * nvir):(i1 * nvir)], Bf, transB=True, precision="fp64")
+        T = T.view(i1 - i0, nvir, nocc, nvir)
+        D = (eo[i0:i1, None, None, None] + eo[None, None, :, None]) - vv[None]
+        pairs[i0:i1] = (T * (2 * T - T.permute(0, 3, 2, 1)) / D).sum(dim=(1, 3))
+    return pairs
 
 
 def _ump2_energy(Bs, eos, evs, dtype, max_memory_mb, timings, backends, progress):
@@ -617,7 +673,8 @@ def _ump2_energy(Bs, eos, evs, dtype, max_memory_mb, timings, backends, progress
             step = max(1, min(ni_all, int(max_memory_mb * 2**20 // max(per_i, 1))))
             for i0 in range(0, ni_all, step):
                 i1 = min(i0 + step, ni_all)
-                T = trnblas.gemm(1.0, Bi[i0:i1].reshape((i1 - i0) * nva, naux), Bjf, transB=True)
+                T = trnblas.gemm(1.0, Bi[i0:i1].reshape((i1 - i0) * nva, naux), Bjf, transB=True,
+                                 precision=_PRECISION.get())
                 T = T.view(i1 - i0, nva, nj, nvb).double()
                 D = (eo_i[i0:i1, None, None, None] + eo_j[None, None, :, None]) - vv[None]
                 if s == t:
@@ -673,7 +730,7 @@ def df_factors(mf, auxbasis=None, *, frozen=None, max_memory=None):
 
 
 def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None, max_memory=None,
-           progress=True, pair_energies=False, process_group=None) -> DFMP2Result:
+           progress=True, pair_energies=False, process_group=None, precision=None) -> DFMP2Result:
     """DF-MP2 energy of a converged mean field, stage by stage across the suite.
 
     Parameters
@@ -709,6 +766,16 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
         occupied orbitals, one all-reduce of the pair energies; every rank
         gets the same result. ``torch.distributed.group.WORLD`` for all
         ranks. See :mod:`trnsci.chem_distributed` and docs/distributed.md.
+    precision : {None, "default", "fp64"}, optional
+        ``"fp64"`` (with ``dtype`` float64): every trnblas GEMM of the
+        pipeline (AO->MO, the eigen-fit's product, the ``(ia|jb)`` blocks of
+        the energy) runs at ``trnblas.gemm(..., precision="fp64")``; on the
+        device path (backends ``"nki"``/``"simulator"``) that puts them on
+        the float32 GEMM kernel through exact integer slices (Ozaki scheme,
+        float64 accumulation on the host; the closed-shell energy then sums
+        its ``(ia|jb)`` blocks on the host in float64 instead of the fused
+        float32 kernel). On torch it changes nothing (float64 throughout).
+        docs/chem.md gives the measured agreement with PySCF.
 
     Returns
     -------
@@ -721,10 +788,11 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
     ImportError
         PySCF is not installed (``pip install 'trnsci[chem]'``).
     TypeError
-        ``mf`` is not a PySCF mean field after ``kernel()``; bad ``dtype``
-        or ``max_memory``.
+        ``mf`` is not a PySCF mean field after ``kernel()``; bad ``dtype``,
+        ``max_memory`` or ``precision``.
     ValueError
-        ROHF or unconverged ``mf``; ``frozen`` out of range.
+        ROHF or unconverged ``mf``; ``frozen`` out of range; ``precision``
+        not one of its values, or ``"fp64"`` with a ``dtype`` below float64.
 
     Notes
     -----
@@ -745,7 +813,10 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
     True
     """
     where = "df_mp2"
+    precision = _check_precision(precision, _check_dtype(dtype, where), where)
     if process_group is not None:
+        if precision is not None:
+            raise ValueError(f"{where}: precision='fp64' is not available with process_group yet")
         from trnsci.chem_distributed import df_mp2_distributed
 
         return df_mp2_distributed(mf, process_group, auxbasis=auxbasis, frozen=frozen, dtype=dtype,
@@ -753,7 +824,8 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
     _pyscf()
     dtype = _check_dtype(dtype, where)
     if _is_unrestricted(mf):
-        return _df_ump2(mf, auxbasis, frozen, dtype, backend, max_memory, progress, where)
+        with _precision_scope(precision):
+            return _df_ump2(mf, auxbasis, frozen, dtype, backend, max_memory, progress, where)
     t_start = time.perf_counter()
     c_occ, c_vir, eo, ev, nfrozen = _orbitals(mf, frozen, where)
     mm = _max_memory(max_memory, getattr(mf, "max_memory", 4000), where)
@@ -762,7 +834,7 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
     backends: dict = {}
     bar = _Progress(progress, f"DF-MP2 {mf.mol.nao_nr()} bf")
     try:
-        with _backend_scope(backend), _ao_dtype(dtype):
+        with _backend_scope(backend), _ao_dtype(dtype), _precision_scope(precision):
             cderi = _cached_cderi(mf, auxbasis)
             if cderi is not None:
                 B = _B_from_cderi(cderi, c_occ, c_vir, timings, backends)

@@ -62,7 +62,8 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         "scal": "complex64: real alpha on the real view, complex alpha on caxpby_kernel",
         "rot": "complex64: real s on the real view, complex s on caxpby_kernel",
         "geam": "complex64: real alpha/beta on the real view, complex ones on caxpby_kernel",
-        "gemm": "complex64 as one real GEMM [ar ai] @ [[br, bi], [-bi, br]]",
+        "gemm": ("complex64 as one real GEMM [ar ai] @ [[br, bi], [-bi, br]]; float64 only with "
+                 "precision='fp64' (exact integer slices on the float32 kernel, float64 sums on the host)"),
         "df_factors": "host DF setup (PySCF integrals); its contractions run through gemm",
         "dfmp2": "the DF-MP2 driver: SCF and integrals on the host (PySCF); its energy step is mp2_energy",
     },

@@ -38,6 +38,10 @@ CASES = {
         (trnblas.gemm, (1.0, _t(4, 3900), _t(3900, 5))),  # K split on the host: two kernel runs, no closed form
         (trnblas.trmm, (1.0, _tri(6), _t(6, 4))),  # reaches GEMM through trmm
     ],
+    "trnblas.gemm_fp64": [
+        (trnblas.gemm, (1.0, _t(20, 30, dtype=F64), _t(30, 10, dtype=F64)), {"precision": "fp64"}),  # 7 launches
+        (trnblas.gemm, (1.0, _t(4, 3900, dtype=F64), _t(3900, 5, dtype=F64)), {"precision": "fp64"}),  # K split
+    ],
     "trnblas.batched_gemm": [
         (trnblas.batched_gemm, (1.0, _t(3, 5, 6), _t(3, 6, 7))),
         (trnblas.gemm, (1.0, _t(2, 5, 6, dtype=torch.complex64), _t(6, 7, dtype=torch.complex64))),

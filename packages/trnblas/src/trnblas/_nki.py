@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import torch
 
+from trnblas import _ozaki
 from trnblas.chem import MP2_ENERGY, result_dtype
 from trnblas.kernels.batched_gemm import batched_gemm_kernel
 from trnblas.kernels.gemm import gemm_counts, gemm_kernel, max_k
@@ -45,6 +46,7 @@ from trnblas.kernels.trsm import TB as TRSM_BLOCK
 from trnblas.kernels.trsm import fits as trsm_fits
 from trnblas.kernels.trsm import trsm_counts, trsm_kernel
 from trnblas.level3 import BATCHED_GEMM, GEMM, GEMM_EX, SYRK, TRSM
+from trnblas.level3_gemm import GEMM_FP64
 from trnsci import _linalg as la
 from trnsci import nki
 
@@ -132,6 +134,68 @@ def _run_any_gemm(kernel, A, B, transA, transB):
 @GEMM.lowering("nki", dtypes=GEMM_DTYPES, counts=_gemm_counts)
 def _gemm_nki(alpha, A, B, beta, C, transA, transB):
     return _finish(_run_any_gemm(gemm_kernel, A, B, transA, transB), alpha, beta, C, A.dtype)
+
+
+def _fp64_supports(alpha, A, B, beta, C, transA, transB):
+    k = la.op_shape(A, transA)[1]
+    if k > 2 ** 18:
+        return f"precision='fp64' with k={k} > 2^18: slices of 2 bits or fewer (fp64 GEMM on the host instead)"
+    return None
+
+
+def _fp64_counts(alpha, A, B, beta, C, transA, transB):
+    """The ``S`` launches of ``gemm_kernel`` (launch ``t``: ``m x (S + 1 - t) n x k``), summed, with the
+    slicing; None when the host splits K (k > :func:`max_k`)."""
+    m, k = la.op_shape(A, transA)
+    n = la.op_shape(B, transB)[1]
+    p = _ozaki.plan(k)
+    parts = [_gemm_figures(m, (p["slices"] + 1 - t) * n, k, 4) for t in range(1, p["slices"] + 1)]
+    if any(f is None for f in parts):
+        return None
+    total: dict = {"kernel": f"gemm_kernel x {p['launches']} (Ozaki: {p['slices']} slices of "
+                             f"{p['slice_bits']} bits, {p['products']} slice products)",
+                   "kernels": [f["kernel"] for f in parts]}
+    for f in parts:
+        for key, val in f.items():
+            if key != "kernel":
+                total[key] = total.get(key, 0) + val
+    return total
+
+
+@GEMM_FP64.lowering("nki", dtypes=(torch.float64,), supports=_fp64_supports, counts=_fp64_counts)
+def _gemm_fp64_nki(alpha, A, B, beta, C, transA, transB):
+    """float64 ``alpha op(A) op(B) + beta C`` from exact fp32 kernel products of integer slices
+    (:mod:`trnblas._ozaki`): launch ``t`` is ``I_t @ [J_1 | ... | J_(S+1-t)]``; the host scales each
+    slice product by its power of two and adds them in float64, smallest first."""
+    a = la.op(A, transA)
+    b = la.op(B, transB)
+    if not (torch.isfinite(a).all() and torch.isfinite(b).all()):  # NaN/Inf: the float64 GEMM propagates them
+        R = a @ b
+        return _finish64(R, alpha, beta, C)
+    m, k = a.shape
+    n = b.shape[1]
+    p = _ozaki.plan(k)
+    s, S = p["slice_bits"], p["slices"]
+    ea, Ia = _ozaki.scaled_slices(a, 1, s, S)
+    fb, Jb = _ozaki.scaled_slices(b, 0, s, S)
+    parts = []
+    for t in range(1, S + 1):
+        P = _run_gemm_kernel(gemm_kernel, Ia[t - 1].mT.contiguous(), torch.cat(Jb[:S + 1 - t], dim=1))
+        parts.append(P.to(torch.float64))
+    R = torch.zeros((m, n), dtype=torch.float64, device=a.device)
+    for d in range(S + 1, 1, -1):  # t + u = d, the smallest terms first
+        for t in range(max(1, d - S), min(S, d - 1) + 1):
+            u = d - t
+            R.add_(parts[t - 1][:, (u - 1) * n:u * n], alpha=2.0 ** (-d * s))
+    return _finish64(_ozaki.unscale(R, ea, fb), alpha, beta, C)
+
+
+def _finish64(R, alpha, beta, C):
+    if alpha != 1:
+        R = R.mul_(alpha)
+    if C is not None and beta != 0:
+        R = R.add_(C, alpha=beta)
+    return R
 
 
 def _gemm_ex_supports(alpha, A, B, beta, C, transA, transB, compute_dtype):

@@ -1,7 +1,8 @@
 """BLAS level 3: matrix-matrix operations (cuBLAS ``cublas<t>gemm`` and friends), by family.
 
 * :mod:`trnblas.level3_gemm` -- gemm, batched_gemm, strided_batched_gemm, gemm_ex,
-  geam, dgmm; ops ``GEMM``, ``BATCHED_GEMM``, ``GEMM_EX``
+  geam, dgmm; ops ``GEMM``, ``BATCHED_GEMM``, ``GEMM_EX``,
+  ``GEMM_FP64``
 * :mod:`trnblas.level3_symmetric` -- symm, hemm, syrk, herk, syr2k, her2k; op ``SYRK``
 * :mod:`trnblas.level3_triangular` -- trmm, trsm; op ``TRSM``
 
@@ -30,6 +31,7 @@ from trnblas.level3_gemm import (  # noqa: F401
     GEAM,
     GEMM,
     GEMM_EX,
+    GEMM_FP64,
     batched_gemm,
     dgmm,
     geam,
@@ -44,5 +46,5 @@ __all__ = [
     "gemm", "batched_gemm", "strided_batched_gemm", "gemm_ex",
     "symm", "hemm", "syrk", "herk", "syr2k", "her2k",
     "trmm", "trsm", "geam", "dgmm",
-    "GEMM", "BATCHED_GEMM", "GEMM_EX", "SYRK", "SYR2K", "TRSM", "GEAM", "DGMM",
+    "GEMM", "BATCHED_GEMM", "GEMM_EX", "GEMM_FP64", "SYRK", "SYR2K", "TRSM", "GEAM", "DGMM",
 ]

@@ -7,6 +7,8 @@ Ops (torch lowerings here, NKI lowerings in :mod:`trnblas._nki`):
                    (not yet transposed), ``C`` an ``(m, n)`` tensor or None
 ``BATCHED_GEMM``   the same with 3-D ``A``, ``B``, ``C`` (batch first)
 ``GEMM_EX``        ``(..., compute_dtype)``: inputs kept in their dtype
+``GEMM_FP64``      ``GEMM``'s arguments, float64 2-D: ``gemm(..., precision="fp64")``
+                   (the kernel path slices the operands, :mod:`trnblas._ozaki`)
 =================  ============================================================
 
 Every lowering returns a new tensor; the public layer handles ``out=``,
@@ -28,7 +30,7 @@ from trnsci.dispatch import Op
 from trnsci.settled import call, public, settles
 
 __all__ = ["gemm", "batched_gemm", "strided_batched_gemm", "gemm_ex", "geam", "dgmm",
-           "GEMM", "BATCHED_GEMM", "GEMM_EX", "GEAM", "DGMM"]
+           "GEMM", "BATCHED_GEMM", "GEMM_EX", "GEMM_FP64", "GEAM", "DGMM"]
 
 # ===================================================================== ops
 
@@ -71,6 +73,12 @@ BATCHED_GEMM = Op(
 GEMM_EX = Op(
     "trnblas.gemm_ex", "flops", 2 * 512**3, size=_gemm_flops, describe=_gemm_describe,
     doc="one GEMM with inputs in one dtype and products accumulated in compute_dtype; flops = 2 m n k",
+)
+GEMM_FP64 = Op(
+    "trnblas.gemm_fp64", "flops", 2 * 512**3, size=_gemm_flops, describe=_gemm_describe,
+    doc="one float64 GEMM at float64 accuracy (precision='fp64'); flops = 2 m n k of the float64 product",
+    schema="(Scalar alpha, Tensor A, Tensor B, Scalar beta, Tensor? C, str transA, str transB) -> Tensor",
+    fake=_gemm_fake,
 )
 
 GEAM = Op(
@@ -181,6 +189,8 @@ GEMM.backward(lambda inputs, output, g, needs: _gemm_backward(GEMM, inputs, outp
               formula=_GEMM_GRAD, runs="two `trnblas.gemm` calls")
 BATCHED_GEMM.backward(lambda inputs, output, g, needs: _gemm_backward(BATCHED_GEMM, inputs, output, g, needs),
                       formula=_GEMM_GRAD, runs="two `trnblas.batched_gemm` calls")
+GEMM_FP64.backward(lambda inputs, output, g, needs: _gemm_backward(GEMM_FP64, inputs, output, g, needs),
+                   formula=_GEMM_GRAD, runs="two `trnblas.gemm_fp64` calls")
 
 
 # a settled route that calls torch.mm embodies a host-route choice: dropped whenever the choices may change
@@ -201,6 +211,12 @@ def _(alpha, A, B, beta, C, transA, transB):
     if C is None or beta == 0:
         return (torch.bmm, (1, 2)) if alpha == 1 else None
     return torch.baddbmm, (4, 1, 2, ("beta", 3), ("alpha", 0))
+
+
+@GEMM_FP64.lowering("torch")
+def _gemm_fp64_torch(alpha, A, B, beta, C, transA, transB):
+    """The float64 GEMM itself."""
+    return _gemm_torch(alpha, A, B, beta, C, transA, transB)
 
 
 @GEMM_EX.lowering("torch")
@@ -296,7 +312,7 @@ def _scalars(where, alpha, beta, dtype, real=False):
 # ===================================================================== GEMM family
 
 @public(GEMM, "scalar tensor tensor scalar tensor? flag flag")
-def gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None):
+def gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None, precision=None):
     """General matrix multiply: ``alpha * op(A) @ op(B) + beta * C``.
 
     Parameters
@@ -319,6 +335,22 @@ def gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None)
         ``"T"`` for real data). Case-insensitive.
     out : tensor, optional
         Receives the result (same shape, dtype and device) and is returned.
+    precision : {None, "default", "fp64"}, optional
+        ``"fp64"``: float64 accuracy whatever runs it (real data only; the
+        operands are taken as float64 and the result is cast once to their
+        dtype). On torch that is the float64 GEMM; on the kernel path
+        (backends ``"nki"``/``"simulator"``, op ``trnblas.gemm_fp64``) the
+        float32 GEMM kernel multiplies integer slices of the operands
+        exactly and the host adds the slice products in float64 (the
+        Ozaki scheme, :mod:`trnblas._ozaki`): with ``s = floor((24 -
+        ceil(log2 k)) / 2)`` bits per slice and ``S`` slices
+        (``S s >= 53 + ceil(log2(8 S + 16))``; ``S = 7`` for ``17 <= k <= 64``),
+        ``S`` kernel launches and ``S (S + 1) / 2`` slice products, and per
+        entry ``|C_ij - c_ij| <= |alpha| eps k max_l |a_il| max_l |b_lj| +
+        2^-52 |beta C0_ij|`` with ``eps = (8 S + 16) 2^(-S s) + 4 S (S + 1)
+        2^-53 + 2^-52`` (below ``2^-44`` for ``k <= 1024``). Non-finite
+        operands run the float64 GEMM on the host. ``None``/``"default"``:
+        the input dtype's own path (below).
 
     Returns
     -------
@@ -330,11 +362,13 @@ def gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None)
     TypeError
         ``A``, ``B`` or ``C`` is not a tensor/array, has an integer or bool
         dtype, or the dtypes differ; ``alpha``/``beta`` is complex for real
+        data; ``precision`` is not a string, or is ``"fp64"`` with complex
         data.
     ValueError
         Shapes do not agree (the message names both arguments and their
-        shapes), tensors live on different devices, or a ``trans`` value is
-        not one of the spellings above.
+        shapes), tensors live on different devices, a ``trans`` value is
+        not one of the spellings above, or ``precision`` is not one of its
+        values.
 
     Notes
     -----
@@ -357,9 +391,59 @@ def gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None)
     torch.Size([2, 4])
     """
     where = "gemm"
+    fp64 = precision is not None and _fp64(precision, where)
     A, B, C, tA, tB, m, n, k = _gemm_operands(where, A, B, C, transA, transB, v.ALL_FLOAT_DTYPES)
     alpha, beta = _scalars(where, alpha, beta, A.dtype)
+    if fp64:
+        return v.finish(_run_gemm_fp64(where, alpha, A, B, beta, C, tA, tB, m, n, k), out, where)
     return v.finish(_run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k), out, where)
+
+
+def _fp64(precision, where) -> bool:
+    """True for ``"fp64"``, False for ``"default"``; a clear error otherwise."""
+    if not isinstance(precision, str):
+        raise TypeError(f"{where}: precision must be None, 'default' or 'fp64', got {type(precision).__name__}")
+    if precision not in ("default", "fp64"):
+        raise ValueError(f"{where}: precision must be None, 'default' or 'fp64', got {precision!r}")
+    return precision == "fp64"
+
+
+def _run_gemm_fp64(where, alpha, A, B, beta, C, tA, tB, m, n, k):
+    """``precision="fp64"``: the operands as float64 through ``GEMM_FP64`` (one call per batch matrix)."""
+    if A.dtype.is_complex:
+        raise TypeError(f"{where}: precision='fp64' takes real operands, got A of dtype {A.dtype}")
+    dtype = A.dtype
+    f64 = torch.float64
+    A, B = A.to(f64), B.to(f64)
+    C = None if C is None else C.to(f64)
+    if A.dim() == 2 and B.dim() == 2:
+        if C is not None and (C.dim() != 2 or C.shape[0] != m or C.shape[1] != n):
+            raise v.mismatch(where, f"C must have shape ({m}, {n}) = (rows of op(A), columns of op(B))",
+                             A=A, B=B, C=C)
+        if alpha == 0 or k == 0 or m == 0 or n == 0:
+            return _scaled(beta, C, (m, n), f64, A.device).to(dtype)
+        return call(GEMM_FP64, alpha, A, B, beta, C if beta != 0 else None, tA, tB).to(dtype)
+    try:
+        batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    except RuntimeError:
+        raise v.mismatch(where, "the batch dimensions of A and B do not broadcast", A=A, B=B) from None
+    shape = (*batch, m, n)
+    if C is not None:
+        try:
+            ok_c = C.dim() >= 2 and C.shape[-2:] == (m, n) and torch.broadcast_shapes(C.shape, shape) == shape
+        except RuntimeError:
+            ok_c = False
+        if not ok_c:
+            raise v.mismatch(where, f"C must have shape {shape} (leading dimensions may broadcast)", A=A, B=B, C=C)
+    count = math.prod(batch)
+    if alpha == 0 or k == 0 or m == 0 or n == 0 or count == 0:
+        return _scaled(beta, C, shape, f64, A.device).to(dtype)
+    A3 = A.expand(*batch, *A.shape[-2:]).reshape(count, *A.shape[-2:])
+    B3 = B.expand(*batch, *B.shape[-2:]).reshape(count, *B.shape[-2:])
+    C3 = None if C is None or beta == 0 else C.expand(shape).reshape(count, m, n)
+    R = torch.stack([call(GEMM_FP64, alpha, A3[i], B3[i], beta, None if C3 is None else C3[i], tA, tB)
+                     for i in range(count)])
+    return R.reshape(shape).to(dtype)
 
 
 def _stack(x, name: str, where: str, dtypes, allow_2d: bool = False) -> torch.Tensor:

@@ -31,7 +31,7 @@ __all__ = ["BlasPlan", "plan", "plan_gemm", "plan_batched_gemm", "plan_syrk", "p
 BlasPlan = Plan
 
 
-def plan_gemm(A, B, transA=False, transB=False) -> Plan:
+def plan_gemm(A, B, transA=False, transB=False, *, precision=None) -> Plan:
     """The backend :func:`trnblas.gemm` would use for ``op(A) @ op(B)``, and why.
 
     Parameters
@@ -41,6 +41,10 @@ def plan_gemm(A, B, transA=False, transB=False) -> Plan:
         shapes, dtypes and devices are looked at). Leading batch dimensions
         plan a ``trnblas.batched_gemm``.
     transA, transB : bool or {"N", "T", "C"}
+    precision : {None, "default", "fp64"}, optional
+        As :func:`trnblas.gemm`; ``"fp64"`` plans the ``trnblas.gemm_fp64``
+        op, whose kernel figures list its launches (one per slice) and name
+        the slicing.
 
     Returns
     -------
@@ -61,7 +65,9 @@ def plan_gemm(A, B, transA=False, transB=False) -> Plan:
     ...     trnblas.plan_gemm(torch.ones(8, 8), torch.ones(8, 8)).backend
     'torch'
     """
-    return plan_call(_l3.gemm, 1.0, A, B, transA=transA, transB=transB)
+    if precision is None:
+        return plan_call(_l3.gemm, 1.0, A, B, transA=transA, transB=transB)
+    return plan_call(_l3.gemm, 1.0, A, B, transA=transA, transB=transB, precision=precision)
 
 
 def plan_batched_gemm(A, B, transA=False, transB=False) -> Plan:
