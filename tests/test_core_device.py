@@ -311,3 +311,100 @@ def test_runtime_detection_of_the_two_stacks(monkeypatch, installed, facts, core
     finally:
         monkeypatch.undo()
         runtime.detect(refresh=True)
+
+
+# --------------------------------------------------------------- the LU family: pivots on the device
+
+
+def _lu_case(n=200, k=3, seed=8):
+    rng = _rng(seed)
+    A = rng.standard_normal((n, n)).astype(np.float32)  # two panels: 128 + 72 columns, pivoting in both
+    B = rng.standard_normal((n, k)).astype(np.float32)
+    return A, B
+
+
+def _backward(A, X, B):
+    """||A X - B|| / (||A|| ||X|| + ||B||) (inf-norms): LU with partial pivoting keeps it at a small multiple
+    of n eps whatever cond(A) is, while a wrong pivot or permutation makes it O(1)."""
+    A, X, B = (np.asarray(m, np.float64) for m in (A, X, B))
+    norm = lambda m: np.abs(m).sum(axis=-1).max()  # noqa: E731
+    return norm(A @ X - B) / (norm(A) * norm(X) + norm(B))
+
+
+@pytest.mark.parametrize("name,reads", [
+    # the finite check's read; lu and lu_factor return info (a device tensor) with check=False
+    ("lu_factor", 1), ("lu", 1),
+    # the finite check's read and the singularity info, which decides whether the call raises
+    ("solve", 2), ("inv", 2),
+    # lu_solve: the finite check of lu and b (one read) and the factor's singularity info
+    ("lu_solve", 2),
+    ("det", 0),  # no finite check (as SciPy's det), sign and log on the device
+])
+def test_trnsolver_lu_family_on_neuron_keeps_pivots_on_the_device(dev, name, reads):
+    import trnsolver
+
+    A, B = _lu_case()
+    a, b = torch.from_numpy(A).to(NEURON), torch.from_numpy(B).to(NEURON)
+    fac = trnsolver.lu_factor(a)
+    call = {"lu_factor": lambda: trnsolver.lu_factor(a), "lu": lambda: trnsolver.lu(a),
+            "solve": lambda: trnsolver.solve(a, b), "inv": lambda: trnsolver.inv(a),
+            "lu_solve": lambda: trnsolver.lu_solve(fac, b), "det": lambda: trnsolver.det(a)}[name]
+    out, kernels = _steady(dev, call)
+    assert "lu_panel_kernel" in kernels or name == "lu_solve", kernels
+    assert "row_gather_kernel" in kernels and "trsm_kernel" in kernels
+    assert dev.host_transfers == reads, dev.transfer_sites
+    outs = out if isinstance(out, tuple) else (out,)
+    assert all(o.device.type == NEURON for o in outs)
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    tol = tolerance(torch.float32, 200)  # a backward error: length-200 dot products in fp32
+    if name == "lu_factor":
+        piv = _host(out[1])
+        np.testing.assert_array_equal(piv, scipy.linalg.lu_factor(A64)[1])  # random matrix: no near ties
+        LU = _host(out[0]).astype(np.float64)
+        L, U = np.tril(LU, -1) + np.eye(200), np.triu(LU)
+        PA = A64.copy()
+        for i, p in enumerate(piv):  # apply the LAPACK swaps in order
+            PA[[i, p]] = PA[[p, i]]
+        assert _backward(L, U, PA) <= tol
+    elif name == "lu":
+        P, L, U = (_host(o).astype(np.float64) for o in out)
+        np.testing.assert_array_equal(P, scipy.linalg.lu(A64)[0])
+        assert np.abs(np.tril(L, -1)).max() <= 1 and np.array_equal(np.diag(L), np.ones(200))
+        assert _backward(P @ L, U, A64) <= tol
+    elif name in ("solve", "lu_solve"):
+        assert _backward(A64, _host(out), B64) <= tol
+        # and the forward error against SciPy, within cond(A) (~800 here) times that
+        ref = scipy.linalg.solve(A64, B64)
+        assert np.abs(_host(out) - ref).max() <= np.linalg.cond(A64) * tol * np.abs(ref).max()
+    elif name == "inv":
+        assert _backward(A64, _host(out), np.eye(200)) <= tol
+    else:
+        # |det(A)| ~ 1e187 overflows fp32: the scaled matrix A / 8 (exact) has det(A) / 8^200
+        d = _host(trnsolver.det(a * 0.125))
+        ref = np.linalg.det(A64 / 8)
+        # log|det| sums 200 pivots' logs, each pivot within cond(A) * tol relative
+        assert np.sign(d) == np.sign(ref) and abs(d / ref - 1) <= 200 * tol, (d, ref)
+
+
+def test_trnsolver_lu_solve_transposed_and_singular_on_neuron(dev):
+    import trnsolver
+    from trnsolver import LinAlgError
+
+    A, B = _lu_case(n=150, k=2, seed=9)
+    a, b = torch.from_numpy(A).to(NEURON), torch.from_numpy(B).to(NEURON)
+    fac = trnsolver.lu_factor(a)
+    x, kernels = _steady(dev, trnsolver.lu_solve, fac, b, trans=1)
+    assert kernels.count("row_gather_kernel") == 1 and dev.host_transfers == 2, dev.transfer_sites
+    assert _backward(A.astype(np.float64).T, _host(x), B) <= tolerance(torch.float32, 150)
+    ref = scipy.linalg.solve(A.astype(np.float64).T, B.astype(np.float64))  # cond(A) ~ 290
+    assert np.abs(_host(x) - ref).max() <= 300 * tolerance(torch.float32, 150) * np.abs(ref).max()
+    S = A.copy()
+    S[:, 7] = 0.0  # exactly singular: a zero column gives an exactly zero pivot
+    s = torch.from_numpy(S).to(NEURON)
+    with pytest.raises(LinAlgError, match="singular"):
+        trnsolver.solve(s, b)
+    with pytest.raises(LinAlgError, match="singular"):
+        trnsolver.inv(s)
+    assert float(trnsolver.det(s)) == 0.0
+    _, _, info = trnsolver.lu_factor(s, check=False)
+    assert info.device.type == NEURON and int(info) == scipy.linalg.lu_factor(S.astype(np.float64))[0].diagonal().tolist().index(0.0) + 1
