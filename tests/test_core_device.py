@@ -469,3 +469,103 @@ def test_compile_fullgraph_on_neuron_is_one_trnsci_node(dev, i):
     got, want = _host(out), ref()
     # fp32 kernels: length-k dot products on the result's scale (the DFT and GEMM bounds of the eager tests)
     assert np.abs(got - want).max() <= tolerance(torch.float32, k) * np.abs(want).max()
+
+
+# --------------------------------------------------------------- every family's kernel on the device
+
+
+def _walk_cases():
+    """One call per kernel family of every library on resident operands (the LU family, gemm, fft, spmv,
+    cholesky, cg, uniform and einsum have their own tests above)."""
+    import trnblas
+    import trnfft
+    import trnrand
+    import trnsolver
+    import trnsparse
+    import trntensor
+
+    g = torch.Generator().manual_seed(0)
+
+    def r(*s, dt=torch.float32):
+        return torch.randn(*s, generator=g, dtype=dt).to(NEURON)
+
+    M = torch.randn(48, 48, generator=g)
+    S = (M @ M.T + 48 * torch.eye(48)).to(NEURON)  # SPD, cond < 10
+    Sp = scipy.sparse.random(60, 48, density=0.1, random_state=1, format="csr", dtype=np.float32)
+    Sq = (scipy.sparse.random(48, 48, density=0.1, random_state=2, format="csr", dtype=np.float32)
+          + 4 * scipy.sparse.eye(48, dtype=np.float32)).tocsr()
+    A = trnsparse.from_scipy(Sp).to(device=NEURON)
+    Q = trnsparse.from_scipy(Sq).to(device=NEURON)
+    L = trnsparse.from_scipy(scipy.sparse.tril(Sq).tocsr()).to(device=NEURON)
+
+    def gen():
+        return trnrand.Generator(seed=1, device=NEURON)
+
+    return {
+        "trnblas.axpy": lambda: trnblas.axpy(2.0, r(100), r(100)),
+        "trnblas.dot": lambda: trnblas.dot(r(100), r(100)),
+        "trnblas.iamax": lambda: trnblas.iamax(r(100)),
+        "trnblas.gemv": lambda: trnblas.gemv(1.0, r(40, 30), r(30)),
+        "trnblas.ger": lambda: trnblas.ger(1.0, r(40), r(30), r(40, 30)),
+        "trnblas.trsv": lambda: trnblas.trsv(S, r(48)),
+        "trnblas.batched_gemm": lambda: trnblas.batched_gemm(1.0, r(3, 20, 10), r(3, 10, 5)),
+        "trnblas.syrk": lambda: trnblas.syrk(1.0, r(30, 20)),
+        "trnblas.trsm": lambda: trnblas.trsm(1.0, S, r(48, 5)),
+        "trnblas.geam": lambda: trnblas.geam(1.0, r(20, 30), 2.0, r(20, 30)),
+        "trnblas.dgmm": lambda: trnblas.dgmm(r(20, 30), r(20)),
+        "trnfft.ifft": lambda: trnfft.ifft(r(4, 64, dt=torch.complex64)),
+        "trnfft.irfft": lambda: trnfft.irfft(r(4, 33, dt=torch.complex64)),
+        "trnfft.fftn": lambda: trnfft.fftn(r(16, 16, dt=torch.complex64)),
+        "trnfft.complex_matmul": lambda: trnfft.complex_matmul(r(16, 8, dt=torch.complex64),
+                                                               r(8, 4, dt=torch.complex64)),
+        "trnfft.stft": lambda: trnfft.stft(r(512), 64),
+        "trnsparse.spmm": lambda: trnsparse.spmm(A, r(48, 4)),
+        "trnsparse.spgemm": lambda: trnsparse.spgemm(A, Q),
+        "trnsparse.sddmm": lambda: trnsparse.sddmm(A, r(60, 8), r(8, 48)),
+        "trnsparse.spsv": lambda: trnsparse.spsv(L, r(48)),
+        "trnsparse.sparse_add": lambda: trnsparse.sparse_add(Q, Q),
+        "trnsolver.cho_solve": lambda: trnsolver.cho_solve(trnsolver.cho_factor(S), r(48, 2)),
+        "trnsolver.solve_spd": lambda: trnsolver.solve_spd(S, r(48, 2)),
+        "trnsolver.inv_spd": lambda: trnsolver.inv_spd(S),
+        "trnsolver.qr": lambda: trnsolver.qr(r(60, 40)),
+        "trnsolver.svd": lambda: trnsolver.svd(r(40, 30)),
+        "trnsolver.eigh": lambda: trnsolver.eigh(S),
+        "trnsolver.lstsq": lambda: trnsolver.lstsq(r(60, 40), r(60)),
+        "trnsolver.pinv": lambda: trnsolver.pinv(r(40, 30)),
+        "trnsolver.schur": lambda: trnsolver.schur(r(30, 30)),
+        "trnsolver.inv_sqrt_spd": lambda: trnsolver.inv_sqrt_spd(S),
+        "trnsolver.bicgstab": lambda: trnsolver.bicgstab(S, r(48)),
+        "trnsolver.minres": lambda: trnsolver.minres(S, r(48)),
+        "trnsolver.gmres": lambda: trnsolver.gmres(S, r(48)),
+        "trnrand.normal": lambda: trnrand.normal(100, generator=gen()),
+        "trnrand.randint": lambda: trnrand.randint(100, low=0, high=10, generator=gen()),
+        "trnrand.gamma": lambda: trnrand.gamma(100, shape=2.0, generator=gen()),
+        "trntensor.permute": lambda: trntensor.permute(r(8, 9, 10), (2, 0, 1)),
+        "trntensor.reduce": lambda: trntensor.reduce(r(8, 9), axes=(1,)),
+    }
+
+
+def test_walk_covers_every_library():
+    from trnsci import backend
+
+    with neuron_device():
+        names = set(_walk_cases())
+    assert {n.split(".")[0] for n in names} == set(backend.LIBRARIES)
+    ops = {n for lib in backend.LIBRARIES for n, o in dispatch.ops(lib).items() if "nki" in o._lowerings}
+    assert names <= ops  # each name is an Op with an NKI lowering
+
+
+@pytest.mark.parametrize("lib", ["trnblas", "trnfft", "trnsparse", "trnsolver", "trnrand", "trntensor"])
+def test_every_family_runs_its_kernel_on_neuron_without_fallback(dev, lib):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dispatch.NkiFallbackWarning)  # a fallback is a failure here
+        for name, call in _walk_cases().items():
+            if not name.startswith(lib + "."):
+                continue
+            dev.reset()
+            out = call()
+            assert dev.launches >= 1, f"{name}: no kernel ran ({trnsci.dispatch.ops(lib)[name]})"
+            first = out[0] if isinstance(out, tuple) else out
+            first = first.values if hasattr(first, "values") and not isinstance(first, torch.Tensor) else first
+            if isinstance(first, torch.Tensor):
+                assert first.device.type == NEURON, name

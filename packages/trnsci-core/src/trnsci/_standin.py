@@ -268,10 +268,10 @@ def install() -> None:
         if current == "privateuseone":
             _setup_privateuseone_for_python_backend(NAME, backend_module=_BackendModule())
         lib = torch.library.Library("aten", "IMPL")
-        # device allocations: CPU memory, wrapped. arange's composite allocates an empty tensor and resizes
+        # device allocations: CPU memory, wrapped. arange's (eye's, linspace's) composite allocates an empty tensor and resizes
         # it through its out= form, which a wrapper's fixed sizes cannot follow: it is a factory here too.
         for name in ("empty.memory_format", "empty_strided", "arange", "arange.start", "arange.start_step",
-                     "linspace"):
+                     "linspace", "eye", "eye.m"):
             op = _overload(name) if "." in name else getattr(aten, name).default
             lib.impl(name, _make_factory(op), "PrivateUse1")
         lib.impl("_copy_from", _copy_from, "PrivateUse1")  # torch.tensor(data, device=...) and friends

@@ -469,7 +469,7 @@ def _gmres_nki(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=Non
     A = matvec.matrix.to(F32).contiguous()
     a = A.mT.contiguous()
     b32 = b.to(F32).reshape(n, 1)
-    x = torch.zeros(n, 1, dtype=F32) if x0 is None else x0.to(F32).reshape(n, 1).clone()
+    x = torch.zeros(n, 1, dtype=F32, device=b.device) if x0 is None else x0.to(F32).reshape(n, 1).clone()
     _, stop, scale = threshold(b, tol, atol)
     m = max(1, min(restart, n))
     total = 0
@@ -482,7 +482,7 @@ def _gmres_nki(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=Non
             hist.append(beta / scale)
         if beta < stop or beta == 0.0:
             return x.reshape(n).to(b.dtype), total, hist
-        V = torch.zeros(n, m + 1, dtype=F32)
+        V = torch.zeros(n, m + 1, dtype=F32, device=b.device)  # the basis stays with A; H, g on the host
         H = torch.zeros(m + 1, m, dtype=torch.float64)
         cs = torch.zeros(m, dtype=torch.float64)
         sn = torch.zeros(m, dtype=torch.float64)
@@ -498,7 +498,7 @@ def _gmres_nki(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=Non
             if not math.isfinite(hn):
                 raise _not_finite("gmres", "A v", total)
             col = torch.zeros(m + 1, dtype=torch.float64)
-            col[:j + 1] = h[:, 0].double()
+            col[:j + 1] = h[:, 0].double().cpu()
             col[j + 1] = hn
             for i in range(j):  # apply the previous Givens rotations
                 t = cs[i] * col[i] + sn[i] * col[i + 1]
@@ -524,7 +524,7 @@ def _gmres_nki(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=Non
                 V[:, j + 1] = vnext[:, 0]
             if res <= stop or hn == 0:
                 break
-        y = torch.linalg.solve_triangular(H[:k, :k], g[:k].unsqueeze(-1), upper=True).to(F32)
+        y = torch.linalg.solve_triangular(H[:k, :k], g[:k].unsqueeze(-1), upper=True).to(F32).to(b.device)
         with _trnblas():
             x = x + trnblas.gemm(1.0, V[:, :k].contiguous(), y.contiguous())
         if callback is not None:
