@@ -569,3 +569,27 @@ def test_every_family_runs_its_kernel_on_neuron_without_fallback(dev, lib):
             first = first.values if hasattr(first, "values") and not isinstance(first, torch.Tensor) else first
             if isinstance(first, torch.Tensor):
                 assert first.device.type == NEURON, name
+
+
+def test_trnsolver_bicgstab_kernel_on_neuron_reads_every_k_iterations(dev):
+    import trnsolver
+    from trnsolver import _nki_krylov
+
+    n = 64
+    rng = _rng(13)
+    A = (np.eye(n) * 4 + rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)  # non-symmetric, cond < 10
+    b = rng.standard_normal(n).astype(np.float32)
+    ref = np.linalg.solve(A.astype(np.float64), b.astype(np.float64))
+    with trnsolver.use_backend("nki"):  # the host loop of the same kernel: one read per iteration
+        _, info = trnsolver.bicgstab(torch.from_numpy(A), torch.from_numpy(b), tol=1e-6, return_info=True)
+    a, bd = torch.from_numpy(A).to(NEURON), torch.from_numpy(b).to(NEURON)
+    (x, got), kernels = _steady(dev, trnsolver.bicgstab, a, bd, tol=1e-6, return_info=True)
+    k = _nki_krylov.CHECK_EVERY
+    blocks = -(-got.iterations // k)
+    assert x.device.type == NEURON and got.converged and got.iterations == info.iterations
+    assert kernels.count("bicgstab_step_kernel") == blocks * k
+    # reads: A's and b's finite checks, the threshold's ||b||, one per block of k iterations, the true residual (2)
+    assert dev.host_transfers == 2 + 1 + blocks + 2, dev.transfer_sites
+    np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-3)  # fp32, the same kernel
+    # the recursion stopped at ||r|| < 1e-6 ||b||: the error is within cond(A) (< 10) times that
+    assert np.abs(_host(x) - ref).max() <= 10 * 1e-6 * np.linalg.norm(b) + 1e-5
