@@ -593,3 +593,25 @@ def test_trnsolver_bicgstab_kernel_on_neuron_reads_every_k_iterations(dev):
     np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-3)  # fp32, the same kernel
     # the recursion stopped at ||r|| < 1e-6 ||b||: the error is within cond(A) (< 10) times that
     assert np.abs(_host(x) - ref).max() <= 10 * 1e-6 * np.linalg.norm(b) + 1e-5
+
+
+def test_trnsolver_bicgstab_torch_loop_on_neuron_reads_every_k_iterations(dev):
+    import trnsolver
+    from trnsolver import iterative
+
+    n = 64
+    rng = _rng(14)
+    A = (np.eye(n) * 4 + rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)  # non-symmetric, cond < 10
+    b = rng.standard_normal(n).astype(np.float32)
+    ref = np.linalg.solve(A.astype(np.float64), b.astype(np.float64))
+    with trnsolver.use_backend("torch"):
+        _, info = trnsolver.bicgstab(torch.from_numpy(A), torch.from_numpy(b), tol=1e-6, return_info=True)
+        a, bd = torch.from_numpy(A).to(NEURON), torch.from_numpy(b).to(NEURON)
+        (x, got), kernels = _steady(dev, trnsolver.bicgstab, a, bd, tol=1e-6, return_info=True)
+    blocks = -(-got.iterations // iterative.CHECK_EVERY)
+    assert x.device.type == NEURON and got.converged and got.iterations == info.iterations and kernels == []
+    # reads: A's and b's finite checks, one per block of k iterations, the final true residual (2)
+    assert dev.host_transfers == 2 + blocks + 2, dev.transfer_sites
+    np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-3)  # fp32, another summation order
+    # the recursion stopped at ||r|| < 1e-6 ||b||: the error is within cond(A) (< 10) times that
+    assert np.abs(_host(x) - ref).max() <= 10 * 1e-6 * np.linalg.norm(b) + 1e-5
