@@ -311,3 +311,307 @@ def test_runtime_detection_of_the_two_stacks(monkeypatch, installed, facts, core
     finally:
         monkeypatch.undo()
         runtime.detect(refresh=True)
+
+
+# --------------------------------------------------------------- the LU family: pivots on the device
+
+
+def _lu_case(n=200, k=3, seed=8):
+    rng = _rng(seed)
+    A = rng.standard_normal((n, n)).astype(np.float32)  # two panels: 128 + 72 columns, pivoting in both
+    B = rng.standard_normal((n, k)).astype(np.float32)
+    return A, B
+
+
+def _backward(A, X, B):
+    """||A X - B|| / (||A|| ||X|| + ||B||) (inf-norms): LU with partial pivoting keeps it at a small multiple
+    of n eps whatever cond(A) is, while a wrong pivot or permutation makes it O(1)."""
+    A, X, B = (np.asarray(m, np.float64) for m in (A, X, B))
+    norm = lambda m: np.abs(m).sum(axis=-1).max()  # noqa: E731
+    return norm(A @ X - B) / (norm(A) * norm(X) + norm(B))
+
+
+@pytest.mark.parametrize("name,reads", [
+    # the finite check's read; lu and lu_factor return info (a device tensor) with check=False
+    ("lu_factor", 1), ("lu", 1),
+    # the finite check's read and the singularity info, which decides whether the call raises
+    ("solve", 2), ("inv", 2),
+    # lu_solve: the finite check of lu and b (one read) and the factor's singularity info
+    ("lu_solve", 2),
+    ("det", 0),  # no finite check (as SciPy's det), sign and log on the device
+])
+def test_trnsolver_lu_family_on_neuron_keeps_pivots_on_the_device(dev, name, reads):
+    import trnsolver
+
+    A, B = _lu_case()
+    a, b = torch.from_numpy(A).to(NEURON), torch.from_numpy(B).to(NEURON)
+    fac = trnsolver.lu_factor(a)
+    call = {"lu_factor": lambda: trnsolver.lu_factor(a), "lu": lambda: trnsolver.lu(a),
+            "solve": lambda: trnsolver.solve(a, b), "inv": lambda: trnsolver.inv(a),
+            "lu_solve": lambda: trnsolver.lu_solve(fac, b), "det": lambda: trnsolver.det(a)}[name]
+    out, kernels = _steady(dev, call)
+    assert "lu_panel_kernel" in kernels or name == "lu_solve", kernels
+    assert "row_gather_kernel" in kernels and "trsm_kernel" in kernels
+    assert dev.host_transfers == reads, dev.transfer_sites
+    outs = out if isinstance(out, tuple) else (out,)
+    assert all(o.device.type == NEURON for o in outs)
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    tol = tolerance(torch.float32, 200)  # a backward error: length-200 dot products in fp32
+    if name == "lu_factor":
+        piv = _host(out[1])
+        np.testing.assert_array_equal(piv, scipy.linalg.lu_factor(A64)[1])  # random matrix: no near ties
+        LU = _host(out[0]).astype(np.float64)
+        L, U = np.tril(LU, -1) + np.eye(200), np.triu(LU)
+        PA = A64.copy()
+        for i, p in enumerate(piv):  # apply the LAPACK swaps in order
+            PA[[i, p]] = PA[[p, i]]
+        assert _backward(L, U, PA) <= tol
+    elif name == "lu":
+        P, L, U = (_host(o).astype(np.float64) for o in out)
+        np.testing.assert_array_equal(P, scipy.linalg.lu(A64)[0])
+        assert np.abs(np.tril(L, -1)).max() <= 1 and np.array_equal(np.diag(L), np.ones(200))
+        assert _backward(P @ L, U, A64) <= tol
+    elif name in ("solve", "lu_solve"):
+        assert _backward(A64, _host(out), B64) <= tol
+        # and the forward error against SciPy, within cond(A) (~800 here) times that
+        ref = scipy.linalg.solve(A64, B64)
+        assert np.abs(_host(out) - ref).max() <= np.linalg.cond(A64) * tol * np.abs(ref).max()
+    elif name == "inv":
+        assert _backward(A64, _host(out), np.eye(200)) <= tol
+    else:
+        # |det(A)| ~ 1e187 overflows fp32: the scaled matrix A / 8 (exact) has det(A) / 8^200
+        d = _host(trnsolver.det(a * 0.125))
+        ref = np.linalg.det(A64 / 8)
+        # log|det| sums 200 pivots' logs, each pivot within cond(A) * tol relative
+        assert np.sign(d) == np.sign(ref) and abs(d / ref - 1) <= 200 * tol, (d, ref)
+
+
+def test_trnsolver_lu_solve_transposed_and_singular_on_neuron(dev):
+    import trnsolver
+    from trnsolver import LinAlgError
+
+    A, B = _lu_case(n=150, k=2, seed=9)
+    a, b = torch.from_numpy(A).to(NEURON), torch.from_numpy(B).to(NEURON)
+    fac = trnsolver.lu_factor(a)
+    x, kernels = _steady(dev, trnsolver.lu_solve, fac, b, trans=1)
+    assert kernels.count("row_gather_kernel") == 1 and dev.host_transfers == 2, dev.transfer_sites
+    assert _backward(A.astype(np.float64).T, _host(x), B) <= tolerance(torch.float32, 150)
+    ref = scipy.linalg.solve(A.astype(np.float64).T, B.astype(np.float64))  # cond(A) ~ 290
+    assert np.abs(_host(x) - ref).max() <= 300 * tolerance(torch.float32, 150) * np.abs(ref).max()
+    S = A.copy()
+    S[:, 7] = 0.0  # exactly singular: a zero column gives an exactly zero pivot
+    s = torch.from_numpy(S).to(NEURON)
+    with pytest.raises(LinAlgError, match="singular"):
+        trnsolver.solve(s, b)
+    with pytest.raises(LinAlgError, match="singular"):
+        trnsolver.inv(s)
+    assert float(trnsolver.det(s)) == 0.0
+    _, _, info = trnsolver.lu_factor(s, check=False)
+    assert info.device.type == NEURON and int(info) == scipy.linalg.lu_factor(S.astype(np.float64))[0].diagonal().tolist().index(0.0) + 1
+
+
+# --------------------------------------------------------------- torch.compile on the stand-in
+
+
+def _compile_cases():
+    import trnblas
+    import trnfft
+    import trnsolver
+    import trnsparse
+
+    rng = _rng(11)
+    A, B = rng.standard_normal((70, 33)).astype(np.float32), rng.standard_normal((33, 20)).astype(np.float32)
+    X = (rng.standard_normal((8, 64)) + 1j * rng.standard_normal((8, 64))).astype(np.complex64)
+    Xr = rng.standard_normal((8, 64)).astype(np.float32)
+    M = rng.standard_normal((40, 40))
+    S = (M @ M.T + 40 * np.eye(40)).astype(np.float32)
+    Sp = scipy.sparse.random(50, 40, density=0.1, random_state=12, format="csr", dtype=np.float32)
+    D = rng.standard_normal((40, 6)).astype(np.float32)
+    return [
+        ("trnblas.gemm", lambda a, b: trnblas.gemm(1.0, a, b), (A, B),
+         lambda: A.astype(np.float64) @ B.astype(np.float64), 33),
+        ("trnfft.fft", lambda x: trnfft.fft(x, dim=1), (X,), lambda: np.fft.fft(X.astype(np.complex128), axis=1), 64),
+        ("trnfft.rfft", lambda x: trnfft.rfft(x, dim=1), (Xr,), lambda: np.fft.rfft(Xr.astype(np.float64), axis=1), 64),
+        ("trnsolver.cholesky", lambda s: trnsolver.cholesky(s, check=False, check_finite=False)[0], (S,),
+         lambda: scipy.linalg.cholesky(S.astype(np.float64), lower=True), 40),
+        ("trnsparse.spmm", None, (Sp, D), lambda: Sp.astype(np.float64) @ D.astype(np.float64), 40),
+    ]
+
+
+@pytest.mark.parametrize("i", range(5), ids=["gemm", "fft", "rfft", "cholesky", "spmm"])
+def test_compile_fullgraph_on_neuron_is_one_trnsci_node(dev, i):
+    import trnsparse
+
+    name, fn, args, ref, k = _compile_cases()[i]
+    lib = name.split(".")[0]
+    if name == "trnsparse.spmm":
+        A = trnsparse.from_scipy(args[0]).to(device=NEURON)
+        fn = lambda d: trnsparse.spmm(A, d)  # noqa: E731
+        args = (args[1],)
+    dargs = tuple(torch.from_numpy(a).to(NEURON) for a in args)
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    out = torch.compile(fn, fullgraph=True, backend=capture)(*dargs)
+    import operator
+
+    calls = [n for n in graphs[0].graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
+    # one node: the library's torch operator (no guard, check or layout glue around it; picking an output
+    # of a tuple-valued operator is a getitem)
+    assert len(graphs) == 1 and len(calls) == 1, graphs[0].code
+    assert getattr(calls[0].target, "namespace", None) == lib, graphs[0].code
+    # run on the device: the operator's decision launched its kernel on the resident tensors
+    assert out.device.type == NEURON and dev.kernels, dev.kernels
+    got, want = _host(out), ref()
+    # fp32 kernels: length-k dot products on the result's scale (the DFT and GEMM bounds of the eager tests)
+    assert np.abs(got - want).max() <= tolerance(torch.float32, k) * np.abs(want).max()
+
+
+# --------------------------------------------------------------- every family's kernel on the device
+
+
+def _walk_cases():
+    """One call per kernel family of every library on resident operands (the LU family, gemm, fft, spmv,
+    cholesky, cg, uniform and einsum have their own tests above)."""
+    import trnblas
+    import trnfft
+    import trnrand
+    import trnsolver
+    import trnsparse
+    import trntensor
+
+    g = torch.Generator().manual_seed(0)
+
+    def r(*s, dt=torch.float32):
+        return torch.randn(*s, generator=g, dtype=dt).to(NEURON)
+
+    M = torch.randn(48, 48, generator=g)
+    S = (M @ M.T + 48 * torch.eye(48)).to(NEURON)  # SPD, cond < 10
+    Sp = scipy.sparse.random(60, 48, density=0.1, random_state=1, format="csr", dtype=np.float32)
+    Sq = (scipy.sparse.random(48, 48, density=0.1, random_state=2, format="csr", dtype=np.float32)
+          + 4 * scipy.sparse.eye(48, dtype=np.float32)).tocsr()
+    A = trnsparse.from_scipy(Sp).to(device=NEURON)
+    Q = trnsparse.from_scipy(Sq).to(device=NEURON)
+    L = trnsparse.from_scipy(scipy.sparse.tril(Sq).tocsr()).to(device=NEURON)
+
+    def gen():
+        return trnrand.Generator(seed=1, device=NEURON)
+
+    return {
+        "trnblas.axpy": lambda: trnblas.axpy(2.0, r(100), r(100)),
+        "trnblas.dot": lambda: trnblas.dot(r(100), r(100)),
+        "trnblas.iamax": lambda: trnblas.iamax(r(100)),
+        "trnblas.gemv": lambda: trnblas.gemv(1.0, r(40, 30), r(30)),
+        "trnblas.ger": lambda: trnblas.ger(1.0, r(40), r(30), r(40, 30)),
+        "trnblas.trsv": lambda: trnblas.trsv(S, r(48)),
+        "trnblas.batched_gemm": lambda: trnblas.batched_gemm(1.0, r(3, 20, 10), r(3, 10, 5)),
+        "trnblas.syrk": lambda: trnblas.syrk(1.0, r(30, 20)),
+        "trnblas.trsm": lambda: trnblas.trsm(1.0, S, r(48, 5)),
+        "trnblas.geam": lambda: trnblas.geam(1.0, r(20, 30), 2.0, r(20, 30)),
+        "trnblas.dgmm": lambda: trnblas.dgmm(r(20, 30), r(20)),
+        "trnfft.ifft": lambda: trnfft.ifft(r(4, 64, dt=torch.complex64)),
+        "trnfft.irfft": lambda: trnfft.irfft(r(4, 33, dt=torch.complex64)),
+        "trnfft.fftn": lambda: trnfft.fftn(r(16, 16, dt=torch.complex64)),
+        "trnfft.complex_matmul": lambda: trnfft.complex_matmul(r(16, 8, dt=torch.complex64),
+                                                               r(8, 4, dt=torch.complex64)),
+        "trnfft.stft": lambda: trnfft.stft(r(512), 64),
+        "trnsparse.spmm": lambda: trnsparse.spmm(A, r(48, 4)),
+        "trnsparse.spgemm": lambda: trnsparse.spgemm(A, Q),
+        "trnsparse.sddmm": lambda: trnsparse.sddmm(A, r(60, 8), r(8, 48)),
+        "trnsparse.spsv": lambda: trnsparse.spsv(L, r(48)),
+        "trnsparse.sparse_add": lambda: trnsparse.sparse_add(Q, Q),
+        "trnsolver.cho_solve": lambda: trnsolver.cho_solve(trnsolver.cho_factor(S), r(48, 2)),
+        "trnsolver.solve_spd": lambda: trnsolver.solve_spd(S, r(48, 2)),
+        "trnsolver.inv_spd": lambda: trnsolver.inv_spd(S),
+        "trnsolver.qr": lambda: trnsolver.qr(r(60, 40)),
+        "trnsolver.svd": lambda: trnsolver.svd(r(40, 30)),
+        "trnsolver.eigh": lambda: trnsolver.eigh(S),
+        "trnsolver.lstsq": lambda: trnsolver.lstsq(r(60, 40), r(60)),
+        "trnsolver.pinv": lambda: trnsolver.pinv(r(40, 30)),
+        "trnsolver.schur": lambda: trnsolver.schur(r(30, 30)),
+        "trnsolver.inv_sqrt_spd": lambda: trnsolver.inv_sqrt_spd(S),
+        "trnsolver.bicgstab": lambda: trnsolver.bicgstab(S, r(48)),
+        "trnsolver.minres": lambda: trnsolver.minres(S, r(48)),
+        "trnsolver.gmres": lambda: trnsolver.gmres(S, r(48)),
+        "trnrand.normal": lambda: trnrand.normal(100, generator=gen()),
+        "trnrand.randint": lambda: trnrand.randint(100, low=0, high=10, generator=gen()),
+        "trnrand.gamma": lambda: trnrand.gamma(100, shape=2.0, generator=gen()),
+        "trntensor.permute": lambda: trntensor.permute(r(8, 9, 10), (2, 0, 1)),
+        "trntensor.reduce": lambda: trntensor.reduce(r(8, 9), axes=(1,)),
+    }
+
+
+def test_walk_covers_every_library():
+    from trnsci import backend
+
+    with neuron_device():
+        names = set(_walk_cases())
+    assert {n.split(".")[0] for n in names} == set(backend.LIBRARIES)
+    ops = {n for lib in backend.LIBRARIES for n, o in dispatch.ops(lib).items() if "nki" in o._lowerings}
+    assert names <= ops  # each name is an Op with an NKI lowering
+
+
+@pytest.mark.parametrize("lib", ["trnblas", "trnfft", "trnsparse", "trnsolver", "trnrand", "trntensor"])
+def test_every_family_runs_its_kernel_on_neuron_without_fallback(dev, lib):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dispatch.NkiFallbackWarning)  # a fallback is a failure here
+        for name, call in _walk_cases().items():
+            if not name.startswith(lib + "."):
+                continue
+            dev.reset()
+            out = call()
+            assert dev.launches >= 1, f"{name}: no kernel ran ({trnsci.dispatch.ops(lib)[name]})"
+            first = out[0] if isinstance(out, tuple) else out
+            first = first.values if hasattr(first, "values") and not isinstance(first, torch.Tensor) else first
+            if isinstance(first, torch.Tensor):
+                assert first.device.type == NEURON, name
+
+
+def test_trnsolver_bicgstab_kernel_on_neuron_reads_every_k_iterations(dev):
+    import trnsolver
+    from trnsolver import _nki_krylov
+
+    n = 64
+    rng = _rng(13)
+    A = (np.eye(n) * 4 + rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)  # non-symmetric, cond < 10
+    b = rng.standard_normal(n).astype(np.float32)
+    ref = np.linalg.solve(A.astype(np.float64), b.astype(np.float64))
+    with trnsolver.use_backend("nki"):  # the host loop of the same kernel: one read per iteration
+        _, info = trnsolver.bicgstab(torch.from_numpy(A), torch.from_numpy(b), tol=1e-6, return_info=True)
+    a, bd = torch.from_numpy(A).to(NEURON), torch.from_numpy(b).to(NEURON)
+    (x, got), kernels = _steady(dev, trnsolver.bicgstab, a, bd, tol=1e-6, return_info=True)
+    k = _nki_krylov.CHECK_EVERY
+    blocks = -(-got.iterations // k)
+    assert x.device.type == NEURON and got.converged and got.iterations == info.iterations
+    assert kernels.count("bicgstab_step_kernel") == blocks * k
+    # reads: A's and b's finite checks, the threshold's ||b||, one per block of k iterations, the true residual (2)
+    assert dev.host_transfers == 2 + 1 + blocks + 2, dev.transfer_sites
+    np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-3)  # fp32, the same kernel
+    # the recursion stopped at ||r|| < 1e-6 ||b||: the error is within cond(A) (< 10) times that
+    assert np.abs(_host(x) - ref).max() <= 10 * 1e-6 * np.linalg.norm(b) + 1e-5
+
+
+def test_trnsolver_bicgstab_torch_loop_on_neuron_reads_every_k_iterations(dev):
+    import trnsolver
+    from trnsolver import iterative
+
+    n = 64
+    rng = _rng(14)
+    A = (np.eye(n) * 4 + rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)  # non-symmetric, cond < 10
+    b = rng.standard_normal(n).astype(np.float32)
+    ref = np.linalg.solve(A.astype(np.float64), b.astype(np.float64))
+    with trnsolver.use_backend("torch"):
+        _, info = trnsolver.bicgstab(torch.from_numpy(A), torch.from_numpy(b), tol=1e-6, return_info=True)
+        a, bd = torch.from_numpy(A).to(NEURON), torch.from_numpy(b).to(NEURON)
+        (x, got), kernels = _steady(dev, trnsolver.bicgstab, a, bd, tol=1e-6, return_info=True)
+    blocks = -(-got.iterations // iterative.CHECK_EVERY)
+    assert x.device.type == NEURON and got.converged and got.iterations == info.iterations and kernels == []
+    # reads: A's and b's finite checks, one per block of k iterations, the final true residual (2)
+    assert dev.host_transfers == 2 + blocks + 2, dev.transfer_sites
+    np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-3)  # fp32, another summation order
+    # the recursion stopped at ||r|| < 1e-6 ||b||: the error is within cond(A) (< 10) times that
+    assert np.abs(_host(x) - ref).max() <= 10 * 1e-6 * np.linalg.norm(b) + 1e-5

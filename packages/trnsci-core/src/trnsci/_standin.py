@@ -118,6 +118,14 @@ class NeuronTensor(torch.Tensor):
 
     __torch_function__ = torch._C._disabled_torch_function_impl
 
+    # a traceable wrapper subclass: Dynamo and AOTAutograd see through it to ``raw`` (torch.compile)
+    def __tensor_flatten__(self):
+        return ["raw"], None
+
+    @staticmethod
+    def __tensor_unflatten__(inner, ctx, outer_size, outer_stride):
+        return NeuronTensor(inner["raw"])
+
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -160,10 +168,26 @@ def _trnsci_op(func):
     return None
 
 
+def _tracing(args, kwargs) -> bool:
+    """Whether the device memory is fake (torch.compile propagating shapes): operators then run their
+    registered fake implementations on it, as every ATen operator does."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    return any(_is_dev(a) and is_fake(a.raw) for a in (*args, *kwargs.values()))
+
+
 def _dispatch(func, args, kwargs):
     op = _trnsci_op(func)
-    if op is not None:  # the operator's device implementation: its one decision on the resident tensors
+    if op is not None and not _tracing(args, kwargs):
+        # the operator's device implementation: its one decision on the resident tensors
         return op.run(*args, **kwargs)
+    if func is aten.to.dtype_layout:  # reaches the device unexpanded inside an operator's implementation
+        src, dev, dt = args[0], kwargs.get("device"), kwargs.get("dtype")
+        here = NAME if _is_dev(src) else "cpu"
+        if (dev is None or torch.device(dev).type == here) and dt in (None, src.dtype) and not kwargs.get("copy"):
+            return src
+        keep = ("dtype", "layout", "device", "pin_memory", "memory_format")
+        return _dispatch(aten._to_copy.default, (src,), {k: v for k, v in kwargs.items() if k in keep})
     if func is aten._local_scalar_dense.default:  # .item(), float(t), bool(t): a read on the host
         _count_transfer()
         return func(args[0].raw)
@@ -244,9 +268,12 @@ def install() -> None:
         if current == "privateuseone":
             _setup_privateuseone_for_python_backend(NAME, backend_module=_BackendModule())
         lib = torch.library.Library("aten", "IMPL")
-        for name in ("empty.memory_format", "empty_strided"):
+        # device allocations: CPU memory, wrapped. arange's (eye's, linspace's) composite allocates an empty tensor and resizes
+        # it through its out= form, which a wrapper's fixed sizes cannot follow: it is a factory here too.
+        for name in ("empty.memory_format", "empty_strided", "arange", "arange.start", "arange.start_step",
+                     "linspace", "eye", "eye.m"):
             op = _overload(name) if "." in name else getattr(aten, name).default
-            lib.impl(name, _make_factory(op), "PrivateUse1")  # device allocations: CPU memory, wrapped
+            lib.impl(name, _make_factory(op), "PrivateUse1")
         lib.impl("_copy_from", _copy_from, "PrivateUse1")  # torch.tensor(data, device=...) and friends
         _lib = lib
         _installed = True

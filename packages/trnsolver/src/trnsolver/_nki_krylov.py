@@ -366,6 +366,8 @@ def _bicgstab_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
         return _sparse_bicgstab(matvec.device(), b, x0, tol, atol, maxiter, callback)
     n = b.shape[0]
     a = matvec.matrix.mT.to(F32).contiguous()
+    if not b.is_cpu:
+        return _bicgstab_resident(a, matvec, b, x0, tol, atol, maxiter, callback)
     x, r, stop, scale, hist, done = _start(b, x0, tol, atol, _gemm_with(matvec.matrix), (n, 1))
     if done:
         return x.reshape(n).to(b.dtype), 0, hist
@@ -398,6 +400,56 @@ def _bicgstab_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
         if rn < stop or rn == 0.0 or omega == 0.0:
             break
     return x.reshape(n).to(b.dtype), it, hist
+
+
+def _bicgstab_resident(a, matvec, b, x0, tol, atol, maxiter, callback, check_every=CHECK_EVERY):
+    """:func:`_bicgstab_nki` on device tensors: the step's five scalars stay on the device. Each exit of
+    the host loop (``rho = 0``, ``rhat.v = 0``, ``||s||`` or ``||r||`` below the threshold, ``omega = 0``)
+    freezes the state there (``torch.where``: the ``||s||`` exit takes ``x_half``), and the host reads the
+    stopping flags, the iteration count and the block's history once every ``check_every`` iterations,
+    as :func:`_cg_iterate_resident` does; the iterates and the count equal the host loop's."""
+    n = b.shape[0]
+    dev = b.device
+    x, r, stop, scale, hist, done = _start(b, x0, tol, atol, _gemm_with(matvec.matrix), (n, 1), resident=True)
+    rhat = r.clone()
+    p = torch.zeros(n, 1, dtype=F32, device=dev)
+    v = torch.zeros(n, 1, dtype=F32, device=dev)
+    sc = torch.ones(128, 3, dtype=F32, device=dev)
+    active = ~torch.as_tensor(done, dtype=torch.bool, device=dev)
+    its = torch.zeros((), dtype=F32, device=dev)
+    bad = torch.zeros((), dtype=torch.bool, device=dev)
+    nan = torch.full((), math.nan, dtype=F32, device=dev)
+    got: list = []
+    it = iters = 0
+    while it < maxiter:
+        for _ in range(min(check_every, maxiter - it)):
+            it += 1
+            xf, xh, rn_, pn, vn, scn, st = nki.run(bicgstab_step_kernel, a, x, r, rhat, p, v, sc, out_dtype=F32)
+            rho, den, sn2, rn2, omega = st[0].unbind(0)
+            its = its + active.to(F32)
+            go = active & (rho != 0)
+            bad = bad | (go & ~torch.isfinite(den))
+            go = go & torch.isfinite(den) & (den != 0)
+            sn = torch.sqrt(torch.clamp(sn2, min=0.0))
+            half = go & ((sn < stop) | (sn == 0))
+            full = go & ~half
+            x = torch.where(half, xh, torch.where(full, xf, x))
+            r, p, v, sc = (torch.where(full, new, old) for new, old in ((rn_, r), (pn, p), (vn, v), (scn, sc)))
+            rn = torch.sqrt(torch.clamp(rn2, min=0.0))
+            hist.append(torch.where(half, sn / scale, torch.where(full, rn / scale, nan)))
+            if callback is not None:
+                callback(x.reshape(n).to(b.dtype))
+            active = full & ~((rn < stop) | (rn == 0) | (omega == 0))
+        flags = torch.stack([active.to(F32), its, bad.to(F32),
+                             *[torch.as_tensor(h, dtype=F32, device=dev) for h in hist[len(got):]]])
+        running, iters, nonfinite, *block = flags.tolist()  # the one read of the block
+        got.extend(block)
+        iters = int(iters)
+        if nonfinite:
+            raise _not_finite("bicgstab", "rhat^H A p", iters)
+        if not running:
+            break
+    return x.reshape(n).to(b.dtype), iters, [h for h in got if h == h]
 
 
 # ------------------------------------------------------------------ MINRES
@@ -469,7 +521,7 @@ def _gmres_nki(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=Non
     A = matvec.matrix.to(F32).contiguous()
     a = A.mT.contiguous()
     b32 = b.to(F32).reshape(n, 1)
-    x = torch.zeros(n, 1, dtype=F32) if x0 is None else x0.to(F32).reshape(n, 1).clone()
+    x = torch.zeros(n, 1, dtype=F32, device=b.device) if x0 is None else x0.to(F32).reshape(n, 1).clone()
     _, stop, scale = threshold(b, tol, atol)
     m = max(1, min(restart, n))
     total = 0
@@ -482,7 +534,7 @@ def _gmres_nki(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=Non
             hist.append(beta / scale)
         if beta < stop or beta == 0.0:
             return x.reshape(n).to(b.dtype), total, hist
-        V = torch.zeros(n, m + 1, dtype=F32)
+        V = torch.zeros(n, m + 1, dtype=F32, device=b.device)  # the basis stays with A; H, g on the host
         H = torch.zeros(m + 1, m, dtype=torch.float64)
         cs = torch.zeros(m, dtype=torch.float64)
         sn = torch.zeros(m, dtype=torch.float64)
@@ -498,7 +550,7 @@ def _gmres_nki(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=Non
             if not math.isfinite(hn):
                 raise _not_finite("gmres", "A v", total)
             col = torch.zeros(m + 1, dtype=torch.float64)
-            col[:j + 1] = h[:, 0].double()
+            col[:j + 1] = h[:, 0].double().cpu()
             col[j + 1] = hn
             for i in range(j):  # apply the previous Givens rotations
                 t = cs[i] * col[i] + sn[i] * col[i + 1]
@@ -524,7 +576,7 @@ def _gmres_nki(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=Non
                 V[:, j + 1] = vnext[:, 0]
             if res <= stop or hn == 0:
                 break
-        y = torch.linalg.solve_triangular(H[:k, :k], g[:k].unsqueeze(-1), upper=True).to(F32)
+        y = torch.linalg.solve_triangular(H[:k, :k], g[:k].unsqueeze(-1), upper=True).to(F32).to(b.device)
         with _trnblas():
             x = x + trnblas.gemm(1.0, V[:, :k].contiguous(), y.contiguous())
         if callback is not None:

@@ -90,7 +90,7 @@ def qr_device(M: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
             qt, tau = nki.run(qr_panel_kernel, W[k0:, k0:k1].T.contiguous(), out_dtype=F32)
             F = qt.T
             W[k0:, k0:k1] = F
-            V = (F.tril(-1) + torch.eye(w, b, dtype=F32)).contiguous()
+            V = (F.tril(-1) + torch.eye(w, b, dtype=F32, device=F.device)).contiguous()
             S = trnblas.gemm(1.0, V, V, transA=True)
             Tinv = (S.triu(1) + torch.diag(1.0 / tau[:, 0])).contiguous()
             blocks.append((k0, V, Tinv))
@@ -98,9 +98,9 @@ def qr_device(M: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
                 W[k0:, k1:] = _apply(V, Tinv, W[k0:, k1:].contiguous(), True)
         R = W[:k if mode != "complete" else m, :].triu()
         if mode == "r":
-            return torch.empty(0, dtype=F32), R
+            return torch.empty(0, dtype=F32, device=R.device), R
         qcols = k if mode == "reduced" else m
-        Q = torch.eye(m, qcols, dtype=F32)
+        Q = torch.eye(m, qcols, dtype=F32, device=W.device)
         for k0, V, Tinv in reversed(blocks):
             Q[k0:, k0:] = _apply(V, Tinv, Q[k0:, k0:].contiguous(), False)
     return Q, R
@@ -132,7 +132,7 @@ def _qr_nki(A, mode):
         Rs.append(R)
     R = torch.stack(Rs).reshape(*A.shape[:-2], *Rs[0].shape).to(A.dtype)
     if mode == "r":
-        return torch.empty(0, dtype=A.dtype), R
+        return torch.empty(0, dtype=A.dtype, device=A.device), R
     return torch.stack(Qs).reshape(*A.shape[:-2], *Qs[0].shape).to(A.dtype), R
 
 
@@ -178,4 +178,4 @@ def _lstsq_nki(A, B, rcond, driver):
     shape = A.shape[:-2]
     X = torch.stack(Xs).reshape(*shape, n, B.shape[-1]).to(A.dtype)
     residues = torch.stack(res).reshape(*shape, B.shape[-1]).to(A.dtype) if m > n else A.new_zeros(0)
-    return X, residues, torch.tensor(ranks, dtype=torch.int64).reshape(shape), A.new_zeros(0)
+    return X, residues, torch.tensor(ranks, dtype=torch.int64, device=A.device).reshape(shape), A.new_zeros(0)

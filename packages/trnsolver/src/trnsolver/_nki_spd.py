@@ -104,8 +104,18 @@ def _spd_solve_all(As, Bs):
     for M, Bm in zip(As, Bs):
         L, info = cholesky_device(M)
         infos.append(info)
-        Xs.append(torch.zeros(Bm.shape, dtype=F32) if info else cho_solve_device(L, Bm, True))
+        if isinstance(info, torch.Tensor):  # on a device: solve anyway and zero a failed factor's result there
+            X = cho_solve_device(L, Bm, True)
+            Xs.append(torch.where(info == 0, X, torch.zeros((), dtype=X.dtype, device=X.device)))
+        else:
+            Xs.append(torch.zeros(Bm.shape, dtype=F32) if info else cho_solve_device(L, Bm, True))
     return Xs, infos
+
+
+def _infos(infos, shape, device):
+    if any(isinstance(i, torch.Tensor) for i in infos):  # device infos: stacked there
+        return torch.stack([torch.as_tensor(i).to(torch.int32).reshape(()).to(device) for i in infos]).reshape(shape)
+    return torch.tensor(infos, dtype=torch.int32, device=device).reshape(shape)
 
 
 @SOLVE_SPD.lowering("nki", dtypes=KERNEL_DTYPES, supports=_solve_spd_supports, counts=_solve_spd_counts)
@@ -113,7 +123,7 @@ def _solve_spd_nki(A, B, refine):
     shape, As, Bs = _pairs(A, B)
     Xs, infos = _spd_solve_all(As, Bs)
     X = torch.stack(Xs).reshape(*shape, *B.shape[-2:]).to(B.dtype)
-    return X, torch.tensor(infos, dtype=torch.int32).reshape(shape)
+    return X, _infos(infos, shape, A.device)
 
 
 # ------------------------------------------------------------------ inv_spd
@@ -127,9 +137,9 @@ def _inv_spd_counts(A):
 def _inv_spd_nki(A):
     n = A.shape[-1]
     As = A.reshape(-1, n, n)
-    eye = torch.eye(n, dtype=F32)
+    eye = torch.eye(n, dtype=F32, device=A.device)
     Xs, infos = _spd_solve_all(As, [eye] * As.shape[0])
-    return torch.stack(Xs).reshape(A.shape).to(A.dtype), torch.tensor(infos, dtype=torch.int32).reshape(A.shape[:-2])
+    return torch.stack(Xs).reshape(A.shape).to(A.dtype), _infos(infos, A.shape[:-2], A.device)
 
 
 # ------------------------------------------------------------------ inv_sqrt_spd

@@ -38,9 +38,9 @@ def _jacobi_tall(M: torch.Tensor):
     """Thin SVD of a real ``[m, n]`` matrix, ``m >= n``, ``n <= 128``: ``(U, S, V)`` (V not transposed)."""
     m, n = M.shape
     k = n + n % 2
-    ut = torch.zeros(k, m, dtype=F32)
+    ut = torch.zeros(k, m, dtype=F32, device=M.device)
     ut[:n] = M.T.to(F32)
-    eye, S = _tables(k)
+    eye, S = (t.to(M.device) for t in _tables(k))  # the sweep's constant tables, with the matrix
     vt = eye.clone()
     prev = float("inf")
     ok = False
@@ -64,7 +64,7 @@ def _jacobi_tall(M: torch.Tensor):
     U = U / torch.where(small, torch.ones_like(sig), sig)
     if bool(small.any()):  # complete the left vectors of (numerically) zero singular values on the host
         keep = (~small).nonzero()[:, 0]
-        Q = torch.linalg.qr(torch.cat([U[:, keep], torch.randn(m, n, generator=torch.Generator().manual_seed(0))],
+        Q = torch.linalg.qr(torch.cat([U[:, keep], torch.randn(m, n, generator=torch.Generator().manual_seed(0)).to(U.device)],
                                       1))[0]
         U[:, small] = Q[:, keep.numel():keep.numel() + int(small.sum())]
     return U, sig, V

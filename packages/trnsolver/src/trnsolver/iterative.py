@@ -541,8 +541,84 @@ BICGSTAB = Op("trnsolver.bicgstab", "rows", 4096, size=_rows, describe=_describe
 @BICGSTAB.lowering("torch")
 def _bicgstab_torch(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
     """BiCGSTAB on the host: :func:`_bicgstab_loop` on torch tensors or NumPy views of them,
-    whichever was measured faster (:func:`trnsci._iterative.krylov_loop`)."""
+    whichever was measured faster (:func:`trnsci._iterative.krylov_loop`); on a device,
+    :func:`_bicgstab_device_loop`."""
+    if not b.is_cpu and b.device.type != "meta":
+        return _bicgstab_device_loop(matvec, b, x0, tol, atol, maxiter, precond, callback)
     return it_.krylov_loop("bicgstab", _bicgstab_loop, matvec, b, x0, tol, atol, maxiter, precond, callback)
+
+
+def _bicgstab_device_loop(matvec, b, x0, tol, atol, maxiter, precond, callback, check_every=CHECK_EVERY):
+    """:func:`_bicgstab_iterations` with every scalar kept on the device, as :func:`_cg_device_loop`:
+    each exit of the host loop (``rho = 0``, ``rhat^H v = 0``, ``||s||`` or ``||r||`` below the
+    threshold, ``omega = 0``) freezes the state on the device (the ``||s||`` exit takes
+    ``x + alpha p``), and the host reads one small tensor every ``check_every`` iterations. Every
+    iteration is the same sequence of operations (the first one starts from ``rho = alpha = omega = 1``
+    and ``p = v = 0``, so ``p = r``); the last one also forms ``t = A s``, whose result is discarded."""
+    real = b.real.dtype if b.is_complex() else b.dtype
+    dev = b.device
+    x = torch.zeros_like(b) if x0 is None else x0.clone()
+    bnorm = torch.linalg.vector_norm(b)
+    stop = torch.clamp(tol * bnorm, min=atol)
+    scale = torch.where(bnorm > 0, bnorm, torch.ones_like(bnorm))
+    r = b - matvec(x) if x0 is not None else b.clone()
+    rn = torch.linalg.vector_norm(r)
+    hist = [rn / scale]
+    active = ~((rn < stop) | (rn == 0))
+    runtime.sync(dev)
+    rhat = r.clone()
+    one = torch.ones((), dtype=b.dtype, device=dev)
+    zero = torch.zeros((), dtype=b.dtype, device=dev)
+    rho = alpha = omega = one
+    p = torch.zeros_like(b)
+    v = torch.zeros_like(b)
+    its = torch.zeros((), dtype=torch.int64, device=dev)
+    bad = torch.zeros((), dtype=torch.bool, device=dev)
+    nan = torch.full((), math.nan, dtype=real, device=dev)
+    it = iters = 0
+    got: list = []
+    while it < maxiter:
+        for _ in range(min(check_every, maxiter - it)):
+            it += 1
+            its = its + active.to(torch.int64)
+            rho_new = torch.vdot(rhat, r)
+            go = active & (rho_new != 0)
+            pn = r + ((rho_new / rho) * (alpha / omega)) * (p - omega * v)
+            ph = precond(pn) if precond is not None else pn
+            vn = matvec(ph)
+            den = torch.vdot(rhat, vn)
+            bad = bad | (go & ~torch.isfinite(den))
+            go = go & torch.isfinite(den) & (den != 0)
+            alpha_n = rho_new / torch.where(den != 0, den, one)
+            s = r - alpha_n * vn
+            sn = torch.linalg.vector_norm(s)
+            half = go & ((sn < stop) | (sn == 0))
+            full = go & ~half
+            sh = precond(s) if precond is not None else s
+            t = matvec(sh)
+            tt = torch.vdot(t, t)
+            omega_n = torch.where(tt != 0, torch.vdot(t, s) / torch.where(tt != 0, tt, one), zero)
+            x_half = x + alpha_n * ph
+            x = torch.where(half, x_half, torch.where(full, x_half + omega_n * sh, x))
+            r = torch.where(full, s - omega_n * t, r)
+            p, v = torch.where(full, pn, p), torch.where(full, vn, v)
+            rho, alpha, omega = (torch.where(full, new, old) for new, old in
+                                 ((rho_new, rho), (alpha_n, alpha), (omega_n, omega)))
+            rn = torch.linalg.vector_norm(r)
+            hist.append(torch.where(half, sn / scale, torch.where(full, rn / scale, nan)))
+            if callback is not None:
+                callback(x)
+            active = full & ~((rn < stop) | (rn == 0) | (omega_n == 0))
+        runtime.sync(dev)  # a lazy device: this block's graph ends here
+        flags = torch.stack([active.to(real), its.to(real), bad.to(real), *hist[len(got):]])
+        running, iters, nonfinite, *block = flags.tolist()  # the one read of the block, history included
+        got.extend(block)
+        iters = int(iters)
+        if nonfinite:
+            raise _not_finite("bicgstab", "rhat^H A p", iters)
+        if not running:
+            break
+    return x, iters, [h for h in got if h == h]
 
 
 def _bicgstab_loop(ops, matvec, b, x0, tol, atol, maxiter, precond, callback):

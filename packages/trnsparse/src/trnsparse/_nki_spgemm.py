@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import torch
 
-from trnsci import nki
+from trnsci import nki, runtime
 from trnsparse import _sell, _spgemm
 from trnsparse._nki import F32, KERNEL_DTYPES, TB, _grad
 from trnsparse.kernels.bsr_spgemm import AMAX, bsr_spgemm_counts, bsr_spgemm_kernel, resident
@@ -99,7 +99,8 @@ def _decide(ac, ap, ash, bc, bp, bsh, owner_a, owner_b):
     if not opts:
         return None, "; ".join(why) + "; the host row merge runs"
     t, route, what = min(opts)
-    if t > host:
+    # resident operands: the host merge would copy both matrices to the host and C back, so the kernel runs
+    if t > host and not runtime.resident(ac, ap, bc, bp):
         return None, (f"the estimated kernel time {t * 1e6:.0f} us ({route}: {what}) exceeds the host row "
                       f"merge's {host * 1e6:.0f} us ({cp.flops // 2} scalar products)")
     return route, None

@@ -147,7 +147,7 @@ def tile_values(owner, values, cols, ptrs, shape) -> torch.Tensor:
     def fill():
         blk = values.new_zeros(st.nblk * T2)
         if st.nnz:
-            blk[st.pos] = values.detach()  # canonical patterns: one entry per position
+            blk[st.pos.to(blk.device)] = values.detach()  # canonical patterns: one entry per position
         return st, blk.reshape(st.nblk, TB, TB)
 
     built_on, blocks = cached(owner, "_tiles128_values", (values, cols, ptrs), fill)

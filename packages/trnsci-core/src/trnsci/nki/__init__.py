@@ -255,8 +255,8 @@ def run(kernel: Callable, *tensors, backend: str | None = None, out_dtype=None, 
 
     Returns
     -------
-    A tensor, or a tuple of tensors when the kernel returns several, on the
-    device of the first tensor input.
+    A tensor, or a tuple of tensors when the kernel returns several: on the
+    device when any tensor input lives there, else on the first tensor input's.
     """
     torch = _torch()
     backend = backend or _target.get() or "simulator"
@@ -279,7 +279,9 @@ def run(kernel: Callable, *tensors, backend: str | None = None, out_dtype=None, 
         outs_t = outs if isinstance(outs, tuple) else (outs,)
         results = tuple(r.to(out_dtype) if out_dtype is not None and r.is_floating_point() and r.dtype != out_dtype
                         else r for r in outs_t)
-        if device is not None and _runtime.resident_device(ref) is None:
+        # back to the host only when no operand lives on the device (a host-built index table first in the
+        # argument list does not send a resident call's result to the host)
+        if device is not None and not any(_runtime.resident_device(t) for t in tensors if isinstance(t, torch.Tensor)):
             results = tuple(r.to(device) for r in results)
         # --- end device runtime
     else:
