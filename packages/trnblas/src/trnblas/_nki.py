@@ -45,7 +45,7 @@ from trnblas.kernels.trsm import TB as TRSM_BLOCK
 from trnblas.kernels.trsm import fits as trsm_fits
 from trnblas.kernels.trsm import trsm_counts, trsm_kernel
 from trnblas.level3 import BATCHED_GEMM, GEMM, GEMM_EX, SYRK, TRSM
-from trnsci import _linalg as la
+from trnsci import linalg as la
 from trnsci import nki
 
 __all__ = ["gemm_operands", "trsm_operands", "KERNEL_DTYPES"]
