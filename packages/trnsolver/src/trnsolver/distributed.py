@@ -341,8 +341,8 @@ def cholesky(A_local: torch.Tensor, desc, *, group=None, timeout=None) -> torch.
                 lc = desc.local_offset(b)
                 Lbb, info = torch.linalg.cholesky_ex(L[c0:c1, lc:lc + w])
                 if int(info) != 0:
-                    raise la.LinAlgErrorror(f"{where}: the matrix is not positive definite (leading minor of order "
-                                            f"{c0 + int(info)})", info=c0 + int(info))
+                    raise la.LinAlgError(f"{where}: the matrix is not positive definite (leading minor of order "
+                                         f"{c0 + int(info)})", info=c0 + int(info))
                 below = L[c1:, lc:lc + w]
                 if below.shape[0]:
                     below = trnblas.trsm(1.0, Lbb, below, side="right", uplo="lower", trans=True)
@@ -399,8 +399,8 @@ def lu(A_local: torch.Tensor, desc, *, group=None, timeout=None):
                 lc = desc.local_offset(b)
                 LUp, pv, info = torch.linalg.lu_factor_ex(F[c0:, lc:lc + w])
                 if int(info) != 0:
-                    raise la.LinAlgErrorror(f"{where}: the matrix is singular (U[{c0 + int(info) - 1}, "
-                                            f"{c0 + int(info) - 1}] == 0)", info=c0 + int(info))
+                    raise la.LinAlgError(f"{where}: the matrix is singular (U[{c0 + int(info) - 1}, "
+                                         f"{c0 + int(info) - 1}] == 0)", info=c0 + int(info))
                 panel, piv = LUp, pv.to(torch.int64) - 1 + c0
         D.broadcast(panel, o, group, timeout)
         D.broadcast(piv, o, group, timeout)

@@ -173,8 +173,8 @@ def cholesky_2d(A_local: torch.Tensor, desc: BlockCyclic2D, *, timeout=None) -> 
                     lr, lc = _loff(desc, k, pr), _loff(desc, k, pc)
                     Lkk, info = torch.linalg.cholesky_ex(L[lr:lr + w, lc:lc + w])
                     if int(info) != 0:
-                        raise la.LinAlgErrorror(f"{where}: the matrix is not positive definite (leading minor of "
-                                                f"order {k0 + int(info)})", info=k0 + int(info))
+                        raise la.LinAlgError(f"{where}: the matrix is not positive definite (leading minor of "
+                                             f"order {k0 + int(info)})", info=k0 + int(info))
                     L[lr:lr + w, lc:lc + w] = Lkk
             s = bisect.bisect_left(rows, k1)  # my local rows below block k
             if q == qk:
@@ -288,8 +288,8 @@ def lu_2d(A_local: torch.Tensor, desc: BlockCyclic2D, *, timeout=None):
                         Fp[s:, jj + 1:] -= torch.outer(Fp[s:, jj], pivot_row[jj + 1:])
             with D.agree(where, None, timeout):
                 if (p, q) == (pk, qk) and singular is not None:
-                    raise la.LinAlgErrorror(f"{where}: the matrix is singular (U[{singular}, {singular}] == 0)",
-                                            info=singular + 1)
+                    raise la.LinAlgError(f"{where}: the matrix is singular (U[{singular}, {singular}] == 0)",
+                                         info=singular + 1)
             D.broadcast(piv, qk, rowg[p], timeout)
             ipiv[k0:k1] = piv
             # the interchanges as one permutation of rows: position i now holds old row src[i]
