@@ -12,6 +12,15 @@ also the ones inside functions, since those run too.
 
 Prints ``no upward import`` and exits 0, or lists the edges and exits 1.
 Standard library only, so it runs in any venv.
+
+The same walk also reports every private name that crosses a distribution's
+boundary (:func:`private_crossings`): a module that imports a name or module
+whose dotted path has a part with a leading underscore from another
+distribution (``from trnsci._x import y``, ``from trnblas._host import z``,
+``from trnsci.validate import _helper``), or reads an underscore attribute of
+something it imported from there (``validate._helper``, ``nki._runs``). Dunder
+names (``__version__``) are public. Inside one distribution privates are free:
+that is what they are for.
 """
 
 from __future__ import annotations
@@ -90,16 +99,58 @@ def upward_edges(site: Path | None = None) -> list[str]:
     return bad
 
 
+def _private(path: str) -> str | None:
+    """The first part of a dotted path with a leading underscore (dunders are public), or None."""
+    for part in path.split(".")[1:]:
+        if part.startswith("_") and not (part.startswith("__") and part.endswith("__")):
+            return part
+    return None
+
+
+def private_crossings(site: Path | None = None) -> list[str]:
+    """Every import of, or attribute read on, another distribution's private name."""
+    files, umbrella_mods = sources(site)
+    bad = []
+    for dist, paths in files.items():
+        for path in paths:
+            tree = ast.parse(path.read_text(), str(path))
+            bound: dict[str, str] = {}  # local name -> dotted path of what it was imported as
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    pairs = [(a.name, a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0])
+                             for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    pairs = [(f"{node.module}.{a.name}", a.asname or a.name, f"{node.module}.{a.name}")
+                             for a in node.names]
+                else:
+                    continue
+                for mod, name, target in pairs:
+                    dst = owner(mod, umbrella_mods)
+                    if dst is None or dst == dist:
+                        continue
+                    bound[name] = target
+                    if _private(mod):
+                        bad.append(f"{path}:{node.lineno}: {dist} imports {mod}, private to {dst}")
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound:
+                    target = f"{bound[node.value.id]}.{node.attr}"
+                    dst = owner(target, umbrella_mods)
+                    if dst is not None and dst != dist and _private(target):
+                        bad.append(f"{path}:{node.lineno}: {dist} reads {node.value.id}.{node.attr} "
+                                   f"({target}, private to {dst})")
+    return bad
+
+
 def main(argv: list[str]) -> int:
     site = Path(argv[0]) if argv else None
-    bad = upward_edges(site)
+    bad = upward_edges(site) + private_crossings(site)
     files, _ = sources(site)
     n = sum(len(v) for v in files.values())
     if bad:
         print("\n".join(bad))
-        print(f"{len(bad)} upward import(s) in {n} files")
+        print(f"{len(bad)} upward import(s) or private crossing(s) in {n} files")
         return 1
-    print(f"no upward import in {n} files")
+    print(f"no upward import and no private crossing in {n} files")
     return 0
 
 

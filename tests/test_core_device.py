@@ -246,7 +246,7 @@ def test_kernel_failure_falls_back_on_the_device(dev, monkeypatch):
 
 
 def test_finite_check_on_device_reads_once_and_still_catches_nan(dev):
-    from trnsci import _linalg as la
+    from trnsci import linalg as la
 
     a = torch.ones(5, 5).to(NEURON)
     b = torch.ones(5).to(NEURON)
@@ -417,7 +417,6 @@ def _compile_cases():
     import trnblas
     import trnfft
     import trnsolver
-    import trnsparse
 
     rng = _rng(11)
     A, B = rng.standard_normal((70, 33)).astype(np.float32), rng.standard_normal((33, 20)).astype(np.float32)

@@ -431,12 +431,12 @@ def test_testing_helpers_fail_when_they_should():
 def test_validate_sparse_opt_in():
     import torch
 
-    from trnsci import _validate as v
+    from trnsci import validate
 
     S = torch.eye(2).to_sparse()
     with pytest.raises(TypeError, match="S is a sparse tensor"):
-        v.tensor(S, "S", "op")
-    assert v.tensor(S, "S", "op", sparse=True) is S
+        validate.tensor(S, "S", "op")
+    assert validate.tensor(S, "S", "op", sparse=True) is S
 
 
 def _fake_library(tmp_path, monkeypatch, name, nki_source):

@@ -1,4 +1,4 @@
-"""trnsci._validate (uniform errors, NumPy round trip), the CLI, and the kernel shim."""
+"""trnsci.validate (uniform errors, NumPy round trip), the CLI, and the kernel shim."""
 
 from __future__ import annotations
 
@@ -10,66 +10,65 @@ import pytest
 import torch
 
 import trnsci
-from trnsci import _validate as v
-from trnsci import cli, dispatch
+from trnsci import cli, dispatch, validate
 from trnsci import nki as tnki
 
-# ------------------------------------------------------------------ _validate
+# ------------------------------------------------------------------ validate
 
 def test_tensor_coercion_and_errors():
     a = np.arange(6.0).reshape(2, 3)
-    t = v.tensor(a, "A", "gemm")
+    t = validate.tensor(a, "A", "gemm")
     assert isinstance(t, torch.Tensor) and t.data_ptr() == a.ctypes.data  # shared, not copied
     ro = a.copy()
     ro.flags.writeable = False
-    assert v.tensor(ro, "A").tolist() == a.tolist()
+    assert validate.tensor(ro, "A").tolist() == a.tolist()
     with pytest.raises(TypeError, match=r"gemm: A must be a torch.Tensor or numpy.ndarray, got list"):
-        v.tensor([[1.0]], "A", "gemm")
+        validate.tensor([[1.0]], "A", "gemm")
     with pytest.raises(TypeError, match="must hold numbers"):
-        v.tensor(np.array(["x"]), "A")
+        validate.tensor(np.array(["x"]), "A")
 
 
 def test_dtype_ndim_shape_device_checks():
     x = torch.zeros(2, 3, dtype=torch.int64)
     with pytest.raises(TypeError, match=r"syrk: A has dtype int64; expected one of float32, float64"):
-        v.dtype(x, "A", v.FLOAT_DTYPES, "syrk")
+        validate.dtype(x, "A", validate.FLOAT_DTYPES, "syrk")
     with pytest.raises(ValueError, match=r"x must be 1-D, got shape \(2, 3\)"):
-        v.ndim(x, "x", 1)
+        validate.ndim(x, "x", 1)
     with pytest.raises(ValueError, match=r"C must have shape \(2, 4\), got \(2, 3\)"):
-        v.shape(x, "C", (2, 4))
-    v.shape(x, "C", (None, 3))
+        validate.shape(x, "C", (2, 4))
+    validate.shape(x, "C", (None, 3))
     with pytest.raises(TypeError, match="B has dtype float64 but A has float32"):
-        v.same_dtype(A=torch.zeros(1), B=torch.zeros(1, dtype=torch.float64))
+        validate.same_dtype(A=torch.zeros(1), B=torch.zeros(1, dtype=torch.float64))
     with pytest.raises(ValueError, match="B is on meta but A is on cpu"):
-        v.same_device(A=torch.zeros(1), B=torch.zeros(1, device="meta"))
+        validate.same_device(A=torch.zeros(1), B=torch.zeros(1, device="meta"))
 
 
 def test_scalar_choice_integer():
-    assert v.scalar(np.float64(2.5), "alpha") == 2.5
-    assert v.scalar(torch.tensor(3), "alpha") == 3
-    assert v.scalar(1 + 2j, "alpha") == 1 + 2j
+    assert validate.scalar(np.float64(2.5), "alpha") == 2.5
+    assert validate.scalar(torch.tensor(3), "alpha") == 3
+    assert validate.scalar(1 + 2j, "alpha") == 1 + 2j
     with pytest.raises(TypeError, match="alpha must be real"):
-        v.scalar(1j, "alpha", complex_ok=False)
+        validate.scalar(1j, "alpha", complex_ok=False)
     with pytest.raises(TypeError, match="alpha must be a number, got str"):
-        v.scalar("1", "alpha")
+        validate.scalar("1", "alpha")
     with pytest.raises(TypeError):
-        v.scalar(True, "alpha")
+        validate.scalar(True, "alpha")
     uplo = {"U": ("upper", "U"), "L": ("lower", "L")}
-    assert v.choice("Upper", "uplo", uplo) == "U"
-    assert v.choice("l", "uplo", uplo) == "L"
+    assert validate.choice("Upper", "uplo", uplo) == "U"
+    assert validate.choice("l", "uplo", uplo) == "L"
     with pytest.raises(ValueError, match=r"uplo must be one of 'upper', 'U', 'lower', 'L'; got 'diag'"):
-        v.choice("diag", "uplo", uplo)
-    assert v.integer(3, "n", minimum=0) == 3
+        validate.choice("diag", "uplo", uplo)
+    assert validate.integer(3, "n", minimum=0) == 3
     with pytest.raises(ValueError, match="n must be >= 0"):
-        v.integer(-1, "n", minimum=0)
+        validate.integer(-1, "n", minimum=0)
     with pytest.raises(TypeError):
-        v.integer(2.0, "n")
+        validate.integer(2.0, "n")
 
 
 def test_numpy_io_round_trip_and_out():
-    @v.numpy_io
+    @validate.numpy_io
     def twice(x, out=None):
-        return v.write_out(x * 2, out)
+        return validate.write_out(x * 2, out)
 
     r = twice(np.array([1.0, 2.0]))
     assert isinstance(r, np.ndarray) and r.tolist() == [2.0, 4.0]
@@ -201,7 +200,7 @@ def test_demo_agrees_with_pyscf():
 
 
 def test_options_fast_lookup_and_errors():
-    trans = v.Options({"N": ("N", False), "T": ("T", True), "C": ("C",)})
+    trans = validate.Options({"N": ("N", False), "T": ("T", True), "C": ("C",)})
     assert [trans(x, "transA") for x in (False, True, "n", "T", "c")] == ["N", "T", "N", "T", "C"]
     with pytest.raises(ValueError, match=r"gemm: transA must be one of 'N', False, 'T', True, 'C'; got 'X'"):
         trans("X", "transA", "gemm")

@@ -185,12 +185,9 @@ def _stage(name: str, timings: dict, backends: dict, default: str = "torch") -> 
     """Time a stage and record where it ran (any NKI kernel run inside it wins)."""
     from trnsci import nki
 
-    outer = nki._runs.get()  # an enclosing nki.capture() (same package) must still see the runs
     t0 = time.perf_counter()
-    with nki.capture() as runs:
+    with nki.capture() as runs:  # nests: an enclosing nki.capture() sees these runs too
         yield
-    if outer is not None:
-        outer.extend(runs)
     timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
     if runs:
         kernels = sorted({r.kernel for r in runs})
@@ -929,11 +926,11 @@ def df_mp2_from_tensors(B, eps_occ, eps_vir, *, dtype=None, backend=None, max_me
     (True, (3, 5, 8))
     """
     where = "df_mp2_from_tensors"
-    from trnsci import _validate as Vd
+    from trnsci import validate
 
-    B = Vd.tensor(B, "B", where)
-    eps_occ = Vd.tensor(eps_occ, "eps_occ", where)
-    eps_vir = Vd.tensor(eps_vir, "eps_vir", where)
+    B = validate.tensor(B, "B", where)
+    eps_occ = validate.tensor(eps_occ, "eps_occ", where)
+    eps_vir = validate.tensor(eps_vir, "eps_vir", where)
     if B.ndim != 3:
         raise ValueError(f"{where}: B must be 3-D (nocc, nvir, naux), got shape {tuple(B.shape)}")
     if dtype is not None:

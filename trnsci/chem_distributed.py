@@ -116,9 +116,7 @@ def df_mp2_distributed(mf, process_group, *, auxbasis=None, frozen=None, dtype=t
     nocc, nvir = c_occ.shape[1], c_vir.shape[1]
     occ_sizes, occ_off = D.shard_sizes(nocc, P), D.shard_offsets(nocc, P)
     timings, backends = {}, {}
-    traffic = D.Traffic()
-    D._COUNTERS.append(traffic)
-    try:
+    with D.counting() as traffic:
         with C._backend_scope(backend):
             cderi = C._cached_cderi(mf, auxbasis)
             with D.agree(where, g, timeout):
@@ -174,8 +172,6 @@ def df_mp2_distributed(mf, process_group, *, auxbasis=None, frozen=None, dtype=t
             t0 = time.perf_counter()
             D.all_reduce(pairs, group=g, timeout=timeout, kind="pairs")
             timings["comm"] += time.perf_counter() - t0
-    finally:
-        D._COUNTERS.remove(traffic)
     e = float(pairs.sum())
     for k in C.STAGES:
         timings.setdefault(k, 0.0)

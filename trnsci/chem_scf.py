@@ -56,7 +56,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from trnsci._iterative import ConvergenceWarning
+from trnsci.iterative import ConvergenceWarning
 
 __all__ = ["SCFResult", "scf", "SCF_STAGES", "ConvergenceWarning"]
 
@@ -597,21 +597,18 @@ def _run(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shif
         e_nuc = float(mol.energy_nuc())
     ranks = 1
     traffic = None
+    counted = contextlib.ExitStack()
     if process_group is not None:
         import torch.distributed as dist
 
         from trnsci import distributed as D
 
         ranks = dist.get_world_size(process_group)
-        traffic = D.Traffic()
-        D._COUNTERS.append(traffic)
-    try:
+        traffic = counted.enter_context(D.counting())
+    with counted:
         return _iterate(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shift, use_diis, diis_space,
                         precision, mm, progress, process_group, t_start, timings, backends, S, h, dm, e_nuc,
                         ranks, traffic)
-    finally:
-        if traffic is not None:
-            D._COUNTERS.remove(traffic)
 
 
 def _iterate(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shift, use_diis, diis_space,

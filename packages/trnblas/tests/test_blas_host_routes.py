@@ -14,7 +14,7 @@ import torch
 
 import trnblas
 from trnblas import _host
-from trnsci import routes
+from trnsci import hostblas, routes
 
 TOL = {torch.float32: 2e-5, torch.float64: 1e-12}
 
@@ -178,16 +178,16 @@ def test_routes_are_timed_in_cpu_time_only_when_every_candidate_runs_on_the_call
 
     assert _host.clock(1, 64 ** 3) is time.thread_time  # below OpenBLAS's threading threshold
     assert _host.clock(2, 64 ** 3) is time.perf_counter  # torch's own threads: wall time
-    monkeypatch.setattr(_host, "_OPENBLAS_ONE", False)
+    monkeypatch.setattr(hostblas, "OPENBLAS_ONE", False)
     assert _host.clock(1, 256 ** 3) is time.perf_counter  # OpenBLAS may use helper threads
     # helper threads (either library's) may stall at a barrier under load: the choice compares slowest rounds
     assert _host._robust(_host.clock(1, 256 ** 3)) and _host._robust(_host.clock(2, 64 ** 3))
     assert not _host._robust(_host.clock(1, 64 ** 3))
-    monkeypatch.setattr(_host, "_OPENBLAS_ONE", True)
+    monkeypatch.setattr(hostblas, "OPENBLAS_ONE", True)
     assert _host.clock(1, 256 ** 3) is time.thread_time
     for var, value, one in (("OPENBLAS_NUM_THREADS", "1", True), ("OPENBLAS_NUM_THREADS", "2", False)):
         monkeypatch.setenv(var, value)
-        assert _host._openblas_one_thread() is one
+        assert hostblas.openblas_one_thread() is one
 
 
 def test_host_routes_and_their_timed_candidates_run_through_hostblas(monkeypatch):

@@ -26,7 +26,7 @@ import scipy.sparse.linalg as spl
 import torch
 
 import trnsolver
-from trnsci import _iterative as it_
+from trnsci import iterative as it_
 from trnsci import routes
 
 ROUTES = ["torch", "numpy"]

@@ -15,7 +15,7 @@ import scipy.sparse.linalg as spl
 import torch
 
 import trnsolver
-from trnsci import _iterative as it_
+from trnsci import iterative as it_
 from trnsci import routes
 from trnsci.testing import choice_at_cost
 

@@ -404,9 +404,9 @@ def test_choice_is_robust_where_a_candidate_threads(monkeypatch, measure, one_th
     """At one torch thread a step of >= 2^19 multiply-adds is threaded by OpenBLAS: timed by wall time and
     chosen robustly -- numpy.matmul, faster in median and best round but with one stalled round, is not
     taken; a small step (on the calling thread, CPU time) with the same times takes it."""
-    from trnblas import _host
+    from trnsci import hostblas
 
-    if _host._OPENBLAS_ONE:
+    if hostblas.OPENBLAS_ONE:
         pytest.skip("OpenBLAS held at one thread by the environment: every step is timed on the caller")
 
     def stalling(candidates, **kw):

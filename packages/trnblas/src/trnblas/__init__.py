@@ -5,9 +5,9 @@ backend runs it, and calls either its torch lowering or its NKI kernel.
 :func:`plan_gemm` (and :func:`plan`) say which one a call would use, and why.
 """
 
-from trnsci._libinfo import library_version as _library_version
 from trnsci.backend import bind as _bind
 from trnsci.dispatch import load_lowerings as _load_lowerings
+from trnsci.libinfo import library_version as _library_version
 
 __version__ = _library_version("trnblas")
 set_backend, get_backend, use_backend = _bind("trnblas")

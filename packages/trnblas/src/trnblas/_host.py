@@ -39,7 +39,6 @@ round stalled longer than torch's is not taken.
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -91,18 +90,6 @@ def _layout(t: torch.Tensor) -> str:
     return "F" if s0 == 1 or t.shape[0] == 1 else "S"
 
 
-def _openblas_one_thread() -> bool:
-    """Whether OpenBLAS runs single-threaded: the variables it reads when NumPy/SciPy load it, in its order."""
-    for var in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
-        value = os.environ.get(var, "").strip()
-        if value:
-            return value == "1"
-    return os.cpu_count() == 1
-
-
-_OPENBLAS_ONE = _openblas_one_thread()  # NumPy (imported above) has loaded its OpenBLAS by now
-
-
 def clock(threads: int, mnk: int):
     """The clock a route is timed with: the calling thread's CPU time when every candidate runs on that
     thread (one torch thread, and OpenBLAS single-threaded for this size), else wall time.
@@ -112,7 +99,7 @@ def clock(threads: int, mnk: int):
     wall-clock choice once kept torch for syrk 256 float64 at 418 vs 414 us, where ?syrk takes 283 us
     alone); helper threads' work would be missed, hence wall time as soon as there are any.
     """
-    if threads == 1 and (mnk < ONE_THREAD_MNK or _OPENBLAS_ONE):
+    if threads == 1 and (mnk < ONE_THREAD_MNK or hostblas.OPENBLAS_ONE):
         return time.thread_time
     return time.perf_counter
 

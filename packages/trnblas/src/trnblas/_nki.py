@@ -47,7 +47,7 @@ from trnblas.kernels.trsm import fits as trsm_fits
 from trnblas.kernels.trsm import trsm_counts, trsm_kernel
 from trnblas.level3 import BATCHED_GEMM, GEMM, GEMM_EX, SYRK, TRSM
 from trnblas.level3_gemm import GEMM_FP64
-from trnsci import _linalg as la
+from trnsci import linalg as la
 from trnsci import nki
 
 __all__ = ["gemm_operands", "trsm_operands", "KERNEL_DTYPES"]

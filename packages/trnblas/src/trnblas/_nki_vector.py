@@ -66,7 +66,7 @@ from trnblas.kernels.syr2k import syr2k_counts, syr2k_kernel
 from trnblas.kernels.trsm import fits as trsm_fits
 from trnblas.kernels.trsm import trsm_counts, trsm_kernel
 from trnblas.kernels.vreduce import MAX_INDEX, reduce_counts, reduce_kernel
-from trnsci import _linalg as la
+from trnsci import linalg as la
 from trnsci import nki
 
 F32 = torch.float32

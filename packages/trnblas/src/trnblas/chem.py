@@ -27,8 +27,7 @@ import numbers
 import numpy as np
 import torch
 
-from trnsci import _validate as V
-from trnsci import hostblas, plugins
+from trnsci import hostblas, plugins, validate
 from trnsci.dispatch import Op
 
 __all__ = ["mp2_pair_energies", "mp2_energy", "df_factors", "dfmp2", "MP2_ENERGY"]
@@ -51,18 +50,18 @@ MP2_ENERGY = Op(
 _DEFAULT_MAX_MEMORY_MB = 512.0
 
 def _validate(B, eps_occ, eps_vir, max_memory, where):
-    B = V.tensor(B, "B", where)
-    eps_occ = V.tensor(eps_occ, "eps_occ", where)
-    eps_vir = V.tensor(eps_vir, "eps_vir", where)
-    V.dtype(B, "B", V.REAL_DTYPES, where)
-    V.dtype(eps_occ, "eps_occ", V.REAL_DTYPES, where)
-    V.dtype(eps_vir, "eps_vir", V.REAL_DTYPES, where)
-    V.ndim(B, "B", 3, where)
+    B = validate.tensor(B, "B", where)
+    eps_occ = validate.tensor(eps_occ, "eps_occ", where)
+    eps_vir = validate.tensor(eps_vir, "eps_vir", where)
+    validate.dtype(B, "B", validate.REAL_DTYPES, where)
+    validate.dtype(eps_occ, "eps_occ", validate.REAL_DTYPES, where)
+    validate.dtype(eps_vir, "eps_vir", validate.REAL_DTYPES, where)
+    validate.ndim(B, "B", 3, where)
     nocc, nvir, naux = B.shape
     if nocc == 0 or nvir == 0 or naux == 0:
         raise ValueError(f"{where}: B must have nonzero (nocc, nvir, naux), got shape {tuple(B.shape)}")
-    V.ndim(eps_occ, "eps_occ", 1, where)
-    V.ndim(eps_vir, "eps_vir", 1, where)
+    validate.ndim(eps_occ, "eps_occ", 1, where)
+    validate.ndim(eps_vir, "eps_vir", 1, where)
     if eps_occ.shape[0] != nocc:
         raise ValueError(
             f"{where}: eps_occ has {eps_occ.shape[0]} entries but B has nocc={nocc} (B is (nocc, nvir, naux))"
@@ -71,7 +70,7 @@ def _validate(B, eps_occ, eps_vir, max_memory, where):
         raise ValueError(
             f"{where}: eps_vir has {eps_vir.shape[0]} entries but B has nvir={nvir} (B is (nocc, nvir, naux))"
         )
-    V.same_device(where, B=B, eps_occ=eps_occ, eps_vir=eps_vir)
+    validate.same_device(where, B=B, eps_occ=eps_occ, eps_vir=eps_vir)
     gap = eps_vir.double().min().item() - eps_occ.double().max().item()
     if not gap > 0:  # also catches NaN
         raise ValueError(
@@ -199,7 +198,7 @@ def _pairs(B, eps_occ, eps_vir, max_memory, where):
     return MP2_ENERGY(B, eps_occ, eps_vir, max_memory)
 
 
-@V.numpy_io
+@validate.numpy_io
 def mp2_pair_energies(B, eps_occ, eps_vir, *, max_memory=None):
     """Closed-shell DF-MP2 pair energies ``e_ij``.
 
@@ -242,7 +241,7 @@ def mp2_pair_energies(B, eps_occ, eps_vir, *, max_memory=None):
     return _pairs(B, eps_occ, eps_vir, max_memory, "mp2_pair_energies")
 
 
-@V.numpy_io
+@validate.numpy_io
 def mp2_energy(B, eps_occ, eps_vir, *, max_memory=None):
     """Closed-shell DF-MP2 correlation energy ``E = sum_ij e_ij``.
 

@@ -28,8 +28,7 @@ import math
 
 import torch
 
-from trnsci import _validate as v
-from trnsci._validate import numpy_io
+from trnsci import validate
 from trnsci.dispatch import Op
 from trnsci.settled import call, public, settles
 
@@ -38,7 +37,7 @@ __all__ = ["axpy", "dot", "dotu", "dotc", "nrm2", "asum", "scal", "iamax", "iami
 
 
 #: What level 1 accepts: the BLAS dtypes plus bfloat16/float16 (computed in float32).
-DTYPES = v.ALL_FLOAT_DTYPES
+DTYPES = validate.ALL_FLOAT_DTYPES
 _LOWP = (torch.bfloat16, torch.float16)
 #: Elements below which "auto" keeps a level-1 call on torch (uncalibrated: a dispatch costs ~1 ms on trn1).
 THRESHOLD = 2 ** 22
@@ -135,12 +134,12 @@ def _(x, y):
 
 
 def _pair(where, x, y):
-    x = v.vector(x, "x", where, DTYPES)
-    y = v.vector(y, "y", where, DTYPES)
+    x = validate.vector(x, "x", where, DTYPES)
+    y = validate.vector(y, "y", where, DTYPES)
     if y.dtype is not x.dtype or y.device != x.device:
-        v.agree(where, x=x, y=y)
+        validate.agree(where, x=x, y=y)
     if x.shape[0] != y.shape[0]:
-        raise v.mismatch(where, "x and y must have one length", x=x, y=y)
+        raise validate.mismatch(where, "x and y must have one length", x=x, y=y)
     return x, y
 
 
@@ -178,12 +177,12 @@ def axpy(alpha, x, y, *, out=None):
     """
     where = "axpy"
     x, y = _pair(where, x, y)
-    alpha = v.scalar(alpha, "alpha", where, complex_ok=x.dtype.is_complex)
+    alpha = validate.scalar(alpha, "alpha", where, complex_ok=x.dtype.is_complex)
     if alpha == 0 or x.shape[0] == 0:
-        return v.finish(y.clone(), out, where)
+        return validate.finish(y.clone(), out, where)
     if out is None:
         return call(AXPY, alpha, x, y)
-    return v.finish(AXPY(alpha, x, y), out, where)
+    return validate.finish(AXPY(alpha, x, y), out, where)
 
 
 @public(DOT, "tensor tensor")
@@ -302,7 +301,7 @@ def nrm2(x):
     >>> float(trnblas.nrm2(torch.tensor([1e200, 1e200], dtype=torch.float64)))
     1.414213562373095e+200
     """
-    x = v.vector(x, "x", "nrm2", DTYPES)
+    x = validate.vector(x, "x", "nrm2", DTYPES)
     if x.shape[0] == 0:
         return torch.zeros((), dtype=x.real.dtype if x.is_complex() else x.dtype, device=x.device)
     return call(NRM2, x)
@@ -357,7 +356,7 @@ def _(x):
     return (_NRM2_REAL[x.dtype], (0,)) if x.dtype in _NRM2_REAL else None
 
 
-@numpy_io
+@validate.numpy_io
 def asum(x):
     """Sum of magnitudes (``cublas<t>asum``).
 
@@ -382,7 +381,7 @@ def asum(x):
     >>> trnblas.asum(torch.tensor([3 + 4j], dtype=torch.complex64))
     tensor(7.)
     """
-    x = v.vector(x, "x", "asum", DTYPES)
+    x = validate.vector(x, "x", "asum", DTYPES)
     if x.shape[0] == 0:
         return torch.zeros((), dtype=x.real.dtype if x.is_complex() else x.dtype, device=x.device)
     return _asum_torch(x) if ASUM.on_torch() else ASUM(x)
@@ -399,7 +398,7 @@ def _asum_torch(x):
     return x.abs().sum()
 
 
-@numpy_io
+@validate.numpy_io
 def scal(alpha, x, *, out=None):
     """``alpha * x`` (``cublas<t>scal``; also ``csscal``/``zdscal`` for real alpha).
 
@@ -428,13 +427,13 @@ def scal(alpha, x, *, out=None):
     [3.0, 3.0]
     """
     where = "scal"
-    x = v.vector(x, "x", where, DTYPES)
-    alpha = v.scalar(alpha, "alpha", where, complex_ok=x.dtype.is_complex)
+    x = validate.vector(x, "x", where, DTYPES)
+    alpha = validate.scalar(alpha, "alpha", where, complex_ok=x.dtype.is_complex)
     if alpha == 0 or x.shape[0] == 0:
         R = torch.zeros_like(x)
     else:
         R = _scal_torch(alpha, x) if SCAL.on_torch() else SCAL(alpha, x)
-    return v.finish(R, out, where)
+    return validate.finish(R, out, where)
 
 
 def _magnitude(x: torch.Tensor) -> torch.Tensor:
@@ -445,7 +444,7 @@ def _magnitude(x: torch.Tensor) -> torch.Tensor:
     return x.abs()
 
 
-@numpy_io
+@validate.numpy_io
 def iamax(x) -> int:
     """0-based index of the entry of largest magnitude (``cublasI<t>amax``).
 
@@ -476,7 +475,7 @@ def iamax(x) -> int:
     >>> trnblas.iamax(torch.tensor([1.0, -5.0, 5.0]))
     1
     """
-    x = v.vector(x, "x", "iamax", DTYPES)
+    x = validate.vector(x, "x", "iamax", DTYPES)
     if x.shape[0] == 0:
         return -1
     return _iamax_torch(x) if IAMAX.on_torch() else IAMAX(x)
@@ -487,7 +486,7 @@ def _iamax_torch(x):
     return int(torch.argmax(_magnitude(x)))
 
 
-@numpy_io
+@validate.numpy_io
 def iamin(x) -> int:
     """0-based index of the entry of smallest magnitude (``cublasI<t>amin``).
 
@@ -515,7 +514,7 @@ def iamin(x) -> int:
     >>> trnblas.iamin(torch.tensor([3.0, -1.0, 1.0]))
     1
     """
-    x = v.vector(x, "x", "iamin", DTYPES)
+    x = validate.vector(x, "x", "iamin", DTYPES)
     if x.shape[0] == 0:
         return -1
     return _iamin_torch(x) if IAMIN.on_torch() else IAMIN(x)
@@ -526,7 +525,7 @@ def _iamin_torch(x):
     return int(torch.argmin(_magnitude(x)))
 
 
-@numpy_io
+@validate.numpy_io
 def rot(x, y, c, s):
     """Apply a plane rotation (``cublas<t>rot``): returns ``(c x + s y, c y - conj(s) x)``.
 
@@ -559,15 +558,15 @@ def rot(x, y, c, s):
     """
     where = "rot"
     x, y = _pair(where, x, y)
-    cc = v.scalar(c, "c", where, complex_ok=False)
-    ss = v.scalar(s, "s", where, complex_ok=x.dtype.is_complex)
+    cc = validate.scalar(c, "c", where, complex_ok=False)
+    ss = validate.scalar(s, "s", where, complex_ok=x.dtype.is_complex)
     if x.shape[0] == 0:
         return x.clone(), y.clone()
     return _rot_torch(x, y, cc, ss) if ROT.on_torch() else ROT(x, y, cc, ss)
 
 
 def _num(x, name):
-    return v.scalar(x, name, "rotg")
+    return validate.scalar(x, name, "rotg")
 
 
 def rotg(a, b):
@@ -634,7 +633,7 @@ def rotg(a, b):
     return cs, sn, r, z
 
 
-@numpy_io
+@validate.numpy_io
 def swap(x, y):
     """Exchange two vectors (``cublas<t>swap``): returns ``(y, x)`` as new copies.
 
@@ -665,7 +664,7 @@ def swap(x, y):
     return _swap_torch(x, y) if SWAP.on_torch() else SWAP(x, y)
 
 
-@numpy_io
+@validate.numpy_io
 def copy(x, *, out=None):
     """Copy a vector (``cublas<t>copy``).
 
@@ -690,7 +689,7 @@ def copy(x, *, out=None):
     >>> trnblas.copy(torch.ones(2)).tolist()
     [1.0, 1.0]
     """
-    x = v.vector(x, "x", "copy", DTYPES)
+    x = validate.vector(x, "x", "copy", DTYPES)
     if out is not None:
-        return v.write_out(x, out, "copy")
+        return validate.write_out(x, out, "copy")
     return x.clone() if x.shape[0] == 0 else _copy_torch(x) if COPY.on_torch() else COPY(x)

@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import torch
 
-from trnsci import _linalg as la
-from trnsci import _validate as v
-from trnsci._validate import numpy_io
+from trnsci import linalg as la
+from trnsci import validate
 from trnsci.dispatch import Op
 from trnsci.settled import call, public, settles
 
@@ -37,7 +36,7 @@ __all__ = ["gemv", "symv", "hemv", "ger", "geru", "gerc", "syr", "syr2", "her", 
 
 
 #: What level 2 accepts: the BLAS dtypes plus bfloat16/float16 (computed in float32).
-DTYPES = v.ALL_FLOAT_DTYPES
+DTYPES = validate.ALL_FLOAT_DTYPES
 _LOWP = (torch.bfloat16, torch.float16)
 
 
@@ -170,9 +169,9 @@ def _mv(where, alpha, a, x, beta, y):
 def _check_mv(where, rows, cols, A, x, y, what):
     """Lengths of ``x`` and ``y`` against op(A); ``what`` is the message tail, or a function making it."""
     if x.shape[0] != cols:
-        raise v.mismatch(where, f"x must have {cols} entries ({what() if callable(what) else what})", A=A, x=x)
+        raise validate.mismatch(where, f"x must have {cols} entries ({what() if callable(what) else what})", A=A, x=x)
     if y is not None and y.shape[0] != rows:
-        raise v.mismatch(where, f"y must have {rows} entries ({what() if callable(what) else what})", A=A, y=y)
+        raise validate.mismatch(where, f"y must have {rows} entries ({what() if callable(what) else what})", A=A, y=y)
 
 
 @public(GEMV, "scalar tensor tensor scalar tensor? flag")
@@ -209,44 +208,44 @@ def gemv(alpha, A, x, beta=0.0, y=None, trans=False, *, out=None):
     [3.0, 3.0]
     """
     where = "gemv"
-    A = v.matrix(A, "A", where, DTYPES)
-    x = v.vector(x, "x", where, DTYPES)
+    A = validate.matrix(A, "A", where, DTYPES)
+    x = validate.vector(x, "x", where, DTYPES)
     if y is not None:
-        y = v.vector(y, "y", where, DTYPES)
-    v.agree3(where, A, x, y, ("A", "x", "y"))
+        y = validate.vector(y, "y", where, DTYPES)
+    validate.agree3(where, A, x, y, ("A", "x", "y"))
     t = "N" if trans is False else la.real_trans(la.trans(trans, "trans", where), A.dtype)
     cplx = A.dtype.is_complex
-    alpha = v.scalar(alpha, "alpha", where, complex_ok=cplx)
-    beta = v.scalar(beta, "beta", where, complex_ok=cplx)
+    alpha = validate.scalar(alpha, "alpha", where, complex_ok=cplx)
+    beta = validate.scalar(beta, "beta", where, complex_ok=cplx)
     rows, cols = A.shape if t == "N" else (A.shape[1], A.shape[0])
     _check_mv(where, rows, cols, A, x, y, lambda: f"op(A) is {rows}x{cols}, trans={t!r}")
     if alpha == 0 or rows == 0 or cols == 0:
-        return v.finish(_mv(where, 0, A if t == "N" else la.op(A, t), x, beta, y), out, where)
+        return validate.finish(_mv(where, 0, A if t == "N" else la.op(A, t), x, beta, y), out, where)
     y = y if beta != 0 else None
     if out is None:
         return call(GEMV, alpha, A, x, beta, y, t)
-    return v.finish(GEMV(alpha, A, x, beta, y, t), out, where)
+    return validate.finish(GEMV(alpha, A, x, beta, y, t), out, where)
 
 
 def _symv_like(where, alpha, A, x, beta, y, uplo, hermitian, out):
-    A = v.matrix(A, "A", where, DTYPES)
-    x = v.vector(x, "x", where, DTYPES)
+    A = validate.matrix(A, "A", where, DTYPES)
+    x = validate.vector(x, "x", where, DTYPES)
     if y is not None:
-        y = v.vector(y, "y", where, DTYPES)
-    v.agree(where, A=A, x=x, y=y)
+        y = validate.vector(y, "y", where, DTYPES)
+    validate.agree(where, A=A, x=x, y=y)
     u = la.uplo(uplo, "uplo", where)
-    alpha = v.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
-    beta = v.scalar(beta, "beta", where, complex_ok=A.dtype.is_complex)
-    n = v.square(A, "A", where)
+    alpha = validate.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
+    beta = validate.scalar(beta, "beta", where, complex_ok=A.dtype.is_complex)
+    n = validate.square(A, "A", where)
     _check_mv(where, n, n, A, x, y, f"A is {n}x{n}")
     if alpha == 0 or n == 0:
-        return v.finish(_mv(where, 0, A, x, beta, y), out, where)
+        return validate.finish(_mv(where, 0, A, x, beta, y), out, where)
     y = y if beta != 0 else None
     R = _symv_torch(alpha, A, x, beta, y, u, hermitian) if SYMV.on_torch() else SYMV(alpha, A, x, beta, y, u, hermitian)
-    return v.finish(R, out, where)
+    return validate.finish(R, out, where)
 
 
-@numpy_io
+@validate.numpy_io
 def symv(alpha, A, x, beta=0.0, y=None, uplo="upper", *, out=None):
     """Symmetric matrix-vector product: ``alpha A x + beta y`` (``cublas<t>symv``).
 
@@ -280,7 +279,7 @@ def symv(alpha, A, x, beta=0.0, y=None, uplo="upper", *, out=None):
     return _symv_like("symv", alpha, A, x, beta, y, uplo, False, out)
 
 
-@numpy_io
+@validate.numpy_io
 def hemv(alpha, A, x, beta=0.0, y=None, uplo="upper", *, out=None):
     """Hermitian matrix-vector product: ``alpha A x + beta y`` (``cublas<t>hemv``).
 
@@ -313,13 +312,13 @@ def hemv(alpha, A, x, beta=0.0, y=None, uplo="upper", *, out=None):
 
 
 def _outer_operands(where, x, y, A, alpha, real_alpha=False):
-    x = v.vector(x, "x", where, DTYPES)
+    x = validate.vector(x, "x", where, DTYPES)
     if y is not None:
-        y = v.vector(y, "y", where, DTYPES)
+        y = validate.vector(y, "y", where, DTYPES)
     if A is not None:
-        A = v.matrix(A, "A", where, DTYPES)
-    v.agree(where, x=x, y=y, A=A)
-    alpha = v.scalar(alpha, "alpha", where, complex_ok=x.dtype.is_complex and not real_alpha)
+        A = validate.matrix(A, "A", where, DTYPES)
+    validate.agree(where, x=x, y=y, A=A)
+    alpha = validate.scalar(alpha, "alpha", where, complex_ok=x.dtype.is_complex and not real_alpha)
     return x, y, A, alpha
 
 
@@ -360,27 +359,27 @@ def ger(alpha, x, y, A=None, *, conj=False, out=None):
 def _ger(where, alpha, x, y, A, conj, out):
     if type(conj) is not bool:
         raise TypeError(f"{where}: conj must be True or False, got {conj!r}")
-    y = v.vector(y, "y", where, DTYPES)  # required: only A may be omitted
+    y = validate.vector(y, "y", where, DTYPES)  # required: only A may be omitted
     x, y, A, alpha = _outer_operands(where, x, y, A, alpha)
     m, n = x.shape[0], y.shape[0]
     if A is not None and tuple(A.shape) != (m, n):
-        raise v.mismatch(where, f"A must be ({m}, {n}) = (len(x), len(y))", x=x, y=y, A=A)
+        raise validate.mismatch(where, f"A must be ({m}, {n}) = (len(x), len(y))", x=x, y=y, A=A)
     if alpha == 0 or m == 0 or n == 0:
         R = A.clone() if A is not None else torch.zeros(m, n, dtype=x.dtype, device=x.device)
     else:
         if out is None:
             return call(GER, alpha, x, y, A, conj)
         R = GER(alpha, x, y, A, conj)
-    return v.finish(R, out, where)
+    return validate.finish(R, out, where)
 
 
-@numpy_io
+@validate.numpy_io
 def geru(alpha, x, y, A=None, *, out=None):
     """``A + alpha x y^T`` (``cublas<t>geru``); the same as :func:`ger`."""
     return _ger("geru", alpha, x, y, A, False, out)
 
 
-@numpy_io
+@validate.numpy_io
 def gerc(alpha, x, y, A=None, *, out=None):
     """``A + alpha x y^H`` (``cublas<t>gerc``); :func:`ger` with ``conj=True``."""
     return _ger("gerc", alpha, x, y, A, True, out)
@@ -393,25 +392,25 @@ def _sym_update(where, alpha, x, y, A, uplo, fill, hermitian, out):
     u = la.uplo(uplo, "uplo", where)
     n = x.shape[0]
     if y is not None and y.shape[0] != n:
-        raise v.mismatch(where, "x and y must have one length", x=x, y=y)
+        raise validate.mismatch(where, "x and y must have one length", x=x, y=y)
     if A is not None and tuple(A.shape) != (n, n):
-        raise v.mismatch(where, f"A must be ({n}, {n}) = (len(x), len(x))", x=x, A=A)
+        raise validate.mismatch(where, f"A must be ({n}, {n}) = (len(x), len(x))", x=x, A=A)
     herm = hermitian and x.is_complex()
     if alpha == 0 or n == 0:
         if A is not None and not full:
-            return v.finish(A.clone(), out, where)  # BLAS quick return: A untouched
+            return validate.finish(A.clone(), out, where)  # BLAS quick return: A untouched
         R = A.clone() if A is not None else torch.zeros(n, n, dtype=x.dtype, device=x.device)
-        return v.finish(la.merge_triangle(R, None, u, full, herm), out, where)
+        return validate.finish(la.merge_triangle(R, None, u, full, herm), out, where)
     if y is None:  # syr / her: A + alpha x x^T  or  A + alpha x x^H
         R = _syr_torch(alpha, x, A, herm) if SYR.on_torch() else SYR(alpha, x, A, herm)
     else:  # syr2 / her2: A + P + P^T  or  A + P + P^H
         R = _syr2_torch(alpha, x, y, A, herm) if SYR2.on_torch() else SYR2(alpha, x, y, A, herm)
     if herm:
         la.real_diagonal(R)
-    return v.finish(la.merge_triangle(R, A, u, full, herm), out, where)
+    return validate.finish(la.merge_triangle(R, A, u, full, herm), out, where)
 
 
-@numpy_io
+@validate.numpy_io
 def syr(alpha, x, A=None, uplo="upper", fill=None, *, out=None):
     """Symmetric rank-1 update of one triangle: ``A + alpha x x^T`` (``cublas<t>syr``).
 
@@ -451,7 +450,7 @@ def syr(alpha, x, A=None, uplo="upper", fill=None, *, out=None):
     return _sym_update("syr", alpha, x, None, A, uplo, fill, False, out)
 
 
-@numpy_io
+@validate.numpy_io
 def syr2(alpha, x, y, A=None, uplo="upper", fill=None, *, out=None):
     """Symmetric rank-2 update of one triangle: ``A + alpha (x y^T + y x^T)`` (``cublas<t>syr2``).
 
@@ -477,11 +476,11 @@ def syr2(alpha, x, y, A=None, uplo="upper", fill=None, *, out=None):
     >>> trnblas.syr2(1.0, torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0]), fill="full").tolist()
     [[0.0, 1.0], [1.0, 0.0]]
     """
-    y_ = v.vector(y, "y", "syr2", DTYPES)
+    y_ = validate.vector(y, "y", "syr2", DTYPES)
     return _sym_update("syr2", alpha, x, y_, A, uplo, fill, False, out)
 
 
-@numpy_io
+@validate.numpy_io
 def her(alpha, x, A=None, uplo="upper", fill=None, *, out=None):
     """Hermitian rank-1 update of one triangle: ``A + alpha x x^H`` (``cublas<t>her``).
 
@@ -515,7 +514,7 @@ def her(alpha, x, A=None, uplo="upper", fill=None, *, out=None):
     return _sym_update("her", alpha, x, None, A, uplo, fill, True, out)
 
 
-@numpy_io
+@validate.numpy_io
 def her2(alpha, x, y, A=None, uplo="upper", fill=None, *, out=None):
     """Hermitian rank-2 update: ``A + alpha x y^H + conj(alpha) y x^H`` (``cublas<t>her2``).
 
@@ -543,24 +542,24 @@ def her2(alpha, x, y, A=None, uplo="upper", fill=None, *, out=None):
     >>> trnblas.her2(1.0, x, x)
     tensor([[2.+0.j]])
     """
-    y_ = v.vector(y, "y", "her2", DTYPES)
+    y_ = validate.vector(y, "y", "her2", DTYPES)
     return _sym_update("her2", alpha, x, y_, A, uplo, fill, True, out)
 
 
 def _tri_mv_operands(where, A, x, uplo, trans, diag):
-    A = v.matrix(A, "A", where, DTYPES)
-    x = v.vector(x, "x", where, DTYPES)
-    v.agree(where, A=A, x=x)
+    A = validate.matrix(A, "A", where, DTYPES)
+    x = validate.vector(x, "x", where, DTYPES)
+    validate.agree(where, A=A, x=x)
     u = la.uplo(uplo, "uplo", where)
     t = la.real_trans(la.trans(trans, "trans", where), A.dtype)
     d = la.diag(diag, "diag", where)
-    n = v.square(A, "A", where)
+    n = validate.square(A, "A", where)
     if x.shape[0] != n:
-        raise v.mismatch(where, f"x must have {n} entries (A is {n}x{n})", A=A, x=x)
+        raise validate.mismatch(where, f"x must have {n} entries (A is {n}x{n})", A=A, x=x)
     return A, x, u, t, d, n
 
 
-@numpy_io
+@validate.numpy_io
 def trmv(A, x, uplo="upper", trans=False, diag="nonunit", *, out=None):
     """Triangular matrix-vector product ``op(A) x`` (``cublas<t>trmv``).
 
@@ -595,11 +594,11 @@ def trmv(A, x, uplo="upper", trans=False, diag="nonunit", *, out=None):
     where = "trmv"
     A, x, u, t, d, n = _tri_mv_operands(where, A, x, uplo, trans, diag)
     if n == 0:
-        return v.finish(x.clone(), out, where)
-    return v.finish(_trmv_torch(A, x, u, t, d) if TRMV.on_torch() else TRMV(A, x, u, t, d), out, where)
+        return validate.finish(x.clone(), out, where)
+    return validate.finish(_trmv_torch(A, x, u, t, d) if TRMV.on_torch() else TRMV(A, x, u, t, d), out, where)
 
 
-@numpy_io
+@validate.numpy_io
 def trsv(A, x, uplo="upper", trans=False, diag="nonunit", *, out=None):
     """Triangular solve: ``z`` with ``op(A) z = x`` (``cublas<t>trsv``).
 
@@ -632,5 +631,5 @@ def trsv(A, x, uplo="upper", trans=False, diag="nonunit", *, out=None):
     where = "trsv"
     A, x, u, t, d, n = _tri_mv_operands(where, A, x, uplo, trans, diag)
     if n == 0:
-        return v.finish(x.clone(), out, where)
-    return v.finish(_trsv_torch(A, x, u, t, d) if TRSV.on_torch() else TRSV(A, x, u, t, d), out, where)
+        return validate.finish(x.clone(), out, where)
+    return validate.finish(_trsv_torch(A, x, u, t, d) if TRSV.on_torch() else TRSV(A, x, u, t, d), out, where)

@@ -22,10 +22,8 @@ import math
 import torch
 
 from trnblas import _host
-from trnsci import _linalg as la
-from trnsci import _validate as v
-from trnsci import routes
-from trnsci._validate import numpy_io
+from trnsci import linalg as la
+from trnsci import routes, validate
 from trnsci.dispatch import Op
 from trnsci.settled import call, public, settles
 
@@ -239,15 +237,15 @@ def _scaled(beta, C, shape, dtype, device) -> torch.Tensor:
 
 def _gemm_operands(where, A, B, C, transA, transB, dtypes):
     """Validate the GEMM operands; return canonical ``(A, B, C, tA, tB, m, n, k)``."""
-    A = v.tensor(A, "A", where, dtypes)
-    B = v.tensor(B, "B", where, dtypes)
+    A = validate.tensor(A, "A", where, dtypes)
+    B = validate.tensor(B, "B", where, dtypes)
     if A.dim() < 2:
         raise ValueError(f"{where}: A must be a matrix (at least 2-D), got shape {tuple(A.shape)}")
     if B.dim() < 2:
         raise ValueError(f"{where}: B must be a matrix (at least 2-D), got shape {tuple(B.shape)}")
     if C is not None:
-        C = v.tensor(C, "C", where, dtypes)
-    v.agree3(where, A, B, C)
+        C = validate.tensor(C, "C", where, dtypes)
+    validate.agree3(where, A, B, C)
     # The default (False) needs no parsing; anything else goes through la.trans.
     tA = "N" if transA is False else la.trans(transA, "transA", where)
     tB = "N" if transB is False else la.trans(transB, "transB", where)
@@ -258,7 +256,7 @@ def _gemm_operands(where, A, B, C, transA, transB, dtypes):
     m, k = (sa[-2], sa[-1]) if tA == "N" else (sa[-1], sa[-2])
     k2, n = (sb[-2], sb[-1]) if tB == "N" else (sb[-1], sb[-2])
     if k != k2:
-        raise v.mismatch(
+        raise validate.mismatch(
             where, f"op(A) is {m}x{k} (transA={tA!r}) and op(B) is {k2}x{n} (transB={tB!r}); "
             f"their inner dimensions {k} and {k2} differ", A=A, B=B,
         )
@@ -270,15 +268,15 @@ def _run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k):
     dtype, device = A.dtype, A.device
     if A.dim() == 2 and B.dim() == 2:
         if C is not None and (C.dim() != 2 or C.shape[0] != m or C.shape[1] != n):
-            raise v.mismatch(where, f"C must have shape ({m}, {n}) = (rows of op(A), columns of op(B))",
-                             A=A, B=B, C=C)
+            raise validate.mismatch(where, f"C must have shape ({m}, {n}) = (rows of op(A), columns of op(B))",
+                                    A=A, B=B, C=C)
         if alpha == 0 or k == 0 or m == 0 or n == 0:
             return _scaled(beta, C, (m, n), dtype, device)
         return call(GEMM, alpha, A, B, beta, C if beta != 0 else None, tA, tB)
     try:
         batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     except RuntimeError:
-        raise v.mismatch(where, "the batch dimensions of A and B do not broadcast", A=A, B=B) from None
+        raise validate.mismatch(where, "the batch dimensions of A and B do not broadcast", A=A, B=B) from None
     shape = (*batch, m, n)
     if C is not None:
         try:
@@ -286,8 +284,8 @@ def _run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k):
         except RuntimeError:
             ok_c = False
         if not ok_c:
-            raise v.mismatch(where, f"C must have shape {shape} (leading dimensions may broadcast)",
-                             A=A, B=B, C=C)
+            raise validate.mismatch(where, f"C must have shape {shape} (leading dimensions may broadcast)",
+                                    A=A, B=B, C=C)
     count = math.prod(batch)
     if alpha == 0 or k == 0 or m == 0 or n == 0 or count == 0:
         return _scaled(beta, C, shape, dtype, device)
@@ -305,8 +303,8 @@ def _batched(alpha, A3, B3, beta, C3, tA, tB, m, n, k):
 def _scalars(where, alpha, beta, dtype, real=False):
     if type(alpha) is float and type(beta) is float:  # the common case: nothing to check or convert
         return alpha, beta
-    return (v.scalar(alpha, "alpha", where, complex_ok=dtype.is_complex and not real),
-            v.scalar(beta, "beta", where, complex_ok=dtype.is_complex and not real))
+    return (validate.scalar(alpha, "alpha", where, complex_ok=dtype.is_complex and not real),
+            validate.scalar(beta, "beta", where, complex_ok=dtype.is_complex and not real))
 
 
 # ===================================================================== GEMM family
@@ -392,11 +390,11 @@ def gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None,
     """
     where = "gemm"
     fp64 = precision is not None and _fp64(precision, where)
-    A, B, C, tA, tB, m, n, k = _gemm_operands(where, A, B, C, transA, transB, v.ALL_FLOAT_DTYPES)
+    A, B, C, tA, tB, m, n, k = _gemm_operands(where, A, B, C, transA, transB, validate.ALL_FLOAT_DTYPES)
     alpha, beta = _scalars(where, alpha, beta, A.dtype)
     if fp64:
-        return v.finish(_run_gemm_fp64(where, alpha, A, B, beta, C, tA, tB, m, n, k), out, where)
-    return v.finish(_run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k), out, where)
+        return validate.finish(_run_gemm_fp64(where, alpha, A, B, beta, C, tA, tB, m, n, k), out, where)
+    return validate.finish(_run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k), out, where)
 
 
 def _fp64(precision, where) -> bool:
@@ -418,7 +416,7 @@ def _run_gemm_fp64(where, alpha, A, B, beta, C, tA, tB, m, n, k):
     C = None if C is None else C.to(f64)
     if A.dim() == 2 and B.dim() == 2:
         if C is not None and (C.dim() != 2 or C.shape[0] != m or C.shape[1] != n):
-            raise v.mismatch(where, f"C must have shape ({m}, {n}) = (rows of op(A), columns of op(B))",
+            raise validate.mismatch(where, f"C must have shape ({m}, {n}) = (rows of op(A), columns of op(B))",
                              A=A, B=B, C=C)
         if alpha == 0 or k == 0 or m == 0 or n == 0:
             return _scaled(beta, C, (m, n), f64, A.device).to(dtype)
@@ -426,7 +424,7 @@ def _run_gemm_fp64(where, alpha, A, B, beta, C, tA, tB, m, n, k):
     try:
         batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     except RuntimeError:
-        raise v.mismatch(where, "the batch dimensions of A and B do not broadcast", A=A, B=B) from None
+        raise validate.mismatch(where, "the batch dimensions of A and B do not broadcast", A=A, B=B) from None
     shape = (*batch, m, n)
     if C is not None:
         try:
@@ -434,7 +432,7 @@ def _run_gemm_fp64(where, alpha, A, B, beta, C, tA, tB, m, n, k):
         except RuntimeError:
             ok_c = False
         if not ok_c:
-            raise v.mismatch(where, f"C must have shape {shape} (leading dimensions may broadcast)", A=A, B=B, C=C)
+            raise validate.mismatch(where, f"C must have shape {shape} (leading dimensions may broadcast)", A=A, B=B, C=C)
     count = math.prod(batch)
     if alpha == 0 or k == 0 or m == 0 or n == 0 or count == 0:
         return _scaled(beta, C, shape, f64, A.device).to(dtype)
@@ -451,7 +449,7 @@ def _stack(x, name: str, where: str, dtypes, allow_2d: bool = False) -> torch.Te
     if isinstance(x, (list, tuple)):
         if not x:
             raise ValueError(f"{where}: {name} must hold at least one matrix when given as a list")
-        mats = [v.tensor(t, f"{name}[{i}]", where, dtypes) for i, t in enumerate(x)]
+        mats = [validate.tensor(t, f"{name}[{i}]", where, dtypes) for i, t in enumerate(x)]
         first = mats[0]
         for i, t in enumerate(mats):
             if t.dim() != 2:
@@ -462,9 +460,9 @@ def _stack(x, name: str, where: str, dtypes, allow_2d: bool = False) -> torch.Te
                     "batched matrices must share one shape"
                 )
             if t.dtype is not first.dtype or t.device != first.device:
-                v.agree(where, **{f"{name}[0]": first, f"{name}[{i}]": t})
+                validate.agree(where, **{f"{name}[0]": first, f"{name}[{i}]": t})
         return torch.stack(mats)
-    t = v.tensor(x, name, where, dtypes)
+    t = validate.tensor(x, name, where, dtypes)
     if allow_2d and t.dim() == 2:
         return t
     if t.dim() != 3:
@@ -474,24 +472,24 @@ def _stack(x, name: str, where: str, dtypes, allow_2d: bool = False) -> torch.Te
 
 
 def _batched_public(where, alpha, A, B, beta, C, transA, transB, broadcast: bool):
-    A = _stack(A, "A", where, v.ALL_FLOAT_DTYPES, broadcast)
-    B = _stack(B, "B", where, v.ALL_FLOAT_DTYPES, broadcast)
+    A = _stack(A, "A", where, validate.ALL_FLOAT_DTYPES, broadcast)
+    B = _stack(B, "B", where, validate.ALL_FLOAT_DTYPES, broadcast)
     if broadcast and A.dim() == 2:
         A = A.unsqueeze(0)
     if broadcast and B.dim() == 2:
         B = B.unsqueeze(0)
     if C is not None:
-        C = _stack(C, "C", where, v.ALL_FLOAT_DTYPES, broadcast)
+        C = _stack(C, "C", where, validate.ALL_FLOAT_DTYPES, broadcast)
         if broadcast and C.dim() == 2:
             C = C.unsqueeze(0)
-    v.agree(where, A=A, B=B, C=C)
+    validate.agree(where, A=A, B=B, C=C)
     tA = la.real_trans(la.trans(transA, "transA", where), A.dtype)
     tB = la.real_trans(la.trans(transB, "transB", where), A.dtype)
     alpha, beta = _scalars(where, alpha, beta, A.dtype)
     m, k = la.op_shape(A, tA)
     k2, n = la.op_shape(B, tB)
     if k != k2:
-        raise v.mismatch(
+        raise validate.mismatch(
             where, f"op(A) is {m}x{k} (transA={tA!r}) and op(B) is {k2}x{n} (transB={tB!r}); "
             f"their inner dimensions {k} and {k2} differ", A=A, B=B,
         )
@@ -499,8 +497,8 @@ def _batched_public(where, alpha, A, B, beta, C, transA, transB, broadcast: bool
     if broadcast:
         big = max(counts)
         if any(b not in (1, big) for b in counts):
-            raise v.mismatch(where, "batch counts differ (a batch of 1, i.e. stride 0, broadcasts)",
-                             **{k_: t for k_, t in (("A", A), ("B", B), ("C", C)) if t is not None})
+            raise validate.mismatch(where, "batch counts differ (a batch of 1, i.e. stride 0, broadcasts)",
+                                    **{k_: t for k_, t in (("A", A), ("B", B), ("C", C)) if t is not None})
         count = big
         A = A.expand(count, *A.shape[1:])
         B = B.expand(count, *B.shape[1:])
@@ -509,10 +507,10 @@ def _batched_public(where, alpha, A, B, beta, C, transA, transB, broadcast: bool
     else:
         count = A.shape[0]
         if any(b != count for b in counts):
-            raise v.mismatch(where, "batch counts differ",
-                             **{k_: t for k_, t in (("A", A), ("B", B), ("C", C)) if t is not None})
+            raise validate.mismatch(where, "batch counts differ",
+                                    **{k_: t for k_, t in (("A", A), ("B", B), ("C", C)) if t is not None})
     if C is not None and C.shape[1:] != (m, n):
-        raise v.mismatch(where, f"C must have shape ({count}, {m}, {n})", A=A, B=B, C=C)
+        raise validate.mismatch(where, f"C must have shape ({count}, {m}, {n})", A=A, B=B, C=C)
     if alpha == 0 or k == 0 or m == 0 or n == 0 or count == 0:
         return _scaled(beta, C, (count, m, n), A.dtype, A.device)
     return _batched(alpha, A, B, beta, C, tA, tB, m, n, k)
@@ -564,10 +562,10 @@ def batched_gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, o
     """
     where = "batched_gemm"
     R = _batched_public(where, alpha, A, B, beta, C, transA, transB, broadcast=False)
-    return v.finish(R, out, where)
+    return validate.finish(R, out, where)
 
 
-@numpy_io
+@validate.numpy_io
 def strided_batched_gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None):
     """``cublas<t>gemmStridedBatched``: a batch of GEMMs on strided 3-D tensors.
 
@@ -624,10 +622,10 @@ def strided_batched_gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=Fal
             raise TypeError(f"{where}: {name} must be a 2-D or 3-D tensor, got a {type(x).__name__} "
                             "(use batched_gemm for lists of matrices)")
     R = _batched_public(where, alpha, A, B, beta, C, transA, transB, broadcast=True)
-    return v.finish(R, out, where)
+    return validate.finish(R, out, where)
 
 
-@numpy_io
+@validate.numpy_io
 def gemm_ex(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *,
             compute_dtype=torch.float32, out_dtype=None, out=None):
     """GEMM with explicit precisions (``cublasGemmEx``).
@@ -680,18 +678,17 @@ def gemm_ex(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *,
     torch.float32
     """
     where = "gemm_ex"
-    A = v.tensor(A, "A", where, v.ALL_FLOAT_DTYPES)
-    B = v.tensor(B, "B", where, v.ALL_FLOAT_DTYPES)
+    A = validate.tensor(A, "A", where, validate.ALL_FLOAT_DTYPES)
+    B = validate.tensor(B, "B", where, validate.ALL_FLOAT_DTYPES)
     if B.dtype is not A.dtype:
-        from trnsci._validate import same_dtype
 
-        same_dtype(where, A=A, B=B)
+        validate.same_dtype(where, A=A, B=B)
     if C is not None:
-        C = v.tensor(C, "C", where, v.ALL_FLOAT_DTYPES)
+        C = validate.tensor(C, "C", where, validate.ALL_FLOAT_DTYPES)
         if C.is_complex() != A.is_complex():
             raise TypeError(f"{where}: C has dtype {C.dtype} but A has {A.dtype}; both must be real or both complex")
-    v.same_device(where, A=A, B=B, C=C)
-    if not isinstance(compute_dtype, torch.dtype) or compute_dtype not in v.BLAS_DTYPES:
+    validate.same_device(where, A=A, B=B, C=C)
+    if not isinstance(compute_dtype, torch.dtype) or compute_dtype not in validate.BLAS_DTYPES:
         raise TypeError(f"{where}: compute_dtype must be one of torch.float32, torch.float64, torch.complex64, "
                         f"torch.complex128; got {compute_dtype!r}")
     if compute_dtype.is_complex != A.is_complex():
@@ -699,12 +696,12 @@ def gemm_ex(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *,
                         f"{'complex' if A.is_complex() else 'real'} inputs (A has dtype {A.dtype})")
     if out_dtype is None:
         out_dtype = C.dtype if C is not None else A.dtype
-    elif not isinstance(out_dtype, torch.dtype) or out_dtype not in v.ALL_FLOAT_DTYPES:
+    elif not isinstance(out_dtype, torch.dtype) or out_dtype not in validate.ALL_FLOAT_DTYPES:
         raise TypeError(f"{where}: out_dtype must be a floating or complex torch.dtype, got {out_dtype!r}")
     elif out_dtype.is_complex != A.is_complex():
         raise TypeError(f"{where}: out_dtype {out_dtype} does not match the inputs (A has dtype {A.dtype})")
     alpha, beta = _scalars(where, alpha, beta, compute_dtype)
-    A, B, _, tA, tB, m, n, k = _gemm_operands(where, A, B, None, transA, transB, v.ALL_FLOAT_DTYPES)
+    A, B, _, tA, tB, m, n, k = _gemm_operands(where, A, B, None, transA, transB, validate.ALL_FLOAT_DTYPES)
     if C is not None:
         _check_c_shape(where, A, B, C, m, n)
     Cw = C if C is not None and beta != 0 else None
@@ -716,7 +713,7 @@ def gemm_ex(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *,
         Aw, Bw = A.to(compute_dtype), B.to(compute_dtype)
         Cw = None if Cw is None else Cw.to(compute_dtype)
         R = _run_gemm(where, alpha, Aw, Bw, beta, Cw, tA, tB, m, n, k)
-    return v.finish(R.to(out_dtype), out, where)
+    return validate.finish(R.to(out_dtype), out, where)
 
 
 def _check_c_shape(where, A, B, C, m, n):
@@ -727,7 +724,7 @@ def _check_c_shape(where, A, B, C, m, n):
     except RuntimeError:
         ok = False
     if not ok or (not batch and C.dim() != 2):
-        raise v.mismatch(where, f"C must have shape {shape}", A=A, B=B, C=C)
+        raise validate.mismatch(where, f"C must have shape {shape}", A=A, B=B, C=C)
 
 
 # ===================================================================== extensions
@@ -766,23 +763,23 @@ def geam(alpha, A, beta, B, transA=False, transB=False, *, out=None):
     [[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]]
     """
     where = "geam"
-    A = v.matrix(A, "A", where, v.ALL_FLOAT_DTYPES)
-    B = v.matrix(B, "B", where, v.ALL_FLOAT_DTYPES)
-    v.agree(where, A=A, B=B)
+    A = validate.matrix(A, "A", where, validate.ALL_FLOAT_DTYPES)
+    B = validate.matrix(B, "B", where, validate.ALL_FLOAT_DTYPES)
+    validate.agree(where, A=A, B=B)
     tA = la.real_trans(la.trans(transA, "transA", where), A.dtype)
     tB = la.real_trans(la.trans(transB, "transB", where), A.dtype)
     alpha, beta = _scalars(where, alpha, beta, A.dtype)
     shape = la.op_shape(A, tA)
     if la.op_shape(B, tB) != shape:
-        raise v.mismatch(where, f"op(A) is {shape[0]}x{shape[1]} (transA={tA!r}) but op(B) is "
-                         f"{la.op_shape(B, tB)[0]}x{la.op_shape(B, tB)[1]} (transB={tB!r})", A=A, B=B)
+        raise validate.mismatch(where, f"op(A) is {shape[0]}x{shape[1]} (transA={tA!r}) but op(B) is "
+                                f"{la.op_shape(B, tB)[0]}x{la.op_shape(B, tB)[1]} (transB={tB!r})", A=A, B=B)
     if (alpha == 0 and beta == 0) or shape[0] * shape[1] == 0:
         R = torch.zeros(shape, dtype=A.dtype, device=A.device)
     elif alpha == 0:  # A unread: beta op(B)
         R = GEAM(beta, B, 0.0, None, tB, "N")
     else:  # B unread when beta == 0
         R = call(GEAM, alpha, A, beta, B if beta != 0 else None, tA, tB)
-    return v.finish(R, out, where)
+    return validate.finish(R, out, where)
 
 
 @public(DGMM, "tensor tensor flag")
@@ -814,15 +811,15 @@ def dgmm(A, x, side="left", *, out=None):
     [[1.0, 2.0], [1.0, 2.0]]
     """
     where = "dgmm"
-    A = v.matrix(A, "A", where, v.ALL_FLOAT_DTYPES)
-    x = v.vector(x, "x", where, v.ALL_FLOAT_DTYPES)
-    v.agree(where, A=A, x=x)
+    A = validate.matrix(A, "A", where, validate.ALL_FLOAT_DTYPES)
+    x = validate.vector(x, "x", where, validate.ALL_FLOAT_DTYPES)
+    validate.agree(where, A=A, x=x)
     s = la.side(side, "side", where)
     want = A.shape[0] if s == "L" else A.shape[1]
     if x.shape[0] != want:
-        raise v.mismatch(where, f"side={s!r} needs x to have {want} entries "
-                         f"({'rows' if s == 'L' else 'columns'} of A)", A=A, x=x)
+        raise validate.mismatch(where, f"side={s!r} needs x to have {want} entries "
+                                f"({'rows' if s == 'L' else 'columns'} of A)", A=A, x=x)
     if A.numel() == 0:
-        return v.finish(A.clone(), out, where)
-    return v.finish(call(DGMM, A, x, s), out, where)
+        return validate.finish(A.clone(), out, where)
+    return validate.finish(call(DGMM, A, x, s), out, where)
 

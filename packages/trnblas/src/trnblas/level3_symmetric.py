@@ -18,9 +18,8 @@ import torch
 
 from trnblas import _host
 from trnblas.level3_gemm import _cplx, _product, _run_gemm, _scalars, _scaled
-from trnsci import _linalg as la
-from trnsci import _validate as v
-from trnsci._validate import numpy_io
+from trnsci import linalg as la
+from trnsci import validate
 from trnsci.dispatch import Op
 
 __all__ = ["symm", "hemm", "syrk", "herk", "syr2k", "her2k", "SYRK", "SYR2K"]
@@ -112,32 +111,32 @@ def _syr2k_torch(alpha, A, B, beta, C, trans, uplo, full=False):
 # ===================================================================== symmetric / Hermitian
 
 def _symm_like(where, alpha, A, B, beta, C, side, uplo, hermitian, out):
-    A = v.matrix(A, "A", where, v.ALL_FLOAT_DTYPES)
-    B = v.matrix(B, "B", where, v.ALL_FLOAT_DTYPES)
+    A = validate.matrix(A, "A", where, validate.ALL_FLOAT_DTYPES)
+    B = validate.matrix(B, "B", where, validate.ALL_FLOAT_DTYPES)
     if C is not None:
-        C = v.matrix(C, "C", where, v.ALL_FLOAT_DTYPES)
-    v.agree(where, A=A, B=B, C=C)
+        C = validate.matrix(C, "C", where, validate.ALL_FLOAT_DTYPES)
+    validate.agree(where, A=A, B=B, C=C)
     s = la.side(side, "side", where)
     u = la.uplo(uplo, "uplo", where)
     alpha, beta = _scalars(where, alpha, beta, A.dtype)
-    na = v.square(A, "A", where)
+    na = validate.square(A, "A", where)
     m, n = B.shape
     if na != (m if s == "L" else n):
         which = "rows" if s == "L" else "columns"
-        raise v.mismatch(where, f"side={s!r} needs A to be {which}(B) x {which}(B)", A=A, B=B)
+        raise validate.mismatch(where, f"side={s!r} needs A to be {which}(B) x {which}(B)", A=A, B=B)
     if C is not None and tuple(C.shape) != (m, n):
-        raise v.mismatch(where, f"C must have the shape of B, ({m}, {n})", B=B, C=C)
+        raise validate.mismatch(where, f"C must have the shape of B, ({m}, {n})", B=B, C=C)
     if alpha == 0 or m == 0 or n == 0:
-        return v.finish(_scaled(beta, C, (m, n), A.dtype, A.device), out, where)
+        return validate.finish(_scaled(beta, C, (m, n), A.dtype, A.device), out, where)
     full = la.symmetric(A, u, hermitian)
     if s == "L":
         R = _run_gemm(where, alpha, full, B, beta, C, "N", "N", m, n, na)
     else:
         R = _run_gemm(where, alpha, B, full, beta, C, "N", "N", m, n, na)
-    return v.finish(R, out, where)
+    return validate.finish(R, out, where)
 
 
-@numpy_io
+@validate.numpy_io
 def symm(alpha, A, B, beta=0.0, C=None, side="left", uplo="upper", *, out=None):
     """Symmetric matrix multiply: ``alpha A B + beta C`` (left) or ``alpha B A + beta C`` (right).
 
@@ -180,7 +179,7 @@ def symm(alpha, A, B, beta=0.0, C=None, side="left", uplo="upper", *, out=None):
     return _symm_like("symm", alpha, A, B, beta, C, side, uplo, False, out)
 
 
-@numpy_io
+@validate.numpy_io
 def hemm(alpha, A, B, beta=0.0, C=None, side="left", uplo="upper", *, out=None):
     """Hermitian matrix multiply: ``alpha A B + beta C`` (left) or ``alpha B A + beta C`` (right).
 
@@ -217,12 +216,12 @@ def hemm(alpha, A, B, beta=0.0, C=None, side="left", uplo="upper", *, out=None):
 
 
 def _rank_k_operands(where, A, B, C, trans, uplo, allowed_trans):
-    A = v.matrix(A, "A", where, v.ALL_FLOAT_DTYPES)
+    A = validate.matrix(A, "A", where, validate.ALL_FLOAT_DTYPES)
     if B is not None:
-        B = v.matrix(B, "B", where, v.ALL_FLOAT_DTYPES)
+        B = validate.matrix(B, "B", where, validate.ALL_FLOAT_DTYPES)
     if C is not None:
-        C = v.matrix(C, "C", where, v.ALL_FLOAT_DTYPES)
-    v.agree(where, A=A, B=B, C=C)
+        C = validate.matrix(C, "C", where, validate.ALL_FLOAT_DTYPES)
+    validate.agree(where, A=A, B=B, C=C)
     t = la.real_trans(la.trans(trans, "trans", where), A.dtype)
     if t not in allowed_trans and A.is_complex():
         raise ValueError(f"{where}: trans={trans!r} is not allowed for complex data; "
@@ -230,9 +229,9 @@ def _rank_k_operands(where, A, B, C, trans, uplo, allowed_trans):
     u = la.uplo(uplo, "uplo", where)
     n, k = (A.shape[0], A.shape[1]) if t == "N" else (A.shape[1], A.shape[0])
     if B is not None and B.shape != A.shape:
-        raise v.mismatch(where, "A and B must have one shape", A=A, B=B)
+        raise validate.mismatch(where, "A and B must have one shape", A=A, B=B)
     if C is not None and tuple(C.shape) != (n, n):
-        raise v.mismatch(where, f"C must be ({n}, {n}) for trans={t!r}", A=A, C=C)
+        raise validate.mismatch(where, f"C must be ({n}, {n}) for trans={t!r}", A=A, C=C)
     return A, B, C, t, u, n, k
 
 
@@ -254,7 +253,7 @@ def _finish_triangle(R, C, beta, u, full, hermitian):
     return R
 
 
-@numpy_io
+@validate.numpy_io
 def syrk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, out=None):
     """Symmetric rank-k update: one triangle of ``alpha op(A) op(A)^T + beta C``.
 
@@ -313,12 +312,12 @@ def syrk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
     A, _, C, t, u, n, k = _rank_k_operands(where, A, None, C, trans, uplo, ("N", "T"))
     alpha, beta = _scalars(where, alpha, beta, A.dtype)
     if alpha == 0 or k == 0 or n == 0:
-        return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, False), out, where)
+        return validate.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, False), out, where)
     R = SYRK(alpha, A, beta, C if beta != 0 else None, t, u, full)
-    return v.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
+    return validate.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
 
 
-@numpy_io
+@validate.numpy_io
 def herk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, out=None):
     """Hermitian rank-k update: one triangle of ``alpha op(A) op(A)^H + beta C``.
 
@@ -364,29 +363,29 @@ def herk(alpha, A, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, ou
     alpha, beta = _scalars(where, alpha, beta, A.dtype, real=True)
     if not A.is_complex():
         if alpha == 0 or k == 0 or n == 0:
-            return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, False), out, where)
+            return validate.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, False), out, where)
         R = SYRK(alpha, A, beta, C if beta != 0 else None, t, u, full)
-        return v.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
+        return validate.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
     if alpha == 0 or k == 0 or n == 0:
-        return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, True), out, where)
+        return validate.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, True), out, where)
     # complex: the full product a a^H through GEMM (its complex64 kernel path, or torch)
     R = _run_gemm(where, alpha, A, A, beta, C if beta != 0 else None, t, "C" if t == "N" else "N", n, n, k)
     la.real_diagonal(R)
-    return v.finish(la.merge_triangle(R, C, u, full, True), out, where)
+    return validate.finish(la.merge_triangle(R, C, u, full, True), out, where)
 
 
 def _rank_2k(where, alpha, A, B, beta, C, trans, uplo, fill, hermitian, out):
-    B = v.matrix(B, "B", where, v.ALL_FLOAT_DTYPES)  # required (syrk is the one-operand update)
+    B = validate.matrix(B, "B", where, validate.ALL_FLOAT_DTYPES)  # required (syrk is the one-operand update)
     full = la.fill(fill, where, given=C is not None)
     A, B, C, t, u, n, k = _rank_k_operands(where, A, B, C, trans, uplo, ("N", "C") if hermitian else ("N", "T"))
-    alpha = v.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
-    beta = v.scalar(beta, "beta", where, complex_ok=A.dtype.is_complex and not hermitian)
+    alpha = validate.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
+    beta = validate.scalar(beta, "beta", where, complex_ok=A.dtype.is_complex and not hermitian)
     herm = hermitian and A.is_complex()
     if alpha == 0 or k == 0 or n == 0:
-        return v.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, herm), out, where)
+        return validate.finish(_quick_rank_k(alpha, beta, C, u, n, k, A.dtype, A.device, full, herm), out, where)
     if not A.is_complex():
         R = SYR2K(alpha, A, B, beta, C if beta != 0 else None, t, u, full)
-        return v.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
+        return validate.finish(_finish_triangle(R, C, beta, u, full, False), out, where)
     # complex: P = alpha a b^H (her2k) or alpha a b^T through GEMM (its complex64 kernel path, or torch)
     tb = ("C" if herm else "T") if t == "N" else "N"  # op(B)^H / op(B)^T as an op of B itself
     P = _run_gemm(where, alpha, A, B, 0.0, None, t, tb, n, n, k)
@@ -395,10 +394,10 @@ def _rank_2k(where, alpha, A, B, beta, C, trans, uplo, fill, hermitian, out):
         R.add_(C, alpha=beta)
     if herm:
         la.real_diagonal(R)
-    return v.finish(la.merge_triangle(R, C, u, full, herm), out, where)
+    return validate.finish(la.merge_triangle(R, C, u, full, herm), out, where)
 
 
-@numpy_io
+@validate.numpy_io
 def syr2k(alpha, A, B, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, out=None):
     """Symmetric rank-2k update: one triangle of ``alpha (op(A) op(B)^T + op(B) op(A)^T) + beta C``.
 
@@ -435,7 +434,7 @@ def syr2k(alpha, A, B, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *
     return _rank_2k("syr2k", alpha, A, B, beta, C, trans, uplo, fill, False, out)
 
 
-@numpy_io
+@validate.numpy_io
 def her2k(alpha, A, B, beta=0.0, C=None, trans=False, uplo="upper", fill=None, *, out=None):
     """Hermitian rank-2k update: one triangle of ``alpha a b^H + conj(alpha) b a^H + beta C``.
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 import torch
 
 from trnblas.level3_gemm import _cplx, _run_gemm
-from trnsci import _linalg as la
-from trnsci import _validate as v
-from trnsci._validate import numpy_io
+from trnsci import linalg as la
+from trnsci import validate
 from trnsci.dispatch import Op
 
 __all__ = ["trmm", "trsm", "TRSM"]
@@ -50,23 +49,23 @@ def _trsm_torch(alpha, A, B, side, uplo, trans, diag):
 # ===================================================================== triangular
 
 def _tri_operands(where, alpha, A, B, side, uplo, trans, diag):
-    A = v.matrix(A, "A", where, v.ALL_FLOAT_DTYPES)
-    B = v.matrix(B, "B", where, v.ALL_FLOAT_DTYPES)
-    v.agree(where, A=A, B=B)
+    A = validate.matrix(A, "A", where, validate.ALL_FLOAT_DTYPES)
+    B = validate.matrix(B, "B", where, validate.ALL_FLOAT_DTYPES)
+    validate.agree(where, A=A, B=B)
     s = la.side(side, "side", where)
     u = la.uplo(uplo, "uplo", where)
     t = la.real_trans(la.trans(trans, "trans", where), A.dtype)
     d = la.diag(diag, "diag", where)
-    alpha = v.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
-    na = v.square(A, "A", where)
+    alpha = validate.scalar(alpha, "alpha", where, complex_ok=A.dtype.is_complex)
+    na = validate.square(A, "A", where)
     m, n = B.shape
     if na != (m if s == "L" else n):
         which = "rows" if s == "L" else "columns"
-        raise v.mismatch(where, f"side={s!r} needs A to be {which}(B) x {which}(B)", A=A, B=B)
+        raise validate.mismatch(where, f"side={s!r} needs A to be {which}(B) x {which}(B)", A=A, B=B)
     return alpha, A, B, s, u, t, d, m, n
 
 
-@numpy_io
+@validate.numpy_io
 def trmm(alpha, A, B, side="left", uplo="upper", trans=False, diag="nonunit", *, out=None):
     """Triangular matrix multiply: ``alpha op(A) B`` (left) or ``alpha B op(A)`` (right).
 
@@ -108,16 +107,16 @@ def trmm(alpha, A, B, side="left", uplo="upper", trans=False, diag="nonunit", *,
     where = "trmm"
     alpha, A, B, s, u, t, d, m, n = _tri_operands(where, alpha, A, B, side, uplo, trans, diag)
     if alpha == 0 or m == 0 or n == 0:
-        return v.finish(torch.zeros(m, n, dtype=A.dtype, device=A.device), out, where)
+        return validate.finish(torch.zeros(m, n, dtype=A.dtype, device=A.device), out, where)
     T = la.triangle(A, u, d == "U")
     if s == "L":
         R = _run_gemm(where, alpha, T, B, 0, None, t, "N", m, n, m)
     else:
         R = _run_gemm(where, alpha, B, T, 0, None, "N", t, m, n, n)
-    return v.finish(R, out, where)
+    return validate.finish(R, out, where)
 
 
-@numpy_io
+@validate.numpy_io
 def trsm(alpha, A, B, side="left", uplo="upper", trans=False, diag="nonunit", *, out=None):
     """Triangular solve with many right-hand sides.
 
@@ -164,8 +163,8 @@ def trsm(alpha, A, B, side="left", uplo="upper", trans=False, diag="nonunit", *,
     where = "trsm"
     alpha, A, B, s, u, t, d, m, n = _tri_operands(where, alpha, A, B, side, uplo, trans, diag)
     if alpha == 0 or m == 0 or n == 0:
-        return v.finish(torch.zeros(m, n, dtype=A.dtype, device=A.device), out, where)
+        return validate.finish(torch.zeros(m, n, dtype=A.dtype, device=A.device), out, where)
     X = TRSM(alpha, A, B, s, u, t, d)
-    return v.finish(X, out, where)
+    return validate.finish(X, out, where)
 
 

@@ -10,9 +10,9 @@ forward and inverse kernels); plans say which runs and why
 (``create_plan(...).backend``, ``.algorithms``).
 """
 
-from trnsci._libinfo import library_version as _library_version
 from trnsci.backend import bind as _bind
 from trnsci.dispatch import load_lowerings as _load_lowerings
+from trnsci.libinfo import library_version as _library_version
 from trnsci.nki import HAS_NKI
 
 from . import nn

@@ -27,8 +27,7 @@ from typing import Any
 
 import torch
 
-from trnsci import _validate as v
-from trnsci._validate import alias, axes, axis, positive_int, positive_ints
+from trnsci import validate
 
 from . import _algorithms as A
 from .complex import ComplexTensor
@@ -36,8 +35,8 @@ from .complex import ComplexTensor
 PRECISIONS = ("fast", "kahan", "double", "bf16", "bf16_refined", "ozaki", "ozaki_hq")
 _precision = ["fast"]
 
-NORM = v.Options({"backward": ("backward", None), "ortho": ("ortho",), "forward": ("forward",)})
-PRECISION = v.Options({p: (p,) for p in PRECISIONS})
+NORM = validate.Options({"backward": ("backward", None), "ortho": ("ortho",), "forward": ("forward",)})
+PRECISION = validate.Options({p: (p,) for p in PRECISIONS})
 
 # dtype -> (needs upcast to float32)
 _DTYPES = {torch.float32: False, torch.float64: False, torch.complex64: False, torch.complex128: False,
@@ -71,7 +70,7 @@ def prep(x: Any, where: str, real_only: bool = False, name: str = "input") -> tu
         if _DTYPES.get(r.dtype) is None:
             raise dtype_error(r, where, name)
         return x.to_torch(), CT
-    t = v.tensor(x, name, where)  # NumPy arrays (shared memory) or TypeError
+    t = validate.tensor(x, name, where)  # NumPy arrays (shared memory) or TypeError
     return prep(t, where, real_only, name)[0], NUMPY
 
 
@@ -82,7 +81,7 @@ def wrap(y: torch.Tensor, kind: int):
         return y
     if kind == CT:
         return ComplexTensor._make(y.real, y.imag) if y.is_complex() else y
-    return v._torch_to_np(y)
+    return validate.to_numpy(y)
 
 
 FAST_DTYPES = frozenset((torch.float32, torch.float64, torch.complex64, torch.complex128))
@@ -118,8 +117,8 @@ def dim1(x: torch.Tensor, dim: Any, axis_: Any, where: str) -> int:
         nd = x.dim()
         if -nd <= dim < nd:
             return dim + nd if dim < 0 else dim
-    d = alias(where, "dim", dim, "axis", axis_, -1)
-    return axis(d, x.dim(), "dim" if axis_ is None else "axis", where)
+    d = validate.alias(where, "dim", dim, "axis", axis_, -1)
+    return validate.axis(d, x.dim(), "dim" if axis_ is None else "axis", where)
 
 
 def n1(x: torch.Tensor, n: Any, d: int, where: str, default: int | None = None) -> int:
@@ -129,7 +128,7 @@ def n1(x: torch.Tensor, n: Any, d: int, where: str, default: int | None = None) 
             raise ValueError(f"{where}: the input has length {x.shape[d]} along dim {d}; "
                              f"give n (a positive transform length)")
         return n
-    return positive_int(n, "n", where)
+    return validate.positive_int(n, "n", where)
 
 
 def dims_sizes(x: torch.Tensor, s: Any, dim: Any, where: str, default_dims: tuple | None = None,
@@ -138,7 +137,7 @@ def dims_sizes(x: torch.Tensor, s: Any, dim: Any, where: str, default_dims: tupl
     ``dim_name``: the keyword the caller used (``dim`` or ``axes``), for messages."""
     nd = x.dim()
     if s is not None:
-        s = positive_ints(s, "s", where)
+        s = validate.positive_ints(s, "s", where)
     if dim is None:
         if default_dims is not None:
             dims = tuple(d % nd for d in default_dims) if nd >= len(default_dims) else None
@@ -154,7 +153,7 @@ def dims_sizes(x: torch.Tensor, s: Any, dim: Any, where: str, default_dims: tupl
         else:
             dims = tuple(range(nd))
     else:
-        dims = axes(dim, nd, dim_name, where)
+        dims = validate.axes(dim, nd, dim_name, where)
         if s is not None and len(s) != len(dims):
             raise ValueError(f"{where}: s has {len(s)} entries but {dim_name} has {len(dims)}")
     if not dims and nd == 0:

@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from trnsci import validate
+
 from . import _engine as E
 from . import _routes as R
 
@@ -215,7 +217,7 @@ def _many(where, op, kind, input, s, dim, norm, axes, precision, default_dims=No
     else:
         x, ct = E.prep(input, where, real_only=real_in)
     name = "dim" if axes is None else "axes"  # the keyword the caller used, for messages
-    dim = E.alias(where, "dim", dim, "axes", axes)
+    dim = validate.alias(where, "dim", dim, "axes", axes)
     half_default = half_in and s is None
     s, dims = E.dims_sizes(x, s, dim, where, default_dims, name)
     if (real_in or half_in) and not dims:

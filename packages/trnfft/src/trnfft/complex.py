@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trnsci import _validate as v
+from trnsci import validate
 from trnsci.dispatch import Op
 
 _REAL = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
@@ -22,7 +22,7 @@ _CPLX = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 
 
 def _part(x: Any, name: str) -> torch.Tensor:
-    t = v.tensor(x, name, "ComplexTensor")
+    t = validate.tensor(x, name, "ComplexTensor")
     if t.dtype not in _REAL:
         raise TypeError(f"ComplexTensor: {name} must be a real floating tensor, got dtype "
                         f"{str(t.dtype).replace('torch.', '')}")
@@ -73,7 +73,7 @@ class ComplexTensor:
             if isinstance(real, (np.ndarray, torch.Tensor)) and (
                     (isinstance(real, torch.Tensor) and real.is_complex())
                     or (isinstance(real, np.ndarray) and real.dtype.kind == "c")):
-                t = v.tensor(real, "real", "ComplexTensor")
+                t = validate.tensor(real, "real", "ComplexTensor")
                 self.real, self.imag = t.real, t.imag
                 return
             r = _part(real, "real")
@@ -82,8 +82,8 @@ class ComplexTensor:
         r, i = _part(real, "real"), _part(imag, "imag")
         if r.shape != i.shape:
             raise ValueError(f"ComplexTensor: real has shape {tuple(r.shape)} but imag has {tuple(i.shape)}")
-        v.same_dtype("ComplexTensor", real=r, imag=i)
-        v.same_device("ComplexTensor", real=r, imag=i)
+        validate.same_dtype("ComplexTensor", real=r, imag=i)
+        validate.same_device("ComplexTensor", real=r, imag=i)
         self.real, self.imag = r, i
 
     @classmethod
@@ -265,18 +265,18 @@ class ComplexTensor:
 
     def transpose(self, dim0: int, dim1: int) -> ComplexTensor:
         nd = max(self.real.dim(), 1)  # torch lets a 0-d tensor name dim 0 / -1
-        dim0 = v.axis(dim0, nd, "dim0", "ComplexTensor.transpose")
-        dim1 = v.axis(dim1, nd, "dim1", "ComplexTensor.transpose")
+        dim0 = validate.axis(dim0, nd, "dim0", "ComplexTensor.transpose")
+        dim1 = validate.axis(dim1, nd, "dim1", "ComplexTensor.transpose")
         return ComplexTensor._make(self.real.transpose(dim0, dim1), self.imag.transpose(dim0, dim1))
 
     def unsqueeze(self, dim: int) -> ComplexTensor:
-        dim = v.axis(dim, self.real.dim() + 1, "dim", "ComplexTensor.unsqueeze")
+        dim = validate.axis(dim, self.real.dim() + 1, "dim", "ComplexTensor.unsqueeze")
         return ComplexTensor._make(self.real.unsqueeze(dim), self.imag.unsqueeze(dim))
 
     def squeeze(self, dim: int | None = None) -> ComplexTensor:
         if dim is None:
             return ComplexTensor._make(self.real.squeeze(), self.imag.squeeze())
-        dim = v.axis(dim, max(self.real.dim(), 1), "dim", "ComplexTensor.squeeze")
+        dim = validate.axis(dim, max(self.real.dim(), 1), "dim", "ComplexTensor.squeeze")
         return ComplexTensor._make(self.real.squeeze(dim), self.imag.squeeze(dim))
 
     def to(self, *args, **kwargs) -> ComplexTensor:
@@ -300,7 +300,7 @@ class ComplexTensor:
 def _parts(x: Any, name: str):
     if isinstance(x, ComplexTensor):
         return x.real, x.imag
-    t = v.tensor(x, name, "complex_matmul")
+    t = validate.tensor(x, name, "complex_matmul")
     if t.is_complex():
         return t.real, t.imag
     if t.dtype not in _REAL:

@@ -7,11 +7,8 @@ from typing import Any
 
 import torch
 
-from trnsci import _validate as v
-from trnsci._validate import axes as _axes
-from trnsci._validate import positive_int
+from trnsci import validate
 
-from . import _engine as E
 from .complex import ComplexTensor
 
 
@@ -73,8 +70,8 @@ def fftfreq(n: int, d: float = 1.0, *, dtype: torch.dtype | None = None, device:
     >>> trnfft.fftfreq(5, d=0.5)
     tensor([ 0.0000,  0.4000,  0.8000, -0.8000, -0.4000])
     """
-    return _fftfreq_torch(positive_int(n, "n", "fftfreq"), _d(d, "fftfreq"), _fdtype(dtype, "fftfreq"),
-                          v.device(device, "fftfreq"))
+    return _fftfreq_torch(validate.positive_int(n, "n", "fftfreq"), _d(d, "fftfreq"), _fdtype(dtype, "fftfreq"),
+                          validate.device(device, "fftfreq"))
 
 
 def rfftfreq(n: int, d: float = 1.0, *, dtype: torch.dtype | None = None, device: Any = None) -> torch.Tensor:
@@ -88,8 +85,8 @@ def rfftfreq(n: int, d: float = 1.0, *, dtype: torch.dtype | None = None, device
     >>> trnfft.rfftfreq(4)
     tensor([0.0000, 0.2500, 0.5000])
     """
-    return _rfftfreq_torch(positive_int(n, "n", "rfftfreq"), _d(d, "rfftfreq"), _fdtype(dtype, "rfftfreq"),
-                           v.device(device, "rfftfreq"))
+    return _rfftfreq_torch(validate.positive_int(n, "n", "rfftfreq"), _d(d, "rfftfreq"), _fdtype(dtype, "rfftfreq"),
+                           validate.device(device, "rfftfreq"))
 
 
 def _shift_torch(x: torch.Tensor, dims: tuple, inverse: bool) -> torch.Tensor:
@@ -101,16 +98,16 @@ def _shift_torch(x: torch.Tensor, dims: tuple, inverse: bool) -> torch.Tensor:
 
 def _shift(where: str, x: Any, dim: Any, axes: Any, inverse: bool):
     name = "dim" if axes is None else "axes"
-    dim = E.alias(where, "dim", dim, "axes", axes)
+    dim = validate.alias(where, "dim", dim, "axes", axes)
     if isinstance(x, ComplexTensor):
-        dims = tuple(range(x.ndim)) if dim is None else _axes(dim, x.ndim, name, where)
+        dims = tuple(range(x.ndim)) if dim is None else validate.axes(dim, x.ndim, name, where)
         return ComplexTensor._make(_shift_torch(x.real, dims, inverse), _shift_torch(x.imag, dims, inverse))
-    t = v.tensor(x, "x", where)
-    dims = tuple(range(t.dim())) if dim is None else _axes(dim, t.dim(), name, where)
+    t = validate.tensor(x, "x", where)
+    dims = tuple(range(t.dim())) if dim is None else validate.axes(dim, t.dim(), name, where)
     return _shift_torch(t, dims, inverse)
 
 
-@v.numpy_io
+@validate.numpy_io
 def fftshift(x: Any, dim: Any = None, *, axes: Any = None):
     """Move the zero-frequency entry to the centre: roll each ``dim`` by ``n // 2``.
 
@@ -141,7 +138,7 @@ def fftshift(x: Any, dim: Any = None, *, axes: Any = None):
     return _shift("fftshift", x, dim, axes, False)
 
 
-@v.numpy_io
+@validate.numpy_io
 def ifftshift(x: Any, dim: Any = None, *, axes: Any = None):
     """Inverse of :func:`fftshift` (roll by ``-(n // 2)``; differs for odd ``n``).
 

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trnsci._validate import positive_int
+from trnsci import validate
 
 from .complex import ComplexTensor
 
@@ -104,8 +104,8 @@ class ComplexLinear(_PublishedNames, nn.Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True):
         super().__init__()
-        i = positive_int(in_features, "in_features", "ComplexLinear")
-        o = positive_int(out_features, "out_features", "ComplexLinear")
+        i = validate.positive_int(in_features, "in_features", "ComplexLinear")
+        o = validate.positive_int(out_features, "out_features", "ComplexLinear")
         bound = 1.0 / math.sqrt(2 * i)
         self.weight_real = nn.Parameter(torch.empty(o, i).uniform_(-bound, bound))
         self.weight_imag = nn.Parameter(torch.empty(o, i).uniform_(-bound, bound))
@@ -171,9 +171,10 @@ class ComplexConv1d(_PublishedNames, nn.Module):
                  padding: int = 0, bias: bool = True):
         super().__init__()
         w = "ComplexConv1d"
-        ci, co = positive_int(in_channels, "in_channels", w), positive_int(out_channels, "out_channels", w)
-        k = positive_int(kernel_size, "kernel_size", w)
-        self.stride = positive_int(stride, "stride", w)
+        ci = validate.positive_int(in_channels, "in_channels", w)
+        co = validate.positive_int(out_channels, "out_channels", w)
+        k = validate.positive_int(kernel_size, "kernel_size", w)
+        self.stride = validate.positive_int(stride, "stride", w)
         if isinstance(padding, bool) or not isinstance(padding, int) or padding < 0:
             raise ValueError(f"{w}: padding must be a non-negative int, got {padding!r}")
         self.padding = padding
@@ -233,7 +234,7 @@ class ComplexModReLU(nn.Module):
 
     def __init__(self, num_features: int, eps: float = 1e-8):
         super().__init__()
-        self.num_features = positive_int(num_features, "num_features", "ComplexModReLU")
+        self.num_features = validate.positive_int(num_features, "num_features", "ComplexModReLU")
         self.bias = nn.Parameter(torch.zeros(self.num_features))
         self.eps = float(eps)
 
@@ -277,7 +278,7 @@ class ComplexBatchNorm1d(nn.Module):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, affine: bool = True,
                  track_running_stats: bool = True):
         super().__init__()
-        c = positive_int(num_features, "num_features", "ComplexBatchNorm1d")
+        c = validate.positive_int(num_features, "num_features", "ComplexBatchNorm1d")
         self.num_features, self.eps, self.momentum = c, float(eps), float(momentum)
         self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
         if self.affine:

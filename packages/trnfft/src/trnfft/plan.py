@@ -18,8 +18,7 @@ from typing import Any
 
 import torch
 
-from trnsci._validate import axes as _axes
-from trnsci._validate import positive_int, positive_ints
+from trnsci import validate
 
 from . import _algorithms as A
 from . import _chirp, basic, real
@@ -105,7 +104,7 @@ class FFTPlan:
     """
 
     def __init__(self, kind, dims, lengths, input_lengths, dtype, norm, precision):
-        lengths = positive_ints(lengths, "lengths", "FFTPlan")
+        lengths = validate.positive_ints(lengths, "lengths", "FFTPlan")
         self.kind, self.dims, self.lengths = kind, dims, lengths
         self.input_lengths, self.dtype, self.norm, self.precision = input_lengths, dtype, norm, precision
         if not isinstance(kind, str) or kind not in _KINDS:
@@ -328,16 +327,15 @@ def create_plan(shape: Any, dim: Any = None, kind: str = "fft", dtype: torch.dty
         kind = {"fft": "ifft", "fft2": "ifft2", "fftn": "ifftn"}.get(kind, kind)
     _, nd, real_in, half_in = _KINDS[kind]
     if isinstance(shape, int) and not isinstance(shape, bool):
-        shape = (positive_int(shape, "shape", where),)
+        shape = (validate.positive_int(shape, "shape", where),)
     else:
-        shape = positive_ints(shape, "shape", where)
+        shape = validate.positive_ints(shape, "shape", where)
     if dim is None:
         dims = (-1,) if not nd else ((-2, -1) if kind.endswith("2") else tuple(range(-len(shape), 0)))
     elif not nd:
-        from trnsci._validate import axis
-        dims = (axis(dim, len(shape), "dim", where) - len(shape),)
+        dims = (validate.axis(dim, len(shape), "dim", where) - len(shape),)
     else:
-        dims = tuple(d - len(shape) for d in _axes(dim, len(shape), "dim", where))
+        dims = tuple(d - len(shape) for d in validate.axes(dim, len(shape), "dim", where))
     if len(shape) < len(dims) or not dims:
         raise ValueError(f"{where}: shape {shape} has fewer axes than the transform needs ({len(dims)})")
     if not nd and len(dims) != 1:
@@ -348,8 +346,8 @@ def create_plan(shape: Any, dim: Any = None, kind: str = "fft", dtype: torch.dty
         if lengths[-1] <= 0:
             raise ValueError(f"{where}: a half spectrum of length {in_len[-1]} needs s (output length)")
     else:
-        lengths = (positive_int(s, "s", where),) if isinstance(s, int) and not isinstance(s, bool) \
-            else positive_ints(s, "s", where)
+        lengths = (validate.positive_int(s, "s", where),) if isinstance(s, int) and not isinstance(s, bool) \
+            else validate.positive_ints(s, "s", where)
         if len(lengths) != len(dims):
             raise ValueError(f"{where}: s has {len(lengths)} entries but the plan has {len(dims)} axes")
     if dtype is None:

@@ -20,13 +20,12 @@ from typing import Any
 
 import torch
 
-from trnsci import _validate as v
-from trnsci._validate import positive_int
+from trnsci import validate
 from trnsci.dispatch import Op
 
 from . import _engine as E
 
-_PAD = v.Options({m: (m,) for m in ("reflect", "constant", "replicate", "circular")})
+_PAD = validate.Options({m: (m,) for m in ("reflect", "constant", "replicate", "circular")})
 
 
 def _stft_points(x, n_fft, hop_length, *rest):
@@ -95,7 +94,7 @@ def _window(window: Any, win_length: int, like: torch.Tensor, where: str):
             raise ValueError(f"{where}: window must be a tensor or one of {', '.join(map(repr, _WINDOWS))}; "
                              f"got {window!r}")
         return _named_window(name, win_length, real, like.device)
-    w = v.tensor(window, "window", where)
+    w = validate.tensor(window, "window", where)
     if w.dtype not in (torch.float32, torch.float64) or w.dim() != 1 or w.shape[0] != win_length:
         if w.dtype not in (torch.float32, torch.float64):
             raise TypeError(f"{where}: window must be float32/float64, got {w.dtype}")
@@ -105,16 +104,16 @@ def _window(window: Any, win_length: int, like: torch.Tensor, where: str):
 
 
 def _common(where, n_fft, hop_length, win_length, center, normalized):
-    n_fft = positive_int(n_fft, "n_fft", where)
-    hop = n_fft // 4 if hop_length is None else positive_int(hop_length, "hop_length", where)
+    n_fft = validate.positive_int(n_fft, "n_fft", where)
+    hop = n_fft // 4 if hop_length is None else validate.positive_int(hop_length, "hop_length", where)
     hop = max(hop, 1)
-    wl = n_fft if win_length is None else positive_int(win_length, "win_length", where)
+    wl = n_fft if win_length is None else validate.positive_int(win_length, "win_length", where)
     if wl > n_fft:
         raise ValueError(f"{where}: win_length={wl} must be <= n_fft={n_fft}")
     return n_fft, hop, wl, _bool(center, "center", where), _bool(normalized, "normalized", where)
 
 
-@v.numpy_io
+@validate.numpy_io
 def stft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int | None = None,
          window: Any = None, center: bool = True, pad_mode: str = "reflect", normalized: bool = False,
          onesided: bool | None = None):
@@ -180,7 +179,7 @@ def stft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int 
     else:
         key = None
     x, ct = E.prep(input, where)
-    v.ndim(x, "input", (1, 2), where)
+    validate.ndim(x, "input", (1, 2), where)
     n_fft, hop, wl, center, normalized = _common(where, n_fft, hop_length, win_length, center, normalized)
     pad_mode = _PAD(pad_mode, "pad_mode", where)
     one = (not x.is_complex()) if onesided is None else _bool(onesided, "onesided", where)
@@ -225,7 +224,7 @@ def _settle_stft(key, x, window, args):
     return STFT.settle(key, go)(x, window)
 
 
-@v.numpy_io
+@validate.numpy_io
 def istft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int | None = None,
           window: Any = None, center: bool = True, normalized: bool = False, onesided: bool | None = None,
           length: int | None = None, return_complex: bool = False):
@@ -271,7 +270,7 @@ def istft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int
     S, ct = E.prep(input, where)
     if not S.is_complex():
         raise TypeError(f"{where}: input must be a complex spectrogram, got dtype {S.dtype}")
-    v.ndim(S, "input", (2, 3), where)
+    validate.ndim(S, "input", (2, 3), where)
     n_fft, hop, wl, center, normalized = _common(where, n_fft, hop_length, win_length, center, normalized)
     nf = S.shape[-2]
     one = (nf != n_fft) if onesided is None else _bool(onesided, "onesided", where)
@@ -282,7 +281,7 @@ def istft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int
     if S.shape[-1] < 1:
         raise ValueError(f"{where}: input has no frames")
     if length is not None:
-        length = positive_int(length, "length", where)
+        length = validate.positive_int(length, "length", where)
     rc = _bool(return_complex, "return_complex", where)
     if rc and one:
         raise ValueError(f"{where}: return_complex=True needs onesided=False")

@@ -5,9 +5,9 @@ seed, counter = (word index // 4, subsequence)), so the same seed,
 subsequence and offset give the same bits on every backend and device.
 """
 
-from trnsci._libinfo import library_version as _library_version
 from trnsci.backend import bind as _bind
 from trnsci.dispatch import load_lowerings as _load_lowerings
+from trnsci.libinfo import library_version as _library_version
 
 from .distributions import (
     bernoulli,

@@ -20,7 +20,7 @@ import math
 import numpy as np
 import torch
 
-from trnsci import _validate as V
+from trnsci import validate
 from trnsci.dispatch import Op
 
 from . import _fp32, _philox
@@ -39,14 +39,14 @@ def _size(size, where: str) -> tuple[int, ...]:
         return size
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         size = tuple(size[0])
-    size = tuple(V.integer(s, "size", where, minimum=0) for s in size)
+    size = tuple(validate.integer(s, "size", where, minimum=0) for s in size)
     if math.prod(size) > MAX_SAMPLES:
         raise ValueError(f"{where}: size {size} asks for more than 2**48 samples")
     return size
 
 
 def _real(x, name: str, where: str, *, finite: bool = True) -> float:
-    x = V.scalar(x, name, where, complex_ok=False)
+    x = validate.scalar(x, name, where, complex_ok=False)
     x = float(x)
     if finite and not math.isfinite(x):
         raise ValueError(f"{where}: {name} must be finite, got {x}")
@@ -866,7 +866,7 @@ def binomial(*size, n, p, dtype=torch.int64, generator=None):
     True
     """
     where = "binomial"
-    trials = V.integer(n, "n", where, minimum=0)
+    trials = validate.integer(n, "n", where, minimum=0)
     if trials >= 1 << 53:
         raise ValueError(f"{where}: n must be < 2**53, got {trials}")
     p = _prob(p, "p", where)
@@ -923,8 +923,8 @@ def randint(*size, low=0, high=1, dtype=torch.long, generator=None):
     True
     """
     where = "randint"
-    low = V.integer(low, "low", where)
-    high = V.integer(high, "high", where)
+    low = validate.integer(low, "low", where)
+    high = validate.integer(high, "high", where)
     if not low < high:
         raise ValueError(f"{where}: low must be < high, got low={low}, high={high}")
     if high - low > 1 << 32:
@@ -946,7 +946,7 @@ def randperm(n, dtype=torch.long, generator=None):
     [0, 1, 2, 3, 4]
     """
     where = "randperm"
-    n = V.integer(n, "n", where, minimum=0)
+    n = validate.integer(n, "n", where, minimum=0)
     if n > MAX_SAMPLES:
         raise ValueError(f"{where}: n must be <= 2**48, got {n}")
     dtype = _fdtype(dtype, where, INTS)
@@ -957,9 +957,9 @@ def randperm(n, dtype=torch.long, generator=None):
 
 
 def _probs(probs, where: str) -> torch.Tensor:
-    probs = V.tensor(probs, "probs", where)
-    V.dtype(probs, "probs", FLOATS, where)
-    V.ndim(probs, "probs", (1, 2), where)
+    probs = validate.tensor(probs, "probs", where)
+    validate.dtype(probs, "probs", FLOATS, where)
+    validate.ndim(probs, "probs", (1, 2), where)
     if probs.shape[-1] == 0:
         raise ValueError(f"{where}: probs must have at least one category")
     if not bool(torch.isfinite(probs).all()) or bool((probs < 0).any()):
@@ -1009,7 +1009,7 @@ def multinomial(probs, num_samples, replacement=False, generator=None):
     """
     where = "multinomial"
     probs = _probs(probs, where)
-    num_samples = V.integer(num_samples, "num_samples", where, minimum=0, maximum=V.INDEX_MAX)
+    num_samples = validate.integer(num_samples, "num_samples", where, minimum=0, maximum=validate.INDEX_MAX)
     if num_samples > MAX_SAMPLES:
         raise ValueError(f"{where}: num_samples must be <= 2**48, got {num_samples}")
     if not isinstance(replacement, bool):

@@ -7,7 +7,7 @@ import struct
 
 import torch
 
-from trnsci import _validate as V
+from trnsci import validate
 
 from . import _philox
 
@@ -17,7 +17,7 @@ _MAGIC = b"TRP1"
 
 
 def _u64(x, name: str, where: str) -> int:
-    x = V.integer(x, name, where)
+    x = validate.integer(x, name, where)
     if not 0 <= x < _U64:
         raise ValueError(f"{where}: {name} must be in [0, 2**64), got {x}")
     return x
@@ -92,13 +92,13 @@ class Generator:
         self._seed = _entropy_seed() if seed is None else _u64(seed, "seed", where)
         self._device = _device(device, where)
         # every rank's draws share the 2**66 outputs of one counter: no more ranks than that
-        size = V.integer(partition_size, "partition_size", where, minimum=1, maximum=1 << 66)
-        rank = V.integer(partition_rank, "partition_rank", where, minimum=0)
+        size = validate.integer(partition_size, "partition_size", where, minimum=1, maximum=1 << 66)
+        rank = validate.integer(partition_rank, "partition_rank", where, minimum=0)
         if rank >= size:
             raise ValueError(f"{where}: partition_rank must be in [0, partition_size={size}), got {rank}")
         self._rank, self._size = rank, size
         self._subsequence = _u64(subsequence, "subsequence", where)
-        self._offset = V.integer(offset, "offset", where, minimum=0)
+        self._offset = validate.integer(offset, "offset", where, minimum=0)
         if self._offset >= 1 << 66:
             raise ValueError(f"{where}: offset must be < 2**66, got {self._offset}")
 
@@ -149,12 +149,12 @@ class Generator:
         A float32 uniform consumes one word per sample, float64 two; see
         ``docs/trnrand.md`` for each distribution's consumption.
         """
-        n = V.integer(n, "n", "Generator.advance", minimum=0)
+        n = validate.integer(n, "n", "Generator.advance", minimum=0)
         self._offset += n
 
     def advance_to(self, position) -> None:
         """Jump to word ``position`` (>= 0) of the subsequence, O(1)."""
-        self._offset = V.integer(position, "position", "Generator.advance_to", minimum=0)
+        self._offset = validate.integer(position, "position", "Generator.advance_to", minimum=0)
 
     # ---- state -----------------------------------------------------------------------------------------------
     def get_state(self) -> torch.Tensor:
@@ -167,7 +167,7 @@ class Generator:
 
     def set_state(self, state) -> None:
         """Restore a state from :meth:`get_state` (ValueError if it is not one)."""
-        state = V.tensor(state, "state", "Generator.set_state")
+        state = validate.tensor(state, "state", "Generator.set_state")
         n = struct.calcsize(_STATE_FORMAT)
         if state.dtype != torch.uint8 or state.dim() != 1 or state.numel() != n:
             raise ValueError(f"Generator.set_state: state must be the uint8 tensor of length {n} from get_state()")

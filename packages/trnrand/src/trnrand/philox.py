@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from trnsci import _validate as V
+from trnsci import validate
 from trnsci.dispatch import Op
 
 from ._philox import _philox_torch
@@ -26,7 +26,7 @@ def _words_arg(x, name, last, where="philox4x32"):
         if any(v < 0 or v > 0xFFFFFFFF for v in flat):
             raise ValueError(f"{where}: {name} words must be in 0 .. 2**32-1")
         x = torch.from_numpy(a.astype(np.int64))
-    t = V.tensor(x, name, where)
+    t = validate.tensor(x, name, where)
     if t.dtype not in _INTS:
         raise TypeError(f"{where}: {name} must have an integer dtype, got {str(t.dtype).replace('torch.', '')}")
     if t.dim() < 1 or t.shape[-1] != last:
@@ -39,7 +39,7 @@ def _words_arg(x, name, last, where="philox4x32"):
     return t
 
 
-@V.numpy_io
+@validate.numpy_io
 def philox4x32(counter, key, rounds=10):
     """The Philox4x32-``rounds`` block function (Salmon et al., SC'11) on uint32 words.
 
@@ -70,7 +70,7 @@ def philox4x32(counter, key, rounds=10):
     >>> [hex(v) for v in trnrand.philox4x32([0, 0, 0, 0], [0, 0]).tolist()]
     ['0x6627e8d5', '0xe169c58d', '0xbc57ac4c', '0x9b00dbd8']
     """
-    r = V.integer(rounds, "rounds", "philox4x32", minimum=1)
+    r = validate.integer(rounds, "rounds", "philox4x32", minimum=1)
     if r > 16:
         raise ValueError(f"philox4x32: rounds must be <= 16, got {r}")
     in_dtype = counter.dtype if isinstance(counter, torch.Tensor) else None

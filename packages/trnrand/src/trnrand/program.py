@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from trnsci import _validate as V
+from trnsci import validate
 
 _KINDS = ("uniform", "normal", "exponential")
 
@@ -41,7 +41,7 @@ class GeneratorProgram:
         where = f"GeneratorProgram.{kind}"
         if self._built:
             raise ValueError(f"{where}: the program is already built")
-        n = V.integer(n, "n", where, minimum=0)
+        n = validate.integer(n, "n", where, minimum=0)
         if not isinstance(out, str):
             raise TypeError(f"{where}: out must be a str (the buffer's name), got {type(out).__name__}")
         if any(s[3] == out for s in self._steps):

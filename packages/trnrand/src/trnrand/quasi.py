@@ -9,7 +9,7 @@ import math
 import numpy as np
 import torch
 
-from trnsci import _validate as V
+from trnsci import validate
 from trnsci.dispatch import Op
 
 from . import _joe_kuo, _philox
@@ -249,18 +249,18 @@ def sobol(n_points, n_dims, seed=None, scramble=True, dtype=torch.float32, skip=
     [[0.0, 0.0], [0.5, 0.5], [0.75, 0.25], [0.25, 0.75]]
     """
     where = "sobol"
-    n = V.integer(n_points, "n_points", where, minimum=0)
-    d = V.integer(n_dims, "n_dims", where, minimum=1)
+    n = validate.integer(n_points, "n_points", where, minimum=0)
+    d = validate.integer(n_dims, "n_dims", where, minimum=1)
     if d > SOBOL_MAX_DIMS:
         raise ValueError(f"{where}: n_dims must be <= {SOBOL_MAX_DIMS} (the Joe-Kuo table), got {d}")
-    skip = V.integer(skip, "skip", where, minimum=0)
+    skip = validate.integer(skip, "skip", where, minimum=0)
     if skip + n > 1 << SOBOL_BITS:
         raise ValueError(f"{where}: skip + n_points must be <= 2**{SOBOL_BITS}, got {skip + n}")
     if not isinstance(scramble, bool):
         raise TypeError(f"{where}: scramble must be a bool, got {type(scramble).__name__}")
     dtype = _fdtype(dtype, where)
     if seed is not None and not isinstance(seed, Generator):
-        seed = V.integer(seed, "seed", where, minimum=0)
+        seed = validate.integer(seed, "seed", where, minimum=0)
     Vn = _direction_numbers(d)
     shift = np.zeros(d, dtype=np.int64)
     gen = _seed_generator(seed, where) if scramble else None
@@ -387,11 +387,11 @@ def halton(n_points, n_dims, scramble=False, seed=None, dtype=torch.float32, ski
     [[0.0, 0.0], [0.5, 0.3333333333333333], [0.25, 0.6666666666666666], [0.75, 0.1111111111111111]]
     """
     where = "halton"
-    n = V.integer(n_points, "n_points", where, minimum=0)
-    d = V.integer(n_dims, "n_dims", where, minimum=1)
+    n = validate.integer(n_points, "n_points", where, minimum=0)
+    d = validate.integer(n_dims, "n_dims", where, minimum=1)
     if d > 10000:
         raise ValueError(f"{where}: n_dims must be <= 10000, got {d}")
-    skip = V.integer(skip, "skip", where, minimum=0)
+    skip = validate.integer(skip, "skip", where, minimum=0)
     if skip + n > 1 << 52:
         raise ValueError(f"{where}: skip + n_points must be <= 2**52")
     if n * d > 1 << 40:
@@ -400,7 +400,7 @@ def halton(n_points, n_dims, scramble=False, seed=None, dtype=torch.float32, ski
         raise TypeError(f"{where}: scramble must be a bool, got {type(scramble).__name__}")
     dtype = _fdtype(dtype, where)
     if seed is not None and not isinstance(seed, Generator):
-        seed = V.integer(seed, "seed", where, minimum=0)
+        seed = validate.integer(seed, "seed", where, minimum=0)
     bases = torch.tensor(_first_primes(d), dtype=torch.int64)
     perms = None
     g = _seed_generator(seed, where) if scramble else None
@@ -454,12 +454,12 @@ def latin_hypercube(n_points, n_dims, dtype=torch.float32, generator=None, stren
     [0, 1, 2, 3, 4]
     """
     where = "latin_hypercube"
-    n = V.integer(n_points, "n_points", where, minimum=0)
-    d = V.integer(n_dims, "n_dims", where, minimum=1)
+    n = validate.integer(n_points, "n_points", where, minimum=0)
+    d = validate.integer(n_dims, "n_dims", where, minimum=1)
     if n * d > 1 << 40:
         raise ValueError(f"{where}: n_points * n_dims must be <= 2**40, got {n * d}")
     dtype = _fdtype(dtype, where)
-    strength = V.integer(strength, "strength", where)
+    strength = validate.integer(strength, "strength", where)
     if strength not in (1, 2):
         raise ValueError(f"{where}: strength must be 1 or 2, got {strength}")
     g = _resolve(generator, where)

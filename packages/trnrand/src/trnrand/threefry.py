@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from trnsci import _validate as V
+from trnsci import validate
 from trnsci.dispatch import Op
 
 from . import _threefry as T
@@ -21,7 +21,7 @@ from .philox import _words_arg
 _U64 = 1 << 64
 
 
-@V.numpy_io
+@validate.numpy_io
 def threefry4x32(counter, key, rounds=20):
     """The Threefry4x32-``rounds`` block function (Salmon et al., SC'11; Random123) on uint32 words.
 
@@ -53,7 +53,7 @@ def threefry4x32(counter, key, rounds=20):
     ['0x9c6ca96a', '0xe17eae66', '0xfc10ecd4', '0x5256a7d8']
     """
     where = "threefry4x32"
-    r = V.integer(rounds, "rounds", where, minimum=1)
+    r = validate.integer(rounds, "rounds", where, minimum=1)
     if r > T.MAX_ROUNDS:
         raise ValueError(f"{where}: rounds must be <= {T.MAX_ROUNDS}, got {r}")
     in_dtype = counter.dtype if isinstance(counter, torch.Tensor) else None
@@ -72,14 +72,14 @@ def threefry4x32(counter, key, rounds=20):
 
 
 def _stream_args(n, seed, counter_offset, subsequence, device, where):
-    n = V.integer(n, "n", where, minimum=0)
-    seed = V.integer(seed, "seed", where, minimum=0)
+    n = validate.integer(n, "n", where, minimum=0)
+    seed = validate.integer(seed, "seed", where, minimum=0)
     if seed >= _U64:
         raise ValueError(f"{where}: seed must be in [0, 2**64), got {seed}")
-    off = V.integer(counter_offset, "counter_offset", where, minimum=0)
+    off = validate.integer(counter_offset, "counter_offset", where, minimum=0)
     if off + (n + 3) // 4 > _U64:
         raise ValueError(f"{where}: counter_offset + ceil(n / 4) must be <= 2**64 (the 64-bit block counter)")
-    sub = V.integer(subsequence, "subsequence", where, minimum=0)
+    sub = validate.integer(subsequence, "subsequence", where, minimum=0)
     if sub >= _U64:
         raise ValueError(f"{where}: subsequence must be in [0, 2**64), got {sub}")
     if device is None:

@@ -229,7 +229,9 @@ def get_backend(library: str | None = None) -> str:
 PUBLISHED = {"torch": "pytorch", "numpy": "pytorch"}
 
 
-def _published(name: str):
+def published_name(name: str) -> str | None:
+    """The published packages' name for the route ``name`` (``"torch"`` -> ``"pytorch"``; a ``"+"``-joined
+    name when all its parts agree), or None when they had none (``"nki"``, ``"simulator+torch"``)."""
     parts = {PUBLISHED.get(p) for p in name.split("+")}
     return parts.pop() if len(parts) == 1 else None
 
@@ -252,7 +254,7 @@ class BackendName(str):
     def __eq__(self, other):
         if isinstance(other, str):
             mine = str(self)
-            return str.__eq__(mine, other) or (_published(mine) or "") == str(other)
+            return str.__eq__(mine, other) or (published_name(mine) or "") == str(other)
         return NotImplemented
 
     def __ne__(self, other):

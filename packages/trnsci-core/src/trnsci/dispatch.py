@@ -355,15 +355,15 @@ def decide(op: str, size: float | None = None, *, supported: bool = True, why_no
     NkiRequiredError
         ``TRNSCI_REQUIRE_NKI=1`` and no kernel would run.
     """
-    from trnsci import _validate  # torch-free import of this module: load the checks on first use
+    from trnsci import validate  # torch-free import of this module: load the checks on first use
 
     if not isinstance(op, str):
         raise TypeError(f"decide: op must be an operation name (str), got {type(op).__name__}")
     if size is not None:
-        size = _validate.scalar(size, "size", "decide", complex_ok=False)
+        size = validate.scalar(size, "size", "decide", complex_ok=False)
         if size != size:
             raise ValueError("decide: size must be a number, got NaN")
-    supported = _validate.flag(supported, "supported", "decide")
+    supported = validate.flag(supported, "supported", "decide")
     if not isinstance(why_not, str):
         raise TypeError(f"decide: why_not must be a str, got {type(why_not).__name__}")
     entry = _REGISTRY.get(op)

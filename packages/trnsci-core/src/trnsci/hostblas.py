@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["call", "serial", "pools", "each_single_threaded"]
+__all__ = ["call", "serial", "pools", "each_single_threaded", "OPENBLAS_ONE", "openblas_one_thread"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -53,6 +53,22 @@ _SUFFIXES = ("", "64_", "_64")
 _PREFIXES = ("scipy_openblas_", "openblas_")
 
 _lock = threading.Lock()
+
+
+def openblas_one_thread() -> bool:
+    """Whether OpenBLAS runs single-threaded in this process: the first of ``OPENBLAS_NUM_THREADS``,
+    ``GOTO_NUM_THREADS``, ``OMP_NUM_THREADS`` that is set (the order OpenBLAS reads them in when NumPy or
+    SciPy load it) is ``1``, or the machine has one CPU."""
+    for var in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(var, "").strip()
+        if value:
+            return value == "1"
+    return os.cpu_count() == 1
+
+
+#: :func:`openblas_one_thread` as it was when this module was imported (OpenBLAS reads the variables once,
+#: when it loads): whether a host BLAS call runs on the calling thread whatever its size.
+OPENBLAS_ONE: bool = openblas_one_thread()
 _state: dict[str, Any] = {"modules": -1, "pools": (), "depth": 0, "saved": ()}
 
 

@@ -58,7 +58,7 @@ from typing import Any
 
 import torch
 
-from trnsci._validate import numpy_io
+from trnsci import validate
 from trnsci.dispatch import _hook_dynamo, traceable_as
 
 __all__ = ["public", "call", "settles", "compile_signature", "tensor_key", "scalar_key", "KINDS", "LIMIT"]
@@ -299,7 +299,7 @@ def _run_and_record(op, wrapper: Callable, key, rec: _Record, slow: Callable, ar
 
 
 def public(op, signature: Callable[..., Any] | str) -> Callable[[Callable], Callable]:
-    """Decorator: :func:`~trnsci._validate.numpy_io` plus settled routes keyed by ``signature``.
+    """Decorator: :func:`~trnsci.validate.numpy_io` plus settled routes keyed by ``signature``.
 
     ``signature`` is a spec of the positional parameters' kinds
     (:func:`compile_signature`, the fast form), or a function:
@@ -310,7 +310,7 @@ def public(op, signature: Callable[..., Any] | str) -> Callable[[Callable], Call
     """
 
     def decorate(fn: Callable) -> Callable:
-        slow = numpy_io(fn)
+        slow = validate.numpy_io(fn)
         if isinstance(signature, str):
             return _compiled_public(op, fn, slow, signature)
         params = inspect.signature(fn).parameters

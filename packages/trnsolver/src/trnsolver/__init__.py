@@ -9,15 +9,15 @@ kernels. bfloat16/float16 inputs are computed in float32 and returned in
 their dtype (:mod:`trnsolver._lowp`).
 """
 
-from trnsci._libinfo import library_version as _library_version
 from trnsci.backend import bind as _bind
 from trnsci.dispatch import load_lowerings as _load_lowerings
+from trnsci.libinfo import library_version as _library_version
 
 __version__ = _library_version("trnsolver")
 set_backend, get_backend, use_backend = _bind("trnsolver")
 
-from trnsci._iterative import ConvergenceError, ConvergenceWarning, SolverInfo  # noqa: E402
-from trnsci._linalg import LinAlgError  # noqa: E402
+from trnsci.iterative import ConvergenceError, ConvergenceWarning, SolverInfo  # noqa: E402
+from trnsci.linalg import LinAlgError  # noqa: E402
 from trnsci.nki import HAS_NKI  # noqa: E402  published name: True when the Neuron SDK's NKI is importable
 from trnsolver.eigen import EIGH, SCHUR, eigh, eigh_generalized, eigvalsh, schur  # noqa: E402, F401
 from trnsolver.factor import (  # noqa: E402, F401

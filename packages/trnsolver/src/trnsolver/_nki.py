@@ -39,8 +39,8 @@ import warnings
 import torch
 
 import trnblas
-from trnsci import _iterative as it_
-from trnsci import _linalg as la
+from trnsci import iterative as it_
+from trnsci import linalg as la
 from trnsci import nki
 from trnsci.backend import get_backend, use_backend
 from trnsolver._blocked import _blocked_cholesky_torch

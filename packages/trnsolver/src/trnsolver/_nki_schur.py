@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 import trnblas
-from trnsci import _linalg as la
+from trnsci import linalg as la
 from trnsolver._nki import KERNEL_DTYPES, _trnblas, not_finite
 from trnsolver._nki_qr import qr_device
 from trnsolver.eigen import SCHUR

@@ -22,7 +22,7 @@ import warnings
 import torch
 
 import trnblas
-from trnsci import _iterative as it_
+from trnsci import iterative as it_
 from trnsci import nki
 from trnsolver._nki import FP32_TOL, KERNEL_DTYPES, _tables, _trnblas, not_finite
 from trnsolver.factor import PINV, SVD

@@ -314,13 +314,13 @@ def cholesky(A_local: torch.Tensor, desc, *, group=None, timeout=None) -> torch.
     (``trnblas.trsm``), broadcasts the panel -- block ``b``'s owner sends
     ``(P-1) (n - c_b) nb_b`` words -- and every rank updates its own
     trailing columns with the panel (``trnblas.gemm``).  A matrix that is
-    not positive definite raises ``trnsci._linalg.LinAlgError`` on the
+    not positive definite raises ``trnsci.linalg.LinAlgError`` on the
     owner of the failing block and ``DistributedError`` on the others.
     """
     import torch.distributed as dist
 
     import trnblas
-    from trnsci._linalg import LinAlgError
+    from trnsci import linalg as la
 
     if isinstance(desc, BlockCyclic2D):  # the grid spans the whole world (its row/column groups are made here)
         _no_group_with_2d(group, "cholesky")
@@ -341,8 +341,8 @@ def cholesky(A_local: torch.Tensor, desc, *, group=None, timeout=None) -> torch.
                 lc = desc.local_offset(b)
                 Lbb, info = torch.linalg.cholesky_ex(L[c0:c1, lc:lc + w])
                 if int(info) != 0:
-                    raise LinAlgError(f"{where}: the matrix is not positive definite (leading minor of order "
-                                      f"{c0 + int(info)})", info=c0 + int(info))
+                    raise la.LinAlgError(f"{where}: the matrix is not positive definite (leading minor of order "
+                                         f"{c0 + int(info)})", info=c0 + int(info))
                 below = L[c1:, lc:lc + w]
                 if below.shape[0]:
                     below = trnblas.trsm(1.0, Lbb, below, side="right", uplo="lower", trans=True)
@@ -377,7 +377,7 @@ def lu(A_local: torch.Tensor, desc, *, group=None, timeout=None):
     import torch.distributed as dist
 
     import trnblas
-    from trnsci._linalg import LinAlgError
+    from trnsci import linalg as la
 
     if isinstance(desc, BlockCyclic2D):
         _no_group_with_2d(group, "lu")
@@ -399,8 +399,8 @@ def lu(A_local: torch.Tensor, desc, *, group=None, timeout=None):
                 lc = desc.local_offset(b)
                 LUp, pv, info = torch.linalg.lu_factor_ex(F[c0:, lc:lc + w])
                 if int(info) != 0:
-                    raise LinAlgError(f"{where}: the matrix is singular (U[{c0 + int(info) - 1}, "
-                                      f"{c0 + int(info) - 1}] == 0)", info=c0 + int(info))
+                    raise la.LinAlgError(f"{where}: the matrix is singular (U[{c0 + int(info) - 1}, "
+                                         f"{c0 + int(info) - 1}] == 0)", info=c0 + int(info))
                 panel, piv = LUp, pv.to(torch.int64) - 1 + c0
         D.broadcast(panel, o, group, timeout)
         D.broadcast(piv, o, group, timeout)

@@ -37,7 +37,7 @@ lu (partial pivoting), step ``k``:
     dependent, at most ``2 w_k`` rows per step.
 
 A failure (not positive definite, exactly singular pivot) raises
-``trnsci._linalg.LinAlgError`` on the rank owning the diagonal block and
+``trnsci.linalg.LinAlgError`` on the rank owning the diagonal block and
 ``DistributedError`` on every other rank.  Real floating dtypes only.
 """
 
@@ -153,7 +153,7 @@ def cholesky_2d(A_local: torch.Tensor, desc: BlockCyclic2D, *, timeout=None) -> 
     L_Jk^T`` (``trnblas.gemm``, SUMMA-style).  Upper blocks come back zero.
     """
     import trnblas
-    from trnsci._linalg import LinAlgError
+    from trnsci import linalg as la
 
     where = "trnsolver.distributed.cholesky (2-D)"
     r = _check(where, A_local, desc, timeout)
@@ -173,8 +173,8 @@ def cholesky_2d(A_local: torch.Tensor, desc: BlockCyclic2D, *, timeout=None) -> 
                     lr, lc = _loff(desc, k, pr), _loff(desc, k, pc)
                     Lkk, info = torch.linalg.cholesky_ex(L[lr:lr + w, lc:lc + w])
                     if int(info) != 0:
-                        raise LinAlgError(f"{where}: the matrix is not positive definite (leading minor of "
-                                          f"order {k0 + int(info)})", info=k0 + int(info))
+                        raise la.LinAlgError(f"{where}: the matrix is not positive definite (leading minor of "
+                                             f"order {k0 + int(info)})", info=k0 + int(info))
                     L[lr:lr + w, lc:lc + w] = Lkk
             s = bisect.bisect_left(rows, k1)  # my local rows below block k
             if q == qk:
@@ -232,7 +232,7 @@ def lu_2d(A_local: torch.Tensor, desc: BlockCyclic2D, *, timeout=None):
     ``scipy.linalg.lu_factor`` returns it.
     """
     import trnblas
-    from trnsci._linalg import LinAlgError
+    from trnsci import linalg as la
 
     where = "trnsolver.distributed.lu (2-D)"
     r = _check(where, A_local, desc, timeout)
@@ -288,8 +288,8 @@ def lu_2d(A_local: torch.Tensor, desc: BlockCyclic2D, *, timeout=None):
                         Fp[s:, jj + 1:] -= torch.outer(Fp[s:, jj], pivot_row[jj + 1:])
             with D.agree(where, None, timeout):
                 if (p, q) == (pk, qk) and singular is not None:
-                    raise LinAlgError(f"{where}: the matrix is singular (U[{singular}, {singular}] == 0)",
-                                      info=singular + 1)
+                    raise la.LinAlgError(f"{where}: the matrix is singular (U[{singular}, {singular}] == 0)",
+                                         info=singular + 1)
             D.broadcast(piv, qk, rowg[p], timeout)
             ipiv[k0:k1] = piv
             # the interchanges as one permutation of rows: position i now holds old row src[i]

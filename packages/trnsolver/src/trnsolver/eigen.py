@@ -13,16 +13,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from trnsci import _linalg as la
-from trnsci import _validate as v
-from trnsci._validate import numpy_io
+from trnsci import linalg as la
+from trnsci import validate
 from trnsci.dispatch import Op
 from trnsolver import _lapack
 from trnsolver.factor import _NOT_PD, _raise_info
 
 __all__ = ["eigh", "eigvalsh", "eigh_generalized", "schur"]
 
-_UPLO = v.Options({"L": ("L", "lower"), "U": ("U", "upper")})
+_UPLO = validate.Options({"L": ("L", "lower"), "U": ("U", "upper")})
 
 
 def _subset(subset_by_index, n: int, where: str) -> tuple[int, int] | None:
@@ -30,8 +29,8 @@ def _subset(subset_by_index, n: int, where: str) -> tuple[int, int] | None:
         return None
     if not isinstance(subset_by_index, (tuple, list)) or len(subset_by_index) != 2:
         raise TypeError(f"{where}: subset_by_index must be a pair (lo, hi) of ints")
-    lo = v.integer(subset_by_index[0], "subset_by_index[0]", where, minimum=0)
-    hi = v.integer(subset_by_index[1], "subset_by_index[1]", where, minimum=0)
+    lo = validate.integer(subset_by_index[0], "subset_by_index[0]", where, minimum=0)
+    hi = validate.integer(subset_by_index[1], "subset_by_index[1]", where, minimum=0)
     if not lo <= hi < n:
         raise ValueError(f"{where}: subset_by_index must satisfy 0 <= lo <= hi < n = {n}, got ({lo}, {hi})")
     return lo, hi
@@ -106,8 +105,8 @@ def _eigh_route(A: torch.Tensor, uplo: str, vectors: bool) -> str:
 
 def _eigh_args(where, A, tol, max_sweeps, subset_by_index, uplo, check_finite):
     A = la.square_matrix(A, "A", where)
-    v.positive(tol, "tol", where, zero_ok=True)
-    v.integer(max_sweeps, "max_sweeps", where, minimum=1, maximum=v.INDEX_MAX)
+    validate.positive(tol, "tol", where, zero_ok=True)
+    validate.integer(max_sweeps, "max_sweeps", where, minimum=1, maximum=validate.INDEX_MAX)
     uplo = _UPLO(uplo, "uplo", where)
     n = A.shape[-1]
     sub = _subset(subset_by_index, n, where)
@@ -116,7 +115,7 @@ def _eigh_args(where, A, tol, max_sweeps, subset_by_index, uplo, check_finite):
     return A, uplo, lo, hi
 
 
-@numpy_io
+@validate.numpy_io
 def eigh(A, max_sweeps=100, tol=1e-10, *, subset_by_index=None, uplo="L", check_finite=True):
     """Eigenvalues and eigenvectors of a real symmetric / complex Hermitian matrix.
 
@@ -161,7 +160,7 @@ def eigh(A, max_sweeps=100, tol=1e-10, *, subset_by_index=None, uplo="L", check_
     return EIGH(A, uplo, lo, hi, True, float(tol), int(max_sweeps))
 
 
-@numpy_io
+@validate.numpy_io
 def eigvalsh(A, *, subset_by_index=None, uplo="L", check_finite=True):
     """Eigenvalues only of a real symmetric / complex Hermitian matrix (ascending).
 
@@ -194,7 +193,7 @@ def _eigh_generalized_torch(A: torch.Tensor, B: torch.Tensor, lo: int, hi: int):
     return w, X, info
 
 
-@numpy_io
+@validate.numpy_io
 def eigh_generalized(A, B, max_sweeps=100, tol=1e-10, *, subset_by_index=None, check_finite=True):
     """Generalized Hermitian-definite eigenproblem ``A x = w B x`` (``sygvd``, type 1).
 
@@ -230,13 +229,13 @@ def eigh_generalized(A, B, max_sweeps=100, tol=1e-10, *, subset_by_index=None, c
     where = "eigh_generalized"
     A, _, lo, hi = _eigh_args(where, A, tol, max_sweeps, subset_by_index, "L", check_finite)
     B = la.square_matrix(B, "B", where)
-    v.agree(where, A=A, B=B)
+    validate.agree(where, A=A, B=B)
     if B.shape[-1] != A.shape[-1]:
-        raise v.mismatch(where, "A and B must be the same size", A=A, B=B)
+        raise validate.mismatch(where, "A and B must be the same size", A=A, B=B)
     try:
         torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     except RuntimeError:
-        raise v.mismatch(where, "batch dimensions do not broadcast", A=A, B=B) from None
+        raise validate.mismatch(where, "batch dimensions do not broadcast", A=A, B=B) from None
     if check_finite:
         la.finite(where, B=B)
     A = la.symmetric(A, "L", hermitian=True)
@@ -247,7 +246,7 @@ def eigh_generalized(A, B, max_sweeps=100, tol=1e-10, *, subset_by_index=None, c
 
 # ===================================================================== Schur
 
-_OUTPUT = v.Options({"real": ("real", "r"), "complex": ("complex", "c")})
+_OUTPUT = validate.Options({"real": ("real", "r"), "complex": ("complex", "c")})
 _SORTS = ("lhp", "rhp", "iuc", "ouc")
 
 
@@ -321,7 +320,7 @@ def _schur_torch(A: torch.Tensor, complex_out: bool, sort):
     return torch.from_numpy(T).to(dev), torch.from_numpy(Z).to(dev), sdim
 
 
-@numpy_io
+@validate.numpy_io
 def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_finite=True):
     """Schur decomposition ``A = Z T Z^H`` (``scipy.linalg.schur``, LAPACK ``?gees``).
 
@@ -411,8 +410,8 @@ def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_fini
         raise ValueError(f"{where}: a must be one (n, n) matrix, got shape {tuple(A.shape)}")
     complex_out = _OUTPUT(output, "output", where) == "complex"
     if lwork is not None:
-        v.integer(lwork, "lwork", where, minimum=-1)
-    v.flag(overwrite_a, "overwrite_a", where)
+        validate.integer(lwork, "lwork", where, minimum=-1)
+    validate.flag(overwrite_a, "overwrite_a", where)
     if sort is not None and not callable(sort):
         if not isinstance(sort, str):
             raise TypeError(f"{where}: sort must be None, a callable or one of {', '.join(_SORTS)}; got {sort!r}")

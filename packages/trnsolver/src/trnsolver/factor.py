@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import torch
 
-from trnsci import _iterative as it_
-from trnsci import _linalg as la
-from trnsci import _validate as v
-from trnsci._linalg import LinAlgError
-from trnsci._validate import numpy_io
+from trnsci import iterative as it_
+from trnsci import linalg as la
+from trnsci import validate
 from trnsci.dispatch import Op, traceable_as
 from trnsolver import _lapack
 
@@ -50,7 +48,7 @@ def _raise_info(where: str, info: torch.Tensor, what: str) -> None:
     k = int(flat[i])
     bidx = la.batch_index(i, tuple(info.shape))
     at = f" (batch index {bidx})" if bidx else ""
-    raise LinAlgError(f"{where}: {what.format(k=k, k0=k - 1)}{at}", info=k, batch_index=bidx)
+    raise la.LinAlgError(f"{where}: {what.format(k=k, k0=k - 1)}{at}", info=k, batch_index=bidx)
 
 
 # under torch.compile no host read of info: the graph does not stop to look at it
@@ -62,11 +60,11 @@ _SINGULAR = "the matrix is singular: U[{k0}, {k0}] is exactly zero"
 
 
 def _upper(x, where: str, name: str = "upper") -> bool:
-    return v.flag(x, name, where)
+    return validate.flag(x, name, where)
 
 
 def _check(x, where: str) -> bool:
-    return v.flag(x, "check", where)
+    return validate.flag(x, "check", where)
 
 
 # =================================================================== Cholesky
@@ -119,7 +117,7 @@ def _cholesky_torch(A: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.T
     return torch.linalg.cholesky_ex(A, upper=upper)
 
 
-@numpy_io
+@validate.numpy_io
 def cholesky(A, upper=False, *, check=True, check_finite=True):
     """Cholesky factorization ``A = L L^H`` (or ``A = U^H U`` with ``upper=True``).
 
@@ -165,7 +163,7 @@ def cholesky(A, upper=False, *, check=True, check_finite=True):
     >>> trnsolver.cholesky(torch.tensor([[1.0, 2.0], [2.0, 1.0]]))
     Traceback (most recent call last):
     ...
-    trnsci._linalg.LinAlgError: cholesky: the leading minor of order 2 is not positive definite
+    trnsci.linalg.LinAlgError: cholesky: the leading minor of order 2 is not positive definite
     """
     where = "cholesky"
     A = la.square_matrix(A, "A", where)
@@ -178,7 +176,7 @@ def cholesky(A, upper=False, *, check=True, check_finite=True):
     return L
 
 
-@numpy_io
+@validate.numpy_io
 def cho_factor(A, lower=False, *, check_finite=True):
     """Cholesky factor in the form :func:`cho_solve` takes (``scipy.linalg.cho_factor``).
 
@@ -211,7 +209,7 @@ def cho_factor(A, lower=False, *, check_finite=True):
     """
     where = "cho_factor"
     A = la.square_matrix(A, "A", where)
-    lower = v.flag(lower, "lower", where)
+    lower = validate.flag(lower, "lower", where)
     la.check_finite(check_finite, where, A=A)
     F, info = CHOLESKY(A, not lower)
     _raise_info(where, info, _NOT_PD)
@@ -241,7 +239,7 @@ def _cho_solve_by_torch(F: torch.Tensor, B: torch.Tensor, lower: bool) -> torch.
     return torch.cholesky_solve(B, F, upper=not lower)
 
 
-@numpy_io
+@validate.numpy_io
 def cho_solve(c_and_lower, b, *, check_finite=True):
     """Solve ``A x = b`` from :func:`cho_factor`'s ``(c, lower)`` (``scipy.linalg.cho_solve``).
 
@@ -268,7 +266,7 @@ def cho_solve(c_and_lower, b, *, check_finite=True):
         raise TypeError(f"{where}: c_and_lower must be the (c, lower) pair from cho_factor")
     F, lower = c_and_lower
     F = la.square_matrix(F, "c (c_and_lower[0])", where)
-    lower = v.flag(lower, "lower", where)
+    lower = validate.flag(lower, "lower", where)
     B, vec = la.rhs(F, b, "b", where)
     la.check_finite(check_finite, where, c=F, b=B)
     X = CHO_SOLVE(F, B, lower)
@@ -305,7 +303,7 @@ def _lu_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
     return P, L, U, info
 
 
-@numpy_io
+@validate.numpy_io
 def lu(A, *, check=True, check_finite=True):
     """LU factorization with partial pivoting, ``A = P @ L @ U``.
 
@@ -346,7 +344,7 @@ def lu(A, *, check=True, check_finite=True):
     return (P, L, U) if check else (P, L, U, info)
 
 
-@numpy_io
+@validate.numpy_io
 def lu_factor(A, *, check=True, check_finite=True):
     """Packed LU factorization (``scipy.linalg.lu_factor``): ``(lu, piv)``.
 
@@ -393,7 +391,7 @@ def _zero_pivot(LU: torch.Tensor) -> torch.Tensor:
     return first.to(torch.int32)
 
 
-_TRANS = v.Options({"N": (0, "N"), "T": (1, "T"), "C": (2, "C")})
+_TRANS = validate.Options({"N": (0, "N"), "T": (1, "T"), "C": (2, "C")})
 
 
 LU_SOLVE = Op("trnsolver.lu_solve", "flops", _LU_THRESHOLD, size=_flops(2.0), describe=_square_describe,
@@ -410,7 +408,7 @@ def _lu_solve_torch(LU: torch.Tensor, piv1: torch.Tensor, B: torch.Tensor, trans
     return torch.linalg.lu_solve(LU.conj().resolve_conj(), piv1, B, adjoint=True)
 
 
-@numpy_io
+@validate.numpy_io
 def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
     """Solve ``op(A) x = b`` from :func:`lu_factor`'s ``(lu, piv)``.
 
@@ -443,7 +441,7 @@ def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
         raise TypeError(f"{where}: lu_and_piv must be the (lu, piv) pair from lu_factor")
     LU, piv = lu_and_piv[0], lu_and_piv[1]
     LU = la.square_matrix(LU, "lu (lu_and_piv[0])", where)
-    piv = v.tensor(piv, "piv", where)
+    piv = validate.tensor(piv, "piv", where)
     if piv.dtype not in (torch.int32, torch.int64) or tuple(piv.shape) != tuple(LU.shape[:-1]):
         raise ValueError(f"{where}: piv must be an integer tensor of shape {tuple(LU.shape[:-1])}, "
                          f"got {piv.dtype} {tuple(piv.shape)}")
@@ -457,7 +455,7 @@ def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
 
 # ================================================================= QR, SVD
 
-_QR_MODE = v.Options({"reduced": ("reduced", "economic"), "complete": ("complete", "full"), "r": ("r",)})
+_QR_MODE = validate.Options({"reduced": ("reduced", "economic"), "complete": ("complete", "full"), "r": ("r",)})
 
 
 #: Threshold of QR/lstsq on the device: the same n = 2048 placeholder as the
@@ -478,7 +476,7 @@ def _qr_torch(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.linalg.qr(A, mode=mode)
 
 
-@numpy_io
+@validate.numpy_io
 def qr(A, mode="reduced"):
     """QR factorization ``A = Q R``.
 
@@ -526,7 +524,7 @@ def _svd_torch(A: torch.Tensor, full_matrices: bool) -> tuple[torch.Tensor, torc
     return torch.linalg.svd(A, full_matrices=full_matrices)
 
 
-@numpy_io
+@validate.numpy_io
 def svd(A, full_matrices=False, *, check_finite=True):
     """Singular value decomposition ``A = U diag(S) Vh``.
 
@@ -551,7 +549,7 @@ def svd(A, full_matrices=False, *, check_finite=True):
     """
     where = "svd"
     A = la.matrix(A, "A", where)
-    full = v.flag(full_matrices, "full_matrices", where)
+    full = validate.flag(full_matrices, "full_matrices", where)
     la.check_finite(check_finite, where, A=A)
     return SVD(A, full)
 
@@ -572,7 +570,7 @@ def _pinv_torch(A: torch.Tensor, rtol: float | None) -> torch.Tensor:
     return (Vh.mH * Sinv.unsqueeze(-2).to(A.dtype)) @ U.mH
 
 
-@numpy_io
+@validate.numpy_io
 def pinv(A, rcond=None, *, check_finite=True):
     """Moore-Penrose pseudo-inverse from the SVD.
 
@@ -595,7 +593,7 @@ def pinv(A, rcond=None, *, check_finite=True):
     """
     where = "pinv"
     A = la.matrix(A, "A", where)
-    rtol = None if rcond is None else v.positive(rcond, "rcond", where, zero_ok=True)
+    rtol = None if rcond is None else validate.positive(rcond, "rcond", where, zero_ok=True)
     la.check_finite(check_finite, where, A=A)
     return PINV(A, rtol)
 
@@ -626,7 +624,7 @@ def _solve_torch(A: torch.Tensor, B: torch.Tensor) -> tuple[torch.Tensor, torch.
         return torch.linalg.solve_ex(A, B)
 
 
-@numpy_io
+@validate.numpy_io
 def solve(A, B, *, check_finite=True):
     """Solve ``A X = B`` by LU with partial pivoting.
 
@@ -677,7 +675,7 @@ def _solve_spd_torch(A: torch.Tensor, B: torch.Tensor, refine: bool) -> tuple[to
     return X, info
 
 
-@numpy_io
+@validate.numpy_io
 def solve_spd(A, B, iterative_refinement=False, *, check_finite=True):
     """Solve ``A X = B`` for Hermitian positive definite ``A`` by Cholesky.
 
@@ -710,14 +708,14 @@ def solve_spd(A, B, iterative_refinement=False, *, check_finite=True):
     where = "solve_spd"
     A = la.square_matrix(A, "A", where)
     Bm, vec = la.rhs(A, B, "B", where)
-    refine = v.flag(iterative_refinement, "iterative_refinement", where)
+    refine = validate.flag(iterative_refinement, "iterative_refinement", where)
     la.check_finite(check_finite, where, A=A, B=Bm)
     X, info = SOLVE_SPD(A, Bm, refine)
     _raise_info(where, info, _NOT_PD)
     return X.squeeze(-1) if vec else X
 
 
-_LSTSQ_DRIVER = v.Options({"gelsd": ("gelsd",), "gelsy": ("gelsy",), "gelss": ("gelss",)})
+_LSTSQ_DRIVER = validate.Options({"gelsd": ("gelsd",), "gelsy": ("gelsy",), "gelss": ("gelss",)})
 
 
 LSTSQ = Op("trnsolver.lstsq", "flops", 2 * _QR_THRESHOLD, size=_flops(4.0), describe=_square_describe,
@@ -744,7 +742,7 @@ def _lstsq_torch(A: torch.Tensor, B: torch.Tensor, rcond: float | None, driver: 
     return X, res, rank, sv
 
 
-@numpy_io
+@validate.numpy_io
 def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
     """Least-squares solution of ``A X ~= B`` (``scipy.linalg.lstsq``).
 
@@ -784,13 +782,13 @@ def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
     """
     where = "lstsq"
     A = la.matrix(A, "A", where)
-    Bt = v.tensor(B, "B", where, la.LINALG_DTYPES)
-    v.agree(where, A=A, B=Bt)
+    Bt = validate.tensor(B, "B", where, la.LINALG_DTYPES)
+    validate.agree(where, A=A, B=Bt)
     vec = Bt.dim() == A.dim() - 1
     Bm = Bt.unsqueeze(-1) if vec else Bt
     if Bm.dim() < 2 or Bm.shape[-2] != A.shape[-2]:
-        raise v.mismatch(where, f"B must have {A.shape[-2]} rows", A=A, B=Bt)
-    rcond = None if rcond is None else v.positive(rcond, "rcond", where, zero_ok=True)
+        raise validate.mismatch(where, f"B must have {A.shape[-2]} rows", A=A, B=Bt)
+    rcond = None if rcond is None else validate.positive(rcond, "rcond", where, zero_ok=True)
     driver = _LSTSQ_DRIVER(driver, "driver", where)
     la.check_finite(check_finite, where, A=A, B=Bm)
     X, res, rank, sv = LSTSQ(A, Bm, rcond, driver)
@@ -811,7 +809,7 @@ def _inv_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.linalg.inv_ex(A)
 
 
-@numpy_io
+@validate.numpy_io
 def inv(A, *, check_finite=True):
     """Inverse of a square matrix (LU).
 
@@ -845,7 +843,7 @@ def _inv_spd_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return X, info
 
 
-@numpy_io
+@validate.numpy_io
 def inv_spd(A, *, check_finite=True):
     """Inverse of a Hermitian positive definite matrix via Cholesky (``potri``).
 
@@ -880,7 +878,7 @@ def _slogdet_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return tuple(torch.linalg.slogdet(A))
 
 
-@numpy_io
+@validate.numpy_io
 def det(A):
     """Determinant (LU); 0 for a singular matrix, 1 for an empty one.
 
@@ -896,7 +894,7 @@ def det(A):
     return sign * torch.exp(logabs).to(sign.dtype)
 
 
-@numpy_io
+@validate.numpy_io
 def slogdet(A):
     """Sign (or phase) and natural log of ``|det(A)|``, without overflow.
 
@@ -935,7 +933,7 @@ def _inv_sqrt_spd_torch(A: torch.Tensor, min_eig: float | None) -> tuple[torch.T
     return (V * s.unsqueeze(-2).to(V.dtype)) @ V.mH, wmin
 
 
-@numpy_io
+@validate.numpy_io
 def inv_sqrt_spd(A, *, min_eig=None, check_finite=True):
     """``A^{-1/2}`` of a Hermitian positive definite matrix, from its eigendecomposition.
 
@@ -965,7 +963,7 @@ def inv_sqrt_spd(A, *, min_eig=None, check_finite=True):
     """
     where = "inv_sqrt_spd"
     A = la.square_matrix(A, "A", where)
-    min_eig = None if min_eig is None else v.positive(min_eig, "min_eig", where)
+    min_eig = None if min_eig is None else validate.positive(min_eig, "min_eig", where)
     la.check_finite(check_finite, where, A=A)
     if A.shape[-1] == 0:
         return A.clone()
@@ -974,9 +972,9 @@ def inv_sqrt_spd(A, *, min_eig=None, check_finite=True):
         i = int(torch.nonzero((wmin <= 0).reshape(-1))[0])
         bidx = la.batch_index(i, tuple(wmin.shape))
         at = f" (batch index {bidx})" if bidx else ""
-        raise LinAlgError(f"{where}: A is not positive definite: smallest eigenvalue "
-                          f"{float(wmin.reshape(-1)[i]):.3e}{at}; pass min_eig= to clamp explicitly",
-                          batch_index=bidx)
+        raise la.LinAlgError(f"{where}: A is not positive definite: smallest eigenvalue "
+                             f"{float(wmin.reshape(-1)[i]):.3e}{at}; pass min_eig= to clamp explicitly",
+                             batch_index=bidx)
     return X
 
 
@@ -1025,7 +1023,7 @@ def _inv_sqrt_spd_ns_torch(A: torch.Tensor, max_iters: int, tol: float) -> tuple
     return Z * s.rsqrt()[..., None, None].to(A.dtype), it, res
 
 
-@numpy_io
+@validate.numpy_io
 def inv_sqrt_spd_ns(A, *, max_iters=20, tol=1e-7, on_fail="warn", check_finite=True):
     """``A^{-1/2}`` by the coupled Newton-Schulz iteration (GEMMs only).
 
@@ -1066,8 +1064,8 @@ def inv_sqrt_spd_ns(A, *, max_iters=20, tol=1e-7, on_fail="warn", check_finite=T
     """
     where = "inv_sqrt_spd_ns"
     A = la.square_matrix(A, "A", where)
-    max_iters = v.integer(max_iters, "max_iters", where, minimum=0, maximum=v.INDEX_MAX)
-    tol = v.positive(tol, "tol", where)
+    max_iters = validate.integer(max_iters, "max_iters", where, minimum=0, maximum=validate.INDEX_MAX)
+    tol = validate.positive(tol, "tol", where)
     on_fail = it_.ON_FAIL(on_fail, "on_fail", where)
     la.check_finite(check_finite, where, A=A)
     if A.shape[-1] == 0:

@@ -40,12 +40,9 @@ import warnings
 import numpy as np
 import torch
 
-from trnsci import _iterative as it_
-from trnsci import _linalg as la
-from trnsci import _validate as v
-from trnsci import runtime
-from trnsci._iterative import SolverInfo
-from trnsci._validate import numpy_io
+from trnsci import iterative as it_
+from trnsci import linalg as la
+from trnsci import runtime, validate
 from trnsci.dispatch import Op
 
 __all__ = ["cg", "gmres", "bicgstab", "minres",
@@ -133,7 +130,7 @@ class DiagonalPrecond:
 
 
 def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol=None, callback=None):
-    b = v.tensor(b, "b", where, _KRYLOV_DTYPES)
+    b = validate.tensor(b, "b", where, _KRYLOV_DTYPES)
     if b.dim() != 1:
         raise ValueError(f"{where}: b must be a vector (n,), got shape {tuple(b.shape)}")
     n = b.shape[0]
@@ -143,23 +140,23 @@ def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol=No
     elif callable(getattr(type(A), "__trnsci_spmv__", None)):
         matvec = SparseMatvec(A, matvec)
     if x0 is not None:
-        x0 = v.tensor(x0, "x0", where, _KRYLOV_DTYPES)
+        x0 = validate.tensor(x0, "x0", where, _KRYLOV_DTYPES)
         if tuple(x0.shape) != (n,):
-            raise v.mismatch(where, "x0 must match b", b=b, x0=x0)
-        v.agree(where, b=b, x0=x0)
+            raise validate.mismatch(where, "x0 must match b", b=b, x0=x0)
+        validate.agree(where, b=b, x0=x0)
     tol_name = "tol" if rtol is None else "rtol"
-    tol = v.alias(where, "tol", tol, "rtol", rtol, 1e-6)
-    tol = v.positive(tol, tol_name, where, zero_ok=True)
-    atol = v.positive(atol, "atol", where, zero_ok=True)
+    tol = validate.alias(where, "tol", tol, "rtol", rtol, 1e-6)
+    tol = validate.positive(tol, tol_name, where, zero_ok=True)
+    atol = validate.positive(atol, "atol", where, zero_ok=True)
     if callback is not None and not callable(callback):
         raise TypeError(f"{where}: callback must be callable (it is called with each iterate), "
                         f"got {type(callback).__name__}")
-    maxiter = v.integer(maxiter, "maxiter", where, minimum=0, maximum=v.INDEX_MAX)
+    maxiter = validate.integer(maxiter, "maxiter", where, minimum=0, maximum=validate.INDEX_MAX)
     precond = it_.preconditioner(M, n, b.dtype, b.device, where)
     if isinstance(M, _Diagonal):
         precond = DiagonalPrecond(M.inv_d, precond)
     on_fail = it_.ON_FAIL(on_fail, "on_fail", where)
-    return_info = v.flag(return_info, "return_info", where)
+    return_info = validate.flag(return_info, "return_info", where)
     la.finite(where, b=b, x0=x0)
     return matvec, b, x0, tol, atol, maxiter, precond, on_fail, return_info
 
@@ -173,7 +170,7 @@ def _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, return_info, meth
     true_ok = rnorm <= stop or rnorm == 0.0
     # ``converged`` is the true residual's verdict: a recursion that met the tolerance while
     # b - A x did not is reported as not converged, with the one warning (or error) that says why
-    info = SolverInfo(it, relres, bool(true_ok), hist, method)
+    info = it_.SolverInfo(it, relres, bool(true_ok), hist, method)
     if claimed and not true_ok:
         msg = (f"{where}: stopped after {it} iterations when the recursively updated residual met the "
                f"tolerance ({hist[-1]:.3e} relative, SciPy's rule), but the true residual ||b - A x|| / ||b|| "
@@ -231,7 +228,7 @@ CG = Op("trnsolver.cg", "rows", 4096, size=_rows, describe=_describe_rows,
 @CG.lowering("torch")
 def _cg_torch(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
     """Preconditioned CG on the host: :func:`_cg_loop` on torch tensors or NumPy views of them,
-    whichever was measured faster (:func:`trnsci._iterative.krylov_loop`); on a device,
+    whichever was measured faster (:func:`trnsci.iterative.krylov_loop`); on a device,
     :func:`_cg_device_loop`."""
     if not b.is_cpu and b.device.type != "meta":
         return _cg_device_loop(matvec, b, x0, tol, atol, maxiter, precond, callback)
@@ -345,7 +342,7 @@ def _cg_loop(ops, matvec, b, x0, tol, atol, maxiter, precond, callback):
 
 
 @_numpy_callback
-@numpy_io
+@validate.numpy_io
 def cg(A, b, x0=None, tol=None, maxiter=1000, M=None, *, rtol=None, atol=0.0, callback=None, on_fail="warn",
        return_info=False):
     """Conjugate gradients for Hermitian positive definite ``A x = b``.
@@ -490,7 +487,7 @@ def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=N
 
 
 @_numpy_callback
-@numpy_io
+@validate.numpy_io
 def gmres(A, b, x0=None, tol=None, maxiter=100, restart=30, M=None, *, rtol=None, atol=0.0, callback=None,
           on_fail="warn", return_info=False):
     """Restarted GMRES for a general (non-symmetric) ``A x = b``.
@@ -526,7 +523,7 @@ def gmres(A, b, x0=None, tol=None, maxiter=100, restart=30, M=None, *, rtol=None
     where = "gmres"
     matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
         where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol, callback)
-    restart = v.integer(restart, "restart", where, minimum=1, maximum=v.INDEX_MAX)
+    restart = validate.integer(restart, "restart", where, minimum=1, maximum=validate.INDEX_MAX)
     x, it, hist = GMRES(matvec, b, x0, tol, atol, restart, maxiter, precond, callback)
     return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
 
@@ -541,7 +538,7 @@ BICGSTAB = Op("trnsolver.bicgstab", "rows", 4096, size=_rows, describe=_describe
 @BICGSTAB.lowering("torch")
 def _bicgstab_torch(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
     """BiCGSTAB on the host: :func:`_bicgstab_loop` on torch tensors or NumPy views of them,
-    whichever was measured faster (:func:`trnsci._iterative.krylov_loop`); on a device,
+    whichever was measured faster (:func:`trnsci.iterative.krylov_loop`); on a device,
     :func:`_bicgstab_device_loop`."""
     if not b.is_cpu and b.device.type != "meta":
         return _bicgstab_device_loop(matvec, b, x0, tol, atol, maxiter, precond, callback)
@@ -684,7 +681,7 @@ def _bicgstab_iterations(ops, matvec, b, x, r, stop, scale, hist, maxiter, preco
 
 
 @_numpy_callback
-@numpy_io
+@validate.numpy_io
 def bicgstab(A, b, x0=None, tol=None, maxiter=1000, M=None, *, rtol=None, atol=0.0, callback=None,
              on_fail="warn", return_info=False):
     """BiCGSTAB for a general ``A x = b`` (right preconditioning, as SciPy).
@@ -770,7 +767,7 @@ def _minres_torch(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shi
 
 
 @_numpy_callback
-@numpy_io
+@validate.numpy_io
 def minres(A, b, x0=None, tol=None, maxiter=1000, M=None, *, rtol=None, atol=0.0, callback=None,
            on_fail="warn", return_info=False):
     """MINRES for Hermitian (possibly indefinite) ``A x = b``.
@@ -794,7 +791,7 @@ def minres(A, b, x0=None, tol=None, maxiter=1000, M=None, *, rtol=None, atol=0.0
 # ========================================================= preconditioners
 
 def _diag_of(A, where):
-    A = v.tensor(A, "A", where, _KRYLOV_DTYPES)
+    A = validate.tensor(A, "A", where, _KRYLOV_DTYPES)
     if A.layout != torch.strided:
         A = A.to_dense()
     if A.dim() != 2 or A.shape[0] != A.shape[1]:
@@ -814,7 +811,7 @@ class _Diagonal:
     solve = matvec = __call__
 
 
-@numpy_io
+@validate.numpy_io
 def jacobi_preconditioner(A):
     """Jacobi (diagonal) preconditioner ``M r = r / diag(A)``.
 
@@ -859,7 +856,7 @@ class _BlockJacobi:
     solve = matvec = __call__
 
 
-@numpy_io
+@validate.numpy_io
 def block_jacobi_preconditioner(A, block_size=16):
     """Block-Jacobi preconditioner: exact solves with the diagonal blocks of ``A``.
 
@@ -889,7 +886,7 @@ def block_jacobi_preconditioner(A, block_size=16):
     """
     where = "block_jacobi_preconditioner"
     A = _diag_of(A, where)
-    bs = v.integer(block_size, "block_size", where, minimum=1)
+    bs = validate.integer(block_size, "block_size", where, minimum=1)
     n = A.shape[0]
     bs = min(bs, max(n, 1))
     nb = n // bs
@@ -921,7 +918,7 @@ class _SSOR:
     solve = matvec = __call__
 
 
-@numpy_io
+@validate.numpy_io
 def ssor_preconditioner(A, omega=1.0):
     """SSOR preconditioner: ``M = (D/w + L) (w / (2 - w)) D^{-1} (D/w + U)``, applied as ``M^{-1} r``.
 
@@ -945,7 +942,7 @@ def ssor_preconditioner(A, omega=1.0):
     """
     where = "ssor_preconditioner"
     A = _diag_of(A, where)
-    w = v.scalar(omega, "omega", where, complex_ok=False)
+    w = validate.scalar(omega, "omega", where, complex_ok=False)
     if not 0 < w < 2:
         raise ValueError(f"{where}: omega must be in (0, 2), got {omega!r}")
     d = A.diagonal().clone()

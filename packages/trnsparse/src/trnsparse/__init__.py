@@ -6,9 +6,9 @@ Every operation validates its arguments and calls its torch lowering (the
 NKI kernels and dispatch through :mod:`trnsci.dispatch` come next).
 """
 
-from trnsci._libinfo import library_version as _library_version
 from trnsci.backend import bind as _bind
 from trnsci.dispatch import load_lowerings as _load_lowerings
+from trnsci.libinfo import library_version as _library_version
 
 from .attention import block_sparse_attention, block_sparse_attention_tiled, causal_mask, local_window_mask
 from .formats import (

@@ -13,8 +13,7 @@ import math
 
 import torch
 
-from trnsci import _validate as v
-from trnsci._validate import numpy_io
+from trnsci import validate
 from trnsci.dispatch import Op
 
 from . import _host
@@ -52,9 +51,9 @@ def local_window_mask(seq_len: int, window: int, block_size: int = 128, causal: 
     (7, [0, 1, 0, 1, 2, 1, 2])
     """
     where = "local_window_mask"
-    s = v.integer(seq_len, "seq_len", where, minimum=0, maximum=v.INDEX_MAX)
-    w = v.integer(window, "window", where, minimum=1, maximum=v.INDEX_MAX)
-    b = v.integer(block_size, "block_size", where, minimum=1, maximum=max(s, 128))
+    s = validate.integer(seq_len, "seq_len", where, minimum=0, maximum=validate.INDEX_MAX)
+    w = validate.integer(window, "window", where, minimum=1, maximum=validate.INDEX_MAX)
+    b = validate.integer(block_size, "block_size", where, minimum=1, maximum=max(s, 128))
     c = _flag(causal, "causal", where)
     nb = -(-s // b)
 
@@ -77,8 +76,8 @@ def causal_mask(seq_len: int, block_size: int = 128) -> BSRMatrix:
             [1., 1., 1.]])
     """
     where = "causal_mask"
-    s = v.integer(seq_len, "seq_len", where, minimum=0, maximum=v.INDEX_MAX)
-    b = v.integer(block_size, "block_size", where, minimum=1, maximum=max(s, 128))
+    s = validate.integer(seq_len, "seq_len", where, minimum=0, maximum=validate.INDEX_MAX)
+    b = validate.integer(block_size, "block_size", where, minimum=1, maximum=max(s, 128))
     nb = -(-s // b)
     return _pattern(nb, nb, lambda i, j: j <= i, b, s, s, True)
 
@@ -142,14 +141,14 @@ ATTENTION.lowering("torch")(_block_sparse_attention_torch)
 
 
 def _attn_args(where, Q, K, V, mask, scale, causal, mask_name="mask"):
-    Q = v.tensor(Q, "Q", where)
-    K = v.tensor(K, "K", where)
-    V = v.tensor(V, "V", where)
+    Q = validate.tensor(Q, "Q", where)
+    K = validate.tensor(K, "K", where)
+    V = validate.tensor(V, "V", where)
     for name, t in (("Q", Q), ("K", K), ("V", V)):
-        v.dtype(t, name, _ATTN_DTYPES, where)
-        v.ndim(t, name, (2, 3, 4), where)
-    v.same_dtype(where, Q=Q, K=K, V=V)
-    v.same_device(where, Q=Q, K=K, V=V)
+        validate.dtype(t, name, _ATTN_DTYPES, where)
+        validate.ndim(t, name, (2, 3, 4), where)
+    validate.same_dtype(where, Q=Q, K=K, V=V)
+    validate.same_device(where, Q=Q, K=K, V=V)
     if not (Q.dim() == K.dim() == V.dim()) or Q.shape[:-2] != K.shape[:-2] or K.shape[:-2] != V.shape[:-2]:
         raise ValueError(f"{where}: Q, K, V must share their leading (batch, heads) dimensions: Q has shape "
                          f"{tuple(Q.shape)}, K has shape {tuple(K.shape)}, V has shape {tuple(V.shape)}")
@@ -175,12 +174,12 @@ def _attn_args(where, Q, K, V, mask, scale, causal, mask_name="mask"):
     if scale is None:
         scale = 1.0 / math.sqrt(d) if d else 1.0
     else:
-        scale = v.scalar(scale, "scale", where, complex_ok=False)
+        scale = validate.scalar(scale, "scale", where, complex_ok=False)
     causal = _flag(causal, "causal", where)
     return Q, K, V, mask, float(scale), causal
 
 
-@numpy_io
+@validate.numpy_io
 def block_sparse_attention(Q, K, V, mask, scale=None, causal=False):
     """Attention restricted to a block pattern: ``softmax(Q K^T * scale, masked) V``.
 
@@ -233,7 +232,7 @@ def _attention(where, mask_name, Q, K, V, mask, scale, causal):
     return out.reshape(*lead, Q.shape[-2], V.shape[-1])
 
 
-@numpy_io
+@validate.numpy_io
 def block_sparse_attention_tiled(Q, K, V, mask_bsr, scale=None):
     """Block-sparse attention over the tiles of ``mask_bsr`` (same as :func:`block_sparse_attention`).
 

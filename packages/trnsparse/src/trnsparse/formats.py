@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from trnsci import _validate as v
+from trnsci import validate
 
 from . import _host
 
 #: float32, float64, complex64, complex128, and bfloat16/float16 (stored as given; every operation computes in
 #: float32 and rounds its result to the input dtype once)
-VALUE_DTYPES = v.BLAS_DTYPES + (torch.bfloat16, torch.float16)
+VALUE_DTYPES = validate.BLAS_DTYPES + (torch.bfloat16, torch.float16)
 _INDEX_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 
 
@@ -40,23 +40,23 @@ def _shape(shape: Any, where: str) -> tuple[int, int]:
         shape = tuple(shape)
     if not isinstance(shape, (tuple, list)) or len(shape) != 2:
         raise ValueError(f"{where}: shape must be a pair (rows, cols), got {shape!r}")
-    m = v.integer(shape[0], "shape[0]", where, minimum=0)
-    n = v.integer(shape[1], "shape[1]", where, minimum=0)
+    m = validate.integer(shape[0], "shape[0]", where, minimum=0)
+    n = validate.integer(shape[1], "shape[1]", where, minimum=0)
     return m, n
 
 
 def _values(x: Any, name: str, where: str, ndim: int = 1) -> torch.Tensor:
-    t = v.tensor(x, name, where)
-    v.dtype(t, name, VALUE_DTYPES, where)
-    v.ndim(t, name, ndim, where)
+    t = validate.tensor(x, name, where)
+    validate.dtype(t, name, VALUE_DTYPES, where)
+    validate.ndim(t, name, ndim, where)
     return t
 
 
 def _index(x: Any, name: str, where: str) -> torch.Tensor:
-    t = v.tensor(x, name, where)
+    t = validate.tensor(x, name, where)
     if t.dtype not in _INDEX_DTYPES:
         raise TypeError(f"{where}: {name} must hold integers, got dtype {str(t.dtype).replace('torch.', '')}")
-    v.ndim(t, name, 1, where)
+    validate.ndim(t, name, 1, where)
     return t.to(torch.int64)
 
 
@@ -79,7 +79,7 @@ def _ptrs(ptr: torch.Tensor, count: int, nnz: int, name: str, where: str) -> Non
 
 
 def _same_device(where: str, **named: torch.Tensor) -> None:
-    v.same_device(where, **named)
+    validate.same_device(where, **named)
 
 
 def _dtype_arg(dtype: Any, where: str) -> torch.dtype:
@@ -233,7 +233,7 @@ class SparseMatrix:
         if isinstance(other, (torch.Tensor, np.ndarray)):
             from .ops import sparse_transpose
 
-            t = v.tensor(other, "x", "x @ A")
+            t = validate.tensor(other, "x", "x @ A")
             if t.dim() not in (1, 2):
                 raise ValueError(f"x @ A: x must be 1-D or 2-D, got shape {tuple(t.shape)}")
             if t.dim() == 1:
@@ -500,7 +500,7 @@ class CSRMatrix(SparseMatrix):
 
     def to(self, dtype=None, device=None) -> CSRMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "CSRMatrix.to")
-        dev = self.device if device is None else v.device(device, f"{type(self).__name__}.to")
+        dev = self.device if device is None else validate.device(device, f"{type(self).__name__}.to")
         return CSRMatrix._make(self.values.to(dev, dt), self.col_indices.to(dev), self.row_ptrs.to(dev),
                                self._shape, self._sorted)
 
@@ -577,7 +577,7 @@ class CSCMatrix(SparseMatrix):
 
     def to(self, dtype=None, device=None) -> CSCMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "CSCMatrix.to")
-        dev = self.device if device is None else v.device(device, f"{type(self).__name__}.to")
+        dev = self.device if device is None else validate.device(device, f"{type(self).__name__}.to")
         return CSCMatrix._make(self.values.to(dev, dt), self.row_indices.to(dev), self.col_ptrs.to(dev),
                                self._shape)
 
@@ -680,7 +680,7 @@ class COOMatrix(SparseMatrix):
 
     def to(self, dtype=None, device=None) -> COOMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "COOMatrix.to")
-        dev = self.device if device is None else v.device(device, f"{type(self).__name__}.to")
+        dev = self.device if device is None else validate.device(device, f"{type(self).__name__}.to")
         return COOMatrix._make(self.values.to(dev, dt), self.row_indices.to(dev), self.col_indices.to(dev),
                                self._shape, self._canonical)
 
@@ -733,7 +733,7 @@ class BSRMatrix(SparseMatrix):
         block_col_indices = _index(block_col_indices, "block_col_indices", where)
         block_row_ptrs = _index(block_row_ptrs, "block_row_ptrs", where)
         m, n = _shape(shape, where)
-        b = v.integer(block_size, "block_size", where, minimum=1)
+        b = validate.integer(block_size, "block_size", where, minimum=1)
         _same_device(where, blocks=blocks, block_col_indices=block_col_indices, block_row_ptrs=block_row_ptrs)
         if tuple(blocks.shape[1:]) != (b, b):
             raise ValueError(f"{where}: blocks must have shape (n_blocks, {b}, {b}) for block_size={b}, "
@@ -926,7 +926,7 @@ class BSRMatrix(SparseMatrix):
 
     def to(self, dtype=None, device=None) -> BSRMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "BSRMatrix.to")
-        dev = self.device if device is None else v.device(device, f"{type(self).__name__}.to")
+        dev = self.device if device is None else validate.device(device, f"{type(self).__name__}.to")
         return BSRMatrix._make(self.blocks.to(dev, dt), self.block_col_indices.to(dev),
                                self.block_row_ptrs.to(dev), self._shape, self.block_size)
 
@@ -935,11 +935,11 @@ class BSRMatrix(SparseMatrix):
 
 def _block_size(block_size: Any, m: int, n: int, where: str) -> int:
     """A tile size up to ``max(m, n, 128)``: a larger tile would only pad (and could not be allocated)."""
-    return v.integer(block_size, "block_size", where, minimum=1, maximum=max(m, n, 128))
+    return validate.integer(block_size, "block_size", where, minimum=1, maximum=max(m, n, 128))
 
 
 def _threshold(threshold: Any, where: str) -> float:
-    t = v.scalar(threshold, "threshold", where, complex_ok=False)
+    t = validate.scalar(threshold, "threshold", where, complex_ok=False)
     if not math.isfinite(t) or t < 0:
         raise ValueError(f"{where}: threshold must be finite and >= 0, got {threshold!r}")
     return float(t)
@@ -1010,7 +1010,7 @@ def from_scipy(sp_matrix, format: str = "csr") -> SparseMatrix:
     if not _is_scipy_sparse(sp_matrix):
         raise TypeError(f"{where}: sp_matrix must be a scipy.sparse matrix or array, got "
                         f"{type(sp_matrix).__name__}")
-    fmt = v.choice(format, "format", {"csr": ("csr",), "csc": ("csc",), "coo": ("coo",), "bsr": ("bsr",)}, where)
+    fmt = validate.choice(format, "format", {"csr": ("csr",), "csc": ("csc",), "coo": ("coo",), "bsr": ("bsr",)}, where)
     dt = sp_matrix.dtype
     if dt.kind in "biu":
         sp_matrix = sp_matrix.astype(np.float64)
@@ -1060,7 +1060,7 @@ def from_torch(t) -> SparseMatrix:
     where = "from_torch"
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{where}: t must be a torch.Tensor, got {type(t).__name__}")
-    v.dtype(t, "t", VALUE_DTYPES, where)
+    validate.dtype(t, "t", VALUE_DTYPES, where)
     if t.dim() != 2:
         raise ValueError(f"{where}: t must be 2-D, got shape {tuple(t.shape)}")
     shape = tuple(t.shape)
@@ -1091,9 +1091,9 @@ def eye_sparse(n: int, dtype: torch.dtype = torch.float32, device=None) -> CSRMa
     3
     """
     where = "eye_sparse"
-    n = v.integer(n, "n", where, minimum=0, maximum=v.INDEX_MAX)
+    n = validate.integer(n, "n", where, minimum=0, maximum=validate.INDEX_MAX)
     dt = _dtype_arg(dtype, where)
-    dev = torch.device("cpu") if device is None else v.device(device, where)
+    dev = torch.device("cpu") if device is None else validate.device(device, where)
     return CSRMatrix._make(torch.ones(n, dtype=dt, device=dev), torch.arange(n, device=dev),
                            torch.arange(n + 1, device=dev), (n, n))
 
@@ -1122,19 +1122,19 @@ def random_sparse(m: int, n: int, density: float = 0.01, *, dtype: torch.dtype =
     ((100, 50), 500)
     """
     where = "random_sparse"
-    m = v.integer(m, "m", where, minimum=0, maximum=v.INDEX_MAX)
-    n = v.integer(n, "n", where, minimum=0, maximum=v.INDEX_MAX)
-    d = v.scalar(density, "density", where, complex_ok=False)
+    m = validate.integer(m, "m", where, minimum=0, maximum=validate.INDEX_MAX)
+    n = validate.integer(n, "n", where, minimum=0, maximum=validate.INDEX_MAX)
+    d = validate.scalar(density, "density", where, complex_ok=False)
     if not 0 <= d <= 1:
         raise ValueError(f"{where}: density must be in [0, 1], got {density!r}")
     dt = _dtype_arg(dtype, where)
-    fmt = v.choice(format, "format", {"csr": ("csr",), "csc": ("csc",), "coo": ("coo",), "bsr": ("bsr",)}, where)
+    fmt = validate.choice(format, "format", {"csr": ("csr",), "csc": ("csc",), "coo": ("coo",), "bsr": ("bsr",)}, where)
     if isinstance(seed, torch.Generator):
         g = seed
     elif seed is None:
         g = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,))))
     else:
-        g = torch.Generator().manual_seed(v.integer(seed, "seed", where, minimum=0, maximum=v.SEED_MAX))
+        g = torch.Generator().manual_seed(validate.integer(seed, "seed", where, minimum=0, maximum=validate.SEED_MAX))
     total = m * n
     k = int(round(d * total))
     if k > total // 2:
@@ -1151,7 +1151,7 @@ def random_sparse(m: int, n: int, density: float = 0.01, *, dtype: torch.dtype =
     vals = torch.rand(k, generator=g, dtype=real)
     if dt.is_complex:
         vals = torch.complex(vals, torch.rand(k, generator=g, dtype=real))
-    dev = torch.device("cpu") if device is None else v.device(device, where)
+    dev = torch.device("cpu") if device is None else validate.device(device, where)
     rows, cols = (keys // n).to(dev), (keys % n).to(dev)
     csr = CSRMatrix._make(vals.to(dev, dt), cols, _host.ptrs_from_sorted(rows, m), (m, n))
     if fmt == "csr":

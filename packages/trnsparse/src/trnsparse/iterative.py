@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from trnsci import _validate as v
+from trnsci import validate
 
 from .formats import BSRMatrix, as_sparse
 from .ops import BSR_SPMM, _dense
@@ -118,7 +118,7 @@ def _precond(M, A, where):
 
 
 def _tol(tol, where):
-    t = v.scalar(tol, "tol", where, complex_ok=False)
+    t = validate.scalar(tol, "tol", where, complex_ok=False)
     if not t >= 0:
         raise ValueError(f"{where}: tol must be >= 0, got {tol!r}")
     return float(t)
@@ -154,7 +154,7 @@ def cg_bsr(A, b, x0=None, tol: float = 1e-6, max_iter: int = 1000, M=None):
     b = _rhs(A, b, where)
     x = _x0(A, x0, b, where)
     tol = _tol(tol, where)
-    max_iter = v.integer(max_iter, "max_iter", where, minimum=0, maximum=v.INDEX_MAX)
+    max_iter = validate.integer(max_iter, "max_iter", where, minimum=0, maximum=validate.INDEX_MAX)
     pre = _precond(M, A, where)
     mv = _mv(A)
     bn = float(torch.linalg.vector_norm(b))
@@ -210,9 +210,9 @@ def chebyshev_coeffs(lam_min: float, lam_max: float, K: int):
 
 
 def _chebyshev_coeffs(lam_min, lam_max, K, where):
-    lo = v.scalar(lam_min, "lam_min", where, complex_ok=False)
-    hi = v.scalar(lam_max, "lam_max", where, complex_ok=False)
-    K = v.integer(K, "K", where, minimum=0, maximum=v.INDEX_MAX)
+    lo = validate.scalar(lam_min, "lam_min", where, complex_ok=False)
+    hi = validate.scalar(lam_max, "lam_max", where, complex_ok=False)
+    K = validate.integer(K, "K", where, minimum=0, maximum=validate.INDEX_MAX)
     if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= hi):
         raise ValueError(f"{where}: need 0 < lam_min <= lam_max (finite), got lam_min={lam_min!r}, "
                          f"lam_max={lam_max!r}")
@@ -293,8 +293,8 @@ def richardson_bsr(A, b, omega: float, K: int = 100, x0=None):
     _square(A, where)
     b = _rhs(A, b, where)
     x = _x0(A, x0, b, where)
-    w = v.scalar(omega, "omega", where, complex_ok=False)
-    K = v.integer(K, "K", where, minimum=0, maximum=v.INDEX_MAX)
+    w = validate.scalar(omega, "omega", where, complex_ok=False)
+    K = validate.integer(K, "K", where, minimum=0, maximum=validate.INDEX_MAX)
     mv = _mv(A)
     for _ in range(K):
         x = x + w * (b - mv(x))
@@ -327,7 +327,7 @@ def power_iteration_bsr(A, v0=None, max_iter: int = 100, tol: float = 1e-9):
         x = _dense(v0, "v0", where, 1, A.dtype, A.device)
         if x.shape[0] != n:
             raise ValueError(f"{where}: v0 must have {n} entries, got {tuple(x.shape)}")
-    max_iter = v.integer(max_iter, "max_iter", where, minimum=1, maximum=v.INDEX_MAX)
+    max_iter = validate.integer(max_iter, "max_iter", where, minimum=1, maximum=validate.INDEX_MAX)
     tol = _tol(tol, where)
     nrm = float(torch.linalg.vector_norm(x))
     if nrm == 0:

@@ -21,10 +21,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from trnsci import _linalg as la
-from trnsci import _validate as v
+from trnsci import linalg as la
 from trnsci import routes as _routes
-from trnsci._validate import numpy_io
+from trnsci import validate
 from trnsci.dispatch import Op, traceable_as
 
 from . import _host
@@ -38,20 +37,20 @@ LOWP = (torch.bfloat16, torch.float16)
 # --------------------------------------------------------------- helpers
 
 def _dense(x, name: str, where: str, dims, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    t = v.tensor(x, name, where)
+    t = validate.tensor(x, name, where)
     if t.dtype != dtype:
-        if t.dtype not in v.BLAS_DTYPES:
-            v.dtype(t, name, v.BLAS_DTYPES, where)
+        if t.dtype not in validate.BLAS_DTYPES:
+            validate.dtype(t, name, validate.BLAS_DTYPES, where)
         raise TypeError(f"{where}: {name} has dtype {str(t.dtype).replace('torch.', '')} but the matrix has "
                         f"{str(dtype).replace('torch.', '')}; cast them to one dtype")
-    v.ndim(t, name, dims, where)
+    validate.ndim(t, name, dims, where)
     if t.device != device:
         raise ValueError(f"{where}: {name} is on {t.device} but the matrix is on {device}")
     return t
 
 
 def _scalar(x, name: str, where: str, dtype: torch.dtype):
-    return v.scalar(x, name, where, complex_ok=dtype.is_complex)
+    return validate.scalar(x, name, where, complex_ok=dtype.is_complex)
 
 
 def _csr_parts(A: SparseMatrix):
@@ -439,7 +438,7 @@ def _index_arrays(A):
     return A.row_indices, A.col_indices
 
 
-@numpy_io
+@validate.numpy_io
 def spmv(A, x, alpha=1.0, y=None, beta=0.0):
     """Sparse matrix times dense vector: ``alpha * A @ x + beta * y``.
 
@@ -488,7 +487,7 @@ def spmv(A, x, alpha=1.0, y=None, beta=0.0):
     return _apply(A, x, alpha, y, beta)
 
 
-@numpy_io
+@validate.numpy_io
 def spmm(A, B, alpha=1.0, C=None, beta=0.0):
     """Sparse matrix times dense matrix: ``alpha * A @ B + beta * C``.
 
@@ -528,7 +527,7 @@ def spmm(A, B, alpha=1.0, C=None, beta=0.0):
     return _apply(A, B, alpha, C, beta)
 
 
-@numpy_io
+@validate.numpy_io
 def bsr_spmm(A, B):
     """Block-sparse times dense: ``A @ B`` with one tile product per stored block.
 
@@ -592,7 +591,7 @@ def spmv_symmetric(A, x, alpha=1.0, uplo="upper"):
     return _spmv_symmetric_public(A, x, alpha, uplo)
 
 
-@numpy_io
+@validate.numpy_io
 def _spmv_symmetric_public(A, x, alpha, uplo):
     where = "spmv_symmetric"
     A = as_sparse(A, "A", where)
@@ -1027,7 +1026,7 @@ def _bool(x, name, where) -> bool:
     raise TypeError(f"{where}: {name} must be True or False, got {x!r}")
 
 
-@numpy_io
+@validate.numpy_io
 def spsv(A, b, lower=True, unit_diagonal=False, trans=False):
     """Sparse triangular solve ``op(A) x = b`` (keywords as ``scipy.sparse.linalg.spsolve_triangular``).
 
@@ -1060,7 +1059,7 @@ def spsv(A, b, lower=True, unit_diagonal=False, trans=False):
     return _tri_solve("spsv", A, b, lower, unit_diagonal, trans, (1, 2))
 
 
-@numpy_io
+@validate.numpy_io
 def spsm(A, B, lower=True, unit_diagonal=False, trans=False):
     """Sparse triangular solve with many right-hand sides: ``op(A) X = B`` (B is (n, k)).
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from trnsci import _validate as v
+from trnsci import validate
 
 from . import _host
 from .formats import CSRMatrix, as_sparse
@@ -48,11 +48,11 @@ class Preconditioner:
         """``z = M r ~= A^{-1} r`` for (n,) or (n, k) ``r`` (NumPy in -> NumPy out)."""
         where = f"{self.kind} preconditioner"
         is_np = isinstance(r, np.ndarray)
-        t = v.tensor(r, "r", where)
+        t = validate.tensor(r, "r", where)
         if t.dtype != self.dtype:
             raise TypeError(f"{where}: r has dtype {str(t.dtype).replace('torch.', '')} but the preconditioner "
                             f"has {str(self.dtype).replace('torch.', '')}")
-        v.ndim(t, "r", (1, 2), where)
+        validate.ndim(t, "r", (1, 2), where)
         if t.shape[0] != self.shape[0]:
             raise ValueError(f"{where}: r must have {self.shape[0]} rows, got shape {tuple(t.shape)}")
         z = self._apply(t)

@@ -13,28 +13,27 @@ import math
 
 import torch
 
-from trnsci import _validate as v
-from trnsci._validate import numpy_io
+from trnsci import validate
 from trnsci.dispatch import Op
 
 _REAL = (torch.float32, torch.float64)
 
 
 def _real(x, name, where, ndim):
-    t = v.tensor(x, name, where)
-    v.dtype(t, name, _REAL, where)
-    v.ndim(t, name, ndim, where)
+    t = validate.tensor(x, name, where)
+    validate.dtype(t, name, _REAL, where)
+    validate.ndim(t, name, ndim, where)
     return t
 
 
 def _thr(threshold, where):
-    t = v.scalar(threshold, "threshold", where, complex_ok=False)
+    t = validate.scalar(threshold, "threshold", where, complex_ok=False)
     if not (math.isfinite(t) and t >= 0):
         raise ValueError(f"{where}: threshold must be finite and >= 0, got {threshold!r}")
     return float(t)
 
 
-@numpy_io
+@validate.numpy_io
 def schwarz_bounds(diagonal_integrals):
     """Schwarz factors ``Q = sqrt(|(mn|mn)|)``, elementwise (any shape).
 
@@ -52,7 +51,7 @@ def _schwarz_bounds_torch(d):
     return torch.sqrt(torch.abs(d))
 
 
-@numpy_io
+@validate.numpy_io
 def screen_quartets(Q, threshold=1e-10):
     """Significant pairs: ``Q_mn**2 > threshold`` (a quartet with itself survives Schwarz).
 
@@ -74,7 +73,7 @@ def _screen_quartets_torch(Q, threshold):
     return q * q > threshold
 
 
-@numpy_io
+@validate.numpy_io
 def density_screen(Q, P, threshold=1e-10):
     """Density-weighted pair screen: ``Q_mn * max_ls(|P_ls| Q_ls) > threshold``.
 
@@ -128,7 +127,7 @@ def sparsity_stats(Q, threshold=1e-10) -> dict:
             "quartet_sparsity_lower": 1.0 - (sig * sig) / (tot * tot) if tot else 0.0}
 
 
-@numpy_io
+@validate.numpy_io
 def screened_spmm(A, diag_integrals, B, threshold):
     """Schwarz-screened product ``C = (A * mask) @ B`` with ``mask_ij = |d_i| |d_j| > threshold``.
 
@@ -160,7 +159,7 @@ def screened_spmm(A, diag_integrals, B, threshold):
     A = _real(A, "A", where, 2)
     d = _real(diag_integrals, "diag_integrals", where, 1)
     B = _real(B, "B", where, 2)
-    v.same_dtype(where, A=A, B=B)
+    validate.same_dtype(where, A=A, B=B)
     n = A.shape[0]
     if A.shape[1] != n or d.shape[0] != n or B.shape[0] != n:
         raise ValueError(f"{where}: need square A (n, n), diag_integrals (n,), B (n, k): A has shape "

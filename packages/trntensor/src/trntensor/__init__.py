@@ -7,9 +7,9 @@ API and so reach trnblas's kernels. :func:`plan_contraction` (per step) and
 :func:`plan` say what would run, and why.
 """
 
-from trnsci._libinfo import library_version as _library_version
 from trnsci.backend import bind as _bind
 from trnsci.dispatch import load_lowerings as _load_lowerings
+from trnsci.libinfo import library_version as _library_version
 
 from .chem import ao_to_mo_transform, mp2_energy
 from .decompose import cp_decompose, cp_reconstruct, tt_decompose, tt_reconstruct, tucker_decompose, tucker_reconstruct

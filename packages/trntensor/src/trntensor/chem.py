@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 import trnblas
-from trnsci import _validate as V
+from trnsci import validate
 from trnsci.dispatch import Op
 
 __all__ = ["ao_to_mo_transform", "mp2_energy", "AO_TO_MO"]
@@ -48,7 +48,7 @@ def _ao_to_mo_torch(eri3, C_occ, C_vir):
     return trnblas.batched_gemm(1.0, Cv, X)  # (nocc, nvir, naux)
 
 
-@V.numpy_io
+@validate.numpy_io
 def ao_to_mo_transform(eri3, C_occ, C_vir):
     """Transform three-index DF integrals from the AO to the MO basis.
 
@@ -99,20 +99,20 @@ def ao_to_mo_transform(eri3, C_occ, C_vir):
     torch.Size([2, 4, 10])
     """
     where = "ao_to_mo_transform"
-    eri3 = V.tensor(eri3, "eri3", where)
-    C_occ = V.tensor(C_occ, "C_occ", where)
-    C_vir = V.tensor(C_vir, "C_vir", where)
+    eri3 = validate.tensor(eri3, "eri3", where)
+    C_occ = validate.tensor(C_occ, "C_occ", where)
+    C_vir = validate.tensor(C_vir, "C_vir", where)
     for name, t in (("eri3", eri3), ("C_occ", C_occ), ("C_vir", C_vir)):
-        V.dtype(t, name, _DTYPES, where)
-    V.same_dtype(where, eri3=eri3, C_occ=C_occ, C_vir=C_vir)
-    V.same_device(where, eri3=eri3, C_occ=C_occ, C_vir=C_vir)
-    V.ndim(eri3, "eri3", 3, where)
-    V.ndim(C_occ, "C_occ", 2, where)
-    V.ndim(C_vir, "C_vir", 2, where)
+        validate.dtype(t, name, _DTYPES, where)
+    validate.same_dtype(where, eri3=eri3, C_occ=C_occ, C_vir=C_vir)
+    validate.same_device(where, eri3=eri3, C_occ=C_occ, C_vir=C_vir)
+    validate.ndim(eri3, "eri3", 3, where)
+    validate.ndim(C_occ, "C_occ", 2, where)
+    validate.ndim(C_vir, "C_vir", 2, where)
     nao = eri3.shape[0]
-    V.shape(eri3, "eri3", (nao, nao, None), where)
-    V.shape(C_occ, "C_occ", (nao, None), where)
-    V.shape(C_vir, "C_vir", (nao, None), where)
+    validate.shape(eri3, "eri3", (nao, nao, None), where)
+    validate.shape(C_occ, "C_occ", (nao, None), where)
+    validate.shape(C_vir, "C_vir", (nao, None), where)
     nocc, nvir, naux = C_occ.shape[1], C_vir.shape[1], eri3.shape[2]
     if 0 in (nao, nocc, nvir, naux):
         return eri3.new_zeros((nocc, nvir, naux))

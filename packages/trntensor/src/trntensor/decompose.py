@@ -11,14 +11,14 @@ import math
 
 import torch
 
-from trnsci import _validate as V
+from trnsci import validate
 from trnsci.dispatch import Op
 
 __all__ = ["cp_decompose", "cp_reconstruct", "tucker_decompose", "tucker_reconstruct", "tt_decompose",
            "tt_reconstruct"]
 
 _DTYPES = (torch.float32, torch.float64)
-_METHOD = V.Options({"hooi": ("hooi",), "hosvd": ("hosvd",)})
+_METHOD = validate.Options({"hooi": ("hooi",), "hosvd": ("hosvd",)})
 
 
 def _unfold(T, n):
@@ -161,8 +161,8 @@ def _khatri_rao(mats):
 
 
 def _tensor(T, where, min_dim=2):
-    T = V.tensor(T, "tensor", where)
-    V.dtype(T, "tensor", _DTYPES, where)
+    T = validate.tensor(T, "tensor", where)
+    validate.dtype(T, "tensor", _DTYPES, where)
     if T.dim() < min_dim:
         raise ValueError(f"{where}: tensor must have at least {min_dim} dimensions, got shape {tuple(T.shape)}")
     if T.numel() == 0:
@@ -293,8 +293,8 @@ def _warm_start(factors, T, rank, where):
         raise ValueError(f"{where}: factors has {len(factors)} matrices but tensor has {T.dim()} modes")
     out = []
     for k, F in enumerate(factors):
-        F = V.tensor(F, f"factors[{k}]", where)
-        V.dtype(F, f"factors[{k}]", _DTYPES, where)
+        F = validate.tensor(F, f"factors[{k}]", where)
+        validate.dtype(F, f"factors[{k}]", _DTYPES, where)
         if tuple(F.shape) != (T.shape[k], rank):
             raise ValueError(f"{where}: factors[{k}] has shape {tuple(F.shape)}, expected ({T.shape[k]}, {rank})")
         if not bool(torch.isfinite(F).all()):
@@ -358,14 +358,14 @@ def cp_decompose(tensor, rank, max_iter=100, tol=1e-6, nonneg=False, factors=Non
     """
     where = "cp_decompose"
     T = _tensor(tensor, where)
-    rank = V.integer(rank, "rank", where, minimum=1, maximum=V.INDEX_MAX)
-    max_iter = V.integer(max_iter, "max_iter", where, minimum=1, maximum=V.INDEX_MAX)
-    tol = V.scalar(tol, "tol", where, complex_ok=False)
+    rank = validate.integer(rank, "rank", where, minimum=1, maximum=validate.INDEX_MAX)
+    max_iter = validate.integer(max_iter, "max_iter", where, minimum=1, maximum=validate.INDEX_MAX)
+    tol = validate.scalar(tol, "tol", where, complex_ok=False)
     if not tol >= 0:
         raise ValueError(f"{where}: tol must be >= 0, got {tol}")
     if not isinstance(nonneg, bool):
         raise TypeError(f"{where}: nonneg must be a bool, got {type(nonneg).__name__}")
-    seed = V.integer(seed, "seed", where, minimum=-(2**63), maximum=V.SEED_MAX)
+    seed = validate.integer(seed, "seed", where, minimum=-(2**63), maximum=validate.SEED_MAX)
     init = None if factors is None else _warm_start(factors, T, rank, where)
     factors, weights, _ = CP(T, rank, max_iter, tol, seed, nonneg, init)
     return factors, weights
@@ -392,19 +392,19 @@ def cp_reconstruct(factors, weights=None):
     where = "cp_reconstruct"
     if not isinstance(factors, (list, tuple)) or not factors:
         raise TypeError(f"{where}: factors must be a non-empty list of matrices")
-    fs = [V.tensor(f, f"factors[{k}]", where) for k, f in enumerate(factors)]
+    fs = [validate.tensor(f, f"factors[{k}]", where) for k, f in enumerate(factors)]
     for k, f in enumerate(fs):
-        V.dtype(f, f"factors[{k}]", _DTYPES, where)
-        V.ndim(f, f"factors[{k}]", 2, where)
+        validate.dtype(f, f"factors[{k}]", _DTYPES, where)
+        validate.ndim(f, f"factors[{k}]", 2, where)
         if f.shape[1] != fs[0].shape[1]:
             raise ValueError(f"{where}: factors[{k}] has {f.shape[1]} columns but factors[0] has {fs[0].shape[1]}")
-    V.same_dtype(where, **{f"factors[{k}]": f for k, f in enumerate(fs)})
+    validate.same_dtype(where, **{f"factors[{k}]": f for k, f in enumerate(fs)})
     R = fs[0].shape[1]
     if weights is None:
         w = torch.ones(R, dtype=fs[0].dtype, device=fs[0].device)
     else:
-        w = V.tensor(weights, "weights", where)
-        V.shape(w, "weights", (R,), where)
+        w = validate.tensor(weights, "weights", where)
+        validate.shape(w, "weights", (R,), where)
         w = w.to(fs[0].dtype)
     return CP_RECONSTRUCT(fs, w)
 
@@ -491,13 +491,13 @@ def tucker_decompose(tensor, ranks, method="hosvd", *, max_iter=50, tol=1e-8):
         raise TypeError(f"{where}: ranks must be a sequence of ints, got {type(ranks).__name__}")
     if len(ranks) != T.dim():
         raise ValueError(f"{where}: ranks has {len(ranks)} entries for a {T.dim()}-D tensor")
-    ranks = tuple(V.integer(r, f"ranks[{k}]", where, minimum=1) for k, r in enumerate(ranks))
+    ranks = tuple(validate.integer(r, f"ranks[{k}]", where, minimum=1) for k, r in enumerate(ranks))
     for k, (r, n) in enumerate(zip(ranks, T.shape)):
         if r > n:
             raise ValueError(f"{where}: ranks[{k}]={r} exceeds the mode's size {n}")
     method = _METHOD(method, "method", where)
-    max_iter = V.integer(max_iter, "max_iter", where, minimum=1, maximum=V.INDEX_MAX)
-    tol = V.positive(tol, "tol", where, zero_ok=True)
+    max_iter = validate.integer(max_iter, "max_iter", where, minimum=1, maximum=validate.INDEX_MAX)
+    tol = validate.positive(tol, "tol", where, zero_ok=True)
     return TUCKER(T, ranks, method, max_iter, tol)
 
 
@@ -511,14 +511,14 @@ def tucker_reconstruct(core, factors):
     torch.Size([2, 3])
     """
     where = "tucker_reconstruct"
-    G = V.tensor(core, "core", where)
-    V.dtype(G, "core", _DTYPES, where)
+    G = validate.tensor(core, "core", where)
+    validate.dtype(G, "core", _DTYPES, where)
     if not isinstance(factors, (list, tuple)) or len(factors) != G.dim():
         raise ValueError(f"{where}: factors must be a list of {G.dim()} matrices (one per core mode)")
     Us = []
     for n, U in enumerate(factors):
-        U = V.tensor(U, f"factors[{n}]", where)
-        V.ndim(U, f"factors[{n}]", 2, where)
+        U = validate.tensor(U, f"factors[{n}]", where)
+        validate.ndim(U, f"factors[{n}]", 2, where)
         if U.shape[1] != G.shape[n]:
             raise ValueError(f"{where}: factors[{n}] has {U.shape[1]} columns but core mode {n} has size {G.shape[n]}")
         Us.append(U.to(G.dtype))
@@ -593,9 +593,9 @@ def tt_decompose(tensor, max_rank=None, tol=None):
     where = "tt_decompose"
     T = _tensor(tensor, where)
     if max_rank is not None:
-        max_rank = V.integer(max_rank, "max_rank", where, minimum=1)
+        max_rank = validate.integer(max_rank, "max_rank", where, minimum=1)
     if tol is not None:
-        tol = V.scalar(tol, "tol", where, complex_ok=False)
+        tol = validate.scalar(tol, "tol", where, complex_ok=False)
         if not tol >= 0:
             raise ValueError(f"{where}: tol must be >= 0, got {tol}")
     return TT(T, max_rank, tol)
@@ -613,10 +613,10 @@ def tt_reconstruct(cores):
     where = "tt_reconstruct"
     if not isinstance(cores, (list, tuple)) or not cores:
         raise TypeError(f"{where}: cores must be a non-empty list of 3-D tensors")
-    cs = [V.tensor(c, f"cores[{k}]", where) for k, c in enumerate(cores)]
+    cs = [validate.tensor(c, f"cores[{k}]", where) for k, c in enumerate(cores)]
     for k, c in enumerate(cs):
-        V.ndim(c, f"cores[{k}]", 3, where)
-        V.dtype(c, f"cores[{k}]", _DTYPES, where)
+        validate.ndim(c, f"cores[{k}]", 3, where)
+        validate.dtype(c, f"cores[{k}]", _DTYPES, where)
         prev = 1 if k == 0 else cs[k - 1].shape[2]
         if c.shape[0] != prev:
             raise ValueError(f"{where}: cores[{k}] has left rank {c.shape[0]} but the previous right rank is {prev}")

@@ -16,8 +16,7 @@ import numpy as np
 import torch
 
 import trnblas
-from trnsci import _validate as V
-from trnsci import hostblas
+from trnsci import hostblas, validate
 from trnsci.dispatch import Op
 
 from . import plan as P
@@ -409,7 +408,7 @@ def _operands(operands, where):
     ts = []
     for k, x in enumerate(operands):
         if type(x) is not torch.Tensor:
-            x = V.tensor(x, f"operand {k}", where)
+            x = validate.tensor(x, f"operand {k}", where)
         if x.dtype == torch.bool:
             raise TypeError(f"{where}: operand {k} has dtype bool; einsum takes integer, float or complex tensors")
         ts.append(x)
@@ -439,7 +438,7 @@ def _dtype_arg(dtype, where):
     return dtype
 
 
-@V.numpy_io
+@validate.numpy_io
 def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precision=None, optimize="auto",
            autotune=None, target_forward_error=None):
     """Einstein summation with a planned pairwise contraction order.
@@ -583,7 +582,7 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
     dt = ts[0].dtype
     for x in ts[1:]:
         if x.device != dev:
-            V.same_device(where, **{f"operand {k}": t for k, t in enumerate(ts)})
+            validate.same_device(where, **{f"operand {k}": t for k, t in enumerate(ts)})
         if x.dtype != dt:
             dt = torch.promote_types(dt, x.dtype)
     if dtype is not None:
@@ -599,9 +598,9 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
         if prec != "fast":
             plan = P._plan(subscripts, plan.shapes, dt, dev, prec, opt, None, where)
     if type(alpha) is not float:  # V.scalar's own fast path keeps plain ints; 2**70 becomes a float
-        alpha = V.scalar(alpha, "alpha", where)
+        alpha = validate.scalar(alpha, "alpha", where)
     if type(beta) is not float:
-        beta = V.scalar(beta, "beta", where)
+        beta = validate.scalar(beta, "beta", where)
     compute = dt
     if prec == "kahan":
         compute = P._HIGH.get(dt, dt)
@@ -614,12 +613,12 @@ def einsum(subscripts, *operands, alpha=1, beta=0, out=None, dtype=None, precisi
     if beta != 0:
         if out is None:
             raise ValueError(f"{where}: beta={beta} needs out= (the tensor it scales)")
-        C = V.tensor(out, "out", where)
-        V.shape(C, "out", plan._exec[4], where)
+        C = validate.tensor(out, "out", where)
+        validate.shape(C, "out", plan._exec[4], where)
     if autotune is not None and not isinstance(autotune, bool):
         raise TypeError(f"{where}: autotune must be None or a bool, got {type(autotune).__name__}")
     R = EINSUM(plan, ts, alpha, beta, C, compute, dt, prec, autotune)
-    return V.write_out(R, out, where)
+    return validate.write_out(R, out, where)
 
 
 def multi_einsum(*contractions, precision=None, optimize="auto", target_forward_error=None):
@@ -698,7 +697,7 @@ def multi_einsum(*contractions, precision=None, optimize="auto", target_forward_
     return results
 
 
-@V.numpy_io
+@validate.numpy_io
 def tensordot(a, b, dims=2):
     """Contract the last ``dims`` axes of ``a`` with the first of ``b`` (or named axes).
 
@@ -722,15 +721,15 @@ def tensordot(a, b, dims=2):
     torch.Size([2, 5])
     """
     where = "tensordot"
-    a = V.tensor(a, "a", where)
-    b = V.tensor(b, "b", where)
+    a = validate.tensor(a, "a", where)
+    b = validate.tensor(b, "b", where)
     for name, t in (("a", a), ("b", b)):
         if t.dtype is torch.bool:
             raise TypeError(f"{where}: {name} has dtype bool; tensordot takes integer, float or complex tensors")
     if isinstance(dims, bool):
         raise TypeError(f"{where}: dims must be an int or a pair of axis lists, got bool")
-    if isinstance(dims, (int, np.integer)) or V._int_0d(dims):
-        dims = V.integer(dims, "dims", where, minimum=0)
+    if isinstance(dims, (int, np.integer)) or validate.int_0d(dims):
+        dims = validate.integer(dims, "dims", where, minimum=0)
         for name, t in (("a", a), ("b", b)):
             if dims > t.dim():
                 raise ValueError(f"{where}: dims={dims} contracts {dims} axes but {name} has only {t.dim()} "

@@ -35,9 +35,9 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from trnsci import _validate as V
 from trnsci import backend as _backend
 from trnsci import dispatch as _dispatch
+from trnsci import hostblas, validate
 from trnsci import nki as _nki
 
 from . import _parse
@@ -48,12 +48,12 @@ __all__ = [
     "clear_plan_cache", "plan_cache_info", "set_autotune", "get_autotune",
 ]
 
-_OPTIMIZE = V.Options({
+_OPTIMIZE = validate.Options({
     "auto": ("auto", True), "optimal": ("optimal", "dp"), "exhaustive": ("exhaustive",), "greedy": ("greedy",),
     "none": ("none", False),
 })
-_PRECISION = V.Options({"fast": ("fast",), "sr": ("sr", "stochastic"), "kahan": ("kahan",),
-                        "dd": ("dd", "double-double")})
+_PRECISION = validate.Options({"fast": ("fast",), "sr": ("sr", "stochastic"), "kahan": ("kahan",),
+                               "dd": ("dd", "double-double")})
 # GEMM steps from this size go through trnblas: its call overhead (6-14 us, measured against torch.mm on
 # float64, one thread) is 94% of a 48^3 GEMM, 19% at 96^3, 8% at 128^3, 5% at 192^3.
 _TRNBLAS_MIN_FLOPS = 2 * 192**3
@@ -138,7 +138,7 @@ class PlanBackend(_backend.BackendName):
 
     def __str__(self) -> str:
         mine = str.__str__(self)
-        return _backend._published(mine) or mine
+        return _backend.published_name(mine) or mine
 
     def __format__(self, spec: str) -> str:
         return format(str(self), spec)
@@ -739,13 +739,7 @@ def _timed_on_caller(threads, mnk):
     """Whether both candidates of a step run on the calling thread alone, so its CPU time is what the
     GEMM costs (and is not inflated when other processes take the core): one torch thread, and an
     OpenBLAS that runs this size on the caller (below 2^19 multiply-adds, or held at one thread)."""
-    return threads == 1 and (mnk < _NP_ONE_THREAD_MNK or _hostblas_one())
-
-
-def _hostblas_one():
-    from trnblas import _host
-
-    return _host._OPENBLAS_ONE
+    return threads == 1 and (mnk < _NP_ONE_THREAD_MNK or hostblas.OPENBLAS_ONE)
 
 
 def _autotune_count(value, where, name="autotune"):
@@ -761,7 +755,7 @@ def _autotune_count(value, where, name="autotune"):
         raise ValueError(f"{where}: {name} {value!r} is not one of on/off/measure or a count")
     if isinstance(value, bool):
         return _AUTOTUNE_DEFAULT if value else 0
-    return V.integer(value, name, where, minimum=0, maximum=V.INDEX_MAX)
+    return validate.integer(value, name, where, minimum=0, maximum=validate.INDEX_MAX)
 
 
 def _autotune_from_env():
@@ -978,7 +972,7 @@ def _shapes_of(operands, where):
                 raise ValueError(f"{where}: operand {k}'s shape {tuple(op)} has a negative extent")
             shapes.append(tuple(op))
             continue
-        t = V.tensor(op, f"operand {k}", where)
+        t = validate.tensor(op, f"operand {k}", where)
         shapes.append(tuple(t.shape))
         dtypes.append(t.dtype)
         device = t.device if device is None else device
@@ -995,7 +989,7 @@ def _memory_limit(memory_limit, where):
         return None
     if isinstance(memory_limit, str) and memory_limit == "max_input":
         return "max_input"
-    return V.integer(memory_limit, "memory_limit", where, minimum=1)
+    return validate.integer(memory_limit, "memory_limit", where, minimum=1)
 
 
 def plan_contraction(subscripts, *operands, optimize="auto", precision="fast", memory_limit=None, autotune=None):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from trnsci import _validate as V
 from trnsci import nki as _nki
+from trnsci import validate
 
 __all__ = ["HAS_NKI", "to_xla", "from_xla"]
 
@@ -43,7 +43,7 @@ def to_xla(*tensors):
     >>> trntensor.to_xla(x) is x
     True
     """
-    ts = [V.tensor(t, f"tensors[{k}]", "to_xla") for k, t in enumerate(tensors)]
+    ts = [validate.tensor(t, f"tensors[{k}]", "to_xla") for k, t in enumerate(tensors)]
     dev = _xla_device()
     if dev is not None:  # pragma: no cover - needs a NeuronCore
         ts = [t.to(dev) for t in ts]
@@ -62,6 +62,6 @@ def from_xla(*tensors, device="cpu"):
     >>> trntensor.from_xla(x) is x
     True
     """
-    ts = [V.tensor(t, f"tensors[{k}]", "from_xla") for k, t in enumerate(tensors)]
+    ts = [validate.tensor(t, f"tensors[{k}]", "from_xla") for k, t in enumerate(tensors)]
     ts = [t.to(device) if t.device.type == "xla" else t for t in ts]
     return ts[0] if len(ts) == 1 else tuple(ts)

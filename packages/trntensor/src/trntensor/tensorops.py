@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from trnsci import _validate as V
+from trnsci import validate
 from trnsci.dispatch import Op
 
 __all__ = ["permute", "elementwise", "reduce", "PERMUTE", "ELEMENTWISE", "REDUCE", "UNARY_OPS", "BINARY_OPS",
@@ -63,14 +63,14 @@ UNARY_OPS = {
 BINARY_OPS = {"add": torch.add, "mul": torch.mul, "max": torch.maximum, "min": torch.minimum}
 REDUCE_OPS = ("sum", "max", "min", "prod")
 
-_UNARY = V.Options({k: (k,) for k in UNARY_OPS} | {"rcp": ("rcp", "reciprocal"), "neg": ("neg", "negative")})
-_BINARY = V.Options({"add": ("add",), "mul": ("mul", "multiply"), "max": ("max", "maximum"),
-                     "min": ("min", "minimum")})
-_REDUCE = V.Options({"sum": ("sum", "add"), "max": ("max",), "min": ("min",), "prod": ("prod", "mul")})
+_UNARY = validate.Options({k: (k,) for k in UNARY_OPS} | {"rcp": ("rcp", "reciprocal"), "neg": ("neg", "negative")})
+_BINARY = validate.Options({"add": ("add",), "mul": ("mul", "multiply"), "max": ("max", "maximum"),
+                            "min": ("min", "minimum")})
+_REDUCE = validate.Options({"sum": ("sum", "add"), "max": ("max",), "min": ("min",), "prod": ("prod", "mul")})
 
 
 def _real_coef(x, name, where, dt):
-    x = V.scalar(x, name, where)
+    x = validate.scalar(x, name, where)
     if isinstance(x, complex) and not dt.is_complex:
         raise TypeError(f"{where}: {name}={x!r} is complex but the operands are real")
     if isinstance(x, float) and not math.isfinite(x):
@@ -79,7 +79,7 @@ def _real_coef(x, name, where, dt):
 
 
 def _operand(x, name, where):
-    t = V.tensor(x, name, where)
+    t = validate.tensor(x, name, where)
     if t.dtype == torch.bool:
         raise TypeError(f"{where}: {name} has dtype bool; pass integer, float or complex tensors")
     return t
@@ -94,7 +94,7 @@ def _permute_torch(A, perm, alpha):
     return R.contiguous()
 
 
-@V.numpy_io
+@validate.numpy_io
 def permute(A, perm, alpha=1.0):
     """``alpha * A`` with its axes permuted, as a new contiguous tensor (cuTENSOR's permutation).
 
@@ -132,11 +132,11 @@ def permute(A, perm, alpha=1.0):
     """
     where = "permute"
     A = _operand(A, "A", where)
-    seq = V._int_sequence(perm, "perm", where)
+    seq = validate.int_sequence(perm, "perm", where)
     if len(seq) != A.dim():
         raise ValueError(f"{where}: perm {tuple(seq)} must name each of A's {A.dim()} axes once "
                          f"(A has shape {tuple(A.shape)})")
-    p = V.axes(tuple(seq), A.dim(), "perm", where)
+    p = validate.axes(tuple(seq), A.dim(), "perm", where)
     alpha = _real_coef(alpha, "alpha", where, A.dtype)
     return PERMUTE(A, p, alpha)
 
@@ -212,7 +212,7 @@ def _parse_subscripts(subscripts, ts, where):
     return views, shape
 
 
-@V.numpy_io
+@validate.numpy_io
 def elementwise(A, B=None, C=None, *, alpha=1, beta=1, gamma=1, op_a="identity", op_b="identity",
                 op_c="identity", op_ab="add", op_abc="add", subscripts=None):
     """cuTENSOR's elementwise binary/trinary operation: ``op_abc(op_ab(alpha op_a(A), beta op_b(B)), gamma op_c(C))``.
@@ -284,7 +284,7 @@ def elementwise(A, B=None, C=None, *, alpha=1, beta=1, gamma=1, op_a="identity",
     dev = given[0].device
     for t in given[1:]:
         if t.device != dev:
-            V.same_device(where, **{k: x for k, x in zip("ABC", ts) if x is not None})
+            validate.same_device(where, **{k: x for k, x in zip("ABC", ts) if x is not None})
     names = (_UNARY(op_a, "op_a", where), _UNARY(op_b, "op_b", where), _UNARY(op_c, "op_c", where),
              _BINARY(op_ab, "op_ab", where), _BINARY(op_abc, "op_abc", where))
     dt = given[0].dtype
@@ -341,7 +341,7 @@ def _reduce_torch(A, axes, op, alpha, beta, C):
     return R.contiguous()
 
 
-@V.numpy_io
+@validate.numpy_io
 def reduce(A, axes=None, op="sum", alpha=1, beta=0, C=None):
     """cuTENSOR's reduction: ``alpha * op(A over axes) + beta * C``.
 
@@ -393,7 +393,7 @@ def reduce(A, axes=None, op="sum", alpha=1, beta=0, C=None):
     """
     where = "reduce"
     A = _operand(A, "A", where)
-    ax = tuple(range(A.dim())) if axes is None else V.axes(axes, A.dim(), "axes", where)
+    ax = tuple(range(A.dim())) if axes is None else validate.axes(axes, A.dim(), "axes", where)
     code = _REDUCE(op, "op", where)
     if code in ("max", "min"):
         if A.dtype.is_complex:
@@ -408,8 +408,8 @@ def reduce(A, axes=None, op="sum", alpha=1, beta=0, C=None):
         if C is None:
             raise ValueError(f"{where}: beta={beta} needs C (the tensor it scales)")
         Ct = _operand(C, "C", where)
-        V.shape(Ct, "C", shape, where)
-        V.same_device(where, A=A, C=Ct)
+        validate.shape(Ct, "C", shape, where)
+        validate.same_device(where, A=A, C=Ct)
     elif C is not None:
         _operand(C, "C", where)
     return REDUCE(A, tuple(sorted(ax)), code, alpha, beta, Ct)

@@ -169,13 +169,19 @@ _target: contextvars.ContextVar[str | None] = contextvars.ContextVar("trnsci_ker
 
 @contextlib.contextmanager
 def capture() -> Iterator[list[KernelRun]]:
-    """Collect a :class:`KernelRun` for every kernel run inside the block."""
+    """Collect a :class:`KernelRun` for every kernel run inside the block.
+
+    Blocks nest: the runs of an inner block also reach every enclosing block (on the inner block's exit).
+    """
+    outer = _runs.get()
     runs: list[KernelRun] = []
     token = _runs.set(runs)
     try:
         yield runs
     finally:
         _runs.reset(token)
+        if outer is not None:
+            outer.extend(runs)
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ keyword     spellings                             code
 Examples
 --------
 >>> import torch
->>> from trnsci import _linalg as la
+>>> from trnsci import linalg as la
 >>> la.uplo("Lower", "uplo", "potrf"), la.trans(True, "trans", "gemv")
 ('L', 'T')
 >>> la.triangle(torch.ones(2, 2), "U").tolist()
@@ -33,9 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trnsci import _validate as v
-from trnsci import dispatch
-from trnsci._validate import Options
+from trnsci import dispatch, validate
 
 __all__ = [
     "TRANS_OPTIONS", "UPLO_OPTIONS", "SIDE_OPTIONS", "DIAG_OPTIONS",
@@ -51,13 +49,13 @@ SIDE_OPTIONS = {"L": ("left", "L"), "R": ("right", "R")}
 DIAG_OPTIONS = {"N": ("nonunit", "N"), "U": ("unit", "U")}
 
 #: ``trans(value, name, where) -> "N" | "T" | "C"``
-trans = Options(TRANS_OPTIONS)
+trans = validate.Options(TRANS_OPTIONS)
 #: ``uplo(value, name, where) -> "U" | "L"``
-uplo = Options(UPLO_OPTIONS)
+uplo = validate.Options(UPLO_OPTIONS)
 #: ``side(value, name, where) -> "L" | "R"``
-side = Options(SIDE_OPTIONS)
+side = validate.Options(SIDE_OPTIONS)
 #: ``diag(value, name, where) -> "N" | "U"``
-diag = Options(DIAG_OPTIONS)
+diag = validate.Options(DIAG_OPTIONS)
 
 
 def fill(value: Any, where: str, given: bool = True) -> bool:
@@ -183,7 +181,7 @@ class LinAlgError(np.linalg.LinAlgError):
 
 def square_matrix(x: Any, name: str, where: str, dtypes=LINALG_DTYPES) -> torch.Tensor:
     """A tensor of shape ``(..., n, n)`` and a LAPACK dtype."""
-    t = v.tensor(x, name, where, dtypes)
+    t = validate.tensor(x, name, where, dtypes)
     if t.dim() < 2:
         raise ValueError(f"{where}: {name} must be a matrix (..., n, n), got shape {tuple(t.shape)}")
     if t.shape[-1] != t.shape[-2]:
@@ -193,7 +191,7 @@ def square_matrix(x: Any, name: str, where: str, dtypes=LINALG_DTYPES) -> torch.
 
 def matrix(x: Any, name: str, where: str, dtypes=LINALG_DTYPES) -> torch.Tensor:
     """A tensor of shape ``(..., m, n)`` and a LAPACK dtype."""
-    t = v.tensor(x, name, where, dtypes)
+    t = validate.tensor(x, name, where, dtypes)
     if t.dim() < 2:
         raise ValueError(f"{where}: {name} must be a matrix (..., m, n), got shape {tuple(t.shape)}")
     return t
@@ -205,27 +203,27 @@ def rhs(A: torch.Tensor, x: Any, name: str, where: str) -> tuple[torch.Tensor, b
     Returns ``(B as (..., n, k), was_vector)``. A ``B`` with one dimension
     fewer than ``A`` is a (batch of) vector(s), as in ``torch.linalg.solve``.
     """
-    B = v.tensor(x, name, where, LINALG_DTYPES)
-    v.agree(where, A=A, **{name: B})
+    B = validate.tensor(x, name, where, LINALG_DTYPES)
+    validate.agree(where, A=A, **{name: B})
     n = A.shape[-2]
     vec = B.dim() == A.dim() - 1
     if B.dim() == 0 or (not vec and B.dim() < 2):
         raise ValueError(f"{where}: {name} must have shape (..., {n}) or (..., {n}, k), got {tuple(B.shape)}")
     Bm = B.unsqueeze(-1) if vec else B
     if Bm.shape[-2] != n:
-        raise v.mismatch(where, f"{name} must have {n} rows", A=A, **{name: B})
+        raise validate.mismatch(where, f"{name} must have {n} rows", A=A, **{name: B})
     if A.shape[:-2] == Bm.shape[:-2]:  # the common case; broadcast_shapes costs ~5 us
         return Bm, vec
     try:
         torch.broadcast_shapes(A.shape[:-2], Bm.shape[:-2])
     except RuntimeError:
-        raise v.mismatch(where, "batch dimensions do not broadcast", A=A, **{name: B}) from None
+        raise validate.mismatch(where, "batch dimensions do not broadcast", A=A, **{name: B}) from None
     return Bm, vec
 
 
 def check_finite(flag, where: str, **named: torch.Tensor) -> None:
     """SciPy's ``check_finite=`` keyword: validate the flag, and when it is true run :func:`finite`."""
-    if v.flag(flag, "check_finite", where):
+    if validate.flag(flag, "check_finite", where):
         finite(where, **named)
 
 

@@ -255,7 +255,7 @@ def integer(x: Any, name: str, where: str = "", *, minimum: int | None = None,
     optionally bounded below and above (:data:`INDEX_MAX` for a tensor size or count,
     :data:`SEED_MAX` for a torch seed)."""
     if isinstance(x, bool) or not isinstance(x, numbers.Integral):
-        if _int_0d(x):
+        if int_0d(x):
             return integer(x.item(), name, where, minimum=minimum, maximum=maximum)
         raise TypeError(f"{_p(where)}{name} must be an int, got {type(x).__name__}")
     x = int(x)
@@ -323,7 +323,7 @@ def numpy_io(fn: Callable) -> Callable:
                              "in native byte order (the result is written through shared memory)")
         args = tuple(_np_to_torch(a) for a in args)
         kwargs = {k: _np_to_torch(v) for k, v in kwargs.items()}
-        return _torch_to_np(fn(*args, **kwargs))
+        return to_numpy(fn(*args, **kwargs))
 
     return wrapper
 
@@ -334,7 +334,10 @@ def _np_to_torch(a: Any) -> Any:
     return a
 
 
-def _torch_to_np(r: Any) -> Any:
+def to_numpy(r: Any) -> Any:
+    """``r`` with every tensor in it as a NumPy array (tuples and lists element-wise, named tuples as they are):
+    what :func:`numpy_io` returns to a NumPy caller. Gradients are detached, conjugate/negative views
+    materialized, bfloat16 widened to float32 (NumPy has none), device tensors copied to the host."""
     if type(r) is torch.Tensor and not r.requires_grad and r.is_cpu and r.dtype is not torch.bfloat16:
         try:
             return r.numpy()  # the common case, without the detach/cpu calls below (~0.4 us)
@@ -346,9 +349,9 @@ def _torch_to_np(r: Any) -> Any:
             r = r.float()
         return r.cpu().numpy()
     if isinstance(r, tuple) and not hasattr(r, "_fields"):
-        return tuple(_torch_to_np(x) for x in r)
+        return tuple(to_numpy(x) for x in r)
     if isinstance(r, list):
-        return [_torch_to_np(x) for x in r]
+        return [to_numpy(x) for x in r]
     return r
 
 
@@ -412,7 +415,7 @@ def axis(d: Any, ndim: int, name: str, where: str = "") -> int:
     return d + ndim if d < 0 else d
 
 
-def _int_0d(x: Any) -> bool:
+def int_0d(x: Any) -> bool:
     """A 0-d NumPy integer array or 0-d integer (not bool) tensor."""
     if isinstance(x, np.ndarray):
         return x.ndim == 0 and x.dtype.kind in "iu"
@@ -421,7 +424,7 @@ def _int_0d(x: Any) -> bool:
     return False
 
 
-def _int_sequence(s: Any, name: str, where: str) -> Sequence:
+def int_sequence(s: Any, name: str, where: str) -> Sequence:
     """``s`` as a sequence of ints: any sequence, or a 1-D NumPy integer array / integer tensor
     (as NumPy and SciPy accept); a single integer (NumPy scalars and 0-d arrays included) as
     a 1-tuple."""
@@ -448,7 +451,7 @@ def axes(ds: Any, ndim: int, name: str, where: str = "") -> tuple[int, ...]:
     (0, 2)
     """
     if type(ds) is not tuple:
-        ds = _int_sequence(ds, name, where)
+        ds = int_sequence(ds, name, where)
     out = tuple(axis(d, ndim, name, where) for d in ds)
     if len(set(out)) != len(out):
         raise ValueError(f"{_p(where)}{name} must not repeat an axis, got {tuple(ds)}")
@@ -482,7 +485,7 @@ def positive_ints(s: Any, name: str, where: str = "") -> tuple[int, ...]:
     if type(s) is not tuple and type(s) is not list:
         if isinstance(s, numbers.Integral) and not isinstance(s, bool):
             raise TypeError(f"{_p(where)}{name} must be a sequence of ints, got {type(s).__name__}")
-        s = _int_sequence(s, name, where)
+        s = int_sequence(s, name, where)
     return tuple(positive_int(v, f"{name} entries", where) for v in s)
 
 

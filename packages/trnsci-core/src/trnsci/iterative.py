@@ -2,7 +2,7 @@
 
 * :class:`ConvergenceWarning` / :class:`ConvergenceError` -- an iterative
   method stopped before meeting its tolerance (the error is a
-  :class:`trnsci._linalg.LinAlgError`).
+  :class:`trnsci.linalg.LinAlgError`).
 * :class:`SolverInfo` -- what a method did (iterations, residual history,
   converged flag); :func:`report` warns or raises when it did not converge
   (``on_fail="warn" | "raise"``, parsed by :data:`ON_FAIL`).
@@ -15,11 +15,11 @@
 Examples
 --------
 >>> import torch
->>> from trnsci import _iterative as it
->>> f = it.linear_operator(torch.eye(2) * 3, 2, torch.float32, torch.device("cpu"), "A", "cg")
+>>> from trnsci import iterative as it_
+>>> f = it_.linear_operator(torch.eye(2) * 3, 2, torch.float32, torch.device("cpu"), "A", "cg")
 >>> f(torch.ones(2)).tolist()
 [3.0, 3.0]
->>> it.ON_FAIL("Raise", "on_fail", "cg")
+>>> it_.ON_FAIL("Raise", "on_fail", "cg")
 'raise'
 """
 
@@ -34,9 +34,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from trnsci import _validate as v
-from trnsci import hostblas
-from trnsci._linalg import LINALG_DTYPES, LinAlgError
+from trnsci import hostblas, validate
+from trnsci import linalg as la
 from trnsci.routes import Memo
 
 __all__ = ["ConvergenceWarning", "ConvergenceError", "SolverInfo", "ON_FAIL", "report",
@@ -47,7 +46,7 @@ class ConvergenceWarning(RuntimeWarning):
     """An iterative method stopped at ``maxiter`` without meeting its tolerance."""
 
 
-class ConvergenceError(LinAlgError):
+class ConvergenceError(la.LinAlgError):
     """An iterative method did not converge and ``on_fail="raise"`` was given."""
 
 
@@ -79,7 +78,7 @@ class SolverInfo:
     method: str = ""
 
 
-ON_FAIL = v.Options({"warn": ("warn",), "raise": ("raise",)})
+ON_FAIL = validate.Options({"warn": ("warn",), "raise": ("raise",)})
 
 
 def report(where: str, info: SolverInfo, on_fail: str, tol: float) -> None:
@@ -418,17 +417,17 @@ def linear_operator(A: Any, n: int, dtype: torch.dtype, device, name: str, where
     if A is None:
         raise TypeError(f"{where}: {name} must be a matrix, an operator with matvec/@, or a callable; got None")
     if isinstance(A, np.ndarray):
-        A = v.tensor(A, name, where)
+        A = validate.tensor(A, name, where)
     if isinstance(A, torch.Tensor):
         if A.dim() != 2 or A.shape[0] != A.shape[1]:
             raise ValueError(f"{where}: {name} must be a square matrix, got shape {tuple(A.shape)}")
         if A.shape[0] != n:
             raise ValueError(f"{where}: {name} has shape {tuple(A.shape)} but b has {n} entries")
-        if A.dtype not in LINALG_DTYPES:
+        if A.dtype not in la.LINALG_DTYPES:
             raise TypeError(f"{where}: {name} has dtype {str(A.dtype).replace('torch.', '')}; "
                             "expected float32, float64, complex64 or complex128")
         if A.dtype != dtype or A.device != device:
-            v.agree(where, **{name: A}, b=torch.empty(0, dtype=dtype, device=device))
+            validate.agree(where, **{name: A}, b=torch.empty(0, dtype=dtype, device=device))
         _finite_entries(A, name, where)
         if A.requires_grad:
             return _tag(lambda x: A @ x, "autograd")
