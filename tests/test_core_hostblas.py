@@ -7,7 +7,8 @@ import torch
 
 from trnsci import hostblas
 
-pytestmark = pytest.mark.skipif(not hostblas.pools(), reason="no OpenBLAS found in this process (not Linux, or another BLAS)")
+pytestmark = pytest.mark.skipif(not hostblas.pools(),
+                                reason="no OpenBLAS found in this process (not Linux, or another BLAS)")
 
 
 @pytest.fixture

@@ -432,7 +432,8 @@ def _run_gemm_fp64(where, alpha, A, B, beta, C, tA, tB, m, n, k):
         except RuntimeError:
             ok_c = False
         if not ok_c:
-            raise validate.mismatch(where, f"C must have shape {shape} (leading dimensions may broadcast)", A=A, B=B, C=C)
+            raise validate.mismatch(where, f"C must have shape {shape} (leading dimensions may broadcast)",
+                                    A=A, B=B, C=C)
     count = math.prod(batch)
     if alpha == 0 or k == 0 or m == 0 or n == 0 or count == 0:
         return _scaled(beta, C, shape, f64, A.device).to(dtype)

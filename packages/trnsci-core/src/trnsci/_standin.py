@@ -268,8 +268,9 @@ def install() -> None:
         if current == "privateuseone":
             _setup_privateuseone_for_python_backend(NAME, backend_module=_BackendModule())
         lib = torch.library.Library("aten", "IMPL")
-        # device allocations: CPU memory, wrapped. arange's (eye's, linspace's) composite allocates an empty tensor and resizes
-        # it through its out= form, which a wrapper's fixed sizes cannot follow: it is a factory here too.
+        # device allocations: CPU memory, wrapped. arange's (eye's, linspace's) composite allocates an
+        # empty tensor and resizes it through its out= form, which a wrapper's fixed sizes cannot follow:
+        # it is a factory here too.
         for name in ("empty.memory_format", "empty_strided", "arange", "arange.start", "arange.start_step",
                      "linspace", "eye", "eye.m"):
             op = _overload(name) if "." in name else getattr(aten, name).default

@@ -64,8 +64,8 @@ def _jacobi_tall(M: torch.Tensor):
     U = U / torch.where(small, torch.ones_like(sig), sig)
     if bool(small.any()):  # complete the left vectors of (numerically) zero singular values on the host
         keep = (~small).nonzero()[:, 0]
-        Q = torch.linalg.qr(torch.cat([U[:, keep], torch.randn(m, n, generator=torch.Generator().manual_seed(0)).to(U.device)],
-                                      1))[0]
+        fill = torch.randn(m, n, generator=torch.Generator().manual_seed(0)).to(U.device)
+        Q = torch.linalg.qr(torch.cat([U[:, keep], fill], 1))[0]
         U[:, small] = Q[:, keep.numel():keep.numel() + int(small.sum())]
     return U, sig, V
 
