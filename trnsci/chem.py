@@ -828,6 +828,12 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
         its ``(ia|jb)`` blocks on the host in float64 instead of the fused
         float32 kernel). On torch it changes nothing (float64 throughout).
         docs/chem.md gives the measured agreement with PySCF.
+    device : str or torch.device, optional
+        A device (e.g. ``"neuron"``) that holds ``B``: the AO->MO GEMMs and
+        the pair energies run as kernels on the resident operands (backend
+        ``"auto"``/``"nki"``; float32 with ``dtype`` float32/bfloat16).
+        Restricted mean fields; not with ``process_group`` or
+        ``precision="fp64"``. None (default) or ``"cpu"``: the host path.
 
     Returns
     -------
