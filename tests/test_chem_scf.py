@@ -328,3 +328,24 @@ def test_device_keyword_bad_values_are_named():
     with pytest.raises(ValueError, match="device"):
         chem.df_mp2(r, device="nosuchdevice", progress=False)
     assert chem.df_mp2(r, device=torch.device("cpu"), progress=False).e_corr < 0  # "cpu": the host path
+
+
+def test_device_neuron_mp2_of_a_plain_mean_field_sends_ao2mo_blocks():
+    """A non-DF PySCF RHF has no fitted factors to reuse: each AO->MO block goes to the device for its
+    GEMMs and comes back for the float64 fit on the host; B then goes over once for the energy kernel.
+    Bound: the device tolerance 1e-6 Eh from PySCF's DFMP2 (observed ~8e-8)."""
+    import torch
+    from pyscf import scf as pscf
+    from pyscf.mp.dfmp2 import DFMP2
+
+    from trnsci.testing import neuron_device
+
+    mf = pscf.RHF(_mol(WATER)).run(conv_tol=1e-10)
+    e_ref = float(DFMP2(mf).kernel()[0])
+    with neuron_device() as dev:
+        m = chem.df_mp2(mf, dtype=torch.float32, device="neuron", progress=False, pair_energies=True)
+        kernels = set(dev.kernels)
+    assert kernels == {"gemm_kernel", "mp2_pair_energy_kernel"}, kernels
+    assert m.backends["fit"] == "torch" and m.backends["energy"] == "nki:mp2_pair_energy_kernel"
+    assert m.pair_energies.device.type == "cpu"  # results on the input's (host) side
+    assert abs(m.e_corr - e_ref) <= 1e-6, m.e_corr - e_ref
