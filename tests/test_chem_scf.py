@@ -273,3 +273,79 @@ def test_mp2_fp64_mode_on_the_kernels_matches_pyscf_to_1e8(atoms, spin):
         chem.df_mp2(mf, precision="fp64", dtype=torch.float32, progress=False)
     with pytest.raises(ValueError, match="precision"):
         chem.df_mp2(mf, precision="fp32", progress=False)
+
+
+# ------------------------------------------------------------ resident factors on the stand-in neuron device
+
+def test_device_neuron_runs_jk_ao2mo_and_mp2_on_resident_kernels():
+    """scf/df_mp2(device="neuron") inside trnsci.testing.neuron_device(), backend "auto".
+
+    The float32 factors live on the device; J/K (GEMM, SYRK), AO->MO (GEMM) and the pair energies
+    (mp2_pair_energy_kernel) launch on them. Bounds: the documented device tolerance 1e-6 Eh from
+    PySCF for both energies (observed ~1e-12 for the refined SCF, ~4e-8 for the float32 MP2).
+    Host transfers: 2 to place the factors (packed and unpacked), then per device J/K build
+    2 + 2 * spins (the density vector and occupied orbitals there, J and K back): 4 for RHF.
+    MP2: C_occ, C_vir, the factors, the triangle indices, eps_occ, eps_vir there; the energy
+    kernel's two input checks and the energy sum read back: 9."""
+    import torch
+    from pyscf.mp.dfmp2 import DFMP2
+
+    from trnsci.testing import neuron_device
+
+    mol = _mol(WATER)
+    ref = _pyscf_df(mol, "rhf")
+    e_ref = float(DFMP2(ref).kernel()[0])
+    with neuron_device() as dev:
+        dev.reset()
+        r = chem.scf(mol, conv_tol=1e-10, device="neuron")
+        kernels, moved = list(dev.kernels), dev.host_transfers
+        dev.reset()
+        m = chem.df_mp2(r, dtype=torch.float32, device="neuron", progress=False)
+        mp2_kernels, mp2_moved = list(dev.kernels), dev.host_transfers
+    assert r.converged and abs(r.e_tot - ref.e_tot) <= 1e-6, r.e_tot - ref.e_tot
+    assert r.backends["jk"] == "nki:gemm_kernel,syrk_kernel" and r.backends["refine"] == "torch"
+    builds = len(r.history) + 1  # the initial guess's and one per float32 cycle; the refinement is on the host
+    assert kernels == ["gemm_kernel", "gemm_kernel", "gemm_kernel", "syrk_kernel"] * builds, kernels
+    assert moved == 2 + 4 * builds
+    # the float32 cycles stop at the device tolerance, well before conv_tol: the host refinement matters
+    assert abs(r.history[-1]["e_tot"] - ref.e_tot) > 1e-9
+    assert m.backends["ao2mo"] == "nki:gemm_kernel" and m.backends["energy"] == "nki:mp2_pair_energy_kernel"
+    assert mp2_kernels.count("mp2_pair_energy_kernel") >= 1 and "gemm_kernel" in mp2_kernels
+    assert mp2_moved == 9, mp2_moved
+    assert abs(m.e_corr - e_ref) <= 1e-6, m.e_corr - e_ref
+
+
+def test_device_keyword_bad_values_are_named():
+    import torch
+
+    mol = _mol("H 0 0 0; H 0 0 0.74")
+    with pytest.raises(TypeError, match="device"):
+        chem.scf(mol, device=3)
+    with pytest.raises(ValueError, match="device"):
+        chem.scf(mol, device="nosuchdevice")
+    r = chem.scf(mol, device="cpu")  # the host path
+    assert r.converged and r.backends["refine"] == "-"
+    with pytest.raises(ValueError, match="device"):
+        chem.df_mp2(r, device="nosuchdevice", progress=False)
+    assert chem.df_mp2(r, device=torch.device("cpu"), progress=False).e_corr < 0  # "cpu": the host path
+
+
+def test_device_neuron_mp2_of_a_plain_mean_field_sends_ao2mo_blocks():
+    """A non-DF PySCF RHF has no fitted factors to reuse: each AO->MO block goes to the device for its
+    GEMMs and comes back for the float64 fit on the host; B then goes over once for the energy kernel.
+    Bound: the device tolerance 1e-6 Eh from PySCF's DFMP2 (observed ~8e-8)."""
+    import torch
+    from pyscf import scf as pscf
+    from pyscf.mp.dfmp2 import DFMP2
+
+    from trnsci.testing import neuron_device
+
+    mf = pscf.RHF(_mol(WATER)).run(conv_tol=1e-10)
+    e_ref = float(DFMP2(mf).kernel()[0])
+    with neuron_device() as dev:
+        m = chem.df_mp2(mf, dtype=torch.float32, device="neuron", progress=False, pair_energies=True)
+        kernels = set(dev.kernels)
+    assert kernels == {"gemm_kernel", "mp2_pair_energy_kernel"}, kernels
+    assert m.backends["fit"] == "torch" and m.backends["energy"] == "nki:mp2_pair_energy_kernel"
+    assert m.pair_energies.device.type == "cpu"  # results on the input's (host) side
+    assert abs(m.e_corr - e_ref) <= 1e-6, m.e_corr - e_ref

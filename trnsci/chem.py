@@ -212,6 +212,22 @@ def _check_dtype(dtype, where: str) -> torch.dtype:
     return dtype
 
 
+def _check_device(device, where: str):
+    """None (host) or the ``torch.device`` named by ``device``; ``"cpu"`` is the host path (None)."""
+    if device is None:
+        return None
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"{where}: device must be None, a str or a torch.device (e.g. 'neuron'), "
+                        f"got {type(device).__name__}")
+    try:
+        dev = torch.device(device)
+        torch.empty(0, device=dev)
+    except (RuntimeError, ValueError, TypeError) as exc:
+        msg = str(exc).strip().splitlines()
+        raise ValueError(f"{where}: device {device!r} is not available here ({msg[0] if msg else ''})") from None
+    return None if dev.type == "cpu" else dev
+
+
 def _backend_scope(backend):
     if backend is None:
         return nullcontext()
@@ -435,13 +451,13 @@ def _ao2mo_block(pqL, q, *, Co, Cv, V, p0) -> None:
     nvir = Cv.shape[1]
     q0, q1 = q
     nq = q1 - q0
-    eri = torch.from_numpy(lib.unpack_tril(pqL.T[q0:q1])).to(Co.dtype)  # (nq, nao, nao)
+    eri = torch.from_numpy(lib.unpack_tril(pqL.T[q0:q1])).to(Co.dtype).to(Co.device)  # (nq, nao, nao)
     prec = _PRECISION.get()
     Y = trnblas.gemm(1.0, eri.view(nq * nao, nao), Co, precision=prec).view(nq, nao, nocc)
     del eri
     Y = Y.transpose(1, 2).reshape(nq * nocc, nao)
     W = trnblas.gemm(1.0, Y, Cv, precision=prec).view(nq, nocc, nvir)
-    V[:, :, p0 + q0:p0 + q1] = W.permute(1, 2, 0)
+    V[:, :, p0 + q0:p0 + q1] = W.permute(1, 2, 0).to(V.device)
 
 
 def _cached_cderi(mf, auxbasis):
@@ -462,7 +478,18 @@ _AO_DTYPE: contextvars.ContextVar = contextvars.ContextVar("trnsci_chem_ao_dtype
 
 #: ``precision`` of the pipeline's trnblas GEMMs (None, or "fp64" from ``df_mp2(precision="fp64")``);
 #: a context variable, so the ao2mo worker threads (copies of the caller's context) see it.
+#: ``torch.device`` that holds ``B`` and the AO->MO operands (``df_mp2(device=...)``), or None (host).
+_DEVICE: contextvars.ContextVar = contextvars.ContextVar("trnsci_chem_device", default=None)
 _PRECISION: contextvars.ContextVar = contextvars.ContextVar("trnsci_chem_precision", default=None)
+
+
+@contextmanager
+def _device_scope(device):
+    token = _DEVICE.set(device)
+    try:
+        yield
+    finally:
+        _DEVICE.reset(token)
 
 
 @contextmanager
@@ -488,8 +515,9 @@ def _check_precision(precision, dtype, where: str):
 
 
 def _ao_operands(c_occ, c_vir):
-    dt = _AO_DTYPE.get()
-    return torch.from_numpy(c_occ).to(dt), torch.from_numpy(c_vir).to(dt)
+    dt, dev = _AO_DTYPE.get(), _DEVICE.get()
+    co, cv = torch.from_numpy(c_occ).to(dt), torch.from_numpy(c_vir).to(dt)
+    return (co, cv) if dev is None else (co.to(dev), cv.to(dev))
 
 
 def _device_path() -> bool:
@@ -501,7 +529,8 @@ def _device_path() -> bool:
 @contextmanager
 def _ao_dtype(dtype):
     """AO->MO in float32 (kernels) when the energy's ``dtype`` is below float64 and the device path is on."""
-    token = _AO_DTYPE.set(torch.float32 if dtype != torch.float64 and _device_path() else torch.float64)
+    kernels = _device_path() or _DEVICE.get() is not None
+    token = _AO_DTYPE.set(torch.float32 if dtype != torch.float64 and kernels else torch.float64)
     try:
         yield
     finally:
@@ -515,12 +544,38 @@ def _B_from_cderi(cderi, c_occ, c_vir, timings, backends):
     for name in ("metric", "int3c", "fit"):
         timings[name] = 0.0
         backends[name] = "cached (mf.with_df)"
-    V = torch.empty((nocc, nvir, naux), dtype=torch.float64)
     Co, Cv = _ao_operands(c_occ, c_vir)
+    if Co.device.type != "cpu":
+        return _B_on_device(cderi, Co, Cv, timings, backends)
+    V = torch.empty((nocc, nvir, naux), dtype=torch.float64)
     with _stage("ao2mo", timings, backends):
         pieces = _split(naux, max(_NTHREADS(), -(-naux * nao * nao * 8 // _PIECE_BYTES)))
         _parallel(functools.partial(_ao2mo_block, cderi.T, Co=Co, Cv=Cv, V=V, p0=0), pieces)
     return V
+
+
+def _B_on_device(cderi, Co, Cv, timings, backends):
+    """``B`` on ``Co``'s device from the packed fit: the factors go over once (in ``Co``'s dtype), unpack
+    there and both AO->MO GEMMs run on the resident tensors; ``B`` stays on the device."""
+    import trnblas
+
+    naux, nao, nocc, nvir = cderi.shape[0], Co.shape[0], Co.shape[1], Cv.shape[1]
+    dev = Co.device
+    packed = torch.from_numpy(cderi).to(Co.dtype).to(dev)  # (naux, npair): one transfer
+    tri = torch.tril_indices(nao, nao).to(dev)  # one transfer
+    B = torch.empty((nocc, nvir, naux), dtype=Co.dtype, device=dev)
+    nq = max(1, min(naux, _PIECE_BYTES // (Co.element_size() * nao * nao)))
+    with _stage("ao2mo", timings, backends):
+        for q0 in range(0, naux, nq):
+            q1 = min(naux, q0 + nq)
+            eri = torch.zeros((q1 - q0, nao, nao), dtype=Co.dtype, device=dev)
+            eri[:, tri[0], tri[1]] = packed[q0:q1]
+            eri[:, tri[1], tri[0]] = packed[q0:q1]
+            Y = trnblas.gemm(1.0, eri.view(-1, nao), Co).view(q1 - q0, nao, nocc)
+            Y = Y.transpose(1, 2).reshape(-1, nao)
+            W = trnblas.gemm(1.0, Y, Cv).view(q1 - q0, nocc, nvir)
+            B[:, :, q0:q1] = W.permute(1, 2, 0)
+    return B
 
 
 def _int3c_reader(mol, auxmol):
@@ -727,7 +782,7 @@ def df_factors(mf, auxbasis=None, *, frozen=None, max_memory=None):
 
 
 def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None, max_memory=None,
-           progress=True, pair_energies=False, process_group=None, precision=None) -> DFMP2Result:
+           progress=True, pair_energies=False, process_group=None, precision=None, device=None) -> DFMP2Result:
     """DF-MP2 energy of a converged mean field, stage by stage across the suite.
 
     Parameters
@@ -773,6 +828,12 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
         its ``(ia|jb)`` blocks on the host in float64 instead of the fused
         float32 kernel). On torch it changes nothing (float64 throughout).
         docs/chem.md gives the measured agreement with PySCF.
+    device : str or torch.device, optional
+        A device (e.g. ``"neuron"``) that holds ``B``: the AO->MO GEMMs and
+        the pair energies run as kernels on the resident operands (backend
+        ``"auto"``/``"nki"``; float32 with ``dtype`` float32/bfloat16).
+        Restricted mean fields; not with ``process_group`` or
+        ``precision="fp64"``. None (default) or ``"cpu"``: the host path.
 
     Returns
     -------
@@ -811,6 +872,9 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
     """
     where = "df_mp2"
     precision = _check_precision(precision, _check_dtype(dtype, where), where)
+    target = _check_device(device, where)
+    if target is not None and (process_group is not None or precision is not None):
+        raise ValueError(f"{where}: device= is not available with process_group or precision='fp64' yet")
     if process_group is not None:
         if precision is not None:
             raise ValueError(f"{where}: precision='fp64' is not available with process_group yet")
@@ -821,6 +885,8 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
     _pyscf()
     dtype = _check_dtype(dtype, where)
     if _is_unrestricted(mf):
+        if target is not None:
+            raise ValueError(f"{where}: device= supports restricted (closed-shell) mean fields only yet")
         with _precision_scope(precision):
             return _df_ump2(mf, auxbasis, frozen, dtype, backend, max_memory, progress, where)
     t_start = time.perf_counter()
@@ -831,13 +897,18 @@ def df_mp2(mf, *, auxbasis=None, frozen=None, dtype=torch.float64, backend=None,
     backends: dict = {}
     bar = _Progress(progress, f"DF-MP2 {mf.mol.nao_nr()} bf")
     try:
-        with _backend_scope(backend), _ao_dtype(dtype), _precision_scope(precision):
+        with _backend_scope(backend), _device_scope(target), _ao_dtype(dtype), _precision_scope(precision):
             cderi = _cached_cderi(mf, auxbasis)
             if cderi is not None:
                 B = _B_from_cderi(cderi, c_occ, c_vir, timings, backends)
             else:
                 B = _build_B(mf.mol, auxmol, c_occ, c_vir, mm, timings, backends, bar)
-            e, pairs = _energy(B.to(dtype), torch.from_numpy(eo), torch.from_numpy(ev), mm, timings, backends, bar)
+            eo_t, ev_t = torch.from_numpy(eo), torch.from_numpy(ev)
+            if target is not None:  # B (if not built there), the orbital energies and the energy kernel there
+                B, eo_t, ev_t = B.to(dtype).to(target), eo_t.to(dtype).to(target), ev_t.to(dtype).to(target)
+            e, pairs = _energy(B.to(dtype), eo_t, ev_t, mm, timings, backends, bar)
+            if pair_energies and pairs.device.type != "cpu":
+                pairs = pairs.cpu()
     finally:
         bar.close()
     timings = {k: timings[k] for k in STAGES}

@@ -263,8 +263,9 @@ class _JK:
     always run on the host); results come back as float64.
     """
 
-    def __init__(self, cderi: np.ndarray, nao: int, max_memory_mb: float, device: bool = False):
+    def __init__(self, cderi: np.ndarray, nao: int, max_memory_mb: float, device: bool = False, target=None):
         _, _, lib = C._pyscf()
+        self.target = target  # torch.device the float32 factors live on (scf(device=...)), or None
         self.nao = nao
         self.packed = torch.from_numpy(cderi)  # (naux, npair)
         self.naux = cderi.shape[0]
@@ -284,12 +285,19 @@ class _JK:
     def set_device(self, device: bool) -> None:
         self.device = bool(device)
         if self.device and not self._f32:
-            self._f32["packed"] = self.packed.float()
+            self._f32["packed"] = self._put(self.packed.float())
             if self.full is not None:
-                self._f32["full"] = self.full.float()
+                self._f32["full"] = self._put(self.full.float())
+
+    def _put(self, t):
+        return t if self.target is None else t.to(self.target)
 
     def _cast(self, t):
-        return t.float() if self.device else t
+        return self._put(t.float()) if self.device else t
+
+    def _home(self, t):
+        """A result back on the host in float64 (one transfer from a resident device)."""
+        return t.cpu().double() if t.device.type != "cpu" else t.double()
 
     def _blocks(self):
         """``(nao, nb, nao)`` blocks of the unpacked fitted integrals."""
@@ -310,7 +318,7 @@ class _JK:
         x[self.diag_mask] *= 0.5
         b = self._f32["packed"] if self.device else self.packed
         rho = trnblas.gemm(1.0, b, self._cast(x[:, None]))
-        jt = trnblas.gemm(1.0, b, rho, transA=True)[:, 0].double()
+        jt = self._home(trnblas.gemm(1.0, b, rho, transA=True)[:, 0])
         J = torch.zeros(self.nao, self.nao, dtype=torch.float64)
         J[self.tril[0], self.tril[1]] = jt
         J[self.tril[1], self.tril[0]] = jt
@@ -325,7 +333,7 @@ class _JK:
             c = self._cast(c)
             for L3 in self._blocks():
                 if self.device:  # kernels: one GEMM and one SYRK per block
-                    K += sign * _k_part(c, L3, (0, L3.shape[1]))
+                    K += sign * self._home(_k_part(c, L3, (0, L3.shape[1]), home=False))
                     continue
                 # host: auxiliary ranges spread over single-threaded workers (C._parallel), each reading
                 # only its own slice of the integrals once; the parts are summed
@@ -338,7 +346,7 @@ class _JK:
         return K
 
 
-def _k_part(c, L3, rng):
+def _k_part(c, L3, rng, home=True):
     """``sum_{P in rng} (b^P c)(b^P c)^T`` from ``L3 (nao, naux, nao)``: one GEMM ``c^T b``, one SYRK."""
     import trnblas
 
@@ -346,7 +354,8 @@ def _k_part(c, L3, rng):
     p0, p1 = rng
     Lm = L3[:, p0:p1, :].reshape(nao, (p1 - p0) * nao)  # a view: rows strided by naux*nao
     Y = trnblas.gemm(1.0, c, Lm, transA=True)  # (nocc, nb*nao): rows i of C^T b
-    return trnblas.syrk(1.0, Y.view(c.shape[1] * (p1 - p0), nao), trans=True, fill="full").double()
+    K = trnblas.syrk(1.0, Y.view(c.shape[1] * (p1 - p0), nao), trans=True, fill="full")
+    return K.double() if home else K
 
 
 def _store(out, fn, items, k):
@@ -459,7 +468,7 @@ class _Progress:
 
 def scf(mol, *, kind="auto", auxbasis=None, conv_tol=1e-9, conv_tol_grad=None, max_cycle=100,
         init_guess="minao", level_shift=0, diis=True, diis_space=8, precision="default", backend=None,
-        max_memory=None, progress=False, process_group=None) -> SCFResult:
+        max_memory=None, progress=False, process_group=None, device=None) -> SCFResult:
     """Density-fitted RHF or UHF with the suite's J/K builds and diagonalisations.
 
     Parameters
@@ -501,6 +510,14 @@ def scf(mol, *, kind="auto", auxbasis=None, conv_tol=1e-9, conv_tol_grad=None, m
     process_group : torch.distributed.ProcessGroup, optional
         Split the auxiliary index among the group's ranks
         (:mod:`trnsci.chem_distributed`); every rank gets the same result.
+    device : str or torch.device, optional
+        A device (e.g. ``"neuron"``) to hold the fitted integrals, in
+        float32, for the cycles: the J/K GEMMs and SYRK run as kernels on
+        the resident factors (backend ``"auto"`` or ``"nki"``), then the
+        host refines in float64 as for ``precision``. Per cycle the density
+        vector and occupied orbitals go to the device and J and K come back
+        (``2 + 2 * spins`` transfers); DIIS, ``eigh`` and the energy stay
+        on the host. None (default) or ``"cpu"``: as without it.
 
     Returns
     -------
@@ -567,11 +584,14 @@ def scf(mol, *, kind="auto", auxbasis=None, conv_tol=1e-9, conv_tol_grad=None, m
                          f"({msg[0] if msg else type(exc).__name__})") from None
     if auxmol.nbas == 0:
         raise ValueError(f"{where}: auxbasis {aux!r} gives no auxiliary functions for this molecule")
+    target = C._check_device(device, where)
+    if target is not None and process_group is not None:
+        raise ValueError(f"{where}: device= is not available with process_group yet")
     with C._backend_scope(backend):
         return _run(mol, kind, aux, auxmol, float(conv_tol),
                     float(conv_tol_grad) if conv_tol_grad is not None else math.sqrt(conv_tol),
                     int(max_cycle), init_guess.lower(), float(level_shift), bool(diis), int(diis_space),
-                    precision, mm, progress, process_group)
+                    precision, mm, progress, process_group, target)
 
 
 def _init_density(mol, kind, key):
@@ -584,7 +604,7 @@ def _init_density(mol, kind, key):
 
 
 def _run(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shift, use_diis, diis_space,
-         precision, mm, progress, process_group):
+         precision, mm, progress, process_group, target=None):
     t_start = time.perf_counter()
     timings: dict = {}
     backends: dict = {}
@@ -608,11 +628,12 @@ def _run(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shif
     with counted:
         return _iterate(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shift, use_diis, diis_space,
                         precision, mm, progress, process_group, t_start, timings, backends, S, h, dm, e_nuc,
-                        ranks, traffic)
+                        ranks, traffic, target)
 
 
 def _iterate(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, shift, use_diis, diis_space,
-             precision, mm, progress, process_group, t_start, timings, backends, S, h, dm, e_nuc, ranks, traffic):
+             precision, mm, progress, process_group, t_start, timings, backends, S, h, dm, e_nuc, ranks, traffic,
+             target=None):
     import trnblas
     import trnsolver
 
@@ -625,8 +646,9 @@ def _iterate(mol, kind, aux, auxmol, conv_tol, conv_tol_grad, max_cycle, guess, 
         cderi, rows = scf_integrals_distributed(mol, auxmol, mm, timings, backends, process_group)
     else:
         cderi, _ = _fitted_integrals(mol, auxmol, mm, timings, backends)
-    device = _device_active()
-    jk = _JK(cderi if rows is None else np.ascontiguousarray(cderi[rows[0]:rows[1]]), nao, mm, device=device)
+    device = _device_active() or target is not None
+    jk = _JK(cderi if rows is None else np.ascontiguousarray(cderi[rows[0]:rows[1]]), nao, mm, device=device,
+             target=target)
 
     with C._stage("diag", timings, backends):
         Ls = trnsolver.cholesky(S)
