@@ -695,3 +695,31 @@ def test_trnsolver_gmres_torch_loop_on_neuron_reads_every_k_iterations(dev, rest
     np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-6, atol=1e-14)  # float64
     # ||b - A x|| <= 1e-10 ||b|| with cond(A) < 10: the error is within 1e-9 ||b||
     assert np.abs(_host(x) - ref).max() <= 10 * 1e-10 * np.linalg.norm(b)
+
+
+def test_trnsolver_minres_kernel_on_neuron_reads_every_k_iterations(dev):
+    import trnsolver
+    from trnsolver import _nki_krylov
+
+    n = 64
+    rng = _rng(18)
+    Q = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    d = np.concatenate([np.linspace(1, 5, n // 2), -np.linspace(1, 5, n // 2)])  # indefinite, cond = 5
+    A = ((Q * d) @ Q.T).astype(np.float32)
+    A = (A + A.T) / 2
+    b = rng.standard_normal(n).astype(np.float32)
+    ref = np.linalg.solve(A.astype(np.float64), b.astype(np.float64))
+    with trnsolver.use_backend("nki"):  # the host loop of the same kernel: reads every iteration
+        _, info = trnsolver.minres(torch.from_numpy(A), torch.from_numpy(b), tol=1e-5, return_info=True)
+    a, bd = torch.from_numpy(A).to(NEURON), torch.from_numpy(b).to(NEURON)
+    (x, got), kernels = _steady(dev, trnsolver.minres, a, bd, tol=1e-5, return_info=True)
+    k = _nki_krylov.CHECK_EVERY
+    blocks = -(-got.iterations // k)
+    assert x.device.type == NEURON and got.converged and got.iterations == info.iterations
+    assert kernels.count("minres_step_kernel") == blocks * k
+    # reads: A's and b's finite checks, the threshold's ||b||, one per block of k iterations, the
+    # confirmation by the true residual (once), the final true residual (2)
+    assert dev.host_transfers == 2 + 1 + blocks + 1 + 2, dev.transfer_sites
+    np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-3)  # fp32, the same kernel
+    # ||b - A x|| < 1e-5 ||b|| with cond(A) = 5: the error is within 5e-5 ||b|| (+ fp32 rounding)
+    assert np.abs(_host(x) - ref).max() <= 5 * 1e-5 * np.linalg.norm(b) + 1e-5

@@ -469,6 +469,8 @@ def _minres_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shift
     def residual(x):
         return b32 - Ax(x)
 
+    if not b.is_cpu:
+        return _minres_resident(a, Ax, b, x0, tol, atol, maxiter, callback)
     x, r1, stop, scale, hist, done = _start(b, x0, tol, atol, Ax, (n, 1))
     rn = hist[0] * scale
     if done:
@@ -500,6 +502,70 @@ def _minres_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shift
             if true < stop or true == 0.0 or beta == 0.0:
                 break
     return x.reshape(n).to(b.dtype), it, hist
+
+
+def _minres_resident(a, Ax, b, x0, tol, atol, maxiter, callback, check_every=CHECK_EVERY):
+    """:func:`_minres_nki` on device tensors: the step's scalars stay on the device. An estimate below the
+    threshold (or ``beta = 0``) freezes the state there (``torch.where``); the host reads the flags, the
+    iteration count and the block's history once every ``check_every`` iterations, and confirms a frozen
+    state with the true residual (one more read), resuming when it misses -- the host loop's rule, so the
+    iterates and the count equal the host loop's."""
+    n = b.shape[0]
+    dev = b.device
+    b32 = b.to(F32).reshape(n, 1)
+    x, r1, stop, scale, hist, done = _start(b, x0, tol, atol, Ax, (n, 1), resident=True)
+    rn = hist[0] * scale
+    beta1 = torch.sqrt(torch.clamp((r1 * r1).sum(), min=0.0))
+    active = ~(done | (beta1 == 0))
+    b1 = torch.where(beta1 != 0, beta1, torch.ones_like(beta1))
+    sc = torch.zeros(128, 8, dtype=F32, device=dev)
+    sc[:, 1] = beta1   # beta
+    sc[:, 4] = beta1   # phibar
+    sc[:, 5] = -1.0    # cs
+    sc[:, 7] = 1.0     # first iteration
+    r2 = r1.clone()
+    w = torch.zeros(n, 1, dtype=F32, device=dev)
+    w2 = torch.zeros(n, 1, dtype=F32, device=dev)
+    its = torch.zeros((), dtype=F32, device=dev)
+    bad = torch.zeros((), dtype=torch.bool, device=dev)
+    held = torch.zeros((), dtype=torch.bool, device=dev)
+    nan = torch.full((), math.nan, dtype=F32, device=dev)
+    beta = beta1
+    got: list = []
+    iters = 0
+    while iters < maxiter:
+        for _ in range(min(check_every, maxiter - iters)):
+            *new, st = nki.run(minres_step_kernel, a, x, r1, r2, w, w2, sc, out_dtype=F32)
+            alfa, nbeta, phibar = st[0].unbind(0)
+            its = its + active.to(F32)
+            bad = bad | (active & ~torch.isfinite(alfa))
+            ok = active & torch.isfinite(alfa)
+            x, r1, r2, w, w2, sc = (torch.where(ok, u, o) for u, o in zip(new, (x, r1, r2, w, w2, sc)))
+            beta = torch.where(ok, nbeta, beta)
+            hist.append(torch.where(ok, phibar / b1 * (rn / scale), nan))
+            if callback is not None:
+                callback(x.reshape(n).to(b.dtype))
+            hit = ok & ((phibar / b1 * scale < stop) | (nbeta == 0))
+            held = held | hit
+            active = ok & ~hit
+        flags = torch.stack([active.to(F32), its, bad.to(F32), held.to(F32),
+                             *[torch.as_tensor(h, dtype=F32, device=dev) for h in hist[len(got):]]])
+        running, iters, nonfinite, frozen, *block = flags.tolist()  # the one read of the block
+        got.extend(block)
+        iters = int(iters)
+        if nonfinite:
+            raise _not_finite("minres", "v^H A v", iters)
+        if frozen:  # the host loop's confirmation: the true residual (one more read)
+            true = torch.linalg.vector_norm(b32 - Ax(x))
+            rel, met = torch.stack([true / scale, ((true < stop) | (true == 0) | (beta == 0)).to(F32)]).tolist()
+            got[max(i for i, h in enumerate(got) if h == h)] = rel
+            if met:
+                break
+            active = torch.ones((), dtype=torch.bool, device=dev)
+            held = torch.zeros((), dtype=torch.bool, device=dev)
+        elif not running:
+            break
+    return x.reshape(n).to(b.dtype), iters, [h for h in got if h == h]
 
 
 # ------------------------------------------------------------------ GMRES
