@@ -723,3 +723,32 @@ def test_trnsolver_minres_kernel_on_neuron_reads_every_k_iterations(dev):
     np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-3)  # fp32, the same kernel
     # ||b - A x|| < 1e-5 ||b|| with cond(A) = 5: the error is within 5e-5 ||b|| (+ fp32 rounding)
     assert np.abs(_host(x) - ref).max() <= 5 * 1e-5 * np.linalg.norm(b) + 1e-5
+
+
+@pytest.mark.parametrize("restart", [30, 5])
+def test_trnsolver_gmres_kernel_on_neuron_reads_every_k_iterations(dev, restart):
+    import trnsolver
+    from trnsolver import _nki_krylov
+
+    n = 64
+    rng = _rng(19)
+    A = (np.eye(n) * 4 + rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)  # cond < 10
+    b = rng.standard_normal(n).astype(np.float32)
+    ref = np.linalg.solve(A.astype(np.float64), b.astype(np.float64))
+    with trnsolver.use_backend("nki"):  # the host loop of the same kernel: reads every inner iteration
+        _, info = trnsolver.gmres(torch.from_numpy(A), torch.from_numpy(b), tol=1e-5, restart=restart,
+                                  return_info=True)
+    a, bd = torch.from_numpy(A).to(NEURON), torch.from_numpy(b).to(NEURON)
+    (x, got), kernels = _steady(dev, trnsolver.gmres, a, bd, tol=1e-5, restart=restart, return_info=True)
+    k, its = _nki_krylov.CHECK_EVERY, got.iterations
+    assert x.device.type == NEURON and got.converged and its == info.iterations
+    cycles = [restart] * (its // restart) + ([its % restart] if its % restart else [])
+    blocks = sum(-(-c // k) for c in cycles)
+    # masked inner iterations still launch: each block runs min(k, what is left of the cycle) kernels
+    assert kernels.count("gmres_arnoldi_kernel") == sum(min(c + (-c) % k, restart) for c in cycles)
+    # reads: A's and b's finite checks, the threshold's ||b||, the blocks, the restart residual after the
+    # last (early-stopped) cycle, the final true residual (2)
+    assert dev.host_transfers == 2 + 1 + blocks + 1 + 2, dev.transfer_sites
+    np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-3)  # fp32 rotations vs the host's fp64
+    # ||b - A x|| <= 1e-5 ||b|| with cond(A) < 10: the error is within 1e-4 ||b|| (+ fp32 rounding)
+    assert np.abs(_host(x) - ref).max() <= 10 * 1e-5 * np.linalg.norm(b) + 1e-5

@@ -590,6 +590,8 @@ def _gmres_nki(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=Non
     x = torch.zeros(n, 1, dtype=F32, device=b.device) if x0 is None else x0.to(F32).reshape(n, 1).clone()
     _, stop, scale = threshold(b, tol, atol)
     m = max(1, min(restart, n))
+    if not b.is_cpu:
+        return _gmres_resident(a, A, b32, x, b, stop, scale, m, maxiter, callback)
     total = 0
     hist = []
     for _cycle in range(maxiter):
@@ -648,3 +650,88 @@ def _gmres_nki(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=Non
         if callback is not None:
             callback(x.reshape(n).to(b.dtype))
     return x.reshape(n).to(b.dtype), total, hist
+
+
+def _gmres_resident(a, A, b32, x, b, stop, scale, m, maxiter, callback, check_every=CHECK_EVERY):
+    """:func:`_gmres_nki` on device tensors: the Hessenberg column, its Givens rotations (in float32)
+    and the residual estimate stay on the device, and the host reads the flags, the inner-iteration
+    count and the block's history once every ``check_every`` inner iterations and at a cycle's end, as
+    :func:`trnsolver.iterative._gmres_device_loop` does (masked inner iterations after the stopping test
+    leave the first ``k`` columns alone, so the product count equals the host loop's; the restart
+    residual is read after a cycle that stopped early, tested on the device otherwise)."""
+    n = b.shape[0]
+    dev = b.device
+    nan = torch.full((), math.nan, dtype=F32, device=dev)
+    bad = torch.zeros((), dtype=torch.bool, device=dev)
+    total = 0
+    got: list = []
+    hist: list = []
+    early = False
+    running = True
+    for _cycle in range(maxiter):
+        with _trnblas():
+            r = b32 - trnblas.gemm(1.0, A, x)
+        beta = torch.linalg.vector_norm(r)
+        if not got and not hist:
+            hist.append(beta / scale)
+        if early and torch.stack([(beta < stop) | (beta == 0)]).tolist()[0]:  # the likely last cycle: a read
+            return x.reshape(n).to(b.dtype), total, got
+        active = ~((beta < stop) | (beta == 0))
+        V = torch.zeros(n, m + 1, dtype=F32, device=dev)
+        H = torch.zeros(m + 1, m, dtype=F32, device=dev)
+        cs = torch.zeros(m, dtype=F32, device=dev)
+        sn = torch.zeros(m, dtype=F32, device=dev)
+        g = torch.zeros(m + 1, dtype=F32, device=dev)
+        g[0] = beta
+        V[:, 0] = r[:, 0] / torch.where(beta != 0, beta, torch.ones_like(beta))
+        kk = torch.zeros((), dtype=F32, device=dev)
+        k = j = 0
+        while j < m:
+            for j in range(j, min(j + check_every, m)):  # noqa: B020 (j carries over to the next block)
+                Vk = V[:, :j + 1].contiguous()
+                vnext, h, hn_t = nki.run(gmres_arnoldi_kernel, a, Vk, Vk.mT.contiguous(), out_dtype=F32)
+                hn = hn_t[0, 0]
+                bad = bad | (active & ~torch.isfinite(hn))
+                active = active & torch.isfinite(hn)
+                col = torch.cat([h[:, 0], hn.reshape(1), torch.zeros(m - j - 1, dtype=F32, device=dev)])
+                for i in range(j):  # apply the previous Givens rotations
+                    t = cs[i] * col[i] + sn[i] * col[i + 1]
+                    col[i + 1] = -sn[i] * col[i] + cs[i] * col[i + 1]
+                    col[i] = t
+                aa, bb = col[j].clone(), col[j + 1].clone()
+                den = torch.hypot(aa, bb)
+                dz, az = den == 0, aa == 0
+                safe = torch.where(dz, 1.0, den)
+                c = torch.where(dz, 1.0, torch.where(az, 0.0, aa.abs() / safe))
+                s_ = torch.where(dz, 0.0, torch.where(az, 1.0, torch.sign(aa) * bb / safe))
+                cs[j], sn[j] = c, s_
+                col[j] = c * aa + s_ * bb
+                col[j + 1] = 0
+                g[j + 1] = -s_ * g[j]
+                g[j] = c * g[j]
+                H[:, j] = col
+                res = g[j + 1].abs()
+                hist.append(torch.where(active, res / scale, nan))
+                kk = kk + active.to(F32)
+                V[:, j + 1] = torch.where(hn > 0, vnext[:, 0], 0.0)
+                active = active & ~((res <= stop) | (hn == 0))
+            j += 1
+            flags = torch.stack([active.to(F32), kk, bad.to(F32), *hist])
+            running, k, nonfinite, *block = flags.tolist()  # the one read of the block
+            got.extend(v for v in block if v == v)
+            hist = []
+            k = int(k)
+            if nonfinite:
+                raise _not_finite("gmres", "A v", total + k + 1)
+            if not running:
+                break
+        if k == 0:  # the restart residual met the tolerance
+            return x.reshape(n).to(b.dtype), total, got
+        total += k
+        early = not running
+        y = torch.linalg.solve_triangular(H[:k, :k], g[:k].unsqueeze(-1), upper=True)
+        with _trnblas():
+            x = x + trnblas.gemm(1.0, V[:, :k].contiguous(), y.contiguous())
+        if callback is not None:
+            callback(x.reshape(n).to(b.dtype))
+    return x.reshape(n).to(b.dtype), total, got
