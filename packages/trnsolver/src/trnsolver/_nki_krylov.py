@@ -25,14 +25,18 @@ picks the one its rule takes.
 iteration -- the Lanczos step, the Givens rotation and the ``w``/``x``
 updates in the kernel, its scalars replicated on every partition; the
 host confirms a converged estimate with the true residual from the GEMM
-kernel, as the torch path does with its matvec.
+kernel, as the torch path does with its matvec. On device tensors the
+scalars stay on the device and the host reads once per ``CHECK_EVERY``
+iterations (:func:`_minres_resident`).
 
 ``gmres`` (dense float32 ``A``, no preconditioner, ``restart <= 127``): one
 :func:`~trnsolver.kernels.gmres_arnoldi.gmres_arnoldi_kernel` launch per
 inner iteration (matvec and CGS2 projections against the basis, which
 stays in HBM); the Hessenberg column's Givens rotations and the small
 triangular solve on the host; ``x += V y`` and each restart's residual on
-the GEMM kernel.
+the GEMM kernel. On device tensors the rotations and the triangular solve
+stay on the device and the host reads once per ``CHECK_EVERY`` inner
+iterations (:func:`_gmres_resident`).
 
 ``cg`` with a sparse float32 ``A`` that offers a device SpMV through the
 ``__trnsci_spmv__`` seam (trnsparse's ``CSRMatrix``; see
