@@ -752,3 +752,26 @@ def test_trnsolver_gmres_kernel_on_neuron_reads_every_k_iterations(dev, restart)
     np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-3)  # fp32 rotations vs the host's fp64
     # ||b - A x|| <= 1e-5 ||b|| with cond(A) < 10: the error is within 1e-4 ||b|| (+ fp32 rounding)
     assert np.abs(_host(x) - ref).max() <= 10 * 1e-5 * np.linalg.norm(b) + 1e-5
+
+
+@pytest.mark.parametrize("name", ["minres", "gmres"])
+def test_trnsolver_minres_gmres_complex_on_neuron_match_the_host_loop(dev, name):
+    import trnsolver
+
+    n = 40
+    rng = _rng(20)
+    Z = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+    if name == "minres":  # Hermitian, eigenvalues in about [1, 7]
+        A, kw = (Z + Z.conj().T) / 2 / np.sqrt(n) + np.diag(np.linspace(2, 6, n)), {}
+    else:  # non-Hermitian, restarted
+        A, kw = np.eye(n) * 4 + Z / np.sqrt(n), {"restart": 7}
+    b = rng.standard_normal(n) + 1j * rng.standard_normal(n)
+    x0 = rng.standard_normal(n) + 0j
+    fn = getattr(trnsolver, name)
+    with trnsolver.use_backend("torch"):
+        _, info = fn(torch.from_numpy(A), torch.from_numpy(b), torch.from_numpy(x0), tol=1e-10, return_info=True, **kw)
+        x, got = fn(torch.from_numpy(A).to(NEURON), torch.from_numpy(b).to(NEURON), torch.from_numpy(x0).to(NEURON),
+                    tol=1e-10, return_info=True, **kw)
+    assert x.device.type == NEURON and got.converged and got.iterations == info.iterations
+    # ||b - A x|| <= 1e-10 ||b||, cond(A) < 10: the error is within 1e-9 ||b||
+    assert np.abs(_host(x) - np.linalg.solve(A, b)).max() <= 10 * 1e-10 * np.linalg.norm(b)

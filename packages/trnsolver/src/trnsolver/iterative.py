@@ -534,9 +534,9 @@ def _gmres_device_loop(matvec, b, x0, tol, atol, restart, maxiter, precond, call
         while j < m:
             for j in range(j, min(j + check_every, m)):  # noqa: B020 (j carries over to the next block)
                 w = matvec(precond(V[j]) if precond is not None else V[j])
-                h = V[: j + 1].conj() @ w
+                h = torch.conj_physical(V[: j + 1]) @ w
                 w = w - h @ V[: j + 1]
-                h2 = V[: j + 1].conj() @ w  # re-orthogonalise (CGS2)
+                h2 = torch.conj_physical(V[: j + 1]) @ w  # re-orthogonalise (CGS2)
                 w = w - h2 @ V[: j + 1]
                 hn = torch.linalg.vector_norm(w)
                 bad = bad | (active & ~torch.isfinite(hn))
@@ -545,20 +545,20 @@ def _gmres_device_loop(matvec, b, x0, tol, atol, restart, maxiter, precond, call
                                  torch.zeros(m - j - 1, dtype=b.dtype, device=dev)])
                 for i in range(j):  # apply the previous Givens rotations
                     t = cs[i] * col[i] + sn[i] * col[i + 1]
-                    col[i + 1] = -sn[i].conj() * col[i] + cs[i] * col[i + 1]
+                    col[i + 1] = -torch.conj_physical(sn[i]) * col[i] + cs[i] * col[i + 1]
                     col[i] = t
-                a, bb = col[j], col[j + 1]
+                a, bb = col[j].clone(), col[j + 1].clone()
                 aa = a.abs()
                 den = torch.sqrt(aa * aa + bb.abs() ** 2)
                 dz, az = den == 0, aa == 0
                 c = torch.where(dz, 1.0, torch.where(az, 0.0, aa / torch.where(dz, 1.0, den)))
                 ph = a / torch.where(az, 1.0, aa)
-                s = torch.where(dz, 0.0, torch.where(az, one, ph * bb.conj() / torch.where(dz, 1.0, den)))
+                s = torch.where(dz, 0.0, torch.where(az, one, ph * torch.conj_physical(bb) / torch.where(dz, 1.0, den)))
                 c = c.to(b.dtype)
                 cs[j], sn[j] = c, s
                 col[j] = c * a + s * bb
                 col[j + 1] = 0
-                g[j + 1] = -s.conj() * g[j]
+                g[j + 1] = -torch.conj_physical(s) * g[j]
                 g[j] = c * g[j]
                 H[:, j] = col
                 res = g[j + 1].abs()
@@ -882,7 +882,7 @@ def _minres_device_loop(matvec, b, x0, tol, atol, maxiter, precond, callback, ch
     dev = b.device
 
     def rdot(u, w):
-        d = (u.conj() * w).sum()
+        d = torch.vdot(u, w)
         return d.real if d.is_complex() else d
 
     def safe(t):
