@@ -615,3 +615,163 @@ def test_trnsolver_bicgstab_torch_loop_on_neuron_reads_every_k_iterations(dev):
     np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-3)  # fp32, another summation order
     # the recursion stopped at ||r|| < 1e-6 ||b||: the error is within cond(A) (< 10) times that
     assert np.abs(_host(x) - ref).max() <= 10 * 1e-6 * np.linalg.norm(b) + 1e-5
+
+
+def test_trnsolver_minres_torch_loop_on_neuron_reads_every_k_iterations(dev):
+    import trnsolver
+    from trnsolver import iterative
+
+    n = 64
+    rng = _rng(15)
+    Q = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    d = np.concatenate([np.linspace(1, 5, n // 2), -np.linspace(1, 5, n // 2)])  # indefinite, cond = 5
+    A = (Q * d) @ Q.T
+    A = (A + A.T) / 2
+    b = rng.standard_normal(n)
+    ref = np.linalg.solve(A, b)
+    with trnsolver.use_backend("torch"):
+        _, info = trnsolver.minres(torch.from_numpy(A), torch.from_numpy(b), tol=1e-8, return_info=True)
+        a, bd = torch.from_numpy(A).to(NEURON), torch.from_numpy(b).to(NEURON)
+        (x, got), kernels = _steady(dev, trnsolver.minres, a, bd, tol=1e-8, return_info=True)
+    blocks = -(-got.iterations // iterative.CHECK_EVERY)
+    assert x.device.type == NEURON and got.converged and got.iterations == info.iterations and kernels == []
+    # reads: A's and b's finite checks, one per block of k iterations, the confirmation of the estimate by
+    # the true residual (once: it confirms here), the final true residual (2)
+    assert dev.host_transfers == 2 + blocks + 1 + 2, dev.transfer_sites
+    # float64, another summation order; the last entry is the true residual ||b - A x|| / ||b||, whose
+    # rounding is ~ n eps ||A|| ||x|| / ||b|| ~ 1e-13 absolute
+    np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-6, atol=1e-12)
+    # ||b - A x|| < 1e-8 ||b|| with cond(A) = 5: the error is within 5e-8 ||b|| (and the slack of rounding)
+    assert np.abs(_host(x) - ref).max() <= 5 * 1e-8 * np.linalg.norm(b) + 1e-12
+
+
+def test_trnsolver_minres_on_neuron_resumes_after_an_unconfirmed_estimate(dev):
+    import trnsolver
+
+    # float32 and tol = 1e-7: the estimate meets the tolerance before the true residual can, so the
+    # device loop resumes after a confirmation read, as the host loop does; both stop at maxiter
+    n = 48
+    rng = _rng(16)
+    Q = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    A = ((Q * np.linspace(1, 100, n)) @ Q.T).astype(np.float32)
+    A = (A + A.T) / 2
+    b = rng.standard_normal(n).astype(np.float32)
+    with trnsolver.use_backend("torch"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, info = trnsolver.minres(torch.from_numpy(A), torch.from_numpy(b), tol=1e-7, maxiter=80,
+                                   return_info=True)
+        a, bd = torch.from_numpy(A).to(NEURON), torch.from_numpy(b).to(NEURON)
+        (x, got), _ = _steady(dev, trnsolver.minres, a, bd, tol=1e-7, maxiter=80, return_info=True)
+    assert got.iterations == info.iterations == 80 and not got.converged and not info.converged
+    assert len(got.residuals) == len(info.residuals) == 81
+    # more than the one confirmation a converging call reads (2 + 10 blocks + 1 + 2), at most a block read
+    # and a confirmation per iteration
+    assert 2 + 10 + 1 + 2 < dev.host_transfers <= 2 + 2 * 80 + 2, dev.transfer_sites
+
+
+@pytest.mark.parametrize("restart", [30, 5])
+def test_trnsolver_gmres_torch_loop_on_neuron_reads_every_k_iterations(dev, restart):
+    import trnsolver
+    from trnsolver import iterative
+
+    n = 64
+    rng = _rng(17)
+    A = np.eye(n) * 4 + rng.standard_normal((n, n)) / np.sqrt(n)  # non-symmetric, cond < 10
+    b = rng.standard_normal(n)
+    ref = np.linalg.solve(A, b)
+    with trnsolver.use_backend("torch"):
+        _, info = trnsolver.gmres(torch.from_numpy(A), torch.from_numpy(b), tol=1e-10, restart=restart,
+                                  return_info=True)
+        a, bd = torch.from_numpy(A).to(NEURON), torch.from_numpy(b).to(NEURON)
+        (x, got), kernels = _steady(dev, trnsolver.gmres, a, bd, tol=1e-10, restart=restart, return_info=True)
+    assert x.device.type == NEURON and got.converged and got.iterations == info.iterations and kernels == []
+    # cycles of `restart` products, the last one shorter; one read per block of k inner iterations of a cycle
+    k, its = iterative.CHECK_EVERY, got.iterations
+    cycles = [restart] * (its // restart) + ([its % restart] if its % restart else [])
+    blocks = sum(-(-c // k) for c in cycles)
+    # reads: A's and b's finite checks, the blocks, the restart residual after the last (early-stopped)
+    # cycle, the final true residual (2)
+    assert dev.host_transfers == 2 + blocks + 1 + 2, dev.transfer_sites
+    np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-6, atol=1e-14)  # float64
+    # ||b - A x|| <= 1e-10 ||b|| with cond(A) < 10: the error is within 1e-9 ||b||
+    assert np.abs(_host(x) - ref).max() <= 10 * 1e-10 * np.linalg.norm(b)
+
+
+def test_trnsolver_minres_kernel_on_neuron_reads_every_k_iterations(dev):
+    import trnsolver
+    from trnsolver import _nki_krylov
+
+    n = 64
+    rng = _rng(18)
+    Q = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    d = np.concatenate([np.linspace(1, 5, n // 2), -np.linspace(1, 5, n // 2)])  # indefinite, cond = 5
+    A = ((Q * d) @ Q.T).astype(np.float32)
+    A = (A + A.T) / 2
+    b = rng.standard_normal(n).astype(np.float32)
+    ref = np.linalg.solve(A.astype(np.float64), b.astype(np.float64))
+    with trnsolver.use_backend("nki"):  # the host loop of the same kernel: reads every iteration
+        _, info = trnsolver.minres(torch.from_numpy(A), torch.from_numpy(b), tol=1e-5, return_info=True)
+    a, bd = torch.from_numpy(A).to(NEURON), torch.from_numpy(b).to(NEURON)
+    (x, got), kernels = _steady(dev, trnsolver.minres, a, bd, tol=1e-5, return_info=True)
+    k = _nki_krylov.CHECK_EVERY
+    blocks = -(-got.iterations // k)
+    assert x.device.type == NEURON and got.converged and got.iterations == info.iterations
+    assert kernels.count("minres_step_kernel") == blocks * k
+    # reads: A's and b's finite checks, the threshold's ||b||, one per block of k iterations, the
+    # confirmation by the true residual (once), the final true residual (2)
+    assert dev.host_transfers == 2 + 1 + blocks + 1 + 2, dev.transfer_sites
+    np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-3)  # fp32, the same kernel
+    # ||b - A x|| < 1e-5 ||b|| with cond(A) = 5: the error is within 5e-5 ||b|| (+ fp32 rounding)
+    assert np.abs(_host(x) - ref).max() <= 5 * 1e-5 * np.linalg.norm(b) + 1e-5
+
+
+@pytest.mark.parametrize("restart", [30, 5])
+def test_trnsolver_gmres_kernel_on_neuron_reads_every_k_iterations(dev, restart):
+    import trnsolver
+    from trnsolver import _nki_krylov
+
+    n = 64
+    rng = _rng(19)
+    A = (np.eye(n) * 4 + rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)  # cond < 10
+    b = rng.standard_normal(n).astype(np.float32)
+    ref = np.linalg.solve(A.astype(np.float64), b.astype(np.float64))
+    with trnsolver.use_backend("nki"):  # the host loop of the same kernel: reads every inner iteration
+        _, info = trnsolver.gmres(torch.from_numpy(A), torch.from_numpy(b), tol=1e-5, restart=restart,
+                                  return_info=True)
+    a, bd = torch.from_numpy(A).to(NEURON), torch.from_numpy(b).to(NEURON)
+    (x, got), kernels = _steady(dev, trnsolver.gmres, a, bd, tol=1e-5, restart=restart, return_info=True)
+    k, its = _nki_krylov.CHECK_EVERY, got.iterations
+    assert x.device.type == NEURON and got.converged and its == info.iterations
+    cycles = [restart] * (its // restart) + ([its % restart] if its % restart else [])
+    blocks = sum(-(-c // k) for c in cycles)
+    # masked inner iterations still launch: each block runs min(k, what is left of the cycle) kernels
+    assert kernels.count("gmres_arnoldi_kernel") == sum(min(c + (-c) % k, restart) for c in cycles)
+    # reads: A's and b's finite checks, the threshold's ||b||, the blocks, the restart residual after the
+    # last (early-stopped) cycle, the final true residual (2)
+    assert dev.host_transfers == 2 + 1 + blocks + 1 + 2, dev.transfer_sites
+    np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-3)  # fp32 rotations vs the host's fp64
+    # ||b - A x|| <= 1e-5 ||b|| with cond(A) < 10: the error is within 1e-4 ||b|| (+ fp32 rounding)
+    assert np.abs(_host(x) - ref).max() <= 10 * 1e-5 * np.linalg.norm(b) + 1e-5
+
+
+@pytest.mark.parametrize("name", ["minres", "gmres"])
+def test_trnsolver_minres_gmres_complex_on_neuron_match_the_host_loop(dev, name):
+    import trnsolver
+
+    n = 40
+    rng = _rng(20)
+    Z = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+    if name == "minres":  # Hermitian, eigenvalues in about [1, 7]
+        A, kw = (Z + Z.conj().T) / 2 / np.sqrt(n) + np.diag(np.linspace(2, 6, n)), {}
+    else:  # non-Hermitian, restarted
+        A, kw = np.eye(n) * 4 + Z / np.sqrt(n), {"restart": 7}
+    b = rng.standard_normal(n) + 1j * rng.standard_normal(n)
+    x0 = rng.standard_normal(n) + 0j
+    fn = getattr(trnsolver, name)
+    with trnsolver.use_backend("torch"):
+        _, info = fn(torch.from_numpy(A), torch.from_numpy(b), torch.from_numpy(x0), tol=1e-10, return_info=True, **kw)
+        x, got = fn(torch.from_numpy(A).to(NEURON), torch.from_numpy(b).to(NEURON), torch.from_numpy(x0).to(NEURON),
+                    tol=1e-10, return_info=True, **kw)
+    assert x.device.type == NEURON and got.converged and got.iterations == info.iterations
+    # ||b - A x|| <= 1e-10 ||b||, cond(A) < 10: the error is within 1e-9 ||b||
+    assert np.abs(_host(x) - np.linalg.solve(A, b)).max() <= 10 * 1e-10 * np.linalg.norm(b)

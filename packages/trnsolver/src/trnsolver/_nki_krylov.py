@@ -25,14 +25,18 @@ picks the one its rule takes.
 iteration -- the Lanczos step, the Givens rotation and the ``w``/``x``
 updates in the kernel, its scalars replicated on every partition; the
 host confirms a converged estimate with the true residual from the GEMM
-kernel, as the torch path does with its matvec.
+kernel, as the torch path does with its matvec. On device tensors the
+scalars stay on the device and the host reads once per ``CHECK_EVERY``
+iterations (:func:`_minres_resident`).
 
 ``gmres`` (dense float32 ``A``, no preconditioner, ``restart <= 127``): one
 :func:`~trnsolver.kernels.gmres_arnoldi.gmres_arnoldi_kernel` launch per
 inner iteration (matvec and CGS2 projections against the basis, which
 stays in HBM); the Hessenberg column's Givens rotations and the small
 triangular solve on the host; ``x += V y`` and each restart's residual on
-the GEMM kernel.
+the GEMM kernel. On device tensors the rotations and the triangular solve
+stay on the device and the host reads once per ``CHECK_EVERY`` inner
+iterations (:func:`_gmres_resident`).
 
 ``cg`` with a sparse float32 ``A`` that offers a device SpMV through the
 ``__trnsci_spmv__`` seam (trnsparse's ``CSRMatrix``; see
@@ -469,6 +473,8 @@ def _minres_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shift
     def residual(x):
         return b32 - Ax(x)
 
+    if not b.is_cpu:
+        return _minres_resident(a, Ax, b, x0, tol, atol, maxiter, callback)
     x, r1, stop, scale, hist, done = _start(b, x0, tol, atol, Ax, (n, 1))
     rn = hist[0] * scale
     if done:
@@ -502,6 +508,70 @@ def _minres_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shift
     return x.reshape(n).to(b.dtype), it, hist
 
 
+def _minres_resident(a, Ax, b, x0, tol, atol, maxiter, callback, check_every=CHECK_EVERY):
+    """:func:`_minres_nki` on device tensors: the step's scalars stay on the device. An estimate below the
+    threshold (or ``beta = 0``) freezes the state there (``torch.where``); the host reads the flags, the
+    iteration count and the block's history once every ``check_every`` iterations, and confirms a frozen
+    state with the true residual (one more read), resuming when it misses -- the host loop's rule, so the
+    iterates and the count equal the host loop's."""
+    n = b.shape[0]
+    dev = b.device
+    b32 = b.to(F32).reshape(n, 1)
+    x, r1, stop, scale, hist, done = _start(b, x0, tol, atol, Ax, (n, 1), resident=True)
+    rn = hist[0] * scale
+    beta1 = torch.sqrt(torch.clamp((r1 * r1).sum(), min=0.0))
+    active = ~(done | (beta1 == 0))
+    b1 = torch.where(beta1 != 0, beta1, torch.ones_like(beta1))
+    sc = torch.zeros(128, 8, dtype=F32, device=dev)
+    sc[:, 1] = beta1   # beta
+    sc[:, 4] = beta1   # phibar
+    sc[:, 5] = -1.0    # cs
+    sc[:, 7] = 1.0     # first iteration
+    r2 = r1.clone()
+    w = torch.zeros(n, 1, dtype=F32, device=dev)
+    w2 = torch.zeros(n, 1, dtype=F32, device=dev)
+    its = torch.zeros((), dtype=F32, device=dev)
+    bad = torch.zeros((), dtype=torch.bool, device=dev)
+    held = torch.zeros((), dtype=torch.bool, device=dev)
+    nan = torch.full((), math.nan, dtype=F32, device=dev)
+    beta = beta1
+    got: list = []
+    iters = 0
+    while iters < maxiter:
+        for _ in range(min(check_every, maxiter - iters)):
+            *new, st = nki.run(minres_step_kernel, a, x, r1, r2, w, w2, sc, out_dtype=F32)
+            alfa, nbeta, phibar = st[0].unbind(0)
+            its = its + active.to(F32)
+            bad = bad | (active & ~torch.isfinite(alfa))
+            ok = active & torch.isfinite(alfa)
+            x, r1, r2, w, w2, sc = (torch.where(ok, u, o) for u, o in zip(new, (x, r1, r2, w, w2, sc)))
+            beta = torch.where(ok, nbeta, beta)
+            hist.append(torch.where(ok, phibar / b1 * (rn / scale), nan))
+            if callback is not None:
+                callback(x.reshape(n).to(b.dtype))
+            hit = ok & ((phibar / b1 * scale < stop) | (nbeta == 0))
+            held = held | hit
+            active = ok & ~hit
+        flags = torch.stack([active.to(F32), its, bad.to(F32), held.to(F32),
+                             *[torch.as_tensor(h, dtype=F32, device=dev) for h in hist[len(got):]]])
+        running, iters, nonfinite, frozen, *block = flags.tolist()  # the one read of the block
+        got.extend(block)
+        iters = int(iters)
+        if nonfinite:
+            raise _not_finite("minres", "v^H A v", iters)
+        if frozen:  # the host loop's confirmation: the true residual (one more read)
+            true = torch.linalg.vector_norm(b32 - Ax(x))
+            rel, met = torch.stack([true / scale, ((true < stop) | (true == 0) | (beta == 0)).to(F32)]).tolist()
+            got[max(i for i, h in enumerate(got) if h == h)] = rel
+            if met:
+                break
+            active = torch.ones((), dtype=torch.bool, device=dev)
+            held = torch.zeros((), dtype=torch.bool, device=dev)
+        elif not running:
+            break
+    return x.reshape(n).to(b.dtype), iters, [h for h in got if h == h]
+
+
 # ------------------------------------------------------------------ GMRES
 
 
@@ -524,6 +594,8 @@ def _gmres_nki(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=Non
     x = torch.zeros(n, 1, dtype=F32, device=b.device) if x0 is None else x0.to(F32).reshape(n, 1).clone()
     _, stop, scale = threshold(b, tol, atol)
     m = max(1, min(restart, n))
+    if not b.is_cpu:
+        return _gmres_resident(a, A, b32, x, b, stop, scale, m, maxiter, callback)
     total = 0
     hist = []
     for _cycle in range(maxiter):
@@ -582,3 +654,88 @@ def _gmres_nki(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=Non
         if callback is not None:
             callback(x.reshape(n).to(b.dtype))
     return x.reshape(n).to(b.dtype), total, hist
+
+
+def _gmres_resident(a, A, b32, x, b, stop, scale, m, maxiter, callback, check_every=CHECK_EVERY):
+    """:func:`_gmres_nki` on device tensors: the Hessenberg column, its Givens rotations (in float32)
+    and the residual estimate stay on the device, and the host reads the flags, the inner-iteration
+    count and the block's history once every ``check_every`` inner iterations and at a cycle's end, as
+    :func:`trnsolver.iterative._gmres_device_loop` does (masked inner iterations after the stopping test
+    leave the first ``k`` columns alone, so the product count equals the host loop's; the restart
+    residual is read after a cycle that stopped early, tested on the device otherwise)."""
+    n = b.shape[0]
+    dev = b.device
+    nan = torch.full((), math.nan, dtype=F32, device=dev)
+    bad = torch.zeros((), dtype=torch.bool, device=dev)
+    total = 0
+    got: list = []
+    hist: list = []
+    early = False
+    running = True
+    for _cycle in range(maxiter):
+        with _trnblas():
+            r = b32 - trnblas.gemm(1.0, A, x)
+        beta = torch.linalg.vector_norm(r)
+        if not got and not hist:
+            hist.append(beta / scale)
+        if early and torch.stack([(beta < stop) | (beta == 0)]).tolist()[0]:  # the likely last cycle: a read
+            return x.reshape(n).to(b.dtype), total, got
+        active = ~((beta < stop) | (beta == 0))
+        V = torch.zeros(n, m + 1, dtype=F32, device=dev)
+        H = torch.zeros(m + 1, m, dtype=F32, device=dev)
+        cs = torch.zeros(m, dtype=F32, device=dev)
+        sn = torch.zeros(m, dtype=F32, device=dev)
+        g = torch.zeros(m + 1, dtype=F32, device=dev)
+        g[0] = beta
+        V[:, 0] = r[:, 0] / torch.where(beta != 0, beta, torch.ones_like(beta))
+        kk = torch.zeros((), dtype=F32, device=dev)
+        k = j = 0
+        while j < m:
+            for j in range(j, min(j + check_every, m)):  # noqa: B020 (j carries over to the next block)
+                Vk = V[:, :j + 1].contiguous()
+                vnext, h, hn_t = nki.run(gmres_arnoldi_kernel, a, Vk, Vk.mT.contiguous(), out_dtype=F32)
+                hn = hn_t[0, 0]
+                bad = bad | (active & ~torch.isfinite(hn))
+                active = active & torch.isfinite(hn)
+                col = torch.cat([h[:, 0], hn.reshape(1), torch.zeros(m - j - 1, dtype=F32, device=dev)])
+                for i in range(j):  # apply the previous Givens rotations
+                    t = cs[i] * col[i] + sn[i] * col[i + 1]
+                    col[i + 1] = -sn[i] * col[i] + cs[i] * col[i + 1]
+                    col[i] = t
+                aa, bb = col[j].clone(), col[j + 1].clone()
+                den = torch.hypot(aa, bb)
+                dz, az = den == 0, aa == 0
+                safe = torch.where(dz, 1.0, den)
+                c = torch.where(dz, 1.0, torch.where(az, 0.0, aa.abs() / safe))
+                s_ = torch.where(dz, 0.0, torch.where(az, 1.0, torch.sign(aa) * bb / safe))
+                cs[j], sn[j] = c, s_
+                col[j] = c * aa + s_ * bb
+                col[j + 1] = 0
+                g[j + 1] = -s_ * g[j]
+                g[j] = c * g[j]
+                H[:, j] = col
+                res = g[j + 1].abs()
+                hist.append(torch.where(active, res / scale, nan))
+                kk = kk + active.to(F32)
+                V[:, j + 1] = torch.where(hn > 0, vnext[:, 0], 0.0)
+                active = active & ~((res <= stop) | (hn == 0))
+            j += 1
+            flags = torch.stack([active.to(F32), kk, bad.to(F32), *hist])
+            running, k, nonfinite, *block = flags.tolist()  # the one read of the block
+            got.extend(v for v in block if v == v)
+            hist = []
+            k = int(k)
+            if nonfinite:
+                raise _not_finite("gmres", "A v", total + k + 1)
+            if not running:
+                break
+        if k == 0:  # the restart residual met the tolerance
+            return x.reshape(n).to(b.dtype), total, got
+        total += k
+        early = not running
+        y = torch.linalg.solve_triangular(H[:k, :k], g[:k].unsqueeze(-1), upper=True)
+        with _trnblas():
+            x = x + trnblas.gemm(1.0, V[:, :k].contiguous(), y.contiguous())
+        if callback is not None:
+            callback(x.reshape(n).to(b.dtype))
+    return x.reshape(n).to(b.dtype), total, got

@@ -409,7 +409,10 @@ GMRES = Op("trnsolver.gmres", "rows", 4096, size=_rows, describe=_describe_rows,
 def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=None):
     """Restarted right-preconditioned GMRES (Givens QR of the Hessenberg
     matrix, classical Gram-Schmidt with one re-orthogonalisation, as GEMVs).
-    ``maxiter`` counts restart cycles; returns ``(x, matvecs, history)``."""
+    ``maxiter`` counts restart cycles; returns ``(x, matvecs, history)``. On a device,
+    :func:`_gmres_device_loop`."""
+    if not b.is_cpu and b.device.type != "meta":
+        return _gmres_device_loop(matvec, b, x0, tol, atol, restart, maxiter, precond, callback)
     x = torch.zeros_like(b) if x0 is None else x0.clone()
     n = b.shape[0]
     bnorm, stop, scale = threshold(b, tol, atol)
@@ -484,6 +487,106 @@ def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=N
         if callback is not None:
             callback(x)
     return x, total, hist
+
+
+def _gmres_device_loop(matvec, b, x0, tol, atol, restart, maxiter, precond, callback, check_every=CHECK_EVERY):
+    """:func:`_gmres_torch` with the Hessenberg column, its Givens rotations and the residual estimate
+    on the device: the host reads one small tensor (stopped?, inner iterations, non-finite) every
+    ``check_every`` inner iterations and at the end of a cycle. An inner iteration after the stopping
+    test held is masked out (it leaves the first ``k`` columns, ``g[:k]`` and the basis used by the
+    update alone), so the iterates, the product count and the history equal the host loop's up to
+    rounding. The restart residual ``||b - A x||`` is tested on the device (its first block is masked
+    out when it meets the tolerance) after a cycle that ran all ``restart`` iterations, and read on the
+    host after a cycle that stopped early (the usual last cycle: one read instead of a masked block)."""
+    real = b.real.dtype if b.is_complex() else b.dtype
+    dev = b.device
+    x = torch.zeros_like(b) if x0 is None else x0.clone()
+    n = b.shape[0]
+    bnorm = torch.linalg.vector_norm(b)
+    stop = torch.clamp(tol * bnorm, min=atol)
+    scale = torch.where(bnorm > 0, bnorm, torch.ones_like(bnorm))
+    m = max(1, min(restart, n))
+    one = torch.ones((), dtype=b.dtype, device=dev)
+    nan = torch.full((), math.nan, dtype=real, device=dev)
+    bad = torch.zeros((), dtype=torch.bool, device=dev)
+    total = 0
+    got: list = []
+    hist: list = []  # device values not read yet
+    early = False  # the previous cycle stopped before m iterations
+    for _cycle in range(maxiter):
+        r = b - matvec(x)
+        beta = torch.linalg.vector_norm(r)
+        if not got and not hist:
+            hist.append(beta / scale)
+        if early:  # most likely the last cycle: read its residual instead of masking a block
+            if torch.stack([(beta < stop) | (beta == 0)]).tolist()[0]:
+                return x, total, got
+        active = ~((beta < stop) | (beta == 0))
+        V = torch.zeros(m + 1, n, dtype=b.dtype, device=dev)
+        H = torch.zeros(m + 1, m, dtype=b.dtype, device=dev)
+        cs = torch.zeros(m, dtype=b.dtype, device=dev)
+        sn = torch.zeros(m, dtype=b.dtype, device=dev)
+        g = torch.zeros(m + 1, dtype=b.dtype, device=dev)
+        g[0] = beta.to(b.dtype)
+        V[0] = r / torch.where(beta != 0, beta, torch.ones_like(beta))
+        kk = torch.zeros((), dtype=torch.int64, device=dev)
+        k = j = 0
+        while j < m:
+            for j in range(j, min(j + check_every, m)):  # noqa: B020 (j carries over to the next block)
+                w = matvec(precond(V[j]) if precond is not None else V[j])
+                h = torch.conj_physical(V[: j + 1]) @ w
+                w = w - h @ V[: j + 1]
+                h2 = torch.conj_physical(V[: j + 1]) @ w  # re-orthogonalise (CGS2)
+                w = w - h2 @ V[: j + 1]
+                hn = torch.linalg.vector_norm(w)
+                bad = bad | (active & ~torch.isfinite(hn))
+                active = active & torch.isfinite(hn)
+                col = torch.cat([h + h2, hn.to(b.dtype).reshape(1),
+                                 torch.zeros(m - j - 1, dtype=b.dtype, device=dev)])
+                for i in range(j):  # apply the previous Givens rotations
+                    t = cs[i] * col[i] + sn[i] * col[i + 1]
+                    col[i + 1] = -torch.conj_physical(sn[i]) * col[i] + cs[i] * col[i + 1]
+                    col[i] = t
+                a, bb = col[j].clone(), col[j + 1].clone()
+                aa = a.abs()
+                den = torch.sqrt(aa * aa + bb.abs() ** 2)
+                dz, az = den == 0, aa == 0
+                c = torch.where(dz, 1.0, torch.where(az, 0.0, aa / torch.where(dz, 1.0, den)))
+                ph = a / torch.where(az, 1.0, aa)
+                s = torch.where(dz, 0.0, torch.where(az, one, ph * torch.conj_physical(bb) / torch.where(dz, 1.0, den)))
+                c = c.to(b.dtype)
+                cs[j], sn[j] = c, s
+                col[j] = c * a + s * bb
+                col[j + 1] = 0
+                g[j + 1] = -torch.conj_physical(s) * g[j]
+                g[j] = c * g[j]
+                H[:, j] = col
+                res = g[j + 1].abs()
+                hist.append(torch.where(active, res / scale, nan))
+                kk = kk + active.to(torch.int64)
+                V[j + 1] = w / torch.where(hn > 0, hn, torch.ones_like(hn))
+                active = active & ~((res <= stop) | (hn == 0))
+            j += 1
+            runtime.sync(dev)  # a lazy device: this block's graph ends here
+            flags = torch.stack([active.to(real), kk.to(real), bad.to(real), *hist])
+            running, k, nonfinite, *block = flags.tolist()  # the one read of the block
+            got.extend(v for v in block if v == v)
+            hist = []
+            k = int(k)
+            if nonfinite:
+                raise _not_finite("gmres", "A v", total + k + 1)
+            if not running:
+                break
+        if k == 0:  # the restart residual met the tolerance
+            return x, total, got
+        total += k
+        early = not running
+        y = torch.linalg.solve_triangular(H[:k, :k], g[:k].unsqueeze(-1), upper=True).squeeze(-1)
+        dx = y @ V[:k]
+        x = x + (precond(dx) if precond is not None else dx)
+        if callback is not None:
+            callback(x)
+    return x, total, got
 
 
 @_numpy_callback
@@ -714,7 +817,9 @@ def _minres_torch(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shi
 
     The recurrence's residual estimate (in the ``M``-norm) triggers a check
     of the true residual, so convergence is never claimed from the estimate
-    alone. Returns ``(x, iters, history)``."""
+    alone. Returns ``(x, iters, history)``. On a device, :func:`_minres_device_loop`."""
+    if not b.is_cpu and b.device.type != "meta":
+        return _minres_device_loop(matvec, b, x0, tol, atol, maxiter, precond, callback)
     x, r1, rn, stop, scale, hist = _start(matvec, b, x0, tol, atol)
     if rn < stop or rn == 0.0:
         return x, 0, hist
@@ -764,6 +869,102 @@ def _minres_torch(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shi
             if true < stop or true == 0.0 or beta == 0.0:
                 break
     return x, it, hist
+
+
+def _minres_device_loop(matvec, b, x0, tol, atol, maxiter, precond, callback, check_every=CHECK_EVERY):
+    """:func:`_minres_torch` with every scalar kept on the device, as :func:`_cg_device_loop`: an
+    estimate below the threshold (or ``beta = 0``) freezes the state on the device, and the host reads
+    one small tensor every ``check_every`` iterations. A frozen state is then confirmed with the true
+    residual ``b - A x`` (one more read, the host loop's rule); an unconfirmed one resumes, so the
+    iterates, the iteration count and the history equal the host loop's up to rounding. Each slot of a
+    block is the same sequence of operations (the first iteration has ``oldb = 0``)."""
+    real = b.real.dtype if b.is_complex() else b.dtype
+    dev = b.device
+
+    def rdot(u, w):
+        d = torch.vdot(u, w)
+        return d.real if d.is_complex() else d
+
+    def safe(t):
+        return torch.where(t != 0, t, torch.ones_like(t))
+
+    x = torch.zeros_like(b) if x0 is None else x0.clone()
+    bnorm = torch.linalg.vector_norm(b)
+    stop = torch.clamp(tol * bnorm, min=atol)
+    scale = torch.where(bnorm > 0, bnorm, torch.ones_like(bnorm))
+    r1 = b - matvec(x) if x0 is not None else b.clone()
+    rn = torch.linalg.vector_norm(r1)
+    hist = [rn / scale]
+    y = precond(r1) if precond is not None else r1
+    beta1 = torch.sqrt(torch.clamp(rdot(r1, y), min=0.0))
+    active = ~((rn < stop) | (rn == 0) | (beta1 == 0))
+    runtime.sync(dev)
+    zero = torch.zeros((), dtype=real, device=dev)
+    nan = torch.full((), math.nan, dtype=real, device=dev)
+    oldb, beta, dbar, epsln, phibar = zero, beta1, zero, zero, beta1
+    cs, sn = -torch.ones((), dtype=real, device=dev), zero
+    w = torch.zeros_like(b)
+    w2 = torch.zeros_like(b)
+    r2 = r1
+    eps = torch.finfo(real).eps
+    its = torch.zeros((), dtype=torch.int64, device=dev)
+    bad = torch.zeros((), dtype=torch.bool, device=dev)
+    held = torch.zeros((), dtype=torch.bool, device=dev)  # frozen by the estimate (or beta = 0), to confirm
+    iters = 0
+    got: list = []
+    while iters < maxiter:
+        for _ in range(min(check_every, maxiter - iters)):
+            was = active
+            v = y / safe(beta)
+            yn = matvec(v)
+            yn = yn - torch.where(oldb != 0, beta / safe(oldb), zero) * r1  # the first iteration: oldb = 0
+            alfa = rdot(v, yn)
+            bad = bad | (active & ~torch.isfinite(alfa))
+            ok = active & torch.isfinite(alfa)
+            yn = yn - (alfa / safe(beta)) * r2
+            nr1, nr2 = r2, yn
+            ny = precond(nr2) if precond is not None else nr2
+            nbeta = torch.sqrt(torch.clamp(rdot(nr2, ny), min=0.0))
+            delta = cs * dbar + sn * alfa
+            gbar = sn * dbar - cs * alfa
+            nepsln = sn * nbeta
+            ndbar = -cs * nbeta
+            gamma = torch.clamp(torch.hypot(gbar, nbeta), min=eps)
+            ncs, nsn = gbar / gamma, nbeta / gamma
+            phi = ncs * phibar
+            nphibar = nsn * phibar
+            nw = (v - epsln * w2 - delta * w) / gamma
+            nx = x + phi * nw
+            x, r1, r2, y, w2, w = (torch.where(ok, a, o) for a, o in
+                                   ((nx, x), (nr1, r1), (nr2, r2), (ny, y), (w, w2), (nw, w)))
+            oldb, beta, dbar, epsln, phibar, cs, sn = (
+                torch.where(ok, a, o) for a, o in ((beta, oldb), (nbeta, beta), (ndbar, dbar), (nepsln, epsln),
+                                                   (nphibar, phibar), (ncs, cs), (nsn, sn)))
+            hist.append(torch.where(ok, phibar / safe(beta1) * (rn / scale), nan))
+            its = its + was.to(torch.int64)
+            if callback is not None:
+                callback(x)
+            hit = ok & ((phibar / safe(beta1) * scale < stop) | (beta == 0))
+            held = held | hit
+            active = ok & ~hit
+        runtime.sync(dev)  # a lazy device: this block's graph ends here
+        flags = torch.stack([active.to(real), its.to(real), bad.to(real), held.to(real), *hist[len(got):]])
+        running, iters, nonfinite, frozen, *block = flags.tolist()  # the one read of the block
+        got.extend(block)
+        iters = int(iters)
+        if nonfinite:
+            raise _not_finite("minres", "v^H A v", iters)
+        if frozen:  # the host loop's confirmation: the true residual (one more read)
+            true = torch.linalg.vector_norm(b - matvec(x)).to(real)
+            rel, met = torch.stack([true / scale, ((true < stop) | (true == 0) | (beta == 0)).to(real)]).tolist()
+            got[max(i for i, h in enumerate(got) if h == h)] = rel
+            if met:
+                break
+            active = torch.ones((), dtype=torch.bool, device=dev)
+            held = torch.zeros((), dtype=torch.bool, device=dev)
+        elif not running:
+            break
+    return x, iters, [h for h in got if h == h]
 
 
 @_numpy_callback
