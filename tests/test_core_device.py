@@ -286,6 +286,34 @@ def test_trnsolver_cg_on_neuron_reads_every_k_iterations(dev):
         np.testing.assert_allclose(got.residuals, info.residuals, rtol=1e-3)  # fp32, another summation order
 
 
+def test_lazy_conjugate_and_negative_views_are_honoured_on_neuron(dev):
+    """``u.conj()`` and ``-u`` are lazy views on a device as on the CPU: products, copies to the host and
+    kernel operands see the conjugated values (NumPy the reference)."""
+    u = np.array([1 + 2j, 3 - 1j, -2 + 0.5j], dtype=np.complex64)
+    w = np.array([2 + 0j, 1 + 1j, 0.5 - 3j], dtype=np.complex64)
+    ud, wd = torch.from_numpy(u).to(NEURON), torch.from_numpy(w).to(NEURON)
+    np.testing.assert_array_equal(_host(ud.conj()), np.conj(u))
+    np.testing.assert_allclose(_host((ud.conj() * wd).sum()), np.vdot(u, w), rtol=1e-6)
+    np.testing.assert_array_equal(_host(torch.neg(ud.conj())), -np.conj(u))
+
+
+def test_trnsolver_complex_cg_on_neuron(dev):
+    import trnsolver
+
+    n = 24
+    rng = _rng(12)
+    M = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+    A = (M @ M.conj().T / n + np.eye(n)).astype(np.complex128)  # Hermitian positive definite, cond < 10
+    b = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex128)
+    ref = np.linalg.solve(A, b)
+    with trnsolver.use_backend("torch"):
+        x, info = trnsolver.cg(torch.from_numpy(A).to(NEURON), torch.from_numpy(b).to(NEURON), tol=1e-10,
+                               return_info=True)
+    assert x.device.type == NEURON and info.converged and info.iterations <= 2 * n
+    # ||r|| < 1e-10 ||b||: the error is within cond(A) (< 10) times that
+    assert np.abs(_host(x) - ref).max() <= 10 * 1e-10 * np.linalg.norm(b)
+
+
 @pytest.mark.parametrize("installed,facts,core,want,why", [
     # trn2/trn3: TorchNeuron with NKI 0.7 and a device node -> kernels launch on 'neuron' tensors
     ({"torch-neuronx": "2.13.0", "nki": "0.7.0"}, ("0.7.0", "neuron"), True, ("torchneuron", True),

@@ -139,6 +139,17 @@ def _is_dev(x) -> bool:
     return isinstance(x, NeuronTensor)
 
 
+def _raw(x):
+    """The device memory behind ``x`` as an operand: a lazy conjugate or negative view (``u.conj()``) is
+    resolved, since the handler runs below the dispatch keys that would honour those bits."""
+    r = x.raw
+    if r.is_conj():
+        r = r.resolve_conj()
+    if r.is_neg():
+        r = r.resolve_neg()
+    return r
+
+
 def _wrap(x):
     return NeuronTensor(x) if isinstance(x, torch.Tensor) and not isinstance(x, NeuronTensor) else x
 
@@ -190,7 +201,7 @@ def _dispatch(func, args, kwargs):
         return _dispatch(aten._to_copy.default, (src,), {k: v for k, v in kwargs.items() if k in keep})
     if func is aten._local_scalar_dense.default:  # .item(), float(t), bool(t): a read on the host
         _count_transfer()
-        return func(args[0].raw)
+        return func(_raw(args[0]))
     if func is aten._to_copy.default:
         src = args[0]
         dev = kwargs.get("device")
@@ -198,7 +209,7 @@ def _dispatch(func, args, kwargs):
         kw = dict(kwargs)
         if dev is not None:
             kw["device"] = torch.device("cpu")
-        out = func(src.raw if _is_dev(src) else src, **kw)
+        out = func(_raw(src) if _is_dev(src) else src, **kw)
         if to_host and _is_dev(src):
             _count_transfer()
             return out
@@ -210,7 +221,7 @@ def _dispatch(func, args, kwargs):
         if isinstance(src, torch.Tensor) and _is_dev(dst) != _is_dev(src):  # across device and host
             _count_transfer()
         d = dst.raw if _is_dev(dst) else dst
-        d.copy_(src.raw if _is_dev(src) else src, *args[2:], **kwargs)
+        d.copy_(_raw(src) if _is_dev(src) else src, *args[2:], **kwargs)
         return dst
     if func in _SYNCING:  # a result whose shape depends on the data: the host waits for the values
         _count_transfer()
@@ -218,7 +229,7 @@ def _dispatch(func, args, kwargs):
 
     def unwrap(x):
         if _is_dev(x):
-            return x.raw
+            return _raw(x)
         if isinstance(x, torch.Tensor) and x.dim() > 0:
             host.append(x)
         return _to_cpu_device(x)
@@ -285,7 +296,7 @@ def _copy_from(src, dst, non_blocking=False):
     if _is_dev(src) != _is_dev(dst):
         _count_transfer()
     d = dst.raw if _is_dev(dst) else dst
-    d.copy_(src.raw if _is_dev(src) else src)
+    d.copy_(_raw(src) if _is_dev(src) else src)
     return dst
 
 
@@ -348,7 +359,7 @@ def launch(kernel, tensors, constants):
     """
     from trnsci import nki
 
-    arrays = [nki.to_numpy(t.raw) if _is_dev(t) else t for t in tensors]
+    arrays = [nki.to_numpy(_raw(t)) if _is_dev(t) else t for t in tensors]
     if any(isinstance(t, torch.Tensor) and not _is_dev(t) for t in tensors):
         raise RuntimeError("a kernel operand is not on the neuron device")
     if nki.SOURCE == "neuron":
