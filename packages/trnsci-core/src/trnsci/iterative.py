@@ -39,7 +39,7 @@ from trnsci import linalg as la
 from trnsci.routes import Memo
 
 __all__ = ["ConvergenceWarning", "ConvergenceError", "SolverInfo", "ON_FAIL", "report",
-           "linear_operator", "preconditioner"]
+           "linear_operator", "preconditioner", "read_block"]
 
 
 class ConvergenceWarning(RuntimeWarning):
@@ -79,6 +79,19 @@ class SolverInfo:
 
 
 ON_FAIL = validate.Options({"warn": ("warn",), "raise": ("raise",)})
+
+
+def read_block(flags, history, dtype: torch.dtype, device) -> tuple[list[float], list[float]]:
+    """The one host read of a block of Krylov iterations run on a device.
+
+    ``flags`` are 0-d device tensors (running, iteration count, non-finite,
+    ...), ``history`` the block's residual norms (0-d tensors or numbers);
+    both are stacked in ``dtype`` on ``device`` and read in a single
+    transfer. Returns ``(flags, history)`` as Python floats.
+    """
+    vals = torch.stack([*(f.to(dtype) for f in flags),
+                        *(torch.as_tensor(h, dtype=dtype, device=device) for h in history)]).tolist()
+    return vals[:len(flags)], vals[len(flags):]
 
 
 def report(where: str, info: SolverInfo, on_fail: str, tol: float) -> None:

@@ -68,6 +68,7 @@ import math
 import torch
 
 import trnblas
+from trnsci import iterative as it_
 from trnsci import nki
 from trnsolver._nki import _trnblas
 from trnsolver.iterative import (
@@ -224,9 +225,7 @@ def _cg_iterate_resident(step, state, b, maxiter, stop, scale, hist, callback, d
             if callback is not None:
                 callback(state[0].reshape(n).to(b.dtype))
             active = active & ~((rn < stop) | (rn == 0))
-        flags = torch.stack([active.to(F32), its, bad.to(F32), *[torch.as_tensor(h, dtype=F32, device=dev)
-                                                                 for h in hist[len(got):]]])
-        running, iters, nonfinite, *block = flags.tolist()  # the one read of the block
+        (running, iters, nonfinite), block = it_.read_block((active, its, bad), hist[len(got):], F32, dev)
         got.extend(block)
         iters = int(iters)
         if nonfinite:
@@ -444,9 +443,7 @@ def _bicgstab_resident(a, matvec, b, x0, tol, atol, maxiter, callback, check_eve
             if callback is not None:
                 callback(x.reshape(n).to(b.dtype))
             active = full & ~((rn < stop) | (rn == 0) | (omega == 0))
-        flags = torch.stack([active.to(F32), its, bad.to(F32),
-                             *[torch.as_tensor(h, dtype=F32, device=dev) for h in hist[len(got):]]])
-        running, iters, nonfinite, *block = flags.tolist()  # the one read of the block
+        (running, iters, nonfinite), block = it_.read_block((active, its, bad), hist[len(got):], F32, dev)
         got.extend(block)
         iters = int(iters)
         if nonfinite:
@@ -552,9 +549,8 @@ def _minres_resident(a, Ax, b, x0, tol, atol, maxiter, callback, check_every=CHE
             hit = ok & ((phibar / b1 * scale < stop) | (nbeta == 0))
             held = held | hit
             active = ok & ~hit
-        flags = torch.stack([active.to(F32), its, bad.to(F32), held.to(F32),
-                             *[torch.as_tensor(h, dtype=F32, device=dev) for h in hist[len(got):]]])
-        running, iters, nonfinite, frozen, *block = flags.tolist()  # the one read of the block
+        (running, iters, nonfinite, frozen), block = it_.read_block((active, its, bad, held), hist[len(got):],
+                                                                    F32, dev)
         got.extend(block)
         iters = int(iters)
         if nonfinite:
@@ -720,8 +716,7 @@ def _gmres_resident(a, A, b32, x, b, stop, scale, m, maxiter, callback, check_ev
                 V[:, j + 1] = torch.where(hn > 0, vnext[:, 0], 0.0)
                 active = active & ~((res <= stop) | (hn == 0))
             j += 1
-            flags = torch.stack([active.to(F32), kk, bad.to(F32), *hist])
-            running, k, nonfinite, *block = flags.tolist()  # the one read of the block
+            (running, k, nonfinite), block = it_.read_block((active, kk, bad), hist, F32, dev)
             got.extend(v for v in block if v == v)
             hist = []
             k = int(k)

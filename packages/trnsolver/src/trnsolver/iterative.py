@@ -292,8 +292,7 @@ def _cg_device_loop(matvec, b, x0, tol, atol, maxiter, precond, callback, check_
                 callback(x)
             active = active & ~((rn < stop) | (rn == 0))
         runtime.sync(b.device)  # a lazy device: this block's graph ends here (the same graph every block)
-        flags = torch.stack([active.to(real), its.to(real), bad.to(real), *hist[len(got):]])
-        running, iters, nonfinite, *block = flags.tolist()  # the one read of the block, history included
+        (running, iters, nonfinite), block = it_.read_block((active, its, bad), hist[len(got):], real, b.device)
         got.extend(block)
         iters = int(iters)
         if nonfinite:
@@ -568,8 +567,7 @@ def _gmres_device_loop(matvec, b, x0, tol, atol, restart, maxiter, precond, call
                 active = active & ~((res <= stop) | (hn == 0))
             j += 1
             runtime.sync(dev)  # a lazy device: this block's graph ends here
-            flags = torch.stack([active.to(real), kk.to(real), bad.to(real), *hist])
-            running, k, nonfinite, *block = flags.tolist()  # the one read of the block
+            (running, k, nonfinite), block = it_.read_block((active, kk, bad), hist, real, dev)
             got.extend(v for v in block if v == v)
             hist = []
             k = int(k)
@@ -710,8 +708,7 @@ def _bicgstab_device_loop(matvec, b, x0, tol, atol, maxiter, precond, callback, 
                 callback(x)
             active = full & ~((rn < stop) | (rn == 0) | (omega_n == 0))
         runtime.sync(dev)  # a lazy device: this block's graph ends here
-        flags = torch.stack([active.to(real), its.to(real), bad.to(real), *hist[len(got):]])
-        running, iters, nonfinite, *block = flags.tolist()  # the one read of the block, history included
+        (running, iters, nonfinite), block = it_.read_block((active, its, bad), hist[len(got):], real, dev)
         got.extend(block)
         iters = int(iters)
         if nonfinite:
@@ -948,8 +945,8 @@ def _minres_device_loop(matvec, b, x0, tol, atol, maxiter, precond, callback, ch
             held = held | hit
             active = ok & ~hit
         runtime.sync(dev)  # a lazy device: this block's graph ends here
-        flags = torch.stack([active.to(real), its.to(real), bad.to(real), held.to(real), *hist[len(got):]])
-        running, iters, nonfinite, frozen, *block = flags.tolist()  # the one read of the block
+        (running, iters, nonfinite, frozen), block = it_.read_block((active, its, bad, held), hist[len(got):],
+                                                                    real, dev)
         got.extend(block)
         iters = int(iters)
         if nonfinite:
