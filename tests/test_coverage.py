@@ -32,6 +32,14 @@ def test_rows_follow_the_registry():
     assert not rows["rotg"]["device"] and "host" in rows["rotg"]["note"]
 
 
+@pytest.mark.parametrize("lib", coverage.LIBRARIES)
+def test_every_host_only_function_gives_its_reason(lib):
+    """Issue 32: no public function of any library is host-only without the table saying why."""
+    rows = coverage.coverage_rows(lib)
+    assert rows, lib
+    assert [r["name"] for r in rows if not (r["device"] or r["note"])] == []
+
+
 def test_every_documented_exception_names_a_public_function():
     import importlib
 
