@@ -173,3 +173,22 @@ def test_pause_outlasts_openblas_spin_only_when_torch_is_multithreaded():
         assert bench.pause_for(0.3, quick=True) < bench.OPENBLAS_SPIN_S
     finally:
         torch.set_num_threads(old)
+
+
+def test_every_reason_is_short_and_links_its_measurement():
+    """Issue 31: a row's reason in docs/benchmarks.md is one or two sentences with a link to the
+    measurement behind it, a section of docs/perf-notes.md that exists."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "perf-notes.md").read_text()
+    anchors = set(re.findall(r"\{#([\w-]+)\}", page))
+    mods, errors = bench.case_modules()
+    assert errors == {}
+    notes = {c.note for name, m in mods.items() if name != "chem" for c in m.cases(quick=True) if c.note}
+    assert notes
+    for note in notes:
+        links = re.findall(r"\]\(perf-notes\.md#([\w-]+)\)", note)
+        assert len(links) == 1 and links[0] in anchors, note
+        prose = re.sub(r"\s*\(\[measured\]\(.*?\)\)", "", note)
+        assert len(prose) <= 240 and len(re.findall(r"[.;:] [A-Z]|\. ", prose.rstrip("."))) <= 1, note

@@ -15,47 +15,25 @@ import scipy.fft as sf
 import torch
 
 import trnfft
-from trnsci.bench import Case
+from trnsci.bench import Case, why
 
-# Why a row can miss, from measurements on the 2-core Xeon of the current runs (2026-11-28; A/B runs
-# interleave the two calls in one process and time each with the calling thread's CPU time, best decile).
-_TWO_THREADS = ("; at two threads on this shared machine (load average ~4 on 2 cores) torch's OpenMP regions -- "
-                "in trnfft's route and in the torch peer alike -- stall for a scheduler slice (4-24 ms) whenever "
-                "another process holds the second core, so those rows' medians follow the stalls (spreads > 100%)")
-_SMALL_NOTE = ("per-call overhead: trnfft.fft of 64 points took 4.67 us against torch.fft.fft's 3.80 us at one "
-               "thread (+0.87 us; 4.84 vs 3.98 us at two), thread CPU time over 5000 interleaved calls: the "
-               "settled-route lookup -- Op.on_torch's probe ~0.2 us, the signature key and dict lookup ~0.35 us "
-               "-- and two Python calls, within 1.2x + 1 us; wall-clock medians of single runs on the loaded "
-               "machine moved by about 1 us either way (7.8 vs 5.4 us, 8.5 vs 6.5 us, 7.9 vs 6.0 us)")
-_RFFT_NOTE = ("trnfft.rfft runs torch.fft.rfft here -- its measured rfft route (trnsci.routes: scipy.fft.rfft "
-              "took 159 us against torch's 107 us at one thread, 168 vs 111 us with workers=2) -- and torch's "
-              "own rfft is 0.66x its complex fft of the same length at one thread (107 vs 161 us wall, 130 vs "
-              "199 us thread CPU time, float32 16x4096) and 0.78x at two (111 vs 142 us); a real FFT built from a "
-              "half-length complex FFT (77.6 us alone at one thread, 64.8 us at two) plus the untwiddling pass "
-              "in torch's complex elementwise ops took 244 / 221 us, so no candidate beats torch's rfft")
-_FFT2_NOTE = ("trnfft.fft2 runs torch.fft.fft2 (its measured route: torch 462 us, scipy.fft 1371 us for the 8 "
-              "transforms, one thread): 186 vs 181 us thread CPU time per call (+1.03x: the settled lookup and "
-              "the route call, ~1 us, the rest noise)" + _TWO_THREADS)
-_NEAR_TIE_NOTE = ("trnfft runs torch.fft: SciPy's pocketfft is a route candidate, but taken only when its median "
-                  "and best round are both 10% below torch's (trnsci.routes' margin, so a near-tie does not "
-                  "flip with the load); measured at one thread for n=4099: complex64 torch 1.87 ms vs scipy "
-                  "1.87 ms, complex128 torch 7.16 ms vs scipy 6.68 ms -- within the margin, so the row can show "
-                  "up to 1.11x scipy" + _TWO_THREADS)
-_SAME_NOTE = ("trnfft runs the route it measured for the shape: torch.fft's own call unless scipy.fft or "
-              "Bluestein is 10% faster in median and best round (for 64x4099 complex64 at one thread, per "
-              "round: torch 9.77 ms, scipy.fft 10.60 ms, Bluestein 15.90 ms: torch) -- then both sides run the "
-              "same transform and a ratio off 1 is the run's noise (spreads 22-51% in these rows)" + _TWO_THREADS)
+_SMALL_NOTE = why("trnfft-small-calls", "Per-call overhead: about 1 us of Python (backend test, route lookup) over "
+                 "torch.fft's own call")
+_RFFT_NOTE = why("trnfft-rfft", "trnfft.rfft runs torch.fft.rfft, its measured route: no candidate (SciPy, a "
+                 "half-length complex FFT) beat it here")
+_SAME_NOTE = why("trnfft-routes", "trnfft runs the route it measured for the shape, here torch.fft itself, so a ratio "
+                 "off 1 is noise; at 2 threads OpenMP stalls on the shared machine decide the medians")
+_FFT2_NOTE = _SAME_NOTE
+_STFT_NOTE = why("trnfft-stft", "trnfft.stft runs torch.stft plus a few us of Python per call; at 2 threads OpenMP "
+                 "stalls on the shared machine decide the medians")
+
 
 def _near_tie_note(n):
     if 16 * n < (1 << 15):
-        return ("under 32768 points trnfft runs torch.fft untimed (trnfft._routes.MEASURE_MIN_POINTS): timing "
-                "the candidates would cost more than a route could save; scipy.fft's own call is cheaper at "
-                "this size" + _TWO_THREADS)
-    return _NEAR_TIE_NOTE
-_STFT_NOTE = ("trnfft.stft runs torch.stft with the caller's window through a settled route (Op.settle): "
-              "3.3 us of Python over torch.stft per call (a 64-sample signal, thread CPU time; 7.7 us before "
-              "the route was settled); the 4x16000 call itself measured 1.01x torch.stft in the bench at one "
-              "thread" + _TWO_THREADS)
+        return why("trnfft-untimed", "Below 32768 points trnfft runs torch.fft without timing candidates, and "
+                   "SciPy's own call is cheaper at this size")
+    return why("trnfft-margin", "SciPy's pocketfft is taken only when 10% faster in median and best round, so a "
+               "near-tie keeps torch and can show up to 1.11x SciPy")
 
 
 def _c(shape, dtype, seed):

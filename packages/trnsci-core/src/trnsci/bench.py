@@ -88,6 +88,19 @@ class Row:
     target: float | None = None
 
 
+#: The page holding the measurements behind each row's one-line reason.
+NOTES_PAGE = "perf-notes.md"
+
+
+def why(anchor: str, reason: str) -> str:
+    """A row's ``note``: one or two sentences of ``reason`` and a link to the measurement behind it.
+
+    ``anchor`` names a section of ``docs/perf-notes.md`` (written there as
+    ``{#anchor}``), where the timings that support the reason are recorded.
+    """
+    return f"{reason.rstrip('.')} ([measured]({NOTES_PAGE}#{anchor}))."
+
+
 # ------------------------------------------------------------------ discovery
 
 class CaseModuleError(RuntimeError):

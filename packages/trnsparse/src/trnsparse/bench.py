@@ -14,27 +14,18 @@ import scipy.sparse as sp
 import torch
 
 import trnsparse
-from trnsci.bench import Case
+from trnsci.bench import Case, why
 
 from ._benchdata import attention_case, bsr_case, csr_pair, dense_attention
 
-# Why a row can miss (measured on the shared 2-core VM, issue 23). Shown only when the row misses.
-_STALL = ("at 2 threads, while other processes hold a core, torch's OpenMP calls (this route and the torch "
-          "peers alike, whichever a round catches) wait at barriers: rounds of 5-35 ms for a 0.03-1 ms call "
-          "were measured, so single runs range widely")
+_CSR = why("trnsparse-csr", "trnsparse runs torch's CSR product (the measured route) plus about 1 us of checks; at "
+           "2 threads OpenMP barrier waits make single runs range widely")
 NOTES = {
-    "spmv": "measured route (torch's CSR product, 60 vs 100 us for sparsetools at 1 thread) settled on the "
-            "matrix after the first call: ~1.3 us of checks left, 1.09-1.12x torch's product at 1 thread; "
-            + _STALL + " (0.3x-3.8x)",
-    "spmm": "same measured route as spmv (torch's CSR product, 0.6 vs 1.6 ms for sparsetools); 1.01-1.07x at "
-            "1 thread; " + _STALL + " (0.9x-111x)",
-    "spgemm": "both sides run SciPy's csr_matmat_maxnnz + csr_matmat (99% of trnsci's time under cProfile; "
-              "thread CPU time 13.0 vs 13.0 ms, median of 20 shuffled rounds); wall-clock runs gave 0.69-1.49x "
-              "with 30-102% spread between rounds: load, not work",
-    "bsr_spmm": "measured route: one GEMM per block row or the batch of tile products (at 59% tiles 2.6-3.1 vs "
-                "3.4-4.9 ms CPU, dense torch.mm 3.2 ms): 0.13-0.33x (19%) and 0.83-1.10x (59%) at 1 thread; "
-                "either route is several multi-threaded calls per product against torch.mm's one, and "
-                + _STALL + " (0.56x-16x)",
+    "spmv": _CSR,
+    "spmm": _CSR,
+    "spgemm": why("trnsparse-spgemm", "Both sides run SciPy's csr_matmat; the spread between rounds is load, not work"),
+    "bsr_spmm": why("trnsparse-bsr", "Either measured route is several multi-threaded calls per product against the "
+                    "dense torch.mm's one; at 2 threads OpenMP barrier waits make single runs range widely"),
 }
 
 

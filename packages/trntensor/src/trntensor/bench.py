@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 import trntensor
-from trnsci.bench import Case
+from trnsci.bench import Case, why
 
 
 def contractions(quick: bool = True):
@@ -52,25 +52,11 @@ def peers(eq, ts):
     }
 
 
-# Why a row can miss, from measurements on the 2-core Xeon of the current runs (2026-11-28): A/B runs
-# interleave the calls in one process (150-400 rounds), best decile, one torch thread.
-_TWO_THREADS = ("; at two threads on this shared machine (load average ~4 on 2 cores) every 2-thread torch "
-                "GEMM -- trntensor's, torch.einsum's and opt_einsum's alike -- stalls for a scheduler slice "
-                "(4-24 ms) whenever another process holds the second core, so those rows' medians follow the "
-                "stalls (spreads of 100-11000%)")
-_OVERHEAD = ("trntensor's per-call Python (checks, cached plan, settled GEMM routes) costs ~10.7 us over the bare "
-             "torch.mm, torch.einsum's ~12.8 us (3x4 @ 4x5 float64, thread CPU time)")
-NOTES = {
-    "ao->mo": ("two GEMMs in opt_einsum's order since the plans choose each step's operand order to avoid "
-               "copies (mnP,mi->nPi then na,nPi->aPi, no copy; the previous plan copied a 72k-element "
-               "intermediate, 43 of 470 us): 403 vs opt_einsum's 422 us (wall, one thread); the GEMM routes "
-               "measured torch (9000x8x60: torch 527 us, numpy.matmul 13 ms with OpenBLAS's threads)" + _TWO_THREADS),
-    "df (ia|jb)": ("one 320x320x150 GEMM on views (torch.mm; the robust route rejected numpy.matmul, whose "
-                   "rounds spread 32x with OpenBLAS's own threads): 582 vs torch.einsum's 599 us (wall, one "
-                   "thread); " + _OVERHEAD + _TWO_THREADS),
-    "ccsd ladder": ("one 16x400x400 GEMM on views, as torch.einsum (route measured: torch 88 us, numpy.matmul "
-                    "108 us at one thread): 141 vs 152 us (wall, one thread); " + _OVERHEAD + _TWO_THREADS),
-}
+_TWO_THREADS = why("trntensor-two-threads", "At 2 threads every torch GEMM, trntensor's and the peers' alike, "
+                   "stalls while another process holds the second core")
+_GEMM = why("trntensor-gemm", "GEMMs on views in opt_einsum's order on the measured GEMM route; at 2 threads OpenMP "
+            "stalls on the shared machine decide the medians")
+NOTES = {"ao->mo": _GEMM, "df (ia|jb)": _GEMM, "ccsd ladder": _GEMM}
 
 
 def cases(quick: bool = True):
@@ -79,4 +65,4 @@ def cases(quick: bool = True):
         ts = operands(shapes)
         for ref_name, ref in peers(eq, ts).items():
             yield Case("trntensor", f"einsum {name}", lambda eq=eq, ts=ts: trntensor.einsum(eq, *ts), ref_name, ref,
-                       note=NOTES.get(name, _TWO_THREADS[2:]))
+                       note=NOTES.get(name, _TWO_THREADS))
