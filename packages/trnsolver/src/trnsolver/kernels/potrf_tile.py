@@ -19,8 +19,10 @@ minor of order ``j + 1`` (``potrf``'s ``info``). A non-positive pivot is
 replaced by 1 so the remaining steps stay finite; the host reports the
 failure and ignores the factor.
 
-Pseudocode (step j = 0 .. n-1, on partition j unless marked)
------------------------------------------------------------
+Pseudocode
+----------
+Step j = 0 .. n-1, on partition j unless marked:
+
     d_j = P[j, j];  ok = d_j > 0;  c = ok ? d_j : 1        Vector (3 ops, arithmetic select)
     r = rsqrt(c)                                            Scalar
     P[j, j:] *= r                                           Vector: P[j, j] = sqrt(d_j), then l
