@@ -2,7 +2,7 @@
 
 ``X_k = w_k sum_j (x_j w_j) conj(w_(k-j))``, ``w_k = exp(-i pi k^2 / n)``,
 ``m = 2**ceil(log2(2n - 1))``; built on the Stockham stages
-(:func:`trnfft.kernels.stockham.stockham_tile`) and the complex multiply
+(:func:`trnfft.kernels.fft_pow2.stockham_tile`) and the complex multiply
 (:func:`trnfft.kernels.cmul.cmul_tile`), all on chip.
 
 Pseudocode
@@ -49,7 +49,7 @@ from trnsci.nki import nisa, nki, nl
 from trnsci.nki.tiling import PMAX, cdiv, tile
 
 from .cmul import cmul_tile
-from .stockham import planes, stockham_tile, tile_counts
+from .fft_pow2 import planes, stockham_tile, tile_counts
 
 MAX_M = 4096
 

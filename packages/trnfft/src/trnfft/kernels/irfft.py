@@ -1,6 +1,6 @@
 """Inverse real FFT kernel by the half-length trick: ``n irfft`` of even ``n`` through one inverse FFT of ``h = n/2``.
 
-The inverse of :mod:`trnfft.kernels.rfft_half`. For real ``x`` of length
+The inverse of :mod:`trnfft.kernels.rfft`. For real ``x`` of length
 ``n = 2h`` with ``z_j = x_2j + i x_2j+1`` and ``Z = FFT_h(z)``, the half
 spectrum satisfies ``X_k = E_k + w^k O_k`` (``w = exp(-2 pi i/n)``, ``E``/``O``
 the spectra of the even/odd samples) and ``X_(h-k) = conj(E_k - w^k O_k)``.
@@ -70,7 +70,7 @@ import numpy as np
 from trnsci.nki import nisa, nki, nl
 from trnsci.nki.tiling import PMAX, cdiv, tile
 
-from .stockham import planes, stockham_tile, tile_counts
+from .fft_pow2 import planes, stockham_tile, tile_counts
 
 
 @functools.lru_cache(maxsize=64)

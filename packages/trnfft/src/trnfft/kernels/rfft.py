@@ -2,7 +2,7 @@
 
 ``z_j = x_2j + i x_2j+1`` (the even and odd samples, read by two strided
 DMAs), ``Z = FFT_h(z)`` with the Stockham stages
-(:func:`trnfft.kernels.stockham.stockham_tile`), then for ``0 < k < h``
+(:func:`trnfft.kernels.fft_pow2.stockham_tile`), then for ``0 < k < h``
 with ``Z'_k = conj(Z_(h-k))`` (a reversed view: ``.ap`` with step -1)::
 
     X_k = (Z_k + Z'_k)/2 + exp(-2 pi i k/n) (Z_k - Z'_k)/(2i)
@@ -51,7 +51,7 @@ import numpy as np
 from trnsci.nki import nisa, nki, nl
 from trnsci.nki.tiling import PMAX, cdiv, tile
 
-from .stockham import MAX_N, planes, stockham_tile, tile_counts
+from .fft_pow2 import MAX_N, planes, stockham_tile, tile_counts
 
 MAX_HALF = MAX_N
 
