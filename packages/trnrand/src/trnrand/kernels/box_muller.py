@@ -50,7 +50,7 @@ last tile). Per tile: Philox (GpSimd 181, Vector 178) + per pair Vector 5
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, tile
 
 from .._philox import C_PI, R_BIAS, S_ANGLE
 from .philox import CONST_TILES, GPSIMD_PER_TILE, MASK, VECTOR_PER_TILE, Lanes, _store_dmas, store_tile, tile_f
@@ -93,7 +93,7 @@ def box_muller_kernel(seed, subsequence, block0, nblocks, odd=False):
     s0, s1 = subsequence & MASK, subsequence >> 32
     out = nl.ndarray((nblocks, 4), dtype=nl.float32, buffer=nl.shared_hbm)
     for t in nl.static_range(cdiv(nblocks, PMAX * f)):
-        b0 = t * PMAX * f
+        b0, rem = tile(t, nblocks, PMAX * f)
         x = ln.rounds(ln.block_tile((block0 + b0) & MASK, step=f), b_hi, s0, s1, seed)
         res = nl.ndarray((PMAX, f, 4), dtype=nl.float32, buffer=nl.sbuf, name="z")
         if odd:  # pairs (w1, w2) and (w3, next block's w0): column i + 1 is block b + 1
@@ -109,5 +109,5 @@ def box_muller_kernel(seed, subsequence, block0, nblocks, odd=False):
                 s = _tile(f, "sin", nl.float32)
                 nisa.activation(s, nl.sin, ln.ts(word, nl.right_shift, 8, out=_tile(f, "t")), bias=shift, scale=S_ANGLE)
                 nisa.tensor_tensor(res[:, :, j + k], s, r, nl.multiply, engine=nisa.engine.vector)
-        store_tile(out, res, b0, nblocks, f)
+        store_tile(out, res, b0, rem, f)
     return out

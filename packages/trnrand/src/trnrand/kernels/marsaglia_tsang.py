@@ -52,7 +52,7 @@ merge) and Scalar Ln, Sqrt, Sin, Ln, Ln (+ Ln, Exp when ``shape < 1``).
 import math
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, tile
 
 from .._philox import C_PI, R_BIAS
 from .philox import CONST_TILES, GPSIMD_PER_TILE, MASK, VECTOR_PER_TILE, W0, W1, Lanes
@@ -123,7 +123,7 @@ def gamma_kernel(seed, subsequence, block0, nblocks, shape, component=0, rounds=
     out = nl.ndarray((nblocks, 2), dtype=nl.float32, buffer=nl.shared_hbm)
     f32, vec = nl.float32, nisa.engine.vector
     for t in nl.static_range(cdiv(nblocks, PMAX * f)):
-        b0 = t * PMAX * f
+        b0, rem = tile(t, nblocks, PMAX * f)
         words = ln.words(block0 + b0, b_hi, s0, s1, seed, fw, step=f)
         flat = words.reshape((PMAX, 4 * fw))
         k0, k1 = flat[:, odd:odd + 4 * f:2], flat[:, odd + 1:odd + 4 * f:2]
@@ -182,5 +182,5 @@ def gamma_kernel(seed, subsequence, block0, nblocks, shape, component=0, rounds=
             nisa.tensor_scalar(ok, done, nl.greater, 0.5)
             nisa.memset(dst, float("nan"), engine=vec)
             nisa.tensor_copy_predicated(dst, z, ok)
-        _store(out, res, b0, nblocks, f, 2)
+        _store(out, res, b0, rem, f, 2)
     return out

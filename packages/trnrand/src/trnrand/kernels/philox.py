@@ -70,7 +70,7 @@ instructions per 1000 words.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, sbuf_budget
+from trnsci.nki.tiling import PMAX, cdiv, sbuf_budget, tile
 
 M0 = 0xD2511F53
 M1 = 0xCD9E8D57
@@ -220,9 +220,8 @@ class Lanes:
         return words
 
 
-def store_tile(out, res, b0: int, nblocks: int, f: int):
+def store_tile(out, res, b0: int, rem: int, f: int):
     """Store SBUF res [P, F, 4] into out rows b0 .. (one DMA per full part; see the module docstring)."""
-    rem = min(PMAX * f, nblocks - b0)
     q, r = divmod(rem, f)
     if q:
         nisa.dma_copy(dst=out[b0:b0 + q * f, :].reshape((q, 4 * f)), src=res[0:q, :, :].reshape((q, 4 * f)))
@@ -241,7 +240,7 @@ def philox_kernel(seed, subsequence, block0, nblocks, mode="words", naive=False)
     odt = nl.float32 if mode == "uniform" else nl.uint32
     out = nl.ndarray((nblocks, 4), dtype=odt, buffer=nl.shared_hbm)
     for t in nl.static_range(cdiv(nblocks, PMAX * f)):
-        b0 = t * PMAX * f
+        b0, rem = tile(t, nblocks, PMAX * f)
         words = nl.ndarray((PMAX, f, 4), dtype=nl.uint32, buffer=nl.sbuf, name="words")
         ctr = ln.block_tile((block0 + b0) & MASK)
         ln.rounds(ctr, b_hi, s0, s1, seed, outs=tuple(words[:, :, j] for j in range(4)))
@@ -252,5 +251,5 @@ def philox_kernel(seed, subsequence, block0, nblocks, mode="words", naive=False)
             nisa.tensor_scalar(res, m, nl.multiply, 2.0**-24)
         else:
             res = words
-        store_tile(out, res, b0, nblocks, f)
+        store_tile(out, res, b0, rem, f)
     return out

@@ -68,7 +68,7 @@ compare, product, add) and one GpSimd add into the count.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, tile
 
 from .philox import CONST_TILES, FMAX, GPSIMD_PER_TILE, M0, M1, MASK, VECTOR_PER_TILE, W0, W1, Lanes
 from .philox_transform import _Flat, _store, _store_dmas
@@ -169,7 +169,7 @@ def philox_threshold_kernel(seed, subsequence, block0, nblocks, thresholds, keye
     s0, s1 = subsequence & MASK, subsequence >> 32
     out = nl.ndarray((nblocks, 2), dtype=nl.uint32, buffer=nl.shared_hbm)
     for t in nl.static_range(cdiv(nblocks, PMAX * f)):
-        b0 = t * PMAX * f
+        b0, rem = tile(t, nblocks, PMAX * f)
         words = ln.words(block0 + b0, b_hi, s0, s1, seed, fw, step=f)
         flat = words.reshape((PMAX, 4 * fw))
         a, b = flat[:, odd:odd + 4 * f:2], flat[:, odd + 1:odd + 4 * f:2]
@@ -194,5 +194,5 @@ def philox_threshold_kernel(seed, subsequence, block0, nblocks, thresholds, keye
                     hit = ew.ts(hit, nl.multiply, float(c), out=dst if j == 0 else None)
                 if j:
                     ew.tt(dst, hit, nl.add, g, out=dst)
-        _store(out, res, b0, nblocks, f, 2)
+        _store(out, res, b0, rem, f, 2)
     return out
