@@ -24,6 +24,23 @@ The digits are exact, so the points agree to a few float32 ulp (tested
 against SciPy's float64 points: 4 ulp of 1); float64 output stays on the
 torch path, as do ``skip + n > 2**24`` and scrambled points.
 
+Dimensions
+----------
+``radix [d, 2]``, ``scale [d, L]`` float32; ``skip``, ``n`` compile-time ints.
+Output ``x [d, n]`` float32. On chip: partitions are (point group, dimension),
+``g dd <= 128``; free dim ``F`` points.
+
+Pseudocode
+----------
+::
+
+    for each dimension tile (dd <= 128 dimensions):
+        load radix, scale into each of the g groups            (2 g DMAs)
+        for each point tile of g F points:
+            q = iota(point index) per group;  acc = 0
+            for l in range(L):  r = q mod p (exact fp32 steps);  acc += r scale[l];  q = q // p
+            store each group's points (tiles of F from the tile's first point)
+
 Layout and tiling
 -----------------
 As the Sobol' kernel: partitions hold (point group, dimension), ``g =

@@ -16,6 +16,24 @@ The ranks are exact (uint32 compares on GpSimd, a Vector sum of 0/1 below
 The position inside the stratum is fp32 (the torch path computes ``(rank +
 u) / n`` in float64 and rounds once): a few float32 ulp apart (tested).
 
+Dimensions
+----------
+``seed``, ``subsequence``, ``block0``, ``n``: compile-time ints (the
+stream position; no HBM input). ``d``: dimensions; the kernel's ``n`` is the number of points.
+Output ``x [n, d]`` float32; points on the partitions (tiles of 128), partners
+on the free dim (chunks of ``J``).
+
+Pseudocode
+----------
+::
+
+    for point tile i (<= 128 points):
+        own key, m = philox(blocks block0 + i d + k)          ([128, d] blocks)
+        for dimension k, partner chunk j (<= J points):
+            partner keys = philox(blocks of the chunk)        (same on every partition)
+            rank[:, k] += sum_free [key_j < key_i or (key_j == key_i and j < i)]
+        x[i, :] = (rank + m 2**-53) fl32(1/n);  store
+
 Layout
 ------
 Points on partitions (tiles of 128), comparison partners on the free dim

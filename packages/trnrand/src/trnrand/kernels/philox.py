@@ -16,6 +16,23 @@ The host guarantees that ``[block0, block0 + nblocks)`` does not cross a
 multiple of 2**32 (so the counter's word 1, ``b >> 32``, is one constant)
 and slices the < 4 words of a draw that starts or ends inside a block.
 
+Dimensions
+----------
+``seed``, ``subsequence``, ``block0``, ``nblocks``: compile-time ints (the
+stream position; no HBM input). ``mode`` (``"words"`` / ``"uniform"``), ``naive``.
+Output ``[nblocks, 4]`` uint32 or float32 in HBM; on chip, tiles of ``[128, F]``
+blocks, ``F = tile_f(nblocks)``.
+
+Pseudocode
+----------
+::
+
+    for t in static_range(T):                        # tile t: blocks tile(t, nblocks, 128 F)
+        ctr = iota(block0 + t 128 F, channel step F)
+        w0..w3 = 10 rounds of (mulhilo by the Philox constants, xor with the key, bump the key)
+        res = words, or (w >> 8) 2**-24
+        store_tile(res)                              (one DMA, two when ragged)
+
 Exact 32 x 32 -> 64-bit products (why 16-bit limbs on GpSimd)
 -------------------------------------------------------------
 Each round needs the high and low words of two 32 x 32 -> 64-bit products.

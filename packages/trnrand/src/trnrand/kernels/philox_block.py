@@ -15,6 +15,20 @@ schedule is two tiles: after each round but the last ``k0 += W0``,
 multiplies are ``Lanes.mulhilo`` (16-bit limbs on GpSimd, see the stream
 kernel's docstring for why), the xors Vector bitvec instructions on tiles.
 
+Dimensions
+----------
+``counter [n, 4]``, ``key [n, 2]`` uint32 in HBM; ``rounds`` compile-time.
+Output ``[n, 4]`` uint32; on chip, tiles of ``[128, F]`` rows.
+
+Pseudocode
+----------
+::
+
+    for t in static_range(T):                        # tile t: rows tile(t, n, 128 F)
+        c, k = load counter, key rows of the tile
+        repeat rounds times: (c0..c3) = philox_round(c, k);  k += (W0, W1) but after the last
+        store c
+
 Layout and tiling
 -----------------
 Partition dim: 128 runs of consecutive rows; free dim: ``F = min(512,

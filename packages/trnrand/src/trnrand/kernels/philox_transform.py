@@ -26,6 +26,23 @@ whose last pair takes word 0 of block ``b + 1``). The host adds ``low``
 (randint), casts to the requested dtype and drops the samples before/after
 the request -- integer-exact steps.
 
+Dimensions
+----------
+``seed``, ``subsequence``, ``block0``, ``nblocks``: compile-time ints (the
+stream position; no HBM input). ``transform`` (a key of
+``TRANSFORMS``), ``param``, ``odd``. Output ``[nblocks, 4]`` (one-word
+transforms) or ``[nblocks, 2]`` (two-word) of the transform's dtype; on chip,
+``[128, F]`` block tiles.
+
+Pseudocode
+----------
+::
+
+    for t in static_range(T):                        # tile t: blocks tile(t, nblocks, 128 F)
+        words = philox(tile)                         (as the Philox kernel)
+        samples = epilogue[transform](words, param)  (the table above)
+        store samples
+
 Why the bits are (or are not) the torch path's
 ----------------------------------------------
 * ``bernoulli``: ``w < T`` is one GpSimd ``tensor_tensor`` on uint32 tiles

@@ -13,6 +13,23 @@ Constants: ``skip``, ``n``. Output ``x [d, n]`` uint32 with
 to ``[n, d]`` and maps to floats exactly (``x * 2**-30`` in float64, the top
 24 bits times ``2**-24`` in float32), as the torch path does.
 
+Dimensions
+----------
+``v [d, 30]``, ``shift [d, 1]`` uint32; ``skip``, ``n`` compile-time ints.
+Output ``x [d, n]`` uint32. On chip: partitions are (point group, dimension),
+``g dd <= 128``; free dim ``F`` points.
+
+Pseudocode
+----------
+::
+
+    for each dimension tile (dd <= 128 dimensions):
+        load v, shift into each of the g groups               (2 g DMAs)
+        for each point tile of g F points:
+            h = gray(iota(point index))
+            acc = XOR over bits b of h of v[:, b]             (3 Vector + 1 GpSimd per bit)
+            store each group's points (tiles of F from the tile's first point)
+
 Layout and tiling: all 128 partitions
 -------------------------------------
 Partition dim: (point group, dimension); free dim: points. Per tile of

@@ -12,7 +12,7 @@ s hi), key=(seed lo, seed hi, 0, 0))``, output ``[nblocks, 4]``, row
 * ``"uniform"`` -> float32 ``(w >> 8) 2**-24`` in [0, 1) (exact),
   bit-identical to the torch path;
 * ``"normal"`` -> float32 ``(z_A, z'_A, z_B, z'_B)``: the Box-Muller pairs
-  ``(w0, w1)``, ``(w2, w3)`` with the map of :mod:`trnrand.kernels.box_muller`
+  ``(w0, w1)``, ``(w2, w3)`` with the map of :mod:`trnrand.kernels.normal`
   (Ln / Sqrt / Sin on the Scalar Engine; a few ulp from torch, not bit for
   bit, as there).
 

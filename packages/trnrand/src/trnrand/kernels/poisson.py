@@ -23,6 +23,25 @@ sample (no data-dependent control flow), merged by
 torch path's attempts ``rounds, rounds + 1, ...`` (independent attempts:
 the law is unchanged).
 
+Dimensions
+----------
+``seed``, ``subsequence``, ``block0``, ``nblocks``: compile-time ints (the
+stream position; no HBM input). ``lam``, ``a``, ``b``, ``invalpha``, ``vr``
+(the PTRS constants), ``rounds``, ``odd``. Output ``[nblocks, 2]`` float32; on
+chip, ``[128, F]`` block tiles.
+
+Pseudocode
+----------
+::
+
+    for t in static_range(T):                        # tile t: blocks tile(t, nblocks, 128 F)
+        keys = word pairs of philox(tile);  result = -1
+        for attempt in range(rounds):
+            U, V = from philox(counter=(2 attempt, 0, 0, 0), key=keys)
+            k = floor((2 a / us + b) U + lam + 0.43);  accept = PTRS test(U, V, k)
+            result = accept and result == -1 ? k : result      (tensor_copy_predicated)
+        store result
+
 fp32 without cancellation
 -------------------------
 ``floor`` is ``t = (y + 2**23) - 2**23`` (round to nearest) and ``t - (t > y)``
@@ -60,8 +79,8 @@ import math
 from trnsci.nki import nisa, nki, nl
 from trnsci.nki.tiling import PMAX, cdiv, tile
 
+from .discrete import keyed_counts, keyed_philox, tile_f
 from .philox import CONST_TILES, GPSIMD_PER_TILE, MASK, VECTOR_PER_TILE, W0, W1, Lanes
-from .philox_threshold import keyed_counts, keyed_philox, tile_f
 from .philox_transform import _column, _Flat, _m53, _store, _store_dmas
 
 CAP = float(1 << 23)

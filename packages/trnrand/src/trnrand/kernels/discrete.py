@@ -18,6 +18,23 @@ for the host's ``thresholds = ((M_0, c_0), (M_1, c_1), ...)`` (``M_j`` integers
 in ``1 .. 2**53``, ``c_j`` >= 1 the multiplicity of a repeated threshold).
 Output ``[nblocks, 2]`` uint32 counts.
 
+Dimensions
+----------
+``seed``, ``subsequence``, ``block0``, ``nblocks``: compile-time ints (the
+stream position; no HBM input). ``thresholds`` (tuple of
+``(M_j, c_j)``), ``keyed``, ``odd``. Output ``[nblocks, 2]`` uint32 counts; on
+chip, ``[128, F]`` block tiles.
+
+Pseudocode
+----------
+::
+
+    for t in static_range(T):                        # tile t: blocks tile(t, nblocks, 128 F)
+        (w, w') = word pairs of philox(tile)  (keyed: words 0, 1 of philox(0, key=(w, w')))
+        m = (w >> 5) 2**26 + (w' >> 6)                (as two exact fp32 halves)
+        k = sum_j c_j [m >= M_j]
+        store k
+
 Why this is the torch path bit for bit
 --------------------------------------
 Both samplers compare a float64 uniform ``u = m 2**-53`` against a fixed,

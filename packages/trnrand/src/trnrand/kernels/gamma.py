@@ -33,6 +33,28 @@ acceptance test differs from it only for attempts within fp32 rounding of
 the boundary: same law (tested: KS against scipy.stats on both paths, and
 most samples equal to the torch path's to fp32 precision).
 
+Dimensions
+----------
+``seed``, ``subsequence``, ``block0``, ``nblocks``: compile-time ints (the
+stream position; no HBM input). ``shape``, ``component``, ``rounds``, ``odd``,
+``student_df``: compile-time constants. Output ``[nblocks, 2]`` float32 (two
+samples per block); on chip, ``[128, F]`` block tiles.
+
+Pseudocode
+----------
+::
+
+    for t in static_range(T):                        # tile t: blocks tile(t, nblocks, 128 F)
+        keys = pairs of philox words of the tile
+        result = -1
+        for attempt in range(rounds):
+            x, u = normal and uniform from philox(counter=(2 attempt + i, component), key=keys)
+            v = (1 + c x)**3;  accept = v > 0 and ln u < x**2 / 2 + d (1 - v + ln v)
+            value = d v  (times exp(ln u' / shape) when shape < 1)
+            result = accept and result == -1 ? value : result    (tensor_copy_predicated)
+        with student_df: result = z rsqrt(max(2 result / df, 2**-80)) where accepted, else NaN
+        store result
+
 Closed forms (``T`` tiles of ``128 x F`` blocks, ``F = min(256, ceil(nblocks
 / 128))``; ``K4``, ``K2`` the keyed Philox's per-tile counts for 4 and 2
 output lanes, ``keyed_counts``; ``s = [shape < 1]``)
@@ -55,8 +77,8 @@ from trnsci.nki import nisa, nki, nl
 from trnsci.nki.tiling import PMAX, cdiv, tile
 
 from .._philox import C_PI, R_BIAS
+from .discrete import keyed_counts, keyed_philox, tile_f
 from .philox import CONST_TILES, GPSIMD_PER_TILE, MASK, VECTOR_PER_TILE, W0, W1, Lanes
-from .philox_threshold import keyed_counts, keyed_philox, tile_f
 from .philox_transform import _column, _Flat, _m53, _store, _store_dmas
 
 S53 = 2.0 * C_PI * 2.0**-53  # the angle step: 2**53 S = 2 C exactly (a power-of-two scaling of fp32 2C)

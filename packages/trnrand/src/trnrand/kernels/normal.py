@@ -36,6 +36,24 @@ Vector. The Scalar Engine's functions are approximations on hardware; the
 emulator evaluates them in fp32, so kernel and torch normals agree to a few
 ulp, not bit for bit (the uint32 words and uniforms are bit-identical).
 
+Dimensions
+----------
+``seed``, ``subsequence``, ``block0``, ``nblocks``: compile-time ints (the
+stream position; no HBM input). ``odd`` (bool): the pairing.
+Output ``[nblocks, 4]`` float32 in HBM; on chip, tiles ``[128, F]`` (``[128, F + 1]``
+when ``odd``) of blocks, ``F = tile_f(nblocks)``.
+
+Pseudocode
+----------
+::
+
+    for t in static_range(T):                        # tile t: blocks tile(t, nblocks, 128 F)
+        w0..w3 = philox_rounds(iota(block0 + t 128 F, channel step F))
+        for each pair (a, b) of lanes:
+            r = sqrt(-2 ln(((a >> 8) + 1) 2**-24) + 2**-100)
+            z, z' = r sin(m S - C), r sin(m' S - C)   (m = b >> 8, m' = a quarter turn on)
+        store rows of the tile (one DMA, two when ragged)
+
 Tiling and closed forms
 -----------------------
 As the Philox kernel (``128 x F`` blocks per tile, ``F = min(512,
