@@ -1,4 +1,7 @@
-"""trnsci.nki.tiling: tile arithmetic against tiles written out by hand."""
+"""trnsci.nki.tiling: tile arithmetic against tiles written out by hand; every kernel on it."""
+
+import ast
+import pathlib
 
 import pytest
 
@@ -57,3 +60,42 @@ def test_core_tiling_bad_arguments():
         tile(0, 10, 2, step=0)
     with pytest.raises(ValueError, match="start"):
         ntiles(10, 2, start=-1)
+
+
+# ---- every library kernel: docstring sections and tile edges from the helper --------------------------------------
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+KERNELS = sorted(p for p in ROOT.glob("packages/*/src/*/kernels/*.py") if p.name != "__init__.py")
+#: Kernels with no tile arithmetic of their own, and why.
+NO_TILING = {
+    "batched_gemm.py": "runs trnblas.kernels.gemm.gemm_tiles per entry",
+    "csr_spgemm.py": "its row blocks (<= 128 rows) are fixed by the host's symbolic phase",
+}
+
+
+def _section(doc, title):
+    """True when ``doc`` has a heading line starting with ``title``, underlined with dashes."""
+    lines = doc.splitlines()
+    return any(a.startswith(title) and set(b.strip()) == {"-"} for a, b in zip(lines, lines[1:]))
+
+
+@pytest.mark.parametrize("path", KERNELS, ids=lambda p: f"{p.parts[-3]}/{p.name}")
+def test_core_tiling_kernel_files(path):
+    tree = ast.parse(path.read_text())
+    doc = ast.get_docstring(tree) or ""
+    assert _section(doc, "Pseudocode"), "docstring needs a 'Pseudocode' section"
+    assert _section(doc, "Dimensions"), "docstring needs a 'Dimensions' section"
+    # a hand-written tile edge min(T, N - x0) is what trnsci.nki.tiling.tile computes
+    edges = [ast.unparse(n) for n in ast.walk(tree)
+             if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "min"
+             and any(isinstance(a, ast.BinOp) and isinstance(a.op, ast.Sub) for a in n.args)]
+    assert not edges, f"tile edges written by hand (use trnsci.nki.tiling.tile): {edges}"
+    uses = any(isinstance(n, ast.ImportFrom) and n.module == "trnsci.nki.tiling" for n in ast.walk(tree))
+    assert uses or path.name in NO_TILING, "kernel does not use trnsci.nki.tiling"
+
+
+def test_core_tiling_kernel_scan_finds_kernels():
+    # the scan above must see every library's kernels (a moved tree would make it vacuous)
+    libs = {p.parts[-3] for p in KERNELS}
+    assert {"trnblas", "trnfft", "trnrand", "trnsolver", "trnsparse", "trntensor"} <= libs
+    assert len(KERNELS) >= 59

@@ -82,7 +82,7 @@ def trsm_kernel(w, r):
             if b > 0:
                 acc = nl.ndarray((bb, cw), dtype=nl.float32, buffer=nl.psum, name="update")
                 for cb in nl.static_range(b):
-                    q0 = cb * TB  # block cb is full: only the last block can be ragged
+                    q0, _ = tile(cb, n, TB)  # block cb < b is full: only the last block can be ragged
                     wt = nl.load(w[q0:q0 + TB, b0:b0 + bb])
                     nisa.nc_matmul(acc, wt, xs[0:TB, cb * cw:(cb + 1) * cw])
                 rs = nl.ndarray((bb, cw), dtype=nl.float32, buffer=nl.sbuf, name="residual")

@@ -43,8 +43,9 @@ Closed forms
 from __future__ import annotations
 
 from trnsci.nki import nisa, nki, nl
+from trnsci.nki.tiling import PMAX
 
-MAX_N = 128
+MAX_N = PMAX  # one tile: the partition dim
 
 
 def potrf_tile_counts(n: int) -> dict:

@@ -186,11 +186,10 @@ def bsr_spmm_kernel(blocks_t, bcol, b, row_ptrs=(), M=0, cols=()):
                 nisa.dma_copy(dst=at, src=blocks_t[i])
                 bt = slots[cols[i]] if keep else _gather_rows(b, gidx, i, n0, npw, ragged, "b_rows")
                 for t in nl.static_range(nsub):
-                    j0 = t * TN
-                    nisa.nc_matmul(accs[t], at, bt[:, j0:j0 + accs[t].shape[1]])
+                    j0, nn = tile(t, npw, TN)
+                    nisa.nc_matmul(accs[t], at, bt[:, j0:j0 + nn])
             for t in nl.static_range(nsub):
-                j0 = t * TN
-                nn = accs[t].shape[1]
+                j0, nn = tile(t, npw, TN)
                 res = nl.ndarray((TB, nn), dtype=nl.float32, buffer=nl.sbuf, name="c_tile")
                 nisa.tensor_copy(res, accs[t])
                 nl.store(c[m0:m0 + mm, n0 + j0:n0 + j0 + nn], value=res[0:mm, :])

@@ -92,11 +92,10 @@ def screened_spmm_kernel(a_t, b, rank, rthr):
                 nisa.scalar_tensor_tensor(msk, data=rrow[0:kk, :], op0=nl.less_equal, operand0=rc,
                                           op1=nl.multiply, operand1=at)
                 for s in nl.static_range(nsub):
-                    j = s * TN
-                    nisa.nc_matmul(accs[s], msk, bt[:, j:j + accs[s].shape[1]])
+                    j, nn = tile(s, npw, TN)
+                    nisa.nc_matmul(accs[s], msk, bt[:, j:j + nn])
             for s in nl.static_range(nsub):
-                j = s * TN
-                nn = accs[s].shape[1]
+                j, nn = tile(s, npw, TN)
                 res = nl.ndarray((mm, nn), dtype=nl.float32, buffer=nl.sbuf, name="c_tile")
                 nisa.tensor_copy(res, accs[s])
                 nl.store(c[i0:i0 + mm, n0 + j:n0 + j + nn], value=res)
