@@ -33,7 +33,7 @@ Right side needs ``n <=`` :data:`MAX_N` (the replicated row, 4n bytes per partit
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import MOVING_FMAX, PMAX, cdiv, tile
+from trnsci.nki.tiling import MOVING_FMAX, PMAX, cdiv, ntiles, tile
 
 F = 2048
 TN = MOVING_FMAX
@@ -70,14 +70,14 @@ def dgmm_kernel(a, x, left):
         ones = nl.ndarray((1, PMAX), dtype=x.dtype, buffer=nl.sbuf, name="ones")
         nisa.memset(ones, 1.0)
         xs = nl.ndarray((PMAX, n), dtype=nl.float32, buffer=nl.sbuf, name="x_replicated")
-        for nt in nl.static_range(cdiv(n, TN)):
+        for nt in nl.static_range(ntiles(n, TN)):
             n0, nn = tile(nt, n, TN)
             ps = nl.ndarray((PMAX, nn), dtype=nl.float32, buffer=nl.psum, name="x_bcast")
             nisa.nc_matmul(ps, ones, xrow[0:1, n0:n0 + nn])
             nisa.tensor_copy(xs[:, n0:n0 + nn], ps)
     for mt in nl.static_range(tm):
         m0, mm = tile(mt, m, PMAX)
-        for ft in nl.static_range(cdiv(n, F)):
+        for ft in nl.static_range(ntiles(n, F)):
             f0, ff = tile(ft, n, F)
             at = nl.ndarray((mm, ff), dtype=a.dtype, buffer=nl.sbuf, name="a_tile")
             nisa.dma_copy(dst=at, src=a[m0:m0 + mm, f0:f0 + ff])

@@ -66,7 +66,7 @@ per full tile, i.e. the full 128x128x512 MAC array rate.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv, sbuf_budget, tile
+from trnsci.nki.tiling import cdiv, ntiles, sbuf_budget, tile
 
 TK = 128  # contraction tile (partition dim)
 TM = 128  # stationary free size
@@ -120,22 +120,22 @@ def gemm_tiles(a_t, b, c):
     N = b.shape[1]
     tk = cdiv(K, TK)
     nb = panel_width(K, N, a_t.dtype.itemsize)
-    for pn in nl.static_range(cdiv(N, nb)):
+    for pn in nl.static_range(ntiles(N, nb)):
         n0, nbw = tile(pn, N, nb)
         # B panel: row tile kt lives in columns [kt*nbw, (kt+1)*nbw)
         bpan = nl.ndarray((TK, tk * nbw), dtype=b.dtype, buffer=nl.sbuf, name="b_panel")
         for kt in nl.static_range(tk):
             k0, kk = tile(kt, K, TK)
             nisa.dma_copy(dst=bpan[0:kk, kt * nbw:(kt + 1) * nbw], src=b[k0:k0 + kk, n0:n0 + nbw])
-        for sm_ in nl.static_range(cdiv(M, SM)):
+        for sm_ in nl.static_range(ntiles(M, SM)):
             s0, sw = tile(sm_, M, SM)
             astrip = nl.ndarray((TK, tk * sw), dtype=a_t.dtype, buffer=nl.sbuf, name="a_strip")
             for kt in nl.static_range(tk):
                 k0, kk = tile(kt, K, TK)
                 nisa.dma_copy(dst=astrip[0:kk, kt * sw:(kt + 1) * sw], src=a_t[k0:k0 + kk, s0:s0 + sw])
-            for mt in nl.static_range(cdiv(sw, TM)):
+            for mt in nl.static_range(ntiles(sw, TM)):
                 m0, mm = tile(mt, sw, TM)
-                for nt in nl.static_range(cdiv(nbw, TN)):
+                for nt in nl.static_range(ntiles(nbw, TN)):
                     j0, nn = tile(nt, nbw, TN)
                     acc = nl.ndarray((mm, nn), dtype=nl.float32, buffer=nl.psum, name="acc")
                     for kt in nl.static_range(tk):

@@ -68,7 +68,7 @@ Trans, with ``tri``::
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import MOVING_FMAX, PMAX, cdiv, tile
+from trnsci.nki.tiling import MOVING_FMAX, PMAX, cdiv, ntiles, tile
 
 F = 2048  # Vector Engine free-dim chunk (trans=False)
 TN = MOVING_FMAX  # 512: PSUM row width (trans=True) and replication width
@@ -121,7 +121,7 @@ def gemv_kernel(a, x, trans, tri=None):
         for mt in nl.static_range(tm):
             m0, mm = tile(mt, m, PMAX)
             nisa.dma_copy(dst=xs[0:mm, mt:mt + 1], src=x[m0:m0 + mm].reshape((mm, 1)))
-        for nt in nl.static_range(cdiv(n, TN)):
+        for nt in nl.static_range(ntiles(n, TN)):
             n0, nn = tile(nt, n, TN)
             acc = nl.ndarray((1, nn), dtype=nl.float32, buffer=nl.psum, name="y_row")
             for mt in nl.static_range(tm):
@@ -141,7 +141,7 @@ def gemv_kernel(a, x, trans, tri=None):
     ones = nl.ndarray((1, PMAX), dtype=x.dtype, buffer=nl.sbuf, name="ones")
     nisa.memset(ones, 1.0)
     xrep = nl.ndarray((PMAX, n), dtype=nl.float32, buffer=nl.sbuf, name="x_replicated")
-    for nt in nl.static_range(cdiv(n, TN)):
+    for nt in nl.static_range(ntiles(n, TN)):
         n0, nn = tile(nt, n, TN)
         ps = nl.ndarray((PMAX, nn), dtype=nl.float32, buffer=nl.psum, name="x_bcast")
         nisa.nc_matmul(ps, ones, xrow[0:1, n0:n0 + nn])

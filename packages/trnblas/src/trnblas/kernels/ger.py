@@ -31,7 +31,7 @@ ha = 1 if a is given)
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import MOVING_FMAX, PMAX, cdiv, tile
+from trnsci.nki.tiling import MOVING_FMAX, PMAX, cdiv, ntiles, tile
 
 TN = MOVING_FMAX
 MAX_BYTES = 96 * 1024  # resident xs + ys, bytes per partition
@@ -60,9 +60,9 @@ def ger_kernel(a, xs, ys):
     yr = nl.ndarray((k, n), dtype=ys.dtype, buffer=nl.sbuf, name="y_rows")
     nisa.dma_copy(dst=xr, src=xs)
     nisa.dma_copy(dst=yr, src=ys)
-    for mt in nl.static_range(cdiv(m, PMAX)):
+    for mt in nl.static_range(ntiles(m, PMAX)):
         m0, mm = tile(mt, m, PMAX)
-        for nt in nl.static_range(cdiv(n, TN)):
+        for nt in nl.static_range(ntiles(n, TN)):
             n0, nn = tile(nt, n, TN)
             ps = nl.ndarray((mm, nn), dtype=nl.float32, buffer=nl.psum, name="outer")
             nisa.nc_matmul(ps, xr[:, m0:m0 + mm], yr[:, n0:n0 + nn])

@@ -91,7 +91,7 @@ s_I = size of block I, I = 0..nb-1)
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv, sbuf_budget, tile, tiles
+from trnsci.nki.tiling import cdiv, ntiles, sbuf_budget, tile, tiles
 
 TQ = 128
 TA = 128
@@ -150,7 +150,7 @@ def mp2_counts(nocc, nvir, naux, itemsize, bo=None):
 
 def _replicate_row(dst, row, ones_row, width):
     """dst[p, x] = row[0, x] on all partitions of dst (a K=1 matmul per 512 columns)."""
-    for c in nl.static_range(cdiv(width, TB)):
+    for c in nl.static_range(ntiles(width, TB)):
         c0, w = tile(c, width, TB)
         ps = nl.ndarray((dst.shape[0], w), dtype=nl.float32, buffer=nl.psum, name="bcast")
         nisa.nc_matmul(ps, ones_row, row[0:1, c0:c0 + w])

@@ -39,7 +39,7 @@ are full 128-row squares, so writes exceed ``4 N (N + 1) / 2`` by at most
 
 from trnblas.kernels.syrk import SBUF_BUDGET, TK, TM, TN, _extent
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv, tile
+from trnsci.nki.tiling import cdiv, ntiles, tile
 
 
 def fits(K, N, itemsize):
@@ -77,10 +77,10 @@ def syr2k_kernel(x, z, upper):
     c = nl.ndarray((N, N), dtype=nl.float32, buffer=nl.shared_hbm)
     xs = _resident(x, K, N, tk, "x_resident")
     zs = _resident(z, K, N, tk, "z_resident")
-    for mt in nl.static_range(cdiv(N, TM)):
+    for mt in nl.static_range(ntiles(N, TM)):
         m0, mm = tile(mt, N, TM)
         lo, hi = _extent(m0, mm, N, upper)
-        for nt in nl.static_range(cdiv(hi - lo, TN)):
+        for nt in nl.static_range(ntiles(hi, TN, lo)):
             j0, nn = tile(nt, hi, TN, lo)
             acc = nl.ndarray((mm, nn), dtype=nl.float32, buffer=nl.psum, name="acc")
             for kt in nl.static_range(tk):

@@ -96,10 +96,10 @@ def syrk_kernel(x, upper):
     for kt in nl.static_range(tk):
         k0, kk = tile(kt, K, TK)
         nisa.dma_copy(dst=xs[0:kk, kt * N:(kt + 1) * N], src=x[k0:k0 + kk, 0:N])
-    for mt in nl.static_range(cdiv(N, TM)):
+    for mt in nl.static_range(ntiles(N, TM)):
         m0, mm = tile(mt, N, TM)
         lo, hi = _extent(m0, mm, N, upper)
-        for nt in nl.static_range(cdiv(hi - lo, TN)):
+        for nt in nl.static_range(ntiles(hi, TN, lo)):
             j0, nn = tile(nt, hi, TN, lo)
             acc = nl.ndarray((mm, nn), dtype=nl.float32, buffer=nl.psum, name="acc")
             for kt in nl.static_range(tk):

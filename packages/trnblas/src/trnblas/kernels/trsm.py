@@ -38,7 +38,7 @@ SBUF holds ``X`` for one column chunk: nb * 2 KiB per partition (n <= 8192).
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv, tile, tiles
+from trnsci.nki.tiling import cdiv, ntiles, tile, tiles
 
 TB = 128  # row block = partition count = stationary width
 TR = 512  # right-hand-side columns per PSUM bank
@@ -73,7 +73,7 @@ def trsm_kernel(w, r):
     n, nrhs = r.shape
     nb = cdiv(n, TB)
     x = nl.ndarray((n, nrhs), dtype=nl.float32, buffer=nl.shared_hbm)
-    for rc in nl.static_range(cdiv(nrhs, TR)):
+    for rc in nl.static_range(ntiles(nrhs, TR)):
         c0, cw = tile(rc, nrhs, TR)
         xs = nl.ndarray((TB, nb * cw), dtype=nl.float32, buffer=nl.sbuf, name="x_blocks")
         for b in nl.static_range(nb):

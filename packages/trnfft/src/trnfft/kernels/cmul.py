@@ -31,7 +31,7 @@ error <= 3 u per component of |a||b| (u = 2^-24).
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, tile
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 F = 2048  # free-dim chunk (elements)
 
@@ -58,9 +58,9 @@ def cmul_kernel(a, b, conj=False):
     """``a * b`` (or ``a * conj(b)``) for ``[2, B, n]`` float32 split-complex arrays."""
     _, B, n = a.shape
     y = nl.ndarray((2, B, n), dtype=nl.float32, buffer=nl.shared_hbm)
-    for bt in nl.static_range(cdiv(B, PMAX)):
+    for bt in nl.static_range(ntiles(B, PMAX)):
         b0, bb = tile(bt, B, PMAX)
-        for ft in nl.static_range(cdiv(n, F)):
+        for ft in nl.static_range(ntiles(n, F)):
             f0, ff = tile(ft, n, F)
             tiles = [nl.ndarray((bb, ff), dtype=nl.float32, buffer=nl.sbuf, name=f"c{i}") for i in range(6)]
             ar, ai, br, bi, t1, t2 = tiles

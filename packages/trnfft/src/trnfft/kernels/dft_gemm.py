@@ -55,7 +55,7 @@ fp32 error: ``GEMM_BOUND(n) = 2 n u`` relative (an n-term dot product per output
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, PSUM_FMAX, cdiv, tile
+from trnsci.nki.tiling import PMAX, PSUM_FMAX, cdiv, ntiles, tile
 
 W_BUDGET = 64 * 1024  # bytes per partition for a resident DFT matrix
 MAX_K = 16384  # xt slices of a batch tile: tk * 128 * 4 bytes <= 64 KiB per partition
@@ -89,13 +89,13 @@ def dft_gemm_kernel(xt, w):
         for kt in nl.static_range(tk):
             k0, kk = tile(kt, K, PMAX)
             nisa.dma_copy(dst=wt[0:kk, kt * N:(kt + 1) * N], src=w[k0:k0 + kk, :])
-    for bt in nl.static_range(cdiv(B, PMAX)):
+    for bt in nl.static_range(ntiles(B, PMAX)):
         b0, bb = tile(bt, B, PMAX)
         xs = nl.ndarray((PMAX, tk * bb), dtype=xt.dtype, buffer=nl.sbuf, name="x_slices")
         for kt in nl.static_range(tk):
             k0, kk = tile(kt, K, PMAX)
             nisa.dma_copy(dst=xs[0:kk, kt * bb:(kt + 1) * bb], src=xt[k0:k0 + kk, b0:b0 + bb])
-        for nt in nl.static_range(cdiv(N, PSUM_FMAX)):
+        for nt in nl.static_range(ntiles(N, PSUM_FMAX)):
             j0, nn = tile(nt, N, PSUM_FMAX)
             acc = nl.ndarray((bb, nn), dtype=nl.float32, buffer=nl.psum, name="acc")
             for kt in nl.static_range(tk):

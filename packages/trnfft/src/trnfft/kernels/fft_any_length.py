@@ -46,7 +46,7 @@ import functools
 import numpy as np
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, tile
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 from .cmul import cmul_tile
 from .fft_pow2 import planes, stockham_tile, tile_counts
@@ -98,7 +98,7 @@ def bluestein_kernel(x, chirp, filt, tw, inverse=False):
     _, B, n = x.shape
     m = filt.shape[1]
     y = nl.ndarray((2, B, n), dtype=nl.float32, buffer=nl.shared_hbm)
-    for bt in nl.static_range(cdiv(B, PMAX)):
+    for bt in nl.static_range(ntiles(B, PMAX)):
         b0, bb = tile(bt, B, PMAX)
         X, T, Z = planes(bb, m, "x"), planes(bb, m, "t"), planes(bb, m, "z")
         nisa.dma_copy(dst=X[0][:, 0:n], src=x[0][b0:b0 + bb, :])

@@ -53,7 +53,7 @@ import math
 import numpy as np
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, tile
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 MAX_N = 4096  # three plane pairs + one stage table: 32 n bytes per partition (128 KiB at 4096)
 
@@ -215,7 +215,7 @@ def stockham_kernel(x, tw, inverse=False):
     """Unnormalized DFT (or inverse DFT) of every row of ``x`` ``[2, B, n]``; returns ``[2, B, n]``."""
     _, B, n = x.shape
     y = nl.ndarray((2, B, n), dtype=nl.float32, buffer=nl.shared_hbm)
-    for bt in nl.static_range(cdiv(B, PMAX)):
+    for bt in nl.static_range(ntiles(B, PMAX)):
         b0, bb = tile(bt, B, PMAX)
         X, T, Z = planes(bb, n, "x"), planes(bb, n, "t"), planes(bb, n, "z")
         nisa.dma_copy(dst=X[0], src=x[0][b0:b0 + bb, :])

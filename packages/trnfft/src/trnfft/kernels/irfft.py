@@ -68,7 +68,7 @@ import functools
 import numpy as np
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, tile
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 from .fft_pow2 import planes, stockham_tile, tile_counts
 
@@ -100,7 +100,7 @@ def irfft_half_kernel(x, ihalf, tw):
     n = 2 * h
     q = h - 1
     y = nl.ndarray((B, n), dtype=nl.float32, buffer=nl.shared_hbm)
-    for bt in nl.static_range(cdiv(B, PMAX)):
+    for bt in nl.static_range(ntiles(B, PMAX)):
         b0, bb = tile(bt, B, PMAX)
         X, T, Z = planes(bb, h, "x"), planes(bb, h, "t"), planes(bb, h, "z")
         re = nl.ndarray((bb, m), dtype=nl.float32, buffer=nl.sbuf, name="re")

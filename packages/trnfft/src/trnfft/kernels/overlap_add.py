@@ -50,7 +50,7 @@ rounded multiplies: relative error <= (R + 2) u of the terms' magnitudes.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import MOVING_FMAX, PMAX, cdiv, sbuf_budget, tile
+from trnsci.nki.tiling import MOVING_FMAX, PMAX, cdiv, ntiles, sbuf_budget, tile
 
 MAX_R = 64  # output tiles keep >= 65 rows
 
@@ -129,7 +129,7 @@ def overlap_add_kernel(frames, wtab, ienv):
     for b in nl.static_range(NB):
         if R > 1:
             nisa.memset(dst=g[0:R - 1, :], value=0.0)  # rows before frame 0 of the first tile
-        for i in nl.static_range(cdiv(S, ms)):
+        for i in nl.static_range(ntiles(S, ms)):
             s0, msi = tile(i, S, ms)
             t0 = s0 - (R - 1)  # frame of row 0
             t_end = min(F, s0 + msi)

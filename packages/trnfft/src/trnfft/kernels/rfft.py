@@ -49,7 +49,7 @@ import functools
 import numpy as np
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, tile
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 from .fft_pow2 import MAX_N, planes, stockham_tile, tile_counts
 
@@ -87,7 +87,7 @@ def rfft_half_kernel(x, half, tw):
     B, n = x.shape
     h = n // 2
     y = nl.ndarray((2, B, h + 1), dtype=nl.float32, buffer=nl.shared_hbm)
-    for bt in nl.static_range(cdiv(B, PMAX)):
+    for bt in nl.static_range(ntiles(B, PMAX)):
         b0, bb = tile(bt, B, PMAX)
         X, T, Z = planes(bb, h, "x"), planes(bb, h, "t"), planes(bb, h, "z")
         for p in range(2):  # even samples -> real plane, odd samples -> imaginary plane

@@ -85,7 +85,7 @@ compare, product, add) and one GpSimd add into the count.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, tile
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 from .philox import CONST_TILES, FMAX, GPSIMD_PER_TILE, M0, M1, MASK, VECTOR_PER_TILE, W0, W1, Lanes
 from .philox_transform import _Flat, _store, _store_dmas
@@ -185,7 +185,7 @@ def philox_threshold_kernel(seed, subsequence, block0, nblocks, thresholds, keye
     b_hi = block0 >> 32
     s0, s1 = subsequence & MASK, subsequence >> 32
     out = nl.ndarray((nblocks, 2), dtype=nl.uint32, buffer=nl.shared_hbm)
-    for t in nl.static_range(cdiv(nblocks, PMAX * f)):
+    for t in nl.static_range(ntiles(nblocks, PMAX * f)):
         b0, rem = tile(t, nblocks, PMAX * f)
         words = ln.words(block0 + b0, b_hi, s0, s1, seed, fw, step=f)
         flat = words.reshape((PMAX, 4 * fw))

@@ -74,7 +74,7 @@ merge) and Scalar Ln, Sqrt, Sin, Ln, Ln (+ Ln, Exp when ``shape < 1``).
 import math
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, tile
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 from .._philox import C_PI, R_BIAS
 from .discrete import keyed_counts, keyed_philox, tile_f
@@ -144,7 +144,7 @@ def gamma_kernel(seed, subsequence, block0, nblocks, shape, component=0, rounds=
     s0, s1 = subsequence & MASK, subsequence >> 32
     out = nl.ndarray((nblocks, 2), dtype=nl.float32, buffer=nl.shared_hbm)
     f32, vec = nl.float32, nisa.engine.vector
-    for t in nl.static_range(cdiv(nblocks, PMAX * f)):
+    for t in nl.static_range(ntiles(nblocks, PMAX * f)):
         b0, rem = tile(t, nblocks, PMAX * f)
         words = ln.words(block0 + b0, b_hi, s0, s1, seed, fw, step=f)
         flat = words.reshape((PMAX, 4 * fw))

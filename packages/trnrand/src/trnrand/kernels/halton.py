@@ -90,7 +90,7 @@ def halton_kernel(radix, scale, skip, n):
     d, lv = scale.shape
     x = nl.ndarray((d, n), dtype=nl.float32, buffer=nl.shared_hbm)
     f32, vec = nl.float32, nisa.engine.vector
-    for kt in nl.static_range(cdiv(d, PMAX)):
+    for kt in nl.static_range(ntiles(d, PMAX)):
         k0, dd = tile(kt, d, PMAX)
         g, f, tiles = groups(dd, n)
         pp = g * dd

@@ -63,7 +63,7 @@ shapes), one more for ``n`` when a chunk is ragged.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, tile
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 from .philox import MASK, Lanes
 
@@ -95,7 +95,7 @@ def lhs_kernel(seed, subsequence, block0, n, d):
     s0, s1 = subsequence & MASK, subsequence >> 32
     g, vec = nisa.engine.gpsimd, nisa.engine.vector
     x = nl.ndarray((n, d), dtype=nl.float32, buffer=nl.shared_hbm)
-    for it in nl.static_range(cdiv(n, PMAX)):
+    for it in nl.static_range(ntiles(n, PMAX)):
         i0, pi = tile(it, n, PMAX)
         ctr = own.block_tile((block0 + i0 * d) & MASK, step=d)
         w = _philox_words(own, ctr, b_hi, s0, s1, seed, d, "own")

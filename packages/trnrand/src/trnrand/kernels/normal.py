@@ -68,7 +68,7 @@ last tile). Per tile: Philox (GpSimd 181, Vector 178) + per pair Vector 5
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, tile
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 from .._philox import C_PI, R_BIAS, S_ANGLE
 from .philox import CONST_TILES, GPSIMD_PER_TILE, MASK, VECTOR_PER_TILE, Lanes, _store_dmas, store_tile, tile_f
@@ -110,7 +110,7 @@ def box_muller_kernel(seed, subsequence, block0, nblocks, odd=False):
     b_hi = block0 >> 32
     s0, s1 = subsequence & MASK, subsequence >> 32
     out = nl.ndarray((nblocks, 4), dtype=nl.float32, buffer=nl.shared_hbm)
-    for t in nl.static_range(cdiv(nblocks, PMAX * f)):
+    for t in nl.static_range(ntiles(nblocks, PMAX * f)):
         b0, rem = tile(t, nblocks, PMAX * f)
         x = ln.rounds(ln.block_tile((block0 + b0) & MASK, step=f), b_hi, s0, s1, seed)
         res = nl.ndarray((PMAX, f, 4), dtype=nl.float32, buffer=nl.sbuf, name="z")

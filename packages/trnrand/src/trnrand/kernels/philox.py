@@ -87,7 +87,7 @@ instructions per 1000 words.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, sbuf_budget, tile
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, sbuf_budget, tile
 
 M0 = 0xD2511F53
 M1 = 0xCD9E8D57
@@ -256,7 +256,7 @@ def philox_kernel(seed, subsequence, block0, nblocks, mode="words", naive=False)
     s0, s1 = subsequence & MASK, subsequence >> 32
     odt = nl.float32 if mode == "uniform" else nl.uint32
     out = nl.ndarray((nblocks, 4), dtype=odt, buffer=nl.shared_hbm)
-    for t in nl.static_range(cdiv(nblocks, PMAX * f)):
+    for t in nl.static_range(ntiles(nblocks, PMAX * f)):
         b0, rem = tile(t, nblocks, PMAX * f)
         words = nl.ndarray((PMAX, f, 4), dtype=nl.uint32, buffer=nl.sbuf, name="words")
         ctr = ln.block_tile((block0 + b0) & MASK)

@@ -54,7 +54,7 @@ bump (GpSimd 2) after every round but the last.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, tile
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 from .philox import M0, M1, W0, W1, Lanes, _store_dmas, tile_f
 
@@ -96,7 +96,7 @@ def philox_block_kernel(counter, key, rounds=10):
     ln = Lanes(f)
     w0, w1 = ln.const(W0), ln.const(W1)
     out = nl.ndarray((n, 4), dtype=nl.uint32, buffer=nl.shared_hbm)
-    for t in nl.static_range(cdiv(n, PMAX * f)):
+    for t in nl.static_range(ntiles(n, PMAX * f)):
         r0, rem = tile(t, n, PMAX * f)
         c = nl.ndarray((PMAX, f, 4), dtype=nl.uint32, buffer=nl.sbuf, name="ctr")
         k = nl.ndarray((PMAX, f, 2), dtype=nl.uint32, buffer=nl.sbuf, name="key")

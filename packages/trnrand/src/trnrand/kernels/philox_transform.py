@@ -113,7 +113,7 @@ Philox per tile: GpSimd 181, Vector 178; constants: GpSimd 6.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, tile
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 from .philox import CONST_TILES, GPSIMD_PER_TILE, MASK, VECTOR_PER_TILE, Lanes, tile_f
 
@@ -303,7 +303,7 @@ def philox_transform_kernel(seed, subsequence, block0, nblocks, transform, param
     b_hi = block0 >> 32
     s0, s1 = subsequence & MASK, subsequence >> 32
     out = nl.ndarray((nblocks, spb), dtype=odt, buffer=nl.shared_hbm)
-    for t in nl.static_range(cdiv(nblocks, PMAX * f)):
+    for t in nl.static_range(ntiles(nblocks, PMAX * f)):
         b0, rem = tile(t, nblocks, PMAX * f)
         words = ln.words(block0 + b0, b_hi, s0, s1, seed, fw, step=f)
         flat = words.reshape((PMAX, 4 * fw))

@@ -77,7 +77,7 @@ Vector counts per tile)
 import math
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, tile
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 from .discrete import keyed_counts, keyed_philox, tile_f
 from .philox import CONST_TILES, GPSIMD_PER_TILE, MASK, VECTOR_PER_TILE, W0, W1, Lanes
@@ -122,7 +122,7 @@ def ptrs_kernel(seed, subsequence, block0, nblocks, lam, a, b, invalpha, vr, rou
     def work_tile(name):
         return ew.tile(name, f32)
 
-    for t in nl.static_range(cdiv(nblocks, PMAX * f)):
+    for t in nl.static_range(ntiles(nblocks, PMAX * f)):
         b0, rem = tile(t, nblocks, PMAX * f)
         words = ln.words(block0 + b0, b_hi, s0, s1, seed, fw, step=f)
         flat = words.reshape((PMAX, 4 * fw))

@@ -104,7 +104,7 @@ def sobol_kernel(v, shift, skip, n):
     x = nl.ndarray((d, n), dtype=nl.uint32, buffer=nl.shared_hbm)
     zero = nl.ndarray((PMAX, FMAX), dtype=nl.uint32, buffer=nl.sbuf, name="zero")
     nisa.memset(zero, 0, engine=nisa.engine.gpsimd)
-    for kt in nl.static_range(cdiv(d, PMAX)):
+    for kt in nl.static_range(ntiles(d, PMAX)):
         k0, dd = tile(kt, d, PMAX)
         g, f, tiles = groups(dd, n)
         pp = g * dd  # busy partitions

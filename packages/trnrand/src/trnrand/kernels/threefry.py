@@ -70,7 +70,7 @@ Block kernel (all lanes tiles, ``J = R // 4`` injections after rounds):
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, sbuf_budget, tile
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, sbuf_budget, tile
 
 from .._philox import C_PI, R_BIAS, S_ANGLE
 from .._threefry import MASK, PARITY, QUARTER, ROT
@@ -224,7 +224,7 @@ def threefry_kernel(seed, subsequence, block0, nblocks, mode="words"):
         quarter = nl.ndarray((PMAX, f), dtype=nl.uint32, buffer=nl.sbuf, name="quarter")
         nisa.memset(quarter, QUARTER, engine=nisa.engine.gpsimd)
         ulow, rbias, shift = _column(2.0**-24, "u_bias"), _column(R_BIAS, "r_bias"), _column(-C_PI, "angle_bias")
-    for t in nl.static_range(cdiv(nblocks, PMAX * f)):
+    for t in nl.static_range(ntiles(nblocks, PMAX * f)):
         b0, rem = tile(t, nblocks, PMAX * f)
         ln.start_tile()
         ctr = nl.ndarray((PMAX, f), dtype=nl.int32, buffer=nl.sbuf, name="ctr")
@@ -282,7 +282,7 @@ def threefry_block_kernel(counters, keys, rounds=20):
     f = tile_f(nblocks)
     ln = _Lanes(f)
     out = nl.ndarray((nblocks, 4), dtype=nl.uint32, buffer=nl.shared_hbm)
-    for t in nl.static_range(cdiv(nblocks, PMAX * f)):
+    for t in nl.static_range(ntiles(nblocks, PMAX * f)):
         b0, rem = tile(t, nblocks, PMAX * f)
         ln.start_tile()
         c = nl.ndarray((PMAX, f, 4), dtype=nl.uint32, buffer=nl.sbuf, name="ctr")

@@ -64,7 +64,7 @@ gathers zeroed first, e = block rows with no tile)
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv, sbuf_budget, tile
+from trnsci.nki.tiling import cdiv, ntiles, sbuf_budget, tile
 
 TB = 128  # tile (block) size: the partition count and the stationary free size
 TN = 512  # PSUM tile width (fp32 bank)
@@ -74,7 +74,7 @@ SBUF_BUDGET = sbuf_budget(reserve=12 * 1024)
 
 def panels(N):
     """The column panels of an N-column product: (n0, width, 512-column sub-tiles) each."""
-    for pn in nl.static_range(cdiv(N, NP)):
+    for pn in nl.static_range(ntiles(N, NP)):
         n0, npw = tile(pn, N, NP)
         yield n0, npw, cdiv(npw, TN)
 

@@ -71,7 +71,7 @@ ELL padding (``8*(slots - nnz)``) and 8 bytes per long piece.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv, tile, tiles
+from trnsci.nki.tiling import cdiv, ntiles, tile, tiles
 
 TB = 128
 TN = 512
@@ -151,7 +151,7 @@ def csr_spmv_kernel(vals, cols, target, x, blocks=(), M=0):
                 xrow = nl.ndarray((1, xc), dtype=x.dtype, buffer=nl.sbuf, name="x_row")
                 nisa.dma_copy(dst=xrow, src=x.ap(pattern=[[1, 1], [N, xc]], offset=c0 * N + n0 + c))
                 xrep = nl.ndarray((TB, xc + 1), dtype=nl.float32, buffer=nl.sbuf, name=f"x_rep{c}")
-                for t in nl.static_range(cdiv(xc, TN)):
+                for t in nl.static_range(ntiles(xc, TN)):
                     t0, tw = tile(t, xc, TN)
                     ps = nl.ndarray((TB, tw), dtype=nl.float32, buffer=nl.psum, name="x_bcast")
                     nisa.nc_matmul(ps, ones, xrow[:, t0:t0 + tw])

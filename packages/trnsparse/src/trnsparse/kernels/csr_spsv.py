@@ -45,7 +45,7 @@ entries left of the diagonal tiles; slots = sum pc w)
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv, tile
+from trnsci.nki.tiling import cdiv, ntiles, tile
 
 TB = 128
 TN = 512
@@ -80,7 +80,7 @@ def csr_spsv_kernel(linv_t, vals, cols, b, blocks=()):
             nisa.dma_copy(dst=av, src=vals.ap(pattern=[[w, pc], [1, w]], offset=off))
             ac = nl.ndarray((pc, w), dtype=nl.int32, buffer=nl.sbuf, name="off_cols")
             nisa.dma_copy(dst=ac, src=cols.ap(pattern=[[w, pc], [1, w]], offset=off))
-        for pn in nl.static_range(cdiv(N, TN)):
+        for pn in nl.static_range(ntiles(N, TN)):
             n0, npw = tile(pn, N, TN)
             rhs = nl.ndarray((pc, npw), dtype=nl.float32, buffer=nl.sbuf, name="rhs")
             nisa.dma_copy(dst=rhs, src=b[r0:r0 + pc, n0:n0 + npw])

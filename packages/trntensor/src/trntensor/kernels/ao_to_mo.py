@@ -68,7 +68,7 @@ size ``ci`` (``nocc`` when it is small): the Tensor Engine is busy
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, PSUM_FMAX, cdiv, sbuf_budget, tile
+from trnsci.nki.tiling import PMAX, PSUM_FMAX, cdiv, ntiles, sbuf_budget, tile
 
 TK = PMAX  # contraction tile (partition dim)
 TA = 128  # a-tile: stationary free size
@@ -138,11 +138,11 @@ def ao_to_mo_kernel(eri3, c_occ, c_vir):
     out = nl.ndarray((nvir, naux * nocc), dtype=nl.float32, buffer=nl.shared_hbm)
     e3 = eri3.reshape((nao, nao, naux))
     o3 = out.reshape((nvir, naux, nocc))
-    for it in nl.static_range(cdiv(nocc, ci)):
+    for it in nl.static_range(ntiles(nocc, ci)):
         i0, cc = tile(it, nocc, ci)
         co = nl.ndarray((TK, tn * ci), dtype=nl.float32, buffer=nl.sbuf, name="c_occ")
         _load_columns(co, c_occ, i0, cc, ci, tn, nao)
-        for pt in nl.static_range(cdiv(naux, pb)):
+        for pt in nl.static_range(ntiles(naux, pb)):
             p0, pp = tile(pt, naux, pb)
             w = pp * cc
             x = nl.ndarray((TK, tn * w), dtype=nl.float32, buffer=nl.sbuf, name="x_half")
@@ -162,7 +162,7 @@ def ao_to_mo_kernel(eri3, c_occ, c_vir):
                 nisa.tensor_copy(x[0:nn, nt * w:(nt + 1) * w], acc)
                 del acc
             # ---- second half: B[a, (P, i)] = sum_n c_vir[n, a] X[n, (P, i)]
-            for at in nl.static_range(cdiv(nvir, aw)):
+            for at in nl.static_range(ntiles(nvir, aw)):
                 a0, aa = tile(at, nvir, aw)
                 cv = nl.ndarray((TK, tn * aw), dtype=nl.float32, buffer=nl.sbuf, name="c_vir")
                 _load_columns(cv, c_vir, a0, aa, aw, tn, nao)

@@ -51,7 +51,7 @@ stays ``inf``, so non-finite sums come out as in torch)::
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, tile
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 KW = 2048  # columns per chunk
 
@@ -92,10 +92,10 @@ def reduce_kernel(x, c, op, alpha, beta):
     if _split(M, K, op):
         _full_sum(x, c, alpha, beta, out2)
         return out
-    for mt in nl.static_range(cdiv(M, PMAX)):
+    for mt in nl.static_range(ntiles(M, PMAX)):
         m0, mm = tile(mt, M, PMAX)
         acc = nl.ndarray((PMAX, 1), dtype=nl.float32, buffer=nl.sbuf, name="acc")
-        for kt in nl.static_range(cdiv(K, KW)):
+        for kt in nl.static_range(ntiles(K, KW)):
             k0, kk = tile(kt, K, KW)
             t = nl.ndarray((PMAX, KW), dtype=nl.float32, buffer=nl.sbuf, name="x_chunk")
             nisa.dma_copy(dst=t[0:mm, 0:kk], src=x[m0:m0 + mm, k0:k0 + kk])
@@ -127,7 +127,7 @@ def _full_sum(x, c, alpha, beta, out2):
     ones = nl.ndarray((PMAX, 1), dtype=nl.float32, buffer=nl.sbuf, name="ones")
     nisa.memset(dst=ones, value=1.0)
     part = nl.ndarray((PMAX, 1), dtype=nl.float32, buffer=nl.sbuf, name="partials")
-    for kt in nl.static_range(cdiv(ks, KW)):
+    for kt in nl.static_range(ntiles(ks, KW)):
         k0, kk = tile(kt, ks, KW)
         t = nl.ndarray((PMAX, KW), dtype=nl.float32, buffer=nl.sbuf, name="x_chunk")
         # partition j reads columns [j*ks + k0, j*ks + k0 + kk)

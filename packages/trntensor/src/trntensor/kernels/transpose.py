@@ -49,7 +49,7 @@ lowering sends tensors holding them to torch (its ``supports`` says so).
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, tile
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 TP = PMAX  # rows per transpose (partitions) and the transposed block's partitions
 SUPER = 4  # n-blocks per strip load, m-tiles per PSUM tile / store (4 x 128 fp32 = one 2 KiB bank)
@@ -79,11 +79,11 @@ def transpose_kernel(x, alpha):
     g, nn_max = grouping(B, M, N)
     tm, tn = cdiv(M, TP), cdiv(N, nn_max)
     out = nl.ndarray((B, N, M), dtype=x.dtype, buffer=nl.shared_hbm)
-    for bt in nl.static_range(cdiv(B, g)):
+    for bt in nl.static_range(ntiles(B, g)):
         b0, bb = tile(bt, B, g)
         for ms in nl.static_range(cdiv(tm, SUPER)):
             sm0, smm = tile(ms, M, SUPER * TP)
-            for ns in nl.static_range(cdiv(tn, SUPER)):
+            for ns in nl.static_range(ntiles(tn, SUPER)):
                 j0, nj = tile(ns, tn, SUPER)  # the strip's n-blocks j0 .. j0 + nj - 1
                 blocks = [tile(j, N, nn_max) for j in range(j0, j0 + nj)]  # (n0, nn) of each
                 sn0 = blocks[0][0]
