@@ -14,11 +14,11 @@ import torch
 
 import trnfft
 from trnfft import _algorithms as A
-from trnfft.kernels import bluestein as KB
 from trnfft.kernels import dft_gemm as KG
-from trnfft.kernels import irfft_half as KI
-from trnfft.kernels import rfft_half as KR
-from trnfft.kernels import stockham as KS
+from trnfft.kernels import fft_any_length as KB
+from trnfft.kernels import fft_pow2 as KS
+from trnfft.kernels import irfft as KI
+from trnfft.kernels import rfft as KR
 from trnfft.kernels.cmul import cmul_counts, cmul_kernel
 from trnsci import nki
 from trnsci.nki.emulator import bf16_products

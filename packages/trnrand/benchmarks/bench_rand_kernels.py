@@ -10,15 +10,15 @@ import math
 import numpy as np
 import pytest
 
-from trnrand.kernels.box_muller import box_muller_kernel
+from trnrand.kernels.discrete import philox_threshold_kernel
+from trnrand.kernels.gamma import gamma_kernel
 from trnrand.kernels.halton import halton_kernel
 from trnrand.kernels.lhs import lhs_kernel
-from trnrand.kernels.marsaglia_tsang import gamma_kernel
+from trnrand.kernels.normal import box_muller_kernel
 from trnrand.kernels.philox import philox_kernel
 from trnrand.kernels.philox_block import philox_block_kernel
-from trnrand.kernels.philox_threshold import philox_threshold_kernel
 from trnrand.kernels.philox_transform import philox_transform_kernel
-from trnrand.kernels.ptrs import ptrs_kernel
+from trnrand.kernels.poisson import ptrs_kernel
 from trnrand.kernels.sobol import sobol_kernel
 from trnrand.quasi import _direction_numbers
 from trnsci import nki

@@ -17,7 +17,7 @@ from scipy.stats import qmc
 
 import trnrand
 from trnrand import _philox
-from trnrand.kernels.box_muller import box_muller_counts, box_muller_kernel
+from trnrand.kernels.normal import box_muller_counts, box_muller_kernel
 from trnrand.kernels.philox import SBUF_TILES, philox_counts, philox_kernel
 from trnrand.kernels.sobol import groups, sobol_counts, sobol_kernel
 from trnrand.quasi import _direction_numbers

@@ -235,7 +235,7 @@ def test_poisson_equals_the_keyed_reference_search():
 ])
 @pytest.mark.parametrize("nblocks,odd", [(1, False), (389, True)])
 def test_threshold_counters_equal_closed_form(keyed, th, nblocks, odd):
-    from trnrand.kernels.philox_threshold import philox_threshold_kernel, threshold_counts
+    from trnrand.kernels.discrete import philox_threshold_kernel, threshold_counts
 
     _, prof = nki.profile(philox_threshold_kernel, seed=1, subsequence=2, block0=3, nblocks=nblocks,
                           thresholds=th, keyed=keyed, odd=odd)
@@ -268,7 +268,7 @@ def test_gamma_fallback_finishes_rejected_samples_with_the_torch_attempts(monkey
         got = trnrand.gamma(n, shape=1.5, generator=G(3))
     assert bool((got > 0).all())
     assert torch.isclose(got, want, rtol=1e-5, atol=0).float().mean() > 0.999
-    from trnrand.kernels.marsaglia_tsang import gamma_kernel
+    from trnrand.kernels.gamma import gamma_kernel
 
     raw = nki.run(gamma_kernel, seed=SEED, subsequence=SUB, block0=0, nblocks=(n + 3) // 2 + 1, shape=1.5, rounds=1,
                   odd=True).reshape(-1)[1:n + 1]
@@ -278,8 +278,8 @@ def test_gamma_fallback_finishes_rejected_samples_with_the_torch_attempts(monkey
 @pytest.mark.parametrize("shape", [2.0, 0.3])
 @pytest.mark.parametrize("nblocks,odd", [(1, False), (389, True)])
 def test_gamma_counters_equal_closed_form(shape, nblocks, odd):
-    from trnrand.kernels.marsaglia_tsang import gamma_counts, gamma_kernel
-    from trnrand.kernels.philox_threshold import keyed_counts
+    from trnrand.kernels.discrete import keyed_counts
+    from trnrand.kernels.gamma import gamma_counts, gamma_kernel
 
     assert keyed_counts(lanes=4) == (198, 198) and keyed_counts(lanes=2) == (188, 187)  # the docstring's K4, K2
     _, prof = nki.profile(gamma_kernel, seed=1, subsequence=2, block0=3, nblocks=nblocks, shape=shape, rounds=2,
@@ -343,7 +343,7 @@ def test_ptrs_kernel_passes_the_torch_paths_chi_square(lam, monkeypatch):
 @pytest.mark.parametrize("nblocks,odd", [(1, False), (389, True)])
 def test_ptrs_counters_equal_closed_form(nblocks, odd):
     from trnrand.distributions import _ptrs_constants
-    from trnrand.kernels.ptrs import ptrs_counts, ptrs_kernel
+    from trnrand.kernels.poisson import ptrs_counts, ptrs_kernel
 
     a, b, ia, vr = _ptrs_constants(25.0)
     _, prof = nki.profile(ptrs_kernel, seed=1, subsequence=2, block0=3, nblocks=nblocks, lam=25.0, a=a, b=b,

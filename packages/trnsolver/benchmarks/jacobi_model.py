@@ -24,7 +24,7 @@ import torch
 import trnsolver
 from trnsci.backend import use_backend
 from trnsci.nki import capture, emulator, nisa, nki, nl
-from trnsolver.kernels.jacobi import jacobi_sweep_kernel, partner_table
+from trnsolver.kernels.eigh_sweep import jacobi_sweep_kernel, partner_table
 
 
 @nki.jit

@@ -19,7 +19,7 @@ import trnsolver
 from trnsci.nki import emulator
 from trnsci.testing import assert_counts, kernel_ran
 from trnsolver import _nki
-from trnsolver.kernels.jacobi import jacobi_sweep_counts, jacobi_sweep_kernel, partner_table, schedule
+from trnsolver.kernels.eigh_sweep import jacobi_sweep_counts, jacobi_sweep_kernel, partner_table, schedule
 
 pytestmark = pytest.mark.simulator
 

@@ -22,8 +22,8 @@ from trnsci.backend import use_backend
 from trnsci.dispatch import plan_call
 from trnsci.nki import emulator
 from trnsci.testing import assert_counts, assert_plan_matches_run, kernel_ran
-from trnsolver.kernels.jacobi import partner_table
-from trnsolver.kernels.svd_jacobi import svd_jacobi_sweep_kernel, svd_sweep_counts
+from trnsolver.kernels.eigh_sweep import partner_table
+from trnsolver.kernels.svd_sweep import svd_jacobi_sweep_kernel, svd_sweep_counts
 
 pytestmark = pytest.mark.simulator
 

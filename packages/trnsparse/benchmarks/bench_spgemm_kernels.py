@@ -24,7 +24,7 @@ from trnsparse import _spgemm
 from trnsparse._nki_spgemm import _csr_route
 from trnsparse.kernels.bsr_spgemm import bsr_spgemm_kernel, resident
 from trnsparse.kernels.csr_add import csr_add_kernel
-from trnsparse.kernels.csr_rowmerge import csr_rowmerge_kernel
+from trnsparse.kernels.csr_spgemm import csr_rowmerge_kernel
 
 N_BSR = 1024
 T2 = 128 * 128

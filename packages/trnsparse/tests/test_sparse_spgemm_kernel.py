@@ -18,7 +18,7 @@ from trnsci.testing import assert_counts, kernel_ran
 from trnsparse import _nki_spgemm, _spgemm
 from trnsparse.kernels.bsr_spgemm import bsr_spgemm_counts, bsr_spgemm_kernel
 from trnsparse.kernels.csr_add import csr_add_counts
-from trnsparse.kernels.csr_rowmerge import csr_rowmerge_counts
+from trnsparse.kernels.csr_spgemm import csr_rowmerge_counts
 
 pytestmark = pytest.mark.simulator
 

@@ -12,16 +12,16 @@ Routing of one transform length ``n`` (:func:`algorithm`), ``"fast"`` mode:
 * DFT-as-GEMM (:mod:`trnfft.kernels.dft_gemm`) for powers of two
   ``n <= GEMM_MAX_N = 512`` and other ``n <= GEMM_MAX_N_ANY = 2048`` (the
   modeled crossovers, see the constants);
-* larger powers of two up to 4096 -> Stockham (:mod:`trnfft.kernels.stockham`);
+* larger powers of two up to 4096 -> Stockham (:mod:`trnfft.kernels.fft_pow2`);
 * powers of two 8192 .. 2**20 -> four-step on the host: column transforms,
   twiddle multiply (complex-multiply kernel), row transforms -- three
   kernel runs (:func:`large_counts`);
 * other ``n > 2048`` with convolution length ``m <= 2**20`` -> the chirp-z
-  steps of the Bluestein kernel (:mod:`trnfft.kernels.bluestein`, which
+  steps of the Bluestein kernel (:mod:`trnfft.kernels.fft_any_length`, which
   itself takes ``m <= 4096``) as separate runs (three complex multiplies, two
   four-step transforms of length m);
 * real input of even ``n`` with ``n/2`` a power of two ``<= 4096`` -> the
-  half-length kernel (:mod:`trnfft.kernels.rfft_half`); other n: the
+  half-length kernel (:mod:`trnfft.kernels.rfft`); other n: the
   complex route of length n;
 * stft: framing/windowing on the host, the frames as the batch of one
   rfft (one-sided) or fft kernel;
@@ -31,7 +31,7 @@ Routing of one transform length ``n`` (:func:`algorithm`), ``"fast"`` mode:
   Engine, division by the summed squared window); the window/envelope
   tables, the NOLA check and the final trim are host work;
 * irfft/hfft (and the last dim of irfftn), even ``n``: the half-length
-  trick -- the fused :mod:`trnfft.kernels.irfft_half` kernel when ``n/2`` is
+  trick -- the fused :mod:`trnfft.kernels.irfft` kernel when ``n/2`` is
   a power of two ``<= 4096`` ("fast"), else the same pre-twiddle on the host
   and one complex inverse of length ``n/2`` on the routed kernel; odd ``n``:
   Hermitian extension on the host, one complex inverse of length n.
@@ -65,12 +65,12 @@ from . import _algorithms as A
 from . import _engine as E
 from .basic import FFT, FFTN, IFFT, IFFTN
 from .complex import CMATMUL, CMUL
-from .kernels import bluestein as KB
 from .kernels import dft_gemm as KG
-from .kernels import irfft_half as KI
+from .kernels import fft_any_length as KB
+from .kernels import fft_pow2 as KS
+from .kernels import irfft as KI
 from .kernels import overlap_add as KO
-from .kernels import rfft_half as KR
-from .kernels import stockham as KS
+from .kernels import rfft as KR
 from .kernels.cmul import cmul_counts, cmul_kernel
 from .real import HFFT, IHFFT, IRFFT, IRFFTN, RFFT, RFFTN
 from .stft import ISTFT, STFT

@@ -33,7 +33,7 @@ import torch
 from ._philox import C_PI, R_BIAS
 
 F32 = np.float32
-S53 = 2.0 * C_PI * 2.0**-53  # the kernels' angle step (marsaglia_tsang.S53)
+S53 = 2.0 * C_PI * 2.0**-53  # the kernels' angle step (gamma.S53)
 V_MIN = 2.0**-60
 CAP = float(1 << 23)
 INV_US_MAX = float(1 << 28)
@@ -116,7 +116,7 @@ def _ln_open(m: np.ndarray) -> np.ndarray:
 
 
 def _normal(w: np.ndarray) -> np.ndarray:
-    """Box-Muller's first normal of words 0-3 (marsaglia_tsang._normal)."""
+    """Box-Muller's first normal of words 0-3 (gamma._normal)."""
     lg = _ln_open(_m53(w[:, 0], w[:, 1]))
     r = _act(np.sqrt, lg, -2.0, R_BIAS)
     x = _act(np.sin, _m53(w[:, 2], w[:, 3]), S53, -C_PI)
@@ -134,7 +134,7 @@ def _merge(at, ok, val, dst, done):
     return np.where(take, val, dst), done
 
 
-# ---- gamma (marsaglia_tsang.gamma_kernel) ------------------------------------------------------------
+# ---- gamma (gamma.gamma_kernel) ------------------------------------------------------------
 def gamma_rounds(words_of, shape: float, component: int, rounds: int, student_df=None) -> np.ndarray:
     """gamma_kernel's per-sample output: Gamma(shape) from the first accepted of ``rounds`` attempts, or -1.
 

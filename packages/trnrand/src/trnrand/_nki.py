@@ -76,15 +76,15 @@ from .distributions import (
     _scale,
     _wps,
 )
-from .kernels.box_muller import box_muller_counts, box_muller_kernel
+from .kernels.discrete import philox_threshold_kernel, threshold_counts
+from .kernels.gamma import gamma_counts, gamma_kernel
 from .kernels.halton import halton_counts, halton_kernel, halton_levels
 from .kernels.lhs import lhs_counts, lhs_kernel
-from .kernels.marsaglia_tsang import gamma_counts, gamma_kernel
+from .kernels.normal import box_muller_counts, box_muller_kernel
 from .kernels.philox import philox_counts, philox_kernel
 from .kernels.philox_block import philox_block_counts, philox_block_kernel
-from .kernels.philox_threshold import philox_threshold_kernel, threshold_counts
 from .kernels.philox_transform import FULL, philox_transform_kernel, transform_counts
-from .kernels.ptrs import ptrs_counts, ptrs_kernel
+from .kernels.poisson import ptrs_counts, ptrs_kernel
 from .kernels.sobol import sobol_counts, sobol_kernel
 from .kernels.threefry import threefry_block_counts, threefry_block_kernel, threefry_counts, threefry_kernel
 from .philox import PHILOX4X32

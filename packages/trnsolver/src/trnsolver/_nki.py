@@ -5,7 +5,7 @@ serves ``"simulator"``) of an :class:`~trnsci.dispatch.Op` declared next to
 its public function, with the torch lowering's signature.
 
 * ``EIGH`` (real float32): parallel Brent-Luk Jacobi. ``n <= 128``: one tile,
-  one :func:`~trnsolver.kernels.jacobi.jacobi_sweep_kernel` launch per sweep
+  one :func:`~trnsolver.kernels.eigh_sweep.jacobi_sweep_kernel` launch per sweep
   (``n - 1`` rounds of ``n/2`` rotations inside), until
   ``off(A) <= max(tol, FP32_TOL) ||A||_F`` or the off-norm stops falling
   (fp32 floor). ``n > 128``: block Jacobi (:data:`BLOCK` x :data:`BLOCK`
@@ -47,7 +47,7 @@ from trnsolver._blocked import _blocked_cholesky_torch
 from trnsolver._jacobi import _block_jacobi_eigh_torch
 from trnsolver.eigen import EIGH
 from trnsolver.factor import CHOLESKY, INV_SQRT_SPD_NS, _inv_sqrt_spd_ns_torch
-from trnsolver.kernels.jacobi import MAX_N, jacobi_sweep_kernel, partner_table
+from trnsolver.kernels.eigh_sweep import MAX_N, jacobi_sweep_kernel, partner_table
 from trnsolver.kernels.potrf_tile import potrf_tile_counts, potrf_tile_kernel
 
 F32 = torch.float32
@@ -120,7 +120,7 @@ def _eigh_supports(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
 
 def _eigh_counts(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
     """None: the number of sweep launches depends on the data. One sweep's
-    closed forms are :func:`~trnsolver.kernels.jacobi.jacobi_sweep_counts`."""
+    closed forms are :func:`~trnsolver.kernels.eigh_sweep.jacobi_sweep_counts`."""
     return None
 
 

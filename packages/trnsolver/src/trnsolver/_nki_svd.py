@@ -2,7 +2,7 @@
 
 ``svd`` (real float32, ``min(m, n) <=`` 128, ``max(m, n) <=`` 4096): the
 columns of ``A`` (of ``A^T`` when ``m < n``) are orthogonalized by
-:func:`~trnsolver.kernels.svd_jacobi.svd_jacobi_sweep_kernel`, one launch
+:func:`~trnsolver.kernels.svd_sweep.svd_jacobi_sweep_kernel`, one launch
 per sweep, until the largest ``gamma^2 / (alpha beta)`` of a sweep is below
 ``FP32_TOL^2`` (the kernel reports it; only those ``n`` scalars and the
 ``n`` column norms cross to the host each sweep) or stops falling. Then on
@@ -10,7 +10,7 @@ the host: the ``n`` singular values sorted, ``U``'s columns divided by them
 (an ``m n`` scaling pass), and -- only for exactly rank-deficient inputs -- the
 left vectors of zero singular values completed by a host QR. The number of
 sweeps depends on the data, so the plan carries no closed form (one sweep's
-is :func:`~trnsolver.kernels.svd_jacobi.svd_sweep_counts`).
+is :func:`~trnsolver.kernels.svd_sweep.svd_sweep_counts`).
 
 ``pinv``: that SVD, then ``X = (V s^+) U^T`` on the GEMM kernel.
 """
@@ -26,7 +26,7 @@ from trnsci import iterative as it_
 from trnsci import nki
 from trnsolver._nki import FP32_TOL, KERNEL_DTYPES, _tables, _trnblas, not_finite
 from trnsolver.factor import PINV, SVD
-from trnsolver.kernels.svd_jacobi import MAX_M, MAX_N, svd_jacobi_sweep_kernel
+from trnsolver.kernels.svd_sweep import MAX_M, MAX_N, svd_jacobi_sweep_kernel
 
 F32 = torch.float32
 MAX_SWEEPS = 40

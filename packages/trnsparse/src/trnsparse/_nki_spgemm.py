@@ -39,7 +39,7 @@ from trnsparse import _sell, _spgemm
 from trnsparse._nki import F32, KERNEL_DTYPES, TB, _grad
 from trnsparse.kernels.bsr_spgemm import AMAX, bsr_spgemm_counts, bsr_spgemm_kernel, resident
 from trnsparse.kernels.csr_add import csr_add_counts, csr_add_kernel
-from trnsparse.kernels.csr_rowmerge import csr_rowmerge_counts, csr_rowmerge_kernel
+from trnsparse.kernels.csr_spgemm import csr_rowmerge_counts, csr_rowmerge_kernel
 from trnsparse.ops import BSR_SPGEMM, SPARSE_ADD, SPGEMM
 
 #: Modeled time of one 128^3 fp32 tile product in the BSR SpGEMM kernel (trn1, overlapped timeline,

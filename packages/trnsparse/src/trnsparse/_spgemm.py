@@ -314,7 +314,7 @@ def add_plan(owner, a_cols, a_ptrs, b_cols, b_ptrs, shape) -> AddPlan:
 
 @dataclass(frozen=True)
 class RowMergePlan:
-    """C's structural pattern and the row-merge kernel's layouts (see kernels/csr_rowmerge.py)."""
+    """C's structural pattern and the row-merge kernel's layouts (see kernels/csr_spgemm.py)."""
 
     cols: torch.Tensor     # (nnzC,) int64 sorted inside rows
     ptrs: torch.Tensor     # (m + 1,) int64

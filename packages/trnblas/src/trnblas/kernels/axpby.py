@@ -5,8 +5,8 @@ One kernel serves every level-1 routine that writes vectors: ``axpy``
 ``swap`` (pair: ``u = y, w = x``), ``rot`` (pair: ``u = c x + s y,
 w = c y - s x``) and ``geam`` (a matrix is a vector of ``m n`` elements).
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``x``    : ``[n]`` float32, bfloat16 or float16 (contiguous).
 ``y``    : ``[n]`` same dtype, or None (then ``b``, ``d`` are unused).
 ``coef`` : ``[1, 4]`` float32, the values ``(a, b, c, d)``.
@@ -33,7 +33,9 @@ last ``r`` elements are one ``[1, r]`` piece. So there are
 ``np = ceil(q / F) + (r > 0)`` pieces, every element is in exactly one,
 and nothing is padded.
 
-Pseudocode (per piece)::
+Pseudocode
+----------
+Per piece::
 
     xt = load(x piece); yt = load(y piece)        (1 or 2 DMAs)
     u  = a*xt + b*yt                              (lincomb: 0, 1 or 2 instructions)
@@ -56,7 +58,7 @@ This is the analytic minimum traffic of the operation (plus 16 bytes).
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, tiles
 
 F = 2048  # free-dim chunk, elements per partition (8 KiB fp32)
 ZERO, ONE, GENERAL = 0, 1, 2
@@ -70,7 +72,7 @@ def kind(value):
 def pieces(n):
     """``(kind, c0, rows, cols)`` of each piece of an ``n``-vector: kind 0 = a [128, q] chunk, 1 = the tail."""
     q, r = divmod(n, PMAX)
-    out = [(0, c * F, PMAX, min(F, q - c * F)) for c in range(cdiv(q, F))]
+    out = [(0, c0, PMAX, cols) for c0, cols in tiles(q, F)]
     if r:
         out.append((1, 0, 1, r))
     return out

@@ -1,7 +1,7 @@
 """Batched GEMM kernel: ``C[i] = A[i] @ B[i]`` for every batch entry, in one call.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``a_t`` : ``[batch, K, M]`` (each ``A[i]`` transposed: K is the partition dim)
 ``b``   : ``[batch, K, N]``
 Both float32 or both bfloat16. Output ``c`` : ``[batch, M, N]`` float32.
@@ -11,6 +11,13 @@ on trn1 each dispatch costs ~1 ms of host overhead, more than a small GEMM
 takes). Each entry uses the tiling of :mod:`trnblas.kernels.gemm` (resident
 B panel, A strips, K accumulated in PSUM, static ragged edges); the
 iterations are independent (``nl.affine_range``).
+
+Pseudocode
+----------
+::
+
+    for i in affine_range(batch):
+        C[i] = gemm_tiles(a_t[i], b[i])      # the GEMM kernel's loops, one entry
 
 Closed forms: ``batch`` times those of :func:`trnblas.kernels.gemm.gemm_counts`:
     HBM bytes read    = batch * b * (K*N + np*K*M)

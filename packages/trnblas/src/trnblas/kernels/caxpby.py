@@ -5,8 +5,8 @@ and complex coefficients (``caxpy``, ``cscal``, ``crot`` with complex
 ``s``, complex ``geam``), computed natively on interleaved parts: no
 host-side splitting, each operand read once.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``x``, ``y`` : ``[2 n]`` float32, the interleaved real views of complex64
                vectors (``y`` may be None).
 ``coef``     : ``[1, 8]`` float32, ``(Re a, Im a, Re b, Im b, Re c, Im c, Re d, Im d)``.
@@ -28,6 +28,8 @@ always share a partition): ``[128, 2 f]`` chunks of the first ``128 (n //
 128)`` elements, then a ``[1, 2 r]`` tail. The real and imaginary parts
 of a tile are its even and odd columns (strided SBUF views).
 
+Pseudocode
+----------
 Per piece and output, on the Vector Engine (``ar`` = Re a, ... as
 per-partition scalar columns)::
 

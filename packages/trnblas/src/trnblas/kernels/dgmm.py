@@ -1,7 +1,7 @@
 """DGMM kernel: ``C = diag(x) A`` (side left) or ``C = A diag(x)`` (side right) on the Vector Engine.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``a`` : ``[m, n]`` float32, bfloat16 or float16, row-major (rows on partitions).
 ``x`` : ``[m]`` (left) or ``[n]`` (right), ``a``'s dtype.
 Constant ``left`` (bool). Output ``c`` : ``[m, n]`` in ``a``'s dtype (fp32
@@ -13,7 +13,11 @@ of ``x`` as operand (``x`` loaded once as a ``[128, tm]`` resident tile).
 Right: every row is multiplied elementwise by ``x``, so ``x`` is read once
 as a ``[1, n]`` row and replicated to all partitions by the Tensor Engine
 (``ones[1, 128]^T x``, one matmul per 512 columns, as in the GEMV kernel);
-then one ``tensor_tensor`` per tile::
+then one ``tensor_tensor`` per tile.
+
+Pseudocode
+----------
+::
 
     left : for mt, ft: C[mt, ft] = A[mt, ft] * xcol[mt]
     right: xrep = ones^T x;  for mt, ft: C[mt, ft] = A[mt, ft] * xrep[:, ft]
@@ -29,7 +33,7 @@ Right side needs ``n <=`` :data:`MAX_N` (the replicated row, 4n bytes per partit
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import MOVING_FMAX, PMAX, cdiv
+from trnsci.nki.tiling import MOVING_FMAX, PMAX, cdiv, ntiles, tile
 
 F = 2048
 TN = MOVING_FMAX
@@ -58,8 +62,7 @@ def dgmm_kernel(a, x, left):
     if left:
         xs = nl.ndarray((PMAX, tm), dtype=nl.float32, buffer=nl.sbuf, name="x_columns")
         for mt in nl.static_range(tm):
-            m0 = mt * PMAX
-            mm = min(PMAX, m - m0)
+            m0, mm = tile(mt, m, PMAX)
             nisa.dma_copy(dst=xs[0:mm, mt:mt + 1], src=x[m0:m0 + mm].reshape((mm, 1)))
     else:
         xrow = nl.ndarray((1, n), dtype=x.dtype, buffer=nl.sbuf, name="x_row")
@@ -67,18 +70,15 @@ def dgmm_kernel(a, x, left):
         ones = nl.ndarray((1, PMAX), dtype=x.dtype, buffer=nl.sbuf, name="ones")
         nisa.memset(ones, 1.0)
         xs = nl.ndarray((PMAX, n), dtype=nl.float32, buffer=nl.sbuf, name="x_replicated")
-        for nt in nl.static_range(cdiv(n, TN)):
-            n0 = nt * TN
-            nn = min(TN, n - n0)
+        for nt in nl.static_range(ntiles(n, TN)):
+            n0, nn = tile(nt, n, TN)
             ps = nl.ndarray((PMAX, nn), dtype=nl.float32, buffer=nl.psum, name="x_bcast")
             nisa.nc_matmul(ps, ones, xrow[0:1, n0:n0 + nn])
             nisa.tensor_copy(xs[:, n0:n0 + nn], ps)
     for mt in nl.static_range(tm):
-        m0 = mt * PMAX
-        mm = min(PMAX, m - m0)
-        for ft in nl.static_range(cdiv(n, F)):
-            f0 = ft * F
-            ff = min(F, n - f0)
+        m0, mm = tile(mt, m, PMAX)
+        for ft in nl.static_range(ntiles(n, F)):
+            f0, ff = tile(ft, n, F)
             at = nl.ndarray((mm, ff), dtype=a.dtype, buffer=nl.sbuf, name="a_tile")
             nisa.dma_copy(dst=at, src=a[m0:m0 + mm, f0:f0 + ff])
             ct = nl.ndarray((mm, ff), dtype=a.dtype, buffer=nl.sbuf, name="c_tile")

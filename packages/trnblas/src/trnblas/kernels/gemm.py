@@ -1,7 +1,7 @@
 """GEMM kernel: ``C[M, N] = A[M, K] @ B[K, N]`` on the Tensor Engine.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``a_t`` : ``[K, M]``  -- A already transposed, so the contraction dim K is
           the partition dim of every stationary tile and its loads are
           straight row copies (no DMA transpose).
@@ -31,9 +31,21 @@ TN = 512 = gemm_moving_fmax = psum_fmax fp32, SM = 4*TM = 512)
   panel: ``tk`` ``nc_matmul`` into one PSUM tile ``[<=128, <=512]`` (one
   2 KiB bank), then one PSUM->SBUF ``tensor_copy`` and one store.
 * Ragged edges are static slices: every extent is a compile-time
-  constant, so a remainder tile is a smaller slice (``min(T, X - x0)``).
+  constant, so a remainder tile is a smaller slice (``tile(i, X, T)`` of :mod:`trnsci.nki.tiling`).
   The tile loops are ``nl.static_range`` (unrolled) for that reason: the
   slice sizes are Python ints on hardware too.
+
+Pseudocode
+----------
+::
+
+    for each B panel [n0, n0 + NB):
+        Bp = load b[:, panel]                       (tk row tiles)
+        for each A strip [s0, s0 + 512):
+            As = load a_t[:, strip]                 (tk row tiles)
+            for mt (128 rows of the strip), nt (512 columns of the panel):
+                acc = sum_kt As[kt, mt]^T @ Bp[kt, nt]    (tk matmuls into one PSUM bank)
+                store c[mt, nt] = copy(acc)
 
 Closed forms (b = bytes per input element; tk = ceil(K/128),
 tm = ceil(M/128), tn = ceil(N/512), sm = ceil(M/512), np = ceil(N/NB))
@@ -54,7 +66,7 @@ per full tile, i.e. the full 128x128x512 MAC array rate.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv, sbuf_budget
+from trnsci.nki.tiling import cdiv, ntiles, sbuf_budget, tile
 
 TK = 128  # contraction tile (partition dim)
 TM = 128  # stationary free size
@@ -108,32 +120,26 @@ def gemm_tiles(a_t, b, c):
     N = b.shape[1]
     tk = cdiv(K, TK)
     nb = panel_width(K, N, a_t.dtype.itemsize)
-    for pn in nl.static_range(cdiv(N, nb)):
-        n0 = pn * nb
-        nbw = min(nb, N - n0)
+    for pn in nl.static_range(ntiles(N, nb)):
+        n0, nbw = tile(pn, N, nb)
         # B panel: row tile kt lives in columns [kt*nbw, (kt+1)*nbw)
         bpan = nl.ndarray((TK, tk * nbw), dtype=b.dtype, buffer=nl.sbuf, name="b_panel")
         for kt in nl.static_range(tk):
-            k0 = kt * TK
-            kk = min(TK, K - k0)
+            k0, kk = tile(kt, K, TK)
             nisa.dma_copy(dst=bpan[0:kk, kt * nbw:(kt + 1) * nbw], src=b[k0:k0 + kk, n0:n0 + nbw])
-        for sm_ in nl.static_range(cdiv(M, SM)):
-            s0 = sm_ * SM
-            sw = min(SM, M - s0)
+        for sm_ in nl.static_range(ntiles(M, SM)):
+            s0, sw = tile(sm_, M, SM)
             astrip = nl.ndarray((TK, tk * sw), dtype=a_t.dtype, buffer=nl.sbuf, name="a_strip")
             for kt in nl.static_range(tk):
-                k0 = kt * TK
-                kk = min(TK, K - k0)
+                k0, kk = tile(kt, K, TK)
                 nisa.dma_copy(dst=astrip[0:kk, kt * sw:(kt + 1) * sw], src=a_t[k0:k0 + kk, s0:s0 + sw])
-            for mt in nl.static_range(cdiv(sw, TM)):
-                m0 = mt * TM
-                mm = min(TM, sw - m0)
-                for nt in nl.static_range(cdiv(nbw, TN)):
-                    j0 = nt * TN
-                    nn = min(TN, nbw - j0)
+            for mt in nl.static_range(ntiles(sw, TM)):
+                m0, mm = tile(mt, sw, TM)
+                for nt in nl.static_range(ntiles(nbw, TN)):
+                    j0, nn = tile(nt, nbw, TN)
                     acc = nl.ndarray((mm, nn), dtype=nl.float32, buffer=nl.psum, name="acc")
                     for kt in nl.static_range(tk):
-                        kk = min(TK, K - kt * TK)
+                        _, kk = tile(kt, K, TK)
                         nisa.nc_matmul(
                             acc,
                             astrip[0:kk, kt * sw + m0:kt * sw + m0 + mm],

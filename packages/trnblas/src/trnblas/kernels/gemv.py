@@ -1,7 +1,7 @@
 """GEMV kernel: ``y = op(A) x`` for a row-major ``A [m, n]``, memory-bound, ``A`` read once.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``a`` : ``[m, n]`` float32 or bfloat16, row-major (rows on partitions).
 ``x`` : ``[m]`` when ``trans``, else ``[n]``; ``a``'s dtype.
 Constant ``trans`` (bool). Output ``y`` : ``[n]`` (trans) or ``[m]`` float32
@@ -59,14 +59,16 @@ one GpSimd ``affine_select`` (value ``(c0 - r0) + i - p`` against 0) before
 it is used, so the counters above gain ``GpSimd = tm tn`` (trans) or
 ``tm nf`` (not trans); everything else is unchanged.
 
-Pseudocode (trans, with ``tri``)::
+Pseudocode
+----------
+Trans, with ``tri``::
 
     for nt: for mt: A_t = load A[mt, nt]; A_t = select(tri(r, c), A_t, 0)   (GpSimd)
                     psum[0, :] += x_t^T A_t
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import MOVING_FMAX, PMAX, cdiv
+from trnsci.nki.tiling import MOVING_FMAX, PMAX, cdiv, ntiles, tile
 
 F = 2048  # Vector Engine free-dim chunk (trans=False)
 TN = MOVING_FMAX  # 512: PSUM row width (trans=True) and replication width
@@ -117,16 +119,13 @@ def gemv_kernel(a, x, trans, tri=None):
         y = nl.ndarray((n,), dtype=nl.float32, buffer=nl.shared_hbm)
         xs = nl.ndarray((PMAX, tm), dtype=x.dtype, buffer=nl.sbuf, name="x_resident")
         for mt in nl.static_range(tm):
-            m0 = mt * PMAX
-            mm = min(PMAX, m - m0)
+            m0, mm = tile(mt, m, PMAX)
             nisa.dma_copy(dst=xs[0:mm, mt:mt + 1], src=x[m0:m0 + mm].reshape((mm, 1)))
-        for nt in nl.static_range(cdiv(n, TN)):
-            n0 = nt * TN
-            nn = min(TN, n - n0)
+        for nt in nl.static_range(ntiles(n, TN)):
+            n0, nn = tile(nt, n, TN)
             acc = nl.ndarray((1, nn), dtype=nl.float32, buffer=nl.psum, name="y_row")
             for mt in nl.static_range(tm):
-                m0 = mt * PMAX
-                mm = min(PMAX, m - m0)
+                m0, mm = tile(mt, m, PMAX)
                 at = nl.ndarray((mm, nn), dtype=a.dtype, buffer=nl.sbuf, name="a_tile")
                 nisa.dma_copy(dst=at, src=a[m0:m0 + mm, n0:n0 + nn])
                 if tri:
@@ -142,20 +141,17 @@ def gemv_kernel(a, x, trans, tri=None):
     ones = nl.ndarray((1, PMAX), dtype=x.dtype, buffer=nl.sbuf, name="ones")
     nisa.memset(ones, 1.0)
     xrep = nl.ndarray((PMAX, n), dtype=nl.float32, buffer=nl.sbuf, name="x_replicated")
-    for nt in nl.static_range(cdiv(n, TN)):
-        n0 = nt * TN
-        nn = min(TN, n - n0)
+    for nt in nl.static_range(ntiles(n, TN)):
+        n0, nn = tile(nt, n, TN)
         ps = nl.ndarray((PMAX, nn), dtype=nl.float32, buffer=nl.psum, name="x_bcast")
         nisa.nc_matmul(ps, ones, xrow[0:1, n0:n0 + nn])
         nisa.tensor_copy(xrep[:, n0:n0 + nn], ps)
     nf = cdiv(n, F)
     for mt in nl.static_range(tm):
-        m0 = mt * PMAX
-        mm = min(PMAX, m - m0)
+        m0, mm = tile(mt, m, PMAX)
         part = nl.ndarray((mm, nf), dtype=nl.float32, buffer=nl.sbuf, name="row_partials")
         for ft in nl.static_range(nf):
-            f0 = ft * F
-            ff = min(F, n - f0)
+            f0, ff = tile(ft, n, F)
             at = nl.ndarray((mm, ff), dtype=a.dtype, buffer=nl.sbuf, name="a_tile")
             nisa.dma_copy(dst=at, src=a[m0:m0 + mm, f0:f0 + ff])
             if tri:

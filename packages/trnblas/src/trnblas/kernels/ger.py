@@ -5,13 +5,15 @@ Serves ``ger``/``geru`` (``X = x``, ``Y = alpha y``), ``syr`` (``X = x``,
 outer products in one matmul of contraction depth 2). The host keeps the
 requested triangle for ``syr``/``syr2`` (the kernel updates the full matrix).
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``a``  : ``[m, n]`` float32 or bfloat16, or None (then ``A = 0``).
 ``xs`` : ``[k, m]``, ``ys`` : ``[k, n]`` in ``a``'s dtype (alpha already in ``ys``).
 Output ``c`` : ``[m, n]`` in ``xs``'s dtype (fp32 PSUM, one rounding).
 
-Tiling: ``xs`` and ``ys`` stay in SBUF (``k`` partitions; ``(m + n) s <=``
+Pseudocode
+----------
+``xs`` and ``ys`` stay in SBUF (``k`` partitions; ``(m + n) s <=``
 :data:`MAX_BYTES` per partition). For each ``[<=128, <=512]`` tile of C
 one ``nc_matmul`` (stationary ``xs[:, rows]``, moving ``ys[:, cols]``,
 contraction ``k``) writes the outer product into a PSUM bank; the Vector
@@ -29,7 +31,7 @@ ha = 1 if a is given)
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import MOVING_FMAX, PMAX, cdiv
+from trnsci.nki.tiling import MOVING_FMAX, PMAX, cdiv, ntiles, tile
 
 TN = MOVING_FMAX
 MAX_BYTES = 96 * 1024  # resident xs + ys, bytes per partition
@@ -58,12 +60,10 @@ def ger_kernel(a, xs, ys):
     yr = nl.ndarray((k, n), dtype=ys.dtype, buffer=nl.sbuf, name="y_rows")
     nisa.dma_copy(dst=xr, src=xs)
     nisa.dma_copy(dst=yr, src=ys)
-    for mt in nl.static_range(cdiv(m, PMAX)):
-        m0 = mt * PMAX
-        mm = min(PMAX, m - m0)
-        for nt in nl.static_range(cdiv(n, TN)):
-            n0 = nt * TN
-            nn = min(TN, n - n0)
+    for mt in nl.static_range(ntiles(m, PMAX)):
+        m0, mm = tile(mt, m, PMAX)
+        for nt in nl.static_range(ntiles(n, TN)):
+            n0, nn = tile(nt, n, TN)
             ps = nl.ndarray((mm, nn), dtype=nl.float32, buffer=nl.psum, name="outer")
             nisa.nc_matmul(ps, xr[:, m0:m0 + mm], yr[:, n0:n0 + nn])
             res = nl.ndarray((mm, nn), dtype=xs.dtype, buffer=nl.sbuf, name="c_tile")

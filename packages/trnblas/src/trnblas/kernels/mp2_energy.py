@@ -8,8 +8,8 @@ For every occupied pair ``j <= i``
 ``T`` lives only in PSUM and SBUF: HBM sees the integrals, the orbital
 energies and the pair energies, nothing else.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``L``   : ``[naux, nocc*nvir]`` float32 or bfloat16, ``L[Q, i*nvir + a] = B[i, a, Q]``
           -- the auxiliary index Q is the partition dim (the contraction dim
           of every matmul). This is PySCF's own DF layout ``Lov``.
@@ -60,6 +60,21 @@ blocks of ``bo`` (:func:`occ_block`, the largest that lets three L blocks
 fit the SBUF budget). Block ``I`` stays resident; blocks ``J < I`` stream.
 Loops: I; J = I, then J < I; i in I; j in J (j <= i when J == I).
 
+Pseudocode
+----------
+::
+
+    Erep, Vrep, negsum = broadcasts of eo, ev         (Tensor Engine, once)
+    for I in blocks of bo occupied:  L_I = load L[:, I]       (resident)
+        for J in [I] + blocks before I:  L_J = L_I or load L[:, J]
+            for i in I, j in J (j <= i when J == I), a-tile at:
+                for b-tile bt:
+                    T  = L_i[:, at]^T L_j[:, bt]          (nq matmuls; T' swapped when i != j)
+                    y  = (2T - T') * T   (T * T when i == j)
+                    part[at, j] += sum_b y / (negsum[at, bt] + e_i + e_j)
+                E[i, J] = sum_a part                       (matmul with a one-hot selector)
+            store E[I, J]
+
 Closed forms (s = bytes per L element, nq = ceil(naux/128),
 na = ceil(nvir/128), nbt = ceil(nvir/512), nb = ceil(nocc/bo),
 s_I = size of block I, I = 0..nb-1)
@@ -76,7 +91,7 @@ s_I = size of block I, I = 0..nb-1)
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv, sbuf_budget
+from trnsci.nki.tiling import cdiv, ntiles, sbuf_budget, tile, tiles
 
 TQ = 128
 TA = 128
@@ -119,7 +134,7 @@ def mp2_counts(nocc, nvir, naux, itemsize, bo=None):
     """The closed forms above as a dict (what the emulator must count)."""
     bo = bo or occ_block(nocc, nvir, naux, itemsize)
     nq, na, nbt, nb = cdiv(naux, TQ), cdiv(nvir, TA), cdiv(nvir, TB), cdiv(nocc, bo)
-    sizes = [min(bo, nocc - b * bo) for b in range(nb)]
+    sizes = [s for _, s in tiles(nocc, bo)]
     npairs = nocc * (nocc + 1) // 2
     return {
         "occ_block": bo,
@@ -135,9 +150,8 @@ def mp2_counts(nocc, nvir, naux, itemsize, bo=None):
 
 def _replicate_row(dst, row, ones_row, width):
     """dst[p, x] = row[0, x] on all partitions of dst (a K=1 matmul per 512 columns)."""
-    for c in nl.static_range(cdiv(width, TB)):
-        c0 = c * TB
-        w = min(TB, width - c0)
+    for c in nl.static_range(ntiles(width, TB)):
+        c0, w = tile(c, width, TB)
         ps = nl.ndarray((dst.shape[0], w), dtype=nl.float32, buffer=nl.psum, name="bcast")
         nisa.nc_matmul(ps, ones_row, row[0:1, c0:c0 + w])
         nisa.tensor_copy(dst[:, c0:c0 + w], ps)
@@ -148,8 +162,7 @@ def _load_block(L, b0, bs, nvir, naux, nq):
     width = bs * nvir
     blk = nl.ndarray((TQ, nq * width), dtype=L.dtype, buffer=nl.sbuf, name="l_block")
     for t in nl.static_range(nq):
-        q0 = t * TQ
-        qq = min(TQ, naux - q0)
+        q0, qq = tile(t, naux, TQ)
         nisa.dma_copy(dst=blk[0:qq, t * width:(t + 1) * width], src=L[q0:q0 + qq, b0 * nvir:(b0 + bs) * nvir])
     return blk
 
@@ -178,8 +191,7 @@ def mp2_pair_energy_kernel(L, eo, ev, nocc, bo=None):
     _replicate_row(vrep, ev_row, ones_row, nvir)
     negsum = nl.ndarray((TA, na * nvir), dtype=nl.float32, buffer=nl.sbuf, name="negsum")
     for at in nl.static_range(na):
-        a0 = at * TA
-        aa = min(TA, nvir - a0)
+        a0, aa = tile(at, nvir, TA)
         ps = nl.ndarray((aa, 1), dtype=nl.float32, buffer=nl.psum, name="vcol_ps")
         nisa.nc_matmul(ps, ev_row[0:1, a0:a0 + aa], ones_row[0:1, 0:1])
         vcol = nl.ndarray((aa, 1), dtype=nl.float32, buffer=nl.sbuf, name="vcol")
@@ -193,13 +205,11 @@ def mp2_pair_energy_kernel(L, eo, ev, nocc, bo=None):
     nisa.memset(sel[:, bo - 1:bo], 1.0)
 
     for bi in nl.static_range(nb):
-        i0 = bi * bo
-        si = min(bo, nocc - i0)
+        i0, si = tile(bi, nocc, bo)
         li = _load_block(L, i0, si, nvir, naux, nq)
         # J == I first (resident block), then the earlier blocks
         for bj in [bi] + list(range(bi)):
-            j0 = bj * bo
-            sj = min(bo, nocc - j0)
+            j0, sj = tile(bj, nocc, bo)
             diag = bj == bi
             lj = li if diag else _load_block(L, j0, sj, nvir, naux, nq)
             eblk = nl.ndarray((si, sj), dtype=nl.float32, buffer=nl.psum, name="pair_block")
@@ -212,15 +222,13 @@ def mp2_pair_energy_kernel(L, eo, ev, nocc, bo=None):
                     eij = nl.ndarray((TA, 1), dtype=nl.float32, buffer=nl.sbuf, name="eij")
                     nisa.tensor_tensor(eij, erep[:, i0 + ii:i0 + ii + 1], erep[:, j0 + jj:j0 + jj + 1], nl.add)
                     for at in nl.static_range(na):
-                        a0 = at * TA
-                        aa = min(TA, nvir - a0)
+                        a0, aa = tile(at, nvir, TA)
                         red = nl.ndarray((TA, nbt), dtype=nl.float32, buffer=nl.sbuf, name="red") if nbt > 1 else None
                         for bt in nl.static_range(nbt):
-                            b0 = bt * TB
-                            bb = min(TB, nvir - b0)
+                            b0, bb = tile(bt, nvir, TB)
                             t_ab = nl.ndarray((aa, bb), dtype=nl.float32, buffer=nl.psum, name="T")
                             for qt in nl.static_range(nq):
-                                qq = min(TQ, naux - qt * TQ)
+                                _, qq = tile(qt, naux, TQ)
                                 ci = qt * si * nvir + ii * nvir
                                 cj = qt * sj * nvir + jj * nvir
                                 nisa.nc_matmul(t_ab, li[0:qq, ci + a0:ci + a0 + aa], lj[0:qq, cj + b0:cj + b0 + bb])
@@ -238,7 +246,7 @@ def mp2_pair_energy_kernel(L, eo, ev, nocc, bo=None):
                             else:
                                 t_ba = nl.ndarray((aa, bb), dtype=nl.float32, buffer=nl.psum, name="Tx")
                                 for qt in nl.static_range(nq):
-                                    qq = min(TQ, naux - qt * TQ)
+                                    _, qq = tile(qt, naux, TQ)
                                     ci = qt * si * nvir + ii * nvir
                                     cj = qt * sj * nvir + jj * nvir
                                     nisa.nc_matmul(t_ba, lj[0:qq, cj + a0:cj + a0 + aa],
@@ -256,7 +264,7 @@ def mp2_pair_energy_kernel(L, eo, ev, nocc, bo=None):
                                                red[0:aa, 0:nbt], axis=1)
                 # sum over a (partitions) into row ii of the pair block
                 for at in nl.static_range(na):
-                    aa = min(TA, nvir - at * TA)
+                    _, aa = tile(at, nvir, TA)
                     nisa.nc_matmul(eblk, sel[0:aa, bo - 1 - ii:bo - 1 - ii + si], part[0:aa, at * sj:(at + 1) * sj])
             res = nl.ndarray((si, sj), dtype=nl.float32, buffer=nl.sbuf, name="pair_sbuf")
             nisa.tensor_copy(res, eblk)

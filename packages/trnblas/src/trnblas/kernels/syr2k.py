@@ -7,15 +7,17 @@ matmuls). The kernel is the SYRK tiling (:mod:`trnblas.kernels.syrk`) with
 two resident operands instead of one, and like it computes only the tiles
 that touch the requested triangle; each operand is read from HBM once.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``x``, ``z`` : ``[K, N]`` float32 or bfloat16, partition dim K (the host
                passes ``op(A)^T`` and ``op(B)^T``).
 Constant ``upper`` (bool). Output ``c`` : ``[N, N]`` float32; tiles off the
 triangle are not written (the host keeps the requested triangle and takes
 the other from ``C``).
 
-Pseudocode::
+Pseudocode
+----------
+::
 
     load x, z (tk row tiles each, resident)
     for each 128-row tile m, each <=512-column tile j of the triangle's extent:
@@ -37,7 +39,7 @@ are full 128-row squares, so writes exceed ``4 N (N + 1) / 2`` by at most
 
 from trnblas.kernels.syrk import SBUF_BUDGET, TK, TM, TN, _extent
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv
+from trnsci.nki.tiling import cdiv, ntiles, tile
 
 
 def fits(K, N, itemsize):
@@ -50,8 +52,7 @@ def syr2k_counts(N, K, itemsize, upper):
     tk, tm = cdiv(K, TK), cdiv(N, TM)
     tiles = wbytes = flops = 0
     for m in range(tm):
-        m0 = m * TM
-        mm = min(TM, N - m0)
+        m0, mm = tile(m, N, TM)
         lo, hi = _extent(m0, mm, N, upper)
         tiles += cdiv(hi - lo, TN)
         wbytes += 4 * mm * (hi - lo)
@@ -63,8 +64,7 @@ def syr2k_counts(N, K, itemsize, upper):
 def _resident(src, K, N, tk, name):
     t = nl.ndarray((TK, tk * N), dtype=src.dtype, buffer=nl.sbuf, name=name)
     for kt in nl.static_range(tk):
-        k0 = kt * TK
-        kk = min(TK, K - k0)
+        k0, kk = tile(kt, K, TK)
         nisa.dma_copy(dst=t[0:kk, kt * N:(kt + 1) * N], src=src[k0:k0 + kk, 0:N])
     return t
 
@@ -77,16 +77,14 @@ def syr2k_kernel(x, z, upper):
     c = nl.ndarray((N, N), dtype=nl.float32, buffer=nl.shared_hbm)
     xs = _resident(x, K, N, tk, "x_resident")
     zs = _resident(z, K, N, tk, "z_resident")
-    for mt in nl.static_range(cdiv(N, TM)):
-        m0 = mt * TM
-        mm = min(TM, N - m0)
+    for mt in nl.static_range(ntiles(N, TM)):
+        m0, mm = tile(mt, N, TM)
         lo, hi = _extent(m0, mm, N, upper)
-        for nt in nl.static_range(cdiv(hi - lo, TN)):
-            j0 = lo + nt * TN
-            nn = min(TN, hi - j0)
+        for nt in nl.static_range(ntiles(hi, TN, lo)):
+            j0, nn = tile(nt, hi, TN, lo)
             acc = nl.ndarray((mm, nn), dtype=nl.float32, buffer=nl.psum, name="acc")
             for kt in nl.static_range(tk):
-                kk = min(TK, K - kt * TK)
+                _, kk = tile(kt, K, TK)
                 rows, cols = slice(kt * N + m0, kt * N + m0 + mm), slice(kt * N + j0, kt * N + j0 + nn)
                 nisa.nc_matmul(acc, xs[0:kk, rows], zs[0:kk, cols])
                 nisa.nc_matmul(acc, zs[0:kk, rows], xs[0:kk, cols])

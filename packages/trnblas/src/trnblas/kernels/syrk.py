@@ -1,7 +1,7 @@
 """SYRK kernel: one triangle of ``C[N, N] = X^T X`` on the Tensor Engine.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``x`` : ``[K, N]`` float32 or bfloat16, partition dim K (the contraction).
         The host passes ``A^T`` for ``trans="N"`` (``C = A A^T``) and ``A``
         itself for ``trans="T"`` (``C = A^T A``).
@@ -21,6 +21,16 @@ For row tile ``m`` (rows ``[m0, m0+mm)``) the needed columns are
 ``e_m = ceil(extent_m / 512)`` moving tiles, each accumulated over the
 ``tk`` contraction tiles in one PSUM bank, copied to SBUF and stored.
 
+Pseudocode
+----------
+::
+
+    X = load x                                   (tk row tiles, resident)
+    for mt (rows [m0, m0 + mm)):
+        for each 512-column tile nt of [lo, hi) (lower: [0, m0 + mm); upper: [m0, N)):
+            acc = sum_kt X[kt, mt]^T @ X[kt, nt]     (tk matmuls into one PSUM bank)
+            store c[mt, nt] = copy(acc)
+
 Closed forms (b = bytes per element, tk = ceil(K/128), tm = ceil(N/128),
 mm_m = rows of tile m, extent_m = m0+mm_m (lower) or N-m0 (upper))
 -------------------------------------------------------------------------
@@ -38,7 +48,7 @@ GEMM's: 0.53 at N = 2048.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv, sbuf_budget
+from trnsci.nki.tiling import cdiv, ntiles, sbuf_budget, tile, tiles
 
 TK = 128
 TM = 128
@@ -59,22 +69,20 @@ def _extent(m0, mm, N, upper):
 
 def syrk_counts(N, K, itemsize, upper):
     """The closed forms above as a dict (what the emulator must count)."""
-    tk, tm = cdiv(K, TK), cdiv(N, TM)
-    tiles = wbytes = 0
-    for m in range(tm):
-        m0 = m * TM
-        mm = min(TM, N - m0)
+    tk = cdiv(K, TK)
+    ntile = wbytes = flops = 0
+    for m0, mm in tiles(N, TM):
         lo, hi = _extent(m0, mm, N, upper)
-        tiles += cdiv(hi - lo, TN)
+        ntile += ntiles(hi, TN, lo)
         wbytes += 4 * mm * (hi - lo)
+        flops += 2 * K * mm * (hi - lo)
     return {
         "hbm_read_bytes": itemsize * K * N,
         "hbm_write_bytes": wbytes,
-        "tensor": tk * tiles,
-        "vector": tiles,
-        "dma": tk + tiles,
-        "flops": sum(2 * K * min(TM, N - m * TM) * (lambda e: e[1] - e[0])(
-            _extent(m * TM, min(TM, N - m * TM), N, upper)) for m in range(tm)),
+        "tensor": tk * ntile,
+        "vector": ntile,
+        "dma": tk + ntile,
+        "flops": flops,
     }
 
 
@@ -86,19 +94,16 @@ def syrk_kernel(x, upper):
     c = nl.ndarray((N, N), dtype=nl.float32, buffer=nl.shared_hbm)
     xs = nl.ndarray((TK, tk * N), dtype=x.dtype, buffer=nl.sbuf, name="x_resident")
     for kt in nl.static_range(tk):
-        k0 = kt * TK
-        kk = min(TK, K - k0)
+        k0, kk = tile(kt, K, TK)
         nisa.dma_copy(dst=xs[0:kk, kt * N:(kt + 1) * N], src=x[k0:k0 + kk, 0:N])
-    for mt in nl.static_range(cdiv(N, TM)):
-        m0 = mt * TM
-        mm = min(TM, N - m0)
+    for mt in nl.static_range(ntiles(N, TM)):
+        m0, mm = tile(mt, N, TM)
         lo, hi = _extent(m0, mm, N, upper)
-        for nt in nl.static_range(cdiv(hi - lo, TN)):
-            j0 = lo + nt * TN
-            nn = min(TN, hi - j0)
+        for nt in nl.static_range(ntiles(hi, TN, lo)):
+            j0, nn = tile(nt, hi, TN, lo)
             acc = nl.ndarray((mm, nn), dtype=nl.float32, buffer=nl.psum, name="acc")
             for kt in nl.static_range(tk):
-                kk = min(TK, K - kt * TK)
+                _, kk = tile(kt, K, TK)
                 nisa.nc_matmul(acc, xs[0:kk, kt * N + m0:kt * N + m0 + mm], xs[0:kk, kt * N + j0:kt * N + j0 + nn])
             res = nl.ndarray((mm, nn), dtype=nl.float32, buffer=nl.sbuf, name="c_tile")
             nisa.tensor_copy(res, acc)

@@ -8,17 +8,17 @@ the kernel is nothing but matmuls: the Tensor Engine has no divide, and a
 row-by-row substitution on the Vector engine would serialize 128 dependent
 steps per block.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``w`` : ``[n, n]`` float32, ``w = L^T`` except that diagonal block ``b`` holds
         ``inv(L_bb)^T``. Rows are the partition dim: ``w[c-block, b-block]``
         = ``L_bc^T`` is directly the stationary operand of ``L_bc @ X_c``.
 ``r`` : ``[n, nrhs]`` float32 right-hand side (already scaled by alpha).
 Output ``x`` : ``[n, nrhs]`` float32.
 
-Algorithm (left-looking, one dispatch)
---------------------------------------
-For each chunk of <= 512 right-hand-side columns, and each row block
+Pseudocode
+----------
+Left-looking, one dispatch. For each chunk of <= 512 right-hand-side columns, and each row block
 ``b = 0..nb-1`` in order (a true dependency: ``nl.static_range``):
 
     acc   = sum_{c < b} L_bc X_c           (b matmuls accumulated in PSUM)
@@ -38,7 +38,7 @@ SBUF holds ``X`` for one column chunk: nb * 2 KiB per partition (n <= 8192).
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv
+from trnsci.nki.tiling import cdiv, ntiles, tile, tiles
 
 TB = 128  # row block = partition count = stationary width
 TR = 512  # right-hand-side columns per PSUM bank
@@ -57,7 +57,7 @@ def fits(n):
 def trsm_counts(n, nrhs):
     """The closed forms above as a dict (what the emulator must count)."""
     nb, nrc = cdiv(n, TB), cdiv(nrhs, TR)
-    sizes = [min(TB, n - b * TB) for b in range(nb)]
+    sizes = [s for _, s in tiles(n, TB)]
     tri = sum(sizes[c] * sizes[b] for b in range(nb) for c in range(b + 1))
     return {
         "hbm_read_bytes": 4 * (nrc * tri + n * nrhs),
@@ -73,18 +73,16 @@ def trsm_kernel(w, r):
     n, nrhs = r.shape
     nb = cdiv(n, TB)
     x = nl.ndarray((n, nrhs), dtype=nl.float32, buffer=nl.shared_hbm)
-    for rc in nl.static_range(cdiv(nrhs, TR)):
-        c0 = rc * TR
-        cw = min(TR, nrhs - c0)
+    for rc in nl.static_range(ntiles(nrhs, TR)):
+        c0, cw = tile(rc, nrhs, TR)
         xs = nl.ndarray((TB, nb * cw), dtype=nl.float32, buffer=nl.sbuf, name="x_blocks")
         for b in nl.static_range(nb):
-            b0 = b * TB
-            bb = min(TB, n - b0)
+            b0, bb = tile(b, n, TB)
             rb = nl.load(r[b0:b0 + bb, c0:c0 + cw])
             if b > 0:
                 acc = nl.ndarray((bb, cw), dtype=nl.float32, buffer=nl.psum, name="update")
                 for cb in nl.static_range(b):
-                    q0 = cb * TB  # block cb is full: only the last block can be ragged
+                    q0, _ = tile(cb, n, TB)  # block cb < b is full: only the last block can be ragged
                     wt = nl.load(w[q0:q0 + TB, b0:b0 + bb])
                     nisa.nc_matmul(acc, wt, xs[0:TB, cb * cw:(cb + 1) * cw])
                 rs = nl.ndarray((bb, cw), dtype=nl.float32, buffer=nl.sbuf, name="residual")

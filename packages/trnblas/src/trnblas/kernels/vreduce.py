@@ -1,7 +1,7 @@
 """Vector reduction kernel: per-partition partials of ``dot``, ``asum``, ``nrm2``, ``iamax``, ``iamin``.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``x`` : ``[n]`` float32, bfloat16 or float16 (contiguous).
 ``y`` : ``[n]`` same dtype for ``op="dot"``, else None.
 Constant ``op`` in ``{"dot", "asum", "nrm2", "amax", "amin", "camax", "camin"}``;
@@ -21,6 +21,8 @@ elements): a sum for ``dot``/``asum``; for ``nrm2`` the scaled partials
 below; for ``amax``/``amin`` the best value and the smallest index
 holding it.
 
+Pseudocode
+----------
 Per piece (p = 128 or 1 rows, f columns); V = Vector, S = Scalar (Activation),
 G = GpSimd instructions, balanced so that no engine makes more than one
 full pass over the piece per input where it can be avoided::

@@ -1,7 +1,7 @@
 """Complex elementwise multiply: ``y = a * b`` (or ``a * conj(b)``) on split real/imaginary planes.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``a``, ``b`` : ``[2, B, n]`` float32 (plane 0 real, plane 1 imaginary).
 Output ``y`` : ``[2, B, n]`` float32.
 
@@ -9,6 +9,8 @@ Tiling: the batch ``B`` is the partition dim (tiles of ``<= 128`` rows, the
 last one ragged); the free dim is cut into chunks of ``F = 2048`` elements
 (8 KiB per plane per partition), so SBUF holds 6 chunk planes (48 KiB).
 
+Pseudocode
+----------
 Per tile (Vector Engine, :func:`cmul_tile`)::
 
     t1 = ar * bi ; t2 = ai * bi
@@ -29,7 +31,7 @@ error <= 3 u per component of |a||b| (u = 2^-24).
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 F = 2048  # free-dim chunk (elements)
 
@@ -56,16 +58,14 @@ def cmul_kernel(a, b, conj=False):
     """``a * b`` (or ``a * conj(b)``) for ``[2, B, n]`` float32 split-complex arrays."""
     _, B, n = a.shape
     y = nl.ndarray((2, B, n), dtype=nl.float32, buffer=nl.shared_hbm)
-    for bt in nl.static_range(cdiv(B, PMAX)):
-        b0 = bt * PMAX
-        bb = min(PMAX, B - b0)
-        for ft in nl.static_range(cdiv(n, F)):
-            f0 = ft * F
-            ff = min(F, n - f0)
+    for bt in nl.static_range(ntiles(B, PMAX)):
+        b0, bb = tile(bt, B, PMAX)
+        for ft in nl.static_range(ntiles(n, F)):
+            f0, ff = tile(ft, n, F)
             tiles = [nl.ndarray((bb, ff), dtype=nl.float32, buffer=nl.sbuf, name=f"c{i}") for i in range(6)]
             ar, ai, br, bi, t1, t2 = tiles
-            for tile, src in ((ar, a[0]), (ai, a[1]), (br, b[0]), (bi, b[1])):
-                nisa.dma_copy(dst=tile, src=src[b0:b0 + bb, f0:f0 + ff])
+            for plane, src in ((ar, a[0]), (ai, a[1]), (br, b[0]), (bi, b[1])):
+                nisa.dma_copy(dst=plane, src=src[b0:b0 + bb, f0:f0 + ff])
             cmul_tile(ar, ai, ar, ai, br, bi, t1, t2, conj)
             nisa.dma_copy(dst=y[0][b0:b0 + bb, f0:f0 + ff], src=ar)
             nisa.dma_copy(dst=y[1][b0:b0 + bb, f0:f0 + ff], src=ai)

@@ -1,7 +1,7 @@
 """DFT-as-GEMM kernel for small lengths: ``[Yr | Yi] = [xr | xi] @ [[C, S], [-S, C]]``.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``xt`` : ``[K, B]`` -- the rows' operands transposed so the contraction dim
          ``K`` is the partition dim: ``K = 2n`` rows ``[xr; xi]`` (float32 or
          bfloat16), or ``K = 6n`` for ``"bf16_refined"`` (see below).
@@ -28,6 +28,17 @@ contraction, ``xt = [xh; xh; xl]``, ``w = [Wh; Wl; Wh]``, so one run adds
 pair ``(i, j)``, ``i + j < D``: ``xt = [x_i ...]``, ``w = [W_j ...]``
 (``K = 2n D (D + 1) / 2``; :mod:`trnfft._algorithms`, ``ozaki_slices``).
 
+Pseudocode
+----------
+::
+
+    W = load w (all tk row tiles) if resident
+    for batch tile bt (<= 128 rows):
+        X = load xt[:, bt]                              (tk row tiles, stationary)
+        for column tile nt (<= 512):
+            acc = sum_kt X[kt]^T @ W[kt, nt]            (tk matmuls; W tiles streamed if not resident)
+            y[bt, nt] = copy(acc)
+
 Closed forms (b = bytes per operand element, tk = ceil(K/128),
 tb = ceil(B/128), tn = ceil(N/512); resident = tk*N*b <= W_BUDGET)
 ------------------------------------------------------------------
@@ -44,7 +55,7 @@ fp32 error: ``GEMM_BOUND(n) = 2 n u`` relative (an n-term dot product per output
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, PSUM_FMAX, cdiv
+from trnsci.nki.tiling import PMAX, PSUM_FMAX, cdiv, ntiles, tile
 
 W_BUDGET = 64 * 1024  # bytes per partition for a resident DFT matrix
 MAX_K = 16384  # xt slices of a batch tile: tk * 128 * 4 bytes <= 64 KiB per partition
@@ -76,24 +87,19 @@ def dft_gemm_kernel(xt, w):
     if keep:
         wt = nl.ndarray((PMAX, tk * N), dtype=w.dtype, buffer=nl.sbuf, name="dft_matrix")
         for kt in nl.static_range(tk):
-            k0 = kt * PMAX
-            kk = min(PMAX, K - k0)
+            k0, kk = tile(kt, K, PMAX)
             nisa.dma_copy(dst=wt[0:kk, kt * N:(kt + 1) * N], src=w[k0:k0 + kk, :])
-    for bt in nl.static_range(cdiv(B, PMAX)):
-        b0 = bt * PMAX
-        bb = min(PMAX, B - b0)
+    for bt in nl.static_range(ntiles(B, PMAX)):
+        b0, bb = tile(bt, B, PMAX)
         xs = nl.ndarray((PMAX, tk * bb), dtype=xt.dtype, buffer=nl.sbuf, name="x_slices")
         for kt in nl.static_range(tk):
-            k0 = kt * PMAX
-            kk = min(PMAX, K - k0)
+            k0, kk = tile(kt, K, PMAX)
             nisa.dma_copy(dst=xs[0:kk, kt * bb:(kt + 1) * bb], src=xt[k0:k0 + kk, b0:b0 + bb])
-        for nt in nl.static_range(cdiv(N, PSUM_FMAX)):
-            j0 = nt * PSUM_FMAX
-            nn = min(PSUM_FMAX, N - j0)
+        for nt in nl.static_range(ntiles(N, PSUM_FMAX)):
+            j0, nn = tile(nt, N, PSUM_FMAX)
             acc = nl.ndarray((bb, nn), dtype=nl.float32, buffer=nl.psum, name="acc")
             for kt in nl.static_range(tk):
-                k0 = kt * PMAX
-                kk = min(PMAX, K - k0)
+                k0, kk = tile(kt, K, PMAX)
                 if keep:
                     mv = wt[0:kk, kt * N + j0:kt * N + j0 + nn]
                 else:

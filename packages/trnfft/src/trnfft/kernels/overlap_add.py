@@ -7,8 +7,8 @@ of ``n`` samples each, frame step ``hop``; ``R = ceil(n / hop)`` frame
 segments, ``Rh = R hop`` (frames and window zero-extended to it),
 ``S = F + R - 1`` output blocks of ``hop`` samples.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``frames`` : ``[NB, F, n]`` float32 -- the inverse transforms of the frames.
 ``wtab``   : ``[1, Rh]`` float32 -- the window (zero-padded to ``n`` as
              ``stft`` does, then to ``Rh``).
@@ -50,7 +50,7 @@ rounded multiplies: relative error <= (R + 2) u of the terms' magnitudes.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import MOVING_FMAX, PMAX, cdiv, sbuf_budget
+from trnsci.nki.tiling import MOVING_FMAX, PMAX, cdiv, ntiles, sbuf_budget, tile
 
 MAX_R = 64  # output tiles keep >= 65 rows
 
@@ -81,8 +81,7 @@ def overlap_add_counts(NB: int, F: int, n: int, hop: int) -> dict:
     T = cdiv(S, ms)
     rows = mm = 0
     for i in range(T):
-        s0 = i * ms
-        msi = min(ms, S - s0)
+        s0, msi = tile(i, S, ms)
         rows += min(F, s0 + msi) - max(0, s0 - R + 1)
         mm += (min(F, s0 + msi) - s0 + R - 1) * msi  # contraction x stationary free of tile i
     KT = min(PMAX, S)
@@ -130,9 +129,8 @@ def overlap_add_kernel(frames, wtab, ienv):
     for b in nl.static_range(NB):
         if R > 1:
             nisa.memset(dst=g[0:R - 1, :], value=0.0)  # rows before frame 0 of the first tile
-        for i in nl.static_range(cdiv(S, ms)):
-            s0 = i * ms
-            msi = min(ms, S - s0)
+        for i in nl.static_range(ntiles(S, ms)):
+            s0, msi = tile(i, S, ms)
             t0 = s0 - (R - 1)  # frame of row 0
             t_end = min(F, s0 + msi)
             kt = t_end - t0

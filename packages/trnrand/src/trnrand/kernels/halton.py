@@ -24,6 +24,23 @@ The digits are exact, so the points agree to a few float32 ulp (tested
 against SciPy's float64 points: 4 ulp of 1); float64 output stays on the
 torch path, as do ``skip + n > 2**24`` and scrambled points.
 
+Dimensions
+----------
+``radix [d, 2]``, ``scale [d, L]`` float32; ``skip``, ``n`` compile-time ints.
+Output ``x [d, n]`` float32. On chip: partitions are (point group, dimension),
+``g dd <= 128``; free dim ``F`` points.
+
+Pseudocode
+----------
+::
+
+    for each dimension tile (dd <= 128 dimensions):
+        load radix, scale into each of the g groups            (2 g DMAs)
+        for each point tile of g F points:
+            q = iota(point index) per group;  acc = 0
+            for l in range(L):  r = q mod p (exact fp32 steps);  acc += r scale[l];  q = q // p
+            store each group's points (tiles of F from the tile's first point)
+
 Layout and tiling
 -----------------
 As the Sobol' kernel: partitions hold (point group, dimension), ``g =
@@ -42,7 +59,7 @@ point tiles; summed over ``ceil(d / 128)`` dimension tiles; ``L`` digits)
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile, tiles
 
 from .sobol import groups
 
@@ -58,8 +75,7 @@ def halton_counts(d: int, n: int, skip: int) -> dict:
     """Closed-form counters of one ``halton_kernel`` call."""
     lv = halton_levels(skip, n)
     gp, vec, dma, rd = 0, 0, 0, 0
-    for k0 in range(0, d, PMAX):
-        dd = min(PMAX, d - k0)
+    for _, dd in tiles(d, PMAX):
         g, f, t = groups(dd, n)
         gp += t * g
         vec += t * (2 + 12 * lv)
@@ -74,9 +90,8 @@ def halton_kernel(radix, scale, skip, n):
     d, lv = scale.shape
     x = nl.ndarray((d, n), dtype=nl.float32, buffer=nl.shared_hbm)
     f32, vec = nl.float32, nisa.engine.vector
-    for kt in nl.static_range(cdiv(d, PMAX)):
-        k0 = kt * PMAX
-        dd = min(PMAX, d - k0)
+    for kt in nl.static_range(ntiles(d, PMAX)):
+        k0, dd = tile(kt, d, PMAX)
         g, f, tiles = groups(dd, n)
         pp = g * dd
         rad = nl.ndarray((pp, 2), dtype=f32, buffer=nl.sbuf, name="radix")
@@ -86,7 +101,7 @@ def halton_kernel(radix, scale, skip, n):
             nisa.dma_copy(dst=sc[j * dd:(j + 1) * dd, :], src=scale[k0:k0 + dd, :])
         base, inv = rad[:, 0:1], rad[:, 1:2]
 
-        def tile(name, pp=pp, f=f):
+        def work_tile(name, pp=pp, f=f):
             return nl.ndarray((pp, f), dtype=f32, buffer=nl.sbuf, name=name)
 
         for jt in nl.static_range(tiles):
@@ -94,11 +109,11 @@ def halton_kernel(radix, scale, skip, n):
             idx = nl.ndarray((pp, f), dtype=nl.int32, buffer=nl.sbuf, name="idx")
             for j in range(g):
                 nisa.iota(idx[j * dd:(j + 1) * dd, :], [[1, f]], offset=skip + j0 + j * f, channel_multiplier=0)
-            q = tile("q")
+            q = work_tile("q")
             nisa.tensor_scalar(q, idx, nl.multiply, 1.0)  # exact: indices < 2**24
-            acc = tile("x")
+            acc = work_tile("x")
             nisa.memset(acc, 0.0, engine=vec)
-            qd, r, t, c = tile("q_div"), tile("digit"), tile("t"), tile("fix")
+            qd, r, t, c = work_tile("q_div"), work_tile("digit"), work_tile("t"), work_tile("fix")
             for lev in range(lv):
                 nisa.tensor_scalar(t, q, nl.multiply, inv)
                 nisa.tensor_scalar(qd, t, nl.add, CAP, op1=nl.subtract, operand1=CAP)  # round to nearest
@@ -113,9 +128,7 @@ def halton_kernel(radix, scale, skip, n):
                 nisa.scalar_tensor_tensor(r, c, nl.multiply, base, nl.subtract, r, reverse1=True)
                 nisa.scalar_tensor_tensor(acc, r, nl.multiply, sc[:, lev:lev + 1], nl.add, acc)
                 q, qd = qd, q  # the quotient is the next level's q (no copy)
-            for j in range(g):
-                p0 = j0 + j * f
-                ff = min(f, n - p0)
-                if ff > 0:
-                    nisa.dma_copy(dst=x[k0:k0 + dd, p0:p0 + ff], src=acc[j * dd:(j + 1) * dd, 0:ff])
+            for j in range(min(g, ntiles(n, f, j0))):  # the groups holding points (the rest lie past n)
+                p0, ff = tile(j, n, f, j0)
+                nisa.dma_copy(dst=x[k0:k0 + dd, p0:p0 + ff], src=acc[j * dd:(j + 1) * dd, 0:ff])
     return x

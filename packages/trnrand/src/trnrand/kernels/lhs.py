@@ -16,6 +16,24 @@ The ranks are exact (uint32 compares on GpSimd, a Vector sum of 0/1 below
 The position inside the stratum is fp32 (the torch path computes ``(rank +
 u) / n`` in float64 and rounds once): a few float32 ulp apart (tested).
 
+Dimensions
+----------
+``seed``, ``subsequence``, ``block0``, ``n``: compile-time ints (the
+stream position; no HBM input). ``d``: dimensions; the kernel's ``n`` is the number of points.
+Output ``x [n, d]`` float32; points on the partitions (tiles of 128), partners
+on the free dim (chunks of ``J``).
+
+Pseudocode
+----------
+::
+
+    for point tile i (<= 128 points):
+        own key, m = philox(blocks block0 + i d + k)          ([128, d] blocks)
+        for dimension k, partner chunk j (<= J points):
+            partner keys = philox(blocks of the chunk)        (same on every partition)
+            rank[:, k] += sum_free [key_j < key_i or (key_j == key_i and j < i)]
+        x[i, :] = (rank + m 2**-53) fl32(1/n);  store
+
 Layout
 ------
 Points on partitions (tiles of 128), comparison partners on the free dim
@@ -45,7 +63,7 @@ shapes), one more for ``n`` when a chunk is ragged.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 from .philox import MASK, Lanes
 
@@ -77,9 +95,8 @@ def lhs_kernel(seed, subsequence, block0, n, d):
     s0, s1 = subsequence & MASK, subsequence >> 32
     g, vec = nisa.engine.gpsimd, nisa.engine.vector
     x = nl.ndarray((n, d), dtype=nl.float32, buffer=nl.shared_hbm)
-    for it in nl.static_range(cdiv(n, PMAX)):
-        i0 = it * PMAX
-        pi = min(PMAX, n - i0)
+    for it in nl.static_range(ntiles(n, PMAX)):
+        i0, pi = tile(it, n, PMAX)
         ctr = own.block_tile((block0 + i0 * d) & MASK, step=d)
         w = _philox_words(own, ctr, b_hi, s0, s1, seed, d, "own")
         hi_own = own.ts(w[:, :, 0], nl.right_shift, 1)

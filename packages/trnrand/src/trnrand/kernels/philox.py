@@ -16,6 +16,23 @@ The host guarantees that ``[block0, block0 + nblocks)`` does not cross a
 multiple of 2**32 (so the counter's word 1, ``b >> 32``, is one constant)
 and slices the < 4 words of a draw that starts or ends inside a block.
 
+Dimensions
+----------
+``seed``, ``subsequence``, ``block0``, ``nblocks``: compile-time ints (the
+stream position; no HBM input). ``mode`` (``"words"`` / ``"uniform"``), ``naive``.
+Output ``[nblocks, 4]`` uint32 or float32 in HBM; on chip, tiles of ``[128, F]``
+blocks, ``F = tile_f(nblocks)``.
+
+Pseudocode
+----------
+::
+
+    for t in static_range(T):                        # tile t: blocks tile(t, nblocks, 128 F)
+        ctr = iota(block0 + t 128 F, channel step F)
+        w0..w3 = 10 rounds of (mulhilo by the Philox constants, xor with the key, bump the key)
+        res = words, or (w >> 8) 2**-24
+        store_tile(res)                              (one DMA, two when ragged)
+
 Exact 32 x 32 -> 64-bit products (why 16-bit limbs on GpSimd)
 -------------------------------------------------------------
 Each round needs the high and low words of two 32 x 32 -> 64-bit products.
@@ -70,7 +87,7 @@ instructions per 1000 words.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, sbuf_budget
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, sbuf_budget, tile
 
 M0 = 0xD2511F53
 M1 = 0xCD9E8D57
@@ -220,9 +237,8 @@ class Lanes:
         return words
 
 
-def store_tile(out, res, b0: int, nblocks: int, f: int):
+def store_tile(out, res, b0: int, rem: int, f: int):
     """Store SBUF res [P, F, 4] into out rows b0 .. (one DMA per full part; see the module docstring)."""
-    rem = min(PMAX * f, nblocks - b0)
     q, r = divmod(rem, f)
     if q:
         nisa.dma_copy(dst=out[b0:b0 + q * f, :].reshape((q, 4 * f)), src=res[0:q, :, :].reshape((q, 4 * f)))
@@ -240,8 +256,8 @@ def philox_kernel(seed, subsequence, block0, nblocks, mode="words", naive=False)
     s0, s1 = subsequence & MASK, subsequence >> 32
     odt = nl.float32 if mode == "uniform" else nl.uint32
     out = nl.ndarray((nblocks, 4), dtype=odt, buffer=nl.shared_hbm)
-    for t in nl.static_range(cdiv(nblocks, PMAX * f)):
-        b0 = t * PMAX * f
+    for t in nl.static_range(ntiles(nblocks, PMAX * f)):
+        b0, rem = tile(t, nblocks, PMAX * f)
         words = nl.ndarray((PMAX, f, 4), dtype=nl.uint32, buffer=nl.sbuf, name="words")
         ctr = ln.block_tile((block0 + b0) & MASK)
         ln.rounds(ctr, b_hi, s0, s1, seed, outs=tuple(words[:, :, j] for j in range(4)))
@@ -252,5 +268,5 @@ def philox_kernel(seed, subsequence, block0, nblocks, mode="words", naive=False)
             nisa.tensor_scalar(res, m, nl.multiply, 2.0**-24)
         else:
             res = words
-        store_tile(out, res, b0, nblocks, f)
+        store_tile(out, res, b0, rem, f)
     return out

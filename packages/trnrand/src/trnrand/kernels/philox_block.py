@@ -15,6 +15,20 @@ schedule is two tiles: after each round but the last ``k0 += W0``,
 multiplies are ``Lanes.mulhilo`` (16-bit limbs on GpSimd, see the stream
 kernel's docstring for why), the xors Vector bitvec instructions on tiles.
 
+Dimensions
+----------
+``counter [n, 4]``, ``key [n, 2]`` uint32 in HBM; ``rounds`` compile-time.
+Output ``[n, 4]`` uint32; on chip, tiles of ``[128, F]`` rows.
+
+Pseudocode
+----------
+::
+
+    for t in static_range(T):                        # tile t: rows tile(t, n, 128 F)
+        c, k = load counter, key rows of the tile
+        repeat rounds times: (c0..c3) = philox_round(c, k);  k += (W0, W1) but after the last
+        store c
+
 Layout and tiling
 -----------------
 Partition dim: 128 runs of consecutive rows; free dim: ``F = min(512,
@@ -40,7 +54,7 @@ bump (GpSimd 2) after every round but the last.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 from .philox import M0, M1, W0, W1, Lanes, _store_dmas, tile_f
 
@@ -58,9 +72,8 @@ def philox_block_counts(n: int, rounds: int = 10) -> dict:
     }
 
 
-def _move(hbm, sbuf, r0: int, n: int, f: int, width: int, load: bool):
+def _move(hbm, sbuf, r0: int, rem: int, f: int, width: int, load: bool):
     """DMA rows r0 .. of hbm [n, width] to/from SBUF [P, f, width]: the full partitions, then the leftover rows."""
-    rem = min(PMAX * f, n - r0)
     q, r = divmod(rem, f)
     parts = []
     if q:
@@ -83,12 +96,12 @@ def philox_block_kernel(counter, key, rounds=10):
     ln = Lanes(f)
     w0, w1 = ln.const(W0), ln.const(W1)
     out = nl.ndarray((n, 4), dtype=nl.uint32, buffer=nl.shared_hbm)
-    for t in nl.static_range(cdiv(n, PMAX * f)):
-        r0 = t * PMAX * f
+    for t in nl.static_range(ntiles(n, PMAX * f)):
+        r0, rem = tile(t, n, PMAX * f)
         c = nl.ndarray((PMAX, f, 4), dtype=nl.uint32, buffer=nl.sbuf, name="ctr")
         k = nl.ndarray((PMAX, f, 2), dtype=nl.uint32, buffer=nl.sbuf, name="key")
-        _move(counter, c, r0, n, f, 4, load=True)
-        _move(key, k, r0, n, f, 2, load=True)
+        _move(counter, c, r0, rem, f, 4, load=True)
+        _move(key, k, r0, rem, f, 2, load=True)
         res = nl.ndarray((PMAX, f, 4), dtype=nl.uint32, buffer=nl.sbuf, name="words")
         x0, x1, x2, x3 = (c[:, :, j] for j in range(4))
         k0, k1 = k[:, :, 0], k[:, :, 1]
@@ -104,5 +117,5 @@ def philox_block_kernel(counter, key, rounds=10):
             if not last:
                 k0 = ln.add(k0, w0)
                 k1 = ln.add(k1, w1)
-        _move(out, res, r0, n, f, 4, load=False)
+        _move(out, res, r0, rem, f, 4, load=False)
     return out

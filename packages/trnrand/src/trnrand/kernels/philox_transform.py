@@ -26,6 +26,23 @@ whose last pair takes word 0 of block ``b + 1``). The host adds ``low``
 (randint), casts to the requested dtype and drops the samples before/after
 the request -- integer-exact steps.
 
+Dimensions
+----------
+``seed``, ``subsequence``, ``block0``, ``nblocks``: compile-time ints (the
+stream position; no HBM input). ``transform`` (a key of
+``TRANSFORMS``), ``param``, ``odd``. Output ``[nblocks, 4]`` (one-word
+transforms) or ``[nblocks, 2]`` (two-word) of the transform's dtype; on chip,
+``[128, F]`` block tiles.
+
+Pseudocode
+----------
+::
+
+    for t in static_range(T):                        # tile t: blocks tile(t, nblocks, 128 F)
+        words = philox(tile)                         (as the Philox kernel)
+        samples = epilogue[transform](words, param)  (the table above)
+        store samples
+
 Why the bits are (or are not) the torch path's
 ----------------------------------------------
 * ``bernoulli``: ``w < T`` is one GpSimd ``tensor_tensor`` on uint32 tiles
@@ -96,7 +113,7 @@ Philox per tile: GpSimd 181, Vector 178; constants: GpSimd 6.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 from .philox import CONST_TILES, GPSIMD_PER_TILE, MASK, VECTOR_PER_TILE, Lanes, tile_f
 
@@ -251,9 +268,8 @@ def _truncated_normal(ew, a, b, param, zero, dst):
     nisa.tensor_scalar(dst, x, nl.multiply, std, op1=nl.add, operand1=mean)
 
 
-def _store(out, res, b0: int, nblocks: int, f: int, spb: int):
+def _store(out, res, b0: int, rem: int, f: int, spb: int):
     """Store SBUF res [P, F, spb] into out rows b0 ..: one DMA per full part (see philox.store_tile)."""
-    rem = min(PMAX * f, nblocks - b0)
     q, r = divmod(rem, f)
     if q:
         nisa.dma_copy(dst=out[b0:b0 + q * f, :].reshape((q, spb * f)), src=res[0:q, :, :].reshape((q, spb * f)))
@@ -287,8 +303,8 @@ def philox_transform_kernel(seed, subsequence, block0, nblocks, transform, param
     b_hi = block0 >> 32
     s0, s1 = subsequence & MASK, subsequence >> 32
     out = nl.ndarray((nblocks, spb), dtype=odt, buffer=nl.shared_hbm)
-    for t in nl.static_range(cdiv(nblocks, PMAX * f)):
-        b0 = t * PMAX * f
+    for t in nl.static_range(ntiles(nblocks, PMAX * f)):
+        b0, rem = tile(t, nblocks, PMAX * f)
         words = ln.words(block0 + b0, b_hi, s0, s1, seed, fw, step=f)
         flat = words.reshape((PMAX, 4 * fw))
         res = nl.ndarray((PMAX, f, spb), dtype=odt, buffer=nl.sbuf, name="samples")
@@ -325,5 +341,5 @@ def philox_transform_kernel(seed, subsequence, block0, nblocks, transform, param
                 gt = ew.tile("over", nl.float32)
                 nisa.tensor_tensor(gt, r, x, nl.greater, engine=nisa.engine.vector)
                 nisa.scalar_tensor_tensor(dst, r, nl.add, 1.0, nl.subtract, gt)
-        _store(out, res, b0, nblocks, f, spb)
+        _store(out, res, b0, rem, f, spb)
     return out

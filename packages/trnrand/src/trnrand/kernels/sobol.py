@@ -13,6 +13,23 @@ Constants: ``skip``, ``n``. Output ``x [d, n]`` uint32 with
 to ``[n, d]`` and maps to floats exactly (``x * 2**-30`` in float64, the top
 24 bits times ``2**-24`` in float32), as the torch path does.
 
+Dimensions
+----------
+``v [d, 30]``, ``shift [d, 1]`` uint32; ``skip``, ``n`` compile-time ints.
+Output ``x [d, n]`` uint32. On chip: partitions are (point group, dimension),
+``g dd <= 128``; free dim ``F`` points.
+
+Pseudocode
+----------
+::
+
+    for each dimension tile (dd <= 128 dimensions):
+        load v, shift into each of the g groups               (2 g DMAs)
+        for each point tile of g F points:
+            h = gray(iota(point index))
+            acc = XOR over bits b of h of v[:, b]             (3 Vector + 1 GpSimd per bit)
+            store each group's points (tiles of F from the tile's first point)
+
 Layout and tiling: all 128 partitions
 -------------------------------------
 Partition dim: (point group, dimension); free dim: points. Per tile of
@@ -48,7 +65,7 @@ ceil(n / (g F))`` point tiles; summed over ``td = ceil(d / 128)`` tiles)
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile, tiles
 
 BITS = 30
 FMAX = 512
@@ -70,8 +87,7 @@ def sobol_counts(d: int, n: int, skip: int) -> dict:
     """Closed-form counters of one ``sobol_kernel`` call."""
     b = gray_bits(skip, n)
     gp, vec, dma, rd = 1, 0, 0, 0
-    for k0 in range(0, d, PMAX):
-        dd = min(PMAX, d - k0)
+    for _, dd in tiles(d, PMAX):
         g, f, t = groups(dd, n)
         gp += t * (g + b)
         vec += t * (3 * b + 2)
@@ -88,9 +104,8 @@ def sobol_kernel(v, shift, skip, n):
     x = nl.ndarray((d, n), dtype=nl.uint32, buffer=nl.shared_hbm)
     zero = nl.ndarray((PMAX, FMAX), dtype=nl.uint32, buffer=nl.sbuf, name="zero")
     nisa.memset(zero, 0, engine=nisa.engine.gpsimd)
-    for kt in nl.static_range(cdiv(d, PMAX)):
-        k0 = kt * PMAX
-        dd = min(PMAX, d - k0)
+    for kt in nl.static_range(ntiles(d, PMAX)):
+        k0, dd = tile(kt, d, PMAX)
         g, f, tiles = groups(dd, n)
         pp = g * dd  # busy partitions
         vs = nl.ndarray((pp, BITS), dtype=nl.uint32, buffer=nl.sbuf, name="v")
@@ -99,7 +114,7 @@ def sobol_kernel(v, shift, skip, n):
             nisa.dma_copy(dst=vs[j * dd:(j + 1) * dd, :], src=v[k0:k0 + dd, :])
             nisa.dma_copy(dst=sh[j * dd:(j + 1) * dd, :], src=shift[k0:k0 + dd, :])
 
-        def tile(name, pp=pp, f=f):
+        def work_tile(name, pp=pp, f=f):
             return nl.ndarray((pp, f), dtype=nl.uint32, buffer=nl.sbuf, name=name)
 
         for jt in nl.static_range(tiles):
@@ -107,27 +122,25 @@ def sobol_kernel(v, shift, skip, n):
             idx = nl.ndarray((pp, f), dtype=nl.int32, buffer=nl.sbuf, name="idx")
             for j in range(g):
                 nisa.iota(idx[j * dd:(j + 1) * dd, :], [[1, f]], offset=skip + j0 + j * f, channel_multiplier=0)
-            half = tile("half")
+            half = work_tile("half")
             nisa.tensor_scalar(half, idx.view(nl.uint32), nl.right_shift, 1)
-            gray = tile("gray")
+            gray = work_tile("gray")
             nisa.tensor_tensor(gray, half, idx.view(nl.uint32), nl.bitwise_xor, engine=nisa.engine.vector)
-            acc = tile("acc")
+            acc = work_tile("acc")
             for b in range(nb):
-                t = tile("bit")
+                t = work_tile("bit")
                 nisa.tensor_scalar(t, gray, nl.right_shift, b, op1=nl.bitwise_and, operand1=1)
-                m = tile("mask")
+                m = work_tile("mask")
                 nisa.tensor_tensor(m, zero[0:pp, 0:f], t, nl.subtract, engine=nisa.engine.gpsimd)
                 if b == 0:
                     nisa.tensor_scalar(acc, m, nl.bitwise_and, vs[:, 0:1])
                 else:
-                    y = tile("term")
+                    y = work_tile("term")
                     nisa.tensor_scalar(y, m, nl.bitwise_and, vs[:, b:b + 1])
                     nisa.tensor_tensor(acc, acc, y, nl.bitwise_xor, engine=nisa.engine.vector)
-            res = tile("x")
+            res = work_tile("x")
             nisa.tensor_scalar(res, acc, nl.bitwise_xor, sh)
-            for j in range(g):
-                p0 = j0 + j * f
-                ff = min(f, n - p0)
-                if ff > 0:
-                    nisa.dma_copy(dst=x[k0:k0 + dd, p0:p0 + ff], src=res[j * dd:(j + 1) * dd, 0:ff])
+            for j in range(min(g, ntiles(n, f, j0))):  # the groups holding points (the rest lie past n)
+                p0, ff = tile(j, n, f, j0)
+                nisa.dma_copy(dst=x[k0:k0 + dd, p0:p0 + ff], src=res[j * dd:(j + 1) * dd, 0:ff])
     return x

@@ -12,7 +12,7 @@ s hi), key=(seed lo, seed hi, 0, 0))``, output ``[nblocks, 4]``, row
 * ``"uniform"`` -> float32 ``(w >> 8) 2**-24`` in [0, 1) (exact),
   bit-identical to the torch path;
 * ``"normal"`` -> float32 ``(z_A, z'_A, z_B, z'_B)``: the Box-Muller pairs
-  ``(w0, w1)``, ``(w2, w3)`` with the map of :mod:`trnrand.kernels.box_muller`
+  ``(w0, w1)``, ``(w2, w3)`` with the map of :mod:`trnrand.kernels.normal`
   (Ln / Sqrt / Sin on the Scalar Engine; a few ulp from torch, not bit for
   bit, as there).
 
@@ -30,8 +30,10 @@ a tile is ``128 x F`` blocks, block ``tile0 + p F + i`` at partition ``p``,
 column ``i``; ``T = ceil(nblocks / (128 F))`` tiles, each stored with one
 DMA (two for a ragged last tile with both full rows and a leftover).
 
-Pseudocode (one tile; lanes are ``[128, F]`` uint32 tiles or host ints)
--------------------------------------------------------------------------
+Pseudocode
+----------
+One tile; lanes are ``[128, F]`` uint32 tiles or host ints:
+
 ::
 
     x = (iota b, b >> 32, s lo, s hi)             # stream: only x0 is a tile
@@ -68,7 +70,7 @@ Block kernel (all lanes tiles, ``J = R // 4`` injections after rounds):
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv, sbuf_budget
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, sbuf_budget, tile
 
 from .._philox import C_PI, R_BIAS, S_ANGLE
 from .._threefry import MASK, PARITY, QUARTER, ROT
@@ -222,8 +224,8 @@ def threefry_kernel(seed, subsequence, block0, nblocks, mode="words"):
         quarter = nl.ndarray((PMAX, f), dtype=nl.uint32, buffer=nl.sbuf, name="quarter")
         nisa.memset(quarter, QUARTER, engine=nisa.engine.gpsimd)
         ulow, rbias, shift = _column(2.0**-24, "u_bias"), _column(R_BIAS, "r_bias"), _column(-C_PI, "angle_bias")
-    for t in nl.static_range(cdiv(nblocks, PMAX * f)):
-        b0 = t * PMAX * f
+    for t in nl.static_range(ntiles(nblocks, PMAX * f)):
+        b0, rem = tile(t, nblocks, PMAX * f)
         ln.start_tile()
         ctr = nl.ndarray((PMAX, f), dtype=nl.int32, buffer=nl.sbuf, name="ctr")
         lo = (block0 + b0) & MASK
@@ -259,13 +261,12 @@ def threefry_kernel(seed, subsequence, block0, nblocks, mode="words"):
                 nisa.tensor_scalar(res, m, nl.multiply, 2.0**-24)
             else:
                 res = words
-        store_tile(out, res, b0, nblocks, f)
+        store_tile(out, res, b0, rem, f)
     return out
 
 
-def _load_tile(dst, src, b0: int, nblocks: int, f: int):
+def _load_tile(dst, src, b0: int, rem: int, f: int):
     """Load rows b0 .. of src [nblocks, 4] into dst [P, F, 4] (the store's parts, mirrored)."""
-    rem = min(PMAX * f, nblocks - b0)
     q, r = divmod(rem, f)
     if q:
         nisa.dma_copy(dst=dst[0:q, :, :].reshape((q, 4 * f)), src=src[b0:b0 + q * f, :].reshape((q, 4 * f)))
@@ -281,15 +282,15 @@ def threefry_block_kernel(counters, keys, rounds=20):
     f = tile_f(nblocks)
     ln = _Lanes(f)
     out = nl.ndarray((nblocks, 4), dtype=nl.uint32, buffer=nl.shared_hbm)
-    for t in nl.static_range(cdiv(nblocks, PMAX * f)):
-        b0 = t * PMAX * f
+    for t in nl.static_range(ntiles(nblocks, PMAX * f)):
+        b0, rem = tile(t, nblocks, PMAX * f)
         ln.start_tile()
         c = nl.ndarray((PMAX, f, 4), dtype=nl.uint32, buffer=nl.sbuf, name="ctr")
         k = nl.ndarray((PMAX, f, 4), dtype=nl.uint32, buffer=nl.sbuf, name="key")
-        _load_tile(c, counters, b0, nblocks, f)
-        _load_tile(k, keys, b0, nblocks, f)
+        _load_tile(c, counters, b0, rem, f)
+        _load_tile(k, keys, b0, rem, f)
         words = nl.ndarray((PMAX, f, 4), dtype=nl.uint32, buffer=nl.sbuf, name="words")
         ln.rounds(tuple(c[:, :, j] for j in range(4)), tuple(k[:, :, j] for j in range(4)), rounds,
                   outs=tuple(words[:, :, j] for j in range(4)))
-        store_tile(out, words, b0, nblocks, f)
+        store_tile(out, words, b0, rem, f)
     return out

@@ -38,7 +38,7 @@ Closed forms (nt = ceil(n / 128))
 from __future__ import annotations
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, tile
 from trnsolver.kernels.cg_step import _load_vec, _store_vec
 
 
@@ -93,12 +93,10 @@ def bicgstab_step_kernel(a, x, r, rhat, p, v, sc):
 
     def matvec(dst, src):
         for i in nl.static_range(nt):
-            i0 = i * PMAX
-            ri = min(PMAX, n - i0)
+            i0, ri = tile(i, n, PMAX)
             ps = nl.ndarray((ri, 1), dtype=f32, buffer=nl.psum, name="Av_ps")
             for k in nl.static_range(nt):
-                k0 = k * PMAX
-                rk = min(PMAX, n - k0)
+                k0, rk = tile(k, n, PMAX)
                 blk = nl.ndarray((rk, ri), dtype=f32, buffer=nl.sbuf, name="a_block")
                 nisa.dma_copy(dst=blk, src=a[k0:k0 + rk, i0:i0 + ri])
                 nisa.nc_matmul(ps, blk, src[0:rk, k:k + 1])

@@ -40,7 +40,7 @@ Closed forms (nt = ceil(n / 128); with dinv: + 4 n HBM read, + nt DMA, + 2 Vecto
 from __future__ import annotations
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, tile
 
 #: A matrix of this order keeps the kernel's vectors in one [128, nt] tile each (SBUF is not the limit: A streams).
 MAX_N = 65536
@@ -61,15 +61,13 @@ def cg_step_counts(n: int, jacobi: bool = False) -> dict:
 
 def _load_vec(dst, src, n, nt):
     for t in nl.static_range(nt):
-        t0 = t * PMAX
-        rows = min(PMAX, n - t0)
+        t0, rows = tile(t, n, PMAX)
         nisa.dma_copy(dst=dst[0:rows, t:t + 1], src=src[t0:t0 + rows, 0:1])
 
 
 def _store_vec(dst, src, n, nt):
     for t in nl.static_range(nt):
-        t0 = t * PMAX
-        rows = min(PMAX, n - t0)
+        t0, rows = tile(t, n, PMAX)
         nisa.dma_copy(dst=dst[t0:t0 + rows, 0:1], src=src[0:rows, t:t + 1])
 
 
@@ -124,12 +122,10 @@ def cg_step_kernel(a, x, r, p, rz, dinv=None):
     nisa.scalar_tensor_tensor(dst=P, data=P, op0=nl.multiply, operand0=beta, op1=nl.add, operand1=Z)
     # Ap = A p, row block i: sum_k A_ik p_k with stationary a[k-block, i-block] = A_ik^T (A symmetric)
     for i in nl.static_range(nt):
-        i0 = i * PMAX
-        ri = min(PMAX, n - i0)
+        i0, ri = tile(i, n, PMAX)
         ps = nl.ndarray((ri, 1), dtype=f32, buffer=nl.psum, name="Ap_ps")
         for k in nl.static_range(nt):
-            k0 = k * PMAX
-            rk = min(PMAX, n - k0)
+            k0, rk = tile(k, n, PMAX)
             blk = nl.ndarray((rk, ri), dtype=f32, buffer=nl.sbuf, name="a_block")
             nisa.dma_copy(dst=blk, src=a[k0:k0 + rk, i0:i0 + ri])
             nisa.nc_matmul(ps, blk, P[0:rk, k:k + 1])

@@ -18,8 +18,10 @@ Dimensions
 Outputs: ``v_next`` ``[n, 1]`` = ``w / ||w||`` (``w`` itself when ``||w|| = 0``),
 ``h`` ``[k, 1]`` = the two projections summed, ``hn`` ``[1, 1]`` = ``||w||``.
 
-Pseudocode (nt = ceil(n / 128))
--------------------------------
+Pseudocode
+----------
+Nt = ceil(n / 128):
+
     w = A v_j                                   nt^2 matmuls
     2 x:  h_i = V^T w (nt matmuls, PSUM accumulation);  w -= V h_i (nt matmuls)
     hn = sqrt(allreduce(w . w));  v_next = w / (hn + [hn == 0])
@@ -34,7 +36,7 @@ Closed forms
 from __future__ import annotations
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, tile
 from trnsolver.kernels.cg_step import _store_vec
 
 MAX_K = 128
@@ -67,8 +69,7 @@ def gmres_arnoldi_kernel(a, V, VT):
 
     Vs = nl.ndarray((PMAX, nt * k), dtype=f32, buffer=nl.sbuf, name="V_rows")
     for t in nl.static_range(nt):
-        t0 = t * PMAX
-        rows = min(PMAX, n - t0)
+        t0, rows = tile(t, n, PMAX)
         nisa.dma_copy(dst=Vs[0:rows, t * k:(t + 1) * k], src=V[t0:t0 + rows, 0:k])
     VTs = nl.ndarray((k, n), dtype=f32, buffer=nl.sbuf, name="V_cols")
     nisa.dma_copy(dst=VTs, src=VT)
@@ -76,12 +77,10 @@ def gmres_arnoldi_kernel(a, V, VT):
     nisa.memset(W, 0.0)
     # w = A v_j  (v_j: the last basis column)
     for i in nl.static_range(nt):
-        i0 = i * PMAX
-        ri = min(PMAX, n - i0)
+        i0, ri = tile(i, n, PMAX)
         ps = nl.ndarray((ri, 1), dtype=f32, buffer=nl.psum, name="Av_ps")
         for kk in nl.static_range(nt):
-            k0 = kk * PMAX
-            rk = min(PMAX, n - k0)
+            k0, rk = tile(kk, n, PMAX)
             blk = nl.ndarray((rk, ri), dtype=f32, buffer=nl.sbuf, name="a_block")
             nisa.dma_copy(dst=blk, src=a[k0:k0 + rk, i0:i0 + ri])
             nisa.nc_matmul(ps, blk, Vs[0:rk, kk * k + k - 1:kk * k + k])
@@ -91,7 +90,7 @@ def gmres_arnoldi_kernel(a, V, VT):
     for rep in nl.static_range(2):  # classical Gram-Schmidt, twice
         hp = nl.ndarray((k, 1), dtype=f32, buffer=nl.psum, name="h_ps")
         for t in nl.static_range(nt):
-            rows = min(PMAX, n - t * PMAX)
+            _, rows = tile(t, n, PMAX)
             nisa.nc_matmul(hp, Vs[0:rows, t * k:(t + 1) * k], W[0:rows, t:t + 1])
         h = nl.ndarray((k, 1), dtype=f32, buffer=nl.sbuf, name="h")
         nisa.tensor_copy(h, hp)
@@ -100,8 +99,7 @@ def gmres_arnoldi_kernel(a, V, VT):
         else:
             nisa.tensor_tensor(hsum, hsum, h, nl.add)
         for t in nl.static_range(nt):
-            t0 = t * PMAX
-            rows = min(PMAX, n - t0)
+            t0, rows = tile(t, n, PMAX)
             pw = nl.ndarray((rows, 1), dtype=f32, buffer=nl.psum, name="Vh_ps")
             nisa.nc_matmul(pw, VTs[0:k, t0:t0 + rows], h)
             nisa.tensor_tensor(W[0:rows, t:t + 1], W[0:rows, t:t + 1], pw, nl.subtract)

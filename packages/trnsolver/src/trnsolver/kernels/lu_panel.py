@@ -21,8 +21,10 @@ swapped); ``piv`` ``[b, 1]`` uint32, ``piv[j] = p_j - j`` with ``p_j`` the
 (0-based, panel-relative) row swapped with row ``j`` at step ``j`` -- LAPACK's
 ``ipiv`` less ``j`` (the search's own index output, stored as is).
 
-Pseudocode (step ``j = 0 .. b-1``; ``L_j = w - j`` live rows, window ``[j, w)``)
-----------------------------------------------------------------------------
+Pseudocode
+----------
+Step ``j = 0 .. b-1``; ``L_j = w - j`` live rows, window ``[j, w)``:
+
     a      = |P[j, j : j+max(L_j, 8)]|                 Scalar (zero padding past w)
     m8     = max8(a);  q = nc_find_index8(a, m8)[0]     Vector: first index of the largest
     vp = P[:, j+q];  P[:, j+q] = P[:, j];  P[:, j] = vp   the swap: three [b, 1] Vector copies,
@@ -53,7 +55,7 @@ PSUM; :data:`MAX_W` keeps it inside trn1's 192 KiB.
 from __future__ import annotations
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PSUM_FMAX, cdiv
+from trnsci.nki.tiling import PSUM_FMAX, cdiv, tile
 
 MAX_B = 128
 #: Longest panel (rows) the SBUF plan holds (the panel and |column| rows: two [b, w + 8] tiles).
@@ -133,8 +135,7 @@ def lu_panel_kernel(pt):
                 # rank-1 update of the columns right of j: A[r, c] -= l[r] A[j, c]
                 nisa.tensor_tensor(u, P[0:b, j:j + 1], neg[0:b, j:j + 1], nl.multiply)
                 for c in nl.static_range(cdiv(L - 1, PSUM_FMAX)):
-                    c0 = j + 1 + c * PSUM_FMAX
-                    cw = min(PSUM_FMAX, w - c0)
+                    c0, cw = tile(c, w, PSUM_FMAX, j + 1)
                     ps = nl.ndarray((b, cw), dtype=f32, buffer=nl.psum, name="bcast_l")
                     nisa.nc_matmul(ps, ones[j:j + 1, 0:b], P[j:j + 1, c0:c0 + cw])
                     nisa.scalar_tensor_tensor(dst=P[0:b, c0:c0 + cw], data=ps, op0=nl.multiply, operand0=u,

@@ -17,8 +17,10 @@ Dimensions
 Outputs: ``x', r1' = r2, r2' = y, w', w2' = w``, ``sc'``, ``stats`` ``[1, 3]`` =
 ``(alfa, beta', phibar')``.
 
-Pseudocode (all scalars on every partition)
--------------------------------------------
+Pseudocode
+----------
+All scalars on every partition:
+
     v = r2 / beta;  y = A v - (beta / (oldb + first)) (1 - first) r1
     alfa = v.y;  y -= (alfa / beta) r2;  beta' = sqrt(y.y) (0 when y.y = 0)
     delta = cs dbar + sn alfa;  gbar = sn dbar - cs alfa;  epsln' = sn beta';  dbar' = -cs beta'
@@ -39,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, tile
 from trnsolver.kernels.cg_step import _load_vec, _store_vec
 
 EPS32 = float(np.finfo(np.float32).eps)
@@ -106,12 +108,10 @@ def minres_step_kernel(a, x, r1, r2, w, w2, sc):
     nisa.tensor_scalar(V, R2, nl.multiply, rb)
     # y = A v
     for i in nl.static_range(nt):
-        i0 = i * PMAX
-        ri = min(PMAX, n - i0)
+        i0, ri = tile(i, n, PMAX)
         ps = nl.ndarray((ri, 1), dtype=f32, buffer=nl.psum, name="Av_ps")
         for k in nl.static_range(nt):
-            k0 = k * PMAX
-            rk = min(PMAX, n - k0)
+            k0, rk = tile(k, n, PMAX)
             blk = nl.ndarray((rk, ri), dtype=f32, buffer=nl.sbuf, name="a_block")
             nisa.dma_copy(dst=blk, src=a[k0:k0 + rk, i0:i0 + ri])
             nisa.nc_matmul(ps, blk, V[0:rk, k:k + 1])

@@ -19,8 +19,10 @@ minor of order ``j + 1`` (``potrf``'s ``info``). A non-positive pivot is
 replaced by 1 so the remaining steps stay finite; the host reports the
 failure and ignores the factor.
 
-Pseudocode (step j = 0 .. n-1, on partition j unless marked)
------------------------------------------------------------
+Pseudocode
+----------
+Step j = 0 .. n-1, on partition j unless marked:
+
     d_j = P[j, j];  ok = d_j > 0;  c = ok ? d_j : 1        Vector (3 ops, arithmetic select)
     r = rsqrt(c)                                            Scalar
     P[j, j:] *= r                                           Vector: P[j, j] = sqrt(d_j), then l
@@ -41,8 +43,9 @@ Closed forms
 from __future__ import annotations
 
 from trnsci.nki import nisa, nki, nl
+from trnsci.nki.tiling import PMAX
 
-MAX_N = 128
+MAX_N = PMAX  # one tile: the partition dim
 
 
 def potrf_tile_counts(n: int) -> dict:

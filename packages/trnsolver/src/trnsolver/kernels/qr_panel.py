@@ -23,8 +23,10 @@ orthogonal reflection (LAPACK uses ``H = I`` there), so ``tau`` is never 0 and
 ``T^{-1} = diag(1/tau) + striu(V^T V)`` of the compact WY form always exists.
 Every division is a ``reciprocal`` of a value >= the column's norm (or 1).
 
-Pseudocode (step j = 0 .. b-1, L = w - j; partition j unless marked)
---------------------------------------------------------------------
+Pseudocode
+----------
+Step j = 0 .. b-1, L = w - j; partition j unless marked:
+
     nu^2 = sum x^2 (Scalar, activation_reduce);  nu = sqrt(nu^2 + 2^-100) (Scalar)
     z = [nu^2 == 0], nu *= 1 - z, s, |alpha|, 1/(|alpha| + nu + z), 1/(nu + z), tau    Vector (14 ops)
     P[j, j+1:] *= s/(|alpha| + nu + z);  P[j, j] = -s nu                 Vector (3 ops)
@@ -47,7 +49,7 @@ Closed forms (n_j = ceil(L_j / 512), only for j < b-1)
 from __future__ import annotations
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PSUM_FMAX, cdiv
+from trnsci.nki.tiling import PSUM_FMAX, cdiv, tile
 
 MAX_B = 128
 TINY = 2.0 ** -100  # sqrt's argument floor (its activation range starts at ~1.2e-35)
@@ -141,8 +143,7 @@ def qr_panel_kernel(pt):
             nch = cdiv(L, PSUM_FMAX)
             # d_c = v . A[:, c] per partition c, from the broadcast v straight out of PSUM
             for c in nl.static_range(nch):
-                c0 = c * PSUM_FMAX
-                cw = min(PSUM_FMAX, L - c0)
+                c0, cw = tile(c, L, PSUM_FMAX)
                 pv = nl.ndarray((b, cw), dtype=f32, buffer=nl.psum, name="v_ps")
                 nisa.nc_matmul(pv, ones[s, 0:b], vrow[s, c0:c0 + cw])
                 nisa.tensor_tensor(sq[0:b, 0:cw], P[0:b, j + c0:j + c0 + cw], pv, nl.multiply)
@@ -151,8 +152,7 @@ def qr_panel_kernel(pt):
             nisa.tensor_tensor(dots, dots, neg[0:b, j:j + 1], nl.multiply)
             # A[:, c] -= d_c tau v for c > j
             for c in nl.static_range(nch):
-                c0 = c * PSUM_FMAX
-                cw = min(PSUM_FMAX, L - c0)
+                c0, cw = tile(c, L, PSUM_FMAX)
                 pt_ = nl.ndarray((b, cw), dtype=f32, buffer=nl.psum, name="tv_ps")
                 nisa.nc_matmul(pt_, ones[s, 0:b], tvrow[s, c0:c0 + cw])
                 win = P[0:b, j + c0:j + c0 + cw]

@@ -30,7 +30,7 @@ Closed forms (rt = ceil(r / 128), ct = ceil(c / CW))
 from __future__ import annotations
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 #: Columns per transfer (8 KiB of float32 per partition).
 CW = 2048
@@ -55,14 +55,12 @@ def row_gather_kernel(a, perm):
     c = a.shape[1]
     m = perm.shape[0]
     out = nl.ndarray((m, c), dtype=a.dtype, buffer=nl.shared_hbm)
-    for t in nl.static_range(cdiv(m, PMAX)):
-        r0 = t * PMAX
-        rows = min(PMAX, m - r0)
+    for t in nl.static_range(ntiles(m, PMAX)):
+        r0, rows = tile(t, m, PMAX)
         idx = nl.ndarray((rows, 1), dtype=nl.int32, buffer=nl.sbuf, name="rows")
         nisa.dma_copy(dst=idx, src=perm[r0:r0 + rows, 0:1])
-        for k in nl.static_range(cdiv(c, CW)):
-            c0 = k * CW
-            cw = min(CW, c - c0)
+        for k in nl.static_range(ntiles(c, CW)):
+            c0, cw = tile(k, c, CW)
             x = nl.ndarray((rows, cw), dtype=a.dtype, buffer=nl.sbuf, name="gathered")
             nisa.dma_copy(dst=x, src=a.ap(pattern=[[c, rows], [1, cw]], offset=c0, vector_offset=idx,
                                           indirect_dim=0))

@@ -1,7 +1,7 @@
 """Block-sparse attention forward: ``O = softmax(scale * Q K^T, over the stored tiles) V``.
 
-Inputs (HBM), per head g of G
------------------------------
+Dimensions (HBM), per head g of G
+---------------------------------
 ``q_t`` : ``[G, d, Sq]`` -- Q transposed: d (the contraction of Q K^T) on partitions.
 ``k_t`` : ``[G, d, Sk]`` -- K transposed, d on partitions.
 ``v``   : ``[G, Sk, dv]`` -- the key index (the contraction of P V) on partitions.
@@ -76,7 +76,7 @@ run (K slices, V), 1 per empty block row.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PSUM_FMAX, cdiv, sbuf_budget
+from trnsci.nki.tiling import PSUM_FMAX, cdiv, sbuf_budget, tile
 
 TB = 128
 TN = PSUM_FMAX  # value columns per PSUM bank (fp32)
@@ -87,12 +87,10 @@ def _tiles(Sq, Sk, row_ptrs, cols, causal):
     """[(r, m0, mm, [(c0, nn, diag), ...]), ...]: the tiles the kernel runs, per block row."""
     out = []
     for r in range(len(row_ptrs) - 1):
-        m0 = r * TB
-        mm = min(TB, Sq - m0)
+        m0, mm = tile(r, Sq, TB)
         ts = []
         for i in range(row_ptrs[r], row_ptrs[r + 1]):
-            c0 = TB * int(cols[i])
-            nn = min(TB, Sk - c0)
+            c0, nn = tile(int(cols[i]), Sk, TB)
             if causal and c0 > m0 + mm - 1:
                 continue  # wholly above the diagonal
             ts.append((i, c0, nn, causal and c0 + nn - 1 > m0))
@@ -159,8 +157,7 @@ def block_sparse_attention_kernel(q_t, k_t, v, row_ptrs=(), cols=(), scale=1.0, 
                 continue
             qts = []  # the block row's Q^T, one slice of <= 128 rows of d each
             for k in nl.static_range(kt_n):
-                k0 = k * TB
-                kk = min(TB, d - k0)
+                k0, kk = tile(k, d, TB)
                 qt = nl.ndarray((kk, mm), dtype=nl.float32, buffer=nl.sbuf, name=f"q_t{k}")
                 nisa.dma_copy(dst=qt, src=q_t[g, k0:k0 + kk, m0:m0 + mm])
                 qts.append(qt)
@@ -170,8 +167,7 @@ def block_sparse_attention_kernel(q_t, k_t, v, row_ptrs=(), cols=(), scale=1.0, 
             for j, (_i, c0, nn, diag) in enumerate(ts):
                 sp = nl.ndarray((mm, nn), dtype=nl.float32, buffer=nl.psum, name="scores")
                 for k in nl.static_range(kt_n):  # S accumulates over the K slices of d in PSUM
-                    k0 = k * TB
-                    kk = min(TB, d - k0)
+                    k0, kk = tile(k, d, TB)
                     kt = nl.ndarray((kk, nn), dtype=nl.float32, buffer=nl.sbuf, name="k_t")
                     nisa.dma_copy(dst=kt, src=k_t[g, k0:k0 + kk, c0:c0 + nn])
                     nisa.nc_matmul(sp, qts[k], kt)
@@ -203,8 +199,7 @@ def block_sparse_attention_kernel(q_t, k_t, v, row_ptrs=(), cols=(), scale=1.0, 
                     nisa.scalar_tensor_tensor(lsum, data=lsum, op0=nl.multiply, operand0=corr, op1=nl.add,
                                               operand1=psum_row)
                 for t in nl.static_range(nv):  # P V, one PSUM bank of value columns at a time
-                    j0 = t * TN
-                    w = min(TN, dv - j0)
+                    j0, w = tile(t, dv, TN)
                     pv = nl.ndarray((mm, w), dtype=nl.float32, buffer=nl.psum, name="pv")
                     nisa.nc_matmul(pv, pt, vt[:, j0:j0 + w])
                     if j:

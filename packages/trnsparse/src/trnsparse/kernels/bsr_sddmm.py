@@ -1,7 +1,7 @@
 """BSR SDDMM kernel: ``P_i = X[rows of tile i] @ Y[:, cols of tile i]`` for every stored 128x128 tile.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``x_t`` : ``[k, m]`` -- X transposed, the contraction dim k on partitions.
 ``y``   : ``[k, n]`` -- k on partitions.
 float32. Output ``p`` : ``[nblk, 128, 128]`` float32, tile i holding
@@ -10,8 +10,17 @@ tiles) are zero. Compile-time: ``row_ptrs`` and ``cols`` (the block row
 pointers and block column indices as tuples): the kernel is specialized
 to the sparsity pattern, and all slices are static.
 
-What runs
----------
+Pseudocode
+----------
+::
+
+    for block row r with a stored tile:
+        Xr = load x_t[:, rows of r]                       (tk tiles, stationary)
+        for stored tile i of r:
+            Yi = load y[:, cols of i]                     (tk tiles)
+            acc = sum_kt Xr[kt]^T @ Yi[kt]                (tk matmuls, one PSUM tile)
+            p[i] = copy(acc) (zero-padded to 128 x 128)
+
 Per block row with at least one stored tile: its rows of X^T, ``tk =
 ceil(k/128)`` tiles ``[<=128, mm]`` (the stationary operands, loaded once
 for all tiles of the row). Per stored tile: the tile's columns of Y
@@ -33,7 +42,7 @@ tiles (mm < 128 or nn < 128))
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv
+from trnsci.nki.tiling import cdiv, tile
 
 TB = 128
 
@@ -48,10 +57,10 @@ def bsr_sddmm_counts(m, n, k, row_ptrs, cols):
         if lo == hi:
             continue
         nonempty += 1
-        mm = min(TB, m - r * TB)
+        _, mm = tile(r, m, TB)
         rows_read += mm
         for i in range(lo, hi):
-            nn = min(TB, n - TB * int(cols[i]))
+            _, nn = tile(int(cols[i]), n, TB)
             cols_read += nn
             ragged += mm < TB or nn < TB
             flops += 2 * k * mm * nn
@@ -77,19 +86,17 @@ def bsr_sddmm_kernel(x_t, y, row_ptrs=(), cols=()):
         lo, hi = row_ptrs[r], row_ptrs[r + 1]
         if lo == hi:
             continue
-        m0 = r * TB
-        mm = min(TB, m - m0)
+        m0, mm = tile(r, m, TB)
         xs = nl.ndarray((TB, tk * mm), dtype=x_t.dtype, buffer=nl.sbuf, name="x_rows")
         for kt in nl.static_range(tk):
-            kk = min(TB, k - kt * TB)
+            _, kk = tile(kt, k, TB)
             nisa.dma_copy(dst=xs[0:kk, kt * mm:(kt + 1) * mm], src=x_t[kt * TB:kt * TB + kk, m0:m0 + mm])
         for i in nl.static_range(lo, hi):
-            c0 = TB * cols[i]
-            nn = min(TB, n - c0)
+            c0, nn = tile(cols[i], n, TB)
             ys = nl.ndarray((TB, tk * nn), dtype=y.dtype, buffer=nl.sbuf, name="y_cols")
             acc = nl.ndarray((mm, nn), dtype=nl.float32, buffer=nl.psum, name="acc")
             for kt in nl.static_range(tk):
-                kk = min(TB, k - kt * TB)
+                _, kk = tile(kt, k, TB)
                 nisa.dma_copy(dst=ys[0:kk, kt * nn:(kt + 1) * nn], src=y[kt * TB:kt * TB + kk, c0:c0 + nn])
                 nisa.nc_matmul(acc, xs[0:kk, kt * mm:(kt + 1) * mm], ys[0:kk, kt * nn:(kt + 1) * nn])
             res = nl.ndarray((TB, TB), dtype=nl.float32, buffer=nl.sbuf, name="p_tile")

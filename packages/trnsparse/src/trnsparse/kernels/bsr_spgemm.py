@@ -54,7 +54,7 @@ Without it every product re-reads its B tile.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import sbuf_budget
+from trnsci.nki.tiling import sbuf_budget, tiles
 
 TB = 128
 GROUP = 4  # output tiles per PSUM bank (4 x 128 fp32 = 2 KiB)
@@ -124,5 +124,5 @@ def bsr_spgemm_kernel(a_t, b, rows=(), nc=0, keep_b=False):
 
 def groups_of(outs, c0):
     """Output tiles ``c0, c0+1, ..`` of one block row cut into PSUM-bank groups (host helper)."""
-    return tuple((c0 + i, tuple(outs[i:i + GROUP])) for i in range(0, len(outs), GROUP))
+    return tuple((c0 + i, tuple(outs[i:i + g])) for i, g in tiles(len(outs), GROUP))
 

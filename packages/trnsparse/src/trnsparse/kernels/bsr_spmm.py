@@ -1,7 +1,7 @@
 """BSR SpMM kernel: ``C[M, N] = A @ B`` with A block-sparse (128 x 128 tiles).
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``blocks_t`` : ``[nblk, 128, 128]`` -- the stored tiles of A, each
                transposed (``blocks_t[i] = A_tile_i^T``), so the tile's column
                index (the contraction index) is the partition dim of the
@@ -14,8 +14,19 @@ Compile-time: ``row_ptrs`` (the block row pointers, a tuple; the loop
 structure), ``M`` and optionally ``cols`` (the block column indices as a
 tuple: lets B's row tiles stay resident, below).
 
-What runs
----------
+Pseudocode
+----------
+::
+
+    gidx[p, i] = 128 bcol[i] + p                           (once)
+    for each N panel (<= 2048 columns):
+        Bg = gather b[gidx[:, c], panel] per distinct column c (resident) -- else per tile below
+        for block row r:
+            acc[sub] = sum_{tile i of r} blocks_t[i]^T-stationary @ Bg[i][:, sub]   (per 512 columns)
+            c[r, panel] = copy(acc)   (zeros for an empty block row)
+
+In detail:
+
 * Once: the block column indices are read into every partition
   (``[128, nblk]``, one DMA with a zero partition step), and turned into
   the B row each partition of each tile needs,
@@ -53,7 +64,7 @@ gathers zeroed first, e = block rows with no tile)
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv, sbuf_budget
+from trnsci.nki.tiling import cdiv, ntiles, sbuf_budget, tile
 
 TB = 128  # tile (block) size: the partition count and the stationary free size
 TN = 512  # PSUM tile width (fp32 bank)
@@ -63,9 +74,8 @@ SBUF_BUDGET = sbuf_budget(reserve=12 * 1024)
 
 def panels(N):
     """The column panels of an N-column product: (n0, width, 512-column sub-tiles) each."""
-    for pn in nl.static_range(cdiv(N, NP)):
-        n0 = pn * NP
-        npw = min(NP, N - n0)
+    for pn in nl.static_range(ntiles(N, NP)):
+        n0, npw = tile(pn, N, NP)
         yield n0, npw, cdiv(npw, TN)
 
 
@@ -104,7 +114,7 @@ def bsr_spmm_counts(M, K, N, bcol, row_ptrs, itemsize, keep_b=None):
     empty = sum(1 for r in range(mb) if row_ptrs[r + 1] == row_ptrs[r])
     keep = resident(bcol, N, itemsize) if keep_b is None else keep_b
     gathered = list(distinct_columns(bcol)) if keep else bcol
-    kv = sum(min(TB, K - TB * c) for c in gathered)
+    kv = sum(tile(c, K, TB)[1] for c in gathered)
     # resident: only the ragged last block column's tile is zeroed; per tile gathers zero every tile
     # when K is ragged (the column is known only at run time)
     memsets = sum(1 for c in gathered if TB * c + TB > K) if keep else (nblk if K % TB else 0)
@@ -160,29 +170,26 @@ def bsr_spmm_kernel(blocks_t, bcol, b, row_ptrs=(), M=0, cols=()):
         for col, i in first.items():
             slots[col] = _gather_rows(b, gidx, i, n0, npw, ragged and TB * col + TB > K, f"b_rows{col}")
         for r in nl.static_range(mb):
-            m0 = r * TB
-            mm = min(TB, M - m0)
+            m0, mm = tile(r, M, TB)
             lo, hi = row_ptrs[r], row_ptrs[r + 1]
             if lo == hi:
                 z = nl.ndarray((TB, npw), dtype=nl.float32, buffer=nl.sbuf, name="zero")
                 nisa.memset(z, 0.0)
                 for t in nl.static_range(nsub):
-                    j0 = t * TN
-                    nn = min(TN, npw - j0)
+                    j0, nn = tile(t, npw, TN)
                     nl.store(c[m0:m0 + mm, n0 + j0:n0 + j0 + nn], value=z[0:mm, j0:j0 + nn])
                 continue
-            accs = [nl.ndarray((TB, min(TN, npw - t * TN)), dtype=nl.float32, buffer=nl.psum, name=f"acc{t}")
+            accs = [nl.ndarray((TB, tile(t, npw, TN)[1]), dtype=nl.float32, buffer=nl.psum, name=f"acc{t}")
                     for t in range(nsub)]
             for i in nl.static_range(lo, hi):
                 at = nl.ndarray((TB, TB), dtype=blocks_t.dtype, buffer=nl.sbuf, name="a_tile")
                 nisa.dma_copy(dst=at, src=blocks_t[i])
                 bt = slots[cols[i]] if keep else _gather_rows(b, gidx, i, n0, npw, ragged, "b_rows")
                 for t in nl.static_range(nsub):
-                    j0 = t * TN
-                    nisa.nc_matmul(accs[t], at, bt[:, j0:j0 + accs[t].shape[1]])
+                    j0, nn = tile(t, npw, TN)
+                    nisa.nc_matmul(accs[t], at, bt[:, j0:j0 + nn])
             for t in nl.static_range(nsub):
-                j0 = t * TN
-                nn = accs[t].shape[1]
+                j0, nn = tile(t, npw, TN)
                 res = nl.ndarray((TB, nn), dtype=nl.float32, buffer=nl.sbuf, name="c_tile")
                 nisa.tensor_copy(res, accs[t])
                 nl.store(c[m0:m0 + mm, n0 + j0:n0 + j0 + nn], value=res[0:mm, :])

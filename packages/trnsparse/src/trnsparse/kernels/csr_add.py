@@ -54,8 +54,9 @@ as much as the values; the host merge reads the index arrays too.
 """
 
 from trnsci.nki import nisa, nki, nl
+from trnsci.nki.tiling import PMAX
 
-TB = 128
+TB = PMAX
 #: Slots per partition of one chunk (C's values: 8 KiB per partition in fp32; maps, runs alike).
 FC = 2048
 

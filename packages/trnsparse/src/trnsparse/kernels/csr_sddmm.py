@@ -4,8 +4,8 @@ Same SELL-128-sigma layout as :mod:`.csr_spmm` (built once per pattern and
 cached on the matrix): slice ``s`` holds ``pc_s`` pieces on the partitions,
 ``w_s`` slots each.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``cols`` : ``[slots]`` int32 -- the column of each slot (``n`` = padding).
 ``prow`` : ``[P]`` int32 -- the row of each partition of each slice, slices
            one after the other (``P = sum pc_s``).
@@ -49,7 +49,7 @@ as SpMM reads a row of B.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv
+from trnsci.nki.tiling import cdiv, tiles
 
 TB = 128
 KC = 512      # k columns per chunk
@@ -57,14 +57,12 @@ WK = 4096     # slot x k elements per gathered chunk (16 KiB fp32 per partition)
 
 
 def _chunks(k):
-    for c in range(cdiv(k, KC)):
-        yield c * KC, min(KC, k - c * KC)
+    yield from tiles(k, KC)
 
 
 def _slot_chunks(w, kc):
     wc = max(1, WK // kc)
-    for j0 in range(0, w, wc):
-        yield j0, min(wc, w - j0)
+    yield from tiles(w, wc)
 
 
 def csr_sddmm_counts(k, nnz, slices):

@@ -5,8 +5,8 @@ The lowering runs it only when y's panel cannot stay on chip for
 gather of one B row per partition per slot is the slower route whenever
 both apply -- docs/trnsparse.md has the figures). Nothing is densified.
 
-Inputs (HBM), built once per matrix by :mod:`trnsparse._sell` and cached on it
--------------------------------------------------------------------------------
+Dimensions (HBM), built once per matrix by :mod:`trnsparse._sell` and cached on it
+----------------------------------------------------------------------------------
 ``vals`` : ``[slots]`` -- A's values in slot order: slice ``s`` is a
            row-major ``[pc_s, w_s]`` block at offset ``off_s`` (one piece of a
            row per partition), zero-padded.
@@ -63,7 +63,7 @@ measured ratios.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv
+from trnsci.nki.tiling import cdiv, tile
 
 TB = 128
 TN = 512  # columns per panel: one PSUM bank (the split-row combine) and one Vector pass
@@ -71,8 +71,7 @@ TN = 512  # columns per panel: one PSUM bank (the split-row combine) and one Vec
 
 def panels(N):
     for pn in nl.static_range(cdiv(N, TN)):
-        n0 = pn * TN
-        yield n0, min(TN, N - n0)
+        yield tile(pn, N, TN)
 
 
 def csr_spmm_counts(M, N, nnz, slices):

@@ -11,8 +11,8 @@ up to 4 columns of x (each column's x block is replicated and gathered
 separately). :mod:`.csr_spmm` (B rows gathered from HBM) takes only what
 this kernel cannot hold: more than 8192 x 128 / min(N, 4) rows.
 
-Inputs (HBM), built once per matrix by :func:`trnsparse._sell.build_ell`, cached on it
---------------------------------------------------------------------------------------
+Dimensions (HBM), built once per matrix by :func:`trnsparse._sell.build_ell`, cached on it
+------------------------------------------------------------------------------------------
 ``vals``   : ``[slots]`` fp32 -- values in slot order (zero padding). A group
              ``(s0, pc, G, w, off)`` is ``[pc, G, w]`` at ``off``: partition p,
              sub-slice g holds row ``128 (s0 + g) + p``. A long slice
@@ -71,7 +71,7 @@ ELL padding (``8*(slots - nnz)``) and 8 bytes per long piece.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv
+from trnsci.nki.tiling import cdiv, ntiles, tile, tiles
 
 TB = 128
 TN = 512
@@ -124,7 +124,7 @@ def _dot(av, ac, xrep, pc, G, w, name):
 
 def col_panels(N):
     """``(n0, width)`` of the column panels of x: at most :data:`NPAN` columns each."""
-    return [(n0, min(NPAN, N - n0)) for n0 in range(0, N, NPAN)]
+    return list(tiles(N, NPAN))
 
 
 @nki.jit
@@ -151,9 +151,8 @@ def csr_spmv_kernel(vals, cols, target, x, blocks=(), M=0):
                 xrow = nl.ndarray((1, xc), dtype=x.dtype, buffer=nl.sbuf, name="x_row")
                 nisa.dma_copy(dst=xrow, src=x.ap(pattern=[[1, 1], [N, xc]], offset=c0 * N + n0 + c))
                 xrep = nl.ndarray((TB, xc + 1), dtype=nl.float32, buffer=nl.sbuf, name=f"x_rep{c}")
-                for t in nl.static_range(cdiv(xc, TN)):
-                    t0 = t * TN
-                    tw = min(TN, xc - t0)
+                for t in nl.static_range(ntiles(xc, TN)):
+                    t0, tw = tile(t, xc, TN)
                     ps = nl.ndarray((TB, tw), dtype=nl.float32, buffer=nl.psum, name="x_bcast")
                     nisa.nc_matmul(ps, ones, xrow[:, t0:t0 + tw])
                     if t % 2 == 0:  # PSUM -> SBUF copies alternate between the Vector and Scalar Engines

@@ -5,8 +5,8 @@ once per matrix (:mod:`trnsparse._tri`): per 128-row block ``t`` the inverse
 of its dense diagonal tile (transposed, ``linv_t[t]``) and the entries left
 of it as an ELL block ``[pc, w_t]``.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``linv_t`` : ``[nbk, 128, 128]`` fp32 -- ``inv(L_tt)^T``.
 ``vals``   : ``[slots]`` fp32, ``cols`` : ``[slots]`` int32 -- the ELL blocks
              (block t at ``off_t``, row-major ``[pc, w]``; padding columns hold
@@ -45,7 +45,7 @@ entries left of the diagonal tiles; slots = sum pc w)
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv
+from trnsci.nki.tiling import cdiv, ntiles, tile
 
 TB = 128
 TN = 512
@@ -80,9 +80,8 @@ def csr_spsv_kernel(linv_t, vals, cols, b, blocks=()):
             nisa.dma_copy(dst=av, src=vals.ap(pattern=[[w, pc], [1, w]], offset=off))
             ac = nl.ndarray((pc, w), dtype=nl.int32, buffer=nl.sbuf, name="off_cols")
             nisa.dma_copy(dst=ac, src=cols.ap(pattern=[[w, pc], [1, w]], offset=off))
-        for pn in nl.static_range(cdiv(N, TN)):
-            n0 = pn * TN
-            npw = min(TN, N - n0)
+        for pn in nl.static_range(ntiles(N, TN)):
+            n0, npw = tile(pn, N, TN)
             rhs = nl.ndarray((pc, npw), dtype=nl.float32, buffer=nl.sbuf, name="rhs")
             nisa.dma_copy(dst=rhs, src=b[r0:r0 + pc, n0:n0 + npw])
             if w:

@@ -8,8 +8,8 @@ values share a rank) and ``r_i`` the smallest sorted position ``k`` with
 that same float64 predicate, monotone in k). Then
 ``mask_ij = (r_i <= rank_j)``: both are integers < 2^24, exact in fp32.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``a_t``  : ``[n, n]`` float32, A transposed (``a_t[j, i] = A[i, j]``): the
            contraction index j is the partition dim of the stationary tile.
 ``b``    : ``[n, N]`` float32, j on the partition dim.
@@ -17,8 +17,17 @@ Inputs (HBM)
 ``rthr`` : ``[1, n]`` float32 (``r_i``), read into every partition.
 Output ``c`` : ``[n, N]`` float32.
 
-Tiling (T = 128, TN = 512, NP = 2048 columns per panel = 4 PSUM banks)
----------------------------------------------------------------------
+Pseudocode
+----------
+Tiles T = 128, TN = 512, NP = 2048 columns per panel (4 PSUM banks)::
+
+    for each panel, output row tile i:
+        r = rthr[i] on every partition
+        for contraction tile j:
+            M = (r <= rank[j]) * a_t[j, i]                  (one Vector instruction)
+            acc[sub] += M^T-stationary @ b[j, panel sub]    (one matmul per 512 columns)
+        c[i, panel] = copy(acc)
+
 Per panel and 128-row output tile i: ``r_i`` of the tile into all
 partitions (one DMA, partition step 0); per 128-row contraction tile j:
 the A^T tile, ``rank_j`` and the B rows (three DMAs), then ONE Vector
@@ -38,7 +47,7 @@ Closed forms (t = ceil(n/128), tn = ceil(N/512), np = ceil(N/2048))
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import cdiv
+from trnsci.nki.tiling import cdiv, tile
 from trnsparse.kernels.bsr_spmm import NP, TN, panels
 
 T = 128
@@ -65,15 +74,13 @@ def screened_spmm_kernel(a_t, b, rank, rthr):
     t = cdiv(n, T)
     for n0, npw, nsub in panels(N):
         for it in nl.static_range(t):
-            i0 = it * T
-            mm = min(T, n - i0)
+            i0, mm = tile(it, n, T)
             rrow = nl.ndarray((T, mm), dtype=nl.float32, buffer=nl.sbuf, name="r_row")
             nisa.dma_copy(dst=rrow, src=rthr.ap(pattern=[[0, T], [1, mm]], offset=i0))
-            accs = [nl.ndarray((mm, min(TN, npw - s * TN)), dtype=nl.float32, buffer=nl.psum, name=f"acc{s}")
+            accs = [nl.ndarray((mm, tile(s, npw, TN)[1]), dtype=nl.float32, buffer=nl.psum, name=f"acc{s}")
                     for s in range(nsub)]
             for jt in nl.static_range(t):
-                j0 = jt * T
-                kk = min(T, n - j0)
+                j0, kk = tile(jt, n, T)
                 at = nl.ndarray((kk, mm), dtype=nl.float32, buffer=nl.sbuf, name="a_t")
                 nisa.dma_copy(dst=at, src=a_t[j0:j0 + kk, i0:i0 + mm])
                 rc = nl.ndarray((kk, 1), dtype=nl.float32, buffer=nl.sbuf, name="rank")
@@ -85,11 +92,10 @@ def screened_spmm_kernel(a_t, b, rank, rthr):
                 nisa.scalar_tensor_tensor(msk, data=rrow[0:kk, :], op0=nl.less_equal, operand0=rc,
                                           op1=nl.multiply, operand1=at)
                 for s in nl.static_range(nsub):
-                    j = s * TN
-                    nisa.nc_matmul(accs[s], msk, bt[:, j:j + accs[s].shape[1]])
+                    j, nn = tile(s, npw, TN)
+                    nisa.nc_matmul(accs[s], msk, bt[:, j:j + nn])
             for s in nl.static_range(nsub):
-                j = s * TN
-                nn = accs[s].shape[1]
+                j, nn = tile(s, npw, TN)
                 res = nl.ndarray((mm, nn), dtype=nl.float32, buffer=nl.sbuf, name="c_tile")
                 nisa.tensor_copy(res, accs[s])
                 nl.store(c[i0:i0 + mm, n0 + j:n0 + j + nn], value=res)

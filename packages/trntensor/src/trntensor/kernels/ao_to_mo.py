@@ -4,8 +4,8 @@ Both contractions run on the Tensor Engine; the half-transformed
 intermediate ``X[n, P, i] = sum_m eri3[m, n, P] C_occ[m, i]`` goes from
 PSUM to an SBUF tile and is consumed there: it is never written to HBM.
 
-Inputs (HBM, float32)
----------------------
+Dimensions (HBM, float32)
+-------------------------
 ``eri3``  : ``[nao, nao * naux]`` -- ``eri3[m, n*naux + P]``; ``m`` (the first
             contraction index) is the partition dim of every eri3 tile.
 ``c_occ`` : ``[nao, nocc]``, ``c_vir`` : ``[nao, nvir]`` (AO index on partitions).
@@ -30,6 +30,9 @@ widest chunk whose ``X`` -- all ``tn = ceil(nao/128)`` row tiles of it, ``4 tn
 W`` bytes per partition -- fits the SBUF budget with the other tiles; ``aw =
 min(128, nvir, W)`` virtuals per a-tile. The only size ceiling is memory: a
 huge ``nao`` just narrows the chunk and the a-tile).
+
+Pseudocode
+----------
 For each i-chunk (``ti = ceil(nocc/ci)``), c_occ's columns are loaded
 (``tn`` row tiles); for each P-block (``tp = ceil(naux/pb)``):
 
@@ -65,7 +68,7 @@ size ``ci`` (``nocc`` when it is small): the Tensor Engine is busy
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, PSUM_FMAX, cdiv, sbuf_budget
+from trnsci.nki.tiling import PMAX, PSUM_FMAX, cdiv, ntiles, sbuf_budget, tile
 
 TK = PMAX  # contraction tile (partition dim)
 TA = 128  # a-tile: stationary free size
@@ -120,7 +123,7 @@ def ao_to_mo_counts(nao, nocc, nvir, naux):
 def _load_columns(dst, src, c0, cw, width, tn, nao):
     """Columns ``[c0, c0+cw)`` of ``src`` [nao, *] into ``dst``: row tile t at ``dst[:, t*width:...]``."""
     for t in nl.static_range(tn):
-        kk = min(TK, nao - t * TK)
+        _, kk = tile(t, nao, TK)
         nisa.dma_copy(dst=dst[0:kk, t * width:t * width + cw], src=src[t * TK:t * TK + kk, c0:c0 + cw])
 
 
@@ -135,24 +138,20 @@ def ao_to_mo_kernel(eri3, c_occ, c_vir):
     out = nl.ndarray((nvir, naux * nocc), dtype=nl.float32, buffer=nl.shared_hbm)
     e3 = eri3.reshape((nao, nao, naux))
     o3 = out.reshape((nvir, naux, nocc))
-    for it in nl.static_range(cdiv(nocc, ci)):
-        i0 = it * ci
-        cc = min(ci, nocc - i0)
+    for it in nl.static_range(ntiles(nocc, ci)):
+        i0, cc = tile(it, nocc, ci)
         co = nl.ndarray((TK, tn * ci), dtype=nl.float32, buffer=nl.sbuf, name="c_occ")
         _load_columns(co, c_occ, i0, cc, ci, tn, nao)
-        for pt in nl.static_range(cdiv(naux, pb)):
-            p0 = pt * pb
-            pp = min(pb, naux - p0)
+        for pt in nl.static_range(ntiles(naux, pb)):
+            p0, pp = tile(pt, naux, pb)
             w = pp * cc
             x = nl.ndarray((TK, tn * w), dtype=nl.float32, buffer=nl.sbuf, name="x_half")
             # ---- first half: X[n, (P, i)] = sum_m eri3[m, n, P] c_occ[m, i], n on partitions
             for nt in nl.static_range(tn):
-                n0 = nt * TK
-                nn = min(TK, nao - n0)
+                n0, nn = tile(nt, nao, TK)
                 acc = nl.ndarray((nn, w), dtype=nl.float32, buffer=nl.psum, name="x_acc")
                 for mt in nl.static_range(tn):
-                    m0 = mt * TK
-                    mm = min(TK, nao - m0)
+                    m0, mm = tile(mt, nao, TK)
                     e = nl.ndarray((TK, TK * pb), dtype=nl.float32, buffer=nl.sbuf, name="eri3_tile")
                     nisa.dma_copy(dst=e[0:mm, 0:nn * pp], src=e3[m0:m0 + mm, n0:n0 + nn, p0:p0 + pp])
                     ev = e[0:mm, 0:nn * pp].reshape((mm, nn, pp))
@@ -163,14 +162,13 @@ def ao_to_mo_kernel(eri3, c_occ, c_vir):
                 nisa.tensor_copy(x[0:nn, nt * w:(nt + 1) * w], acc)
                 del acc
             # ---- second half: B[a, (P, i)] = sum_n c_vir[n, a] X[n, (P, i)]
-            for at in nl.static_range(cdiv(nvir, aw)):
-                a0 = at * aw
-                aa = min(aw, nvir - a0)
+            for at in nl.static_range(ntiles(nvir, aw)):
+                a0, aa = tile(at, nvir, aw)
                 cv = nl.ndarray((TK, tn * aw), dtype=nl.float32, buffer=nl.sbuf, name="c_vir")
                 _load_columns(cv, c_vir, a0, aa, aw, tn, nao)
                 bacc = nl.ndarray((aa, w), dtype=nl.float32, buffer=nl.psum, name="b_acc")
                 for nt in nl.static_range(tn):
-                    kk = min(TK, nao - nt * TK)
+                    _, kk = tile(nt, nao, TK)
                     nisa.nc_matmul(bacc, cv[0:kk, nt * aw:nt * aw + aa], x[0:kk, nt * w:(nt + 1) * w])
                 res = nl.ndarray((aa, w), dtype=nl.float32, buffer=nl.sbuf, name="b_tile")
                 nisa.tensor_copy(res, bacc)

@@ -17,8 +17,10 @@ ceil(n / 128))`` and a tail of ``t = n - R F`` elements: row tiles of 128
 rows ``[rr, F]`` (``ceil(R/128)`` of them) and, if ``t > 0``, one ``[1, t]``
 tile. ``T`` tiles in all.
 
-Pseudocode (per tile)
----------------------
+Pseudocode
+----------
+Per tile:
+
     x = dma(A tile); x = op_a(x)               # Scalar Engine activation, or Vector reciprocal
     if B: y = dma(B tile); y = op_b(y); y *= beta (if != 1)
           x = (x * alpha) op_ab y              # one scalar_tensor_tensor
@@ -48,7 +50,7 @@ Scalar-Engine unary ops, u_v = their reciprocals)
 import math
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, tiles
 
 FMAX = 512  # free elements per partition per tile
 
@@ -131,7 +133,7 @@ def elementwise_kernel(a, b, c, alpha, beta, gamma, op_a, op_b, op_c, op_ab, op_
         halfpi = nl.ndarray((PMAX, 1), dtype=nl.float32, buffer=nl.sbuf, name="half_pi")
         nisa.memset(dst=halfpi, value=math.pi / 2)
     # (start, rows, width) of every tile: full row tiles, then the tail
-    spans = [(rt * PMAX * f, min(PMAX, r - rt * PMAX), f) for rt in range(cdiv(r, PMAX))]
+    spans = [(r0 * f, rows, f) for r0, rows in tiles(r, PMAX)]
     if t:
         spans.append((r * f, 1, t))
     for span in spans:

@@ -31,7 +31,7 @@ Closed forms (s = bytes per element, U = prod(shape))
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 FMAX = 8192  # free elements per partition of one tile (32 KiB of fp32)
 MAX_RANK = 4  # the access pattern has one more pair (5 is the hardware's limit)
@@ -67,9 +67,8 @@ def gather_kernel(x, shape, strides, offset):
     out = nl.ndarray(shape, dtype=x.dtype, buffer=nl.shared_hbm)
     out2 = out.reshape((shape[0], f))
     rest = [[strides[k], shape[k]] for k in range(1, len(shape))] or [[1, 1]]
-    for rt in nl.static_range(cdiv(shape[0], PMAX)):
-        r0 = rt * PMAX
-        rows = min(PMAX, shape[0] - r0)
+    for rt in nl.static_range(ntiles(shape[0], PMAX)):
+        r0, rows = tile(rt, shape[0], PMAX)
         t = nl.ndarray((PMAX, f), dtype=x.dtype, buffer=nl.sbuf, name="gathered")
         nisa.dma_copy(dst=t[0:rows, 0:f], src=x.ap(pattern=[[strides[0], rows]] + rest,
                                                    offset=offset + r0 * strides[0]))

@@ -19,8 +19,10 @@ Rows on the partitions (``tm = ceil(M/128)`` row tiles of ``mm <= 128``),
 columns in chunks of ``KW = 2048`` (``tk = ceil(K/KW)``; 8 KiB per
 partition of SBUF per chunk).
 
-Pseudocode (per row tile)
--------------------------
+Pseudocode
+----------
+Per row tile:
+
     acc = tensor_reduce(op, x[m-tile, chunk 0], axis=1)
     for each further chunk: part = tensor_reduce(op, chunk); acc = acc op part
     acc *= alpha                      (if alpha != 1; tensor_scalar)
@@ -49,7 +51,7 @@ stays ``inf``, so non-finite sums come out as in torch)::
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 KW = 2048  # columns per chunk
 
@@ -90,13 +92,11 @@ def reduce_kernel(x, c, op, alpha, beta):
     if _split(M, K, op):
         _full_sum(x, c, alpha, beta, out2)
         return out
-    for mt in nl.static_range(cdiv(M, PMAX)):
-        m0 = mt * PMAX
-        mm = min(PMAX, M - m0)
+    for mt in nl.static_range(ntiles(M, PMAX)):
+        m0, mm = tile(mt, M, PMAX)
         acc = nl.ndarray((PMAX, 1), dtype=nl.float32, buffer=nl.sbuf, name="acc")
-        for kt in nl.static_range(cdiv(K, KW)):
-            k0 = kt * KW
-            kk = min(KW, K - k0)
+        for kt in nl.static_range(ntiles(K, KW)):
+            k0, kk = tile(kt, K, KW)
             t = nl.ndarray((PMAX, KW), dtype=nl.float32, buffer=nl.sbuf, name="x_chunk")
             nisa.dma_copy(dst=t[0:mm, 0:kk], src=x[m0:m0 + mm, k0:k0 + kk])
             if kt == 0:
@@ -127,9 +127,8 @@ def _full_sum(x, c, alpha, beta, out2):
     ones = nl.ndarray((PMAX, 1), dtype=nl.float32, buffer=nl.sbuf, name="ones")
     nisa.memset(dst=ones, value=1.0)
     part = nl.ndarray((PMAX, 1), dtype=nl.float32, buffer=nl.sbuf, name="partials")
-    for kt in nl.static_range(cdiv(ks, KW)):
-        k0 = kt * KW
-        kk = min(KW, ks - k0)
+    for kt in nl.static_range(ntiles(ks, KW)):
+        k0, kk = tile(kt, ks, KW)
         t = nl.ndarray((PMAX, KW), dtype=nl.float32, buffer=nl.sbuf, name="x_chunk")
         # partition j reads columns [j*ks + k0, j*ks + k0 + kk)
         nisa.dma_copy(dst=t[0:PMAX, 0:kk], src=x.ap(pattern=[[ks, PMAX], [1, kk]], offset=k0))

@@ -49,7 +49,7 @@ lowering sends tensors holding them to torch (its ``supports`` says so).
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 TP = PMAX  # rows per transpose (partitions) and the transposed block's partitions
 SUPER = 4  # n-blocks per strip load, m-tiles per PSUM tile / store (4 x 128 fp32 = one 2 KiB bank)
@@ -79,24 +79,19 @@ def transpose_kernel(x, alpha):
     g, nn_max = grouping(B, M, N)
     tm, tn = cdiv(M, TP), cdiv(N, nn_max)
     out = nl.ndarray((B, N, M), dtype=x.dtype, buffer=nl.shared_hbm)
-    for bt in nl.static_range(cdiv(B, g)):
-        b0 = bt * g
-        bb = min(g, B - b0)
+    for bt in nl.static_range(ntiles(B, g)):
+        b0, bb = tile(bt, B, g)
         for ms in nl.static_range(cdiv(tm, SUPER)):
-            sm0 = ms * SUPER * TP
-            smm = min(SUPER * TP, M - sm0)
-            for ns in nl.static_range(cdiv(tn, SUPER)):
-                blocks = []  # (n0, nn) of the strip's n-blocks
-                for k in range(min(SUPER, tn - ns * SUPER)):
-                    n0 = (ns * SUPER + k) * nn_max
-                    blocks.append((n0, min(nn_max, N - n0)))
+            sm0, smm = tile(ms, M, SUPER * TP)
+            for ns in nl.static_range(ntiles(tn, SUPER)):
+                j0, nj = tile(ns, tn, SUPER)  # the strip's n-blocks j0 .. j0 + nj - 1
+                blocks = [tile(j, N, nn_max) for j in range(j0, j0 + nj)]  # (n0, nn) of each
                 sn0 = blocks[0][0]
                 snn = blocks[-1][0] + blocks[-1][1] - sn0
                 acc = [nl.ndarray((bb * nn, smm), dtype=nl.float32, buffer=nl.psum, name=f"xt_psum{k}")
                        for k, (_, nn) in enumerate(blocks)]
                 for mt in nl.static_range(cdiv(smm, TP)):
-                    m0 = sm0 + mt * TP
-                    mm = min(TP, M - m0)
+                    m0, mm = tile(mt, M, TP, sm0)
                     t = nl.ndarray((TP, SUPER * TP), dtype=nl.float32, buffer=nl.sbuf, name="x_strip")
                     if g == 1:
                         nisa.dma_copy(dst=t[0:mm, 0:snn], src=x[b0, m0:m0 + mm, sn0:sn0 + snn])

@@ -23,6 +23,25 @@ sample (no data-dependent control flow), merged by
 torch path's attempts ``rounds, rounds + 1, ...`` (independent attempts:
 the law is unchanged).
 
+Dimensions
+----------
+``seed``, ``subsequence``, ``block0``, ``nblocks``: compile-time ints (the
+stream position; no HBM input). ``lam``, ``a``, ``b``, ``invalpha``, ``vr``
+(the PTRS constants), ``rounds``, ``odd``. Output ``[nblocks, 2]`` float32; on
+chip, ``[128, F]`` block tiles.
+
+Pseudocode
+----------
+::
+
+    for t in static_range(T):                        # tile t: blocks tile(t, nblocks, 128 F)
+        keys = word pairs of philox(tile);  result = -1
+        for attempt in range(rounds):
+            U, V = from philox(counter=(2 attempt, 0, 0, 0), key=keys)
+            k = floor((2 a / us + b) U + lam + 0.43);  accept = PTRS test(U, V, k)
+            result = accept and result == -1 ? k : result      (tensor_copy_predicated)
+        store result
+
 fp32 without cancellation
 -------------------------
 ``floor`` is ``t = (y + 2**23) - 2**23`` (round to nearest) and ``t - (t > y)``
@@ -58,10 +77,10 @@ Vector counts per tile)
 import math
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
+from .discrete import keyed_counts, keyed_philox, tile_f
 from .philox import CONST_TILES, GPSIMD_PER_TILE, MASK, VECTOR_PER_TILE, W0, W1, Lanes
-from .philox_threshold import keyed_counts, keyed_philox, tile_f
 from .philox_transform import _column, _Flat, _m53, _store, _store_dmas
 
 CAP = float(1 << 23)
@@ -100,48 +119,48 @@ def ptrs_kernel(seed, subsequence, block0, nblocks, lam, a, b, invalpha, vr, rou
     out = nl.ndarray((nblocks, 2), dtype=nl.float32, buffer=nl.shared_hbm)
     f32, vec = nl.float32, nisa.engine.vector
 
-    def tile(name):
+    def work_tile(name):
         return ew.tile(name, f32)
 
-    for t in nl.static_range(cdiv(nblocks, PMAX * f)):
-        b0 = t * PMAX * f
+    for t in nl.static_range(ntiles(nblocks, PMAX * f)):
+        b0, rem = tile(t, nblocks, PMAX * f)
         words = ln.words(block0 + b0, b_hi, s0, s1, seed, fw, step=f)
         flat = words.reshape((PMAX, 4 * fw))
         k0, k1 = flat[:, odd:odd + 4 * f:2], flat[:, odd + 1:odd + 4 * f:2]
         res = nl.ndarray((PMAX, f, 2), dtype=f32, buffer=nl.sbuf, name="poisson")
         dst = res.reshape((PMAX, n))
         nisa.memset(dst, -1.0, engine=vec)
-        done = tile("done")
+        done = work_tile("done")
         for at in range(rounds):
             w = keyed_philox(ew, k0, k1, ctr=(2 * at, 0, 0, 0), lanes=4)
-            u = tile("U")  # U = m 2**-53 - 1/2
+            u = work_tile("U")  # U = m 2**-53 - 1/2
             nisa.tensor_scalar(u, _m53(ew, w[0], w[1], "m01"), nl.multiply, 2.0**-53, op1=nl.add, operand1=-0.5)
-            v = tile("V")  # V = (m + 1) 2**-53
+            v = work_tile("V")  # V = (m + 1) 2**-53
             nisa.tensor_scalar(v, _m53(ew, w[2], w[3], "m23"), nl.multiply, 2.0**-53, op1=nl.add,
                                operand1=2.0**-53)
-            us = tile("us")
+            us = work_tile("us")
             nisa.tensor_scalar(us, u, nl.abs, 0.0)
             nisa.tensor_scalar(us, us, nl.multiply, -1.0, op1=nl.add, operand1=0.5)
-            inv = tile("inv_us")
+            inv = work_tile("inv_us")
             nisa.reciprocal(inv, us)
             nisa.tensor_scalar(inv, inv, nl.minimum, INV_US_MAX)
             # y = k + 1 = floor((2 a / us + b) U + lam + 1.43), clamped to [0, 2**23]
-            y = tile("y")
+            y = work_tile("y")
             nisa.tensor_scalar(y, inv, nl.multiply, 2.0 * a, op1=nl.add, operand1=b)
             nisa.tensor_tensor(y, y, u, nl.multiply, engine=vec)
             nisa.tensor_scalar(y, y, nl.add, lam + 1.43, op1=nl.maximum, operand1=0.0)
             nisa.tensor_scalar(y, y, nl.minimum, CAP)
-            x = tile("x")
+            x = work_tile("x")
             nisa.tensor_scalar(x, y, nl.add, CAP, op1=nl.subtract, operand1=CAP)
-            gt = tile("over")
+            gt = work_tile("over")
             nisa.tensor_tensor(gt, x, y, nl.greater, engine=vec)
             nisa.tensor_tensor(x, x, gt, nl.subtract, engine=vec)  # x = k + 1 >= 0
             # squeeze: fast = [us >= 0.07] [V <= v_r]; bad = [x < 1] or [us < 0.013] [V > us]
-            fast, tmp = tile("fast"), tile("tmp")
+            fast, tmp = work_tile("fast"), work_tile("tmp")
             nisa.tensor_scalar(fast, us, nl.greater_equal, 0.07)
             nisa.tensor_scalar(tmp, v, nl.less_equal, vr)
             nisa.tensor_tensor(fast, fast, tmp, nl.multiply, engine=vec)
-            good = tile("good")  # not bad
+            good = work_tile("good")  # not bad
             nisa.tensor_tensor(good, v, us, nl.greater, engine=vec)
             nisa.tensor_scalar(tmp, us, nl.less, 0.013)
             nisa.tensor_tensor(good, good, tmp, nl.multiply, engine=vec)  # [us < 0.013][V > us]
@@ -149,32 +168,32 @@ def ptrs_kernel(seed, subsequence, block0, nblocks, lam, a, b, invalpha, vr, rou
             nisa.tensor_tensor(good, good, tmp, nl.maximum, engine=vec)  # bad
             nisa.tensor_scalar(good, good, nl.multiply, -1.0, op1=nl.add, operand1=1.0)
             # lhs = ln V + ln(1/alpha) - ln(a / us**2 + b)
-            lhs, lq = tile("lhs"), tile("ln_q")
+            lhs, lq = work_tile("lhs"), work_tile("ln_q")
             nisa.activation(lhs, nl.log, v, bias=zero, scale=1.0)
             nisa.tensor_tensor(tmp, inv, inv, nl.multiply, engine=vec)
             nisa.activation(lq, nl.log, tmp, bias=bcol, scale=a)
             nisa.scalar_tensor_tensor(lhs, lhs, nl.add, math.log(invalpha), nl.subtract, lq)
             # rhs = (x - lam) - k ln(x / lam) - ln(x) / 2 - ln(2 pi) / 2 - 1/(12 x) + 1/(360 x**3), x floored at 1
-            xc = tile("x_floor")
+            xc = work_tile("x_floor")
             nisa.tensor_scalar(xc, x, nl.maximum, 1.0)
-            lx, lr = tile("ln_x"), tile("ln_ratio")
+            lx, lr = work_tile("ln_x"), work_tile("ln_ratio")
             nisa.activation(lx, nl.log, xc, bias=zero, scale=1.0)
             nisa.activation(lr, nl.log, xc, bias=zero, scale=1.0 / lam)
-            rhs = tile("rhs")
+            rhs = work_tile("rhs")
             nisa.scalar_tensor_tensor(rhs, xc, nl.add, -1.0, nl.multiply, lr)  # k ln(x / lam)
             nisa.scalar_tensor_tensor(rhs, xc, nl.add, -lam - HALF_LN_2PI, nl.subtract, rhs)
             nisa.scalar_tensor_tensor(rhs, lx, nl.multiply, -0.5, nl.add, rhs)
-            rx = tile("inv_x")
+            rx = work_tile("inv_x")
             nisa.reciprocal(rx, xc)
             nisa.tensor_tensor(tmp, rx, rx, nl.multiply, engine=vec)
             nisa.tensor_scalar(tmp, tmp, nl.multiply, 1.0 / 360.0, op1=nl.subtract, operand1=1.0 / 12.0)
             nisa.tensor_tensor(tmp, tmp, rx, nl.multiply, engine=vec)  # -(1/(12x) - 1/(360x**3))
             nisa.tensor_tensor(rhs, rhs, tmp, nl.add, engine=vec)
-            ok = tile("ok")
+            ok = work_tile("ok")
             nisa.tensor_tensor(ok, lhs, rhs, nl.less_equal, engine=vec)
             nisa.tensor_tensor(ok, ok, good, nl.multiply, engine=vec)
             nisa.tensor_tensor(ok, ok, fast, nl.maximum, engine=vec)
-            kv = tile("k")
+            kv = work_tile("k")
             nisa.tensor_scalar(kv, x, nl.subtract, 1.0)
             take = ew.tile("take", nl.uint8)  # accepted now and not before
             if at == 0:
@@ -184,5 +203,5 @@ def ptrs_kernel(seed, subsequence, block0, nblocks, lam, a, b, invalpha, vr, rou
                 nisa.tensor_tensor(take, ok, done, nl.greater, engine=vec)
                 nisa.tensor_tensor(done, done, ok, nl.maximum, engine=vec)
             nisa.tensor_copy_predicated(dst, kv, take)
-        _store(out, res, b0, nblocks, f, 2)
+        _store(out, res, b0, rem, f, 2)
     return out

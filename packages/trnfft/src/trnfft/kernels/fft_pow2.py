@@ -1,7 +1,7 @@
 """Stockham FFT kernel: radix-8/4 self-sorting stages for power-of-two lengths (no bit reversal).
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``x``  : ``[2, B, n]`` float32 split-complex rows, ``n = 2**L``, ``2 <= n <= MAX_N``.
 ``tw`` : ``[2, T]`` float32, the stage twiddle tables (:func:`twiddle_table`):
          for every stage with ``ls > 1`` the ``ls x r`` table
@@ -14,7 +14,10 @@ rows, the last one ragged); one row of ``n`` points lives along the free
 dim of three plane pairs ``X``, ``T``, ``Z`` (``24 n`` bytes per partition)
 plus one stage table (``<= 8 n`` bytes), so ``n <= 4096`` on trn1.
 
-A stage of radix ``r`` (``ls -> ls r``, ``ns = n / (ls r)``) views ``X`` as
+Pseudocode
+----------
+Per batch tile, for each stage of :func:`radices`: a stage of radix ``r``
+(``ls -> ls r``, ``ns = n / (ls r)``) views ``X`` as
 ``[ls, r, ns]`` and
 
 1. multiplies ``X[k1, p, :]`` by the twiddle ``w[k1, p]`` in place (six
@@ -50,7 +53,7 @@ import math
 import numpy as np
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 MAX_N = 4096  # three plane pairs + one stage table: 32 n bytes per partition (128 KiB at 4096)
 
@@ -212,9 +215,8 @@ def stockham_kernel(x, tw, inverse=False):
     """Unnormalized DFT (or inverse DFT) of every row of ``x`` ``[2, B, n]``; returns ``[2, B, n]``."""
     _, B, n = x.shape
     y = nl.ndarray((2, B, n), dtype=nl.float32, buffer=nl.shared_hbm)
-    for bt in nl.static_range(cdiv(B, PMAX)):
-        b0 = bt * PMAX
-        bb = min(PMAX, B - b0)
+    for bt in nl.static_range(ntiles(B, PMAX)):
+        b0, bb = tile(bt, B, PMAX)
         X, T, Z = planes(bb, n, "x"), planes(bb, n, "t"), planes(bb, n, "z")
         nisa.dma_copy(dst=X[0], src=x[0][b0:b0 + bb, :])
         nisa.dma_copy(dst=X[1], src=x[1][b0:b0 + bb, :])

@@ -1,6 +1,6 @@
 """Inverse real FFT kernel by the half-length trick: ``n irfft`` of even ``n`` through one inverse FFT of ``h = n/2``.
 
-The inverse of :mod:`trnfft.kernels.rfft_half`. For real ``x`` of length
+The inverse of :mod:`trnfft.kernels.rfft`. For real ``x`` of length
 ``n = 2h`` with ``z_j = x_2j + i x_2j+1`` and ``Z = FFT_h(z)``, the half
 spectrum satisfies ``X_k = E_k + w^k O_k`` (``w = exp(-2 pi i/n)``, ``E``/``O``
 the spectra of the even/odd samples) and ``X_(h-k) = conj(E_k - w^k O_k)``.
@@ -20,8 +20,8 @@ and ``Z'_0 = (Re X_0 + Re X_h) + i (Re X_0 - Re X_h)``: the imaginary parts of
 ``X_0`` and ``X_h`` are never used, which is what ``numpy.fft.irfft`` and
 ``scipy.fft.irfft`` do with them (a real signal's DC and Nyquist bins are real).
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``x``     : ``[2, B, h + 1]`` float32, the half spectrum (real plane, imaginary plane);
             ``h`` a power of two, ``2 <= h <= 4096``.
 ``ihalf`` : ``[2, h - 1]`` float32 ``exp(+2 pi i k / n)`` for ``k = 1 .. h-1``
@@ -37,6 +37,16 @@ hold one stage table of ``<= 8 h``): about ``36 h`` bytes, 144 KiB at
 
 Pre-pass per batch tile (Vector Engine): 4 ``tensor_tensor`` for ``A`` and
 ``D``, 2 for ``Z'_0``, 4 each for ``Re Z'`` and ``Im Z'``: 14.
+
+Pseudocode
+----------
+Per batch tile of <= 128 rows::
+
+    X = load x (half spectrum)
+    A = X_k + conj X_(h-k),  D = X_k - conj X_(h-k)
+    Z' = A + i w^-k D        (Z'_0 from X_0, X_h)
+    z = inverse stockham_tile(Z')                       (length h)
+    y[:, 0::2], y[:, 1::2] = Re z, Im z                 (two strided DMAs)
 
 Closed forms (tb = ceil(B/128); s = Stockham per-tile counts of length h)
 ------------------------------------------------------------------------
@@ -58,9 +68,9 @@ import functools
 import numpy as np
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
-from .stockham import planes, stockham_tile, tile_counts
+from .fft_pow2 import planes, stockham_tile, tile_counts
 
 
 @functools.lru_cache(maxsize=64)
@@ -90,9 +100,8 @@ def irfft_half_kernel(x, ihalf, tw):
     n = 2 * h
     q = h - 1
     y = nl.ndarray((B, n), dtype=nl.float32, buffer=nl.shared_hbm)
-    for bt in nl.static_range(cdiv(B, PMAX)):
-        b0 = bt * PMAX
-        bb = min(PMAX, B - b0)
+    for bt in nl.static_range(ntiles(B, PMAX)):
+        b0, bb = tile(bt, B, PMAX)
         X, T, Z = planes(bb, h, "x"), planes(bb, h, "t"), planes(bb, h, "z")
         re = nl.ndarray((bb, m), dtype=nl.float32, buffer=nl.sbuf, name="re")
         nisa.dma_copy(dst=re, src=x[0][b0:b0 + bb, :])

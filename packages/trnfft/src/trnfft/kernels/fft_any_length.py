@@ -2,8 +2,12 @@
 
 ``X_k = w_k sum_j (x_j w_j) conj(w_(k-j))``, ``w_k = exp(-i pi k^2 / n)``,
 ``m = 2**ceil(log2(2n - 1))``; built on the Stockham stages
-(:func:`trnfft.kernels.stockham.stockham_tile`) and the complex multiply
-(:func:`trnfft.kernels.cmul.cmul_tile`), all on chip per batch tile:
+(:func:`trnfft.kernels.fft_pow2.stockham_tile`) and the complex multiply
+(:func:`trnfft.kernels.cmul.cmul_tile`), all on chip.
+
+Pseudocode
+----------
+Per batch tile of <= 128 rows:
 
 1. load the row into planes of length ``m`` and zero the tail (2 memsets);
 2. ``a = x * w`` (conjugate chirp for the inverse);
@@ -12,8 +16,8 @@
 5. inverse Stockham of length ``m``;
 6. ``y = c[:n] * w``; store.
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``x``     : ``[2, B, n]`` float32.
 ``chirp`` : ``[2, n]`` float32 ``w_k`` (k^2 reduced mod 2n exactly, fp64 -> fp32).
 ``filt``  : ``[2, m]`` float32 ``FFT_m(b) / m``, ``b_j = conj(w_|j|)`` wrapped
@@ -42,10 +46,10 @@ import functools
 import numpy as np
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 from .cmul import cmul_tile
-from .stockham import planes, stockham_tile, tile_counts
+from .fft_pow2 import planes, stockham_tile, tile_counts
 
 MAX_M = 4096
 
@@ -94,9 +98,8 @@ def bluestein_kernel(x, chirp, filt, tw, inverse=False):
     _, B, n = x.shape
     m = filt.shape[1]
     y = nl.ndarray((2, B, n), dtype=nl.float32, buffer=nl.shared_hbm)
-    for bt in nl.static_range(cdiv(B, PMAX)):
-        b0 = bt * PMAX
-        bb = min(PMAX, B - b0)
+    for bt in nl.static_range(ntiles(B, PMAX)):
+        b0, bb = tile(bt, B, PMAX)
         X, T, Z = planes(bb, m, "x"), planes(bb, m, "t"), planes(bb, m, "z")
         nisa.dma_copy(dst=X[0][:, 0:n], src=x[0][b0:b0 + bb, :])
         nisa.dma_copy(dst=X[1][:, 0:n], src=x[1][b0:b0 + bb, :])

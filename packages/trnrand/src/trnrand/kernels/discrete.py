@@ -18,6 +18,23 @@ for the host's ``thresholds = ((M_0, c_0), (M_1, c_1), ...)`` (``M_j`` integers
 in ``1 .. 2**53``, ``c_j`` >= 1 the multiplicity of a repeated threshold).
 Output ``[nblocks, 2]`` uint32 counts.
 
+Dimensions
+----------
+``seed``, ``subsequence``, ``block0``, ``nblocks``: compile-time ints (the
+stream position; no HBM input). ``thresholds`` (tuple of
+``(M_j, c_j)``), ``keyed``, ``odd``. Output ``[nblocks, 2]`` uint32 counts; on
+chip, ``[128, F]`` block tiles.
+
+Pseudocode
+----------
+::
+
+    for t in static_range(T):                        # tile t: blocks tile(t, nblocks, 128 F)
+        (w, w') = word pairs of philox(tile)  (keyed: words 0, 1 of philox(0, key=(w, w')))
+        m = (w >> 5) 2**26 + (w' >> 6)                (as two exact fp32 halves)
+        k = sum_j c_j [m >= M_j]
+        store k
+
 Why this is the torch path bit for bit
 --------------------------------------
 Both samplers compare a float64 uniform ``u = m 2**-53`` against a fixed,
@@ -68,7 +85,7 @@ compare, product, add) and one GpSimd add into the count.
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 from .philox import CONST_TILES, FMAX, GPSIMD_PER_TILE, M0, M1, MASK, VECTOR_PER_TILE, W0, W1, Lanes
 from .philox_transform import _Flat, _store, _store_dmas
@@ -168,8 +185,8 @@ def philox_threshold_kernel(seed, subsequence, block0, nblocks, thresholds, keye
     b_hi = block0 >> 32
     s0, s1 = subsequence & MASK, subsequence >> 32
     out = nl.ndarray((nblocks, 2), dtype=nl.uint32, buffer=nl.shared_hbm)
-    for t in nl.static_range(cdiv(nblocks, PMAX * f)):
-        b0 = t * PMAX * f
+    for t in nl.static_range(ntiles(nblocks, PMAX * f)):
+        b0, rem = tile(t, nblocks, PMAX * f)
         words = ln.words(block0 + b0, b_hi, s0, s1, seed, fw, step=f)
         flat = words.reshape((PMAX, 4 * fw))
         a, b = flat[:, odd:odd + 4 * f:2], flat[:, odd + 1:odd + 4 * f:2]
@@ -194,5 +211,5 @@ def philox_threshold_kernel(seed, subsequence, block0, nblocks, thresholds, keye
                     hit = ew.ts(hit, nl.multiply, float(c), out=dst if j == 0 else None)
                 if j:
                     ew.tt(dst, hit, nl.add, g, out=dst)
-        _store(out, res, b0, nblocks, f, 2)
+        _store(out, res, b0, rem, f, 2)
     return out

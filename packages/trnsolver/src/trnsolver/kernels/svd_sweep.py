@@ -6,28 +6,30 @@ are the singular values, ``U`` normalized gives the left vectors and ``V``
 the right ones. Each rotation is the symmetric Jacobi rotation of the 2x2
 Gram block ``[[alpha, gamma], [gamma, beta]] = [[|u_p|^2, u_p.u_q],
 [u_p.u_q, |u_q|^2]]`` -- exactly the ``(t, c, s)`` of
-:mod:`trnsolver.kernels.jacobi` (same Brent-Luk schedule from
-:func:`~trnsolver.kernels.jacobi.schedule`, same ``J = c I + s S`` build) --
+:mod:`trnsolver.kernels.eigh_sweep` (same Brent-Luk schedule from
+:func:`~trnsolver.kernels.eigh_sweep.schedule`, same ``J = c I + s S`` build) --
 but the Gram entries are recomputed from the current columns every round,
 never from an updated ``A^T A``, so small singular values keep their
 relative accuracy.
 
-Inputs (HBM, float32)
----------------------
+Dimensions (HBM, float32)
+-------------------------
 ``ut``    : ``[n, m]`` ``U^T`` (partition ``i`` = column ``i`` of ``U``), ``n`` even,
             ``2 <= n <= 128``, ``1 <= m <=`` :data:`MAX_M`.
 ``vt``    : ``[n, n]`` ``V^T``.
 ``eye``   : ``[n, n]`` the identity.   ``pairs`` : ``[n, 2 (n-1)]`` the schedule as
             (partner, sign) columns per round
-            (:func:`~trnsolver.kernels.jacobi.partner_table`); the kernel
+            (:func:`~trnsolver.kernels.eigh_sweep.partner_table`); the kernel
             builds ``S_r = [q == partner] sign`` and ``|S_r|`` on chip.
 Outputs: ``ut_out = J^T ut``, ``vt_out = J^T vt`` (``J`` the sweep's product),
 ``conv`` ``[n, 1]``: per partition the largest ``gamma^2 / (alpha beta + 2^-100)``
 met in the sweep (the host stops when its maximum is below ``tol^2``);
 ``norms`` ``[n, 1]``: ``|u_i|^2`` after the sweep (``sigma_i^2`` at convergence).
 
-One round (R = n - 1 per sweep; nc = ceil(m / 512) column chunks)
-----------------------------------------------------------------
+Pseudocode
+----------
+One round (R = n - 1 per sweep; nc = ceil(m / 512) column chunks):
+
     S = [iota == partner] sign (Vector), |S| (Scalar)     (one [n, 2] DMA)
     per chunk: partner rows  Up = |S|^T Ut               (Tensor), copy    (Vector)
                alpha_i parts = rowsum(Ut^2)              (Scalar, activation_reduce)
@@ -51,7 +53,7 @@ Closed forms per sweep
 from __future__ import annotations
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PSUM_FMAX, cdiv
+from trnsci.nki.tiling import PSUM_FMAX, cdiv, tile
 
 MAX_N = 128
 #: Longest column (rows of A) the SBUF plan holds: Ut, its partner copy and a work tile.
@@ -115,8 +117,7 @@ def svd_jacobi_sweep_kernel(ut, vt, eye, pairs):
         nisa.activation(Sa, op=nl.abs, data=S)
         sg = pr[0:n, 1:2]
         for c in nl.static_range(nc):
-            c0 = c * PSUM_FMAX
-            cw = min(PSUM_FMAX, m - c0)
+            c0, cw = tile(c, m, PSUM_FMAX)
             ps = nl.ndarray((n, cw), dtype=f32, buffer=nl.psum, name="partner_ps")
             nisa.nc_matmul(ps, Sa, U[0:n, c0:c0 + cw])
             nisa.tensor_copy(Up[0:n, c0:c0 + cw], ps)
@@ -172,8 +173,7 @@ def svd_jacobi_sweep_kernel(ut, vt, eye, pairs):
         nisa.tensor_scalar(J, eye_s, nl.multiply, cc)
         nisa.scalar_tensor_tensor(dst=J, data=S, op0=nl.multiply, operand0=ss, op1=nl.add, operand1=J)
         for c in nl.static_range(nc):
-            c0 = c * PSUM_FMAX
-            cw = min(PSUM_FMAX, m - c0)
+            c0, cw = tile(c, m, PSUM_FMAX)
             pu = nl.ndarray((n, cw), dtype=f32, buffer=nl.psum, name="JtU")
             nisa.nc_matmul(pu, J, U[0:n, c0:c0 + cw])
             nisa.tensor_copy(U[0:n, c0:c0 + cw], pu)
@@ -183,8 +183,7 @@ def svd_jacobi_sweep_kernel(ut, vt, eye, pairs):
 
     # the column norms^2 after the sweep (the singular values^2 at convergence)
     for c in nl.static_range(nc):
-        c0 = c * PSUM_FMAX
-        cw = min(PSUM_FMAX, m - c0)
+        c0, cw = tile(c, m, PSUM_FMAX)
         nisa.activation_reduce(work[0:n, c0:c0 + cw], op=nl.square, data=U[0:n, c0:c0 + cw],
                                reduce_op=nl.add, reduce_res=aparts[0:n, c:c + 1])
     norms = col("norms2")

@@ -33,6 +33,28 @@ acceptance test differs from it only for attempts within fp32 rounding of
 the boundary: same law (tested: KS against scipy.stats on both paths, and
 most samples equal to the torch path's to fp32 precision).
 
+Dimensions
+----------
+``seed``, ``subsequence``, ``block0``, ``nblocks``: compile-time ints (the
+stream position; no HBM input). ``shape``, ``component``, ``rounds``, ``odd``,
+``student_df``: compile-time constants. Output ``[nblocks, 2]`` float32 (two
+samples per block); on chip, ``[128, F]`` block tiles.
+
+Pseudocode
+----------
+::
+
+    for t in static_range(T):                        # tile t: blocks tile(t, nblocks, 128 F)
+        keys = pairs of philox words of the tile
+        result = -1
+        for attempt in range(rounds):
+            x, u = normal and uniform from philox(counter=(2 attempt + i, component), key=keys)
+            v = (1 + c x)**3;  accept = v > 0 and ln u < x**2 / 2 + d (1 - v + ln v)
+            value = d v  (times exp(ln u' / shape) when shape < 1)
+            result = accept and result == -1 ? value : result    (tensor_copy_predicated)
+        with student_df: result = z rsqrt(max(2 result / df, 2**-80)) where accepted, else NaN
+        store result
+
 Closed forms (``T`` tiles of ``128 x F`` blocks, ``F = min(256, ceil(nblocks
 / 128))``; ``K4``, ``K2`` the keyed Philox's per-tile counts for 4 and 2
 output lanes, ``keyed_counts``; ``s = [shape < 1]``)
@@ -52,11 +74,11 @@ merge) and Scalar Ln, Sqrt, Sin, Ln, Ln (+ Ln, Exp when ``shape < 1``).
 import math
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 from .._philox import C_PI, R_BIAS
+from .discrete import keyed_counts, keyed_philox, tile_f
 from .philox import CONST_TILES, GPSIMD_PER_TILE, MASK, VECTOR_PER_TILE, W0, W1, Lanes
-from .philox_threshold import keyed_counts, keyed_philox, tile_f
 from .philox_transform import _column, _Flat, _m53, _store, _store_dmas
 
 S53 = 2.0 * C_PI * 2.0**-53  # the angle step: 2**53 S = 2 C exactly (a power-of-two scaling of fp32 2C)
@@ -122,8 +144,8 @@ def gamma_kernel(seed, subsequence, block0, nblocks, shape, component=0, rounds=
     s0, s1 = subsequence & MASK, subsequence >> 32
     out = nl.ndarray((nblocks, 2), dtype=nl.float32, buffer=nl.shared_hbm)
     f32, vec = nl.float32, nisa.engine.vector
-    for t in nl.static_range(cdiv(nblocks, PMAX * f)):
-        b0 = t * PMAX * f
+    for t in nl.static_range(ntiles(nblocks, PMAX * f)):
+        b0, rem = tile(t, nblocks, PMAX * f)
         words = ln.words(block0 + b0, b_hi, s0, s1, seed, fw, step=f)
         flat = words.reshape((PMAX, 4 * fw))
         k0, k1 = flat[:, odd:odd + 4 * f:2], flat[:, odd + 1:odd + 4 * f:2]
@@ -182,5 +204,5 @@ def gamma_kernel(seed, subsequence, block0, nblocks, shape, component=0, rounds=
             nisa.tensor_scalar(ok, done, nl.greater, 0.5)
             nisa.memset(dst, float("nan"), engine=vec)
             nisa.tensor_copy_predicated(dst, z, ok)
-        _store(out, res, b0, nblocks, f, 2)
+        _store(out, res, b0, rem, f, 2)
     return out

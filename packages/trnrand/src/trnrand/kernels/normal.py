@@ -36,6 +36,24 @@ Vector. The Scalar Engine's functions are approximations on hardware; the
 emulator evaluates them in fp32, so kernel and torch normals agree to a few
 ulp, not bit for bit (the uint32 words and uniforms are bit-identical).
 
+Dimensions
+----------
+``seed``, ``subsequence``, ``block0``, ``nblocks``: compile-time ints (the
+stream position; no HBM input). ``odd`` (bool): the pairing.
+Output ``[nblocks, 4]`` float32 in HBM; on chip, tiles ``[128, F]`` (``[128, F + 1]``
+when ``odd``) of blocks, ``F = tile_f(nblocks)``.
+
+Pseudocode
+----------
+::
+
+    for t in static_range(T):                        # tile t: blocks tile(t, nblocks, 128 F)
+        w0..w3 = philox_rounds(iota(block0 + t 128 F, channel step F))
+        for each pair (a, b) of lanes:
+            r = sqrt(-2 ln(((a >> 8) + 1) 2**-24) + 2**-100)
+            z, z' = r sin(m S - C), r sin(m' S - C)   (m = b >> 8, m' = a quarter turn on)
+        store rows of the tile (one DMA, two when ragged)
+
 Tiling and closed forms
 -----------------------
 As the Philox kernel (``128 x F`` blocks per tile, ``F = min(512,
@@ -50,7 +68,7 @@ last tile). Per tile: Philox (GpSimd 181, Vector 178) + per pair Vector 5
 """
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
 from .._philox import C_PI, R_BIAS, S_ANGLE
 from .philox import CONST_TILES, GPSIMD_PER_TILE, MASK, VECTOR_PER_TILE, Lanes, _store_dmas, store_tile, tile_f
@@ -92,8 +110,8 @@ def box_muller_kernel(seed, subsequence, block0, nblocks, odd=False):
     b_hi = block0 >> 32
     s0, s1 = subsequence & MASK, subsequence >> 32
     out = nl.ndarray((nblocks, 4), dtype=nl.float32, buffer=nl.shared_hbm)
-    for t in nl.static_range(cdiv(nblocks, PMAX * f)):
-        b0 = t * PMAX * f
+    for t in nl.static_range(ntiles(nblocks, PMAX * f)):
+        b0, rem = tile(t, nblocks, PMAX * f)
         x = ln.rounds(ln.block_tile((block0 + b0) & MASK, step=f), b_hi, s0, s1, seed)
         res = nl.ndarray((PMAX, f, 4), dtype=nl.float32, buffer=nl.sbuf, name="z")
         if odd:  # pairs (w1, w2) and (w3, next block's w0): column i + 1 is block b + 1
@@ -109,5 +127,5 @@ def box_muller_kernel(seed, subsequence, block0, nblocks, odd=False):
                 s = _tile(f, "sin", nl.float32)
                 nisa.activation(s, nl.sin, ln.ts(word, nl.right_shift, 8, out=_tile(f, "t")), bias=shift, scale=S_ANGLE)
                 nisa.tensor_tensor(res[:, :, j + k], s, r, nl.multiply, engine=nisa.engine.vector)
-        store_tile(out, res, b0, nblocks, f)
+        store_tile(out, res, b0, rem, f)
     return out

@@ -1,7 +1,7 @@
 """One sweep of parallel (Brent-Luk round-robin) Jacobi on one tile.
 
-Inputs (HBM, float32)
----------------------
+Dimensions (HBM, float32)
+-------------------------
 ``a``      : ``[n, n]`` symmetric, ``n`` even, ``2 <= n <= 128``; rows on the
              partition dim.
 ``vt``     : ``[n, n]`` the transposed eigenvector estimate ``V^T`` (rows on
@@ -20,8 +20,10 @@ of the sweep's ``n - 1`` round rotations, and ``norms`` ``[1, 2]`` =
 ``(off(a_out)^2, ||a_out||_F^2)``, so the host decides whether to sweep again
 without reading ``a_out``.
 
-One round (the n/2 rotations commute: they touch disjoint row/column pairs)
----------------------------------------------------------------------------
+Pseudocode
+----------
+One round (the n/2 rotations commute: they touch disjoint row/column pairs):
+
 Cross-partition data movement on a NeuronCore goes through the Tensor Engine
 (or DMA), so the round is built from masks and matmuls:
 
@@ -61,8 +63,9 @@ from __future__ import annotations
 import numpy as np
 
 from trnsci.nki import nisa, nki, nl
+from trnsci.nki.tiling import PMAX
 
-MAX_N = 128
+MAX_N = PMAX  # one tile: the partition dim
 TINY = 2.0 ** -100  # keeps sqrt's argument inside its activation range when x = y = 0
 
 

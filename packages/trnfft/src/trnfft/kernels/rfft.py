@@ -2,15 +2,15 @@
 
 ``z_j = x_2j + i x_2j+1`` (the even and odd samples, read by two strided
 DMAs), ``Z = FFT_h(z)`` with the Stockham stages
-(:func:`trnfft.kernels.stockham.stockham_tile`), then for ``0 < k < h``
+(:func:`trnfft.kernels.fft_pow2.stockham_tile`), then for ``0 < k < h``
 with ``Z'_k = conj(Z_(h-k))`` (a reversed view: ``.ap`` with step -1)::
 
     X_k = (Z_k + Z'_k)/2 + exp(-2 pi i k/n) (Z_k - Z'_k)/(2i)
 
 and ``X_0 = Re Z_0 + Im Z_0``, ``X_h = Re Z_0 - Im Z_0`` (real).
 
-Inputs (HBM)
-------------
+Dimensions
+----------
 ``x``    : ``[B, n]`` float32, ``n = 2h``, ``h`` a power of two, ``2 <= h <= 4096``.
 ``half`` : ``[2, h - 1]`` float32 ``exp(-2 pi i k / n) / 2`` for ``k = 1 .. h-1``
            (fp64 from reduced angles, halved exactly, rounded once).
@@ -21,6 +21,16 @@ Post-processing per batch tile (Vector Engine): 4 ``tensor_tensor`` for the
 sums/differences of ``Z`` and its reversal, 3 ``tensor_tensor`` + 1
 ``scalar_tensor_tensor`` for each of the real and imaginary parts, 2 for
 ``X_0``/``X_h`` and 2 memsets (their imaginary parts): 16.
+
+Pseudocode
+----------
+Per batch tile of <= 128 rows::
+
+    zr, zi = x[:, 0::2], x[:, 1::2]                     (two strided DMAs)
+    Z = stockham_tile(z)                                (length h)
+    A = Z + Z', D = Z - Z'    (Z'_k = conj Z_(h-k), a reversed view)
+    X_k = A_k / 2 - i half_k D_k   for 0 < k < h;   X_0, X_h from Re/Im Z_0
+    store y[:, :, tile] = X
 
 Closed forms (tb = ceil(B/128); s = Stockham per-tile counts of length h)
 ------------------------------------------------------------------------
@@ -39,9 +49,9 @@ import functools
 import numpy as np
 
 from trnsci.nki import nisa, nki, nl
-from trnsci.nki.tiling import PMAX, cdiv
+from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
-from .stockham import MAX_N, planes, stockham_tile, tile_counts
+from .fft_pow2 import MAX_N, planes, stockham_tile, tile_counts
 
 MAX_HALF = MAX_N
 
@@ -77,9 +87,8 @@ def rfft_half_kernel(x, half, tw):
     B, n = x.shape
     h = n // 2
     y = nl.ndarray((2, B, h + 1), dtype=nl.float32, buffer=nl.shared_hbm)
-    for bt in nl.static_range(cdiv(B, PMAX)):
-        b0 = bt * PMAX
-        bb = min(PMAX, B - b0)
+    for bt in nl.static_range(ntiles(B, PMAX)):
+        b0, bb = tile(bt, B, PMAX)
         X, T, Z = planes(bb, h, "x"), planes(bb, h, "t"), planes(bb, h, "z")
         for p in range(2):  # even samples -> real plane, odd samples -> imaginary plane
             nisa.dma_copy(dst=X[p], src=x.ap(pattern=[[n, bb], [2, h]], offset=b0 * n + p))
