@@ -48,7 +48,7 @@ _SAME_NOTE = ("trnfft runs the route it measured for the shape: torch.fft's own 
 
 def _near_tie_note(n):
     if 16 * n < (1 << 15):
-        return ("under 32768 points trnfft runs torch.fft untimed (trnfft._routes.MEASURE_MIN_POINTS): timing "
+        return ("under 32768 points trnfft runs torch.fft untimed (trnfft._host.MEASURE_MIN_POINTS): timing "
                 "the candidates would cost more than a route could save; scipy.fft's own call is cheaper at "
                 "this size" + _TWO_THREADS)
     return _NEAR_TIE_NOTE

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from . import _engine as E
-from . import _routes as R
+from . import _host as R
 from .basic import ROUTED, _many, _one
 
 # ------------------------------------------------------------------ ops
@@ -32,7 +32,7 @@ IRFFTN = E.opn("trnfft.irfftn", "n-D inverse of rfftn (also irfft2); points = ba
 
 # ------------------------------------------------------------------ torch lowerings
 
-# In precision "fast" each runs the route trnfft._routes settled for the call.
+# In precision "fast" each runs the route trnfft._host settled for the call.
 
 
 def _r2c_modes(x, s, dims, norm, precision):
