@@ -33,7 +33,7 @@ from . import _engine as E
 from . import _host as R
 
 # ------------------------------------------------------------------ ops
-# torch lowerings here; NKI lowerings in trnfft._nki. Every lowering takes
+# torch lowerings here; NKI lowerings in trnfft._nki.basic. Every lowering takes
 # (x, n, dim, norm, precision) -- or (x, s, dim, norm, precision) for the
 # n-D ops -- in the canonical form of trnfft._engine and returns a tensor.
 

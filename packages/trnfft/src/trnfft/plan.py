@@ -68,7 +68,7 @@ class FFTPlan:
         The algorithm per axis of what :meth:`execute` runs for the planned
         shape under the current backend setting (read afresh, like
         ``backend``). When a kernel runs: the NKI routing
-        (:func:`trnfft._nki.plan_algorithms`: ``"dft_gemm"``, ``"stockham"``,
+        (:func:`trnfft._nki.basic.plan_algorithms`: ``"dft_gemm"``, ``"stockham"``,
         ``"bluestein"``, ``"four_step"``, ``"bluestein_large"``). On torch:
         the reference algorithms the precision modes run
         (``"dft_gemm"``, ``"stockham"``, ``"bluestein"``; in ``"fast"`` and
@@ -167,7 +167,7 @@ class FFTPlan:
     def _route(self) -> list[tuple[str, int, str]]:
         """Per axis ``(algorithm, inner length, detail)`` of what a call runs now (see ``algorithms``)."""
         if self.backend != "torch":
-            from . import _nki
+            from ._nki import basic as _nki
 
             return _nki.plan_algorithms(self.kind, self.lengths, self.precision)
         out = []
@@ -385,6 +385,6 @@ def clear_plan_cache() -> None:
     A._TABLE_CACHE.clear()
     A._LOW.clear()
     A._HALF.clear()
-    nk = sys.modules.get("trnfft._nki")  # the NKI lowerings' DFT-matrix cache, when loaded
+    nk = sys.modules.get("trnfft._nki.basic")  # the NKI lowerings' DFT-matrix cache, when loaded
     if nk is not None:
         nk._gemm_matrix_for.cache_clear()

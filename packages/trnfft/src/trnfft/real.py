@@ -21,7 +21,7 @@ from . import _host as R
 from .basic import ROUTED, _many, _one
 
 # ------------------------------------------------------------------ ops
-# torch lowerings here; NKI lowerings in trnfft._nki (same arguments).
+# torch lowerings here; NKI lowerings in trnfft._nki.real (same arguments).
 
 RFFT = E.op1("trnfft.rfft", "1-D real-input DFT (half spectrum); points = batch x n")
 IRFFT = E.op1("trnfft.irfft", "1-D inverse of rfft (real output of length n); points = batch x n")
