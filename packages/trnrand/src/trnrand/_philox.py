@@ -734,11 +734,6 @@ def normals(seed: int, subsequence: int, start: int, npairs: int, dtype, device=
 
 
 # ---- words -> floats (exact: every step is an integer op or a power-of-two scale) -------------------------------
-def _u24(w: torch.Tensor) -> torch.Tensor:
-    """24-bit integer m = w >> 8 (the top 24 bits of a word)."""
-    return w >> 8
-
-
 def _m53(w_hi: torch.Tensor, w_lo: torch.Tensor) -> torch.Tensor:
     """53-bit integer from two words: (w_hi >> 5) * 2**26 + (w_lo >> 6)."""
     return ((w_hi >> 5) << 26) | (w_lo >> 6)

@@ -74,11 +74,6 @@ def _batch(A: torch.Tensor) -> int:
     return A.numel() // n // n if n else 0
 
 
-#: Threshold of the ops without a kernel: they always run on torch, so the
-#: value is never compared; infinity says so in a plan.
-_NO_KERNEL = float("inf")
-
-
 def _flops(factor: float):
     """Size function ``factor * m * n * min(m, n) * batch`` (first argument ``(..., m, n)``)."""
     def size(A, *rest, **kwargs):

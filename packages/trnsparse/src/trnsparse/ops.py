@@ -53,11 +53,6 @@ def _scalar(x, name: str, where: str, dtype: torch.dtype):
     return validate.scalar(x, name, where, complex_ok=dtype.is_complex)
 
 
-def _csr_parts(A: SparseMatrix):
-    c = A.to_csr()
-    return c.values, c.col_indices, c.row_ptrs, c.shape
-
-
 def _finish(result, alpha, y, beta):
     if alpha != 1:
         result = result * alpha

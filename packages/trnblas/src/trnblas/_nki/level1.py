@@ -56,14 +56,6 @@ def _complex_coef(*vals):
     return any(isinstance(v, complex) and v.imag != 0 for v in vals)
 
 
-def _real_only(name):
-    def supports(x, *rest):
-        if x.is_complex():
-            return f"complex {name} is not split into real kernels yet"
-        return None
-    return supports
-
-
 def _coef(*vals):
     return tuple(float(val.real if isinstance(val, complex) else val) for val in vals)
 

@@ -71,13 +71,6 @@ def _cmv_counts(M, t):
     return _gemm_figures(rows, 2, 2 * cols, 4)
 
 
-def _real_mv(name):
-    def supports(*args):
-        A = next(a for a in args if isinstance(a, torch.Tensor))
-        return f"complex {name} is not split into real kernels yet" if A.is_complex() else None
-    return supports
-
-
 def _gemv_plan(A, t):
     """(matrix the kernel reads, trans constant) for op(A) x: row-major A, or A^T when n is too long."""
     m, n = A.shape
