@@ -9,7 +9,7 @@ blocks, each block pair one tile solved by the same kernel for a fixed
 two sweeps), the pair rotations applied by ``trnblas.gemm``. Eigenvalues
 are sorted on the host; no LAPACK call.
 
-``SCHUR``: Real Schur form on the device: explicit double-shift QR iterations on the QR and GEMM kernels.
+``SCHUR``: the real Schur form by explicit double-shift QR iterations on the QR and GEMM kernels.
 
 For a real float32 ``A`` (``output="real"``, no ``sort``), with ``T = A``,
 ``Z = I`` and the active window ``T[:h, :h]`` (``h = n`` at first):
