@@ -261,7 +261,8 @@ def test_finite_check_on_device_reads_once_and_still_catches_nan(dev):
 
 def test_trnsolver_cg_on_neuron_reads_every_k_iterations(dev):
     import trnsolver
-    from trnsolver import _nki_krylov, iterative
+    from trnsolver import iterative
+    from trnsolver._nki import iterative as _nki_krylov
 
     n = 64
     M = _rng(6).standard_normal((n, n))
@@ -601,7 +602,7 @@ def test_every_family_runs_its_kernel_on_neuron_without_fallback(dev, lib):
 
 def test_trnsolver_bicgstab_kernel_on_neuron_reads_every_k_iterations(dev):
     import trnsolver
-    from trnsolver import _nki_krylov
+    from trnsolver._nki import iterative as _nki_krylov
 
     n = 64
     rng = _rng(13)
@@ -727,7 +728,7 @@ def test_trnsolver_gmres_torch_loop_on_neuron_reads_every_k_iterations(dev, rest
 
 def test_trnsolver_minres_kernel_on_neuron_reads_every_k_iterations(dev):
     import trnsolver
-    from trnsolver import _nki_krylov
+    from trnsolver._nki import iterative as _nki_krylov
 
     n = 64
     rng = _rng(18)
@@ -756,7 +757,7 @@ def test_trnsolver_minres_kernel_on_neuron_reads_every_k_iterations(dev):
 @pytest.mark.parametrize("restart", [30, 5])
 def test_trnsolver_gmres_kernel_on_neuron_reads_every_k_iterations(dev, restart):
     import trnsolver
-    from trnsolver import _nki_krylov
+    from trnsolver._nki import iterative as _nki_krylov
 
     n = 64
     rng = _rng(19)

@@ -230,7 +230,7 @@ def test_trsm_vs_scipy(simulator, side, uplo, trans, diag):
 
 @pytest.mark.parametrize("n,r", [(300, 40), (128, 600), (5, 1)])
 def test_trsm_kernel_counters(n, r):
-    from trnblas._nki import trsm_operands
+    from trnblas._nki.level3 import trsm_operands
 
     A = _well_conditioned(n, n)
     B = torch.randn(n, r, generator=torch.Generator().manual_seed(12))

@@ -64,7 +64,7 @@ def test_axpby_kernel_results_and_counters(n):
 
 def test_one_form_serves_every_alpha():
     """The coefficient values are data: axpy with alpha 2 and alpha 3 use one kernel form (one compilation)."""
-    from trnblas._nki_vector import _lin_plan
+    from trnblas._nki.level1 import _lin_plan
 
     x = torch.ones(10)
     k2, f2, r2 = _lin_plan(x, (2.0, 1.0, 0.0, 0.0))
@@ -497,7 +497,7 @@ def test_symv_trmv_read_one_triangle_on_the_device(n, uplo):
     the symmetric matrix or the triangle on the host: the other triangle holds NaN, which must never reach
     the result. Reference: NumPy float64 on the triangle; bound 1e-5 of |T| |x| (fp32 sums of n terms);
     trmv's counters equal gemv_counts(n, n, 4, trans, tri)."""
-    from trnblas._nki_vector import _trmv_counts
+    from trnblas._nki.level2 import _trmv_counts
     from trnsci.testing import assert_counts
 
     rng = np.random.default_rng(n)

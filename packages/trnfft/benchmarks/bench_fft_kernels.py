@@ -2,7 +2,7 @@
 times for DFT-as-GEMM and Stockham at n = 256 and 4096, batch 128 (the issue's comparison),
 plus Bluestein and the half-length real kernel at representative sizes.
 
-``--crossover`` prints the routing data behind ``trnfft._nki.GEMM_MAX_N`` / ``GEMM_MAX_N_ANY``:
+``--crossover`` prints the routing data behind ``trnfft._nki.basic.GEMM_MAX_N`` / ``GEMM_MAX_N_ANY``:
 modeled DFT-GEMM vs Stockham (powers of two 64 .. 2048) and DFT-GEMM vs Bluestein (other n),
 batches 1, 16, 128, trn1 and trn2.
 

@@ -174,14 +174,14 @@ def test_cmul_kernel(conj):
 
 # ------------------------------------------------------------------ through the public API
 
-# Routing boundaries (trnfft._nki.GEMM_MAX_N = 512 for powers of two, GEMM_MAX_N_ANY = 2048 for
+# Routing boundaries (trnfft._nki.basic.GEMM_MAX_N = 512 for powers of two, GEMM_MAX_N_ANY = 2048 for
 # other n, from the modeled crossover): each side of each, on ragged batches.
 @pytest.mark.parametrize("n,kernel,B", [(17, "dft_gemm_kernel", 130), (100, "dft_gemm_kernel", 200),
                                         (512, "dft_gemm_kernel", 130), (513, "dft_gemm_kernel", 3),
                                         (1024, "stockham_kernel", 130), (1000, "dft_gemm_kernel", 1),
                                         (2048, "stockham_kernel", 3)])
 def test_fft_simulator_vs_torch_and_scipy(n, kernel, B):
-    from trnfft import _nki as N
+    from trnfft._nki import basic as N
 
     assert N.algorithm(n, "fast")[0] == kernel.removesuffix("_kernel")
     x = torch.randn(B, n, dtype=torch.complex64, generator=torch.Generator().manual_seed(n + B))
@@ -327,7 +327,7 @@ def _summed(runs):
 
 @pytest.mark.parametrize("fn,B,n,norm", [("fft", 3, 8192, "backward"), ("ifft", 2, 2**16, "ortho")])
 def test_four_step_large_powers_of_two(fn, B, n, norm):
-    from trnfft import _nki as N
+    from trnfft._nki import basic as N
 
     x = torch.randn(B, n, dtype=torch.complex64, generator=torch.Generator().manual_seed(n))
     with trnfft.use_backend("simulator"), nki.capture() as runs:
@@ -350,7 +350,7 @@ def test_four_step_large_powers_of_two(fn, B, n, norm):
 
 
 def test_bluestein_with_a_long_convolution_and_long_rfft():
-    from trnfft import _nki as N
+    from trnfft._nki import basic as N
 
     g = torch.Generator().manual_seed(3)
     x = torch.randn(2, 4099, dtype=torch.complex64, generator=g)  # prime; m = 16384 > 4096
@@ -378,7 +378,7 @@ def test_complex_matmul_on_the_dft_gemm_kernel(m, k, n, side):
     """Issue 32: complex_matmul under a kernel backend is one real block GEMM on dft_gemm_kernel. Reference:
     NumPy complex128; bound: an fp32 k-term dot product per component (GEMM_BOUND(2k) of |a||b|); the
     profile's counters equal dft_gemm_counts(m, 2k, 2n, 4)."""
-    from trnfft._nki import _cmatmul_counts
+    from trnfft._nki.complex import _cmatmul_counts
 
     rng = np.random.default_rng(m + k + n)
     a = rng.standard_normal((m, k)) + (0 if side == "a_real" else 1j) * rng.standard_normal((m, k))

@@ -26,7 +26,7 @@ CASES = [
     ("rfft half", trnfft.rfft, (R,), {}),
     ("rfft odd -> c2c kernel", trnfft.rfft, (R[:3],), {"n": 45}),
     ("irfft", trnfft.irfft, (C[:3, :9],), {"n": 16}),
-    # routing boundaries: DFT-GEMM for powers of two <= 512 and other n <= 2048 (trnfft._nki)
+    # routing boundaries: DFT-GEMM for powers of two <= 512 and other n <= 2048 (trnfft._nki.basic)
     ("fft gemm at the power-of-two boundary", trnfft.fft, (C[:3],), {"n": 512}),
     ("fft stockham above it", trnfft.fft, (C[:3],), {"n": 1024}),
     ("fft gemm, non-power of two above 512", trnfft.fft, (C[:1],), {"n": 600}),

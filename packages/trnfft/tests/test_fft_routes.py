@@ -1,4 +1,4 @@
-"""trnfft's measured torch routes (trnfft._routes): choice, plan == run, the SciPy route, the per-call cache.
+"""trnfft's measured torch routes (trnfft._host): choice, plan == run, the SciPy route, the per-call cache.
 
 Route choices are driven by stated times (``trnsci.routes.measure``
 replaced), never by wall-clock races. Results are compared with NumPy's
@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import trnfft
-from trnfft import _chirp, _routes
+from trnfft import _chirp, _host
 from trnfft.basic import FFT
 from trnsci import routes
 
@@ -93,7 +93,7 @@ def test_choice_persists_for_a_second_process(measuring, tmp_path):
     x = torch.randn(8, 7919, dtype=torch.complex64)
     trnfft.ifft(x)
     routes.forget()  # as a new process: the choice comes from the file
-    c = _routes.choice_for("ifft", (8, 7919), torch.complex64, "cpu", (7919,), (1,), "backward")
+    c = _host.choice_for("ifft", (8, 7919), torch.complex64, "cpu", (7919,), (1,), "backward")
     assert c.route == "scipy" and c.origin.startswith("calibration:") and len(timed) == 1
 
 
@@ -185,7 +185,7 @@ def test_choice_beside_torch_threads_is_robust(measuring, monkeypatch):
             torch.set_num_threads(threads)
             y = trnfft.fft(torch.from_numpy(x))
             assert rel(y, np.fft.fft(x)) <= 1e-12
-            c = _routes.choice_for("fft", (16, 4096), torch.complex128, "cpu", (4096,), (1,), "backward")
+            c = _host.choice_for("fft", (16, 4096), torch.complex128, "cpu", (4096,), (1,), "backward")
             assert c.route == route, (threads, c)
     finally:
         torch.set_num_threads(n)

@@ -43,7 +43,7 @@ def _cases():
             "seed": 1, "subsequence": 0, "block0": 0, "nblocks": TILE, "transform": tr, "param": prm}
     import torch
 
-    from trnrand._nki import _categorical_thresholds, _poisson_thresholds
+    from trnrand._nki.distributions import _categorical_thresholds, _poisson_thresholds
 
     for name, th, keyed in (("categorical 8 categories", _categorical_thresholds(torch.arange(1.0, 9.0).cumsum(0)),
                              False),
@@ -64,7 +64,7 @@ def _cases():
     yield "philox4x32 explicit ctr/key, 65536 rows", philox_block_kernel, (ctr, key), {"rounds": 10}
     import torch
 
-    from trnrand._nki import _halton_inputs
+    from trnrand._nki.quasi import _halton_inputs
     from trnrand.quasi import _first_primes
 
     radix, scale = _halton_inputs(torch.tensor(_first_primes(5)), 0, 100000)

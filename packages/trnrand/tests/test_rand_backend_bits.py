@@ -84,9 +84,9 @@ def test_multinomial_with_replacement_is_bit_identical_across_backends():
 def test_rejected_samples_are_finished_alike(monkeypatch):
     # one fp32 round only: many samples go to the float64 attempts on both paths, which must agree too
     monkeypatch.setattr(_fp32, "GAMMA_ROUNDS", 1)
-    monkeypatch.setattr("trnrand._nki.GAMMA_ROUNDS", 1)
+    monkeypatch.setattr("trnrand._nki.distributions.GAMMA_ROUNDS", 1)
     monkeypatch.setattr(_fp32, "PTRS_ROUNDS", 1)
-    monkeypatch.setattr("trnrand._nki.PTRS_ROUNDS", 1)
+    monkeypatch.setattr("trnrand._nki.distributions.PTRS_ROUNDS", 1)
     for fn, kw in (("gamma", {"shape": 0.4}), ("student_t", {"df": 2.5}), ("poisson", {"lam": 12.0})):
         want = getattr(trnrand, fn)(777, generator=G(1), **kw)
         with kernel_ran():

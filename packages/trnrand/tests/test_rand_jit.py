@@ -10,7 +10,7 @@ import pytest
 import ref_philox
 import torch
 
-from trnrand import _philox
+from trnrand import _host, _philox
 
 pytestmark = pytest.mark.skipif(_philox._philox_jit.AVAILABLE is False, reason="numba is not installed")
 
@@ -22,14 +22,14 @@ SIZES = [1, 2, 3, 7, 131, 1031, 4099 * 4 + 5]
 
 
 def _both(fn, *args, **kw):
-    saved = _philox._JIT
+    saved = _host._JIT
     try:
-        _philox._JIT = _philox._philox_jit
+        _host._JIT = _philox._philox_jit
         a = fn(*args, **kw)
-        _philox._JIT = None
+        _host._JIT = None
         b = fn(*args, **kw)
     finally:
-        _philox._JIT = saved
+        _host._JIT = saved
     return a, b
 
 
@@ -50,8 +50,8 @@ def test_compiled_words_are_the_reference_philox():
     # Random123 kat_vectors (philox4x32_10), as (seed, block, subsequence) of the stream
     kat = [((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
            ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD))]
-    saved = _philox._JIT
-    _philox._JIT = _philox._philox_jit
+    saved = _host._JIT
+    _host._JIT = _philox._philox_jit
     try:
         for ctr, key, want in kat:
             seed, block, sub = key[0] | key[1] << 32, ctr[0] | ctr[1] << 32, ctr[2] | ctr[3] << 32
@@ -63,7 +63,7 @@ def test_compiled_words_are_the_reference_philox():
         m53 = [(ref[2 * k] >> 5) * 2**26 + (ref[2 * k + 1] >> 6) for k in range(5)]
         np.testing.assert_array_equal(u, np.array(m53, dtype=np.float64) * 2.0**-53)
     finally:
-        _philox._JIT = saved
+        _host._JIT = saved
 
 
 def test_public_draws_use_the_compiled_route_and_keep_their_bits():

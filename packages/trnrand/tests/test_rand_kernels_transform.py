@@ -259,7 +259,7 @@ def test_gamma_kernel_passes_the_torch_paths_ks_test(shape, scale):
 def test_gamma_fallback_finishes_rejected_samples_with_the_torch_attempts(monkeypatch):
     # one round on the device: ~5% of samples are rejected there and finished by the torch path's attempts 1, 2, ..
     # which are the torch path's own attempts after the same rejection: those samples equal it (float64 -> fp32)
-    import trnrand._nki as K
+    from trnrand._nki import distributions as K
 
     monkeypatch.setattr(K, "GAMMA_ROUNDS", 1)
     n = 2053
@@ -303,7 +303,7 @@ def test_beta_from_two_device_gammas_passes_the_torch_paths_ks_test():
 
 @pytest.mark.parametrize("df", [3.0, 0.8])
 def test_student_t_kernel_passes_the_torch_paths_ks_test(df, monkeypatch):
-    import trnrand._nki as K
+    from trnrand._nki import distributions as K
 
     monkeypatch.setattr(K, "GAMMA_ROUNDS", 2)  # a few samples left for the host: the fallback runs too
     n = 4099
@@ -327,7 +327,7 @@ def _poisson_chi2(k, lam, bins=20):
 
 @pytest.mark.parametrize("lam", [10.0, 1000.0, 60000.0])
 def test_ptrs_kernel_passes_the_torch_paths_chi_square(lam, monkeypatch):
-    import trnrand._nki as K
+    from trnrand._nki import distributions as K
 
     monkeypatch.setattr(K, "PTRS_ROUNDS", 2)  # leaves 1-6% for the host: the fallback runs too
     n = 8191
@@ -372,7 +372,7 @@ def test_halton_kernel_is_within_ulps_of_scipy_and_torch(n, d, skip):
 
 @pytest.mark.parametrize("n,d,skip", [(37, 3, 0), (600, 130, 5)])
 def test_halton_counters_equal_closed_form(n, d, skip):
-    from trnrand._nki import _halton_inputs
+    from trnrand._nki.quasi import _halton_inputs
     from trnrand.kernels.halton import halton_counts, halton_kernel
     from trnrand.quasi import _first_primes
 

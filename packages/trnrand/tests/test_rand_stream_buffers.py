@@ -2,7 +2,7 @@
 independent pure-Python Philox (ref_philox): both must give exactly the documented stream's bits.
 
 Both belong to the NumPy route, which runs where numba is absent: every test here runs with the compiled
-route (``_philox._JIT``) switched off (test_rand_jit.py checks the two routes give the same bits)."""
+route (``_host._JIT``) switched off (test_rand_jit.py checks the two routes give the same bits)."""
 
 import random
 
@@ -11,7 +11,7 @@ import ref_philox
 import torch
 
 import trnrand
-from trnrand import _philox
+from trnrand import _host, _philox
 from trnsci import routes
 from trnsci.testing import torch_threads
 
@@ -20,7 +20,7 @@ F24, F53 = 2.0**-24, 2.0**-53
 
 @pytest.fixture(autouse=True)
 def _numpy_route(monkeypatch):
-    monkeypatch.setattr(_philox, "_JIT", None)
+    monkeypatch.setattr(_host, "_JIT", None)
 
 
 def _u32(seed, sub, j, open_low=False):
@@ -190,7 +190,7 @@ def test_route_timing_of_a_large_draw_runs_only_its_first_chunks(two_threads, mo
     u = _philox.uniform32(seed, 0, 0, n)
     _check(u, seed, 0, 0, 1)
     chosen = {k: c for k, c in routes.remembered().items() if k.startswith("trnrand.stream|uniform32,")}
-    assert list(chosen) == [f"trnrand.stream|uniform32,{_philox._ROUTE_CHUNKS}|threads=2"]
+    assert list(chosen) == [f"trnrand.stream|uniform32,{_host._ROUTE_CHUNKS}|threads=2"]
     final = 1 if next(iter(chosen.values())).route == "serial" else 2  # the draw: all 10 chunks, or 5 + 5
-    assert sum(seen[-final:]) == 10 and max(seen[:-final]) <= _philox._ROUTE_CHUNKS
+    assert sum(seen[-final:]) == 10 and max(seen[:-final]) <= _host._ROUTE_CHUNKS
     routes.forget()

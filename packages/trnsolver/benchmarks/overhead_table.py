@@ -1,7 +1,7 @@
 """Before/after table of docs/trnsolver.md.
 
 trnsolver's torch path with and without the SciPy-LAPACK route
-(``trnsolver._lapack``) against torch.linalg and scipy.linalg on the same
+(``trnsolver._host``) against torch.linalg and scipy.linalg on the same
 inputs, best-of-N with the four calls interleaved. Run as
 ``OMP_NUM_THREADS=1 python overhead_table.py out.json``.
 """
@@ -14,19 +14,19 @@ import scipy.linalg as sl
 import torch
 
 import trnsolver
-from trnsolver import _lapack
+from trnsolver import _host
 
-_ELIGIBLE = _lapack.eligible
+_ELIGIBLE = _host.eligible
 
 
 def _before(f):
     """``f`` with the LAPACK route off (every call on torch.linalg)."""
     def g():
-        _lapack.eligible = lambda *t: False
+        _host.eligible = lambda *t: False
         try:
             return f()
         finally:
-            _lapack.eligible = _ELIGIBLE
+            _host.eligible = _ELIGIBLE
     return g
 
 

@@ -12,7 +12,7 @@ import torch
 
 import trnsolver
 from trnsci import routes
-from trnsolver import _lapack
+from trnsolver import _host
 
 
 def _sym(n=37):
@@ -22,8 +22,8 @@ def _sym(n=37):
 
 def _count(monkeypatch):
     calls = []
-    real = _lapack.syevd
-    monkeypatch.setattr(_lapack, "syevd", lambda *a: calls.append(1) or real(*a))
+    real = _host.syevd
+    monkeypatch.setattr(_host, "syevd", lambda *a: calls.append(1) or real(*a))
     return calls
 
 
@@ -72,7 +72,7 @@ def test_measured_choice_follows_the_times(monkeypatch):
         seen["timed"] = len(calls)
         return routes.Choice(routes.route_key(family, cls), routes.pick(times, default), "measured", default=default)
 
-    monkeypatch.setattr(_lapack.routes, "choose", fake_choose)
+    monkeypatch.setattr(_host.routes, "choose", fake_choose)
     calls = _count(monkeypatch)
     w = trnsolver.eigvalsh(A)
     assert (seen["family"], seen["class"]) == ("trnsolver.eigh", ("float64", 64, False))

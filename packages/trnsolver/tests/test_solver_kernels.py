@@ -18,7 +18,8 @@ import torch
 import trnsolver
 from trnsci.nki import emulator
 from trnsci.testing import assert_counts, kernel_ran
-from trnsolver import _nki
+from trnsolver._nki import eigen as nki_eigen
+from trnsolver._nki import factor as nki_factor
 from trnsolver.kernels.eigh_sweep import jacobi_sweep_counts, jacobi_sweep_kernel, partner_table, schedule
 
 pytestmark = pytest.mark.simulator
@@ -106,7 +107,7 @@ def test_eigh_kernel_subset_batch_eigvalsh_and_upper_triangle():
 
 def test_eigh_block_jacobi_beyond_one_tile(monkeypatch):
     # BLOCK shrunk so that n = 21 > 2 * BLOCK takes the block path the device uses beyond 128
-    monkeypatch.setattr(_nki, "BLOCK", 6)
+    monkeypatch.setattr(nki_eigen, "BLOCK", 6)
     A = _sym(21, seed=5)
     with kernel_ran() as runs:
         w, V = trnsolver.eigh(A)
@@ -123,7 +124,7 @@ def test_eigh_kernel_input_not_modified():
 
 
 def test_cholesky_blocked_on_trnblas_kernels(monkeypatch):
-    monkeypatch.setattr(_nki, "CHOL_BLOCK", 16)
+    monkeypatch.setattr(nki_factor, "CHOL_BLOCK", 16)
     n = 37  # ragged: panels of 16, 16, 5
     X = np.random.default_rng(7).standard_normal((n, n))
     A = (X @ X.T + n * np.eye(n)).astype(np.float32)
@@ -138,7 +139,7 @@ def test_cholesky_blocked_on_trnblas_kernels(monkeypatch):
 
 
 def test_cholesky_kernel_path_reports_the_failing_minor(monkeypatch):
-    monkeypatch.setattr(_nki, "CHOL_BLOCK", 8)
+    monkeypatch.setattr(nki_factor, "CHOL_BLOCK", 8)
     n = 20
     A = np.eye(n, dtype=np.float32)
     A[12, 12] = -1.0  # leading minor of order 13 is the first that is not PD
@@ -173,7 +174,7 @@ def test_eigh_kernel_nan_with_check_finite_false_stops_and_warns():
 
 def test_cholesky_kernel_path_reads_the_named_triangle(monkeypatch):
     """issue 19: upper=True reads the upper triangle on the kernel path too (garbage in the other)."""
-    monkeypatch.setattr(_nki, "CHOL_BLOCK", 8)
+    monkeypatch.setattr(nki_factor, "CHOL_BLOCK", 8)
     n = 19  # ragged: panels of 8, 8, 3
     X = np.random.default_rng(3).standard_normal((n, n))
     S = X @ X.T + n * np.eye(n)

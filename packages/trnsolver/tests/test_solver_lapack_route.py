@@ -1,5 +1,5 @@
 """The torch path's two routes -- SciPy's LAPACK wrappers (plain 2-D CPU float
-tensors without autograd, ``trnsolver._lapack``) and ``torch.linalg`` (batches,
+tensors without autograd, ``trnsolver._host``) and ``torch.linalg`` (batches,
 autograd, ...) -- both checked against scipy.linalg, with the same errors.
 
 Tolerances: ``trnsci.testing.tolerance(dtype, k)`` with ``k ~ n`` for
@@ -15,7 +15,7 @@ import torch
 import trnsolver
 from trnsci import routes
 from trnsci.testing import assert_close, choice_at_cost, random
-from trnsolver import _lapack
+from trnsolver import _host
 
 
 def _spd(n, dtype):
@@ -25,7 +25,7 @@ def _spd(n, dtype):
 
 @pytest.fixture(params=["lapack", "torch"])
 def route(request):
-    # each family's measured choice (trnsolver._lapack.use) forced to one candidate
+    # each family's measured choice (trnsolver._host.use) forced to one candidate
     with routes.force(request.param):
         yield request.param
 
@@ -80,7 +80,7 @@ def test_inputs_not_modified_and_grad_keeps_torch():
     trnsolver.cholesky(S), trnsolver.eigh(S), trnsolver.solve(S, keep[:, 0]), trnsolver.svd(S)
     assert torch.equal(S, keep)
     Sg = S.clone().requires_grad_(True)
-    assert not _lapack.eligible(Sg)
+    assert not _host.eligible(Sg)
     trnsolver.eigh(Sg)[0].sum().backward()  # autograd through torch.linalg.eigh: d(trace)/dA = I
     assert_close(Sg.grad, torch.eye(9, dtype=torch.float64), dtype=torch.float64, k=9)
 
@@ -122,10 +122,10 @@ def test_measured_choice_follows_the_times(monkeypatch, faster):
         return choice_at_cost(family, cls, cands, default, {faster: 1, ({"lapack", "torch"} - {faster}).pop(): 3})
 
     calls = []
-    real = _lapack.potrf
-    monkeypatch.setattr(_lapack.routes, "choose", fake_choose)
-    monkeypatch.setattr(_lapack, "potrf", lambda *a: calls.append(1) or real(*a))
-    _lapack.clear()
+    real = _host.potrf
+    monkeypatch.setattr(_host.routes, "choose", fake_choose)
+    monkeypatch.setattr(_host, "potrf", lambda *a: calls.append(1) or real(*a))
+    _host.clear()
     S = _spd(45, torch.float64)
     L = trnsolver.cholesky(S)
     assert (seen["family"], seen["cls"]) == ("trnsolver.potrf", ("float64", 64))
@@ -135,7 +135,7 @@ def test_measured_choice_follows_the_times(monkeypatch, faster):
     trnsolver.cholesky(S)  # decided: no new timing, only the chosen route runs
     assert len(calls) - before == (1 if faster == "lapack" else 0)
     assert_close(L, sl.cholesky(S.numpy(), lower=True), dtype=torch.float64, k=4 * 45)
-    _lapack.clear()
+    _host.clear()
 
 
 @pytest.mark.parametrize("threads", [1, 2])

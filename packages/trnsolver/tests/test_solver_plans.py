@@ -18,7 +18,7 @@ from trnsci.backend import use_backend
 from trnsci.dispatch import plan_call
 from trnsci.nki import capture
 from trnsci.testing import assert_plan_matches_run, check_plan_case, kernel_ops, plan_cases
-from trnsolver import _nki
+from trnsolver._nki import factor as nki_factor
 
 pytestmark = pytest.mark.simulator
 
@@ -138,7 +138,7 @@ def test_unsupported_calls_say_why():
 
 
 def test_blocked_cholesky_plan_matches_run(monkeypatch):
-    monkeypatch.setattr(_nki, "CHOL_BLOCK", 8)
+    monkeypatch.setattr(nki_factor, "CHOL_BLOCK", 8)
     A = _spd(20)
     with use_backend("simulator"):
         plan = plan_call(trnsolver.cholesky, A)

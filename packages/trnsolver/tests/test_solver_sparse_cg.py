@@ -227,7 +227,6 @@ def test_sparse_bicgstab_on_the_device_vs_scipy_and_plan():
 
 def test_a_failing_spmv_launch_falls_back_to_torch_with_one_warning_or_raises(monkeypatch):
     from trnsci import dispatch
-    from trnsparse import _nki as sparse_nki
 
     S, _ = _poisson(7, 5)
     A, b = _csr(S), torch.from_numpy(_rhs(S.shape[0], seed=3))
@@ -235,7 +234,7 @@ def test_a_failing_spmv_launch_falls_back_to_torch_with_one_warning_or_raises(mo
     def broken(self, p):
         raise RuntimeError("device lost")
 
-    monkeypatch.setattr(sparse_nki.DeviceSpMV, "run", broken)
+    monkeypatch.setattr(type(A.__trnsci_spmv__()), "run", broken)  # the seam trnsolver's CG launches through
     ref = ssl.spsolve(S.astype(np.float64).tocsc(), b.numpy().astype(np.float64))
     with use_backend("simulator"), pytest.warns(dispatch.NkiFallbackWarning) as rec:
         x, it, rel = trnsolver.cg(A, b, tol=TOL)

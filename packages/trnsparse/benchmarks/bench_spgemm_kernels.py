@@ -21,7 +21,7 @@ import torch
 
 from trnsci import nki
 from trnsparse import _spgemm
-from trnsparse._nki_spgemm import _csr_route
+from trnsparse._nki.ops_spgemm import _csr_route
 from trnsparse.kernels.bsr_spgemm import bsr_spgemm_kernel, resident
 from trnsparse.kernels.csr_add import csr_add_kernel
 from trnsparse.kernels.csr_spgemm import csr_rowmerge_kernel

@@ -104,7 +104,7 @@ def _screen_ref(A, d, B, thr):
 
 
 def test_screened_spmm_kernel_counters_match_closed_form():
-    from trnsparse._nki import schwarz_ranks
+    from trnsparse._nki.screening import schwarz_ranks
     from trnsparse.kernels.screened_spmm import screened_spmm_counts, screened_spmm_kernel
 
     rng = np.random.default_rng(3)

@@ -2,7 +2,7 @@
 numpy.einsum, what it routes and what it leaves on torch, and that the plan names the route each
 execution takes.
 
-Timing is made deterministic: the routes' clock (trntensor.plan._clock) is replaced by a counter that
+Timing is made deterministic: the routes' clock (trntensor._host._clock) is replaced by a counter that
 the (spied) GEMM functions advance by a fixed cost per candidate, so the faster candidate is chosen
 here, not measured. The suite runs with TRNSCI_ROUTES=estimate; these tests measure explicitly.
 """
@@ -19,7 +19,7 @@ import torch
 import trnsci
 import trntensor
 from trnsci import routes
-from trntensor import plan as P
+from trntensor import _host
 
 E = sys.modules["trntensor.einsum"]  # the module (the package attribute is the function)
 
@@ -32,7 +32,7 @@ class Spy:
         self.calls = []
         self.cost = {"numpy": numpy_cost, "torch": torch_cost}
         real_np, real_mm, real_bmm = E._np_gemm, E._mm, E._bmm
-        monkeypatch.setattr(P, "_clock", lambda cpu: self.t)
+        monkeypatch.setattr(_host, "_clock", lambda cpu: self.t)
         monkeypatch.setattr(E, "_np_gemm", lambda a, b: self._call("numpy", real_np, a, b))
         monkeypatch.setattr(E, "_mm", lambda a, b, blas: self._call("torch", real_mm, a, b, blas))
         monkeypatch.setattr(E, "_bmm", lambda a, b, blas: self._call("torch", real_bmm, a, b, blas))
@@ -285,7 +285,7 @@ def test_autotune_off(spy):
         # autotune=True on one call while the setting is off: the default rounds (5 per candidate)
         for _ in range(2):
             trntensor.einsum("ij,jk->ik", a, b, autotune=True)
-        rounds = [["torch", "numpy"] if r % 2 == 0 else ["numpy", "torch"] for r in range(P._AUTOTUNE_DEFAULT)]
+        rounds = [["torch", "numpy"] if r % 2 == 0 else ["numpy", "torch"] for r in range(_host._AUTOTUNE_DEFAULT)]
         assert spy.take() == ["torch", "numpy"] + sum(rounds, []) + ["numpy"] * 2
     finally:
         trntensor.set_autotune(prev)
@@ -301,15 +301,15 @@ def test_autotune_settings_are_validated(monkeypatch):
         trntensor.set_autotune(-1)
     with pytest.raises(TypeError, match="set_autotune: mode"):
         trntensor.set_autotune(2.5)
-    d = P._AUTOTUNE_DEFAULT
-    assert [P._autotune_count(v, "env") for v in ("off", "0", "ON", "incremental", "5", "")] == [0, 0, d, d, 5, d]
+    d = _host._AUTOTUNE_DEFAULT
+    assert [_host._autotune_count(v, "env") for v in ("off", "0", "ON", "incremental", "5", "")] == [0, 0, d, d, 5, d]
     with pytest.raises(ValueError, match="'maybe'"):
-        P._autotune_count("maybe", "env")
+        _host._autotune_count("maybe", "env")
     monkeypatch.setenv("TRNTENSOR_AUTOTUNE", "maybe")
     with pytest.warns(UserWarning, match="autotuning stays on"):
-        assert P._autotune_from_env() == d
+        assert _host._autotune_from_env() == d
     monkeypatch.setenv("TRNTENSOR_AUTOTUNE", "off")
-    assert P._autotune_from_env() == 0
+    assert _host._autotune_from_env() == 0
 
 
 def test_large_steps_beside_torch_threads_stay_on_torch(spy):

@@ -210,7 +210,7 @@ def test_autotuned_routes_plan_equals_run(monkeypatch, tmp_path):
     import sys
 
     from trnsci import routes
-    from trntensor import plan as P
+    from trntensor import _host
 
     E = sys.modules["trntensor.einsum"]
     clock, ran = [0.0], []
@@ -224,7 +224,7 @@ def test_autotuned_routes_plan_equals_run(monkeypatch, tmp_path):
         return call
 
     monkeypatch.setenv("TRNSCI_CALIBRATION_FILE", str(tmp_path / "cal.json"))
-    monkeypatch.setattr(P, "_clock", lambda cpu: clock[0])
+    monkeypatch.setattr(_host, "_clock", lambda cpu: clock[0])
     monkeypatch.setattr(E, "_np_gemm", spied("numpy", E._np_gemm))
     monkeypatch.setattr(E, "_mm", spied("torch", E._mm))
     monkeypatch.setattr(E, "_bmm", spied("torch", E._bmm))

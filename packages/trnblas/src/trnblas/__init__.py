@@ -78,6 +78,6 @@ from trnblas.chem import df_factors, dfmp2, mp2_energy, mp2_pair_energies  # noq
 
 __all__ += ["mp2_energy", "mp2_pair_energies", "df_factors", "dfmp2"]
 
-# Every NKI lowering lives in trnblas._nki and registers itself on the Ops above;
+# The NKI lowerings live in the package trnblas._nki (one module per family) and register on the Ops above;
 # imported last (a broken kernel module warns and leaves the torch path running).
 _load_lowerings("trnblas")

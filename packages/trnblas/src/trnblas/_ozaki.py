@@ -1,6 +1,6 @@
 """Float64 GEMM from exact float32 products of integer slices (the Ozaki scheme), host side.
 
-``gemm(..., precision="fp64")`` on the kernel path (:mod:`trnblas._nki`)
+``gemm(..., precision="fp64")`` on the kernel path (:mod:`trnblas._nki.level3`)
 runs the float32 GEMM kernel on integer-valued slices of the float64
 operands and adds the slice products in float64 on the host. This module
 holds the host half: the slicing, the closed-form plan (slice width, slice

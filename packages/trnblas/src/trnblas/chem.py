@@ -15,7 +15,7 @@ by its FLOP count ``2 nocc^2 nvir^2 naux``):
   block pair is one GEMM ``(|I| nvir, naux) @ (naux, |J| nvir)``; only
   blocks with ``J <= I`` are formed (``e_ji = e_ij``). Block sizes bound the
   intermediate memory by ``max_memory``.
-* NKI (:mod:`trnblas.kernels.mp2_energy`, lowering in :mod:`trnblas._nki`): one kernel computes every
+* NKI (:mod:`trnblas.kernels.mp2_energy`, lowering in :mod:`trnblas._nki.chem`): one kernel computes every
   ``T^(ij)`` in PSUM and reduces it on the Vector/Scalar engines; ``T``
   never reaches HBM. The kernel takes fp32 or bf16 ``B``.
 """

@@ -9,7 +9,7 @@ ints and :func:`rotg` Python numbers, as BLAS returns scalars.
 These operations are memory-bound with one pass over the data. Each
 routine that moves or reduces a vector is an :class:`~trnsci.dispatch.Op`
 (``trnblas.axpy``, ``trnblas.dot``, ...; size metric ``elements``) whose
-NKI lowering (in :mod:`trnblas._nki`) runs the Vector-Engine kernels
+NKI lowering (in :mod:`trnblas._nki.level1`) runs the Vector-Engine kernels
 :mod:`trnblas.kernels.axpby` and :mod:`trnblas.kernels.vreduce`, reading
 each operand once. Under ``"auto"`` vectors below the threshold (default
 2^22 elements, uncalibrated) stay on torch.

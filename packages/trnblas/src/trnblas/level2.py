@@ -10,7 +10,7 @@ Level-2 work is one pass over a matrix: memory-bound. ``gemv``, ``symv``
 (and ``hemv`` on real data), ``trmv``, ``trsv``, ``ger``/``geru``/``gerc``,
 ``syr``/``her`` and ``syr2``/``her2`` call :class:`~trnsci.dispatch.Op` objects
 (``trnblas.gemv``, ...; size metric ``elements`` of the matrix) whose NKI
-lowerings (:mod:`trnblas._nki_vector`) run the GEMV kernel
+lowerings (:mod:`trnblas._nki.level2`) run the GEMV kernel
 (:mod:`trnblas.kernels.gemv`), the rank-1/2 update kernel
 (:mod:`trnblas.kernels.ger`) or, for ``trsv``, the TRSM kernel; each
 reads the matrix once. Under ``"auto"`` matrices below 2^22 elements

@@ -10,8 +10,8 @@ Each public function validates its arguments, puts them in canonical form
 (one-letter option codes ``"N"/"T"/"C"``, ``"U"/"L"``, ``"L"/"R"``,
 ``"U"/"N"``; Python scalars; ``C=None`` whenever ``beta == 0`` so that no
 lowering can read it) and calls an :class:`trnsci.dispatch.Op` declared in
-its module next to the op's torch lowering; every NKI lowering is in
-:mod:`trnblas._nki` (GEAM, DGMM and SYR2K in :mod:`trnblas._nki_vector`).
+its module next to the op's torch lowering; their NKI lowerings are in
+:mod:`trnblas._nki.level3`.
 This module gathers the family modules' names.
 
 Low precision: every level-3 routine accepts bfloat16 and float16. The

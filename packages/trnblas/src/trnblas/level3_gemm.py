@@ -1,6 +1,6 @@
 """BLAS level 3, GEMM family: ``gemm``, ``batched_gemm``, ``strided_batched_gemm``, ``gemm_ex``, ``geam``, ``dgmm``.
 
-Ops (torch lowerings here, NKI lowerings in :mod:`trnblas._nki`):
+Ops (torch lowerings here, NKI lowerings in :mod:`trnblas._nki.level3`):
 
 =================  ============================================================
 ``GEMM``           ``(alpha, A, B, beta, C, transA, transB)``, 2-D ``A``/``B``

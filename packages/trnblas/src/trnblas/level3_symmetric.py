@@ -5,7 +5,7 @@ triangle computed, the other one copied from ``C`` (zeros if None), or --
 ``full`` -- mirrored from the computed one (the whole symmetric matrix: the
 public functions' ``fill``), so a lowering whose product is symmetric
 already (SYR2K's ``P + P^T``) skips every triangle pass; torch lowering
-here, NKI lowering in :mod:`trnblas._nki`. ``symm``/``hemm`` expand the
+here, NKI lowering in :mod:`trnblas._nki.level3`. ``symm``/``hemm`` expand the
 stored triangle and run ``GEMM``. Op ``SYR2K`` ``(alpha, A, B, beta, C,
 trans, uplo, full)`` (real data: ``syr2k``, and ``her2k`` on real data) has
 the same contract as ``SYRK``; complex ``herk``/``her2k``/``syr2k`` form the

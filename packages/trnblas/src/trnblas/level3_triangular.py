@@ -1,7 +1,7 @@
 """BLAS level 3, triangular: ``trmm`` (through ``GEMM``) and ``trsm``.
 
 Op ``TRSM`` ``(alpha, A, B, side, uplo, trans, diag) -> X``; torch lowering
-here, NKI lowering in :mod:`trnblas._nki`.
+here, NKI lowering in :mod:`trnblas._nki.level3`.
 """
 
 from __future__ import annotations

@@ -45,6 +45,6 @@ __all__ = [
     "nn",
 ]
 
-# Every NKI lowering lives in trnfft._nki and registers itself on the Ops above;
+# The NKI lowerings live in the package trnfft._nki (one module per family) and register on the Ops above;
 # imported last (a broken kernel module warns and leaves the torch path running).
 _load_lowerings("trnfft")

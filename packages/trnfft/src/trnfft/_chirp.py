@@ -17,7 +17,7 @@ in float64 (``k^2 mod 2n`` in integers, so the angle is exact before the
 one rounding of ``exp``), with the ``1/m`` of the inverse and the
 transform's own normalization folded in, and cached (LRU, 32 entries).
 
-:data:`MIN_PRIME` is where it becomes a candidate route (:mod:`trnfft._routes`
+:data:`MIN_PRIME` is where it becomes a candidate route (:mod:`trnfft._host`
 times it against torch.fft and scipy.fft where the code runs);
 :func:`slow_length` is the test. Accuracy: the same order as a
 direct FFT of length ``m`` -- measured normwise relative error against
@@ -36,7 +36,7 @@ import torch
 
 from ._engine import _resize as _fit  # crop or zero-pad to length n along d
 
-# Bluestein is a *candidate* (trnfft._routes times it against torch.fft and scipy.fft where the code runs)
+# Bluestein is a *candidate* (trnfft._host times it against torch.fft and scipy.fft where the code runs)
 # for lengths whose largest prime factor is at least this. History: on the 2-core x86 machine this was
 # written on, one thread, time of this route / torch.fft was 1.11-2.14 at p = 3001 and 0.41-0.94 from
 # p = 4099 up; on another machine of the same kind it was 1.2-2.1 at 4099-65537 -- hence measured, not

@@ -30,10 +30,10 @@ import torch
 from trnsci import validate
 
 from . import _engine as E
-from . import _routes as R
+from . import _host as R
 
 # ------------------------------------------------------------------ ops
-# torch lowerings here; NKI lowerings in trnfft._nki. Every lowering takes
+# torch lowerings here; NKI lowerings in trnfft._nki.basic. Every lowering takes
 # (x, n, dim, norm, precision) -- or (x, s, dim, norm, precision) for the
 # n-D ops -- in the canonical form of trnfft._engine and returns a tensor.
 
@@ -76,7 +76,7 @@ FFT.backward(_c2c_backward(IFFT), formula=_C2C_GRAD.format("ifft"), runs="one `t
 IFFT.backward(_c2c_backward(FFT), formula=_C2C_GRAD.format("fft"), runs="one `trnfft.fft` call")
 
 # ------------------------------------------------------------------ torch lowerings
-# In precision "fast" each runs the route trnfft._routes settled for the call
+# In precision "fast" each runs the route trnfft._host settled for the call
 # (torch.fft, Bluestein on torch.fft or scipy.fft, measured on this machine).
 
 

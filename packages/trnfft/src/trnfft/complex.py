@@ -18,7 +18,6 @@ from trnsci import validate
 from trnsci.dispatch import Op
 
 _REAL = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
-_CPLX = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 
 
 def _part(x: Any, name: str) -> torch.Tensor:

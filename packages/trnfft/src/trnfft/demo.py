@@ -19,7 +19,7 @@ def kernel_cases() -> list[KernelCase]:
 
     Batches are 130 or 7 rows (one full 128-row tile plus a ragged one, or
     one ragged tile); the lengths pick the routes of
-    :func:`trnfft._nki.algorithm`: 48 and 97 (DFT-as-GEMM: powers of two up
+    :func:`trnfft._nki.basic.algorithm`: 48 and 97 (DFT-as-GEMM: powers of two up
     to 512, other lengths up to 2048, where the cost model puts it ahead of
     Stockham and Bluestein), 1024 (power of two, Stockham) and real 200-row
     input of length 256 (the half-length real kernel).

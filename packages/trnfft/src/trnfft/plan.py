@@ -23,7 +23,7 @@ from trnsci import validate
 from . import _algorithms as A
 from . import _chirp, basic, real
 from . import _engine as E
-from . import _routes as R
+from . import _host as R
 
 PLAN_CACHE_SIZE = 64
 _cache: OrderedDict = OrderedDict()
@@ -68,14 +68,14 @@ class FFTPlan:
         The algorithm per axis of what :meth:`execute` runs for the planned
         shape under the current backend setting (read afresh, like
         ``backend``). When a kernel runs: the NKI routing
-        (:func:`trnfft._nki.plan_algorithms`: ``"dft_gemm"``, ``"stockham"``,
+        (:func:`trnfft._nki.basic.plan_algorithms`: ``"dft_gemm"``, ``"stockham"``,
         ``"bluestein"``, ``"four_step"``, ``"bluestein_large"``). On torch:
         the reference algorithms the precision modes run
         (``"dft_gemm"``, ``"stockham"``, ``"bluestein"``; in ``"fast"`` and
         ``"double"`` mode, and for float64 data, the torch route computes the
         result -- torch.fft, or where timing on this machine chose them
         Bluestein on torch.fft (:mod:`trnfft._chirp`) or scipy.fft
-        (:mod:`trnfft._routes`) -- and the printed plan says which, with the
+        (:mod:`trnfft._host`) -- and the printed plan says which, with the
         times that chose it). A real axis done as one complex
         transform of half its length is prefixed ``"real_half+"``.
     backend : str
@@ -167,7 +167,7 @@ class FFTPlan:
     def _route(self) -> list[tuple[str, int, str]]:
         """Per axis ``(algorithm, inner length, detail)`` of what a call runs now (see ``algorithms``)."""
         if self.backend != "torch":
-            from . import _nki
+            from ._nki import basic as _nki
 
             return _nki.plan_algorithms(self.kind, self.lengths, self.precision)
         out = []
@@ -175,7 +175,7 @@ class FFTPlan:
         chosen = self.route_choice() if self.precision == "fast" else None
         route = chosen.route if chosen is not None else "torch"
         for n, m, alg in zip(self.lengths, self._inner, self._torch_algorithms):
-            if by_torch:  # the route trnfft._routes settled: torch.fft, Bluestein on torch.fft or scipy.fft
+            if by_torch:  # the route trnfft._host settled: torch.fft, Bluestein on torch.fft or scipy.fft
                 if route == "bluestein" and _chirp.slow_length(n):
                     detail = (f"computed by Bluestein on torch.fft (trnfft._chirp), convolution length "
                               f"{_chirp._smooth_length(2 * n - 1)}")
@@ -385,6 +385,6 @@ def clear_plan_cache() -> None:
     A._TABLE_CACHE.clear()
     A._LOW.clear()
     A._HALF.clear()
-    nk = sys.modules.get("trnfft._nki")  # the NKI lowerings' DFT-matrix cache, when loaded
+    nk = sys.modules.get("trnfft._nki.basic")  # the NKI lowerings' DFT-matrix cache, when loaded
     if nk is not None:
         nk._gemm_matrix_for.cache_clear()

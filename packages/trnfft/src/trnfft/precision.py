@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from . import _algorithms as A
 from . import _engine as E
-from . import _routes
+from . import _host
 
 PRECISIONS = E.PRECISIONS
 
@@ -51,7 +51,7 @@ def set_precision(mode: str) -> None:
     >>> trnfft.set_precision("fast")
     """
     E._precision[0] = E.PRECISION(mode, "mode", "set_precision")
-    _routes.clear()  # settled per-call routes were chosen under the old default
+    _host.clear()  # settled per-call routes were chosen under the old default
 
 
 def get_precision() -> str:
@@ -83,7 +83,7 @@ def use_precision(mode: str) -> Iterator[None]:
         yield
     finally:
         E._precision[0] = old
-        _routes.clear()
+        _host.clear()
 
 
 def set_ozaki_product_precision_verified(verified: bool = True) -> None:
@@ -121,4 +121,4 @@ def set_ozaki_product_precision_verified(verified: bool = True) -> None:
         raise TypeError(f"set_ozaki_product_precision_verified: verified must be a bool, "
                         f"got {type(verified).__name__}")
     A._ozaki_verified[0] = verified
-    _routes.clear()  # routes and plans were settled for the old slicing
+    _host.clear()  # routes and plans were settled for the old slicing

@@ -17,11 +17,11 @@ from typing import Any
 import torch
 
 from . import _engine as E
-from . import _routes as R
+from . import _host as R
 from .basic import ROUTED, _many, _one
 
 # ------------------------------------------------------------------ ops
-# torch lowerings here; NKI lowerings in trnfft._nki (same arguments).
+# torch lowerings here; NKI lowerings in trnfft._nki.real (same arguments).
 
 RFFT = E.op1("trnfft.rfft", "1-D real-input DFT (half spectrum); points = batch x n")
 IRFFT = E.op1("trnfft.irfft", "1-D inverse of rfft (real output of length n); points = batch x n")
@@ -32,7 +32,7 @@ IRFFTN = E.opn("trnfft.irfftn", "n-D inverse of rfftn (also irfft2); points = ba
 
 # ------------------------------------------------------------------ torch lowerings
 
-# In precision "fast" each runs the route trnfft._routes settled for the call.
+# In precision "fast" each runs the route trnfft._host settled for the call.
 
 
 def _r2c_modes(x, s, dims, norm, precision):

@@ -38,7 +38,7 @@ def _istft_points(S, n_fft, *rest):
     return S.numel() // max(1, S.shape[-2]) * n_fft
 
 
-# STFT has an NKI lowering (trnfft._nki: host framing + one transform kernel); ISTFT runs on
+# STFT has an NKI lowering (trnfft._nki.stft: host framing + one transform kernel); ISTFT runs on
 # torch (plans say so). Thresholds as for the transforms.
 STFT = Op("trnfft.stft", "points", E.THRESHOLD_POINTS, size=_stft_points,
           doc="short-time Fourier transform; points = batch x frames x n_fft")

@@ -84,7 +84,7 @@ __all__ = [
     "latin_hypercube",
 ]
 
-# Every NKI lowering lives in trnrand._nki and registers itself on the Ops above;
+# The NKI lowerings live in the package trnrand._nki (one module per family) and register on the Ops above;
 # imported last (a broken kernel module warns and leaves the torch path running).
 _load_lowerings("trnrand")
 from trnsci.nki import HAS_NKI  # noqa: E402  published name: True when the Neuron SDK's NKI is importable

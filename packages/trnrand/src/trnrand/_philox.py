@@ -34,11 +34,7 @@ import threading
 import numpy as np
 import torch
 
-from . import _philox_jit
-
-#: The compiled route (numba, the ``jit`` extra) when installed, else None: the NumPy passes below. Both give
-#: the same words; tests switch it off to compare them.
-_JIT = _philox_jit if _philox_jit.AVAILABLE else None
+from . import _host, _philox_jit
 
 M0 = 0xD2511F53
 M1 = 0xCD9E8D57
@@ -291,12 +287,12 @@ def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink, last_m
     must not keep them. A chunk never crosses a multiple of 2**32 blocks (counter word 1 is constant in it).
 
     A draw of several chunks may run them on torch's threads (route ``"threads"``, chosen by measuring,
-    per ``kind`` of sink and number of chunks, see ``_route``): the sink is then called from several threads
-    at once, on disjoint chunks, so it must write only its own rows and use per-thread scratch.
+    per ``kind`` of sink and number of chunks, see :func:`trnrand._host._route`): the sink is then called from
+    several threads at once, on disjoint chunks, so it must write only its own rows and use per-thread scratch.
     """
     ks = _key_schedule(seed)
     s0, s1 = subsequence & MASK, (subsequence >> 32) & MASK
-    if _JIT is not None:
+    if _host._JIT is not None:
         _jit_blocks(seed, s0, s1, block0, nblocks, sink, last_mask, extra)
         return
     if nblocks + extra <= _SWAR:
@@ -310,8 +306,8 @@ def _blocks(seed: int, subsequence: int, block0: int, nblocks: int, sink, last_m
         spans.append((start, m))
         start += m
     args = (seed, s0, s1, ks, block0, extra, last_mask, sink)
-    if len(spans) > 1 and torch.get_num_threads() > 1 and _route(kind, len(spans), args, spans) == "threads":
-        _threaded(args, spans)
+    if len(spans) > 1 and torch.get_num_threads() > 1 and _host._route(kind, _chunks, args, spans) == "threads":
+        _host._threaded(_chunks, args, spans)
     else:
         _chunks(args, spans)
 
@@ -381,62 +377,6 @@ def _chunks(args, spans) -> None:
             nl, npr = _swar(seed, s0, s1, c + m, extra, last_mask)
             lanes, prods = np.concatenate((lanes, nl), axis=1), np.concatenate((prods, npr), axis=1)
         sink(start, m, lanes, prods)
-
-
-# ---- chunks on several threads --------------------------------------------------------------------------------
-#
-# NumPy's ufuncs release the GIL inside their loops, and a chunk's ~45 calls run ~0.4 ms of loops for ~20 us
-# of Python: the chunks of one draw can run on torch's thread count of Python threads, each with its own
-# buffers (``_plan`` and ``_scratch`` are per thread). Whether that pays depends on the machine and its load,
-# so it is a measured route (trnsci.routes): per sink kind, chunk-count class and thread count.
-_pool = None
-_pool_size = 0
-_pool_lock = threading.Lock()
-
-
-def _executor(workers: int):
-    """The process's worker threads (replaced by a larger pool on demand; idle workers cost nothing)."""
-    global _pool, _pool_size
-    import concurrent.futures
-
-    with _pool_lock:
-        if _pool_size < workers:
-            old = _pool
-            _pool, _pool_size = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="trnrand"), workers
-            if old is not None:
-                old.shutdown(wait=False)  # its queued groups still run; it takes no new ones
-        return _pool
-
-
-def _threaded(args, spans) -> None:
-    """The chunks split into torch.get_num_threads() contiguous groups; group 0 on this thread."""
-    nt = min(torch.get_num_threads(), len(spans))
-    cut = [len(spans) * i // nt for i in range(nt + 1)]
-    groups = [spans[cut[i]:cut[i + 1]] for i in range(nt)]
-    futures = [_executor(nt - 1).submit(_chunks, args, g) for g in groups[1:]]
-    try:
-        _chunks(args, groups[0])
-    finally:
-        for f in futures:
-            f.result()  # waits for every group; re-raises a worker's error
-
-
-_ROUTE_CHUNKS = 8  # chunk-count classes 2, 4, 8 (8: any larger draw), each timed on at most its first 8 chunks
-
-
-def _route(kind: str, nchunks: int, args, spans) -> str:
-    """"serial" or "threads" for a draw of ``nchunks`` chunks, measured once per key (both write the same).
-
-    The timing runs the draw's first chunks (at most _ROUTE_CHUNKS): past a few chunks per thread the
-    split costs the same per chunk, and a huge draw is not computed a dozen times to choose.
-    """
-    from trnsci import routes
-
-    cls = (kind, min(1 << (nchunks - 1).bit_length(), _ROUTE_CHUNKS))
-    head = spans[:_ROUTE_CHUNKS]
-    return routes.choose("trnrand.stream", cls, {"serial": lambda: _chunks(args, head),
-                                                "threads": lambda: _threaded(args, head)},
-                         default="serial", robust=True).route
 
 
 def _scratch(name: str, shape: tuple, dtype) -> np.ndarray:
@@ -563,7 +503,7 @@ def uniform32(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
     """
     if n <= 0:
         return torch.empty(0, dtype=torch.float32, device=device)
-    if _JIT is not None:  # one compiled loop: the words and the map fused, no read-ahead needed
+    if _host._JIT is not None:  # one compiled loop: the words and the map fused, no read-ahead needed
         out = _out((n,), np.float32)
         _philox_jit.uniform32(_jit_keys(seed), _U64(subsequence & MASK), _U64((subsequence >> 32) & MASK),
                               _U64(start // 4), start % 4, n, bool(open_low), out)
@@ -612,7 +552,7 @@ def uniform64(seed: int, subsequence: int, start: int, n: int, device="cpu", ope
     """
     if n <= 0:
         return torch.empty(0, dtype=torch.float64, device=device)
-    if _JIT is not None:
+    if _host._JIT is not None:
         out = _out((n,), np.float64)
         _philox_jit.uniform64(_jit_keys(seed), _U64(subsequence & MASK), _U64((subsequence >> 32) & MASK),
                               _U64(start // 4), start % 4, n, bool(open_low), out)
@@ -747,7 +687,7 @@ def normals(seed: int, subsequence: int, start: int, npairs: int, dtype, device=
     wide = dtype == torch.float64
     if npairs <= 0:
         return torch.empty(0, dtype=dtype, device=device)
-    if _JIT is not None and not wide:  # compiled words and float32 steps around NumPy's log and sin
+    if _host._JIT is not None and not wide:  # compiled words and float32 steps around NumPy's log and sin
         out = _out((2 * npairs,), np.float32)  # the angles, then their sines, then the normals, in place
         u = _jit_radii(npairs)
         _philox_jit.normal32_prep(_jit_keys(seed), _U64(subsequence & MASK), _U64((subsequence >> 32) & MASK),
@@ -794,11 +734,6 @@ def normals(seed: int, subsequence: int, start: int, npairs: int, dtype, device=
 
 
 # ---- words -> floats (exact: every step is an integer op or a power-of-two scale) -------------------------------
-def _u24(w: torch.Tensor) -> torch.Tensor:
-    """24-bit integer m = w >> 8 (the top 24 bits of a word)."""
-    return w >> 8
-
-
 def _m53(w_hi: torch.Tensor, w_lo: torch.Tensor) -> torch.Tensor:
     """53-bit integer from two words: (w_hi >> 5) * 2**26 + (w_lo >> 6)."""
     return ((w_hi >> 5) << 26) | (w_lo >> 6)

@@ -6,7 +6,7 @@ Every public function validates, reserves its words from the generator
 
     ``_<name>_torch(seed, subsequence, base, first, n, <parameters>, dtype, device)``
 
-and, for some, an NKI kernel (:mod:`trnrand._nki`) -- return samples
+and, for some, an NKI kernel (:mod:`trnrand._nki.distributions`) -- return samples
 ``first .. first+n-1`` of the draw whose words start at stream word
 ``base``. Sample ``k`` depends only on ``(seed, subsequence, base, k)``,
 which is what makes partitions and the NKI path reproduce it.

@@ -3,7 +3,7 @@
 Every operation validates its arguments and dispatches one
 :class:`trnsci.dispatch.Op` (``EIGH``, ``CHOLESKY``, ``LU_FACTOR``, ``QR``,
 ``SVD``, ``CG``, ...) to its torch lowering or to its NKI lowering
-(:mod:`trnsolver._nki` and the ``_nki_*`` modules it loads): trnsolver's own
+(the package :mod:`trnsolver._nki`, one module per family): trnsolver's own
 kernels (:mod:`trnsolver.kernels`) composed with trnblas's GEMM/SYRK/TRSM
 kernels. bfloat16/float16 inputs are computed in float32 and returned in
 their dtype (:mod:`trnsolver._lowp`).
@@ -77,6 +77,6 @@ for _name in ("eigh", "eigvalsh", "eigh_generalized", "cholesky", "cho_factor", 
     globals()[_name] = _half_io(globals()[_name])
 del _name
 
-# Every NKI lowering lives in trnsolver._nki and registers itself on the Ops above;
+# The NKI lowerings live in the package trnsolver._nki (one module per family) and register on the Ops above;
 # imported last (a broken kernel module warns and leaves the torch path running).
 _load_lowerings("trnsolver")

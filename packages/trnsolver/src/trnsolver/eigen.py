@@ -3,7 +3,7 @@ decomposition (LAPACK ``?gees``, ``scipy.linalg.schur``).
 
 The torch path calls LAPACK: ``dsyevd`` through ``scipy.linalg.lapack`` for a
 single float64 CPU matrix without autograd (faster than ``torch.linalg`` on
-this machine's measurements, see the docs and ``trnsolver._lapack``),
+this machine's measurements, see the docs and ``trnsolver._host``),
 ``torch.linalg.eigh`` for everything else; the device path will be the
 parallel Jacobi method whose torch reference is ``trnsolver._jacobi``.
 """
@@ -16,7 +16,7 @@ import torch
 from trnsci import linalg as la
 from trnsci import validate
 from trnsci.dispatch import Op
-from trnsolver import _lapack
+from trnsolver import _host
 from trnsolver.factor import _NOT_PD, _raise_info
 
 __all__ = ["eigh", "eigvalsh", "eigh_generalized", "schur"]
@@ -69,11 +69,11 @@ def _eigh_torch(A: torch.Tensor, uplo: str, lo: int, hi: int, vectors: bool, tol
     ``A``'s ``uplo`` triangle; ``V`` is None when ``vectors`` is False
     (``tol``/``max_sweeps`` are the Jacobi kernel's; LAPACK ignores them)."""
     n = A.shape[-1]
-    if _lapack.eligible(A) and _eigh_route(A, uplo, vectors) == "lapack":
+    if _host.eligible(A) and _eigh_route(A, uplo, vectors) == "lapack":
         # LAPACK's ?syevd through SciPy, only where it measured clearly faster than torch.linalg.eigh (MKL's
-        # syevd) on this machine for this dtype and size class (trnsci.routes via trnsolver._lapack.use;
+        # syevd) on this machine for this dtype and size class (trnsci.routes via trnsolver._host.use;
         # estimate mode runs torch, the obvious call)
-        r = _lapack.syevd(A, uplo == "L", vectors)
+        r = _host.syevd(A, uplo == "L", vectors)
         if r is not None:
             w, V = r
             if lo != 0 or hi != n - 1:
@@ -97,10 +97,10 @@ def _eigh_route(A: torch.Tensor, uplo: str, vectors: bool) -> str:
     lower = uplo == "L"
 
     def cands():
-        return {"lapack": lambda: _lapack.syevd(A, lower, vectors),
+        return {"lapack": lambda: _host.syevd(A, lower, vectors),
                 "torch": (lambda: torch.linalg.eigh(A, UPLO=uplo)) if vectors else
                          (lambda: torch.linalg.eigvalsh(A, UPLO=uplo))}
-    return "lapack" if _lapack.use("eigh", A, 9.0 * n ** 3, cands, (bool(vectors),)) else "torch"
+    return "lapack" if _host.use("eigh", A, 9.0 * n ** 3, cands, (bool(vectors),)) else "torch"
 
 
 def _eigh_args(where, A, tol, max_sweeps, subset_by_index, uplo, check_finite):

@@ -22,7 +22,7 @@ from trnsci import iterative as it_
 from trnsci import linalg as la
 from trnsci import validate
 from trnsci.dispatch import Op, traceable_as
-from trnsolver import _lapack
+from trnsolver import _host
 
 __all__ = [
     "cholesky", "cho_factor", "cho_solve", "lu", "lu_factor", "lu_solve", "qr", "svd",
@@ -33,7 +33,7 @@ __all__ = [
 
 def _raise_info(where: str, info: torch.Tensor, what: str) -> None:
     """Raise LinAlgError for the first nonzero ``info`` (1-based position)."""
-    if info is _lapack.ZERO_INFO:  # the LAPACK route's success: no tensor read at all
+    if info is _host.ZERO_INFO:  # the LAPACK route's success: no tensor read at all
         return
     if info.dim() == 0:  # one matrix: int() is ~0.4 us, nonzero() ~17 us (measured)
         if not int(info):
@@ -74,11 +74,6 @@ def _batch(A: torch.Tensor) -> int:
     return A.numel() // n // n if n else 0
 
 
-#: Threshold of the ops without a kernel: they always run on torch, so the
-#: value is never compared; infinity says so in a plan.
-_NO_KERNEL = float("inf")
-
-
 def _flops(factor: float):
     """Size function ``factor * m * n * min(m, n) * batch`` (first argument ``(..., m, n)``)."""
     def size(A, *rest, **kwargs):
@@ -108,9 +103,9 @@ CHOLESKY = Op("trnsolver.cholesky", "flops", 2048 ** 3 / 3.0, size=_cholesky_flo
 @CHOLESKY.lowering("torch")
 def _cholesky_torch(A: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.Tensor]:
     n = A.shape[-1]
-    if _lapack.eligible(A) and _lapack.use("potrf", A, n ** 3 / 3.0, lambda: {
-            "lapack": lambda: _lapack.potrf(A, upper), "torch": lambda: torch.linalg.cholesky_ex(A, upper=upper)}):
-        r = _lapack.potrf(A, upper)  # SciPy's ?potrf, where it measured faster (trnsolver._lapack)
+    if _host.eligible(A) and _host.use("potrf", A, n ** 3 / 3.0, lambda: {
+            "lapack": lambda: _host.potrf(A, upper), "torch": lambda: torch.linalg.cholesky_ex(A, upper=upper)}):
+        r = _host.potrf(A, upper)  # SciPy's ?potrf, where it measured faster (trnsolver._host)
         if r is not None:
             return r
     # torch reads the triangle it returns, as LAPACK's potrf(uplo) does
@@ -171,7 +166,7 @@ def cholesky(A, upper=False, *, check=True, check_finite=True):
     la.check_finite(check_finite, where, A=A)
     L, info = CHOLESKY(A, upper)
     if not check:
-        return L, (info.clone() if info is _lapack.ZERO_INFO else info)
+        return L, (info.clone() if info is _host.ZERO_INFO else info)
     _raise_info(where, info, _NOT_PD)
     return L
 
@@ -227,10 +222,10 @@ CHO_SOLVE = Op("trnsolver.cho_solve", "flops", _SPD_THRESHOLD, size=_flops(2.0),
 @CHO_SOLVE.lowering("torch")
 def _cho_solve_torch(F: torch.Tensor, B: torch.Tensor, lower: bool) -> torch.Tensor:
     # ?potrs reads only F's `lower` triangle, torch.cholesky_solve all of F
-    if _lapack.eligible(F, B) and _lapack.use("potrs", F, 2.0 * F.shape[-1] ** 2 * B.shape[-1], lambda: {
-            "lapack": lambda: _lapack.potrs(F, B, lower), "torch": lambda: _cho_solve_by_torch(F, B, lower)},
+    if _host.eligible(F, B) and _host.use("potrs", F, 2.0 * F.shape[-1] ** 2 * B.shape[-1], lambda: {
+            "lapack": lambda: _host.potrs(F, B, lower), "torch": lambda: _cho_solve_by_torch(F, B, lower)},
             (B.shape[-1] == 1,)):
-        return _lapack.potrs(F, B, lower)
+        return _host.potrs(F, B, lower)
     return _cho_solve_by_torch(F, B, lower)
 
 
@@ -468,11 +463,11 @@ QR = Op("trnsolver.qr", "flops", _QR_THRESHOLD, size=_flops(2.0), describe=_squa
 
 @QR.lowering("torch")
 def _qr_torch(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
-    if mode == "reduced" and _lapack.eligible(A) and _lapack.use(
+    if mode == "reduced" and _host.eligible(A) and _host.use(
             "qr", A, 2.0 * A.shape[0] * A.shape[1] * min(A.shape), lambda: {
-                "lapack": lambda: _lapack.qr_reduced(A), "torch": lambda: torch.linalg.qr(A, mode=mode)},
+                "lapack": lambda: _host.qr_reduced(A), "torch": lambda: torch.linalg.qr(A, mode=mode)},
             (A.shape[0] >= A.shape[1],)):
-        return _lapack.qr_reduced(A)  # SciPy's ?geqrf + ?orgqr, where it measured faster
+        return _host.qr_reduced(A)  # SciPy's ?geqrf + ?orgqr, where it measured faster
     return torch.linalg.qr(A, mode=mode)
 
 
@@ -513,12 +508,12 @@ SVD = Op("trnsolver.svd", "flops", 2 * _QR_THRESHOLD, size=_flops(4.0), describe
 
 @SVD.lowering("torch")
 def _svd_torch(A: torch.Tensor, full_matrices: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    if _lapack.eligible(A) and _lapack.use(
+    if _host.eligible(A) and _host.use(
             "svd", A, 4.0 * A.shape[0] * A.shape[1] * min(A.shape), lambda: {
-                "lapack": lambda: _lapack.gesdd(A, full_matrices),
+                "lapack": lambda: _host.gesdd(A, full_matrices),
                 "torch": lambda: torch.linalg.svd(A, full_matrices=full_matrices)},
             (A.shape[0] >= A.shape[1], bool(full_matrices))):
-        r = _lapack.gesdd(A, full_matrices)  # SciPy's ?gesdd, where it measured faster
+        r = _host.gesdd(A, full_matrices)  # SciPy's ?gesdd, where it measured faster
         if r is not None:
             return r
     return torch.linalg.svd(A, full_matrices=full_matrices)
@@ -612,10 +607,10 @@ SOLVE = Op("trnsolver.solve", "flops", _LU_THRESHOLD, size=_flops(2 / 3), descri
 
 @SOLVE.lowering("torch")
 def _solve_torch(A: torch.Tensor, B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    if _lapack.eligible(A, B) and _lapack.use("gesv", A, 2.0 * A.shape[-1] ** 3 / 3.0, lambda: {
-            "lapack": lambda: _lapack.gesv(A, B), "torch": lambda: torch.linalg.solve(A, B)},
+    if _host.eligible(A, B) and _host.use("gesv", A, 2.0 * A.shape[-1] ** 3 / 3.0, lambda: {
+            "lapack": lambda: _host.gesv(A, B), "torch": lambda: torch.linalg.solve(A, B)},
             (B.shape[-1] == 1,)):
-        return _lapack.gesv(A, B)  # SciPy's ?gesv, where it measured faster (trnsolver._lapack)
+        return _host.gesv(A, B)  # SciPy's ?gesv, where it measured faster (trnsolver._host)
     # linalg.solve is ~20 us faster than solve_ex at n = 64 (measured); solve_ex
     # only to find the zero pivot of a singular matrix
     try:

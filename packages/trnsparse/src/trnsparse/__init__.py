@@ -73,6 +73,6 @@ __all__ = [
     "block_sparse_attention", "block_sparse_attention_tiled", "local_window_mask", "causal_mask",
 ]
 
-# Every NKI lowering lives in trnsparse._nki and registers itself on the Ops above;
+# The NKI lowerings live in the package trnsparse._nki (one module per family) and register on the Ops above;
 # imported last (a broken kernel module warns and leaves the torch path running).
 _load_lowerings("trnsparse")

@@ -418,7 +418,7 @@ class CSRMatrix(SparseMatrix):
         matrix has none (not square, not float32, ...). A solver that finds the method keeps
         its iteration on the device without importing trnsparse.
         """
-        from ._nki import device_spmv
+        from ._nki.ops import device_spmv
 
         return device_spmv(self)
 

@@ -53,11 +53,6 @@ def _scalar(x, name: str, where: str, dtype: torch.dtype):
     return validate.scalar(x, name, where, complex_ok=dtype.is_complex)
 
 
-def _csr_parts(A: SparseMatrix):
-    c = A.to_csr()
-    return c.values, c.col_indices, c.row_ptrs, c.shape
-
-
 def _finish(result, alpha, y, beta):
     if alpha != 1:
         result = result * alpha
@@ -669,7 +664,7 @@ SPGEMM = Op(
     describe=lambda av, ac, ap, ash, bv, bc, bp, bsh, *r: f"CSR {ash[0]}x{ash[1]} nnz={av.shape[0]} @ CSR "
                                                            f"{bsh[0]}x{bsh[1]} nnz={bv.shape[0]}",
     doc="C = A @ B, both CSR; flops = 2 x the scalar products of the row merge (kernels: 128x128 tiles or a "
-        "Vector-Engine row merge, see trnsparse._nki_spgemm)",
+        "Vector-Engine row merge, see trnsparse._nki.ops_spgemm)",
 )
 SPGEMM.lowering("torch")(_spgemm_torch)
 

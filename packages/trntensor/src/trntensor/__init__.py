@@ -11,20 +11,12 @@ from trnsci.backend import bind as _bind
 from trnsci.dispatch import load_lowerings as _load_lowerings
 from trnsci.libinfo import library_version as _library_version
 
+from ._host import get_autotune, set_autotune
+from ._plan_cache import clear_plan_cache, plan_cache_info
 from .chem import ao_to_mo_transform, mp2_energy
 from .decompose import cp_decompose, cp_reconstruct, tt_decompose, tt_reconstruct, tucker_decompose, tucker_reconstruct
 from .einsum import einsum, multi_einsum, tensordot
-from .plan import (
-    ContractionPlan,
-    ContractionStep,
-    clear_plan_cache,
-    contract_path,
-    estimate_flops,
-    get_autotune,
-    plan_cache_info,
-    plan_contraction,
-    set_autotune,
-)
+from .plan import ContractionPlan, ContractionStep, contract_path, estimate_flops, plan_contraction
 from .residency import HAS_NKI, from_xla, to_xla
 from .tensorops import elementwise, permute, reduce
 
@@ -41,6 +33,6 @@ __all__ = [
     "permute", "elementwise", "reduce",
 ]
 
-# Every NKI lowering lives in trntensor._nki and registers itself on the Ops above;
+# The NKI lowerings live in the package trntensor._nki (one module per family) and register on the Ops above;
 # imported last (a broken kernel module warns and leaves the torch path running).
 _load_lowerings("trntensor")

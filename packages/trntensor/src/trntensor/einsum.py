@@ -19,6 +19,7 @@ import trnblas
 from trnsci import hostblas, validate
 from trnsci.dispatch import Op
 
+from . import _host
 from . import plan as P
 
 __all__ = ["einsum", "multi_einsum", "tensordot", "EINSUM"]
@@ -112,12 +113,12 @@ def _decider(plan, rounds, threads, use):
     def make(k):
         def decide(a, b):
             torch_gemm = (lambda: _bmm(a, b, False)) if a.dim() == 3 else (lambda: _mm(a, b, False))
-            c = P._choose_step(plan, k, threads, rounds, {"torch": torch_gemm, "numpy": lambda: _np_gemm(a, b)})
+            c = _host._choose_step(plan, k, threads, rounds, {"torch": torch_gemm, "numpy": lambda: _np_gemm(a, b)})
             use[k] = c.route == "numpy"
             return use[k]
         return decide
 
-    return [make(k) if P._eligible(s, threads) else False for k, s in enumerate(plan.steps[: len(use)])]
+    return [make(k) if _host._eligible(s, threads) else False for k, s in enumerate(plan.steps[: len(use)])]
 
 
 def _prepare(ops, prep):
@@ -384,7 +385,7 @@ def _einsum_torch(plan, operands, alpha, beta, C, compute_dtype, result_dtype, p
         R = _run(plan_exec, [x if x.dtype == compute_dtype else x.to(compute_dtype) for x in operands], _TRACED)
     else:
         kernels = P._kernels_possible()
-        use, rounds = P._route(plan, operands, autotune, kernels)
+        use, rounds = _host._route(plan, operands, autotune, kernels)
         ops = [x if x.dtype == compute_dtype else x.to(compute_dtype) for x in operands]
         if rounds is None:
             R = _run(plan_exec, ops, kernels, use)
@@ -392,7 +393,7 @@ def _einsum_torch(plan, operands, alpha, beta, C, compute_dtype, result_dtype, p
             threads = torch.get_num_threads()
             chosen = [False] * len(plan_exec[1])
             R = _run(plan_exec, ops, kernels, _decider(plan, rounds, threads, chosen))
-            P._settle(plan, threads, chosen)
+            _host._settle(plan, threads, chosen)
     if R.dtype != result_dtype:
         R = _stochastic_round(R, result_dtype) if precision == "sr" else R.to(result_dtype)
     if alpha != 1:

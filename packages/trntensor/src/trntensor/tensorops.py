@@ -2,7 +2,7 @@
 
 Each is an :class:`~trnsci.dispatch.Op` (``trntensor.permute``,
 ``trntensor.elementwise``, ``trntensor.reduce``; size = elements moved)
-with a torch lowering here and an NKI lowering in :mod:`trntensor._nki_ops`
+with a torch lowering here and an NKI lowering in :mod:`trntensor._nki.tensorops`
 (transpose, elementwise and row-reduction kernels, float32/bfloat16/float16,
 fp32 inside). The public functions validate and canonicalize; the lowerings
 compute.

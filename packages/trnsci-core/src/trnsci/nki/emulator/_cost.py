@@ -338,10 +338,3 @@ for _name in ("nisa.dma_copy", "nisa.dma_transpose", "nisa.dma_compute", "nisa.s
 def cost_for(name, fallback):
     """The table's rule for ``name`` (a dict by engine), else ``fallback``."""
     return COSTS.get(name, fallback)
-
-
-def table_rows():
-    """(instruction, engine, formula, source, note, documented) for the docs and the tests."""
-    for name, by_engine in COSTS.items():
-        for eng, r in by_engine.items():
-            yield name, eng, r.formula, r.source, r.note, r.documented

@@ -385,10 +385,6 @@ def _matmul_values(call, stationary, moving, compute=True):
     return res
 
 
-def transpose_cycles(p, f, d):
-    return max(min(64, f), p) * (1 if d in (dt.bfloat16, dt.float16) + dt.FP8_DTYPES else 4)
-
-
 @instruction(
     "nisa.nc_transpose", engines=("tensor", "vector"), cost={"tensor": cost_matmul, "vector": cost_n},
     memory={"dst": "sbuf|psum", "data": "sbuf|psum"},

@@ -60,13 +60,6 @@ def new_tile(shape, dtype, buffer=sbuf, op="nl", name=None):
     return mem.allocate(shape, dtype, buffer, name=name or op, op=op, fill=False)
 
 
-def align(values, nd):
-    """Append trailing unit dims so a (P, 1) operand broadcasts over free dims."""
-    if isinstance(values, np.ndarray) and values.ndim < nd:
-        return values.reshape(values.shape + (1,) * (nd - values.ndim))
-    return values
-
-
 def lane0(t):
     """First physical partition (engine lane) a tile view starts at."""
     base = t._alloc.arr
@@ -263,10 +256,6 @@ def _erf_dx(x):
 
 def _rsqrt(x):
     return F32(1.0) / np.sqrt(x)
-
-
-def _wrap32(fn):
-    return lambda a, b: fn(a.astype(np.int64), b.astype(np.int64))
 
 
 # --- ALU operators (nki.api.shared.rst, "Supported Math Operators") ---------

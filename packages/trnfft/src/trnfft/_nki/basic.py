@@ -1,6 +1,7 @@
-"""Every NKI lowering of trnfft, in one place.
+"""NKI lowerings of :mod:`trnfft.basic` (fft, ifft, fftn, ifftn), and the routing and host steps every
+transform lowering of :mod:`trnfft._nki` shares.
 
-Each function is registered as the ``"nki"`` lowering (which also serves
+Each lowering is registered as the ``"nki"`` lowering (which also serves
 ``"simulator"``) of an :class:`~trnsci.dispatch.Op` declared next to its
 public function, with the torch lowering's signature, and declares
 ``dtypes=``, ``supports=`` (lengths/modes the kernels' SBUF plans cannot
@@ -61,19 +62,15 @@ import torch
 
 from trnsci import nki, runtime
 
-from . import _algorithms as A
-from . import _engine as E
-from .basic import FFT, FFTN, IFFT, IFFTN
-from .complex import CMATMUL, CMUL
-from .kernels import dft_gemm as KG
-from .kernels import fft_any_length as KB
-from .kernels import fft_pow2 as KS
-from .kernels import irfft as KI
-from .kernels import overlap_add as KO
-from .kernels import rfft as KR
-from .kernels.cmul import cmul_counts, cmul_kernel
-from .real import HFFT, IHFFT, IRFFT, IRFFTN, RFFT, RFFTN
-from .stft import ISTFT, STFT
+from .. import _algorithms as A
+from .. import _engine as E
+from ..basic import FFT, FFTN, IFFT, IFFTN
+from ..kernels import dft_gemm as KG
+from ..kernels import fft_any_length as KB
+from ..kernels import fft_pow2 as KS
+from ..kernels import irfft as KI
+from ..kernels import rfft as KR
+from ..kernels.cmul import cmul_counts, cmul_kernel
 
 F32 = torch.float32
 C2C_DTYPES = (torch.float32, torch.complex64)
@@ -144,6 +141,32 @@ def algorithm(n: int, precision: str) -> tuple[str | None, str]:
     return None, f"n={n} needs a Bluestein convolution of length {m} > {MAX_LARGE} (the four-step plan)"
 
 
+def _rfft_route(n, precision):
+    if precision == "fast" and KR.fits(n):
+        return "rfft_half", ""
+    return algorithm(n, precision)
+
+
+# irfft of even n by the half-length trick (the inverse of rfft's): pre-twiddle the n/2 + 1 half
+# spectrum to a length-n/2 complex spectrum Z'_k = (X_k + conj X_(h-k)) + i w^-k (X_k - conj X_(h-k))
+# (Im X_0, Im X_h ignored, as numpy/scipy do), one inverse transform of length n/2, real/imaginary
+# parts as the even/odd outputs. Fused in irfft_half_kernel when n/2 is a power of two <= 4096 ("fast");
+# other even n: the pre-twiddle on the host (same formula, float32 table) and one complex inverse
+# of length n/2 on the routed kernel. Odd n: the Hermitian extension to length n on the host and one
+# full-length complex inverse.
+
+def _c2r_route(n: int, precision: str) -> tuple[str | None, str]:
+    """``("irfft_half" | "half" | <c2c algorithm of n> | None, why not)`` for the real-output step of length n."""
+    if n % 2:
+        return algorithm(n, precision)
+    if precision == "fast" and KR.fits(n):
+        return "irfft_half", ""
+    alg, why = algorithm(n // 2, precision)
+    if alg is None:
+        return None, f"{why} (a real output of even length {n} runs one complex transform of length {n // 2})"
+    return "half", ""
+
+
 _REAL_IN = ("rfft", "ihfft", "rfft2", "rfftn")
 _REAL_OUT = ("irfft", "hfft", "irfft2", "irfftn")
 
@@ -200,7 +223,7 @@ def _gemm_matrix_for(n: int, inverse: bool, precision: str, verified: bool) -> t
     of :func:`trnfft._algorithms.dft_tables` (the same values: one table of
     n angles gathered by r), rounded once. Up to 64 MiB each (fp32,
     n = 2048), so few are kept."""
-    from ._algorithms import _cos_sin, _reduced_angle
+    from .._algorithms import _cos_sin, _reduced_angle
 
     # bf16 and the Ozaki slices: from float64 (the slices of an fp64 entry are exact in bf16)
     wide = np.float64 if precision == "bf16" or precision in A.OZAKI_BITS else np.float32
@@ -325,7 +348,7 @@ def four_step_twiddles(n: int) -> torch.Tensor:
     """float32 ``[2, n2, n1]``: ``w_n^(b k1)`` (cos, sin) for ``b < n2``, ``k1 < n1``."""
     import numpy as np
 
-    from ._algorithms import _cos_sin, _reduced_angle
+    from .._algorithms import _cos_sin, _reduced_angle
 
     n1, n2 = split(n)
     c, s = _cos_sin(_reduced_angle(np.outer(np.arange(n2), np.arange(n1)) % n, n))
@@ -465,396 +488,3 @@ def _fftn_nki(x, s, dim, norm, precision):
 @IFFTN.lowering("nki", dtypes=C2C_DTYPES, supports=_supportsn, counts=_countsn)
 def _ifftn_nki(x, s, dim, norm, precision):
     return _c2c(x, s, dim, norm, True, precision)
-
-
-# ------------------------------------------------------------------ real lowerings
-
-def _rfft_route(n, precision):
-    if precision == "fast" and KR.fits(n):
-        return "rfft_half", ""
-    return algorithm(n, precision)
-
-
-def _rfft_supports(x, n, dim, norm, precision):
-    return _nonempty(x) or _rfft_route(n, precision)[1] or None
-
-
-def _rfft_counts(x, n, dim, norm, precision):
-    B = E.points1(x, n, dim, norm, precision) // n
-    if _rfft_route(n, precision)[0] == "rfft_half":
-        return {"kernel": "rfft_half_kernel", **KR.rfft_half_counts(B, n)}
-    return _c2c_counts_rows(B, n, precision)
-
-
-@RFFT.lowering("nki", dtypes=(torch.float32,), supports=_rfft_supports, counts=_rfft_counts)
-def _rfft_nki(x, n, dim, norm, precision):
-    return _r2c(x, n, dim, norm, precision)
-
-
-def _r2c(x, n, dim, norm, precision):
-    h = n // 2 + 1
-    if _rfft_route(n, precision)[0] == "rfft_half":
-        def fn(r, i):
-            y = nki.run(KR.rfft_half_kernel, r.contiguous(), _table("half", n), _table("tw", n // 2),
-                        out_dtype=F32)
-            return y[0], y[1]
-
-        y = _along(x.to(F32).to(torch.complex64), n, dim, fn)
-    else:
-        def fn(r, i):
-            yr, yi = _rows_c2c(r, torch.zeros_like(r), False, precision)
-            return yr[:, :h], yi[:, :h]
-
-        y = _along(x.to(torch.complex64), n, dim, fn)
-    return _scaled(y, norm, False, n)
-
-
-# irfft of even n by the half-length trick (the inverse of rfft's): pre-twiddle the n/2 + 1 half
-# spectrum to a length-n/2 complex spectrum Z'_k = (X_k + conj X_(h-k)) + i w^-k (X_k - conj X_(h-k))
-# (Im X_0, Im X_h ignored, as numpy/scipy do), one inverse transform of length n/2, real/imaginary
-# parts as the even/odd outputs. Fused in irfft_half_kernel when n/2 is a power of two <= 4096 ("fast");
-# other even n: the pre-twiddle on the host (same formula, float32 table) and one complex inverse
-# of length n/2 on the routed kernel. Odd n: the Hermitian extension to length n on the host and one
-# full-length complex inverse.
-
-def _c2r_route(n: int, precision: str) -> tuple[str | None, str]:
-    """``("irfft_half" | "half" | <c2c algorithm of n> | None, why not)`` for the real-output step of length n."""
-    if n % 2:
-        return algorithm(n, precision)
-    if precision == "fast" and KR.fits(n):
-        return "irfft_half", ""
-    alg, why = algorithm(n // 2, precision)
-    if alg is None:
-        return None, f"{why} (a real output of even length {n} runs one complex transform of length {n // 2})"
-    return "half", ""
-
-
-def _c2r_supports(x, n, dim, norm, precision):
-    return _nonempty(x) or _c2r_route(n, precision)[1] or None
-
-
-def _irfft_counts(x, n, dim, norm, precision):
-    B = E.points1(x, n, dim, norm, precision) // n
-    route = _c2r_route(n, precision)[0]
-    if route == "irfft_half":
-        return {"kernel": "irfft_half_kernel", **KI.irfft_half_counts(B, n)}
-    if route == "half":
-        return _c2c_counts_rows(B, n // 2, precision)
-    return _c2c_counts_rows(B, n, precision)
-
-
-@IRFFT.lowering("nki", dtypes=(torch.complex64,), supports=_c2r_supports, counts=_irfft_counts)
-def _irfft_nki(x, n, dim, norm, precision):
-    return _c2r(x, n, dim, norm, precision)
-
-
-def _half_c2r_host(Xr, Xi, n, precision):
-    """``n irfft`` of float32 ``(R, n/2 + 1)`` planes: host pre-twiddle, one complex inverse of length n/2."""
-    h = n // 2
-    c, s = _table("ihalf0", n)
-    Xi = Xi.clone()
-    Xi[:, 0] = 0
-    Xi[:, h] = 0
-    fr, fi = Xr[:, :h], Xi[:, :h]  # X_k, k = 0 .. h-1
-    rr, ri = Xr[:, 1:].flip(-1), Xi[:, 1:].flip(-1)  # X_(h-k)
-    dr, di = fr - rr, fi + ri
-    zr = (fr + rr) - (s * dr + c * di)
-    zi = (fi - ri) + (c * dr - s * di)
-    yr, yi = _rows_c2c(zr.contiguous(), zi.contiguous(), True, precision)
-    return torch.stack((yr, yi), -1).reshape(Xr.shape[0], n)
-
-
-def _c2r(x, n, dim, norm, precision):
-    """Real output of length n along dim from the half spectrum (the routes above)."""
-    h = n // 2 + 1
-    x = E._resize(x.to(torch.complex64), h, dim)
-    rows, shp = E._rows(x, dim, h)
-    route = _c2r_route(n, precision)[0]
-    if route == "irfft_half":
-        planes = torch.stack((rows.real, rows.imag)).contiguous()  # one host pass (split planes)
-        y = nki.run(KI.irfft_half_kernel, planes, _table("ihalf", n), _table("tw", n // 2), out_dtype=F32)
-    elif route == "half":
-        y = _half_c2r_host(rows.real, rows.imag, n, precision)
-    else:
-        Xr, Xi = rows.real.clone(), rows.imag.clone()
-        Xi[:, 0] = 0
-        tail = n - h  # conj(X[n - k]) for k = h .. n-1
-        full_r = torch.cat((Xr, Xr[:, 1:1 + tail].flip(-1)), 1).contiguous()
-        full_i = torch.cat((Xi, -Xi[:, 1:1 + tail].flip(-1)), 1).contiguous()
-        y, _ = _rows_c2c(full_r, full_i, True, precision)
-    y = y.reshape(*shp[:-1], n).movedim(-1, dim)
-    return _scaled(y, norm, True, n)
-
-
-@HFFT.lowering("nki", dtypes=(torch.complex64,), supports=_c2r_supports, counts=_irfft_counts)
-def _hfft_nki(x, n, dim, norm, precision):
-    """hfft(x, n) = irfft(conj(x), n) with the normalization swapped."""
-    return _c2r(x.conj().resolve_conj(), n, dim, E.swap_norm(norm), precision)
-
-
-def _ihfft_counts(x, n, dim, norm, precision):
-    return _rfft_counts(x, n, dim, norm, precision)
-
-
-@IHFFT.lowering("nki", dtypes=(torch.float32,), supports=_rfft_supports, counts=_ihfft_counts)
-def _ihfft_nki(x, n, dim, norm, precision):
-    """ihfft(x, n) = conj(rfft(x, n)) with the normalization swapped."""
-    return _r2c(x, n, dim, E.swap_norm(norm), precision).conj().resolve_conj()
-
-
-def _rn_supports(x, s, dim, norm, precision):
-    why = _nonempty(x) or _rfft_route(s[-1], precision)[1]
-    for n in s[:-1]:
-        why = why or algorithm(n, precision)[1]
-    return why or None
-
-
-def _rfftn_counts(x, s, dim, norm, precision):
-    if len(s) == 1:
-        return _rfft_counts(x, s[0], dim[0], norm, precision)
-    return None  # one kernel run per transformed dim
-
-
-def _irfftn_counts(x, s, dim, norm, precision):
-    if len(s) == 1:
-        return _irfft_counts(x, s[0], dim[0], norm, precision)
-    return None
-
-
-@RFFTN.lowering("nki", dtypes=(torch.float32,), supports=_rn_supports, counts=_rfftn_counts)
-def _rfftn_nki(x, s, dim, norm, precision):
-    """Half spectrum along dim[-1] (real-input kernel), then complex kernels along the other dims."""
-    y = _r2c(x, s[-1], dim[-1], "backward", precision)
-    if len(s) > 1:
-        y = _c2c(y, s[:-1], dim[:-1], "backward", False, precision)
-    return _scaled(y, norm, False, math.prod(s))
-
-
-def _irn_supports(x, s, dim, norm, precision):
-    why = _nonempty(x) or _c2r_route(s[-1], precision)[1]
-    for n in s[:-1]:
-        why = why or algorithm(n, precision)[1]
-    return why or None
-
-
-@IRFFTN.lowering("nki", dtypes=(torch.complex64,), supports=_irn_supports, counts=_irfftn_counts)
-def _irfftn_nki(x, s, dim, norm, precision):
-    """Complex inverse kernels along dim[:-1], then the Hermitian-to-real inverse along dim[-1]."""
-    if len(s) > 1:
-        x = _c2c(x, s[:-1], dim[:-1], "forward", True, precision)  # unscaled
-    y = _c2r(x, s[-1], dim[-1], "forward", precision)  # unscaled
-    return _scaled(y, norm, True, math.prod(s))
-
-
-# ------------------------------------------------------------------ stft
-
-def _stft_supports(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided):
-    if not x.numel():
-        return "empty input: nothing for a kernel to do"
-    if onesided and not x.is_complex():
-        return _rfft_route(n_fft, "fast")[1] or None
-    return algorithm(n_fft, "fast")[1] or None
-
-
-@STFT.lowering("nki", dtypes=(torch.float32, torch.complex64), supports=_stft_supports)
-def _stft_nki(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided):
-    """Framing, padding and windowing on the host (torch.stft's conventions), then one transform
-    kernel over every frame (frames are the batch rows)."""
-    if center:
-        p = n_fft // 2
-        x = torch.nn.functional.pad(x.reshape(-1, 1, x.shape[-1]), (p, p), mode=pad_mode).reshape(
-            *x.shape[:-1], x.shape[-1] + 2 * p)
-    if window is None:
-        window = torch.ones(win_length, dtype=x.real.dtype, device=x.device)
-    left = (n_fft - win_length) // 2
-    w = torch.nn.functional.pad(window, (left, n_fft - win_length - left))
-    frames = x.unfold(-1, n_fft, hop_length) * w  # (B?, F, n_fft)
-    norm = "ortho" if normalized else "backward"
-    if onesided:
-        y = _r2c(frames.contiguous(), n_fft, frames.dim() - 1, norm, "fast")
-    else:
-        y = _c2c(frames, (n_fft,), (frames.dim() - 1,), norm, False, "fast")
-    return y.transpose(-1, -2)
-
-
-# ------------------------------------------------------------------ istft
-#
-# Composition (each step one launch, the plan lists both with their closed forms):
-#   1. frames = irfft(S^T, n_fft) (one-sided, or the first n_fft/2 + 1 bins of a two-sided input
-#      with a real output, as torch.istft) or ifft(S^T) (return_complex: real and imaginary planes
-#      become two signals), norm "ortho" when normalized else "backward";
-#   2. overlap_add_kernel(frames, window, 1/envelope) -> (NB, S, hop) blocks;
-# host: the window padded as stft pads it, the envelope sum_t w[j - t hop]^2 over the kept range
-# (start = n_fft//2 if center; end = start + length, else the full signal less n_fft//2 if
-# center) and its NOLA check (min |env| >= 1e-11, as torch), then the trim (a view) and any
-# zero padding up to `length`.
-
-def _istft_geometry(S, n_fft, hop, win_length, window, center, onesided, length, return_complex):
-    nb = S.numel() // (S.shape[-1] * S.shape[-2]) * (2 if return_complex else 1)
-    F = S.shape[-1]
-    full = n_fft + hop * (F - 1)
-    start = n_fft // 2 if center else 0
-    end = start + length if length is not None else (full - n_fft // 2 if center else full)
-    return nb, F, full, start, end
-
-
-def _istft_inverse_route(n_fft, return_complex):
-    return algorithm(n_fft, "fast") if return_complex else _c2r_route(n_fft, "fast")
-
-
-def _istft_supports(S, n_fft, hop_length, win_length, window, center, normalized, onesided, length,
-                    return_complex):
-    if not S.numel():
-        return "empty input: nothing for a kernel to do"
-    why = _istft_inverse_route(n_fft, return_complex)[1]
-    if why:
-        return f"the inverse transform of the frames: {why}"
-    why = KO.fits(S.shape[-1], n_fft, hop_length)
-    if why:
-        return why
-    _, F, _, start, end = _istft_geometry(S, n_fft, hop_length, win_length, window, center, onesided, length,
-                                          return_complex)
-    try:
-        _istft_tables(n_fft, hop_length, win_length, window, F, start, end, S.dtype)
-    except RuntimeError:
-        return "the window fails the NOLA condition (its overlap-added square vanishes): torch reports the error"
-    return None
-
-
-def _istft_counts(S, n_fft, hop_length, win_length, window, center, normalized, onesided, length,
-                  return_complex):
-    nb, F, *_ = _istft_geometry(S, n_fft, hop_length, win_length, window, center, onesided, length,
-                                return_complex)
-    rows = S.numel() // S.shape[-2]  # frames of all signals
-    if return_complex:
-        inv = _c2c_counts_rows(rows, n_fft, "fast")
-    else:
-        route = _c2r_route(n_fft, "fast")[0]
-        inv = ({"kernel": "irfft_half_kernel", **KI.irfft_half_counts(rows, n_fft)} if route == "irfft_half"
-               else _c2c_counts_rows(rows, n_fft // 2 if route == "half" else n_fft, "fast"))
-    if inv is None:
-        return None  # the inverse itself runs several kernels (four-step): no closed form here
-    ola = {"kernel": "overlap_add_kernel", **KO.overlap_add_counts(nb, F, n_fft, hop_length)}
-    return _launches(inv, ola)
-
-
-def _launches(*parts: dict) -> dict:
-    """Several kernel launches as one plan entry: their names in order and their summed figures."""
-    total: dict = {"kernel": " -> ".join(p["kernel"] for p in parts), "kernels": [p["kernel"] for p in parts]}
-    for p in parts:
-        for k, v in p.items():
-            if k != "kernel":
-                total[k] = total.get(k, 0) + v
-    return total
-
-
-def _istft_tables(n_fft, hop, win_length, window, F, start, end, dtype):
-    if window is None:
-        window = torch.ones(win_length, dtype=torch.float64)
-    left = (n_fft - win_length) // 2
-    w = torch.nn.functional.pad(window.double().cpu(), (left, n_fft - win_length - left))
-    R, Rh, Sb, _ = KO.plan(F, n_fft, hop)
-    env = torch.zeros(Sb * hop, dtype=torch.float64)
-    for t in range(F):  # host table (like the twiddles): sum of shifted squared windows
-        env[t * hop:t * hop + n_fft] += w * w
-    full = n_fft + hop * (F - 1)
-    kept = env[start:min(end, full)]
-    if kept.numel() and kept.abs().min() < 1e-11:
-        raise RuntimeError(f"istft: window overlap add min: {float(kept.abs().min()):.3g} (the NOLA condition "
-                           "fails: the summed squared window vanishes)")
-    ienv = torch.zeros(Sb * hop, dtype=torch.float64)
-    ienv[start:min(end, full)] = 1.0 / kept
-    wtab = torch.nn.functional.pad(w, (0, Rh - n_fft)).reshape(1, Rh)
-    return wtab.to(F32), ienv.reshape(Sb, hop).to(F32)
-
-
-@ISTFT.lowering("nki", dtypes=(torch.complex64,), supports=_istft_supports, counts=_istft_counts)
-def _istft_nki(S, n_fft, hop_length, win_length, window, center, normalized, onesided, length, return_complex):
-    hop = hop_length
-    nb, F, full, start, end = _istft_geometry(S, n_fft, hop, win_length, window, center, onesided, length,
-                                              return_complex)
-    wtab, ienv = _istft_tables(n_fft, hop, win_length, window, F, start, end, S.dtype)
-    norm = "ortho" if normalized else "backward"
-    spec = S.transpose(-1, -2)  # (B?, F, n_freq): frames are the batch rows
-    if return_complex:
-        fr = _c2c(spec, (n_fft,), (spec.dim() - 1,), norm, True, "fast")
-        planes = torch.stack((fr.real, fr.imag), 0)  # (2, B?, F, n_fft): two signals per input
-    else:
-        if not onesided:
-            spec = spec[..., :n_fft // 2 + 1]
-        planes = _c2r(spec, n_fft, spec.dim() - 1, norm, "fast")
-    frames = planes.reshape(-1, F, n_fft).to(F32).contiguous()
-    y = nki.run(KO.overlap_add_kernel, frames, wtab.to(S.device), ienv.to(S.device), out_dtype=F32)
-    y = y.reshape(frames.shape[0], -1)[:, start:min(end, full)]
-    if end > full:
-        y = torch.nn.functional.pad(y, (0, end - full))
-    if return_complex:
-        y = torch.complex(y[: nb // 2], y[nb // 2:])
-    return y.reshape(*S.shape[:-2], y.shape[-1])
-
-
-# ------------------------------------------------------------------ complex multiply
-
-def _cmul_supports(ar, ai, br, bi):
-    if not (ar.shape == ai.shape == br.shape == bi.shape):
-        return "operands of different shapes (broadcasting runs on torch)"
-    if any(t.dtype != F32 for t in (ai, br, bi)):
-        return "all four planes must be float32"
-    if any(t.requires_grad for t in (ar, ai, br, bi)) and torch.is_grad_enabled():
-        return "an operand requires grad (the kernel has no backward)"
-    if not ar.numel():
-        return "empty input: nothing for a kernel to do"
-    return None
-
-
-def _cmul_2d(t):
-    return t.reshape(-1, t.shape[-1]) if t.dim() else t.reshape(1, 1)
-
-
-def _cmul_counts(ar, ai, br, bi):
-    a = _cmul_2d(ar)
-    return {"kernel": "cmul_kernel", **cmul_counts(a.shape[0], a.shape[1])}
-
-
-@CMUL.lowering("nki", dtypes=(torch.float32,), supports=_cmul_supports, counts=_cmul_counts)
-def _cmul_nki(ar, ai, br, bi):
-    a = torch.stack((_cmul_2d(ar), _cmul_2d(ai))).contiguous()
-    b = torch.stack((_cmul_2d(br), _cmul_2d(bi))).contiguous()
-    y = nki.run(cmul_kernel, a, b, out_dtype=F32)
-    return y[0].reshape(ar.shape), y[1].reshape(ar.shape)
-
-
-# ------------------------------------------------------------------ complex matmul
-
-def _cmatmul_supports(ar, ai, br, bi):
-    planes = [t for t in (ar, ai, br, bi) if t is not None]
-    if ar.dim() != 2 or br.dim() != 2:
-        return "batched or vector operands (the kernel path takes two matrices)"
-    if ar.shape[1] != br.shape[0]:
-        return "the shapes do not multiply (torch says why)"
-    if any(t.dtype != F32 for t in planes):
-        return "the planes must be float32"
-    if any(t.requires_grad for t in planes) and torch.is_grad_enabled():
-        return "an operand requires grad (the kernel has no backward)"
-    if not (ar.numel() and br.numel()):
-        return "empty operand: nothing for a kernel to do"
-    if 2 * ar.shape[1] > KG.MAX_K:
-        return f"inner dimension {ar.shape[1]} > {KG.MAX_K // 2}: the block GEMM's contraction exceeds the kernel's"
-    return None
-
-
-def _cmatmul_counts(ar, ai, br, bi):
-    (m, k), n = ar.shape, br.shape[1]
-    return {"kernel": "dft_gemm_kernel", **KG.dft_gemm_counts(m, 2 * k, 2 * n, 4)}
-
-
-@CMATMUL.lowering("nki", dtypes=(torch.float32,), supports=_cmatmul_supports, counts=_cmatmul_counts)
-def _cmatmul_nki(ar, ai, br, bi):
-    """``[yr | yi] = [ar | ai] @ [[br, bi], [-bi, br]]``: one real GEMM, contraction 2k on the partitions."""
-    ai = torch.zeros_like(ar) if ai is None else ai
-    bi = torch.zeros_like(br) if bi is None else bi
-    n = br.shape[1]
-    xt = torch.cat((ar.T, ai.T), 0).contiguous()
-    w = torch.cat((torch.cat((br, bi), 1), torch.cat((-bi, br), 1)), 0).contiguous()
-    y = nki.run(KG.dft_gemm_kernel, xt, w, out_dtype=F32)
-    return y[:, :n].contiguous(), y[:, n:].contiguous()

@@ -1,8 +1,8 @@
-"""Every NKI lowering of trnblas, in one place.
+"""NKI lowerings of trnblas's level-3 ops (:mod:`trnblas.level3`), and the GEMM helpers level 2 reuses.
 
 Each function below is registered as the ``"nki"`` lowering (which also
 serves ``"simulator"``) of an :class:`~trnsci.dispatch.Op` declared next to
-its public function (:mod:`trnblas.level3`, :mod:`trnblas.chem`), with the
+its public function (:mod:`trnblas.level3_gemm`, ``level3_symmetric``, ``level3_triangular``), with the
 same signature as its torch lowering, and declares what its kernel takes:
 ``dtypes=`` (checked against the call's dtype), ``supports=`` (shapes the
 kernel's SBUF plan cannot hold) and ``counts=`` (the kernel's closed-form
@@ -28,6 +28,14 @@ Host-side copies and why they are there:
 * TRSM: reduced to a lower, left, no-transpose solve by transposes and
   row/column reversals, unit diagonals set explicitly, and the diagonal
   blocks inverted in float64 (see :mod:`trnblas.kernels.trsm`).
+* ``geam``: transposed operands are transposed on the host (one pass each),
+  then the axpby kernel (:mod:`trnblas._nki.level1`) reads both once.
+  ``dgmm``: its own kernel.
+* ``syr2k``: ``op(A)^T`` and ``op(B)^T`` go to :mod:`trnblas.kernels.syr2k`
+  (a transpose pass each for ``trans="N"``, none for ``"T"``), which adds
+  both products in one PSUM group for the requested triangle's tiles;
+  alpha, beta and the other triangle of ``C`` are applied on the host, as
+  SYRK. Beyond SBUF: ``[a b] [b a]^T`` through the GEMM kernel.
 """
 
 from __future__ import annotations
@@ -35,10 +43,15 @@ from __future__ import annotations
 import torch
 
 from trnblas import _ozaki
-from trnblas.chem import MP2_ENERGY, result_dtype
+from trnblas import level3 as L3
+from trnblas._nki.level1 import REAL_VEC_DTYPES, VEC_DTYPES, _lin_counts, _run_lin
 from trnblas.kernels.batched_gemm import batched_gemm_kernel
+from trnblas.kernels.dgmm import MAX_N as DGMM_MAX_N
+from trnblas.kernels.dgmm import dgmm_counts, dgmm_kernel
+from trnblas.kernels.dgmm import fits as dgmm_fits
 from trnblas.kernels.gemm import gemm_counts, gemm_kernel, max_k
-from trnblas.kernels.mp2_energy import mp2_pair_energy_kernel, occ_block
+from trnblas.kernels.syr2k import fits as syr2k_fits
+from trnblas.kernels.syr2k import syr2k_counts, syr2k_kernel
 from trnblas.kernels.syrk import fits as syrk_fits
 from trnblas.kernels.syrk import syrk_counts, syrk_kernel
 from trnblas.kernels.trsm import MAX_N as TRSM_MAX_N
@@ -294,39 +307,54 @@ def _trsm_nki(alpha, A, B, side, uplo, trans, diag):
     return undo(Y).to(B.dtype).contiguous()
 
 
-# ----------------------------------------------------------------- DF-MP2
+# ----------------------------------------------------------------- level 3: geam, dgmm, syr2k
 
-def _mp2_supports(B, eps_occ, eps_vir, max_memory):
-    """None when the fused kernel's SBUF plan holds this problem, else why not."""
-    nocc, nvir, naux = B.shape
-    try:
-        occ_block(nocc, nvir, naux, B.element_size())
-    except ValueError as exc:
-        return str(exc)
+def _geam_mats(A, B, tA, tB):
+    a = la.op(A, tA).contiguous()  # a transposed operand is one host transpose pass
+    b = None if B is None else la.op(B, tB).contiguous()
+    return a, b
+
+
+@L3.GEAM.lowering("nki", dtypes=VEC_DTYPES,
+                  counts=lambda al, A, be, B, tA, tB: _lin_counts(A, (al, be, 0.0, 0.0), B is not None, False))
+def _geam_nki(alpha, A, beta, B, tA, tB):
+    a, b = _geam_mats(A, B, tA, tB)
+    R = _run_lin(a.reshape(-1), None if b is None else b.reshape(-1), (alpha, beta, 0.0, 0.0))
+    return R.reshape(a.shape)
+
+
+def _dgmm_supports(A, x, side):
+    if A.is_complex():
+        return "complex dgmm is not split into real kernels yet"
+    if not dgmm_fits(*A.shape, side == "L"):
+        return f"side right with n = {A.shape[1]} > {DGMM_MAX_N}: the replicated x row exceeds the SBUF plan"
     return None
 
 
-def _mp2_counts(B, eps_occ, eps_vir, max_memory):
-    from trnblas.kernels.mp2_energy import mp2_counts
-
-    nocc, nvir, naux = B.shape
-    return {"kernel": "mp2_pair_energy_kernel", **mp2_counts(nocc, nvir, naux, B.element_size())}
-
-
-@MP2_ENERGY.lowering("nki", dtypes=KERNEL_DTYPES, supports=_mp2_supports, counts=_mp2_counts)
-def _mp2_pairs_nki(B, eps_occ, eps_vir, max_memory):
-    nocc, nvir, naux = B.shape
-    # The kernel contracts over naux on the partition dim: it reads B as
-    # L[Q, i*nvir + a] (one host pass over B; PySCF's own DF tensors are
-    # already in this (naux, nocc*nvir) layout).
-    L = B.permute(2, 0, 1).reshape(naux, nocc * nvir).contiguous()
-    eo = eps_occ.to(torch.float32).reshape(1, nocc).contiguous()
-    ev = eps_vir.to(torch.float32).reshape(1, nvir).contiguous()
-    raw = nki.run(mp2_pair_energy_kernel, L, eo, ev, nocc=nocc, out_dtype=torch.float32)
-    # The kernel writes the lower triangle (j <= i); e_ji = e_ij.
-    low = torch.tril(raw.to(torch.float32))
-    return (low + torch.tril(low, -1).T).to(result_dtype(B.dtype))
+@L3.DGMM.lowering("nki", dtypes=REAL_VEC_DTYPES, supports=_dgmm_supports,
+                  counts=lambda A, x, side: {"kernel": "dgmm_kernel",
+                                             **dgmm_counts(*A.shape, A.element_size(), side == "L")})
+def _dgmm_nki(A, x, side):
+    return nki.run(dgmm_kernel, A.contiguous(), x.contiguous(), left=side == "L", out_dtype=A.dtype)
 
 
-# Level 1 and level 2 lowerings live in their own module (vector and GEMV kernels).
-from trnblas import _nki_vector  # noqa: E402,F401
+def _syr2k_counts(alpha, A, B, beta, C, trans, uplo, full=False):
+    n, k = la.op_shape(A, trans)
+    size = A.element_size()
+    if not syr2k_fits(k, n, size):
+        return _gemm_figures(n, n, 2 * k, size)
+    return {"kernel": "syr2k_kernel", **syr2k_counts(n, k, size, uplo == "U")}
+
+
+@L3.SYR2K.lowering("nki", dtypes=KERNEL_DTYPES, counts=_syr2k_counts)
+def _syr2k_nki(alpha, A, B, beta, C, trans, uplo, full=False):
+    a, b = la.op(A, trans), la.op(B, trans)  # [n, k]
+    k, n = a.shape[1], a.shape[0]
+    if syr2k_fits(k, n, A.element_size()):  # x = a^T, z = b^T: the kernel adds a b^T + b a^T
+        P = nki.run(syr2k_kernel, a.mT.contiguous(), b.mT.contiguous(), upper=uplo == "U", out_dtype=F32)
+    else:  # both operands do not fit SBUF: [a b] [b a]^T through the GEMM kernel (depth 2k)
+        x = torch.cat([a.mT, b.mT]).contiguous()
+        z = torch.cat([b.mT, a.mT]).contiguous()
+        P = _run_gemm_kernel(gemm_kernel, x, z)
+    R = _finish(P, alpha, beta, C, A.dtype)  # only the uplo triangle is meaningful
+    return la.merge_triangle(R, C, uplo, full, False)  # full: mirrored on the host

@@ -49,48 +49,17 @@ import trnblas
 from trnblas.kernels.gemm import gemm_counts
 from trnblas.kernels.trsm import trsm_counts
 from trnsci import nki
-from trnsci.backend import get_backend, use_backend
 from trnsci.nki.tiling import tiles
-from trnsolver._nki import not_finite
+from trnsolver._nki.common import F32, KERNEL_DTYPES, _batch, _Tally, _trnblas, not_finite
 from trnsolver.factor import INV, LU, LU_FACTOR, LU_SOLVE, SLOGDET, SOLVE, _zero_pivot
 from trnsolver.kernels.lu_panel import MAX_W, lu_panel_counts, lu_panel_kernel
 from trnsolver.kernels.row_gather import row_gather_counts, row_gather_kernel
 
-F32 = torch.float32
-KERNEL_DTYPES = (torch.float32,)
 #: Block (panel) width: one partition block.
 NB = 128
-_KEYS = ("hbm_read_bytes", "hbm_write_bytes", "tensor", "vector")
-
-
-def _trnblas():
-    return use_backend(get_backend("trnsolver"), "trnblas")
 
 
 # ------------------------------------------------------------------ closed forms
-
-
-class _Tally:
-    """The launches of a composition in order, and their closed forms summed, as a plan's
-    kernel entry: ``{"kernel": summary, "kernels": [name, ...], <summed figures>}``."""
-
-    def __init__(self):
-        self.sum = dict.fromkeys(_KEYS, 0)
-        self.order: list[str] = []
-
-    def add(self, figures: dict, times: int = 1):
-        self.order += [figures.get("kernel")] * times
-        for k in _KEYS:
-            self.sum[k] += times * figures.get(k, 0)
-
-    def result(self, times: int = 1):
-        order = self.order * times
-        counts: dict[str, int] = {}
-        for name in order:
-            counts[name] = counts.get(name, 0) + 1
-        summary = ", ".join(f"{k} x{v}" for k, v in counts.items())
-        return {"kernel": summary, "kernels": order, **{k: times * v for k, v in self.sum.items()}}
-
 
 def _factor_tally(t: _Tally, n: int):
     for k0, b in tiles(n, NB):
@@ -110,14 +79,6 @@ def _solve_tally(t: _Tally, n: int, k: int, trans: str = "N"):
     t.add({"kernel": "trsm_kernel", **trsm_counts(n, k)}, 2)
     if trans != "N":  # U^T, then L^T, then P
         t.add(row_gather_counts(n, k))
-
-
-def _batch(*Ts) -> int:
-    shape = torch.broadcast_shapes(*(T.shape[:-2] for T in Ts))
-    out = 1
-    for s in shape:
-        out *= s
-    return out
 
 
 def _scaled(t: _Tally, times: int):

@@ -1,4 +1,4 @@
-"""Every NKI lowering of trnrand, in one place.
+"""NKI lowerings of :mod:`trnrand.distributions`, and :func:`stream`, the one call of a stream kernel.
 
 Each function is the ``"nki"`` lowering (which also serves ``"simulator"``)
 of an :class:`~trnsci.dispatch.Op` declared next to its public function,
@@ -19,14 +19,13 @@ with the torch lowering's signature. The host part is small and exact:
   pairs (the kernel's odd pairing when the draw starts at an odd word); the
   host adds ``low`` (randint), casts and drops the < 2 samples outside the
   request -- integer-exact;
-* philox4x32: the explicit counters and keys go to ``philox_block_kernel``
-  as uint32 rows, the words come back as uint32;
-* threefry4x32: likewise through ``threefry_block_kernel``; the Threefry
-  stream draws (``threefry_stream_uniform``/``_normal``) are one
-  ``threefry_kernel`` call per 2**32-block span of the request's blocks;
-* sobol: direction numbers (scrambled on the host, as on the torch path)
-  go to the kernel as uint32; its ``[d, n]`` integers are transposed and
-  mapped to floats exactly.
+* categorical, Poisson, binomial, multinomial: exact thresholds on the
+  stream's words (``philox_threshold_kernel``); gamma, beta, student_t and
+  the truncated normal: fp32 kernels the host finishes.
+
+The quasi-random, philox4x32 and threefry lowerings are in
+:mod:`trnrand._nki.quasi`, :mod:`trnrand._nki.philox` and
+:mod:`trnrand._nki.threefry`.
 """
 
 from __future__ import annotations
@@ -39,8 +38,8 @@ import torch
 
 from trnsci import nki
 
-from . import _philox
-from ._fp32 import (
+from .. import _philox
+from .._fp32 import (
     GAMMA_MAX_SHAPE,
     GAMMA_ROUNDS,
     GEOMETRIC_MIN_P,
@@ -50,7 +49,7 @@ from ._fp32 import (
     _truncated_param,
     _truncated_refusal,
 )
-from .distributions import (
+from ..distributions import (
     BERNOULLI,
     BETA,
     BINOMIAL,
@@ -76,20 +75,12 @@ from .distributions import (
     _scale,
     _wps,
 )
-from .kernels.discrete import philox_threshold_kernel, threshold_counts
-from .kernels.gamma import gamma_counts, gamma_kernel
-from .kernels.halton import halton_counts, halton_kernel, halton_levels
-from .kernels.lhs import lhs_counts, lhs_kernel
-from .kernels.normal import box_muller_counts, box_muller_kernel
-from .kernels.philox import philox_counts, philox_kernel
-from .kernels.philox_block import philox_block_counts, philox_block_kernel
-from .kernels.philox_transform import FULL, philox_transform_kernel, transform_counts
-from .kernels.poisson import ptrs_counts, ptrs_kernel
-from .kernels.sobol import sobol_counts, sobol_kernel
-from .kernels.threefry import threefry_block_counts, threefry_block_kernel, threefry_counts, threefry_kernel
-from .philox import PHILOX4X32
-from .quasi import HALTON, LATIN_HYPERCUBE, SOBOL, _sobol_floats
-from .threefry import THREEFRY4X32, THREEFRY_NORMAL, THREEFRY_UNIFORM
+from ..kernels.discrete import philox_threshold_kernel, threshold_counts
+from ..kernels.gamma import gamma_counts, gamma_kernel
+from ..kernels.normal import box_muller_counts, box_muller_kernel
+from ..kernels.philox import philox_counts, philox_kernel
+from ..kernels.philox_transform import FULL, philox_transform_kernel, transform_counts
+from ..kernels.poisson import ptrs_counts, ptrs_kernel
 
 __all__ = ["stream"]
 
@@ -190,23 +181,6 @@ def _normal_nki(seed, subsequence, base, first, n, mean, std, dtype, device):
 @LOGNORMAL.lowering("nki", dtypes=(torch.float32,), supports=_normal_supports, counts=_normal_counts)
 def _lognormal_nki(seed, subsequence, base, first, n, mean, std, dtype, device):
     return _standard_normal_nki(seed, subsequence, base, first, n, device).mul(std).add_(mean).exp_()
-
-
-# ---- sobol ---------------------------------------------------------------------------------------
-def _sobol_supports(V, shift, skip, n, dtype):
-    return "an empty point set runs no kernel" if n == 0 else None
-
-
-def _sobol_counts(V, shift, skip, n, dtype):
-    return {"kernel": "sobol_kernel", **sobol_counts(V.shape[0], n, skip)}
-
-
-@SOBOL.lowering("nki", dtypes=(torch.float32, torch.float64), supports=_sobol_supports, counts=_sobol_counts)
-def _sobol_nki(V, shift, skip, n, dtype):
-    v = V.to(torch.int32).contiguous().numpy().view("uint32")  # 30-bit values: the int32 bits are the uint32
-    s = shift.to(torch.int32).reshape(-1, 1).contiguous().numpy().view("uint32")
-    x = nki.run(sobol_kernel, v, s, skip=skip, n=n)
-    return _sobol_floats(x.to(torch.int64).T.contiguous(), dtype)
 
 
 # ---- transforms of the stream: bernoulli, exponential, randint, geometric ---------------------------
@@ -334,24 +308,6 @@ def _geometric_counts(seed, subsequence, base, first, n, p, dtype, device):
 def _geometric_nki(seed, subsequence, base, first, n, p, dtype, device):
     k = _two_words("geometric", _geometric_scale(p), seed, subsequence, base, first, n, device)
     return k.to(torch.float64).to(dtype)
-
-
-# ---- philox4x32: the block function on explicit counters and keys -------------------------------
-def _philox_block_supports(c, k, r):
-    return "no counters: an empty call runs no kernel" if c.numel() == 0 else None
-
-
-def _philox_block_counts(c, k, r):
-    return {"kernel": "philox_block_kernel", **philox_block_counts(c.numel() // 4, r)}
-
-
-@PHILOX4X32.lowering("nki", dtypes=(torch.int64,), supports=_philox_block_supports, counts=_philox_block_counts)
-def _philox4x32_nki(c, k, r):
-    lead = tuple(c.shape[:-1])
-    cw = c.reshape(-1, 4).cpu().numpy().astype(np.uint32)  # values 0 .. 2**32-1 (checked by philox4x32)
-    kw = k.reshape(-1, 2).cpu().numpy().astype(np.uint32)
-    out = nki.run(philox_block_kernel, cw, kw, rounds=r)
-    return out.to(torch.int64).reshape(*lead, 4).to(c.device)
 
 
 # ---- threshold counts: categorical and Poisson (lam < 10), exact ------------------------------------
@@ -554,44 +510,6 @@ def _student_t_nki(seed, subsequence, base, first, n, df, dtype, device):
     return t.to(dtype).to(device)
 
 
-# ---- halton: exact digits, fp32 accumulation (a few ulp from the torch path's float64 sum) ------------------------
-HALTON_MAX_INDEX = 1 << 24  # point indices stay exact fp32 integers
-
-
-def _halton_inputs(bases, skip, n):
-    """radix [d, 2] (p, fl32(1/p)) and scale [d, L] (the torch path's float64 b2r sequence, rounded) as float32."""
-    lv = halton_levels(skip, n)
-    b = bases.to(torch.float64).numpy()
-    radix = np.stack([b, 1.0 / b], axis=1).astype(np.float32)
-    scale = np.empty((b.size, lv))
-    b2r = 1.0 / b
-    for lev in range(lv):
-        scale[:, lev] = b2r
-        b2r = b2r / b
-    return radix, scale.astype(np.float32)
-
-
-def _halton_supports(bases, perms, skip, n, dtype):
-    if perms is not None:
-        return "scrambled Halton digit permutations have no kernel yet"
-    if n == 0:
-        return "an empty point set runs no kernel"
-    if skip + n > HALTON_MAX_INDEX:
-        return "skip + n_points > 2**24: point indices would not be exact fp32 integers"
-    return None
-
-
-def _halton_counts(bases, perms, skip, n, dtype):
-    return {"kernel": "halton_kernel", **halton_counts(bases.numel(), n, skip)}
-
-
-@HALTON.lowering("nki", dtypes=(torch.float32,), supports=_halton_supports, counts=_halton_counts)
-def _halton_nki(bases, perms, skip, n, dtype):
-    radix, scale = _halton_inputs(bases, skip, n)
-    x = nki.run(halton_kernel, radix, scale, skip=skip, n=n)
-    return x.T.contiguous().clamp_(max=1.0 - 2.0**-24)
-
-
 # ---- binomial, n min(p, 1-p) < 30: the torch path's inversion as exact thresholds (bit-identical) ----------------
 BINOMIAL_MAX_STEPS = 1024  # inversion steps the host will chart
 BINOMIAL_MAX_THRESHOLDS = 128
@@ -668,35 +586,6 @@ def _binomial_nki(seed, subsequence, base, first, n, trials, p, dtype, device):
     return k.to(dtype)
 
 
-# ---- latin hypercube (strength 1): exact ranks by counting comparisons, fp32 positions ---------------------------
-LHS_MAX_POINTS = 4096  # the comparisons grow as n**2 d
-
-
-def _lhs_supports(seed, subsequence, base, n, d, oa, dtype):
-    if oa is not None:
-        return "strength 2 (orthogonal-array LHS) has no kernel yet"
-    if n == 0:
-        return "an empty point set runs no kernel"
-    if n > LHS_MAX_POINTS:
-        return f"n_points {n} > {LHS_MAX_POINTS}: the kernel's rank by comparisons grows as n**2"
-    if base % 4:
-        return f"the draw starts at stream word {base}, inside a Philox block (the kernel gives each point one block)"
-    b0 = base // 4
-    if b0 // SPAN != (b0 + n * d - 1) // SPAN:
-        return "the draw's blocks straddle a multiple of 2**32 blocks"
-    return None
-
-
-def _lhs_counts(seed, subsequence, base, n, d, oa, dtype):
-    return {"kernel": "lhs_kernel", **lhs_counts(n, d)}
-
-
-@LATIN_HYPERCUBE.lowering("nki", dtypes=(torch.float32,), supports=_lhs_supports, counts=_lhs_counts)
-def _lhs_nki(seed, subsequence, base, n, d, oa, dtype):
-    x = nki.run(lhs_kernel, seed=seed, subsequence=subsequence, block0=base // 4, n=n, d=d)
-    return x.clamp_(max=1.0 - 2.0**-24)
-
-
 # ---- multinomial with replacement: each row is a categorical draw (its words follow the previous row's) ---------
 MULTINOMIAL_MAX_ROWS = 16  # one threshold-kernel run per row
 
@@ -733,67 +622,3 @@ def _multinomial_counts(seed, subsequence, base, probs, num_samples, replacement
 def _multinomial_nki(seed, subsequence, base, probs, num_samples, replacement, device):
     return torch.stack([_threshold_run(th, False, seed, subsequence, base + 2 * r * num_samples, 0, num_samples,
                                        device) for r, th in enumerate(_row_thresholds(probs))])
-
-
-# ---- Threefry4x32: the stream (uniform, normal) and the block function ------------------------------------
-# The draw's blocks counter_offset .. + ceil(n / 4) - 1 run as one threefry_kernel call per 2**32-block span
-# (the counter's word 1 is a constant of a call); the host drops the < 4 samples after the request.
-def _threefry_spans(off, n):
-    nb = (n + 3) // 4
-    out, b = [], off
-    while b < off + nb:
-        m = min(off + nb - b, SPAN - b % SPAN)
-        out.append((b, m))
-        b += m
-    return out
-
-
-def _threefry_supports(seed, sub, off, n, dev):
-    return "an empty draw runs no kernel" if n == 0 else None
-
-
-def _threefry_counts(mode):
-    def counts(seed, sub, off, n, dev):
-        spans = _threefry_spans(off, n)
-        if len(spans) != 1:
-            return None  # several kernel calls
-        return {"kernel": "threefry_kernel", **threefry_counts(spans[0][1], mode)}
-
-    return counts
-
-
-def _threefry_stream(mode, seed, sub, off, n, dev):
-    parts = [nki.run(threefry_kernel, seed=seed, subsequence=sub, block0=b, nblocks=m, mode=mode)
-             for b, m in _threefry_spans(off, n)]
-    y = parts[0] if len(parts) == 1 else torch.cat(parts)
-    return y.reshape(-1)[:n].to(dev)
-
-
-@THREEFRY_UNIFORM.lowering("nki", dtypes=(torch.float32,), supports=_threefry_supports,
-                           counts=_threefry_counts("uniform"))
-def _threefry_uniform_nki(seed, sub, off, n, dev):
-    return _threefry_stream("uniform", seed, sub, off, n, dev)
-
-
-@THREEFRY_NORMAL.lowering("nki", dtypes=(torch.float32,), supports=_threefry_supports,
-                          counts=_threefry_counts("normal"))
-def _threefry_normal_nki(seed, sub, off, n, dev):
-    return _threefry_stream("normal", seed, sub, off, n, dev)
-
-
-def _threefry_block_supports(c, k, r):
-    return "no counters: an empty call runs no kernel" if c.numel() == 0 else None
-
-
-def _threefry_block_counts(c, k, r):
-    return {"kernel": "threefry_block_kernel", **threefry_block_counts(c.numel() // 4, r)}
-
-
-@THREEFRY4X32.lowering("nki", dtypes=(torch.int64,), supports=_threefry_block_supports,
-                       counts=_threefry_block_counts)
-def _threefry4x32_nki(c, k, r):
-    lead = tuple(c.shape[:-1])
-    cw = c.reshape(-1, 4).cpu().numpy().astype(np.uint32)  # values 0 .. 2**32-1 (checked by threefry4x32)
-    kw = k.reshape(-1, 4).cpu().numpy().astype(np.uint32)
-    out = nki.run(threefry_block_kernel, cw, kw, rounds=r)
-    return out.to(torch.int64).reshape(*lead, 4).to(c.device)

@@ -24,7 +24,8 @@ import torch
 import trnblas
 from trnsci import iterative as it_
 from trnsci import nki
-from trnsolver._nki import FP32_TOL, KERNEL_DTYPES, _tables, _trnblas, not_finite
+from trnsolver._nki.common import FP32_TOL, KERNEL_DTYPES, _trnblas, not_finite
+from trnsolver._nki.eigen import _tables
 from trnsolver.factor import PINV, SVD
 from trnsolver.kernels.svd_sweep import MAX_M, MAX_N, svd_jacobi_sweep_kernel
 

@@ -1,4 +1,4 @@
-"""CG with its iteration on the device.
+"""NKI lowerings of :mod:`trnsolver.iterative`: CG, BiCGSTAB, MINRES and GMRES with their iterations on the device.
 
 ``cg`` with a dense real float32 ``A``, without a preconditioner or with
 :func:`trnsolver.jacobi_preconditioner`'s (``z = r / diag(A)`` in the kernel): one
@@ -70,7 +70,7 @@ import torch
 import trnblas
 from trnsci import iterative as it_
 from trnsci import nki
-from trnsolver._nki import _trnblas
+from trnsolver._nki.common import _trnblas
 from trnsolver.iterative import (
     BICGSTAB,
     CG,

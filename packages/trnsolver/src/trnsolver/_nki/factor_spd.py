@@ -4,7 +4,7 @@ Compositions (each launch a kernel; the plan lists them with summed closed forms
 
 * ``cho_solve``: two trnblas ``trsm_kernel`` solves (``L`` then ``L^T``; for an
   upper factor ``U^T`` then ``U``).
-* ``solve_spd``: the device Cholesky (:func:`trnsolver._nki.cholesky_device`:
+* ``solve_spd``: the device Cholesky (:func:`trnsolver._nki.factor.cholesky_device`:
   ``potrf_tile_kernel`` per diagonal block, TRSM/SYRK/GEMM kernels for the
   rest), then ``cho_solve``'s two solves. ``iterative_refinement=True`` forms
   its residual in float64, which no kernel does: that call stays on torch.
@@ -23,8 +23,9 @@ import torch
 
 import trnblas
 from trnblas.kernels.trsm import trsm_counts
-from trnsolver._nki import KERNEL_DTYPES, _eigh_nki, _trnblas, cholesky_device, cholesky_tally, not_finite
-from trnsolver._nki_lu import _batch, _Tally
+from trnsolver._nki.common import KERNEL_DTYPES, _batch, _Tally, _trnblas, not_finite
+from trnsolver._nki.eigen import _eigh_nki
+from trnsolver._nki.factor import cholesky_device, cholesky_tally
 from trnsolver.factor import CHO_SOLVE, INV_SPD, INV_SQRT_SPD, SOLVE_SPD
 
 F32 = torch.float32

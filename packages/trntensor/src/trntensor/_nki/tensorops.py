@@ -1,4 +1,4 @@
-"""NKI lowerings of :mod:`trntensor.tensorops` (permute, elementwise, reduce); imported by :mod:`trntensor._nki`.
+"""NKI lowerings of :mod:`trntensor.tensorops` (permute, elementwise, reduce).
 
 Host-side work, and why:
 
@@ -27,12 +27,12 @@ import torch
 
 from trnsci import nki
 
-from .kernels.elementwise import RANGES, elementwise_counts, elementwise_kernel
-from .kernels.gather import fits as gather_fits
-from .kernels.gather import gather_counts, gather_kernel
-from .kernels.reduce import reduce_counts, reduce_kernel
-from .kernels.transpose import transpose_counts, transpose_kernel, transpose_passes
-from .tensorops import ELEMENTWISE, PERMUTE, REDUCE
+from ..kernels.elementwise import RANGES, elementwise_counts, elementwise_kernel
+from ..kernels.gather import fits as gather_fits
+from ..kernels.gather import gather_counts, gather_kernel
+from ..kernels.reduce import reduce_counts, reduce_kernel
+from ..kernels.transpose import transpose_counts, transpose_kernel, transpose_passes
+from ..tensorops import ELEMENTWISE, PERMUTE, REDUCE
 
 #: what the three kernels take (fp32 tiles inside; half precision is widened by the DMA)
 KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)

@@ -1,4 +1,4 @@
-"""NKI lowerings of SpGEMM (BSR and CSR) and sparse add (imported by :mod:`trnsparse._nki`).
+"""NKI lowerings of :mod:`trnsparse.ops`'s SpGEMM (BSR and CSR) and sparse add.
 
 Host-side work and why it is there (all of it once per pattern pair, cached
 on the left operand by :mod:`trnsparse._spgemm`, keyed on both operands'
@@ -36,7 +36,7 @@ import torch
 
 from trnsci import nki, runtime
 from trnsparse import _sell, _spgemm
-from trnsparse._nki import F32, KERNEL_DTYPES, TB, _grad
+from trnsparse._nki.ops import F32, KERNEL_DTYPES, TB, _grad
 from trnsparse.kernels.bsr_spgemm import AMAX, bsr_spgemm_counts, bsr_spgemm_kernel, resident
 from trnsparse.kernels.csr_add import csr_add_counts, csr_add_kernel
 from trnsparse.kernels.csr_spgemm import csr_rowmerge_counts, csr_rowmerge_kernel

@@ -36,8 +36,7 @@ from trnblas.kernels.gemm import gemm_counts
 from trnblas.kernels.trsm import trsm_counts
 from trnsci import nki
 from trnsci.nki.tiling import tiles
-from trnsolver._nki import KERNEL_DTYPES, _trnblas, not_finite
-from trnsolver._nki_lu import _batch, _Tally
+from trnsolver._nki.common import KERNEL_DTYPES, _batch, _Tally, _trnblas, not_finite
 from trnsolver.factor import LSTSQ, QR, _lstsq_torch
 from trnsolver.kernels.qr_panel import MAX_W, qr_panel_counts, qr_panel_kernel
 

@@ -1,8 +1,10 @@
-"""Every NKI lowering of trnsparse, in one place.
+"""NKI lowerings of :mod:`trnsparse.ops` (SpMV, SpMM, SDDMM, triangular solves), and the device SpMV seam.
 
-Each function is registered as the ``"nki"`` lowering (which also serves
-``"simulator"``) of an :class:`~trnsci.dispatch.Op` declared next to its
-public function, with the same signature as its torch lowering, and
+SpGEMM and sparse add, also ops of :mod:`trnsparse.ops`, are in
+:mod:`trnsparse._nki.ops_spgemm`. Each function is registered as the ``"nki"``
+lowering (which also serves ``"simulator"``) of an
+:class:`~trnsci.dispatch.Op` declared next to its public function, with the
+same signature as its torch lowering, and
 declares what its kernel takes: ``dtypes=``, ``supports=`` (block size,
 SBUF plan, autograd) and ``counts=`` (the kernel's closed-form HBM bytes
 and instruction counts, shown by plans). Kernels return float32 (PSUM
@@ -36,10 +38,6 @@ Host-side work and why it is there (all proportional to what is stored):
   passed transposed ([n, k]: a column of Y is one row to gather); the
   kernel's slot-ordered result is mapped back to CSR order on the host
   (one gather of nnz entries), alpha/beta applied there.
-* Attention: Q and K are passed transposed per head ([G, d, S]) so d is
-  the partition dim of Q K^T; the tile pattern is a compile-time constant.
-* Screened SpMM: A is passed transposed ([n, n], one pass), the Schwarz
-  factors |d| as float32.
 """
 
 from __future__ import annotations
@@ -49,9 +47,6 @@ import torch
 
 from trnsci import nki
 from trnsparse import _host, _sell, _tri
-from trnsparse.attention import ATTENTION
-from trnsparse.kernels.attention import attention_counts, block_sparse_attention_kernel
-from trnsparse.kernels.attention import fits as attention_fits
 from trnsparse.kernels.bsr_sddmm import bsr_sddmm_counts, bsr_sddmm_kernel
 from trnsparse.kernels.bsr_spmm import bsr_spmm_counts, bsr_spmm_kernel
 from trnsparse.kernels.bsr_spmm import fits as bsr_spmm_fits
@@ -59,9 +54,7 @@ from trnsparse.kernels.csr_sddmm import csr_sddmm_counts, csr_sddmm_kernel
 from trnsparse.kernels.csr_spmm import csr_spmm_counts, csr_spmm_kernel
 from trnsparse.kernels.csr_spmv import csr_spmv_counts, csr_spmv_kernel
 from trnsparse.kernels.csr_spsv import csr_spsv_counts, csr_spsv_kernel
-from trnsparse.kernels.screened_spmm import screened_spmm_counts, screened_spmm_kernel
 from trnsparse.ops import BSR_SDDMM, BSR_SPMM, SDDMM, SPMM, SPMV, SPMV_SYMMETRIC, SPSV, _finish, _symmetric_csr
-from trnsparse.screening import SCREENED_SPMM
 
 F32 = torch.float32
 #: What the kernels take here: float32 (the Tensor Engine has no fp64/complex, so those stay on the
@@ -309,54 +302,6 @@ def _sddmm_nki(cols, ptrs, values, X, Y, alpha, beta, owner=None):
     return out.to(values.dtype)
 
 
-# ----------------------------------------------------------------- screened SpMM
-
-def schwarz_ranks(d, threshold):
-    """``(rank, r)`` with ``|d_i| |d_j| > threshold  <=>  r_i <= rank_j`` exactly (float64 predicate).
-
-    ``rank_j`` is the first position of ``|d_j|`` in sorted ``|d|``; ``r_i`` the
-    smallest sorted position k with ``|d_i| * sorted[k] > threshold`` (n if
-    none), by a vectorized binary search (the predicate is monotone in k).
-    Both are integers <= n returned as float32 (exact below 2^24).
-    """
-    a = d.detach().double().abs()
-    n = a.shape[0]
-    s = torch.sort(a).values
-    rank = torch.searchsorted(s, a)
-    lo = torch.zeros(n, dtype=torch.long, device=a.device)
-    hi = torch.full((n,), n, dtype=torch.long, device=a.device)
-    while bool((lo < hi).any()):
-        open_ = lo < hi
-        mid = (lo + hi) // 2
-        pred = a * s[mid.clamp(max=max(n - 1, 0))] > threshold
-        hi = torch.where(open_ & pred, mid, hi)
-        lo = torch.where(open_ & ~pred, mid + 1, lo)
-    return rank.to(F32).reshape(n, 1), lo.to(F32).reshape(1, n)
-
-
-def _screened_supports(A, d, B, threshold):
-    if _grad(A, B):
-        return "autograd: the kernel has no backward (the torch path is differentiable)"
-    if A.numel() == 0 or B.numel() == 0:
-        return "empty operand: nothing to compute"
-    if A.shape[0] >= 1 << 24:
-        return "n >= 2^24: the mask ranks would not be exact in float32"
-    if not bool(torch.isfinite(d).all()):
-        return "diag_integrals has non-finite values (the rank form of the mask needs an order)"
-    return None
-
-
-def _screened_counts(A, d, B, threshold):
-    return {"kernel": "screened_spmm_kernel", **screened_spmm_counts(A.shape[0], B.shape[1])}
-
-
-@SCREENED_SPMM.lowering("nki", dtypes=KERNEL_DTYPES, supports=_screened_supports, counts=_screened_counts)
-def _screened_spmm_nki(A, d, B, threshold):
-    rank, r = schwarz_ranks(d, threshold)
-    C = nki.run(screened_spmm_kernel, A.mT.contiguous(), B.contiguous(), rank, r, out_dtype=F32)
-    return C.to(B.dtype)
-
-
 # ----------------------------------------------------------------- SDDMM on a BSR pattern
 
 def _bsr_sddmm_supports(blocks, block_col_indices, block_row_ptrs, shape, block_size, X, Y, alpha, beta):
@@ -386,66 +331,6 @@ def _bsr_sddmm_nki(blocks, block_col_indices, block_row_ptrs, shape, block_size,
     if beta != 0:
         P = P.add_(blocks, alpha=beta)
     return P.to(blocks.dtype)
-
-
-# ----------------------------------------------------------------- block-sparse attention
-
-def _attention_mode(Q, K, V, blocks, brow, bcol, block_size, scale, causal):
-    """(causal_for_the_kernel, None) or (None, why the kernel cannot take the call)."""
-    if block_size != TB:
-        return None, f"block_size {block_size}: the kernel takes 128x128 tiles"
-    if not attention_fits(Q.shape[2], V.shape[2]):
-        return None, f"head_dim {Q.shape[2]} / value dim {V.shape[2]}: one block row's tiles exceed SBUF"
-    if min(Q.shape[2], V.shape[2], Q.shape[1], K.shape[1]) == 0:
-        return None, "empty operand: nothing to compute"
-    if _grad(Q, K, V):
-        return None, "autograd: the kernel is forward only (the torch path is differentiable)"
-    if isinstance(scale, complex) or not scale > 0:
-        return None, f"scale {scale!r}: the kernel's online softmax needs a positive real scale"
-    if not all(bool(torch.isfinite(t).all()) for t in (Q, K, V)):
-        return None, ("non-finite Q/K/V: the Tensor Engine transpose of P is not bit-accurate for NaN/Inf "
-                      "on trn1")
-    Sq, Sk = Q.shape[1], K.shape[1]
-    ar = torch.arange(TB, device=blocks.device)
-    r = brow[:, None, None] * TB + ar[None, :, None]
-    c = bcol[:, None, None] * TB + ar[None, None, :]
-    inb = (r < Sq) & (c < Sk)
-    tri = inb & (c <= r)
-    allowed = blocks & inb
-    if causal:
-        return (True, None) if torch.equal(allowed & tri, tri) else (None, "tiles with entry-level masks")
-    if torch.equal(allowed, inb):
-        return False, None
-    if torch.equal(allowed, tri):
-        return True, None
-    return None, "tiles whose entries are neither all kept nor causal (entry-level masks)"
-
-
-def _attention_supports(*args):
-    return _attention_mode(*args)[1]
-
-
-def _attention_counts(Q, K, V, blocks, brow, bcol, block_size, scale, causal):
-    tri, why = _attention_mode(Q, K, V, blocks, brow, bcol, block_size, scale, causal)
-    if why is not None:
-        return None
-    ptrs = _block_row_ptrs(brow, Q.shape[1])
-    return {"kernel": "block_sparse_attention_kernel",
-            **attention_counts(Q.shape[0], Q.shape[1], K.shape[1], Q.shape[2], V.shape[2], ptrs, bcol.tolist(), tri)}
-
-
-def _block_row_ptrs(brow, Sq):
-    counts = torch.bincount(brow.cpu(), minlength=-(-Sq // TB))
-    return (0, *torch.cumsum(counts, 0).tolist())
-
-
-@ATTENTION.lowering("nki", dtypes=KERNEL_DTYPES, supports=_attention_supports, counts=_attention_counts)
-def _attention_nki(Q, K, V, blocks, brow, bcol, block_size, scale, causal):
-    tri, _ = _attention_mode(Q, K, V, blocks, brow, bcol, block_size, scale, causal)
-    O = nki.run(block_sparse_attention_kernel, Q.mT.contiguous(), K.mT.contiguous(), V.contiguous(),
-                row_ptrs=_block_row_ptrs(brow, Q.shape[1]), cols=tuple(bcol.tolist()), scale=float(scale),
-                causal=tri, out_dtype=F32)
-    return O.to(Q.dtype)
 
 
 # ----------------------------------------------------------------- the SpMV seam for iterative solvers
@@ -495,7 +380,3 @@ def device_spmv(A):
     if why is None and not _resident_x(A.shape, probe):
         why = f"n = {n}: y does not fit on chip for csr_spmv_kernel"
     return why if why is not None else DeviceSpMV(A)
-
-
-# SpGEMM and sparse add (own module: their host-side symbolic phases live in trnsparse._spgemm)
-from trnsparse import _nki_spgemm  # noqa: E402,F401
