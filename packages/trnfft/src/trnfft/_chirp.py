@@ -37,10 +37,8 @@ import torch
 from ._engine import _resize as _fit  # crop or zero-pad to length n along d
 
 # Bluestein is a *candidate* (trnfft._host times it against torch.fft and scipy.fft where the code runs)
-# for lengths whose largest prime factor is at least this. History: on the 2-core x86 machine this was
-# written on, one thread, time of this route / torch.fft was 1.11-2.14 at p = 3001 and 0.41-0.94 from
-# p = 4099 up; on another machine of the same kind it was 1.2-2.1 at 4099-65537 -- hence measured, not
-# ruled. Below 1000 it never came near.
+# for lengths whose largest prime factor is at least this; below it the route is never timed
+# (docs/perf-notes.md#design-bluestein).
 MIN_PRIME = 1000
 
 

@@ -251,11 +251,8 @@ def finite(where: str, **named: torch.Tensor) -> None:
             continue
         if (threads > 1 and t.is_cpu and t.numel() <= _HOST_SCAN_MAX and t.dtype in _HOST_SCAN_DTYPES
                 and not t.requires_grad and type(t) is torch.Tensor):
-            # beside torch's other threads, a CPU scan of this size runs in the calling thread (NumPy): a
-            # torch reduction over more than torch's grain (32768 entries) is split across the OpenMP team
-            # and waits at its barrier whenever another thread holds a core (OpenBLAS's spinning workers
-            # after a SciPy call, another process): measured 8-28 ms per cholesky(256) at 2 threads on a
-            # loaded 2-core machine, where the scan itself is ~10-20 us
+            # beside torch's other threads, a CPU scan of this size runs in the calling thread (NumPy), so
+            # it never waits at an OpenMP barrier for a busy core (docs/perf-notes.md#design-finite-scan)
             if np.isfinite(t.resolve_conj().resolve_neg().numpy()).all():
                 continue
             raise ValueError(f"{where}: {k} contains NaN or Inf")

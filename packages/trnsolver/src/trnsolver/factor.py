@@ -611,8 +611,8 @@ def _solve_torch(A: torch.Tensor, B: torch.Tensor) -> tuple[torch.Tensor, torch.
             "lapack": lambda: _host.gesv(A, B), "torch": lambda: torch.linalg.solve(A, B)},
             (B.shape[-1] == 1,)):
         return _host.gesv(A, B)  # SciPy's ?gesv, where it measured faster (trnsolver._host)
-    # linalg.solve is ~20 us faster than solve_ex at n = 64 (measured); solve_ex
-    # only to find the zero pivot of a singular matrix
+    # linalg.solve first (the cheaper call, docs/perf-notes.md#design-solve); solve_ex only to find the
+    # zero pivot of a singular matrix
     try:
         return torch.linalg.solve(A, B), _NO_INFO
     except RuntimeError:

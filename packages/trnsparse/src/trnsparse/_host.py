@@ -240,8 +240,7 @@ _csr_warned: list = []
 
 
 # Measured routes (trnsci.routes) for A @ x on the host: SciPy's sparsetools (the default) or torch's
-# CSR product. Which is faster depends on the machine's MKL and on k: on one 2-core machine sparsetools
-# ran spmv 5-25x faster than torch, on another torch's CSR product ran spmm with k=32 6x faster.
+# CSR product, whichever is faster on this machine for the shape class (docs/perf-notes.md#design-spmv).
 SPMV_MEASURE_MIN_WORK = 1 << 16  # nnz * k below this: sparsetools, untimed
 _SPMV_WARMUP = 3  # extra calls of each candidate before a measurement (see _spmv_route)
 _spmv_routes = _routes.Memo()  # (shape class, threads) -> route, emptied with the choices
@@ -269,16 +268,14 @@ def _spmv_route(values, col_indices, row_ptrs, shape, x) -> str:
     cls = ("spmv" if x.dim() == 1 else "spmm", *key[1:5], str(values.dtype).replace("torch.", ""))
     worth = nnz * k >= SPMV_MEASURE_MIN_WORK
     if worth and len(cands) > 1 and routes.current_mode() == "measure" and routes.lookup("trnsparse.spmm", cls) is None:
-        # torch's first products of a new shape ran 2-8x slower than later ones here (1.7 and 5.4 ms, then
-        # 0.68 ms, k = 32); the timing's single warm-up call left them in its rounds (a 2.4 ms median
-        # against 0.65 ms, and the slower sparsetools chosen), so warm both up a little more first
+        # torch's first products of a new shape are slower than later ones: warm both candidates up
+        # before timing them (docs/perf-notes.md#design-spmv)
         for _ in range(_SPMV_WARMUP):
             for fn in cands.values():
                 fn()
-    # robust with more than one thread: torch's product runs on its OpenMP pool, and on a shared
-    # machine a round in which it waited at a barrier for a busy core (seen here: 2 threads, 5 ms
-    # rounds of a 30 us product) keeps the single-threaded sparsetools. (With one thread a slow round
-    # is a preemption, as likely to hit either candidate: not evidence.)
+    # robust with more than one thread: a round in which torch's OpenMP product waited at a barrier
+    # for a busy core keeps the single-threaded sparsetools (with one thread a slow round is a
+    # preemption, as likely to hit either candidate: not evidence)
     c = routes.choose("trnsparse.spmm", cls, cands, default="sparsetools", worth_timing=worth, robust=key[-1] > 1)
     return _spmv_routes.remember(key, c.route)
 

@@ -22,9 +22,8 @@ __all__ = ["set_autotune", "get_autotune"]
 
 
 # torch's CPU GEMMs (MKL in the PyPI wheels) and NumPy's (OpenBLAS in the PyPI wheels) differ by shape,
-# dtype, thread count and CPU: on an AMD EPYC numpy.matmul was as fast or up to 4.5x faster than
-# torch.mm/bmm on most benchmark GEMMs, on a 2-core Xeon torch won some of the same shapes
-# (docs/trntensor.md). No static rule holds across machines, so each eligible GEMM step is a route of
+# dtype, thread count and CPU, and no static rule holds across machines (docs/trntensor.md,
+# docs/perf-notes.md#design-gemm-routes), so each eligible GEMM step is a route of
 # the family "trntensor.gemm" in trnsci.routes, the suite's one mechanism for measured choices: the
 # first execution of a plan at a torch thread count times torch and numpy.matmul on the step's own
 # operands (routes.measure: interleaved rounds), keeps torch unless numpy.matmul is clearly faster
