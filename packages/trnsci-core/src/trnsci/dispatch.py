@@ -524,12 +524,20 @@ class Lowering:
         counts per engine (``"tensor"``, ``"vector"``, ``"dma"``, ...), the
         same keys as the emulator's profile. None when no closed form
         applies (e.g. the host splits the call into several kernel runs).
+    kernels : tuple of str, callable or None
+        NKI lowerings: the names of the kernels a call launches, each once,
+        in the order of its first launch -- a tuple, or ``kernels(*args,
+        **kwargs) -> tuple`` when they depend on the call (a shape past one
+        tile, a GEMM step through trnblas). For a lowering whose number of
+        launches depends on the data (sweeps, iterations), where ``counts``
+        has no closed form. Without it the names come from ``counts``.
     """
 
     fn: Callable
     dtypes: tuple | None = None
     supports: Callable[..., str | None] | None = None
     counts: Callable[..., dict | None] | None = None
+    kernels: tuple | Callable[..., tuple] | None = None
 
 
 def _first_tensor_dtype(*args, **kwargs):
@@ -638,25 +646,28 @@ class Op:
     # ----------------------------------------------------------- declaring
 
     def lowering(self, backend: str, *, dtypes=None, supports: Callable[..., str | None] | None = None,
-                 counts: Callable[..., dict | None] | None = None):
+                 counts: Callable[..., dict | None] | None = None, kernels=None):
         """Decorator attaching the ``"torch"`` or ``"nki"`` implementation.
 
-        ``dtypes``, ``supports`` and ``counts`` belong to the NKI lowering
-        (see :class:`Lowering`). Registering a second lowering for one
+        ``dtypes``, ``supports``, ``counts`` and ``kernels`` belong to the NKI
+        lowering (see :class:`Lowering`). Registering a second lowering for one
         backend is a ``ValueError``; tests swap lowerings with
         :meth:`override`.
         """
         if backend not in ("torch", "nki"):
             raise ValueError(f"lowering backend must be 'torch' or 'nki', got {backend!r}")
-        if backend == "torch" and (dtypes is not None or supports is not None or counts is not None):
-            raise ValueError(f"{self.name}: dtypes/supports/counts describe the NKI lowering, not the torch one")
+        if backend == "torch" and (dtypes is not None or supports is not None or counts is not None
+                                   or kernels is not None):
+            raise ValueError(f"{self.name}: dtypes/supports/counts/kernels describe the NKI lowering, "
+                             "not the torch one")
 
         def register_lowering(fn: Callable) -> Callable:
             if backend in self._lowerings:
                 raise ValueError(f"{self.name}: a {backend!r} lowering is already registered "
                                  f"({getattr(self._lowerings[backend].fn, '__qualname__', '?')}); "
                                  "use Op.override to replace it in a test")
-            self._set(backend, Lowering(fn, tuple(dtypes) if dtypes is not None else None, supports, counts))
+            self._set(backend, Lowering(fn, tuple(dtypes) if dtypes is not None else None, supports, counts,
+                                        tuple(kernels) if isinstance(kernels, (list, tuple)) else kernels))
             return fn
 
         return register_lowering
@@ -692,7 +703,7 @@ class Op:
         """Replace (``fn``) or remove (``None``) one lowering inside a ``with`` block.
 
         For tests: a spy, a deliberately broken kernel, or no kernel at all.
-        ``declarations`` (``dtypes=``, ``supports=``, ``counts=``) default to
+        ``declarations`` (``dtypes=``, ``supports=``, ``counts=``, ``kernels=``) default to
         the replaced lowering's. The original is restored on exit.
 
         >>> from trnblas.level3 import GEMM
@@ -708,7 +719,7 @@ class Op:
         else:
             base = old or Lowering(fn)
             new = Lowering(fn, declarations.get("dtypes", base.dtypes), declarations.get("supports", base.supports),
-                           declarations.get("counts", base.counts))
+                           declarations.get("counts", base.counts), declarations.get("kernels", base.kernels))
         self._set(backend, new)
         try:
             yield self
@@ -780,12 +791,15 @@ class Op:
                 return self.plan(*args, **kwargs)
         d = self.decide(*args, **kwargs)
         kernel = None
+        names: tuple = ()
         low = self._lowerings.get("nki")
-        if d.backend != "torch" and low is not None and low.counts is not None:
-            figures = low.counts(*args, **kwargs)
-            if figures is not None:
-                figures = dict(figures)
-                kernel = {"name": figures.pop("kernel", None), **figures}
+        if d.backend != "torch" and low is not None:
+            if low.counts is not None:
+                figures = low.counts(*args, **kwargs)
+                if figures is not None:
+                    figures = dict(figures)
+                    kernel = {"name": figures.pop("kernel", None), **figures}
+            names = _kernel_names(low, kernel, args, kwargs)
         desc = self._describe(*args, **kwargs) if self._describe is not None else ""
         dt = self._dtype(*args, **kwargs)
         moved = None
@@ -793,7 +807,8 @@ class Op:
             from trnsci import runtime
 
             moved = runtime.transfer_bytes(args, kwargs)
-        return Plan(self.name, d.backend, d.reason, self.metric, d.size, d.threshold, dt, desc, kernel, d, moved)
+        return Plan(self.name, d.backend, d.reason, self.metric, d.size, d.threshold, dt, desc, kernel, d, moved,
+                    names)
 
     # ----------------------------------------------------------- running
 
@@ -895,6 +910,19 @@ class Op:
 
 
 _OPS: dict[str, Op] = {}
+
+
+def _kernel_names(low: Lowering, kernel: dict | None, args: tuple, kwargs: dict) -> tuple:
+    """The kernels an NKI lowering launches for a call, each once, in the order of its first launch:
+    its ``kernels`` declaration, else the launches its closed-form figures list."""
+    declared = low.kernels
+    if declared is not None:
+        names = declared(*args, **kwargs) if callable(declared) else declared
+    elif kernel is not None:
+        names = kernel.get("kernels") or ([kernel["name"]] if kernel.get("name") else [])
+    else:
+        names = ()
+    return tuple(dict.fromkeys(names))
 
 
 def _residency(args: tuple, kwargs: dict) -> str | None:
@@ -1103,6 +1131,11 @@ class Plan:
         device for the call (the results come back to the host as well); 0
         when every operand already lives there. None when no kernel would
         run on a device.
+    kernels : tuple of str
+        The kernels the call launches, each named once, in the order of its
+        first launch (how often each runs may depend on the data: sweeps,
+        iterations); ``()`` when no kernel runs (backend ``"torch"``, or a
+        call that plans as host-only).
     """
 
     op: str | None
@@ -1116,6 +1149,7 @@ class Plan:
     kernel: dict | None = None
     decision: Decision | None = None
     transfer_bytes: int | None = None
+    kernels: tuple = ()
 
     def __getattr__(self, name: str):
         if name != "metric" and name == self.__dict__.get("metric"):
@@ -1136,6 +1170,8 @@ class Plan:
         if self.transfer_bytes is not None:
             rows.append(("transfer", f"{self.transfer_bytes:,} B of host operands to the device"
                          + (" and the results back" if self.transfer_bytes else " (operands resident)")))
+        if self.kernels and not (self.kernel and self.kernel.get("name")):
+            rows.append(("kernels", ", ".join(self.kernels)))
         if self.kernel:
             k = self.kernel
             if k.get("kernels"):  # several launches: their order, then the summed figures
