@@ -397,6 +397,29 @@ def large_counts(B: int, n: int, precision: str = "fast") -> dict:
     return total
 
 
+def _c2c_names(n: int, precision: str) -> list[str]:
+    """The kernels one complex transform of length ``n`` launches, in order (what :func:`_rows_c2c` runs)."""
+    alg, _ = algorithm(n, precision)
+    if alg in ("four_step", "bluestein_large"):
+        return large_counts(1, n, precision)["kernels"]
+    return [_c2c_counts_rows(1, n, precision)["kernel"]]
+
+
+def _r2c_names(n: int, precision: str) -> list[str]:
+    """The kernels one real-input transform of length ``n`` launches (what :func:`_r2c` runs)."""
+    if _rfft_route(n, precision)[0] == "rfft_half":
+        return ["rfft_half_kernel"]
+    return _c2c_names(n, precision)
+
+
+def _c2r_names(n: int, precision: str) -> list[str]:
+    """The kernels one real-output transform of length ``n`` launches (what :func:`_c2r` runs)."""
+    route = _c2r_route(n, precision)[0]
+    if route == "irfft_half":
+        return ["irfft_half_kernel"]
+    return _c2c_names(n // 2 if route == "half" else n, precision)
+
+
 def _along(x: torch.Tensor, n: int, d: int, fn):
     """Apply ``fn(xr, xi) -> (yr, yi)`` to the rows of ``x`` (complex64) along dim d (length n)."""
     x = E._resize(x, n, d)
@@ -457,12 +480,16 @@ def _ifft_nki(x, n, dim, norm, precision):
     return _c2c(x, (n,), (dim,), norm, True, precision)
 
 
-@FFTN.lowering("nki", dtypes=C2C_DTYPES, supports=_supportsn, counts=_countsn)
+def _kernelsn(x, s, dim, norm, precision):
+    return [k for n in s for k in _c2c_names(n, precision)]
+
+
+@FFTN.lowering("nki", dtypes=C2C_DTYPES, supports=_supportsn, counts=_countsn, kernels=_kernelsn)
 def _fftn_nki(x, s, dim, norm, precision):
     return _c2c(x, s, dim, norm, False, precision)
 
 
-@IFFTN.lowering("nki", dtypes=C2C_DTYPES, supports=_supportsn, counts=_countsn)
+@IFFTN.lowering("nki", dtypes=C2C_DTYPES, supports=_supportsn, counts=_countsn, kernels=_kernelsn)
 def _ifftn_nki(x, s, dim, norm, precision):
     return _c2c(x, s, dim, norm, True, precision)
 
@@ -621,7 +648,12 @@ def _irfftn_counts(x, s, dim, norm, precision):
     return None
 
 
-@RFFTN.lowering("nki", dtypes=(torch.float32,), supports=_rn_supports, counts=_rfftn_counts)
+def _rfftn_kernels(x, s, dim, norm, precision):
+    """The real-input kernel along dim[-1] first, then the complex kernels along the other dims."""
+    return _r2c_names(s[-1], precision) + [k for n in s[:-1] for k in _c2c_names(n, precision)]
+
+
+@RFFTN.lowering("nki", dtypes=(torch.float32,), supports=_rn_supports, counts=_rfftn_counts, kernels=_rfftn_kernels)
 def _rfftn_nki(x, s, dim, norm, precision):
     """Half spectrum along dim[-1] (real-input kernel), then complex kernels along the other dims."""
     y = _r2c(x, s[-1], dim[-1], "backward", precision)
@@ -637,7 +669,13 @@ def _irn_supports(x, s, dim, norm, precision):
     return why or None
 
 
-@IRFFTN.lowering("nki", dtypes=(torch.complex64,), supports=_irn_supports, counts=_irfftn_counts)
+def _irfftn_kernels(x, s, dim, norm, precision):
+    """The complex inverse kernels along dim[:-1] first, then the real-output one along dim[-1]."""
+    return [k for n in s[:-1] for k in _c2c_names(n, precision)] + _c2r_names(s[-1], precision)
+
+
+@IRFFTN.lowering("nki", dtypes=(torch.complex64,), supports=_irn_supports, counts=_irfftn_counts,
+                 kernels=_irfftn_kernels)
 def _irfftn_nki(x, s, dim, norm, precision):
     """Complex inverse kernels along dim[:-1], then the Hermitian-to-real inverse along dim[-1]."""
     if len(s) > 1:
@@ -656,7 +694,12 @@ def _stft_supports(x, n_fft, hop_length, win_length, window, center, pad_mode, n
     return algorithm(n_fft, "fast")[1] or None
 
 
-@STFT.lowering("nki", dtypes=(torch.float32, torch.complex64), supports=_stft_supports)
+def _stft_kernels(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided):
+    """One transform over every frame: the real-input kernel one-sided, else the complex one."""
+    return _r2c_names(n_fft, "fast") if onesided else _c2c_names(n_fft, "fast")
+
+
+@STFT.lowering("nki", dtypes=(torch.float32, torch.complex64), supports=_stft_supports, kernels=_stft_kernels)
 def _stft_nki(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided):
     """Framing, padding and windowing on the host (torch.stft's conventions), then one transform
     kernel over every frame (frames are the batch rows)."""
