@@ -124,7 +124,12 @@ def _eigh_counts(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
     return None
 
 
-@EIGH.lowering("nki", dtypes=KERNEL_DTYPES, supports=_eigh_supports, counts=_eigh_counts)
+def _eigh_kernels(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
+    """The sweep kernel on one tile; past one tile (n > 128) block Jacobi adds trnblas's GEMM kernel."""
+    return ("jacobi_sweep_kernel",) if A.shape[-1] <= 2 * BLOCK else ("jacobi_sweep_kernel", "gemm_kernel")
+
+
+@EIGH.lowering("nki", dtypes=KERNEL_DTYPES, supports=_eigh_supports, counts=_eigh_counts, kernels=_eigh_kernels)
 def _eigh_nki(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
     n = A.shape[-1]
     full = la.symmetric(A, uplo)
@@ -244,7 +249,7 @@ def _ns_supports(A, max_iters, tol):
     return "empty matrix" if A.shape[-1] == 0 else None
 
 
-@INV_SQRT_SPD_NS.lowering("nki", dtypes=KERNEL_DTYPES, supports=_ns_supports)
+@INV_SQRT_SPD_NS.lowering("nki", dtypes=KERNEL_DTYPES, supports=_ns_supports, kernels=("gemm_kernel",))
 def _inv_sqrt_spd_ns_nki(A, max_iters, tol):
     n = A.shape[-1]
     with _trnblas():

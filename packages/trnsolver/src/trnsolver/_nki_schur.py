@@ -111,7 +111,13 @@ def _schur_counts(A, complex_out, sort):
     return None
 
 
-@SCHUR.lowering("nki", dtypes=KERNEL_DTYPES, supports=_schur_supports, counts=_schur_counts)
+def _schur_kernels(A, complex_out, sort):
+    """Steps 2-4 of the table above (none for n <= 2: the window is already one block)."""
+    return ("gemm_kernel", "qr_panel_kernel", "trsm_kernel") if A.shape[-1] > 2 else ()
+
+
+@SCHUR.lowering("nki", dtypes=KERNEL_DTYPES, supports=_schur_supports, counts=_schur_counts,
+                kernels=_schur_kernels)
 def _schur_nki(A, complex_out, sort):
     T, Z, _ = schur_device(A)
     return T.to(A.dtype), Z.to(A.dtype), None
