@@ -579,6 +579,14 @@ class Op:
         :class:`Plan` (``"op(A) 64x32 @ op(B) 32x16 -> 64x16"``).
     doc, probe
         As :func:`register`.
+    steps : callable, optional
+        For a composition -- an op with no kernel of its own whose torch
+        lowering calls other ops (a decomposition's GEMMs and SVDs through
+        trnblas and trnsolver) -- ``steps(*args, **kwargs) -> [Plan, ...]``:
+        the plans of those calls (each made by its own op's decision, as
+        the call will make it), in the order they first run. A plan that
+        decides torch for the op itself then names their kernels and the
+        backend they run on.
 
     Notes
     -----
@@ -609,13 +617,14 @@ class Op:
     def __init__(self, name: str, metric: str, threshold: float, *, size: Callable[..., float] | None = None,
                  dtype: Callable | None = None, describe: Callable[..., str] | None = None,
                  doc: str = "", probe: Callable | None = None, schema: str | None = None,
-                 fake: Callable | None = None):
+                 fake: Callable | None = None, steps: Callable[..., list] | None = None):
         self.name = name
         self.metric = metric
         self._entry = register(name, metric, threshold, doc, probe)
         self._size = size
         self._dtype = dtype or _first_tensor_dtype
         self._describe = describe
+        self._steps = steps
         self._library = _library_of(name)
         self._lowerings: dict[str, Lowering] = {}
         self._torch: Callable | None = None
@@ -800,14 +809,22 @@ class Op:
                     figures = dict(figures)
                     kernel = {"name": figures.pop("kernel", None), **figures}
             names = _kernel_names(low, kernel, args, kwargs)
+        backend, reason = d.backend, d.reason
+        if d.backend == "torch" and self._steps is not None:  # a composition: its steps' kernels
+            ran = [p for p in self._steps(*args, **kwargs) if p.kernels]
+            if ran:
+                names = tuple(dict.fromkeys(k for p in ran for k in p.kernels))
+                backend = ran[0].backend
+                reason = (f"{d.reason}; its steps run kernels by their own ops' decisions: "
+                          + ", ".join(dict.fromkeys(f"{p.op} ({p.backend})" for p in ran)))
         desc = self._describe(*args, **kwargs) if self._describe is not None else ""
         dt = self._dtype(*args, **kwargs)
         moved = None
-        if d.backend == "nki":  # host operands go to the device once (trnsci.runtime, issue 33)
+        if backend == "nki":  # host operands go to the device once (trnsci.runtime, issue 33)
             from trnsci import runtime
 
             moved = runtime.transfer_bytes(args, kwargs)
-        return Plan(self.name, d.backend, d.reason, self.metric, d.size, d.threshold, dt, desc, kernel, d, moved,
+        return Plan(self.name, backend, reason, self.metric, d.size, d.threshold, dt, desc, kernel, d, moved,
                     names)
 
     # ----------------------------------------------------------- running
