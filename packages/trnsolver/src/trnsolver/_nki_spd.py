@@ -23,7 +23,15 @@ import torch
 
 import trnblas
 from trnblas.kernels.trsm import trsm_counts
-from trnsolver._nki import KERNEL_DTYPES, _eigh_kernels, _eigh_nki, _trnblas, cholesky_device, cholesky_tally, not_finite
+from trnsolver._nki import (
+    KERNEL_DTYPES,
+    _eigh_kernels,
+    _eigh_nki,
+    _trnblas,
+    cholesky_device,
+    cholesky_tally,
+    not_finite,
+)
 from trnsolver._nki_lu import _batch, _Tally
 from trnsolver.factor import CHO_SOLVE, INV_SPD, INV_SQRT_SPD, SOLVE_SPD
 
