@@ -65,6 +65,9 @@ def _candidates():
     c["counter"] = [torch.zeros(1, 4, dtype=torch.int64), [0, 0, 0, 0]]
     c["key"] = c["key"] + [[0, 0, 0, 0]]
     c["tensor"] = [torch.linspace(-1, 1, 24).reshape(2, 3, 4)] + c["tensor"]
+    # each library's plan(op_name, *args): a function of that library and its arguments
+    c["op_name"] = c["op_name"] + ["solve", "spmv", "normal"]
+    c["args"] = c["args"] + [(c["A"][1], c["x"][0]), (4,)]
     # an FFTPlan built directly (create_plan's arguments, canonical)
     c.update(dims=[(0,)], lengths=[(8,)], input_lengths=[(8,)], norm=["backward"], precision=["fast"])
     return c
@@ -143,3 +146,34 @@ def test_a_kernel_backend_plan_without_kernels_says_why(calls):
                 quiet.append(qual)
     # the walk reaches the kernels: most functions that dispatch an op run one here
     assert len(quiet) < 0.25 * len(calls), quiet
+
+
+@pytest.mark.parametrize("lib, name, make", [
+    (trnblas, "axpy", lambda: (2.0, torch.ones(5), torch.ones(5))),
+    (trnsolver, "solve", lambda: (sweep._spd().float(), torch.ones(4))),
+    (trnsparse, "spmv", lambda: (trnsparse.from_dense(sweep._spd().float()), torch.ones(4))),
+    (trnrand, "normal", lambda: (16,)),
+])
+def test_each_library_plan_is_plan_call_of_its_function(lib, name, make):
+    """``<lib>.plan(name, *args)`` is ``plan_call(<lib>.name, *args)`` (the prefixed name too), and
+    under "simulator" names a kernel that the call then launches."""
+    args = make()
+    with trnsci.use_backend("simulator"):
+        p = lib.plan(name, *args)
+        q = plan_call(getattr(lib, name), *args)
+        r = lib.plan(f"{lib.__name__}.{name}", *args)
+        with nki.capture() as runs:
+            getattr(lib, name)(*args)
+    assert (p.op, p.backend, p.kernels) == (q.op, q.backend, q.kernels) == (r.op, r.backend, r.kernels)
+    assert p.backend == "simulator" and p.kernels == tuple(dict.fromkeys(k.kernel for k in runs))
+
+
+@pytest.mark.parametrize("lib", [trnsolver, trnsparse, trnrand])
+def test_library_plan_refuses_settings_and_unknown_names(lib):
+    before = lib.get_backend()
+    for bad in ("set_backend", "use_backend", "no_such_function", "plan"):
+        with pytest.raises(ValueError, match=r"^plan: op_name must name a public"):
+            lib.plan(bad, "simulator")
+    with pytest.raises(TypeError, match=r"^plan: op_name"):
+        lib.plan(3)
+    assert lib.get_backend() == before  # nothing was set while refusing

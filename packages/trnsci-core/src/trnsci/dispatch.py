@@ -1240,3 +1240,38 @@ def plan_call(fn: Callable, *args, **kwargs) -> Plan:
     name = getattr(fn, "__qualname__", repr(fn))
     return Plan(None, "torch", f"{name} dispatches no operation for these arguments "
                                "(a quick return, or a function that always runs on torch)")
+
+
+#: Public names a library's ``plan`` refuses: configuration (planning runs a call up to its first
+#: operation, so these would change a setting) and the planners themselves.
+_NOT_PLANNED_PREFIXES = ("set_", "get_", "use_", "reset_", "clear_", "plan")
+
+
+def plan_function(library: str, op_name: str, *args, exclude: tuple = (), **kwargs) -> Plan:
+    """``plan_call`` of ``library``'s public function named ``op_name``: what each library's ``plan`` does.
+
+    ``op_name`` is a name in ``library.__all__``, with or without the
+    ``"<library>."`` prefix; ``args``/``kwargs`` are that function's own
+    arguments, validated as the call would validate them. Configuration
+    (``set_*``, ``use_*``, ...), the planners, non-callables and
+    ``exclude`` are refused with a ``ValueError`` naming ``op_name``.
+    """
+    import importlib
+
+    lib = importlib.import_module(library)
+    key = op_name[len(library) + 1:] if isinstance(op_name, str) and op_name.startswith(library + ".") else op_name
+    fn = getattr(lib, key, None) if isinstance(key, str) and key in lib.__all__ else None
+    if (fn is None or not callable(fn) or key.startswith(_NOT_PLANNED_PREFIXES) or key in exclude
+            or (isinstance(fn, type) and issubclass(fn, BaseException))):
+        if not isinstance(op_name, str):
+            raise TypeError(f"plan: op_name must be the name of a public {library} function (str), "
+                            f"got {type(op_name).__name__}")
+        raise ValueError(f"plan: op_name must name a public {library} function that computes (e.g. "
+                         f"{_example(lib)!r}), got {op_name!r}")
+    return plan_call(fn, *args, **kwargs)
+
+
+def _example(lib) -> str:
+    """The first public function of ``lib`` (a module) that is also the name of one of its ops."""
+    names = sorted({op.name.split(".", 1)[1] for op in ops(lib.__name__).values()} & set(lib.__all__))
+    return names[0] if names else lib.__all__[-1]
