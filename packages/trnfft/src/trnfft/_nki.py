@@ -470,12 +470,24 @@ def _countsn(x, s, dim, norm, precision):
     return None  # one kernel run per transformed dim
 
 
-@FFT.lowering("nki", dtypes=C2C_DTYPES, supports=_supports1, counts=_counts1)
+def _kernels1(x, n, dim, norm, precision):
+    return _c2c_names(n, precision)
+
+
+def _r2c_kernels(x, n, dim, norm, precision):
+    return _r2c_names(n, precision)
+
+
+def _c2r_kernels(x, n, dim, norm, precision):
+    return _c2r_names(n, precision)
+
+
+@FFT.lowering("nki", dtypes=C2C_DTYPES, supports=_supports1, counts=_counts1, kernels=_kernels1)
 def _fft_nki(x, n, dim, norm, precision):
     return _c2c(x, (n,), (dim,), norm, False, precision)
 
 
-@IFFT.lowering("nki", dtypes=C2C_DTYPES, supports=_supports1, counts=_counts1)
+@IFFT.lowering("nki", dtypes=C2C_DTYPES, supports=_supports1, counts=_counts1, kernels=_kernels1)
 def _ifft_nki(x, n, dim, norm, precision):
     return _c2c(x, (n,), (dim,), norm, True, precision)
 
@@ -513,7 +525,7 @@ def _rfft_counts(x, n, dim, norm, precision):
     return _c2c_counts_rows(B, n, precision)
 
 
-@RFFT.lowering("nki", dtypes=(torch.float32,), supports=_rfft_supports, counts=_rfft_counts)
+@RFFT.lowering("nki", dtypes=(torch.float32,), supports=_rfft_supports, counts=_rfft_counts, kernels=_r2c_kernels)
 def _rfft_nki(x, n, dim, norm, precision):
     return _r2c(x, n, dim, norm, precision)
 
@@ -570,7 +582,8 @@ def _irfft_counts(x, n, dim, norm, precision):
     return _c2c_counts_rows(B, n, precision)
 
 
-@IRFFT.lowering("nki", dtypes=(torch.complex64,), supports=_c2r_supports, counts=_irfft_counts)
+@IRFFT.lowering("nki", dtypes=(torch.complex64,), supports=_c2r_supports, counts=_irfft_counts,
+                kernels=_c2r_kernels)
 def _irfft_nki(x, n, dim, norm, precision):
     return _c2r(x, n, dim, norm, precision)
 
@@ -613,7 +626,8 @@ def _c2r(x, n, dim, norm, precision):
     return _scaled(y, norm, True, n)
 
 
-@HFFT.lowering("nki", dtypes=(torch.complex64,), supports=_c2r_supports, counts=_irfft_counts)
+@HFFT.lowering("nki", dtypes=(torch.complex64,), supports=_c2r_supports, counts=_irfft_counts,
+               kernels=_c2r_kernels)
 def _hfft_nki(x, n, dim, norm, precision):
     """hfft(x, n) = irfft(conj(x), n) with the normalization swapped."""
     return _c2r(x.conj().resolve_conj(), n, dim, E.swap_norm(norm), precision)
@@ -623,7 +637,8 @@ def _ihfft_counts(x, n, dim, norm, precision):
     return _rfft_counts(x, n, dim, norm, precision)
 
 
-@IHFFT.lowering("nki", dtypes=(torch.float32,), supports=_rfft_supports, counts=_ihfft_counts)
+@IHFFT.lowering("nki", dtypes=(torch.float32,), supports=_rfft_supports, counts=_ihfft_counts,
+                kernels=_r2c_kernels)
 def _ihfft_nki(x, n, dim, norm, precision):
     """ihfft(x, n) = conj(rfft(x, n)) with the normalization swapped."""
     return _r2c(x, n, dim, E.swap_norm(norm), precision).conj().resolve_conj()

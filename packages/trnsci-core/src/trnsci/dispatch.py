@@ -530,7 +530,8 @@ class Lowering:
         **kwargs) -> tuple`` when they depend on the call (a shape past one
         tile, a GEMM step through trnblas). For a lowering whose number of
         launches depends on the data (sweeps, iterations), where ``counts``
-        has no closed form. Without it the names come from ``counts``.
+        has no closed form: the names come from ``counts`` when it gives
+        figures, else from ``kernels``.
     """
 
     fn: Callable
@@ -931,14 +932,11 @@ _OPS: dict[str, Op] = {}
 
 def _kernel_names(low: Lowering, kernel: dict | None, args: tuple, kwargs: dict) -> tuple:
     """The kernels an NKI lowering launches for a call, each once, in the order of its first launch:
-    its ``kernels`` declaration, else the launches its closed-form figures list."""
+    the launches its closed-form figures name, else its ``kernels`` declaration."""
+    names = kernel.get("kernels") or ([kernel["name"]] if kernel.get("name") else []) if kernel is not None else ()
     declared = low.kernels
-    if declared is not None:
+    if not names and declared is not None:
         names = declared(*args, **kwargs) if callable(declared) else declared
-    elif kernel is not None:
-        names = kernel.get("kernels") or ([kernel["name"]] if kernel.get("name") else [])
-    else:
-        names = ()
     return tuple(dict.fromkeys(names))
 
 
