@@ -78,6 +78,7 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         "from_dense": "format conversion on the host", "from_scipy": "format conversion on the host",
         "from_torch": "format conversion on the host", "eye_sparse": "constructor", "random_sparse": "constructor",
         "nnz_per_row": "structure statistic on the host", "sparsity_stats": "structure statistic on the host",
+        "plan": _HOST,
         "local_window_mask": "mask constructor", "causal_mask": "mask constructor",
         "chebyshev_coeffs": "scalar recurrence on the host",
         "sparse_scale": _MOVE.format(what="one multiply per stored value, the pattern untouched"),
@@ -110,11 +111,12 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
                  "and BiCGSTAB's only)",
         "minres": "dense float32 A, unpreconditioned; a sparse A or an M runs on torch (the SpMV seam is CG's "
                   "and BiCGSTAB's only)",
+        "plan": _HOST,
         "jacobi_preconditioner": "builds a preconditioner closure", "ssor_preconditioner":
         "builds a preconditioner closure", "block_jacobi_preconditioner": "builds a preconditioner closure",
     },
     "trnrand": {
-        "manual_seed": _CONFIG, "get_default_generator": _CONFIG,
+        "manual_seed": _CONFIG, "get_default_generator": _CONFIG, "plan": _HOST,
         "randperm": "an argsort of 63-bit keys: the engines have no sort instruction and no 64-bit compare, and "
                     "a sorting network of 32-bit limb compares costs O(n log^2 n) instructions against the host's "
                     "O(n log n) sort of data it already holds",

@@ -34,6 +34,7 @@ from .distributions import (
 )
 from .generator import Generator, get_default_generator, manual_seed
 from .philox import philox4x32
+from .plan import plan
 from .program import GeneratorProgram
 from .quasi import halton, latin_hypercube, sobol
 from .threefry import threefry4x32, threefry_stream_normal, threefry_stream_uniform
@@ -82,6 +83,8 @@ __all__ = [
     "sobol",
     "halton",
     "latin_hypercube",
+    # planning
+    "plan",
 ]
 
 # The NKI lowerings live in the package trnrand._nki (one module per family) and register on the Ops above;

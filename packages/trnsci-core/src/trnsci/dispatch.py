@@ -524,12 +524,21 @@ class Lowering:
         counts per engine (``"tensor"``, ``"vector"``, ``"dma"``, ...), the
         same keys as the emulator's profile. None when no closed form
         applies (e.g. the host splits the call into several kernel runs).
+    kernels : tuple of str, callable or None
+        NKI lowerings: the names of the kernels a call launches, each once,
+        in the order of its first launch -- a tuple, or ``kernels(*args,
+        **kwargs) -> tuple`` when they depend on the call (a shape past one
+        tile, a GEMM step through trnblas). For a lowering whose number of
+        launches depends on the data (sweeps, iterations), where ``counts``
+        has no closed form: the names come from ``counts`` when it gives
+        figures, else from ``kernels``.
     """
 
     fn: Callable
     dtypes: tuple | None = None
     supports: Callable[..., str | None] | None = None
     counts: Callable[..., dict | None] | None = None
+    kernels: tuple | Callable[..., tuple] | None = None
 
 
 def _first_tensor_dtype(*args, **kwargs):
@@ -571,6 +580,14 @@ class Op:
         :class:`Plan` (``"op(A) 64x32 @ op(B) 32x16 -> 64x16"``).
     doc, probe
         As :func:`register`.
+    steps : callable, optional
+        For a composition -- an op with no kernel of its own whose torch
+        lowering calls other ops (a decomposition's GEMMs and SVDs through
+        trnblas and trnsolver) -- ``steps(*args, **kwargs) -> [Plan, ...]``:
+        the plans of those calls (each made by its own op's decision, as
+        the call will make it), in the order they first run. A plan that
+        decides torch for the op itself then names their kernels and the
+        backend they run on.
 
     Notes
     -----
@@ -601,13 +618,14 @@ class Op:
     def __init__(self, name: str, metric: str, threshold: float, *, size: Callable[..., float] | None = None,
                  dtype: Callable | None = None, describe: Callable[..., str] | None = None,
                  doc: str = "", probe: Callable | None = None, schema: str | None = None,
-                 fake: Callable | None = None):
+                 fake: Callable | None = None, steps: Callable[..., list] | None = None):
         self.name = name
         self.metric = metric
         self._entry = register(name, metric, threshold, doc, probe)
         self._size = size
         self._dtype = dtype or _first_tensor_dtype
         self._describe = describe
+        self._steps = steps
         self._library = _library_of(name)
         self._lowerings: dict[str, Lowering] = {}
         self._torch: Callable | None = None
@@ -638,25 +656,28 @@ class Op:
     # ----------------------------------------------------------- declaring
 
     def lowering(self, backend: str, *, dtypes=None, supports: Callable[..., str | None] | None = None,
-                 counts: Callable[..., dict | None] | None = None):
+                 counts: Callable[..., dict | None] | None = None, kernels=None):
         """Decorator attaching the ``"torch"`` or ``"nki"`` implementation.
 
-        ``dtypes``, ``supports`` and ``counts`` belong to the NKI lowering
-        (see :class:`Lowering`). Registering a second lowering for one
+        ``dtypes``, ``supports``, ``counts`` and ``kernels`` belong to the NKI
+        lowering (see :class:`Lowering`). Registering a second lowering for one
         backend is a ``ValueError``; tests swap lowerings with
         :meth:`override`.
         """
         if backend not in ("torch", "nki"):
             raise ValueError(f"lowering backend must be 'torch' or 'nki', got {backend!r}")
-        if backend == "torch" and (dtypes is not None or supports is not None or counts is not None):
-            raise ValueError(f"{self.name}: dtypes/supports/counts describe the NKI lowering, not the torch one")
+        if backend == "torch" and (dtypes is not None or supports is not None or counts is not None
+                                   or kernels is not None):
+            raise ValueError(f"{self.name}: dtypes/supports/counts/kernels describe the NKI lowering, "
+                             "not the torch one")
 
         def register_lowering(fn: Callable) -> Callable:
             if backend in self._lowerings:
                 raise ValueError(f"{self.name}: a {backend!r} lowering is already registered "
                                  f"({getattr(self._lowerings[backend].fn, '__qualname__', '?')}); "
                                  "use Op.override to replace it in a test")
-            self._set(backend, Lowering(fn, tuple(dtypes) if dtypes is not None else None, supports, counts))
+            self._set(backend, Lowering(fn, tuple(dtypes) if dtypes is not None else None, supports, counts,
+                                        tuple(kernels) if isinstance(kernels, (list, tuple)) else kernels))
             return fn
 
         return register_lowering
@@ -692,7 +713,7 @@ class Op:
         """Replace (``fn``) or remove (``None``) one lowering inside a ``with`` block.
 
         For tests: a spy, a deliberately broken kernel, or no kernel at all.
-        ``declarations`` (``dtypes=``, ``supports=``, ``counts=``) default to
+        ``declarations`` (``dtypes=``, ``supports=``, ``counts=``, ``kernels=``) default to
         the replaced lowering's. The original is restored on exit.
 
         >>> from trnblas.level3 import GEMM
@@ -708,7 +729,7 @@ class Op:
         else:
             base = old or Lowering(fn)
             new = Lowering(fn, declarations.get("dtypes", base.dtypes), declarations.get("supports", base.supports),
-                           declarations.get("counts", base.counts))
+                           declarations.get("counts", base.counts), declarations.get("kernels", base.kernels))
         self._set(backend, new)
         try:
             yield self
@@ -780,20 +801,32 @@ class Op:
                 return self.plan(*args, **kwargs)
         d = self.decide(*args, **kwargs)
         kernel = None
+        names: tuple = ()
         low = self._lowerings.get("nki")
-        if d.backend != "torch" and low is not None and low.counts is not None:
-            figures = low.counts(*args, **kwargs)
-            if figures is not None:
-                figures = dict(figures)
-                kernel = {"name": figures.pop("kernel", None), **figures}
+        if d.backend != "torch" and low is not None:
+            if low.counts is not None:
+                figures = low.counts(*args, **kwargs)
+                if figures is not None:
+                    figures = dict(figures)
+                    kernel = {"name": figures.pop("kernel", None), **figures}
+            names = _kernel_names(low, kernel, args, kwargs)
+        backend, reason = d.backend, d.reason
+        if d.backend == "torch" and self._steps is not None:  # a composition: its steps' kernels
+            ran = [p for p in self._steps(*args, **kwargs) if p.kernels]
+            if ran:
+                names = tuple(dict.fromkeys(k for p in ran for k in p.kernels))
+                backend = ran[0].backend
+                reason = (f"{d.reason}; its steps run kernels by their own ops' decisions: "
+                          + ", ".join(dict.fromkeys(f"{p.op} ({p.backend})" for p in ran)))
         desc = self._describe(*args, **kwargs) if self._describe is not None else ""
         dt = self._dtype(*args, **kwargs)
         moved = None
-        if d.backend == "nki":  # host operands go to the device once (trnsci.runtime, issue 33)
+        if backend == "nki":  # host operands go to the device once (trnsci.runtime, issue 33)
             from trnsci import runtime
 
             moved = runtime.transfer_bytes(args, kwargs)
-        return Plan(self.name, d.backend, d.reason, self.metric, d.size, d.threshold, dt, desc, kernel, d, moved)
+        return Plan(self.name, backend, reason, self.metric, d.size, d.threshold, dt, desc, kernel, d, moved,
+                    names)
 
     # ----------------------------------------------------------- running
 
@@ -895,6 +928,16 @@ class Op:
 
 
 _OPS: dict[str, Op] = {}
+
+
+def _kernel_names(low: Lowering, kernel: dict | None, args: tuple, kwargs: dict) -> tuple:
+    """The kernels an NKI lowering launches for a call, each once, in the order of its first launch:
+    the launches its closed-form figures name, else its ``kernels`` declaration."""
+    names = kernel.get("kernels") or ([kernel["name"]] if kernel.get("name") else []) if kernel is not None else ()
+    declared = low.kernels
+    if not names and declared is not None:
+        names = declared(*args, **kwargs) if callable(declared) else declared
+    return tuple(dict.fromkeys(names))
 
 
 def _residency(args: tuple, kwargs: dict) -> str | None:
@@ -1103,6 +1146,11 @@ class Plan:
         device for the call (the results come back to the host as well); 0
         when every operand already lives there. None when no kernel would
         run on a device.
+    kernels : tuple of str
+        The kernels the call launches, each named once, in the order of its
+        first launch (how often each runs may depend on the data: sweeps,
+        iterations); ``()`` when no kernel runs (backend ``"torch"``, or a
+        call that plans as host-only).
     """
 
     op: str | None
@@ -1116,6 +1164,7 @@ class Plan:
     kernel: dict | None = None
     decision: Decision | None = None
     transfer_bytes: int | None = None
+    kernels: tuple = ()
 
     def __getattr__(self, name: str):
         if name != "metric" and name == self.__dict__.get("metric"):
@@ -1136,6 +1185,8 @@ class Plan:
         if self.transfer_bytes is not None:
             rows.append(("transfer", f"{self.transfer_bytes:,} B of host operands to the device"
                          + (" and the results back" if self.transfer_bytes else " (operands resident)")))
+        if self.kernels and not (self.kernel and self.kernel.get("name")):
+            rows.append(("kernels", ", ".join(self.kernels)))
         if self.kernel:
             k = self.kernel
             if k.get("kernels"):  # several launches: their order, then the summed figures
@@ -1187,3 +1238,38 @@ def plan_call(fn: Callable, *args, **kwargs) -> Plan:
     name = getattr(fn, "__qualname__", repr(fn))
     return Plan(None, "torch", f"{name} dispatches no operation for these arguments "
                                "(a quick return, or a function that always runs on torch)")
+
+
+#: Public names a library's ``plan`` refuses: configuration (planning runs a call up to its first
+#: operation, so these would change a setting) and the planners themselves.
+_NOT_PLANNED_PREFIXES = ("set_", "get_", "use_", "reset_", "clear_", "plan")
+
+
+def plan_function(library: str, op_name: str, *args, exclude: tuple = (), **kwargs) -> Plan:
+    """``plan_call`` of ``library``'s public function named ``op_name``: what each library's ``plan`` does.
+
+    ``op_name`` is a name in ``library.__all__``, with or without the
+    ``"<library>."`` prefix; ``args``/``kwargs`` are that function's own
+    arguments, validated as the call would validate them. Configuration
+    (``set_*``, ``use_*``, ...), the planners, non-callables and
+    ``exclude`` are refused with a ``ValueError`` naming ``op_name``.
+    """
+    import importlib
+
+    lib = importlib.import_module(library)
+    key = op_name[len(library) + 1:] if isinstance(op_name, str) and op_name.startswith(library + ".") else op_name
+    fn = getattr(lib, key, None) if isinstance(key, str) and key in lib.__all__ else None
+    if (fn is None or not callable(fn) or key.startswith(_NOT_PLANNED_PREFIXES) or key in exclude
+            or (isinstance(fn, type) and issubclass(fn, BaseException))):
+        if not isinstance(op_name, str):
+            raise TypeError(f"plan: op_name must be the name of a public {library} function (str), "
+                            f"got {type(op_name).__name__}")
+        raise ValueError(f"plan: op_name must name a public {library} function that computes (e.g. "
+                         f"{_example(lib)!r}), got {op_name!r}")
+    return plan_call(fn, *args, **kwargs)
+
+
+def _example(lib) -> str:
+    """The first public function of ``lib`` (a module) that is also the name of one of its ops."""
+    names = sorted({op.name.split(".", 1)[1] for op in ops(lib.__name__).values()} & set(lib.__all__))
+    return names[0] if names else lib.__all__[-1]

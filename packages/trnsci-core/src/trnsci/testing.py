@@ -191,7 +191,8 @@ def assert_plan_matches_run(fn, *args, **kwargs):
     """Plan ``fn(*args, **kwargs)``, run it, and fail unless the plan said what ran.
 
     The plan's backend must be the backend the call used (``"torch"`` when no
-    kernel ran, else the kernel's backend); when the plan names a kernel and
+    kernel ran, else the kernel's backend), and ``plan.kernels`` the kernels it
+    launched (each once, in the order of its first launch); when the plan names a kernel and
     its closed-form figures, exactly that kernel ran once and its counters
     equal them. Runs under whatever backend is in effect. Returns
     ``(plan, result, runs)``.
@@ -206,6 +207,9 @@ def assert_plan_matches_run(fn, *args, **kwargs):
     if plan.backend != ran:
         raise AssertionError(f"{plan.op}: the plan said {plan.backend!r} ({plan.reason}) but the call ran on "
                              f"{ran!r} (kernels: {[r.kernel for r in runs]})")
+    launched = tuple(dict.fromkeys(r.kernel for r in runs))
+    if plan.kernels != launched:
+        raise AssertionError(f"{plan.op}: the plan named kernels {plan.kernels}; the call launched {launched}")
     if plan.kernel is not None and plan.kernel.get("kernels"):  # several launches, summed figures
         names = [r.kernel for r in runs]
         if names != list(plan.kernel["kernels"]):

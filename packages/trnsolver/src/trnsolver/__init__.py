@@ -51,6 +51,7 @@ from trnsolver.iterative import (  # noqa: E402
     minres,
     ssor_preconditioner,
 )
+from trnsolver.plan import plan  # noqa: E402
 
 __all__ = [
     "__version__", "set_backend", "get_backend", "use_backend", "HAS_NKI",
@@ -65,6 +66,8 @@ __all__ = [
     "jacobi_preconditioner", "block_jacobi_preconditioner", "ssor_preconditioner",
     # results and errors
     "LinAlgError", "ConvergenceError", "ConvergenceWarning", "SolverInfo",
+    # planning
+    "plan",
 ]
 
 # bfloat16/float16 inputs: computed in float32, returned in the input dtype (trnsolver._lowp)

@@ -47,6 +47,7 @@ from .ops import (
     spsm,
     spsv,
 )
+from .plan import plan
 from .precond import Preconditioner, ic0, ilu0, jacobi
 from .screening import density_screen, schwarz_bounds, screen_quartets, screened_spmm, sparsity_stats
 
@@ -71,6 +72,8 @@ __all__ = [
     "schwarz_bounds", "screen_quartets", "density_screen", "sparsity_stats", "screened_spmm",
     # attention
     "block_sparse_attention", "block_sparse_attention_tiled", "local_window_mask", "causal_mask",
+    # planning
+    "plan",
 ]
 
 # The NKI lowerings live in the package trnsparse._nki (one module per family) and register on the Ops above;

@@ -91,25 +91,77 @@ def _pinv_sym(G):
     return torch.linalg.pinv(G, hermitian=True)
 
 
+def _solver_plans(dtype, svds=(), qrs=(), pinvs=()) -> list:
+    """``(what, m, n, plan)`` of each distinct SVD/QR/pinv step shape, by trnsolver's own plan of it --
+    what :func:`_svd`/:func:`_complete`/:func:`_pinv_sym` will run; ``[]`` when the steps call
+    torch.linalg (:func:`_via_trnsolver`). The plans see a zero-filled stand-in of each shape (an
+    expanded scalar: no matrix is allocated)."""
+    if not (svds or qrs or pinvs) or not _via_trnsolver(dtype):
+        return []
+    from trnsolver.factor import PINV, QR, SVD
+
+    out = []
+    for what, op, shapes, extra in (("svd", SVD, svds, (False,)), ("qr", QR, qrs, ("complete",)),
+                                    ("pinv", PINV, pinvs, (None,))):
+        for m, n in dict.fromkeys(tuple(s) for s in shapes):
+            out.append((what, m, n, op.plan(torch.zeros((), dtype=dtype).expand(m, n), *extra)))
+    return out
+
+
 def _solver_steps(dtype, svds=(), qrs=(), pinvs=()) -> str:
     """The SVD/QR/pinv steps of a decomposition in words, each with the lowering trnsolver's own plan
-    picks for it (and, for torch, its reason) -- what :func:`_svd`/:func:`_complete`/:func:`_pinv_sym`
-    will run. ``svds``/``qrs``/``pinvs``: the distinct 2-D shapes of those steps. The plans see a
-    zero-filled stand-in of each shape (an expanded scalar: no matrix is allocated)."""
+    picks for it (and, for torch, its reason). ``svds``/``qrs``/``pinvs``: the distinct 2-D shapes of
+    those steps."""
     if not (svds or qrs or pinvs):
         return ""
     if not _via_trnsolver(dtype):
         return "SVD/QR/pinv steps: torch.linalg (trnsolver could pick no kernel: " + (
             "float32 only)" if dtype != torch.float32 else "its backend runs torch here)")
-    from trnsolver.factor import PINV, QR, SVD
-
-    parts = []
-    for what, op, shapes, extra in (("svd", SVD, svds, (False,)), ("qr", QR, qrs, ("complete",)),
-                                    ("pinv", PINV, pinvs, (None,))):
-        for m, n in dict.fromkeys(tuple(s) for s in shapes):
-            p = op.plan(torch.zeros((), dtype=dtype).expand(m, n), *extra)
-            parts.append(f"{what} {m}x{n}: " + (p.backend if p.backend != "torch" else f"torch ({p.reason})"))
+    parts = [f"{what} {m}x{n}: " + (p.backend if p.backend != "torch" else f"torch ({p.reason})")
+             for what, m, n, p in _solver_plans(dtype, svds, qrs, pinvs)]
     return "trnsolver steps: " + " | ".join(parts)
+
+
+def _gemm_steps(dtype, flops) -> list:
+    """trnblas's plan of a GEMM step when :func:`_gemm` sends it through trnblas (``[]`` when it runs
+    torch's matmul itself): the kernel's name and backend do not depend on the step's shape."""
+    from . import plan as P
+
+    if not P._via_trnblas(flops, dtype, False):
+        return []
+    from trnblas.level3 import GEMM
+
+    A = torch.empty((1, 1), dtype=dtype, device="meta")
+    return [GEMM.plan(1.0, A, A, 0.0, None, "N", "N")]
+
+
+def _cp_steps(T, rank, max_iter, tol, seed, nonneg, init):
+    """The init SVDs, then the MTTKRP GEMMs and (ALS) the pinv of the normal matrix, in that order."""
+    solver = [p for _, _, _, p in _solver_plans(T.dtype, _unfold_shapes(T.shape) if init is None else [])]
+    pinv = [] if nonneg else [p for _, _, _, p in _solver_plans(T.dtype, pinvs=[(rank, rank)])]
+    return solver + _gemm_steps(T.dtype, 2.0 * T.numel() * rank) + pinv
+
+
+def _tucker_steps(T, ranks, method, max_iter, tol):
+    """The SVDs (and QR completions) of the factors, then the mode products (GEMMs)."""
+    svds = _unfold_shapes(T.shape)
+    if method == "hooi":
+        R = math.prod(ranks)
+        svds = svds + [(i, R // r) for i, r in zip(T.shape, ranks)]
+    qrs = [(m, min(m, n)) for (m, n), r in zip(svds, list(ranks) * 2) if r > min(m, n)]
+    plans = [p for _, _, _, p in _solver_plans(T.dtype, svds, qrs)]
+    return plans + _gemm_steps(T.dtype, 2.0 * T.numel() * ranks[0])
+
+
+def _tt_steps(T, max_rank, tol):
+    """One SVD per core but the last; no GEMM."""
+    shape = list(T.shape)
+    svds, r = [], 1
+    for n in range(len(shape) - 1):
+        right = math.prod(shape[n + 1:])
+        svds.append((r * shape[n], right))
+        r = min(r * shape[n], right) if max_rank is None else min(r * shape[n], right, max_rank)
+    return [p for _, _, _, p in _solver_plans(T.dtype, svds)]
 
 
 def _unfold_shapes(shape):
@@ -188,19 +240,24 @@ def _first(x):
 
 
 CP = Op("trntensor.cp_decompose", "elements", 2**20, size=lambda T, *a: T.numel(), describe=_cp_describe,
-        doc="CP-ALS of a dense tensor; elements of the input")
+        steps=_cp_steps, doc="CP-ALS of a dense tensor; elements of the input")
 CP_RECONSTRUCT = Op("trntensor.cp_reconstruct", "elements", 2**20,
                     size=lambda fs, w: _numel(f.shape[0] for f in fs), dtype=lambda fs, w: fs[0].dtype,
+                    steps=lambda fs, w: _gemm_steps(fs[0].dtype, 2.0 * _numel(f.shape[0] for f in fs) * w.numel())
+                    if len(fs) > 1 else [],
                     doc="full tensor of CP factors; elements of the result")
 TUCKER = Op("trntensor.tucker_decompose", "elements", 2**20, size=lambda T, *a: T.numel(), describe=_tucker_describe,
-            doc="HOSVD/HOOI Tucker decomposition; elements of the input")
+            steps=_tucker_steps, doc="HOSVD/HOOI Tucker decomposition; elements of the input")
 TUCKER_RECONSTRUCT = Op("trntensor.tucker_reconstruct", "elements", 2**20,
                         size=lambda G, Us: _numel(U.shape[0] for U in Us) if Us else G.numel(),
+                        steps=lambda G, Us: _gemm_steps(G.dtype, 2.0 * G.numel() * Us[0].shape[0]) if Us else [],
                         doc="full tensor of a Tucker core and factors; elements of the result")
 TT = Op("trntensor.tt_decompose", "elements", 2**20, size=lambda T, *a: T.numel(), describe=_tt_describe,
-        doc="TT-SVD; elements of the input")
+        steps=_tt_steps, doc="TT-SVD; elements of the input")
 TT_RECONSTRUCT = Op("trntensor.tt_reconstruct", "elements", 2**20,
                     size=lambda cs: _numel(c.shape[1] for c in cs), dtype=lambda cs: _first(cs).dtype,
+                    steps=lambda cs: _gemm_steps(_first(cs).dtype, 2.0 * _numel(c.shape[1] for c in cs))
+                    if len(cs) > 1 else [],
                     doc="full tensor of TT cores; elements of the result")
 
 

@@ -171,12 +171,12 @@ def _dot_nki_impl(x, y, conj):
     return torch.complex(re, im).to(x.dtype)
 
 
-@L1.DOT.lowering("nki", dtypes=VEC_DTYPES, counts=_dot_counts)
+@L1.DOT.lowering("nki", dtypes=VEC_DTYPES, counts=_dot_counts, kernels=("reduce_kernel",))
 def _dot_nki(x, y):
     return _dot_nki_impl(x, y, False)
 
 
-@L1.DOTC.lowering("nki", dtypes=VEC_DTYPES, counts=_dot_counts)
+@L1.DOTC.lowering("nki", dtypes=VEC_DTYPES, counts=_dot_counts, kernels=("reduce_kernel",))
 def _dotc_nki(x, y):
     return _dot_nki_impl(x, y, True)
 

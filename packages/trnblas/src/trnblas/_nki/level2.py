@@ -109,7 +109,13 @@ def _symv_counts(alpha, A, x, beta, y, u, hermitian):
     return None  # two gemv_kernel runs (the triangle, then its strict transpose): no single closed form
 
 
-@L2.SYMV.lowering("nki", dtypes=CMV_DTYPES, counts=_symv_counts)
+def _symv_kernels(alpha, A, x, beta, y, u, hermitian):
+    """Complex: the GEMM kernel on split parts; real: gemv_kernel (once on the filled matrix past
+    GEMV_MAX_N, else twice on the stored triangle)."""
+    return ("gemm_kernel",) if A.is_complex() else ("gemv_kernel",)
+
+
+@L2.SYMV.lowering("nki", dtypes=CMV_DTYPES, counts=_symv_counts, kernels=_symv_kernels)
 def _symv_nki(alpha, A, x, beta, y, u, hermitian):
     if A.is_complex():  # the full symmetric / Hermitian matrix, then the GEMM kernel
         return _mv_finish(_complex_mv(la.symmetric(A, u, hermitian), x, "N"), alpha, beta, y, A.dtype)

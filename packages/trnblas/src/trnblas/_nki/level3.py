@@ -144,7 +144,12 @@ def _run_any_gemm(kernel, A, B, transA, transB):
     return torch.complex(P[..., :n], P[..., n:])
 
 
-@GEMM.lowering("nki", dtypes=GEMM_DTYPES, counts=_gemm_counts)
+def _gemm_kernels(alpha, A, *rest):
+    """Where the closed form does not apply (K split on the host): the same kernel, run per K chunk."""
+    return ("batched_gemm_kernel",) if A.dim() == 3 else ("gemm_kernel",)
+
+
+@GEMM.lowering("nki", dtypes=GEMM_DTYPES, counts=_gemm_counts, kernels=_gemm_kernels)
 def _gemm_nki(alpha, A, B, beta, C, transA, transB):
     return _finish(_run_any_gemm(gemm_kernel, A, B, transA, transB), alpha, beta, C, A.dtype)
 
@@ -175,7 +180,8 @@ def _fp64_counts(alpha, A, B, beta, C, transA, transB):
     return total
 
 
-@GEMM_FP64.lowering("nki", dtypes=(torch.float64,), supports=_fp64_supports, counts=_fp64_counts)
+@GEMM_FP64.lowering("nki", dtypes=(torch.float64,), supports=_fp64_supports, counts=_fp64_counts,
+                   kernels=("gemm_kernel",))
 def _gemm_fp64_nki(alpha, A, B, beta, C, transA, transB):
     """float64 ``alpha op(A) op(B) + beta C`` from exact fp32 kernel products of integer slices
     (:mod:`trnblas._ozaki`): launch ``t`` is ``I_t @ [J_1 | ... | J_(S+1-t)]``; the host scales each
@@ -217,14 +223,15 @@ def _gemm_ex_supports(alpha, A, B, beta, C, transA, transB, compute_dtype):
     return None
 
 
-@GEMM_EX.lowering("nki", dtypes=KERNEL_DTYPES, supports=_gemm_ex_supports, counts=_gemm_counts)
+@GEMM_EX.lowering("nki", dtypes=KERNEL_DTYPES, supports=_gemm_ex_supports, counts=_gemm_counts,
+                 kernels=_gemm_kernels)
 def _gemm_ex_nki(alpha, A, B, beta, C, transA, transB, compute_dtype):
     """bf16 (or fp32) operands straight to the Tensor Engine; the fp32 PSUM result is kept."""
     a_t, b = gemm_operands(A, B, transA, transB)
     return _finish(_run_gemm_kernel(gemm_kernel, a_t, b), alpha, beta, C, compute_dtype)
 
 
-@BATCHED_GEMM.lowering("nki", dtypes=GEMM_DTYPES, counts=_gemm_counts)
+@BATCHED_GEMM.lowering("nki", dtypes=GEMM_DTYPES, counts=_gemm_counts, kernels=_gemm_kernels)
 def _batched_gemm_nki(alpha, A, B, beta, C, transA, transB):
     return _finish(_run_any_gemm(batched_gemm_kernel, A, B, transA, transB), alpha, beta, C, A.dtype)
 

@@ -420,6 +420,29 @@ def large_counts(B: int, n: int, precision: str = "fast") -> dict:
     return total
 
 
+def _c2c_names(n: int, precision: str) -> list[str]:
+    """The kernels one complex transform of length ``n`` launches, in order (what :func:`_rows_c2c` runs)."""
+    alg, _ = algorithm(n, precision)
+    if alg in ("four_step", "bluestein_large"):
+        return large_counts(1, n, precision)["kernels"]
+    return [_c2c_counts_rows(1, n, precision)["kernel"]]
+
+
+def _r2c_names(n: int, precision: str) -> list[str]:
+    """The kernels one real-input transform of length ``n`` launches (what :func:`_r2c` runs)."""
+    if _rfft_route(n, precision)[0] == "rfft_half":
+        return ["rfft_half_kernel"]
+    return _c2c_names(n, precision)
+
+
+def _c2r_names(n: int, precision: str) -> list[str]:
+    """The kernels one real-output transform of length ``n`` launches (what :func:`_c2r` runs)."""
+    route = _c2r_route(n, precision)[0]
+    if route == "irfft_half":
+        return ["irfft_half_kernel"]
+    return _c2c_names(n // 2 if route == "half" else n, precision)
+
+
 def _along(x: torch.Tensor, n: int, d: int, fn):
     """Apply ``fn(xr, xi) -> (yr, yi)`` to the rows of ``x`` (complex64) along dim d (length n)."""
     x = E._resize(x, n, d)
@@ -470,21 +493,37 @@ def _countsn(x, s, dim, norm, precision):
     return None  # one kernel run per transformed dim
 
 
-@FFT.lowering("nki", dtypes=C2C_DTYPES, supports=_supports1, counts=_counts1)
+def _kernels1(x, n, dim, norm, precision):
+    return _c2c_names(n, precision)
+
+
+def _r2c_kernels(x, n, dim, norm, precision):
+    return _r2c_names(n, precision)
+
+
+def _c2r_kernels(x, n, dim, norm, precision):
+    return _c2r_names(n, precision)
+
+
+@FFT.lowering("nki", dtypes=C2C_DTYPES, supports=_supports1, counts=_counts1, kernels=_kernels1)
 def _fft_nki(x, n, dim, norm, precision):
     return _c2c(x, (n,), (dim,), norm, False, precision)
 
 
-@IFFT.lowering("nki", dtypes=C2C_DTYPES, supports=_supports1, counts=_counts1)
+@IFFT.lowering("nki", dtypes=C2C_DTYPES, supports=_supports1, counts=_counts1, kernels=_kernels1)
 def _ifft_nki(x, n, dim, norm, precision):
     return _c2c(x, (n,), (dim,), norm, True, precision)
 
 
-@FFTN.lowering("nki", dtypes=C2C_DTYPES, supports=_supportsn, counts=_countsn)
+def _kernelsn(x, s, dim, norm, precision):
+    return [k for n in s for k in _c2c_names(n, precision)]
+
+
+@FFTN.lowering("nki", dtypes=C2C_DTYPES, supports=_supportsn, counts=_countsn, kernels=_kernelsn)
 def _fftn_nki(x, s, dim, norm, precision):
     return _c2c(x, s, dim, norm, False, precision)
 
 
-@IFFTN.lowering("nki", dtypes=C2C_DTYPES, supports=_supportsn, counts=_countsn)
+@IFFTN.lowering("nki", dtypes=C2C_DTYPES, supports=_supportsn, counts=_countsn, kernels=_kernelsn)
 def _ifftn_nki(x, s, dim, norm, precision):
     return _c2c(x, s, dim, norm, True, precision)

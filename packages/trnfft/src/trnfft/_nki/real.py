@@ -20,8 +20,13 @@ from .basic import (
     _along,
     _c2c,
     _c2c_counts_rows,
+    _c2c_names,
+    _c2r_kernels,
+    _c2r_names,
     _c2r_route,
     _nonempty,
+    _r2c_kernels,
+    _r2c_names,
     _rfft_route,
     _rows_c2c,
     _scaled,
@@ -41,7 +46,7 @@ def _rfft_counts(x, n, dim, norm, precision):
     return _c2c_counts_rows(B, n, precision)
 
 
-@RFFT.lowering("nki", dtypes=(torch.float32,), supports=_rfft_supports, counts=_rfft_counts)
+@RFFT.lowering("nki", dtypes=(torch.float32,), supports=_rfft_supports, counts=_rfft_counts, kernels=_r2c_kernels)
 def _rfft_nki(x, n, dim, norm, precision):
     return _r2c(x, n, dim, norm, precision)
 
@@ -78,7 +83,8 @@ def _irfft_counts(x, n, dim, norm, precision):
     return _c2c_counts_rows(B, n, precision)
 
 
-@IRFFT.lowering("nki", dtypes=(torch.complex64,), supports=_c2r_supports, counts=_irfft_counts)
+@IRFFT.lowering("nki", dtypes=(torch.complex64,), supports=_c2r_supports, counts=_irfft_counts,
+                kernels=_c2r_kernels)
 def _irfft_nki(x, n, dim, norm, precision):
     return _c2r(x, n, dim, norm, precision)
 
@@ -121,7 +127,8 @@ def _c2r(x, n, dim, norm, precision):
     return _scaled(y, norm, True, n)
 
 
-@HFFT.lowering("nki", dtypes=(torch.complex64,), supports=_c2r_supports, counts=_irfft_counts)
+@HFFT.lowering("nki", dtypes=(torch.complex64,), supports=_c2r_supports, counts=_irfft_counts,
+               kernels=_c2r_kernels)
 def _hfft_nki(x, n, dim, norm, precision):
     """hfft(x, n) = irfft(conj(x), n) with the normalization swapped."""
     return _c2r(x.conj().resolve_conj(), n, dim, E.swap_norm(norm), precision)
@@ -131,7 +138,8 @@ def _ihfft_counts(x, n, dim, norm, precision):
     return _rfft_counts(x, n, dim, norm, precision)
 
 
-@IHFFT.lowering("nki", dtypes=(torch.float32,), supports=_rfft_supports, counts=_ihfft_counts)
+@IHFFT.lowering("nki", dtypes=(torch.float32,), supports=_rfft_supports, counts=_ihfft_counts,
+                kernels=_r2c_kernels)
 def _ihfft_nki(x, n, dim, norm, precision):
     """ihfft(x, n) = conj(rfft(x, n)) with the normalization swapped."""
     return _r2c(x, n, dim, E.swap_norm(norm), precision).conj().resolve_conj()
@@ -156,7 +164,12 @@ def _irfftn_counts(x, s, dim, norm, precision):
     return None
 
 
-@RFFTN.lowering("nki", dtypes=(torch.float32,), supports=_rn_supports, counts=_rfftn_counts)
+def _rfftn_kernels(x, s, dim, norm, precision):
+    """The real-input kernel along dim[-1] first, then the complex kernels along the other dims."""
+    return _r2c_names(s[-1], precision) + [k for n in s[:-1] for k in _c2c_names(n, precision)]
+
+
+@RFFTN.lowering("nki", dtypes=(torch.float32,), supports=_rn_supports, counts=_rfftn_counts, kernels=_rfftn_kernels)
 def _rfftn_nki(x, s, dim, norm, precision):
     """Half spectrum along dim[-1] (real-input kernel), then complex kernels along the other dims."""
     y = _r2c(x, s[-1], dim[-1], "backward", precision)
@@ -172,7 +185,13 @@ def _irn_supports(x, s, dim, norm, precision):
     return why or None
 
 
-@IRFFTN.lowering("nki", dtypes=(torch.complex64,), supports=_irn_supports, counts=_irfftn_counts)
+def _irfftn_kernels(x, s, dim, norm, precision):
+    """The complex inverse kernels along dim[:-1] first, then the real-output one along dim[-1]."""
+    return [k for n in s[:-1] for k in _c2c_names(n, precision)] + _c2r_names(s[-1], precision)
+
+
+@IRFFTN.lowering("nki", dtypes=(torch.complex64,), supports=_irn_supports, counts=_irfftn_counts,
+                 kernels=_irfftn_kernels)
 def _irfftn_nki(x, s, dim, norm, precision):
     """Complex inverse kernels along dim[:-1], then the Hermitian-to-real inverse along dim[-1]."""
     if len(s) > 1:

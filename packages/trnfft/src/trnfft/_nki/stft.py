@@ -11,7 +11,7 @@ from trnsci import nki
 from ..kernels import irfft as KI
 from ..kernels import overlap_add as KO
 from ..stft import ISTFT, STFT
-from .basic import F32, _c2c, _c2c_counts_rows, _c2r_route, _rfft_route, algorithm
+from .basic import F32, _c2c, _c2c_counts_rows, _c2c_names, _c2r_route, _r2c_names, _rfft_route, algorithm
 from .real import _c2r, _r2c
 
 
@@ -23,7 +23,12 @@ def _stft_supports(x, n_fft, hop_length, win_length, window, center, pad_mode, n
     return algorithm(n_fft, "fast")[1] or None
 
 
-@STFT.lowering("nki", dtypes=(torch.float32, torch.complex64), supports=_stft_supports)
+def _stft_kernels(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided):
+    """One transform over every frame: the real-input kernel one-sided, else the complex one."""
+    return _r2c_names(n_fft, "fast") if onesided else _c2c_names(n_fft, "fast")
+
+
+@STFT.lowering("nki", dtypes=(torch.float32, torch.complex64), supports=_stft_supports, kernels=_stft_kernels)
 def _stft_nki(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided):
     """Framing, padding and windowing on the host (torch.stft's conventions), then one transform
     kernel over every frame (frames are the batch rows)."""

@@ -477,7 +477,7 @@ def _beta_counts(seed, subsequence, base, first, n, alpha, beta, dtype, device):
     return None  # two gamma_kernel runs: no single closed form (each run's is gamma_counts)
 
 
-@BETA.lowering("nki", dtypes=(torch.float32,), supports=_beta_supports, counts=_beta_counts)
+@BETA.lowering("nki", dtypes=(torch.float32,), supports=_beta_supports, counts=_beta_counts, kernels=("gamma_kernel",))
 def _beta_nki(seed, subsequence, base, first, n, alpha, beta, dtype, device):
     x = _gamma_kernel_values(seed, subsequence, base, first, n, alpha, 0, device)
     y = _gamma_kernel_values(seed, subsequence, base, first, n, beta, 1, device)

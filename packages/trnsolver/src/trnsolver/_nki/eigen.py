@@ -127,7 +127,12 @@ def _eigh_counts(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
     return None
 
 
-@EIGH.lowering("nki", dtypes=KERNEL_DTYPES, supports=_eigh_supports, counts=_eigh_counts)
+def _eigh_kernels(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
+    """The sweep kernel on one tile; past one tile (n > 128) block Jacobi adds trnblas's GEMM kernel."""
+    return ("jacobi_sweep_kernel",) if A.shape[-1] <= 2 * BLOCK else ("jacobi_sweep_kernel", "gemm_kernel")
+
+
+@EIGH.lowering("nki", dtypes=KERNEL_DTYPES, supports=_eigh_supports, counts=_eigh_counts, kernels=_eigh_kernels)
 def _eigh_nki(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
     n = A.shape[-1]
     full = la.symmetric(A, uplo)
@@ -226,7 +231,13 @@ def _schur_counts(A, complex_out, sort):
     return None
 
 
-@SCHUR.lowering("nki", dtypes=KERNEL_DTYPES, supports=_schur_supports, counts=_schur_counts)
+def _schur_kernels(A, complex_out, sort):
+    """Steps 2-4 of the table above (none for n <= 2: the window is already one block)."""
+    return ("gemm_kernel", "qr_panel_kernel", "trsm_kernel") if A.shape[-1] > 2 else ()
+
+
+@SCHUR.lowering("nki", dtypes=KERNEL_DTYPES, supports=_schur_supports, counts=_schur_counts,
+                kernels=_schur_kernels)
 def _schur_nki(A, complex_out, sort):
     T, Z, _ = schur_device(A)
     return T.to(A.dtype), Z.to(A.dtype), None

@@ -108,7 +108,7 @@ def _ns_supports(A, max_iters, tol):
     return "empty matrix" if A.shape[-1] == 0 else None
 
 
-@INV_SQRT_SPD_NS.lowering("nki", dtypes=KERNEL_DTYPES, supports=_ns_supports)
+@INV_SQRT_SPD_NS.lowering("nki", dtypes=KERNEL_DTYPES, supports=_ns_supports, kernels=("gemm_kernel",))
 def _inv_sqrt_spd_ns_nki(A, max_iters, tol):
     n = A.shape[-1]
     with _trnblas():

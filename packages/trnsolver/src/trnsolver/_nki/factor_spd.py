@@ -24,7 +24,7 @@ import torch
 import trnblas
 from trnblas.kernels.trsm import trsm_counts
 from trnsolver._nki.common import KERNEL_DTYPES, _batch, _Tally, _trnblas, not_finite
-from trnsolver._nki.eigen import _eigh_nki
+from trnsolver._nki.eigen import _eigh_kernels, _eigh_nki
 from trnsolver._nki.factor import cholesky_device, cholesky_tally
 from trnsolver.factor import CHO_SOLVE, INV_SPD, INV_SQRT_SPD, SOLVE_SPD
 
@@ -153,7 +153,13 @@ def _inv_sqrt_counts(A, min_eig):
     return None
 
 
-@INV_SQRT_SPD.lowering("nki", dtypes=KERNEL_DTYPES, supports=_empty, counts=_inv_sqrt_counts)
+def _inv_sqrt_kernels(A, min_eig):
+    """eigh's kernels (:func:`trnsolver._nki._eigh_kernels`), then the GEMM kernel for ``V diag(s) V^T``."""
+    return (*_eigh_kernels(A, "L", 0, A.shape[-1] - 1, True), "gemm_kernel")
+
+
+@INV_SQRT_SPD.lowering("nki", dtypes=KERNEL_DTYPES, supports=_empty, counts=_inv_sqrt_counts,
+                       kernels=_inv_sqrt_kernels)
 def _inv_sqrt_spd_nki(A, min_eig):
     n = A.shape[-1]
     w, V = _eigh_nki(A, "L", 0, n - 1, True)

@@ -99,7 +99,8 @@ def _no_closed_form(*args, **kwargs):
     return None
 
 
-@SVD.lowering("nki", dtypes=KERNEL_DTYPES, supports=_svd_supports, counts=_no_closed_form)
+@SVD.lowering("nki", dtypes=KERNEL_DTYPES, supports=_svd_supports, counts=_no_closed_form,
+              kernels=("svd_jacobi_sweep_kernel",))
 def _svd_nki(A, full_matrices):
     m, n = A.shape[-2:]
     outs = [svd_device(M) for M in A.reshape(-1, m, n)]
@@ -114,7 +115,8 @@ def _pinv_supports(A, rtol):
     return _svd_supports(A, False)
 
 
-@PINV.lowering("nki", dtypes=KERNEL_DTYPES, supports=_pinv_supports, counts=_no_closed_form)
+@PINV.lowering("nki", dtypes=KERNEL_DTYPES, supports=_pinv_supports, counts=_no_closed_form,
+               kernels=("svd_jacobi_sweep_kernel", "gemm_kernel"))
 def _pinv_nki(A, rtol):
     m, n = A.shape[-2:]
     if rtol is None:

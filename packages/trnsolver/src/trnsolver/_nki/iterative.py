@@ -176,7 +176,18 @@ def _sparse_cg_counts(matvec, b, x0, tol, atol, maxiter, precond, callback=None)
     return total
 
 
-@CG.lowering("nki", dtypes=(F32,), supports=_cg_supports, counts=_sparse_cg_counts)
+def _first_product(x0) -> tuple:
+    """``r = b - A x0`` on the GEMM kernel first when ``x0`` is given (:func:`_start`)."""
+    return ("gemm_kernel",) if x0 is not None else ()
+
+
+def _cg_kernels(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    if isinstance(matvec, SparseMatvec):
+        return _sparse_cg_counts(matvec, b, x0, tol, atol, maxiter, precond)["kernels"]
+    return (*_first_product(x0), "cg_step_kernel")
+
+
+@CG.lowering("nki", dtypes=(F32,), supports=_cg_supports, counts=_sparse_cg_counts, kernels=_cg_kernels)
 def _cg_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
     if isinstance(matvec, SparseMatvec):
         return _sparse_cg(matvec.device(), b, x0, tol, atol, maxiter, callback)
@@ -361,7 +372,14 @@ def _sparse_bicgstab(spmv, b, x0, tol, atol, maxiter, callback):
     return x.to(b.dtype), it, hist
 
 
-@BICGSTAB.lowering("nki", dtypes=(F32,), supports=_bicgstab_supports, counts=_sparse_bicgstab_counts)
+def _bicgstab_kernels(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
+    if isinstance(matvec, SparseMatvec):
+        return _sparse_bicgstab_counts(matvec, b, x0, tol, atol, maxiter, precond)["kernels"]
+    return (*_first_product(x0), "bicgstab_step_kernel")
+
+
+@BICGSTAB.lowering("nki", dtypes=(F32,), supports=_bicgstab_supports, counts=_sparse_bicgstab_counts,
+                   kernels=_bicgstab_kernels)
 def _bicgstab_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None):
     """One :func:`~trnsolver.kernels.bicgstab_step.bicgstab_step_kernel` launch per iteration;
     the host reads ``(rho, rhat.v, ||s||^2, ||r||^2, omega)`` and stops as the torch path does."""
@@ -456,7 +474,12 @@ def _bicgstab_resident(a, matvec, b, x0, tol, atol, maxiter, callback, check_eve
 # ------------------------------------------------------------------ MINRES
 
 
-@MINRES.lowering("nki", dtypes=(F32,), supports=_dense_only_supports, counts=_cg_counts)
+def _minres_kernels(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shift=0.0):
+    """The step kernel; the GEMM kernel confirms a converged estimate (and forms ``b - A x0`` first)."""
+    return (*_first_product(x0), "minres_step_kernel", "gemm_kernel")
+
+
+@MINRES.lowering("nki", dtypes=(F32,), supports=_dense_only_supports, counts=_cg_counts, kernels=_minres_kernels)
 def _minres_nki(matvec, b, x0, tol, atol, maxiter, precond, callback=None, shift=0.0):
     """One :func:`~trnsolver.kernels.minres_step.minres_step_kernel` launch per iteration; the
     host reads ``(alfa, beta, phibar)`` and, when the estimate meets the tolerance, confirms it
@@ -577,7 +600,8 @@ def _gmres_supports(matvec, b, x0, tol, atol, restart, maxiter, precond, callbac
     return _dense_only_supports(matvec, b, x0, tol, atol, maxiter, precond, callback)
 
 
-@GMRES.lowering("nki", dtypes=(F32,), supports=_gmres_supports, counts=_cg_counts)
+@GMRES.lowering("nki", dtypes=(F32,), supports=_gmres_supports, counts=_cg_counts,
+                kernels=("gemm_kernel", "gmres_arnoldi_kernel"))
 def _gmres_nki(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=None):
     """One :func:`~trnsolver.kernels.gmres_arnoldi.gmres_arnoldi_kernel` launch per inner
     iteration (the basis stays in HBM); the Hessenberg column's Givens rotations and the

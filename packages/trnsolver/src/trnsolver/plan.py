@@ -1,0 +1,53 @@
+"""Ask which backend and which kernels a trnsolver call would run, and why, without running it.
+
+:func:`plan` is a thin use of :func:`trnsci.dispatch.plan_call` (through
+:func:`trnsci.dispatch.plan_function`): the public function's own validation
+runs up to the :class:`~trnsci.dispatch.Op` it dispatches, which is planned
+instead of run -- the decision the call makes, by construction.
+"""
+
+from __future__ import annotations
+
+from trnsci.dispatch import Plan, plan_function
+
+__all__ = ["plan"]
+
+
+def plan(op_name: str, *args, **kwargs) -> Plan:
+    """The backend and kernels a trnsolver call would run, and why, without running it.
+
+    Parameters
+    ----------
+    op_name : str
+        The name of a public trnsolver function (``"cholesky"``, ``"solve"``, ``"eigh"``, ``"cg"``, ...), with or
+        without the ``"trnsolver."`` prefix.
+    *args, **kwargs
+        That function's own arguments: the call is validated exactly as it
+        would run, then planned instead of run (nothing is computed).
+
+    Returns
+    -------
+    trnsci.dispatch.Plan
+        ``op``, ``backend`` (``"torch"``, ``"nki"`` or ``"simulator"``),
+        ``reason``, ``kernels`` (the kernels the call launches, each named
+        once), the size against the threshold, and the closed-form kernel
+        figures where they exist. A function that dispatches no operation
+        plans as ``op=None`` on ``"torch"``.
+
+    Raises
+    ------
+    ValueError
+        ``op_name`` names no public trnsolver function that computes (settings
+        such as ``set_backend`` are not planned); or as the function itself.
+    TypeError
+        As the function itself.
+
+    Examples
+    --------
+    >>> import torch, trnsolver
+    >>> with trnsolver.use_backend("simulator"):
+    ...     p = trnsolver.plan("cholesky", 4 * torch.eye(3))
+    >>> p.op, p.backend, p.kernels
+    ('trnsolver.cholesky', 'simulator', ('potrf_tile_kernel',))
+    """
+    return plan_function("trnsolver", op_name, *args, **kwargs)

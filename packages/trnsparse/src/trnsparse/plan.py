@@ -1,0 +1,54 @@
+"""Ask which backend and which kernels a trnsparse call would run, and why, without running it.
+
+:func:`plan` is a thin use of :func:`trnsci.dispatch.plan_call` (through
+:func:`trnsci.dispatch.plan_function`): the public function's own validation
+runs up to the :class:`~trnsci.dispatch.Op` it dispatches, which is planned
+instead of run -- the decision the call makes, by construction.
+"""
+
+from __future__ import annotations
+
+from trnsci.dispatch import Plan, plan_function
+
+__all__ = ["plan"]
+
+
+def plan(op_name: str, *args, **kwargs) -> Plan:
+    """The backend and kernels a trnsparse call would run, and why, without running it.
+
+    Parameters
+    ----------
+    op_name : str
+        The name of a public trnsparse function (``"spmv"``, ``"spmm"``, ``"sddmm"``, ``"spsv"``, ...), with or
+        without the ``"trnsparse."`` prefix.
+    *args, **kwargs
+        That function's own arguments: the call is validated exactly as it
+        would run, then planned instead of run (nothing is computed).
+
+    Returns
+    -------
+    trnsci.dispatch.Plan
+        ``op``, ``backend`` (``"torch"``, ``"nki"`` or ``"simulator"``),
+        ``reason``, ``kernels`` (the kernels the call launches, each named
+        once), the size against the threshold, and the closed-form kernel
+        figures where they exist. A function that dispatches no operation
+        plans as ``op=None`` on ``"torch"``.
+
+    Raises
+    ------
+    ValueError
+        ``op_name`` names no public trnsparse function that computes (settings
+        such as ``set_backend`` are not planned); or as the function itself.
+    TypeError
+        As the function itself.
+
+    Examples
+    --------
+    >>> import torch, trnsparse
+    >>> A = trnsparse.from_dense(torch.tensor([[2., 0.], [1., 3.]]))
+    >>> with trnsparse.use_backend("simulator"):
+    ...     p = trnsparse.plan("spmv", A, torch.ones(2))
+    >>> p.op, p.backend, p.kernels
+    ('trnsparse.spmv', 'simulator', ('csr_spmv_kernel',))
+    """
+    return plan_function("trnsparse", op_name, *args, **kwargs)
