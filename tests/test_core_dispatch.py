@@ -607,3 +607,26 @@ def test_backend_variable_keeps_the_fast_path_in_a_fresh_process(value):
                        env={**env, "TRNSCI_BACKEND": value})
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() in ("skip", str(float(sum(i * i for i in range(64)))))
+
+
+def test_kernels_possible_is_the_rule_every_op_applies(monkeypatch):
+    """One rule for "could a kernel run": a library that composes another's public functions (trntensor's
+    einsum steps through trnblas) asks dispatch.kernels_possible, which agrees with the Op decision --
+    also on a machine that shows a NeuronCore without the Neuron toolchain (there trntensor once
+    assumed kernels while trnblas's own decision ran torch)."""
+    import torch
+
+    import trnblas
+    from trnsci import nki
+    from trntensor import plan as P
+
+    assert dispatch.kernels_possible("trnblas", "simulator") and dispatch.kernels_possible("trnblas", "nki")
+    assert not dispatch.kernels_possible("trnblas", "torch")
+    monkeypatch.setattr(nki, "HAS_NKI", False)
+    monkeypatch.setattr(nki, "has_neuron_device", lambda: True)
+    with trnblas.use_backend("auto"):
+        assert not dispatch.kernels_possible("trnblas")
+        assert dispatch.decide("trnblas.gemm", 1e15).backend == "torch"
+        assert not P._via_trnblas(1e15, torch.float32, False)
+    with trnblas.use_backend("simulator"):
+        assert dispatch.kernels_possible("trnblas") and P._via_trnblas(2.0, torch.float32, False)

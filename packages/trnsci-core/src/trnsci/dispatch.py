@@ -212,6 +212,20 @@ def _settled_on_torch(name: str) -> bool:
     return name == "torch" or (name == "auto" and not _device_available() and not _env.flag("TRNSCI_REQUIRE_NKI"))
 
 
+def kernels_possible(library: str, name: str | None = None) -> bool:
+    """Whether an op of ``library`` may run an NKI kernel under backend ``name`` (its setting now if None).
+
+    The rule every :class:`Op` call applies before it weighs sizes and
+    dtypes: backend ``"nki"`` or ``"simulator"``, or ``"auto"`` where a
+    NeuronCore and the toolchain (or the stand-in device) are present. Code
+    that composes another library's public functions asks it to skip their
+    public layer when they would run torch anyway.
+    """
+    if name is None:
+        name = _backend.resolve(library).name
+    return name in ("nki", "simulator") or (name == "auto" and _device_available())
+
+
 def torch_probe(library: str | None) -> Callable[[], bool]:
     """A function of no arguments: True when a call of one of ``library``'s ops would now run
     its torch lowering whatever its arguments, and no :func:`plan_call` is collecting.

@@ -23,9 +23,7 @@ from dataclasses import replace
 
 import torch
 
-from trnsci import backend as _backend
 from trnsci import dispatch as _dispatch
-from trnsci import nki as _nki
 from trnsci import runtime as _runtime
 
 from . import plan as P
@@ -40,8 +38,7 @@ def active(precision, ops) -> bool:
         return False  # under torch.compile the GEMM steps are trnblas's operators (trntensor.einsum)
     if any(x.requires_grad for x in ops):
         return False
-    name = _backend.resolve("trntensor").name
-    return name in ("nki", "simulator") or (name == "auto" and _nki.has_neuron_device())
+    return _dispatch.kernels_possible("trntensor")
 
 
 def _group(shape, start, target):

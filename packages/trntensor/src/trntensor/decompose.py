@@ -44,15 +44,9 @@ def _via_trnsolver(dtype) -> bool:
     kernels, i.e. float32 (its kernels' only dtype) under trnsolver's backend ``"nki"``/``"simulator"``, or
     ``"auto"`` on a machine with a NeuronCore (trnsolver's own threshold then decides). Otherwise the step
     calls torch.linalg itself: no validation or dispatch overhead on the host path."""
-    from trnsci import backend as _backend
-    from trnsci import nki as _nki
+    from trnsci import dispatch
 
-    if dtype != torch.float32:
-        return False
-    name = _backend.resolve("trnsolver").name
-    if name == "auto":
-        return _nki.has_neuron_device()
-    return name in ("nki", "simulator")
+    return dtype == torch.float32 and dispatch.kernels_possible("trnsolver")
 
 
 def _svd(M):

@@ -33,7 +33,6 @@ import torch
 
 from trnsci import backend as _backend
 from trnsci import dispatch as _dispatch
-from trnsci import nki as _nki
 from trnsci import validate
 
 from . import _host, _parse
@@ -48,9 +47,11 @@ _OPTIMIZE = validate.Options({
 })
 _PRECISION = validate.Options({"fast": ("fast",), "sr": ("sr", "stochastic"), "kahan": ("kahan",),
                                "dd": ("dd", "double-double")})
-# GEMM steps from this size go through trnblas: its call overhead (6-14 us, measured against torch.mm on
-# float64, one thread) is 94% of a 48^3 GEMM, 19% at 96^3, 8% at 128^3, 5% at 192^3.
-_TRNBLAS_MIN_FLOPS = 2 * 192**3
+#: Flops from which an einsum GEMM step goes through trnblas under backend "auto" with a NeuronCore,
+#: where trnblas's public layer costs at most ~5% of the step (docs/perf-notes.md#design-gemm-step).
+VIA_TRNBLAS = _dispatch.register(
+    "trntensor.gemm_step", "flops", 2 * 192**3,
+    "flops of an einsum GEMM step from which it calls trnblas (backend 'auto' with a NeuronCore)")
 _BLAS_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
 #: The compute dtype of precision="sr" (float32 accumulation, as in PSUM) per operand dtype.
 _SR = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
@@ -75,9 +76,7 @@ def _compute_dtype(dtype, precision):
 
 def _kernels_possible(name=None) -> bool:
     """Whether trnblas could run a GEMM on an NKI kernel under its backend setting ``name`` (now if None)."""
-    if name is None:
-        name = _backend.resolve("trnblas").name
-    return name in ("nki", "simulator") or (name == "auto" and _nki.has_neuron_device())
+    return _dispatch.kernels_possible("trnblas", name)
 
 
 def _via_trnblas(flops, dtype, batched, name=None) -> bool:
@@ -95,10 +94,12 @@ def _via_trnblas(flops, dtype, batched, name=None) -> bool:
         return False
     if name is None:
         name = _backend.resolve("trnblas").name
-    if name == "auto":  # trnblas picks torch without a NeuronCore; with one, by its (maybe lowered) threshold
-        return _nki.has_neuron_device() and (flops >= _TRNBLAS_MIN_FLOPS or flops >= _dispatch.threshold(
-            "trnblas.batched_gemm" if batched else "trnblas.gemm")[0])
-    return name in ("nki", "simulator")
+    if not _dispatch.kernels_possible("trnblas", name):
+        return False
+    if name == "auto":  # with a NeuronCore: from this op's threshold, or trnblas's own if lowered below it
+        return flops >= min(_dispatch.threshold("trntensor.gemm_step")[0],
+                            _dispatch.threshold("trnblas.batched_gemm" if batched else "trnblas.gemm")[0])
+    return True
 
 
 def _gemm_plan(strategy, dims, dtype):
@@ -227,9 +228,9 @@ class ContractionStep:
             name = _backend.resolve("trnblas").name
             if name == "torch":
                 return f"{fn} {dims}: trnblas's backend is 'torch'"
-            if name == "auto" and not _nki.has_neuron_device():
+            if not _dispatch.kernels_possible("trnblas", name):
                 return f"{fn} {dims}: trnblas would pick torch (backend 'auto', no NeuronCore)"
-            return f"{fn} {dims}: under 2*192^3 flops and trnblas's threshold (backend {name!r})"
+            return f"{fn} {dims}: under the trntensor.gemm_step and trnblas thresholds (backend {name!r})"
         if self.strategy == "elementwise":
             return "broadcast multiply: no index summed" if self.operands != (0,) else \
                 "a view: transpose/diagonal only"
