@@ -1288,3 +1288,18 @@ def _slogdet_backward(inputs, output, grad, needs):
 
 SLOGDET.backward(_slogdet_backward, formula="d logabsdet = g A^{-T} (real; the sign is piecewise constant); "
                  "complex: vjp of the torch lowering", runs="one `trnsolver.inv` call")
+
+
+def _solve_backward(inputs, output, grad, needs):
+    A, B = inputs
+    X = output[0]
+    g = grad[0]
+    if g is None:
+        return None, None
+    dB = SOLVE(A.mH.contiguous(), g.contiguous())[0]  # A^{-H} g: the solve with A^H
+    gA = _sum_to(-_mm(dB, X, "N", _h(X)), A.shape) if needs[0] else None
+    return gA, (_sum_to(dB, B.shape) if needs[1] else None)
+
+
+SOLVE.backward(_solve_backward, formula="dB = A^{-H} g; dA = -dB X^H", runs="one `trnsolver.solve` call (with A^H) "
+               "and one trnblas GEMM")

@@ -1341,3 +1341,25 @@ def _spsv_backward(inputs, output, g, needs):
 
 SPSV.backward(_spsv_backward, formula="dB = op(T)^{-H} g; d values = -dB X^H (op = N) or -conj(X) dB^T (op = T) "
               "on the triangle read", runs="one `trnsparse.spsv` call (the other op) and one `trnsparse.sddmm`")
+
+
+def _sddmm_backward(inputs, output, g, needs):
+    cols, ptrs, values, X, Y, alpha, beta = inputs[:7]
+    cplx = X.is_complex() or values.is_complex()
+    ca = alpha.conjugate() if cplx else alpha
+    m, n = X.shape[0], Y.shape[1]
+    g = g.contiguous()
+    gv = gX = gY = None
+    if needs[2]:
+        gv = g * (beta.conjugate() if cplx else beta)
+    if needs[3]:  # dX = conj(alpha) G Y^H, G the CSR matrix of the incoming values
+        gX = SPMM(g, cols, ptrs, (m, n), (Y.conj() if cplx else Y).mT.contiguous(), ca, None, 0.0)
+    if needs[4]:  # dY = conj(alpha) X^H G = conj(alpha) (G^H X)^H
+        vt, ct, pt = _transpose_csr(g.conj() if cplx else g, cols, ptrs, (m, n))
+        GX = SPMM(vt, ct, pt, (n, m), X.contiguous(), 1.0, None, 0.0)
+        gY = (GX.conj() if cplx else GX).mT * ca
+    return None, None, gv, gX, gY, None, None
+
+
+SDDMM.backward(_sddmm_backward, formula="dX = conj(alpha) G Y^H; dY = conj(alpha) X^H G (G: the incoming values on "
+               "the pattern); d values = conj(beta) g", runs="two `trnsparse.spmm` calls (G and G^T's arrays)")
