@@ -216,6 +216,7 @@ def _grad_cases():
         ("inv_spd", lambda A: ts.inv_spd(A)[0], (S.tril(),)),
         ("slogdet", lambda X: ts.slogdet(X)[1], (X,)),
         ("slogdet_complex", lambda X: ts.slogdet(X), (Xc,)),
+        ("slogdet_complex_phase_batched", lambda X: ts.slogdet(X)[0], (_rand(2, 4, 4, seed=25).to(C128) * (1 - 2j),)),
         ("inv_sqrt_spd", lambda M: ts.inv_sqrt_spd(spd(M), None)[0], (X,)),
         ("spmv_symmetric", lambda v, x: ss.spmv_symmetric(v, ci, rp, 7, x, 1.5, "L"), (A.values, _rand(7, seed=7))),
         ("spmm_symmetric_U", lambda v, x: ss.spmv_symmetric(v, ci, rp, 7, x, 1.0, "U"),

@@ -1272,22 +1272,23 @@ LU_SOLVE.backward(_lu_solve_backward, formula="dB = op(A)^{-H} g; d lu = tril(P^
 
 def _slogdet_backward(inputs, output, grad, needs):
     (A,) = inputs
+    sign = output[0]
     gsign, glog = grad
     if not needs[0]:
         return (None,)
-    if A.is_complex():  # the phase carries a derivative too: torch's formula
-        from trnsci import operators
-
-        return operators._vjp(SLOGDET, inputs, grad)
-    if glog is None:
-        return (torch.zeros_like(A),)
-    # d log|det A| = tr(A^{-1} dA): grad A = glog A^{-T}; the sign is piecewise constant
+    # with t = tr(A^{-1} dA): d logabsdet = Re t and (complex) d sign = i Im(t) sign, so
+    # grad A = (g_logabsdet + i Im(conj(sign) g_sign)) A^{-H}; a real sign is piecewise constant
+    c = glog if glog is not None else torch.zeros(A.shape[:-2], dtype=_real(A.dtype), device=A.device)
+    if A.is_complex():
+        c = c.to(A.dtype)
+        if gsign is not None:
+            c = c + 1j * (sign.conj() * gsign).imag
     X = INV(A)[0]
-    return (glog[..., None, None] * X.mT,)
+    return (c[..., None, None] * X.mH,)
 
 
-SLOGDET.backward(_slogdet_backward, formula="d logabsdet = g A^{-T} (real; the sign is piecewise constant); "
-                 "complex: vjp of the torch lowering", runs="one `trnsolver.inv` call")
+SLOGDET.backward(_slogdet_backward, formula="dA = (g_logabsdet + i Im(conj(sign) g_sign)) A^{-H} (real: the sign is "
+                 "piecewise constant)", runs="one `trnsolver.inv` call")
 
 
 def _solve_backward(inputs, output, grad, needs):
