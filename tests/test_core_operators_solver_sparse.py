@@ -36,8 +36,8 @@ NOT_OPERATORS = {
     "trnsolver.inv_sqrt_spd_ns",
     # a sort callable crosses no schema; the sorted dimension is a host int
     "trnsolver.schur",
-    # output pattern sizes are data-dependent and the result carries a host flag (sorted indices)
-    "trnsparse.spgemm", "trnsparse.bsr_spgemm", "trnsparse.sparse_add",
+    # the result carries a host flag (sorted indices) / a host-side tile schedule crosses no schema
+    "trnsparse.spgemm", "trnsparse.bsr_spgemm",
 }
 
 
@@ -174,6 +174,37 @@ def test_converted_operators_compute_what_numpy_and_scipy_compute():
     Ssym = np.tril(D) + np.tril(D, -1).T
     np.testing.assert_allclose(ss.spmv_symmetric(A.values, A.col_indices, A.row_ptrs, 7, x, 2.0, "L").numpy(),
                                2.0 * Ssym @ x.numpy(), **tol)
+
+
+def test_sparse_add_operator_has_a_data_dependent_size_and_a_gradient():
+    # the union pattern's size is decided by the data: the fake implementation gives it an unbacked
+    # size, so the static AOT test does not apply and the dynamic one does
+    Da = _sparse_dense(5, 4, seed=80)
+    Db = _sparse_dense(5, 4, seed=82)
+    A, B = trnsparse.from_dense(Da), trnsparse.from_dense(Db)
+    args = (A.values, A.col_indices, A.row_ptrs, B.values, B.col_indices, B.row_ptrs, [5, 4], 1.5, 2.0)
+    op = torch.ops.trnsparse.sparse_add
+    torch.library.opcheck(op, args, test_utils=("test_schema", "test_autograd_registration", "test_faketensor",
+                                                 "test_aot_dispatch_dynamic"))
+    vals, cols, ptrs = op(*args)
+    import scipy.sparse as sp
+
+    want = 1.5 * sp.csr_matrix(Da.numpy()) + 2.0 * sp.csr_matrix(Db.numpy())
+    got = sp.csr_matrix((vals.numpy(), cols.numpy(), ptrs.numpy()), shape=(5, 4))
+    np.testing.assert_allclose(got.toarray(), want.toarray(), rtol=1e-14, atol=0)  # one product and a sum
+    av, bv = (t.detach().clone().requires_grad_() for t in (A.values, B.values))
+    assert torch.autograd.gradcheck(lambda a, b: op(a, *args[1:3], b, *args[4:])[0], (av, bv))
+    # torch.compile takes the unbacked size once told to capture data-dependent output shapes
+
+    def f(A, B):
+        return trnsparse.sparse_add(A, B, 1.5, 2.0).values.square().sum()
+
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        explained = torch._dynamo.explain(f)(A, B)
+        assert explained.graph_break_count == 0, explained.break_reasons
+        got = torch.compile(f, fullgraph=True, backend="eager")(A, B)
+    np.testing.assert_allclose(float(got), float((want.data ** 2).sum()), rtol=1e-13)
 
 
 # ------------------------------------------------------------------ gradcheck in float64 through the operators

@@ -1132,7 +1132,19 @@ SPARSE_ADD = Op(
                                                        f"nnz={bv.shape[0]}",
     doc="alpha A + beta B on the union of the patterns; size = nnz(A) + nnz(B) (kernel: union pattern "
         "cached on A, two gathers on chip)",
+    # the matrices (``owner_a``/``owner_b``, where the union pattern is cached) stay on the host side
+    schema="(Tensor a_values, Tensor a_col_indices, Tensor a_row_ptrs, Tensor b_values, Tensor b_col_indices, "
+           "Tensor b_row_ptrs, SymInt[] shape, Scalar alpha, Scalar beta) -> (Tensor, Tensor, Tensor)",
+    fake=lambda av, ac, ap, bv, bc, bp, shape, alpha, beta, owner_a=None, owner_b=None: _sparse_add_fake(
+        av, ac, ap, bv, shape),
 )
+
+
+def _sparse_add_fake(av, ac, ap, bv, shape):
+    """The union pattern's size is known only once computed: a size the data decides."""
+    nnz = torch.library.get_ctx().new_dynamic_size()
+    return (av.new_empty((nnz,), dtype=torch.promote_types(av.dtype, bv.dtype)), ac.new_empty((nnz,)),
+            ap.new_empty((shape[0] + 1,)))
 SPARSE_ADD.lowering("torch")(_sparse_add_torch)
 
 
