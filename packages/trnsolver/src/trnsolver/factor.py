@@ -90,6 +90,42 @@ def _square_describe(A, *rest):
     return f"n={A.shape[-1]} batch={tuple(A.shape[:-2])} {str(A.dtype).replace('torch.', '')}"
 
 
+# ------------------------------------------------ fake implementations: shapes and dtypes, nothing computed
+
+def _real(dtype: torch.dtype) -> torch.dtype:
+    return dtype.to_real() if dtype.is_complex else dtype
+
+
+def _rhs_fake(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """A solve's ``X``: ``B``'s shape with the batch dimensions of ``A`` and ``B`` broadcast."""
+    return B.new_empty((*torch.broadcast_shapes(A.shape[:-2], B.shape[:-2]), *B.shape[-2:]))
+
+
+def _lu_fake(A):
+    m, n = A.shape[-2], A.shape[-1]
+    k, lead = min(m, n), A.shape[:-2]
+    return (A.new_empty((*lead, m, m)), A.new_empty((*lead, m, k)), A.new_empty((*lead, k, n)),
+            A.new_empty(lead, dtype=torch.int32))
+
+
+def _qr_fake(A, mode):
+    m, n = A.shape[-2], A.shape[-1]
+    k, lead = min(m, n), A.shape[:-2]
+    if mode == "r":
+        return A.new_empty((0,)), A.new_empty((*lead, k, n))
+    if mode == "complete":
+        return A.new_empty((*lead, m, m)), A.new_empty((*lead, m, n))
+    return A.new_empty((*lead, m, k)), A.new_empty((*lead, k, n))
+
+
+def _svd_fake(A, full_matrices):
+    m, n = A.shape[-2], A.shape[-1]
+    k, lead = min(m, n), A.shape[:-2]
+    u, v = (m, n) if full_matrices else (k, k)
+    return (A.new_empty((*lead, m, u)), A.new_empty((*lead, k), dtype=_real(A.dtype)),
+            A.new_empty((*lead, v, n)))
+
+
 #: Op ``(A, upper) -> (L or U, info)``. Threshold (flops, n^3/3): no Trainium
 #: here to calibrate on; the device path is a blocked factorization whose
 #: trailing updates are trnblas SYRK/GEMM kernels, which only pays off once
@@ -216,7 +252,8 @@ def cho_factor(A, lower=False, *, check_finite=True):
 _SPD_THRESHOLD = 2048 ** 3 / 3.0
 
 CHO_SOLVE = Op("trnsolver.cho_solve", "flops", _SPD_THRESHOLD, size=_flops(2.0), describe=_square_describe,
-               doc="solve with a Cholesky factor: two trnblas TRSM kernels")
+               doc="solve with a Cholesky factor: two trnblas TRSM kernels",
+               schema="(Tensor F, Tensor B, bool lower) -> Tensor", fake=lambda F, B, lower: _rhs_fake(F, B))
 
 
 @CHO_SOLVE.lowering("torch")
@@ -278,7 +315,10 @@ def cho_solve(c_and_lower, b, *, check_finite=True):
 _LU_THRESHOLD = 2 * 2048 ** 3 / 3.0
 
 LU_FACTOR = Op("trnsolver.lu_factor", "flops", _LU_THRESHOLD, size=_flops(2 / 3), describe=_square_describe,
-               doc="LU factorization, packed (getrf): panel kernel + row gather + trnblas TRSM/GEMM")
+               doc="LU factorization, packed (getrf): panel kernel + row gather + trnblas TRSM/GEMM",
+               schema="(Tensor A) -> (Tensor, Tensor, Tensor)",
+               fake=lambda A: (torch.empty_like(A), A.new_empty(A.shape[:-1], dtype=torch.int32),
+                               A.new_empty(A.shape[:-2], dtype=torch.int32)))
 
 
 @LU_FACTOR.lowering("torch")
@@ -288,7 +328,8 @@ def _lu_factor_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
 
 
 LU = Op("trnsolver.lu", "flops", _LU_THRESHOLD, size=_flops(2 / 3), describe=_square_describe,
-        doc="LU factorization A = P L U (square: the blocked device LU; rectangular: torch)")
+        doc="LU factorization A = P L U (square: the blocked device LU; rectangular: torch)",
+        schema="(Tensor A) -> (Tensor, Tensor, Tensor, Tensor)", fake=lambda A: _lu_fake(A))
 
 
 @LU.lowering("torch")
@@ -390,7 +431,9 @@ _TRANS = validate.Options({"N": (0, "N"), "T": (1, "T"), "C": (2, "C")})
 
 
 LU_SOLVE = Op("trnsolver.lu_solve", "flops", _LU_THRESHOLD, size=_flops(2.0), describe=_square_describe,
-              doc="solve with an LU factorization (getrs): row gather + two trnblas TRSM kernels")
+              doc="solve with an LU factorization (getrs): row gather + two trnblas TRSM kernels",
+              schema="(Tensor LU, Tensor piv, Tensor B, str trans) -> Tensor",
+              fake=lambda LU, piv1, B, trans: _rhs_fake(LU, B))
 
 
 @LU_SOLVE.lowering("torch")
@@ -458,7 +501,8 @@ _QR_MODE = validate.Options({"reduced": ("reduced", "economic"), "complete": ("c
 _QR_THRESHOLD = 2.0 * 2048 ** 3
 
 QR = Op("trnsolver.qr", "flops", _QR_THRESHOLD, size=_flops(2.0), describe=_square_describe,
-        doc="QR factorization: Householder panel kernel, compact WY updates on GEMM/TRSM kernels")
+        doc="QR factorization: Householder panel kernel, compact WY updates on GEMM/TRSM kernels",
+        schema="(Tensor A, str mode) -> (Tensor, Tensor)", fake=lambda A, mode: _qr_fake(A, mode))
 
 
 @QR.lowering("torch")
@@ -503,7 +547,9 @@ def qr(A, mode="reduced"):
 
 
 SVD = Op("trnsolver.svd", "flops", 2 * _QR_THRESHOLD, size=_flops(4.0), describe=_square_describe,
-         doc="singular value decomposition: one-sided Jacobi sweep kernel (min(m, n) <= 128)")
+         doc="singular value decomposition: one-sided Jacobi sweep kernel (min(m, n) <= 128)",
+         schema="(Tensor A, bool full_matrices) -> (Tensor, Tensor, Tensor)",
+         fake=lambda A, full_matrices: _svd_fake(A, full_matrices))
 
 
 @SVD.lowering("torch")
@@ -550,7 +596,9 @@ def svd(A, full_matrices=False, *, check_finite=True):
 
 
 PINV = Op("trnsolver.pinv", "flops", 2 * _QR_THRESHOLD, size=_flops(4.0), describe=_square_describe,
-          doc="pseudo-inverse by the SVD: one-sided Jacobi sweep kernel, then one GEMM kernel")
+          doc="pseudo-inverse by the SVD: one-sided Jacobi sweep kernel, then one GEMM kernel",
+          schema="(Tensor A, float? rtol) -> Tensor",
+          fake=lambda A, rtol: A.new_empty((*A.shape[:-2], A.shape[-1], A.shape[-2])))
 
 
 @PINV.lowering("torch")
@@ -655,7 +703,9 @@ def solve(A, B, *, check_finite=True):
 
 
 SOLVE_SPD = Op("trnsolver.solve_spd", "flops", _SPD_THRESHOLD, size=_flops(1 / 3), describe=_square_describe,
-               doc="SPD solve (posv): the device Cholesky, then two TRSM kernels")
+               doc="SPD solve (posv): the device Cholesky, then two TRSM kernels",
+               schema="(Tensor A, Tensor B, bool refine) -> (Tensor, Tensor)",
+               fake=lambda A, B, refine: (_rhs_fake(A, B), A.new_empty(A.shape[:-2], dtype=torch.int32)))
 
 
 @SOLVE_SPD.lowering("torch")
@@ -796,7 +846,9 @@ def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
 # ============================================================= inverses, det
 
 INV = Op("trnsolver.inv", "flops", _LU_THRESHOLD, size=_flops(2.0), describe=_square_describe,
-         doc="inverse: the device LU solve with B = I")
+         doc="inverse: the device LU solve with B = I",
+         schema="(Tensor A) -> (Tensor, Tensor)",
+         fake=lambda A: (torch.empty_like(A), A.new_empty(A.shape[:-2], dtype=torch.int32)))
 
 
 @INV.lowering("torch")
@@ -828,7 +880,9 @@ def inv(A, *, check_finite=True):
 
 
 INV_SPD = Op("trnsolver.inv_spd", "flops", _SPD_THRESHOLD, size=_flops(1.0), describe=_square_describe,
-             doc="SPD inverse (potri): the device Cholesky, then two TRSM kernels with B = I")
+             doc="SPD inverse (potri): the device Cholesky, then two TRSM kernels with B = I",
+             schema="(Tensor A) -> (Tensor, Tensor)",
+             fake=lambda A: (torch.empty_like(A), A.new_empty(A.shape[:-2], dtype=torch.int32)))
 
 
 @INV_SPD.lowering("torch")
@@ -865,7 +919,9 @@ def inv_spd(A, *, check_finite=True):
 
 
 SLOGDET = Op("trnsolver.slogdet", "flops", _LU_THRESHOLD, size=_flops(2 / 3), describe=_square_describe,
-             doc="sign and log|det| from the device LU's diagonal and pivots")
+             doc="sign and log|det| from the device LU's diagonal and pivots",
+             schema="(Tensor A) -> (Tensor, Tensor)",
+             fake=lambda A: (A.new_empty(A.shape[:-2]), A.new_empty(A.shape[:-2], dtype=_real(A.dtype))))
 
 
 @SLOGDET.lowering("torch")
@@ -915,7 +971,9 @@ def slogdet(A):
 # ===================================================== inverse square roots
 
 INV_SQRT_SPD = Op("trnsolver.inv_sqrt_spd", "flops", _SPD_THRESHOLD, size=_flops(9.0), describe=_square_describe,
-                  doc="A^{-1/2} by the eigendecomposition: Jacobi kernel, then one GEMM kernel")
+                  doc="A^{-1/2} by the eigendecomposition: Jacobi kernel, then one GEMM kernel",
+                  schema="(Tensor A, float? min_eig) -> (Tensor, Tensor)",
+                  fake=lambda A, min_eig: (torch.empty_like(A), A.new_empty(A.shape[:-2], dtype=_real(A.dtype))))
 
 
 @INV_SQRT_SPD.lowering("torch")
@@ -1071,3 +1129,173 @@ def inv_sqrt_spd_ns(A, *, max_iters=20, tol=1e-7, on_fail="warn", check_finite=T
     it_.report(where, info, on_fail, tol)
     return X, iters, res
 
+
+
+# ================================================================ derivatives
+#
+# Declared backwards (trnsci.operators): each is built from forward Op calls -- the solves of this
+# module and trnblas GEMMs -- so under a kernel backend the backward runs kernels as the forward does.
+# Ops without one (LU, QR, SVD, pinv, the eigendecomposition) take the vjp of their torch lowering.
+
+
+def _mm(a: torch.Tensor, b: torch.Tensor, ta: str = "N", tb: str = "N") -> torch.Tensor:
+    """``op(a) @ op(b)`` as one trnblas GEMM (2-D) or batched GEMM (leading dimensions broadcast)."""
+    from trnblas.level3 import BATCHED_GEMM, GEMM
+
+    if a.dim() == 2 and b.dim() == 2:
+        return GEMM(1.0, a.contiguous(), b.contiguous(), 0.0, None, ta, tb)
+    lead = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a3 = a.expand(*lead, *a.shape[-2:]).reshape(-1, *a.shape[-2:]).contiguous()
+    b3 = b.expand(*lead, *b.shape[-2:]).reshape(-1, *b.shape[-2:]).contiguous()
+    out = BATCHED_GEMM(1.0, a3, b3, 0.0, None, ta, tb)
+    return out.reshape(*lead, *out.shape[-2:])
+
+
+def _h(t: torch.Tensor) -> str:
+    return "C" if t.is_complex() else "T"
+
+
+def _sum_to(g: torch.Tensor, shape) -> torch.Tensor:
+    """``g`` summed over the batch dimensions broadcast against an input of ``shape``."""
+    if tuple(g.shape) == tuple(shape):
+        return g
+    extra = g.dim() - len(shape)
+    if extra:
+        g = g.sum(tuple(range(extra)))
+    dims = tuple(i for i, s in enumerate(shape) if s == 1 and g.shape[i] != 1)
+    return g.sum(dims, keepdim=True) if dims else g
+
+
+def _lower_hermitian_grad(G: torch.Tensor) -> torch.Tensor:
+    """The gradient on the stored lower triangle of a Hermitian matrix read as ``tril(A) + tril(A, -1)^H``,
+    from the gradient ``G`` on the full matrix: ``tril(G, -1) + tril(G^H, -1)`` plus ``G``'s diagonal (its
+    real part for complex data: the factorizations read the diagonal's real part)."""
+    d = G.diagonal(dim1=-2, dim2=-1)
+    if G.is_complex():
+        d = d.real.to(G.dtype)
+    return G.tril(-1) + G.mH.tril(-1) + torch.diag_embed(d)
+
+
+def _inv_backward(inputs, output, grad, needs):
+    (A,) = inputs
+    X = output[0]
+    g = grad[0]
+    if not needs[0] or g is None:
+        return (None,)
+    # X = A^{-1}: dA = -X^H g X^H
+    return (-_mm(_mm(X, g, _h(X)), X, "N", _h(X)),)
+
+
+INV.backward(_inv_backward, formula="dA = -X^H g X^H (X = A^{-1})", runs="two trnblas GEMMs")
+
+
+def _inv_spd_backward(inputs, output, grad, needs):
+    (A,) = inputs
+    X = output[0]
+    g = grad[0]
+    if not needs[0] or g is None:
+        return (None,)
+    return (_lower_hermitian_grad(-_mm(_mm(X, g, _h(X)), X, "N", _h(X))),)
+
+
+INV_SPD.backward(_inv_spd_backward, formula="dA = -X g X (X = A^{-1} Hermitian) on A's lower triangle "
+                 "(mirrored entries added)", runs="two trnblas GEMMs")
+
+
+def _solve_spd_backward(inputs, output, grad, needs):
+    A, B, refine = inputs
+    X = output[0]
+    g = grad[0]
+    if g is None:
+        return None, None, None
+    dB = SOLVE_SPD(A, g.contiguous(), refine)[0]  # A Hermitian: A^{-H} g = A^{-1} g
+    gA = _lower_hermitian_grad(_sum_to(-_mm(dB, X, "N", _h(X)), A.shape)) if needs[0] else None
+    return gA, (_sum_to(dB, B.shape) if needs[1] else None), None
+
+
+SOLVE_SPD.backward(_solve_spd_backward, formula="dB = A^{-1} g; dA = -dB X^H on A's lower triangle "
+                   "(mirrored entries added)", runs="one `trnsolver.solve_spd` call and one trnblas GEMM")
+
+
+def _cho_solve_backward(inputs, output, grad, needs):
+    F, B, lower = inputs
+    X, g = output, grad
+    dB = CHO_SOLVE(F, g.contiguous(), lower)  # A = F F^H (or F^H F) is Hermitian
+    gF = None
+    if needs[0]:
+        gA = _sum_to(-_mm(dB, X, "N", _h(X)), F.shape)
+        S = gA + gA.mH
+        # A = L L^H: grad L = (gA + gA^H) L on the lower triangle; A = U^H U: grad U = U (gA + gA^H) upper
+        gF = _mm(S, F.tril()).tril() if lower else _mm(F.triu(), S).triu()
+    return gF, (_sum_to(dB, B.shape) if needs[1] else None), None
+
+
+CHO_SOLVE.backward(_cho_solve_backward, formula="dB = A^{-1} g; dF = (dA + dA^H) L (lower) or U (dA + dA^H) "
+                   "(upper) with dA = -dB X^H", runs="one `trnsolver.cho_solve` call and trnblas GEMMs")
+
+
+_ADJOINT = {"N": "C", "C": "N"}
+
+
+def _lu_solve_backward(inputs, output, grad, needs):
+    LU_, piv1, B, trans = inputs
+    X, g = output, grad.contiguous()
+    cplx = LU_.is_complex()
+    if trans == "T" and cplx:  # (A^T)^{-H} g = conj(A^{-1} conj(g))
+        dB = LU_SOLVE(LU_, piv1, g.conj().resolve_conj(), "N").conj().resolve_conj()
+    else:  # op(A)^{-H} g: the adjoint solve
+        dB = LU_SOLVE(LU_, piv1, g, _ADJOINT.get(trans, "N"))
+    gLU = None
+    if needs[0]:
+        if trans == "N":
+            gA = -_mm(dB, X, "N", _h(X))
+        elif trans == "T" and cplx:
+            gA = -_mm(X.conj(), dB, "N", "T")
+        else:
+            gA = -_mm(X, dB, "N", _h(X))
+        gA = _sum_to(gA, LU_.shape)
+        P, L, U = torch.lu_unpack(LU_, piv1)
+        PtG = _mm(P, gA, _h(P))
+        # A = P L U: grad L = P^T gA U^H (strictly lower, unit diagonal), grad U = L^H P^T gA (upper)
+        gLU = _mm(PtG, U, "N", _h(U)).tril(-1) + _mm(L, PtG, _h(L)).triu()
+    return gLU, None, (_sum_to(dB, B.shape) if needs[2] else None), None
+
+
+LU_SOLVE.backward(_lu_solve_backward, formula="dB = op(A)^{-H} g; d lu = tril(P^T dA U^H, -1) + triu(L^H P^T dA) "
+                  "with dA = -dB X^H (A = P L U)", runs="one `trnsolver.lu_solve` call and trnblas GEMMs")
+
+
+def _slogdet_backward(inputs, output, grad, needs):
+    (A,) = inputs
+    sign = output[0]
+    gsign, glog = grad
+    if not needs[0]:
+        return (None,)
+    # with t = tr(A^{-1} dA): d logabsdet = Re t and (complex) d sign = i Im(t) sign, so
+    # grad A = (g_logabsdet + i Im(conj(sign) g_sign)) A^{-H}; a real sign is piecewise constant
+    c = glog if glog is not None else torch.zeros(A.shape[:-2], dtype=_real(A.dtype), device=A.device)
+    if A.is_complex():
+        c = c.to(A.dtype)
+        if gsign is not None:
+            c = c + 1j * (sign.conj() * gsign).imag
+    X = INV(A)[0]
+    return (c[..., None, None] * X.mH,)
+
+
+SLOGDET.backward(_slogdet_backward, formula="dA = (g_logabsdet + i Im(conj(sign) g_sign)) A^{-H} (real: the sign is "
+                 "piecewise constant)", runs="one `trnsolver.inv` call")
+
+
+def _solve_backward(inputs, output, grad, needs):
+    A, B = inputs
+    X = output[0]
+    g = grad[0]
+    if g is None:
+        return None, None
+    dB = SOLVE(A.mH.contiguous(), g.contiguous())[0]  # A^{-H} g: the solve with A^H
+    gA = _sum_to(-_mm(dB, X, "N", _h(X)), A.shape) if needs[0] else None
+    return gA, (_sum_to(dB, B.shape) if needs[1] else None)
+
+
+SOLVE.backward(_solve_backward, formula="dB = A^{-H} g; dA = -dB X^H", runs="one `trnsolver.solve` call (with A^H) "
+               "and one trnblas GEMM")

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from trnsci import routes as _routes
+from trnsci.dispatch import traceable_as
 
 try:  # SciPy is optional at run time: without it everything runs in torch.
     from scipy.sparse import _sparsetools as _st
@@ -39,6 +40,11 @@ def host_ok(*tensors: torch.Tensor | None) -> bool:
             if t.dtype not in HOST_DTYPES:
                 return False
     return True
+
+
+# torch.compile traces the torch path: SciPy's kernels (and the matrix's cached int32 index arrays, whose
+# version counters a trace cannot read) are no part of a graph; the eager test above costs nothing more
+traceable_as(host_ok, lambda *tensors: False)
 
 
 def np_view(t: torch.Tensor) -> np.ndarray:

@@ -136,8 +136,74 @@ ATTENTION = Op(
     describe=lambda Q, K, V, blocks, brow, bcol, b, scale, causal: f"{Q.shape[0]} head(s), Sq={Q.shape[1]}, "
     f"Sk={K.shape[1]}, d={Q.shape[2]}, dv={V.shape[2]}, {blocks.shape[0]} stored {b}x{b} tiles, causal={causal}",
     doc="softmax(Q K^T scale) V over the stored tiles; flops = 2 G n_blocks b^2 (d + dv)",
+    schema="(Tensor Q, Tensor K, Tensor V, Tensor blocks, Tensor brow, Tensor bcol, int block_size, float scale, "
+           "bool causal) -> Tensor",
+    fake=lambda Q, K, V, blocks, brow, bcol, b, scale, causal: Q.new_empty((Q.shape[0], Q.shape[1], V.shape[2])),
 )
 ATTENTION.lowering("torch")(_block_sparse_attention_torch)
+
+
+def _attention_backward(inputs, output, g, needs):
+    """dQ, dK, dV of the tile softmax attention, per head, from BSR forward ops on the stored tiles.
+
+    With ``P`` the normalised probabilities on the stored tiles (recomputed: the scores ``S = scale Q K^T``
+    by one BSR SDDMM), ``O`` the output and ``g`` its gradient: ``dP = g V^T`` (a second BSR SDDMM),
+    ``dS = P (dP - rowsum(g O))``, ``dQ = scale dS K``, ``dK = scale dS^T Q``, ``dV = P^T g`` (three BSR
+    SpMMs, the last two on the transposed tiles).
+    """
+    from .ops import BSR_SDDMM, BSR_SPMM, _bsr_transpose
+
+    Q, K, V, blocks, brow, bcol, b, scale, causal = inputs
+    G, Sq, _ = Q.shape
+    Sk = K.shape[1]
+    mb = -(-Sq // b)
+    nblk = blocks.shape[0]
+    want = [needs[0], needs[1], needs[2]]
+    if nblk == 0 or g is None:
+        return tuple(torch.zeros_like(t) if w else None for t, w in zip((Q, K, V), want)) + (None,) * 6
+    idx = bcol.dtype
+    ptrs = torch.cumsum(torch.zeros(mb + 1, dtype=idx, device=Q.device).index_add_(
+        0, brow.to(idx) + 1, torch.ones_like(brow, dtype=idx)), 0)
+    ar = torch.arange(b, device=Q.device)
+    r = brow[:, None, None] * b + ar[None, :, None]
+    c = bcol[:, None, None] * b + ar[None, None, :]
+    allowed = blocks & (r < Sq) & (c < Sk)
+    if causal:
+        allowed = allowed & (c <= r)
+    pattern = Q.new_zeros(nblk, b, b)  # the tiles' positions only: beta = 0 never reads them
+    shape, shape_t = (Sq, Sk), (Sk, Sq)
+    g = g.contiguous()
+    Dall = torch.nn.functional.pad((g * output).sum(-1), (0, mb * b - Sq)).reshape(G, mb, b)
+    dQ, dK, dV = [], [], []
+    for h in range(G):
+        S = BSR_SDDMM(pattern, bcol, ptrs, shape, b, Q[h].contiguous(), K[h].mT.contiguous(), scale, 0.0)
+        S = S.masked_fill(~allowed, float("-inf"))
+        row_max = torch.full((mb, b), float("-inf"), dtype=S.dtype, device=S.device).scatter_reduce(
+            0, brow[:, None].expand(nblk, b), S.amax(-1), "amax")
+        row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros((), dtype=S.dtype, device=S.device))
+        P = torch.exp(S - row_max[brow][..., None])
+        denom = S.new_zeros(mb, b).index_add(0, brow, P.sum(-1))
+        inv = torch.where(denom > 0, 1.0 / torch.where(denom > 0, denom, torch.ones_like(denom)),
+                          torch.zeros_like(denom))
+        P = P * inv[brow][..., None]
+        dP = BSR_SDDMM(pattern, bcol, ptrs, shape, b, g[h], V[h].mT.contiguous(), 1.0, 0.0)
+        dS = P * (dP - Dall[h][brow][..., None])
+        if want[0]:
+            dQ.append(BSR_SPMM(dS.contiguous(), bcol, ptrs, shape, b, K[h].contiguous()) * scale)
+        if want[1]:
+            st, ct, pt = _bsr_transpose(dS, bcol, ptrs, shape, b)
+            dK.append(BSR_SPMM(st.contiguous(), ct, pt, shape_t, b, Q[h].contiguous()) * scale)
+        if want[2]:
+            pt_, ct, pt = _bsr_transpose(P, bcol, ptrs, shape, b)
+            dV.append(BSR_SPMM(pt_.contiguous(), ct, pt, shape_t, b, g[h]))
+    out = tuple(torch.stack(x) if w else None for x, w in zip((dQ, dK, dV), want))
+    return out + (None,) * 6
+
+
+ATTENTION.backward(_attention_backward,
+                   formula="P recomputed on the stored tiles; dP = g V^T, dS = P (dP - rowsum(g O)); dQ = scale dS K, "
+                           "dK = scale dS^T Q, dV = P^T g",
+                   runs="per head two `trnsparse.bsr_sddmm` and three `trnsparse.bsr_spmm` calls")
 
 
 def _attn_args(where, Q, K, V, mask, scale, causal, mask_name="mask"):

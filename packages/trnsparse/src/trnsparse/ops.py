@@ -313,6 +313,11 @@ BSR_SPMM = Op(
     describe=lambda blocks, cols, ptrs, shape, b, B, owner=None: (f"BSR {shape[0]}x{shape[1]} ({blocks.shape[0]} "
                                                                   f"stored {b}x{b} blocks) @ {_ncols(B)} column(s)"),
     doc="A @ B for a BSR matrix, one tile product per stored block; flops = 2 n_blocks b^2 k",
+    # the matrix (``owner``, where the row-GEMM route keeps its side-by-side tiles) stays on the host side
+    schema="(Tensor blocks, Tensor block_col_indices, Tensor block_row_ptrs, SymInt[] shape, int block_size, "
+           "Tensor B) -> Tensor",
+    fake=lambda blocks, cols, ptrs, shape, b, B, owner=None: B.new_empty(
+        (shape[0],) if B.dim() == 1 else (shape[0], B.shape[1]), dtype=torch.promote_types(blocks.dtype, B.dtype)),
 )
 BSR_SPMM.lowering("torch")(_bsr_spmm_torch)
 
@@ -631,6 +636,10 @@ SPMV_SYMMETRIC = Op(
     size=lambda values, cols, ptrs, n, x, *r: 4.0 * values.shape[0] * _ncols(x),
     doc="alpha * S @ x, S symmetric from one stored triangle; flops ~ 4 nnz k (kernel: S expanded once, "
         "cached, then the CSR SpMV/SpMM kernel)",
+    schema="(Tensor values, Tensor col_indices, Tensor row_ptrs, SymInt n, Tensor x, Scalar alpha, str uplo)"
+           " -> Tensor",
+    fake=lambda values, cols, ptrs, n, x, alpha, uplo, owner=None: values.new_empty(
+        (n,) if x.dim() == 1 else (n, x.shape[1])),
 )
 SPMV_SYMMETRIC.lowering("torch")(_spmv_symmetric_torch)
 
@@ -861,6 +870,9 @@ BSR_SDDMM = Op(
     "trnsparse.bsr_sddmm", "flops", 8 * _TILE_FLOPS,
     size=lambda blocks, cols, ptrs, shape, b, X, *r: 2.0 * blocks.shape[0] * b * b * X.shape[1],
     doc="alpha (X @ Y) on every entry of the stored tiles of a BSR pattern + beta A; flops = 2 n_blocks b^2 k",
+    schema="(Tensor blocks, Tensor block_col_indices, Tensor block_row_ptrs, SymInt[] shape, int block_size, "
+           "Tensor X, Tensor Y, Scalar alpha, Scalar beta) -> Tensor",
+    fake=lambda blocks, cols, ptrs, shape, b, X, Y, alpha, beta: X.new_empty((blocks.shape[0], b, b)),
 )
 BSR_SDDMM.lowering("torch")(_bsr_sddmm_torch)
 
@@ -985,6 +997,10 @@ SPSV = Op(
     "trnsparse.spsv", "flops", 8 * _TILE_FLOPS,
     size=lambda values, cols, ptrs, n, B, *r: 2.0 * values.shape[0] * _ncols(B),
     doc="sparse triangular solve op(A) X = B (CSR); flops = 2 nnz k",
+    schema="(Tensor values, Tensor col_indices, Tensor row_ptrs, SymInt n, Tensor B, bool lower, "
+           "bool unit_diagonal, bool trans) -> Tensor",
+    fake=lambda values, cols, ptrs, n, B, lower, unit, trans, owner=None: B.new_empty(
+        B.shape, dtype=torch.promote_types(values.dtype, B.dtype)),
 )
 SPSV.lowering("torch")(_spsv_torch)
 
@@ -1111,7 +1127,19 @@ SPARSE_ADD = Op(
                                                        f"nnz={bv.shape[0]}",
     doc="alpha A + beta B on the union of the patterns; size = nnz(A) + nnz(B) (kernel: union pattern "
         "cached on A, two gathers on chip)",
+    # the matrices (``owner_a``/``owner_b``, where the union pattern is cached) stay on the host side
+    schema="(Tensor a_values, Tensor a_col_indices, Tensor a_row_ptrs, Tensor b_values, Tensor b_col_indices, "
+           "Tensor b_row_ptrs, SymInt[] shape, Scalar alpha, Scalar beta) -> (Tensor, Tensor, Tensor)",
+    fake=lambda av, ac, ap, bv, bc, bp, shape, alpha, beta, owner_a=None, owner_b=None: _sparse_add_fake(
+        av, ac, ap, bv, shape),
 )
+
+
+def _sparse_add_fake(av, ac, ap, bv, shape):
+    """The union pattern's size is known only once computed: a size the data decides."""
+    nnz = torch.library.get_ctx().new_dynamic_size()
+    return (av.new_empty((nnz,), dtype=torch.promote_types(av.dtype, bv.dtype)), ac.new_empty((nnz,)),
+            ap.new_empty((shape[0] + 1,)))
 SPARSE_ADD.lowering("torch")(_sparse_add_torch)
 
 
@@ -1205,3 +1233,140 @@ def nnz_per_row(A) -> torch.Tensor:
     """
     A = as_sparse(A, "A", "nnz_per_row").to_csr()
     return A.row_ptrs[1:] - A.row_ptrs[:-1]
+
+
+# --------------------------------------------------------------- derivatives
+#
+# Declared backwards (trnsci.operators) built from forward Op calls -- SpMV/SpMM, SDDMM and their BSR forms
+# on transposed index arrays, the triangular solve with the opposite op -- so under a kernel backend the
+# backward runs kernels as the forward does.
+
+
+def _bsr_transpose(blocks, cols, ptrs, shape, b):
+    """The BSR arrays of A^T (tiles transposed, in A^T's block order), on the arrays' device."""
+    m, n = shape
+    mb, nb = -(-m // b), -(-n // b)
+    nblk = cols.shape[0]
+    brow = torch.repeat_interleave(torch.arange(mb, device=cols.device, dtype=cols.dtype), ptrs[1:] - ptrs[:-1],
+                                   output_size=nblk)
+    order = torch.argsort(cols * mb + brow, stable=True)
+    counts = torch.zeros(nb + 1, dtype=ptrs.dtype, device=ptrs.device).index_add_(
+        0, cols + 1, torch.ones_like(cols, dtype=ptrs.dtype))
+    return blocks[order].transpose(-1, -2), brow[order], torch.cumsum(counts, 0).to(ptrs.dtype)
+
+
+def _bsr_spmm_backward(inputs, output, g, needs):
+    blocks, cols, ptrs, shape, b, B = inputs[:6]
+    cplx = blocks.is_complex()
+    gblocks = gB = None
+    if needs[5]:
+        bt, ct, pt = _bsr_transpose(blocks.conj() if cplx else blocks, cols, ptrs, shape, b)
+        gB = BSR_SPMM(bt.contiguous(), ct, pt, (shape[1], shape[0]), b, g.contiguous())
+    if needs[0]:
+        X = g[:, None] if B.dim() == 1 else g
+        Y = (B.conj() if cplx else B)[None, :] if B.dim() == 1 else (B.conj() if cplx else B).mT
+        gblocks = BSR_SDDMM(blocks, cols, ptrs, shape, b, X.contiguous(), Y.contiguous(), 1.0, 0.0)
+    return gblocks, None, None, None, None, gB
+
+
+BSR_SPMM.backward(_bsr_spmm_backward, formula="dB = A^H g; d tiles = (g B^H) on A's stored tiles",
+                  runs="`trnsparse.bsr_spmm` on A^T's arrays and `trnsparse.bsr_sddmm`")
+
+
+def _bsr_sddmm_backward(inputs, output, g, needs):
+    blocks, cols, ptrs, shape, b, X, Y, alpha, beta = inputs
+    cplx = X.is_complex() or blocks.is_complex()
+    ca = alpha.conjugate() if cplx else alpha
+    g = g.contiguous()
+    gblocks = gX = gY = None
+    if needs[0]:
+        gblocks = g * (beta.conjugate() if cplx else beta)
+    if needs[5]:  # dX = conj(alpha) G Y^H, G the BSR matrix of the incoming tiles
+        gX = BSR_SPMM(g, cols, ptrs, shape, b, (Y.conj() if cplx else Y).mT.contiguous()) * ca
+    if needs[6]:  # dY = conj(alpha) X^H G = conj(alpha) (G^H X)^H
+        gt, ct, pt = _bsr_transpose(g.conj() if cplx else g, cols, ptrs, shape, b)
+        GX = BSR_SPMM(gt.contiguous(), ct, pt, (shape[1], shape[0]), b, X.contiguous())
+        gY = (GX.conj() if cplx else GX).mT * ca
+    return gblocks, None, None, None, None, gX, gY, None, None
+
+
+BSR_SDDMM.backward(_bsr_sddmm_backward, formula="dX = conj(alpha) G Y^H; dY = conj(alpha) X^H G (G: the incoming "
+                   "tiles as a BSR matrix); d tiles = conj(beta) g",
+                   runs="two `trnsparse.bsr_spmm` calls (G and G^T's arrays)")
+
+
+def _triangle(cols, ptrs, nnz, lower, strict=False):
+    rows = _host.row_indices(ptrs, nnz)
+    if strict:
+        return (cols < rows) if lower else (cols > rows), rows
+    return (cols <= rows) if lower else (cols >= rows), rows
+
+
+def _spmv_symmetric_backward(inputs, output, g, needs):
+    values, cols, ptrs, n, x, alpha, uplo = inputs[:7]
+    cplx = values.is_complex()
+    ca = alpha.conjugate() if cplx else alpha
+    g = g.contiguous()
+    gv = gx = None
+    if needs[4]:  # S is symmetric (not Hermitian): S^H = conj(S)
+        gx = SPMV_SYMMETRIC(values.conj() if cplx else values, cols, ptrs, n, g, ca, uplo)
+    if needs[0]:
+        X = g[:, None] if g.dim() == 1 else g
+        xc = x.conj() if cplx else x
+        Xc = xc[:, None] if x.dim() == 1 else xc
+        # a stored triangle entry (i, j) is S[i, j] and, off the diagonal, S[j, i]: G[i, j] + G[j, i]
+        gij = SDDMM(cols, ptrs, values, X, Xc.mT.contiguous(), ca, 0.0)
+        gji = SDDMM(cols, ptrs, values, Xc, X.mT.contiguous(), ca, 0.0)
+        tri, rows = _triangle(cols, ptrs, values.shape[0], uplo == "L")
+        gv = torch.where(tri, gij + torch.where(cols != rows, gji, torch.zeros_like(gji)), torch.zeros_like(gij))
+    return gv, None, None, None, gx, None, None
+
+
+SPMV_SYMMETRIC.backward(_spmv_symmetric_backward, formula="dx = conj(alpha) conj(S) g; d values = conj(alpha) "
+                        "(G[i, j] + G[j, i]) on the stored triangle, G = g x^H",
+                        runs="one `trnsparse.spmv_symmetric` call and two `trnsparse.sddmm` calls")
+
+
+def _spsv_backward(inputs, output, g, needs):
+    values, cols, ptrs, n, B, lower, unit, trans = inputs[:8]
+    cplx = values.is_complex() or B.is_complex()
+    X = output
+    # op(T) X = B: dB = op(T)^{-H} g, the solve with the other op of conj(T)
+    dB = SPSV(values.conj() if cplx else values, cols, ptrs, n, g.contiguous(), lower, unit, not trans)
+    gv = None
+    if needs[0]:
+        d2 = dB[:, None] if dB.dim() == 1 else dB
+        x2 = X[:, None] if X.dim() == 1 else X
+        xc = x2.conj() if cplx else x2
+        # d T = -dB X^H (op = N) or -conj(X) dB^T (op = T), read on T's stored triangle
+        gv = (SDDMM(cols, ptrs, values, d2.contiguous(), xc.mT.contiguous(), -1.0, 0.0) if not trans else
+              SDDMM(cols, ptrs, values, xc.contiguous(), d2.mT.contiguous(), -1.0, 0.0))
+        tri, rows = _triangle(cols, ptrs, values.shape[0], lower, strict=unit)
+        gv = torch.where(tri, gv, torch.zeros_like(gv))
+    return gv, None, None, None, (dB if needs[4] else None), None, None, None
+
+
+SPSV.backward(_spsv_backward, formula="dB = op(T)^{-H} g; d values = -dB X^H (op = N) or -conj(X) dB^T (op = T) "
+              "on the triangle read", runs="one `trnsparse.spsv` call (the other op) and one `trnsparse.sddmm`")
+
+
+def _sddmm_backward(inputs, output, g, needs):
+    cols, ptrs, values, X, Y, alpha, beta = inputs[:7]
+    cplx = X.is_complex() or values.is_complex()
+    ca = alpha.conjugate() if cplx else alpha
+    m, n = X.shape[0], Y.shape[1]
+    g = g.contiguous()
+    gv = gX = gY = None
+    if needs[2]:
+        gv = g * (beta.conjugate() if cplx else beta)
+    if needs[3]:  # dX = conj(alpha) G Y^H, G the CSR matrix of the incoming values
+        gX = SPMM(g, cols, ptrs, (m, n), (Y.conj() if cplx else Y).mT.contiguous(), ca, None, 0.0)
+    if needs[4]:  # dY = conj(alpha) X^H G = conj(alpha) (G^H X)^H
+        vt, ct, pt = _transpose_csr(g.conj() if cplx else g, cols, ptrs, (m, n))
+        GX = SPMM(vt, ct, pt, (n, m), X.contiguous(), 1.0, None, 0.0)
+        gY = (GX.conj() if cplx else GX).mT * ca
+    return None, None, gv, gX, gY, None, None
+
+
+SDDMM.backward(_sddmm_backward, formula="dX = conj(alpha) G Y^H; dY = conj(alpha) X^H G (G: the incoming values on "
+               "the pattern); d values = conj(beta) g", runs="two `trnsparse.spmm` calls (G and G^T's arrays)")

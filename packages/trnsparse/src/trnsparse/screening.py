@@ -181,20 +181,27 @@ SCREENED_SPMM = Op(
     describe=lambda A, d, B, threshold: f"({A.shape[0]}x{A.shape[1]} masked) @ {B.shape[1]} column(s), "
                                         f"threshold {threshold:g}",
     doc="(A * [|d_i d_j| > threshold]) @ B; flops = 2 n^2 k",
+    schema="(Tensor A, Tensor d, Tensor B, float threshold) -> Tensor",
+    fake=lambda A, d, B, threshold: A.new_empty((A.shape[0], B.shape[1]), dtype=torch.promote_types(A.dtype, B.dtype)),
 )
 SCREENED_SPMM.lowering("torch")(_screened_spmm_torch)
 
 
 SCHWARZ_BOUNDS = Op("trnsparse.schwarz_bounds", "elements", float("inf"),  # elementwise: no kernel
-          size=lambda d: float(d.numel()), doc="sqrt(|d|); size = n")
+          size=lambda d: float(d.numel()), doc="sqrt(|d|); size = n",
+          schema="(Tensor d) -> Tensor", fake=lambda d: torch.empty_like(d))
 SCHWARZ_BOUNDS.lowering("torch")(_schwarz_bounds_torch)
 
 
 SCREEN_QUARTETS = Op("trnsparse.screen_quartets", "elements", float("inf"),  # elementwise: no kernel
-          size=lambda Q, t: float(Q.numel()) ** 2, doc="Q_ij Q_kl > threshold mask; size = n^4 (pairs^2)")
+          size=lambda Q, t: float(Q.numel()) ** 2, doc="Q_ij Q_kl > threshold mask; size = n^4 (pairs^2)",
+          schema="(Tensor Q, float threshold) -> Tensor",
+          fake=lambda Q, t: torch.empty_like(Q, dtype=torch.bool))
 SCREEN_QUARTETS.lowering("torch")(_screen_quartets_torch)
 
 
 DENSITY_SCREEN = Op("trnsparse.density_screen", "elements", float("inf"),  # elementwise: no kernel
-          size=lambda Q, P, t: float(Q.numel()) ** 2, doc="density-weighted Schwarz mask; size = pairs^2")
+          size=lambda Q, P, t: float(Q.numel()) ** 2, doc="density-weighted Schwarz mask; size = pairs^2",
+          schema="(Tensor Q, Tensor P, float threshold) -> Tensor",
+          fake=lambda Q, P, t: torch.empty_like(Q, dtype=torch.bool))
 DENSITY_SCREEN.lowering("torch")(_density_screen_torch)

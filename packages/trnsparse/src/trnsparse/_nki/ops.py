@@ -197,8 +197,6 @@ def _symmetric(owner, values, cols, ptrs, n, uplo):
 
 
 def _spmv_sym_supports(values, cols, ptrs, n, x, alpha, uplo, owner=None):
-    if owner is None:
-        return "no matrix to cache the symmetric matrix on (call through spmv_symmetric)"
     if _grad(values, x):
         return "autograd: the kernel has no backward (the torch path is differentiable)"
     if n == 0 or x.numel() == 0:
@@ -227,8 +225,6 @@ def _tri_layout(owner, values, cols, ptrs, n, lower, unit, trans):
 
 
 def _spsv_supports(values, cols, ptrs, n, B, lower, unit, trans, owner=None):
-    if owner is None:
-        return "no matrix to cache the device layout on (call through spsv/spsm)"
     if _grad(values, B):
         return "autograd: the kernel has no backward (the torch path is differentiable)"
     if n == 0 or B.numel() == 0:
