@@ -45,6 +45,8 @@ def _mp2_describe(B, eps_occ, eps_vir, max_memory) -> str:
 MP2_ENERGY = Op(
     "trnblas.mp2_energy", "flops", 1e9, size=_mp2_flops, describe=_mp2_describe,
     doc="DF-MP2 pair energies; flops = 2 nocc^2 nvir^2 naux. Default is a guess pending `trnsci calibrate`.",
+    schema="(Tensor B, Tensor eps_occ, Tensor eps_vir, float max_memory) -> Tensor",
+    fake=lambda B, eps_occ, eps_vir, max_memory: B.new_empty((B.shape[0], B.shape[0]), dtype=result_dtype(B.dtype)),
 )
 
 _DEFAULT_MAX_MEMORY_MB = 512.0
@@ -311,3 +313,26 @@ def dfmp2(mf, auxbasis=None, *, frozen=0, dtype=torch.float64, max_memory=None) 
     chem = plugins.workflow("chem", "trnblas.chem.dfmp2")
     return chem.df_mp2(mf, auxbasis=auxbasis, frozen=frozen, dtype=dtype, max_memory=max_memory,
                        progress=False).e_corr
+
+
+def _mp2_backward(inputs, output, g, needs):
+    """The gradient of the pair energies by a dense torch formula: ``e_ij = sum_ab T_ab (2 T_ab - T_ba) / D_ab``
+    with ``T_ab = sum_P B[i,a,P] B[j,b,P]`` and ``D_ab = e_i + e_j - e_a - e_b``, differentiated by torch
+    (its memory is the full ``(nocc, nocc, nvir, nvir)`` amplitude tensor, not the forward's blocks)."""
+    B, eps_occ, eps_vir, max_memory = inputs
+    dtype = result_dtype(B.dtype)
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_() for t in (B, eps_occ, eps_vir)]
+        b, eo, ev = (t.to(dtype) for t in leaves)
+        T = torch.einsum("iaP,jbP->ijab", b, b)
+        eia = eo[:, None] - ev[None, :]
+        D = eia[:, None, :, None] + eia[None, :, None, :]
+        e = (T * (2 * T - T.transpose(2, 3)) / D).sum((2, 3))
+        wanted = [t for t, n in zip(leaves, needs[:3]) if n]
+        got = iter(torch.autograd.grad(e, wanted, g.to(dtype)) if wanted else ())
+    return tuple(next(got) if n else None for n in needs[:3]) + (None,)
+
+
+MP2_ENERGY.backward(_mp2_backward, formula="de/dB, de/d eps of e_ij = sum_ab T_ab (2 T_ab - T_ba) / D_ab "
+                    "(T = (ia|jb), D = e_i + e_j - e_a - e_b)",
+                    runs="torch: the dense amplitudes differentiated (not the forward's blocks)")
