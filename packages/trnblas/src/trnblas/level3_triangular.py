@@ -43,8 +43,8 @@ def _trsm_torch(alpha, A, B, side, uplo, trans, diag):
     if trans != "N":
         upper = not upper
     X = torch.linalg.solve_triangular(a, B, upper=upper, left=side == "L", unitriangular=diag == "U")
-    if alpha != 1:
-        X.mul_(alpha)
+    if alpha != 1:  # in place, unless autograd records the solve (its backward reads X)
+        X = X * alpha if X.requires_grad else X.mul_(alpha)
     return X
 
 

@@ -173,9 +173,11 @@ def _elementwise_torch(ops, coef, names, shape, dtype):
     if tuple(R.shape) != tuple(shape):
         R = R.expand(shape)
     R = R.contiguous()
-    if R.device.type != "meta" and any(x is not None and x.untyped_storage().data_ptr()
-                                       == R.untyped_storage().data_ptr() for x in ops):
-        R = R.clone()  # identity ops on an operand already in the result's layout: never return its memory
+    # identity ops on an operand already in the result's layout: never return its memory (a traced
+    # tensor -- fake, functional -- has no data pointer: compared by identity)
+    if R.device.type != "meta" and any(x is not None and (x is R or (type(R) is torch.Tensor and x.untyped_storage()
+                                       .data_ptr() == R.untyped_storage().data_ptr())) for x in ops):
+        R = R.clone()
     return R
 
 
