@@ -43,7 +43,7 @@ LIBS = ("trnblas", "trntensor")
 
 def test_every_blas_and_tensor_op_is_a_torch_operator_in_its_namespace():
     ops = {n: o for n, o in dispatch.ops().items() if n.split(".")[0] in LIBS}
-    assert len(ops) >= 39  # 28 in trnblas, 11 in trntensor (when written)
+    assert len(ops) >= 39  # 28 in trnblas and 11 in trntensor at the time of writing
     missing = [n for n, o in ops.items() if o.operator is None]
     assert missing == []
     table = operators.operators()

@@ -756,8 +756,7 @@ def _nrm2_backward(inputs, output, g, needs):
     (x,) = inputs
     if not needs[0]:
         return (None,)
-    scale = torch.where(output == 0, torch.zeros_like(output), g / output)
-    return (x * scale.to(x.dtype) if x.dtype in _LOWP else x * scale,)
+    return (x * torch.where(output == 0, torch.zeros_like(output), g / output),)
 
 
 def _asum_backward(inputs, output, g, needs):
