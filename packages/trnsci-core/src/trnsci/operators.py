@@ -254,6 +254,8 @@ def autograd_table() -> str:
             runs = "torch: the lowering recomputed on the saved inputs"
         elif formula.startswith("none:"):
             runs = "no backward: a backward pass reaching it raises"
+        elif runs.startswith(("torch", "nothing")):  # no operation of the library in the backward
+            pass
         else:
             runs = f"{runs}: kernels under a kernel backend, as in the forward"
         rows.append(f"| `torch.ops.{ns}.{nm}` | {formula} | {runs} |")

@@ -461,4 +461,5 @@ def _reduce_backward(inputs, output, g, needs):
 PERMUTE.backward(_permute_backward, formula="dA = conj(alpha) g permuted back", runs="one `trntensor.permute` call")
 REDUCE.backward(_reduce_backward, formula="sum: dA = conj(alpha) g broadcast over the reduced axes, dC = "
                 "conj(beta) g; max/min/prod: the vjp of the torch lowering",
-                runs="sum: one `trntensor.elementwise` call; max/min/prod: torch")
+                runs="torch for max/min/prod; for a sum one `trntensor.elementwise` call (kernels under a kernel "
+                     "backend, as in the forward)")
