@@ -261,6 +261,14 @@ def test_gradcheck_float64_through_the_blas_tensor_operators(name, fn, args):
     assert torch.autograd.gradcheck(fn, args)
 
 
+def test_mp2_energy_gradient_on_the_torch_path_by_finite_differences():
+    # the public function on the eager torch path (not the operator): the dense differentiable form
+    B = (0.3 * _r(3, 4, 5, seed=97)).requires_grad_()
+    eo = (-torch.linspace(1.0, 2.0, 3, dtype=F64)).requires_grad_()
+    ev = torch.linspace(1.0, 2.5, 4, dtype=F64).requires_grad_()
+    assert torch.autograd.gradcheck(trnblas.mp2_energy, (B, eo, ev))
+
+
 def test_decompositions_are_marked_not_differentiable():
     T = _r(3, 4, 5, seed=96).requires_grad_()
     weights = O.trntensor.cp_decompose(T, 2, 5, 1e-6, "0", False, None)[1]
@@ -299,6 +307,20 @@ def _sim_cases():
         ("syrk", lambda A: sq(trnblas.syrk(1.5, A)), (_r(50, 30, seed=20),), True),
         ("geam", lambda A, B: sq(trnblas.geam(1.5, A, 0.5, B)), (_r(70, 40, seed=21), _r(70, 40, seed=22)), True),
         ("dgmm", lambda A, x: sq(trnblas.dgmm(A, x)), (_r(70, 40, seed=23), _r(70, seed=24)), True),
+        ("copy", lambda x: sq(trnblas.copy(x)), (_r(300, seed=40),), False),
+        ("swap", lambda x, y: (lambda a, b: (a * b.sin()).sum())(*trnblas.swap(x, y)),
+         (_r(300, seed=41), _r(300, seed=42)), False),
+        ("symv", lambda A, x: sq(trnblas.symv(1.5, A, x)), (_r(40, 40, seed=43), _r(40, seed=44)), False),
+        ("trmv", lambda A, x: sq(trnblas.trmv(A, x)), (_r(40, 40, seed=45), _r(40, seed=46)), False),
+        ("syr", lambda x, A: sq(trnblas.syr(1.5, x, A)), (_r(40, seed=47), _r(40, 40, seed=48)), False),
+        ("syr2", lambda x, y, A: sq(trnblas.syr2(1.5, x, y, A)), (_r(40, seed=49), _r(40, seed=50),
+                                                                  _r(40, 40, seed=51)), False),
+        ("syr2k", lambda A, B: sq(trnblas.syr2k(1.5, A, B)), (_r(50, 30, seed=52), _r(50, 30, seed=53)), False),
+        ("symm", lambda A, B: sq(trnblas.symm(1.5, A, B)), (_r(40, 40, seed=54), _r(40, 30, seed=55)), True),
+        ("trmm", lambda A, B: sq(trnblas.trmm(1.5, A, B)), (_r(40, 40, seed=56), _r(40, 30, seed=57)), True),
+        ("mp2_energy", lambda B: trnblas.mp2_energy(B, -torch.linspace(2, 3, 6, dtype=B.dtype),
+                                                    torch.linspace(2, 3, 8, dtype=B.dtype)),
+         (0.1 * _r(6, 8, 20, seed=58),), False),
         ("permute", lambda A: sq(trntensor.permute(A, (2, 0, 1), 2.0)), (_r(8, 20, 30, seed=25),), True),
         ("reduce", lambda A: sq(trntensor.reduce(A, axes=(1,), alpha=2.0)), (_r(8, 20, 30, seed=26),), True),
         ("elementwise", lambda A, B: sq(trntensor.elementwise(A, B, op_a="tanh", op_ab="mul")),
@@ -307,6 +329,12 @@ def _sim_cases():
          (_r(30, 20, seed=29), _r(20, 25, seed=30), _r(25, 10, seed=31)), True),
         ("ao_to_mo", lambda e, a, b: sq(trntensor.ao_to_mo_transform(e, a, b)),
          (_r(12, 12, 20, seed=32), _r(12, 4, seed=33), _r(12, 6, seed=34)), True),
+        ("cp_reconstruct", lambda a, b, w: sq(trntensor.cp_reconstruct([a, b], w)),
+         (_r(30, 4, seed=35), _r(40, 4, seed=36), _r(4, seed=37)), True),
+        ("tucker_reconstruct", lambda G, a, b: sq(trntensor.tucker_reconstruct(G, [a, b])),
+         (_r(4, 5, seed=38), _r(30, 4, seed=39), _r(40, 5, seed=59)), True),
+        ("tt_reconstruct", lambda a, b: sq(trntensor.tt_reconstruct([a, b])),
+         (_r(1, 30, 4, seed=60), _r(4, 40, 1, seed=61)), True),
     ]
 
 

@@ -136,6 +136,8 @@ def _mp2_pairs_torch(B, eps_occ, eps_vir, max_memory):
     # with a barrier per call by 2-4x (measured, docs/chem.md).
     nocc, nvir, naux = B.shape
     dtype = result_dtype(B.dtype)
+    if torch.is_grad_enabled() and (B.requires_grad or eps_occ.requires_grad or eps_vir.requires_grad):
+        return _mp2_dense(B, eps_occ, eps_vir)  # autograd records it (the blocks write in place)
     Bf = B.to(dtype).reshape(nocc * nvir, naux)
     eia = eps_occ.to(dtype)[:, None] - eps_vir.to(dtype)[None, :]  # (nocc, nvir), negative
     nthreads = torch.get_num_threads()
@@ -320,17 +322,23 @@ def _mp2_backward(inputs, output, g, needs):
     with ``T_ab = sum_P B[i,a,P] B[j,b,P]`` and ``D_ab = e_i + e_j - e_a - e_b``, differentiated by torch
     (its memory is the full ``(nocc, nocc, nvir, nvir)`` amplitude tensor, not the forward's blocks)."""
     B, eps_occ, eps_vir, max_memory = inputs
-    dtype = result_dtype(B.dtype)
     with torch.enable_grad():
         leaves = [t.detach().requires_grad_() for t in (B, eps_occ, eps_vir)]
-        b, eo, ev = (t.to(dtype) for t in leaves)
-        T = torch.einsum("iaP,jbP->ijab", b, b)
-        eia = eo[:, None] - ev[None, :]
-        D = eia[:, None, :, None] + eia[None, :, None, :]
-        e = (T * (2 * T - T.transpose(2, 3)) / D).sum((2, 3))
+        e = _mp2_dense(*leaves)
         wanted = [t for t, n in zip(leaves, needs[:3]) if n]
-        got = iter(torch.autograd.grad(e, wanted, g.to(dtype)) if wanted else ())
+        got = iter(torch.autograd.grad(e, wanted, g.to(e.dtype)) if wanted else ())
     return tuple(next(got) if n else None for n in needs[:3]) + (None,)
+
+
+def _mp2_dense(B, eps_occ, eps_vir):
+    """The pair energies as one differentiable torch expression over the full amplitudes
+    ``T[i,j,a,b] = (ia|jb)`` (memory ``nocc^2 nvir^2``): what autograd differentiates."""
+    dtype = result_dtype(B.dtype)
+    b, eo, ev = B.to(dtype), eps_occ.to(dtype), eps_vir.to(dtype)
+    T = torch.einsum("iaP,jbP->ijab", b, b)
+    eia = eo[:, None] - ev[None, :]
+    D = eia[:, None, :, None] + eia[None, :, None, :]
+    return (T * (2 * T - T.transpose(2, 3)) / D).sum((2, 3))
 
 
 MP2_ENERGY.backward(_mp2_backward, formula="de/dB, de/d eps of e_ij = sum_ab T_ab (2 T_ab - T_ba) / D_ab "
