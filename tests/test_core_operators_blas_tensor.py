@@ -466,3 +466,15 @@ def test_compile_iamax_with_captured_scalar_outputs():
         got = torch.compile(f, fullgraph=True, backend="eager")(x)
     want = x.numpy() * int(np.argmax(np.abs(x.numpy()))) + int(np.argmin(np.abs(x.numpy())))
     torch.testing.assert_close(got, torch.from_numpy(want))
+
+
+def test_bad_input_inside_compile_names_the_argument_blas_tensor():
+    torch._dynamo.reset()
+
+    def mv(A, x):
+        return trnblas.gemv(1.0, A, x)
+
+    with pytest.raises(ValueError, match="x must have 4 entries"):
+        torch.compile(mv, backend="eager")(torch.ones(3, 4), torch.ones(5))
+    with pytest.raises(TypeError, match="x"):
+        torch.compile(mv, backend="eager")(torch.ones(3, 4), torch.ones(4, dtype=torch.int64))
