@@ -713,11 +713,54 @@ def _trsv_backward(inputs, output, g, needs):
     gx = TRSV(Ah, g, u, th, d)
     gA = None
     if needs[0]:
-        G = _back_through(GER(-1.0, gx, output, None, True), t)
-        gA = G.triu(1 if d == "U" else 0) if u == "U" else G.tril(-1 if d == "U" else 0)
+        gA = _on_triangle(_back_through(GER(-1.0, gx, output, None, True), t), u, d == "U")
     return gA, gx if needs[1] else None, None, None, None
 
 
+def _on_triangle(G, u, unit):
+    """``G`` kept on the stored ``u`` triangle (strict for a unit diagonal, which is not read)."""
+    return G.triu(1 if unit else 0) if u == "U" else G.tril(-1 if unit else 0)
+
+
+def _trmv_backward(inputs, output, g, needs):
+    # z = op(T) x: grad x = op(T)^H g (one more trmv); grad op(T) = g x^H, on T's triangle
+    A, x, u, t, d = inputs
+    gA = gx = None
+    if needs[1]:
+        Ah, th = _adjoint(A, t)
+        gx = TRMV(Ah, g, u, th, d)
+    if needs[0]:
+        gA = _on_triangle(_back_through(GER(1.0, g, x, None, True), t), u, d == "U")
+    return gA, gx, None, None, None
+
+
+def _symv_backward(inputs, output, g, needs):
+    # z = alpha S x + beta y, S = the symmetric (Hermitian) matrix of A's u triangle:
+    # grad x = conj(alpha) S^H g (one more symv); grad S = conj(alpha) g x^H (one ger), folded onto
+    # the stored triangle: G_ij + G_ji off the diagonal (G_ij + conj(G_ji) Hermitian), G_ii on it
+    # (its real part, Hermitian: the imaginary part of the diagonal is not read)
+    alpha, A, x, beta, y, u, herm = inputs
+    ca = _conj(alpha)
+    herm = herm and A.is_complex()
+    gA = gx = gy = None
+    if needs[2]:
+        gx = SYMV(ca, A if herm or not A.is_complex() else A.conj().resolve_conj(), g, 0.0, None, u, herm)
+    if needs[1]:
+        G = GER(ca, g, x, None, True)
+        diag = G.diagonal().real.to(G.dtype) if herm else G.diagonal()
+        G = _on_triangle(G + (G.mH if herm else G.mT), u, True)
+        G.diagonal().copy_(diag)
+        gA = G
+    if y is not None and needs[4]:
+        gy = g * _conj(beta)
+    return None, gA, gx, None, gy, None, None
+
+
+TRMV.backward(_trmv_backward, formula="dx = op(A)^H g; dA = g x^H put back through op, on A's triangle",
+              runs="`trnblas.trmv` and `trnblas.ger` calls")
+SYMV.backward(_symv_backward, formula="dx = conj(alpha) S^H g; dA = G + G^T (G + G^H Hermitian) on the stored "
+              "triangle, G_ii on the diagonal, G = conj(alpha) g x^H; dy = conj(beta) g",
+              runs="`trnblas.symv` and `trnblas.ger` calls")
 GEMV.backward(_gemv_backward, formula="dA = conj(alpha) g x^H put back through op(A); dx = conj(alpha) op(A)^H g; "
               "dy = conj(beta) g", runs="`trnblas.ger` and `trnblas.gemv` calls")
 GER.backward(_ger_backward, formula="dx = conj(alpha) g conj(w); dw = conj(alpha) g^T conj(x) (w = y, or conj(y) "
