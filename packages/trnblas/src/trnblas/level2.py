@@ -756,6 +756,48 @@ def _symv_backward(inputs, output, g, needs):
     return None, gA, gx, None, gy, None, None
 
 
+def _rank_sum(a, g, v, second):
+    """``a g v + second g^H v`` (``second``: a scalar, or "T" for ``a (g + g^T) v``): two gemv calls."""
+    if second == "T":
+        return GEMV(a, g, v, 0.0, None, "N") + GEMV(a, g, v, 0.0, None, "T")
+    return GEMV(a, g, v, 0.0, None, "N") + GEMV(second, g, v, 0.0, None, "C")
+
+
+def _syr_backward(inputs, output, g, needs):
+    # R = A + alpha x x^T: grad x = conj(alpha) (g + g^T) conj(x); Hermitian R = A + alpha x x^H:
+    # grad x = conj(alpha) g x + alpha g^H x; grad A = g
+    alpha, x, A, herm = inputs
+    gx = None
+    if needs[1]:
+        if herm and x.is_complex():
+            gx = _rank_sum(_conj(alpha), g, x, alpha)
+        else:
+            gx = _rank_sum(_conj(alpha), g, x.conj().resolve_conj() if x.is_complex() else x, "T")
+    return None, gx, g if A is not None and needs[2] else None, None
+
+
+def _syr2_backward(inputs, output, g, needs):
+    # R = A + alpha (x y^T + y x^T): grad x = conj(alpha) (g + g^T) conj(y), grad y likewise with x;
+    # Hermitian R = A + alpha x y^H + conj(alpha) y x^H: grad x = conj(alpha) (g + g^H) y,
+    # grad y = alpha (g + g^H) x; grad A = g
+    alpha, x, y, A, herm = inputs
+    ca = _conj(alpha)
+    cplx = x.is_complex()
+    gx = gy = None
+    if herm and cplx:
+        gx = _rank_sum(ca, g, y, ca) if needs[1] else None
+        gy = _rank_sum(alpha, g, x, alpha) if needs[2] else None
+    else:
+        gx = _rank_sum(ca, g, y.conj().resolve_conj() if cplx else y, "T") if needs[1] else None
+        gy = _rank_sum(ca, g, x.conj().resolve_conj() if cplx else x, "T") if needs[2] else None
+    return None, gx, gy, g if A is not None and needs[3] else None, None
+
+
+SYR.backward(_syr_backward, formula="dx = conj(alpha) (g + g^T) conj(x) (Hermitian: conj(alpha) g x + alpha g^H x); "
+             "dA = g", runs="two `trnblas.gemv` calls")
+SYR2.backward(_syr2_backward, formula="dx = conj(alpha) (g + g^T) conj(y), dy = conj(alpha) (g + g^T) conj(x) "
+              "(Hermitian: dx = conj(alpha) (g + g^H) y, dy = alpha (g + g^H) x); dA = g",
+              runs="two `trnblas.gemv` calls per vector")
 TRMV.backward(_trmv_backward, formula="dx = op(A)^H g; dA = g x^H put back through op, on A's triangle",
               runs="`trnblas.trmv` and `trnblas.ger` calls")
 SYMV.backward(_symv_backward, formula="dx = conj(alpha) S^H g; dA = G + G^T (G + G^H Hermitian) on the stored "
