@@ -120,9 +120,7 @@ def _syrk_backward(inputs, output, g, needs):
     from trnblas.level3_gemm import GEMM
 
     alpha, A, beta, C, trans, uplo, full = inputs
-    mask = la.triangle_mask(g.shape[-1], uplo, g.device)
-    on = torch.where(mask, g, torch.zeros_like(g))
-    gQ = on + torch.where(mask, torch.zeros_like(g), g).mT if full else on
+    gQ, mask = _triangle_grad(g, uplo, full)
     gA = gC = None
     if needs[1]:
         S = gQ + gQ.mT
@@ -137,6 +135,39 @@ def _syrk_backward(inputs, output, g, needs):
     return None, gA, None, gC, None, None, None
 
 
+def _triangle_grad(g, uplo, full):
+    """The gradient of the computed matrix Q from that of R (Q's ``uplo`` triangle, mirrored when ``full``)."""
+    mask = la.triangle_mask(g.shape[-1], uplo, g.device)
+    on = torch.where(mask, g, torch.zeros_like(g))
+    return (on + torch.where(mask, torch.zeros_like(g), g).mT if full else on), mask
+
+
+def _syr2k_backward(inputs, output, g, needs):
+    """As :func:`_syrk_backward` with Q = alpha (a b^T + b a^T) + beta C (real data): grad a = alpha S b,
+    grad b = alpha S a with S = grad Q + grad Q^T -- one GEMM each."""
+    from trnblas.level3_gemm import GEMM
+
+    alpha, A, B, beta, C, trans, uplo, full = inputs
+    gQ, mask = _triangle_grad(g, uplo, full)
+    S = gQ + gQ.mT
+    gA = gB = gC = None
+    for k, (X, Y) in enumerate(((A, B), (B, A))):
+        if needs[1 + k]:
+            # a = X ("N"): grad = alpha S Y; a = X^T: grad = (alpha S Y^T)^T = alpha Y S
+            G = GEMM(alpha, S, Y, 0.0, None, "N", "N") if trans == "N" else GEMM(alpha, Y, S, 0.0, None, "N", "N")
+            if k == 0:
+                gA = G
+            else:
+                gB = G
+    if C is not None and needs[4]:
+        gC = gQ * beta
+        if not full:
+            gC = torch.where(mask, gC, g)
+    return None, gA, gB, None, gC, None, None, None
+
+
+SYR2K.backward(_syr2k_backward, formula="dA = alpha S op(B) and dB = alpha S op(A) put back through op, S = G + G^T, "
+               "G as for syrk; dC as for syrk", runs="one `trnblas.gemm` call per operand")
 SYRK.backward(_syrk_backward, formula="dA = conj(alpha) (G + G^T) conj(op(A)) put back through op, G = g on the "
               "computed triangle (plus the mirrored part transposed); dC = conj(beta) G (and g where C is copied)",
               runs="one `trnblas.gemm` call")
