@@ -251,7 +251,8 @@ def _sim_cases():
         ("spmm_values", lambda v, Bx: trnsparse.spmm(trnsparse.CSRMatrix(v, csr64.col_indices, csr64.row_ptrs,
                                                                            csr64.shape), Bx).square().sum(),
          (csr64.values, torch.randn(12, 5, generator=_g(7), dtype=F64)), True, "csr"),
-        ("einsum", lambda A, B: trntensor.einsum("ij,jk->ik", A, B).square().sum(), (A, B), True, "gemm"),
+        # the einsum operator's own kernel path: a transpose kernel, then the GEMM kernel
+        ("einsum", lambda A, B: trntensor.einsum("ij,jk->ik", A, B).square().sum(), (A, B), True, "_kernel"),
     ]
 
 
@@ -360,10 +361,13 @@ def test_compiled_backward_equals_eager(backend):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
-def test_an_op_without_operator_keeps_gradients_under_a_kernel_backend():
-    # trnblas.dot has a kernel but no torch operator yet: with an input that requires grad the one
-    # decision picks the differentiable torch lowering (and its plan says so) -- never a kernel
-    # output without a gradient
+def test_an_op_without_operator_keeps_gradients_under_a_kernel_backend(monkeypatch):
+    # an op with a kernel but no torch operator (trnblas.dot with its operator taken away): with an
+    # input that requires grad the one decision picks the differentiable torch lowering (and its plan
+    # says so) -- never a kernel output without a gradient
+    from trnblas.level1 import DOT
+
+    monkeypatch.setattr(DOT, "_operator", None)
     x = torch.randn(300, generator=_g(50), requires_grad=True)
     y = torch.randn(300, generator=_g(51))
     with trnblas.use_backend("simulator"):

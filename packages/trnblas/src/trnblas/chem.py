@@ -45,6 +45,8 @@ def _mp2_describe(B, eps_occ, eps_vir, max_memory) -> str:
 MP2_ENERGY = Op(
     "trnblas.mp2_energy", "flops", 1e9, size=_mp2_flops, describe=_mp2_describe,
     doc="DF-MP2 pair energies; flops = 2 nocc^2 nvir^2 naux. Default is a guess pending `trnsci calibrate`.",
+    schema="(Tensor B, Tensor eps_occ, Tensor eps_vir, float max_memory) -> Tensor",
+    fake=lambda B, eps_occ, eps_vir, max_memory: B.new_empty((B.shape[0], B.shape[0]), dtype=result_dtype(B.dtype)),
 )
 
 _DEFAULT_MAX_MEMORY_MB = 512.0
@@ -134,6 +136,8 @@ def _mp2_pairs_torch(B, eps_occ, eps_vir, max_memory):
     # with a barrier per call by 2-4x (measured, docs/chem.md).
     nocc, nvir, naux = B.shape
     dtype = result_dtype(B.dtype)
+    if torch.is_grad_enabled() and (B.requires_grad or eps_occ.requires_grad or eps_vir.requires_grad):
+        return _mp2_dense(B, eps_occ, eps_vir)  # autograd records it (the blocks write in place)
     Bf = B.to(dtype).reshape(nocc * nvir, naux)
     eia = eps_occ.to(dtype)[:, None] - eps_vir.to(dtype)[None, :]  # (nocc, nvir), negative
     nthreads = torch.get_num_threads()
@@ -311,3 +315,32 @@ def dfmp2(mf, auxbasis=None, *, frozen=0, dtype=torch.float64, max_memory=None) 
     chem = plugins.workflow("chem", "trnblas.chem.dfmp2")
     return chem.df_mp2(mf, auxbasis=auxbasis, frozen=frozen, dtype=dtype, max_memory=max_memory,
                        progress=False).e_corr
+
+
+def _mp2_backward(inputs, output, g, needs):
+    """The gradient of the pair energies by a dense torch formula: ``e_ij = sum_ab T_ab (2 T_ab - T_ba) / D_ab``
+    with ``T_ab = sum_P B[i,a,P] B[j,b,P]`` and ``D_ab = e_i + e_j - e_a - e_b``, differentiated by torch
+    (its memory is the full ``(nocc, nocc, nvir, nvir)`` amplitude tensor, not the forward's blocks)."""
+    B, eps_occ, eps_vir, max_memory = inputs
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_() for t in (B, eps_occ, eps_vir)]
+        e = _mp2_dense(*leaves)
+        wanted = [t for t, n in zip(leaves, needs[:3]) if n]
+        got = iter(torch.autograd.grad(e, wanted, g.to(e.dtype)) if wanted else ())
+    return tuple(next(got) if n else None for n in needs[:3]) + (None,)
+
+
+def _mp2_dense(B, eps_occ, eps_vir):
+    """The pair energies as one differentiable torch expression over the full amplitudes
+    ``T[i,j,a,b] = (ia|jb)`` (memory ``nocc^2 nvir^2``): what autograd differentiates."""
+    dtype = result_dtype(B.dtype)
+    b, eo, ev = B.to(dtype), eps_occ.to(dtype), eps_vir.to(dtype)
+    T = torch.einsum("iaP,jbP->ijab", b, b)
+    eia = eo[:, None] - ev[None, :]
+    D = eia[:, None, :, None] + eia[None, :, None, :]
+    return (T * (2 * T - T.transpose(2, 3)) / D).sum((2, 3))
+
+
+MP2_ENERGY.backward(_mp2_backward, formula="de/dB, de/d eps of e_ij = sum_ab T_ab (2 T_ab - T_ba) / D_ab "
+                    "(T = (ia|jb), D = e_i + e_j - e_a - e_b)",
+                    runs="torch: the dense amplitudes differentiated (not the forward's blocks)")

@@ -47,22 +47,39 @@ def _n(*args):
     return next(a.shape[0] for a in args if isinstance(a, torch.Tensor))
 
 
-def _vec_op(name, doc):
+def _vec_op(name, doc, schema, fake):
     return Op(f"trnblas.{name}", "elements", THRESHOLD, size=_n, doc=doc,
-              describe=lambda *a: f"n = {_n(*a)}")
+              describe=lambda *a: f"n = {_n(*a)}", schema=schema, fake=fake)
 
 
-AXPY = _vec_op("axpy", "alpha x + y; elements = n")
-SCAL = _vec_op("scal", "alpha x; elements = n")
-COPY = _vec_op("copy", "a copy of x; elements = n")
-SWAP = _vec_op("swap", "(y, x) as new copies; elements = n")
-ROT = _vec_op("rot", "plane rotation of (x, y); elements = n")
-DOT = _vec_op("dot", "sum x y (unconjugated); elements = n")
-DOTC = _vec_op("dotc", "sum conj(x) y; elements = n")
-NRM2 = _vec_op("nrm2", "scaled Euclidean norm; elements = n")
-ASUM = _vec_op("asum", "sum of |Re| + |Im|; elements = n")
-IAMAX = _vec_op("iamax", "first index of the largest magnitude; elements = n")
-IAMIN = _vec_op("iamin", "first index of the smallest magnitude; elements = n")
+def _real_dtype(x):
+    return x.real.dtype if x.is_complex() else x.dtype
+
+
+# the fake implementations: the result's shape, dtype and device from the inputs' (nothing computed)
+AXPY = _vec_op("axpy", "alpha x + y; elements = n", "(Scalar alpha, Tensor x, Tensor y) -> Tensor",
+               lambda alpha, x, y: torch.empty_like(x))
+SCAL = _vec_op("scal", "alpha x; elements = n", "(Scalar alpha, Tensor x) -> Tensor",
+               lambda alpha, x: torch.empty_like(x))
+COPY = _vec_op("copy", "a copy of x; elements = n", "(Tensor x) -> Tensor", lambda x: torch.empty_like(x))
+SWAP = _vec_op("swap", "(y, x) as new copies; elements = n", "(Tensor x, Tensor y) -> (Tensor, Tensor)",
+               lambda x, y: (torch.empty_like(y), torch.empty_like(x)))
+ROT = _vec_op("rot", "plane rotation of (x, y); elements = n",
+              "(Tensor x, Tensor y, Scalar c, Scalar s) -> (Tensor, Tensor)",
+              lambda x, y, c, s: (torch.empty_like(x), torch.empty_like(x)))
+DOT = _vec_op("dot", "sum x y (unconjugated); elements = n", "(Tensor x, Tensor y) -> Tensor",
+              lambda x, y: x.new_empty(()))
+DOTC = _vec_op("dotc", "sum conj(x) y; elements = n", "(Tensor x, Tensor y) -> Tensor",
+               lambda x, y: x.new_empty(()))
+NRM2 = _vec_op("nrm2", "scaled Euclidean norm; elements = n", "(Tensor x) -> Tensor",
+               lambda x: x.new_empty((), dtype=_real_dtype(x)))
+ASUM = _vec_op("asum", "sum of |Re| + |Im|; elements = n", "(Tensor x) -> Tensor",
+               lambda x: x.new_empty((), dtype=_real_dtype(x)))
+# an index is data: under fake tensors an unbacked size (torch.compile needs capture_dynamic_output_shape_ops)
+IAMAX = _vec_op("iamax", "first index of the largest magnitude; elements = n", "(Tensor x) -> SymInt",
+                lambda x: torch.library.get_ctx().new_dynamic_size())
+IAMIN = _vec_op("iamin", "first index of the smallest magnitude; elements = n", "(Tensor x) -> SymInt",
+                lambda x: torch.library.get_ctx().new_dynamic_size())
 
 
 # Torch lowerings: the float32/float64/complex code first and unchanged (the per-call cost of the
@@ -693,3 +710,73 @@ def copy(x, *, out=None):
     if out is not None:
         return validate.write_out(x, out, "copy")
     return x.clone() if x.shape[0] == 0 else _copy_torch(x) if COPY.on_torch() else COPY(x)
+
+
+# ------------------------------------------------------------------ derivatives (torch.ops.trnblas.*)
+# Declared with the operators: each backward is forward level-1 operations (kernels under a kernel
+# backend, as in the forward) or, for the reductions, the incoming 0-d gradient times a vector.
+
+def _conj(a):
+    """conj of a scalar (Python number)."""
+    return a.conjugate() if isinstance(a, complex) else a
+
+
+def _axpy_backward(inputs, output, g, needs):
+    alpha, x, y = inputs
+    return None, SCAL(_conj(alpha), g) if needs[1] else None, g if needs[2] else None
+
+
+def _scal_backward(inputs, output, g, needs):
+    alpha, x = inputs
+    return None, SCAL(_conj(alpha), g) if needs[1] else None
+
+
+def _rot_backward(inputs, output, g, needs):
+    # (x', y') = (c x + s y, c y - conj(s) x) is [c s; -conj(s) c] applied to (x, y); its adjoint
+    # [c -s; conj(s) c] is the rotation by (c, -s)
+    x, y, c, s = inputs
+    gx, gy = ROT(g[0], g[1], c, -s)
+    return gx if needs[0] else None, gy if needs[1] else None, None, None
+
+
+def _dot_backward(conj_x):
+    def backward(inputs, output, g, needs):
+        x, y = inputs
+        gx = gy = None
+        if needs[0]:  # dotc: d/dx of sum conj(x) y is conj(g) y; dot: g conj(y)
+            gx = y * g.conj() if conj_x else y.conj() * g
+        if needs[1]:
+            gy = (x if conj_x else x.conj()) * g
+        return gx, gy
+    return backward
+
+
+def _nrm2_backward(inputs, output, g, needs):
+    # d||x|| = Re(conj(x) dx) / ||x||: grad x = g x / ||x|| (zero where ||x|| = 0, as torch)
+    (x,) = inputs
+    if not needs[0]:
+        return (None,)
+    return (x * torch.where(output == 0, torch.zeros_like(output), g / output),)
+
+
+def _asum_backward(inputs, output, g, needs):
+    (x,) = inputs
+    if not needs[0]:
+        return (None,)
+    if x.is_complex():  # sum |Re| + |Im|: sign(Re) + i sign(Im)
+        return (torch.complex(torch.sign(x.real), torch.sign(x.imag)) * g,)
+    return (torch.sign(x) * g,)
+
+
+AXPY.backward(_axpy_backward, formula="dx = conj(alpha) g; dy = g", runs="one `trnblas.scal` call")
+SCAL.backward(_scal_backward, formula="dx = conj(alpha) g", runs="one `trnblas.scal` call")
+COPY.backward(lambda inputs, output, g, needs: (g,), formula="dx = g", runs="nothing (the gradient passes through)")
+SWAP.backward(lambda inputs, output, g, needs: (g[1], g[0]), formula="dx = g_2, dy = g_1 (the outputs swapped)",
+              runs="nothing (the gradients are exchanged)")
+ROT.backward(_rot_backward, formula="(dx, dy) = the rotation by (c, -s) of (g_x, g_y)", runs="one `trnblas.rot` call")
+DOT.backward(_dot_backward(False), formula="dx = g conj(y); dy = g conj(x)", runs="torch: a vector times the 0-d g")
+DOTC.backward(_dot_backward(True), formula="dx = conj(g) y; dy = g x", runs="torch: a vector times the 0-d g")
+NRM2.backward(_nrm2_backward, formula="dx = g x / ||x|| (0 where ||x|| = 0)", runs="torch: a vector times the 0-d g")
+ASUM.backward(_asum_backward, formula="dx = g (sign(Re x) + i sign(Im x))", runs="torch: a vector times the 0-d g")
+IAMAX.not_differentiable("an index")
+IAMIN.not_differentiable("an index")

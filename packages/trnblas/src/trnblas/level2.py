@@ -49,19 +49,35 @@ def _shape(*args):
     return ts[0].shape[0], ts[-1].shape[0]
 
 
-def _mat_op(name, doc):
+def _mat_op(name, doc, schema, fake):
     return Op(f"trnblas.{name}", "elements", 2 ** 22, size=lambda *a: _shape(*a)[0] * _shape(*a)[1], doc=doc,
               dtype=lambda *a: next(t.dtype for t in a if isinstance(t, torch.Tensor)),
-              describe=lambda *a: "A {}x{}".format(*_shape(*a)))
+              describe=lambda *a: "A {}x{}".format(*_shape(*a)), schema=schema, fake=fake)
 
 
-GEMV = _mat_op("gemv", "alpha op(A) x + beta y; elements = m n")
-SYMV = _mat_op("symv", "alpha A x + beta y, A symmetric/Hermitian from one triangle; elements = n^2")
-TRMV = _mat_op("trmv", "op(A) x, A triangular; elements = n^2")
-TRSV = _mat_op("trsv", "solve op(A) z = x, A triangular; elements = n^2")
-GER = _mat_op("ger", "A + alpha x y^T (or y^H); elements = m n")
-SYR = _mat_op("syr", "A + alpha x x^T (x^H), full matrix before the triangle merge; elements = n^2")
-SYR2 = _mat_op("syr2", "A + alpha x y^T + alpha y x^T (Hermitian: conj), full; elements = n^2")
+def _outer_fake(x, y):
+    return x.new_empty((x.shape[0], y.shape[0]))
+
+
+# the fake implementations: the result's shape, dtype and device from the inputs' (nothing computed)
+GEMV = _mat_op("gemv", "alpha op(A) x + beta y; elements = m n",
+               "(Scalar alpha, Tensor A, Tensor x, Scalar beta, Tensor? y, str t) -> Tensor",
+               lambda alpha, A, x, beta, y, t: A.new_empty((A.shape[0] if t == "N" else A.shape[1],)))
+SYMV = _mat_op("symv", "alpha A x + beta y, A symmetric/Hermitian from one triangle; elements = n^2",
+               "(Scalar alpha, Tensor A, Tensor x, Scalar beta, Tensor? y, str u, bool hermitian) -> Tensor",
+               lambda alpha, A, x, beta, y, u, hermitian: A.new_empty((A.shape[0],)))
+TRMV = _mat_op("trmv", "op(A) x, A triangular; elements = n^2", "(Tensor A, Tensor x, str u, str t, str d) -> Tensor",
+               lambda A, x, u, t, d: A.new_empty((A.shape[0],)))
+TRSV = _mat_op("trsv", "solve op(A) z = x, A triangular; elements = n^2",
+               "(Tensor A, Tensor x, str u, str t, str d) -> Tensor", lambda A, x, u, t, d: torch.empty_like(x))
+GER = _mat_op("ger", "A + alpha x y^T (or y^H); elements = m n",
+              "(Scalar alpha, Tensor x, Tensor y, Tensor? A, bool conj) -> Tensor",
+              lambda alpha, x, y, A, conj: _outer_fake(x, y))
+SYR = _mat_op("syr", "A + alpha x x^T (x^H), full matrix before the triangle merge; elements = n^2",
+              "(Scalar alpha, Tensor x, Tensor? A, bool herm) -> Tensor", lambda alpha, x, A, herm: _outer_fake(x, x))
+SYR2 = _mat_op("syr2", "A + alpha x y^T + alpha y x^T (Hermitian: conj), full; elements = n^2",
+               "(Scalar alpha, Tensor x, Tensor y, Tensor? A, bool herm) -> Tensor",
+               lambda alpha, x, y, A, herm: _outer_fake(x, x))
 
 
 def _up(t):
@@ -633,3 +649,163 @@ def trsv(A, x, uplo="upper", trans=False, diag="nonunit", *, out=None):
     if n == 0:
         return validate.finish(x.clone(), out, where)
     return validate.finish(_trsv_torch(A, x, u, t, d) if TRSV.on_torch() else TRSV(A, x, u, t, d), out, where)
+
+
+# ------------------------------------------------------------------ derivatives (torch.ops.trnblas.*)
+# gemv, ger and trsv: their backwards are level-2 operations again (kernels under a kernel backend, as
+# in the forward); symv, trmv, syr and syr2 take the vjp of their torch lowering.
+
+def _conj(a):
+    return a.conjugate() if isinstance(a, complex) else a
+
+
+def _adjoint(A, t):
+    """``(A, code)`` with ``op_code(A) = op_t(A)^H`` (a conjugate view resolved for complex "T")."""
+    if not A.is_complex():
+        return A, ("T" if t == "N" else "N")
+    if t == "N":
+        return A, "C"
+    if t == "C":
+        return A, "N"
+    return A.conj().resolve_conj(), "N"  # op = A^T: its adjoint is conj(A)
+
+
+def _back_through(ga, t):
+    """The gradient of ``A`` from that of ``a = op_t(A)``."""
+    return ga if t == "N" else (ga.mT if t == "T" else ga.mH)
+
+
+def _gemv_backward(inputs, output, g, needs):
+    alpha, A, x, beta, y, t = inputs
+    ca = _conj(alpha)
+    gA = gx = gy = None
+    if needs[1]:  # grad op(A) = conj(alpha) g x^H: a rank-1 update
+        gA = _back_through(GER(ca, g, x, None, True), t)
+    if needs[2]:  # grad x = conj(alpha) op(A)^H g
+        Ah, th = _adjoint(A, t)
+        gx = GEMV(ca, Ah, g, 0.0, None, th)
+    if y is not None and needs[4]:
+        gy = g * _conj(beta)
+    return None, gA, gx, None, gy, None
+
+
+def _ger_backward(inputs, output, g, needs):
+    # R = A + alpha x w^T with w = conj(y) (conj) or y
+    alpha, x, y, A, conj = inputs
+    ca = _conj(alpha)
+    cplx = x.is_complex()
+    gx = gy = gA = None
+    if needs[1]:  # grad x = conj(alpha) g conj(w): conj(w) is y for gerc, conj(y) for geru
+        gx = GEMV(ca, g, y if conj or not cplx else y.conj().resolve_conj(), 0.0, None, "N")
+    if needs[2]:  # grad w = conj(alpha) g^T conj(x); grad y = conj(grad w) when w = conj(y)
+        xc = x.conj().resolve_conj() if cplx else x
+        gw = GEMV(ca, g, xc, 0.0, None, "T")
+        gy = gw.conj().resolve_conj() if conj and cplx else gw
+    if A is not None and needs[3]:
+        gA = g
+    return None, gx, gy, gA, None
+
+
+def _trsv_backward(inputs, output, g, needs):
+    # z = op(T)^-1 x: grad x = op(T)^-H g (one more solve); grad op(T) = -grad_x z^H, on T's triangle
+    A, x, u, t, d = inputs
+    Ah, th = _adjoint(A, t)
+    gx = TRSV(Ah, g, u, th, d)
+    gA = None
+    if needs[0]:
+        gA = _on_triangle(_back_through(GER(-1.0, gx, output, None, True), t), u, d == "U")
+    return gA, gx if needs[1] else None, None, None, None
+
+
+def _on_triangle(G, u, unit):
+    """``G`` kept on the stored ``u`` triangle (strict for a unit diagonal, which is not read)."""
+    return G.triu(1 if unit else 0) if u == "U" else G.tril(-1 if unit else 0)
+
+
+def _trmv_backward(inputs, output, g, needs):
+    # z = op(T) x: grad x = op(T)^H g (one more trmv); grad op(T) = g x^H, on T's triangle
+    A, x, u, t, d = inputs
+    gA = gx = None
+    if needs[1]:
+        Ah, th = _adjoint(A, t)
+        gx = TRMV(Ah, g, u, th, d)
+    if needs[0]:
+        gA = _on_triangle(_back_through(GER(1.0, g, x, None, True), t), u, d == "U")
+    return gA, gx, None, None, None
+
+
+def _symv_backward(inputs, output, g, needs):
+    # z = alpha S x + beta y, S = the symmetric (Hermitian) matrix of A's u triangle:
+    # grad x = conj(alpha) S^H g (one more symv); grad S = conj(alpha) g x^H (one ger), folded onto
+    # the stored triangle: G_ij + G_ji off the diagonal (G_ij + conj(G_ji) Hermitian), G_ii on it
+    # (its real part, Hermitian: the imaginary part of the diagonal is not read)
+    alpha, A, x, beta, y, u, herm = inputs
+    ca = _conj(alpha)
+    herm = herm and A.is_complex()
+    gA = gx = gy = None
+    if needs[2]:
+        gx = SYMV(ca, A if herm or not A.is_complex() else A.conj().resolve_conj(), g, 0.0, None, u, herm)
+    if needs[1]:
+        G = GER(ca, g, x, None, True)
+        diag = G.diagonal().real.to(G.dtype) if herm else G.diagonal()
+        G = _on_triangle(G + (G.mH if herm else G.mT), u, True)
+        G.diagonal().copy_(diag)
+        gA = G
+    if y is not None and needs[4]:
+        gy = g * _conj(beta)
+    return None, gA, gx, None, gy, None, None
+
+
+def _rank_sum(a, g, v, second):
+    """``a g v + second g^H v`` (``second``: a scalar, or "T" for ``a (g + g^T) v``): two gemv calls."""
+    if second == "T":
+        return GEMV(a, g, v, 0.0, None, "N") + GEMV(a, g, v, 0.0, None, "T")
+    return GEMV(a, g, v, 0.0, None, "N") + GEMV(second, g, v, 0.0, None, "C")
+
+
+def _syr_backward(inputs, output, g, needs):
+    # R = A + alpha x x^T: grad x = conj(alpha) (g + g^T) conj(x); Hermitian R = A + alpha x x^H:
+    # grad x = conj(alpha) g x + alpha g^H x; grad A = g
+    alpha, x, A, herm = inputs
+    gx = None
+    if needs[1]:
+        if herm and x.is_complex():
+            gx = _rank_sum(_conj(alpha), g, x, alpha)
+        else:
+            gx = _rank_sum(_conj(alpha), g, x.conj().resolve_conj() if x.is_complex() else x, "T")
+    return None, gx, g if A is not None and needs[2] else None, None
+
+
+def _syr2_backward(inputs, output, g, needs):
+    # R = A + alpha (x y^T + y x^T): grad x = conj(alpha) (g + g^T) conj(y), grad y likewise with x;
+    # Hermitian R = A + alpha x y^H + conj(alpha) y x^H: grad x = conj(alpha) (g + g^H) y,
+    # grad y = alpha (g + g^H) x; grad A = g
+    alpha, x, y, A, herm = inputs
+    ca = _conj(alpha)
+    cplx = x.is_complex()
+    gx = gy = None
+    if herm and cplx:
+        gx = _rank_sum(ca, g, y, ca) if needs[1] else None
+        gy = _rank_sum(alpha, g, x, alpha) if needs[2] else None
+    else:
+        gx = _rank_sum(ca, g, y.conj().resolve_conj() if cplx else y, "T") if needs[1] else None
+        gy = _rank_sum(ca, g, x.conj().resolve_conj() if cplx else x, "T") if needs[2] else None
+    return None, gx, gy, g if A is not None and needs[3] else None, None
+
+
+SYR.backward(_syr_backward, formula="dx = conj(alpha) (g + g^T) conj(x) (Hermitian: conj(alpha) g x + alpha g^H x); "
+             "dA = g", runs="two `trnblas.gemv` calls")
+SYR2.backward(_syr2_backward, formula="dx = conj(alpha) (g + g^T) conj(y), dy = conj(alpha) (g + g^T) conj(x) "
+              "(Hermitian: dx = conj(alpha) (g + g^H) y, dy = alpha (g + g^H) x); dA = g",
+              runs="two `trnblas.gemv` calls per vector")
+TRMV.backward(_trmv_backward, formula="dx = op(A)^H g; dA = g x^H put back through op, on A's triangle",
+              runs="`trnblas.trmv` and `trnblas.ger` calls")
+SYMV.backward(_symv_backward, formula="dx = conj(alpha) S^H g; dA = G + G^T (G + G^H Hermitian) on the stored "
+              "triangle, G_ii on the diagonal, G = conj(alpha) g x^H; dy = conj(beta) g",
+              runs="`trnblas.symv` and `trnblas.ger` calls")
+GEMV.backward(_gemv_backward, formula="dA = conj(alpha) g x^H put back through op(A); dx = conj(alpha) op(A)^H g; "
+              "dy = conj(beta) g", runs="`trnblas.ger` and `trnblas.gemv` calls")
+GER.backward(_ger_backward, formula="dx = conj(alpha) g conj(w); dw = conj(alpha) g^T conj(x) (w = y, or conj(y) "
+             "for gerc); dA = g", runs="two `trnblas.gemv` calls")
+TRSV.backward(_trsv_backward, formula="dx = op(A)^-H g; dA = -dx z^H on A's triangle (strict for a unit diagonal)",
+              runs="`trnblas.trsv` and `trnblas.ger` calls")

@@ -71,6 +71,10 @@ BATCHED_GEMM = Op(
 GEMM_EX = Op(
     "trnblas.gemm_ex", "flops", 2 * 512**3, size=_gemm_flops, describe=_gemm_describe,
     doc="one GEMM with inputs in one dtype and products accumulated in compute_dtype; flops = 2 m n k",
+    schema="(Scalar alpha, Tensor A, Tensor B, Scalar beta, Tensor? C, str transA, str transB, "
+           "ScalarType compute_dtype) -> Tensor",
+    fake=lambda alpha, A, B, beta, C, transA, transB, compute_dtype: _gemm_fake(
+        alpha, A, B, beta, C, transA, transB).to(compute_dtype),
 )
 GEMM_FP64 = Op(
     "trnblas.gemm_fp64", "flops", 2 * 512**3, size=_gemm_flops, describe=_gemm_describe,
@@ -84,11 +88,15 @@ GEAM = Op(
     describe=lambda al, A, be, B, tA, tB: f"op(A) {'x'.join(map(str, la.op_shape(A, tA)))} (transA={tA!r}), "
                                           f"B {'unread' if B is None else f'transB={tB!r}'}",
     doc="alpha op(A) + beta op(B) (B None: beta == 0, unread); elements = m n",
+    schema="(Scalar alpha, Tensor A, Scalar beta, Tensor? B, str tA, str tB) -> Tensor",
+    fake=lambda al, A, be, B, tA, tB: A.new_empty(la.op_shape(A, tA)),
 )
 DGMM = Op(
     "trnblas.dgmm", "elements", 2 ** 22, size=lambda A, x, side: A.numel(),
     describe=lambda A, x, side: f"A {A.shape[0]}x{A.shape[1]} scaled by x on the {'left' if side == 'L' else 'right'}",
     doc="diag(x) A or A diag(x); elements = m n",
+    schema="(Tensor A, Tensor x, str side) -> Tensor",
+    fake=lambda A, x, side: torch.empty_like(A),
 )
 _LOWP = (torch.bfloat16, torch.float16)
 
@@ -190,6 +198,36 @@ BATCHED_GEMM.backward(lambda inputs, output, g, needs: _gemm_backward(BATCHED_GE
 GEMM_FP64.backward(lambda inputs, output, g, needs: _gemm_backward(GEMM_FP64, inputs, output, g, needs),
                    formula=_GEMM_GRAD, runs="two `trnblas.gemm_fp64` calls")
 
+
+
+def _geam_backward(inputs, output, g, needs):
+    # R = alpha op(A) + beta op(B): grad op(A) = conj(alpha) g, put back through op as one geam
+    # (op_T(conj(alpha) g) for "T"; (conj(alpha) g)^H = alpha g^H for "C")
+    alpha, A, beta, B, tA, tB = inputs
+
+    def back(s, t):
+        return GEAM(s if t == "C" or not isinstance(s, complex) else s.conjugate(), g, 0.0, None, t, "N")
+
+    gA = back(alpha, tA) if needs[1] else None
+    gB = back(beta, tB) if B is not None and needs[3] else None
+    return None, gA, None, gB, None, None
+
+
+def _dgmm_backward(inputs, output, g, needs):
+    # R = diag(x) A (side "L") or A diag(x): grad A = the same scaling of g by conj(x); grad x = the
+    # row (column) sums of g conj(A)
+    A, x, side = inputs
+    gA = DGMM(g, x.conj().resolve_conj() if x.is_complex() else x, side) if needs[0] else None
+    gx = None
+    if needs[1]:
+        gx = (g * (A.conj() if A.is_complex() else A)).sum(1 if side == "L" else 0)
+    return gA, gx, None
+
+
+GEAM.backward(_geam_backward, formula="dA = conj(alpha) g put back through op(A); dB = conj(beta) g put back "
+              "through op(B)", runs="one `trnblas.geam` call per operand")
+DGMM.backward(_dgmm_backward, formula="dA = diag(conj(x)) g (or g diag(conj(x))); dx = row (column) sums of "
+              "g conj(A)", runs="one `trnblas.dgmm` call and a torch sum")
 
 # a settled route that calls torch.mm embodies a host-route choice: dropped whenever the choices may change
 routes.on_change(lambda: GEMM.settled.clear())

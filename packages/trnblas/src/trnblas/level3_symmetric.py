@@ -39,6 +39,8 @@ def _syrk_describe(alpha, A, beta, C, trans, uplo, full=False):
 SYRK = Op(
     "trnblas.syrk", "flops", 512**3, size=_syrk_flops, describe=_syrk_describe,
     doc="one triangle (or, full, the whole) of C = alpha op(A) op(A)^T + beta C; flops = n^2 k",
+    schema="(Scalar alpha, Tensor A, Scalar beta, Tensor? C, str trans, str uplo, bool full=False) -> Tensor",
+    fake=lambda alpha, A, beta, C, trans, uplo, full=False: A.new_empty((la.op_shape(A, trans)[0],) * 2),
 )
 
 _SYRK_BLOCK = 512  # block rows of this height; below four blocks one full GEMM was faster (measured)
@@ -84,6 +86,8 @@ SYR2K = Op(
         al, A, beta, C, trans, uplo, full).replace("op(A) op(A)^T", "op(A) op(B)^T + op(B) op(A)^T"),
     doc="one triangle (or, full, the whole) of C = alpha (op(A) op(B)^T + op(B) op(A)^T) + beta C (real data); "
         "flops = 2 n^2 k",
+    schema="(Scalar alpha, Tensor A, Tensor B, Scalar beta, Tensor? C, str trans, str uplo, bool full=False) -> Tensor",
+    fake=lambda alpha, A, B, beta, C, trans, uplo, full=False: A.new_empty((la.op_shape(A, trans)[0],) * 2),
 )
 
 
@@ -106,6 +110,67 @@ def _syr2k_torch(alpha, A, B, beta, C, trans, uplo, full=False):
         return R.to(dtype) if full else la.merge_triangle(R.to(dtype), C, uplo, False, False)
     R.add_(C0, alpha=beta)
     return la.merge_triangle(R.to(dtype), C, uplo, full, False)
+
+
+def _syrk_backward(inputs, output, g, needs):
+    """R = the ``uplo`` triangle of Q = alpha a a^T + beta C, the other triangle C's (zeros), or -- full --
+    Q's mirrored. grad Q is g on the triangle (plus the mirrored part's g transposed, when full);
+    grad a = conj(alpha) (grad Q + grad Q^T) conj(a): one GEMM; grad C = conj(beta) grad Q (plus g
+    off the triangle when C fills it)."""
+    from trnblas.level3_gemm import GEMM
+
+    alpha, A, beta, C, trans, uplo, full = inputs
+    gQ, mask = _triangle_grad(g, uplo, full)
+    gA = gC = None
+    if needs[1]:
+        S = gQ + gQ.mT
+        Ac = A.conj().resolve_conj() if A.is_complex() else A
+        ca = alpha.conjugate() if isinstance(alpha, complex) else alpha
+        # a = A ("N"): grad A = ca S conj(A); a = A^T: grad A = (ca S conj(A)^T)^T = ca conj(A) S (S symmetric)
+        gA = GEMM(ca, S, Ac, 0.0, None, "N", "N") if trans == "N" else GEMM(ca, Ac, S, 0.0, None, "N", "N")
+    if C is not None and needs[3]:
+        gC = gQ * (beta.conjugate() if isinstance(beta, complex) else beta)
+        if not full:
+            gC = torch.where(mask, gC, g)
+    return None, gA, None, gC, None, None, None
+
+
+def _triangle_grad(g, uplo, full):
+    """The gradient of the computed matrix Q from that of R (Q's ``uplo`` triangle, mirrored when ``full``)."""
+    mask = la.triangle_mask(g.shape[-1], uplo, g.device)
+    on = torch.where(mask, g, torch.zeros_like(g))
+    return (on + torch.where(mask, torch.zeros_like(g), g).mT if full else on), mask
+
+
+def _syr2k_backward(inputs, output, g, needs):
+    """As :func:`_syrk_backward` with Q = alpha (a b^T + b a^T) + beta C (real data): grad a = alpha S b,
+    grad b = alpha S a with S = grad Q + grad Q^T -- one GEMM each."""
+    from trnblas.level3_gemm import GEMM
+
+    alpha, A, B, beta, C, trans, uplo, full = inputs
+    gQ, mask = _triangle_grad(g, uplo, full)
+    S = gQ + gQ.mT
+    gA = gB = gC = None
+    for k, (X, Y) in enumerate(((A, B), (B, A))):
+        if needs[1 + k]:
+            # a = X ("N"): grad = alpha S Y; a = X^T: grad = (alpha S Y^T)^T = alpha Y S
+            G = GEMM(alpha, S, Y, 0.0, None, "N", "N") if trans == "N" else GEMM(alpha, Y, S, 0.0, None, "N", "N")
+            if k == 0:
+                gA = G
+            else:
+                gB = G
+    if C is not None and needs[4]:
+        gC = gQ * beta
+        if not full:
+            gC = torch.where(mask, gC, g)
+    return None, gA, gB, None, gC, None, None, None
+
+
+SYR2K.backward(_syr2k_backward, formula="dA = alpha S op(B) and dB = alpha S op(A) put back through op, S = G + G^T, "
+               "G as for syrk; dC as for syrk", runs="one `trnblas.gemm` call per operand")
+SYRK.backward(_syrk_backward, formula="dA = conj(alpha) (G + G^T) conj(op(A)) put back through op, G = g on the "
+              "computed triangle (plus the mirrored part transposed); dC = conj(beta) G (and g where C is copied)",
+              runs="one `trnblas.gemm` call")
 
 
 # ===================================================================== symmetric / Hermitian

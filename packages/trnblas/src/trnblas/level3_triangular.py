@@ -29,6 +29,8 @@ def _trsm_describe(alpha, A, B, side, uplo, trans, diag):
 TRSM = Op(
     "trnblas.trsm", "flops", 512**3, size=_trsm_flops, describe=_trsm_describe,
     doc="X with op(A) X = alpha B or X op(A) = alpha B, A triangular; flops = m^2 n (left)",
+    schema="(Scalar alpha, Tensor A, Tensor B, str side, str uplo, str trans, str diag) -> Tensor",
+    fake=lambda alpha, A, B, side, uplo, trans, diag: torch.empty_like(B),
 )
 
 
@@ -41,9 +43,36 @@ def _trsm_torch(alpha, A, B, side, uplo, trans, diag):
     if trans != "N":
         upper = not upper
     X = torch.linalg.solve_triangular(a, B, upper=upper, left=side == "L", unitriangular=diag == "U")
-    if alpha != 1:
-        X.mul_(alpha)
+    if alpha != 1:  # in place, unless autograd records the solve (its backward reads X)
+        X = X * alpha if X.requires_grad else X.mul_(alpha)
     return X
+
+
+def _trsm_backward(inputs, output, g, needs):
+    """X = alpha op(T)^-1 B (left) or alpha B op(T)^-1 (right). W = op(T)^-H g (left; g op(T)^-H right) is
+    one more solve; grad B = conj(alpha) W; grad op(T) = -W X^H (left; -X^H W right), one GEMM, put back
+    through op and kept on T's triangle (strict for a unit diagonal)."""
+    from trnblas.level2 import _adjoint, _back_through
+    from trnblas.level3_gemm import GEMM
+
+    alpha, A, B, side, uplo, trans, diag = inputs
+    Ah, th = _adjoint(A, trans)
+    W = TRSM(1.0, Ah, g, side, uplo, th, diag)
+    gA = gB = None
+    if needs[2]:
+        gB = W * (alpha.conjugate() if isinstance(alpha, complex) else alpha) if alpha != 1 else W
+    if needs[1]:
+        h = "C" if A.is_complex() else "T"
+        G = (GEMM(-1.0, W, output, 0.0, None, "N", h) if side == "L"
+             else GEMM(-1.0, output, W, 0.0, None, h, "N"))
+        G = _back_through(G, trans)
+        gA = G.triu(1 if diag == "U" else 0) if uplo == "U" else G.tril(-1 if diag == "U" else 0)
+    return None, gA, gB, None, None, None, None
+
+
+TRSM.backward(_trsm_backward, formula="dB = conj(alpha) W with W = op(A)^-H g (left; g op(A)^-H right); "
+              "dA = -W X^H (left; -X^H W right) put back through op, on A's triangle",
+              runs="one `trnblas.trsm` and one `trnblas.gemm` call")
 
 
 # ===================================================================== triangular

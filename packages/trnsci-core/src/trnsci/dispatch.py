@@ -660,6 +660,8 @@ class Op:
         self._backward_doc = ("", "")
         self._operator = None
         self._arity = -1  # the operator's number of arguments (set with it)
+        self._to_operator: Callable | None = None  # see boundary()
+        self._to_lowering: Callable | None = None
         with _lock:
             _OPS[name] = self
         if schema is not None:
@@ -871,6 +873,8 @@ class Op:
 
     def operator_call(self, *args, **kwargs):
         """``torch.ops.<library>.<name>(...)`` on the lowering's arguments (see :mod:`trnsci.operators`)."""
+        if self._to_operator is not None:
+            return self._operator(*self._to_operator(*args, **kwargs))
         if not kwargs and len(args) <= self._arity:
             return self._operator(*args)
         from trnsci import operators
@@ -900,6 +904,30 @@ class Op:
         self._backward = fn
         self._backward_doc = (formula, runs)
         return fn
+
+    def not_differentiable(self, why: str) -> None:
+        """Declare that the operation has no derivative (``why`` says so in the generated table).
+
+        A backward pass that reaches the operator raises a ``RuntimeError``
+        naming it, as torch does for its own functions without a derivative;
+        outputs that are not floating (an index) never ask for one.
+        """
+        name = self.name
+
+        def no_derivative(inputs, output, grad, needs):
+            raise RuntimeError(f"{name} is not differentiable ({why})")
+
+        self._backward = no_derivative
+        self._backward_doc = (f"none: {why}", "")
+
+    def boundary(self, to_operator: Callable, to_lowering: Callable) -> None:
+        """Declare how a call's arguments cross the torch operator's boundary when they are not all
+        tensors and constants of the schema (a contraction plan): ``to_operator(*args, **kwargs)`` gives
+        the operator's arguments from the lowering's, ``to_lowering(*op_args)`` the lowering's back
+        (what the operator's implementation runs). The fake implementation and the backward take the
+        operator's arguments."""
+        self._to_operator = to_operator
+        self._to_lowering = to_lowering
 
     def register_device(self, dispatch_key: str, fn: Callable) -> None:
         """The device hook: ``fn`` (the lowering's arguments) implements the operator for ``dispatch_key``

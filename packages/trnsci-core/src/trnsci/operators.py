@@ -69,7 +69,9 @@ def define(op) -> None:
 
     def impl(*args):
         args = _canon(args)
-        return _fresh(op.run(*args), args)
+        # below autograd, but a lowering's worker threads would still see the inputs' requires_grad: detached
+        low = tuple(_detach(a) for a in args)
+        return _fresh(op.run(*_lowering_args(op, low)), args)
 
     def fake(*args):
         args = _canon(args)
@@ -77,27 +79,19 @@ def define(op) -> None:
             return _fresh(op._fake(*args), args, fake=True)
         if op._torch is None:
             raise NotImplementedError(f"{op.name}: no torch lowering registered")
-        return _fresh(op._torch(*args), args, fake=True)
+        return _fresh(op._torch(*_lowering_args(op, args)), args, fake=True)
 
     def setup_context(ctx, inputs, output):
-        tensors, where = [], []
-        for i, a in enumerate(inputs):
-            if isinstance(a, torch.Tensor):
-                where.append(i)
-                tensors.append(a)
-        outs = output if isinstance(output, tuple) else (output,)
+        tensors, spec = _pack(inputs)
+        outs, out_spec = _pack(output if isinstance(output, (tuple, list)) else (output,))
         ctx.save_for_backward(*tensors, *outs)
-        ctx.trnsci = (tuple(None if isinstance(a, torch.Tensor) else a for a in inputs), tuple(where),
-                      len(tensors), isinstance(output, tuple))
+        ctx.trnsci = (spec, len(tensors), out_spec, isinstance(output, (tuple, list)))
 
     def backward(ctx, *grads):
-        plain, where, n, several = ctx.trnsci
+        spec, n, out_spec, several = ctx.trnsci
         saved = ctx.saved_tensors
-        inputs = list(plain)
-        for i, t in zip(where, saved[:n]):
-            inputs[i] = t
-        inputs = _canon(inputs)
-        outs = saved[n:]
+        inputs = _canon(_unpack(saved[:n], spec))
+        outs = _unpack(saved[n:], out_spec)
         output = tuple(outs) if several else outs[0]
         grad = tuple(grads) if several else grads[0]
         if op._backward is not None:
@@ -107,7 +101,9 @@ def define(op) -> None:
         got = tuple(got)
         if len(got) != len(inputs):
             raise RuntimeError(f"{op.name}: the backward returned {len(got)} gradients for {len(inputs)} inputs")
-        return got
+        # a list input (Tensor[]) takes a list of gradients, one per entry
+        return tuple(g if sp is _TENSOR else None if sp[0] is _CONST else [None] * len(sp) if g is None else list(g)
+                     for sp, g in zip(spec, got))
 
     lib.impl(name, impl, "CompositeExplicitAutograd")
     torch.library.register_fake(qualname, fake, lib=lib)
@@ -146,6 +142,53 @@ def call(op, args: tuple, kwargs: dict):
     return op.operator(*args)
 
 
+def _pack(items) -> tuple[list, tuple]:
+    """The tensors among ``items`` -- also inside a list (``Tensor[]``, ``Tensor?[]``) -- and how to put
+    them back (:func:`_unpack`): saved for the backward, the rest kept as constants."""
+    tensors, spec = [], []
+    for a in items:
+        if isinstance(a, torch.Tensor):
+            tensors.append(a)
+            spec.append(_TENSOR)
+        elif isinstance(a, (list, tuple)) and a and all(t is None or isinstance(t, torch.Tensor) for t in a):
+            present = tuple(t is not None for t in a)
+            tensors.extend(t for t in a if t is not None)
+            spec.append(present)
+        else:
+            spec.append((_CONST, a))
+    return tensors, tuple(spec)
+
+
+_TENSOR = "tensor"
+_CONST = "const"
+
+
+def _unpack(tensors, spec) -> list:
+    it = iter(tensors)
+    out = []
+    for s in spec:
+        if s is _TENSOR:
+            out.append(next(it))
+        elif s and s[0] is _CONST:
+            out.append(s[1])
+        else:
+            out.append(tuple(next(it) if p else None for p in s))
+    return out
+
+
+def _detach(a):
+    if isinstance(a, torch.Tensor):
+        return a.detach() if a.requires_grad else a
+    if isinstance(a, tuple) and any(isinstance(t, torch.Tensor) for t in a):
+        return tuple(_detach(t) for t in a)
+    return a
+
+
+def _lowering_args(op, args: tuple) -> tuple:
+    """The lowering's arguments from the operator's (the same, unless the op declared a boundary)."""
+    return args if op._to_lowering is None else tuple(op._to_lowering(*args))
+
+
 def _canon(args) -> tuple:
     """The lowering's arguments from the operator's: a list (``int[]``, ``Tensor[]``) back to the tuple
     the lowerings take."""
@@ -175,22 +218,27 @@ def _fresh(out, args, fake: bool = False):
 
 def _vjp(op, inputs: tuple, grad):
     """The default backward: a vjp through the torch lowering (recomputed on the saved inputs)."""
+    def leaf(a):
+        if isinstance(a, torch.Tensor) and (a.is_floating_point() or a.is_complex()):
+            return a.detach().requires_grad_()
+        return a
+
+    def wants(a):
+        return isinstance(a, torch.Tensor) and a.requires_grad
+
     with torch.enable_grad():
-        leaves = []
-        for a in inputs:
-            if isinstance(a, torch.Tensor) and (a.is_floating_point() or a.is_complex()):
-                a = a.detach().requires_grad_()
-            leaves.append(a)
-        out = op._torch(*leaves)
+        leaves = [tuple(leaf(t) for t in a) if isinstance(a, tuple) else leaf(a) for a in inputs]
+        out = op._torch(*_lowering_args(op, tuple(leaves)))
         outs = out if isinstance(out, tuple) else (out,)
         grads = grad if isinstance(grad, tuple) else (grad,)
         pairs = [(o, g) for o, g in zip(outs, grads)
                  if isinstance(o, torch.Tensor) and o.requires_grad and g is not None]
-        diff = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
+        diff = [t for a in leaves for t in (a if isinstance(a, tuple) else (a,)) if wants(t)]
         if not pairs or not diff:
             return tuple(None for _ in inputs)
         got = iter(torch.autograd.grad([o for o, _ in pairs], diff, [g for _, g in pairs], allow_unused=True))
-    return tuple(next(got) if isinstance(a, torch.Tensor) and a.requires_grad else None for a in leaves)
+    return tuple(tuple(next(got) if wants(t) else None for t in a) if isinstance(a, tuple)
+                 else next(got) if wants(a) else None for a in leaves)
 
 
 def autograd_table() -> str:
@@ -204,6 +252,10 @@ def autograd_table() -> str:
         if op._backward is None:
             formula = "vjp of the torch lowering (torch's own derivatives of what it calls)"
             runs = "torch: the lowering recomputed on the saved inputs"
+        elif formula.startswith("none:"):
+            runs = "no backward: a backward pass reaching it raises"
+        elif runs.startswith(("torch", "nothing")):  # no operation of the library in the backward
+            pass
         else:
             runs = f"{runs}: kernels under a kernel backend, as in the forward"
         rows.append(f"| `torch.ops.{ns}.{nm}` | {formula} | {runs} |")

@@ -29,6 +29,8 @@ def _ao_to_mo_describe(eri3, C_occ, C_vir):
 AO_TO_MO = Op(
     "trntensor.ao_to_mo_transform", "flops", 2 * 256**3, size=_ao_to_mo_flops, describe=_ao_to_mo_describe,
     doc="B[i,a,P] = sum_mn C_occ[m,i] eri3[m,n,P] C_vir[n,a]; flops = 2 nocc nao^2 naux + 2 nocc nvir nao naux",
+    schema="(Tensor eri3, Tensor C_occ, Tensor C_vir) -> Tensor",
+    fake=lambda eri3, C_occ, C_vir: eri3.new_empty((C_occ.shape[1], C_vir.shape[1], eri3.shape[2])),
 )
 
 

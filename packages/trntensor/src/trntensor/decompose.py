@@ -233,26 +233,70 @@ def _first(x):
     return x[0] if isinstance(x, (list, tuple)) else x
 
 
+def _rank_fake(bound=None):
+    """A data-dependent rank under fake tensors (an unbacked size, at most ``bound``)."""
+    ctx = torch.library.get_ctx()
+    return ctx.new_dynamic_size(min=1) if bound is None else ctx.new_dynamic_size(min=1, max=bound)
+
+
+def _cp_fake(T, rank, max_iter, tol, seed, nonneg, init):
+    factors = [T.new_empty((n, rank)) for n in T.shape]
+    return factors, T.new_empty((rank,)), torch.library.get_ctx().new_dynamic_size(min=0, max=max(max_iter, 0))
+
+
+def _tucker_fake(T, ranks, method, max_iter, tol):
+    return T.new_empty(tuple(ranks)), [T.new_empty((n, r)) for n, r in zip(T.shape, ranks)]
+
+
+def _tt_fake(T, max_rank, tol):
+    cores, r = [], 1
+    for k, n in enumerate(T.shape):
+        nxt = 1 if k == T.dim() - 1 else _rank_fake(max_rank)
+        cores.append(T.new_empty((r, n, nxt)))
+        r = nxt
+    return cores
+
+
+# The decompositions cross the operator boundary with their seed as a string (the public seed range is
+# [-2^63, 2^64), wider than a schema int) and the warm start as a list.
 CP = Op("trntensor.cp_decompose", "elements", 2**20, size=lambda T, *a: T.numel(), describe=_cp_describe,
-        steps=_cp_steps, doc="CP-ALS of a dense tensor; elements of the input")
+        steps=_cp_steps, doc="CP-ALS of a dense tensor; elements of the input",
+        schema="(Tensor T, int rank, int max_iter, float tol, str seed, bool nonneg, Tensor[]? init) "
+               "-> (Tensor[], Tensor, SymInt)",
+        fake=_cp_fake)
+CP.boundary(lambda T, rank, max_iter, tol, seed, nonneg, init: (
+                T, rank, max_iter, tol, str(seed), nonneg, None if init is None else list(init)),
+            lambda T, rank, max_iter, tol, seed, nonneg, init: (
+                T, rank, max_iter, tol, int(seed), nonneg, None if init is None else list(init)))
 CP_RECONSTRUCT = Op("trntensor.cp_reconstruct", "elements", 2**20,
                     size=lambda fs, w: _numel(f.shape[0] for f in fs), dtype=lambda fs, w: fs[0].dtype,
                     steps=lambda fs, w: _gemm_steps(fs[0].dtype, 2.0 * _numel(f.shape[0] for f in fs) * w.numel())
                     if len(fs) > 1 else [],
-                    doc="full tensor of CP factors; elements of the result")
+                    doc="full tensor of CP factors; elements of the result",
+                    schema="(Tensor[] factors, Tensor weights) -> Tensor",
+                    fake=lambda fs, w: fs[0].new_empty(tuple(f.shape[0] for f in fs)))
 TUCKER = Op("trntensor.tucker_decompose", "elements", 2**20, size=lambda T, *a: T.numel(), describe=_tucker_describe,
-            steps=_tucker_steps, doc="HOSVD/HOOI Tucker decomposition; elements of the input")
+            steps=_tucker_steps, doc="HOSVD/HOOI Tucker decomposition; elements of the input",
+            schema="(Tensor T, int[] ranks, str method, int max_iter, float tol) -> (Tensor, Tensor[])",
+            fake=_tucker_fake)
 TUCKER_RECONSTRUCT = Op("trntensor.tucker_reconstruct", "elements", 2**20,
                         size=lambda G, Us: _numel(U.shape[0] for U in Us) if Us else G.numel(),
                         steps=lambda G, Us: _gemm_steps(G.dtype, 2.0 * G.numel() * Us[0].shape[0]) if Us else [],
-                        doc="full tensor of a Tucker core and factors; elements of the result")
+                        doc="full tensor of a Tucker core and factors; elements of the result",
+                        schema="(Tensor core, Tensor[] factors) -> Tensor",
+                        fake=lambda G, Us: G.new_empty(tuple(U.shape[0] for U in Us)))
 TT = Op("trntensor.tt_decompose", "elements", 2**20, size=lambda T, *a: T.numel(), describe=_tt_describe,
-        steps=_tt_steps, doc="TT-SVD; elements of the input")
+        steps=_tt_steps, doc="TT-SVD; elements of the input",
+        schema="(Tensor T, int? max_rank, float? tol) -> Tensor[]", fake=_tt_fake)
 TT_RECONSTRUCT = Op("trntensor.tt_reconstruct", "elements", 2**20,
                     size=lambda cs: _numel(c.shape[1] for c in cs), dtype=lambda cs: _first(cs).dtype,
                     steps=lambda cs: _gemm_steps(_first(cs).dtype, 2.0 * _numel(c.shape[1] for c in cs))
                     if len(cs) > 1 else [],
-                    doc="full tensor of TT cores; elements of the result")
+                    doc="full tensor of TT cores; elements of the result",
+                    schema="(Tensor[] cores) -> Tensor",
+                    fake=lambda cs: cs[0].new_empty(tuple(c.shape[1] for c in cs)))
+for _op in (CP, TUCKER, TT):
+    _op.not_differentiable("an iterative or truncated factorization; differentiate its reconstruction instead")
 
 
 # ------------------------------------------------------------------ CP

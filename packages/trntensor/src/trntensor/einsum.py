@@ -33,7 +33,32 @@ EINSUM = Op(
     dtype=lambda plan, operands, alpha, beta, C, compute_dtype, *rest: compute_dtype,
     describe=lambda plan, *rest: f"{plan.subscripts}  shapes {list(plan.shapes)}  ({plan.precision})",
     doc="alpha * einsum(subscripts, *operands) + beta * out along the planned pairwise path; flops = the path's",
+    schema="(str subscripts, str optimize, Tensor[] operands, Scalar alpha, Scalar beta, Tensor? C, "
+           "ScalarType compute_dtype, ScalarType result_dtype, str precision, bool? autotune) -> Tensor",
+    fake=lambda subscripts, optimize, operands, alpha, beta, C, compute_dtype, result_dtype, precision, autotune:
+        operands[0].new_empty(_plan_of(subscripts, optimize, operands, result_dtype, precision)._exec[4],
+                              dtype=result_dtype),
 )
+
+
+def _plan_of(subscripts, optimize, operands, result_dtype, precision):
+    """The (cached) plan of the operator's arguments: the plan crosses the operator as its canonical
+    subscripts and path option, the shapes and dtypes being the operands'."""
+    return P._plan(subscripts, tuple(tuple(x.shape) for x in operands), result_dtype, operands[0].device, precision,
+                   optimize, None, "einsum")
+
+
+def _to_operator(plan, operands, alpha, beta, C, compute_dtype, result_dtype, precision, autotune=None):
+    return (plan.subscripts, plan.optimize, list(operands), alpha, beta, C, compute_dtype, result_dtype, precision,
+            autotune)
+
+
+def _to_lowering(subscripts, optimize, operands, alpha, beta, C, compute_dtype, result_dtype, precision, autotune):
+    plan = _plan_of(subscripts, optimize, operands, result_dtype, precision)
+    return plan, tuple(operands), alpha, beta, C, compute_dtype, result_dtype, precision, autotune
+
+
+EINSUM.boundary(_to_operator, _to_lowering)
 
 
 # ------------------------------------------------------------------ execution (no validation)

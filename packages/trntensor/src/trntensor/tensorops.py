@@ -34,6 +34,9 @@ PERMUTE = Op(
     size=lambda A, perm, alpha: A.numel(),
     describe=lambda A, perm, alpha: f"{tuple(A.shape)} permuted {tuple(perm)}, alpha={alpha}",
     doc="alpha * A.permute(perm), contiguous; size = elements of A",
+    schema="(Tensor A, int[] perm, Scalar alpha) -> Tensor",
+    fake=lambda A, perm, alpha: A.new_empty([A.shape[p] for p in perm],
+                                            dtype=torch.result_type(A, alpha) if alpha != 1 else A.dtype),
 )
 
 ELEMENTWISE = Op(
@@ -44,13 +47,19 @@ ELEMENTWISE = Op(
         f"{' , '.join(str(tuple(x.shape)) for x in ops if x is not None)} -> {tuple(shape)}; "
         f"ops {names}, alpha/beta/gamma {coef}"),
     doc="op_abc(op_ab(alpha op_a(A), beta op_b(B)), gamma op_c(C)); size = elements of the result",
+    schema="(Tensor A, Tensor? B, Tensor? C, Scalar[] coef, str[] names, SymInt[] shape, ScalarType dtype) -> Tensor",
+    fake=lambda A, B, C, coef, names, shape, dtype: A.new_empty(shape, dtype=dtype),
 )
+# the operands cross the operator one by one (autograd follows Tensor and Tensor? arguments)
+ELEMENTWISE.boundary(lambda ops, coef, names, shape, dtype: (*ops, list(coef), list(names), list(shape), dtype),
+                     lambda A, B, C, coef, names, shape, dtype: ((A, B, C), coef, names, shape, dtype))
 
 REDUCE = Op(
     "trntensor.reduce", "elements", _THRESHOLD,
     size=lambda A, axes, op, alpha, beta, C: A.numel(),
     describe=lambda A, axes, op, alpha, beta, C: f"{op} of {tuple(A.shape)} over axes {axes}",
     doc="alpha * reduce_op(A, axes) + beta * C; size = elements of A",
+    schema="(Tensor A, int[] axes, str op, Scalar alpha, Scalar beta, Tensor? C) -> Tensor",
 )
 
 #: unary operators (cuTENSOR's CUTENSOR_OP_*): name -> torch function
@@ -164,9 +173,11 @@ def _elementwise_torch(ops, coef, names, shape, dtype):
     if tuple(R.shape) != tuple(shape):
         R = R.expand(shape)
     R = R.contiguous()
-    if R.device.type != "meta" and any(x is not None and x.untyped_storage().data_ptr()
-                                       == R.untyped_storage().data_ptr() for x in ops):
-        R = R.clone()  # identity ops on an operand already in the result's layout: never return its memory
+    # identity ops on an operand already in the result's layout: never return its memory (a traced
+    # tensor -- fake, functional -- has no data pointer: compared by identity)
+    if R.device.type != "meta" and any(x is not None and (x is R or (type(R) is torch.Tensor and x.untyped_storage()
+                                       .data_ptr() == R.untyped_storage().data_ptr())) for x in ops):
+        R = R.clone()
     return R
 
 
@@ -413,3 +424,42 @@ def reduce(A, axes=None, op="sum", alpha=1, beta=0, C=None):
     elif C is not None:
         _operand(C, "C", where)
     return REDUCE(A, tuple(sorted(ax)), code, alpha, beta, Ct)
+
+
+# ------------------------------------------------------------------ derivatives (torch.ops.trntensor.*)
+
+def _permute_backward(inputs, output, g, needs):
+    # R = alpha A.permute(perm): grad A = conj(alpha) g permuted back (the inverse permutation)
+    A, perm, alpha = inputs
+    if not needs[0]:
+        return None, None, None
+    inv = [0] * len(perm)
+    for k, p in enumerate(perm):
+        inv[p] = k
+    gA = PERMUTE(g, tuple(inv), alpha.conjugate() if isinstance(alpha, complex) else alpha)
+    return gA.to(A.dtype) if gA.dtype != A.dtype else gA, None, None
+
+
+def _reduce_backward(inputs, output, g, needs):
+    # sum: grad A = conj(alpha) g broadcast over the reduced axes (one elementwise operation);
+    # max/min/prod: the vjp of the torch lowering; grad C = conj(beta) g
+    A, axes, op, alpha, beta, C = inputs
+    if op != "sum" or A.is_complex() or A.dtype != g.dtype:
+        from trnsci import operators
+
+        return operators._vjp(REDUCE, inputs, g)
+    gA = gC = None
+    if needs[0]:
+        view = g.reshape([1 if d in axes else n for d, n in enumerate(A.shape)]) if axes else g
+        gA = ELEMENTWISE((view, None, None), (alpha, 1, 1), ("identity",) * 3 + ("add", "add"), tuple(A.shape),
+                         A.dtype)
+    if C is not None and needs[5]:
+        gC = g * beta if beta != 1 else g
+    return gA, None, None, None, None, gC
+
+
+PERMUTE.backward(_permute_backward, formula="dA = conj(alpha) g permuted back", runs="one `trntensor.permute` call")
+REDUCE.backward(_reduce_backward, formula="sum: dA = conj(alpha) g broadcast over the reduced axes, dC = "
+                "conj(beta) g; max/min/prod: the vjp of the torch lowering",
+                runs="torch for max/min/prod; for a sum one `trntensor.elementwise` call (kernels under a kernel "
+                     "backend, as in the forward)")
