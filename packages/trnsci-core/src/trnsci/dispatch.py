@@ -601,7 +601,8 @@ class Op:
     def __init__(self, name: str, metric: str, threshold: float, *, size: Callable[..., float] | None = None,
                  dtype: Callable | None = None, describe: Callable[..., str] | None = None,
                  doc: str = "", probe: Callable | None = None, schema: str | None = None,
-                 fake: Callable | None = None):
+                 fake: Callable | None = None, to_operator: Callable | None = None,
+                 from_operator: Callable | None = None, differentiable: bool = True):
         self.name = name
         self.metric = metric
         self._entry = register(name, metric, threshold, doc, probe)
@@ -624,6 +625,15 @@ class Op:
         self.schema = schema
         """The torch operator's schema (``"(Tensor A, float alpha) -> Tensor"``), or None: no operator."""
         self._fake = fake
+        self._to_operator = to_operator
+        """``to_operator(*args, **kwargs) -> tuple``: the operator's arguments from the lowering's, for an op
+        whose lowering takes what a schema cannot carry (a generator's 64-bit key and 66-bit position cross
+        as an integer tensor); ``from_operator(*operator_args) -> tuple`` is its inverse, run inside the
+        operator's implementation. The fake implementation takes the operator's arguments."""
+        self._from_operator = from_operator
+        self.differentiable = differentiable
+        """False for an operation without a derivative (a random draw): its operator marks the outputs
+        non-differentiable and its backward returns no gradients."""
         self._backward: Callable | None = None
         self._backward_doc = ("", "")
         self._operator = None
@@ -824,6 +834,8 @@ class Op:
 
     def operator_call(self, *args, **kwargs):
         """``torch.ops.<library>.<name>(...)`` on the lowering's arguments (see :mod:`trnsci.operators`)."""
+        if self._to_operator is not None:
+            return self._operator(*self._to_operator(*args, **kwargs))
         if not kwargs and len(args) <= self._arity:
             return self._operator(*args)
         from trnsci import operators
