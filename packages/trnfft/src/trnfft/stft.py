@@ -40,10 +40,36 @@ def _istft_points(S, n_fft, *rest):
 
 # STFT has an NKI lowering (trnfft._nki: host framing + one transform kernel); ISTFT runs on
 # torch (plans say so). Thresholds as for the transforms.
+def _complex_of(t: torch.Tensor) -> torch.dtype:
+    return torch.complex128 if t.dtype in (torch.float64, torch.complex128) else torch.complex64
+
+
+def _stft_fake(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided):
+    """The operator's fake implementation: ``(B?, n_freq, n_frames)`` complex, without computing."""
+    L = x.shape[-1] + (2 * (n_fft // 2) if center else 0)
+    frames = 1 + (L - n_fft) // hop_length
+    freqs = n_fft // 2 + 1 if onesided else n_fft
+    return x.new_empty((*x.shape[:-1], freqs, frames), dtype=_complex_of(x))
+
+
+def _istft_fake(S, n_fft, hop_length, win_length, window, center, normalized, onesided, length, return_complex):
+    """The operator's fake implementation: ``(B?, L)`` real (complex with ``return_complex``)."""
+    if length is None:
+        length = n_fft + hop_length * (S.shape[-1] - 1) - (2 * (n_fft // 2) if center else 0)
+    dt = _complex_of(S) if return_complex else _complex_of(S).to_real()
+    return S.new_empty((*S.shape[:-2], length), dtype=dt)
+
+
+# Operators torch.ops.trnfft.stft / istft; their derivative is the vjp of the torch lowering (torch.stft /
+# torch.istft are differentiable in the signal and the window).
 STFT = Op("trnfft.stft", "points", E.THRESHOLD_POINTS, size=_stft_points,
-          doc="short-time Fourier transform; points = batch x frames x n_fft")
+          doc="short-time Fourier transform; points = batch x frames x n_fft",
+          schema="(Tensor x, int n_fft, int hop_length, int win_length, Tensor? window, bool center, "
+                 "str pad_mode, bool normalized, bool onesided) -> Tensor", fake=_stft_fake)
 ISTFT = Op("trnfft.istft", "points", E.THRESHOLD_POINTS, size=_istft_points,
-           doc="inverse short-time Fourier transform; points = batch x frames x n_fft")
+           doc="inverse short-time Fourier transform; points = batch x frames x n_fft",
+           schema="(Tensor S, int n_fft, int hop_length, int win_length, Tensor? window, bool center, "
+                  "bool normalized, bool onesided, int? length, bool return_complex) -> Tensor", fake=_istft_fake)
 
 
 @STFT.lowering("torch")
