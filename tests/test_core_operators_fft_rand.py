@@ -354,6 +354,18 @@ def test_gradients_flow_through_the_operator_under_the_simulator(name, fn, args)
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("center,pad_mode,normalized,onesided,wl", [(True, "reflect", False, True, 16),
+                                                                      (False, "reflect", True, True, 12),
+                                                                      (True, "constant", False, False, 16)])
+def test_gradcheck_declared_backward_of_stft(center, pad_mode, normalized, onesided, wl):
+    # through the operator: its declared backward (an irfft/ifft Op call, then the framing's vjp)
+    x = torch.randn(2, 40, generator=_g(77), dtype=F64, requires_grad=True)
+    w = (torch.rand(wl, generator=_g(78), dtype=F64) + 0.5).requires_grad_()
+    assert _op("trnfft.stft")._backward is not None
+    assert torch.autograd.gradcheck(
+        lambda x, w: torch.ops.trnfft.stft(x, 16, 4, wl, w, center, pad_mode, normalized, onesided), (x, w))
+
+
 def test_rand_outputs_carry_no_gradient_through_the_operator():
     probs = torch.tensor([[0.2, 0.8], [0.5, 0.5]], dtype=F64, requires_grad=True)
     out = torch.ops.trnrand.multinomial(*_key_args("trnrand.multinomial", 1, 0, 0, probs, 3, True,
@@ -372,6 +384,8 @@ def _sim_cases():
         ("rfft_ortho_pad", lambda x: trnfft.rfft(x[:, :50], n=64, norm="ortho").abs().sum(), x),
         ("irfft", lambda X: (trnfft.irfft(X, n=64) * c.repeat(1, 2)[:, :64]).square().sum(), X),
         ("irfft_forward", lambda X: trnfft.irfft(X, n=64, norm="forward").abs().sum(), X),
+        ("stft", lambda x: trnfft.stft(x, 32, hop_length=8, window=(c[0, :32] + 2).to(x.dtype)).abs().sum(), x),
+        ("stft_twosided", lambda x: trnfft.stft(x, 16, hop_length=4, onesided=False, center=False).real.sum(), x),
         ("hfft", lambda X: (trnfft.hfft(X, n=64) * c.repeat(1, 2)[:, :64]).sum(), X),
         ("ihfft", lambda x: (trnfft.ihfft(x) * (c - 2j)).imag.square().sum(), x),
     ]
