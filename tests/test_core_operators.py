@@ -11,6 +11,7 @@ import torch
 
 import trnblas
 import trnfft
+import trnrand  # noqa: F401  (its operators are rows of the autograd table the docs hold)
 import trnsolver
 import trnsparse
 import trntensor

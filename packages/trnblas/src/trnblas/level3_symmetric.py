@@ -151,7 +151,7 @@ def _syr2k_backward(inputs, output, g, needs):
     gQ, mask = _triangle_grad(g, uplo, full)
     S = gQ + gQ.mT
     gA = gB = gC = None
-    for k, (X, Y) in enumerate(((A, B), (B, A))):
+    for k, (_X, Y) in enumerate(((A, B), (B, A))):
         if needs[1 + k]:
             # a = X ("N"): grad = alpha S Y; a = X^T: grad = (alpha S Y^T)^T = alpha Y S
             G = GEMM(alpha, S, Y, 0.0, None, "N", "N") if trans == "N" else GEMM(alpha, Y, S, 0.0, None, "N", "N")

@@ -372,6 +372,8 @@ def _cmatmul_describe(ar, ai, br, bi):
 #: (about 512^3 complex) is where trnblas's placeholder puts a kernel launch's worth.
 CMATMUL = Op("trnfft.complex_matmul", "flops", 2.0**30, size=_cmatmul_flops, describe=_cmatmul_describe,
              dtype=lambda ar, *rest: ar.dtype,
+             schema="(Tensor ar, Tensor? ai, Tensor br, Tensor? bi) -> (Tensor, Tensor)",
+             fake=lambda ar, ai, br, bi: _cmatmul_torch(ar, ai, br, bi),  # on fake tensors: shapes only
              doc="complex matmul of split planes: one real block GEMM on dft_gemm_kernel; flops = 8 m k n")
 
 
@@ -398,7 +400,15 @@ def _cmul_describe(ar, ai, br, bi):
 #: (ComplexTensor ``*``). Threshold: elements; not calibrated on hardware (none
 #: here): an elementwise pass is memory bound on the host too, so only very
 #: large products are worth a kernel launch (~1 ms on trn1).
+def _cmul_fake(ar, ai, br, bi):
+    """The operator's fake implementation: the broadcast shape and promoted dtype, without computing."""
+    shape = torch.broadcast_shapes(ar.shape, ai.shape, br.shape, bi.shape)
+    dt = torch.promote_types(torch.promote_types(ar.dtype, ai.dtype), torch.promote_types(br.dtype, bi.dtype))
+    return ar.new_empty(shape, dtype=dt), ar.new_empty(shape, dtype=dt)
+
+
 CMUL = Op("trnfft.complex_mul", "points", 2**24, size=_cmul_points, describe=_cmul_describe,
+          schema="(Tensor ar, Tensor ai, Tensor br, Tensor bi) -> (Tensor, Tensor)", fake=_cmul_fake,
           doc="elementwise complex multiply of split real/imaginary planes; points = elements")
 
 

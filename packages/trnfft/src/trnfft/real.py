@@ -30,6 +30,93 @@ IHFFT = E.op1("trnfft.ihfft", "1-D inverse of hfft (half spectrum of real input)
 RFFTN = E.opn("trnfft.rfftn", "n-D real-input DFT (also rfft2); points = batch x prod(s)")
 IRFFTN = E.opn("trnfft.irfftn", "n-D inverse of rfftn (also irfft2); points = batch x prod(s)")
 
+# ------------------------------------------------------------------ derivatives
+# Each backward is the adjoint transform, run through the other Op (kernels wherever the forward ran
+# them). With s the forward's scale and h = n // 2 + 1 stored coefficients:
+#   rfft:  y = s P F x (P keeps the first h bins). For real x, dx = Re(F^H P^T g) = irfft(G, n) with
+#          the normalization swapped, G = g with the bins 0 < k < n/2 halved (irfft counts each of them
+#          twice, the zero and Nyquist bins once and ignores their imaginary parts, as Re does).
+#   irfft: y_j = s (Re X_0 + 2 Re sum_{0<k<n/2} X_k w^{jk} + [n even] Re X_{n/2} (-1)^j), so
+#          dX = W rfft(g, n) with the normalization swapped, W = 2 on the bins 0 < k < n/2, 1 on the
+#          zero and Nyquist bins.
+#   hfft(x) = irfft(conj x) and ihfft(x) = conj rfft(x) (normalizations swapped): the same with a
+#          conjugate on g's side.
+# A zero-padded input (its length m < the n or h the transform used) gets the leading part of the
+# gradient, a truncated one zeros past what was used; a real input the real part.
+
+
+def _resized(gx, m: int, dim: int):
+    k = gx.shape[dim]
+    if m < k:
+        return gx.narrow(dim, 0, m)
+    if m > k:
+        pad = list(gx.shape)
+        pad[dim] = m - k
+        return torch.cat([gx, gx.new_zeros(pad)], dim)
+    return gx
+
+
+def _halve_inner(g, n: int, dim: int, factor: float):
+    """``g`` with its bins ``0 < k < n/2`` times ``factor`` (0.5 for rfft's adjoint, 2 for irfft's)."""
+    h = g.shape[dim]
+    inner = min(h, (n + 1) // 2) - 1  # bins 1 .. ceil(n/2) - 1
+    if inner <= 0:
+        return g
+    w = torch.ones(h, dtype=g.real.dtype, device=g.device)
+    w[1:1 + inner] = factor
+    shape = [1] * g.dim()
+    shape[dim] = h
+    return g * w.reshape(shape)
+
+
+def _real_to_half_backward(inverse_op, conj: bool):
+    """rfft (conj False) / ihfft (conj True): dx = the c2r Op on the weighted gradient."""
+    def backward(inputs, output, g, needs):
+        x, n, dim, norm, precision = inputs
+        if not needs[0]:
+            return None, None, None, None, None
+        g = g.conj() if conj else g
+        G = _halve_inner(_resized(g, n // 2 + 1, dim), n, dim, 0.5).contiguous()
+        # rfft's adjoint: irfft with the normalization swapped; ihfft (= conj rfft, swapped) undoes both swaps
+        gx = inverse_op(G, n, dim, norm if conj else E.swap_norm(norm), precision)
+        gx = _resized(gx, x.shape[dim], dim)
+        return gx.to(x.dtype) if gx.dtype != x.dtype else gx, None, None, None, None
+
+    return backward
+
+
+def _half_to_real_backward(forward_op, conj: bool):
+    """irfft (conj False) / hfft (conj True): dX = W times the r2c Op of the gradient."""
+    def backward(inputs, output, g, needs):
+        x, n, dim, norm, precision = inputs
+        if not needs[0]:
+            return None, None, None, None, None
+        gX = forward_op(g.contiguous(), n, dim, norm if conj else E.swap_norm(norm), precision)
+        gX = _halve_inner(gX, n, dim, 2.0)
+        if conj:
+            gX = gX.conj().resolve_conj()
+        gX = _resized(gX, x.shape[dim], dim)
+        if not x.is_complex():
+            gX = gX.real
+        return gX.to(x.dtype) if gX.dtype != x.dtype else gX, None, None, None, None
+
+    return backward
+
+
+RFFT.backward(_real_to_half_backward(IRFFT, False),
+              formula="dx = Re(F^H g): irfft of g (inner bins halved) with the normalization swapped",
+              runs="one `trnfft.irfft` call")
+IHFFT.backward(_real_to_half_backward(IRFFT, True),
+               formula="dx = irfft of conj(g) (inner bins halved), the normalization as given",
+               runs="one `trnfft.irfft` call")
+IRFFT.backward(_half_to_real_backward(RFFT, False),
+               formula="dX = W rfft(g) with the normalization swapped; W = 2 on the bins 0 < k < n/2, 1 on "
+                       "the zero and Nyquist bins",
+               runs="one `trnfft.rfft` call")
+HFFT.backward(_half_to_real_backward(RFFT, True),
+              formula="dX = conj(W rfft(g)), the normalization as given; W as for irfft",
+              runs="one `trnfft.rfft` call")
+
 # ------------------------------------------------------------------ torch lowerings
 
 # In precision "fast" each runs the route trnfft._host settled for the call.

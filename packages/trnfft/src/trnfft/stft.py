@@ -40,10 +40,36 @@ def _istft_points(S, n_fft, *rest):
 
 # STFT has an NKI lowering (trnfft._nki.stft: host framing + one transform kernel); ISTFT runs on
 # torch (plans say so). Thresholds as for the transforms.
+def _complex_of(t: torch.Tensor) -> torch.dtype:
+    return torch.complex128 if t.dtype in (torch.float64, torch.complex128) else torch.complex64
+
+
+def _stft_fake(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided):
+    """The operator's fake implementation: ``(B?, n_freq, n_frames)`` complex, without computing."""
+    L = x.shape[-1] + (2 * (n_fft // 2) if center else 0)
+    frames = 1 + (L - n_fft) // hop_length
+    freqs = n_fft // 2 + 1 if onesided else n_fft
+    return x.new_empty((*x.shape[:-1], freqs, frames), dtype=_complex_of(x))
+
+
+def _istft_fake(S, n_fft, hop_length, win_length, window, center, normalized, onesided, length, return_complex):
+    """The operator's fake implementation: ``(B?, L)`` real (complex with ``return_complex``)."""
+    if length is None:
+        length = n_fft + hop_length * (S.shape[-1] - 1) - (2 * (n_fft // 2) if center else 0)
+    dt = _complex_of(S) if return_complex else _complex_of(S).to_real()
+    return S.new_empty((*S.shape[:-2], length), dtype=dt)
+
+
+# Operators torch.ops.trnfft.stft / istft; their derivative is the vjp of the torch lowering (torch.stft /
+# torch.istft are differentiable in the signal and the window).
 STFT = Op("trnfft.stft", "points", E.THRESHOLD_POINTS, size=_stft_points,
-          doc="short-time Fourier transform; points = batch x frames x n_fft")
+          doc="short-time Fourier transform; points = batch x frames x n_fft",
+          schema="(Tensor x, int n_fft, int hop_length, int win_length, Tensor? window, bool center, "
+                 "str pad_mode, bool normalized, bool onesided) -> Tensor", fake=_stft_fake)
 ISTFT = Op("trnfft.istft", "points", E.THRESHOLD_POINTS, size=_istft_points,
-           doc="inverse short-time Fourier transform; points = batch x frames x n_fft")
+           doc="inverse short-time Fourier transform; points = batch x frames x n_fft",
+           schema="(Tensor S, int n_fft, int hop_length, int win_length, Tensor? window, bool center, "
+                  "bool normalized, bool onesided, int? length, bool return_complex) -> Tensor", fake=_istft_fake)
 
 
 @STFT.lowering("torch")
@@ -60,6 +86,51 @@ def _istft_torch(S: torch.Tensor, n_fft: int, hop_length: int, win_length: int, 
                  return_complex: bool) -> torch.Tensor:
     return torch.istft(S, n_fft, hop_length, win_length, window, center, normalized, onesided, length,
                        return_complex)
+
+
+def _frames(x, n_fft, hop_length, win_length, window, center, pad_mode):
+    """The windowed frames ``(B?, F, n_fft)`` the transform takes (torch.stft's padding and window placement)."""
+    if center:
+        p = n_fft // 2
+        x = torch.nn.functional.pad(x.reshape(-1, 1, x.shape[-1]), (p, p), mode=pad_mode).reshape(
+            *x.shape[:-1], x.shape[-1] + 2 * p)
+    frames = x.unfold(-1, n_fft, hop_length)
+    if window is None:
+        return frames
+    left = (n_fft - win_length) // 2
+    return frames * torch.nn.functional.pad(window, (left, n_fft - win_length - left))
+
+
+@STFT.backward(formula="S = F frames(x, w): dframes = F^H g (an irfft of g with its inner bins halved, one-sided; "
+                       "else an ifft, real part for real x), the normalization swapped; dx, dw = the framing's vjp",
+               runs="one `trnfft.irfft` (or `trnfft.ifft`) call, the framing's vjp on torch")
+def _stft_backward(inputs, output, g, needs):
+    from .basic import IFFT
+    from .real import IRFFT, _halve_inner
+
+    x, n_fft, hop, wl, window, center, pad_mode, normalized, onesided = inputs
+    none = [None] * len(inputs)
+    if not (needs[0] or (window is not None and needs[4])):
+        return tuple(none)
+    norm = E.swap_norm("ortho" if normalized else "backward")
+    gt = g.transpose(-1, -2).contiguous()  # (B?, F, n_freq): frames are the batch rows
+    d = gt.dim() - 1
+    if onesided:  # x real: the adjoint of the half spectrum
+        gf = IRFFT(_halve_inner(gt, n_fft, d, 0.5).contiguous(), n_fft, d, norm, "fast")
+    else:
+        gf = IFFT(gt, n_fft, d, norm, "fast")
+        if not x.is_complex():
+            gf = gf.real
+    with torch.enable_grad():
+        xs = x.detach().requires_grad_(bool(needs[0]))
+        ws = window.detach().requires_grad_(bool(needs[4])) if window is not None else None
+        leaves = [t for t in (xs, ws) if t is not None and t.requires_grad]
+        fr = _frames(xs, n_fft, hop, wl, ws, center, pad_mode)
+        got = iter(torch.autograd.grad(fr, leaves, gf.to(fr.dtype)))
+    none[0] = next(got) if xs.requires_grad else None
+    if ws is not None and ws.requires_grad:
+        none[4] = next(got)
+    return tuple(none)
 
 
 def _bool(b: Any, name: str, where: str) -> bool:

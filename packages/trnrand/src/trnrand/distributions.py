@@ -25,7 +25,7 @@ from trnsci.dispatch import Op
 
 from . import _fp32, _philox
 from ._philox import MASK, TWO_M53, _philox_torch
-from .generator import Generator, _resolve
+from .generator import Generator, _resolve, key_tensor, key_values
 
 FLOATS = (torch.float32, torch.float64)
 INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
@@ -504,31 +504,82 @@ def _describe(*a, **k) -> str:
     return f"{a[4]} samples, seed={a[0]}, subsequence={a[1]}, stream words from {a[2]}"
 
 
-def _op(name, dtype_index, doc, size=_n, describe=_describe):
+# Every Op is also a torch operator, torch.ops.trnrand.<name>. The generator crosses the operator boundary
+# as a key tensor of (seed, subsequence, base) (trnrand.generator.key_tensor: 64-bit seeds and 66-bit
+# positions do not fit a schema's int), so a draw is a pure function of its arguments inside the
+# operator; the public function advances the generator outside it, where torch.compile traces it.
+# Random draws have no derivative: the operators mark their outputs non-differentiable.
+
+
+def _keyed_crossing(last_is_device: bool = True):
+    """(to_operator, from_operator) replacing the lowering's leading (seed, subsequence, base) with a key
+    tensor (on the meta device when the draw's device is meta, so the operator dispatches to its fake)."""
+    def to_operator(seed, subsequence, base, *rest):
+        dev = rest[-1] if last_is_device else None
+        return (key_tensor(seed, subsequence, base, device=dev), *rest)
+
+    def from_operator(key, *rest):
+        return (*key_values(key), *rest)
+
+    return to_operator, from_operator
+
+
+def _sample_fake(key, first, n, *rest):
+    """n samples of the dtype and on the device the call names (the last two arguments)."""
+    return torch.empty(n, dtype=rest[-2], device=rest[-1])
+
+
+def _op(name, dtype_index, doc, params, size=_n, describe=_describe, fake=_sample_fake, head="int first, int n",
+        crossing=None):
+    to_op, from_op = crossing or _keyed_crossing()
+    schema = "(" + ", ".join(p for p in ("Tensor key", head, params) if p) + ") -> Tensor"
     op = Op(f"trnrand.{name}", "samples", THRESHOLD, size=size, describe=describe,
-            dtype=None if dtype_index is None else _arg(dtype_index), doc=doc)
+            dtype=None if dtype_index is None else _arg(dtype_index), doc=doc, schema=schema, fake=fake,
+            to_operator=to_op, from_operator=from_op, differentiable=False)
     return op
 
 
-UNIFORM = _op("uniform", 7, "uniform floats from one (fp32) or two (fp64) words per sample")
-NORMAL = _op("normal", 7, "Box-Muller normals, two words per fp32 pair")
-LOGNORMAL = _op("lognormal", 7, "exp of Box-Muller normals")
-EXPONENTIAL = _op("exponential", 6, "-log(u) / rate with u in (0, 1]")
-BERNOULLI = _op("bernoulli", 6, "word < round(p 2**32)")
-RANDINT = _op("randint", 7, "floor of a 64-bit fraction times the range (two words per sample)")
-GEOMETRIC = _op("geometric", 6, "inversion of a 53-bit uniform")
-TRUNCATED_NORMAL = _op("truncated_normal", 9, "inverse-CDF on the truncated interval")
-GAMMA = _op("gamma", 7, "Marsaglia-Tsang rejection, two key words per sample")
-BETA = _op("beta", 7, "X / (X + Y) of two keyed gammas")
-STUDENT_T = _op("student_t", 6, "normal / sqrt(chi2 / df), keyed")
-POISSON = _op("poisson", 6, "inversion (lam < 10) or PTRS rejection, keyed")
-BINOMIAL = _op("binomial", 7, "inversion (n p < 30) or BTRS rejection, keyed")
-CATEGORICAL = _op("categorical", None, "search of a 53-bit uniform in the CDF")
-RANDPERM = _op("randperm", 4, "argsort of 63-bit keys", size=lambda *a, **k: float(a[3]),
-               describe=lambda *a, **k: f"a permutation of {a[3]}")
+def _randint_crossing():
+    # high may be 2**63 (an exclusive bound past int64): the operator takes low and the span (<= 2**32)
+    to_op, from_op = _keyed_crossing()
+
+    def to_operator(seed, subsequence, base, first, n, low, high, dtype, device):
+        return to_op(seed, subsequence, base, first, n, low, high - low, dtype, device)
+
+    def from_operator(key, first, n, low, span, dtype, device):
+        return from_op(key, first, n, low, low + span, dtype, device)
+
+    return to_operator, from_operator
+
+
+_DD = "ScalarType dtype, Device device"
+UNIFORM = _op("uniform", 7, "uniform floats from one (fp32) or two (fp64) words per sample",
+              f"float low, float high, {_DD}")
+NORMAL = _op("normal", 7, "Box-Muller normals, two words per fp32 pair", f"float mean, float std, {_DD}")
+LOGNORMAL = _op("lognormal", 7, "exp of Box-Muller normals", f"float mean, float std, {_DD}")
+EXPONENTIAL = _op("exponential", 6, "-log(u) / rate with u in (0, 1]", f"float rate, {_DD}")
+BERNOULLI = _op("bernoulli", 6, "word < round(p 2**32)", f"float p, {_DD}")
+RANDINT = _op("randint", 7, "floor of a 64-bit fraction times the range (two words per sample)",
+              f"int low, int span, {_DD}", crossing=_randint_crossing())
+GEOMETRIC = _op("geometric", 6, "inversion of a 53-bit uniform", f"float p, {_DD}")
+TRUNCATED_NORMAL = _op("truncated_normal", 9, "inverse-CDF on the truncated interval",
+                       f"float mean, float std, float low, float high, {_DD}")
+GAMMA = _op("gamma", 7, "Marsaglia-Tsang rejection, two key words per sample", f"float shape, float scale, {_DD}")
+BETA = _op("beta", 7, "X / (X + Y) of two keyed gammas", f"float alpha, float beta, {_DD}")
+STUDENT_T = _op("student_t", 6, "normal / sqrt(chi2 / df), keyed", f"float df, {_DD}")
+POISSON = _op("poisson", 6, "inversion (lam < 10) or PTRS rejection, keyed", f"float lam, {_DD}")
+BINOMIAL = _op("binomial", 7, "inversion (n p < 30) or BTRS rejection, keyed", f"int trials, float p, {_DD}")
+CATEGORICAL = _op("categorical", None, "search of a 53-bit uniform in the CDF", "Tensor cdf, Device device",
+                  fake=lambda key, first, n, cdf, device: torch.empty(n, dtype=torch.int64, device=device))
+RANDPERM = _op("randperm", 4, "argsort of 63-bit keys", _DD, head="int n", size=lambda *a, **k: float(a[3]),
+               describe=lambda *a, **k: f"a permutation of {a[3]}",
+               fake=lambda key, n, dtype, device: torch.empty(n, dtype=dtype, device=device))
 MULTINOMIAL = _op("multinomial", None, "rows x num_samples draws (CDF search or exponential races)",
+                  "Tensor probs, int num_samples, bool replacement, Device device", head="",
                   size=lambda *a, **k: float(a[3].shape[0] * a[4]),
-                  describe=lambda *a, **k: f"{a[3].shape[0]} rows x {a[4]} samples")
+                  describe=lambda *a, **k: f"{a[3].shape[0]} rows x {a[4]} samples",
+                  fake=lambda key, probs, m, replacement, device: torch.empty(
+                      probs.shape[0], m, dtype=torch.int64, device=device))
 
 for _op_, _fn in ((UNIFORM, _uniform_torch), (NORMAL, _normal_torch), (LOGNORMAL, _lognormal_torch),
                   (EXPONENTIAL, _exponential_torch), (BERNOULLI, _bernoulli_torch), (RANDINT, _randint_torch),

@@ -209,6 +209,25 @@ class Generator:
         return GeneratorProgram(self)
 
 
+def key_tensor(*values: int, device=None) -> torch.Tensor:
+    """Non-negative integers below 2**96 (a generator's seed, subsequence and position) as an int64 tensor
+    of 32-bit words, three per value, least significant first: how a generator crosses a torch operator's
+    boundary (a schema's ``int`` is 64-bit signed). On the CPU, or the meta device for a meta draw."""
+    dev = "meta" if device is not None and torch.device(device).type == "meta" else None
+    words = []
+    for v in values:
+        # the third word by a comparison first: under torch.compile a position may be a symbolic int64,
+        # and a shift by 64 would put a 2**64 constant in the compiled code
+        words += (v & 0xFFFFFFFF, (v >> 32) & 0xFFFFFFFF, v >> 64 if v >= 1 << 64 else 0)
+    return torch.tensor(words, dtype=torch.int64, device=dev)
+
+
+def key_values(key: torch.Tensor) -> tuple[int, ...]:
+    """The integers :func:`key_tensor` packed (one host read of its few words)."""
+    w = key.tolist()
+    return tuple(w[i] | (w[i + 1] << 32) | (w[i + 2] << 64) for i in range(0, len(w), 3))
+
+
 _default_generator: Generator | None = None
 
 

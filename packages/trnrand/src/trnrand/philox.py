@@ -90,5 +90,8 @@ def philox4x32(counter, key, rounds=10):
 
 # threshold: see trnrand.distributions.THRESHOLD (a guess; no hardware here to calibrate it)
 PHILOX4X32 = Op("trnrand.philox4x32", "samples", THRESHOLD, size=lambda c, k, r: float(c.numel()),
-                dtype=lambda c, k, r: c.dtype, doc="Philox4x32-r of explicit counters and keys; samples = words")
+                dtype=lambda c, k, r: c.dtype, doc="Philox4x32-r of explicit counters and keys; samples = words",
+                schema="(Tensor counter, Tensor key, int rounds) -> Tensor",  # torch.ops.trnrand.philox4x32
+                fake=lambda c, k, r: torch.empty(c.shape, dtype=torch.int64, device=c.device),
+                differentiable=False)
 PHILOX4X32.lowering("torch")(_philox_torch)

@@ -14,7 +14,7 @@ from trnsci.dispatch import Op
 
 from . import _joe_kuo, _philox
 from .distributions import THRESHOLD
-from .generator import Generator, _resolve
+from .generator import Generator, _resolve, key_tensor, key_values
 
 SOBOL_BITS = 30  # as scipy.stats.qmc.Sobol's default: points are k * 2**-30
 SOBOL_MAX_DIMS = 21201  # Joe-Kuo new-joe-kuo-6.21201
@@ -506,16 +506,39 @@ def _lhs_torch(seed, subsequence, base, n, d, oa, dtype):
 
 
 # ---- Ops (threshold: see trnrand.distributions.THRESHOLD; a guess, no hardware to calibrate) -------
+# Each is also a torch operator (torch.ops.trnrand.sobol, ...; no derivative: outputs marked
+# non-differentiable). Points are (n, dims) row-major on the CPU; latin_hypercube's generator crosses as a
+# key tensor (trnrand.generator.key_tensor) and its orthogonal array as a tensor and its prime.
+
+
+def _lhs_to_operator(seed, subsequence, base, n, d, oa, dtype):
+    table, p = oa if oa is not None else (None, 0)
+    return key_tensor(seed, subsequence, base), n, d, table, p, dtype
+
+
+def _lhs_from_operator(key, n, d, table, p, dtype):
+    return (*key_values(key), n, d, None if table is None else (table, p), dtype)
+
+
 SOBOL = Op("trnrand.sobol", "samples", THRESHOLD, size=lambda V, shift, skip, n, dtype: float(n * V.shape[0]),
            dtype=lambda V, shift, skip, n, dtype: dtype,
            describe=lambda V, shift, skip, n, dtype: f"{n} points x {V.shape[0]} dims from point {skip}",
-           doc="Gray-code Sobol' points; samples = points x dims")
+           doc="Gray-code Sobol' points; samples = points x dims",
+           schema="(Tensor V, Tensor shift, int skip, int n, ScalarType dtype) -> Tensor",
+           fake=lambda V, shift, skip, n, dtype: torch.empty(n, V.shape[0], dtype=dtype, device=V.device),
+           differentiable=False)
 HALTON = Op("trnrand.halton", "samples", THRESHOLD, size=lambda b, p, skip, n, dtype: float(n * b.numel()),
-            dtype=lambda b, p, skip, n, dtype: dtype, doc="radical inverses; samples = points x dims")
+            dtype=lambda b, p, skip, n, dtype: dtype, doc="radical inverses; samples = points x dims",
+            schema="(Tensor bases, Tensor? perms, int skip, int n, ScalarType dtype) -> Tensor",
+            fake=lambda b, p, skip, n, dtype: torch.empty(n, b.numel(), dtype=dtype, device=b.device),
+            differentiable=False)
 LATIN_HYPERCUBE = Op("trnrand.latin_hypercube", "samples", THRESHOLD,
                      size=lambda s, q, base, n, d, oa, dtype: float(n * d),
                      dtype=lambda s, q, base, n, d, oa, dtype: dtype,
-                     doc="random permutations per dimension (strength 1) or an orthogonal array (2)")
+                     doc="random permutations per dimension (strength 1) or an orthogonal array (2)",
+                     schema="(Tensor key, int n, int d, Tensor? oa, int p, ScalarType dtype) -> Tensor",
+                     fake=lambda key, n, d, oa, p, dtype: torch.empty(n, d, dtype=dtype, device=key.device),
+                     to_operator=_lhs_to_operator, from_operator=_lhs_from_operator, differentiable=False)
 SOBOL.lowering("torch")(_sobol_torch)
 HALTON.lowering("torch")(_halton_torch)
 LATIN_HYPERCUBE.lowering("torch")(_lhs_torch)

@@ -15,7 +15,7 @@ from trnsci import validate
 from trnsci.dispatch import Op
 
 from . import _threefry as T
-from .distributions import THRESHOLD
+from .distributions import THRESHOLD, _keyed_crossing
 from .philox import _words_arg
 
 _U64 = 1 << 64
@@ -216,12 +216,31 @@ def _describe(seed, sub, off, n, dev) -> str:
 
 
 # threshold: see trnrand.distributions.THRESHOLD (a guess; no hardware here to calibrate it)
+# Also torch operators (torch.ops.trnrand.threefry4x32, ...; no derivative). The streams' (seed,
+# subsequence, block offset) cross as a key tensor (trnrand.generator.key_tensor).
+_STREAM = "(Tensor key, int n, Device device) -> Tensor"
+
+
+def _stream_fake(key, n, dev):
+    return torch.empty(n, dtype=torch.float32, device=dev)
+
+
+def _block_fake(c, k, r):
+    return torch.empty(c.shape, dtype=torch.int64, device=c.device)
+
+
 THREEFRY4X32 = Op("trnrand.threefry4x32", "samples", THRESHOLD, size=lambda c, k, r: float(c.numel()),
-                  dtype=lambda c, k, r: c.dtype, doc="Threefry4x32-r of explicit counters and keys; samples = words")
+                  dtype=lambda c, k, r: c.dtype, doc="Threefry4x32-r of explicit counters and keys; samples = words",
+                  schema="(Tensor counter, Tensor key, int rounds) -> Tensor", fake=_block_fake,
+                  differentiable=False)
 THREEFRY4X32.lowering("torch")(T._threefry_torch)
 THREEFRY_UNIFORM = Op("trnrand.threefry_stream_uniform", "samples", THRESHOLD, size=_samples, describe=_describe,
-                      dtype=_f32, doc="float32 uniforms (w >> 8) 2**-24 of the Threefry4x32-20 stream")
+                      dtype=_f32, doc="float32 uniforms (w >> 8) 2**-24 of the Threefry4x32-20 stream",
+                      schema=_STREAM, fake=_stream_fake, to_operator=_keyed_crossing()[0],
+                      from_operator=_keyed_crossing()[1], differentiable=False)
 THREEFRY_UNIFORM.lowering("torch")(_uniform_torch)
 THREEFRY_NORMAL = Op("trnrand.threefry_stream_normal", "samples", THRESHOLD, size=_samples, describe=_describe,
-                     dtype=_f32, doc="float32 Box-Muller normals of the Threefry4x32-20 stream, two words per pair")
+                     dtype=_f32, doc="float32 Box-Muller normals of the Threefry4x32-20 stream, two words per pair",
+                     schema=_STREAM, fake=_stream_fake, to_operator=_keyed_crossing()[0],
+                     from_operator=_keyed_crossing()[1], differentiable=False)
 THREEFRY_NORMAL.lowering("torch")(_normal_torch)

@@ -632,7 +632,9 @@ class Op:
     def __init__(self, name: str, metric: str, threshold: float, *, size: Callable[..., float] | None = None,
                  dtype: Callable | None = None, describe: Callable[..., str] | None = None,
                  doc: str = "", probe: Callable | None = None, schema: str | None = None,
-                 fake: Callable | None = None, steps: Callable[..., list] | None = None):
+                 fake: Callable | None = None, steps: Callable[..., list] | None = None,
+                 to_operator: Callable | None = None, from_operator: Callable | None = None,
+                 differentiable: bool = True):
         self.name = name
         self.metric = metric
         self._entry = register(name, metric, threshold, doc, probe)
@@ -656,12 +658,19 @@ class Op:
         self.schema = schema
         """The torch operator's schema (``"(Tensor A, float alpha) -> Tensor"``), or None: no operator."""
         self._fake = fake
+        self._to_operator = to_operator
+        """``to_operator(*args, **kwargs) -> tuple``: the operator's arguments from the lowering's, for an op
+        whose lowering takes what a schema cannot carry (a generator's 64-bit key and 66-bit position cross
+        as an integer tensor); ``from_operator(*operator_args) -> tuple`` is its inverse, run inside the
+        operator's implementation. The fake implementation takes the operator's arguments."""
+        self._from_operator = from_operator
+        self.differentiable = differentiable
+        """False for an operation without a derivative (a random draw): its operator marks the outputs
+        non-differentiable and its backward returns no gradients."""
         self._backward: Callable | None = None
         self._backward_doc = ("", "")
         self._operator = None
         self._arity = -1  # the operator's number of arguments (set with it)
-        self._to_operator: Callable | None = None  # see boundary()
-        self._to_lowering: Callable | None = None
         with _lock:
             _OPS[name] = self
         if schema is not None:
@@ -920,14 +929,14 @@ class Op:
         self._backward = no_derivative
         self._backward_doc = (f"none: {why}", "")
 
-    def boundary(self, to_operator: Callable, to_lowering: Callable) -> None:
-        """Declare how a call's arguments cross the torch operator's boundary when they are not all
-        tensors and constants of the schema (a contraction plan): ``to_operator(*args, **kwargs)`` gives
-        the operator's arguments from the lowering's, ``to_lowering(*op_args)`` the lowering's back
-        (what the operator's implementation runs). The fake implementation and the backward take the
-        operator's arguments."""
+    def boundary(self, to_operator: Callable, from_operator: Callable) -> None:
+        """Declare how a call's arguments cross the torch operator's boundary after the Op is made (the
+        ``to_operator``/``from_operator`` arguments of the constructor): ``to_operator(*args, **kwargs)``
+        gives the operator's arguments from the lowering's, ``from_operator(*op_args)`` the lowering's
+        back (what the operator's implementation runs). The fake implementation and the backward take
+        the operator's arguments."""
         self._to_operator = to_operator
-        self._to_lowering = to_lowering
+        self._from_operator = from_operator
 
     def register_device(self, dispatch_key: str, fn: Callable) -> None:
         """The device hook: ``fn`` (the lowering's arguments) implements the operator for ``dispatch_key``

@@ -11,7 +11,9 @@ operator, defined with :mod:`torch.library` in its library's namespace
 * its fake implementation (``meta`` tensors, FakeTensor under
   torch.compile) is the Op's declared ``fake``, else the torch lowering run
   on the fake tensors;
-* its autograd formula is the Op's declared :meth:`Op.backward
+* an Op declared ``differentiable=False`` (a random draw) marks its outputs
+  non-differentiable;
+* otherwise its autograd formula is the Op's declared :meth:`Op.backward
   <trnsci.dispatch.Op.backward>` (built from forward Op calls, so a backward
   runs kernels wherever the forward does), else a vjp through the torch
   lowering;
@@ -84,10 +86,16 @@ def define(op) -> None:
     def setup_context(ctx, inputs, output):
         tensors, spec = _pack(inputs)
         outs, out_spec = _pack(output if isinstance(output, (tuple, list)) else (output,))
+        if not op.differentiable:
+            ctx.mark_non_differentiable(*(o for o in outs if isinstance(o, torch.Tensor)))
+            ctx.trnsci = len(inputs)
+            return
         ctx.save_for_backward(*tensors, *outs)
         ctx.trnsci = (spec, len(tensors), out_spec, isinstance(output, (tuple, list)))
 
     def backward(ctx, *grads):
+        if not op.differentiable:
+            return tuple(None for _ in range(ctx.trnsci))
         spec, n, out_spec, several = ctx.trnsci
         saved = ctx.saved_tensors
         inputs = _canon(_unpack(saved[:n], spec))
@@ -126,6 +134,8 @@ def call(op, args: tuple, kwargs: dict):
     """``op``'s torch operator on the lowering's arguments (keywords bound by the schema's names)."""
     if op.operator is None:
         raise ValueError(f"{op.name}: no torch operator (declare the Op with a schema first)")
+    if op._to_operator is not None:
+        return op.operator(*op._to_operator(*args, **kwargs))
     names = _names[op.name]
     if len(args) > len(names):  # arguments past the schema's are host-side (a cache's owner): not passed
         args = args[:len(names)]
@@ -186,7 +196,7 @@ def _detach(a):
 
 def _lowering_args(op, args: tuple) -> tuple:
     """The lowering's arguments from the operator's (the same, unless the op declared a boundary)."""
-    return args if op._to_lowering is None else tuple(op._to_lowering(*args))
+    return args if op._from_operator is None else tuple(op._from_operator(*args))
 
 
 def _canon(args) -> tuple:
@@ -196,14 +206,16 @@ def _canon(args) -> tuple:
 
 
 def _fresh(out, args, fake: bool = False):
-    """``out`` with every tensor contiguous and none aliasing an input (an operator returns new tensors,
-    and its fake implementation must promise the real one's strides: both are row-major)."""
+    """``out`` with every tensor contiguous, at offset 0 and aliasing no input (an operator returns new
+    tensors, and its fake implementation must promise the real one's strides: both are row-major)."""
     if isinstance(out, (tuple, list)):
         return tuple(_fresh(o, args, fake) for o in out)
     if not isinstance(out, torch.Tensor):
         return out
     if not out.is_contiguous():
         return out.contiguous()
+    if out.storage_offset():  # a slice of a larger result: the fake's strides and offset are a fresh tensor's
+        return out.clone()
     if fake:
         return out.clone() if out._is_view() or any(out is a for a in args) else out
     try:
@@ -249,7 +261,10 @@ def autograd_table() -> str:
             continue
         ns, nm = _split(name)
         formula, runs = op._backward_doc
-        if op._backward is None:
+        if not op.differentiable:
+            formula = formula or "none: not differentiable (outputs marked non-differentiable)"
+            runs = "nothing"
+        elif op._backward is None:
             formula = "vjp of the torch lowering (torch's own derivatives of what it calls)"
             runs = "torch: the lowering recomputed on the saved inputs"
         elif formula.startswith("none:"):
