@@ -33,7 +33,7 @@ import torch
 
 from trnsci import dispatch
 
-__all__ = ["define", "call", "register_device", "namespaces", "operators", "autograd_table"]
+__all__ = ["define", "call", "vjp", "register_device", "namespaces", "operators", "autograd_table"]
 
 _libraries: dict[str, torch.library.Library] = {}
 _names: dict[str, tuple[str, ...]] = {}  # op name -> the schema's argument names, in order
@@ -105,7 +105,7 @@ def define(op) -> None:
         if op._backward is not None:
             got = op._backward(tuple(inputs), output, grad, tuple(ctx.needs_input_grad))
         else:
-            got = _vjp(op, tuple(inputs), grad)
+            got = vjp(op, tuple(inputs), grad)
         got = tuple(got)
         if len(got) != len(inputs):
             raise RuntimeError(f"{op.name}: the backward returned {len(got)} gradients for {len(inputs)} inputs")
@@ -228,8 +228,12 @@ def _fresh(out, args, fake: bool = False):
     return out
 
 
-def _vjp(op, inputs: tuple, grad):
-    """The default backward: a vjp through the torch lowering (recomputed on the saved inputs)."""
+def vjp(op, inputs: tuple, grad):
+    """The default backward: a vjp through ``op``'s torch lowering, recomputed on the saved ``inputs``.
+
+    Also for a declared backward (:meth:`Op.backward <trnsci.dispatch.Op.backward>`) that has a
+    formula for some calls only and leaves the rest to torch's derivatives.
+    """
     def leaf(a):
         if isinstance(a, torch.Tensor) and (a.is_floating_point() or a.is_complex()):
             return a.detach().requires_grad_()

@@ -447,7 +447,7 @@ def _reduce_backward(inputs, output, g, needs):
     if op != "sum" or A.is_complex() or A.dtype != g.dtype:
         from trnsci import operators
 
-        return operators._vjp(REDUCE, inputs, g)
+        return operators.vjp(REDUCE, inputs, g)
     gA = gC = None
     if needs[0]:
         view = g.reshape([1 if d in axes else n for d, n in enumerate(A.shape)]) if axes else g
