@@ -613,9 +613,8 @@ class Op:
         self._lowerings: dict[str, Lowering] = {}
         self._torch: Callable | None = None
         self.settled: dict = _Settled()
-        """Settled torch routes of the library's public layer: a call signature -> a callable of the
-        input that computes it (see :meth:`settle`), or a public function -> its table of routes
-        (:mod:`trnsci.settled`). Emptied when a lowering changes."""
+        """Settled torch routes of the library's public layer: a public function -> its table of
+        routes (:mod:`trnsci.settled`). Emptied when a lowering changes."""
         self.on_torch: Callable[[], bool] = torch_probe(self._library)
         """``OP.on_torch()``: True when a call now runs the torch lowering whatever its
         arguments (see :func:`torch_probe`)."""
@@ -670,23 +669,6 @@ class Op:
         t = self._lowerings.get("torch")
         self._torch = t.fn if t is not None else None
         self.settled.clear()
-
-    def settle(self, key, route: Callable) -> Callable:
-        """Remember ``route`` (a callable of the input) for the call signature ``key``; returns ``route``.
-
-        The per-call cost of a public function belongs here, once for all
-        libraries: its first call with a signature (input dtype and shape
-        and the hashable options, as the library spells them) validates
-        everything and settles the torch route; later calls with the same
-        signature, while :meth:`on_torch` holds, look it up in
-        :attr:`settled` and run it. Bounded (cleared past 1024 entries);
-        emptied when a lowering is replaced; a library clears it when
-        anything the routes depend on changes.
-        """
-        if len(self.settled) >= 1024:
-            self.settled.clear()
-        self.settled[key] = route
-        return route
 
     @contextlib.contextmanager
     def override(self, backend: str, fn: Callable | None, **declarations):

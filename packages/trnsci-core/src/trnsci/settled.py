@@ -10,8 +10,8 @@ function so that
 
 * the first call of a signature runs the function in full (NumPy in/out,
   every check); when the function ends in ``return call(OP, *args)`` on
-  exactly the caller's tensors (or ``return route(OP, fn, *args)``, naming
-  the work the call reduces to), that call is remembered as the signature's
+  exactly the caller's tensors (or ``call(OP, ..., via=...)``, naming the
+  work the call reduces to), that call is remembered as the signature's
   route;
 * later calls with that signature compute the key, find the route and run
   it on the caller's arguments -- no checks, no NumPy scan.
@@ -64,7 +64,7 @@ from trnsci import dispatch as _dispatch
 from trnsci import validate
 from trnsci.dispatch import _hook_dynamo, traceable_as
 
-__all__ = ["public", "call", "route", "settles", "compile_signature", "tensor_key", "scalar_key", "KINDS",
+__all__ = ["public", "call", "settles", "compile_signature", "tensor_key", "scalar_key", "KINDS",
            "LIMIT"]
 
 #: Routes kept per public function before its table is emptied.
@@ -138,6 +138,22 @@ def _option_key(a: Any):
     raise TypeError("not None, a bool, a str or an int")
 
 
+def _ints_key(a: Any):
+    t = type(a)
+    if t is tuple or t is list:
+        for v in a:
+            if type(v) is not int:
+                raise TypeError("not a sequence of ints")
+        return t, tuple(a)
+    return _option_key(a)
+
+
+def _tensor_or_option_key(a: Any):
+    if type(a) is _T:
+        return a.dtype, a.shape, a.layout, a.is_cpu or a.device
+    return _option_key(a)
+
+
 #: The argument kinds of a :func:`public` signature spec and what each contributes to the key.
 KINDS = {
     "tensor": "a plain torch.Tensor: its dtype, shape, layout and device",
@@ -145,9 +161,11 @@ KINDS = {
     "scalar": "a float (its type and whether it is 0 or 1) or an int in int64 range (its value)",
     "flag": "a bool or str option: its type and value",
     "option": "None, a bool, a str or an int in int64 range: its type and value",
+    "ints": "an option, or a tuple or list of ints: its type and values",
+    "tensor|option": "a plain torch.Tensor (as 'tensor') or an option",
 }
 _PART = {"tensor": tensor_key, "tensor?": _tensor_opt_key, "scalar": scalar_key, "flag": _flag_key,
-         "option": _option_key}
+         "option": _option_key, "ints": _ints_key, "tensor|option": _tensor_or_option_key}
 
 
 # ------------------------------------------------------------------ key functions
@@ -205,14 +223,26 @@ def _key_function(kinds: tuple) -> Callable:
     return key
 
 
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
 def _positional(fn: Callable, spec: str) -> tuple[list, list[str]]:
-    """``fn``'s positional parameters and the spec's kinds, checked to pair up."""
-    params = [p for p in inspect.signature(fn).parameters.values()
-              if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    kinds = spec.split()
+    """``fn``'s positional parameters, then the keyword-only ones the spec names after ``*``, and the
+    spec's kinds, checked to pair up."""
+    sig = inspect.signature(fn).parameters.values()
+    params = [p for p in sig if p.kind in _POSITIONAL]
+    head, star, tail = spec.partition("*")
+    kinds = head.split()
     if len(kinds) != len(params):
         raise ValueError(f"settled signature of {fn.__qualname__}: {len(kinds)} kinds for {len(params)} "
                          f"positional parameters ({', '.join(p.name for p in params)})")
+    if star:
+        kwonly = [p for p in sig if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        more = tail.split()
+        if len(more) != len(kwonly):
+            raise ValueError(f"settled signature of {fn.__qualname__}: {len(more)} kinds after '*' for "
+                             f"{len(kwonly)} keyword-only parameters ({', '.join(p.name for p in kwonly)})")
+        params, kinds = params + kwonly, kinds + more
     for p, kind in zip(params, kinds):
         if kind not in KINDS:
             raise ValueError(f"settled signature: unknown kind {kind!r} for {p.name!r}; one of {sorted(KINDS)}")
@@ -230,7 +260,7 @@ def compile_signature(fn: Callable, spec: str) -> Callable[..., Any]:
     and its checks report it).
     """
     params, kinds = _positional(fn, spec)
-    required = sum(p.default is inspect.Parameter.empty for p in params)
+    required = sum(p.default is _EMPTY for p in params)
     keys = {n: _key_function(tuple(kinds[:n])) for n in range(required, len(params) + 1)}
 
     def key(*args):
@@ -247,49 +277,58 @@ def compile_signature(fn: Callable, spec: str) -> Callable[..., Any]:
 
 # ------------------------------------------------------------------ the wrapper
 
-def public(op, signature: Callable[..., Any] | str) -> Callable[[Callable], Callable]:
+def public(op, signature: Callable[..., Any] | str, *, numpy: bool = True) -> Callable[[Callable], Callable]:
     """Decorator: :func:`~trnsci.validate.numpy_io` plus settled routes keyed by ``signature``.
 
-    ``signature`` is a spec of the positional parameters' kinds
-    (:func:`compile_signature`, the usual form), or a function:
-    ``signature(*args)`` takes the public function's positional arguments
-    and returns a hashable key (use :func:`tensor_key` / :func:`scalar_key`)
-    or raises/returns ``None`` to run the call in full; with a function,
-    calls with keyword arguments always run in full.
+    ``signature`` is a spec of the parameters' kinds (:func:`compile_signature`,
+    the usual form: one kind per positional parameter, then optionally ``*``
+    and one kind per keyword-only parameter, which then join the key when
+    given), or a function: ``signature(*args)`` takes the public function's
+    positional arguments and returns a hashable key (use :func:`tensor_key` /
+    :func:`scalar_key`) or raises/returns ``None`` to run the call in full;
+    with a function, calls with keyword arguments always run in full.
+    ``numpy=False``: the function takes NumPy arrays itself (no
+    :func:`~trnsci.validate.numpy_io`).
     """
 
     def decorate(fn: Callable) -> Callable:
-        slow = validate.numpy_io(fn)
-        params = [p for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-        defaults = tuple(p.default for p in params if p.default is not inspect.Parameter.empty)
+        slow = validate.numpy_io(fn) if numpy else fn
+        npos = sum(p.kind in _POSITIONAL for p in inspect.signature(fn).parameters.values())
         if isinstance(signature, str):
-            _, kinds = _positional(fn, signature)
-            required = sum(p.default is inspect.Parameter.empty for p in params)
-            # keys[n]: the key function of a call giving n positional arguments (None: never settled)
+            params, kinds = _positional(fn, signature)
+            required = sum(p.default is _EMPTY for p in params[:npos])
+            # keys[n]: the key function of a call giving n arguments in order (None: never settled)
             keys = [None] * required + [_key_function(tuple(kinds[:n])) for n in range(required, len(params) + 1)]
             spec_form = True
         else:
+            params = [p for p in inspect.signature(fn).parameters.values() if p.kind in _POSITIONAL]
             sig = signature
-            varies = len(defaults) > 0  # optional positional parameters: the number given joins the key
+            varies = any(p.default is not _EMPTY for p in params)  # the number given joins the key
 
             def sig_key(*args):
                 k = sig(*args)
                 return k if k is None or not varies else (len(args), k)
 
-            keys = None
             spec_form = False
-        names = {p.name: i for i, p in enumerate(params) if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD}
+        defaults = tuple(p.default for p in params if p.default is not _EMPTY)
+        names = {p.name: i for i, p in enumerate(params) if p.kind is not inspect.Parameter.POSITIONAL_ONLY}
+        kwnames = tuple(p.name for p in params[npos:])
         fill = tuple(p.default for p in params)
         on_torch = op.on_torch
         usual = getattr(on_torch, "usual_parts", None)
         table: dict = {}
 
+        def run(args):
+            """The full call of ``args`` in key order (keyword-only parameters passed by name)."""
+            if len(args) <= npos:
+                return slow(*args)
+            return slow(*args[:npos], **dict(zip(kwnames, args[npos:])))
+
         def settle(args, key):
             rec = _Record(op, args, defaults, spec_form)
             token = _pending.set(rec)
             try:
-                result = slow(*args)
+                result = run(args)
             finally:
                 _pending.reset(token)
             if rec.route is not None and result is rec.result:
@@ -301,22 +340,32 @@ def public(op, signature: Callable[..., Any] | str) -> Callable[[Callable], Call
                 table[key] = rec.route
             return result
 
-        def bound(args, kw):
-            """The positional form of a call naming positional parameters by keyword (defaults filled in
-            up to the last one named), or None when a keyword-only or unknown keyword is given."""
+        def by_keyword(args, kw):
+            """A call naming parameters by keyword: in key order, the defaults in between filled in, it has
+            the key and route of the same call made positionally; a keyword the spec does not cover runs in
+            full (and an unknown one fails there, as the function's own signature says)."""
             at = []
             for k in kw:
                 i = names.get(k)
                 if i is None or i < len(args):
-                    return None
+                    return slow(*args, **kw)
                 at.append(i)
             full = list(args) + list(fill[len(args):max(at) + 1])
             for k, i in zip(kw, at):
                 full[i] = kw[k]
             for i in range(len(args), len(full)):
                 if full[i] is _EMPTY:  # a required parameter left out: the full call reports it
-                    return None
-            return full
+                    return slow(*args, **kw)
+            if not on_torch():
+                return slow(*args, **kw)
+            try:
+                key = keys[len(full)](*full)
+            except TypeError:  # an argument the key cannot describe: run in full
+                return slow(*args, **kw)
+            go = table.get(key)
+            if go is not None:
+                return go(*full)
+            return settle(full, key)
 
         if spec_form and usual is not None:
             untouched, k0, k1, k2, environ, planning = usual
@@ -324,10 +373,7 @@ def public(op, signature: Callable[..., Any] | str) -> Callable[[Callable], Call
 
             def wrapper(*args, **kw):
                 if kw:
-                    given = bound(args, kw)
-                    if given is None:
-                        return slow(*args, **kw)
-                    args = given
+                    return by_keyword(args, kw)
                 # the probe's usual state (torch_probe's ``usual``, written out: it implies the probe);
                 # the probe itself when it fails
                 if not (untouched() is None and k0 not in environ and k1 not in environ and k2 not in environ
@@ -345,10 +391,7 @@ def public(op, signature: Callable[..., Any] | str) -> Callable[[Callable], Call
         elif spec_form:
             def wrapper(*args, **kw):
                 if kw:
-                    given = bound(args, kw)
-                    if given is None:
-                        return slow(*args, **kw)
-                    args = given
+                    return by_keyword(args, kw)
                 if not on_torch():
                     return slow(*args)
                 try:
@@ -382,57 +425,47 @@ def public(op, signature: Callable[..., Any] | str) -> Callable[[Callable], Call
     return decorate
 
 
-def call(op, *args):
+def call(op, *args, via: Callable | None = None):
     """``op(*args)``, recording the torch lowering call as the route of the :func:`public` call being settled.
 
     A public function wrapped by :func:`public` ends in ``return call(OP,
     ...)``; with anything in between (a copy into ``out``, a conversion)
     nothing is recorded, because the result is no longer the lowering's.
+    This is the one place a public function learns whether its call runs
+    on torch: ``op(*args)`` otherwise (the Op's rule: kernels, plans).
+
+    ``via(lowering) -> (fn, fargs)``: on the torch path, what the torch
+    lowering ``lowering`` computes for these arguments, as a function of
+    the caller's own arguments ``fargs`` with the per-key work done (a
+    measured route, a window built from its name; fixed by the key), run
+    instead of the lowering and recorded as the route.
     """
     if not op.on_torch():
         return op(*args)
     low = op.lowering_for("torch")
     if low is None:
         return op(*args)
-    result = low.fn(*args)
+    if via is not None:
+        fn, fargs = via(low.fn)
+        result = fn(*fargs)
+        largs, reduce = fargs, False
+    else:
+        fn = low.fn
+        result = fn(*args)
+        largs, reduce = args, True
     rec = _pending.get()
     if rec is not None and rec.op is op and rec.route is None:
-        go = _make_route(low.fn, args, rec, reduce=True)
+        go = _make_route(fn, largs, rec, reduce=reduce)
         if go is not None:
             rec.route, rec.result = go, result
     return result
 
 
-def route(op, fn: Callable, *args):
-    """``fn(*args)``, recorded as the route of the :func:`public` call being settled (of ``op``).
-
-    For a public function whose torch work is not one lowering call on the
-    caller's arguments: ``fn`` is what ``op``'s torch lowering runs for this
-    call, worked out from the call's key alone (a measured route, a plan
-    built for the shape), and ``args`` are the caller's own arguments (or
-    the flags and defaults the key fixes). Recorded only while
-    :meth:`Op.on_torch` holds; otherwise -- or when nothing is being
-    settled -- it is simply ``fn(*args)``.
-    """
-    result = fn(*args)
-    rec = _pending.get()
-    if rec is not None and rec.op is op and rec.route is None and op.on_torch():
-        go = _make_route(fn, args, rec, reduce=False)
-        if go is not None:
-            rec.route, rec.result = go, result
-    return result
-
-
-def _call_traced(op, *args):
+def _call_traced(op, *args, via=None):
     return op(*args)
 
 
-def _route_traced(op, fn, *args):
-    return fn(*args)
-
-
 traceable_as(call, _call_traced)
-traceable_as(route, _route_traced)
 
 
 def settles(lowering: Callable) -> Callable[[Callable], Callable]:
