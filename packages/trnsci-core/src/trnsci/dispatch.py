@@ -255,13 +255,13 @@ def torch_probe(library: str | None) -> Callable[[], bool]:
 
     # The usual state as parts and a test: trnsci.settled's wrappers write the same test out (one frame
     # fewer than calling the probe); when it is true the probe answers True, when false they ask the probe.
+    # (plan_call sets the "touched" variable too: no plan is being collected while it is unset)
     def usual() -> bool:
         return (untouched() is None and k0 not in environ and k1 not in environ and k2 not in environ
-                and (nk := _nki_module) is not None and not nk.HAS_NKI and not nk._standin_active
-                and planning() is None)
+                and (nk := _nki_module) is not None and not nk.HAS_NKI and not nk._standin_active)
 
     probe.usual = usual
-    probe.usual_parts = (untouched, k0, k1, k2, environ, planning)
+    probe.usual_parts = (untouched, k0, k1, k2, environ)
     return probe
 
 
@@ -1161,11 +1161,13 @@ def plan_call(fn: Callable, *args, **kwargs) -> Plan:
     if not callable(fn):
         raise TypeError(f"plan_call: fn must be a trnsci function to plan, got {type(fn).__name__}")
     token = _planning.set(True)
+    touched = _backend.touched().set(True)  # off the probes' usual state (torch_probe) while planning
     try:
         fn(*args, **kwargs)
     except _Planned as planned:
         return planned.plan
     finally:
+        _backend.touched().reset(touched)
         _planning.reset(token)
     name = getattr(fn, "__qualname__", repr(fn))
     return Plan(None, "torch", f"{name} dispatches no operation for these arguments "

@@ -74,6 +74,7 @@ _INT64 = 2 ** 63
 _FLAGS = (type(None), bool, str)
 _T = torch.Tensor
 _EMPTY = inspect.Parameter.empty
+_M = object()  # a positional parameter the caller left out (the written wrappers' default)
 _pending: contextvars.ContextVar = contextvars.ContextVar("trnsci_settling", default=None)
 _hook_dynamo()
 
@@ -368,7 +369,7 @@ def public(op, signature: Callable[..., Any] | str, *, numpy: bool = True) -> Ca
             return settle(full, key)
 
         if spec_form and usual is not None:
-            untouched, k0, k1, k2, environ, planning = usual
+            untouched, k0, k1, k2, environ = usual
             d = _dispatch
 
             def wrapper(*args, **kw):
@@ -377,8 +378,8 @@ def public(op, signature: Callable[..., Any] | str, *, numpy: bool = True) -> Ca
                 # the probe's usual state (torch_probe's ``usual``, written out: it implies the probe);
                 # the probe itself when it fails
                 if not (untouched() is None and k0 not in environ and k1 not in environ and k2 not in environ
-                        and (nk := d._nki_module) is not None and not nk.HAS_NKI and not nk._standin_active
-                        and planning() is None) and not on_torch():
+                        and (nk := d._nki_module) is not None and not nk.HAS_NKI
+                        and not nk._standin_active) and not on_torch():
                     return slow(*args)
                 try:
                     key = keys[len(args)](*args)
@@ -417,12 +418,68 @@ def public(op, signature: Callable[..., Any] | str, *, numpy: bool = True) -> Ca
                     return go(*args)
                 return settle(args, key)
 
+        if spec_form and usual is not None:
+            general = wrapper
+            wrapper = _written_wrapper(kinds, required, table, general, usual) or general
         functools.update_wrapper(wrapper, fn)
         wrapper.settled_signature = compile_signature(fn, signature) if spec_form else signature
         traceable_as(wrapper, slow)  # torch.compile traces the full function, never the shortcut
         return wrapper
 
     return decorate
+
+
+def _written_wrapper(kinds: list, required: int, table: dict, general: Callable, usual: tuple) -> Callable | None:
+    """The wrapper of a public function whose shortest call has a common kind pattern (one tensor; two
+    tensors; a scalar and two tensors): that call's whole fast path written out -- the usual state, the key
+    (the very tuple of :func:`_k_t` / :func:`_k_tt` / :func:`_k_stt`), the lookup -- with no call between
+    the caller and the route; every other call, and a miss, goes to ``general``. None for other patterns."""
+    untouched, k0, k1, k2, environ = usual
+    d = _dispatch
+    n = next((n for n in range(max(required, 1), len(kinds) + 1) if tuple(kinds[:n]) in _WRITTEN), None)
+    if n is None:
+        return None
+    pattern = tuple(kinds[:n])
+    # positional-only parameters with a sentinel default: the call's arguments arrive as they were passed
+    # (no tuple to unpack); a keyword, another count or a miss goes to ``general`` with the same arguments
+    if pattern == ("tensor",):
+        def wrapper(a=_M, /, *more, **kw):
+            if (type(a) is _T and not more and not kw and untouched() is None and k0 not in environ
+                    and k1 not in environ and k2 not in environ and (nk := d._nki_module) is not None
+                    and not nk.HAS_NKI and not nk._standin_active):
+                go = table.get((a.dtype, a.shape, a.layout, a.is_cpu or a.device))
+                if go is not None:
+                    return go(a)
+            return general(*more, **kw) if a is _M else general(a, *more, **kw)
+    elif pattern == ("tensor", "tensor"):
+        def wrapper(a=_M, b=_M, /, *more, **kw):
+            if (type(a) is _T and type(b) is _T and not more and not kw and untouched() is None
+                    and k0 not in environ and k1 not in environ and k2 not in environ
+                    and (nk := d._nki_module) is not None and not nk.HAS_NKI and not nk._standin_active):
+                go = table.get((a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                                b.dtype, b.shape, b.layout, b.is_cpu or b.device))
+                if go is not None:
+                    return go(a, b)
+            if b is _M:
+                return general(**kw) if a is _M else general(a, **kw)
+            return general(a, b, *more, **kw)
+    else:  # ("scalar", "tensor", "tensor")
+        def wrapper(s=_M, a=_M, b=_M, /, *more, **kw):
+            t = type(s)
+            if (type(a) is _T and type(b) is _T and not more and not kw
+                    and (t is float or t is int and -_INT64 <= s < _INT64)
+                    and untouched() is None and k0 not in environ and k1 not in environ and k2 not in environ
+                    and (nk := d._nki_module) is not None and not nk.HAS_NKI and not nk._standin_active):
+                go = table.get((t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                                b.dtype, b.shape, b.layout, b.is_cpu or b.device) if t is float else
+                               (t, s, None, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                                b.dtype, b.shape, b.layout, b.is_cpu or b.device))
+                if go is not None:
+                    return go(s, a, b)
+            if b is _M:
+                return general(*[v for v in (s, a) if v is not _M], **kw)
+            return general(s, a, b, *more, **kw)
+    return wrapper
 
 
 def call(op, *args, via: Callable | None = None):
