@@ -2,11 +2,11 @@
 
     python tools/percall.py A_CHECKOUT B_CHECKOUT [--rounds 9] [--best 5] [--calls 200] [--only NAME ...]
 
-Each checkout runs the benchmarks with its own ``.venv/bin/python`` (its own installed packages) in a
-fresh subprocess, in rounds that alternate A, B, A, B, ... so both see the same machine load. Within a
-round every benchmark is timed ``--best`` times over ``--calls`` calls (thread CPU time, one torch
-thread) and the best is kept; the table gives the median over rounds, in microseconds per call, and
-the ratio B / A. The environment is passed through unchanged, so ``TRNSCI_BACKEND=torch python
+Each checkout runs the benchmarks with its own ``.venv/bin/python`` (its own installed packages) in one
+long-lived subprocess; the two are asked in turn (A, B, then B, A, ...) to time the same benchmark, so
+each pair of timings sees the same machine load. One timing is the best of ``--best`` runs of
+``--calls`` calls (thread CPU time, one torch thread). The table gives, per benchmark, the median over
+``--rounds`` pairs of each side's microseconds per call and the median of the pairs' ratios B / A. The environment is passed through unchanged, so ``TRNSCI_BACKEND=torch python
 tools/percall.py ...`` measures both under that setting.
 """
 
@@ -51,54 +51,71 @@ cases["trnsparse.spmv 64 5% f32"] = lambda: trnsparse.spmv(Acsr, v)
 E1, E2 = torch.randn(64, 64, generator=g), torch.randn(64, 64, generator=g)
 cases["trntensor.einsum ij,jk 64 f32"] = lambda: trntensor.einsum("ij,jk->ik", E1, E2)
 
-out = {}
-for name, f in cases.items():
-    if only and not any(o in name for o in only):
-        continue
+names = [n for n in cases if not only or any(o in n for o in only)]
+for name in names:
     for _ in range(20):  # warm: settles routes, fills caches
-        f()
+        cases[name]()
+print(json.dumps(names), flush=True)
+for line in sys.stdin:  # one benchmark name per line: reply with its time
+    f = cases[line.strip()]
     ts = []
     for _ in range(best):
         t0 = time.thread_time_ns()
         for _ in range(calls):
             f()
         ts.append((time.thread_time_ns() - t0) / calls / 1e3)
-    out[name] = min(ts)
-print(json.dumps(out))
+    print(min(ts), flush=True)
 '''
 
 
-def run(checkout: str, best: int, calls: int, only: list[str]) -> dict[str, float]:
+def start(checkout: str, best: int, calls: int, only: list[str]):
     py = os.path.join(checkout, ".venv", "bin", "python")
-    r = subprocess.run([py, "-c", CHILD, str(best), str(calls), *only], cwd=checkout,
-                       capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    if r.returncode:
-        sys.exit(f"{checkout}: benchmark failed\n{r.stderr}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    p = subprocess.Popen([py, "-c", CHILD, str(best), str(calls), *only], cwd=checkout, text=True,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    names = json.loads(p.stdout.readline())
+    return p, names
+
+
+def ask(p, name: str) -> float:
+    p.stdin.write(name + "\n")
+    p.stdin.flush()
+    return float(p.stdout.readline())
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("a", help="checkout A (the reference, e.g. a worktree of main)")
     ap.add_argument("b", help="checkout B (the change)")
-    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--best", type=int, default=5)
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--only", nargs="*", default=[], help="benchmarks whose name contains one of these")
     args = ap.parse_args()
-    got: dict[str, dict[str, list[float]]] = {"a": {}, "b": {}}
+    (pa, names), (pb, _) = start(args.a, args.best, args.calls, args.only), start(args.b, args.best, args.calls,
+                                                                                 args.only)
+    got = {n: ([], []) for n in names}
     for r in range(args.rounds):
-        for side in (("a", "b") if r % 2 == 0 else ("b", "a")):
-            for name, us in run(getattr(args, side), args.best, args.calls, args.only).items():
-                got[side].setdefault(name, []).append(us)
-        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+        for name in names:
+            if r % 2 == 0:
+                ta = ask(pa, name)
+                tb = ask(pb, name)
+            else:
+                tb = ask(pb, name)
+                ta = ask(pa, name)
+            got[name][0].append(ta)
+            got[name][1].append(tb)
+    for p in (pa, pb):
+        p.stdin.close()
+        p.wait()
     env = os.environ.get("TRNSCI_BACKEND")
-    print(f"A = {args.a}\nB = {args.b}\nTRNSCI_BACKEND={env!r}; median over {args.rounds} rounds of the best of "
-          f"{args.best} x {args.calls} calls (thread CPU time, 1 thread)\n")
+    print(f"A = {args.a}\nB = {args.b}\nTRNSCI_BACKEND={env!r}; {args.rounds} pairs per call, each timing the best of "
+          f"{args.best} x {args.calls} calls (thread CPU time, 1 thread); medians\n")
     print(f"{'call':32} {'A us':>9} {'B us':>9} {'B/A':>6}")
-    for name in got["a"]:
-        a, b = statistics.median(got["a"][name]), statistics.median(got["b"][name])
-        print(f"{name:32} {a:9.2f} {b:9.2f} {b / a:6.3f}")
+    for name in names:
+        a, b = got[name]
+        ratio = statistics.median(y / x for x, y in zip(a, b))
+        print(f"{name:32} {statistics.median(a):9.2f} {statistics.median(b):9.2f} {ratio:6.3f}")
 
 
 if __name__ == "__main__":

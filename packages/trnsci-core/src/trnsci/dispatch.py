@@ -293,16 +293,23 @@ def _benign_env(lib: bytes | None, suite: bytes | None, require: bytes | None) -
 
 
 class _Settled(dict):
-    """:attr:`Op.settled`: ``clear()`` also empties every table of routes (a ``dict`` value) it holds.
+    """:attr:`Op.settled`: ``clear()`` also empties every table of routes (a ``dict`` value) it holds,
+    and advances ``epoch`` (routes kept on owner objects, :mod:`trnsci.settled`, carry the epoch they
+    were settled in and are used only while it is current).
 
     A public function wrapped by :mod:`trnsci.settled` keeps a direct reference to its own table
     (one dictionary lookup per call instead of two); emptying the table in place is what makes
     ``OP.settled.clear()`` -- a lowering replaced, a route choice changed -- reach those references.
     """
 
-    __slots__ = ()
+    __slots__ = ("epoch",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.epoch = 0
 
     def clear(self) -> None:
+        self.epoch += 1
         for v in list(self.values()):
             if type(v) is dict:
                 v.clear()

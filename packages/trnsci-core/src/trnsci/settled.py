@@ -139,6 +139,19 @@ def _option_key(a: Any):
     raise TypeError("not None, a bool, a str or an int")
 
 
+def _plain_key(t: Any):
+    if type(t) is _T and not t.requires_grad:
+        return t.dtype, t.shape, t.layout, t.is_cpu or t.device
+    raise TypeError("not a plain tensor that does not require grad")
+
+
+def _owner_key(a: Any):
+    state = getattr(type(a), "_settled_key", None)
+    if state is None:
+        raise TypeError("not an object that keeps settled routes")
+    return state(a)
+
+
 def _ints_key(a: Any):
     t = type(a)
     if t is tuple or t is list:
@@ -164,9 +177,38 @@ KINDS = {
     "option": "None, a bool, a str or an int in int64 range: its type and value",
     "ints": "an option, or a tuple or list of ints: its type and values",
     "tensor|option": "a plain torch.Tensor (as 'tensor') or an option",
+    "plain": "a plain torch.Tensor that does not require grad (for routes that are not differentiable)",
+    "owner": "an object whose class defines _settled_key(self) -> its part of the key (everything the "
+             "checks read of it and the route uses); first parameter only: the routes of calls on it are "
+             "kept on the object (they go when it goes)",
 }
 _PART = {"tensor": tensor_key, "tensor?": _tensor_opt_key, "scalar": scalar_key, "flag": _flag_key,
-         "option": _option_key, "ints": _ints_key, "tensor|option": _tensor_or_option_key}
+         "option": _option_key, "ints": _ints_key, "tensor|option": _tensor_or_option_key, "plain": _plain_key,
+         "owner": _owner_key}
+
+#: Routes kept on one owner object (all its public functions together) before its table is emptied.
+OWNER_LIMIT = 16
+_OWNED = "_trnsci_settled_routes"
+
+
+def _owned_get(owner, wrapper, key, op):
+    """The route of ``wrapper``'s call ``key`` kept on ``owner``, if it was settled since ``op`` last
+    emptied its routes (:attr:`Op.settled`'s ``epoch``)."""
+    t = owner.__dict__.get(_OWNED)
+    if t is None:
+        return None
+    hit = t.get((wrapper, key))
+    if hit is None or hit[0] != op.settled.epoch:
+        return None
+    return hit[1]
+
+
+def _owned_put(owner, wrapper, key, op, go) -> None:
+    d = owner.__dict__
+    t = d.get(_OWNED)
+    if t is None or len(t) >= OWNER_LIMIT:
+        t = d[_OWNED] = {}
+    t[(wrapper, key)] = (op.settled.epoch, go)
 
 
 # ------------------------------------------------------------------ key functions
@@ -200,7 +242,15 @@ def _k_stt(s, a, b):
             b.dtype, b.shape, b.layout, b.is_cpu or b.device)
 
 
-_WRITTEN = {("tensor",): _k_t, ("tensor", "tensor"): _k_tt, ("scalar", "tensor", "tensor"): _k_stt}
+def _k_op(a, b):
+    if type(b) is not _T or b.requires_grad:
+        raise TypeError
+    return _owner_key(a), (b.dtype, b.shape, b.layout, b.is_cpu or b.device)
+
+
+_WRITTEN = {("tensor",): _k_t, ("tensor", "tensor"): _k_tt, ("scalar", "tensor", "tensor"): _k_stt,
+            ("owner", "plain"): _k_op}
+_WRAPPERS = (("tensor",), ("tensor", "tensor"), ("scalar", "tensor", "tensor"))  # written out below
 
 
 def _key_function(kinds: tuple) -> Callable:
@@ -244,7 +294,9 @@ def _positional(fn: Callable, spec: str) -> tuple[list, list[str]]:
             raise ValueError(f"settled signature of {fn.__qualname__}: {len(more)} kinds after '*' for "
                              f"{len(kwonly)} keyword-only parameters ({', '.join(p.name for p in kwonly)})")
         params, kinds = params + kwonly, kinds + more
-    for p, kind in zip(params, kinds):
+    for i, (p, kind) in enumerate(zip(params, kinds)):
+        if kind == "owner" and i:
+            raise ValueError(f"settled signature of {fn.__qualname__}: 'owner' is for the first parameter only")
         if kind not in KINDS:
             raise ValueError(f"settled signature: unknown kind {kind!r} for {p.name!r}; one of {sorted(KINDS)}")
     return params, kinds
@@ -318,6 +370,7 @@ def public(op, signature: Callable[..., Any] | str, *, numpy: bool = True) -> Ca
         on_torch = op.on_torch
         usual = getattr(on_torch, "usual_parts", None)
         table: dict = {}
+        owned = spec_form and kinds[0] == "owner"  # routes kept on the first argument
 
         def run(args):
             """The full call of ``args`` in key order (keyword-only parameters passed by name)."""
@@ -332,7 +385,9 @@ def public(op, signature: Callable[..., Any] | str, *, numpy: bool = True) -> Ca
                 result = run(args)
             finally:
                 _pending.reset(token)
-            if rec.route is not None and result is rec.result:
+            if rec.route is not None and result is rec.result and owned:
+                _owned_put(args[0], wrapper, key, op, rec.route)
+            elif rec.route is not None and result is rec.result:
                 settled = op.settled
                 if settled.get(wrapper) is not table:  # the Op emptied its routes since: register again
                     settled[wrapper] = table
@@ -363,7 +418,7 @@ def public(op, signature: Callable[..., Any] | str, *, numpy: bool = True) -> Ca
                 key = keys[len(full)](*full)
             except TypeError:  # an argument the key cannot describe: run in full
                 return slow(*args, **kw)
-            go = table.get(key)
+            go = table.get(key) if not owned else _owned_get(full[0], wrapper, key, op)
             if go is not None:
                 return go(*full)
             return settle(full, key)
@@ -385,7 +440,7 @@ def public(op, signature: Callable[..., Any] | str, *, numpy: bool = True) -> Ca
                     key = keys[len(args)](*args)
                 except (TypeError, IndexError):  # an argument the key cannot describe: run in full
                     return slow(*args)
-                go = table.get(key)
+                go = table.get(key) if not owned else _owned_get(args[0], wrapper, key, op)
                 if go is not None:
                     return go(*args)
                 return settle(args, key)
@@ -399,7 +454,7 @@ def public(op, signature: Callable[..., Any] | str, *, numpy: bool = True) -> Ca
                     key = keys[len(args)](*args)
                 except (TypeError, IndexError):
                     return slow(*args)
-                go = table.get(key)
+                go = table.get(key) if not owned else _owned_get(args[0], wrapper, key, op)
                 if go is not None:
                     return go(*args)
                 return settle(args, key)
@@ -418,7 +473,7 @@ def public(op, signature: Callable[..., Any] | str, *, numpy: bool = True) -> Ca
                     return go(*args)
                 return settle(args, key)
 
-        if spec_form and usual is not None:
+        if spec_form and usual is not None and not owned:
             general = wrapper
             wrapper = _written_wrapper(kinds, required, table, general, usual) or general
         functools.update_wrapper(wrapper, fn)
@@ -436,7 +491,7 @@ def _written_wrapper(kinds: list, required: int, table: dict, general: Callable,
     the caller and the route; every other call, and a miss, goes to ``general``. None for other patterns."""
     untouched, k0, k1, k2, environ = usual
     d = _dispatch
-    n = next((n for n in range(max(required, 1), len(kinds) + 1) if tuple(kinds[:n]) in _WRITTEN), None)
+    n = next((n for n in range(max(required, 1), len(kinds) + 1) if tuple(kinds[:n]) in _WRAPPERS), None)
     if n is None:
         return None
     pattern = tuple(kinds[:n])
