@@ -1,13 +1,14 @@
 """Per-call eager overhead of the smallest public calls, two checkouts against each other, interleaved.
 
-    python tools/percall.py A_CHECKOUT B_CHECKOUT [--rounds 9] [--best 5] [--calls 200] [--only NAME ...]
+    python tools/percall.py A_CHECKOUT B_CHECKOUT [--rounds 15] [--best 5] [--calls 200] [--only NAME ...]
 
 Each checkout runs the benchmarks with its own ``.venv/bin/python`` (its own installed packages) in one
 long-lived subprocess; the two are asked in turn (A, B, then B, A, ...) to time the same benchmark, so
 each pair of timings sees the same machine load. One timing is the best of ``--best`` runs of
 ``--calls`` calls (thread CPU time, one torch thread). The table gives, per benchmark, the median over
-``--rounds`` pairs of each side's microseconds per call and the median of the pairs' ratios B / A. The environment is passed through unchanged, so ``TRNSCI_BACKEND=torch python
-tools/percall.py ...`` measures both under that setting.
+``--rounds`` pairs of each side's microseconds per call and the median of the pairs' ratios B / A.
+The environment is passed through unchanged, so ``TRNSCI_BACKEND=torch python tools/percall.py ...``
+measures both under that setting.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 
 # Run in each checkout's interpreter: the same text for both sides.
 CHILD = r'''

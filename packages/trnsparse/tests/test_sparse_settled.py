@@ -16,8 +16,8 @@ import torch
 
 import trnsparse
 from trnsci import routes
-from trnsci.testing import kernel_ran
 from trnsci.settled import _OWNED
+from trnsci.testing import kernel_ran
 from trnsparse import _host
 
 

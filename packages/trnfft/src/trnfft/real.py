@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-from . import _engine as E
-from . import _routes as R
 from trnsci.settled import public
 
+from . import _engine as E
+from . import _routes as R
 from .basic import ROUTED, SIG1, SIGN, _many, _one
 
 # ------------------------------------------------------------------ ops

@@ -265,6 +265,22 @@ def torch_probe(library: str | None) -> Callable[[], bool]:
     return probe
 
 
+_library_probes: dict[str | None, Callable[[], bool]] = {}
+
+
+def torch_only(library: str | None) -> bool:
+    """True when every call of ``library``'s ops now runs its torch lowering whatever its arguments (the
+    answer of :func:`torch_probe`, read afresh; False under torch.compile, where calls are operators).
+
+    For a library's decision that is not one Op call -- whether a multi-step call takes its device path,
+    which form of a matrix a kernel would need -- so that the rule stays here."""
+    probe = _library_probes.get(library)
+    if probe is None:
+        probe = _library_probes.setdefault(library, torch_probe(library))
+        traceable_as(probe, _never)
+    return probe()
+
+
 _benign_seen: dict[tuple, bool] = {}
 
 

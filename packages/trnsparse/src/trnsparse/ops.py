@@ -24,7 +24,7 @@ import torch
 from trnsci import linalg as la
 from trnsci import routes as _routes
 from trnsci import validate
-from trnsci.dispatch import Op, traceable_as
+from trnsci.dispatch import Op, torch_only
 from trnsci.settled import call, public
 
 from . import _host
@@ -685,7 +685,7 @@ def spgemm(A, B) -> CSRMatrix:
     A, B = _pair(A, B, where)
     if A.shape[1] != B.shape[0]:
         raise ValueError(f"{where}: inner dimensions differ: A has shape {A.shape}, B has shape {B.shape}")
-    if _bsr_pair(A, B) and not BSR_SPGEMM.on_torch():
+    if _bsr_pair(A, B) and not torch_only("trnsparse"):
         return _bsr_spgemm(A, B).to_csr()
     lowp = A.dtype if A.dtype in LOWP else None
     if lowp:
