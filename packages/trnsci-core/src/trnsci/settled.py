@@ -475,7 +475,7 @@ def public(op, signature: Callable[..., Any] | str, *, numpy: bool = True) -> Ca
 
         if spec_form and usual is not None and not owned:
             general = wrapper
-            wrapper = _written_wrapper(kinds, required, table, general, usual) or general
+            wrapper = _written_wrapper(kinds, required, table, general, usual, on_torch) or general
         functools.update_wrapper(wrapper, fn)
         wrapper.settled_signature = compile_signature(fn, signature) if spec_form else signature
         traceable_as(wrapper, slow)  # torch.compile traces the full function, never the shortcut
@@ -484,9 +484,11 @@ def public(op, signature: Callable[..., Any] | str, *, numpy: bool = True) -> Ca
     return decorate
 
 
-def _written_wrapper(kinds: list, required: int, table: dict, general: Callable, usual: tuple) -> Callable | None:
+def _written_wrapper(kinds: list, required: int, table: dict, general: Callable, usual: tuple,
+                     on_torch: Callable[[], bool]) -> Callable | None:
     """The wrapper of a public function whose shortest call has a common kind pattern (one tensor; two
-    tensors; a scalar and two tensors): that call's whole fast path written out -- the usual state, the key
+    tensors; a scalar and two tensors): that call's whole fast path written out -- the usual state (else the
+    probe), the key
     (the very tuple of :func:`_k_t` / :func:`_k_tt` / :func:`_k_stt`), the lookup -- with no call between
     the caller and the route; every other call, and a miss, goes to ``general``. None for other patterns."""
     untouched, k0, k1, k2, environ = usual
@@ -499,18 +501,20 @@ def _written_wrapper(kinds: list, required: int, table: dict, general: Callable,
     # (no tuple to unpack); a keyword, another count or a miss goes to ``general`` with the same arguments
     if pattern == ("tensor",):
         def wrapper(a=_M, /, *more, **kw):
-            if (type(a) is _T and not more and not kw and untouched() is None and k0 not in environ
-                    and k1 not in environ and k2 not in environ and (nk := d._nki_module) is not None
-                    and not nk.HAS_NKI and not nk._standin_active):
+            if (type(a) is _T and not more and not kw
+                    and ((untouched() is None and k0 not in environ and k1 not in environ and k2 not in environ
+                          and (nk := d._nki_module) is not None and not nk.HAS_NKI and not nk._standin_active)
+                         or on_torch())):
                 go = table.get((a.dtype, a.shape, a.layout, a.is_cpu or a.device))
                 if go is not None:
                     return go(a)
             return general(*more, **kw) if a is _M else general(a, *more, **kw)
     elif pattern == ("tensor", "tensor"):
         def wrapper(a=_M, b=_M, /, *more, **kw):
-            if (type(a) is _T and type(b) is _T and not more and not kw and untouched() is None
-                    and k0 not in environ and k1 not in environ and k2 not in environ
-                    and (nk := d._nki_module) is not None and not nk.HAS_NKI and not nk._standin_active):
+            if (type(a) is _T and type(b) is _T and not more and not kw
+                    and ((untouched() is None and k0 not in environ and k1 not in environ and k2 not in environ
+                          and (nk := d._nki_module) is not None and not nk.HAS_NKI and not nk._standin_active)
+                         or on_torch())):
                 go = table.get((a.dtype, a.shape, a.layout, a.is_cpu or a.device,
                                 b.dtype, b.shape, b.layout, b.is_cpu or b.device))
                 if go is not None:
@@ -523,8 +527,9 @@ def _written_wrapper(kinds: list, required: int, table: dict, general: Callable,
             t = type(s)
             if (type(a) is _T and type(b) is _T and not more and not kw
                     and (t is float or t is int and -_INT64 <= s < _INT64)
-                    and untouched() is None and k0 not in environ and k1 not in environ and k2 not in environ
-                    and (nk := d._nki_module) is not None and not nk.HAS_NKI and not nk._standin_active):
+                    and ((untouched() is None and k0 not in environ and k1 not in environ and k2 not in environ
+                          and (nk := d._nki_module) is not None and not nk.HAS_NKI and not nk._standin_active)
+                         or on_torch())):
                 go = table.get((t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
                                 b.dtype, b.shape, b.layout, b.is_cpu or b.device) if t is float else
                                (t, s, None, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
