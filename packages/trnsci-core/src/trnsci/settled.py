@@ -269,7 +269,10 @@ def _key_function(kinds: tuple) -> Callable:
         return lambda a, b, c: (f0(a), f1(b), f2(c))
 
     def key(*args):
-        return tuple([f(a) for f, a in zip(parts, args)])
+        out = []
+        for f, a in zip(parts, args):  # a loop, not a comprehension: no frame per call
+            out.append(f(a))
+        return tuple(out)
 
     return key
 
@@ -691,6 +694,16 @@ def _bind(target: Callable, pos: list, kw: list, given: int) -> Callable:
         def route_tail(*p):
             return target(*p, *tail)
         return route_tail
+    if not kw:  # the caller's arguments and the key's constants, in any order
+        template = [s[0] if type(s) is tuple else None for s in pos]
+        slots = tuple((j, s) for j, s in enumerate(pos) if type(s) is int)
+
+        def route_mixed(*p):
+            a = template.copy()
+            for j, s in slots:
+                a[j] = p[s]
+            return target(*a)
+        return route_mixed
     pos_t, kw_t = tuple(pos), tuple(kw)
 
     def route_any(*p):
