@@ -46,9 +46,8 @@ DEFERRED_CYCLES = {
     "trntensor": [["trntensor._device", "trntensor.einsum", "trntensor.plan"]],
 }
 
-#: Source files that may still call exec/eval. settled.py generates its fast-path wrappers as text; the
-#: change that removes it is under way, and this list is emptied when it lands.
-EXEC_ALLOWED = ["packages/trnsci-core/src/trnsci/settled.py"]
+#: Source files that may call exec/eval: none (the fast path is closures written in settled.py).
+EXEC_ALLOWED: list[str] = []
 
 
 def _src(lib: str) -> Path:

@@ -25,6 +25,9 @@ def test_each_route_matches_scipy(route, dtype, monkeypatch):
     for name in ("_torch_csr", "_sparsetools_spmv"):
         inner = getattr(_host, name)
         monkeypatch.setattr(_host, name, lambda *a, _i=inner, _n=name: used.append(_n) or _i(*a))
+    runner = _host.spmv_runner  # the plain product's first call builds and runs the runner it settles
+    monkeypatch.setattr(_host, "spmv_runner", lambda *a: used.append(
+        "_torch_csr" if _host._spmv_route(*a) == "torch_csr" else "_sparsetools_spmv") or runner(*a))
     Sd = S.astype(np.float32 if dtype == torch.float32 else np.float64)
     tol = 1e-5 if dtype == torch.float32 else 1e-12  # sums of ~8 products of [0, 1) values, relative
     with routes.force(route), warnings.catch_warnings():

@@ -1,4 +1,5 @@
-"""The plain product ``A @ x`` settled on a CSR matrix after one full call (ops._settle): results vs
+"""The plain product ``A @ x`` settled on a CSR matrix after one full call (trnsci.settled, kind "owner": the
+route kept on the matrix): results vs
 scipy.sparse on every later call, and every state the full path depends on -- values modified in
 place, arrays replaced, another x signature, autograd, the route choice, the backend -- sends the
 call back through the full path.
@@ -15,8 +16,9 @@ import torch
 
 import trnsparse
 from trnsci import routes
+from trnsci.settled import _OWNED
 from trnsci.testing import kernel_ran
-from trnsparse import _host, ops
+from trnsparse import _host
 
 
 def _case(dtype=torch.float64, m=300, n=257, seed=4):
@@ -33,10 +35,12 @@ def _close(got, ref, dtype):
 
 @pytest.fixture
 def full_calls(monkeypatch):
-    """How many products ran through the Op's torch lowering (the full path)."""
+    """How many products ran the full path: through the Op's torch lowering, or building the runner that a
+    settling call runs (and remembers)."""
     calls = []
-    real = _host.spmv
+    real, runner = _host.spmv, _host.spmv_runner
     monkeypatch.setattr(_host, "spmv", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(_host, "spmv_runner", lambda *a: calls.append(1) or runner(*a))
     return calls
 
 
@@ -51,14 +55,15 @@ def test_later_calls_run_the_settled_route(route, dtype, full_calls):
             _close(trnsparse.spmm(A, X), S @ X.numpy(), dtype)
             _close(A @ x, S @ x.numpy(), dtype)  # the operator reaches the same function
         assert len(full_calls) == 2  # one full call per signature (x 1-D, X 2-D)
-        assert len(A.__dict__[ops._SETTLED]) == 2
-        # NumPy in -> NumPy out through the settled route too
+        assert len(A.__dict__[_OWNED]) == 2
+        # NumPy in -> NumPy out: the full call (a NumPy argument is never part of a settled key)
         y = trnsparse.spmv(A, x.numpy())
         assert isinstance(y, np.ndarray)
         _close(y, S @ x.numpy(), dtype)
+        assert len(full_calls) == 3
     # leaving the force block may change the route: the settled runners are not used again
     _close(trnsparse.spmv(A, x), S @ x.numpy(), dtype)
-    assert len(full_calls) == 3
+    assert len(full_calls) == 4
 
 
 def test_values_modified_in_place_or_replaced(full_calls):
@@ -73,7 +78,7 @@ def test_values_modified_in_place_or_replaced(full_calls):
     assert len(full_calls) == 2
     _close(trnsparse.spmv(A, x), -3.0 * (S @ x.numpy()), torch.float64)  # settled again, on the new values
     A.values = torch.ones_like(A.values)  # replaced: the matrix is rebuilt, nothing settled survives
-    assert ops._SETTLED not in A.__dict__
+    assert _OWNED not in A.__dict__
     ones = sp.csr_array((np.ones(S.nnz), S.indices, S.indptr), shape=S.shape)
     _close(trnsparse.spmv(A, x), ones @ x.numpy(), torch.float64)
     A.col_indices = (A.col_indices + 1) % 257  # another pattern, same nnz

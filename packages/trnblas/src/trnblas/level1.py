@@ -92,9 +92,13 @@ def _axpy_torch(alpha, x, y):
     return torch.add(y, x, alpha=alpha)
 
 
+def _axpy_plain(alpha, x, y):
+    return torch.add(y, x, alpha=alpha)
+
+
 @settles(_axpy_torch)
 def _(alpha, x, y):
-    return None if x.dtype in _LOWP else (torch.add, (2, 1, ("alpha", 0)))
+    return None if x.dtype in _LOWP else _axpy_plain
 
 
 @SCAL.lowering("torch")
@@ -401,7 +405,7 @@ def asum(x):
     x = validate.vector(x, "x", "asum", DTYPES)
     if x.shape[0] == 0:
         return torch.zeros((), dtype=x.real.dtype if x.is_complex() else x.dtype, device=x.device)
-    return _asum_torch(x) if ASUM.on_torch() else ASUM(x)
+    return ASUM(x)
 
 
 @ASUM.lowering("torch")
@@ -449,7 +453,7 @@ def scal(alpha, x, *, out=None):
     if alpha == 0 or x.shape[0] == 0:
         R = torch.zeros_like(x)
     else:
-        R = _scal_torch(alpha, x) if SCAL.on_torch() else SCAL(alpha, x)
+        R = SCAL(alpha, x)
     return validate.finish(R, out, where)
 
 
@@ -495,7 +499,7 @@ def iamax(x) -> int:
     x = validate.vector(x, "x", "iamax", DTYPES)
     if x.shape[0] == 0:
         return -1
-    return _iamax_torch(x) if IAMAX.on_torch() else IAMAX(x)
+    return IAMAX(x)
 
 
 @IAMAX.lowering("torch")
@@ -534,7 +538,7 @@ def iamin(x) -> int:
     x = validate.vector(x, "x", "iamin", DTYPES)
     if x.shape[0] == 0:
         return -1
-    return _iamin_torch(x) if IAMIN.on_torch() else IAMIN(x)
+    return IAMIN(x)
 
 
 @IAMIN.lowering("torch")
@@ -579,7 +583,7 @@ def rot(x, y, c, s):
     ss = validate.scalar(s, "s", where, complex_ok=x.dtype.is_complex)
     if x.shape[0] == 0:
         return x.clone(), y.clone()
-    return _rot_torch(x, y, cc, ss) if ROT.on_torch() else ROT(x, y, cc, ss)
+    return ROT(x, y, cc, ss)
 
 
 def _num(x, name):
@@ -678,7 +682,7 @@ def swap(x, y):
     x, y = _pair("swap", x, y)
     if x.shape[0] == 0:
         return y.clone(), x.clone()
-    return _swap_torch(x, y) if SWAP.on_torch() else SWAP(x, y)
+    return SWAP(x, y)
 
 
 @validate.numpy_io
@@ -709,7 +713,7 @@ def copy(x, *, out=None):
     x = validate.vector(x, "x", "copy", DTYPES)
     if out is not None:
         return validate.write_out(x, out, "copy")
-    return x.clone() if x.shape[0] == 0 else _copy_torch(x) if COPY.on_torch() else COPY(x)
+    return x.clone() if x.shape[0] == 0 else COPY(x)
 
 
 # ------------------------------------------------------------------ derivatives (torch.ops.trnblas.*)

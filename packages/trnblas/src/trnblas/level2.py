@@ -97,7 +97,11 @@ def _(alpha, A, x, beta, y, t):
         return None  # what _mv branches on, all of it fixed by the settled key
     if y is None or beta == 0:
         return (torch.mv, (1, 2)) if alpha == 1 else None
-    return torch.addmv, (4, 1, 2, ("beta", 3), ("alpha", 0))
+    return _addmv
+
+
+def _addmv(alpha, A, x, beta, y, t):
+    return torch.addmv(y, A, x, beta=beta, alpha=alpha)
 
 
 @SYMV.lowering("torch")
@@ -137,7 +141,11 @@ def _ger_torch(alpha, x, y, A, conj):
 def _(alpha, x, y, A, conj):
     if x.dtype in _LOWP or A is None or (conj and y.is_complex()):
         return None
-    return (torch.addr, (3, 1, 2)) if alpha == 1 else (torch.addr, (3, 1, 2, ("alpha", 0)))
+    return (torch.addr, (3, 1, 2)) if alpha == 1 else _addr
+
+
+def _addr(alpha, x, y, A, conj):
+    return torch.addr(A, x, y, alpha=alpha)
 
 
 @SYR.lowering("torch")
@@ -257,7 +265,7 @@ def _symv_like(where, alpha, A, x, beta, y, uplo, hermitian, out):
     if alpha == 0 or n == 0:
         return validate.finish(_mv(where, 0, A, x, beta, y), out, where)
     y = y if beta != 0 else None
-    R = _symv_torch(alpha, A, x, beta, y, u, hermitian) if SYMV.on_torch() else SYMV(alpha, A, x, beta, y, u, hermitian)
+    R = SYMV(alpha, A, x, beta, y, u, hermitian)
     return validate.finish(R, out, where)
 
 
@@ -418,9 +426,9 @@ def _sym_update(where, alpha, x, y, A, uplo, fill, hermitian, out):
         R = A.clone() if A is not None else torch.zeros(n, n, dtype=x.dtype, device=x.device)
         return validate.finish(la.merge_triangle(R, None, u, full, herm), out, where)
     if y is None:  # syr / her: A + alpha x x^T  or  A + alpha x x^H
-        R = _syr_torch(alpha, x, A, herm) if SYR.on_torch() else SYR(alpha, x, A, herm)
+        R = SYR(alpha, x, A, herm)
     else:  # syr2 / her2: A + P + P^T  or  A + P + P^H
-        R = _syr2_torch(alpha, x, y, A, herm) if SYR2.on_torch() else SYR2(alpha, x, y, A, herm)
+        R = SYR2(alpha, x, y, A, herm)
     if herm:
         la.real_diagonal(R)
     return validate.finish(la.merge_triangle(R, A, u, full, herm), out, where)
@@ -611,7 +619,7 @@ def trmv(A, x, uplo="upper", trans=False, diag="nonunit", *, out=None):
     A, x, u, t, d, n = _tri_mv_operands(where, A, x, uplo, trans, diag)
     if n == 0:
         return validate.finish(x.clone(), out, where)
-    return validate.finish(_trmv_torch(A, x, u, t, d) if TRMV.on_torch() else TRMV(A, x, u, t, d), out, where)
+    return validate.finish(TRMV(A, x, u, t, d), out, where)
 
 
 @validate.numpy_io
@@ -648,7 +656,7 @@ def trsv(A, x, uplo="upper", trans=False, diag="nonunit", *, out=None):
     A, x, u, t, d, n = _tri_mv_operands(where, A, x, uplo, trans, diag)
     if n == 0:
         return validate.finish(x.clone(), out, where)
-    return validate.finish(_trsv_torch(A, x, u, t, d) if TRSV.on_torch() else TRSV(A, x, u, t, d), out, where)
+    return validate.finish(TRSV(A, x, u, t, d), out, where)
 
 
 # ------------------------------------------------------------------ derivatives (torch.ops.trnblas.*)

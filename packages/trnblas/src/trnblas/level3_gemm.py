@@ -161,7 +161,11 @@ def _(alpha, A, B, beta, C, transA, transB):
         # torch.mm directly only where the measured host route of this class is torch (trnblas._host);
         # otherwise the settled route runs the lowering, which asks the route on every call
         return (torch.mm, (1, 2)) if alpha == 1 and _host.gemm_route(A, B) == "torch" else None
-    return torch.addmm, (4, 1, 2, ("beta", 3), ("alpha", 0))
+    return _addmm
+
+
+def _addmm(alpha, A, B, beta, C, transA, transB):
+    return torch.addmm(C, A, B, beta=beta, alpha=alpha)
 
 
 def _gemm_backward(op, inputs, output, g, needs):
@@ -246,7 +250,11 @@ def _(alpha, A, B, beta, C, transA, transB):
         return None
     if C is None or beta == 0:
         return (torch.bmm, (1, 2)) if alpha == 1 else None
-    return torch.baddbmm, (4, 1, 2, ("beta", 3), ("alpha", 0))
+    return _baddbmm
+
+
+def _baddbmm(alpha, A, B, beta, C, transA, transB):
+    return torch.baddbmm(C, A, B, beta=beta, alpha=alpha)
 
 
 @GEMM_FP64.lowering("torch")

@@ -28,7 +28,7 @@ taken. Under
 
 :func:`route` returns the settled route for a canonical call as a
 callable of the input; the Op's torch lowering and the public functions'
-per-call cache (:meth:`trnsci.dispatch.Op.settle`) run the same callable,
+settled routes (:mod:`trnsci.settled`) run the same callable,
 so a plan says what a call runs. A route that goes through NumPy falls
 back to ``torch`` for inputs NumPy cannot view (autograd, conjugate
 views, non-CPU devices).

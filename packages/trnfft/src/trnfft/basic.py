@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from trnsci import validate
+from trnsci.settled import call, public
 
 from . import _engine as E
 from . import _host as R
@@ -129,64 +130,38 @@ def _ifftn_torch(x: torch.Tensor, s: tuple, dim: tuple, norm: str, precision: st
 ROUTED = {_fft_torch, _ifft_torch, _fftn_torch, _ifftn_torch}
 
 # ------------------------------------------------------------------ public
-# Every public function is one call of _one (1-D) or _many (n-D). A torch
-# tensor on a machine settled on torch (``OP.on_torch()``: backend "torch",
-# or "auto" without a NeuronCore) is looked up by its call signature in the
-# Op's settled routes (:meth:`trnsci.dispatch.Op.settle`); the first call of
-# a signature validates everything, runs the Op's torch lowering's route and
-# remembers it. Anything else -- NumPy arrays, ComplexTensors, dtypes that
-# are converted, NKI backends, plan_call -- validates and calls the Op.
+# Every public function is one call of _one (1-D) or _many (n-D), wrapped by the core's fast path
+# (trnsci.settled.public): the first call of a signature -- the input's dtype, shape, layout and device,
+# the options as given and their types -- validates everything and ends in settled.call, which runs the
+# Op (kernels, plans) or, on the torch path, the lowering's route for the call (trnfft._routes) and
+# remembers it; later calls with that signature run the route. Anything else -- NumPy arrays,
+# ComplexTensors, dtypes that are converted -- validates and calls the Op.
+
+#: The settled signature of the 1-D and n-D public functions (input, n/s, dim, norm; axis/axes, precision).
+SIG1 = "tensor option option option * option option"
+SIGN = "tensor ints ints option * ints option"
 
 
-def _sig1(input, n, dim, norm, axis, precision):
-    """The settled-route key of a 1-D call; the argument types join it when an integer argument is given
-    (``8.0 == 8`` and ``True == 1`` would otherwise hit the route of a valid call)."""
-    if n is None and dim is None and axis is None:
-        return (input.dtype, input.shape, norm, precision)
-    return (input.dtype, input.shape, n, dim, norm, axis, precision, type(n), type(dim), type(axis))
+def _via(kind, x, sizes, dims, norm, precision, nd):
+    """What the torch lowering computes for this validated call, as a function of the input alone
+    (:func:`trnsci.settled.call`'s ``via``): the route trnfft._routes settled for it, or the lowering on
+    the normalised options."""
 
-
-def _sign(input, s, dim, norm, axes, precision):
-    """:func:`_sig1` for an n-D call; the types of the items of ``s`` and ``dim`` join the key. Calls
-    with ``axes`` (the alias) are not remembered."""
-    if s is None and dim is None:
-        return None if axes is not None else (input.dtype, input.shape, norm, precision)
-    if axes is not None:
-        return None
-    return (input.dtype, input.shape, s, dim, norm, precision, type(s), type(dim),
-            () if s is None else tuple(map(type, s)), () if dim is None else tuple(map(type, dim)))
-
-
-def _settle(op, kind, key, x, sizes, dims, norm, precision, nd):
-    """Run the call's torch route and remember it under ``key`` (``None``: unhashable, not remembered)."""
-    lowering = op.lowering_for("torch").fn
-    if precision == "fast" and x.numel() and lowering in ROUTED:  # what the lowering runs, minus its checks
-        go = R.route(kind, x, sizes, dims, norm)
-    else:
+    def via(lowering):
+        if precision == "fast" and x.numel() and lowering in ROUTED:  # what the lowering runs, minus its checks
+            return R.route(kind, x, sizes, dims, norm), (x,)
         args = ((sizes, dims) if nd else (sizes[0], dims[0])) + (norm, precision)
 
         def go(x):
             return lowering(x, *args)
-    return (op.settle(key, go) if key is not None else go)(x)
+        return go, (x,)
+
+    return via
 
 
 def _one(where, op, kind, input, n, dim, norm, axis, precision, real_in=False, half_in=False):
     """A 1-D transform: ``real_in``, the input must be real; ``half_in``, it is a half spectrum (default
-    output length 2 (m - 1)).
-
-    The settled-route lookup at the top is written out here and in :func:`_many` rather than shared:
-    as a helper call it cost ~0.3 us more per small transform (measured), a third of the budget.
-    """
-    if type(input) is _Tensor and op.on_torch():
-        try:
-            key = _sig1(input, n, dim, norm, axis, precision)
-            go = op.settled.get(key)
-        except TypeError:  # an unhashable argument: validated below
-            key = go = None
-        if go is not None:
-            return go(input)
-    else:
-        key = None
+    output length 2 (m - 1))."""
     if type(input) is _Tensor and input.dtype in (E.REAL_DTYPES if real_in else E.FAST_DTYPES):
         x, ct = input, E.TORCH
     else:
@@ -194,24 +169,14 @@ def _one(where, op, kind, input, n, dim, norm, axis, precision, real_in=False, h
     d = E.dim1(x, dim, axis, where)
     n = E.n1(x, n, d, where, 2 * (x.shape[d] - 1) if (half_in and n is None) else None)
     norm, precision = E.options(norm, precision, where)
-    if ct == E.TORCH and x is input and op.on_torch():
-        return _settle(op, kind, key, x, (n,), (d,), norm, precision, False)
+    if ct == E.TORCH and x is input:
+        return call(op, x, n, d, norm, precision, via=_via(kind, x, (n,), (d,), norm, precision, False))
     y = op(x, n, d, norm, precision)
     return y if ct == E.TORCH else E.wrap(y, ct)
 
 
 def _many(where, op, kind, input, s, dim, norm, axes, precision, default_dims=None, real_in=False, half_in=False):
     """An n-D transform (``real_in``/``half_in`` as for :func:`_one`, on the last transformed axis)."""
-    if type(input) is _Tensor and op.on_torch():
-        try:
-            key = _sign(input, s, dim, norm, axes, precision)
-            go = None if key is None else op.settled.get(key)
-        except TypeError:  # an unhashable or non-iterable argument: validated below
-            key = go = None
-        if go is not None:
-            return go(input)
-    else:
-        key = None
     if type(input) is _Tensor and input.dtype in (E.REAL_DTYPES if real_in else E.FAST_DTYPES):
         x, ct = input, E.TORCH
     else:
@@ -228,8 +193,8 @@ def _many(where, op, kind, input, s, dim, norm, axes, precision, default_dims=No
             raise ValueError(f"{where}: the input has {x.shape[dims[-1]]} coefficient(s) along dim {dims[-1]}, "
                              "too few for the default output length 2*(m-1); give s")
     norm, precision = E.options(norm, precision, where)
-    if ct == E.TORCH and x is input and op.on_torch():
-        return _settle(op, kind, key, x, s, dims, norm, precision, True)
+    if ct == E.TORCH and x is input:
+        return call(op, x, s, dims, norm, precision, via=_via(kind, x, s, dims, norm, precision, True))
     y = op(x, s, dims, norm, precision)
     return y if ct == E.TORCH else E.wrap(y, ct)
 
@@ -237,6 +202,7 @@ def _many(where, op, kind, input, s, dim, norm, axes, precision, default_dims=No
 _Tensor = torch.Tensor
 
 
+@public(FFT, SIG1, numpy=False)
 def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
         axis: int | None = None, precision: str | None = None):
     """One-dimensional discrete Fourier transform.
@@ -282,6 +248,7 @@ def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | No
     return _one("fft", FFT, "fft", input, n, dim, norm, axis, precision)
 
 
+@public(IFFT, SIG1, numpy=False)
 def ifft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
     """One-dimensional inverse discrete Fourier transform.
@@ -298,6 +265,7 @@ def ifft(input: Any, n: int | None = None, dim: int | None = None, norm: str | N
     return _one("ifft", IFFT, "ifft", input, n, dim, norm, axis, precision)
 
 
+@public(FFTN, SIGN, numpy=False)
 def fftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
          axes: Any = None, precision: str | None = None):
     """N-dimensional discrete Fourier transform.
@@ -337,6 +305,7 @@ def fftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
     return _many("fftn", FFTN, "fftn", input, s, dim, norm, axes, precision)
 
 
+@public(IFFTN, SIGN, numpy=False)
 def ifftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
     """N-dimensional inverse discrete Fourier transform (see :func:`fftn`).
@@ -351,6 +320,7 @@ def ifftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
     return _many("ifftn", IFFTN, "ifftn", input, s, dim, norm, axes, precision)
 
 
+@public(FFTN, SIGN, numpy=False)
 def fft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
          axes: Any = None, precision: str | None = None):
     """Two-dimensional discrete Fourier transform over ``dim`` (default the last two axes).
@@ -367,6 +337,7 @@ def fft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
     return _many("fft2", FFTN, "fftn", input, s, dim, norm, axes, precision, (-2, -1))
 
 
+@public(IFFTN, SIGN, numpy=False)
 def ifft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
     """Two-dimensional inverse discrete Fourier transform (see :func:`fft2`).

@@ -16,9 +16,11 @@ from typing import Any
 
 import torch
 
+from trnsci.settled import public
+
 from . import _engine as E
 from . import _host as R
-from .basic import ROUTED, _many, _one
+from .basic import ROUTED, SIG1, SIGN, _many, _one
 
 # ------------------------------------------------------------------ ops
 # torch lowerings here; NKI lowerings in trnfft._nki.real (same arguments).
@@ -229,41 +231,49 @@ _PARAMS = """
 """
 
 
+@public(RFFT, SIG1, numpy=False)
 def rfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
     return _one("rfft", RFFT, "rfft", input, n, dim, norm, axis, precision, real_in=True)
 
 
+@public(IRFFT, SIG1, numpy=False)
 def irfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
     return _one("irfft", IRFFT, "irfft", input, n, dim, norm, axis, precision, half_in=True)
 
 
+@public(HFFT, SIG1, numpy=False)
 def hfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
     return _one("hfft", HFFT, "hfft", input, n, dim, norm, axis, precision, half_in=True)
 
 
+@public(IHFFT, SIG1, numpy=False)
 def ihfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
     return _one("ihfft", IHFFT, "ihfft", input, n, dim, norm, axis, precision, real_in=True)
 
 
+@public(RFFTN, SIGN, numpy=False)
 def rfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
     return _many("rfftn", RFFTN, "rfftn", input, s, dim, norm, axes, precision, real_in=True)
 
 
+@public(IRFFTN, SIGN, numpy=False)
 def irfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
     return _many("irfftn", IRFFTN, "irfftn", input, s, dim, norm, axes, precision, half_in=True)
 
 
+@public(RFFTN, SIGN, numpy=False)
 def rfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
     return _many("rfft2", RFFTN, "rfftn", input, s, dim, norm, axes, precision, (-2, -1), real_in=True)
 
 
+@public(IRFFTN, SIGN, numpy=False)
 def irfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
     return _many("irfft2", IRFFTN, "irfftn", input, s, dim, norm, axes, precision, (-2, -1), half_in=True)

@@ -22,6 +22,7 @@ import torch
 
 from trnsci import validate
 from trnsci.dispatch import Op
+from trnsci.settled import call, public
 
 from . import _engine as E
 
@@ -184,7 +185,7 @@ def _common(where, n_fft, hop_length, win_length, center, normalized):
     return n_fft, hop, wl, _bool(center, "center", where), _bool(normalized, "normalized", where)
 
 
-@validate.numpy_io
+@public(STFT, "tensor option option option tensor|option option option option option")
 def stft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int | None = None,
          window: Any = None, center: bool = True, pad_mode: str = "reflect", normalized: bool = False,
          onesided: bool | None = None):
@@ -239,16 +240,6 @@ def stft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int 
     torch.Size([9, 17])
     """
     where = "stft"
-    if type(input) is torch.Tensor and STFT.on_torch():  # a settled route for this signature (see _settle_stft)
-        try:
-            key = _stft_key(input, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided)
-            go = STFT.settled.get(key)
-        except TypeError:  # an unhashable argument: validated below
-            key = go = None
-        if go is not None:
-            return go(input, window)
-    else:
-        key = None
     x, ct = E.prep(input, where)
     validate.ndim(x, "input", (1, 2), where)
     n_fft, hop, wl, center, normalized = _common(where, n_fft, hop_length, win_length, center, normalized)
@@ -267,32 +258,28 @@ def stft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int 
     if L < n_fft:
         raise ValueError(f"{where}: the signal ({L} samples after padding) is shorter than n_fft={n_fft}")
     w = _window(window, wl, x, where)
-    if key is not None and ct == E.TORCH and x is input and (w is window or not isinstance(window, torch.Tensor)):
-        return _settle_stft(key, x, window, (n_fft, hop, wl, w, center, pad_mode, normalized, one))
-    return E.wrap(STFT(x, n_fft, hop, wl, w, center, pad_mode, normalized, one), ct)
+    args = (n_fft, hop, wl, w, center, pad_mode, normalized, one)
+    if ct == E.TORCH and x is input and (w is window or not isinstance(window, torch.Tensor)):
+        return call(STFT, x, *args, via=_stft_via(x, window, args))
+    return E.wrap(STFT(x, *args), ct)
 
 
-def _stft_key(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided):
-    """The settled-route key of an stft call: everything its checks read -- the input's dtype, shape and
-    device, the options as given and their types (``True == 1``), the window's dtype, shape and device
-    (a tensor) or name (its content is read on every call)."""
-    wk = (window.dtype, window.shape, window.device) if type(window) is torch.Tensor else window
-    return (x.dtype, x.shape, x.device, n_fft, hop_length, win_length, wk, center, pad_mode, normalized, onesided,
-            type(n_fft), type(hop_length), type(win_length), type(center), type(normalized), type(onesided))
-
-
-def _settle_stft(key, x, window, args):
-    """Run and remember the torch route of a validated stft call: the caller's window tensor on every call
-    (it was used as given), or the window built once from its name."""
-    lowering = STFT.lowering_for("torch").fn
+def _stft_via(x, window, args):
+    """What the torch lowering computes for a validated stft call, as a function of the input and the
+    caller's window (:func:`trnsci.settled.call`'s ``via``): the caller's window tensor on every call (it
+    was used as given), or the window built once from its name."""
     n_fft, hop, wl, w, center, pad_mode, normalized, one = args
-    if isinstance(window, torch.Tensor):
-        def go(x, window):
-            return lowering(x, n_fft, hop, wl, window, center, pad_mode, normalized, one)
-    else:
-        def go(x, window):
-            return lowering(x, n_fft, hop, wl, w, center, pad_mode, normalized, one)
-    return STFT.settle(key, go)(x, window)
+
+    def via(lowering):
+        if isinstance(window, torch.Tensor):
+            def go(x, window):
+                return lowering(x, n_fft, hop, wl, window, center, pad_mode, normalized, one)
+        else:
+            def go(x, window):
+                return lowering(x, n_fft, hop, wl, w, center, pad_mode, normalized, one)
+        return go, (x, window)
+
+    return via
 
 
 @validate.numpy_io

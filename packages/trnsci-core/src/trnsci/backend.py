@@ -171,8 +171,9 @@ def scope(library: str | None) -> tuple[tuple[contextvars.ContextVar, ...], tupl
 
 def touched() -> contextvars.ContextVar[bool | None]:
     """The context variable that is unset while no backend was ever set in this context
-    (no :func:`set_backend` or :func:`use_backend` ran here): then :func:`scope`'s variables are
-    all unset."""
+    (no :func:`set_backend` or :func:`use_backend` ran here) and no
+    :func:`~trnsci.dispatch.plan_call` is collecting: then :func:`scope`'s variables are all
+    unset and calls run."""
     return _touched
 
 

@@ -1,4 +1,4 @@
-"""Settled routes for public functions: the per-call cost of argument checks paid once per call signature.
+"""The one eager fast path of every library: the per-call cost of argument checks paid once per call signature.
 
 A public function of any library validates its arguments, normalises them
 and then calls an :class:`~trnsci.dispatch.Op`. On a machine where every
@@ -10,42 +10,44 @@ function so that
 
 * the first call of a signature runs the function in full (NumPy in/out,
   every check); when the function ends in ``return call(OP, *args)`` on
-  exactly the caller's tensors, the lowering call is remembered as the
-  signature's route;
+  exactly the caller's tensors (or ``call(OP, ..., via=...)``, naming the
+  work the call reduces to), that call is remembered as the signature's
+  route;
 * later calls with that signature compute the key, find the route and run
-  the torch lowering on the caller's arguments -- no checks, no NumPy scan.
+  it on the caller's arguments -- no checks, no NumPy scan.
 
 What makes this safe:
 
-* the key is built by the library's ``signature`` function from everything
-  the function's checks and branches read (:func:`tensor_key`,
-  :func:`scalar_key`); it returns ``None`` (no settling) for anything else
-  -- NumPy arrays, tensor subclasses, converted scalars;
-* a route is recorded only when the function's result *is* the lowering's
-  result (so no post-processing, ``out=`` copy or NumPy conversion is
-  skipped), every tensor the lowering got is one of the caller's positional
-  arguments (no derived tensor: a ``.contiguous()`` copy or a conjugate
-  disables settling), and every other lowering argument is the caller's own
-  positional argument, a default of a parameter the caller left out, or a
-  ``None``/``bool``/``str`` flag (derived from the key by the checks);
+* the key is built from everything the function's checks and branches read:
+  each positional argument by its declared kind (:data:`KINDS`), a keyword
+  given for a positional parameter bound to its place (the same key as the
+  positional call); anything else -- NumPy arrays, tensor subclasses,
+  scalars the checks would convert, a keyword-only argument (``out=``) --
+  runs the call in full;
+* a route is recorded only when the function's result *is* the recorded
+  call's result (so no post-processing, ``out=`` copy or NumPy conversion is
+  skipped), and every argument of the recorded call is one of the caller's
+  positional arguments (no derived tensor: a ``.contiguous()`` copy or a
+  conjugate disables settling), a default of a parameter the caller left
+  out, or a ``None``/``bool``/``str`` flag (derived from the key by the
+  checks);
 * the routes live in :attr:`Op.settled <trnsci.dispatch.Op>` (one table per
-  public function), which the Op empties when a lowering changes (a
-  generated wrapper keeps a reference to its own table: ``clear()`` empties
-  the table itself, so the reference sees it empty);
-  each table is bounded; a route is used only while :meth:`Op.on_torch`
-  holds (backend ``"torch"``, or ``"auto"`` without a NeuronCore, nothing
-  required, no :func:`~trnsci.dispatch.plan_call` collecting), checked on
-  every call -- a generated wrapper inlines the probe's test of the usual
-  state (which implies it) and calls the probe whenever that test fails.
+  public function), which the Op empties when a lowering changes (a wrapper
+  keeps a reference to its own table: ``clear()`` empties the table itself,
+  so the reference sees it empty); each table is bounded (:data:`LIMIT`);
+  a route is used only while :meth:`Op.on_torch` holds (backend ``"torch"``,
+  or ``"auto"`` without a NeuronCore, nothing required, no
+  :func:`~trnsci.dispatch.plan_call` collecting), checked on every call --
+  the wrapper tests the probe's usual state itself (which implies it) and
+  calls the probe whenever that test fails;
+* a route holds only the Op's functions and the caller's own values of the
+  settling call's constants (flags, defaults): nothing that outlives the
+  arguments it is called with.
 
-The fast form is a spec string of the parameters' kinds (:data:`KINDS`):
-the core then generates one wrapper per public function holding the key's
-checks inline, and a lowering may declare, with :func:`settles`, the single
-torch call it reduces to for a key, which the route then calls directly.
-
-trnfft's public layer settles its own way (:meth:`trnsci.dispatch.Op.settle`)
-because its keys include normalised options; the mechanism here is the one
-the other libraries use.
+Nothing here generates code: the wrappers, key functions and routes are the
+closures below, written once for every public function of every library.
+A lowering may declare, with :func:`settles`, the single torch call (or the
+branch-free function) it reduces to for a key, which the route then calls.
 """
 
 from __future__ import annotations
@@ -58,25 +60,30 @@ from typing import Any
 
 import torch
 
+from trnsci import dispatch as _dispatch
 from trnsci import validate
 from trnsci.dispatch import _hook_dynamo, traceable_as
 
-__all__ = ["public", "call", "settles", "compile_signature", "tensor_key", "scalar_key", "KINDS", "LIMIT"]
+__all__ = ["public", "call", "settles", "compile_signature", "tensor_key", "scalar_key", "KINDS",
+           "LIMIT"]
 
-#: Routes kept per public function and arity before its table is emptied.
+#: Routes kept per public function before its table is emptied.
 LIMIT = 256
 
 _INT64 = 2 ** 63
 _FLAGS = (type(None), bool, str)
+_T = torch.Tensor
+_EMPTY = inspect.Parameter.empty
+_M = object()  # a positional parameter the caller left out (the written wrappers' default)
 _pending: contextvars.ContextVar = contextvars.ContextVar("trnsci_settling", default=None)
 _hook_dynamo()
 
 
 class _Record:
-    __slots__ = ("op", "args", "params", "route", "result", "compiled")
+    __slots__ = ("op", "args", "params", "route", "result", "flags_first")
 
-    def __init__(self, op, args, params, compiled=False):
-        self.op, self.args, self.params, self.compiled = op, args, params, compiled
+    def __init__(self, op, args, params, flags_first):
+        self.op, self.args, self.params, self.flags_first = op, args, params, flags_first
         self.route = self.result = None
 
 
@@ -87,7 +94,7 @@ def tensor_key(t: Any):
     array, a subclass, a number) raises ``TypeError`` so the caller's
     ``signature`` gives up and the call runs in full.
     """
-    if type(t) is torch.Tensor:
+    if type(t) is _T:
         return t.dtype, t.shape, t.layout, t.is_cpu or t.device
     if t is None:
         return None
@@ -110,270 +117,471 @@ def scalar_key(a: Any):
     raise TypeError("not a plain float or int")
 
 
+def _tensor_opt_key(t: Any):
+    if t is None:
+        return None
+    if type(t) is _T:
+        return t.dtype, t.shape, t.layout, t.is_cpu or t.device
+    raise TypeError("not a plain tensor or None")
+
+
+def _flag_key(a: Any):
+    t = type(a)
+    if t is bool or t is str:
+        return t, a
+    raise TypeError("not a bool or str")
+
+
+def _option_key(a: Any):
+    t = type(a)
+    if a is None or t is bool or t is str or (t is int and -_INT64 <= a < _INT64):
+        return t, a
+    raise TypeError("not None, a bool, a str or an int")
+
+
+def _plain_key(t: Any):
+    if type(t) is _T and not t.requires_grad:
+        return t.dtype, t.shape, t.layout, t.is_cpu or t.device
+    raise TypeError("not a plain tensor that does not require grad")
+
+
+def _owner_key(a: Any):
+    state = getattr(type(a), "_settled_key", None)
+    if state is None:
+        raise TypeError("not an object that keeps settled routes")
+    return state(a)
+
+
+def _ints_key(a: Any):
+    t = type(a)
+    if t is tuple or t is list:
+        for v in a:
+            if type(v) is not int:
+                raise TypeError("not a sequence of ints")
+        return t, tuple(a)
+    return _option_key(a)
+
+
+def _tensor_or_option_key(a: Any):
+    if type(a) is _T:
+        return a.dtype, a.shape, a.layout, a.is_cpu or a.device
+    return _option_key(a)
+
+
 #: The argument kinds of a :func:`public` signature spec and what each contributes to the key.
 KINDS = {
     "tensor": "a plain torch.Tensor: its dtype, shape, layout and device",
     "tensor?": "a plain torch.Tensor or None",
     "scalar": "a float (its type and whether it is 0 or 1) or an int in int64 range (its value)",
     "flag": "a bool or str option: its type and value",
+    "option": "None, a bool, a str or an int in int64 range: its type and value",
+    "ints": "an option, or a tuple or list of ints: its type and values",
+    "tensor|option": "a plain torch.Tensor (as 'tensor') or an option",
+    "plain": "a plain torch.Tensor that does not require grad (for routes that are not differentiable)",
+    "owner": "an object whose class defines _settled_key(self) -> its part of the key (everything the "
+             "checks read of it and the route uses); first parameter only: the routes of calls on it are "
+             "kept on the object (they go when it goes)",
 }
+_PART = {"tensor": tensor_key, "tensor?": _tensor_opt_key, "scalar": scalar_key, "flag": _flag_key,
+         "option": _option_key, "ints": _ints_key, "tensor|option": _tensor_or_option_key, "plain": _plain_key,
+         "owner": _owner_key}
 
-_MISSING = object()  # a parameter the caller left out (its default), as it appears in a compiled key
+#: Routes kept on one owner object (all its public functions together) before its table is emptied.
+OWNER_LIMIT = 16
+_OWNED = "_trnsci_settled_routes"
 
 
-def _kind_code(name: str, kind: str) -> tuple[list[str], str]:
-    """Statements that check one argument (``return None`` when the key cannot describe it) and its key part."""
-    if kind == "tensor":
-        return ([f"if type({name}) is not _T: return None"],
-                f"{name}.dtype, {name}.shape, {name}.layout, {name}.is_cpu or {name}.device")
-    if kind == "tensor?":
-        return ([f"if {name} is None: k_{name} = None",
-                 f"elif type({name}) is _T: k_{name} = ({name}.dtype, {name}.shape, {name}.layout, "
-                 f"{name}.is_cpu or {name}.device)",
-                 "else: return None"], f"k_{name}")
-    if kind == "scalar":
-        return ([f"t_{name} = type({name})",
-                 f"if t_{name} is float: a_{name} = {name} == 0; b_{name} = {name} == 1",
-                 f"elif t_{name} is int and -_I64 <= {name} < _I64: a_{name} = {name}; b_{name} = None",
-                 "else: return None"], f"t_{name}, a_{name}, b_{name}")
-    if kind == "flag":
-        return ([f"t_{name} = type({name})",
-                 f"if t_{name} is not bool and t_{name} is not str: return None"], f"t_{name}, {name}")
-    raise ValueError(f"settled signature: unknown kind {kind!r} for {name!r}; one of {sorted(KINDS)}")
+def _owned_get(owner, wrapper, key, op):
+    """The route of ``wrapper``'s call ``key`` kept on ``owner``, if it was settled since ``op`` last
+    emptied its routes (:attr:`Op.settled`'s ``epoch``)."""
+    t = owner.__dict__.get(_OWNED)
+    if t is None:
+        return None
+    hit = t.get((wrapper, key))
+    if hit is None or hit[0] != op.settled.epoch:
+        return None
+    return hit[1]
+
+
+def _owned_put(owner, wrapper, key, op, go) -> None:
+    d = owner.__dict__
+    t = d.get(_OWNED)
+    if t is None or len(t) >= OWNER_LIMIT:
+        t = d[_OWNED] = {}
+    t[(wrapper, key)] = (op.settled.epoch, go)
+
+
+# ------------------------------------------------------------------ key functions
+# One key function per number of arguments given. The common kind patterns of public functions are
+# written out (no call per argument); any other pattern calls one part function per argument. Each
+# raises TypeError (or returns a key that no route can match) for an argument its kinds refuse.
+
+def _k_t(a):
+    if type(a) is not _T:
+        raise TypeError
+    return a.dtype, a.shape, a.layout, a.is_cpu or a.device
+
+
+def _k_tt(a, b):
+    if type(a) is not _T or type(b) is not _T:
+        raise TypeError
+    return (a.dtype, a.shape, a.layout, a.is_cpu or a.device, b.dtype, b.shape, b.layout, b.is_cpu or b.device)
+
+
+def _k_stt(s, a, b):
+    if type(a) is not _T or type(b) is not _T:
+        raise TypeError
+    t = type(s)
+    if t is float:
+        p, q = s == 0, s == 1
+    elif t is int and -_INT64 <= s < _INT64:
+        p, q = s, None
+    else:
+        raise TypeError
+    return (t, p, q, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+            b.dtype, b.shape, b.layout, b.is_cpu or b.device)
+
+
+def _k_op(a, b):
+    if type(b) is not _T or b.requires_grad:
+        raise TypeError
+    return _owner_key(a), (b.dtype, b.shape, b.layout, b.is_cpu or b.device)
+
+
+_WRITTEN = {("tensor",): _k_t, ("tensor", "tensor"): _k_tt, ("scalar", "tensor", "tensor"): _k_stt,
+            ("owner", "plain"): _k_op}
+_WRAPPERS = (("tensor",), ("tensor", "tensor"), ("scalar", "tensor", "tensor"))  # written out below
+
+
+def _key_function(kinds: tuple) -> Callable:
+    """The key of a call giving these kinds' arguments (positionally, in order)."""
+    written = _WRITTEN.get(kinds)
+    if written is not None:
+        return written
+    parts = tuple(_PART[k] for k in kinds)
+    if len(parts) == 1:
+        return parts[0]
+    if len(parts) == 2:
+        f0, f1 = parts
+        return lambda a, b: (f0(a), f1(b))
+    if len(parts) == 3:
+        f0, f1, f2 = parts
+        return lambda a, b, c: (f0(a), f1(b), f2(c))
+
+    def key(*args):
+        out = []
+        for f, a in zip(parts, args):  # a loop, not a comprehension: no frame per call
+            out.append(f(a))
+        return tuple(out)
+
+    return key
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
 def _positional(fn: Callable, spec: str) -> tuple[list, list[str]]:
-    """``fn``'s positional parameters and the spec's kinds, checked to pair up."""
-    params = [p for p in inspect.signature(fn).parameters.values()
-              if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    kinds = spec.split()
+    """``fn``'s positional parameters, then the keyword-only ones the spec names after ``*``, and the
+    spec's kinds, checked to pair up."""
+    sig = inspect.signature(fn).parameters.values()
+    params = [p for p in sig if p.kind in _POSITIONAL]
+    head, star, tail = spec.partition("*")
+    kinds = head.split()
     if len(kinds) != len(params):
         raise ValueError(f"settled signature of {fn.__qualname__}: {len(kinds)} kinds for {len(params)} "
                          f"positional parameters ({', '.join(p.name for p in params)})")
+    if star:
+        kwonly = [p for p in sig if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        more = tail.split()
+        if len(more) != len(kwonly):
+            raise ValueError(f"settled signature of {fn.__qualname__}: {len(more)} kinds after '*' for "
+                             f"{len(kwonly)} keyword-only parameters ({', '.join(p.name for p in kwonly)})")
+        params, kinds = params + kwonly, kinds + more
+    for i, (p, kind) in enumerate(zip(params, kinds)):
+        if kind == "owner" and i:
+            raise ValueError(f"settled signature of {fn.__qualname__}: 'owner' is for the first parameter only")
+        if kind not in KINDS:
+            raise ValueError(f"settled signature: unknown kind {kind!r} for {p.name!r}; one of {sorted(KINDS)}")
     return params, kinds
 
 
-def _key_code(params: list, kinds: list[str], give_up: str) -> tuple[list[str], list[str], str]:
-    """``(head, body, key)``: the parameter list (``_M`` for a left-out optional one), the checks
-    (running ``give_up`` for an argument the key cannot describe) and the key's tuple expression."""
-    head, body, parts = [], [], []
-    for p, kind in zip(params, kinds):
-        checks, part = _kind_code(p.name, kind)
-        checks = [c.replace("return None", give_up) for c in checks]
-        if p.default is inspect.Parameter.empty:
-            head.append(p.name)
-            body += checks
-            parts.append(part)
-        else:
-            head.append(f"{p.name}=_M")
-            body += [f"if {p.name} is _M: k_{p.name} = _M", "else:", *("    " + c for c in checks),
-                     f"    k_{p.name} = ({part},)"]
-            parts.append(f"k_{p.name}")
-    return head, body, f"({', '.join(parts)},)"
-
-
-def _generate(src: str, where: str, name: str, extra: dict | None = None):
-    # __name__: generated frames belong to this module (warnings skip them to reach the user's line)
-    scope = {**(extra or {}), "__name__": __name__, "_T": torch.Tensor, "_M": _MISSING, "_I64": _INT64}
-    exec(compile(src, f"<settled {where}>", "exec"), scope)  # noqa: S102 -- text generated here
-    return scope[name]
-
-
 def compile_signature(fn: Callable, spec: str) -> Callable[..., Any]:
-    """The key function of a :func:`public` spec.
+    """The key function of a :func:`public` spec: ``key(*args)``, None for arguments the kinds refuse.
 
     ``spec`` names the kind of each positional parameter of ``fn`` in order
     (:data:`KINDS`), e.g. ``"scalar tensor tensor scalar tensor? flag"`` for
-    ``gemv(alpha, A, x, beta=0.0, y=None, trans=False)``. The key is one flat
-    tuple of the parts; a parameter the caller left out contributes a
-    sentinel, so the number of arguments given is part of the key. Any
-    argument of another kind makes the function return ``None`` (the call
-    runs in full and its checks report it). :func:`public` inlines the same
-    code into its wrapper.
+    ``gemv(alpha, A, x, beta=0.0, y=None, trans=False)``. The key is one
+    value per argument given, so the number of arguments given is part of
+    it. Any argument of another kind gives ``None`` (the call runs in full
+    and its checks report it).
     """
     params, kinds = _positional(fn, spec)
-    head, body, key = _key_code(params, kinds, "return None")
-    src = "\n".join([f"def key({', '.join(head)}):", *("    " + line for line in body), f"    return {key}", ""])
-    fn_key = _generate(src, f"signature of {fn.__qualname__}", "key")
-    fn_key.source = src
-    return fn_key
+    required = sum(p.default is _EMPTY for p in params)
+    keys = {n: _key_function(tuple(kinds[:n])) for n in range(required, len(params) + 1)}
+
+    def key(*args):
+        k = keys.get(len(args))
+        if k is None:
+            return None
+        try:
+            return k(*args)
+        except TypeError:
+            return None
+
+    return key
 
 
-def _compiled_public(op, fn: Callable, slow: Callable, spec: str) -> Callable:
-    """The :func:`public` wrapper of a spec: one generated function holding the key's checks.
+# ------------------------------------------------------------------ the wrapper
 
-    The wrapper takes ``fn``'s positional parameters by name (a parameter
-    left out is the sentinel ``_M``) and its keyword-only ones (``out=``)
-    likewise, so a call pays no ``*args`` packing, no ``**kwargs``
-    dictionary, no separate key function and no arity test; a keyword-only
-    argument given sends the call through in full. The usual backend state
-    is recognised inline (:func:`trnsci.dispatch.torch_probe`'s ``inline``
-    expression, the probe itself called only when that fails), and the
-    wrapper holds its own table of routes (registered in
-    :attr:`Op.settled <trnsci.dispatch.Op>` under the wrapper, which empties
-    it in place). Routes are called with every positional parameter,
-    sentinels included.
-    """
-    params, kinds = _positional(fn, spec)
-    fill = tuple(p.default for p in params)  # what slow() gets for a parameter left out
-    defaults = tuple(d for d in fill if d is not inspect.Parameter.empty)
-    every = ", ".join(p.name for p in params)
-    rest = [p for p in inspect.signature(fn).parameters.values() if p.kind not in
-            (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    kwonly = [p.name for p in rest if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    varkw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in rest)
-    head, body, key = _key_code(params, kinds, f"return _s_full(({every},), None)")
-    if kwonly:
-        head += ["*", *(f"{n}=_M" for n in kwonly)]
-    if varkw:
-        head.append("**_s_kw")
-    given = [f"{n} is not _M" for n in kwonly] + (["_s_kw"] if varkw else [])
-    passed = ", ".join([f"{n}={n}" for n in kwonly] + (["**_s_kw"] if varkw else []))
-    inline, scope = getattr(op.on_torch, "inline", None) or ("False", {})
-    name = fn.__name__ if fn.__name__.isidentifier() and not fn.__name__.startswith("_s_") else "wrapper"
-    src = "\n".join([
-        "def factory(_s_on_torch, _s_routes, _s_full, _s_settle):",
-        f"    def {name}({', '.join(head)}):",
-        *([f"        if {' or '.join(given)}:",
-           f"            return _s_full(({every},), _s_given({passed}))"] if given else []),
-        f"        if not {inline} and not _s_on_torch():",
-        f"            return _s_full(({every},), None)",
-        *("        " + line for line in body),
-        f"        _s_key = {key}",
-        "        _s_go = _s_routes.get(_s_key)",
-        "        if _s_go is not None:",
-        f"            return _s_go({every})",
-        f"        return _s_settle(({every},), _s_key)",
-        f"    return {name}",
-        ""])
-    factory = _generate(src, f"public {fn.__qualname__}", "factory", {**scope, "_s_given": _given_keywords})
-
-    def positional(args):
-        """The positional arguments for ``slow``: trailing omissions dropped, inner ones given their default."""
-        n = len(args)
-        while n and args[n - 1] is _MISSING:
-            n -= 1
-        return [fill[i] if a is _MISSING else a for i, a in enumerate(args[:n])]
-
-    def full(args, kw):
-        return slow(*positional(args), **(kw or {}))
-
-    def settle(args, key):
-        return _run_and_record(op, wrapper, key, _Record(op, args, defaults, compiled=True), slow,
-                               positional(args), table)
-
-    table: dict = {}
-    wrapper = factory(op.on_torch, table, full, settle)
-    functools.update_wrapper(wrapper, fn)
-    traceable_as(wrapper, slow)  # torch.compile traces the full function, never the generated one
-    wrapper.settled_signature = compile_signature(fn, spec)
-    wrapper.settled_source = src
-    return wrapper
-
-
-def _given_keywords(**kw):
-    """The keyword arguments the caller gave (those not the sentinel ``_M``)."""
-    return {k: v for k, v in kw.items() if v is not _MISSING}
-
-
-def _run_and_record(op, wrapper: Callable, key, rec: _Record, slow: Callable, args, table=None) -> Any:
-    """The call in full, remembering the route :func:`call` recorded (if any) as ``key``'s.
-
-    ``table``: the wrapper's own table (a generated wrapper holds it), put back
-    into ``op.settled`` in case the Op emptied it since.
-    """
-    token = _pending.set(rec)
-    try:
-        result = slow(*args)
-    finally:
-        _pending.reset(token)
-    if rec.route is not None and result is rec.result:
-        if table is None:
-            table = op.settled.setdefault(wrapper, {})
-        elif op.settled.get(wrapper) is not table:
-            op.settled[wrapper] = table
-        if len(table) >= LIMIT:
-            table.clear()
-        table[key] = rec.route
-    return result
-
-
-def public(op, signature: Callable[..., Any] | str) -> Callable[[Callable], Callable]:
+def public(op, signature: Callable[..., Any] | str, *, numpy: bool = True) -> Callable[[Callable], Callable]:
     """Decorator: :func:`~trnsci.validate.numpy_io` plus settled routes keyed by ``signature``.
 
-    ``signature`` is a spec of the positional parameters' kinds
-    (:func:`compile_signature`, the fast form), or a function:
-    ``signature(*args)`` takes the public function's positional arguments
-    and returns a hashable key (use :func:`tensor_key` / :func:`scalar_key`)
-    or raises/returns ``None`` to run the call in full. Calls with keyword
-    arguments always run in full.
+    ``signature`` is a spec of the parameters' kinds (:func:`compile_signature`,
+    the usual form: one kind per positional parameter, then optionally ``*``
+    and one kind per keyword-only parameter, which then join the key when
+    given), or a function: ``signature(*args)`` takes the public function's
+    positional arguments and returns a hashable key (use :func:`tensor_key` /
+    :func:`scalar_key`) or raises/returns ``None`` to run the call in full;
+    with a function, calls with keyword arguments always run in full.
+    ``numpy=False``: the function takes NumPy arrays itself (no
+    :func:`~trnsci.validate.numpy_io`).
     """
 
     def decorate(fn: Callable) -> Callable:
-        slow = validate.numpy_io(fn)
+        slow = validate.numpy_io(fn) if numpy else fn
+        npos = sum(p.kind in _POSITIONAL for p in inspect.signature(fn).parameters.values())
         if isinstance(signature, str):
-            return _compiled_public(op, fn, slow, signature)
-        params = inspect.signature(fn).parameters
-        defaults = tuple(p.default for p in params.values()
-                         if p.default is not inspect.Parameter.empty)
-        sig = signature
-        # optional positional parameters: the number of arguments given joins the key
-        varies = any(p.default is not inspect.Parameter.empty
-                     and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params.values())
-        settled = op.settled
-        on_torch = op.on_torch
+            params, kinds = _positional(fn, signature)
+            required = sum(p.default is _EMPTY for p in params[:npos])
+            # keys[n]: the key function of a call giving n arguments in order (None: never settled)
+            keys = [None] * required + [_key_function(tuple(kinds[:n])) for n in range(required, len(params) + 1)]
+            spec_form = True
+        else:
+            params = [p for p in inspect.signature(fn).parameters.values() if p.kind in _POSITIONAL]
+            sig = signature
+            varies = any(p.default is not _EMPTY for p in params)  # the number given joins the key
 
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            if kwargs or not on_torch():
-                return slow(*args, **kwargs)
-            try:
-                key = sig(*args)
-            except Exception:  # any argument the key cannot describe: run in full (the checks report it)
-                key = None
-            if key is None:
+            def sig_key(*args):
+                k = sig(*args)
+                return k if k is None or not varies else (len(args), k)
+
+            spec_form = False
+        defaults = tuple(p.default for p in params if p.default is not _EMPTY)
+        names = {p.name: i for i, p in enumerate(params) if p.kind is not inspect.Parameter.POSITIONAL_ONLY}
+        kwnames = tuple(p.name for p in params[npos:])
+        fill = tuple(p.default for p in params)
+        on_torch = op.on_torch
+        usual = getattr(on_torch, "usual_parts", None)
+        table: dict = {}
+        owned = spec_form and kinds[0] == "owner"  # routes kept on the first argument
+
+        def run(args):
+            """The full call of ``args`` in key order (keyword-only parameters passed by name)."""
+            if len(args) <= npos:
                 return slow(*args)
-            if varies:
-                key = (len(args), key)
-            table = settled.get(wrapper)  # gone when the Op emptied its settled routes
-            if table is not None:
+            return slow(*args[:npos], **dict(zip(kwnames, args[npos:])))
+
+        def settle(args, key):
+            rec = _Record(op, args, defaults, spec_form)
+            token = _pending.set(rec)
+            try:
+                result = run(args)
+            finally:
+                _pending.reset(token)
+            if rec.route is not None and result is rec.result and owned:
+                _owned_put(args[0], wrapper, key, op, rec.route)
+            elif rec.route is not None and result is rec.result:
+                settled = op.settled
+                if settled.get(wrapper) is not table:  # the Op emptied its routes since: register again
+                    settled[wrapper] = table
+                if len(table) >= LIMIT:
+                    table.clear()
+                table[key] = rec.route
+            return result
+
+        def by_keyword(args, kw):
+            """A call naming parameters by keyword: in key order, the defaults in between filled in, it has
+            the key and route of the same call made positionally; a keyword the spec does not cover runs in
+            full (and an unknown one fails there, as the function's own signature says)."""
+            at = []
+            for k in kw:
+                i = names.get(k)
+                if i is None or i < len(args):
+                    return slow(*args, **kw)
+                at.append(i)
+            full = list(args) + list(fill[len(args):max(at) + 1])
+            for k, i in zip(kw, at):
+                full[i] = kw[k]
+            for i in range(len(args), len(full)):
+                if full[i] is _EMPTY:  # a required parameter left out: the full call reports it
+                    return slow(*args, **kw)
+            if not on_torch():
+                return slow(*args, **kw)
+            try:
+                key = keys[len(full)](*full)
+            except TypeError:  # an argument the key cannot describe: run in full
+                return slow(*args, **kw)
+            go = table.get(key) if not owned else _owned_get(full[0], wrapper, key, op)
+            if go is not None:
+                return go(*full)
+            return settle(full, key)
+
+        if spec_form and usual is not None:
+            untouched, k0, k1, k2, environ = usual
+            d = _dispatch
+
+            def wrapper(*args, **kw):
+                if kw:
+                    return by_keyword(args, kw)
+                # the probe's usual state (torch_probe's ``usual``, written out: it implies the probe);
+                # the probe itself when it fails
+                if not (untouched() is None and k0 not in environ and k1 not in environ and k2 not in environ
+                        and (nk := d._nki_module) is not None and not nk.HAS_NKI
+                        and not nk._standin_active) and not on_torch():
+                    return slow(*args)
+                try:
+                    key = keys[len(args)](*args)
+                except (TypeError, IndexError):  # an argument the key cannot describe: run in full
+                    return slow(*args)
+                go = table.get(key) if not owned else _owned_get(args[0], wrapper, key, op)
+                if go is not None:
+                    return go(*args)
+                return settle(args, key)
+        elif spec_form:
+            def wrapper(*args, **kw):
+                if kw:
+                    return by_keyword(args, kw)
+                if not on_torch():
+                    return slow(*args)
+                try:
+                    key = keys[len(args)](*args)
+                except (TypeError, IndexError):
+                    return slow(*args)
+                go = table.get(key) if not owned else _owned_get(args[0], wrapper, key, op)
+                if go is not None:
+                    return go(*args)
+                return settle(args, key)
+        else:
+            def wrapper(*args, **kw):
+                if kw or not on_torch():
+                    return slow(*args, **kw)
+                try:
+                    key = sig_key(*args)
+                except Exception:  # any argument the key cannot describe: run in full (the checks report it)
+                    key = None
+                if key is None:
+                    return slow(*args)
                 go = table.get(key)
                 if go is not None:
                     return go(*args)
-            return _run_and_record(op, wrapper, key, _Record(op, args, defaults), slow, args)
+                return settle(args, key)
 
-        wrapper.settled_signature = sig
-        traceable_as(wrapper, slow)
+        if spec_form and usual is not None and not owned:
+            general = wrapper
+            wrapper = _written_wrapper(kinds, required, table, general, usual, on_torch) or general
+        functools.update_wrapper(wrapper, fn)
+        wrapper.settled_signature = compile_signature(fn, signature) if spec_form else signature
+        traceable_as(wrapper, slow)  # torch.compile traces the full function, never the shortcut
         return wrapper
 
     return decorate
 
 
-def call(op, *args):
-    """``op(*args)``, recording the torch route for the :func:`public` call being settled.
+def _written_wrapper(kinds: list, required: int, table: dict, general: Callable, usual: tuple,
+                     on_torch: Callable[[], bool]) -> Callable | None:
+    """The wrapper of a public function whose shortest call has a common kind pattern (one tensor; two
+    tensors; a scalar and two tensors): that call's whole fast path written out -- the usual state (else the
+    probe), the key
+    (the very tuple of :func:`_k_t` / :func:`_k_tt` / :func:`_k_stt`), the lookup -- with no call between
+    the caller and the route; every other call, and a miss, goes to ``general``. None for other patterns."""
+    untouched, k0, k1, k2, environ = usual
+    d = _dispatch
+    n = next((n for n in range(max(required, 1), len(kinds) + 1) if tuple(kinds[:n]) in _WRAPPERS), None)
+    if n is None:
+        return None
+    pattern = tuple(kinds[:n])
+    # positional-only parameters with a sentinel default: the call's arguments arrive as they were passed
+    # (no tuple to unpack); a keyword, another count or a miss goes to ``general`` with the same arguments
+    if pattern == ("tensor",):
+        def wrapper(a=_M, /, *more, **kw):
+            if (type(a) is _T and not more and not kw
+                    and ((untouched() is None and k0 not in environ and k1 not in environ and k2 not in environ
+                          and (nk := d._nki_module) is not None and not nk.HAS_NKI and not nk._standin_active)
+                         or on_torch())):
+                go = table.get((a.dtype, a.shape, a.layout, a.is_cpu or a.device))
+                if go is not None:
+                    return go(a)
+            return general(*more, **kw) if a is _M else general(a, *more, **kw)
+    elif pattern == ("tensor", "tensor"):
+        def wrapper(a=_M, b=_M, /, *more, **kw):
+            if (type(a) is _T and type(b) is _T and not more and not kw
+                    and ((untouched() is None and k0 not in environ and k1 not in environ and k2 not in environ
+                          and (nk := d._nki_module) is not None and not nk.HAS_NKI and not nk._standin_active)
+                         or on_torch())):
+                go = table.get((a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                                b.dtype, b.shape, b.layout, b.is_cpu or b.device))
+                if go is not None:
+                    return go(a, b)
+            if b is _M:
+                return general(**kw) if a is _M else general(a, **kw)
+            return general(a, b, *more, **kw)
+    else:  # ("scalar", "tensor", "tensor")
+        def wrapper(s=_M, a=_M, b=_M, /, *more, **kw):
+            t = type(s)
+            if (type(a) is _T and type(b) is _T and not more and not kw
+                    and (t is float or t is int and -_INT64 <= s < _INT64)
+                    and ((untouched() is None and k0 not in environ and k1 not in environ and k2 not in environ
+                          and (nk := d._nki_module) is not None and not nk.HAS_NKI and not nk._standin_active)
+                         or on_torch())):
+                go = table.get((t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                                b.dtype, b.shape, b.layout, b.is_cpu or b.device) if t is float else
+                               (t, s, None, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                                b.dtype, b.shape, b.layout, b.is_cpu or b.device))
+                if go is not None:
+                    return go(s, a, b)
+            if b is _M:
+                return general(*[v for v in (s, a) if v is not _M], **kw)
+            return general(s, a, b, *more, **kw)
+    return wrapper
+
+
+def call(op, *args, via: Callable | None = None):
+    """``op(*args)``, recording the torch lowering call as the route of the :func:`public` call being settled.
 
     A public function wrapped by :func:`public` ends in ``return call(OP,
     ...)``; with anything in between (a copy into ``out``, a conversion)
     nothing is recorded, because the result is no longer the lowering's.
+    This is the one place a public function learns whether its call runs
+    on torch: ``op(*args)`` otherwise (the Op's rule: kernels, plans).
+
+    ``via(lowering) -> (fn, fargs)``: on the torch path, what the torch
+    lowering ``lowering`` computes for these arguments, as a function of
+    the caller's own arguments ``fargs`` with the per-key work done (a
+    measured route, a window built from its name; fixed by the key), run
+    instead of the lowering and recorded as the route.
     """
     if not op.on_torch():
         return op(*args)
     low = op.lowering_for("torch")
     if low is None:
         return op(*args)
-    result = low.fn(*args)
+    if via is not None:
+        fn, fargs = via(low.fn)
+        result = fn(*fargs)
+        largs, reduce = fargs, False
+    else:
+        fn = low.fn
+        result = fn(*args)
+        largs, reduce = args, True
     rec = _pending.get()
     if rec is not None and rec.op is op and rec.route is None:
-        if rec.compiled:
-            route = _compiled_route(low.fn, args, rec.args, rec.params)
-        else:
-            route = _route(low.fn, args, rec.args, rec.params)
-        if route is not None:
-            rec.route, rec.result = route, result
+        go = _make_route(fn, largs, rec, reduce=reduce)
+        if go is not None:
+            rec.route, rec.result = go, result
     return result
 
 
-def _call_traced(op, *args):
+def _call_traced(op, *args, via=None):
     return op(*args)
 
 
@@ -381,15 +589,20 @@ traceable_as(call, _call_traced)
 
 
 def settles(lowering: Callable) -> Callable[[Callable], Callable]:
-    """Decorator: ``lowering``'s reduction to one torch call, used by compiled settled routes.
+    """Decorator: ``lowering``'s reduction for a settled key, used by the routes :func:`call` records.
 
-    The decorated function takes the lowering's arguments and returns
-    ``(target, positions)`` when, for *every* call with the same settled
-    key, ``lowering(*args)`` is ``target(*[args[i] for i in positions])``
-    (an entry ``(name, i)`` passes ``args[i]`` as keyword ``name``), else
-    ``None``. It may read only what the key fixes: dtypes, shapes, whether
-    a scalar is 0 or 1, which optional tensors are ``None``, flags. The
-    settled route then calls ``target`` directly, one Python frame fewer.
+    The decorated function takes the lowering's arguments and returns, when
+    for *every* call with the same settled key ``lowering(*args)`` can be
+    replaced by something simpler:
+
+    * a function taking the lowering's arguments (the lowering's branch for
+      this key, written out without its tests), or
+    * ``(target, positions)``: ``lowering(*args)`` is
+      ``target(*[args[i] for i in positions])`` (an entry ``(name, i)``
+      passes ``args[i]`` as keyword ``name``),
+
+    else ``None``. It may read only what the key fixes: dtypes, shapes,
+    whether a scalar is 0 or 1, which optional tensors are ``None``, flags.
     """
 
     def attach(fn: Callable) -> Callable:
@@ -400,11 +613,11 @@ def settles(lowering: Callable) -> Callable[[Callable], Callable]:
 
 
 def _plan(largs: tuple, pargs: tuple, defaults: tuple, flags_first: bool) -> list | None:
-    """Where each lowering argument comes from: a public position (int) or a constant (``(value,)``).
+    """Where each recorded argument comes from: a public position (int) or a constant (``(value,)``).
 
     None when the route could not rebuild an argument. ``flags_first``: a
-    None/bool/str lowering argument is a constant even when the caller passed
-    the same object (the compiled key fixes every such value by its kinds).
+    None/bool/str argument is a constant even when the caller passed the
+    same object (a spec's key fixes every such value by its kinds).
     """
     plan = []
     for a in largs:
@@ -413,7 +626,7 @@ def _plan(largs: tuple, pargs: tuple, defaults: tuple, flags_first: bool) -> lis
             continue
         src = [i for i, p in enumerate(pargs) if p is a]
         if len(src) > 1:
-            return None  # the caller passed one object twice: which position feeds the lowering is ambiguous
+            return None  # the caller passed one object twice: which position feeds the call is ambiguous
         if src:
             plan.append(src[0])
         elif isinstance(a, torch.Tensor):
@@ -425,56 +638,75 @@ def _plan(largs: tuple, pargs: tuple, defaults: tuple, flags_first: bool) -> lis
     return plan
 
 
-def _compiled_route(fn: Callable, largs: tuple, pargs: tuple, defaults: tuple) -> Callable | None:
-    """A generated function of all the public positional parameters (``_M`` for those left out) that
-    calls ``fn`` (or the torch call it reduces to, :func:`settles`) on the caller's arguments."""
-    plan = _plan(largs, pargs, defaults, flags_first=True)
+def _make_route(fn: Callable, largs: tuple, rec: _Record, reduce: bool) -> Callable | None:
+    """A function of the public call's positional arguments that calls ``fn`` (or, ``reduce``, what it
+    reduces to: :func:`settles`) on the caller's arguments, or None."""
+    pargs = tuple(rec.args)
+    plan = _plan(largs, pargs, rec.params, rec.flags_first)
     if plan is None:
         return None
     target, positions = fn, tuple(range(len(largs)))
-    reduce = getattr(fn, "settles", None)
-    if reduce is not None:
-        got = reduce(*largs)
-        if got is not None:
+    how = getattr(fn, "settles", None) if reduce else None
+    if how is not None:
+        got = how(*largs)
+        if callable(got):
+            target = got
+        elif got is not None:
             target, positions = got
-    if (len(positions) == len(pargs) and all(type(j) is int for j in positions)
-            and [plan[j] for j in positions] == list(range(len(pargs)))):
-        return target  # the caller's arguments in order: the target itself is the route, no frame between
-    scope = {"__name__": __name__, "target": target}
-    given = []
+    pos, kw = [], []
     for j in positions:
-        name, j = j if type(j) is tuple else (None, j)
-        s = plan[j]
-        if type(s) is int:
-            expr = f"p{s}"
+        if type(j) is tuple:
+            kw.append((j[0], plan[j[1]]))
         else:
-            expr = f"c{j}"
-            scope[expr] = s[0]
-        given.append(expr if name is None else f"{name}={expr}")
-    src = (f"def route({', '.join(f'p{i}' for i in range(len(pargs)))}):\n"
-           f"    return target({', '.join(given)})\n")
-    exec(compile(src, "<settled route>", "exec"), scope)  # noqa: S102 -- text generated here
-    return scope["route"]
+            pos.append(plan[j])
+    return _bind(target, pos, kw, len(pargs))
 
 
-def _route(fn: Callable, largs: tuple, pargs: tuple, defaults: tuple) -> Callable | None:
-    """A function of the public call's positional arguments that calls ``fn`` with ``largs``, or None."""
-    plan = _plan(largs, pargs, defaults, flags_first=False)
-    if plan is None:
-        return None
-    if all(type(s) is int for s in plan) and plan == list(range(len(pargs))):
-        return fn  # the lowering takes exactly the public arguments
-    j = len(pargs)
-    if all(type(s) is int for s in plan[:j]) and plan[:j] == list(range(j)) and all(type(s) is tuple for s in plan[j:]):
-        tail = tuple(s[0] for s in plan[j:])  # the public arguments in order, then fixed flags/defaults
+def _bind(target: Callable, pos: list, kw: list, given: int) -> Callable:
+    """``route(*p)``: ``target`` called with ``p[s]`` for each int ``s`` of ``pos``/``kw`` and the
+    constant ``s[0]`` for each 1-tuple, the common shapes written out."""
+    if not kw and all(type(s) is int for s in pos):
+        if pos == list(range(given)):
+            return target  # the caller's arguments in order: the target itself is the route
+        if len(pos) == 1:
+            i, = pos
 
-        def route(*pub):
-            return fn(*pub, *tail)
+            def route1(*p):
+                return target(p[i])
+            return route1
+        if len(pos) == 2:
+            i, j = pos
 
-        return route
-    plan = tuple(plan)
+            def route2(*p):
+                return target(p[i], p[j])
+            return route2
+        if len(pos) == 3:
+            i, j, k = pos
 
-    def route(*pub):
-        return fn(*[pub[s] if type(s) is int else s[0] for s in plan])
+            def route3(*p):
+                return target(p[i], p[j], p[k])
+            return route3
+    n = len(pos)
+    if (not kw and n > given and pos[:given] == list(range(given))
+            and all(type(s) is tuple for s in pos[given:])):
+        tail = tuple(s[0] for s in pos[given:])  # the caller's arguments in order, then fixed flags/defaults
 
-    return route
+        def route_tail(*p):
+            return target(*p, *tail)
+        return route_tail
+    if not kw:  # the caller's arguments and the key's constants, in any order
+        template = [s[0] if type(s) is tuple else None for s in pos]
+        slots = tuple((j, s) for j, s in enumerate(pos) if type(s) is int)
+
+        def route_mixed(*p):
+            a = template.copy()
+            for j, s in slots:
+                a[j] = p[s]
+            return target(*a)
+        return route_mixed
+    pos_t, kw_t = tuple(pos), tuple(kw)
+
+    def route_any(*p):
+        return target(*[p[s] if type(s) is int else s[0] for s in pos_t],
+                      **{name: p[s] if type(s) is int else s[0] for name, s in kw_t})
+    return route_any

@@ -445,6 +445,19 @@ class CSRMatrix(SparseMatrix):
             d["_idx32_seen"] = {"_cols": cols._version, "_ptrs": ptrs._version}
         return c
 
+    def _settled_key(self):
+        """This matrix's part of a settled call's key (:mod:`trnsci.settled`, kind ``"owner"``): the
+        arrays a caller can reach, each by identity and version counter (an index array that is None --
+        widened when first read -- is a state too), the shape, the host routes' generation and the
+        torch thread count (a settled runner reads the arrays, follows the measured route). A subclass,
+        or values that require grad, settle nothing (``TypeError``)."""
+        d = self.__dict__
+        v, c, p = d["_vals"], d["_cols"], d["_ptrs"]
+        if type(self) is not CSRMatrix or v.requires_grad:
+            raise TypeError("no settled routes for this matrix")
+        return (id(v), v._version, id(c), -1 if c is None else c._version, id(p), -1 if p is None else p._version,
+                self._shape, _host.generation[0], torch.get_num_threads())
+
     @property
     def has_sorted_indices(self) -> bool:
         """True when column indices are sorted inside every row."""

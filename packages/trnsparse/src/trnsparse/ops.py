@@ -24,7 +24,8 @@ import torch
 from trnsci import linalg as la
 from trnsci import routes as _routes
 from trnsci import validate
-from trnsci.dispatch import Op, traceable_as
+from trnsci.dispatch import Op, torch_only
+from trnsci.settled import call, public
 
 from . import _host
 from .formats import BSRMatrix, COOMatrix, CSCMatrix, CSRMatrix, SparseMatrix, as_sparse
@@ -344,84 +345,32 @@ def _apply(A: SparseMatrix, x: torch.Tensor, alpha, y, beta):
     A = _csr_form(A)
     host = _host.host_ok(A.values, x)
     cols, ptrs = A._host_indices() if host else (A.col_indices, A.row_ptrs)
-    r = (SPMV if x.dim() == 1 else SPMM)(A.values, cols, ptrs, A.shape, x, alpha, y, beta, A)
-    if host and given is A and y is None and alpha == 1 and type(x) is torch.Tensor and SPMM.on_torch():
-        _settle(A, x, cols, ptrs)  # later calls with this signature skip the checks
-    return r
+    op = SPMV if x.dim() == 1 else SPMM
+    args = (A.values, cols, ptrs, A.shape, x, alpha, y, beta, A)
+    if host and given is A and y is None and alpha == 1 and type(x) is torch.Tensor and not x.requires_grad:
+        # the plain product on the host: on the torch path the measured route's runner, settled on A for
+        # x's signature (trnsci.settled: kind "owner" keeps it on the matrix, keyed by its arrays' state)
+        return call(op, *args, via=_runner_via(A, x, cols, ptrs, args))
+    return op(*args)
 
 
-# --------------------------------------------------------------- settled plain products
-#
-# ``A @ x`` on the host is a few tens of microseconds for a matrix of 10^5 entries, so the checks
-# and the route lookup around it are a visible fraction. After one full call has validated a
-# signature -- x's dtype, shape and device and the autograd state; A's shape, dtype and device are
-# fixed by its arrays -- the plain product (no alpha, no y) is settled on the matrix: a runner with
-# the measured route's per-call work done once (torch's CSR tensor, or the NumPy views for
-# sparsetools). It is kept in A's ``__dict__`` (dropped when an array is assigned) and used only
-# while every array it reads is unmodified (version counters), the route generation and thread
-# count are the same, and :meth:`Op.on_torch` holds (no device backend, nothing required, no plan
-# being collected). Anything else takes the full path.
+def _runner_via(A, x, cols, ptrs, args):
+    """``via`` of :func:`trnsci.settled.call`: the measured host route's runner for ``x``'s signature (its
+    per-call work done once), when the torch lowering is trnsparse's own; else the lowering as called."""
 
-_SETTLED = "_settled_products"
-_PLAIN = (float, int)
+    def via(lowering):
+        if lowering is not _spmv_torch:
+            return lowering, args
+        run = _host.spmv_runner(A.values, cols, ptrs, A.shape, x)
+        return (lowering, args) if run is None else (run, (x,))
 
-
-def _settle(A: CSRMatrix, x, cols, ptrs):
-    if x.requires_grad:
-        return None
-    run = _host.spmv_runner(A.values, cols, ptrs, A.shape, x)
-    if run is None:
-        return None
-    d = A.__dict__
-    table = d.get(_SETTLED)
-    if table is None or len(table) >= 16:
-        table = d[_SETTLED] = {}
-    # the arrays a caller can reach (the int32 copies are derived from them and private); an index
-    # array that is None (int32 results of SciPy kernels, widened when first read) is a state too.
-    # Keyed by x's shape; its dtype, the thread count and the route generation must match too (x on
-    # the CPU, as A is: the runner is a host route).
-    c, p, v = d["_cols"], d["_ptrs"], A.values
-    table[x.shape] = (run, x.dtype, torch.get_num_threads(), _host.generation[0], v, v._version, c, _ver(c), p,
-                      _ver(p))
-    return run
-
-
-def _ver(t):
-    return -1 if t is None else t._version
-
-
-def _settled(A, x, ndim, alpha, y):
-    """``A @ x`` by the runner settled on A for x's signature, or None (then the full path runs).
-
-    Only the plain product: ``alpha`` the number 1, no ``y``; A a CSRMatrix, x a tensor of ``ndim``
-    on the CPU that does not require grad."""
-    if (y is not None or type(alpha) not in _PLAIN or alpha != 1 or type(A) is not CSRMatrix
-            or type(x) is not torch.Tensor or x.dim() != ndim):
-        return None
-    d = A.__dict__
-    table = d.get(_SETTLED)
-    if table is None:
-        return None
-    hit = table.get(x.shape)
-    if hit is None:
-        return None
-    run, dt, nt, gen, v, ver, c, cver, p, pver = hit
-    if (x.dtype is not dt or not x.is_cpu or x.requires_grad or v.requires_grad or v._version != ver
-            or gen != _host.generation[0] or nt != torch.get_num_threads()
-            or d["_cols"] is not c or d["_ptrs"] is not p
-            or c is not None and c._version != cver or p is not None and p._version != pver
-            or not SPMM.on_torch()):
-        return None
-    return run(x)
-
-
-traceable_as(_settled, lambda A, x, ndim, alpha, y: None)  # torch.compile traces the full path
+    return via
 
 
 def _csr_form(A):
-    """A as CSR; for another format, when a kernel may run, its CSR form is kept on the matrix (and so
-    the device layout cached on that form), valid while A's arrays are the same, unmodified tensors."""
-    if isinstance(A, CSRMatrix) or SPMM.on_torch():
+    """A as CSR; for another format its CSR form is kept on the matrix (and so the device layout cached
+    on that form), valid while A's arrays are the same, unmodified tensors."""
+    if isinstance(A, CSRMatrix):
         return A.to_csr()
     from ._sell import cached
 
@@ -438,7 +387,7 @@ def _index_arrays(A):
     return A.row_indices, A.col_indices
 
 
-@validate.numpy_io
+@public(SPMV, "owner plain scalar tensor? scalar")
 def spmv(A, x, alpha=1.0, y=None, beta=0.0):
     """Sparse matrix times dense vector: ``alpha * A @ x + beta * y``.
 
@@ -469,9 +418,6 @@ def spmv(A, x, alpha=1.0, y=None, beta=0.0):
     >>> trnsparse.spmv(A, torch.tensor([1., 1.]), alpha=2.0)
     tensor([4., 8.])
     """
-    r = _settled(A, x, 1, alpha, y)  # a plain product of a signature validated before (see _settle)
-    if r is not None:
-        return r
     where = "spmv"
     A = as_sparse(A, "A", where)
     x = _dense(x, "x", where, 1, A.dtype, A.device)
@@ -487,7 +433,7 @@ def spmv(A, x, alpha=1.0, y=None, beta=0.0):
     return _apply(A, x, alpha, y, beta)
 
 
-@validate.numpy_io
+@public(SPMM, "owner plain scalar tensor? scalar")
 def spmm(A, B, alpha=1.0, C=None, beta=0.0):
     """Sparse matrix times dense matrix: ``alpha * A @ B + beta * C``.
 
@@ -509,9 +455,6 @@ def spmm(A, B, alpha=1.0, C=None, beta=0.0):
     tensor([[3., 3., 3.],
             [3., 3., 3.]], dtype=torch.float64)
     """
-    r = _settled(A, B, 2, alpha, C)  # a plain product of a signature validated before (see _settle)
-    if r is not None:
-        return r
     where = "spmm"
     A = as_sparse(A, "A", where)
     B = _dense(B, "B", where, 2, A.dtype, A.device)
@@ -746,21 +689,29 @@ def spgemm(A, B) -> CSRMatrix:
     A, B = _pair(A, B, where)
     if A.shape[1] != B.shape[0]:
         raise ValueError(f"{where}: inner dimensions differ: A has shape {A.shape}, B has shape {B.shape}")
-    if _bsr_pair(A, B) and not BSR_SPGEMM.on_torch():
+    if _bsr_pair(A, B) and not torch_only("trnsparse"):
         return _bsr_spgemm(A, B).to_csr()
     lowp = A.dtype if A.dtype in LOWP else None
     if lowp:
         A, B = _f32(A), _f32(B)
     A, B = _csr_form(A), _csr_form(B)
     va, vb, sa, sb = A.values, B.values, A.shape, B.shape
-    if _host.host_ok(va, vb) and SPGEMM.on_torch():
-        (ca, pa), (cb, pb) = A._host_indices(), B._host_indices()  # cached int32 copies
-    else:
-        ca, pa, cb, pb = A.col_indices, A.row_ptrs, B.col_indices, B.row_ptrs
-    vals, cols, ptrs, is_sorted = SPGEMM(va, ca, pa, sa, vb, cb, pb, sb, A, B)
+    args = (va, A.col_indices, A.row_ptrs, sa, vb, B.col_indices, B.row_ptrs, sb, A, B)
+    vals, cols, ptrs, is_sorted = call(SPGEMM, *args, via=_host_indices_via(A, B) if _host.host_ok(va, vb) else None)
     if lowp:
         vals = vals.to(lowp)
     return CSRMatrix._make(vals, cols, ptrs, (sa[0], sb[1]), is_sorted)
+
+
+def _host_indices_via(A, B):
+    """``via`` of :func:`trnsci.settled.call` for spgemm on the torch path: the lowering on the cached int32
+    copies of the index arrays (SciPy's kernels read half the bytes)."""
+
+    def via(lowering):
+        (ca, pa), (cb, pb) = A._host_indices(), B._host_indices()
+        return lowering, (A.values, ca, pa, A.shape, B.values, cb, pb, B.shape, A, B)
+
+    return via
 
 
 def _pair(A, B, where):

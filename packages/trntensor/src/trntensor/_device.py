@@ -34,7 +34,7 @@ _IDENT = ("identity", "identity", "identity")
 
 def active(precision, ops) -> bool:
     """Whether this einsum call runs on the device path (see module docs)."""
-    if precision not in ("fast", "sr") or PERMUTE.on_torch() or torch.compiler.is_compiling():
+    if precision not in ("fast", "sr") or _dispatch.torch_only("trntensor") or torch.compiler.is_compiling():
         return False  # under torch.compile the GEMM steps are trnblas's operators (trntensor.einsum)
     if any(x.requires_grad for x in ops):
         return False
