@@ -1,7 +1,7 @@
 """bfloat16/float16 inputs across trnsolver: computed in float32, returned in the input dtype.
 
 Reference: NumPy/SciPy in float64 on the *rounded* inputs (what the routine
-was given). Bound (trnsolver._lowp): float32 algorithm error (negligible
+was given). Bound (trnsci.precision.computes_in): float32 algorithm error (negligible
 here, n = 6, cond ~ 3) plus one rounding of each result to the input dtype,
 relative 2^-8 (bf16) / 2^-11 (fp16) of the result's largest entry; we allow
 4x that.
@@ -75,3 +75,23 @@ def test_numpy_float16_and_bad_dtypes():
     for bad in (torch.int32, torch.bool):
         with pytest.raises(TypeError, match="dtype"):
             trnsolver.cholesky(torch.eye(N, dtype=bad))
+
+
+def test_public_names_are_the_family_modules_functions():
+    # the half-precision handling is declared where each routine is defined (trnsci.precision.computes_in),
+    # so trnsolver re-exports the family modules' functions themselves, not replacements made at import
+    import inspect
+
+    from trnsolver import eigen, factor, iterative
+
+    checked = 0
+    for name in trnsolver.__all__:
+        obj = getattr(trnsolver, name)
+        if not inspect.isfunction(obj) or name in ("set_backend", "get_backend", "use_backend", "plan"):
+            continue
+        home = next((m for m in (eigen, factor, iterative) if name in vars(m)), None)
+        assert home is not None, name
+        assert obj is getattr(home, name), name
+        checked += 1
+    assert checked == 29  # every public routine (the 28 that take half precision, and schur)
+    assert trnsolver.lu is factor.lu and trnsolver.cg is iterative.cg and trnsolver.eigh is eigen.eigh

@@ -16,7 +16,8 @@ each operand once. Under ``"auto"`` vectors below the threshold (default
 
 Low precision: bfloat16 and float16 vectors are accepted; the torch path
 computes in float32 and rounds the result once to the input dtype (the
-kernels do the same on the Vector Engine), so an elementwise result is
+Ops declare ``half="float32"``, which the core applies:
+:mod:`trnsci.precision`; the kernels do the same on the Vector Engine), so an elementwise result is
 within one rounding (2^-8 relative for bf16, 2^-11 for fp16) of the exact
 value of the rounded inputs, and a reduction over ``n`` entries is within
 ``n * 2^-24`` (fp32 accumulation) plus that one rounding.
@@ -38,7 +39,6 @@ __all__ = ["axpy", "dot", "dotu", "dotc", "nrm2", "asum", "scal", "iamax", "iami
 
 #: What level 1 accepts: the BLAS dtypes plus bfloat16/float16 (computed in float32).
 DTYPES = validate.ALL_FLOAT_DTYPES
-_LOWP = (torch.bfloat16, torch.float16)
 #: Elements below which "auto" keeps a level-1 call on torch (uncalibrated: a dispatch costs ~1 ms on trn1).
 THRESHOLD = 2 ** 22
 
@@ -47,9 +47,11 @@ def _n(*args):
     return next(a.shape[0] for a in args if isinstance(a, torch.Tensor))
 
 
-def _vec_op(name, doc, schema, fake):
+def _vec_op(name, doc, schema, fake, half="float32"):
+    # half="float32": bf16/fp16 computed in float32 and rounded once, by the core (trnsci.precision);
+    # None for the ops that only move or compare data (exact in any dtype)
     return Op(f"trnblas.{name}", "elements", THRESHOLD, size=_n, doc=doc,
-              describe=lambda *a: f"n = {_n(*a)}", schema=schema, fake=fake)
+              describe=lambda *a: f"n = {_n(*a)}", schema=schema, fake=fake, half=half)
 
 
 def _real_dtype(x):
@@ -61,9 +63,10 @@ AXPY = _vec_op("axpy", "alpha x + y; elements = n", "(Scalar alpha, Tensor x, Te
                lambda alpha, x, y: torch.empty_like(x))
 SCAL = _vec_op("scal", "alpha x; elements = n", "(Scalar alpha, Tensor x) -> Tensor",
                lambda alpha, x: torch.empty_like(x))
-COPY = _vec_op("copy", "a copy of x; elements = n", "(Tensor x) -> Tensor", lambda x: torch.empty_like(x))
+COPY = _vec_op("copy", "a copy of x; elements = n", "(Tensor x) -> Tensor", lambda x: torch.empty_like(x),
+               half=None)
 SWAP = _vec_op("swap", "(y, x) as new copies; elements = n", "(Tensor x, Tensor y) -> (Tensor, Tensor)",
-               lambda x, y: (torch.empty_like(y), torch.empty_like(x)))
+               lambda x, y: (torch.empty_like(y), torch.empty_like(x)), half=None)
 ROT = _vec_op("rot", "plane rotation of (x, y); elements = n",
               "(Tensor x, Tensor y, Scalar c, Scalar s) -> (Tensor, Tensor)",
               lambda x, y, c, s: (torch.empty_like(x), torch.empty_like(x)))
@@ -77,18 +80,16 @@ ASUM = _vec_op("asum", "sum of |Re| + |Im|; elements = n", "(Tensor x) -> Tensor
                lambda x: x.new_empty((), dtype=_real_dtype(x)))
 # an index is data: under fake tensors an unbacked size (torch.compile needs capture_dynamic_output_shape_ops)
 IAMAX = _vec_op("iamax", "first index of the largest magnitude; elements = n", "(Tensor x) -> SymInt",
-                lambda x: torch.library.get_ctx().new_dynamic_size())
+                lambda x: torch.library.get_ctx().new_dynamic_size(), half=None)
 IAMIN = _vec_op("iamin", "first index of the smallest magnitude; elements = n", "(Tensor x) -> SymInt",
-                lambda x: torch.library.get_ctx().new_dynamic_size())
+                lambda x: torch.library.get_ctx().new_dynamic_size(), half=None)
 
 
-# Torch lowerings: the float32/float64/complex code first and unchanged (the per-call cost of the
-# common case), bf16/fp16 computed in float32 and rounded once.
+# Torch lowerings: float32/float64/complex code; bf16/fp16 calls reach them upcast to float32 (the Ops'
+# half="float32", applied by the core).
 
 @AXPY.lowering("torch")
 def _axpy_torch(alpha, x, y):
-    if x.dtype in _LOWP:
-        return torch.add(y.float(), x.float(), alpha=alpha).to(x.dtype)
     return torch.add(y, x, alpha=alpha)
 
 
@@ -98,13 +99,11 @@ def _axpy_plain(alpha, x, y):
 
 @settles(_axpy_torch)
 def _(alpha, x, y):
-    return None if x.dtype in _LOWP else _axpy_plain
+    return _axpy_plain
 
 
 @SCAL.lowering("torch")
 def _scal_torch(alpha, x):
-    if x.dtype in _LOWP:
-        return torch.mul(x.float(), alpha).to(x.dtype)
     return torch.mul(x, alpha)
 
 
@@ -120,9 +119,6 @@ def _swap_torch(x, y):
 
 @ROT.lowering("torch")
 def _rot_torch(x, y, c, s):
-    if x.dtype in _LOWP:
-        xr, yr = _rot_torch(x.float(), y.float(), c, s)
-        return xr.to(x.dtype), yr.to(x.dtype)
     xr = torch.mul(x, c).add_(y, alpha=s)
     yr = torch.mul(y, c).sub_(x, alpha=s.conjugate() if isinstance(s, complex) else s)
     return xr, yr
@@ -130,26 +126,22 @@ def _rot_torch(x, y, c, s):
 
 @DOT.lowering("torch")
 def _dot_torch(x, y):
-    if x.dtype in _LOWP:
-        return torch.dot(x.float(), y.float()).to(x.dtype)
     return torch.dot(x, y)
 
 
 @settles(_dot_torch)
 def _(x, y):
-    return None if x.dtype in _LOWP else (torch.dot, (0, 1))
+    return torch.dot, (0, 1)
 
 
 @DOTC.lowering("torch")
 def _dotc_torch(x, y):
-    if x.dtype in _LOWP:
-        return torch.dot(x.float(), y.float()).to(x.dtype)
     return torch.vdot(x, y)
 
 
 @settles(_dotc_torch)
 def _(x, y):
-    return None if x.dtype in _LOWP else (torch.vdot, (0, 1))
+    return torch.vdot, (0, 1)
 
 
 
@@ -364,8 +356,6 @@ _NRM2_REAL = {dt: _nrm2_real(*_SAFE[dt]) for dt in (torch.float32, torch.float64
 
 @NRM2.lowering("torch")
 def _nrm2_torch(x):
-    if x.dtype in _LOWP:
-        return _nrm2_torch(x.float()).to(x.dtype)
     if x.is_complex():  # |x| over the real and imaginary parts: scaling by a real never divides a complex
         x = torch.view_as_real(x.resolve_conj()).reshape(-1)
     return _NRM2_REAL[x.dtype](x)
@@ -414,8 +404,6 @@ def _asum_torch(x):
         if x.is_conj():
             x = x.conj()  # magnitudes only: drop the lazy conjugation
         return torch.view_as_real(x).abs().sum()
-    if x.dtype in _LOWP:
-        return x.float().abs().sum().to(x.dtype)
     return x.abs().sum()
 
 

@@ -37,7 +37,6 @@ __all__ = ["gemv", "symv", "hemv", "ger", "geru", "gerc", "syr", "syr2", "her", 
 
 #: What level 2 accepts: the BLAS dtypes plus bfloat16/float16 (computed in float32).
 DTYPES = validate.ALL_FLOAT_DTYPES
-_LOWP = (torch.bfloat16, torch.float16)
 
 
 def _shape(*args):
@@ -52,7 +51,8 @@ def _shape(*args):
 def _mat_op(name, doc, schema, fake):
     return Op(f"trnblas.{name}", "elements", 2 ** 22, size=lambda *a: _shape(*a)[0] * _shape(*a)[1], doc=doc,
               dtype=lambda *a: next(t.dtype for t in a if isinstance(t, torch.Tensor)),
-              describe=lambda *a: "A {}x{}".format(*_shape(*a)), schema=schema, fake=fake)
+              describe=lambda *a: "A {}x{}".format(*_shape(*a)), schema=schema, fake=fake,
+              half="float32")  # bf16/fp16 computed in float32, rounded once, by the core (trnsci.precision)
 
 
 def _outer_fake(x, y):
@@ -80,20 +80,16 @@ SYR2 = _mat_op("syr2", "A + alpha x y^T + alpha y x^T (Hermitian: conj), full; e
                lambda alpha, x, y, A, herm: _outer_fake(x, x))
 
 
-def _up(t):
-    return t.float() if t is not None and t.dtype in _LOWP else t
-
-
 @GEMV.lowering("torch")
 def _gemv_torch(alpha, A, x, beta, y, t):
-    if y is None and t == "N" and alpha == 1 and A.dtype not in _LOWP:  # the plain product: no branch below
+    if y is None and t == "N" and alpha == 1:  # the plain product: no branch below
         return torch.mv(A, x)
     return _mv("gemv", alpha, A if t == "N" else la.op(A, t), x, beta, y)
 
 
 @settles(_gemv_torch)
 def _(alpha, A, x, beta, y, t):
-    if t != "N" or A.dtype in _LOWP or A.shape[0] == 0 or A.shape[1] == 0 or alpha == 0:
+    if t != "N" or A.shape[0] == 0 or A.shape[1] == 0 or alpha == 0:
         return None  # what _mv branches on, all of it fixed by the settled key
     if y is None or beta == 0:
         return (torch.mv, (1, 2)) if alpha == 1 else None
@@ -116,8 +112,6 @@ def _trmv_torch(A, x, u, t, d):
 
 @TRSV.lowering("torch")
 def _trsv_torch(A, x, u, t, d):
-    if A.dtype in _LOWP:
-        return _trsv_torch(A.float(), x.float(), u, t, d).to(x.dtype)
     upper = (u == "U") != (t != "N")
     z = torch.linalg.solve_triangular(la.op(A, t), x.unsqueeze(1), upper=upper, unitriangular=d == "U")
     return z.squeeze(1)
@@ -125,8 +119,6 @@ def _trsv_torch(A, x, u, t, d):
 
 @GER.lowering("torch")
 def _ger_torch(alpha, x, y, A, conj):
-    if x.dtype in _LOWP:
-        return _ger_torch(alpha, x.float(), y.float(), _up(A), conj).to(x.dtype)
     yy = y.conj() if conj and y.is_complex() else y
     if A is None:
         R = torch.outer(x, yy)
@@ -139,7 +131,7 @@ def _ger_torch(alpha, x, y, A, conj):
 
 @settles(_ger_torch)
 def _(alpha, x, y, A, conj):
-    if x.dtype in _LOWP or A is None or (conj and y.is_complex()):
+    if A is None or (conj and y.is_complex()):
         return None
     return (torch.addr, (3, 1, 2)) if alpha == 1 else _addr
 
@@ -150,8 +142,6 @@ def _addr(alpha, x, y, A, conj):
 
 @SYR.lowering("torch")
 def _syr_torch(alpha, x, A, herm):
-    if x.dtype in _LOWP:
-        return _syr_torch(alpha, x.float(), _up(A), herm).to(x.dtype)
     R = torch.outer(x, x.conj() if herm else x)
     if alpha != 1:
         R.mul_(alpha)
@@ -162,8 +152,6 @@ def _syr_torch(alpha, x, A, herm):
 
 @SYR2.lowering("torch")
 def _syr2_torch(alpha, x, y, A, herm):
-    if x.dtype in _LOWP:
-        return _syr2_torch(alpha, x.float(), y.float(), _up(A), herm).to(x.dtype)
     P = torch.outer(x, y.conj() if herm else y)
     if alpha != 1:
         P.mul_(alpha)
@@ -175,8 +163,6 @@ def _syr2_torch(alpha, x, y, A, herm):
 
 def _mv(where, alpha, a, x, beta, y):
     """``alpha a x + beta y`` for an (already transposed) matrix view ``a``."""
-    if a.dtype in _LOWP:  # computed in float32, rounded once
-        return _mv(where, alpha, a.float(), x.float(), beta, _up(y)).to(a.dtype)
     m, n = a.shape
     if alpha == 0 or n == 0 or m == 0:
         if y is None or beta == 0:

@@ -61,12 +61,14 @@ GEMM = Op(
     doc="C = alpha op(A) op(B) + beta C for one matrix; flops = 2 m n k",
     schema="(Scalar alpha, Tensor A, Tensor B, Scalar beta, Tensor? C, str transA, str transB) -> Tensor",
     fake=_gemm_fake,
+    half="float32",  # bf16/fp16 computed in float32, rounded once, by the core (trnsci.precision)
 )
 BATCHED_GEMM = Op(
     "trnblas.batched_gemm", "flops", 2 * 256**3, size=_gemm_flops, describe=_gemm_describe,
     doc="a stack of GEMMs with equal shapes; flops = 2 m n k batch",
     schema="(Scalar alpha, Tensor A, Tensor B, Scalar beta, Tensor? C, str transA, str transB) -> Tensor",
     fake=_gemm_fake,
+    half="float32",  # bf16/fp16 computed in float32, rounded once, by the core (trnsci.precision)
 )
 GEMM_EX = Op(
     "trnblas.gemm_ex", "flops", 2 * 512**3, size=_gemm_flops, describe=_gemm_describe,
@@ -90,6 +92,7 @@ GEAM = Op(
     doc="alpha op(A) + beta op(B) (B None: beta == 0, unread); elements = m n",
     schema="(Scalar alpha, Tensor A, Scalar beta, Tensor? B, str tA, str tB) -> Tensor",
     fake=lambda al, A, be, B, tA, tB: A.new_empty(la.op_shape(A, tA)),
+    half="float32",  # bf16/fp16 computed in float32, rounded once, by the core (trnsci.precision)
 )
 DGMM = Op(
     "trnblas.dgmm", "elements", 2 ** 22, size=lambda A, x, side: A.numel(),
@@ -97,15 +100,12 @@ DGMM = Op(
     doc="diag(x) A or A diag(x); elements = m n",
     schema="(Tensor A, Tensor x, str side) -> Tensor",
     fake=lambda A, x, side: torch.empty_like(A),
+    half="float32",  # bf16/fp16 computed in float32, rounded once, by the core (trnsci.precision)
 )
-_LOWP = (torch.bfloat16, torch.float16)
 
 
 @GEAM.lowering("torch")
 def _geam_torch(alpha, A, beta, B, tA, tB):
-    dtype = A.dtype
-    if dtype in _LOWP:  # computed in float32, rounded once
-        return _geam_torch(alpha, A.float(), beta, None if B is None else B.float(), tA, tB).to(dtype)
     R = torch.mul(A if tA == "N" else la.op(A, tA), alpha)  # one new tensor, B added into it
     if B is not None:
         R.add_(B if tB == "N" else la.op(B, tB), alpha=beta)
@@ -114,8 +114,6 @@ def _geam_torch(alpha, A, beta, B, tA, tB):
 
 @DGMM.lowering("torch")
 def _dgmm_torch(A, x, side):
-    if A.dtype in _LOWP:  # computed in float32, rounded once
-        return _dgmm_torch(A.float(), x.float(), side).to(A.dtype)
     return A * (x.unsqueeze(1) if side == "L" else x)
 
 
@@ -129,16 +127,8 @@ def _product(mm, addmm, alpha, a, b, beta, C):
     return addmm(C, a, b, beta=beta, alpha=alpha)
 
 
-def _lowp(fn, alpha, A, B, beta, C, transA, transB):
-    """bf16/fp16: the product in float32, rounded once to the input dtype."""
-    R = fn(alpha, A.float(), B.float(), beta, None if C is None else C.float(), transA, transB)
-    return R.to(A.dtype)
-
-
 @GEMM.lowering("torch")
 def _gemm_torch(alpha, A, B, beta, C, transA, transB):
-    if A.dtype in _LOWP:
-        return _lowp(_gemm_torch, alpha, A, B, beta, C, transA, transB)
     a = A if transA == "N" else la.op(A, transA)
     b = B if transB == "N" else la.op(B, transB)
     if C is None or beta == 0:  # _product inlined: this is the hottest path of the library
@@ -155,7 +145,7 @@ def _gemm_torch(alpha, A, B, beta, C, transA, transB):
 
 @settles(_gemm_torch)
 def _(alpha, A, B, beta, C, transA, transB):
-    if A.dtype in _LOWP or transA != "N" or transB != "N":
+    if transA != "N" or transB != "N":
         return None
     if C is None or beta == 0:
         # torch.mm directly only where the measured host route of this class is torch (trnblas._host);
@@ -239,14 +229,12 @@ routes.on_change(lambda: GEMM.settled.clear())
 
 @BATCHED_GEMM.lowering("torch")
 def _batched_gemm_torch(alpha, A, B, beta, C, transA, transB):
-    if A.dtype in _LOWP:
-        return _lowp(_batched_gemm_torch, alpha, A, B, beta, C, transA, transB)
     return _product(torch.bmm, torch.baddbmm, alpha, la.op(A, transA), la.op(B, transB), beta, C)
 
 
 @settles(_batched_gemm_torch)
 def _(alpha, A, B, beta, C, transA, transB):
-    if A.dtype in _LOWP or transA != "N" or transB != "N":
+    if transA != "N" or transB != "N":
         return None
     if C is None or beta == 0:
         return (torch.bmm, (1, 2)) if alpha == 1 else None

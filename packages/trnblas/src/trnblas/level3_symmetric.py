@@ -41,6 +41,7 @@ SYRK = Op(
     doc="one triangle (or, full, the whole) of C = alpha op(A) op(A)^T + beta C; flops = n^2 k",
     schema="(Scalar alpha, Tensor A, Scalar beta, Tensor? C, str trans, str uplo, bool full=False) -> Tensor",
     fake=lambda alpha, A, beta, C, trans, uplo, full=False: A.new_empty((la.op_shape(A, trans)[0],) * 2),
+    half="float32",  # bf16/fp16 computed in float32, rounded once, by the core (trnsci.precision)
 )
 
 _SYRK_BLOCK = 512  # block rows of this height; below four blocks one full GEMM was faster (measured)
@@ -49,9 +50,6 @@ _SYRK_BLOCK = 512  # block rows of this height; below four blocks one full GEMM 
 @SYRK.lowering("torch")
 def _syrk_torch(alpha, A, beta, C, trans, uplo, full=False):
     """SciPy's ?syrk or torch (:func:`_syrk_on_torch`), as measured; then the mirror when ``full``."""
-    if A.dtype in (torch.bfloat16, torch.float16):  # computed in float32, rounded once
-        R = _syrk_torch(alpha, A.float(), beta, None if C is None else C.float(), trans, uplo, full).to(A.dtype)
-        return R if C is None or full else la.merge_triangle(R, C, uplo, False, False)
     a = A if trans == "N" else A.mT  # (n, k)
     # SciPy's ?syrk (half the flops, no triangle pass) or torch below, whichever measured faster for
     # this class here (trnblas._host); the torch candidate is exactly the torch route
@@ -88,6 +86,7 @@ SYR2K = Op(
         "flops = 2 n^2 k",
     schema="(Scalar alpha, Tensor A, Tensor B, Scalar beta, Tensor? C, str trans, str uplo, bool full=False) -> Tensor",
     fake=lambda alpha, A, B, beta, C, trans, uplo, full=False: A.new_empty((la.op_shape(A, trans)[0],) * 2),
+    half="float32",  # bf16/fp16 computed in float32, rounded once, by the core (trnsci.precision)
 )
 
 
@@ -95,21 +94,15 @@ SYR2K = Op(
 def _syr2k_torch(alpha, A, B, beta, C, trans, uplo, full=False):
     """One GEMM ``P = alpha a b^T``; ``P + P^T`` is exactly symmetric (x + y == y + x), so the whole
     matrix without ``C`` needs no triangle pass at all."""
-    dtype = A.dtype
-    lowp = dtype in (torch.bfloat16, torch.float16)
     a, b = la.op(A, trans), la.op(B, trans)
-    if lowp:
-        a, b, C0 = a.float(), b.float(), None if C is None else C.float()
-    else:
-        C0 = C
     P = torch.mm(a, b.mT)
     if alpha != 1:
         P.mul_(alpha)
     R = P + P.mT
-    if C0 is None or beta == 0:
-        return R.to(dtype) if full else la.merge_triangle(R.to(dtype), C, uplo, False, False)
-    R.add_(C0, alpha=beta)
-    return la.merge_triangle(R.to(dtype), C, uplo, full, False)
+    if C is None or beta == 0:
+        return R if full else la.merge_triangle(R, C, uplo, False, False)
+    R.add_(C, alpha=beta)
+    return la.merge_triangle(R, C, uplo, full, False)
 
 
 def _syrk_backward(inputs, output, g, needs):

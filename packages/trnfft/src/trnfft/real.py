@@ -203,147 +203,350 @@ ROUTED.update((_rfft_torch, _irfft_torch, _hfft_torch, _ihfft_torch, _rfftn_torc
 # Each public function is one call of trnfft.basic's _one (1-D) or _many (n-D).
 
 
-_PARAMS = """
+@public(RFFT, SIG1, numpy=False)
+def rfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
+         axis: int | None = None, precision: str | None = None):
+    """One-dimensional DFT of real input, non-negative frequencies only.
+
+    ``X[k] = sum_j x[j] exp(-2 pi i j k / n)`` for ``k = 0 .. n//2``.
+
     Parameters
     ----------
     input : ComplexTensor, torch.Tensor or numpy.ndarray
-        {what}
-    {nname} : {ntype}, optional
-        {ndoc}
-    dim : {dtype}, optional
-        {ddoc} ``{alias}`` is an alias.
-    norm : {{"backward", "ortho", "forward"}}, optional
+        Real data (float32/float64; bfloat16/float16 computed in float32).
+    n : int, optional
+        Transform length (zero-pad or truncate the input). Default: the input's length.
+    dim : int, optional
+        The axis to transform (default -1). ``axis`` is an alias.
+    norm : {"backward", "ortho", "forward"}, optional
         Normalization as in NumPy (default "backward").
-    precision : {{"fast", "kahan", "double", "bf16", "bf16_refined", "ozaki", "ozaki_hq"}}, optional
+    precision : {"fast", "kahan", "double", "bf16", "bf16_refined", "ozaki", "ozaki_hq"}, optional
         Arithmetic mode for this call (default: :func:`get_precision`).
 
     Returns
     -------
-    {ret}
+    out : torch.Tensor, ComplexTensor or numpy.ndarray
+        Complex spectrum with ``n // 2 + 1`` entries along ``dim``.
+        In the input's kind: a ComplexTensor for complex results of
+        ComplexTensor input, an array for NumPy input.
 
     Raises
     ------
     TypeError
-        Unsupported kind or dtype{rtype}.
+        Unsupported kind or dtype (complex input: use :func:`fft`).
     ValueError
         Non-positive lengths, ``dim`` out of range or repeated, unknown
         ``norm``/``precision``.
-"""
 
-
-@public(RFFT, SIG1, numpy=False)
-def rfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
-         axis: int | None = None, precision: str | None = None):
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> trnfft.rfft(torch.tensor([1.0, 2.0, 3.0, 4.0]))
+    tensor([10.+0.j, -2.+2.j, -2.+0.j])
+    """
     return _one("rfft", RFFT, "rfft", input, n, dim, norm, axis, precision, real_in=True)
 
 
 @public(IRFFT, SIG1, numpy=False)
 def irfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
+    """Inverse of :func:`rfft`: real signal of length ``n`` from its half spectrum.
+
+    Parameters
+    ----------
+    input : ComplexTensor, torch.Tensor or numpy.ndarray
+        Half spectrum (complex, or real meaning zero imaginary part).
+    n : int, optional
+        Output length; the input is padded/truncated to ``n // 2 + 1`` coefficients. Default ``2 * (m - 1)``.
+    dim : int, optional
+        The axis to transform (default -1). ``axis`` is an alias.
+    norm : {"backward", "ortho", "forward"}, optional
+        Normalization as in NumPy (default "backward").
+    precision : {"fast", "kahan", "double", "bf16", "bf16_refined", "ozaki", "ozaki_hq"}, optional
+        Arithmetic mode for this call (default: :func:`get_precision`).
+
+    Returns
+    -------
+    out : torch.Tensor, ComplexTensor or numpy.ndarray
+        Real data with ``n`` entries along ``dim``.
+        In the input's kind: a ComplexTensor for complex results of
+        ComplexTensor input, an array for NumPy input.
+
+    Raises
+    ------
+    TypeError
+        Unsupported kind or dtype.
+    ValueError
+        Non-positive lengths, ``dim`` out of range or repeated, unknown
+        ``norm``/``precision``.
+
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> trnfft.irfft(torch.tensor([10.+0.j, -2.+2.j, -2.+0.j]))
+    tensor([1., 2., 3., 4.])
+    """
     return _one("irfft", IRFFT, "irfft", input, n, dim, norm, axis, precision, half_in=True)
 
 
 @public(HFFT, SIG1, numpy=False)
 def hfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
+    """DFT of a Hermitian-symmetric signal given by its first half: a real spectrum.
+
+    ``hfft(x, n) = irfft(conj(x), n) * n`` for ``norm="backward"``.
+
+    Parameters
+    ----------
+    input : ComplexTensor, torch.Tensor or numpy.ndarray
+        First half of a Hermitian signal (complex or real).
+    n : int, optional
+        Output length (default ``2 * (m - 1)``).
+    dim : int, optional
+        The axis to transform (default -1). ``axis`` is an alias.
+    norm : {"backward", "ortho", "forward"}, optional
+        Normalization as in NumPy (default "backward").
+    precision : {"fast", "kahan", "double", "bf16", "bf16_refined", "ozaki", "ozaki_hq"}, optional
+        Arithmetic mode for this call (default: :func:`get_precision`).
+
+    Returns
+    -------
+    out : torch.Tensor, ComplexTensor or numpy.ndarray
+        Real data with ``n`` entries along ``dim``.
+        In the input's kind: a ComplexTensor for complex results of
+        ComplexTensor input, an array for NumPy input.
+
+    Raises
+    ------
+    TypeError
+        Unsupported kind or dtype.
+    ValueError
+        Non-positive lengths, ``dim`` out of range or repeated, unknown
+        ``norm``/``precision``.
+
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> trnfft.hfft(torch.tensor([1.+0.j, 2.+0.j, 3.+0.j]))
+    tensor([ 8., -2.,  0., -2.])
+    """
     return _one("hfft", HFFT, "hfft", input, n, dim, norm, axis, precision, half_in=True)
 
 
 @public(IHFFT, SIG1, numpy=False)
 def ihfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
+    """Inverse of :func:`hfft`: half of the Hermitian spectrum of a real signal.
+
+    ``ihfft(x, n) = conj(rfft(x, n)) / n`` for ``norm="backward"``.
+
+    Parameters
+    ----------
+    input : ComplexTensor, torch.Tensor or numpy.ndarray
+        Real data (float32/float64).
+    n : int, optional
+        Transform length (zero-pad or truncate). Default: the input's length.
+    dim : int, optional
+        The axis to transform (default -1). ``axis`` is an alias.
+    norm : {"backward", "ortho", "forward"}, optional
+        Normalization as in NumPy (default "backward").
+    precision : {"fast", "kahan", "double", "bf16", "bf16_refined", "ozaki", "ozaki_hq"}, optional
+        Arithmetic mode for this call (default: :func:`get_precision`).
+
+    Returns
+    -------
+    out : torch.Tensor, ComplexTensor or numpy.ndarray
+        Complex data with ``n // 2 + 1`` entries along ``dim``.
+        In the input's kind: a ComplexTensor for complex results of
+        ComplexTensor input, an array for NumPy input.
+
+    Raises
+    ------
+    TypeError
+        Unsupported kind or dtype (complex input).
+    ValueError
+        Non-positive lengths, ``dim`` out of range or repeated, unknown
+        ``norm``/``precision``.
+
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> trnfft.ihfft(torch.tensor([8., -2., 0., -2.]))
+    tensor([1.-0.j, 2.-0.j, 3.-0.j])
+    """
     return _one("ihfft", IHFFT, "ihfft", input, n, dim, norm, axis, precision, real_in=True)
 
 
 @public(RFFTN, SIGN, numpy=False)
 def rfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
+    """N-dimensional DFT of real input: half spectrum along the last transformed axis.
+
+    Parameters
+    ----------
+    input : ComplexTensor, torch.Tensor or numpy.ndarray
+        Real data (float32/float64).
+    s : sequence of int, optional
+        Transform lengths (zero-pad or truncate). Default: the input's lengths.
+    dim : sequence of int, optional
+        Axes to transform (default: the last ``len(s)`` axes if ``s`` is given,
+        else all); the half-spectrum axis is the last one listed. ``axes`` is an
+        alias.
+    norm : {"backward", "ortho", "forward"}, optional
+        Normalization as in NumPy (default "backward").
+    precision : {"fast", "kahan", "double", "bf16", "bf16_refined", "ozaki", "ozaki_hq"}, optional
+        Arithmetic mode for this call (default: :func:`get_precision`).
+
+    Returns
+    -------
+    out : torch.Tensor, ComplexTensor or numpy.ndarray
+        Complex data; the last transformed axis has ``s[-1] // 2 + 1`` entries.
+        In the input's kind: a ComplexTensor for complex results of
+        ComplexTensor input, an array for NumPy input.
+
+    Raises
+    ------
+    TypeError
+        Unsupported kind or dtype (complex input: use :func:`fftn`).
+    ValueError
+        Non-positive lengths, ``dim`` out of range or repeated, unknown
+        ``norm``/``precision``.
+
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> trnfft.rfftn(torch.ones(2, 4)).shape
+    torch.Size([2, 3])
+    """
     return _many("rfftn", RFFTN, "rfftn", input, s, dim, norm, axes, precision, real_in=True)
 
 
 @public(IRFFTN, SIGN, numpy=False)
 def irfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
+    """Inverse of :func:`rfftn`.
+
+    Parameters
+    ----------
+    input : ComplexTensor, torch.Tensor or numpy.ndarray
+        Half spectrum (complex or real).
+    s : sequence of int, optional
+        Output lengths; default: the input's lengths with the last one ``2 * (m - 1)``.
+    dim : sequence of int, optional
+        Axes to transform (default: the last ``len(s)`` axes if ``s`` is given,
+        else all); the half-spectrum axis is the last one listed. ``axes`` is an
+        alias.
+    norm : {"backward", "ortho", "forward"}, optional
+        Normalization as in NumPy (default "backward").
+    precision : {"fast", "kahan", "double", "bf16", "bf16_refined", "ozaki", "ozaki_hq"}, optional
+        Arithmetic mode for this call (default: :func:`get_precision`).
+
+    Returns
+    -------
+    out : torch.Tensor, ComplexTensor or numpy.ndarray
+        Real data with lengths ``s`` along ``dim``.
+        In the input's kind: a ComplexTensor for complex results of
+        ComplexTensor input, an array for NumPy input.
+
+    Raises
+    ------
+    TypeError
+        Unsupported kind or dtype.
+    ValueError
+        Non-positive lengths, ``dim`` out of range or repeated, unknown
+        ``norm``/``precision``.
+
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> x = torch.randn(3, 4, 6, dtype=torch.float64)
+    >>> bool(torch.allclose(trnfft.irfftn(trnfft.rfftn(x), s=x.shape), x))
+    True
+    """
     return _many("irfftn", IRFFTN, "irfftn", input, s, dim, norm, axes, precision, half_in=True)
 
 
 @public(RFFTN, SIGN, numpy=False)
 def rfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
+    """Two-dimensional DFT of real input (:func:`rfftn` over the last two axes by default).
+
+    Parameters
+    ----------
+    input : ComplexTensor, torch.Tensor or numpy.ndarray
+        Real data with at least two dimensions.
+    s : sequence of int, optional
+        Transform lengths. Default: the input's lengths.
+    dim : sequence of int, optional
+        Axes to transform (default the last two); the half-spectrum axis is the last one. ``axes`` is an alias.
+    norm : {"backward", "ortho", "forward"}, optional
+        Normalization as in NumPy (default "backward").
+    precision : {"fast", "kahan", "double", "bf16", "bf16_refined", "ozaki", "ozaki_hq"}, optional
+        Arithmetic mode for this call (default: :func:`get_precision`).
+
+    Returns
+    -------
+    out : torch.Tensor, ComplexTensor or numpy.ndarray
+        Complex data; the last transformed axis has ``s[-1] // 2 + 1`` entries.
+        In the input's kind: a ComplexTensor for complex results of
+        ComplexTensor input, an array for NumPy input.
+
+    Raises
+    ------
+    TypeError
+        Unsupported kind or dtype (complex input).
+    ValueError
+        Non-positive lengths, ``dim`` out of range or repeated, unknown
+        ``norm``/``precision``.
+
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> trnfft.rfft2(torch.ones(2, 2))
+    tensor([[4.+0.j, 0.+0.j],
+            [0.+0.j, 0.+0.j]])
+    """
     return _many("rfft2", RFFTN, "rfftn", input, s, dim, norm, axes, precision, (-2, -1), real_in=True)
 
 
 @public(IRFFTN, SIGN, numpy=False)
 def irfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
+    """Inverse of :func:`rfft2`.
+
+    Parameters
+    ----------
+    input : ComplexTensor, torch.Tensor or numpy.ndarray
+        Half spectrum with at least two dimensions.
+    s : sequence of int, optional
+        Output lengths; default: the input's with the last one ``2 * (m - 1)``.
+    dim : sequence of int, optional
+        Axes to transform (default the last two); the half-spectrum axis is the last one. ``axes`` is an alias.
+    norm : {"backward", "ortho", "forward"}, optional
+        Normalization as in NumPy (default "backward").
+    precision : {"fast", "kahan", "double", "bf16", "bf16_refined", "ozaki", "ozaki_hq"}, optional
+        Arithmetic mode for this call (default: :func:`get_precision`).
+
+    Returns
+    -------
+    out : torch.Tensor, ComplexTensor or numpy.ndarray
+        Real data.
+        In the input's kind: a ComplexTensor for complex results of
+        ComplexTensor input, an array for NumPy input.
+
+    Raises
+    ------
+    TypeError
+        Unsupported kind or dtype.
+    ValueError
+        Non-positive lengths, ``dim`` out of range or repeated, unknown
+        ``norm``/``precision``.
+
+    Examples
+    --------
+    >>> import torch, trnfft
+    >>> trnfft.irfft2(torch.tensor([[4.+0.j, 0.+0.j], [0.+0.j, 0.+0.j]]))
+    tensor([[1., 1.],
+            [1., 1.]])
+    """
     return _many("irfft2", IRFFTN, "irfftn", input, s, dim, norm, axes, precision, (-2, -1), half_in=True)
-
-
-_ONE = dict(nname="n", ntype="int", dtype="int", alias="axis",
-            ddoc="The axis to transform (default -1).")
-_MANY = dict(nname="s", ntype="sequence of int", dtype="sequence of int", alias="axes",
-             ddoc="Axes to transform (default: the last ``len(s)`` axes if ``s`` is given, else all); "
-                  "the half-spectrum axis is the last one listed.")
-_MANY2 = dict(_MANY, ddoc="Axes to transform (default the last two); the half-spectrum axis is the last one.")
-
-_DOCS = {
-    rfft: ("One-dimensional DFT of real input, non-negative frequencies only.\n\n"
-           "    ``X[k] = sum_j x[j] exp(-2 pi i j k / n)`` for ``k = 0 .. n//2``.\n",
-           dict(_ONE, what="Real data (float32/float64; bfloat16/float16 computed in float32).",
-                ndoc="Transform length (zero-pad or truncate the input). Default: the input's length.",
-                ret="Complex spectrum with ``n // 2 + 1`` entries along ``dim``.",
-                rtype=" (complex input: use :func:`fft`)"),
-           ">>> import torch, trnfft\n    >>> trnfft.rfft(torch.tensor([1.0, 2.0, 3.0, 4.0]))\n"
-           "    tensor([10.+0.j, -2.+2.j, -2.+0.j])"),
-    irfft: ("Inverse of :func:`rfft`: real signal of length ``n`` from its half spectrum.\n",
-            dict(_ONE, what="Half spectrum (complex, or real meaning zero imaginary part).",
-                 ndoc="Output length; the input is padded/truncated to ``n // 2 + 1`` coefficients. "
-                      "Default ``2 * (m - 1)``.",
-                 ret="Real tensor (or array) with ``n`` entries along ``dim``.", rtype=""),
-            ">>> import torch, trnfft\n    >>> trnfft.irfft(torch.tensor([10.+0.j, -2.+2.j, -2.+0.j]))\n"
-            "    tensor([1., 2., 3., 4.])"),
-    hfft: ("DFT of a Hermitian-symmetric signal given by its first half: a real spectrum.\n\n"
-           "    ``hfft(x, n) = irfft(conj(x), n) * n`` for ``norm=\"backward\"``.\n",
-           dict(_ONE, what="First half of a Hermitian signal (complex or real).",
-                ndoc="Output length (default ``2 * (m - 1)``).",
-                ret="Real tensor (or array) with ``n`` entries along ``dim``.", rtype=""),
-           ">>> import torch, trnfft\n    >>> trnfft.hfft(torch.tensor([1.+0.j, 2.+0.j, 3.+0.j]))\n"
-           "    tensor([ 8., -2.,  0., -2.])"),
-    ihfft: ("Inverse of :func:`hfft`: half of the Hermitian spectrum of a real signal.\n\n"
-            "    ``ihfft(x, n) = conj(rfft(x, n)) / n`` for ``norm=\"backward\"``.\n",
-            dict(_ONE, what="Real data (float32/float64).",
-                 ndoc="Transform length (zero-pad or truncate). Default: the input's length.",
-                 ret="Complex tensor with ``n // 2 + 1`` entries along ``dim``.",
-                 rtype=" (complex input)"),
-            ">>> import torch, trnfft\n    >>> trnfft.ihfft(torch.tensor([8., -2., 0., -2.]))\n"
-            "    tensor([1.-0.j, 2.-0.j, 3.-0.j])"),
-    rfftn: ("N-dimensional DFT of real input: half spectrum along the last transformed axis.\n",
-            dict(_MANY, what="Real data (float32/float64).",
-                 ndoc="Transform lengths (zero-pad or truncate). Default: the input's lengths.",
-                 ret="Complex tensor; the last transformed axis has ``s[-1] // 2 + 1`` entries.",
-                 rtype=" (complex input: use :func:`fftn`)"),
-            ">>> import torch, trnfft\n    >>> trnfft.rfftn(torch.ones(2, 4)).shape\n    torch.Size([2, 3])"),
-    irfftn: ("Inverse of :func:`rfftn`.\n",
-             dict(_MANY, what="Half spectrum (complex or real).",
-                  ndoc="Output lengths; default: the input's lengths with the last one ``2 * (m - 1)``.",
-                  ret="Real tensor with lengths ``s`` along ``dim``.", rtype=""),
-             ">>> import torch, trnfft\n    >>> x = torch.randn(3, 4, 6, dtype=torch.float64)\n"
-             "    >>> bool(torch.allclose(trnfft.irfftn(trnfft.rfftn(x), s=x.shape), x))\n    True"),
-    rfft2: ("Two-dimensional DFT of real input (:func:`rfftn` over the last two axes by default).\n",
-            dict(_MANY2, what="Real data with at least two dimensions.",
-                 ndoc="Transform lengths. Default: the input's lengths.",
-                 ret="Complex tensor; the last transformed axis has ``s[-1] // 2 + 1`` entries.",
-                 rtype=" (complex input)"),
-            ">>> import torch, trnfft\n    >>> trnfft.rfft2(torch.ones(2, 2))\n"
-            "    tensor([[4.+0.j, 0.+0.j],\n            [0.+0.j, 0.+0.j]])"),
-    irfft2: ("Inverse of :func:`rfft2`.\n",
-             dict(_MANY2, what="Half spectrum with at least two dimensions.",
-                  ndoc="Output lengths; default: the input's with the last one ``2 * (m - 1)``.",
-                  ret="Real tensor.", rtype=""),
-             ">>> import torch, trnfft\n    >>> trnfft.irfft2(torch.tensor([[4.+0.j, 0.+0.j], [0.+0.j, 0.+0.j]]))\n"
-             "    tensor([[1., 1.],\n            [1., 1.]])"),
-}
-
-for _f, (_head, _kw, _ex) in _DOCS.items():
-    _f.__doc__ = _head + _PARAMS.format(**_kw) + "\n    Examples\n    --------\n    " + _ex + "\n"
-del _f, _head, _kw, _ex

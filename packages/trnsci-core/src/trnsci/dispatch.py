@@ -626,6 +626,13 @@ class Op:
         the call will make it), in the order they first run. A plan that
         decides torch for the op itself then names their kernels and the
         backend they run on.
+    half : str, optional
+        ``"float32"``: bfloat16/float16 calls (the call's ``dtype``) run the
+        torch lowering on float32 copies of their half tensors and get the
+        float32 results rounded once to the input dtype; integer, bool and
+        complex results are returned as computed (:mod:`trnsci.precision`).
+        An NKI lowering whose ``dtypes`` list the half dtype takes it as
+        given. Default None: the lowerings take what they are given.
 
     Notes
     -----
@@ -658,8 +665,15 @@ class Op:
                  doc: str = "", probe: Callable | None = None, schema: str | None = None,
                  fake: Callable | None = None, steps: Callable[..., list] | None = None,
                  to_operator: Callable | None = None, from_operator: Callable | None = None,
-                 differentiable: bool = True):
+                 differentiable: bool = True, half: str | None = None):
         self.name = name
+        self.half = half
+        """The dtype bfloat16/float16 calls compute in (``"float32"``), applied by the core around the torch
+        lowering (:mod:`trnsci.precision`); None: the lowerings take what they are given."""
+        if half is not None:
+            from trnsci import precision
+
+            precision.compute_dtype(half, f"{name}: half")
         self.metric = metric
         self._entry = register(name, metric, threshold, doc, probe)
         self._size = size
@@ -737,6 +751,10 @@ class Op:
             self._lowerings[backend] = low
         t = self._lowerings.get("torch")
         self._torch = t.fn if t is not None else None
+        if self._torch is not None and self.half is not None:
+            from trnsci import precision
+
+            self._torch = precision.around(self._torch, self.half, self._dtype)
         self.settled.clear()
 
     @contextlib.contextmanager

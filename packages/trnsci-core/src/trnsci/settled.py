@@ -72,6 +72,7 @@ LIMIT = 256
 
 _INT64 = 2 ** 63
 _FLAGS = (type(None), bool, str)
+_HALF = (torch.bfloat16, torch.float16)
 _T = torch.Tensor
 _EMPTY = inspect.Parameter.empty
 _M = object()  # a positional parameter the caller left out (the written wrappers' default)
@@ -565,12 +566,15 @@ def call(op, *args, via: Callable | None = None):
     low = op.lowering_for("torch")
     if low is None:
         return op(*args)
+    lowered = low.fn
+    if op.half is not None and op._dtype(*args) in _HALF:  # the key fixes the dtype: a half key's route
+        lowered = op._torch                                # is the lowering with the core's upcast around it
     if via is not None:
-        fn, fargs = via(low.fn)
+        fn, fargs = via(lowered)
         result = fn(*fargs)
         largs, reduce = fargs, False
     else:
-        fn = low.fn
+        fn = lowered
         result = fn(*args)
         largs, reduce = args, True
     rec = _pending.get()

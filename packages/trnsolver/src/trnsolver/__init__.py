@@ -6,7 +6,8 @@ Every operation validates its arguments and dispatches one
 (the package :mod:`trnsolver._nki`, one module per family): trnsolver's own
 kernels (:mod:`trnsolver.kernels`) composed with trnblas's GEMM/SYRK/TRSM
 kernels. bfloat16/float16 inputs are computed in float32 and returned in
-their dtype (:mod:`trnsolver._lowp`).
+their dtype: each public routine is declared ``@precision.computes_in("float32")``
+in its family module (:mod:`trnsci.precision`).
 """
 
 from trnsci.backend import bind as _bind
@@ -69,16 +70,6 @@ __all__ = [
     # planning
     "plan",
 ]
-
-# bfloat16/float16 inputs: computed in float32, returned in the input dtype (trnsolver._lowp)
-from trnsolver._lowp import half_io as _half_io  # noqa: E402
-
-for _name in ("eigh", "eigvalsh", "eigh_generalized", "cholesky", "cho_factor", "cho_solve", "lu", "lu_factor",
-              "lu_solve", "qr", "svd", "pinv", "solve", "solve_spd", "lstsq", "inv", "inv_spd", "det", "slogdet",
-              "inv_sqrt_spd", "inv_sqrt_spd_ns", "cg", "gmres", "bicgstab", "minres", "jacobi_preconditioner",
-              "block_jacobi_preconditioner", "ssor_preconditioner"):
-    globals()[_name] = _half_io(globals()[_name])
-del _name
 
 # The NKI lowerings live in the package trnsolver._nki (one module per family) and register on the Ops above;
 # imported last (a broken kernel module warns and leaves the torch path running).

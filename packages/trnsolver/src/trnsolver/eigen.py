@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from trnsci import linalg as la
-from trnsci import validate
+from trnsci import precision, validate
 from trnsci.dispatch import Op
 from trnsolver import _host
 from trnsolver.factor import _NOT_PD, _raise_info
@@ -115,6 +115,7 @@ def _eigh_args(where, A, tol, max_sweeps, subset_by_index, uplo, check_finite):
     return A, uplo, lo, hi
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def eigh(A, max_sweeps=100, tol=1e-10, *, subset_by_index=None, uplo="L", check_finite=True):
     """Eigenvalues and eigenvectors of a real symmetric / complex Hermitian matrix.
@@ -160,6 +161,7 @@ def eigh(A, max_sweeps=100, tol=1e-10, *, subset_by_index=None, uplo="L", check_
     return EIGH(A, uplo, lo, hi, True, float(tol), int(max_sweeps))
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def eigvalsh(A, *, subset_by_index=None, uplo="L", check_finite=True):
     """Eigenvalues only of a real symmetric / complex Hermitian matrix (ascending).
@@ -193,6 +195,7 @@ def _eigh_generalized_torch(A: torch.Tensor, B: torch.Tensor, lo: int, hi: int):
     return w, X, info
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def eigh_generalized(A, B, max_sweeps=100, tol=1e-10, *, subset_by_index=None, check_finite=True):
     """Generalized Hermitian-definite eigenproblem ``A x = w B x`` (``sygvd``, type 1).

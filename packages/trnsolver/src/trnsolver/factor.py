@@ -20,7 +20,7 @@ import torch
 
 from trnsci import iterative as it_
 from trnsci import linalg as la
-from trnsci import validate
+from trnsci import precision, validate
 from trnsci.dispatch import Op, traceable_as
 from trnsolver import _host
 
@@ -148,6 +148,7 @@ def _cholesky_torch(A: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.T
     return torch.linalg.cholesky_ex(A, upper=upper)
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def cholesky(A, upper=False, *, check=True, check_finite=True):
     """Cholesky factorization ``A = L L^H`` (or ``A = U^H U`` with ``upper=True``).
@@ -207,6 +208,7 @@ def cholesky(A, upper=False, *, check=True, check_finite=True):
     return L
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def cho_factor(A, lower=False, *, check_finite=True):
     """Cholesky factor in the form :func:`cho_solve` takes (``scipy.linalg.cho_factor``).
@@ -271,6 +273,7 @@ def _cho_solve_by_torch(F: torch.Tensor, B: torch.Tensor, lower: bool) -> torch.
     return torch.cholesky_solve(B, F, upper=not lower)
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def cho_solve(c_and_lower, b, *, check_finite=True):
     """Solve ``A x = b`` from :func:`cho_factor`'s ``(c, lower)`` (``scipy.linalg.cho_solve``).
@@ -339,6 +342,7 @@ def _lu_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
     return P, L, U, info
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def lu(A, *, check=True, check_finite=True):
     """LU factorization with partial pivoting, ``A = P @ L @ U``.
@@ -380,6 +384,7 @@ def lu(A, *, check=True, check_finite=True):
     return (P, L, U) if check else (P, L, U, info)
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def lu_factor(A, *, check=True, check_finite=True):
     """Packed LU factorization (``scipy.linalg.lu_factor``): ``(lu, piv)``.
@@ -446,6 +451,7 @@ def _lu_solve_torch(LU: torch.Tensor, piv1: torch.Tensor, B: torch.Tensor, trans
     return torch.linalg.lu_solve(LU.conj().resolve_conj(), piv1, B, adjoint=True)
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def lu_solve(lu_and_piv, b, trans=0, *, check_finite=True):
     """Solve ``op(A) x = b`` from :func:`lu_factor`'s ``(lu, piv)``.
@@ -515,6 +521,7 @@ def _qr_torch(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.linalg.qr(A, mode=mode)
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def qr(A, mode="reduced"):
     """QR factorization ``A = Q R``.
@@ -565,6 +572,7 @@ def _svd_torch(A: torch.Tensor, full_matrices: bool) -> tuple[torch.Tensor, torc
     return torch.linalg.svd(A, full_matrices=full_matrices)
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def svd(A, full_matrices=False, *, check_finite=True):
     """Singular value decomposition ``A = U diag(S) Vh``.
@@ -613,6 +621,7 @@ def _pinv_torch(A: torch.Tensor, rtol: float | None) -> torch.Tensor:
     return (Vh.mH * Sinv.unsqueeze(-2).to(A.dtype)) @ U.mH
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def pinv(A, rcond=None, *, check_finite=True):
     """Moore-Penrose pseudo-inverse from the SVD.
@@ -667,6 +676,7 @@ def _solve_torch(A: torch.Tensor, B: torch.Tensor) -> tuple[torch.Tensor, torch.
         return torch.linalg.solve_ex(A, B)
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def solve(A, B, *, check_finite=True):
     """Solve ``A X = B`` by LU with partial pivoting.
@@ -720,6 +730,7 @@ def _solve_spd_torch(A: torch.Tensor, B: torch.Tensor, refine: bool) -> tuple[to
     return X, info
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def solve_spd(A, B, iterative_refinement=False, *, check_finite=True):
     """Solve ``A X = B`` for Hermitian positive definite ``A`` by Cholesky.
@@ -787,6 +798,7 @@ def _lstsq_torch(A: torch.Tensor, B: torch.Tensor, rcond: float | None, driver: 
     return X, res, rank, sv
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
     """Least-squares solution of ``A X ~= B`` (``scipy.linalg.lstsq``).
@@ -856,6 +868,7 @@ def _inv_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.linalg.inv_ex(A)
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def inv(A, *, check_finite=True):
     """Inverse of a square matrix (LU).
@@ -892,6 +905,7 @@ def _inv_spd_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return X, info
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def inv_spd(A, *, check_finite=True):
     """Inverse of a Hermitian positive definite matrix via Cholesky (``potri``).
@@ -929,6 +943,7 @@ def _slogdet_torch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return tuple(torch.linalg.slogdet(A))
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def det(A):
     """Determinant (LU); 0 for a singular matrix, 1 for an empty one.
@@ -945,6 +960,7 @@ def det(A):
     return sign * torch.exp(logabs).to(sign.dtype)
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def slogdet(A):
     """Sign (or phase) and natural log of ``|det(A)|``, without overflow.
@@ -986,6 +1002,7 @@ def _inv_sqrt_spd_torch(A: torch.Tensor, min_eig: float | None) -> tuple[torch.T
     return (V * s.unsqueeze(-2).to(V.dtype)) @ V.mH, wmin
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def inv_sqrt_spd(A, *, min_eig=None, check_finite=True):
     """``A^{-1/2}`` of a Hermitian positive definite matrix, from its eigendecomposition.
@@ -1076,6 +1093,7 @@ def _inv_sqrt_spd_ns_torch(A: torch.Tensor, max_iters: int, tol: float) -> tuple
     return Z * s.rsqrt()[..., None, None].to(A.dtype), it, res
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def inv_sqrt_spd_ns(A, *, max_iters=20, tol=1e-7, on_fail="warn", check_finite=True):
     """``A^{-1/2}`` by the coupled Newton-Schulz iteration (GEMMs only).

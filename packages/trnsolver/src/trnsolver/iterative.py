@@ -42,7 +42,7 @@ import torch
 
 from trnsci import iterative as it_
 from trnsci import linalg as la
-from trnsci import runtime, validate
+from trnsci import precision, runtime, validate
 from trnsci.dispatch import Op
 
 __all__ = ["cg", "gmres", "bicgstab", "minres",
@@ -340,6 +340,7 @@ def _cg_loop(ops, matvec, b, x0, tol, atol, maxiter, precond, callback):
     return x, it, hist
 
 
+@precision.computes_in("float32")
 @_numpy_callback
 @validate.numpy_io
 def cg(A, b, x0=None, tol=None, maxiter=1000, M=None, *, rtol=None, atol=0.0, callback=None, on_fail="warn",
@@ -587,6 +588,7 @@ def _gmres_device_loop(matvec, b, x0, tol, atol, restart, maxiter, precond, call
     return x, total, got
 
 
+@precision.computes_in("float32")
 @_numpy_callback
 @validate.numpy_io
 def gmres(A, b, x0=None, tol=None, maxiter=100, restart=30, M=None, *, rtol=None, atol=0.0, callback=None,
@@ -780,6 +782,7 @@ def _bicgstab_iterations(ops, matvec, b, x, r, stop, scale, hist, maxiter, preco
     return x, it, hist
 
 
+@precision.computes_in("float32")
 @_numpy_callback
 @validate.numpy_io
 def bicgstab(A, b, x0=None, tol=None, maxiter=1000, M=None, *, rtol=None, atol=0.0, callback=None,
@@ -964,6 +967,7 @@ def _minres_device_loop(matvec, b, x0, tol, atol, maxiter, precond, callback, ch
     return x, iters, [h for h in got if h == h]
 
 
+@precision.computes_in("float32")
 @_numpy_callback
 @validate.numpy_io
 def minres(A, b, x0=None, tol=None, maxiter=1000, M=None, *, rtol=None, atol=0.0, callback=None,
@@ -1009,6 +1013,7 @@ class _Diagonal:
     solve = matvec = __call__
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def jacobi_preconditioner(A):
     """Jacobi (diagonal) preconditioner ``M r = r / diag(A)``.
@@ -1054,6 +1059,7 @@ class _BlockJacobi:
     solve = matvec = __call__
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def block_jacobi_preconditioner(A, block_size=16):
     """Block-Jacobi preconditioner: exact solves with the diagonal blocks of ``A``.
@@ -1116,6 +1122,7 @@ class _SSOR:
     solve = matvec = __call__
 
 
+@precision.computes_in("float32")
 @validate.numpy_io
 def ssor_preconditioner(A, omega=1.0):
     """SSOR preconditioner: ``M = (D/w + L) (w / (2 - w)) D^{-1} (D/w + U)``, applied as ``M^{-1} r``.

@@ -68,10 +68,7 @@ def _spmv_torch(values, col_indices, row_ptrs, shape, x, alpha, y, beta, owner=N
     """y <- alpha * A @ x + beta * y for CSR arrays; x 1-D or 2-D.
 
     ``owner``: the matrix holding the arrays, where the NKI lowering caches its device layout
-    (unused here). bfloat16/float16: computed in float32, rounded once."""
-    if values.dtype in LOWP:
-        return _spmv_torch(values.float(), col_indices, row_ptrs, shape, x.float(), alpha, _up(y), beta).to(
-            values.dtype)
+    (unused here). bfloat16/float16 calls arrive upcast to float32 (the Ops' ``half="float32"``)."""
     return _finish(_host.spmv(values, col_indices, row_ptrs, shape, x), alpha, y, beta)
 
 
@@ -99,6 +96,7 @@ SPMM = Op(
            "Tensor? y, Scalar beta) -> Tensor",
     fake=lambda values, cols, ptrs, shape, x, alpha, y, beta, owner=None: values.new_empty(
         (shape[0],) if x.dim() == 1 else (shape[0], x.shape[1])),
+    half="float32",  # the torch lowering: bf16/fp16 computed in float32, rounded once, by the core
 )
 SPMM.lowering("torch")(_spmv_torch)
 SPMV = Op(
@@ -109,6 +107,7 @@ SPMV = Op(
     schema="(Tensor values, Tensor col_indices, Tensor row_ptrs, SymInt[] shape, Tensor x, Scalar alpha, "
            "Tensor? y, Scalar beta) -> Tensor",
     fake=lambda values, cols, ptrs, shape, x, alpha, y, beta, owner=None: values.new_empty((shape[0],)),
+    half="float32",  # the torch lowering: bf16/fp16 computed in float32, rounded once, by the core
 )
 SPMV.lowering("torch")(_spmv_torch)
 
