@@ -3,9 +3,8 @@
 Every library has its public family modules, an ``_nki/`` package whose modules mirror those families
 (``_nki/<family>.py`` or ``_nki/<family>_<part>.py`` next to ``<family>.py``), ``_host.py`` for its
 measured CPU routes and ``kernels/`` with one kernel per file. No library module takes part in an
-import cycle at import time (read with ``ast``), and imports inside functions close no cycle beyond the
-listed ones (:data:`DEFERRED_CYCLES`); no ``_nki`` module imports after its first
-definition (a tail import closes a cycle); no private name crosses a distribution (tests/floors.py);
+import cycle, at import time or through imports inside functions (read with ``ast``); no ``_nki``
+module imports after its first definition (a tail import closes a cycle); no private name crosses a distribution (tests/floors.py);
 no source file calls ``exec`` or ``eval``; every kernel uses the core's tiling helper.
 """
 
@@ -36,15 +35,10 @@ FAMILIES = {
 #: ``_nki`` modules that mirror no family: what the family modules of one library's ``_nki`` share.
 NKI_SHARED = {"__init__", "common"}
 
-#: Cycles closed only by imports inside functions (deferred to the call, so importing works): a public
-#: module's method that calls its family's functions, or a plan that asks the op it plans. No new one may
-#: appear; each one removed is taken off this list.
-DEFERRED_CYCLES = {
-    "trnblas": [["trnblas", "trnblas.plan"]],
-    "trnsparse": [["trnsparse._nki.ops", "trnsparse.formats", "trnsparse.ops"]],
-    "trnrand": [["trnrand.distributions", "trnrand.generator", "trnrand.program"]],
-    "trntensor": [["trntensor._device", "trntensor.einsum", "trntensor.plan"]],
-}
+#: Cycles closed only by imports inside functions (deferred to the call): none. A lower module that needs
+#: something of a module built on it is handed it when that module is imported (trnsparse.formats'
+#: ``_OPERATIONS``, trnrand.generator's ``_PROGRAM``, trntensor.plan's ``_ABOVE``).
+DEFERRED_CYCLES: dict[str, list[list[str]]] = {}
 
 #: Source files that may call exec/eval: none (the fast path is closures written in settled.py).
 EXEC_ALLOWED: list[str] = []

@@ -28,6 +28,7 @@ from trnsci.dispatch import Op, torch_only
 from trnsci.settled import call, public
 
 from . import _host
+from . import formats as _formats
 from .formats import BSRMatrix, COOMatrix, CSCMatrix, CSRMatrix, SparseMatrix, as_sparse
 
 _UPLO = la.uplo
@@ -1171,6 +1172,11 @@ def sparse_transpose(A):
                                A.block_size)
     vals, cols, ptrs = _host.csr_transpose(A.values, A.col_indices, A.row_ptrs, (m, n))
     return CSRMatrix._make(vals, cols, ptrs, (n, m))
+
+
+# The sparse matrices' operator protocol (``A @ x``, ``A + B``, ``s * A``, ``A.T``) runs these functions.
+_formats._OPERATIONS.update(spmv=spmv, spmm=spmm, spgemm=spgemm, sparse_add=sparse_add,
+                            sparse_scale=sparse_scale, sparse_transpose=sparse_transpose)
 
 
 def nnz_per_row(A) -> torch.Tensor:
