@@ -4,8 +4,9 @@ Every library has its public family modules, an ``_nki/`` package whose modules 
 (``_nki/<family>.py`` or ``_nki/<family>_<part>.py`` next to ``<family>.py``), ``_host.py`` for its
 measured CPU routes and ``kernels/`` with one kernel per file. No library module takes part in an
 import cycle, at import time or through imports inside functions (read with ``ast``); no ``_nki``
-module imports after its first definition (a tail import closes a cycle); no private name crosses a distribution (tests/floors.py);
-no source file calls ``exec`` or ``eval``; every kernel uses the core's tiling helper.
+module imports after its first definition (a tail import closes a cycle); no private name crosses a
+distribution (tests/floors.py); no source file calls ``exec`` or ``eval``; every kernel uses the core's
+tiling helper.
 """
 
 from __future__ import annotations
