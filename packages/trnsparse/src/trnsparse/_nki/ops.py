@@ -161,6 +161,7 @@ def _on_device(owner, st, device, tables):
     return ts
 
 
+@SPMV.lowering("nki", dtypes=SPMM_DTYPES, supports=_spmm_supports, counts=_spmm_counts)  # one column
 @SPMM.lowering("nki", dtypes=SPMM_DTYPES, supports=_spmm_supports, counts=_spmm_counts)
 def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
     if owner is None:  # called as the torch operator (the matrix stays outside): a layout for this call only
@@ -183,9 +184,6 @@ def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
     if x.dtype in LOWP:  # alpha/beta in float32 too: the result is rounded once
         return _finish(C, alpha, None if y is None else y.float(), beta).to(x.dtype)
     return _finish(C.to(x.dtype), alpha, y, beta)
-
-
-SPMV.lowering("nki", dtypes=SPMM_DTYPES, supports=_spmm_supports, counts=_spmm_counts)(_spmm_nki)  # one column
 
 
 # ----------------------------------------------------------------- symmetric SpMV: S expanded once, cached
