@@ -3,10 +3,11 @@
 Every library has its public family modules, an ``_nki/`` package whose modules mirror those families
 (``_nki/<family>.py`` or ``_nki/<family>_<part>.py`` next to ``<family>.py``), ``_host.py`` for its
 measured CPU routes and ``kernels/`` with one kernel per file. No library module takes part in an
-import cycle at import time (read with ``ast``), and imports inside functions close no cycle beyond the
-listed ones (:data:`DEFERRED_CYCLES`); no ``_nki`` module imports after its first
-definition (a tail import closes a cycle); no private name crosses a distribution (tests/floors.py);
-no source file calls ``exec`` or ``eval``; every kernel uses the core's tiling helper.
+import cycle, at import time or through imports inside functions (read with ``ast``); no ``_nki``
+module imports after its first definition (a tail import closes a cycle); no private name crosses a
+distribution (tests/floors.py); no source file calls ``exec`` or ``eval``; every Op is a module-level
+``NAME = Op(...)`` and every lowering registers with the decorator; every kernel uses the core's tiling
+helper.
 """
 
 from __future__ import annotations
@@ -36,15 +37,10 @@ FAMILIES = {
 #: ``_nki`` modules that mirror no family: what the family modules of one library's ``_nki`` share.
 NKI_SHARED = {"__init__", "common"}
 
-#: Cycles closed only by imports inside functions (deferred to the call, so importing works): a public
-#: module's method that calls its family's functions, or a plan that asks the op it plans. No new one may
-#: appear; each one removed is taken off this list.
-DEFERRED_CYCLES = {
-    "trnblas": [["trnblas", "trnblas.plan"]],
-    "trnsparse": [["trnsparse._nki.ops", "trnsparse.formats", "trnsparse.ops"]],
-    "trnrand": [["trnrand.distributions", "trnrand.generator", "trnrand.program"]],
-    "trntensor": [["trntensor._device", "trntensor.einsum", "trntensor.plan"]],
-}
+#: Cycles closed only by imports inside functions (deferred to the call): none. A lower module that needs
+#: something of a module built on it is handed it when that module is imported (trnsparse.formats'
+#: ``_OPERATIONS``, trnrand.generator's ``_PROGRAM``, trntensor.plan's ``_ABOVE``).
+DEFERRED_CYCLES: dict[str, list[list[str]]] = {}
 
 #: Source files that may call exec/eval: none (the fast path is closures written in settled.py).
 EXEC_ALLOWED: list[str] = []
@@ -185,6 +181,43 @@ def test_nki_modules_say_what_they_hold_and_import_first(lib):
 def test_no_import_cycle_among_a_librarys_modules(lib):
     assert cycles(import_graph(lib)) == []
     assert cycles(import_graph(lib, deferred=True)) == DEFERRED_CYCLES.get(lib, [])
+
+
+def declaration_faults(tree: ast.Module) -> list[str]:
+    """Where a module declares an Op or registers a lowering other than the one way (docs/contributing.md,
+    "How a new library op is added"): an ``Op(...)`` call that is not a module-level ``NAME = Op(...)``
+    (a factory, a loop), and an ``OP.lowering(...)`` that is not a decorator (a call, a loop)."""
+    declared = {id(n.value) for n in tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name) and n.targets[0].id.isupper()}
+    decorators = {id(d) for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  for d in n.decorator_list}
+    faults = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        if isinstance(node.func, ast.Name) and node.func.id == "Op" and id(node) not in declared:
+            faults.append(f"line {node.lineno}: Op(...) outside a module-level NAME = Op(...)")
+        if (isinstance(node.func, ast.Attribute) and node.func.attr == "lowering" and node.args
+                and isinstance(node.args[0], ast.Constant) and id(node) not in decorators):
+            faults.append(f"line {node.lineno}: a lowering registered by a call, not a decorator")
+    return faults
+
+
+@pytest.mark.parametrize("lib", LIBRARIES)
+def test_ops_and_lowerings_are_declared_one_way(lib):
+    found = {}
+    for mod, path in _modules(lib).items():
+        faults = declaration_faults(ast.parse(path.read_text(), str(path)))
+        if faults:
+            found[mod] = faults
+    assert found == {}
+
+
+def test_the_declaration_scan_finds_planted_faults():
+    tree = ast.parse("def f(n):\n    return Op(n, 'flops', 1)\nX = Op('a.x', 'flops', 1)\n"
+                     "X.lowering('torch')(g)\n@X.lowering('nki')\ndef h():\n    pass\n")
+    assert declaration_faults(tree) == ["line 2: Op(...) outside a module-level NAME = Op(...)",
+                                        "line 4: a lowering registered by a call, not a decorator"]
 
 
 def test_the_cycle_finder_finds_a_planted_cycle():

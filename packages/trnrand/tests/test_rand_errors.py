@@ -107,7 +107,8 @@ NOT_WALKED = {
     "HAS_NKI",
     "get_default_generator",
     "GeneratorProgram",
-}  # backend setters are tested in the core; the program is tested via new_program()
+    "plan",
+}  # backend setters are tested in the core; the program via new_program(); plan in tests/test_core_plan_call.py
 
 BAD = [
     None,

@@ -47,11 +47,10 @@ def _n(*args):
     return next(a.shape[0] for a in args if isinstance(a, torch.Tensor))
 
 
-def _vec_op(name, doc, schema, fake, half="float32"):
-    # half="float32": bf16/fp16 computed in float32 and rounded once, by the core (trnsci.precision);
-    # None for the ops that only move or compare data (exact in any dtype)
-    return Op(f"trnblas.{name}", "elements", THRESHOLD, size=_n, doc=doc,
-              describe=lambda *a: f"n = {_n(*a)}", schema=schema, fake=fake, half=half)
+#: The keyword arguments every level-1 Op shares: its size (n) and description. The Ops that compute
+#: declare half="float32" (bf16/fp16 computed in float32 and rounded once, by the core: trnsci.precision);
+#: those that only move or compare data (copy, swap, iamax, iamin) are exact in any dtype.
+_VEC = dict(size=_n, describe=lambda *a: f"n = {_n(*a)}")
 
 
 def _real_dtype(x):
@@ -59,30 +58,31 @@ def _real_dtype(x):
 
 
 # the fake implementations: the result's shape, dtype and device from the inputs' (nothing computed)
-AXPY = _vec_op("axpy", "alpha x + y; elements = n", "(Scalar alpha, Tensor x, Tensor y) -> Tensor",
-               lambda alpha, x, y: torch.empty_like(x))
-SCAL = _vec_op("scal", "alpha x; elements = n", "(Scalar alpha, Tensor x) -> Tensor",
-               lambda alpha, x: torch.empty_like(x))
-COPY = _vec_op("copy", "a copy of x; elements = n", "(Tensor x) -> Tensor", lambda x: torch.empty_like(x),
-               half=None)
-SWAP = _vec_op("swap", "(y, x) as new copies; elements = n", "(Tensor x, Tensor y) -> (Tensor, Tensor)",
-               lambda x, y: (torch.empty_like(y), torch.empty_like(x)), half=None)
-ROT = _vec_op("rot", "plane rotation of (x, y); elements = n",
-              "(Tensor x, Tensor y, Scalar c, Scalar s) -> (Tensor, Tensor)",
-              lambda x, y, c, s: (torch.empty_like(x), torch.empty_like(x)))
-DOT = _vec_op("dot", "sum x y (unconjugated); elements = n", "(Tensor x, Tensor y) -> Tensor",
-              lambda x, y: x.new_empty(()))
-DOTC = _vec_op("dotc", "sum conj(x) y; elements = n", "(Tensor x, Tensor y) -> Tensor",
-               lambda x, y: x.new_empty(()))
-NRM2 = _vec_op("nrm2", "scaled Euclidean norm; elements = n", "(Tensor x) -> Tensor",
-               lambda x: x.new_empty((), dtype=_real_dtype(x)))
-ASUM = _vec_op("asum", "sum of |Re| + |Im|; elements = n", "(Tensor x) -> Tensor",
-               lambda x: x.new_empty((), dtype=_real_dtype(x)))
+AXPY = Op("trnblas.axpy", "elements", THRESHOLD, half="float32", doc="alpha x + y; elements = n",
+          schema="(Scalar alpha, Tensor x, Tensor y) -> Tensor", fake=lambda alpha, x, y: torch.empty_like(x), **_VEC)
+SCAL = Op("trnblas.scal", "elements", THRESHOLD, half="float32", doc="alpha x; elements = n",
+          schema="(Scalar alpha, Tensor x) -> Tensor", fake=lambda alpha, x: torch.empty_like(x), **_VEC)
+COPY = Op("trnblas.copy", "elements", THRESHOLD, doc="a copy of x; elements = n", schema="(Tensor x) -> Tensor",
+          fake=lambda x: torch.empty_like(x), **_VEC)
+SWAP = Op("trnblas.swap", "elements", THRESHOLD, doc="(y, x) as new copies; elements = n",
+          schema="(Tensor x, Tensor y) -> (Tensor, Tensor)",
+          fake=lambda x, y: (torch.empty_like(y), torch.empty_like(x)), **_VEC)
+ROT = Op("trnblas.rot", "elements", THRESHOLD, half="float32", doc="plane rotation of (x, y); elements = n",
+         schema="(Tensor x, Tensor y, Scalar c, Scalar s) -> (Tensor, Tensor)",
+         fake=lambda x, y, c, s: (torch.empty_like(x), torch.empty_like(x)), **_VEC)
+DOT = Op("trnblas.dot", "elements", THRESHOLD, half="float32", doc="sum x y (unconjugated); elements = n",
+         schema="(Tensor x, Tensor y) -> Tensor", fake=lambda x, y: x.new_empty(()), **_VEC)
+DOTC = Op("trnblas.dotc", "elements", THRESHOLD, half="float32", doc="sum conj(x) y; elements = n",
+          schema="(Tensor x, Tensor y) -> Tensor", fake=lambda x, y: x.new_empty(()), **_VEC)
+NRM2 = Op("trnblas.nrm2", "elements", THRESHOLD, half="float32", doc="scaled Euclidean norm; elements = n",
+          schema="(Tensor x) -> Tensor", fake=lambda x: x.new_empty((), dtype=_real_dtype(x)), **_VEC)
+ASUM = Op("trnblas.asum", "elements", THRESHOLD, half="float32", doc="sum of |Re| + |Im|; elements = n",
+          schema="(Tensor x) -> Tensor", fake=lambda x: x.new_empty((), dtype=_real_dtype(x)), **_VEC)
 # an index is data: under fake tensors an unbacked size (torch.compile needs capture_dynamic_output_shape_ops)
-IAMAX = _vec_op("iamax", "first index of the largest magnitude; elements = n", "(Tensor x) -> SymInt",
-                lambda x: torch.library.get_ctx().new_dynamic_size(), half=None)
-IAMIN = _vec_op("iamin", "first index of the smallest magnitude; elements = n", "(Tensor x) -> SymInt",
-                lambda x: torch.library.get_ctx().new_dynamic_size(), half=None)
+IAMAX = Op("trnblas.iamax", "elements", THRESHOLD, doc="first index of the largest magnitude; elements = n",
+           schema="(Tensor x) -> SymInt", fake=lambda x: torch.library.get_ctx().new_dynamic_size(), **_VEC)
+IAMIN = Op("trnblas.iamin", "elements", THRESHOLD, doc="first index of the smallest magnitude; elements = n",
+           schema="(Tensor x) -> SymInt", fake=lambda x: torch.library.get_ctx().new_dynamic_size(), **_VEC)
 
 
 # Torch lowerings: float32/float64/complex code; bf16/fp16 calls reach them upcast to float32 (the Ops'

@@ -48,11 +48,18 @@ def _shape(*args):
     return ts[0].shape[0], ts[-1].shape[0]
 
 
-def _mat_op(name, doc, schema, fake):
-    return Op(f"trnblas.{name}", "elements", 2 ** 22, size=lambda *a: _shape(*a)[0] * _shape(*a)[1], doc=doc,
-              dtype=lambda *a: next(t.dtype for t in a if isinstance(t, torch.Tensor)),
-              describe=lambda *a: "A {}x{}".format(*_shape(*a)), schema=schema, fake=fake,
-              half="float32")  # bf16/fp16 computed in float32, rounded once, by the core (trnsci.precision)
+#: Elements below which "auto" keeps a level-2 call on torch.
+_THRESHOLD = 2 ** 22
+
+
+def _first_tensor_dtype(*args):
+    return next(t.dtype for t in args if isinstance(t, torch.Tensor))
+
+
+#: The keyword arguments every level-2 Op shares: its size (the matrix's m n), dtype (the first tensor's),
+#: description, and bf16/fp16 computed in float32 and rounded once, by the core (trnsci.precision).
+_MAT = dict(size=lambda *a: _shape(*a)[0] * _shape(*a)[1], dtype=_first_tensor_dtype,
+            describe=lambda *a: "A {}x{}".format(*_shape(*a)), half="float32")
 
 
 def _outer_fake(x, y):
@@ -60,24 +67,30 @@ def _outer_fake(x, y):
 
 
 # the fake implementations: the result's shape, dtype and device from the inputs' (nothing computed)
-GEMV = _mat_op("gemv", "alpha op(A) x + beta y; elements = m n",
-               "(Scalar alpha, Tensor A, Tensor x, Scalar beta, Tensor? y, str t) -> Tensor",
-               lambda alpha, A, x, beta, y, t: A.new_empty((A.shape[0] if t == "N" else A.shape[1],)))
-SYMV = _mat_op("symv", "alpha A x + beta y, A symmetric/Hermitian from one triangle; elements = n^2",
-               "(Scalar alpha, Tensor A, Tensor x, Scalar beta, Tensor? y, str u, bool hermitian) -> Tensor",
-               lambda alpha, A, x, beta, y, u, hermitian: A.new_empty((A.shape[0],)))
-TRMV = _mat_op("trmv", "op(A) x, A triangular; elements = n^2", "(Tensor A, Tensor x, str u, str t, str d) -> Tensor",
-               lambda A, x, u, t, d: A.new_empty((A.shape[0],)))
-TRSV = _mat_op("trsv", "solve op(A) z = x, A triangular; elements = n^2",
-               "(Tensor A, Tensor x, str u, str t, str d) -> Tensor", lambda A, x, u, t, d: torch.empty_like(x))
-GER = _mat_op("ger", "A + alpha x y^T (or y^H); elements = m n",
-              "(Scalar alpha, Tensor x, Tensor y, Tensor? A, bool conj) -> Tensor",
-              lambda alpha, x, y, A, conj: _outer_fake(x, y))
-SYR = _mat_op("syr", "A + alpha x x^T (x^H), full matrix before the triangle merge; elements = n^2",
-              "(Scalar alpha, Tensor x, Tensor? A, bool herm) -> Tensor", lambda alpha, x, A, herm: _outer_fake(x, x))
-SYR2 = _mat_op("syr2", "A + alpha x y^T + alpha y x^T (Hermitian: conj), full; elements = n^2",
-               "(Scalar alpha, Tensor x, Tensor y, Tensor? A, bool herm) -> Tensor",
-               lambda alpha, x, y, A, herm: _outer_fake(x, x))
+GEMV = Op("trnblas.gemv", "elements", _THRESHOLD, doc="alpha op(A) x + beta y; elements = m n",
+          schema="(Scalar alpha, Tensor A, Tensor x, Scalar beta, Tensor? y, str t) -> Tensor",
+          fake=lambda alpha, A, x, beta, y, t: A.new_empty((A.shape[0] if t == "N" else A.shape[1],)), **_MAT)
+SYMV = Op("trnblas.symv", "elements", _THRESHOLD,
+          doc="alpha A x + beta y, A symmetric/Hermitian from one triangle; elements = n^2",
+          schema="(Scalar alpha, Tensor A, Tensor x, Scalar beta, Tensor? y, str u, bool hermitian) -> Tensor",
+          fake=lambda alpha, A, x, beta, y, u, hermitian: A.new_empty((A.shape[0],)), **_MAT)
+TRMV = Op("trnblas.trmv", "elements", _THRESHOLD, doc="op(A) x, A triangular; elements = n^2",
+          schema="(Tensor A, Tensor x, str u, str t, str d) -> Tensor",
+          fake=lambda A, x, u, t, d: A.new_empty((A.shape[0],)), **_MAT)
+TRSV = Op("trnblas.trsv", "elements", _THRESHOLD, doc="solve op(A) z = x, A triangular; elements = n^2",
+          schema="(Tensor A, Tensor x, str u, str t, str d) -> Tensor", fake=lambda A, x, u, t, d: torch.empty_like(x),
+          **_MAT)
+GER = Op("trnblas.ger", "elements", _THRESHOLD, doc="A + alpha x y^T (or y^H); elements = m n",
+         schema="(Scalar alpha, Tensor x, Tensor y, Tensor? A, bool conj) -> Tensor",
+         fake=lambda alpha, x, y, A, conj: _outer_fake(x, y), **_MAT)
+SYR = Op("trnblas.syr", "elements", _THRESHOLD,
+         doc="A + alpha x x^T (x^H), full matrix before the triangle merge; elements = n^2",
+         schema="(Scalar alpha, Tensor x, Tensor? A, bool herm) -> Tensor",
+         fake=lambda alpha, x, A, herm: _outer_fake(x, x), **_MAT)
+SYR2 = Op("trnblas.syr2", "elements", _THRESHOLD,
+          doc="A + alpha x y^T + alpha y x^T (Hermitian: conj), full; elements = n^2",
+          schema="(Scalar alpha, Tensor x, Tensor y, Tensor? A, bool herm) -> Tensor",
+          fake=lambda alpha, x, y, A, herm: _outer_fake(x, x), **_MAT)
 
 
 @GEMV.lowering("torch")

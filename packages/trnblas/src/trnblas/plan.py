@@ -22,6 +22,8 @@ opt_einsum's ``PathInfo``::
 from __future__ import annotations
 
 from trnblas import chem as _chem
+from trnblas import level1 as _l1
+from trnblas import level2 as _l2
 from trnblas import level3 as _l3
 from trnsci.dispatch import Plan, plan_call
 
@@ -133,18 +135,15 @@ def plan(op_name: str, *args, **kwargs) -> Plan:
     except (KeyError, TypeError):
         planner = None
     if planner is None:
-        import trnblas
-
-        fn = getattr(trnblas, key, None) if isinstance(key, str) and key in trnblas.__all__ else None
-        if fn is None or key in _NOT_ROUTINES:
+        fn = _ROUTINES.get(key) if isinstance(key, str) else None
+        if fn is None:
             raise ValueError(f"plan: op_name must be one of {', '.join(map(repr, _PLANNERS))} or a trnblas "
                              f"routine name; got {op_name!r}") from None
         return plan_call(fn, *args, **kwargs)
     return planner(*args, **kwargs)
 
 
-_NOT_ROUTINES = {"set_backend", "get_backend", "use_backend", "plan", "plan_gemm", "plan_batched_gemm",
-                 "plan_syrk", "plan_trsm", "BlasPlan", "__version__", "df_factors", "dfmp2", "rotg"}
-
-
-
+#: The public routines ``plan`` plans by name, from the family modules (lower case: the Ops are upper case):
+#: every one but ``rotg`` (scalars only) and the chemistry drivers ``df_factors``/``dfmp2``.
+_ROUTINES = {name: getattr(mod, name) for mod in (_l1, _l2, _l3, _chem) for name in mod.__all__
+             if name.islower() and name not in ("df_factors", "dfmp2", "rotg")}

@@ -327,7 +327,7 @@ _KINDS = {"fft": (True, False), "ifft": (True, False), "rfft": (True, True), "ir
           "rfftn": (True, True), "irfftn": (False, False)}
 
 
-def _fake(kind: str, nd: bool):
+def transform_fake(kind: str, nd: bool):
     """The operator's fake implementation: the output's shape and dtype without computing it."""
     complex_out, half = _KINDS[kind]
 
@@ -347,17 +347,10 @@ def _fake(kind: str, nd: bool):
     return fake
 
 
-def op1(name: str, doc: str):
-    from trnsci.dispatch import Op
-
-    return Op(name, "points", THRESHOLD_POINTS, size=points1, describe=describe1, doc=doc,
-              schema="(Tensor x, SymInt n, int dim, str norm, str precision) -> Tensor",
-              fake=_fake(name.split(".")[1], False))
-
-
-def opn(name: str, doc: str):
-    from trnsci.dispatch import Op
-
-    return Op(name, "points", THRESHOLD_POINTS, size=pointsn, describe=describen, doc=doc,
-              schema="(Tensor x, SymInt[] s, int[] dim, str norm, str precision) -> Tensor",
-              fake=_fake(name.split(".")[1], True))
+#: The keyword arguments every 1-D transform's Op shares: its size, description and operator schema
+#: (``Op("trnfft.rfft", "points", THRESHOLD_POINTS, doc=..., fake=transform_fake("rfft", nd=False), **ONE_D)``).
+ONE_D = dict(size=points1, describe=describe1,
+             schema="(Tensor x, SymInt n, int dim, str norm, str precision) -> Tensor")
+#: The same for every n-D transform.
+N_D = dict(size=pointsn, describe=describen,
+           schema="(Tensor x, SymInt[] s, int[] dim, str norm, str precision) -> Tensor")

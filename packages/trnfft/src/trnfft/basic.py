@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from trnsci import validate
+from trnsci.dispatch import Op
 from trnsci.settled import call, public
 
 from . import _engine as E
@@ -38,10 +39,15 @@ from . import _host as R
 # (x, n, dim, norm, precision) -- or (x, s, dim, norm, precision) for the
 # n-D ops -- in the canonical form of trnfft._engine and returns a tensor.
 
-FFT = E.op1("trnfft.fft", "1-D complex DFT along one dim; points = batch x n")
-IFFT = E.op1("trnfft.ifft", "1-D inverse complex DFT along one dim; points = batch x n")
-FFTN = E.opn("trnfft.fftn", "n-D complex DFT (also fft2); points = batch x prod(s)")
-IFFTN = E.opn("trnfft.ifftn", "n-D inverse complex DFT (also ifft2); points = batch x prod(s)")
+FFT = Op("trnfft.fft", "points", E.THRESHOLD_POINTS, doc="1-D complex DFT along one dim; points = batch x n",
+         fake=E.transform_fake("fft", nd=False), **E.ONE_D)
+IFFT = Op("trnfft.ifft", "points", E.THRESHOLD_POINTS, doc="1-D inverse complex DFT along one dim; points = batch x n",
+          fake=E.transform_fake("ifft", nd=False), **E.ONE_D)
+FFTN = Op("trnfft.fftn", "points", E.THRESHOLD_POINTS, doc="n-D complex DFT (also fft2); points = batch x prod(s)",
+          fake=E.transform_fake("fftn", nd=True), **E.N_D)
+IFFTN = Op("trnfft.ifftn", "points", E.THRESHOLD_POINTS,
+           doc="n-D inverse complex DFT (also ifft2); points = batch x prod(s)",
+           fake=E.transform_fake("ifftn", nd=True), **E.N_D)
 
 # ------------------------------------------------------------------ derivatives
 # fft and ifft are linear: the gradient of y = F x is F^H g, the transform in the other direction with

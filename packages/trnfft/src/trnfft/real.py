@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from trnsci.dispatch import Op
 from trnsci.settled import public
 
 from . import _engine as E
@@ -25,12 +26,23 @@ from .basic import ROUTED, SIG1, SIGN, _many, _one
 # ------------------------------------------------------------------ ops
 # torch lowerings here; NKI lowerings in trnfft._nki.real (same arguments).
 
-RFFT = E.op1("trnfft.rfft", "1-D real-input DFT (half spectrum); points = batch x n")
-IRFFT = E.op1("trnfft.irfft", "1-D inverse of rfft (real output of length n); points = batch x n")
-HFFT = E.op1("trnfft.hfft", "1-D DFT of a Hermitian half spectrum (real output); points = batch x n")
-IHFFT = E.op1("trnfft.ihfft", "1-D inverse of hfft (half spectrum of real input); points = batch x n")
-RFFTN = E.opn("trnfft.rfftn", "n-D real-input DFT (also rfft2); points = batch x prod(s)")
-IRFFTN = E.opn("trnfft.irfftn", "n-D inverse of rfftn (also irfft2); points = batch x prod(s)")
+RFFT = Op("trnfft.rfft", "points", E.THRESHOLD_POINTS, doc="1-D real-input DFT (half spectrum); points = batch x n",
+          fake=E.transform_fake("rfft", nd=False), **E.ONE_D)
+IRFFT = Op("trnfft.irfft", "points", E.THRESHOLD_POINTS,
+           doc="1-D inverse of rfft (real output of length n); points = batch x n",
+           fake=E.transform_fake("irfft", nd=False), **E.ONE_D)
+HFFT = Op("trnfft.hfft", "points", E.THRESHOLD_POINTS,
+          doc="1-D DFT of a Hermitian half spectrum (real output); points = batch x n",
+          fake=E.transform_fake("hfft", nd=False), **E.ONE_D)
+IHFFT = Op("trnfft.ihfft", "points", E.THRESHOLD_POINTS,
+           doc="1-D inverse of hfft (half spectrum of real input); points = batch x n",
+           fake=E.transform_fake("ihfft", nd=False), **E.ONE_D)
+RFFTN = Op("trnfft.rfftn", "points", E.THRESHOLD_POINTS,
+           doc="n-D real-input DFT (also rfft2); points = batch x prod(s)", fake=E.transform_fake("rfftn", nd=True),
+           **E.N_D)
+IRFFTN = Op("trnfft.irfftn", "points", E.THRESHOLD_POINTS,
+            doc="n-D inverse of rfftn (also irfft2); points = batch x prod(s)",
+            fake=E.transform_fake("irfftn", nd=True), **E.N_D)
 
 # ------------------------------------------------------------------ derivatives
 # Each backward is the adjoint transform, run through the other Op (kernels wherever the forward ran

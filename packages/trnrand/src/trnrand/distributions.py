@@ -129,7 +129,131 @@ def _box_muller(w: torch.Tensor, dtype) -> torch.Tensor:
     return torch.from_numpy(out).to(w.device)
 
 
-# ---- private torch implementations (registered below as the Ops' torch lowerings) ---------------------
+# ---- Ops: every public draw decides torch vs kernel through one trnsci.dispatch.Op ----------------
+# Default threshold (samples): a guess -- there is no Trainium here to calibrate it (`trnsci calibrate`
+# on a trn1/trn2 replaces it). 2**20 samples are ~5-10 ms of CPU Philox at the measured torch rate,
+# far above a kernel launch plus the output DMA, so a kernel should win below it; ops without a
+# kernel keep it for symmetry.
+THRESHOLD = float(1 << 20)
+
+
+def _n(*a, **k) -> float:
+    return float(a[4])
+
+
+def _drawn_dtype(*a, **k):
+    """The dtype of the samples: every sampling lowering ends in ``(..., dtype, device)``."""
+    return a[-2]
+
+
+def _describe(*a, **k) -> str:
+    return f"{a[4]} samples, seed={a[0]}, subsequence={a[1]}, stream words from {a[2]}"
+
+
+# Every Op is also a torch operator, torch.ops.trnrand.<name>. The generator crosses the operator boundary
+# as a key tensor of (seed, subsequence, base) (trnrand.generator.key_tensor: 64-bit seeds and 66-bit
+# positions do not fit a schema's int), so a draw is a pure function of its arguments inside the
+# operator; the public function advances the generator outside it, where torch.compile traces it.
+# Random draws have no derivative: the operators mark their outputs non-differentiable.
+
+
+def _keyed_crossing(last_is_device: bool = True):
+    """(to_operator, from_operator) replacing the lowering's leading (seed, subsequence, base) with a key
+    tensor (on the meta device when the draw's device is meta, so the operator dispatches to its fake)."""
+    def to_operator(seed, subsequence, base, *rest):
+        dev = rest[-1] if last_is_device else None
+        return (key_tensor(seed, subsequence, base, device=dev), *rest)
+
+    def from_operator(key, *rest):
+        return (*key_values(key), *rest)
+
+    return to_operator, from_operator
+
+
+def _sample_fake(key, first, n, *rest):
+    """n samples of the dtype and on the device the call names (the last two arguments)."""
+    return torch.empty(n, dtype=rest[-2], device=rest[-1])
+
+
+_TO_KEY, _FROM_KEY = _keyed_crossing()
+
+
+# high may be 2**63 (an exclusive bound past int64): the randint operator takes low and the span (<= 2**32)
+def _randint_to_operator(seed, subsequence, base, first, n, low, high, dtype, device):
+    return _TO_KEY(seed, subsequence, base, first, n, low, high - low, dtype, device)
+
+
+def _randint_from_operator(key, first, n, low, span, dtype, device):
+    return _FROM_KEY(key, first, n, low, low + span, dtype, device)
+
+
+#: The keyword arguments every draw's Op shares: the key crossing the operator boundary, no derivative.
+_KEYED = dict(to_operator=_TO_KEY, from_operator=_FROM_KEY, differentiable=False)
+#: ... and, for a draw of ``n`` samples of a dtype (every one but categorical, randperm, multinomial), its
+#: size, description and fake.
+_SAMPLES = dict(size=_n, describe=_describe, fake=_sample_fake, **_KEYED)
+UNIFORM = Op("trnrand.uniform", "samples", THRESHOLD,
+             doc="uniform floats from one (fp32) or two (fp64) words per sample",
+             schema="(Tensor key, int first, int n, float low, float high, ScalarType dtype, Device device) -> Tensor",
+             dtype=_drawn_dtype, **_SAMPLES)
+NORMAL = Op("trnrand.normal", "samples", THRESHOLD, doc="Box-Muller normals, two words per fp32 pair",
+            schema="(Tensor key, int first, int n, float mean, float std, ScalarType dtype, Device device) -> Tensor",
+            dtype=_drawn_dtype, **_SAMPLES)
+LOGNORMAL = Op("trnrand.lognormal", "samples", THRESHOLD, doc="exp of Box-Muller normals",
+               schema="(Tensor key, int first, int n, float mean, float std, ScalarType dtype, "
+                      "Device device) -> Tensor",
+               dtype=_drawn_dtype, **_SAMPLES)
+EXPONENTIAL = Op("trnrand.exponential", "samples", THRESHOLD, doc="-log(u) / rate with u in (0, 1]",
+                 schema="(Tensor key, int first, int n, float rate, ScalarType dtype, Device device) -> Tensor",
+                 dtype=_drawn_dtype, **_SAMPLES)
+BERNOULLI = Op("trnrand.bernoulli", "samples", THRESHOLD, doc="word < round(p 2**32)",
+               schema="(Tensor key, int first, int n, float p, ScalarType dtype, Device device) -> Tensor",
+               dtype=_drawn_dtype, **_SAMPLES)
+RANDINT = Op("trnrand.randint", "samples", THRESHOLD,
+             doc="floor of a 64-bit fraction times the range (two words per sample)",
+             schema="(Tensor key, int first, int n, int low, int span, ScalarType dtype, Device device) -> Tensor",
+             dtype=_drawn_dtype, size=_n, describe=_describe, fake=_sample_fake, to_operator=_randint_to_operator,
+             from_operator=_randint_from_operator, differentiable=False)
+GEOMETRIC = Op("trnrand.geometric", "samples", THRESHOLD, doc="inversion of a 53-bit uniform",
+               schema="(Tensor key, int first, int n, float p, ScalarType dtype, Device device) -> Tensor",
+               dtype=_drawn_dtype, **_SAMPLES)
+TRUNCATED_NORMAL = Op("trnrand.truncated_normal", "samples", THRESHOLD, doc="inverse-CDF on the truncated interval",
+                      schema="(Tensor key, int first, int n, float mean, float std, float low, float high, "
+                             "ScalarType dtype, Device device) -> Tensor",
+                      dtype=_drawn_dtype, **_SAMPLES)
+GAMMA = Op("trnrand.gamma", "samples", THRESHOLD, doc="Marsaglia-Tsang rejection, two key words per sample",
+           schema="(Tensor key, int first, int n, float shape, float scale, ScalarType dtype, Device device) -> Tensor",
+           dtype=_drawn_dtype, **_SAMPLES)
+BETA = Op("trnrand.beta", "samples", THRESHOLD, doc="X / (X + Y) of two keyed gammas",
+          schema="(Tensor key, int first, int n, float alpha, float beta, ScalarType dtype, Device device) -> Tensor",
+          dtype=_drawn_dtype, **_SAMPLES)
+STUDENT_T = Op("trnrand.student_t", "samples", THRESHOLD, doc="normal / sqrt(chi2 / df), keyed",
+               schema="(Tensor key, int first, int n, float df, ScalarType dtype, Device device) -> Tensor",
+               dtype=_drawn_dtype, **_SAMPLES)
+POISSON = Op("trnrand.poisson", "samples", THRESHOLD, doc="inversion (lam < 10) or PTRS rejection, keyed",
+             schema="(Tensor key, int first, int n, float lam, ScalarType dtype, Device device) -> Tensor",
+             dtype=_drawn_dtype, **_SAMPLES)
+BINOMIAL = Op("trnrand.binomial", "samples", THRESHOLD, doc="inversion (n p < 30) or BTRS rejection, keyed",
+              schema="(Tensor key, int first, int n, int trials, float p, ScalarType dtype, Device device) -> Tensor",
+              dtype=_drawn_dtype, **_SAMPLES)
+CATEGORICAL = Op("trnrand.categorical", "samples", THRESHOLD, doc="search of a 53-bit uniform in the CDF",
+                 schema="(Tensor key, int first, int n, Tensor cdf, Device device) -> Tensor", size=_n,
+                 describe=_describe,
+                 fake=lambda key, first, n, cdf, device: torch.empty(n, dtype=torch.int64, device=device), **_KEYED)
+RANDPERM = Op("trnrand.randperm", "samples", THRESHOLD, doc="argsort of 63-bit keys",
+              schema="(Tensor key, int n, ScalarType dtype, Device device) -> Tensor", dtype=_drawn_dtype,
+              size=lambda *a, **k: float(a[3]), describe=lambda *a, **k: f"a permutation of {a[3]}",
+              fake=lambda key, n, dtype, device: torch.empty(n, dtype=dtype, device=device), **_KEYED)
+MULTINOMIAL = Op("trnrand.multinomial", "samples", THRESHOLD,
+                 doc="rows x num_samples draws (CDF search or exponential races)",
+                 schema="(Tensor key, Tensor probs, int num_samples, bool replacement, Device device) -> Tensor",
+                 size=lambda *a, **k: float(a[3].shape[0] * a[4]),
+                 describe=lambda *a, **k: f"{a[3].shape[0]} rows x {a[4]} samples",
+                 fake=lambda key, probs, m, replacement, device: torch.empty(
+                     probs.shape[0], m, dtype=torch.int64, device=device), **_KEYED)
+
+
+# ---- private torch implementations: each Op's torch lowering ----------------------------------------
 def _uniform_bits(seed, subsequence, start, n, dtype, device, open_low=False):
     """_u01 of words start .. start+n*wps-1; float32 takes the fused path (no int64 word array)."""
     if dtype == torch.float32:
@@ -137,6 +261,7 @@ def _uniform_bits(seed, subsequence, start, n, dtype, device, open_low=False):
     return _philox.uniform64(seed, subsequence, start, n, device, open_low)
 
 
+@UNIFORM.lowering("torch")
 def _uniform_torch(seed, subsequence, base, first, n, low, high, dtype, device):
     u = _uniform_bits(seed, subsequence, base + _wps(dtype) * first, n, dtype, device)
     return _affine(u, low, high, dtype)
@@ -165,15 +290,18 @@ def _scale(z, mean, std):
     return z if mean == 0.0 and std == 1.0 else z.mul(std).add_(mean)
 
 
+@NORMAL.lowering("torch")
 def _normal_torch(seed, subsequence, base, first, n, mean, std, dtype, device):
     z = _standard_normal_pairs(seed, subsequence, base, first, n, dtype, device)
     return z if mean == 0.0 and std == 1.0 else z.mul_(std).add_(mean)  # z is this call's own array: in place
 
 
+@LOGNORMAL.lowering("torch")
 def _lognormal_torch(seed, subsequence, base, first, n, mean, std, dtype, device):
     return _standard_normal_pairs(seed, subsequence, base, first, n, dtype, device).mul(std).add_(mean).exp_()
 
 
+@EXPONENTIAL.lowering("torch")
 def _exponential_torch(seed, subsequence, base, first, n, rate, dtype, device):
     u = _uniform_bits(seed, subsequence, base + _wps(dtype) * first, n, dtype, device, open_low=True)
     if dtype == torch.float32:  # NumPy's float32 log, as for the normals: the function the emulator's Ln evaluates
@@ -183,6 +311,7 @@ def _exponential_torch(seed, subsequence, base, first, n, rate, dtype, device):
     return lg.mul_(-1.0 / rate).add_(0.0)  # u in (0, 1]: finite; + 0.0 turns -0.0 into 0.0
 
 
+@BERNOULLI.lowering("torch")
 def _bernoulli_torch(seed, subsequence, base, first, n, p, dtype, device):
     w = _philox.words(seed, subsequence, base + first, n, device)
     threshold = round(p * 2.0**32)  # P(w < T) = T / 2**32, within 2**-33 of p
@@ -199,11 +328,13 @@ def _mulhi_range(w0: torch.Tensor, w1: torch.Tensor, r: int) -> torch.Tensor:
     return ((a >> 32) & MASK) + carry
 
 
+@RANDINT.lowering("torch")
 def _randint_torch(seed, subsequence, base, first, n, low, high, dtype, device):
     w = _philox.words(seed, subsequence, base + 2 * first, 2 * n, device).reshape(-1, 2)
     return (_mulhi_range(w[:, 0], w[:, 1], high - low) + low).to(dtype)
 
 
+@GEOMETRIC.lowering("torch")
 def _geometric_torch(seed, subsequence, base, first, n, p, dtype, device):
     if p == 1.0:
         return torch.ones(n, dtype=dtype, device=device)
@@ -215,6 +346,7 @@ def _geometric_torch(seed, subsequence, base, first, n, p, dtype, device):
     return torch.floor(torch.log(u) / math.log1p(-p)).add_(1).to(dtype)
 
 
+@TRUNCATED_NORMAL.lowering("torch")
 def _truncated_normal_torch(seed, subsequence, base, first, n, mean, std, low, high, dtype, device):
     w = _philox.words(seed, subsequence, base + 2 * first, 2 * n, device)
     if dtype == torch.float32 and _fp32._truncated_refusal(mean, std, low, high) is None:
@@ -232,6 +364,7 @@ def _truncated_normal_torch(seed, subsequence, base, first, n, mean, std, low, h
     return x.mul_(std).add_(mean).to(dtype)
 
 
+@CATEGORICAL.lowering("torch")
 def _categorical_torch(seed, subsequence, base, first, n, cdf, device):
     u = _u01(_philox.words(seed, subsequence, base + 2 * first, 2 * n, device), torch.float64)
     idx = torch.searchsorted(cdf, u * cdf[-1], right=True)
@@ -316,6 +449,7 @@ def _gamma_rounds_then_float64(keys: torch.Tensor, shape: float, component: int)
     return vals
 
 
+@GAMMA.lowering("torch")
 def _gamma_torch(seed, subsequence, base, first, n, shape, scale, dtype, device):
     keys = _sample_keys(seed, subsequence, base, first, n, device)
     if _fp32_gamma_ok(shape, dtype):
@@ -323,6 +457,7 @@ def _gamma_torch(seed, subsequence, base, first, n, shape, scale, dtype, device)
     return _gamma_from_keys(keys, shape, 0).mul_(scale).to(dtype)
 
 
+@BETA.lowering("torch")
 def _beta_torch(seed, subsequence, base, first, n, alpha, beta, dtype, device):
     keys = _sample_keys(seed, subsequence, base, first, n, device)
     if _fp32_gamma_ok(alpha, dtype) and _fp32_gamma_ok(beta, dtype):
@@ -334,6 +469,7 @@ def _beta_torch(seed, subsequence, base, first, n, alpha, beta, dtype, device):
     return (x / (x + y)).to(dtype)
 
 
+@STUDENT_T.lowering("torch")
 def _student_t_torch(seed, subsequence, base, first, n, df, dtype, device):
     keys = _sample_keys(seed, subsequence, base, first, n, device)
     if _fp32_gamma_ok(df / 2.0, dtype):  # the kernel's fp32 rounds and ratio; float64 for every-round misses
@@ -350,6 +486,7 @@ def _student_t_torch(seed, subsequence, base, first, n, df, dtype, device):
     return (z / torch.sqrt(g / df)).to(dtype)
 
 
+@POISSON.lowering("torch")
 def _poisson_torch(seed, subsequence, base, first, n, lam, dtype, device):
     keys = _sample_keys(seed, subsequence, base, first, n, device)
     if lam == 0.0:
@@ -406,6 +543,7 @@ def _ptrs_attempt(lam: float):
     return attempt
 
 
+@BINOMIAL.lowering("torch")
 def _binomial_torch(seed, subsequence, base, first, n, trials, p, dtype, device):
     keys = _sample_keys(seed, subsequence, base, first, n, device)
     if p == 0.0 or trials == 0:
@@ -459,12 +597,14 @@ def _binomial_torch(seed, subsequence, base, first, n, trials, p, dtype, device)
     return k.to(dtype)
 
 
+@RANDPERM.lowering("torch")
 def _randperm_torch(seed, subsequence, base, n, dtype, device):
     w = _philox.words(seed, subsequence, base, 2 * n, device).reshape(-1, 2)
     key = ((w[:, 0] >> 1) << 32) | w[:, 1]  # 63 random bits: ties have probability < n**2 / 2**64
     return torch.argsort(key, stable=True).to(dtype)
 
 
+@MULTINOMIAL.lowering("torch")
 def _multinomial_torch(seed, subsequence, base, probs, num_samples, replacement, device):
     rows, k = probs.shape
     if replacement:
@@ -478,117 +618,6 @@ def _multinomial_torch(seed, subsequence, base, probs, num_samples, replacement,
     e = -torch.log(_u01(w, torch.float64, open_low=True)).reshape(rows, k)
     keyv = e / probs.to(torch.float64)
     return torch.argsort(keyv, dim=1, stable=True)[:, :num_samples]
-
-
-
-# ---- Ops: every public draw decides torch vs kernel through one trnsci.dispatch.Op ----------------
-# Default threshold (samples): a guess -- there is no Trainium here to calibrate it (`trnsci calibrate`
-# on a trn1/trn2 replaces it). 2**20 samples are ~5-10 ms of CPU Philox at the measured torch rate,
-# far above a kernel launch plus the output DMA, so a kernel should win below it; ops without a
-# kernel keep it for symmetry.
-THRESHOLD = float(1 << 20)
-
-
-def _n(*a, **k) -> float:
-    return float(a[4])
-
-
-def _arg(i):
-    def dtype_of(*a, **k):
-        return a[i]
-
-    return dtype_of
-
-
-def _describe(*a, **k) -> str:
-    return f"{a[4]} samples, seed={a[0]}, subsequence={a[1]}, stream words from {a[2]}"
-
-
-# Every Op is also a torch operator, torch.ops.trnrand.<name>. The generator crosses the operator boundary
-# as a key tensor of (seed, subsequence, base) (trnrand.generator.key_tensor: 64-bit seeds and 66-bit
-# positions do not fit a schema's int), so a draw is a pure function of its arguments inside the
-# operator; the public function advances the generator outside it, where torch.compile traces it.
-# Random draws have no derivative: the operators mark their outputs non-differentiable.
-
-
-def _keyed_crossing(last_is_device: bool = True):
-    """(to_operator, from_operator) replacing the lowering's leading (seed, subsequence, base) with a key
-    tensor (on the meta device when the draw's device is meta, so the operator dispatches to its fake)."""
-    def to_operator(seed, subsequence, base, *rest):
-        dev = rest[-1] if last_is_device else None
-        return (key_tensor(seed, subsequence, base, device=dev), *rest)
-
-    def from_operator(key, *rest):
-        return (*key_values(key), *rest)
-
-    return to_operator, from_operator
-
-
-def _sample_fake(key, first, n, *rest):
-    """n samples of the dtype and on the device the call names (the last two arguments)."""
-    return torch.empty(n, dtype=rest[-2], device=rest[-1])
-
-
-def _op(name, dtype_index, doc, params, size=_n, describe=_describe, fake=_sample_fake, head="int first, int n",
-        crossing=None):
-    to_op, from_op = crossing or _keyed_crossing()
-    schema = "(" + ", ".join(p for p in ("Tensor key", head, params) if p) + ") -> Tensor"
-    op = Op(f"trnrand.{name}", "samples", THRESHOLD, size=size, describe=describe,
-            dtype=None if dtype_index is None else _arg(dtype_index), doc=doc, schema=schema, fake=fake,
-            to_operator=to_op, from_operator=from_op, differentiable=False)
-    return op
-
-
-def _randint_crossing():
-    # high may be 2**63 (an exclusive bound past int64): the operator takes low and the span (<= 2**32)
-    to_op, from_op = _keyed_crossing()
-
-    def to_operator(seed, subsequence, base, first, n, low, high, dtype, device):
-        return to_op(seed, subsequence, base, first, n, low, high - low, dtype, device)
-
-    def from_operator(key, first, n, low, span, dtype, device):
-        return from_op(key, first, n, low, low + span, dtype, device)
-
-    return to_operator, from_operator
-
-
-_DD = "ScalarType dtype, Device device"
-UNIFORM = _op("uniform", 7, "uniform floats from one (fp32) or two (fp64) words per sample",
-              f"float low, float high, {_DD}")
-NORMAL = _op("normal", 7, "Box-Muller normals, two words per fp32 pair", f"float mean, float std, {_DD}")
-LOGNORMAL = _op("lognormal", 7, "exp of Box-Muller normals", f"float mean, float std, {_DD}")
-EXPONENTIAL = _op("exponential", 6, "-log(u) / rate with u in (0, 1]", f"float rate, {_DD}")
-BERNOULLI = _op("bernoulli", 6, "word < round(p 2**32)", f"float p, {_DD}")
-RANDINT = _op("randint", 7, "floor of a 64-bit fraction times the range (two words per sample)",
-              f"int low, int span, {_DD}", crossing=_randint_crossing())
-GEOMETRIC = _op("geometric", 6, "inversion of a 53-bit uniform", f"float p, {_DD}")
-TRUNCATED_NORMAL = _op("truncated_normal", 9, "inverse-CDF on the truncated interval",
-                       f"float mean, float std, float low, float high, {_DD}")
-GAMMA = _op("gamma", 7, "Marsaglia-Tsang rejection, two key words per sample", f"float shape, float scale, {_DD}")
-BETA = _op("beta", 7, "X / (X + Y) of two keyed gammas", f"float alpha, float beta, {_DD}")
-STUDENT_T = _op("student_t", 6, "normal / sqrt(chi2 / df), keyed", f"float df, {_DD}")
-POISSON = _op("poisson", 6, "inversion (lam < 10) or PTRS rejection, keyed", f"float lam, {_DD}")
-BINOMIAL = _op("binomial", 7, "inversion (n p < 30) or BTRS rejection, keyed", f"int trials, float p, {_DD}")
-CATEGORICAL = _op("categorical", None, "search of a 53-bit uniform in the CDF", "Tensor cdf, Device device",
-                  fake=lambda key, first, n, cdf, device: torch.empty(n, dtype=torch.int64, device=device))
-RANDPERM = _op("randperm", 4, "argsort of 63-bit keys", _DD, head="int n", size=lambda *a, **k: float(a[3]),
-               describe=lambda *a, **k: f"a permutation of {a[3]}",
-               fake=lambda key, n, dtype, device: torch.empty(n, dtype=dtype, device=device))
-MULTINOMIAL = _op("multinomial", None, "rows x num_samples draws (CDF search or exponential races)",
-                  "Tensor probs, int num_samples, bool replacement, Device device", head="",
-                  size=lambda *a, **k: float(a[3].shape[0] * a[4]),
-                  describe=lambda *a, **k: f"{a[3].shape[0]} rows x {a[4]} samples",
-                  fake=lambda key, probs, m, replacement, device: torch.empty(
-                      probs.shape[0], m, dtype=torch.int64, device=device))
-
-for _op_, _fn in ((UNIFORM, _uniform_torch), (NORMAL, _normal_torch), (LOGNORMAL, _lognormal_torch),
-                  (EXPONENTIAL, _exponential_torch), (BERNOULLI, _bernoulli_torch), (RANDINT, _randint_torch),
-                  (GEOMETRIC, _geometric_torch), (TRUNCATED_NORMAL, _truncated_normal_torch),
-                  (GAMMA, _gamma_torch), (BETA, _beta_torch), (STUDENT_T, _student_t_torch),
-                  (POISSON, _poisson_torch), (BINOMIAL, _binomial_torch), (CATEGORICAL, _categorical_torch),
-                  (RANDPERM, _randperm_torch), (MULTINOMIAL, _multinomial_torch)):
-    _op_.lowering("torch")(_fn)
-del _op_, _fn
 
 
 # ---- public API -----------------------------------------------------------------------------------

@@ -204,9 +204,12 @@ class Generator:
         >>> g.position()
         1010
         """
-        from .program import GeneratorProgram
+        return _PROGRAM(self)
 
-        return GeneratorProgram(self)
+
+#: The class :meth:`Generator.new_program` builds: :class:`trnrand.program.GeneratorProgram`, handed in when
+#: trnrand.program is imported (a program draws through trnrand.distributions, which builds on this module).
+_PROGRAM = None
 
 
 def key_tensor(*values: int, device=None) -> torch.Tensor:

@@ -94,4 +94,8 @@ PHILOX4X32 = Op("trnrand.philox4x32", "samples", THRESHOLD, size=lambda c, k, r:
                 schema="(Tensor counter, Tensor key, int rounds) -> Tensor",  # torch.ops.trnrand.philox4x32
                 fake=lambda c, k, r: torch.empty(c.shape, dtype=torch.int64, device=c.device),
                 differentiable=False)
-PHILOX4X32.lowering("torch")(_philox_torch)
+
+
+@PHILOX4X32.lowering("torch")
+def _philox4x32_torch(c, k, r):
+    return _philox_torch(c, k, r)

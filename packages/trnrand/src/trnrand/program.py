@@ -6,6 +6,9 @@ import torch
 
 from trnsci import validate
 
+from . import distributions as D
+from . import generator as _generator
+
 _KINDS = ("uniform", "normal", "exponential")
 
 
@@ -46,8 +49,6 @@ class GeneratorProgram:
             raise TypeError(f"{where}: out must be a str (the buffer's name), got {type(out).__name__}")
         if any(s[3] == out for s in self._steps):
             raise ValueError(f"{where}: buffer name {out!r} is already used")
-        from . import distributions as D
-
         check = {"uniform": D.uniform, "normal": D.normal, "exponential": D.exponential}[kind]
         check(0, **params, generator=self._generator)  # validates the parameters, draws nothing
         self._steps.append((kind, n, params, out))
@@ -83,8 +84,6 @@ class GeneratorProgram:
 
     def stream_into(self, buffers):
         """Fill ``buffers`` (a dict name -> float32/float64 tensor with ``n`` elements) in step order."""
-        from . import distributions as D
-
         where = "GeneratorProgram.stream_into"
         if not self._built:
             raise ValueError(f"{where}: call build() first")
@@ -103,3 +102,6 @@ class GeneratorProgram:
         fill = {"uniform": D.uniform_into, "normal": D.normal_into, "exponential": D.exponential_into}
         for kind, _, params, out in self._steps:
             fill[kind](buffers[out], **params, generator=self._generator)
+
+
+_generator._PROGRAM = GeneratorProgram  # Generator.new_program

@@ -20,6 +20,42 @@ SOBOL_BITS = 30  # as scipy.stats.qmc.Sobol's default: points are k * 2**-30
 SOBOL_MAX_DIMS = 21201  # Joe-Kuo new-joe-kuo-6.21201
 
 
+# ---- Ops (threshold: see trnrand.distributions.THRESHOLD; a guess, no hardware to calibrate) -------
+# Each is also a torch operator (torch.ops.trnrand.sobol, ...; no derivative: outputs marked
+# non-differentiable). Points are (n, dims) row-major on the CPU; latin_hypercube's generator crosses as a
+# key tensor (trnrand.generator.key_tensor) and its orthogonal array as a tensor and its prime.
+
+
+def _lhs_to_operator(seed, subsequence, base, n, d, oa, dtype):
+    table, p = oa if oa is not None else (None, 0)
+    return key_tensor(seed, subsequence, base), n, d, table, p, dtype
+
+
+def _lhs_from_operator(key, n, d, table, p, dtype):
+    return (*key_values(key), n, d, None if table is None else (table, p), dtype)
+
+
+SOBOL = Op("trnrand.sobol", "samples", THRESHOLD, size=lambda V, shift, skip, n, dtype: float(n * V.shape[0]),
+           dtype=lambda V, shift, skip, n, dtype: dtype,
+           describe=lambda V, shift, skip, n, dtype: f"{n} points x {V.shape[0]} dims from point {skip}",
+           doc="Gray-code Sobol' points; samples = points x dims",
+           schema="(Tensor V, Tensor shift, int skip, int n, ScalarType dtype) -> Tensor",
+           fake=lambda V, shift, skip, n, dtype: torch.empty(n, V.shape[0], dtype=dtype, device=V.device),
+           differentiable=False)
+HALTON = Op("trnrand.halton", "samples", THRESHOLD, size=lambda b, p, skip, n, dtype: float(n * b.numel()),
+            dtype=lambda b, p, skip, n, dtype: dtype, doc="radical inverses; samples = points x dims",
+            schema="(Tensor bases, Tensor? perms, int skip, int n, ScalarType dtype) -> Tensor",
+            fake=lambda b, p, skip, n, dtype: torch.empty(n, b.numel(), dtype=dtype, device=b.device),
+            differentiable=False)
+LATIN_HYPERCUBE = Op("trnrand.latin_hypercube", "samples", THRESHOLD,
+                     size=lambda s, q, base, n, d, oa, dtype: float(n * d),
+                     dtype=lambda s, q, base, n, d, oa, dtype: dtype,
+                     doc="random permutations per dimension (strength 1) or an orthogonal array (2)",
+                     schema="(Tensor key, int n, int d, Tensor? oa, int p, ScalarType dtype) -> Tensor",
+                     fake=lambda key, n, d, oa, p, dtype: torch.empty(n, d, dtype=dtype, device=key.device),
+                     to_operator=_lhs_to_operator, from_operator=_lhs_from_operator, differentiable=False)
+
+
 def _fdtype(dtype, where):
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"{where}: dtype must be a torch.dtype, got {type(dtype).__name__}")
@@ -147,6 +183,7 @@ def _xor_serial(high: np.ndarray, low: np.ndarray) -> np.ndarray:
     return out
 
 
+@SOBOL.lowering("torch")
 def _sobol_torch(V: torch.Tensor, shift: torch.Tensor, skip: int, n: int, dtype) -> torch.Tensor:
     """Sobol' integers in Gray-code order: x_i = XOR over set bits b of gray(i) of V[:, b], then ^ shift.
 
@@ -337,6 +374,7 @@ def _radical_inverse(base: int, perms, levels: int, start: int, count: int) -> n
     return X.reshape(-1)[off:off + count]
 
 
+@HALTON.lowering("torch")
 def _halton_torch(bases: torch.Tensor, perms, skip: int, n: int, dtype) -> torch.Tensor:
     """Radical inverses of i = skip .. skip+n-1 in each base, accumulated as SciPy does:
     x += digit * b2r; b2r /= base (float64, least significant digit first); see ``_radical_inverse``.
@@ -481,6 +519,7 @@ def latin_hypercube(n_points, n_dims, dtype=torch.float32, generator=None, stren
         return LATIN_HYPERCUBE(g._seed, g._subsequence, base, n, d, (oa, p), dtype)
 
 
+@LATIN_HYPERCUBE.lowering("torch")
 def _lhs_torch(seed, subsequence, base, n, d, oa, dtype):
     w = _philox.words(seed, subsequence, base, 4 * n * d).reshape(n, d, 4)
     key = ((w[..., 0] >> 1) << 32) | w[..., 1]
@@ -503,42 +542,3 @@ def _lhs_torch(seed, subsequence, base, n, d, oa, dtype):
     x = (strata.to(torch.float64) + u) / n
     x = x.to(dtype)
     return x.clamp_(max=torch.nextafter(torch.tensor(1.0, dtype=dtype), torch.tensor(0.0, dtype=dtype)).item())
-
-
-# ---- Ops (threshold: see trnrand.distributions.THRESHOLD; a guess, no hardware to calibrate) -------
-# Each is also a torch operator (torch.ops.trnrand.sobol, ...; no derivative: outputs marked
-# non-differentiable). Points are (n, dims) row-major on the CPU; latin_hypercube's generator crosses as a
-# key tensor (trnrand.generator.key_tensor) and its orthogonal array as a tensor and its prime.
-
-
-def _lhs_to_operator(seed, subsequence, base, n, d, oa, dtype):
-    table, p = oa if oa is not None else (None, 0)
-    return key_tensor(seed, subsequence, base), n, d, table, p, dtype
-
-
-def _lhs_from_operator(key, n, d, table, p, dtype):
-    return (*key_values(key), n, d, None if table is None else (table, p), dtype)
-
-
-SOBOL = Op("trnrand.sobol", "samples", THRESHOLD, size=lambda V, shift, skip, n, dtype: float(n * V.shape[0]),
-           dtype=lambda V, shift, skip, n, dtype: dtype,
-           describe=lambda V, shift, skip, n, dtype: f"{n} points x {V.shape[0]} dims from point {skip}",
-           doc="Gray-code Sobol' points; samples = points x dims",
-           schema="(Tensor V, Tensor shift, int skip, int n, ScalarType dtype) -> Tensor",
-           fake=lambda V, shift, skip, n, dtype: torch.empty(n, V.shape[0], dtype=dtype, device=V.device),
-           differentiable=False)
-HALTON = Op("trnrand.halton", "samples", THRESHOLD, size=lambda b, p, skip, n, dtype: float(n * b.numel()),
-            dtype=lambda b, p, skip, n, dtype: dtype, doc="radical inverses; samples = points x dims",
-            schema="(Tensor bases, Tensor? perms, int skip, int n, ScalarType dtype) -> Tensor",
-            fake=lambda b, p, skip, n, dtype: torch.empty(n, b.numel(), dtype=dtype, device=b.device),
-            differentiable=False)
-LATIN_HYPERCUBE = Op("trnrand.latin_hypercube", "samples", THRESHOLD,
-                     size=lambda s, q, base, n, d, oa, dtype: float(n * d),
-                     dtype=lambda s, q, base, n, d, oa, dtype: dtype,
-                     doc="random permutations per dimension (strength 1) or an orthogonal array (2)",
-                     schema="(Tensor key, int n, int d, Tensor? oa, int p, ScalarType dtype) -> Tensor",
-                     fake=lambda key, n, d, oa, p, dtype: torch.empty(n, d, dtype=dtype, device=key.device),
-                     to_operator=_lhs_to_operator, from_operator=_lhs_from_operator, differentiable=False)
-SOBOL.lowering("torch")(_sobol_torch)
-HALTON.lowering("torch")(_halton_torch)
-LATIN_HYPERCUBE.lowering("torch")(_lhs_torch)

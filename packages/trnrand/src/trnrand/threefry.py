@@ -15,7 +15,7 @@ from trnsci import validate
 from trnsci.dispatch import Op
 
 from . import _threefry as T
-from .distributions import THRESHOLD, _keyed_crossing
+from .distributions import _KEYED, THRESHOLD
 from .philox import _words_arg
 
 _U64 = 1 << 64
@@ -189,20 +189,6 @@ def threefry_stream_normal(n, seed=0, counter_offset=0, *, subsequence=0, device
     return THREEFRY_NORMAL(seed, sub, off, n, dev)
 
 
-def _uniform_torch(seed, sub, off, n, dev):
-    if n == 0:
-        return torch.empty(0, dtype=torch.float32, device=dev)
-    w = T.blocks(seed, sub, off, (n + 3) // 4)
-    return T.uniform_words(w).reshape(-1)[:n].to(dev)
-
-
-def _normal_torch(seed, sub, off, n, dev):
-    if n == 0:
-        return torch.empty(0, dtype=torch.float32, device=dev)
-    w = T.blocks(seed, sub, off, (n + 3) // 4)
-    return T.normal_blocks(w).reshape(-1)[:n].to(dev)
-
-
 def _samples(seed, sub, off, n, dev) -> float:
     return float(n)
 
@@ -233,14 +219,30 @@ THREEFRY4X32 = Op("trnrand.threefry4x32", "samples", THRESHOLD, size=lambda c, k
                   dtype=lambda c, k, r: c.dtype, doc="Threefry4x32-r of explicit counters and keys; samples = words",
                   schema="(Tensor counter, Tensor key, int rounds) -> Tensor", fake=_block_fake,
                   differentiable=False)
-THREEFRY4X32.lowering("torch")(T._threefry_torch)
 THREEFRY_UNIFORM = Op("trnrand.threefry_stream_uniform", "samples", THRESHOLD, size=_samples, describe=_describe,
                       dtype=_f32, doc="float32 uniforms (w >> 8) 2**-24 of the Threefry4x32-20 stream",
-                      schema=_STREAM, fake=_stream_fake, to_operator=_keyed_crossing()[0],
-                      from_operator=_keyed_crossing()[1], differentiable=False)
-THREEFRY_UNIFORM.lowering("torch")(_uniform_torch)
+                      schema=_STREAM, fake=_stream_fake, **_KEYED)
 THREEFRY_NORMAL = Op("trnrand.threefry_stream_normal", "samples", THRESHOLD, size=_samples, describe=_describe,
                      dtype=_f32, doc="float32 Box-Muller normals of the Threefry4x32-20 stream, two words per pair",
-                     schema=_STREAM, fake=_stream_fake, to_operator=_keyed_crossing()[0],
-                     from_operator=_keyed_crossing()[1], differentiable=False)
-THREEFRY_NORMAL.lowering("torch")(_normal_torch)
+                     schema=_STREAM, fake=_stream_fake, **_KEYED)
+
+
+@THREEFRY4X32.lowering("torch")
+def _threefry4x32_torch(c, k, r):
+    return T._threefry_torch(c, k, r)
+
+
+@THREEFRY_UNIFORM.lowering("torch")
+def _uniform_torch(seed, sub, off, n, dev):
+    if n == 0:
+        return torch.empty(0, dtype=torch.float32, device=dev)
+    w = T.blocks(seed, sub, off, (n + 3) // 4)
+    return T.uniform_words(w).reshape(-1)[:n].to(dev)
+
+
+@THREEFRY_NORMAL.lowering("torch")
+def _normal_torch(seed, sub, off, n, dev):
+    if n == 0:
+        return torch.empty(0, dtype=torch.float32, device=dev)
+    w = T.blocks(seed, sub, off, (n + 3) // 4)
+    return T.normal_blocks(w).reshape(-1)[:n].to(dev)

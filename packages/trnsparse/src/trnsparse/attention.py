@@ -88,6 +88,22 @@ def _flag(x, name, where):
     raise TypeError(f"{where}: {name} must be True or False, got {x!r}")
 
 
+ATTENTION = Op(
+    # No hardware here to calibrate: the kernel pays off once a few 128x128
+    # score tiles per head need computing (launch cost amortized).
+    "trnsparse.block_sparse_attention", "flops", 8 * 2 * 128 * 128 * 128,
+    size=lambda Q, K, V, blocks, brow, bcol, b, *r: 2.0 * Q.shape[0] * blocks.shape[0] * b * b
+    * (Q.shape[2] + V.shape[2]),
+    describe=lambda Q, K, V, blocks, brow, bcol, b, scale, causal: f"{Q.shape[0]} head(s), Sq={Q.shape[1]}, "
+    f"Sk={K.shape[1]}, d={Q.shape[2]}, dv={V.shape[2]}, {blocks.shape[0]} stored {b}x{b} tiles, causal={causal}",
+    doc="softmax(Q K^T scale) V over the stored tiles; flops = 2 G n_blocks b^2 (d + dv)",
+    schema="(Tensor Q, Tensor K, Tensor V, Tensor blocks, Tensor brow, Tensor bcol, int block_size, float scale, "
+           "bool causal) -> Tensor",
+    fake=lambda Q, K, V, blocks, brow, bcol, b, scale, causal: Q.new_empty((Q.shape[0], Q.shape[1], V.shape[2])),
+)
+
+
+@ATTENTION.lowering("torch")
 def _block_sparse_attention_torch(Q, K, V, blocks, brow, bcol, block_size, scale, causal):
     """Attention over the stored tiles; Q (G, Sq, d), K (G, Sk, d), V (G, Sk, dv), blocks (nblk, b, b) bool.
 
@@ -125,22 +141,6 @@ def _block_sparse_attention_torch(Q, K, V, blocks, brow, bcol, block_size, scale
                       torch.zeros_like(denom))
     out = out * inv[..., None]
     return out.reshape(G, mb * b, dv)[:, :Sq]
-
-
-ATTENTION = Op(
-    # No hardware here to calibrate: the kernel pays off once a few 128x128
-    # score tiles per head need computing (launch cost amortized).
-    "trnsparse.block_sparse_attention", "flops", 8 * 2 * 128 * 128 * 128,
-    size=lambda Q, K, V, blocks, brow, bcol, b, *r: 2.0 * Q.shape[0] * blocks.shape[0] * b * b
-    * (Q.shape[2] + V.shape[2]),
-    describe=lambda Q, K, V, blocks, brow, bcol, b, scale, causal: f"{Q.shape[0]} head(s), Sq={Q.shape[1]}, "
-    f"Sk={K.shape[1]}, d={Q.shape[2]}, dv={V.shape[2]}, {blocks.shape[0]} stored {b}x{b} tiles, causal={causal}",
-    doc="softmax(Q K^T scale) V over the stored tiles; flops = 2 G n_blocks b^2 (d + dv)",
-    schema="(Tensor Q, Tensor K, Tensor V, Tensor blocks, Tensor brow, Tensor bcol, int block_size, float scale, "
-           "bool causal) -> Tensor",
-    fake=lambda Q, K, V, blocks, brow, bcol, b, scale, causal: Q.new_empty((Q.shape[0], Q.shape[1], V.shape[2])),
-)
-ATTENTION.lowering("torch")(_block_sparse_attention_torch)
 
 
 def _attention_backward(inputs, output, g, needs):

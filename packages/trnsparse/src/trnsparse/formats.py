@@ -32,6 +32,13 @@ from . import _host
 VALUE_DTYPES = validate.BLAS_DTYPES + (torch.bfloat16, torch.float16)
 _INDEX_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 
+#: The functions behind the operator protocol (``A @ x``, ``A + B``, ``s * A``, ``A.T``, ``matvec``) and the
+#: device SpMV behind ``CSRMatrix.__trnsci_spmv__``, by name. :mod:`trnsparse.ops` (``spmv``, ``spmm``,
+#: ``spgemm``, ``sparse_add``, ``sparse_scale``, ``sparse_transpose``) and :mod:`trnsparse._nki.ops`
+#: (``device_spmv``) build on the classes here and hand their functions in when imported, so this module
+#: imports neither.
+_OPERATIONS: dict[str, Any] = {}
+
 
 # --------------------------------------------------------------- validation
 
@@ -213,77 +220,59 @@ class SparseMatrix:
     # -- linear-operator protocol
     def matvec(self, x):
         """``A @ x`` for a dense 1-D ``x`` (or 2-D ``X``, columns)."""
-        from .ops import spmm, spmv
-
         t = x if isinstance(x, torch.Tensor) else None
         if t is not None and t.dim() == 2 or isinstance(x, np.ndarray) and x.ndim == 2:
-            return spmm(self, x)
-        return spmv(self, x)
+            return _OPERATIONS["spmm"](self, x)
+        return _OPERATIONS["spmv"](self, x)
 
     def __matmul__(self, other):
-        from .ops import spgemm
-
         if isinstance(other, SparseMatrix):
-            return spgemm(self, other)
+            return _OPERATIONS["spgemm"](self, other)
         if isinstance(other, (torch.Tensor, np.ndarray)):
             return self.matvec(other)
         return NotImplemented
 
     def __rmatmul__(self, other):
         if isinstance(other, (torch.Tensor, np.ndarray)):
-            from .ops import sparse_transpose
-
             t = validate.tensor(other, "x", "x @ A")
             if t.dim() not in (1, 2):
                 raise ValueError(f"x @ A: x must be 1-D or 2-D, got shape {tuple(t.shape)}")
             if t.dim() == 1:
-                r = sparse_transpose(self).matvec(t)
+                r = _OPERATIONS["sparse_transpose"](self).matvec(t)
             else:
-                r = sparse_transpose(self).matvec(t.transpose(0, 1)).transpose(0, 1)
+                r = _OPERATIONS["sparse_transpose"](self).matvec(t.transpose(0, 1)).transpose(0, 1)
             return r.numpy() if isinstance(other, np.ndarray) else r
         return NotImplemented
 
     def __add__(self, other):
-        from .ops import sparse_add
-
         if isinstance(other, SparseMatrix):
-            return sparse_add(self, other)
+            return _OPERATIONS["sparse_add"](self, other)
         return NotImplemented
 
     def __sub__(self, other):
-        from .ops import sparse_add
-
         if isinstance(other, SparseMatrix):
-            return sparse_add(self, other, 1.0, -1.0)
+            return _OPERATIONS["sparse_add"](self, other, 1.0, -1.0)
         return NotImplemented
 
     def __mul__(self, other):
-        from .ops import sparse_scale
-
         if isinstance(other, numbers.Number) and not isinstance(other, bool):
-            return sparse_scale(self, other)
+            return _OPERATIONS["sparse_scale"](self, other)
         return NotImplemented
 
     __rmul__ = __mul__
 
     def __truediv__(self, other):
-        from .ops import sparse_scale
-
         if isinstance(other, numbers.Number) and not isinstance(other, bool):
-            return sparse_scale(self, 1.0 / other)
+            return _OPERATIONS["sparse_scale"](self, 1.0 / other)
         return NotImplemented
 
     def __neg__(self):
-        from .ops import sparse_scale
-
-        return sparse_scale(self, -1.0)
+        return _OPERATIONS["sparse_scale"](self, -1.0)
 
     @property
     def T(self):
         """The transpose, in the same format."""
-        from .ops import sparse_transpose
-
-        return sparse_transpose(self)
+        return _OPERATIONS["sparse_transpose"](self)
 
     def transpose(self):
         return self.T
@@ -418,9 +407,8 @@ class CSRMatrix(SparseMatrix):
         matrix has none (not square, not float32, ...). A solver that finds the method keeps
         its iteration on the device without importing trnsparse.
         """
-        from ._nki.ops import device_spmv
-
-        return device_spmv(self)
+        device_spmv = _OPERATIONS.get("device_spmv")
+        return "trnsparse's NKI lowerings are not loaded" if device_spmv is None else device_spmv(self)
 
     def _host_indices(self):
         """(col_indices, row_ptrs) as int32 when they fit, cached: SciPy's kernels read half the bytes.

@@ -28,11 +28,52 @@ from trnsci.dispatch import Op, torch_only
 from trnsci.settled import call, public
 
 from . import _host
+from . import formats as _formats
 from .formats import BSRMatrix, COOMatrix, CSCMatrix, CSRMatrix, SparseMatrix, as_sparse
 
 _UPLO = la.uplo
 #: Stored as given, computed in float32 and rounded once to the input dtype (see the module docstring).
 LOWP = (torch.bfloat16, torch.float16)
+
+
+# --------------------------------------------------------------- the SpMV / SpMM Ops
+
+# Thresholds: there is no Trainium here to calibrate them (``trnsci calibrate``
+# does that on hardware). They are set so a kernel launch (tens of
+# microseconds) is amortized by at least a few full 128x128x512 Tensor
+# Engine tiles of work; below that the host path wins.
+_TILE_FLOPS = 2 * 128 * 128 * 512
+
+
+def _ncols(x):
+    return 1 if x.dim() == 1 else x.shape[1]
+
+
+SPMM = Op(
+    "trnsparse.spmm", "flops", 8 * _TILE_FLOPS,
+    size=lambda values, cols, ptrs, shape, x, *r: 2.0 * values.shape[0] * _ncols(x),
+    describe=lambda values, cols, ptrs, shape, x, *r: f"CSR {shape[0]}x{shape[1]} nnz={values.shape[0]} @ "
+                                                       f"{_ncols(x)} column(s)",
+    doc="alpha * A @ X + beta * Y for a CSR matrix; flops = 2 nnz k",
+    # the matrix itself (``owner``, where the kernel keeps its device layout) stays on the host side
+    schema="(Tensor values, Tensor col_indices, Tensor row_ptrs, SymInt[] shape, Tensor x, Scalar alpha, "
+           "Tensor? y, Scalar beta) -> Tensor",
+    fake=lambda values, cols, ptrs, shape, x, alpha, y, beta, owner=None: values.new_empty(
+        (shape[0],) if x.dim() == 1 else (shape[0], x.shape[1])),
+    half="float32",  # the torch lowering: bf16/fp16 computed in float32, rounded once, by the core
+)
+
+
+SPMV = Op(
+    "trnsparse.spmv", "flops", 8 * _TILE_FLOPS,
+    size=lambda values, cols, ptrs, shape, x, *r: 2.0 * values.shape[0],
+    describe=lambda values, cols, ptrs, shape, x, *r: f"CSR {shape[0]}x{shape[1]} nnz={values.shape[0]} @ vector",
+    doc="alpha * A @ x + beta * y for a CSR matrix and a vector (SpMM's lowerings, one column); flops = 2 nnz",
+    schema="(Tensor values, Tensor col_indices, Tensor row_ptrs, SymInt[] shape, Tensor x, Scalar alpha, "
+           "Tensor? y, Scalar beta) -> Tensor",
+    fake=lambda values, cols, ptrs, shape, x, alpha, y, beta, owner=None: values.new_empty((shape[0],)),
+    half="float32",  # the torch lowering: bf16/fp16 computed in float32, rounded once, by the core
+)
 
 
 # --------------------------------------------------------------- helpers
@@ -64,6 +105,8 @@ def _finish(result, alpha, y, beta):
 
 # --------------------------------------------------------------- SpMV / SpMM
 
+@SPMV.lowering("torch")
+@SPMM.lowering("torch")
 def _spmv_torch(values, col_indices, row_ptrs, shape, x, alpha, y, beta, owner=None):
     """y <- alpha * A @ x + beta * y for CSR arrays; x 1-D or 2-D.
 
@@ -73,43 +116,6 @@ def _spmv_torch(values, col_indices, row_ptrs, shape, x, alpha, y, beta, owner=N
 
 
 _spmm_torch = _spmv_torch  # one lowering serves vectors and column blocks
-
-# Thresholds: there is no Trainium here to calibrate them (``trnsci calibrate``
-# does that on hardware). They are set so a kernel launch (tens of
-# microseconds) is amortized by at least a few full 128x128x512 Tensor
-# Engine tiles of work; below that the host path wins.
-_TILE_FLOPS = 2 * 128 * 128 * 512
-
-
-def _ncols(x):
-    return 1 if x.dim() == 1 else x.shape[1]
-
-
-SPMM = Op(
-    "trnsparse.spmm", "flops", 8 * _TILE_FLOPS,
-    size=lambda values, cols, ptrs, shape, x, *r: 2.0 * values.shape[0] * _ncols(x),
-    describe=lambda values, cols, ptrs, shape, x, *r: f"CSR {shape[0]}x{shape[1]} nnz={values.shape[0]} @ "
-                                                       f"{_ncols(x)} column(s)",
-    doc="alpha * A @ X + beta * Y for a CSR matrix; flops = 2 nnz k",
-    # the matrix itself (``owner``, where the kernel keeps its device layout) stays on the host side
-    schema="(Tensor values, Tensor col_indices, Tensor row_ptrs, SymInt[] shape, Tensor x, Scalar alpha, "
-           "Tensor? y, Scalar beta) -> Tensor",
-    fake=lambda values, cols, ptrs, shape, x, alpha, y, beta, owner=None: values.new_empty(
-        (shape[0],) if x.dim() == 1 else (shape[0], x.shape[1])),
-    half="float32",  # the torch lowering: bf16/fp16 computed in float32, rounded once, by the core
-)
-SPMM.lowering("torch")(_spmv_torch)
-SPMV = Op(
-    "trnsparse.spmv", "flops", 8 * _TILE_FLOPS,
-    size=lambda values, cols, ptrs, shape, x, *r: 2.0 * values.shape[0],
-    describe=lambda values, cols, ptrs, shape, x, *r: f"CSR {shape[0]}x{shape[1]} nnz={values.shape[0]} @ vector",
-    doc="alpha * A @ x + beta * y for a CSR matrix and a vector (SpMM's lowerings, one column); flops = 2 nnz",
-    schema="(Tensor values, Tensor col_indices, Tensor row_ptrs, SymInt[] shape, Tensor x, Scalar alpha, "
-           "Tensor? y, Scalar beta) -> Tensor",
-    fake=lambda values, cols, ptrs, shape, x, alpha, y, beta, owner=None: values.new_empty((shape[0],)),
-    half="float32",  # the torch lowering: bf16/fp16 computed in float32, rounded once, by the core
-)
-SPMV.lowering("torch")(_spmv_torch)
 
 
 def _transpose_csr(values, cols, ptrs, shape):
@@ -151,6 +157,24 @@ SPMV.backward(_spmm_backward, formula=_SPMM_GRAD,
               runs="`trnsparse.spmv` on A^T's arrays and `trnsparse.sddmm`")
 
 
+def _bsr_flops(blocks, cols, ptrs, shape, b, B, owner=None):
+    return 2.0 * blocks.shape[0] * b * b * _ncols(B)
+
+
+BSR_SPMM = Op(
+    "trnsparse.bsr_spmm", "flops", 8 * _TILE_FLOPS, size=_bsr_flops,
+    describe=lambda blocks, cols, ptrs, shape, b, B, owner=None: (f"BSR {shape[0]}x{shape[1]} ({blocks.shape[0]} "
+                                                                  f"stored {b}x{b} blocks) @ {_ncols(B)} column(s)"),
+    doc="A @ B for a BSR matrix, one tile product per stored block; flops = 2 n_blocks b^2 k",
+    # the matrix (``owner``, where the row-GEMM route keeps its side-by-side tiles) stays on the host side
+    schema="(Tensor blocks, Tensor block_col_indices, Tensor block_row_ptrs, SymInt[] shape, int block_size, "
+           "Tensor B) -> Tensor",
+    fake=lambda blocks, cols, ptrs, shape, b, B, owner=None: B.new_empty(
+        (shape[0],) if B.dim() == 1 else (shape[0], B.shape[1]), dtype=torch.promote_types(blocks.dtype, B.dtype)),
+)
+
+
+@BSR_SPMM.lowering("torch")
 def _bsr_spmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size, B, owner=None):
     """C = A @ B for BSR arrays: one (b x b) @ (b x k) product per stored tile.
 
@@ -302,24 +326,6 @@ def _bsr_route(blocks, cols, ptrs, mb, nb, b, Bp) -> str:
     c = routes.choose("trnsparse.bsr_spmm", cls, cands, default="tiles",  # robust: see _host._spmv_route
                       worth_timing=2.0 * nblk * b * b * k >= BSR_MEASURE_MIN_FLOPS, robust=key[-1] > 1)
     return _bsr_routes.remember(key, c.route)
-
-
-def _bsr_flops(blocks, cols, ptrs, shape, b, B, owner=None):
-    return 2.0 * blocks.shape[0] * b * b * _ncols(B)
-
-
-BSR_SPMM = Op(
-    "trnsparse.bsr_spmm", "flops", 8 * _TILE_FLOPS, size=_bsr_flops,
-    describe=lambda blocks, cols, ptrs, shape, b, B, owner=None: (f"BSR {shape[0]}x{shape[1]} ({blocks.shape[0]} "
-                                                                  f"stored {b}x{b} blocks) @ {_ncols(B)} column(s)"),
-    doc="A @ B for a BSR matrix, one tile product per stored block; flops = 2 n_blocks b^2 k",
-    # the matrix (``owner``, where the row-GEMM route keeps its side-by-side tiles) stays on the host side
-    schema="(Tensor blocks, Tensor block_col_indices, Tensor block_row_ptrs, SymInt[] shape, int block_size, "
-           "Tensor B) -> Tensor",
-    fake=lambda blocks, cols, ptrs, shape, b, B, owner=None: B.new_empty(
-        (shape[0],) if B.dim() == 1 else (shape[0], B.shape[1]), dtype=torch.promote_types(blocks.dtype, B.dtype)),
-)
-BSR_SPMM.lowering("torch")(_bsr_spmm_torch)
 
 
 def _f32(A: SparseMatrix) -> SparseMatrix:
@@ -565,14 +571,6 @@ def _symmetric_csr(values, col_indices, row_ptrs, n, uplo):
     return vals, cc, _host.ptrs_from_sorted(rr, n)
 
 
-def _spmv_symmetric_torch(values, col_indices, row_ptrs, n, x, alpha, uplo, owner=None):
-    """alpha * (T + T_strict^T) @ x with T the uplo ('U'/'L') triangle of the CSR arrays.
-
-    ``owner``: the CSR matrix holding the arrays (the NKI lowering caches the symmetric matrix on it)."""
-    vals, cc, ptrs = _symmetric_csr(values, col_indices, row_ptrs, n, uplo)
-    return _finish(_host.spmv(vals, cc, ptrs, (n, n), x), alpha, None, 0)
-
-
 SPMV_SYMMETRIC = Op(
     "trnsparse.spmv_symmetric", "flops", 8 * _TILE_FLOPS,
     size=lambda values, cols, ptrs, n, x, *r: 4.0 * values.shape[0] * _ncols(x),
@@ -583,20 +581,18 @@ SPMV_SYMMETRIC = Op(
     fake=lambda values, cols, ptrs, n, x, alpha, uplo, owner=None: values.new_empty(
         (n,) if x.dim() == 1 else (n, x.shape[1])),
 )
-SPMV_SYMMETRIC.lowering("torch")(_spmv_symmetric_torch)
+
+
+@SPMV_SYMMETRIC.lowering("torch")
+def _spmv_symmetric_torch(values, col_indices, row_ptrs, n, x, alpha, uplo, owner=None):
+    """alpha * (T + T_strict^T) @ x with T the uplo ('U'/'L') triangle of the CSR arrays.
+
+    ``owner``: the CSR matrix holding the arrays (the NKI lowering caches the symmetric matrix on it)."""
+    vals, cc, ptrs = _symmetric_csr(values, col_indices, row_ptrs, n, uplo)
+    return _finish(_host.spmv(vals, cc, ptrs, (n, n), x), alpha, None, 0)
 
 
 # --------------------------------------------------------------- SpGEMM / SDDMM
-
-def _spgemm_torch(a_values, a_cols, a_ptrs, a_shape, b_values, b_cols, b_ptrs, b_shape, owner_a=None, owner_b=None):
-    """C = A @ B for CSR arrays -> (values, col_indices, row_ptrs, sorted) (int32 indices from SciPy
-    when they fit, else int64): no duplicates; columns
-    sorted inside rows only when ``sorted`` is True (SciPy's SpGEMM leaves them unsorted).
-
-    ``owner_a`` / ``owner_b``: the matrices holding the arrays, where the NKI lowering caches its tile
-    forms and the symbolic phase (unused here)."""
-    return _host.spgemm((a_values, a_cols, a_ptrs), (b_values, b_cols, b_ptrs), a_shape, b_shape)
-
 
 def _spgemm_flops(av, ac, ap, ash, bv, bc, bp, *r):
     """Useful flops of A @ B: 2 x the scalar products a_ik b_kj of the row merge."""
@@ -610,6 +606,7 @@ def _spgemm_flops(av, ac, ap, ash, bv, bc, bp, *r):
 # (benchmarks/bench_spgemm_kernels.py): one tile product's worth of work already pays for a launch.
 _SPGEMM_MIN = 2 * 128 ** 3
 
+
 SPGEMM = Op(
     "trnsparse.spgemm", "flops", _SPGEMM_MIN, size=_spgemm_flops,
     describe=lambda av, ac, ap, ash, bv, bc, bp, bsh, *r: f"CSR {ash[0]}x{ash[1]} nnz={av.shape[0]} @ CSR "
@@ -617,9 +614,30 @@ SPGEMM = Op(
     doc="C = A @ B, both CSR; flops = 2 x the scalar products of the row merge (kernels: 128x128 tiles or a "
         "Vector-Engine row merge, see trnsparse._nki.ops_spgemm)",
 )
-SPGEMM.lowering("torch")(_spgemm_torch)
 
 
+@SPGEMM.lowering("torch")
+def _spgemm_torch(a_values, a_cols, a_ptrs, a_shape, b_values, b_cols, b_ptrs, b_shape, owner_a=None, owner_b=None):
+    """C = A @ B for CSR arrays -> (values, col_indices, row_ptrs, sorted) (int32 indices from SciPy
+    when they fit, else int64): no duplicates; columns
+    sorted inside rows only when ``sorted`` is True (SciPy's SpGEMM leaves them unsorted).
+
+    ``owner_a`` / ``owner_b``: the matrices holding the arrays, where the NKI lowering caches its tile
+    forms and the symbolic phase (unused here)."""
+    return _host.spgemm((a_values, a_cols, a_ptrs), (b_values, b_cols, b_ptrs), a_shape, b_shape)
+
+
+BSR_SPGEMM = Op(
+    "trnsparse.bsr_spgemm", "flops", _SPGEMM_MIN,
+    size=lambda ab, ac, ap, ash, bb, bc, bp, bsh, b, *r: 2.0 * b ** 3 * float(
+        (bp[1:] - bp[:-1])[ac.long()].sum()) if ac.numel() else 0.0,
+    describe=lambda ab, ac, ap, ash, bb, *r: f"BSR {ash[0]}x{ash[1]} ({ab.shape[0]} tiles) @ BSR ({bb.shape[0]} "
+                                            f"tiles)",
+    doc="C = A @ B for BSR matrices: one tile product per matching (A_IK, B_KJ) pair; flops = 2 b^3 x products",
+)
+
+
+@BSR_SPGEMM.lowering("torch")
 def _bsr_spgemm_torch(a_blocks, a_bcol, a_bptr, a_shape, b_blocks, b_bcol, b_bptr, b_shape, block_size,
                       owner=None):
     """C = A @ B for BSR arrays (same block size) -> (blocks, block_col_indices, block_row_ptrs) of C.
@@ -642,17 +660,6 @@ def _bsr_spgemm_torch(a_blocks, a_bcol, a_bptr, a_shape, b_blocks, b_bcol, b_bpt
             e = s + step
             out = out.index_add(0, ic[s:e], torch.bmm(a_blocks[ia[s:e]].to(dtype), b_blocks[ib[s:e]].to(dtype)))
     return out, sch.c_bcol.to(a_blocks.device), sch.c_bptr.to(a_blocks.device)
-
-
-BSR_SPGEMM = Op(
-    "trnsparse.bsr_spgemm", "flops", _SPGEMM_MIN,
-    size=lambda ab, ac, ap, ash, bb, bc, bp, bsh, b, *r: 2.0 * b ** 3 * float(
-        (bp[1:] - bp[:-1])[ac.long()].sum()) if ac.numel() else 0.0,
-    describe=lambda ab, ac, ap, ash, bb, *r: f"BSR {ash[0]}x{ash[1]} ({ab.shape[0]} tiles) @ BSR ({bb.shape[0]} "
-                                            f"tiles)",
-    doc="C = A @ B for BSR matrices: one tile product per matching (A_IK, B_KJ) pair; flops = 2 b^3 x products",
-)
-BSR_SPGEMM.lowering("torch")(_bsr_spgemm_torch)
 
 
 def _bsr_pair(A, B):
@@ -765,6 +772,20 @@ def bsr_spgemm(A, B) -> BSRMatrix:
     return _bsr_spgemm(A, B)
 
 
+SDDMM = Op(
+    "trnsparse.sddmm", "flops", 8 * _TILE_FLOPS,
+    size=lambda cols, ptrs, values, X, Y, *r: 2.0 * cols.shape[0] * X.shape[1],
+    dtype=lambda cols, ptrs, values, *r: values.dtype,
+    describe=lambda cols, ptrs, values, X, Y, *r: f"CSR pattern {X.shape[0]}x{Y.shape[1]} nnz={cols.shape[0]}, "
+                                                  f"k={X.shape[1]}",
+    doc="alpha (X @ Y) sampled on a CSR pattern + beta A; flops = 2 nnz k",
+    schema="(Tensor col_indices, Tensor row_ptrs, Tensor values, Tensor X, Tensor Y, Scalar alpha, Scalar beta)"
+           " -> Tensor",
+    fake=lambda cols, ptrs, values, X, Y, alpha, beta, owner=None: values.new_empty(cols.shape),
+)
+
+
+@SDDMM.lowering("torch")
 def _sddmm_torch(col_indices, row_ptrs, values, X, Y, alpha, beta, owner=None):
     """values_out = alpha * (X @ Y)[i, j] + beta * values, for every stored (i, j).
 
@@ -782,20 +803,17 @@ def _sddmm_torch(col_indices, row_ptrs, values, X, Y, alpha, beta, owner=None):
     return out
 
 
-SDDMM = Op(
-    "trnsparse.sddmm", "flops", 8 * _TILE_FLOPS,
-    size=lambda cols, ptrs, values, X, Y, *r: 2.0 * cols.shape[0] * X.shape[1],
-    dtype=lambda cols, ptrs, values, *r: values.dtype,
-    describe=lambda cols, ptrs, values, X, Y, *r: f"CSR pattern {X.shape[0]}x{Y.shape[1]} nnz={cols.shape[0]}, "
-                                                  f"k={X.shape[1]}",
-    doc="alpha (X @ Y) sampled on a CSR pattern + beta A; flops = 2 nnz k",
-    schema="(Tensor col_indices, Tensor row_ptrs, Tensor values, Tensor X, Tensor Y, Scalar alpha, Scalar beta)"
-           " -> Tensor",
-    fake=lambda cols, ptrs, values, X, Y, alpha, beta, owner=None: values.new_empty(cols.shape),
+BSR_SDDMM = Op(
+    "trnsparse.bsr_sddmm", "flops", 8 * _TILE_FLOPS,
+    size=lambda blocks, cols, ptrs, shape, b, X, *r: 2.0 * blocks.shape[0] * b * b * X.shape[1],
+    doc="alpha (X @ Y) on every entry of the stored tiles of a BSR pattern + beta A; flops = 2 n_blocks b^2 k",
+    schema="(Tensor blocks, Tensor block_col_indices, Tensor block_row_ptrs, SymInt[] shape, int block_size, "
+           "Tensor X, Tensor Y, Scalar alpha, Scalar beta) -> Tensor",
+    fake=lambda blocks, cols, ptrs, shape, b, X, Y, alpha, beta: X.new_empty((blocks.shape[0], b, b)),
 )
-SDDMM.lowering("torch")(_sddmm_torch)
 
 
+@BSR_SDDMM.lowering("torch")
 def _bsr_sddmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size, X, Y, alpha, beta):
     """Every entry of every stored tile: alpha * (X @ Y) tile + beta * tile; (n_blocks, b, b) out.
 
@@ -814,17 +832,6 @@ def _bsr_sddmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_siz
     if beta != 0:
         out = out + beta * blocks
     return out
-
-
-BSR_SDDMM = Op(
-    "trnsparse.bsr_sddmm", "flops", 8 * _TILE_FLOPS,
-    size=lambda blocks, cols, ptrs, shape, b, X, *r: 2.0 * blocks.shape[0] * b * b * X.shape[1],
-    doc="alpha (X @ Y) on every entry of the stored tiles of a BSR pattern + beta A; flops = 2 n_blocks b^2 k",
-    schema="(Tensor blocks, Tensor block_col_indices, Tensor block_row_ptrs, SymInt[] shape, int block_size, "
-           "Tensor X, Tensor Y, Scalar alpha, Scalar beta) -> Tensor",
-    fake=lambda blocks, cols, ptrs, shape, b, X, Y, alpha, beta: X.new_empty((blocks.shape[0], b, b)),
-)
-BSR_SDDMM.lowering("torch")(_bsr_sddmm_torch)
 
 
 def sddmm(A_pattern, X, Y, alpha=1.0, beta=0.0) -> CSRMatrix:
@@ -881,6 +888,18 @@ def sddmm(A_pattern, X, Y, alpha=1.0, beta=0.0) -> CSRMatrix:
 _SPSV_TILE = 128
 
 
+SPSV = Op(
+    "trnsparse.spsv", "flops", 8 * _TILE_FLOPS,
+    size=lambda values, cols, ptrs, n, B, *r: 2.0 * values.shape[0] * _ncols(B),
+    doc="sparse triangular solve op(A) X = B (CSR); flops = 2 nnz k",
+    schema="(Tensor values, Tensor col_indices, Tensor row_ptrs, SymInt n, Tensor B, bool lower, "
+           "bool unit_diagonal, bool trans) -> Tensor",
+    fake=lambda values, cols, ptrs, n, B, lower, unit, trans, owner=None: B.new_empty(
+        B.shape, dtype=torch.promote_types(values.dtype, B.dtype)),
+)
+
+
+@SPSV.lowering("torch")
 def _spsv_torch(values, col_indices, row_ptrs, n, B, lower, unit_diagonal, trans, owner=None):
     """Solve op(T) X = B, T the lower/upper triangle of the CSR arrays (n x n); B 1-D or 2-D.
 
@@ -941,18 +960,6 @@ def _spsv_torch(values, col_indices, row_ptrs, n, B, lower, unit_diagonal, trans
     if not lower:
         X = X.flip(0)
     return X[:, 0] if vec else X
-
-
-SPSV = Op(
-    "trnsparse.spsv", "flops", 8 * _TILE_FLOPS,
-    size=lambda values, cols, ptrs, n, B, *r: 2.0 * values.shape[0] * _ncols(B),
-    doc="sparse triangular solve op(A) X = B (CSR); flops = 2 nnz k",
-    schema="(Tensor values, Tensor col_indices, Tensor row_ptrs, SymInt n, Tensor B, bool lower, "
-           "bool unit_diagonal, bool trans) -> Tensor",
-    fake=lambda values, cols, ptrs, n, B, lower, unit, trans, owner=None: B.new_empty(
-        B.shape, dtype=torch.promote_types(values.dtype, B.dtype)),
-)
-SPSV.lowering("torch")(_spsv_torch)
 
 
 def _tri_solve(where, A, b, lower, unit_diagonal, trans, dims, b_name="b"):
@@ -1039,6 +1046,23 @@ def spsm(A, B, lower=True, unit_diagonal=False, trans=False):
 
 # --------------------------------------------------------------- structure ops
 
+SPARSE_ADD = Op(
+    # memory bound; the host merge took ~3-7 ns per entry here, the kernel a modeled ~25 us at 3e5 entries
+    "trnsparse.sparse_add", "nnz", float(1 << 15),
+    size=lambda av, ac, ap, bv, *r: float(av.shape[0] + bv.shape[0]),
+    describe=lambda av, ac, ap, bv, bc, bp, shape, *r: f"CSR {shape[0]}x{shape[1]} nnz={av.shape[0]} + "
+                                                       f"nnz={bv.shape[0]}",
+    doc="alpha A + beta B on the union of the patterns; size = nnz(A) + nnz(B) (kernel: union pattern "
+        "cached on A, two gathers on chip)",
+    # the matrices (``owner_a``/``owner_b``, where the union pattern is cached) stay on the host side
+    schema="(Tensor a_values, Tensor a_col_indices, Tensor a_row_ptrs, Tensor b_values, Tensor b_col_indices, "
+           "Tensor b_row_ptrs, SymInt[] shape, Scalar alpha, Scalar beta) -> (Tensor, Tensor, Tensor)",
+    fake=lambda av, ac, ap, bv, bc, bp, shape, alpha, beta, owner_a=None, owner_b=None: _sparse_add_fake(
+        av, ac, ap, bv, shape),
+)
+
+
+@SPARSE_ADD.lowering("torch")
 def _sparse_add_torch(a_values, a_cols, a_ptrs, b_values, b_cols, b_ptrs, shape, alpha, beta, owner_a=None,
                       owner_b=None):
     """alpha * A + beta * B for CSR arrays -> canonical CSR arrays (values, col_indices, row_ptrs).
@@ -1069,28 +1093,11 @@ def _sparse_add_torch(a_values, a_cols, a_ptrs, b_values, b_cols, b_ptrs, shape,
     return vals, cols, _host.ptrs_from_sorted(rows, shape[0])
 
 
-SPARSE_ADD = Op(
-    # memory bound; the host merge took ~3-7 ns per entry here, the kernel a modeled ~25 us at 3e5 entries
-    "trnsparse.sparse_add", "nnz", float(1 << 15),
-    size=lambda av, ac, ap, bv, *r: float(av.shape[0] + bv.shape[0]),
-    describe=lambda av, ac, ap, bv, bc, bp, shape, *r: f"CSR {shape[0]}x{shape[1]} nnz={av.shape[0]} + "
-                                                       f"nnz={bv.shape[0]}",
-    doc="alpha A + beta B on the union of the patterns; size = nnz(A) + nnz(B) (kernel: union pattern "
-        "cached on A, two gathers on chip)",
-    # the matrices (``owner_a``/``owner_b``, where the union pattern is cached) stay on the host side
-    schema="(Tensor a_values, Tensor a_col_indices, Tensor a_row_ptrs, Tensor b_values, Tensor b_col_indices, "
-           "Tensor b_row_ptrs, SymInt[] shape, Scalar alpha, Scalar beta) -> (Tensor, Tensor, Tensor)",
-    fake=lambda av, ac, ap, bv, bc, bp, shape, alpha, beta, owner_a=None, owner_b=None: _sparse_add_fake(
-        av, ac, ap, bv, shape),
-)
-
-
 def _sparse_add_fake(av, ac, ap, bv, shape):
     """The union pattern's size is known only once computed: a size the data decides."""
     nnz = torch.library.get_ctx().new_dynamic_size()
     return (av.new_empty((nnz,), dtype=torch.promote_types(av.dtype, bv.dtype)), ac.new_empty((nnz,)),
             ap.new_empty((shape[0] + 1,)))
-SPARSE_ADD.lowering("torch")(_sparse_add_torch)
 
 
 def sparse_add(A, B, alpha=1.0, beta=1.0) -> CSRMatrix:
@@ -1170,6 +1177,11 @@ def sparse_transpose(A):
                                A.block_size)
     vals, cols, ptrs = _host.csr_transpose(A.values, A.col_indices, A.row_ptrs, (m, n))
     return CSRMatrix._make(vals, cols, ptrs, (n, m))
+
+
+# The sparse matrices' operator protocol (``A @ x``, ``A + B``, ``s * A``, ``A.T``) runs these functions.
+_formats._OPERATIONS.update(spmv=spmv, spmm=spmm, spgemm=spgemm, sparse_add=sparse_add,
+                            sparse_scale=sparse_scale, sparse_transpose=sparse_transpose)
 
 
 def nnz_per_row(A) -> torch.Tensor:

@@ -47,6 +47,12 @@ def schwarz_bounds(diagonal_integrals):
     return SCHWARZ_BOUNDS(d)
 
 
+SCHWARZ_BOUNDS = Op("trnsparse.schwarz_bounds", "elements", float("inf"),  # elementwise: no kernel
+          size=lambda d: float(d.numel()), doc="sqrt(|d|); size = n",
+          schema="(Tensor d) -> Tensor", fake=lambda d: torch.empty_like(d))
+
+
+@SCHWARZ_BOUNDS.lowering("torch")
 def _schwarz_bounds_torch(d):
     return torch.sqrt(torch.abs(d))
 
@@ -68,6 +74,13 @@ def screen_quartets(Q, threshold=1e-10):
     return SCREEN_QUARTETS(Q, _thr(threshold, where))
 
 
+SCREEN_QUARTETS = Op("trnsparse.screen_quartets", "elements", float("inf"),  # elementwise: no kernel
+          size=lambda Q, t: float(Q.numel()) ** 2, doc="Q_ij Q_kl > threshold mask; size = n^4 (pairs^2)",
+          schema="(Tensor Q, float threshold) -> Tensor",
+          fake=lambda Q, t: torch.empty_like(Q, dtype=torch.bool))
+
+
+@SCREEN_QUARTETS.lowering("torch")
 def _screen_quartets_torch(Q, threshold):
     q = Q.double()
     return q * q > threshold
@@ -96,6 +109,13 @@ def density_screen(Q, P, threshold=1e-10):
     return DENSITY_SCREEN(Q, P, _thr(threshold, where))
 
 
+DENSITY_SCREEN = Op("trnsparse.density_screen", "elements", float("inf"),  # elementwise: no kernel
+          size=lambda Q, P, t: float(Q.numel()) ** 2, doc="density-weighted Schwarz mask; size = pairs^2",
+          schema="(Tensor Q, Tensor P, float threshold) -> Tensor",
+          fake=lambda Q, P, t: torch.empty_like(Q, dtype=torch.bool))
+
+
+@DENSITY_SCREEN.lowering("torch")
 def _density_screen_torch(Q, P, threshold):
     q = Q.double()
     pq = (P.double().abs() * q).max() if q.numel() else q.new_zeros(())
@@ -167,12 +187,6 @@ def screened_spmm(A, diag_integrals, B, threshold):
     return SCREENED_SPMM(A, d, B, _thr(threshold, where))
 
 
-def _screened_spmm_torch(A, d, B, threshold):
-    a = d.double().abs()
-    mask = (a[:, None] * a[None, :]) > threshold
-    return (A * mask.to(A.dtype)) @ B
-
-
 SCREENED_SPMM = Op(
     # No hardware here to calibrate: worth a kernel once a few full Tensor
     # Engine tiles of work are done.
@@ -184,24 +198,12 @@ SCREENED_SPMM = Op(
     schema="(Tensor A, Tensor d, Tensor B, float threshold) -> Tensor",
     fake=lambda A, d, B, threshold: A.new_empty((A.shape[0], B.shape[1]), dtype=torch.promote_types(A.dtype, B.dtype)),
 )
-SCREENED_SPMM.lowering("torch")(_screened_spmm_torch)
 
 
-SCHWARZ_BOUNDS = Op("trnsparse.schwarz_bounds", "elements", float("inf"),  # elementwise: no kernel
-          size=lambda d: float(d.numel()), doc="sqrt(|d|); size = n",
-          schema="(Tensor d) -> Tensor", fake=lambda d: torch.empty_like(d))
-SCHWARZ_BOUNDS.lowering("torch")(_schwarz_bounds_torch)
+@SCREENED_SPMM.lowering("torch")
+def _screened_spmm_torch(A, d, B, threshold):
+    a = d.double().abs()
+    mask = (a[:, None] * a[None, :]) > threshold
+    return (A * mask.to(A.dtype)) @ B
 
 
-SCREEN_QUARTETS = Op("trnsparse.screen_quartets", "elements", float("inf"),  # elementwise: no kernel
-          size=lambda Q, t: float(Q.numel()) ** 2, doc="Q_ij Q_kl > threshold mask; size = n^4 (pairs^2)",
-          schema="(Tensor Q, float threshold) -> Tensor",
-          fake=lambda Q, t: torch.empty_like(Q, dtype=torch.bool))
-SCREEN_QUARTETS.lowering("torch")(_screen_quartets_torch)
-
-
-DENSITY_SCREEN = Op("trnsparse.density_screen", "elements", float("inf"),  # elementwise: no kernel
-          size=lambda Q, P, t: float(Q.numel()) ** 2, doc="density-weighted Schwarz mask; size = pairs^2",
-          schema="(Tensor Q, Tensor P, float threshold) -> Tensor",
-          fake=lambda Q, P, t: torch.empty_like(Q, dtype=torch.bool))
-DENSITY_SCREEN.lowering("torch")(_density_screen_torch)

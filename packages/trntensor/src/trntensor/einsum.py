@@ -59,6 +59,7 @@ def _to_lowering(subscripts, optimize, operands, alpha, beta, C, compute_dtype, 
 
 
 EINSUM.boundary(_to_operator, _to_lowering)
+P._ABOVE["einsum"] = EINSUM  # the decision trntensor.plan_contraction reports
 
 
 # ------------------------------------------------------------------ execution (no validation)

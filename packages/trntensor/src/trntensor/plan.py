@@ -41,6 +41,11 @@ from ._plan_cache import _CACHE_MAX, _cache, _lock, _stats
 
 __all__ = ["ContractionPlan", "ContractionStep", "plan_contraction", "contract_path", "estimate_flops"]
 
+#: What :func:`plan_contraction` asks of the modules built on this one, handed in when they are imported:
+#: ``"einsum"``, the Op whose decision a plan carries (``trntensor.einsum.EINSUM``), and ``"device_active"`` /
+#: ``"device_annotate"``, einsum's device path that lists a plan's launches (``trntensor._device``).
+_ABOVE: dict = {}
+
 _OPTIMIZE = validate.Options({
     "auto": ("auto", True), "optimal": ("optimal", "dp"), "exhaustive": ("exhaustive",), "greedy": ("greedy",),
     "none": ("none", False),
@@ -773,17 +778,14 @@ def _plan_contraction(subscripts, operands, optimize, precision, memory_limit, a
     # the cached plan is setting-free; the one returned carries the decisions made now: the einsum
     # Op's (its lowering's arguments need no tensors: size = plan.flops, dtype = the compute dtype)
     # and each step's
-    from .einsum import EINSUM
-
     dt = dtype if dtype is not None else torch.get_default_dtype()
-    op_plan = EINSUM.plan(plan, (), 1, 0, None, _compute_dtype(dtype, prec), dt, prec, autotune)
+    op_plan = _ABOVE["einsum"].plan(plan, (), 1, 0, None, _compute_dtype(dtype, prec), dt, prec, autotune)
     tensors = [x for x in operands if isinstance(x, torch.Tensor)]  # arrays become plain tensors in einsum
     notes = _host._route_notes(plan, device, tensors, autotune, prec, _kernels_possible())
     plan = replace(plan, steps=[s._decided(n) for s, n in zip(plan.steps, notes)], op_plan=op_plan)
-    from . import _device  # einsum's device path: every launch of the plan (trntensor._device)
-
-    if _device.active(prec, tensors):
-        return _device.annotate(plan, dtype)
+    active = _ABOVE.get("device_active")  # einsum's device path: every launch of the plan
+    if active is not None and active(prec, tensors):
+        return _ABOVE["device_annotate"](plan, dtype)
     plan.launches = []  # on torch: no kernel launch of trntensor's own
     return plan
 

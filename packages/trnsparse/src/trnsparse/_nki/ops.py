@@ -47,6 +47,8 @@ import torch
 
 from trnsci import nki
 from trnsparse import _host, _sell, _tri
+from trnsparse import formats as _formats
+from trnsparse.formats import CSRMatrix
 from trnsparse.kernels.bsr_sddmm import bsr_sddmm_counts, bsr_sddmm_kernel
 from trnsparse.kernels.bsr_spmm import bsr_spmm_counts, bsr_spmm_kernel
 from trnsparse.kernels.bsr_spmm import fits as bsr_spmm_fits
@@ -159,6 +161,7 @@ def _on_device(owner, st, device, tables):
     return ts
 
 
+@SPMV.lowering("nki", dtypes=SPMM_DTYPES, supports=_spmm_supports, counts=_spmm_counts)  # one column
 @SPMM.lowering("nki", dtypes=SPMM_DTYPES, supports=_spmm_supports, counts=_spmm_counts)
 def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
     if owner is None:  # called as the torch operator (the matrix stays outside): a layout for this call only
@@ -183,15 +186,10 @@ def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
     return _finish(C.to(x.dtype), alpha, y, beta)
 
 
-SPMV.lowering("nki", dtypes=SPMM_DTYPES, supports=_spmm_supports, counts=_spmm_counts)(_spmm_nki)  # one column
-
-
 # ----------------------------------------------------------------- symmetric SpMV: S expanded once, cached
 
 def _symmetric(owner, values, cols, ptrs, n, uplo):
     """S = T + T_strict^T as a CSR matrix, cached on ``owner`` while its arrays are unchanged."""
-    from trnsparse.formats import CSRMatrix
-
     return _sell.cached(owner, f"_symmetric_{uplo}", (values, cols, ptrs),
                         lambda: CSRMatrix._make(*_symmetric_csr(values, cols, ptrs, n, uplo), (n, n)))
 
@@ -376,3 +374,6 @@ def device_spmv(A):
     if why is None and not _resident_x(A.shape, probe):
         why = f"n = {n}: y does not fit on chip for csr_spmv_kernel"
     return why if why is not None else DeviceSpMV(A)
+
+
+_formats._OPERATIONS["device_spmv"] = device_spmv  # CSRMatrix.__trnsci_spmv__
