@@ -465,3 +465,53 @@ def test_compiled_values_match_numpy_and_scipy():
     x = torch.compile(_cg_spmv, fullgraph=True, backend="eager")(b, iters=n)
     # n CG steps on an SPD n x n system (diagonally dominant, cond < 3): the solution to rounding
     np.testing.assert_allclose(x.numpy(), sp.linalg.spsolve(As.tocsc(), b.numpy()), rtol=1e-9, atol=1e-10)
+
+
+def _sparse_cg(A, b, iters=5):
+    """A fixed-iteration CG loop on a CSRMatrix passed as an argument, then an SpMM with it."""
+    x = torch.zeros_like(b)
+    r = b - trnsparse.spmv(A, x)
+    p, rr = r.clone(), r @ r
+    for _ in range(iters):
+        Ap = A.matvec(p)
+        a = rr / (p @ Ap)
+        x, r = x + a * p, r - a * Ap
+        rn = r @ r
+        p, rr = r + (rn / rr) * p, rn
+    return x, trnsparse.spmm(A, torch.stack([x, b], 1))
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_compiled_function_taking_a_csr_matrix_argument(backend):
+    # the matrix is an argument (its arrays graph inputs), not a closure constant; from_scipy's matrix
+    # and one used eagerly first hold cached int32 index arrays, which a trace must not read
+    sp = pytest.importorskip("scipy.sparse")
+    torch._dynamo.reset()
+    compiled = torch.compile(_sparse_cg, fullgraph=True, backend=backend)
+    for n, seed in ((8, 1), (11, 2)):
+        D = torch.randn(n, n, generator=_g(seed), dtype=F64) * (torch.rand(n, n, generator=_g(seed + 1)) < 0.3)
+        S = D @ D.T + n * torch.eye(n, dtype=F64)
+        S = S * (S.abs() > 0.5)
+        ref = sp.csr_array(S.numpy())
+        b = torch.linspace(1, 2, n, dtype=F64)
+        for A in (trnsparse.from_dense(S), trnsparse.from_scipy(ref)):
+            _sparse_cg(A, b)  # eager first: the host paths cache their int32 indices on A
+            if n == 8:
+                torch._dynamo.reset()
+                explained = torch._dynamo.explain(_sparse_cg)(A, b)
+                assert explained.graph_break_count == 0, explained.break_reasons
+                torch._dynamo.reset()
+            x, Y = compiled(A, b)
+            # reference: SciPy's CSR products driving the same iteration in NumPy
+            xr, bn = np.zeros(n), b.numpy()
+            r = bn - ref @ xr
+            p, rr = r.copy(), r @ r
+            for _ in range(5):
+                Ap = ref @ p
+                a = rr / (p @ Ap)
+                xr, r = xr + a * p, r - a * Ap
+                rn = r @ r
+                p, rr = r + (rn / rr) * p, rn
+            # float64, 5 steps of a well-conditioned (diagonally dominant) system: rounding only
+            np.testing.assert_allclose(x.numpy(), xr, rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(Y.numpy(), ref @ np.stack([x.numpy(), bn], 1), rtol=1e-13, atol=1e-13)
