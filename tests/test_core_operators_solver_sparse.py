@@ -515,3 +515,29 @@ def test_compiled_function_taking_a_csr_matrix_argument(backend):
             # float64, 5 steps of a well-conditioned (diagonally dominant) system: rounding only
             np.testing.assert_allclose(x.numpy(), xr, rtol=1e-12, atol=1e-14)
             np.testing.assert_allclose(Y.numpy(), ref @ np.stack([x.numpy(), bn], 1), rtol=1e-13, atol=1e-13)
+
+
+def test_compiled_spsv_with_a_matrix_argument_matches_scipy_and_asserts_the_diagonal():
+    spla = pytest.importorskip("scipy.sparse.linalg")
+    sp = pytest.importorskip("scipy.sparse")
+    n = 7
+    L = torch.tril(torch.randn(n, n, generator=_g(5), dtype=F64)) * (torch.rand(n, n, generator=_g(6)) < 0.5)
+    L = L + 3 * torch.eye(n, dtype=F64)
+    b = torch.randn(n, generator=_g(7), dtype=F64)
+
+    def solve(A, b):
+        return trnsparse.spsv(A, b, lower=True)
+
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(solve)(trnsparse.from_dense(L), b)
+    assert explained.graph_break_count == 0, explained.break_reasons  # the singularity check reads no data
+    torch._dynamo.reset()
+    got = torch.compile(solve, fullgraph=True, backend="eager")(trnsparse.from_dense(L), b)
+    want = spla.spsolve_triangular(sp.csr_array(L.numpy()), b.numpy(), lower=True)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)  # float64 substitution, n = 7
+    Z = L.clone()
+    Z[3, 3] = 0.0
+    with pytest.raises(np.linalg.LinAlgError, match="spsv: A is singular: the diagonal entry of row 3"):
+        solve(trnsparse.from_dense(Z), b)
+    with pytest.raises(RuntimeError, match="spsv: A is singular: a diagonal entry is zero"):
+        torch.compile(solve, fullgraph=True, backend="eager")(trnsparse.from_dense(Z), b)
