@@ -19,9 +19,9 @@ import inspect
 import warnings
 
 import pytest
+import test_bad_input_generated as gen
 import torch
 
-import test_bad_input_generated as gen
 import trnsparse
 import trntensor
 

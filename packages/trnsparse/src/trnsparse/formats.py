@@ -17,8 +17,8 @@ the canonical COO.
 from __future__ import annotations
 
 import math
-import sys
 import numbers
+import sys
 from typing import Any
 
 import numpy as np
