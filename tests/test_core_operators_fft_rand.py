@@ -495,3 +495,46 @@ def test_compiled_dropout_mask_from_a_seeded_generator_is_bit_identical(backend)
     # the mask itself is the public draw's, from the same stream position
     u = trnrand.uniform(8, 33, generator=trnrand.Generator(seed=7))
     assert torch.equal(_dropout(x, trnrand.Generator(seed=7)), x * (u >= 0.25) / 0.75)
+
+
+def _draws(p, P, g):
+    return (trnrand.categorical(p, 64, generator=g), trnrand.multinomial(P, 2, generator=g),
+            trnrand.multinomial(P, 9, True, generator=g))
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_compiled_categorical_and_multinomial_are_bit_identical_without_graph_breaks(backend):
+    # the checks of the probabilities' values are graph assertions, not host reads: no graph break
+    p = torch.tensor([0.1, 0.0, 0.5, 0.4], dtype=F64)
+    P = torch.tensor([[0.1, 0.0, 0.5, 0.4], [1.0, 2.0, 3.0, 0.0]])
+    _no_breaks(_draws, p, P, trnrand.Generator(seed=3))
+    torch._dynamo.reset()
+    compiled = torch.compile(_draws, fullgraph=True, backend=backend)
+    ge, gc = trnrand.Generator(seed=3), trnrand.Generator(seed=3)
+    for _ in range(2):
+        want, got = _draws(p, P, ge), compiled(p, P, gc)
+        for w, c in zip(want, got):
+            assert torch.equal(w, c)
+        assert gc.position() == ge.position()
+    cat, without, withrep = got
+    assert set(cat.tolist()) <= {0, 2, 3}  # never a category of probability 0
+    assert bool((without[0] != 1).all()) and bool((without[1] != 3).all())
+    assert bool((without[:, 0] != without[:, 1]).all())  # without replacement: distinct
+    assert without.shape == (2, 2) and withrep.shape == (2, 9)
+    # bad values: eager's ValueError before any draw; compiled, the graph's assertion with the same
+    # message, and the generator has not moved
+    bad = p.clone()
+    bad[1] = float("nan")
+    with pytest.raises(ValueError, match="categorical: probs must be finite and >= 0"):
+        trnrand.categorical(bad, 3, generator=ge)
+    at = gc.position()
+    with pytest.raises(RuntimeError, match="categorical: probs must be finite and >= 0"):
+        compiled(bad, P, gc)
+    assert gc.position() == at == ge.position()
+    with pytest.raises(ValueError, match="multinomial: num_samples=4 exceeds the 3 categories with p > 0"):
+        trnrand.multinomial(P, 4, generator=ge)
+    torch._dynamo.reset()
+    with pytest.raises(RuntimeError, match="multinomial: num_samples=4 exceeds the categories with p > 0"):
+        torch.compile(lambda P, g: trnrand.multinomial(P, 4, generator=g), fullgraph=True, backend=backend)(P, gc)
+    with pytest.raises(RuntimeError, match="each row of probs must have a positive sum"):
+        compiled(p, torch.zeros(2, 4), gc)

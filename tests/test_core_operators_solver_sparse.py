@@ -465,3 +465,79 @@ def test_compiled_values_match_numpy_and_scipy():
     x = torch.compile(_cg_spmv, fullgraph=True, backend="eager")(b, iters=n)
     # n CG steps on an SPD n x n system (diagonally dominant, cond < 3): the solution to rounding
     np.testing.assert_allclose(x.numpy(), sp.linalg.spsolve(As.tocsc(), b.numpy()), rtol=1e-9, atol=1e-10)
+
+
+def _sparse_cg(A, b, iters=5):
+    """A fixed-iteration CG loop on a CSRMatrix passed as an argument, then an SpMM with it."""
+    x = torch.zeros_like(b)
+    r = b - trnsparse.spmv(A, x)
+    p, rr = r.clone(), r @ r
+    for _ in range(iters):
+        Ap = A.matvec(p)
+        a = rr / (p @ Ap)
+        x, r = x + a * p, r - a * Ap
+        rn = r @ r
+        p, rr = r + (rn / rr) * p, rn
+    return x, trnsparse.spmm(A, torch.stack([x, b], 1))
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_compiled_function_taking_a_csr_matrix_argument(backend):
+    # the matrix is an argument (its arrays graph inputs), not a closure constant; from_scipy's matrix
+    # and one used eagerly first hold cached int32 index arrays, which a trace must not read
+    sp = pytest.importorskip("scipy.sparse")
+    torch._dynamo.reset()
+    compiled = torch.compile(_sparse_cg, fullgraph=True, backend=backend)
+    for n, seed in ((8, 1), (11, 2)):
+        D = torch.randn(n, n, generator=_g(seed), dtype=F64) * (torch.rand(n, n, generator=_g(seed + 1)) < 0.3)
+        S = D @ D.T + n * torch.eye(n, dtype=F64)
+        S = S * (S.abs() > 0.5)
+        ref = sp.csr_array(S.numpy())
+        b = torch.linspace(1, 2, n, dtype=F64)
+        for A in (trnsparse.from_dense(S), trnsparse.from_scipy(ref)):
+            _sparse_cg(A, b)  # eager first: the host paths cache their int32 indices on A
+            if n == 8:
+                torch._dynamo.reset()
+                explained = torch._dynamo.explain(_sparse_cg)(A, b)
+                assert explained.graph_break_count == 0, explained.break_reasons
+                torch._dynamo.reset()
+            x, Y = compiled(A, b)
+            # reference: SciPy's CSR products driving the same iteration in NumPy
+            xr, bn = np.zeros(n), b.numpy()
+            r = bn - ref @ xr
+            p, rr = r.copy(), r @ r
+            for _ in range(5):
+                Ap = ref @ p
+                a = rr / (p @ Ap)
+                xr, r = xr + a * p, r - a * Ap
+                rn = r @ r
+                p, rr = r + (rn / rr) * p, rn
+            # float64, 5 steps of a well-conditioned (diagonally dominant) system: rounding only
+            np.testing.assert_allclose(x.numpy(), xr, rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(Y.numpy(), ref @ np.stack([x.numpy(), bn], 1), rtol=1e-13, atol=1e-13)
+
+
+def test_compiled_spsv_with_a_matrix_argument_matches_scipy_and_asserts_the_diagonal():
+    spla = pytest.importorskip("scipy.sparse.linalg")
+    sp = pytest.importorskip("scipy.sparse")
+    n = 7
+    L = torch.tril(torch.randn(n, n, generator=_g(5), dtype=F64)) * (torch.rand(n, n, generator=_g(6)) < 0.5)
+    L = L + 3 * torch.eye(n, dtype=F64)
+    b = torch.randn(n, generator=_g(7), dtype=F64)
+
+    def solve(A, b):
+        return trnsparse.spsv(A, b, lower=True)
+
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(solve)(trnsparse.from_dense(L), b)
+    assert explained.graph_break_count == 0, explained.break_reasons  # the singularity check reads no data
+    torch._dynamo.reset()
+    got = torch.compile(solve, fullgraph=True, backend="eager")(trnsparse.from_dense(L), b)
+    want = spla.spsolve_triangular(sp.csr_array(L.numpy()), b.numpy(), lower=True)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)  # float64 substitution, n = 7
+    Z = L.clone()
+    Z[3, 3] = 0.0
+    with pytest.raises(np.linalg.LinAlgError, match="spsv: A is singular: the diagonal entry of row 3"):
+        solve(trnsparse.from_dense(Z), b)
+    with pytest.raises(RuntimeError, match="spsv: A is singular: a diagonal entry is zero"):
+        torch.compile(solve, fullgraph=True, backend="eager")(trnsparse.from_dense(Z), b)

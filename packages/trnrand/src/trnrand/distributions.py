@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from trnsci import validate
-from trnsci.dispatch import Op
+from trnsci.dispatch import Op, traceable_as
 
 from . import _fp32, _philox
 from ._philox import MASK, TWO_M53, _philox_torch
@@ -1049,6 +1049,41 @@ def _probs(probs, where: str) -> torch.Tensor:
     return probs
 
 
+def _probs_traced(probs, where: str) -> torch.Tensor:
+    """:func:`_probs` as torch.compile traces it: the same checks of type, dtype and shape at trace time;
+    the checks of the values are assertions of the graph (``torch._assert_async``: a RuntimeError with the
+    eager message when the graph runs), no host read of the data."""
+    probs = validate.tensor(probs, "probs", where)
+    validate.dtype(probs, "probs", FLOATS, where)
+    validate.ndim(probs, "probs", (1, 2), where)
+    if probs.shape[-1] == 0:
+        raise ValueError(f"{where}: probs must have at least one category")
+    ok = torch.isfinite(probs).all() & (probs >= 0).all()
+    torch._assert_async(ok, f"{where}: probs must be finite and >= 0")
+    # fires only when the first holds: a compiled graph may run the two in either order
+    torch._assert_async(~ok | (probs.sum(-1) > 0).all(), f"{where}: each row of probs must have a positive sum")
+    return probs
+
+
+traceable_as(_probs, _probs_traced)
+
+
+def _enough_categories(p2: torch.Tensor, num_samples: int, where: str) -> None:
+    """Without replacement: every row of ``p2`` has at least ``num_samples`` categories with p > 0."""
+    nz = int((p2 > 0).sum(1).min())
+    if num_samples > nz:
+        raise ValueError(f"{where}: num_samples={num_samples} exceeds the {nz} categories with p > 0")
+
+
+def _enough_categories_traced(p2: torch.Tensor, num_samples: int, where: str) -> None:
+    valid = torch.isfinite(p2).all() & (p2 >= 0).all() & (p2.sum(1) > 0).all()  # else _probs_traced's assertion
+    torch._assert_async(~valid | ((p2 > 0).sum(1).min() >= num_samples),
+                        f"{where}: num_samples={num_samples} exceeds the categories with p > 0 of a row")
+
+
+traceable_as(_enough_categories, _enough_categories_traced)
+
+
 def categorical(probs, *size, generator=None):
     """Category indices ``i`` with probability ``probs[i] / probs.sum()`` (1-D ``probs``), int64 of shape ``size``.
 
@@ -1096,9 +1131,7 @@ def multinomial(probs, num_samples, replacement=False, generator=None):
         raise TypeError(f"{where}: replacement must be a bool, got {type(replacement).__name__}")
     p2 = probs.reshape(-1, probs.shape[-1]).to(torch.float64)
     if not replacement:
-        nz = int((p2 > 0).sum(1).min())
-        if num_samples > nz:
-            raise ValueError(f"{where}: num_samples={num_samples} exceeds the {nz} categories with p > 0")
+        _enough_categories(p2, num_samples, where)
     g = _resolve(generator, where)
     words = 2 * p2.shape[0] * (num_samples if replacement else p2.shape[1])
     with g._draw():

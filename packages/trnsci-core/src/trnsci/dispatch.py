@@ -1099,6 +1099,89 @@ def traceable_as(original: Callable, traced: Callable) -> None:
 _dynamo_hooked = [None]
 
 
+def argument_errors(traced: Callable) -> Callable:
+    """``traced`` -- the form torch.compile traces of a public function -- with its argument errors
+    leaving a ``fullgraph`` compilation as themselves.
+
+    Dynamo turns an exception raised by traced code into a graph break, and under
+    ``torch.compile(..., fullgraph=True)`` (or ``torch.export``) into ``Unsupported: Observed
+    exception``. A ``TypeError``/``ValueError`` (or subclass) raised by the public function's checks
+    while tracing is instead raised to the caller of the compiled function: an instance of a class
+    derived from the eager exception's class (``isinstance`` holds, the message is the eager one,
+    followed by Dynamo's "from user code" lines). Without ``fullgraph`` the error is a graph break,
+    and the frame runs eagerly and raises the eager exception itself. Eager calls never reach this.
+    """
+    def guarded(*args, **kwargs):
+        try:
+            return traced(*args, **kwargs)
+        except (TypeError, ValueError) as e:
+            _escape(type(e), e.args)
+            raise
+
+    guarded.__name__ = getattr(traced, "__name__", "guarded")
+    guarded.__qualname__ = getattr(traced, "__qualname__", guarded.__name__)
+    return guarded
+
+
+def _trace_public(module) -> None:
+    """Every public function of ``module`` (its ``__all__``) that has no traced form yet traces as itself
+    under :func:`argument_errors` (a copy of the function: the original is what Dynamo replaces)."""
+    import types
+
+    if module is None:
+        return
+    have = {id(o) for o, _ in _traceable} | _dynamo_registered
+    for name in getattr(module, "__all__", ()):
+        fn = getattr(module, name, None)
+        if type(fn) is not types.FunctionType or id(fn) in have:
+            continue
+        copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+        copy.__kwdefaults__ = fn.__kwdefaults__
+        copy.__qualname__ = fn.__qualname__
+        traceable_as(fn, argument_errors(copy))
+        have.add(id(fn))
+
+
+_escape_classes: dict[type, type] = {}
+
+
+def _escaping(exc_type: type) -> type:
+    """``exc_type`` made a Dynamo ``UserError`` too: the one kind of error Dynamo lets out of a fullgraph
+    compilation as it is."""
+    cls = _escape_classes.get(exc_type)
+    if cls is None:
+        from torch._dynamo.exc import UserError, UserErrorType
+
+        def __init__(self, *args):
+            UserError.__init__(self, UserErrorType.INVALID_INPUT, str(args[0]) if args else "")
+            self.args = args
+
+        cls = type(exc_type.__name__, (exc_type, UserError),
+                   {"__init__": __init__, "__module__": exc_type.__module__, "__qualname__": exc_type.__qualname__,
+                    "__str__": exc_type.__str__})
+        _escape_classes[exc_type] = cls
+    return cls
+
+
+def _escape(exc_type: type, args: tuple) -> None:
+    """Called by Dynamo while tracing (a constant-folded call, run for real): under ``fullgraph``, raise
+    the argument error as an escaping one (:func:`argument_errors`); otherwise return, and the traced
+    code re-raises it (a graph break)."""
+    from torch._dynamo.symbolic_convert import InstructionTranslator
+
+    tx = InstructionTranslator.current_tx()
+    if tx is None or not (getattr(tx, "one_graph", False) or getattr(tx, "error_on_graph_break", False)):
+        return None
+    try:
+        err = _escaping(exc_type)(*args)
+    except Exception:  # noqa: BLE001 (an exception class that cannot be derived: the graph break instead)
+        return None
+    raise err
+
+
+_escape._dynamo_marked_constant = True  # torch._dynamo.assume_constant_result's mark: Dynamo runs it for real
+
+
 def _register_traceable() -> None:
     from torch._dynamo.decorators import substitute_in_graph
 
@@ -1163,6 +1246,7 @@ def load_lowerings(library: str) -> bool:
     """
     import importlib
 
+    _trace_public(sys.modules.get(library))
     try:
         importlib.import_module(f"{library}._nki")
     except Exception as exc:

@@ -62,7 +62,7 @@ import torch
 
 from trnsci import dispatch as _dispatch
 from trnsci import validate
-from trnsci.dispatch import _hook_dynamo, traceable_as
+from trnsci.dispatch import _hook_dynamo, argument_errors, traceable_as
 
 __all__ = ["public", "call", "settles", "compile_signature", "tensor_key", "scalar_key", "KINDS",
            "LIMIT"]
@@ -482,7 +482,7 @@ def public(op, signature: Callable[..., Any] | str, *, numpy: bool = True) -> Ca
             wrapper = _written_wrapper(kinds, required, table, general, usual, on_torch) or general
         functools.update_wrapper(wrapper, fn)
         wrapper.settled_signature = compile_signature(fn, signature) if spec_form else signature
-        traceable_as(wrapper, slow)  # torch.compile traces the full function, never the shortcut
+        traceable_as(wrapper, argument_errors(slow))  # torch.compile traces the full function, never the shortcut
         return wrapper
 
     return decorate

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from trnsci import dispatch as _dispatch
+
 FLOAT_DTYPES = (torch.float32, torch.float64)
 COMPLEX_DTYPES = (torch.complex64, torch.complex128)
 REAL_DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
@@ -325,7 +327,27 @@ def numpy_io(fn: Callable) -> Callable:
         kwargs = {k: _np_to_torch(v) for k, v in kwargs.items()}
         return to_numpy(fn(*args, **kwargs))
 
+    def traced(*args, **kwargs):
+        """What torch.compile traces for ``wrapper`` (the same steps; argument errors escape a fullgraph
+        compilation as themselves: :func:`trnsci.dispatch.argument_errors`)."""
+        if any(isinstance(a, np.ndarray) for a in (*args, *kwargs.values())):
+            return _numpy_call(fn, args, kwargs)
+        return fn(*args, **kwargs)
+
+    _dispatch.traceable_as(wrapper, _dispatch.argument_errors(traced))
     return wrapper
+
+
+def _numpy_call(fn: Callable, args: tuple, kwargs: dict):
+    """:func:`numpy_io`'s call with NumPy arguments (its traced form)."""
+    out = kwargs.get("out")
+    if isinstance(out, np.ndarray) and (not out.flags.writeable or any(st < 0 for st in out.strides)
+                                        or not out.dtype.isnative):
+        raise ValueError(f"{fn.__name__}: out must be a writeable NumPy array with non-negative strides "
+                         "in native byte order (the result is written through shared memory)")
+    args = tuple(_np_to_torch(a) for a in args)
+    kwargs = {k: _np_to_torch(v) for k, v in kwargs.items()}
+    return to_numpy(fn(*args, **kwargs))
 
 
 def _np_to_torch(a: Any) -> Any:

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from typing import Any
 
 import numpy as np
 import torch
 
 from trnsci import validate
+from trnsci.dispatch import traceable_as
 
 from . import _host
 
@@ -963,6 +965,14 @@ def _is_scipy_sparse(A: Any) -> bool:
     import scipy.sparse as sp
 
     return sp.issparse(A)
+
+
+def _is_scipy_sparse_traced(A: Any) -> bool:
+    sp = sys.modules.get("scipy.sparse")
+    return sp is not None and sp.issparse(A)
+
+
+traceable_as(_is_scipy_sparse, _is_scipy_sparse_traced)  # torch.compile: no str method on a type's module
 
 
 def from_dense(A, threshold: float = 0.0) -> CSRMatrix:

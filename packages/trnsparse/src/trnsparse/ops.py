@@ -24,7 +24,7 @@ import torch
 from trnsci import linalg as la
 from trnsci import routes as _routes
 from trnsci import validate
-from trnsci.dispatch import Op, torch_only
+from trnsci.dispatch import Op, torch_only, traceable_as
 from trnsci.settled import call, public
 
 from . import _host
@@ -980,12 +980,27 @@ def _tri_solve(where, A, b, lower, unit_diagonal, trans, dims, b_name="b"):
     if not unit:
         rows = _host.row_indices(ptrs, vals.numel())
         dmask = rows == cols
-        d = torch.zeros(n, dtype=A.dtype, device=A.device).index_add(0, rows[dmask], vals[dmask].detach())
-        zero = torch.nonzero(d == 0)
-        if zero.numel():
-            raise np.linalg.LinAlgError(f"{where}: A is singular: the diagonal entry of row "
-                                        f"{int(zero[0])} is zero or not stored")
+        # the stored diagonal entries summed per row (no boolean indexing: a shape the data decides)
+        d = torch.zeros(n, dtype=A.dtype, device=A.device).index_add(
+            0, rows, torch.where(dmask, vals.detach(), torch.zeros((), dtype=vals.dtype, device=vals.device)))
+        _nonzero_diagonal(d, where)
     return SPSV(vals, cols, ptrs, n, b, lower, unit, tr, C)
+
+
+def _nonzero_diagonal(d: torch.Tensor, where: str) -> None:
+    """LinAlgError naming the first row whose diagonal entry ``d`` is zero (or not stored)."""
+    zero = torch.nonzero(d == 0)
+    if zero.numel():
+        raise np.linalg.LinAlgError(f"{where}: A is singular: the diagonal entry of row "
+                                    f"{int(zero[0])} is zero or not stored")
+
+
+def _nonzero_diagonal_traced(d: torch.Tensor, where: str) -> None:
+    # torch.compile: a graph assertion (RuntimeError when the graph runs), no host read of the data
+    torch._assert_async((d != 0).all(), f"{where}: A is singular: a diagonal entry is zero or not stored")
+
+
+traceable_as(_nonzero_diagonal, _nonzero_diagonal_traced)
 
 
 def _bool(x, name, where) -> bool:

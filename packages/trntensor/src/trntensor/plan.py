@@ -660,10 +660,37 @@ def _plan(subscripts, shapes, dtype, device, precision, optimize, memory_limit, 
     return plan
 
 
-# torch.compile calls _plan at trace time and keeps the plan as a constant of the graph
-# (torch._dynamo.assume_constant_result's mark, set without importing Dynamo): its arguments are the
-# subscripts, shapes, dtype and options the graph is specialized on anyway
-_plan._dynamo_marked_constant = True
+def _plan_error(subscripts, shapes, dtype, device, precision, optimize, memory_limit, where):
+    """None when :func:`_plan` plans these arguments (and caches the plan), else the TypeError/ValueError it
+    raises as ("TypeError" or "ValueError", message)."""
+    try:
+        _plan(subscripts, shapes, dtype, device, precision, optimize, memory_limit, where)
+    except (TypeError, ValueError) as e:
+        return ("TypeError" if isinstance(e, TypeError) else "ValueError", str(e))
+    return None
+
+
+def _plan_constant(subscripts, shapes, dtype, device, precision, optimize, memory_limit, where):
+    return _plan(subscripts, shapes, dtype, device, precision, optimize, memory_limit, where)
+
+
+# torch.compile runs _plan_error and _plan_constant at trace time and keeps their results as constants of
+# the graph (torch._dynamo.assume_constant_result's mark, set without importing Dynamo): their arguments are
+# the subscripts, shapes, dtype and options the graph is specialized on anyway. A bad argument's error is
+# returned, not raised, and raised by the traced code: an exception inside a constant-folded call would
+# surface as Dynamo's InternalTorchDynamoError instead of the error the eager call raises.
+_plan_error._dynamo_marked_constant = True
+_plan_constant._dynamo_marked_constant = True
+
+
+def _plan_traced(subscripts, shapes, dtype, device, precision, optimize, memory_limit, where):
+    err = _plan_error(subscripts, shapes, dtype, device, precision, optimize, memory_limit, where)
+    if err is not None:
+        raise (TypeError if err[0] == "TypeError" else ValueError)(err[1])
+    return _plan_constant(subscripts, shapes, dtype, device, precision, optimize, memory_limit, where)
+
+
+_dispatch.traceable_as(_plan, _plan_traced)
 
 
 # ------------------------------------------------------------------ public planning API
