@@ -650,7 +650,7 @@ class Op:
     --------
     >>> import torch, trnsci
     >>> from trnsci.dispatch import Op
-    >>> SCALE = Op("trntensor.doc_scale", "elements", 1e6, size=lambda x, a: x.numel())
+    >>> SCALE = Op("example.scale", "elements", 1e6, size=lambda x, a: x.numel())
     >>> @SCALE.lowering("torch")
     ... def _scale_torch(x, a):
     ...     return x * a
