@@ -908,10 +908,31 @@ def _bind(target: Callable, pos: list, kw: list, given: int) -> Callable:
     if (not kw and n > given and pos[:given] == list(range(given))
             and all(type(s) is tuple for s in pos[given:])):
         tail = tuple(s[0] for s in pos[given:])  # the caller's arguments in order, then fixed flags/defaults
+        if given == 3 and len(tail) == 1:
+            t0, = tail
+
+            def route_3_1(a, b, c):
+                return target(a, b, c, t0)
+            return route_3_1
+        if given == 3 and len(tail) == 2:
+            t0, t1 = tail
+
+            def route_3_2(a, b, c):
+                return target(a, b, c, t0, t1)
+            return route_3_2
 
         def route_tail(*p):
             return target(*p, *tail)
         return route_tail
+    head = next((m for m in range(n) if type(pos[m]) is not int), n)
+    if (not kw and pos[:head] == list(range(head)) and head < n <= given
+            and all(type(s) is tuple for s in pos[head:])):
+        # the caller's first arguments in order, then fixed flags/defaults where the caller gave the rest
+        tail = tuple(s[0] for s in pos[head:])
+
+        def route_head(*p):
+            return target(*p[:head], *tail)
+        return route_head
     if not kw:  # the caller's arguments and the key's constants, in any order
         template = [s[0] if type(s) is tuple else None for s in pos]
         slots = tuple((j, s) for j, s in enumerate(pos) if type(s) is int)
