@@ -495,6 +495,9 @@ def public(op, signature: Callable[..., Any] | str, *, numpy: bool = True) -> Ca
             general = wrapper
             wrapper = (_named_wrapper(fn, kinds, required, table, general, usual, on_torch)
                        or _written_wrapper(kinds, required, table, general, usual, on_torch) or general)
+        elif spec_form and usual is not None:
+            general = wrapper
+            wrapper = _named_wrapper(fn, kinds, required, table, general, usual, on_torch, op) or general
         functools.update_wrapper(wrapper, fn)
         wrapper.settled_signature = compile_signature(fn, signature) if spec_form else signature
         traceable_as(wrapper, slow)  # torch.compile traces the full function, never the shortcut
@@ -703,16 +706,41 @@ def _named_stt_4_2(table, rest, usual, on_torch):
     return wrapper
 
 
+def _named_op_3_0(table, rest, usual, on_torch, me, op):
+    untouched, k0, k1, k2, environ = usual
+    d = _dispatch
+
+    def wrapper(a, b, p2=_M, p3=_M, p4=_M):
+        if (p2 is _M and p3 is _M and p4 is _M and type(b) is _T and not b.requires_grad
+                and ((untouched() is None and k0 not in environ and k1 not in environ
+                      and k2 not in environ and (_nk := d._nki_module) is not None
+                      and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
+            # _owned_get of _k_op's key, written out
+            _sk = getattr(type(a), "_settled_key", None)
+            _t = a.__dict__.get(_OWNED) if _sk is not None else None
+            if _t is not None:
+                try:
+                    _k = _sk(a)
+                except TypeError:
+                    _k = None
+                if _k is not None:
+                    _go = _t.get((me[0], (_k, (b.dtype, b.shape, b.layout, b.is_cpu or b.device))))
+                    if _go is not None and _go[0] == op.settled.epoch:
+                        return _go[1](a, b)
+        return rest((a, b, p2, p3, p4), ())
+    return wrapper
+
+
 #: (hot kinds, optional positional parameters after them, keyword-only parameters) -> named wrapper factory
 _NAMED = {(("tensor",), 0, 0): _named_t_0_0, (("tensor",), 3, 2): _named_t_3_2,
           (("tensor", "tensor"), 0, 0): _named_tt_0_0, (("scalar", "tensor", "tensor"), 0, 1): _named_stt_0_1,
           (("scalar", "tensor", "tensor"), 1, 2): _named_stt_1_2,
           (("scalar", "tensor", "tensor"), 3, 1): _named_stt_3_1,
-          (("scalar", "tensor", "tensor"), 4, 2): _named_stt_4_2}
+          (("scalar", "tensor", "tensor"), 4, 2): _named_stt_4_2, (("owner", "plain"), 3, 0): _named_op_3_0}
 
 
 def _named_wrapper(fn: Callable, kinds: list, required: int, table: dict, general: Callable, usual: tuple,
-                   on_torch: Callable[[], bool]) -> Callable | None:
+                   on_torch: Callable[[], bool], op=None) -> Callable | None:
     """``fn``'s wrapper as a :data:`_NAMED` closure with ``fn``'s parameter names, or None (no closure for
     its shape: the caller uses :func:`_written_wrapper`)."""
     ps = list(inspect.signature(fn).parameters.values())
@@ -722,7 +750,9 @@ def _named_wrapper(fn: Callable, kinds: list, required: int, table: dict, genera
     kwonly = [p for p in ps if p.kind is inspect.Parameter.KEYWORD_ONLY]
     if any(p.kind is inspect.Parameter.POSITIONAL_ONLY for p in pos):
         return None
-    hot = next((n for n in range(max(required, 1), len(kinds) + 1) if tuple(kinds[:n]) in _WRAPPERS), None)
+    owned = kinds[0] == "owner"
+    hot = 2 if owned and tuple(kinds[:2]) == ("owner", "plain") else next(
+        (n for n in range(max(required, 1), len(kinds) + 1) if tuple(kinds[:n]) in _WRAPPERS and not owned), None)
     if hot is None or hot != required or required > len(pos):
         return None  # the closures' required parameters are exactly the hot ones
     factory = _NAMED.get((tuple(kinds[:hot]), len(pos) - hot, len(kwonly)))
@@ -747,7 +777,8 @@ def _named_wrapper(fn: Callable, kinds: list, required: int, table: dict, genera
                 kw[name] = v
         return general(*args, **kw) if kw else general(*args)
 
-    template = factory(table, rest, usual, on_torch)
+    me = [None]  # the wrapper itself: the owner's routes are kept under it (as the general wrapper keeps them)
+    template = factory(table, rest, usual, on_torch, me, op) if owned else factory(table, rest, usual, on_torch)
     code = template.__code__
     nparams = code.co_argcount + code.co_kwonlyargcount
     names = tuple(p.name for p in pos) + kwnames
@@ -760,6 +791,7 @@ def _named_wrapper(fn: Callable, kinds: list, required: int, table: dict, genera
                            template.__closure__)
     if kwnames:
         w.__kwdefaults__ = dict.fromkeys(kwnames, _M)
+    me[0] = w
     return w
 
 
