@@ -575,6 +575,11 @@ def _written_wrapper(kinds: list, required: int, table: dict, general: Callable,
 # with every parameter: the positional ones (a left-out one given its default) to the general wrapper,
 # keyword-only ones given by name. The closures read only parameters, so renaming cannot shadow anything.
 
+#: Types of optional arguments a named wrapper may key by exact value (with the type): each value of these
+#: types fixes every kind's key part (:data:`KINDS`) -- None, a flag, an option, an int -- and the sentinel.
+_EXACT = frozenset((type(None), bool, str, int, type(_M)))
+
+
 def _named_t_0_0(table, rest, usual, on_torch):
     untouched, k0, k1, k2, environ = usual
     d = _dispatch
@@ -595,13 +600,22 @@ def _named_t_3_2(table, rest, usual, on_torch):
     d = _dispatch
 
     def wrapper(a, p1=_M, p2=_M, p3=_M, *, q0=_M, q1=_M):
-        if (type(a) is _T and p1 is _M and p2 is _M and p3 is _M and q0 is _M and q1 is _M
+        if (type(a) is _T and q0 is _M and q1 is _M
                 and ((untouched() is None and k0 not in environ and k1 not in environ
                       and k2 not in environ and (_nk := d._nki_module) is not None
                       and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
-            _go = table.get((a.dtype, a.shape, a.layout, a.is_cpu or a.device))
-            if _go is not None:
-                return _go(a)
+            _k = (a.dtype, a.shape, a.layout, a.is_cpu or a.device)
+            if p1 is _M and p2 is _M and p3 is _M:
+                _go = table.get(_k)
+                if _go is not None:
+                    return _go(a)
+            else:  # options given (by keyword, usually): the route kept for their exact values
+                _x = (p1, p2, p3)
+                _ty = tuple(map(type, _x))
+                if _EXACT.issuperset(_ty):
+                    _go = table.get((_M, _k, _ty, _x))
+                    if _go is not None:
+                        return _go(a)
         return rest((a, p1, p2, p3), (q0, q1))
     return wrapper
 
@@ -649,17 +663,26 @@ def _named_stt_1_2(table, rest, usual, on_torch):
 
     def wrapper(s, a, b, p3=_M, *, q0=_M, q1=_M):
         _t = type(s)
-        if (p3 is _M and q0 is _M and q1 is _M and type(a) is _T and type(b) is _T
+        if (q0 is _M and q1 is _M and type(a) is _T and type(b) is _T
                 and (_t is float or _t is int and -_INT64 <= s < _INT64)
                 and ((untouched() is None and k0 not in environ and k1 not in environ
                       and k2 not in environ and (_nk := d._nki_module) is not None
                       and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
-            _go = table.get((_t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
-                             b.dtype, b.shape, b.layout, b.is_cpu or b.device) if _t is float else
-                            (_t, s, None, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
-                             b.dtype, b.shape, b.layout, b.is_cpu or b.device))
-            if _go is not None:
-                return _go(s, a, b)
+            _k = ((_t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                   b.dtype, b.shape, b.layout, b.is_cpu or b.device) if _t is float else
+                  (_t, s, None, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                   b.dtype, b.shape, b.layout, b.is_cpu or b.device))
+            if p3 is _M:
+                _go = table.get(_k)
+                if _go is not None:
+                    return _go(s, a, b)
+            else:  # options given (by keyword, usually): the route kept for their exact values
+                _x = (p3,)
+                _ty = tuple(map(type, _x))
+                if _EXACT.issuperset(_ty):
+                    _go = table.get((_M, _k, _ty, _x))
+                    if _go is not None:
+                        return _go(s, a, b)
         return rest((s, a, b, p3), (q0, q1))
     return wrapper
 
@@ -670,17 +693,26 @@ def _named_stt_3_1(table, rest, usual, on_torch):
 
     def wrapper(s, a, b, p3=_M, p4=_M, p5=_M, *, q0=_M):
         _t = type(s)
-        if (p3 is _M and p4 is _M and p5 is _M and q0 is _M and type(a) is _T and type(b) is _T
+        if (q0 is _M and type(a) is _T and type(b) is _T
                 and (_t is float or _t is int and -_INT64 <= s < _INT64)
                 and ((untouched() is None and k0 not in environ and k1 not in environ
                       and k2 not in environ and (_nk := d._nki_module) is not None
                       and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
-            _go = table.get((_t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
-                             b.dtype, b.shape, b.layout, b.is_cpu or b.device) if _t is float else
-                            (_t, s, None, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
-                             b.dtype, b.shape, b.layout, b.is_cpu or b.device))
-            if _go is not None:
-                return _go(s, a, b)
+            _k = ((_t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                   b.dtype, b.shape, b.layout, b.is_cpu or b.device) if _t is float else
+                  (_t, s, None, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                   b.dtype, b.shape, b.layout, b.is_cpu or b.device))
+            if p3 is _M and p4 is _M and p5 is _M:
+                _go = table.get(_k)
+                if _go is not None:
+                    return _go(s, a, b)
+            else:  # options given (by keyword, usually): the route kept for their exact values
+                _x = (p3, p4, p5)
+                _ty = tuple(map(type, _x))
+                if _EXACT.issuperset(_ty):
+                    _go = table.get((_M, _k, _ty, _x))
+                    if _go is not None:
+                        return _go(s, a, b)
         return rest((s, a, b, p3, p4, p5), (q0,))
     return wrapper
 
@@ -691,17 +723,26 @@ def _named_stt_4_2(table, rest, usual, on_torch):
 
     def wrapper(s, a, b, p3=_M, p4=_M, p5=_M, p6=_M, *, q0=_M, q1=_M):
         _t = type(s)
-        if (p3 is _M and p4 is _M and p5 is _M and p6 is _M and q0 is _M and q1 is _M
-                and type(a) is _T and type(b) is _T and (_t is float or _t is int and -_INT64 <= s < _INT64)
+        if (q0 is _M and q1 is _M and type(a) is _T and type(b) is _T
+                and (_t is float or _t is int and -_INT64 <= s < _INT64)
                 and ((untouched() is None and k0 not in environ and k1 not in environ
                       and k2 not in environ and (_nk := d._nki_module) is not None
                       and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
-            _go = table.get((_t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
-                             b.dtype, b.shape, b.layout, b.is_cpu or b.device) if _t is float else
-                            (_t, s, None, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
-                             b.dtype, b.shape, b.layout, b.is_cpu or b.device))
-            if _go is not None:
-                return _go(s, a, b)
+            _k = ((_t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                   b.dtype, b.shape, b.layout, b.is_cpu or b.device) if _t is float else
+                  (_t, s, None, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                   b.dtype, b.shape, b.layout, b.is_cpu or b.device))
+            if p3 is _M and p4 is _M and p5 is _M and p6 is _M:
+                _go = table.get(_k)
+                if _go is not None:
+                    return _go(s, a, b)
+            else:  # options given (by keyword, usually): the route kept for their exact values
+                _x = (p3, p4, p5, p6)
+                _ty = tuple(map(type, _x))
+                if _EXACT.issuperset(_ty):
+                    _go = table.get((_M, _k, _ty, _x))
+                    if _go is not None:
+                        return _go(s, a, b)
         return rest((s, a, b, p3, p4, p5, p6), (q0, q1))
     return wrapper
 
@@ -729,6 +770,13 @@ def _named_op_3_0(table, rest, usual, on_torch, me, op):
                         return _go[1](a, b)
         return rest((a, b, p2, p3, p4), ())
     return wrapper
+
+
+def _bound_tail(go: Callable, tail: tuple, hot: int) -> Callable:
+    """``go`` as a function of the first ``hot`` arguments, the rest fixed to ``tail``."""
+    if hot == 1:
+        return lambda a: go(a, *tail)
+    return lambda s, a, b: go(s, a, b, *tail)
 
 
 #: (hot kinds, optional positional parameters after them, keyword-only parameters) -> named wrapper factory
@@ -760,6 +808,8 @@ def _named_wrapper(fn: Callable, kinds: list, required: int, table: dict, genera
         return None
     fill = tuple(p.default for p in pos)
     kwnames = tuple(p.name for p in kwonly)
+    hot_key = _WRITTEN[tuple(kinds[:hot])]
+    keys_of = [None] * hot + [_key_function(tuple(kinds[:n])) for n in range(hot, len(kinds) + 1)]
 
     def rest(given, named):
         """The call as made: positional parameters up to the last one given (a left-out one before it gets
@@ -775,7 +825,24 @@ def _named_wrapper(fn: Callable, kinds: list, required: int, table: dict, genera
         for name, v in zip(kwnames, named):
             if v is not _M:
                 kw[name] = v
-        return general(*args, **kw) if kw else general(*args)
+        if kw:
+            return general(*args, **kw)
+        result = general(*args)
+        x = given[hot:]
+        ty = tuple(map(type, x))
+        if n > hot and _EXACT.issuperset(ty) and on_torch():
+            # the optional arguments by exact value: when the call made positionally settled a route, keep it
+            # under the call as given, as a function of the hot arguments with the others (constants) bound
+            try:
+                full, hk = keys_of[n](*args), hot_key(*given[:hot])
+            except TypeError:
+                return result
+            go = table.get(full)
+            if go is not None:
+                if len(table) >= LIMIT:
+                    table.clear()
+                table[(_M, hk, ty, x)] = _bound_tail(go, tuple(args[hot:]), hot)
+        return result
 
     me = [None]  # the wrapper itself: the owner's routes are kept under it (as the general wrapper keeps them)
     template = factory(table, rest, usual, on_torch, me, op) if owned else factory(table, rest, usual, on_torch)
