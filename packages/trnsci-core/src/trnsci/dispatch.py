@@ -222,6 +222,12 @@ def kernels_possible(library: str, name: str | None = None) -> bool:
     public layer when they would run torch anyway.
     """
     if name is None:
+        probe = _library_probes.get(library)
+        if probe is None:
+            torch_only(library)  # makes (and registers) the library's probe
+            probe = _library_probes[library]
+        if probe():  # every call of the library runs torch now: no kernel (the usual state, one frame)
+            return False
         name = _backend.resolve(library).name
     return name in ("nki", "simulator") or (name == "auto" and _device_available())
 
