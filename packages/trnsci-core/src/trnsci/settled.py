@@ -46,6 +46,13 @@ What makes this safe:
 
 Nothing here generates code: the wrappers, key functions and routes are the
 closures below, written once for every public function of every library.
+The most common shapes of public function get a *named* wrapper: one of
+those closures with its parameters renamed to the public function's own
+(``CodeType.replace``: the same bytecode, file and lines), so a call --
+positional or by keyword -- binds as it would to the function, with no
+``*args``/``**kwargs`` packing; its options given by exact value (``None``,
+a bool, a str, an int) find the route of the same call made positionally,
+kept in the same table.
 A lowering may declare, with :func:`settles`, the single torch call (or the
 branch-free function) it reduces to for a key, which the route then calls.
 """
