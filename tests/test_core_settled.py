@@ -137,6 +137,65 @@ def test_no_route_under_a_kernel_backend(xy):
     assert seen == [1]
 
 
+def test_named_wrappers_bind_and_fail_as_the_public_functions_do(xy):
+    """The named fast wrappers carry the public function's parameter names: keyword calls bind as they would
+    to the function itself, and a missing, surplus or unknown argument gets the function's own TypeError."""
+    import inspect
+
+    x, y = xy
+    xn, yn = x.double().numpy(), y.double().numpy()
+    assert trnblas.dot.__code__.co_varnames[:2] == ("x", "y")
+    assert str(inspect.signature(trnblas.gemm)) == str(inspect.signature(trnblas.gemm.__wrapped__))
+    level1.DOT.settled.clear()
+    for _ in range(2):  # the second call takes the route settled by the first, by keyword
+        np.testing.assert_allclose(float(trnblas.dot(y=y, x=x)), xn @ yn, rtol=1e-5)
+    assert len(_routes(level1.DOT, trnblas.dot)) == 1
+    for fn, bad in ((trnblas.dot, lambda f: f(x)), (trnblas.dot, lambda f: f(x, y, x)),
+                    (trnblas.dot, lambda f: f(x, z=y)), (trnblas.axpy, lambda f: f(1.0, x, y, x)),
+                    (trnblas.gemm, lambda f: f(1.0, x, bogus=1))):
+        with pytest.raises(TypeError) as fast:
+            bad(fn)
+        with pytest.raises(TypeError) as full:
+            bad(fn.__wrapped__)
+        assert str(fast.value) == str(full.value)
+
+
+def test_exact_value_routes_follow_the_op_and_the_backend():
+    """A keyword call's route kept under its exact option values is in the Op's own table: emptied with it
+    when a lowering changes, unused under a kernel backend, never made for an option of another type."""
+    import trnsci
+
+    g = torch.Generator().manual_seed(14)
+    A, B = torch.randn(5, 5, generator=g), torch.randn(5, 5, generator=g)
+    An, Bn = A.double().numpy(), B.double().numpy()
+    level3_gemm.GEMM.settled.clear()
+    for _ in range(2):
+        np.testing.assert_allclose(trnblas.gemm(1.0, A, B, transA=True).double().numpy(), An.T @ Bn,
+                                   rtol=2e-5, atol=2e-5)
+    assert [k for k in _routes(level3_gemm.GEMM, trnblas.gemm) if k[0] is S._M]
+    calls = []
+
+    def spy(*args):
+        calls.append(args[5:])
+        return level3_gemm._gemm_torch(*args)
+
+    with level3_gemm.GEMM.override("torch", spy):
+        assert not _routes(level3_gemm.GEMM, trnblas.gemm)
+        np.testing.assert_allclose(trnblas.gemm(1.0, A, B, transA=True).double().numpy(), An.T @ Bn,
+                                   rtol=2e-5, atol=2e-5)
+    assert calls and calls[0] == ("T", "N")
+    seen = []
+    trnblas.gemm(1.0, A, B, transA=True)
+    with level3_gemm.GEMM.override("nki", lambda *a: seen.append(1) or level3_gemm._gemm_torch(*a)):
+        with trnsci.use_backend("simulator"):
+            trnblas.gemm(1.0, A, B, transA=True)
+    assert seen == [1]
+    level3_gemm.GEMM.settled.clear()
+    for _ in range(2):  # a float option is not an exact-value key: the keyword call takes the general path
+        trnblas.gemm(1.0, A, B, beta=0.0)
+    assert not [k for k in _routes(level3_gemm.GEMM, trnblas.gemm) if k[0] is S._M]
+
+
 # ------------------------------------------------------------------ the mechanism on a fake op
 
 def _fake():
@@ -446,7 +505,10 @@ def test_keyword_calls_bind_to_their_positions_and_match_numpy():
         np.testing.assert_allclose(trnblas.gemm(alpha=2.0, A=A, B=B).double().numpy(), 2 * An @ Bn,
                                    rtol=2e-5, atol=2e-5)
     assert trnblas.gemm(1.0, A, B, 0.0, None, False, True) is not None
-    assert len(_routes(level3_gemm.GEMM, trnblas.gemm)) == 3  # the first and last call share a key
+    routes = _routes(level3_gemm.GEMM, trnblas.gemm)
+    exact = [k for k in routes if k[0] is S._M]  # the named wrapper's entry for transB=True by its exact value
+    assert len(routes) - len(exact) == 3  # the first and last call share a key
+    assert len(exact) == 1 and exact[0][2:] == ((type(S._M),) * 3 + (bool,), (S._M,) * 3 + (True,))
     with pytest.raises(TypeError, match="A"):
         trnblas.gemm(1.0, B=B)
     with pytest.raises(TypeError, match="bogus"):

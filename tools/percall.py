@@ -6,7 +6,8 @@ Each checkout runs the benchmarks with its own ``.venv/bin/python`` (its own ins
 long-lived subprocess; the two are asked in turn (A, B, then B, A, ...) to time the same benchmark, so
 each pair of timings sees the same machine load. One timing is the best of ``--best`` runs of
 ``--calls`` calls (thread CPU time, one torch thread). The table gives, per benchmark, the median over
-``--rounds`` pairs of each side's microseconds per call and the median of the pairs' ratios B / A.
+``--rounds`` pairs of each side's microseconds per call and the median of the pairs' ratios B / A with
+their quartiles (the spread of the pairs), and the median difference B - A in nanoseconds.
 The environment is passed through unchanged, so ``TRNSCI_BACKEND=torch python tools/percall.py ...``
 measures both under that setting.
 """
@@ -37,12 +38,20 @@ for dt, tag in ((torch.float32, "f32"), (torch.float64, "f64")):
     cases[f"trnblas.axpy 64 {tag}"] = (lambda x=x, y=y: trnblas.axpy(2.0, x, y))
     cases[f"trnblas.gemv 64 {tag}"] = (lambda A=A, x=x: trnblas.gemv(1.0, A, x))
     cases[f"trnblas.gemm 64 {tag}"] = (lambda A=A, B=B: trnblas.gemm(1.0, A, B))
+    cases[f"trnblas.nrm2 64 {tag}"] = (lambda x=x: trnblas.nrm2(x))
+    cases[f"trnblas.ger 64 {tag}"] = (lambda x=x, y=y: trnblas.ger(1.0, x, y))
+    cases[f"trnblas.gemm transB= 64 {tag}"] = (lambda A=A, B=B: trnblas.gemm(1.0, A, B, transB=True))
 z = torch.randn(64, generator=g, dtype=torch.complex64)
 cases["trnfft.fft 64 c64"] = lambda: trnfft.fft(z)
+r = torch.randn(64, generator=g, dtype=torch.float32)
+cases["trnfft.rfft 64 f32"] = lambda: trnfft.rfft(r)
 M = torch.randn(64, 64, generator=g, dtype=torch.float64)
 S = M @ M.T + 64 * torch.eye(64, dtype=torch.float64)
+rhs = torch.randn(64, generator=g, dtype=torch.float64)
 cases["trnsolver.cholesky 64 f64"] = lambda: trnsolver.cholesky(S)
+cases["trnsolver.solve 64 f64"] = lambda: trnsolver.solve(S, rhs)
 cases["trnrand.uniform 1000"] = lambda: trnrand.uniform(1000)
+cases["trnrand.normal 1000"] = lambda: trnrand.normal(1000)
 rng = np.random.default_rng(0)
 D = torch.from_numpy(np.where(rng.random((64, 64)) < 0.05, rng.standard_normal((64, 64)), 0.0).astype(np.float32))
 Acsr = trnsparse.from_dense(D)
@@ -111,11 +120,14 @@ def main() -> None:
     env = os.environ.get("TRNSCI_BACKEND")
     print(f"A = {args.a}\nB = {args.b}\nTRNSCI_BACKEND={env!r}; {args.rounds} pairs per call, each timing the best of "
           f"{args.best} x {args.calls} calls (thread CPU time, 1 thread); medians\n")
-    print(f"{'call':32} {'A us':>9} {'B us':>9} {'B/A':>6}")
+    print(f"{'call':34} {'A us':>8} {'B us':>8} {'B/A':>6} {'B/A q1..q3':>13} {'B-A ns':>7}")
     for name in names:
         a, b = got[name]
-        ratio = statistics.median(y / x for x, y in zip(a, b))
-        print(f"{name:32} {statistics.median(a):9.2f} {statistics.median(b):9.2f} {ratio:6.3f}")
+        ratios = [y / x for x, y in zip(a, b)]
+        q1, med, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+        diff = statistics.median((y - x) * 1e3 for x, y in zip(a, b))
+        print(f"{name:34} {statistics.median(a):8.2f} {statistics.median(b):8.2f} {med:6.3f} "
+              f"{q1:6.3f}..{q3:5.3f} {diff:7.0f}")
 
 
 if __name__ == "__main__":

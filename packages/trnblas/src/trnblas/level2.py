@@ -144,8 +144,10 @@ def _ger_torch(alpha, x, y, A, conj):
 
 @settles(_ger_torch)
 def _(alpha, x, y, A, conj):
-    if A is None or (conj and y.is_complex()):
+    if conj and y.is_complex():
         return None
+    if A is None:
+        return (torch.outer, (1, 2)) if alpha == 1 else None
     return (torch.addr, (3, 1, 2)) if alpha == 1 else _addr
 
 

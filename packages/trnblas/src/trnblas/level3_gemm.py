@@ -146,12 +146,34 @@ def _gemm_torch(alpha, A, B, beta, C, transA, transB):
 @settles(_gemm_torch)
 def _(alpha, A, B, beta, C, transA, transB):
     if transA != "N" or transB != "N":
-        return None
+        # a real transpose: torch.mm of the transposed views, under the same condition as below
+        if (A.is_complex() or not (C is None or beta == 0) or alpha != 1
+                or _host.gemm_route(la.op(A, transA), la.op(B, transB)) != "torch"):
+            return None
+        return _MM_T.get((transA, transB))
     if C is None or beta == 0:
         # torch.mm directly only where the measured host route of this class is torch (trnblas._host);
         # otherwise the settled route runs the lowering, which asks the route on every call
         return (torch.mm, (1, 2)) if alpha == 1 and _host.gemm_route(A, B) == "torch" else None
     return _addmm
+
+
+def _mm_nt(alpha, A, B, beta, C, transA, transB):
+    return torch.mm(A, B.mT)
+
+
+def _mm_tn(alpha, A, B, beta, C, transA, transB):
+    return torch.mm(A.mT, B)
+
+
+def _mm_tt(alpha, A, B, beta, C, transA, transB):
+    return torch.mm(A.mT, B.mT)
+
+
+#: real GEMM with transposes, alpha 1, no C: what _gemm_torch computes ("C" is "T" for real dtypes)
+_MM_T = {(a, b): f for f, pairs in ((_mm_nt, (("N", "T"), ("N", "C"))), (_mm_tn, (("T", "N"), ("C", "N"))),
+                                    (_mm_tt, (("T", "T"), ("T", "C"), ("C", "T"), ("C", "C"))))
+         for a, b in pairs}
 
 
 def _addmm(alpha, A, B, beta, C, transA, transB):

@@ -222,6 +222,12 @@ def kernels_possible(library: str, name: str | None = None) -> bool:
     public layer when they would run torch anyway.
     """
     if name is None:
+        probe = _library_probes.get(library)
+        if probe is None:
+            torch_only(library)  # makes (and registers) the library's probe
+            probe = _library_probes[library]
+        if probe():  # every call of the library runs torch now: no kernel (the usual state, one frame)
+            return False
         name = _backend.resolve(library).name
     return name in ("nki", "simulator") or (name == "auto" and _device_available())
 
@@ -255,10 +261,14 @@ def torch_probe(library: str | None) -> Callable[[], bool]:
     environ = _env._data
     untouched = _backend.touched().get
 
+    benign = _benign_seen.get
+    getenv = environ.get
+
     def probe() -> bool:
         if untouched() is None or (g0() is None and g1() is None and g2() is None and g3() is None):
+            # a set variable: its parse remembered by _benign_env, looked up here first (one frame fewer)
             if ((k0 not in environ and k1 not in environ and k2 not in environ)
-                    or _benign_env(environ.get(k0), environ.get(k1), environ.get(k2))):
+                    or benign((raw := (getenv(k0), getenv(k1), getenv(k2)))) or _benign_env(*raw)):
                 nk = _nki_module
                 if nk is None:  # not loaded yet (backend "torch" never asks for a device): load it once
                     _device_available()

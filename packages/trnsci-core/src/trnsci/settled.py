@@ -46,6 +46,13 @@ What makes this safe:
 
 Nothing here generates code: the wrappers, key functions and routes are the
 closures below, written once for every public function of every library.
+The most common shapes of public function get a *named* wrapper: one of
+those closures with its parameters renamed to the public function's own
+(``CodeType.replace``: the same bytecode, file and lines), so a call --
+positional or by keyword -- binds as it would to the function, with no
+``*args``/``**kwargs`` packing; its options given by exact value (``None``,
+a bool, a str, an int) find the route of the same call made positionally,
+kept in the same table.
 A lowering may declare, with :func:`settles`, the single torch call (or the
 branch-free function) it reduces to for a key, which the route then calls.
 """
@@ -55,6 +62,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -260,6 +268,20 @@ def _key_function(kinds: tuple) -> Callable:
     if written is not None:
         return written
     parts = tuple(_PART[k] for k in kinds)
+    if kinds[:3] == ("scalar", "tensor", "tensor") and 4 <= len(kinds) <= 7:
+        # the written key of the first three, then one part per further argument (no loop, no list)
+        more = parts[3:]
+        if len(more) == 1:
+            g3, = more
+            return lambda s, a, b, c: (_k_stt(s, a, b), g3(c))
+        if len(more) == 2:
+            g3, g4 = more
+            return lambda s, a, b, c, e: (_k_stt(s, a, b), g3(c), g4(e))
+        if len(more) == 3:
+            g3, g4, g5 = more
+            return lambda s, a, b, c, e, f: (_k_stt(s, a, b), g3(c), g4(e), g5(f))
+        g3, g4, g5, g6 = more
+        return lambda s, a, b, c, e, f, g: (_k_stt(s, a, b), g3(c), g4(e), g5(f), g6(g))
     if len(parts) == 1:
         return parts[0]
     if len(parts) == 2:
@@ -479,7 +501,11 @@ def public(op, signature: Callable[..., Any] | str, *, numpy: bool = True) -> Ca
 
         if spec_form and usual is not None and not owned:
             general = wrapper
-            wrapper = _written_wrapper(kinds, required, table, general, usual, on_torch) or general
+            wrapper = (_named_wrapper(fn, kinds, required, table, general, usual, on_torch)
+                       or _written_wrapper(kinds, required, table, general, usual, on_torch) or general)
+        elif spec_form and usual is not None:
+            general = wrapper
+            wrapper = _named_wrapper(fn, kinds, required, table, general, usual, on_torch, op) or general
         functools.update_wrapper(wrapper, fn)
         wrapper.settled_signature = compile_signature(fn, signature) if spec_form else signature
         traceable_as(wrapper, argument_errors(slow))  # torch.compile traces the full function, never the shortcut
@@ -544,6 +570,304 @@ def _written_wrapper(kinds: list, required: int, table: dict, general: Callable,
                 return general(*[v for v in (s, a) if v is not _M], **kw)
             return general(s, a, b, *more, **kw)
     return wrapper
+
+
+# ------------------------------------------------------------------ named wrappers
+# A function taking ``*more, **kw`` pays for a fresh dict (and the tuple) on every call. For the public
+# functions whose positional parameters are a common pattern followed by a few optional ones (and a few
+# keyword-only ones), the wrapper below is one of these closures with its parameters renamed to the public
+# function's own (``CodeType.replace``: the same bytecode, lines and file, only the names that keyword
+# arguments bind to): a call passes its arguments as it would to the public function, CPython binds them
+# (and reports a missing, surplus or unknown argument as it would for the public function), and the fast
+# path tests that every optional parameter is still the sentinel ``_M``. Any other call goes to ``rest``
+# with every parameter: the positional ones (a left-out one given its default) to the general wrapper,
+# keyword-only ones given by name. The closures read only parameters, so renaming cannot shadow anything.
+
+#: Types of optional arguments a named wrapper may key by exact value (with the type): each value of these
+#: types fixes every kind's key part (:data:`KINDS`) -- None, a flag, an option, an int -- and the sentinel.
+_EXACT = frozenset((type(None), bool, str, int, type(_M)))
+
+
+def _named_t_0_0(table, rest, usual, on_torch):
+    untouched, k0, k1, k2, environ = usual
+    d = _dispatch
+
+    def wrapper(a):
+        if (type(a) is _T and ((untouched() is None and k0 not in environ and k1 not in environ
+                                and k2 not in environ and (_nk := d._nki_module) is not None
+                                and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
+            _go = table.get((a.dtype, a.shape, a.layout, a.is_cpu or a.device))
+            if _go is not None:
+                return _go(a)
+        return rest((a,), ())
+    return wrapper
+
+
+def _named_t_3_2(table, rest, usual, on_torch):
+    untouched, k0, k1, k2, environ = usual
+    d = _dispatch
+
+    def wrapper(a, p1=_M, p2=_M, p3=_M, *, q0=_M, q1=_M):
+        if (type(a) is _T and q0 is _M and q1 is _M
+                and ((untouched() is None and k0 not in environ and k1 not in environ
+                      and k2 not in environ and (_nk := d._nki_module) is not None
+                      and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
+            _k = (a.dtype, a.shape, a.layout, a.is_cpu or a.device)
+            if p1 is _M and p2 is _M and p3 is _M:
+                _go = table.get(_k)
+                if _go is not None:
+                    return _go(a)
+            else:  # options given (by keyword, usually): the route kept for their exact values
+                _x = (p1, p2, p3)
+                _ty = tuple(map(type, _x))
+                if _EXACT.issuperset(_ty):
+                    _go = table.get((_M, _k, _ty, _x))
+                    if _go is not None:
+                        return _go(a)
+        return rest((a, p1, p2, p3), (q0, q1))
+    return wrapper
+
+
+def _named_tt_0_0(table, rest, usual, on_torch):
+    untouched, k0, k1, k2, environ = usual
+    d = _dispatch
+
+    def wrapper(a, b):
+        if (type(a) is _T and type(b) is _T
+                and ((untouched() is None and k0 not in environ and k1 not in environ
+                      and k2 not in environ and (_nk := d._nki_module) is not None
+                      and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
+            _go = table.get((a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                             b.dtype, b.shape, b.layout, b.is_cpu or b.device))
+            if _go is not None:
+                return _go(a, b)
+        return rest((a, b), ())
+    return wrapper
+
+
+def _named_stt_0_1(table, rest, usual, on_torch):
+    untouched, k0, k1, k2, environ = usual
+    d = _dispatch
+
+    def wrapper(s, a, b, *, q0=_M):
+        _t = type(s)
+        if (q0 is _M and type(a) is _T and type(b) is _T and (_t is float or _t is int and -_INT64 <= s < _INT64)
+                and ((untouched() is None and k0 not in environ and k1 not in environ
+                      and k2 not in environ and (_nk := d._nki_module) is not None
+                      and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
+            _go = table.get((_t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                             b.dtype, b.shape, b.layout, b.is_cpu or b.device) if _t is float else
+                            (_t, s, None, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                             b.dtype, b.shape, b.layout, b.is_cpu or b.device))
+            if _go is not None:
+                return _go(s, a, b)
+        return rest((s, a, b), (q0,))
+    return wrapper
+
+
+def _named_stt_1_2(table, rest, usual, on_torch):
+    untouched, k0, k1, k2, environ = usual
+    d = _dispatch
+
+    def wrapper(s, a, b, p3=_M, *, q0=_M, q1=_M):
+        _t = type(s)
+        if (q0 is _M and q1 is _M and type(a) is _T and type(b) is _T
+                and (_t is float or _t is int and -_INT64 <= s < _INT64)
+                and ((untouched() is None and k0 not in environ and k1 not in environ
+                      and k2 not in environ and (_nk := d._nki_module) is not None
+                      and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
+            _k = ((_t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                   b.dtype, b.shape, b.layout, b.is_cpu or b.device) if _t is float else
+                  (_t, s, None, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                   b.dtype, b.shape, b.layout, b.is_cpu or b.device))
+            if p3 is _M:
+                _go = table.get(_k)
+                if _go is not None:
+                    return _go(s, a, b)
+            else:  # options given (by keyword, usually): the route kept for their exact values
+                _x = (p3,)
+                _ty = tuple(map(type, _x))
+                if _EXACT.issuperset(_ty):
+                    _go = table.get((_M, _k, _ty, _x))
+                    if _go is not None:
+                        return _go(s, a, b)
+        return rest((s, a, b, p3), (q0, q1))
+    return wrapper
+
+
+def _named_stt_3_1(table, rest, usual, on_torch):
+    untouched, k0, k1, k2, environ = usual
+    d = _dispatch
+
+    def wrapper(s, a, b, p3=_M, p4=_M, p5=_M, *, q0=_M):
+        _t = type(s)
+        if (q0 is _M and type(a) is _T and type(b) is _T
+                and (_t is float or _t is int and -_INT64 <= s < _INT64)
+                and ((untouched() is None and k0 not in environ and k1 not in environ
+                      and k2 not in environ and (_nk := d._nki_module) is not None
+                      and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
+            _k = ((_t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                   b.dtype, b.shape, b.layout, b.is_cpu or b.device) if _t is float else
+                  (_t, s, None, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                   b.dtype, b.shape, b.layout, b.is_cpu or b.device))
+            if p3 is _M and p4 is _M and p5 is _M:
+                _go = table.get(_k)
+                if _go is not None:
+                    return _go(s, a, b)
+            else:  # options given (by keyword, usually): the route kept for their exact values
+                _x = (p3, p4, p5)
+                _ty = tuple(map(type, _x))
+                if _EXACT.issuperset(_ty):
+                    _go = table.get((_M, _k, _ty, _x))
+                    if _go is not None:
+                        return _go(s, a, b)
+        return rest((s, a, b, p3, p4, p5), (q0,))
+    return wrapper
+
+
+def _named_stt_4_2(table, rest, usual, on_torch):
+    untouched, k0, k1, k2, environ = usual
+    d = _dispatch
+
+    def wrapper(s, a, b, p3=_M, p4=_M, p5=_M, p6=_M, *, q0=_M, q1=_M):
+        _t = type(s)
+        if (q0 is _M and q1 is _M and type(a) is _T and type(b) is _T
+                and (_t is float or _t is int and -_INT64 <= s < _INT64)
+                and ((untouched() is None and k0 not in environ and k1 not in environ
+                      and k2 not in environ and (_nk := d._nki_module) is not None
+                      and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
+            _k = ((_t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                   b.dtype, b.shape, b.layout, b.is_cpu or b.device) if _t is float else
+                  (_t, s, None, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
+                   b.dtype, b.shape, b.layout, b.is_cpu or b.device))
+            if p3 is _M and p4 is _M and p5 is _M and p6 is _M:
+                _go = table.get(_k)
+                if _go is not None:
+                    return _go(s, a, b)
+            else:  # options given (by keyword, usually): the route kept for their exact values
+                _x = (p3, p4, p5, p6)
+                _ty = tuple(map(type, _x))
+                if _EXACT.issuperset(_ty):
+                    _go = table.get((_M, _k, _ty, _x))
+                    if _go is not None:
+                        return _go(s, a, b)
+        return rest((s, a, b, p3, p4, p5, p6), (q0, q1))
+    return wrapper
+
+
+def _named_op_3_0(table, rest, usual, on_torch, me, op):
+    untouched, k0, k1, k2, environ = usual
+    d = _dispatch
+
+    def wrapper(a, b, p2=_M, p3=_M, p4=_M):
+        if (p2 is _M and p3 is _M and p4 is _M and type(b) is _T and not b.requires_grad
+                and ((untouched() is None and k0 not in environ and k1 not in environ
+                      and k2 not in environ and (_nk := d._nki_module) is not None
+                      and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
+            # _owned_get of _k_op's key, written out
+            _sk = getattr(type(a), "_settled_key", None)
+            _t = a.__dict__.get(_OWNED) if _sk is not None else None
+            if _t is not None:
+                try:
+                    _k = _sk(a)
+                except TypeError:
+                    _k = None
+                if _k is not None:
+                    _go = _t.get((me[0], (_k, (b.dtype, b.shape, b.layout, b.is_cpu or b.device))))
+                    if _go is not None and _go[0] == op.settled.epoch:
+                        return _go[1](a, b)
+        return rest((a, b, p2, p3, p4), ())
+    return wrapper
+
+
+def _bound_tail(go: Callable, tail: tuple, hot: int) -> Callable:
+    """``go`` as a function of the first ``hot`` arguments, the rest fixed to ``tail``."""
+    if hot == 1:
+        return lambda a: go(a, *tail)
+    return lambda s, a, b: go(s, a, b, *tail)
+
+
+#: (hot kinds, optional positional parameters after them, keyword-only parameters) -> named wrapper factory
+_NAMED = {(("tensor",), 0, 0): _named_t_0_0, (("tensor",), 3, 2): _named_t_3_2,
+          (("tensor", "tensor"), 0, 0): _named_tt_0_0, (("scalar", "tensor", "tensor"), 0, 1): _named_stt_0_1,
+          (("scalar", "tensor", "tensor"), 1, 2): _named_stt_1_2,
+          (("scalar", "tensor", "tensor"), 3, 1): _named_stt_3_1,
+          (("scalar", "tensor", "tensor"), 4, 2): _named_stt_4_2, (("owner", "plain"), 3, 0): _named_op_3_0}
+
+
+def _named_wrapper(fn: Callable, kinds: list, required: int, table: dict, general: Callable, usual: tuple,
+                   on_torch: Callable[[], bool], op=None) -> Callable | None:
+    """``fn``'s wrapper as a :data:`_NAMED` closure with ``fn``'s parameter names, or None (no closure for
+    its shape: the caller uses :func:`_written_wrapper`)."""
+    ps = list(inspect.signature(fn).parameters.values())
+    if any(p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD) for p in ps):
+        return None
+    pos = [p for p in ps if p.kind in _POSITIONAL]
+    kwonly = [p for p in ps if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    if any(p.kind is inspect.Parameter.POSITIONAL_ONLY for p in pos):
+        return None
+    owned = kinds[0] == "owner"
+    hot = 2 if owned and tuple(kinds[:2]) == ("owner", "plain") else next(
+        (n for n in range(max(required, 1), len(kinds) + 1) if tuple(kinds[:n]) in _WRAPPERS and not owned), None)
+    if hot is None or hot != required or required > len(pos):
+        return None  # the closures' required parameters are exactly the hot ones
+    factory = _NAMED.get((tuple(kinds[:hot]), len(pos) - hot, len(kwonly)))
+    if factory is None:
+        return None
+    fill = tuple(p.default for p in pos)
+    kwnames = tuple(p.name for p in kwonly)
+    hot_key = _WRITTEN[tuple(kinds[:hot])]
+    keys_of = [None] * hot + [_key_function(tuple(kinds[:n])) for n in range(hot, len(kinds) + 1)]
+
+    def rest(given, named):
+        """The call as made: positional parameters up to the last one given (a left-out one before it gets
+        its default, as binding by name gives it), keyword-only ones by name, to the general wrapper."""
+        n = len(given)
+        while n and given[n - 1] is _M:
+            n -= 1
+        args = list(given[:n])
+        for i in range(hot, n):
+            if args[i] is _M:
+                args[i] = fill[i]
+        kw = {}
+        for name, v in zip(kwnames, named):
+            if v is not _M:
+                kw[name] = v
+        if kw:
+            return general(*args, **kw)
+        result = general(*args)
+        x = given[hot:]
+        ty = tuple(map(type, x))
+        if n > hot and _EXACT.issuperset(ty) and on_torch():
+            # the optional arguments by exact value: when the call made positionally settled a route, keep it
+            # under the call as given, as a function of the hot arguments with the others (constants) bound
+            try:
+                full, hk = keys_of[n](*args), hot_key(*given[:hot])
+            except TypeError:
+                return result
+            go = table.get(full)
+            if go is not None:
+                if len(table) >= LIMIT:
+                    table.clear()
+                table[(_M, hk, ty, x)] = _bound_tail(go, tuple(args[hot:]), hot)
+        return result
+
+    me = [None]  # the wrapper itself: the owner's routes are kept under it (as the general wrapper keeps them)
+    template = factory(table, rest, usual, on_torch, me, op) if owned else factory(table, rest, usual, on_torch)
+    code = template.__code__
+    nparams = code.co_argcount + code.co_kwonlyargcount
+    names = tuple(p.name for p in pos) + kwnames
+    if len(names) != nparams or set(names) & set(code.co_varnames[nparams:]) or len(set(names)) != nparams:
+        return None
+    code = code.replace(co_varnames=names + code.co_varnames[nparams:], co_name=fn.__name__)
+    if hasattr(code, "co_qualname"):  # Python 3.11+: the name CPython's argument errors print
+        code = code.replace(co_qualname=fn.__qualname__)
+    w = types.FunctionType(code, template.__globals__, fn.__name__, (_M,) * (len(pos) - hot),
+                           template.__closure__)
+    if kwnames:
+        w.__kwdefaults__ = dict.fromkeys(kwnames, _M)
+    me[0] = w
+    return w
 
 
 def call(op, *args, via: Callable | None = None):
@@ -694,10 +1018,31 @@ def _bind(target: Callable, pos: list, kw: list, given: int) -> Callable:
     if (not kw and n > given and pos[:given] == list(range(given))
             and all(type(s) is tuple for s in pos[given:])):
         tail = tuple(s[0] for s in pos[given:])  # the caller's arguments in order, then fixed flags/defaults
+        if given == 3 and len(tail) == 1:
+            t0, = tail
+
+            def route_3_1(a, b, c):
+                return target(a, b, c, t0)
+            return route_3_1
+        if given == 3 and len(tail) == 2:
+            t0, t1 = tail
+
+            def route_3_2(a, b, c):
+                return target(a, b, c, t0, t1)
+            return route_3_2
 
         def route_tail(*p):
             return target(*p, *tail)
         return route_tail
+    head = next((m for m in range(n) if type(pos[m]) is not int), n)
+    if (not kw and pos[:head] == list(range(head)) and head < n <= given
+            and all(type(s) is tuple for s in pos[head:])):
+        # the caller's first arguments in order, then fixed flags/defaults where the caller gave the rest
+        tail = tuple(s[0] for s in pos[head:])
+
+        def route_head(*p):
+            return target(*p[:head], *tail)
+        return route_head
     if not kw:  # the caller's arguments and the key's constants, in any order
         template = [s[0] if type(s) is tuple else None for s in pos]
         slots = tuple((j, s) for j, s in enumerate(pos) if type(s) is int)
