@@ -268,7 +268,7 @@ def torch_probe(library: str | None) -> Callable[[], bool]:
         if untouched() is None or (g0() is None and g1() is None and g2() is None and g3() is None):
             # a set variable: its parse remembered by _benign_env, looked up here first (one frame fewer)
             if ((k0 not in environ and k1 not in environ and k2 not in environ)
-                    or benign((raw := (getenv(k0), getenv(k1), getenv(k2)))) or _benign_env(*raw)):
+                    or benign(raw := (getenv(k0), getenv(k1), getenv(k2))) or _benign_env(*raw)):
                 nk = _nki_module
                 if nk is None:  # not loaded yet (backend "torch" never asks for a device): load it once
                     _device_available()
