@@ -1,5 +1,5 @@
 """The last trnsolver/trnsparse operations made torch operators (issue 29, item 1): the Krylov solvers,
-SpGEMM and BSR SpGEMM.
+lstsq, inv_sqrt_spd_ns, schur, SpGEMM and BSR SpGEMM.
 
 ``torch.ops.trnsolver.{cg,gmres,bicgstab,minres}`` take A as a dense tensor or a CSR matrix's arrays and
 the preconditioner as "none"/"jacobi"/"block_jacobi" with its tensors, and return x, the iteration count
@@ -63,11 +63,14 @@ def _scipy(A):
 
 
 KRYLOV = ("trnsolver.cg", "trnsolver.gmres", "trnsolver.bicgstab", "trnsolver.minres")
-PRODUCTS = ("trnsparse.spgemm", "trnsparse.bsr_spgemm")
+REST = ("trnsolver.lstsq", "trnsolver.inv_sqrt_spd_ns", "trnsolver.schur", "trnsparse.spgemm", "trnsparse.bsr_spgemm")
 
 
-def test_the_krylov_solvers_and_sparse_products_are_operators():
-    for name in KRYLOV + PRODUCTS:
+def test_every_registered_op_is_a_torch_operator():
+    import trnblas, trnfft, trnrand, trntensor  # noqa: F401, E401  every library's Ops registered
+
+    assert [n for n, o in dispatch.ops().items() if o.operator is None] == []
+    for name in KRYLOV + REST:
         op = dispatch.ops()[name]
         lib, nm = name.split(".")
         assert op.operator is getattr(getattr(torch.ops, lib), nm).default
@@ -302,3 +305,98 @@ def test_compile_converging_cg_on_a_csr_matrix_without_graph_breaks():
         # tol 1e-12 on a diagonally dominant 12 x 12 system (cond < 3)
         np.testing.assert_allclose(x.numpy(), want, rtol=1e-10, atol=1e-12)
         assert 1 <= int(iters) <= 12 and float(relres) < 1e-11
+
+
+# ------------------------------------------------------------------ lstsq, inv_sqrt_spd_ns, schur
+
+def _dense_cases():
+    A, B = _rand(7, 4, seed=50), _rand(7, 2, seed=51)
+    W = _rand(3, 5, seed=52)  # underdetermined: no residues
+    R = _rand(7, 3, seed=53) @ _rand(3, 4, seed=54)  # rank 3 of 4: no residues
+    S = _spd(5, seed=55)
+    N = _rand(6, 6, seed=56)
+    return [
+        ("lstsq_full_rank", ts.lstsq, (A, B, None, "gelsd")),
+        ("lstsq_underdetermined_gelsy", ts.lstsq, (W, _rand(3, 2, seed=57), None, "gelsy")),
+        ("lstsq_rank_deficient_gelss", ts.lstsq, (R, B, 1e-10, "gelss")),
+        ("lstsq_batched", ts.lstsq, (_rand(2, 6, 3, seed=58), _rand(2, 6, 2, seed=59), None, "gelsd")),
+        ("inv_sqrt_spd_ns", ts.inv_sqrt_spd_ns, (S, 40, 1e-13)),
+        ("inv_sqrt_spd_ns_batched", ts.inv_sqrt_spd_ns, (torch.stack([S, _spd(5, seed=60)]), 40, 1e-13)),
+        ("schur_real_lhp", ts.schur, (N, False, "lhp")),
+        ("schur_complex_iuc", ts.schur, (N, True, "iuc")),
+        ("schur_unsorted", ts.schur, (N, False, None)),
+    ]
+
+
+DENSE_CASES = _dense_cases()
+
+
+@pytest.mark.parametrize("name,op,args", DENSE_CASES, ids=[c[0] for c in DENSE_CASES])
+def test_opcheck_lstsq_ns_schur_operators(name, op, args):
+    # lstsq's residues have a size the data decides: the dynamic AOT test applies there
+    aot = "test_aot_dispatch_dynamic" if name.startswith("lstsq") else "test_aot_dispatch_static"
+    torch.library.opcheck(op, args, test_utils=("test_schema", "test_autograd_registration", "test_faketensor", aot))
+
+
+@pytest.mark.parametrize("name,op,args", [c for c in DENSE_CASES if not c[0].startswith("lstsq")],
+                         ids=[c[0] for c in DENSE_CASES if not c[0].startswith("lstsq")])
+def test_ns_schur_meta_shapes_equal_the_real_output(name, op, args):
+    real, fake = op(*args), op(*(_meta(a) for a in args))
+    for r, f in zip(real, fake):
+        assert f.device.type == "meta" and (tuple(f.shape), f.dtype) == (tuple(r.shape), r.dtype)
+
+
+def test_lstsq_ns_schur_operators_compute_what_scipy_computes():
+    cases = {c[0]: c[2] for c in DENSE_CASES}
+    for name in ("lstsq_full_rank", "lstsq_underdetermined_gelsy", "lstsq_rank_deficient_gelss"):
+        A, B, rcond, driver = cases[name]
+        X, res, rank, sv = ts.lstsq(A, B, rcond, driver)
+        Xs, rs, rk, svs = sla.lstsq(A.numpy(), B.numpy(), cond=rcond, lapack_driver=driver)
+        # well-conditioned float64 least squares (cond < 30): a few hundred ulps
+        np.testing.assert_allclose(X.numpy(), Xs, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(res.numpy(), np.asarray(rs).reshape(-1), rtol=1e-10, atol=1e-12)
+        assert int(rank) == rk
+    S = cases["inv_sqrt_spd_ns"][0]
+    X, iters, res = ts.inv_sqrt_spd_ns(S, 40, 1e-13)
+    # converged to 1e-13 in ||I - Z Y|| on a matrix with cond < 10: the inverse root to ~1e-12
+    np.testing.assert_allclose(X.numpy(), np.linalg.inv(sla.sqrtm(S.numpy()).real), rtol=1e-11, atol=1e-12)
+    assert iters.dtype == torch.int64 and 0 < int(iters) <= 40 and float(res) <= 1e-13
+    N = cases["schur_real_lhp"][0].numpy()
+    for args in (cases["schur_real_lhp"], cases["schur_complex_iuc"]):
+        T, Z, sdim = ts.schur(*args)
+        _, _, want = sla.schur(N, output="complex" if args[1] else "real", sort=args[2])
+        assert int(sdim) == want
+        # the reconstruction to rounding (a 6 x 6 of unit scale)
+        np.testing.assert_allclose((Z @ T @ Z.mH).numpy(), N, atol=1e-12)
+
+
+def test_gradcheck_float64_lstsq_and_ns():
+    A, B = _rand(7, 4, seed=50).requires_grad_(), _rand(7, 2, seed=51).requires_grad_()
+    assert torch.autograd.gradcheck(lambda A, B: ts.lstsq(A, B, None, "gelsd")[:2], (A, B))
+    W, C = _rand(3, 5, seed=52).requires_grad_(), _rand(3, 2, seed=57).requires_grad_()
+    assert torch.autograd.gradcheck(lambda A, B: ts.lstsq(A, B, None, "gelsy")[0], (W, C))
+    M = _rand(5, 5, seed=61).requires_grad_()
+    spd = lambda M: M @ M.mT + 5 * torch.eye(5, dtype=F64)  # noqa: E731
+    assert torch.autograd.gradcheck(lambda M: ts.inv_sqrt_spd_ns(spd(M), 40, 1e-14)[0], (M,))
+    # the operator itself on a non-symmetric perturbation: the Daleckii-Krein derivative holds in every direction
+    assert torch.autograd.gradcheck(lambda S: ts.inv_sqrt_spd_ns(S, 40, 1e-14)[0], (_spd(4, seed=62).requires_grad_(),))
+
+
+def test_schur_outputs_carry_no_gradient_and_callables_stay_plain():
+    N = _rand(6, 6, seed=56)
+    with trnsolver.use_backend("simulator"):
+        T, Z, sdim = trnsolver.schur(N.clone().requires_grad_(), sort="lhp")  # the operator (an input wants grad)
+        assert isinstance(sdim, int) and not T.requires_grad and not Z.requires_grad
+        T2, Z2, sdim2 = trnsolver.schur(N, sort=lambda re, im: re < 0)  # a callable: the plain Op
+    assert sdim == sdim2 == sla.schur(N.numpy(), sort="lhp")[2]
+
+
+def test_public_lstsq_and_ns_through_the_operator_keep_their_return_types():
+    A, b = _rand(7, 4, seed=50), _rand(7, seed=51)
+    with trnsolver.use_backend("simulator"):
+        x, res, rank, sv = trnsolver.lstsq(A.clone().requires_grad_(), b)
+        X, iters, r = trnsolver.inv_sqrt_spd_ns(_spd(5).requires_grad_(), tol=1e-12)
+    xs, rs, rk, svs = sla.lstsq(A.numpy(), b.numpy())
+    assert res.shape == np.shape(rs) and int(rank) == rk
+    np.testing.assert_allclose(x.detach().numpy(), xs, rtol=1e-10, atol=1e-12)
+    assert isinstance(iters, int) and isinstance(r, float) and r <= 1e-12
