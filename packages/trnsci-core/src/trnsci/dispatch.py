@@ -878,10 +878,9 @@ class Op:
         if _compiling():
             return self._traced(args, kwargs)
         if self._operator is not None and _planning.get() is None:
-            if self._to_operator is None:
-                if _needs_operator(args, kwargs):
-                    return self.operator_call(*args, **kwargs)
-            else:  # the tensors that decide are the crossing's (a matrix inside a matvec object)
+            if _needs_operator(args, kwargs):
+                return self.operator_call(*args, **kwargs)
+            if self._result is not None:  # tensors may hide in the lowering's objects (a matrix in a matvec)
                 crossed = self._to_operator(*args, **kwargs)
                 if crossed is not None and _needs_operator(crossed, {}):
                     return self._operator(*crossed)

@@ -1203,7 +1203,7 @@ def inv_sqrt_spd_ns(A, *, max_iters=20, tol=1e-7, on_fail="warn", check_finite=T
     if isinstance(iters, torch.Tensor):  # the operator's 0-d tensors: host values, or (compiling) kept
         if torch.compiler.is_compiling():
             return X, iters, res  # no host read of the residual in a graph: no convergence report
-        iters, res = int(iters), float(res)
+        iters, res = int(iters), float(res.detach())
     info = it_.SolverInfo(iters, res, res <= tol, method=where)
     it_.report(where, info, on_fail, tol)
     return X, iters, res

@@ -54,7 +54,7 @@ _KRYLOV_DTYPES = la.LINALG_DTYPES
 def threshold(b, tol: float, atol: float) -> tuple[float, float, float]:
     """``(||b||, stop, scale)``: the stopping threshold ``max(tol ||b||, atol)`` of every Krylov solver
     (SciPy's rule) and the scale its residual history is recorded in (``||b||``, or 1 for ``b = 0``)."""
-    bnorm = float(torch.linalg.vector_norm(b))
+    bnorm = float(torch.linalg.vector_norm(b.detach()))
     return bnorm, max(tol * bnorm, atol), (bnorm if bnorm > 0 else 1.0)
 
 def _rows(matvec, b, *rest, **kwargs):
@@ -180,7 +180,8 @@ def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol=No
 def _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, return_info, method):
     """The true residual, once; the result; the warnings (see the module docstring)."""
     bnorm, stop, scale = threshold(b, tol, atol)
-    rnorm = float(torch.linalg.vector_norm(b - matvec(x))) if b.numel() else 0.0
+    with torch.no_grad():  # a host number: no graph to record (x may require grad)
+        rnorm = float(torch.linalg.vector_norm(b - matvec(x))) if b.numel() else 0.0
     relres = rnorm / bnorm if bnorm > 0 else rnorm
     claimed = bool(hist) and (hist[-1] * scale < stop or hist[-1] == 0.0)  # what the solver's test saw
     true_ok = rnorm <= stop or rnorm == 0.0
