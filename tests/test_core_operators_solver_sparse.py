@@ -25,20 +25,9 @@ torch._dynamo = pytest.importorskip("torch._dynamo")
 
 F64, F32, C128 = torch.float64, torch.float32, torch.complex128
 
-#: Ops that stay plain Ops, and why (their arguments or results cannot cross an operator boundary).
-NOT_OPERATORS = {
-    # a matvec/preconditioner callable and a callback cross no schema; the result's iteration count and
-    # convergence flag are host values
-    "trnsolver.cg", "trnsolver.gmres", "trnsolver.bicgstab", "trnsolver.minres",
-    # residues/singular values whose shape depends on the computed rank (data-dependent ranks of outputs)
-    "trnsolver.lstsq",
-    # a host loop whose iteration count and residual are Python numbers; its GEMMs are operators
-    "trnsolver.inv_sqrt_spd_ns",
-    # a sort callable crosses no schema; the sorted dimension is a host int
-    "trnsolver.schur",
-    # the result carries a host flag (sorted indices) / a host-side tile schedule crosses no schema
-    "trnsparse.spgemm", "trnsparse.bsr_spgemm",
-}
+#: Ops that stay plain Ops: none since tests/test_core_operators_rest.py (the Krylov solvers, lstsq,
+#: inv_sqrt_spd_ns, schur and the sparse products are operators there).
+NOT_OPERATORS: set = set()
 
 
 def _g(seed=0):

@@ -711,6 +711,9 @@ class Op:
         as an integer tensor); ``from_operator(*operator_args) -> tuple`` is its inverse, run inside the
         operator's implementation. The fake implementation takes the operator's arguments."""
         self._from_operator = from_operator
+        self._result = None
+        """``result(out, *operator_args)``: the operator's outputs from the lowering's result, for a lowering
+        that returns host values (an iteration count, a list); set with :meth:`boundary`."""
         self.differentiable = differentiable
         """False for an operation without a derivative (a random draw): its operator marks the outputs
         non-differentiable and its backward returns no gradients."""
@@ -902,14 +905,23 @@ class Op:
             return self._torch(*args, **kwargs)
         if _compiling():
             return self._traced(args, kwargs)
-        if self._operator is not None and _planning.get() is None and _needs_operator(args, kwargs):
-            return self.operator_call(*args, **kwargs)
+        if self._operator is not None and _planning.get() is None:
+            if _needs_operator(args, kwargs):
+                return self.operator_call(*args, **kwargs)
+            if self._result is not None:  # tensors may hide in the lowering's objects (a matrix in a matvec)
+                crossed = self._to_operator(*args, **kwargs)
+                if crossed is not None and _needs_operator(crossed, {}):
+                    return self._operator(*crossed)
         return self.run(*args, **kwargs)
 
     def _traced(self, args: tuple, kwargs: dict):
         """A call seen by torch.compile: the torch operator, or (an Op without one) the torch lowering inline."""
         if self._operator is not None:
-            return self.operator_call(*args, **kwargs)
+            if self._to_operator is None:
+                return self.operator_call(*args, **kwargs)
+            crossed = self._to_operator(*args, **kwargs)
+            if crossed is not None:
+                return self._operator(*crossed)
         if self._torch is None:
             raise NotImplementedError(f"{self.name}: no torch lowering registered")
         return self._torch(*args, **kwargs)
@@ -917,7 +929,10 @@ class Op:
     def operator_call(self, *args, **kwargs):
         """``torch.ops.<library>.<name>(...)`` on the lowering's arguments (see :mod:`trnsci.operators`)."""
         if self._to_operator is not None:
-            return self._operator(*self._to_operator(*args, **kwargs))
+            crossed = self._to_operator(*args, **kwargs)
+            if crossed is None:  # this call's arguments cross no schema: the plain Op
+                return self.run(*args, **kwargs)
+            return self._operator(*crossed)
         if not kwargs and len(args) <= self._arity:
             return self._operator(*args)
         from trnsci import operators
@@ -963,14 +978,20 @@ class Op:
         self._backward = no_derivative
         self._backward_doc = (f"none: {why}", "")
 
-    def boundary(self, to_operator: Callable, from_operator: Callable) -> None:
+    def boundary(self, to_operator: Callable, from_operator: Callable, result: Callable | None = None) -> None:
         """Declare how a call's arguments cross the torch operator's boundary after the Op is made (the
         ``to_operator``/``from_operator`` arguments of the constructor): ``to_operator(*args, **kwargs)``
         gives the operator's arguments from the lowering's, ``from_operator(*op_args)`` the lowering's
         back (what the operator's implementation runs). The fake implementation and the backward take
-        the operator's arguments."""
+        the operator's arguments.
+
+        ``to_operator`` may return None: that call's arguments cross no schema (a callable operator, a
+        callback) and it runs as a plain Op (inside torch.compile, its torch lowering inline).
+        ``result(out, *op_args)``, if given, turns the lowering's result into the operator's outputs
+        (tensors; an iteration count as a 0-d tensor); the caller of the Op then gets either form."""
         self._to_operator = to_operator
         self._from_operator = from_operator
+        self._result = result
 
     def register_device(self, dispatch_key: str, fn: Callable) -> None:
         """The device hook: ``fn`` (the lowering's arguments) implements the operator for ``dispatch_key``

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trnsci import hostblas, validate
+from trnsci import dispatch, hostblas, validate
 from trnsci import linalg as la
 from trnsci.routes import Memo
 
@@ -217,6 +217,13 @@ def _finite_entries(A: Any, name: str, where: str) -> None:
         np.isfinite(vals).all()) if vals.dtype.kind in "fc" else True
     if not ok:
         raise ValueError(f"{where}: {name} holds NaN or Inf")
+
+
+def _finite_entries_traced(A: Any, name: str, where: str) -> None:
+    """:func:`_finite_entries` as torch.compile sees it: a host read of the data has no place in a graph."""
+
+
+dispatch.traceable_as(_finite_entries, _finite_entries_traced)
 
 
 # --------------------------------------------------------- CSR products on the host

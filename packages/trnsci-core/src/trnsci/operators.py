@@ -73,7 +73,10 @@ def define(op) -> None:
         args = _canon(args)
         # below autograd, but a lowering's worker threads would still see the inputs' requires_grad: detached
         low = tuple(_detach(a) for a in args)
-        return _fresh(op.run(*_lowering_args(op, low)), args)
+        out = op.run(*_lowering_args(op, low))
+        if op._result is not None:
+            out = op._result(out, *low)
+        return _fresh(out, args)
 
     def fake(*args):
         args = _canon(args)
@@ -135,7 +138,10 @@ def call(op, args: tuple, kwargs: dict):
     if op.operator is None:
         raise ValueError(f"{op.name}: no torch operator (declare the Op with a schema first)")
     if op._to_operator is not None:
-        return op.operator(*op._to_operator(*args, **kwargs))
+        crossed = op._to_operator(*args, **kwargs)
+        if crossed is None:
+            raise ValueError(f"{op.name}: these arguments cross no operator schema (call the Op)")
+        return op.operator(*crossed)
     names = _names[op.name]
     if len(args) > len(names):  # arguments past the schema's are host-side (a cache's owner): not passed
         args = args[:len(names)]

@@ -268,7 +268,25 @@ def _schur_describe(A, complex_out, sort):
 #: hardware here to calibrate); the reduction's GEMM-shaped updates pay only
 #: for large n.
 SCHUR = Op("trnsolver.schur", "flops", 25.0 * 512 ** 3, size=_schur_flops, describe=_schur_describe,
-           doc="Schur decomposition: Householder Hessenberg reduction, Francis QR, block reordering")
+           doc="Schur decomposition: Householder Hessenberg reduction, Francis QR, block reordering",
+           # a named sort crosses as its name, the sorted dimension as a 0-d tensor (0 without a sort); a
+           # sort callable crosses no schema: that call stays a plain Op. The results carry no gradient
+           # (a Schur form is unique only up to the phases of Z's columns and the order of the blocks)
+           schema="(Tensor A, bool complex_out, str? sort) -> (Tensor T, Tensor Z, Tensor sdim)",
+           fake=lambda A, complex_out, sort: _schur_fake(A, complex_out), differentiable=False)
+
+
+def _schur_fake(A, complex_out):
+    dt = A.dtype
+    if complex_out and not dt.is_complex:
+        dt = torch.complex64 if dt == torch.float32 else torch.complex128
+    return (A.new_empty(A.shape, dtype=dt), A.new_empty(A.shape, dtype=dt), A.new_empty((), dtype=torch.int64))
+
+
+SCHUR.boundary(lambda A, complex_out, sort: None if callable(sort) else (A, complex_out, sort),
+               lambda A, complex_out, sort: (A, complex_out, sort),
+               lambda out, A, complex_out, sort: (out[0], out[1], torch.tensor(
+                   0 if out[2] is None else int(out[2]), dtype=torch.int64, device=A.device)))
 
 
 def _selector(sort, complex_out):
@@ -425,4 +443,6 @@ def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_fini
     if not check_finite:
         la.finite(where, a=A)  # NaN/Inf would make the QR iteration wander: never a silent wrong answer
     T, Z, sdim = SCHUR(A, complex_out, sort)
+    if isinstance(sdim, torch.Tensor) and not torch.compiler.is_compiling():  # the operator's 0-d tensor
+        sdim = int(sdim)
     return (T, Z) if sort is None else (T, Z, sdim)

@@ -775,7 +775,55 @@ _LSTSQ_DRIVER = validate.Options({"gelsd": ("gelsd",), "gelsy": ("gelsy",), "gel
 
 
 LSTSQ = Op("trnsolver.lstsq", "flops", 2 * _QR_THRESHOLD, size=_flops(4.0), describe=_square_describe,
-           doc="least squares: QR on the device (m >= n, full rank), then GEMM + TRSM kernels")
+           doc="least squares: QR on the device (m >= n, full rank), then GEMM + TRSM kernels",
+           # the residues exist only for a full-rank overdetermined system (the rank is computed): the operator
+           # returns them flattened, of a size the data decides (0 or the batch times k; an unbacked size)
+           schema="(Tensor A, Tensor B, float? rcond, str driver) -> (Tensor X, Tensor residues, Tensor rank, "
+                  "Tensor singular_values)",
+           fake=lambda A, B, rcond, driver: _lstsq_fake(A, B, driver))
+
+
+def _lstsq_fake(A, B, driver):
+    m, n = A.shape[-2], A.shape[-1]
+    real = A.real.dtype
+    batch = A.shape[:-2]
+    X = A.new_empty((*batch, n, B.shape[-1]))
+    res = A.new_empty((torch.library.get_ctx().new_dynamic_size(),), dtype=real)
+    empty = A.numel() == 0 or B.numel() == 0
+    gels = A.device.type != "cpu" and not empty
+    rank = A.new_empty((0,) if gels else batch, dtype=torch.int64)
+    sv = A.new_empty((*batch, min(m, n)) if driver in ("gelsd", "gelss") and not gels and not empty else (0,),
+                     dtype=real)
+    return X, res, rank, sv
+
+
+LSTSQ.boundary(lambda A, B, rcond, driver: (A, B, rcond, driver), lambda A, B, rcond, driver: (A, B, rcond, driver),
+               lambda out, A, B, rcond, driver: (out[0], out[1].reshape(-1), out[2], out[3]))
+
+
+@LSTSQ.backward(formula="X = A^+ B: the vjp of torch.linalg.pinv(A) B (exact for a full-rank A); residues "
+                        "||B - A X||^2 (X optimal): dB = 2 r g_res, dA = -2 r g_res X^H, r = B - A X",
+                runs="torch: a pseudo-inverse recomputed with its derivative")
+def _lstsq_backward(inputs, output, grad, needs):
+    A, B, rcond, driver = inputs
+    gX, gres = grad[0], grad[1]
+    X = output[0]
+    with torch.enable_grad():
+        a = A.detach().requires_grad_()
+        b = B.detach().requires_grad_()
+        Y = torch.linalg.pinv(a, rtol=rcond) @ b if rcond is not None else torch.linalg.pinv(a) @ b
+        gX = torch.zeros_like(X) if gX is None else gX
+        dA, dB = torch.autograd.grad(Y, (a, b), gX, allow_unused=True)
+    dA = torch.zeros_like(A) if dA is None else dA
+    dB = torch.zeros_like(B) if dB is None else dB
+    if gres is not None:
+        # residues are present (size batch * k) or not (size 0): pad to the full size, zeros when absent
+        full = B.shape[:-2].numel() * B.shape[-1]
+        w = torch.cat([gres, gres.new_zeros(full)])[:full].reshape(*B.shape[:-2], 1, B.shape[-1])
+        r2 = (B - A @ X) * (2 * w).to(B.dtype)
+        dB = dB + r2
+        dA = dA - r2 @ X.mH
+    return (dA if needs[0] else None, dB if needs[1] else None, None, None)
 
 
 @LSTSQ.lowering("torch")
@@ -849,6 +897,8 @@ def lstsq(A, B, rcond=None, *, driver="gelsd", check_finite=True):
     driver = _LSTSQ_DRIVER(driver, "driver", where)
     la.check_finite(check_finite, where, A=A, B=Bm)
     X, res, rank, sv = LSTSQ(A, Bm, rcond, driver)
+    if res.dim() == 1 and res.numel() and not torch.compiler.is_compiling():  # the operator's flat residues
+        res = res.reshape(*Bm.shape[:-2], Bm.shape[-1])
     if vec:
         X = X.squeeze(-1)
         res = res.squeeze(-1) if res.numel() else res
@@ -1057,7 +1107,32 @@ def _ns_flops(A, max_iters, tol):
 #: device path is three trnblas GEMM kernels a step, so it follows trnblas's
 #: GEMM threshold (512^3 multiply-adds, i.e. 6 * 512^3 / 3 flops per GEMM).
 INV_SQRT_SPD_NS = Op("trnsolver.inv_sqrt_spd_ns", "flops", 2.0 * 512 ** 3 * 3, size=_ns_flops,
-                     describe=_square_describe, doc="Newton-Schulz A^{-1/2} on trnblas GEMM kernels")
+                     describe=_square_describe, doc="Newton-Schulz A^{-1/2} on trnblas GEMM kernels",
+                     # the step count and the residual cross as 0-d tensors (the lowering's Python numbers)
+                     schema="(Tensor A, int max_iters, float tol) -> (Tensor X, Tensor iterations, Tensor residual)",
+                     fake=lambda A, max_iters, tol: (torch.empty_like(A), A.new_empty((), dtype=torch.int64),
+                                                     A.new_empty((), dtype=A.real.dtype)))
+INV_SQRT_SPD_NS.boundary(lambda A, max_iters, tol: (A, max_iters, tol), lambda A, max_iters, tol: (A, max_iters, tol),
+                         lambda out, A, max_iters, tol: (out[0], torch.tensor(int(out[1]), dtype=torch.int64,
+                                                                              device=A.device),
+                                                         torch.tensor(float(out[2]), dtype=A.real.dtype,
+                                                                      device=A.device)))
+
+
+@INV_SQRT_SPD_NS.backward(
+    formula="A = V diag(w) V^H: dA = V ((V^H g V) * K) V^H, K_ij = -1 / (s_i s_j (s_i + s_j)), s = sqrt(w) "
+            "(the Daleckii-Krein derivative of A^{-1/2}; exact at convergence)",
+    runs="torch: one eigendecomposition of A and four products")
+def _inv_sqrt_spd_ns_backward(inputs, output, grad, needs):
+    A = inputs[0]
+    g = grad[0]
+    if g is None or not needs[0]:
+        return (None, None, None)
+    w, V = torch.linalg.eigh(A)
+    sq = w.clamp_min(torch.finfo(w.dtype).tiny).sqrt()
+    K = -1.0 / (sq[..., :, None] * sq[..., None, :] * (sq[..., :, None] + sq[..., None, :]))
+    Vh = V.mH
+    return (V @ ((Vh @ g @ V) * K.to(V.dtype)) @ Vh, None, None)
 
 
 @INV_SQRT_SPD_NS.lowering("torch")
@@ -1143,6 +1218,10 @@ def inv_sqrt_spd_ns(A, *, max_iters=20, tol=1e-7, on_fail="warn", check_finite=T
         return A.clone(), 0, 0.0
     A = la.symmetric(A, "L", hermitian=True)  # the products read both triangles; the caller gave the lower
     X, iters, res = INV_SQRT_SPD_NS(A, max_iters, float(tol))
+    if isinstance(iters, torch.Tensor):  # the operator's 0-d tensors: host values, or (compiling) kept
+        if torch.compiler.is_compiling():
+            return X, iters, res  # no host read of the residual in a graph: no convergence report
+        iters, res = int(iters), float(res.detach())
     info = it_.SolverInfo(iters, res, res <= tol, method=where)
     it_.report(where, info, on_fail, tol)
     return X, iters, res

@@ -54,7 +54,7 @@ _KRYLOV_DTYPES = la.LINALG_DTYPES
 def threshold(b, tol: float, atol: float) -> tuple[float, float, float]:
     """``(||b||, stop, scale)``: the stopping threshold ``max(tol ||b||, atol)`` of every Krylov solver
     (SciPy's rule) and the scale its residual history is recorded in (``||b||``, or 1 for ``b = 0``)."""
-    bnorm = float(torch.linalg.vector_norm(b))
+    bnorm = float(torch.linalg.vector_norm(b.detach()))
     return bnorm, max(tol * bnorm, atol), (bnorm if bnorm > 0 else 1.0)
 
 def _rows(matvec, b, *rest, **kwargs):
@@ -115,6 +115,20 @@ class SparseMatvec:
         return self._dev
 
 
+class BlockJacobiPrecond:
+    """``r -> blockdiag(A)^{-1} r`` from :func:`block_jacobi_preconditioner`, keeping its Cholesky
+    factors (``.source``) so the call crosses a torch operator's boundary as tensors."""
+
+    __slots__ = ("source", "_fn")
+
+    def __init__(self, source, fn):
+        self.source = source
+        self._fn = fn
+
+    def __call__(self, r):
+        return self._fn(r)
+
+
 class DiagonalPrecond:
     """``r -> r / diag(A)`` from :func:`jacobi_preconditioner`, keeping ``1 / diag(A)``
     (``.inv_d``) for an NKI lowering that applies it on the device."""
@@ -155,6 +169,8 @@ def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol=No
     precond = it_.preconditioner(M, n, b.dtype, b.device, where)
     if isinstance(M, _Diagonal):
         precond = DiagonalPrecond(M.inv_d, precond)
+    elif isinstance(M, _BlockJacobi):
+        precond = BlockJacobiPrecond(M, precond)
     on_fail = it_.ON_FAIL(on_fail, "on_fail", where)
     return_info = validate.flag(return_info, "return_info", where)
     la.finite(where, b=b, x0=x0)
@@ -164,7 +180,8 @@ def _setup(where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol=No
 def _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, return_info, method):
     """The true residual, once; the result; the warnings (see the module docstring)."""
     bnorm, stop, scale = threshold(b, tol, atol)
-    rnorm = float(torch.linalg.vector_norm(b - matvec(x))) if b.numel() else 0.0
+    with torch.no_grad():  # a host number: no graph to record (x may require grad)
+        rnorm = float(torch.linalg.vector_norm(b - matvec(x))) if b.numel() else 0.0
     relres = rnorm / bnorm if bnorm > 0 else rnorm
     claimed = bool(hist) and (hist[-1] * scale < stop or hist[-1] == 0.0)  # what the solver's test saw
     true_ok = rnorm <= stop or rnorm == 0.0
@@ -190,8 +207,169 @@ def _krylov(where, op, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rt
     (CG, BiCGSTAB, MINRES)."""
     matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
         where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol, callback)
-    x, it, hist = op(matvec, b, x0, tol, atol, maxiter, precond, callback)
+    x, it, hist = _host_values(op(matvec, b, x0, tol, atol, maxiter, precond, callback))
+    if isinstance(it, torch.Tensor):
+        return _finish_traced(matvec, b, x, it, hist, tol, atol, ri, where)
     return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
+
+
+# ------------------------------------------------ the torch operator boundary (issue 29)
+#
+# A solve crosses ``torch.ops.trnsolver.<cg|gmres|bicgstab|minres>`` as tensors and constants when A
+# is a dense tensor or a CSR matrix (its three arrays) and M is None or trnsolver's own Jacobi /
+# block-Jacobi preconditioner; a callable A, another preconditioner or a callback keeps the plain
+# Op (they cross no schema). The operator returns x, the iteration count (0-d int64) and the
+# residual history padded with -1 to its longest possible length (a fixed shape; residuals are >= 0).
+
+_KRYLOV_ARGS = ("Tensor A, Tensor? col_indices, Tensor? row_ptrs, Tensor b, Tensor? x0, float tol, float atol, "
+                "int maxiter, str precond, Tensor? P1, Tensor? P2")
+_KRYLOV_OUT = " -> (Tensor x, Tensor iterations, Tensor history)"
+
+
+class CSRArrays:
+    """``x -> A x`` for a CSR matrix given as its arrays (values, column indices, row pointers): the
+    matvec a Krylov operator's implementation rebuilds from what crossed its boundary."""
+
+    __slots__ = ("values", "cols", "rows", "n", "kind", "to_host")
+
+    def __init__(self, values, col_indices, row_ptrs, n):
+        self.values = values
+        self.cols = col_indices.long()
+        self.rows = _csr_rows(row_ptrs, values.shape[0])
+        self.n = n
+        self.kind, self.to_host = "csr_arrays", None
+
+    def __call__(self, x):
+        y = torch.zeros(self.n, dtype=x.dtype, device=x.device)
+        return y.index_add(0, self.rows, self.values * x[self.cols])
+
+
+def _csr_rows(row_ptrs, nnz):
+    """The row index of every stored entry of a CSR pattern (static length ``nnz``)."""
+    n = row_ptrs.shape[0] - 1
+    counts = (row_ptrs[1:] - row_ptrs[:-1]).long()
+    return torch.repeat_interleave(torch.arange(n, device=row_ptrs.device), counts, output_size=nnz)
+
+
+def _csr_adjoint(values, col_indices, row_ptrs, n):
+    """The arrays of ``A^H`` (rows sorted by column index) from ``A``'s, with static shapes."""
+    rows = _csr_rows(row_ptrs, values.shape[0])
+    cols = col_indices.long()
+    perm = torch.argsort(cols * n + rows, stable=True)
+    counts = torch.zeros(n, dtype=torch.int64, device=values.device).index_add(0, cols, torch.ones_like(cols))
+    ptrs = torch.cat([counts.new_zeros(1), counts.cumsum(0)]).to(row_ptrs.dtype)
+    return values[perm].conj().resolve_conj(), rows[perm].to(col_indices.dtype), ptrs
+
+
+def _history_length(b, maxiter, restart=None):
+    """The longest residual history a solve can record: one entry per iteration (GMRES: per matvec) and
+    the initial one."""
+    if restart is None:
+        return maxiter + 1
+    return maxiter * max(1, min(restart, b.shape[0])) + 1
+
+
+def _to_operator(matvec, b, x0, tol, atol, maxiter, precond, callback=None, *rest):
+    """The operator's arguments from the lowering's, or None when the call crosses no schema."""
+    if callback is not None or not isinstance(b, torch.Tensor):
+        return None
+    n = b.shape[0]
+    if isinstance(matvec, DenseMatvec):
+        A, cols, ptrs = matvec.matrix, None, None
+        if A.layout != torch.strided:
+            return None
+    elif isinstance(matvec, SparseMatvec):
+        M = matvec.matrix
+        A, cols, ptrs = (getattr(M, k, None) for k in ("values", "col_indices", "row_ptrs"))
+        if (not all(isinstance(t, torch.Tensor) for t in (A, cols, ptrs))
+                or tuple(getattr(M, "shape", ())) != (n, n) or tuple(ptrs.shape) != (n + 1,)):
+            return None
+    else:
+        return None
+    if A.dtype != b.dtype or A.device != b.device:
+        return None
+    if precond is None:
+        kind, P1, P2 = "none", None, None
+    elif isinstance(precond, DiagonalPrecond):
+        kind, P1, P2 = "jacobi", precond.inv_d, None
+    elif isinstance(precond, BlockJacobiPrecond):
+        kind, P1, P2 = "block_jacobi", precond.source.Lb, precond.source.L_tail
+    else:
+        return None
+    if any(P is not None and (P.dtype != b.dtype or P.device != b.device) for P in (P1, P2)):
+        return None
+    return (A, cols, ptrs, b, x0, float(tol), float(atol), maxiter, kind, P1, P2, *rest)
+
+
+def _gmres_to_operator(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=None):
+    return _to_operator(matvec, b, x0, tol, atol, maxiter, precond, callback, restart)
+
+
+def _from_operator(A, cols, ptrs, b, x0, tol, atol, maxiter, kind, P1, P2, *rest):
+    """The lowering's arguments (a matvec and a preconditioner object) from the operator's."""
+    n = b.shape[0]
+    if cols is None:
+        matvec = DenseMatvec(A, it_.linear_operator(A, n, b.dtype, b.device, "A", "trnsolver"))
+    else:
+        matvec = CSRArrays(A, cols, ptrs, n)
+    if kind == "none":
+        precond = None
+    elif kind == "jacobi":
+        precond = DiagonalPrecond(P1, lambda r: r * P1)
+    elif kind == "block_jacobi":
+        M = _BlockJacobi(P1, P2, P1.shape[0], P1.shape[-1])
+        precond = BlockJacobiPrecond(M, M)
+    else:
+        raise ValueError(f"trnsolver: precond must be 'none', 'jacobi' or 'block_jacobi', got {kind!r}")
+    if rest:  # GMRES: restart comes before maxiter in the lowering
+        return (matvec, b, x0, tol, atol, rest[0], maxiter, precond, None)
+    return (matvec, b, x0, tol, atol, maxiter, precond, None)
+
+
+def _real(dtype):
+    return torch.empty(0, dtype=dtype).real.dtype
+
+
+def _result(out, A, cols, ptrs, b, x0, tol, atol, maxiter, kind, P1, P2, *rest):
+    """The operator's outputs from the lowering's ``(x, iterations, history)``."""
+    x, it, hist = out
+    L = _history_length(b, maxiter, *rest)
+    h = torch.full((L,), -1.0, dtype=_real(b.dtype), device=b.device)
+    if hist:
+        vals = torch.as_tensor([float(v) for v in hist[:L]], dtype=h.dtype)
+        h[: vals.shape[0]] = vals.to(b.device)
+    return x, torch.tensor(int(it), dtype=torch.int64, device=b.device), h
+
+
+def _fake(A, cols, ptrs, b, x0, tol, atol, maxiter, kind, P1, P2, *rest):
+    L = _history_length(b, maxiter, *rest)
+    return (torch.empty_like(b), b.new_empty((), dtype=torch.int64),
+            b.new_empty((L,), dtype=_real(b.dtype)))
+
+
+def _host_values(out):
+    """A Krylov Op's result as the public functions use it: ``(x, iterations, history list)``. An
+    operator's tensors (the iteration count, the history padded with -1) become host values, except while
+    torch.compile traces, where they stay tensors (the graph does not stop to read them)."""
+    x, it, hist = out
+    if isinstance(it, torch.Tensor):
+        if torch.compiler.is_compiling():
+            return x, it, hist
+        it = int(it)
+        hist = [v for v in hist.tolist() if v >= 0]
+    return x, it, hist
+
+
+def _finish_traced(matvec, b, x, it, hist, tol, atol, return_info, method):
+    """:func:`_finish` as torch.compile sees it: the true residual as a tensor, no host read, no warning
+    (the graph does not stop to look at values); ``iters`` and ``relres`` are 0-d tensors."""
+    bnorm = torch.linalg.vector_norm(b)
+    rnorm = torch.linalg.vector_norm(b - matvec(x))
+    relres = torch.where(bnorm > 0, rnorm / torch.where(bnorm > 0, bnorm, torch.ones_like(bnorm)), rnorm)
+    if not return_info:
+        return x, it, relres
+    stop = torch.clamp(tol * bnorm, min=atol)
+    return x, it_.SolverInfo(it, relres, (rnorm <= stop) | (rnorm == 0), hist, method)
 
 
 def _not_finite(where, what, it):
@@ -221,6 +399,7 @@ def _start(matvec, b, x0, tol, atol, ops=it_.TorchVectors):
 #: which pays off once a matvec outweighs a launch's fixed cost; 4096 rows
 #: (a 64 MiB float32 A) is a placeholder.
 CG = Op("trnsolver.cg", "rows", 4096, size=_rows, describe=_describe_rows,
+        schema="(" + _KRYLOV_ARGS + ")" + _KRYLOV_OUT, fake=_fake,
         doc="conjugate gradients (dense float32 A, no M: one cg_step_kernel launch per iteration; "
             "trnsparse CSR float32 A, no M: csr_spmv_kernel + cg_update_kernel per iteration)")
 
@@ -402,6 +581,7 @@ def cg(A, b, x0=None, tol=None, maxiter=1000, M=None, *, rtol=None, atol=0.0, ca
 
 #: Threshold (rows): the same placeholder as CG's (one launch per inner iteration).
 GMRES = Op("trnsolver.gmres", "rows", 4096, size=_rows, describe=_describe_rows,
+           schema="(" + _KRYLOV_ARGS + ", int restart)" + _KRYLOV_OUT, fake=_fake,
            doc="restarted GMRES (dense float32 A, no M: one gmres_arnoldi_kernel launch per inner iteration)")
 
 
@@ -627,7 +807,9 @@ def gmres(A, b, x0=None, tol=None, maxiter=100, restart=30, M=None, *, rtol=None
     matvec, b, x0, tol, atol, maxiter, precond, on_fail, ri = _setup(
         where, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rtol, callback)
     restart = validate.integer(restart, "restart", where, minimum=1, maximum=validate.INDEX_MAX)
-    x, it, hist = GMRES(matvec, b, x0, tol, atol, restart, maxiter, precond, callback)
+    x, it, hist = _host_values(GMRES(matvec, b, x0, tol, atol, restart, maxiter, precond, callback))
+    if isinstance(it, torch.Tensor):
+        return _finish_traced(matvec, b, x, it, hist, tol, atol, ri, where)
     return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
 
 
@@ -635,6 +817,7 @@ def gmres(A, b, x0=None, tol=None, maxiter=100, restart=30, M=None, *, rtol=None
 
 #: Threshold (rows): the same placeholder as CG's (one launch per iteration, two matvecs).
 BICGSTAB = Op("trnsolver.bicgstab", "rows", 4096, size=_rows, describe=_describe_rows,
+              schema="(" + _KRYLOV_ARGS + ")" + _KRYLOV_OUT, fake=_fake,
               doc="BiCGSTAB (dense float32 A, no M: one bicgstab_step_kernel launch per iteration)")
 
 
@@ -808,6 +991,7 @@ def bicgstab(A, b, x0=None, tol=None, maxiter=1000, M=None, *, rtol=None, atol=0
 
 #: Threshold (rows): the same placeholder as CG's (one launch per iteration).
 MINRES = Op("trnsolver.minres", "rows", 4096, size=_rows, describe=_describe_rows,
+            schema="(" + _KRYLOV_ARGS + ")" + _KRYLOV_OUT, fake=_fake,
             doc="MINRES (dense float32 A, no M: one minres_step_kernel launch per iteration)")
 
 
@@ -1156,3 +1340,53 @@ def ssor_preconditioner(A, omega=1.0):
     lower = A.tril(-1) + torch.diag(d / w)
     upper = A.triu(1) + torch.diag(d / w)
     return _SSOR(lower, upper, d, float(w))
+
+
+# ------------------------------------------------ operator boundaries and backwards (issue 29)
+
+def _implicit_backward(op, hermitian: bool):
+    """The derivative of the solution ``x = A^{-1} b`` (implicit differentiation at convergence):
+    ``db = A^{-H} g``, solved by the same solver as calls of its operator (so under a kernel backend the
+    backward runs kernels too), and ``dA = -db x^H`` (on A's pattern for a CSR matrix)."""
+    def backward(inputs, output, grad, needs):
+        A, cols, ptrs, b, x0, tol, atol, maxiter, kind, P1, P2, *rest = inputs
+        g = grad[0]
+        out = [None] * len(inputs)
+        if g is None or not (needs[0] or needs[3]):
+            return tuple(out)
+        x = output[0]
+        if hermitian:
+            AH, colsH, ptrsH, P1H = A, cols, ptrs, P1
+        else:
+            if cols is None:
+                AH, colsH, ptrsH = A.mH.resolve_conj().contiguous(), None, None
+            else:
+                AH, colsH, ptrsH = _csr_adjoint(A, cols, ptrs, b.shape[0])
+            P1H = P1.conj().resolve_conj() if kind == "jacobi" else P1
+        g = g.contiguous()
+        gb = op.operator(AH, colsH, ptrsH, g, None, tol, atol, maxiter, kind, P1H, P2, *rest)[0]
+        # once more from that solution: a Krylov breakdown on a structured g (a unit vector) stops a solve
+        # early, and a restart from where it stopped gets past it; a converged solve returns at once
+        gb = op.operator(AH, colsH, ptrsH, g, gb, tol, atol, maxiter, kind, P1H, P2, *rest)[0]
+        if needs[3]:
+            out[3] = gb
+        if needs[0]:
+            if cols is None:
+                out[0] = -torch.outer(gb, x.conj())
+            else:
+                rows = _csr_rows(ptrs, A.shape[0])
+                out[0] = -(gb[rows] * x[cols.long()].conj())
+        return tuple(out)
+    return backward
+
+
+for _op, _herm in ((CG, True), (MINRES, True), (BICGSTAB, False), (GMRES, False)):
+    _op.boundary(_gmres_to_operator if _op is GMRES else _to_operator, _from_operator, _result)
+    _op.backward(_implicit_backward(_op, _herm),
+                 formula=("db = A^{-1} g (A Hermitian); dA = -db x^H, on A's pattern for a CSR matrix (implicit "
+                          "differentiation of A x = b: exact at convergence)" if _herm else
+                          "db = A^{-H} g (A^H as a dense transpose or CSR arrays); dA = -db x^H, on A's pattern for "
+                          "a CSR matrix (implicit differentiation of A x = b: exact at convergence)"),
+                 runs=f"two `trnsolver.{_op.name.split('.')[1]}` calls on the adjoint system (the second restarts from "
+                      "the first's solution)")
+del _op, _herm

@@ -613,6 +613,12 @@ SPGEMM = Op(
                                                            f"{bsh[0]}x{bsh[1]} nnz={bv.shape[0]}",
     doc="C = A @ B, both CSR; flops = 2 x the scalar products of the row merge (kernels: 128x128 tiles or a "
         "Vector-Engine row merge, see trnsparse._nki.ops_spgemm)",
+    # the matrices (where the tile forms and the symbolic phase are cached) stay on the host side; the
+    # operator's product has its columns sorted inside rows (the lowering's sorted flag is the operator's
+    # business) and int64 indices, its size decided by the data
+    schema="(Tensor a_values, Tensor a_col_indices, Tensor a_row_ptrs, SymInt[] a_shape, Tensor b_values, "
+           "Tensor b_col_indices, Tensor b_row_ptrs, SymInt[] b_shape) -> (Tensor, Tensor, Tensor)",
+    fake=lambda av, ac, ap, ash, bv, bc, bp, bsh: _product_fake(av, bv, (), ash[0]),
 )
 
 
@@ -627,6 +633,80 @@ def _spgemm_torch(a_values, a_cols, a_ptrs, a_shape, b_values, b_cols, b_ptrs, b
     return _host.spgemm((a_values, a_cols, a_ptrs), (b_values, b_cols, b_ptrs), a_shape, b_shape)
 
 
+def _product_fake(av, bv, tile, rows):
+    """A sparse product's arrays: a pattern whose size is known only once computed (an unbacked size)."""
+    nnz = torch.library.get_ctx().new_dynamic_size()
+    return (av.new_empty((nnz, *tile), dtype=torch.promote_types(av.dtype, bv.dtype)),
+            av.new_empty((nnz,), dtype=torch.int64), av.new_empty((rows + 1,), dtype=torch.int64))
+
+
+def _pattern_rows(ptrs, nnz):
+    counts = (ptrs[1:] - ptrs[:-1]).long()
+    return torch.repeat_interleave(torch.arange(ptrs.shape[0] - 1, device=ptrs.device), counts, output_size=nnz)
+
+
+def _spgemm_to_operator(av, ac, ap, ash, bv, bc, bp, bsh, owner_a=None, owner_b=None):
+    return (av, ac, ap, list(ash), bv, bc, bp, list(bsh))
+
+
+def _spgemm_from_operator(av, ac, ap, ash, bv, bc, bp, bsh):
+    return (av, ac, ap, tuple(ash), bv, bc, bp, tuple(bsh))
+
+
+def _spgemm_result(out, av, ac, ap, ash, bv, bc, bp, bsh):
+    """The operator's product from the lowering's ``(values, cols, ptrs, sorted)``: columns sorted inside
+    rows, int64 indices."""
+    vals, cols, ptrs, is_sorted = out
+    cols, ptrs = cols.long(), ptrs.long()
+    if not is_sorted and vals.shape[0]:
+        perm = torch.argsort(_pattern_rows(ptrs, vals.shape[0]) * max(int(bsh[1]), 1) + cols, stable=True)
+        vals, cols = vals[perm], cols[perm]
+    return vals, cols, ptrs
+
+
+def _dense_of(vals, cols, ptrs, shape, tile=None):
+    """The dense matrix of CSR (``tile``: BSR, ``vals`` (nnz, b, b)) arrays; entries of a repeated
+    position add."""
+    rows = _pattern_rows(ptrs, vals.shape[0])
+    if tile is None:
+        return vals.new_zeros(tuple(shape)).index_put((rows, cols.long()), vals, accumulate=True)
+    b = tile
+    mb, nb = -(-shape[0] // b), -(-shape[1] // b)
+    D = vals.new_zeros((mb, nb, b, b)).index_put((rows, cols.long()), vals, accumulate=True)
+    return D.permute(0, 2, 1, 3).reshape(mb * b, nb * b)
+
+
+def _on_pattern(D, cols, ptrs, nnz, tile=None):
+    """The entries (tiles) of dense ``D`` at a CSR (BSR) pattern's positions."""
+    rows = _pattern_rows(ptrs, nnz)
+    if tile is None:
+        return D[rows, cols.long()]
+    b = tile
+    T = D.reshape(D.shape[0] // b, b, D.shape[1] // b, b).permute(0, 2, 1, 3)
+    return T[rows, cols.long()]
+
+
+@SPGEMM.backward(formula="dA = (G B^H) on A's pattern; dB = (A^H G) on B's pattern (G: the incoming values on "
+                         "C's pattern)",
+                 runs="torch: dense products of the scattered patterns")
+def _spgemm_backward(inputs, output, grad, needs):
+    av, ac, ap, ash, bv, bc, bp, bsh = inputs
+    cv, cc, cp = output
+    g = grad[0]
+    out = [None] * len(inputs)
+    if g is None:
+        return tuple(out)
+    G = _dense_of(g, cc, cp, (ash[0], bsh[1]))
+    if needs[0]:
+        out[0] = _on_pattern(G @ _dense_of(bv, bc, bp, bsh).to(G.dtype).mH, ac, ap, av.shape[0]).to(av.dtype)
+    if needs[4]:
+        out[4] = _on_pattern(_dense_of(av, ac, ap, ash).to(G.dtype).mH @ G, bc, bp, bv.shape[0]).to(bv.dtype)
+    return tuple(out)
+
+
+SPGEMM.boundary(_spgemm_to_operator, _spgemm_from_operator, _spgemm_result)
+
+
 BSR_SPGEMM = Op(
     "trnsparse.bsr_spgemm", "flops", _SPGEMM_MIN,
     size=lambda ab, ac, ap, ash, bb, bc, bp, bsh, b, *r: 2.0 * b ** 3 * float(
@@ -634,6 +714,12 @@ BSR_SPGEMM = Op(
     describe=lambda ab, ac, ap, ash, bb, *r: f"BSR {ash[0]}x{ash[1]} ({ab.shape[0]} tiles) @ BSR ({bb.shape[0]} "
                                             f"tiles)",
     doc="C = A @ B for BSR matrices: one tile product per matching (A_IK, B_KJ) pair; flops = 2 b^3 x products",
+    # A (``owner``, where the symbolic phase is cached) stays on the host side; C's tile count is decided by
+    # the data (an unbacked size)
+    schema="(Tensor a_blocks, Tensor a_block_col_indices, Tensor a_block_row_ptrs, SymInt[] a_shape, "
+           "Tensor b_blocks, Tensor b_block_col_indices, Tensor b_block_row_ptrs, SymInt[] b_shape, "
+           "SymInt block_size) -> (Tensor, Tensor, Tensor)",
+    fake=lambda ab, ac, ap, ash, bb, bc, bp, bsh, b, owner=None: _product_fake(ab, bb, (b, b), ap.shape[0] - 1),
 )
 
 
@@ -660,6 +746,27 @@ def _bsr_spgemm_torch(a_blocks, a_bcol, a_bptr, a_shape, b_blocks, b_bcol, b_bpt
             e = s + step
             out = out.index_add(0, ic[s:e], torch.bmm(a_blocks[ia[s:e]].to(dtype), b_blocks[ib[s:e]].to(dtype)))
     return out, sch.c_bcol.to(a_blocks.device), sch.c_bptr.to(a_blocks.device)
+
+
+@BSR_SPGEMM.backward(formula="d A tiles = (G B^H) on A's stored tiles; d B tiles = (A^H G) on B's stored tiles "
+                             "(G: the incoming tiles on C's pattern)",
+                     runs="torch: dense products of the scattered tiles")
+def _bsr_spgemm_backward(inputs, output, grad, needs):
+    ab, ac, ap, ash, bb, bc, bp, bsh, b = inputs
+    cb, cc, cp = output
+    g = grad[0]
+    out = [None] * len(inputs)
+    if g is None:
+        return tuple(out)
+    m, n = -(-ash[0] // b) * b, -(-bsh[1] // b) * b
+    G = _dense_of(g, cc, cp, (m, n), b)
+    if needs[0]:
+        Bd = _dense_of(bb, bc, bp, (-(-bsh[0] // b) * b, n), b).to(G.dtype)
+        out[0] = _on_pattern(G @ Bd.mH, ac, ap, ab.shape[0], b).to(ab.dtype)
+    if needs[4]:
+        Ad = _dense_of(ab, ac, ap, (m, -(-ash[1] // b) * b), b).to(G.dtype)
+        out[4] = _on_pattern(Ad.mH @ G, bc, bp, bb.shape[0], b).to(bb.dtype)
+    return tuple(out)
 
 
 def _bsr_pair(A, B):
@@ -703,7 +810,8 @@ def spgemm(A, B) -> CSRMatrix:
     A, B = _csr_form(A), _csr_form(B)
     va, vb, sa, sb = A.values, B.values, A.shape, B.shape
     args = (va, A.col_indices, A.row_ptrs, sa, vb, B.col_indices, B.row_ptrs, sb, A, B)
-    vals, cols, ptrs, is_sorted = call(SPGEMM, *args, via=_host_indices_via(A, B) if _host.host_ok(va, vb) else None)
+    vals, cols, ptrs, *flag = call(SPGEMM, *args, via=_host_indices_via(A, B) if _host.host_ok(va, vb) else None)
+    is_sorted = flag[0] if flag else True  # the operator's product has its columns sorted
     if lowp:
         vals = vals.to(lowp)
     return CSRMatrix._make(vals, cols, ptrs, (sa[0], sb[1]), is_sorted)
