@@ -213,7 +213,7 @@ def _krylov(where, op, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rt
     return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
 
 
-# ------------------------------------------------ the torch operator boundary (issue 29)
+# ------------------------------------------------ the torch operator boundary
 #
 # A solve crosses ``torch.ops.trnsolver.<cg|gmres|bicgstab|minres>`` as tensors and constants when A
 # is a dense tensor or a CSR matrix (its three arrays) and M is None or trnsolver's own Jacobi /
@@ -611,7 +611,8 @@ def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=N
         V = torch.zeros(m + 1, n, dtype=b.dtype, device=b.device)
         # the small (m+1) x m least-squares problem lives on the host in NumPy arrays of b's dtype: each
         # scalar operation below rounds as the same operation on a 0-d torch tensor of that dtype does,
-        # at ~0.1 us instead of ~2 us (the Givens updates are O(j) scalar operations per inner iteration)
+        # at a fraction of its cost (the Givens updates are O(j) scalar operations per inner iteration;
+        # docs/perf-notes.md#design-fast-paths)
         H = np.zeros((m + 1, m), dtype=hdt)
         cs = np.zeros(m, dtype=hdt)
         sn = np.zeros(m, dtype=hdt)
@@ -915,7 +916,7 @@ def _bicgstab_loop(ops, matvec, b, x0, tol, atol, maxiter, precond, callback):
 
 def _bicgstab_iterations(ops, matvec, b, x, r, stop, scale, hist, maxiter, precond, callback):
     # the scalars (rho, alpha, omega, beta) are NumPy scalars of b's dtype: each operation rounds as
-    # the same operation on a 0-d torch tensor of that dtype does, at ~0.1 us instead of ~2 us, and
+    # the same operation on a 0-d torch tensor of that dtype does, at a fraction of its cost, and
     # they reach the vector updates as exact Python numbers (so the iterates are unchanged)
     sc = ops.scalar_type(b)
     py = complex if issubclass(sc, np.complexfloating) else float
@@ -1342,7 +1343,7 @@ def ssor_preconditioner(A, omega=1.0):
     return _SSOR(lower, upper, d, float(w))
 
 
-# ------------------------------------------------ operator boundaries and backwards (issue 29)
+# ------------------------------------------------ operator boundaries and backwards
 
 def _implicit_backward(op, hermitian: bool):
     """The derivative of the solution ``x = A^{-1} b`` (implicit differentiation at convergence):

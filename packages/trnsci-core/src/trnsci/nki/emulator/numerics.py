@@ -88,8 +88,8 @@ def matmul_rounded_products(s, m, chunk_elems=1 << 18):
 
     Forms ``chunk_elems`` products at a time in a reused buffer and rounds them in place on their
     bits (round to nearest even at bit 16: add 0x7FFF plus the kept lowest bit, clear the low half;
-    Inf stays Inf, NumPy's quiet NaNs stay NaN).  Cost: K M N elementwise operations, about 50 ms for
-    a 128 x 128 x 512 matmul on a loaded 2-core box -- use ``bf16_products("exact")`` for runs
+    Inf stays Inf, NumPy's quiet NaNs stay NaN).  Cost: K M N elementwise operations
+    (docs/perf-notes.md#design-emulator-products) -- use ``bf16_products("exact")`` for runs
     that check only counters.
     """
     k, mm = s.shape
