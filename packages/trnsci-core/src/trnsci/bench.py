@@ -103,10 +103,6 @@ def why(anchor: str, reason: str) -> str:
 
 # ------------------------------------------------------------------ discovery
 
-class CaseModuleError(RuntimeError):
-    """A library's benchmark module failed to import (the message names the missing package)."""
-
-
 def case_modules(libraries: Iterable[str] | None = None) -> tuple[dict[str, object], dict[str, str]]:
     """``({name: module}, {name: error})`` of the benchmark case modules, ``None`` meaning all of them.
 

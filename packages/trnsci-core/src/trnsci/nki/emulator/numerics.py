@@ -72,17 +72,6 @@ def bf16_products(mode):
         _local.mode = prev
 
 
-def round_to_bf16(x):
-    """fp32 array -> the nearest bf16 values (ties to even), still as fp32 (NaN and Inf kept)."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    b = x.view(np.uint32)
-    r = ((b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)).view(np.float32)
-    nan = np.isnan(x)
-    if nan.any():
-        r = np.where(nan, x, r)
-    return r
-
-
 def matmul_rounded_products(s, m, chunk_elems=1 << 18):
     """``s.T @ m`` (fp32 arrays of bf16 values) with every product rounded to bf16, summed in fp32.
 
