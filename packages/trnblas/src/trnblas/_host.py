@@ -4,10 +4,10 @@ On a CPU a GEMM or a rank-k update can run on torch's BLAS (MKL in the
 PyPI wheels) or on the OpenBLAS that NumPy and SciPy ship, reached
 without a copy through ``Tensor.numpy()`` / ``torch.from_numpy``. Which
 is faster depends on the CPU, the shape, the dtype and the thread count
-(docs/perf-notes.md#design-trnblas-host), so :func:`trnsci.routes.choose` times the candidates on the caller's
-operands once per shape class (sizes to the next power of two), dtype and
-thread count, and keeps torch -- the obvious call -- unless another is
-clearly faster; ``TRNSCI_ROUTES=estimate`` (the test suite) keeps torch
+(docs/perf-notes.md#design-trnblas-host), so :func:`trnsci.routes.choose`
+times the candidates on the caller's operands once per shape class
+(sizes to the next power of two), dtype and thread count, and keeps
+torch -- the obvious call -- unless another is clearly faster; ``TRNSCI_ROUTES=estimate`` (the test suite) keeps torch
 untimed.
 
 Routes:
