@@ -274,7 +274,7 @@ def _auxmol(mf, auxbasis):
 
     Otherwise the auxiliary molecule is built once per molecule *content*
     and basis request (:data:`_AUXMOLS`): choosing the fitting basis and
-    building its Mole parse basis files, ~1 ms per call for water.
+    building its Mole parse basis files (docs/perf-notes.md#design-mp2-pool).
     """
     df, _, _ = _pyscf()
     with_df = getattr(mf, "with_df", None)

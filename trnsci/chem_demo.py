@@ -57,13 +57,6 @@ def _rhf(mol):
     return mf
 
 
-def _short_backends(b: dict) -> str:
-    vals = set(b.values())
-    if len(vals) == 1:
-        return vals.pop()
-    return " ".join(f"{k}={v}" for k, v in b.items())
-
-
 def _grouped(b: dict) -> str:
     """``where: stage,stage; where: ...`` -- stages grouped by where they ran."""
     by: dict = {}

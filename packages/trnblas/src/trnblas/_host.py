@@ -4,13 +4,10 @@ On a CPU a GEMM or a rank-k update can run on torch's BLAS (MKL in the
 PyPI wheels) or on the OpenBLAS that NumPy and SciPy ship, reached
 without a copy through ``Tensor.numpy()`` / ``torch.from_numpy``. Which
 is faster depends on the CPU, the shape, the dtype and the thread count
-(on one 2-core Xeon torch's ``mm`` won every square GEMM from 64 to 256
-at one thread while SciPy's ``dsyrk`` beat ``torch.mm`` + ``triu_`` by
-1.4x; trntensor measured NumPy's matmul up to 4.5x faster on an AMD EPYC),
-so :func:`trnsci.routes.choose` times the candidates on the caller's
-operands once per shape class (sizes to the next power of two), dtype and
-thread count, and keeps torch -- the obvious call -- unless another is
-clearly faster; ``TRNSCI_ROUTES=estimate`` (the test suite) keeps torch
+(docs/perf-notes.md#design-trnblas-host), so :func:`trnsci.routes.choose`
+times the candidates on the caller's operands once per shape class
+(sizes to the next power of two), dtype and thread count, and keeps
+torch -- the obvious call -- unless another is clearly faster; ``TRNSCI_ROUTES=estimate`` (the test suite) keeps torch
 untimed.
 
 Routes:
@@ -95,9 +92,8 @@ def clock(threads: int, mnk: int):
     thread (one torch thread, and OpenBLAS single-threaded for this size), else wall time.
 
     CPU time does not count the time other processes take the core, so a choice made on a busy machine
-    is not decided by whose rounds the other jobs happened to hit (on this shared 2-core machine a
-    wall-clock choice once kept torch for syrk 256 float64 at 418 vs 414 us, where ?syrk takes 283 us
-    alone); helper threads' work would be missed, hence wall time as soon as there are any.
+    is not decided by whose rounds the other jobs happened to hit (docs/perf-notes.md#design-trnblas-host);
+    helper threads' work would be missed, hence wall time as soon as there are any.
     """
     if threads == 1 and (mnk < ONE_THREAD_MNK or hostblas.OPENBLAS_ONE):
         return time.thread_time
@@ -109,9 +105,8 @@ def _robust(clk) -> bool:
 
     Whenever some candidate may run on helper threads (wall time): torch's beside its own threads, or
     OpenBLAS's own pool at one torch thread above its threading threshold. A threaded call that waited
-    at a barrier for a core another process held is no evidence to choose it -- measured here: NumPy's
-    2-thread sgemm 256^3, chosen at 267 us against torch.mm's 399 us in a quiet moment, took 22-24 ms
-    per call under a load of ~4 while torch.mm at one thread took 0.31 ms.
+    at a barrier for a core another process held is no evidence to choose it
+    (docs/perf-notes.md#design-trnblas-host).
     """
     return clk is time.perf_counter
 
@@ -153,8 +148,8 @@ def gemm_host(route: str, alpha, a: torch.Tensor, b: torch.Tensor) -> torch.Tens
 def gemm_route(a: torch.Tensor, b: torch.Tensor) -> str:
     """``"torch"``, ``"numpy"`` or ``"scipy"`` for ``a @ b`` (2-D): the measured choice for its class, when
     the operands are eligible."""
-    # the cheapest key that separates the classes (this runs on every GEMM of the torch path): strides
-    # change only which transpose flags BLAS gets, not which library is faster, and cost 0.15 us each
+    # the cheapest key that separates the classes (this runs on every GEMM of the torch path): no strides,
+    # which change only which transpose flags BLAS gets (docs/perf-notes.md#design-fast-paths)
     key = (a.dtype, a.shape, b.shape, _threads())
     hit = _gemm.get(key)
     if hit is None:

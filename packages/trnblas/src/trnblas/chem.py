@@ -132,8 +132,8 @@ def _mp2_pairs_torch(B, eps_occ, eps_vir, max_memory):
     # into blocks I with one GEMM (|I| nvir, naux) @ (naux, i1 nvir) each, i1 = max(I) + 1; the
     # elementwise reduction then runs row by row on cache-sized slabs. Blocks are independent:
     # with N intra-op threads they go to N Python workers running single-threaded torch (the GEMM
-    # and reductions release the GIL) -- on a small, busy machine that beats N-thread GEMMs
-    # with a barrier per call by 2-4x (measured, docs/chem.md).
+    # and reductions release the GIL) instead of N-thread GEMMs with a barrier per call, where the
+    # measured route says so (_mp2_route; docs/perf-notes.md#design-mp2-pool).
     nocc, nvir, naux = B.shape
     dtype = result_dtype(B.dtype)
     if torch.is_grad_enabled() and (B.requires_grad or eps_occ.requires_grad or eps_vir.requires_grad):
@@ -180,8 +180,7 @@ def _mp2_route(Bf, eia, nvir, blocks, workers, naux) -> str:
 
     The pool wins where each block's GEMM and reductions are long enough to run in parallel outside the
     GIL; for a few small blocks the threads' start-up and the GIL-bound Python loop between small torch
-    calls can cost more than they save (measured: 10 occupied, 60 virtual, 200 auxiliary orbitals at 2
-    threads, best rounds 4.3 ms in the pool against 3.2 ms block after block). Problems above
+    calls can cost more than they save (docs/perf-notes.md#design-mp2-pool). Problems above
     ``_host.MAX_TIMED_MNK`` multiply-adds keep the pool untimed (timing would cost seconds).
     """
     from trnblas import _host

@@ -39,7 +39,8 @@ __all__ = ["axpy", "dot", "dotu", "dotc", "nrm2", "asum", "scal", "iamax", "iami
 
 #: What level 1 accepts: the BLAS dtypes plus bfloat16/float16 (computed in float32).
 DTYPES = validate.ALL_FLOAT_DTYPES
-#: Elements below which "auto" keeps a level-1 call on torch (uncalibrated: a dispatch costs ~1 ms on trn1).
+#: Elements below which "auto" keeps a level-1 call on torch: a placeholder until calibrated on hardware
+#: (docs/perf-notes.md#design-launch-placeholders).
 THRESHOLD = 2 ** 22
 
 

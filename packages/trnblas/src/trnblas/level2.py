@@ -138,7 +138,8 @@ def _ger_torch(alpha, x, y, A, conj):
         if alpha != 1:
             R.mul_(alpha)
         return R
-    # alpha == 1 without the keyword: torch.addr parses and applies a given alpha (+1 us at 64 x 64)
+    # alpha == 1 without the keyword: torch.addr parses and applies a given alpha
+    # (docs/perf-notes.md#design-fast-paths)
     return torch.addr(A, x, yy) if alpha == 1 else torch.addr(A, x, yy, alpha=alpha)
 
 

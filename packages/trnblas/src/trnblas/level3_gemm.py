@@ -302,12 +302,25 @@ def _gemm_operands(where, A, B, C, transA, transB, dtypes):
     if C is not None:
         C = validate.tensor(C, "C", where, dtypes)
     validate.agree3(where, A, B, C)
+    tA, tB = _trans_codes(where, transA, transB, A.dtype)
+    m, n, k = _op_dims(where, A, B, tA, tB)
+    return A, B, C, tA, tB, m, n, k
+
+
+def _trans_codes(where, transA, transB, dtype):
+    """``(tA, tB)``: the ``trans`` arguments as ``"N"``/``"T"``/``"C"``, ``"C"`` read as ``"T"`` for real data."""
     # The default (False) needs no parsing; anything else goes through la.trans.
     tA = "N" if transA is False else la.trans(transA, "transA", where)
     tB = "N" if transB is False else la.trans(transB, "transB", where)
-    if (tA == "C" or tB == "C") and not A.dtype.is_complex:
+    if (tA == "C" or tB == "C") and not dtype.is_complex:
         tA = "T" if tA == "C" else tA
         tB = "T" if tB == "C" else tB
+    return tA, tB
+
+
+def _op_dims(where, A, B, tA, tB):
+    """``(m, n, k)`` of ``op(A) @ op(B)`` on the last two dimensions; a mismatch error naming both when the
+    inner dimensions differ."""
     sa, sb = A.shape, B.shape
     m, k = (sa[-2], sa[-1]) if tA == "N" else (sa[-1], sa[-2])
     k2, n = (sb[-2], sb[-1]) if tB == "N" else (sb[-1], sb[-2])
@@ -316,19 +329,18 @@ def _gemm_operands(where, A, B, C, transA, transB, dtypes):
             where, f"op(A) is {m}x{k} (transA={tA!r}) and op(B) is {k2}x{n} (transB={tB!r}); "
             f"their inner dimensions {k} and {k2} differ", A=A, B=B,
         )
-    return A, B, C, tA, tB, m, n, k
+    return m, n, k
 
 
-def _run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k):
-    """GEMM on canonical operands: quick returns, batch broadcasting, the Op call."""
-    dtype, device = A.dtype, A.device
+def _gemm_layout(where, alpha, A, B, beta, C, m, n, k):
+    """The result's layout for canonical operands, ``C`` checked against it: ``(shape, None, empty)`` for a
+    2-D call, else ``(shape, (A3, B3, C3), empty)`` with the operands broadcast and flattened to one batch
+    axis (``C3`` None when ``beta == 0``); ``empty``: nothing to multiply, the result is ``beta C``."""
     if A.dim() == 2 and B.dim() == 2:
         if C is not None and (C.dim() != 2 or C.shape[0] != m or C.shape[1] != n):
             raise validate.mismatch(where, f"C must have shape ({m}, {n}) = (rows of op(A), columns of op(B))",
                                     A=A, B=B, C=C)
-        if alpha == 0 or k == 0 or m == 0 or n == 0:
-            return _scaled(beta, C, (m, n), dtype, device)
-        return call(GEMM, alpha, A, B, beta, C if beta != 0 else None, tA, tB)
+        return (m, n), None, alpha == 0 or k == 0 or m == 0 or n == 0
     try:
         batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     except RuntimeError:
@@ -344,12 +356,22 @@ def _run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k):
                                     A=A, B=B, C=C)
     count = math.prod(batch)
     if alpha == 0 or k == 0 or m == 0 or n == 0 or count == 0:
-        return _scaled(beta, C, shape, dtype, device)
+        return shape, None, True
     A3 = A.expand(*batch, *A.shape[-2:]).reshape(count, *A.shape[-2:])
     B3 = B.expand(*batch, *B.shape[-2:]).reshape(count, *B.shape[-2:])
     C3 = None if C is None or beta == 0 else C.expand(shape).reshape(count, m, n)
-    R = _batched(alpha, A3, B3, beta, C3, tA, tB, m, n, k)
-    return R.reshape(shape)
+    return shape, (A3, B3, C3), False
+
+
+def _run_gemm(where, alpha, A, B, beta, C, tA, tB, m, n, k):
+    """GEMM on canonical operands: quick returns, batch broadcasting, the Op call."""
+    shape, flat, empty = _gemm_layout(where, alpha, A, B, beta, C, m, n, k)
+    if empty:
+        return _scaled(beta, C, shape, A.dtype, A.device)
+    if flat is None:
+        return call(GEMM, alpha, A, B, beta, C if beta != 0 else None, tA, tB)
+    A3, B3, C3 = flat
+    return _batched(alpha, A3, B3, beta, C3, tA, tB, m, n, k).reshape(shape)
 
 
 def _batched(alpha, A3, B3, beta, C3, tA, tB, m, n, k):
@@ -470,34 +492,14 @@ def _run_gemm_fp64(where, alpha, A, B, beta, C, tA, tB, m, n, k):
     f64 = torch.float64
     A, B = A.to(f64), B.to(f64)
     C = None if C is None else C.to(f64)
-    if A.dim() == 2 and B.dim() == 2:
-        if C is not None and (C.dim() != 2 or C.shape[0] != m or C.shape[1] != n):
-            raise validate.mismatch(where, f"C must have shape ({m}, {n}) = (rows of op(A), columns of op(B))",
-                             A=A, B=B, C=C)
-        if alpha == 0 or k == 0 or m == 0 or n == 0:
-            return _scaled(beta, C, (m, n), f64, A.device).to(dtype)
-        return call(GEMM_FP64, alpha, A, B, beta, C if beta != 0 else None, tA, tB).to(dtype)
-    try:
-        batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
-    except RuntimeError:
-        raise validate.mismatch(where, "the batch dimensions of A and B do not broadcast", A=A, B=B) from None
-    shape = (*batch, m, n)
-    if C is not None:
-        try:
-            ok_c = C.dim() >= 2 and C.shape[-2:] == (m, n) and torch.broadcast_shapes(C.shape, shape) == shape
-        except RuntimeError:
-            ok_c = False
-        if not ok_c:
-            raise validate.mismatch(where, f"C must have shape {shape} (leading dimensions may broadcast)",
-                                    A=A, B=B, C=C)
-    count = math.prod(batch)
-    if alpha == 0 or k == 0 or m == 0 or n == 0 or count == 0:
+    shape, flat, empty = _gemm_layout(where, alpha, A, B, beta, C, m, n, k)
+    if empty:
         return _scaled(beta, C, shape, f64, A.device).to(dtype)
-    A3 = A.expand(*batch, *A.shape[-2:]).reshape(count, *A.shape[-2:])
-    B3 = B.expand(*batch, *B.shape[-2:]).reshape(count, *B.shape[-2:])
-    C3 = None if C is None or beta == 0 else C.expand(shape).reshape(count, m, n)
+    if flat is None:
+        return call(GEMM_FP64, alpha, A, B, beta, C if beta != 0 else None, tA, tB).to(dtype)
+    A3, B3, C3 = flat
     R = torch.stack([call(GEMM_FP64, alpha, A3[i], B3[i], beta, None if C3 is None else C3[i], tA, tB)
-                     for i in range(count)])
+                     for i in range(A3.shape[0])])
     return R.reshape(shape).to(dtype)
 
 
@@ -540,16 +542,9 @@ def _batched_public(where, alpha, A, B, beta, C, transA, transB, broadcast: bool
         if broadcast and C.dim() == 2:
             C = C.unsqueeze(0)
     validate.agree(where, A=A, B=B, C=C)
-    tA = la.real_trans(la.trans(transA, "transA", where), A.dtype)
-    tB = la.real_trans(la.trans(transB, "transB", where), A.dtype)
+    tA, tB = _trans_codes(where, transA, transB, A.dtype)
     alpha, beta = _scalars(where, alpha, beta, A.dtype)
-    m, k = la.op_shape(A, tA)
-    k2, n = la.op_shape(B, tB)
-    if k != k2:
-        raise validate.mismatch(
-            where, f"op(A) is {m}x{k} (transA={tA!r}) and op(B) is {k2}x{n} (transB={tB!r}); "
-            f"their inner dimensions {k} and {k2} differ", A=A, B=B,
-        )
+    m, n, k = _op_dims(where, A, B, tA, tB)
     counts = [t.shape[0] for t in (A, B, C) if t is not None]
     if broadcast:
         big = max(counts)

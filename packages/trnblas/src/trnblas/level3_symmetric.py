@@ -44,7 +44,9 @@ SYRK = Op(
     half="float32",  # bf16/fp16 computed in float32, rounded once, by the core (trnsci.precision)
 )
 
-_SYRK_BLOCK = 512  # block rows of this height; below four blocks one full GEMM was faster (measured)
+#: Block rows of this height; fewer than four blocks run as one full GEMM, the faster form there
+#: (docs/perf-notes.md#design-trnblas-host).
+_SYRK_BLOCK = 512
 
 
 @SYRK.lowering("torch")

@@ -282,11 +282,9 @@ def swap_norm(norm: str) -> str:
 
 # ------------------------------------------------------------------ Op metrics
 
-#: Default NKI thresholds, in points (batch x transform length). There is no
-#: NeuronCore here to calibrate them (``trnsci calibrate`` does on trn1/trn2):
-#: a dispatch costs about a millisecond on trn1, and torch.fft on one host core
-#: runs about 1e8 points per second for mid-size lengths, so below ~1e6 points
-#: the host transform finishes before a kernel launch would.
+#: Default NKI thresholds, in points (batch x transform length): placeholders
+#: until ``trnsci calibrate`` runs on trn1/trn2; below them the host transform
+#: finishes before a kernel launch would (docs/perf-notes.md#design-launch-placeholders).
 THRESHOLD_POINTS = 2**20
 
 

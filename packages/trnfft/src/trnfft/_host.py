@@ -13,11 +13,11 @@ result:
   :func:`trnsci.hostblas.call` as every route into SciPy.
 
 Which is fastest depends on the machine, the build and the thread count
-(a rule tuned on one CPU sent prime lengths to Bluestein and was 1.2-2x
-slower than torch.fft on another), so :func:`trnsci.routes.choose` times
-them where the code runs, once per shape class -- kind, lengths, whether
-the last axis is transformed, batch rounded up to a power of two, dtype
-(and, added by the core, the thread count) -- for problems of at least
+(no static rule held across machines: docs/perf-notes.md#design-bluestein),
+so :func:`trnsci.routes.choose` times them where the code runs, once per
+shape class -- kind, lengths, whether the last axis is transformed, batch
+rounded up to a power of two, dtype (and, added by the core, the thread
+count) -- for problems of at least
 :data:`MEASURE_MIN_POINTS` points; smaller ones take ``torch`` untimed
 (timing would cost more than any route could save). With more than one
 torch thread the choice is also ``robust`` (:func:`trnsci.routes.pick`):

@@ -397,9 +397,9 @@ def _cmul_describe(ar, ai, br, bi):
 
 
 #: Elementwise complex product of split planes, ``(ar, ai, br, bi) -> (yr, yi)``
-#: (ComplexTensor ``*``). Threshold: elements; not calibrated on hardware (none
-#: here): an elementwise pass is memory bound on the host too, so only very
-#: large products are worth a kernel launch (~1 ms on trn1).
+#: (ComplexTensor ``*``). Threshold: elements; a placeholder until calibrated on
+#: hardware: an elementwise pass is memory bound on the host too, so only very
+#: large products are worth a kernel launch (docs/perf-notes.md#design-launch-placeholders).
 def _cmul_fake(ar, ai, br, bi):
     """The operator's fake implementation: the broadcast shape and promoted dtype, without computing."""
     shape = torch.broadcast_shapes(ar.shape, ai.shape, br.shape, bi.shape)

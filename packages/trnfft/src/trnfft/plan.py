@@ -113,7 +113,6 @@ class FFTPlan:
         self._lowering, self._nd, self._real_in, _ = _KINDS[kind]
         self._single = dtype in (torch.float32, torch.complex64)
         real_kind = kind in ("rfft", "irfft", "hfft", "ihfft", "rfft2", "irfft2", "rfftn", "irfftn")
-        self._real_kind = real_kind
         inner, algs = [], []
         for i, n in enumerate(lengths):
             half = real_kind and i == len(lengths) - 1 and n % 2 == 0

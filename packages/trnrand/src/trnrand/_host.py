@@ -21,10 +21,10 @@ _JIT = _philox_jit if _philox_jit.AVAILABLE else None
 
 # ---- chunks on several threads --------------------------------------------------------------------------------
 #
-# NumPy's ufuncs release the GIL inside their loops, and a chunk's ~45 calls run ~0.4 ms of loops for ~20 us
-# of Python: the chunks of one draw can run on torch's thread count of Python threads, each with its own
-# buffers (``_plan`` and ``_scratch`` are per thread). Whether that pays depends on the machine and its load,
-# so it is a measured route (trnsci.routes): per sink kind, chunk-count class and thread count.
+# NumPy's ufuncs release the GIL inside their loops, and a chunk spends most of its time in them: the chunks
+# of one draw can run on torch's thread count of Python threads, each with its own buffers (``_plan`` and
+# ``_scratch`` are per thread). Whether that pays depends on the machine and its load, so it is a measured
+# route (trnsci.routes): per sink kind, chunk-count class and thread count (docs/perf-notes.md#design-trnrand-host).
 _pool = None
 _pool_size = 0
 _pool_lock = threading.Lock()

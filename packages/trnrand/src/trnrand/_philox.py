@@ -87,13 +87,15 @@ def _keys(seed: int, rounds: int) -> list[tuple[int, int]]:
 #   * the two key xors (one per row) and one mask over both rows, which clears the junk high words.
 #
 # That is 4 uint64-passes per round over both lanes (a shift-and-mask formulation needs 5) and no allocation;
-# the passes run at L2 bandwidth (~10 ns per block here), so the buffers sit on 64-byte boundaries. Narrow
-# chunks are bound by the ~0.3 us per ufunc call instead: there the per-row constants are (2, m) arrays and a
-# round is 4 calls.
+# the passes run at L2 bandwidth, so the buffers sit on 64-byte boundaries. Narrow chunks are bound by the
+# ufunc calls instead: there the per-row constants are (2, m) arrays and a round is 4 calls
+# (docs/perf-notes.md#design-trnrand-host).
 # The multiply writes over its input, so each buffer alternates between lanes and products and the rows swap
 # meaning from round to round; ``_round_steps`` derives the layout of every round once, symbolically.
-_CHUNK = 1 << 14  # blocks per pass: two (2, 2**14) uint64 buffers, 512 KiB (2**12: +40%, 2**13: +10%, 2**15: no gain)
-_TILED = 1024  # chunk widths at or below which a round is 4 ufunc calls instead of 6 (call-bound: 7-19% faster)
+# _CHUNK: blocks per pass, two (2, 2**14) uint64 buffers, 512 KiB; _TILED: chunk widths at or below which a round
+# is 4 ufunc calls instead of 6 (the call-bound case); both the measured best (docs/perf-notes.md#design-trnrand-host)
+_CHUNK = 1 << 14
+_TILED = 1024
 _SWAR = 32  # draws of at most this many blocks run on Python-int lanes (a few hundred big-int ops < 57 ufunc calls)
 _U64 = np.uint64
 

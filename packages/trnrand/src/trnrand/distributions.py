@@ -130,10 +130,9 @@ def _box_muller(w: torch.Tensor, dtype) -> torch.Tensor:
 
 
 # ---- Ops: every public draw decides torch vs kernel through one trnsci.dispatch.Op ----------------
-# Default threshold (samples): a guess -- there is no Trainium here to calibrate it (`trnsci calibrate`
-# on a trn1/trn2 replaces it). 2**20 samples are ~5-10 ms of CPU Philox at the measured torch rate,
-# far above a kernel launch plus the output DMA, so a kernel should win below it; ops without a
-# kernel keep it for symmetry.
+# Default threshold (samples): a placeholder until `trnsci calibrate` runs on a trn1/trn2; a draw this
+# large costs the CPU far more than a kernel launch plus the output DMA
+# (docs/perf-notes.md#design-launch-placeholders); ops without a kernel keep it for symmetry.
 THRESHOLD = float(1 << 20)
 
 

@@ -164,9 +164,9 @@ _SERIAL = 32767  # elements per torch call: below ATen's grain size (32768) an o
 def _xor_serial(high: np.ndarray, low: np.ndarray) -> np.ndarray:
     """(rows, 2**L, n_dims) = high[:, None, :] ^ low[None, :, :], by torch calls on the calling thread only.
 
-    Each call stays below ATen's grain size, so no OpenMP team is woken: at two threads on a loaded
-    machine the one-call version ran 4-300x slower in some repeats (threads descheduled at the barrier),
-    while SciPy, the peer, is single-threaded. The ~4 us per call is a few percent of the pass.
+    Each call stays below ATen's grain size, so no OpenMP team is woken and no call waits at a barrier
+    for a descheduled thread; the extra calls cost a few percent of the pass
+    (docs/perf-notes.md#design-trnrand-host).
     """
     na, c, d = high.shape[0], low.shape[0], low.shape[1]
     out = np.empty((na, c, d), dtype=high.dtype)
@@ -196,7 +196,7 @@ def _sobol_torch(V: torch.Tensor, shift: torch.Tensor, skip: int, n: int, dtype)
     x_i 2**-30 -- exact (31 significant bits; Sterbenz), no integer-to-float cast. float32: the tables
     are pre-shifted to the top 24 bits (the shift distributes over XOR) and one cast-and-scale follows.
     The broadcast XOR runs in torch (``_xor_serial``): its kernel vectorizes this (rows, 2**L, n_dims)
-    broadcast, where NumPy's loops over the short n_dims axis (3-4x slower here).
+    broadcast, where NumPy's loops over the short n_dims axis (docs/perf-notes.md#design-trnrand-host).
     """
     d = V.shape[0]
     if n == 0:

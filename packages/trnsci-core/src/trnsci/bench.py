@@ -103,10 +103,6 @@ def why(anchor: str, reason: str) -> str:
 
 # ------------------------------------------------------------------ discovery
 
-class CaseModuleError(RuntimeError):
-    """A library's benchmark module failed to import (the message names the missing package)."""
-
-
 def case_modules(libraries: Iterable[str] | None = None) -> tuple[dict[str, object], dict[str, str]]:
     """``({name: module}, {name: error})`` of the benchmark case modules, ``None`` meaning all of them.
 
@@ -247,9 +243,8 @@ def _steadiest(impls: dict[str, Callable[[], object]], rounds: int, budget_s: fl
     return best
 
 
-#: Seconds OpenBLAS's workers keep spinning after a multi-threaded call (its default thread timeout,
-#: 2**28 cycles, is ~0.1 s at 2.5 GHz; measured here: a 2-thread torch call stayed slow for ~0.13 s after a
-#: SciPy call and was back to normal after 0.25 s). See :mod:`trnsci.hostblas`.
+#: Seconds OpenBLAS's workers may keep spinning after a multi-threaded call: a pause this long lets the next
+#: torch call find its cores free (docs/perf-notes.md#design-openblas-spin). See :mod:`trnsci.hostblas`.
 OPENBLAS_SPIN_S = 0.25
 
 

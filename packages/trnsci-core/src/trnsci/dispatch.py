@@ -195,7 +195,7 @@ def _device_available() -> bool:
     global _nki_module
     if _nki_module is None:  # imported late: the kernel layer imports this module's users
         from trnsci import nki as _nki_module
-    # the real toolchain, or a test stand-in device active (trnsci.runtime, issue 33)
+    # the real toolchain, or a test stand-in device active (trnsci.runtime)
     return (_nki_module.HAS_NKI or _nki_module._standin_active) and _nki_module.has_neuron_device()
 
 
@@ -242,9 +242,10 @@ def torch_probe(library: str | None) -> Callable[[], bool]:
     ``TRNSCI_REQUIRE_NKI`` unset, no Neuron SDK -- is recognised by presence
     probes and no parsing (one context variable while no backend was ever
     set in this context, else the four; then three environment variables;
-    about 0.15 us); anything else takes the full resolution. :meth:`Op.__call__` starts with it, and a library's
-    public function may call ``OP.on_torch()`` to take its own inlined torch
-    route for the default arguments.
+    docs/perf-notes.md#design-fast-paths); anything else takes the full
+    resolution. :meth:`Op.__call__` starts with it, and a library's public
+    function may call ``OP.on_torch()`` to take its own inlined torch route
+    for the default arguments.
     """
     variables, env_names = _backend.scope(library)
     getters = tuple(v.get for v in variables)
@@ -463,7 +464,7 @@ def _decide(entry: Threshold, setting: _backend.Setting, size: float | Callable[
                         None if lazy else size)
     if name != "auto":  # "nki" (device checked above) or "simulator"
         return Decision(op, name, _where(setting), setting, None if lazy else size)
-    # --- device runtime (issue 33): resident operands have no transfer to amortize
+    # --- device runtime: resident operands have no transfer to amortize
     where = residency() if residency is not None else None
     if where is not None:
         return Decision(op, "nki", f"{_where(setting)}; operands resident on '{where}': no host transfer to "
@@ -883,7 +884,7 @@ class Op:
         desc = self._describe(*args, **kwargs) if self._describe is not None else ""
         dt = self._dtype(*args, **kwargs)
         moved = None
-        if backend == "nki":  # host operands go to the device once (trnsci.runtime, issue 33)
+        if backend == "nki":  # host operands go to the device once (trnsci.runtime)
             from trnsci import runtime
 
             moved = runtime.transfer_bytes(args, kwargs)

@@ -64,7 +64,7 @@ def _td(timeout: float | None) -> datetime.timedelta:
 
 
 def _tensor_api():
-    # Imported lazily: torch.distributed.tensor costs ~0.3 s and most users never need it.
+    # Imported lazily: most users never need torch.distributed.tensor (docs/perf-notes.md#design-distributed-start).
     from torch.distributed import tensor as dt
 
     return dt
@@ -519,7 +519,8 @@ def spawn(fn: Callable, nprocs: int, args: tuple = (), timeout: float = 120.0, c
     ctx = mp.get_context(start_method)
     if start_method == "forkserver":
         # one clean server process imports torch once; every rank is a fork of it (not of this process,
-        # whose threads a fork could catch holding locks) -- ~1 s per rank instead of a fresh interpreter
+        # whose threads a fork could catch holding locks), cheaper than a fresh interpreter per rank
+        # (docs/perf-notes.md#design-distributed-start)
         ctx.set_forkserver_preload(["torch", "torch.distributed", "trnsci.distributed"])
     q = ctx.Queue()
     procs = [ctx.Process(target=_worker, args=(r, nprocs, os.path.join(tmp, "store"), fn, args,

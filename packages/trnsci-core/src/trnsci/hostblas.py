@@ -4,13 +4,9 @@ The torch path of several operations has a second CPU route through NumPy
 or SciPy (``?potrf``, ``?gemm``, ``?syevd``, sparsetools, ...). Those
 packages' wheels bundle OpenBLAS with a pool of worker threads of its own,
 beside torch's OpenMP pool. After a multi-threaded call OpenBLAS's workers
-keep spinning for a while (about 0.1 s by default) waiting for more work;
-a torch call made in that window with more than one thread waits at its
-OpenMP barrier for a core the spinning worker holds. Measured here (2
-cores, torch at 2 threads, quiet machine): ``torch.linalg.cholesky`` of a
-256 x 256 matrix took 0.42 ms alone and 2.5 ms right after a
-``scipy.linalg.cholesky``; alternating the two took 13 ms per pair, and
-1.0 ms with OpenBLAS held at one thread.
+keep spinning for a while waiting for more work; a torch call made in that
+window with more than one thread waits at its OpenMP barrier for a core the
+spinning worker holds (docs/perf-notes.md#design-openblas-spin).
 
 So every trnsci route into NumPy/SciPy BLAS or LAPACK goes through
 :func:`call` (or a function wrapped by :func:`serial`): every OpenBLAS
@@ -19,8 +15,7 @@ the caller's thread, no workers woken) and gets its previous setting back
 afterwards. The rule holds at one torch thread too: a caller who set torch
 to one thread asked for single-threaded work, and OpenBLAS threading a
 large product by itself stalls at its own barrier when another process
-holds the second core (a NumPy sgemm 256^3 route timed at 267 us took
-12-24 ms per call under load). Multi-threaded work is torch's: a host
+holds the second core. Multi-threaded work is torch's: a host
 candidate measured by :mod:`trnsci.routes` is timed through the same
 wrapper, so it competes with its single-threaded cost against torch's
 multi-threaded one. Pools already at one thread (``OMP_NUM_THREADS=1``,
@@ -85,7 +80,7 @@ def _controls(path: str):
     try:
         # RTLD_NOLOAD: a handle on the copy already loaded, never a second one. Not RTLD_GLOBAL: that would
         # promote the copy's BLAS symbols to the global scope, where a library loaded later (PySCF's
-        # libnp_helper) bound its dgemm_ to them and crashed (segmentation fault in an RHF run, measured)
+        # libnp_helper) can bind its dgemm_ to them (docs/perf-notes.md#design-openblas-spin)
         lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0))
     except OSError:
         return None

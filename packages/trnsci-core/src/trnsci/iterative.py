@@ -123,7 +123,7 @@ def _call_foreign(fn: Callable, x: torch.Tensor, scipy_like: bool) -> torch.Tens
     if isinstance(y, np.ndarray) or not isinstance(y, torch.Tensor):
         y = torch.as_tensor(np.asarray(y))
     if y.shape == x.shape and y.dtype == x.dtype and y.device == x.device:
-        return y  # the common case, without reshape/to (~1.5 us per application)
+        return y  # the common case, without reshape/to (docs/perf-notes.md#design-fast-paths)
     return y.reshape(x.shape).to(dtype=x.dtype, device=x.device)
 
 
@@ -262,7 +262,7 @@ def _csr_matvec(A: torch.Tensor) -> Callable:
             return lambda x: A @ x
         S = sp.csr_matrix((A.values().numpy(), A.col_indices().numpy(), A.crow_indices().numpy()),
                           shape=tuple(A.shape))
-        try:  # the loop behind ``S @ x`` itself, without ~4 us of SciPy's operator dispatch per product
+        try:  # the loop behind ``S @ x`` itself, without SciPy's operator dispatch per product
             from scipy.sparse import _sparsetools
 
             kernel = _sparsetools.csr_matvec
@@ -402,8 +402,9 @@ def krylov_loop(method: str, loop: KrylovLoop, matvec: Callable, b: torch.Tensor
     """Run a Krylov ``loop`` on torch tensors or on NumPy views of the same CPU memory, whichever
     :func:`trnsci.routes.choose` measured faster (family ``trnsolver.krylov_loop``, keyed by ``method``,
     dtype, ``n`` to the next power of two and the kinds of ``A`` and ``M``; torch, the obvious route,
-    when not timed). On small vectors a torch operation costs ~2-6 us of dispatch where NumPy's costs
-    ~1-3 us; the NumPy route applies the operators through their NumPy forms (:func:`host_form`).
+    when not timed). On small vectors a torch operation's dispatch costs more than NumPy's
+    (docs/perf-notes.md#design-fast-paths); the NumPy route applies the operators through their NumPy
+    forms (:func:`host_form`).
     Both routes run the same loop: the iterates differ only by the order of summation in dots and
     products (last bits). Timing runs ``loop`` for a few iterations on the actual operators (no
     callback, up to 16 iterations): the first solve of a key applies ``A`` and ``M`` extra times -- never

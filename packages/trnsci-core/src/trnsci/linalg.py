@@ -155,7 +155,7 @@ def real_diagonal(R: torch.Tensor) -> torch.Tensor:
 
 
 # =====================================================================
-# LAPACK-style errors and dense arguments (from trnsolver, issue 11).
+# LAPACK-style errors and dense arguments.
 # ``LinAlgError`` is a ``numpy.linalg.LinAlgError`` (hence a ``ValueError``)
 # carrying LAPACK's ``info``; the checks take ``(..., m, n)`` batches.
 
@@ -212,7 +212,8 @@ def rhs(A: torch.Tensor, x: Any, name: str, where: str) -> tuple[torch.Tensor, b
     Bm = B.unsqueeze(-1) if vec else B
     if Bm.shape[-2] != n:
         raise validate.mismatch(where, f"{name} must have {n} rows", A=A, **{name: B})
-    if A.shape[:-2] == Bm.shape[:-2]:  # the common case; broadcast_shapes costs ~5 us
+    # the common case, without broadcast_shapes (docs/perf-notes.md#design-fast-paths)
+    if A.shape[:-2] == Bm.shape[:-2]:
         return Bm, vec
     try:
         torch.broadcast_shapes(A.shape[:-2], Bm.shape[:-2])
@@ -228,7 +229,8 @@ def check_finite(flag, where: str, **named: torch.Tensor) -> None:
 
 
 #: The largest tensor :func:`finite` scans in the calling thread when torch runs more than one thread (a
-#: bound on that scan's time, ~1 ms; larger tensors are worth torch's parallel reduction).
+#: bound on that scan's time; larger tensors are worth torch's parallel reduction:
+#: docs/perf-notes.md#design-finite-scan).
 _HOST_SCAN_MAX = 1 << 20
 _HOST_SCAN_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128, torch.float16)
 
@@ -238,7 +240,7 @@ def finite(where: str, **named: torch.Tensor) -> None:
 
     A finite sum proves every entry finite (one NaN or Inf makes the sum NaN
     or Inf), and one reduction costs far less than ``isfinite(t).all()``
-    (measured 5 us vs 19 us at 8 x 8, 80 us vs 1.8 ms at 512 x 512); only a
+    (docs/perf-notes.md#design-finite-scan); only a
     non-finite sum (bad data, or an overflow) is checked entry by entry.
     """
     threads = torch.get_num_threads()

@@ -362,7 +362,7 @@ def to_numpy(r: Any) -> Any:
     materialized, bfloat16 widened to float32 (NumPy has none), device tensors copied to the host."""
     if type(r) is torch.Tensor and not r.requires_grad and r.is_cpu and r.dtype is not torch.bfloat16:
         try:
-            return r.numpy()  # the common case, without the detach/cpu calls below (~0.4 us)
+            return r.numpy()  # the common case, without the detach/cpu calls below
         except RuntimeError:  # a lazy conjugate/negative view (e.g. from ifft): materialize it below
             pass
     if isinstance(r, torch.Tensor):
@@ -512,7 +512,7 @@ def positive_ints(s: Any, name: str, where: str = "") -> tuple[int, ...]:
 
 
 # =====================================================================
-# Flags and positive tolerances (from trnsolver, issue 11): ``check_finite=``,
+# Flags and positive tolerances: ``check_finite=``,
 # ``tol=``-style arguments, with the argument named in the error.
 
 def flag(x: Any, name: str, where: str) -> bool:

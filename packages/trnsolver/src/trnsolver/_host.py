@@ -101,9 +101,9 @@ def eligible(*ts: torch.Tensor) -> bool:
     return dt in _PREFIX
 
 
-#: The ``info`` of a successful call, shared (making a fresh 0-d tensor costs
-#: ~3 us, as much as validation): callers that hand ``info`` to the user
-#: return ``ZERO_INFO.clone()`` instead of this object.
+#: The ``info`` of a successful call, shared (a fresh 0-d tensor costs as much
+#: as validation: docs/perf-notes.md#design-fast-paths): callers that hand
+#: ``info`` to the user return ``ZERO_INFO.clone()`` instead of this object.
 ZERO_INFO = torch.zeros((), dtype=torch.int32)
 
 
@@ -123,7 +123,7 @@ def potrf(A: torch.Tensor, upper: bool):
         # minor; let torch decide so the answer is the same either way. A NaN
         # pivot (or an Inf below the diagonal, which makes the next pivot NaN)
         # turns every later column NaN, so the last diagonal entry shows it
-        # (one element read instead of the trace: ~2 us less per call at n = 64)
+        # (one element read instead of the trace: docs/perf-notes.md#design-fast-paths)
         return None
     return torch.from_numpy(c), ZERO_INFO
 
@@ -167,8 +167,8 @@ def qr_reduced(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     m, n = A.shape
     k = min(m, n)
     # f2py's default lwork is the minimum (n), which selects the unblocked
-    # algorithm (~7x slower at n = 1024); 64 columns per block is LAPACK's
-    # usual optimum (ilaenv NB) order of magnitude
+    # algorithm; 64 columns per block is LAPACK's usual optimum (ilaenv NB)
+    # order of magnitude (docs/perf-notes.md#design-qr-lwork)
     f, tau, _, info = _func("geqrf", A.dtype)(A.numpy(), lwork=max(1, 64 * n))
     if info < 0:
         raise RuntimeError(f"?geqrf: illegal argument {-info}")

@@ -82,7 +82,7 @@ def _setup(where, A, b, x0, tol, maxiter, group, timeout):
     return bl, x
 
 
-def _result(x, b, it, rel, m_shape):
+def _result(x, b, it, rel):
     if hasattr(b, "device_mesh"):
         x = D.from_local(x, b.device_mesh, b.placements, b.shape)
     return x, it, rel
@@ -114,7 +114,7 @@ def cg(A, b, x0=None, tol: float = 1e-8, maxiter: int = 1000, M=None, *, group=N
         rr, rz_new = _dots([(r, r), (r, z)], group, timeout)
         p = z + (rz_new / rz) * p
         rz = rz_new
-    return _result(x, b, it, math.sqrt(abs(rr)) / bn, None)
+    return _result(x, b, it, math.sqrt(abs(rr)) / bn)
 
 
 def bicgstab(A, b, x0=None, tol: float = 1e-8, maxiter: int = 1000, *, group=None, timeout=None):
@@ -148,7 +148,7 @@ def bicgstab(A, b, x0=None, tol: float = 1e-8, maxiter: int = 1000, *, group=Non
         (rr,) = _dots([(r, r)], group, timeout)
         if omega == 0:
             break
-    return _result(x, b, it, math.sqrt(abs(rr)) / bn, None)
+    return _result(x, b, it, math.sqrt(abs(rr)) / bn)
 
 
 def gmres(A, b, x0=None, tol: float = 1e-8, restart: int = 30, maxiter: int = 1000, *, group=None, timeout=None):
@@ -208,7 +208,7 @@ def gmres(A, b, x0=None, tol: float = 1e-8, restart: int = 30, maxiter: int = 10
         x = x + (V[:, :k] @ y.to(bl.dtype))
         if rel <= tol:
             break
-    return _result(x, b, it, rel, None)
+    return _result(x, b, it, rel)
 
 
 def tsqr(A, *, group=None, timeout=None):

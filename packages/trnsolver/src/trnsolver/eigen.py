@@ -2,8 +2,8 @@
 decomposition (LAPACK ``?gees``, ``scipy.linalg.schur``).
 
 The torch path calls LAPACK: ``dsyevd`` through ``scipy.linalg.lapack`` for a
-single float64 CPU matrix without autograd (faster than ``torch.linalg`` on
-this machine's measurements, see the docs and ``trnsolver._host``),
+single float64 CPU matrix without autograd where its measured route says it
+is the faster call (``trnsolver._host``, :mod:`trnsci.routes`),
 ``torch.linalg.eigh`` for everything else; the device path will be the
 parallel Jacobi method whose torch reference is ``trnsolver._jacobi``.
 """

@@ -35,7 +35,7 @@ def _raise_info(where: str, info: torch.Tensor, what: str) -> None:
     """Raise LinAlgError for the first nonzero ``info`` (1-based position)."""
     if info is _host.ZERO_INFO:  # the LAPACK route's success: no tensor read at all
         return
-    if info.dim() == 0:  # one matrix: int() is ~0.4 us, nonzero() ~17 us (measured)
+    if info.dim() == 0:  # one matrix: int() is far cheaper than nonzero() (docs/perf-notes.md#design-fast-paths)
         if not int(info):
             return
     elif info.numel() == 0 or not bool(info.any()):

@@ -213,7 +213,7 @@ def _krylov(where, op, A, b, x0, tol, atol, maxiter, M, on_fail, return_info, rt
     return _finish(where, matvec, b, x, it, hist, tol, atol, on_fail, ri, where)
 
 
-# ------------------------------------------------ the torch operator boundary (issue 29)
+# ------------------------------------------------ the torch operator boundary
 #
 # A solve crosses ``torch.ops.trnsolver.<cg|gmres|bicgstab|minres>`` as tensors and constants when A
 # is a dense tensor or a CSR matrix (its three arrays) and M is None or trnsolver's own Jacobi /
@@ -376,6 +376,22 @@ def _not_finite(where, what, it):
     return ValueError(f"{where}: {what} is not finite at iteration {it}: A (or M) produced NaN/Inf")
 
 
+def _end_block(where, what, flags, history, got, dtype, device, first=0, drop_nan=False):
+    """The host's one read at the end of a device loop's block of iterations (:func:`trnsci.iterative.read_block`).
+
+    ``flags`` are 0-d device tensors ``(running, iterations, non-finite, ...)`` and ``history`` the block's
+    residual norms, appended to ``got`` (masked-out iterations are NaN; ``drop_nan`` leaves them out).
+    Raises the loop's non-finite error, at iteration ``first`` + the count; returns ``(running, iterations
+    (an int), *the other flags)``.
+    """
+    (running, count, nonfinite, *rest), block = it_.read_block(flags, history, dtype, device)
+    got.extend([v for v in block if v == v] if drop_nan else block)
+    count = int(count)
+    if nonfinite:
+        raise _not_finite(where, what, first + count)
+    return (running, count, *rest)
+
+
 def _dot(x, y):
     return torch.vdot(x, y)
 
@@ -471,11 +487,7 @@ def _cg_device_loop(matvec, b, x0, tol, atol, maxiter, precond, callback, check_
                 callback(x)
             active = active & ~((rn < stop) | (rn == 0))
         runtime.sync(b.device)  # a lazy device: this block's graph ends here (the same graph every block)
-        (running, iters, nonfinite), block = it_.read_block((active, its, bad), hist[len(got):], real, b.device)
-        got.extend(block)
-        iters = int(iters)
-        if nonfinite:
-            raise _not_finite("cg", "p^H A p", iters)
+        running, iters = _end_block("cg", "p^H A p", (active, its, bad), hist[len(got):], got, real, b.device)
         if not running:
             break
     h = [v for v in got if v == v]  # masked-out iterations: NaN, dropped
@@ -611,7 +623,8 @@ def _gmres_torch(matvec, b, x0, tol, atol, restart, maxiter, precond, callback=N
         V = torch.zeros(m + 1, n, dtype=b.dtype, device=b.device)
         # the small (m+1) x m least-squares problem lives on the host in NumPy arrays of b's dtype: each
         # scalar operation below rounds as the same operation on a 0-d torch tensor of that dtype does,
-        # at ~0.1 us instead of ~2 us (the Givens updates are O(j) scalar operations per inner iteration)
+        # at a fraction of its cost (the Givens updates are O(j) scalar operations per inner iteration;
+        # docs/perf-notes.md#design-fast-paths)
         H = np.zeros((m + 1, m), dtype=hdt)
         cs = np.zeros(m, dtype=hdt)
         sn = np.zeros(m, dtype=hdt)
@@ -748,12 +761,8 @@ def _gmres_device_loop(matvec, b, x0, tol, atol, restart, maxiter, precond, call
                 active = active & ~((res <= stop) | (hn == 0))
             j += 1
             runtime.sync(dev)  # a lazy device: this block's graph ends here
-            (running, k, nonfinite), block = it_.read_block((active, kk, bad), hist, real, dev)
-            got.extend(v for v in block if v == v)
+            running, k = _end_block("gmres", "A v", (active, kk, bad), hist, got, real, dev, total + 1, drop_nan=True)
             hist = []
-            k = int(k)
-            if nonfinite:
-                raise _not_finite("gmres", "A v", total + k + 1)
             if not running:
                 break
         if k == 0:  # the restart residual met the tolerance
@@ -893,11 +902,7 @@ def _bicgstab_device_loop(matvec, b, x0, tol, atol, maxiter, precond, callback, 
                 callback(x)
             active = full & ~((rn < stop) | (rn == 0) | (omega_n == 0))
         runtime.sync(dev)  # a lazy device: this block's graph ends here
-        (running, iters, nonfinite), block = it_.read_block((active, its, bad), hist[len(got):], real, dev)
-        got.extend(block)
-        iters = int(iters)
-        if nonfinite:
-            raise _not_finite("bicgstab", "rhat^H A p", iters)
+        running, iters = _end_block("bicgstab", "rhat^H A p", (active, its, bad), hist[len(got):], got, real, dev)
         if not running:
             break
     return x, iters, [h for h in got if h == h]
@@ -915,7 +920,7 @@ def _bicgstab_loop(ops, matvec, b, x0, tol, atol, maxiter, precond, callback):
 
 def _bicgstab_iterations(ops, matvec, b, x, r, stop, scale, hist, maxiter, precond, callback):
     # the scalars (rho, alpha, omega, beta) are NumPy scalars of b's dtype: each operation rounds as
-    # the same operation on a 0-d torch tensor of that dtype does, at ~0.1 us instead of ~2 us, and
+    # the same operation on a 0-d torch tensor of that dtype does, at a fraction of its cost, and
     # they reach the vector updates as exact Python numbers (so the iterates are unchanged)
     sc = ops.scalar_type(b)
     py = complex if issubclass(sc, np.complexfloating) else float
@@ -1132,12 +1137,8 @@ def _minres_device_loop(matvec, b, x0, tol, atol, maxiter, precond, callback, ch
             held = held | hit
             active = ok & ~hit
         runtime.sync(dev)  # a lazy device: this block's graph ends here
-        (running, iters, nonfinite, frozen), block = it_.read_block((active, its, bad, held), hist[len(got):],
-                                                                    real, dev)
-        got.extend(block)
-        iters = int(iters)
-        if nonfinite:
-            raise _not_finite("minres", "v^H A v", iters)
+        running, iters, frozen = _end_block("minres", "v^H A v", (active, its, bad, held), hist[len(got):], got,
+                                            real, dev)
         if frozen:  # the host loop's confirmation: the true residual (one more read)
             true = torch.linalg.vector_norm(b - matvec(x)).to(real)
             rel, met = torch.stack([true / scale, ((true < stop) | (true == 0) | (beta == 0)).to(real)]).tolist()
@@ -1342,7 +1343,7 @@ def ssor_preconditioner(A, omega=1.0):
     return _SSOR(lower, upper, d, float(w))
 
 
-# ------------------------------------------------ operator boundaries and backwards (issue 29)
+# ------------------------------------------------ operator boundaries and backwards
 
 def _implicit_backward(op, hermitian: bool):
     """The derivative of the solution ``x = A^{-1} b`` (implicit differentiation at convergence):

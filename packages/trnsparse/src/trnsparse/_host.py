@@ -76,7 +76,7 @@ def coo_canonical(values, rows, cols, shape):
     if bool((key[1:] > key[:-1]).all()):
         return values, rows, cols
     if host_ok(values):
-        # NumPy's stable argsort on int64 is several times faster than torch's on CPU.
+        # NumPy's stable argsort on int64, the faster one on CPU (docs/perf-notes.md#design-spgemm).
         kn = np_view(key)
         order = np.argsort(kn, kind="stable")
         ks = kn[order]
@@ -303,7 +303,8 @@ def spgemm(a, b, shape_a, shape_b):
     m, k = shape_a
     n = shape_b[1]
     if host_ok(va, vb) and va.dtype == vb.dtype:
-        # SciPy's SMMP kernel; 32-bit indices when they fit (about 20% faster), columns left unsorted.
+        # SciPy's SMMP kernel; 32-bit indices when they fit (faster: docs/perf-notes.md#design-spgemm),
+        # columns left unsorted.
         idx = np.int32 if max(m, k, n, va.numel(), vb.numel()) < 2**31 - 1 else np.int64
         a_p, a_c, b_p, b_c = (np_view(t).astype(idx, copy=False) for t in (pa, ca, pb, cb))
         nnz_c = _st.csr_matmat_maxnnz(m, n, a_p, a_c, b_p, b_c)

@@ -601,9 +601,8 @@ def _spgemm_flops(av, ac, ap, ash, bv, bc, bp, *r):
     return 2.0 * float((bp[1:] - bp[:-1])[ac.long()].sum())
 
 
-# SpGEMM thresholds: SciPy's SpGEMM took ~1.2 ms per million useful flops here (CSR, 1024^2 at 30%) and
-# ~1.4 ms per 128^3 tile product (BSR), against a modeled ~25 us kernel at the smallest sizes benchmarked
-# (benchmarks/bench_spgemm_kernels.py): one tile product's worth of work already pays for a launch.
+# SpGEMM thresholds: one tile product's worth of work already pays for a launch against SciPy's SpGEMM
+# (host measured, kernel modeled: docs/perf-notes.md#design-spgemm).
 _SPGEMM_MIN = 2 * 128 ** 3
 
 
@@ -1170,7 +1169,7 @@ def spsm(A, B, lower=True, unit_diagonal=False, trans=False):
 # --------------------------------------------------------------- structure ops
 
 SPARSE_ADD = Op(
-    # memory bound; the host merge took ~3-7 ns per entry here, the kernel a modeled ~25 us at 3e5 entries
+    # memory bound; from here the host merge costs more than the (modeled) kernel: docs/perf-notes.md#design-spgemm
     "trnsparse.sparse_add", "nnz", float(1 << 15),
     size=lambda av, ac, ap, bv, *r: float(av.shape[0] + bv.shape[0]),
     describe=lambda av, ac, ap, bv, bc, bp, shape, *r: f"CSR {shape[0]}x{shape[1]} nnz={av.shape[0]} + "

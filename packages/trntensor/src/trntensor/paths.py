@@ -47,11 +47,11 @@ __all__ = ["PATHS", "register", "find_path", "path_cost", "AUTO_DP_MAX", "AUTO_D
 AUTO_DP_MAX = 20
 #: "optimal" up to this many operands searches every tree, outer products included (3**n splits: 2187 at 7);
 #: beyond, the connected-subset DP. An outer product of two small operands can pay when both then meet a
-#: large one (issue 32: 'taLv,t,tD,taZDGv,D,aG->tZL' costs 0.89x of the connected optimum that way).
+#: large one (docs/perf-notes.md#design-einsum-paths).
 OUTER_MAX = 7
 #: ... and gives up (falling back to "greedy") after this many candidate pairs: the bound on a first
-#: plan's search, ~10 s of one core at the ~1e6 pairs/s measured; the densest random 19-20 operand
-#: networks measured (index degree 4) needed 0.8-4.1e6.
+#: plan's search, above what the densest random networks of up to 20 operands need
+#: (docs/perf-notes.md#design-einsum-paths).
 AUTO_DP_BUDGET = 10**7
 
 

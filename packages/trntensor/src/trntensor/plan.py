@@ -90,7 +90,8 @@ def _via_trnblas(flops, dtype, batched, name=None) -> bool:
     Only where trnblas could pick one of its kernels: under trnblas's
     backend "nki"/"simulator" always (trnblas's decision then holds for
     every GEMM step), under "auto" on a machine with a NeuronCore from
-    ``2*192^3`` flops (its 6-14 us validation overhead is then <= 5%) or
+    ``2*192^3`` flops (its validation overhead is then <= 5%,
+    docs/perf-notes.md#design-gemm-step) or
     from trnblas's own threshold if lowered below that. Under "torch", or
     "auto" without a NeuronCore, trnblas would pick torch: the step calls
     torch.mm/bmm itself (or numpy.matmul, see :func:`set_autotune`).

@@ -20,8 +20,9 @@ from trnsci.dispatch import Op
 __all__ = ["permute", "elementwise", "reduce", "PERMUTE", "ELEMENTWISE", "REDUCE", "UNARY_OPS", "BINARY_OPS",
            "REDUCE_OPS"]
 
-# Thresholds: elements; uncalibrated (no hardware here). A kernel launch costs ~1 ms on trn1 and these ops
-# move a few bytes per element, so only large tensors can win: 2^22 elements (16 MiB of float32).
+# Thresholds: elements; placeholders until calibrated on hardware. These ops move a few bytes per element,
+# so only large tensors can pay for a launch: 2^22 elements, 16 MiB of float32
+# (docs/perf-notes.md#design-launch-placeholders).
 _THRESHOLD = 2**22
 
 

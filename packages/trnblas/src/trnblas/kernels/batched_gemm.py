@@ -6,11 +6,12 @@ Dimensions
 ``b``   : ``[batch, K, N]``
 Both float32 or both bfloat16. Output ``c`` : ``[batch, M, N]`` float32.
 
-The batch loop runs inside the kernel (one dispatch for the whole batch --
-on trn1 each dispatch costs ~1 ms of host overhead, more than a small GEMM
-takes). Each entry uses the tiling of :mod:`trnblas.kernels.gemm` (resident
-B panel, A strips, K accumulated in PSUM, static ragged edges); the
-iterations are independent (``nl.affine_range``).
+The batch loop runs inside the kernel: one dispatch for the whole batch,
+whose host overhead a small GEMM could not pay for on its own
+(docs/perf-notes.md#design-launch-placeholders). Each entry uses the
+tiling of :mod:`trnblas.kernels.gemm` (resident B panel, A strips, K
+accumulated in PSUM, static ragged edges); the iterations are independent
+(``nl.affine_range``).
 
 Pseudocode
 ----------

@@ -74,21 +74,14 @@ from ..kernels.cmul import cmul_counts, cmul_kernel
 
 F32 = torch.float32
 C2C_DTYPES = (torch.float32, torch.complex64)
-#: Longest power of two routed to DFT-as-GEMM rather than Stockham ("fast" mode), from the
-#: emulator's cost model -- modeled, not measured (``python packages/trnfft/benchmarks/
-#: bench_fft_kernels.py --crossover``: n = 64 .. 2048, batches 1/16/128 (+512 rows at the
-#: boundary), trn1 and trn2; the timeline of issue #24's model). DFT-GEMM wins through n = 256 on
-#: both targets (trn1 batch 1: 14.5 vs 18.4 us). At n = 512 trn1 models Stockham 7-12 % ahead at
-#: batches 1-128 (34.1 vs 38.0 us) but DFT-GEMM 1.7x ahead with 512 rows (76 vs 132 us, the
-#: matrix stays SBUF-resident across batch tiles), and trn2 favours DFT-GEMM at every batch (34 vs
-#: 39 us). At 1024 Stockham wins on trn1. The 7-12 % gap is inside the model's calibration
-#: residual (docs/emulator.md), so the boundary stays at 512 until a trn1 measurement decides it.
+#: Longest power of two routed to DFT-as-GEMM rather than Stockham ("fast" mode): the modeled
+#: crossover of the emulator's cost model, not a measurement; the boundary stays here until a trn1
+#: measurement decides it (docs/perf-notes.md#design-fft-crossover).
 GEMM_MAX_N = 512
 #: Longest other n routed to DFT-as-GEMM rather than the single-kernel Bluestein (whose
-#: convolution length m <= 4096 ends at n = 2048). Same script, modeled: DFT-GEMM wins the
-#: timeline at every n and batch measured (trn1 batch 1, n = 100: 6.7 vs 39.3 us; 1000: 92.7 vs
-#: 360.6 us; 2047: 337.7 vs 756.5 us; trn2 2047: 254 vs 882 us). So no "fast" call runs the
-#: single-kernel Bluestein now; it stays (tested on its own) for a hardware calibration to revisit.
+#: convolution length m <= 4096 ends at n = 2048): DFT-GEMM is ahead on the modeled timeline
+#: throughout, so no "fast" call runs the single-kernel Bluestein; it stays, tested on its own,
+#: for a hardware calibration to revisit (docs/perf-notes.md#design-fft-crossover).
 #: Above 2048: the several-run Bluestein.
 GEMM_MAX_N_ANY = 2048
 GEMM_MAX_N_BF16 = 1024

@@ -31,8 +31,9 @@ with 0/1 shift matrices ``Sh_r[p, j] = [p - j == R - 1 - r]`` (built once
 by ``affine_select``) accumulate in one PSUM tile -- the products are exact,
 the sum is fp32. Then one Vector multiply by ``ienv`` and the store.
 
-Closed forms (T = ceil(S / ms) output tiles per signal, s0_i = i ms,
-ms_i = min(ms, S - s0_i), rows_i = min(F, s0_i + ms_i) - max(0, s0_i - R + 1),
+Closed forms (T = ``ntiles(S, ms)`` output tiles per signal, output tile i
+is ``(s0_i, ms_i) = tile(i, S, ms)`` (:mod:`trnsci.nki.tiling`), its frames
+end at t_i = min(F, s0_i + ms_i), rows_i = t_i - max(0, s0_i - R + 1),
 KT = min(128, S), MS = min(ms, S))
 ---------------------------------------------------------------------
     HBM bytes read    = 4 (KT Rh + NB (n sum_i rows_i + S hop))
@@ -41,7 +42,7 @@ KT = min(128, S), MS = min(ms, S))
     Vector instructions  = 1 + [Rh > n] + NB [R > 1] + 2 NB T    (ones, zero tail, zero rows, window, 1/env)
     GpSimd instructions  = R                                      (shift matrices)
     DMA transfers        = 1 + 3 NB T                             (window broadcast; frames, 1/env, store)
-    flops (Tensor Engine) = 2 NB R hop sum_i kt_i ms_i,   kt_i = min(F, s0_i + ms_i) - s0_i + R - 1
+    flops (Tensor Engine) = 2 NB R hop sum_i kt_i ms_i,   kt_i = t_i - s0_i + R - 1
 
 SBUF per partition: 4 (2 Rh + R MS + MS + hop) bytes (frames, window, shift
 matrices, ones, 1/env); PSUM: one ``(ms, hop)`` fp32 tile (``hop <= 512``).

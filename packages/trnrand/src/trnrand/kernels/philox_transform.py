@@ -80,8 +80,9 @@ Why the bits are (or are not) the torch path's
   data-dependent control flow) in fp32 on the same 53-bit ``m`` and its
   integer complement ``2**53 - 1 - m``: ``q = lo + m 2**-53 (hi - lo)``
   and ``1 - q = up + (m' + 1) 2**-53 (hi - lo)`` are each accurate where they
-  are small, ``s = min(q, 1 - q)`` (floored at ``2**-62``, inside Ln's
-  range) feeds the tails, ``sqrt(-ln s) >= 0.83`` feeds Sqrt inside its
+  are small; the tail mass ``s``, the smaller of ``q`` and ``1 - q`` (one
+  elementwise Vector ``minimum`` of the two tiles; floored at ``2**-62``,
+  inside Ln's range), feeds the tails, ``sqrt(-ln s) >= 0.83`` feeds Sqrt inside its
   range. The host passes ``(a, b, 2**-53 (hi - lo), lo, up + 2**-53 (hi -
   lo), +-std, mean)`` from the torch path's float64 ``ndtr`` (mirrored for a
   positive interval, as torch does). Samples agree with the torch path's to
@@ -127,7 +128,8 @@ TRANSFORMS = {
 }
 #: Wichura's AS 241 PPND7 (the single-precision normal quantile, about 1e-7 relative): rational functions,
 #: highest power first, of r = 0.180625 - (q - 1/2)**2 (|q - 1/2| <= 0.425) and of sqrt(-ln s) - 1.6 (<= 5)
-#: or - 5 (beyond), s = min(q, 1 - q). All-positive coefficients: no cancellation in fp32.
+#: or - 5 (beyond), s the tail mass (the smaller of q and 1 - q). All-positive coefficients: no cancellation in
+#: fp32.
 PPND7_A = (5.9109374720e+01, 1.5929113202e+02, 5.0434271938e+01, 3.3871327179e+00)
 PPND7_B = (6.7187563600e+01, 7.8757757664e+01, 1.7895169469e+01, 1.0)
 PPND7_C = (1.7023821103e-01, 1.3067284816e+00, 2.7568153900e+00, 1.4234372777e+00)

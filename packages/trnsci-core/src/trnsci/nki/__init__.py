@@ -117,7 +117,7 @@ class _Missing:
 SOURCE, nki, nl, nisa, EMULATOR_ERROR = _load_toolchain()
 HAS_NKI = SOURCE == "neuron"
 
-# --- device runtime (issue 33): a test stand-in device (trnsci.testing.neuron_device) is active;
+# --- device runtime: a test stand-in device (trnsci.testing.neuron_device) is active;
 # trnsci.dispatch then treats the machine as one where kernels can launch. Set through
 # trnsci.runtime only.
 _standin_active = False
@@ -275,7 +275,7 @@ def run(kernel: Callable, *tensors, backend: str | None = None, out_dtype=None, 
     name = _kernel_name(kernel)
     prof = None
     if backend == "nki":
-        # --- device runtime (issue 33): the kernel runs where its operands live (trnsci.runtime);
+        # --- device runtime: the kernel runs where its operands live (trnsci.runtime);
         # results of resident operands stay on the device, host operands go there and back once
         if not has_neuron_device():
             raise RuntimeError("backend 'nki' needs a NeuronCore and the Neuron SDK; none is present here")

@@ -68,7 +68,6 @@ import math
 import torch
 
 import trnblas
-from trnsci import iterative as it_
 from trnsci import nki
 from trnsolver._nki.common import _trnblas
 from trnsolver.iterative import (
@@ -79,6 +78,7 @@ from trnsolver.iterative import (
     DenseMatvec,
     DiagonalPrecond,
     SparseMatvec,
+    _end_block,
     _not_finite,
     threshold,
 )
@@ -236,11 +236,7 @@ def _cg_iterate_resident(step, state, b, maxiter, stop, scale, hist, callback, d
             if callback is not None:
                 callback(state[0].reshape(n).to(b.dtype))
             active = active & ~((rn < stop) | (rn == 0))
-        (running, iters, nonfinite), block = it_.read_block((active, its, bad), hist[len(got):], F32, dev)
-        got.extend(block)
-        iters = int(iters)
-        if nonfinite:
-            raise _not_finite("cg", "p^H A p", iters)
+        running, iters = _end_block("cg", "p^H A p", (active, its, bad), hist[len(got):], got, F32, dev)
         if not running:
             break
     return state[0].reshape(n).to(b.dtype), iters, [v for v in got if v == v][: iters + 1]
@@ -461,11 +457,7 @@ def _bicgstab_resident(a, matvec, b, x0, tol, atol, maxiter, callback, check_eve
             if callback is not None:
                 callback(x.reshape(n).to(b.dtype))
             active = full & ~((rn < stop) | (rn == 0) | (omega == 0))
-        (running, iters, nonfinite), block = it_.read_block((active, its, bad), hist[len(got):], F32, dev)
-        got.extend(block)
-        iters = int(iters)
-        if nonfinite:
-            raise _not_finite("bicgstab", "rhat^H A p", iters)
+        running, iters = _end_block("bicgstab", "rhat^H A p", (active, its, bad), hist[len(got):], got, F32, dev)
         if not running:
             break
     return x.reshape(n).to(b.dtype), iters, [h for h in got if h == h]
@@ -572,12 +564,8 @@ def _minres_resident(a, Ax, b, x0, tol, atol, maxiter, callback, check_every=CHE
             hit = ok & ((phibar / b1 * scale < stop) | (nbeta == 0))
             held = held | hit
             active = ok & ~hit
-        (running, iters, nonfinite, frozen), block = it_.read_block((active, its, bad, held), hist[len(got):],
-                                                                    F32, dev)
-        got.extend(block)
-        iters = int(iters)
-        if nonfinite:
-            raise _not_finite("minres", "v^H A v", iters)
+        running, iters, frozen = _end_block("minres", "v^H A v", (active, its, bad, held), hist[len(got):], got,
+                                            F32, dev)
         if frozen:  # the host loop's confirmation: the true residual (one more read)
             true = torch.linalg.vector_norm(b32 - Ax(x))
             rel, met = torch.stack([true / scale, ((true < stop) | (true == 0) | (beta == 0)).to(F32)]).tolist()
@@ -740,12 +728,8 @@ def _gmres_resident(a, A, b32, x, b, stop, scale, m, maxiter, callback, check_ev
                 V[:, j + 1] = torch.where(hn > 0, vnext[:, 0], 0.0)
                 active = active & ~((res <= stop) | (hn == 0))
             j += 1
-            (running, k, nonfinite), block = it_.read_block((active, kk, bad), hist, F32, dev)
-            got.extend(v for v in block if v == v)
+            running, k = _end_block("gmres", "A v", (active, kk, bad), hist, got, F32, dev, total + 1, drop_nan=True)
             hist = []
-            k = int(k)
-            if nonfinite:
-                raise _not_finite("gmres", "A v", total + k + 1)
             if not running:
                 break
         if k == 0:  # the restart residual met the tolerance

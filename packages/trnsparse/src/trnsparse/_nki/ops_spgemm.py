@@ -42,16 +42,16 @@ from trnsparse.kernels.csr_add import csr_add_counts, csr_add_kernel
 from trnsparse.kernels.csr_spgemm import csr_rowmerge_counts, csr_rowmerge_kernel
 from trnsparse.ops import BSR_SPGEMM, SPARSE_ADD, SPGEMM
 
-#: Modeled time of one 128^3 fp32 tile product in the BSR SpGEMM kernel (trn1, overlapped timeline,
-#: 0.18 us at 512 and at 4096 products: benchmarks/bench_spgemm_kernels.py).
+#: Modeled time of one 128^3 fp32 tile product in the BSR SpGEMM kernel (trn1, overlapped timeline;
+#: modeled, docs/perf-notes.md#design-spgemm).
 PRODUCT_S = 0.18e-6
 #: Modeled time per DMA of the row-merge kernel (trn1; its DMAs -- one indirect gather of 128 B rows and
-#: one map per step -- set its pace: 0.85 us each in the benchmark rows).
+#: one map per step -- set its pace; modeled, docs/perf-notes.md#design-spgemm).
 ROW_DMA_S = 0.85e-6
-#: A kernel launch (tens of microseconds, as the other trnsparse thresholds assume).
+#: A kernel launch, as the other trnsparse thresholds assume it (a placeholder, docs/perf-notes.md#design-spgemm).
 LAUNCH_S = 20e-6
-#: SciPy's SpGEMM per useful scalar product a_ik b_kj, measured on the development CPU (1024^2 at 5-30%,
-#: 2048^2 at 1%: 9-14 ns).
+#: SciPy's SpGEMM per useful scalar product a_ik b_kj, measured on the development CPU
+#: (docs/perf-notes.md#design-spgemm).
 HOST_PRODUCT_S = 12e-9
 #: Most bytes of a device form (tiles, or the row merge's maps) per byte of the CSR arrays (8 per entry).
 TILE_BLOWUP = 64

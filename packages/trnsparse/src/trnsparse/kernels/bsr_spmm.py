@@ -49,8 +49,9 @@ In detail:
 
 Closed forms (s = bytes per element, nblk stored tiles, mb = ceil(M/128),
 tn = ceil(N/512), np = ceil(N/2048) panels, G = the gathers per panel:
-the distinct block columns (resident) or all stored tiles, kv_c =
-min(128, K - 128 c) the B rows a gather of block column c reads, z = the
+the distinct block columns (resident) or all stored tiles, kv_c = the
+extent of ``tile(c, K, 128)`` (:mod:`trnsci.nki.tiling`), the B rows a
+gather of block column c reads, z = the
 gathers zeroed first, e = block rows with no tile)
 ----------------------------------------------------------------------------
     HBM bytes read    = 4*128*nblk + np*nblk*128*128*s + s*N*sum_{c in G} kv_c

@@ -2,7 +2,8 @@
 
 Why this kernel and not a gather from HBM: an indirect DMA moves one HBM row
 per partition, so gathering x from HBM is one 4-byte element per partition
-per descriptor -- overhead-bound (about 1.3 us per transfer) and 12 bytes per
+per descriptor -- overhead-bound (the cost model's fixed DMA latency per
+transfer, ``DMA_LATENCY_S``: modeled) and 12 bytes per
 stored entry. Here x is read from HBM once per call (4 n bytes), replicated
 on the 128 partitions by the Tensor Engine (``ones[1, 128]^T @ x_row``), and
 gathered on chip by GpSimd (``nc_n_gather``); A streams in as dense

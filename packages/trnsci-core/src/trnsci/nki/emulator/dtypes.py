@@ -161,10 +161,3 @@ def promote(a, b):
     if signed.itemsize > unsigned.itemsize:
         return signed
     return float32
-
-
-def scalar_dtype(value):
-    """Default dtype a Python scalar takes when it is the only operand."""
-    if isinstance(value, (bool, int, np.integer)):
-        return int32
-    return float32

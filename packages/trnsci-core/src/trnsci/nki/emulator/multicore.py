@@ -162,10 +162,3 @@ class Scheduler:
         arrived = self.barrier_arrivals.setdefault((cores, gen), set())
         arrived.add(i)
         self.block(lambda: arrived >= set(cores), f"{op} (cores={cores})")
-
-
-def rank_count():
-    """Number of programs of the running launch (1 outside a grid)."""
-    ctx = mem.current("multi-core instruction")
-    s = ctx.scheduler
-    return 1 if s is None else s.n

@@ -72,24 +72,13 @@ def bf16_products(mode):
         _local.mode = prev
 
 
-def round_to_bf16(x):
-    """fp32 array -> the nearest bf16 values (ties to even), still as fp32 (NaN and Inf kept)."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    b = x.view(np.uint32)
-    r = ((b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)).view(np.float32)
-    nan = np.isnan(x)
-    if nan.any():
-        r = np.where(nan, x, r)
-    return r
-
-
 def matmul_rounded_products(s, m, chunk_elems=1 << 18):
     """``s.T @ m`` (fp32 arrays of bf16 values) with every product rounded to bf16, summed in fp32.
 
     Forms ``chunk_elems`` products at a time in a reused buffer and rounds them in place on their
     bits (round to nearest even at bit 16: add 0x7FFF plus the kept lowest bit, clear the low half;
-    Inf stays Inf, NumPy's quiet NaNs stay NaN).  Cost: K M N elementwise operations, about 50 ms for
-    a 128 x 128 x 512 matmul on a loaded 2-core box -- use ``bf16_products("exact")`` for runs
+    Inf stays Inf, NumPy's quiet NaNs stay NaN).  Cost: K M N elementwise operations
+    (docs/perf-notes.md#design-emulator-products) -- use ``bf16_products("exact")`` for runs
     that check only counters.
     """
     k, mm = s.shape
