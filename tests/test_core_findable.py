@@ -56,6 +56,8 @@ import trnsci
 from trnsci import coverage, dispatch, nki
 from trnsci.dispatch import Op, Plan, plan_call
 
+pytestmark = pytest.mark.simulator  # the sweep runs every public function's kernels in the emulator
+
 _spec = importlib.util.spec_from_file_location("plan_walk", Path(__file__).with_name("test_core_plan_call.py"))
 walk = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(walk)
@@ -193,8 +195,8 @@ def function_faults(qual: str, fn, ops: list[Op], kernels: dict[Op, list]) -> tu
 
 
 def referred_kernels(op: Op) -> list[str]:
-    """The files of every kernel ``op``'s NKI lowering refers to, followed a few calls deep (the walk of the
-    coverage table, :mod:`trnsci.coverage`): what any call of the Op may launch itself."""
+    """The files of every kernel ``op``'s NKI lowering refers to, following the library's functions it calls as
+    deep as the coverage table does (:mod:`trnsci.coverage`'s walk): what any call of the Op may launch."""
     low = op.lowering_for("nki")
     kernel_type = type(nki.nki.jit(lambda x: x))
     found: set[str] = set()
@@ -204,7 +206,7 @@ def referred_kernels(op: Op) -> list[str]:
             found.add(source_file(obj))
 
     if low is not None:
-        coverage._walk(low.fn, op.name.split(".", 1)[0], 3, set(), visit)
+        coverage._walk(low.fn, op.name.split(".", 1)[0], coverage._DEPTH, set(), visit)
     return sorted(found)
 
 
