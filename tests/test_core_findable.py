@@ -526,5 +526,6 @@ def test_a_planted_layout_breaks_each_rule(tmp_path, monkeypatch):
                                                  {op: [fake["kernels.f"].f_kernel]})
             assert faults == [] and len({f for fs in places.values() for f in fs}) == 3
     finally:
+        declarations.cache_clear()
         for name in [m for m in sys.modules if m == "fakelib" or m.startswith("fakelib.")]:
             del sys.modules[name]
