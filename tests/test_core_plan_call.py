@@ -86,9 +86,10 @@ def _functions():
 FUNCTIONS = dict(_functions())
 
 
-@pytest.fixture(scope="module")
-def calls():
-    """``qual -> (args, kwargs)``: the first combination of candidates the call accepts (found on torch)."""
+def small_calls() -> dict:
+    """``qual -> (args, kwargs)``: the first combination of candidates the call accepts (found on torch).
+
+    Also the calls of tests/test_core_findable.py, which loads this file."""
     cands = _candidates()
     out = {}
     with sweep._restored_settings(), trnsci.use_backend("torch"):
@@ -101,6 +102,11 @@ def calls():
                 args, star, kwargs = sweep._split(pos, var, kw, base)
                 out[qual] = ((*args, *star), {**kwargs, **SMALL.get(qual, {})})
     return out
+
+
+@pytest.fixture(scope="module")
+def calls():
+    return small_calls()
 
 
 def test_every_public_function_is_walked(calls):
