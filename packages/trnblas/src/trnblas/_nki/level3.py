@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import torch
 
-from trnblas._nki import level3_ozaki as _ozaki
 from trnblas import level3 as L3
+from trnblas._nki import level3_ozaki as _ozaki
 from trnblas._nki.level1 import REAL_VEC_DTYPES, VEC_DTYPES, _lin_counts, _run_lin
 from trnblas.kernels.batched_gemm import batched_gemm_kernel
 from trnblas.kernels.dgmm import MAX_N as DGMM_MAX_N

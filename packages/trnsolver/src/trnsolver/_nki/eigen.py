@@ -57,8 +57,8 @@ import trnblas
 from trnsci import iterative as it_
 from trnsci import linalg as la
 from trnsci import nki
-from trnsolver._nki.eigen_jacobi import _block_jacobi_eigh_torch
 from trnsolver._nki.common import F32, FP32_TOL, KERNEL_DTYPES, _trnblas, not_finite
+from trnsolver._nki.eigen_jacobi import _block_jacobi_eigh_torch
 from trnsolver._nki.factor_qr import qr_device
 from trnsolver.eigen import EIGH, SCHUR, _standard_form
 from trnsolver.kernels.eigh_sweep import MAX_N, jacobi_sweep_kernel, partner_table

@@ -25,8 +25,8 @@ from trnblas.kernels.syrk import syrk_counts
 from trnblas.kernels.trsm import trsm_counts
 from trnsci import linalg as la
 from trnsci import nki
-from trnsolver._nki.factor_blocked import _blocked_cholesky_torch
 from trnsolver._nki.common import F32, KERNEL_DTYPES, _batch, _Tally, _trnblas, not_finite
+from trnsolver._nki.factor_blocked import _blocked_cholesky_torch
 from trnsolver.factor import CHOLESKY, INV_SQRT_SPD_NS
 from trnsolver.kernels.potrf_tile import potrf_tile_counts, potrf_tile_kernel
 
