@@ -19,8 +19,9 @@ whose dotted path has a part with a leading underscore from another
 distribution (``from trnsci._x import y``, ``from trnblas._host import z``,
 ``from trnsci.validate import _helper``), or reads an underscore attribute of
 something it imported from there (``validate._helper``, ``nki._runs``). Dunder
-names (``__version__``) are public. Inside one distribution privates are free:
-that is what they are for.
+names (``__version__``) are public. Inside one distribution a private name
+stays inside the package that holds it (tests/test_core_structure.py,
+``test_no_private_name_crosses_a_package``).
 """
 
 from __future__ import annotations

@@ -628,6 +628,6 @@ def test_kernels_possible_is_the_rule_every_op_applies(monkeypatch):
         assert not dispatch.kernels_possible("trnblas")
         A = torch.ones(256, 256)
         assert dispatch.plan_call(trnblas.gemm, 1.0, A, A).backend == "torch"
-        assert not P._via_trnblas(1e15, torch.float32, False)
+        assert not P.via_trnblas(1e15, torch.float32, False)
     with trnblas.use_backend("simulator"):
-        assert dispatch.kernels_possible("trnblas") and P._via_trnblas(2.0, torch.float32, False)
+        assert dispatch.kernels_possible("trnblas") and P.via_trnblas(2.0, torch.float32, False)

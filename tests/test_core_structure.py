@@ -5,9 +5,10 @@ Every library has its public family modules, an ``_nki/`` package whose modules 
 measured CPU routes and ``kernels/`` with one kernel per file. No library module takes part in an
 import cycle, at import time or through imports inside functions (read with ``ast``); no ``_nki``
 module imports after its first definition (a tail import closes a cycle); no private name crosses a
-distribution (tests/floors.py); no source file calls ``exec`` or ``eval``; every Op is a module-level
-``NAME = Op(...)`` and every lowering registers with the decorator; every kernel uses the core's tiling
-helper.
+distribution (tests/floors.py), nor, inside the core or a library, the package that holds it (a private
+module is imported by its siblings only; what ``_nki/`` and ``kernels/`` need is public or theirs); no
+source file calls ``exec`` or ``eval``; every Op is a module-level ``NAME = Op(...)`` and every lowering
+registers with the decorator; every kernel uses the core's tiling helper.
 """
 
 from __future__ import annotations
@@ -227,6 +228,164 @@ def test_the_cycle_finder_finds_a_planted_cycle():
 
 def test_no_private_name_crosses_a_distribution():
     assert floors.private_crossings() == []
+
+
+#: The registries a lower module is handed what it needs in, by modules built on it (docs/contributing.md,
+#: "Library layout"): written from wherever those modules live, also from ``_nki/``.
+HANDED_UP = {"trnsparse.formats._OPERATIONS", "trntensor.plan._ABOVE", "trnrand.generator._PROGRAM"}
+
+#: Private names that still cross a package inside one distribution, ``(importing module, private module
+#: or name)``, and why; the test fails on any other crossing and on an entry that no longer crosses.
+PRIVATE_CROSSINGS_LEFT = {
+    ("trnsparse._nki.ops", "trnsparse._host"):
+        "keys the device SpMV layout on the index copies the host route of ops.py uses (host_ok)",
+    ("trnsparse._nki.ops_tri", "trnsparse._host"):
+        "the host CSR helpers (csr_transpose, row_indices) the torch lowerings use too",
+    ("trnsci._standin", "trnsci.nki._kernel_name"): "the stand-in device counts launches by kernel name",
+    ("trnsci.dispatch", "trnsci.nki._standin_active"): "a stand-in device makes kernels possible",
+    ("trnsci.runtime", "trnsci.nki._set_launchable"): "trnsci.runtime switches the stand-in device on",
+}
+
+
+def _source_modules(src: Path, top: str) -> dict[str, Path]:
+    """``{dotted name: path}`` of every module of the package ``top`` under ``src``."""
+    out = {}
+    for p in sorted((src / top).rglob("*.py")):
+        parts = list(p.relative_to(src).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = p
+    return out
+
+
+def _is_private(part: str) -> bool:
+    return part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
+
+
+def _nki_mirror(importer: str, holder: str) -> bool:
+    """``importer`` is the NKI half (``<lib>._nki.<family>[_<part>]``) of the family module ``holder``."""
+    parts = importer.split(".")
+    if len(parts) != 3 or parts[1] != "_nki":
+        return False
+    stem = parts[2]
+    return holder in (f"{parts[0]}.{stem}", f"{parts[0]}.{stem.partition('_')[0]}")
+
+
+def _crossing(mod: str, package: str, target: str, mods: dict[str, Path]) -> str | None:
+    """The private module or name of ``target`` that ``mod`` (in ``package``) may not use, or None."""
+    parts = target.split(".")
+    for i in range(1, len(parts)):
+        holder = ".".join(parts[:i])
+        if holder not in mods:  # an attribute of a class or object: not a module-level name
+            return None
+        if not _is_private(parts[i]):
+            continue
+        thing = ".".join(parts[: i + 1])
+        home = holder if mods[holder].name == "__init__.py" else holder.rpartition(".")[0]
+        if package == home or package == thing or package.startswith(thing + ".") or mod == thing:
+            continue
+        if thing in HANDED_UP or (thing not in mods and _nki_mirror(mod, holder)):
+            continue
+        return thing
+    return None
+
+
+def package_crossings(mods: dict[str, Path]) -> list[tuple[str, str, int]]:
+    """``(importing module, private module or name, line)`` for every import of, or attribute read on, a
+    private module or module-level name from outside the package that holds it.
+
+    A private module (``_x.py``, ``_x/``) belongs to the package it sits in; a private module-level name
+    to the package of its module. Modules of that package use it, and so does what lies inside the private
+    module itself (``trnblas._nki.level3`` imports ``trnblas._nki.level1``). Allowed besides: an NKI
+    lowering module ``<lib>._nki.<family>[_<part>]`` uses the private names of the family module
+    ``<lib>.<family>`` it lowers (the torch half of the same Ops: shared helpers), and modules write the
+    registries of ``HANDED_UP``. Attributes of classes (``CSRMatrix._make``) are not module-level names and
+    are not checked. Imports inside functions count (they run too); relative imports are resolved."""
+    bad = []
+    for mod, path in mods.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        bound: dict[str, str] = {}
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                # ``import a.b`` binds ``a``; ``import a.b as m`` binds ``m`` to ``a.b``
+                pairs = [(a.name, a.asname) if a.asname else (a.name.split(".")[0],) * 2 for a in node.names]
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                pairs = [(f"{base}.{a.name}", a.asname or a.name) for a in node.names]
+                targets = [t for t, _ in pairs]
+            else:
+                continue
+            for target, name in pairs:
+                bound[name] = target
+            for target in targets:
+                thing = _crossing(mod, package, target, mods)
+                if thing:
+                    bad.append((mod, thing, node.lineno))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound:
+                thing = _crossing(mod, package, f"{bound[node.value.id]}.{node.attr}", mods)
+                if thing:
+                    bad.append((mod, thing, node.lineno))
+    return bad
+
+
+def _all_package_crossings() -> list[tuple[str, str, int]]:
+    core = _source_modules(ROOT / "packages" / floors.CORE / "src", "trnsci")
+    found = package_crossings(core)
+    for lib in LIBRARIES:
+        found += package_crossings(_source_modules(ROOT / "packages" / lib / "src", lib))
+    return found
+
+
+def test_no_private_name_crosses_a_package():
+    found = {}
+    for mod, thing, line in _all_package_crossings():
+        found.setdefault((mod, thing), []).append(line)
+    new = {k: v for k, v in found.items() if k not in PRIVATE_CROSSINGS_LEFT}
+    assert new == {}, "private modules/names used outside their package (make them public or move them)"
+    gone = set(PRIVATE_CROSSINGS_LEFT) - set(found)
+    assert not gone, f"no longer crossing, drop from PRIVATE_CROSSINGS_LEFT: {sorted(gone)}"
+
+
+def test_the_package_crossing_scan_finds_planted_crossings(tmp_path):
+    """Planted crossings are found (a private module from a subpackage, from the parent into a private
+    subpackage's private module, a private name by attribute, a relative import); what the rule allows is
+    not (siblings, inside a private package, the NKI half of a family, a handed-up registry, a class's
+    private attribute)."""
+    files = {
+        "lib/__init__.py": "from lib import _nki\n",
+        "lib/_algo.py": "def _helper():\n    pass\nTABLE = 1\n",
+        "lib/fam.py": "from lib import _algo\nfrom lib._algo import _helper\n_algo.TABLE\n"
+                      "class K:\n    @classmethod\n    def _make(cls):\n        pass\n"
+                      "def _fam_torch():\n    pass\n_REG = {}\n",
+        "lib/plan.py": "_ABOVE = {}\n",
+        "lib/_nki/__init__.py": "from lib._nki import fam, fam_part\n",
+        "lib/_nki/_kit.py": "X = 1\n",
+        "lib/_nki/fam.py": "from lib.fam import K, _fam_torch\nfrom lib import plan\nfrom lib._nki import _kit\n"
+                           "K._make()\nplan._ABOVE['x'] = 1\n"
+                           "from lib import _algo\n",  # crossing 1: the parent's private module
+        "lib/_nki/fam_part.py": "from ..fam import _fam_torch\n"
+                                "def f():\n    from .. import _algo as A\n    return A.TABLE\n",  # crossing 2
+        "lib/kernels/__init__.py": "",
+        "lib/kernels/k.py": "import lib.fam as F\nF._REG\n",  # crossing 3: a private name by attribute
+        "lib/other.py": "from lib._nki._kit import X\n",  # crossing 4: into a private package's private module
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    HANDED_UP.add("lib.plan._ABOVE")
+    try:
+        found = sorted({(m, t) for m, t, _ in package_crossings(_source_modules(tmp_path, "lib"))})
+    finally:
+        HANDED_UP.discard("lib.plan._ABOVE")
+    assert found == [("lib._nki.fam", "lib._algo"), ("lib._nki.fam_part", "lib._algo"),
+                     ("lib.kernels.k", "lib.fam._REG"), ("lib.other", "lib._nki._kit")], found
 
 
 def _exec_calls(path: Path) -> list[int]:

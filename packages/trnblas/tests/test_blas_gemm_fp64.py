@@ -2,7 +2,7 @@
 
 Reference: NumPy's float64 ``matmul``, itself within ``k 2^-53 sum_l |a_il b_lj|`` of the exact product
 (the usual recursive-summation bound); a result passes when it is within the documented bound
-(:func:`trnblas._ozaki.error_bound`) plus that reference error. The bound is checked to be tight
+(:func:`trnblas._nki.level3_ozaki.error_bound`) plus that reference error. The bound is checked to be tight
 enough to fail the plain float32 kernel GEMM on the same inputs.
 """
 
@@ -16,7 +16,7 @@ import torch
 
 import trnblas
 import trnsci
-from trnblas import _ozaki
+from trnblas._nki import level3_ozaki as _ozaki
 from trnsci.testing import assert_plan_matches_run, kernel_ran
 
 pytestmark = pytest.mark.simulator

@@ -20,7 +20,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from trnfft import _algorithms as A
+from trnfft import algorithms as A
 from trnfft.kernels import dft_gemm as KG
 from trnfft.kernels import fft_any_length as KB
 from trnfft.kernels import fft_pow2 as KS

@@ -1,6 +1,6 @@
-"""The kernel algorithms (trnfft._algorithms, pure torch, no torch.fft) against scipy.fft in float64.
+"""The kernel algorithms (trnfft.algorithms, pure torch, no torch.fft) against scipy.fft in float64.
 
-Bounds are the ones stated in trnfft._algorithms (normwise relative error
+Bounds are the ones stated in trnfft.algorithms (normwise relative error
 ``||y - ref||_2 / ||ref||_2``): GEMM ``2 n u``, Stockham ``8 u log2 n``,
 Bluestein ``30 u log2 m``; bf16 ``2 u_b`` per GEMM stage (+1 for the
 twiddle/chirp products), bf16_refined ``4 u_b^2`` per stage plus the
@@ -15,7 +15,7 @@ import pytest
 import scipy.fft as sf
 import torch
 
-from trnfft import _algorithms as A
+from trnfft import algorithms as A
 
 SIZES = [1, 2, 3, 5, 7, 16, 17, 64, 97, 100, 128, 360, 1000, 1024, 4096, 4099]
 U = 2.0**-24
@@ -107,7 +107,7 @@ def test_tables_use_reduced_angles_and_fp64():
     # the Scalar Engine's sin is valid on [-pi, pi] only: every table angle must lie there
     for n in [1, 7, 64, 97, 4099]:
         k = np.arange(3 * n)
-        a = A._reduced_angle(k, n)
+        a = A.reduced_angle(k, n)
         assert np.all(np.abs(a) <= np.pi)
         assert np.allclose(np.exp(1j * a), np.exp(-2j * np.pi * k / n), atol=1e-15)
     c, s = A.chirp(4099)

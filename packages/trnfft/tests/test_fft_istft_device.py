@@ -6,7 +6,7 @@ each output sample is a sum of R = ceil(n_fft / hop) windowed frame samples
 divided by the envelope, so the kernel alone agrees with float64 to ~(R + 2) u
 relative to the terms (u = 2**-24): 1e-6 relative to the output's max; the
 whole istft adds the inverse transform's float32 error (DFT-GEMM /
-half-length Stockham bounds of trnfft._algorithms, ~1e-6 for n_fft <= 256):
+half-length Stockham bounds of trnfft.algorithms, ~1e-6 for n_fft <= 256):
 2e-6 absolute on unit-variance signals.
 """
 

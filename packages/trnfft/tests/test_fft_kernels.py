@@ -3,7 +3,7 @@ and vs the torch path, on ragged batches (130, 200 rows: one full 128-row tile p
 one), and the emulator's counters vs each kernel's closed forms.
 
 Tolerances: relative 2-norm error per batch against the fp64 reference, bounded by the
-algorithm's stated float32 bound (trnfft._algorithms: GEMM 2 n u, Stockham 8 u log2 n,
+algorithm's stated float32 bound (trnfft.algorithms: GEMM 2 n u, Stockham 8 u log2 n,
 Bluestein 30 u log2 m, u = 2^-24); bf16 modes by their bf16 bounds.
 """
 
@@ -13,7 +13,7 @@ import scipy.fft
 import torch
 
 import trnfft
-from trnfft import _algorithms as A
+from trnfft import algorithms as A
 from trnfft.kernels import dft_gemm as KG
 from trnfft.kernels import fft_any_length as KB
 from trnfft.kernels import fft_pow2 as KS

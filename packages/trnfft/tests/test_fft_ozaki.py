@@ -3,7 +3,7 @@
 References: scipy.fft in float64, and a NumPy model of the Tensor Engine in which every bf16 x bf16
 product is rounded to bf16 (round to nearest even, ml_dtypes) before an exact accumulation -- the
 trn1/trn2 behaviour the published trnfft measured (docs/NKI.md). Tolerances are the componentwise
-bound of trnfft._algorithms.ozaki_bound (eps_split + gamma_{P K} + 2u, relative to
+bound of trnfft.algorithms.ozaki_bound (eps_split + gamma_{P K} + 2u, relative to
 sum_k |a_k| |w_k|), applied per output component.
 """
 
@@ -14,7 +14,7 @@ import scipy.fft
 import torch
 
 import trnfft
-from trnfft import _algorithms as A
+from trnfft import algorithms as A
 from trnfft.kernels import dft_gemm as KG
 from trnsci.testing import assert_counts, kernel_ran
 

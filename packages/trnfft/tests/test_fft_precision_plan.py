@@ -1,7 +1,7 @@
 """Precision modes through the public API, and plans (cache, execute, backend/reason, tables).
 
 References: scipy.fft in float64 of the same (float32-representable) data.
-Tolerances: the per-algorithm bounds of trnfft._algorithms, loosened to a
+Tolerances: the per-algorithm bounds of trnfft.algorithms, loosened to a
 normwise max-abs measure (x sqrt(n) is not needed: max-abs / max-abs is at
 most the 2-norm ratio times sqrt(n_out), and we use fixed generous factors
 stated per mode below).
@@ -13,7 +13,7 @@ import scipy.fft as sf
 import torch
 
 import trnfft
-from trnfft import _algorithms as A
+from trnfft import algorithms as A
 
 # normwise max-abs relative error allowed per mode for float32 data, n <= 4099:
 # fast/double/kahan: 1e-5 (float32 rounding of the output dominates "double"; bound 30 u log2 m ~ 2.5e-5

@@ -6,7 +6,7 @@ tolerance 1e-12: an FFT's error grows like ``u log2 n`` (u = 1.1e-16), i.e.
 < 1e-14 at the largest size here, so 1e-12 leaves two orders of margin but
 still catches any wrong twiddle, index or scale. float32 ("fast", torch.fft)
 tolerance ``8 u32 log2 n`` with ``u32 = 6e-8`` (Higham Thm 24.2, see
-trnfft._algorithms).
+trnfft.algorithms).
 """
 
 import math

@@ -15,7 +15,7 @@ import torch
 from scipy import stats
 
 import trnrand
-from trnrand import _fp32
+from trnrand import fp32
 from trnsci.testing import kernel_ran
 
 SEED, SUB = 0x0123456789ABCDEF, 5
@@ -83,9 +83,9 @@ def test_multinomial_with_replacement_is_bit_identical_across_backends():
 @pytest.mark.simulator
 def test_rejected_samples_are_finished_alike(monkeypatch):
     # one fp32 round only: many samples go to the float64 attempts on both paths, which must agree too
-    monkeypatch.setattr(_fp32, "GAMMA_ROUNDS", 1)
+    monkeypatch.setattr(fp32, "GAMMA_ROUNDS", 1)
     monkeypatch.setattr("trnrand._nki.distributions.GAMMA_ROUNDS", 1)
-    monkeypatch.setattr(_fp32, "PTRS_ROUNDS", 1)
+    monkeypatch.setattr(fp32, "PTRS_ROUNDS", 1)
     monkeypatch.setattr("trnrand._nki.distributions.PTRS_ROUNDS", 1)
     for fn, kw in (("gamma", {"shape": 0.4}), ("student_t", {"df": 2.5}), ("poisson", {"lam": 12.0})):
         want = getattr(trnrand, fn)(777, generator=G(1), **kw)

@@ -18,7 +18,7 @@ import torch
 
 import trnsci
 import trnsolver
-from trnsolver._jacobi import _block_jacobi_eigh_torch, _jacobi_eigh_torch
+from trnsolver._nki.eigen_jacobi import _block_jacobi_eigh_torch, _jacobi_eigh_torch
 from trnsolver.bench import poisson2d
 
 pytest.importorskip("pytest_benchmark")

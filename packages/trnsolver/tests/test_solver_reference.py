@@ -15,8 +15,8 @@ import pytest
 import scipy.linalg as sl
 import torch
 
-from trnsolver._blocked import _blocked_cholesky_torch
-from trnsolver._jacobi import _block_jacobi_eigh_torch, _jacobi_eigh_torch, round_robin
+from trnsolver._nki.eigen_jacobi import _block_jacobi_eigh_torch, _jacobi_eigh_torch, round_robin
+from trnsolver._nki.factor_blocked import _blocked_cholesky_torch
 
 
 def sym(n, dt, seed=0, batch=()):

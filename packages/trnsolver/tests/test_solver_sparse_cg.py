@@ -246,7 +246,7 @@ def test_a_failing_spmv_launch_falls_back_to_torch_with_one_warning_or_raises(mo
 
 
 def test_the_device_layout_is_built_once_shared_with_spmv_and_follows_the_values(monkeypatch):
-    from trnsparse import _sell
+    from trnsparse import layouts as _sell
 
     builds = []
     orig = _sell.build_ell

@@ -77,7 +77,7 @@ def _spmv_case(which, kernel, N=1, bf16=False):
     """(args, kwargs, nnz, (m, n)) of one CSR case, laid out as the lowering lays it out."""
     import torch
 
-    from trnsparse import _sell
+    from trnsparse import layouts as _sell
 
     A = _csr_matrix(which)
     x = np.random.default_rng(3).standard_normal((A.shape[1], N)).astype(np.float32)
@@ -142,7 +142,8 @@ def _sddmm_spsv_case(label):
     import scipy.sparse as sp
     import torch
 
-    from trnsparse import _sell, _tri
+    from trnsparse import layouts as _sell
+    from trnsparse._nki import ops_tri as _tri
 
     S = _poisson2d(128)  # 16384 rows
     n = S.shape[0]

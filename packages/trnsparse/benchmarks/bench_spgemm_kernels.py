@@ -20,7 +20,7 @@ import scipy.sparse as sp
 import torch
 
 from trnsci import nki
-from trnsparse import _spgemm
+from trnsparse import symbolic as _spgemm
 from trnsparse._nki.ops_spgemm import _csr_route
 from trnsparse.kernels.bsr_spgemm import bsr_spgemm_kernel, resident
 from trnsparse.kernels.csr_add import csr_add_kernel

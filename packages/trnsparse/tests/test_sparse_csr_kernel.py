@@ -26,7 +26,8 @@ import trnsparse
 from trnsci import nki
 from trnsci.dispatch import NkiFallbackWarning, plan_call
 from trnsci.testing import assert_counts, kernel_ran
-from trnsparse import _sell, _tri
+from trnsparse import layouts as _sell
+from trnsparse._nki import ops_tri as _tri
 from trnsparse.kernels.csr_sddmm import csr_sddmm_counts, csr_sddmm_kernel
 from trnsparse.kernels.csr_spmm import csr_spmm_counts, csr_spmm_kernel
 from trnsparse.kernels.csr_spmv import csr_spmv_counts, csr_spmv_kernel

@@ -15,7 +15,7 @@ import trnsci
 import trnsparse
 from trnsci import dispatch, nki
 from trnsci.testing import assert_counts, kernel_ran
-from trnsparse import _spgemm
+from trnsparse import symbolic as _spgemm
 from trnsparse._nki import ops_spgemm as _nki_spgemm
 from trnsparse.kernels.bsr_spgemm import bsr_spgemm_counts, bsr_spgemm_kernel
 from trnsparse.kernels.csr_add import csr_add_counts

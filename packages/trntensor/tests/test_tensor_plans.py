@@ -104,8 +104,8 @@ def _launches(plan):
 
 @pytest.mark.parametrize("sub,shapes,dtype", EINSUM_CASES, ids=[c[0] for c in EINSUM_CASES])
 def test_einsum_steps_report_what_ran(sub, shapes, dtype):
-    # under a kernel backend every data movement of the plan is a launch plan.launches names (trntensor._device):
-    # the kernels that ran are exactly those, in order, with the closed-form counters
+    # under a kernel backend every data movement of the plan is a launch plan.launches names
+    # (trntensor._nki.einsum_device): the kernels that ran are exactly those, in order, with the closed-form counters
     ops = [_t(*s, dtype=dtype, seed=k) for k, s in enumerate(shapes)]
     with trnsci.use_backend("simulator"):
         plan = trntensor.plan_contraction(sub, *ops)
@@ -186,7 +186,7 @@ def test_kahan_steps_compute_in_float64_and_plan_torch():
 def test_einsum_op_plan():
     from trntensor.einsum import EINSUM
 
-    assert EINSUM.has_kernel  # its NKI lowering is the device path (trntensor._device)
+    assert EINSUM.has_kernel  # its NKI lowering is the device path (trntensor._nki.einsum_device)
     with trnsci.use_backend("torch"):
         p = dispatch.plan_call(trntensor.einsum, "ij,jk->ik", _t(2, 3), _t(3, 4))
     assert p.op == "trntensor.einsum" and p.flops == 2 * 2 * 3 * 4 and "ij,jk->ik" in p.description

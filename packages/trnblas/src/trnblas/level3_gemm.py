@@ -8,7 +8,7 @@ Ops (torch lowerings here, NKI lowerings in :mod:`trnblas._nki.level3`):
 ``BATCHED_GEMM``   the same with 3-D ``A``, ``B``, ``C`` (batch first)
 ``GEMM_EX``        ``(..., compute_dtype)``: inputs kept in their dtype
 ``GEMM_FP64``      ``GEMM``'s arguments, float64 2-D: ``gemm(..., precision="fp64")``
-                   (the kernel path slices the operands, :mod:`trnblas._ozaki`)
+                   (the kernel path slices the operands, :mod:`trnblas._nki.level3_ozaki`)
 =================  ============================================================
 
 Every lowering returns a new tensor; the public layer handles ``out=``,
@@ -418,7 +418,7 @@ def gemm(alpha, A, B, beta=0.0, C=None, transA=False, transB=False, *, out=None,
         (backends ``"nki"``/``"simulator"``, op ``trnblas.gemm_fp64``) the
         float32 GEMM kernel multiplies integer slices of the operands
         exactly and the host adds the slice products in float64 (the
-        Ozaki scheme, :mod:`trnblas._ozaki`): with ``s = floor((24 -
+        Ozaki scheme, :mod:`trnblas._nki.level3_ozaki`): with ``s = floor((24 -
         ceil(log2 k)) / 2)`` bits per slice and ``S`` slices
         (``S s >= 53 + ceil(log2(8 S + 16))``; ``S = 7`` for ``17 <= k <= 64``),
         ``S`` kernel launches and ``S (S + 1) / 2`` slice products, and per

@@ -29,7 +29,11 @@ import torch
 
 from trnsci import validate
 
-from . import _algorithms as A
+from . import algorithms as A
+from .algorithms import _SWAP_NORM, swap_norm  # noqa: F401  (the torch path's E.swap_norm, E._SWAP_NORM)
+from .algorithms import as_rows as _rows
+from .algorithms import norm_scale as _scale
+from .algorithms import resize as _resize
 from .complex import ComplexTensor
 
 PRECISIONS = ("fast", "kahan", "double", "bf16", "bf16_refined", "ozaki", "ozaki_hq")
@@ -168,31 +172,6 @@ def dims_sizes(x: torch.Tensor, s: Any, dim: Any, where: str, default_dims: tupl
 
 # ------------------------------------------------------------------ algorithm path
 
-def _resize(x: torch.Tensor, n: int, d: int) -> torch.Tensor:
-    m = x.shape[d]
-    if m == n:
-        return x
-    if m > n:
-        return x.narrow(d, 0, n)
-    pad = list(x.shape)
-    pad[d] = n - m
-    return torch.cat((x, x.new_zeros(pad)), d)
-
-
-def _scale(norm: str, inverse: bool, N: int) -> float:
-    if norm == "ortho":
-        return 1.0 / math.sqrt(N)
-    if (norm == "forward") != inverse:
-        return 1.0 / N
-    return 1.0
-
-
-def _rows(x: torch.Tensor, d: int, n: int):
-    xm = x.movedim(d, -1)
-    shp = xm.shape
-    return xm.reshape(-1, n), shp
-
-
 def alg_c2c(x: torch.Tensor, sizes, dims, norm: str, inverse: bool, mode: str) -> torch.Tensor:
     """Complex transform along ``dims`` with the kernel algorithms (float32)."""
     x = x.to(torch.complex64)
@@ -271,13 +250,6 @@ def down(y: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     if single(like):
         return y.to(torch.complex64 if y.is_complex() else torch.float32)
     return y
-
-
-_SWAP_NORM = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
-
-
-def swap_norm(norm: str) -> str:
-    return _SWAP_NORM[norm]
 
 
 # ------------------------------------------------------------------ Op metrics

@@ -26,7 +26,7 @@ def kernel_cases() -> list[KernelCase]:
 
     Tolerances bound ``max|kernel - torch| / max(1, max|torch|)``. Both paths
     are float32, so each bound is twice the kernel algorithm's worst-case
-    float32 bound on the relative error (``trnfft._algorithms``, with
+    float32 bound on the relative error (``trnfft.algorithms``, with
     ``u = 2**-24``): DFT-GEMM ``2 n u``, Stockham ``8 u log2 n``; the real kernel adds ~3 u to its Stockham transform of
     length n/2, rounded up to the Stockham bound of n. Complex multiply is
     elementwise (``ac - bd``, ``ad + bc``): a few ulp of |a||b|, 1e-6.
@@ -46,7 +46,7 @@ def kernel_cases() -> list[KernelCase]:
     (True, ['dft_gemm_kernel'])
     """
     import trnfft
-    from trnfft import _algorithms as A
+    from trnfft import algorithms as A
 
     g = torch.Generator().manual_seed(11)
 

@@ -20,10 +20,10 @@ import torch
 
 from trnsci import validate
 
-from . import _algorithms as A
 from . import _chirp, basic, real
 from . import _engine as E
 from . import _host as R
+from . import algorithms as A
 
 PLAN_CACHE_SIZE = 64
 _cache: OrderedDict = OrderedDict()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from . import _algorithms as A
 from . import _engine as E
 from . import _host
+from . import algorithms as A
 
 PRECISIONS = E.PRECISIONS
 

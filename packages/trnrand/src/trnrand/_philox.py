@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from . import _host, _philox_jit
+from .kernels.normal import C_PI, R_BIAS, S_ANGLE  # the kernels' float32 Box-Muller constants
 
 M0 = 0xD2511F53
 M1 = 0xCD9E8D57
@@ -43,11 +44,6 @@ W1 = 0xBB67AE85  # sqrt(3) - 1
 MASK = 0xFFFFFFFF
 TWO_M24 = 2.0**-24
 TWO_M53 = 2.0**-53
-#: float32 Box-Muller constants (shared with the kernel): C = the largest float32 below pi, the angle
-#: grid step S = 2 C 2**-24 (exact in float32) and the radius bias that keeps sqrt's argument > 0
-C_PI = 3.1415925025939941  # float(np.nextafter(np.float32(np.pi), 0)); checked in the tests
-S_ANGLE = 2.0 * C_PI * 2.0**-24
-R_BIAS = 2.0**-100
 
 
 def _philox_torch(counter: torch.Tensor, key: torch.Tensor, rounds: int) -> torch.Tensor:

@@ -39,11 +39,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .kernels.threefry import PARITY, ROT  # Random123's constants, as the kernel has them
+
 MASK = 0xFFFFFFFF
-PARITY = 0x1BD11BDA  # Skein key-schedule parity constant
 ROUNDS = 20
-#: Random123's threefry4x32 rotation constants, one pair per round, cycling every 8 rounds
-ROT = ((10, 26), (11, 21), (13, 27), (23, 5), (6, 20), (17, 11), (25, 10), (18, 20))
 MAX_ROUNDS = 72
 QUARTER = 1 << 30
 

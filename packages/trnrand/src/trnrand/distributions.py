@@ -23,7 +23,7 @@ import torch
 from trnsci import validate
 from trnsci.dispatch import Op, traceable_as
 
-from . import _fp32, _philox
+from . import _philox, fp32
 from ._philox import MASK, TWO_M53, _philox_torch
 from .generator import Generator, _resolve, key_tensor, key_values
 
@@ -338,8 +338,8 @@ def _geometric_torch(seed, subsequence, base, first, n, p, dtype, device):
     if p == 1.0:
         return torch.ones(n, dtype=dtype, device=device)
     w = _philox.words(seed, subsequence, base + 2 * first, 2 * n, device)
-    if p >= _fp32.GEOMETRIC_MIN_P:  # the kernel's fp32 map, bit for bit (trnrand._fp32)
-        k = _fp32.geometric(w.reshape(n, 2), _fp32._geometric_scale(p))
+    if p >= fp32.GEOMETRIC_MIN_P:  # the kernel's fp32 map, bit for bit (trnrand.fp32)
+        k = fp32.geometric(w.reshape(n, 2), fp32.geometric_scale(p))
         return torch.from_numpy(k).to(torch.float64).to(dtype).to(device)
     u = _u01(w, torch.float64, open_low=True)  # p < 2**-16: float64 inversion (no fp32 cap) on every backend
     return torch.floor(torch.log(u) / math.log1p(-p)).add_(1).to(dtype)
@@ -348,10 +348,10 @@ def _geometric_torch(seed, subsequence, base, first, n, p, dtype, device):
 @TRUNCATED_NORMAL.lowering("torch")
 def _truncated_normal_torch(seed, subsequence, base, first, n, mean, std, low, high, dtype, device):
     w = _philox.words(seed, subsequence, base + 2 * first, 2 * n, device)
-    if dtype == torch.float32 and _fp32._truncated_refusal(mean, std, low, high) is None:
-        # the kernel's fp32 PPND7 quantile, bit for bit (trnrand._fp32)
-        prm, _ = _fp32._truncated_param(mean, std, low, high)
-        return torch.from_numpy(_fp32.truncated_normal(w.reshape(n, 2), prm)).to(device)
+    if dtype == torch.float32 and fp32.truncated_refusal(mean, std, low, high) is None:
+        # the kernel's fp32 PPND7 quantile, bit for bit (trnrand.fp32)
+        prm, _ = fp32.truncated_param(mean, std, low, high)
+        return torch.from_numpy(fp32.truncated_normal(w.reshape(n, 2), prm)).to(device)
     u = _u01(w, torch.float64)  # float64 draws, and intervals fp32 cannot resolve: float64 ndtri
     flip = low > 0  # sample the mirror image so the CDF differences are taken where they are accurate
     a, b = (-high, -low) if flip else (low, high)
@@ -433,18 +433,18 @@ def _gamma_from_keys(keys: torch.Tensor, shape: float, component: int, t0: int =
 
 def _fp32_gamma_ok(shape: float, dtype) -> bool:
     """float32 draws take the gamma kernel's fp32 rounds (on both backends) where that kernel holds."""
-    return dtype == torch.float32 and shape <= _fp32.GAMMA_MAX_SHAPE
+    return dtype == torch.float32 and shape <= fp32.GAMMA_MAX_SHAPE
 
 
 def _gamma_rounds_then_float64(keys: torch.Tensor, shape: float, component: int) -> torch.Tensor:
     """float64 Gamma(shape) samples as the kernel path makes them: ``GAMMA_ROUNDS`` fp32 rounds
-    (:func:`trnrand._fp32.gamma_rounds`), then the float64 attempts from that round on for a sample
+    (:func:`trnrand.fp32.gamma_rounds`), then the float64 attempts from that round on for a sample
     every round rejected."""
-    vals = torch.from_numpy(_fp32.gamma_rounds(lambda t, c: _attempt_words(keys, t, c), shape, component,
-                                               _fp32.GAMMA_ROUNDS)).to(torch.float64).to(keys.device)
+    vals = torch.from_numpy(fp32.gamma_rounds(lambda t, c: _attempt_words(keys, t, c), shape, component,
+                                               fp32.GAMMA_ROUNDS)).to(torch.float64).to(keys.device)
     miss = torch.nonzero(vals < 0).reshape(-1)
     if miss.numel():
-        vals[miss] = _gamma_from_keys(keys[miss], shape, component, t0=_fp32.GAMMA_ROUNDS)
+        vals[miss] = _gamma_from_keys(keys[miss], shape, component, t0=fp32.GAMMA_ROUNDS)
     return vals
 
 
@@ -472,11 +472,11 @@ def _beta_torch(seed, subsequence, base, first, n, alpha, beta, dtype, device):
 def _student_t_torch(seed, subsequence, base, first, n, df, dtype, device):
     keys = _sample_keys(seed, subsequence, base, first, n, device)
     if _fp32_gamma_ok(df / 2.0, dtype):  # the kernel's fp32 rounds and ratio; float64 for every-round misses
-        t = torch.from_numpy(_fp32.gamma_rounds(lambda a, c: _attempt_words(keys, a, c), df / 2.0, 0,
-                                                _fp32.GAMMA_ROUNDS, student_df=df)).to(torch.float64)
+        t = torch.from_numpy(fp32.gamma_rounds(lambda a, c: _attempt_words(keys, a, c), df / 2.0, 0,
+                                                fp32.GAMMA_ROUNDS, student_df=df)).to(torch.float64)
         miss = torch.nonzero(torch.isnan(t)).reshape(-1)
         if miss.numel():
-            g = _gamma_from_keys(keys[miss], df / 2.0, 0, t0=_fp32.GAMMA_ROUNDS).mul_(2.0)
+            g = _gamma_from_keys(keys[miss], df / 2.0, 0, t0=fp32.GAMMA_ROUNDS).mul_(2.0)
             z = _normal53(_attempt_words(keys[miss], 0, 1), 0)
             t[miss] = z / torch.sqrt(g / df)
         return t.to(dtype).to(device)
@@ -505,13 +505,13 @@ def _poisson_torch(seed, subsequence, base, first, n, lam, dtype, device):
             cdf = torch.where(active, cdf + p, cdf)
             active &= u > cdf
         return k.to(dtype)
-    if lam <= _fp32.PTRS_MAX_LAM:  # the PTRS kernel's fp32 rounds, then float64 attempts (as the kernel path)
+    if lam <= fp32.PTRS_MAX_LAM:  # the PTRS kernel's fp32 rounds, then float64 attempts (as the kernel path)
         a, b, invalpha, vr = _ptrs_constants(lam)
-        k = torch.from_numpy(_fp32.ptrs_rounds(lambda t, c: _attempt_words(keys, t, c), lam, a, b, invalpha, vr,
-                                               _fp32.PTRS_ROUNDS)).to(torch.float64).to(device)
+        k = torch.from_numpy(fp32.ptrs_rounds(lambda t, c: _attempt_words(keys, t, c), lam, a, b, invalpha, vr,
+                                               fp32.PTRS_ROUNDS)).to(torch.float64).to(device)
         miss = torch.nonzero(k < 0).reshape(-1)
         if miss.numel():
-            k[miss] = _rejection(keys[miss], 0, _ptrs_attempt(lam), t0=_fp32.PTRS_ROUNDS)
+            k[miss] = _rejection(keys[miss], 0, _ptrs_attempt(lam), t0=fp32.PTRS_ROUNDS)
         return k.to(dtype)
     return _rejection(keys, 0, _ptrs_attempt(lam)).to(dtype)
 

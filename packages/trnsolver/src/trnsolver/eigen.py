@@ -5,7 +5,7 @@ The torch path calls LAPACK: ``dsyevd`` through ``scipy.linalg.lapack`` for a
 single float64 CPU matrix without autograd where its measured route says it
 is the faster call (``trnsolver._host``, :mod:`trnsci.routes`),
 ``torch.linalg.eigh`` for everything else; the device path will be the
-parallel Jacobi method whose torch reference is ``trnsolver._jacobi``.
+parallel Jacobi method whose torch reference is ``trnsolver._nki.eigen_jacobi``.
 """
 
 from __future__ import annotations
@@ -305,6 +305,16 @@ def _selector(sort, complex_out):
         return lambda w: bool(sort(complex(w[0])))
     # real output: the callable takes (real, imaginary); a pair is chosen if either eigenvalue is
     return lambda w: any(bool(sort(float(x.real), float(x.imag))) for x in w)
+
+
+def _standard_form(T: np.ndarray, Z: np.ndarray) -> None:
+    """Put every 2x2 block of the quasi-triangular ``T`` in standard form, in place, updating ``Z``
+    (:mod:`trnsolver._schur`'s rotations; what the NKI Schur lowering finishes with)."""
+    from trnsolver import _schur
+
+    for i, size in _schur.blocks(T):
+        if size == 2:
+            _schur._standardize(T, Z, i)
 
 
 @SCHUR.lowering("torch")

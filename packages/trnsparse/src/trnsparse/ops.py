@@ -231,7 +231,7 @@ def _bsr_row_form(blocks, owner=None):
         return blocks.detach().permute(1, 0, 2).reshape(b, -1)
     if owner is None:
         return build()
-    from ._sell import cached
+    from .layouts import cached
 
     return cached(owner, "_bsr_row_form", (blocks,), build)
 
@@ -251,7 +251,7 @@ def _bsr_dense_form(blocks, cols, ptrs, mb, nb, owner=None):
         return D.permute(0, 2, 1, 3).reshape(mb * b, nb * b)
     if owner is None:
         return build()
-    from ._sell import cached
+    from .layouts import cached
 
     return cached(owner, "_bsr_dense_form", (blocks, cols, ptrs), build)
 
@@ -331,7 +331,7 @@ def _bsr_route(blocks, cols, ptrs, mb, nb, b, Bp) -> str:
 def _f32(A: SparseMatrix) -> SparseMatrix:
     """A bfloat16/float16 matrix's float32 copy, kept on it while its arrays are unchanged (and so the
     device layouts cached on the copy)."""
-    from ._sell import cached
+    from .layouts import cached
 
     return cached(A, "_f32_form", (A._values_tensor(), *_index_arrays(A)), lambda: A.to(torch.float32))
 
@@ -377,7 +377,7 @@ def _csr_form(A):
     on that form), valid while A's arrays are the same, unmodified tensors."""
     if isinstance(A, CSRMatrix):
         return A.to_csr()
-    from ._sell import cached
+    from .layouts import cached
 
     return cached(A, "_csr_form", (A._values_tensor(), *_index_arrays(A)), A.to_csr)
 
@@ -730,7 +730,7 @@ def _bsr_spgemm_torch(a_blocks, a_bcol, a_bptr, a_shape, b_blocks, b_bcol, b_bpt
     C's block pattern is every (I, J) with a stored A_IK and B_KJ; each output tile is the sum of
     its (b x b) tile products (batched matmuls, index_add). ``owner``: A, where the symbolic phase is
     cached (the NKI lowering shares it)."""
-    from ._spgemm import bsr_schedule, bsr_symbolic
+    from .symbolic import bsr_schedule, bsr_symbolic
 
     sch = (bsr_schedule(owner, a_bcol, a_bptr, b_bcol, b_bptr) if owner is not None
            else bsr_symbolic(a_bcol, a_bptr, b_bcol, b_bptr))
@@ -1200,7 +1200,7 @@ def _sparse_add_torch(a_values, a_cols, a_ptrs, b_values, b_cols, b_ptrs, shape,
         if isinstance(owner_a, CSRMatrix) and isinstance(owner_b, CSRMatrix):
             canonical = owner_a.has_sorted_indices and owner_b.has_sorted_indices  # sorted CSR: no duplicates
             if canonical:
-                from ._sell import cached
+                from .layouts import cached
 
                 ia, ib = owner_a._host_indices(), owner_b._host_indices()
                 n_union = cached(owner_a, "_sparse_add_union_nnz", (a_cols, a_ptrs, b_cols, b_ptrs),

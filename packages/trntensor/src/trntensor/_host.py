@@ -195,7 +195,7 @@ def _route(plan, ops, autotune, kernels):
     ``use``: None (every step on torch) or a tuple of flags per pairwise step (True: numpy.matmul).
     ``decide``: None, or -- on a plan's first execution at this thread count -- the rounds to measure
     with: the caller then decides each eligible step on its operands (:func:`_choose_step`) and
-    stores the flags (:func:`_settle`). ``kernels``: :func:`trntensor.plan._kernels_possible` now (then nothing is
+    stores the flags (:func:`_settle`). ``kernels``: :func:`trntensor.plan.kernels_possible` now (then nothing is
     routed: numpy.matmul replaces torch, never a kernel).
     """
     count = _autotune[0] if autotune is None else _count(autotune)
@@ -236,7 +236,7 @@ _register()
 def _route_notes(plan, device, tensors, autotune, precision, kernels):
     """What :func:`_route` will do on the next call, per step: ``(use_numpy, note)`` or None.
 
-    ``kernels``: :func:`trntensor.plan._kernels_possible` now (then nothing is routed)."""
+    ``kernels``: :func:`trntensor.plan.kernels_possible` now (then nothing is routed)."""
     from trnsci import routes
 
     none = [None] * len(plan.steps)

@@ -28,10 +28,10 @@ def _unfold(T, n):
 def _gemm(A, B):
     """``A @ B`` (2-D): through :func:`trnblas.gemm` where trnblas could run its GEMM kernel (its backend
     ``"nki"``/``"simulator"``, or ``"auto"`` on a NeuronCore above the size einsum uses) -- the rule of
-    einsum's GEMM steps (:func:`trntensor.plan._via_trnblas`) -- else torch's matmul."""
+    einsum's GEMM steps (:func:`trntensor.plan.via_trnblas`) -- else torch's matmul."""
     from . import plan as P
 
-    if P._via_trnblas(2 * A.shape[0] * A.shape[1] * B.shape[1], A.dtype, False):
+    if P.via_trnblas(2 * A.shape[0] * A.shape[1] * B.shape[1], A.dtype, False):
         import trnblas
 
         return trnblas.gemm(1.0, A, B)
@@ -40,7 +40,7 @@ def _gemm(A, B):
 
 def _via_trnsolver(dtype) -> bool:
     """Whether an SVD/QR/pinv step goes through trnsolver's public functions -- einsum's rule for trnblas
-    (:func:`trntensor.plan._via_trnblas`) applied to trnsolver: only where trnsolver could pick one of its
+    (:func:`trntensor.plan.via_trnblas`) applied to trnsolver: only where trnsolver could pick one of its
     kernels, i.e. float32 (its kernels' only dtype) under trnsolver's backend ``"nki"``/``"simulator"``, or
     ``"auto"`` on a machine with a NeuronCore (trnsolver's own threshold then decides). Otherwise the step
     calls torch.linalg itself: no validation or dispatch overhead on the host path."""
@@ -121,7 +121,7 @@ def _gemm_steps(dtype, flops) -> list:
     torch's matmul itself): the kernel's name and backend do not depend on the step's shape."""
     from . import plan as P
 
-    if not P._via_trnblas(flops, dtype, False):
+    if not P.via_trnblas(flops, dtype, False):
         return []
     from trnblas.level3 import GEMM
 

@@ -102,7 +102,7 @@ _TRACED = "traced"  # _pair's ``kernels`` under torch.compile: every GEMM step t
 
 
 def _pair(a, b, r, kernels=True, np_route=False):
-    """One pairwise step. ``kernels``: trnblas could pick a kernel (:func:`plan._kernels_possible`);
+    """One pairwise step. ``kernels``: trnblas could pick a kernel (:func:`plan.kernels_possible`);
     ``np_route``: the GEMM by numpy.matmul -- or a callable ``np_route(a, b) -> bool`` that decides it
     on the step's GEMM operands (a plan's first execution, :func:`_decider`)."""
     kind, sa, sb, pa, pb, va, vb, res_shape, (Bn, M, N, K) = r
@@ -126,7 +126,7 @@ def _pair(a, b, r, kernels=True, np_route=False):
         c = _np_gemm(a, b)
     else:
         batched = a.dim() == 3
-        blas = kernels is _TRACED or (kernels and P._via_trnblas(2 * Bn * M * N * K, a.dtype, batched))
+        blas = kernels is _TRACED or (kernels and P.via_trnblas(2 * Bn * M * N * K, a.dtype, batched))
         c = _bmm(a, b, blas) if batched else _mm(a, b, blas)
     return c if res_shape is None else c.reshape(res_shape)
 
@@ -410,7 +410,7 @@ def _einsum_torch(plan, operands, alpha, beta, C, compute_dtype, result_dtype, p
         # batched_gemm), whose implementation makes trnblas's decision when the graph runs
         R = _run(plan_exec, [x if x.dtype == compute_dtype else x.to(compute_dtype) for x in operands], _TRACED)
     else:
-        kernels = P._kernels_possible()
+        kernels = P.kernels_possible()
         use, rounds = _host._route(plan, operands, autotune, kernels)
         ops = [x if x.dtype == compute_dtype else x.to(compute_dtype) for x in operands]
         if rounds is None:

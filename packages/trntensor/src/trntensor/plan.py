@@ -43,7 +43,7 @@ __all__ = ["ContractionPlan", "ContractionStep", "plan_contraction", "contract_p
 
 #: What :func:`plan_contraction` asks of the modules built on this one, handed in when they are imported:
 #: ``"einsum"``, the Op whose decision a plan carries (``trntensor.einsum.EINSUM``), and ``"device_active"`` /
-#: ``"device_annotate"``, einsum's device path that lists a plan's launches (``trntensor._device``).
+#: ``"device_annotate"``, einsum's device path that lists a plan's launches (``trntensor._nki.einsum_device``).
 _ABOVE: dict = {}
 
 _OPTIMIZE = validate.Options({
@@ -79,12 +79,12 @@ def _compute_dtype(dtype, precision):
     return dtype
 
 
-def _kernels_possible(name=None) -> bool:
+def kernels_possible(name=None) -> bool:
     """Whether trnblas could run a GEMM on an NKI kernel under its backend setting ``name`` (now if None)."""
     return _dispatch.kernels_possible("trnblas", name)
 
 
-def _via_trnblas(flops, dtype, batched, name=None) -> bool:
+def via_trnblas(flops, dtype, batched, name=None) -> bool:
     """Whether a GEMM step goes through trnblas's public API -- the one rule execution and plans share.
 
     Only where trnblas could pick one of its kernels: under trnblas's
@@ -108,7 +108,7 @@ def _via_trnblas(flops, dtype, batched, name=None) -> bool:
     return True
 
 
-def _gemm_plan(strategy, dims, dtype):
+def gemm_plan(strategy, dims, dtype):
     """trnblas's own :class:`~trnsci.dispatch.Plan` of a GEMM step (shapes on the meta device)."""
     from trnblas.level3 import BATCHED_GEMM, GEMM
 
@@ -197,9 +197,9 @@ class ContractionStep:
         return f"M={M} N={N} K={K}" + (f" batch={Bn}" if self.strategy == "batched_gemm" else "")
 
     def _blas_plan(self):
-        if self.strategy in ("gemm", "batched_gemm") and _via_trnblas(self.flops, self.dtype,
+        if self.strategy in ("gemm", "batched_gemm") and via_trnblas(self.flops, self.dtype,
                                                                      self.strategy == "batched_gemm"):
-            return _gemm_plan(self.strategy, self.dims, self.dtype)
+            return gemm_plan(self.strategy, self.dims, self.dtype)
         return None
 
     @property
@@ -809,7 +809,7 @@ def _plan_contraction(subscripts, operands, optimize, precision, memory_limit, a
     dt = dtype if dtype is not None else torch.get_default_dtype()
     op_plan = _ABOVE["einsum"].plan(plan, (), 1, 0, None, _compute_dtype(dtype, prec), dt, prec, autotune)
     tensors = [x for x in operands if isinstance(x, torch.Tensor)]  # arrays become plain tensors in einsum
-    notes = _host._route_notes(plan, device, tensors, autotune, prec, _kernels_possible())
+    notes = _host._route_notes(plan, device, tensors, autotune, prec, kernels_possible())
     plan = replace(plan, steps=[s._decided(n) for s, n in zip(plan.steps, notes)], op_plan=op_plan)
     active = _ABOVE.get("device_active")  # einsum's device path: every launch of the plan
     if active is not None and active(prec, tensors):

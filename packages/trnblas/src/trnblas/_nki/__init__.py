@@ -6,8 +6,10 @@ in :mod:`trnblas.level1`, :mod:`trnblas.level2`, :mod:`trnblas.level3` (its
 ``level3_*`` modules) and :mod:`trnblas.chem`: each declares what its kernel
 takes (``dtypes=``, ``supports=``, ``counts=``), lays the operands out as
 the kernel reads them, runs it through :func:`trnsci.nki.run` and finishes
-on the host. ``trnblas/__init__.py`` imports this package last, through
+on the host. :mod:`.level3_ozaki` is the host half of level 3's float64
+GEMM (the Ozaki slicing, its plan and error bound), used only here.
+``trnblas/__init__.py`` imports this package last, through
 :func:`trnsci.dispatch.load_lowerings`.
 """
 
-from trnblas._nki import chem, level1, level2, level3  # noqa: F401  (each registers its lowerings on import)
+from trnblas._nki import chem, level1, level2, level3, level3_ozaki  # noqa: F401  (the families register their lowerings on import)

@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import torch
 
-from trnblas import _ozaki
 from trnblas import level3 as L3
+from trnblas._nki import level3_ozaki as _ozaki
 from trnblas._nki.level1 import REAL_VEC_DTYPES, VEC_DTYPES, _lin_counts, _run_lin
 from trnblas.kernels.batched_gemm import batched_gemm_kernel
 from trnblas.kernels.dgmm import MAX_N as DGMM_MAX_N
@@ -184,7 +184,7 @@ def _fp64_counts(alpha, A, B, beta, C, transA, transB):
                    kernels=("gemm_kernel",))
 def _gemm_fp64_nki(alpha, A, B, beta, C, transA, transB):
     """float64 ``alpha op(A) op(B) + beta C`` from exact fp32 kernel products of integer slices
-    (:mod:`trnblas._ozaki`): launch ``t`` is ``I_t @ [J_1 | ... | J_(S+1-t)]``; the host scales each
+    (:mod:`trnblas._nki.level3_ozaki`): launch ``t`` is ``I_t @ [J_1 | ... | J_(S+1-t)]``; the host scales each
     slice product by its power of two and adds them in float64, smallest first."""
     a = la.op(A, transA)
     b = la.op(B, transB)

@@ -62,8 +62,7 @@ import torch
 
 from trnsci import nki, runtime
 
-from .. import _algorithms as A
-from .. import _engine as E
+from .. import algorithms as A
 from ..basic import FFT, FFTN, IFFT, IFFTN
 from ..kernels import dft_gemm as KG
 from ..kernels import fft_any_length as KB
@@ -104,7 +103,7 @@ def algorithm(n: int, precision: str) -> tuple[str | None, str]:
                       "Tensor Engine (fp32 accumulation of rounded products) nor the ALU table (no fused "
                       "multiply-add) provides")
     if precision == "kahan":
-        return None, ("precision 'kahan' (the compensated Stockham of trnfft._algorithms: a TwoSum error term "
+        return None, ("precision 'kahan' (the compensated Stockham of trnfft.algorithms: a TwoSum error term "
                       "carried through every stage) has no kernel -- it would double the Vector Engine work "
                       "and SBUF of every stage; it runs on torch in float32")
     if precision in ("bf16", "bf16_refined"):
@@ -204,7 +203,7 @@ def plan_algorithms(kind: str, lengths: tuple, precision: str) -> list[tuple[str
 
 def _gemm_matrix(n: int, inverse: bool, precision: str) -> torch.Tensor:
     """:func:`_gemm_matrix_for` under the current Ozaki slicing."""
-    verified = A._ozaki_verified[0] if precision in A.OZAKI_BITS else False
+    verified = A.ozaki_verified() if precision in A.OZAKI_BITS else False
     return _gemm_matrix_for(n, inverse, precision, verified)
 
 
@@ -213,14 +212,14 @@ def _gemm_matrix_for(n: int, inverse: bool, precision: str, verified: bool) -> t
     """The kernel's ``[[C, S], [-S, C]]`` (``S`` negated for the inverse) in its operand dtype.
 
     Entry ``(j, k)`` is the float64 ``exp(-2 pi i r / n)``, ``r = jk mod n``,
-    of :func:`trnfft._algorithms.dft_tables` (the same values: one table of
+    of :func:`trnfft.algorithms.dft_tables` (the same values: one table of
     n angles gathered by r), rounded once. Up to 64 MiB each (fp32,
     n = 2048), so few are kept."""
-    from .._algorithms import _cos_sin, _reduced_angle
+    from ..algorithms import cos_sin, reduced_angle
 
     # bf16 and the Ozaki slices: from float64 (the slices of an fp64 entry are exact in bf16)
     wide = np.float64 if precision == "bf16" or precision in A.OZAKI_BITS else np.float32
-    c1, s1 = (t.astype(wide) for t in _cos_sin(_reduced_angle(np.arange(n), n)))
+    c1, s1 = (t.astype(wide) for t in cos_sin(reduced_angle(np.arange(n), n)))
     r = np.outer(np.arange(n), np.arange(n)) % n
     c, s = torch.from_numpy(c1[r]), torch.from_numpy(s1[r])
     if inverse:
@@ -277,7 +276,7 @@ def _rows_c2c(xr: torch.Tensor, xi: torch.Tensor, inverse: bool, precision: str)
             D, b = A.ozaki_params(precision)
             xs = A.ozaki_slices(xt, D, b)
             xt = torch.cat([xs[i].to(torch.bfloat16) for i, _ in A.ozaki_pairs(D)], 0)
-        verified = A._ozaki_verified[0] if precision in A.OZAKI_BITS else False  # the slicing is in the key
+        verified = A.ozaki_verified() if precision in A.OZAKI_BITS else False  # the slicing is in the key
         W = runtime.constant(("trnfft.dft_gemm", n, inverse, precision, verified), xt.device,
                              lambda: _gemm_matrix(n, inverse, precision))  # resident after warm-up
         y = nki.run(KG.dft_gemm_kernel, xt.contiguous(), W, out_dtype=F32)
@@ -341,10 +340,10 @@ def four_step_twiddles(n: int) -> torch.Tensor:
     """float32 ``[2, n2, n1]``: ``w_n^(b k1)`` (cos, sin) for ``b < n2``, ``k1 < n1``."""
     import numpy as np
 
-    from .._algorithms import _cos_sin, _reduced_angle
+    from ..algorithms import cos_sin, reduced_angle
 
     n1, n2 = split(n)
-    c, s = _cos_sin(_reduced_angle(np.outer(np.arange(n2), np.arange(n1)) % n, n))
+    c, s = cos_sin(reduced_angle(np.outer(np.arange(n2), np.arange(n1)) % n, n))
     return torch.from_numpy(np.stack([c, s]).astype(np.float32))
 
 
@@ -438,14 +437,14 @@ def _c2r_names(n: int, precision: str) -> list[str]:
 
 def _along(x: torch.Tensor, n: int, d: int, fn):
     """Apply ``fn(xr, xi) -> (yr, yi)`` to the rows of ``x`` (complex64) along dim d (length n)."""
-    x = E._resize(x, n, d)
-    rows, shp = E._rows(x, d, n)
+    x = A.resize(x, n, d)
+    rows, shp = A.as_rows(x, d, n)
     yr, yi = fn(rows.real.contiguous(), rows.imag.contiguous())
     return torch.complex(yr, yi).reshape(*shp[:-1], yr.shape[1]).movedim(-1, d)
 
 
 def _scaled(y: torch.Tensor, norm: str, inverse: bool, N: int) -> torch.Tensor:
-    f = E._scale(norm, inverse, N)
+    f = A.norm_scale(norm, inverse, N)
     return y * f if f != 1.0 else y
 
 
@@ -477,12 +476,12 @@ def _supportsn(x, s, dim, norm, precision):
 
 
 def _counts1(x, n, dim, norm, precision):
-    return _c2c_counts_rows(E.points1(x, n, dim, norm, precision) // n, n, precision)
+    return _c2c_counts_rows(FFT.size(x, n, dim, norm, precision) // n, n, precision)  # points / n: rows (any 1-D Op)
 
 
 def _countsn(x, s, dim, norm, precision):
     if len(s) == 1:
-        return _c2c_counts_rows(E.pointsn(x, s, dim, norm, precision) // s[0], s[0], precision)
+        return _c2c_counts_rows(FFTN.size(x, s, dim, norm, precision) // s[0], s[0], precision)
     return None  # one kernel run per transformed dim
 
 

@@ -11,7 +11,7 @@ import torch
 
 from trnsci import nki
 
-from .. import _engine as E
+from .. import algorithms as A
 from ..kernels import irfft as KI
 from ..kernels import rfft as KR
 from ..real import HFFT, IHFFT, IRFFT, IRFFTN, RFFT, RFFTN
@@ -40,7 +40,7 @@ def _rfft_supports(x, n, dim, norm, precision):
 
 
 def _rfft_counts(x, n, dim, norm, precision):
-    B = E.points1(x, n, dim, norm, precision) // n
+    B = RFFT.size(x, n, dim, norm, precision) // n  # the rows (the Op's points / n)
     if _rfft_route(n, precision)[0] == "rfft_half":
         return {"kernel": "rfft_half_kernel", **KR.rfft_half_counts(B, n)}
     return _c2c_counts_rows(B, n, precision)
@@ -74,7 +74,7 @@ def _c2r_supports(x, n, dim, norm, precision):
 
 
 def _irfft_counts(x, n, dim, norm, precision):
-    B = E.points1(x, n, dim, norm, precision) // n
+    B = IRFFT.size(x, n, dim, norm, precision) // n
     route = _c2r_route(n, precision)[0]
     if route == "irfft_half":
         return {"kernel": "irfft_half_kernel", **KI.irfft_half_counts(B, n)}
@@ -108,8 +108,8 @@ def _half_c2r_host(Xr, Xi, n, precision):
 def _c2r(x, n, dim, norm, precision):
     """Real output of length n along dim from the half spectrum (the routes above)."""
     h = n // 2 + 1
-    x = E._resize(x.to(torch.complex64), h, dim)
-    rows, shp = E._rows(x, dim, h)
+    x = A.resize(x.to(torch.complex64), h, dim)
+    rows, shp = A.as_rows(x, dim, h)
     route = _c2r_route(n, precision)[0]
     if route == "irfft_half":
         planes = torch.stack((rows.real, rows.imag)).contiguous()  # one host pass (split planes)
@@ -131,7 +131,7 @@ def _c2r(x, n, dim, norm, precision):
                kernels=_c2r_kernels)
 def _hfft_nki(x, n, dim, norm, precision):
     """hfft(x, n) = irfft(conj(x), n) with the normalization swapped."""
-    return _c2r(x.conj().resolve_conj(), n, dim, E.swap_norm(norm), precision)
+    return _c2r(x.conj().resolve_conj(), n, dim, A.swap_norm(norm), precision)
 
 
 def _ihfft_counts(x, n, dim, norm, precision):
@@ -142,7 +142,7 @@ def _ihfft_counts(x, n, dim, norm, precision):
                 kernels=_r2c_kernels)
 def _ihfft_nki(x, n, dim, norm, precision):
     """ihfft(x, n) = conj(rfft(x, n)) with the normalization swapped."""
-    return _r2c(x, n, dim, E.swap_norm(norm), precision).conj().resolve_conj()
+    return _r2c(x, n, dim, A.swap_norm(norm), precision).conj().resolve_conj()
 
 
 def _rn_supports(x, s, dim, norm, precision):

@@ -26,7 +26,7 @@ contraction, ``xt = [xh; xh; xl]``, ``w = [Wh; Wl; Wh]``, so one run adds
 ``xh Wh + xh Wl + xl Wh`` in PSUM (one residual-correction step).
 ``"ozaki"``/``"ozaki_hq"`` stack the same way one ``2n`` block per slice
 pair ``(i, j)``, ``i + j < D``: ``xt = [x_i ...]``, ``w = [W_j ...]``
-(``K = 2n D (D + 1) / 2``; :mod:`trnfft._algorithms`, ``ozaki_slices``).
+(``K = 2n D (D + 1) / 2``; :mod:`trnfft.algorithms`, ``ozaki_slices``).
 
 Pseudocode
 ----------

@@ -62,7 +62,7 @@ def length(n: int) -> int:
 @functools.lru_cache(maxsize=64)
 def tables(n: int, inverse: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """float32 ``(chirp [2, n], filter [2, m])`` (filter divided by m), from float64 tables."""
-    from trnfft._algorithms import chirp, chirp_filter_spectrum
+    from trnfft.algorithms import chirp, chirp_filter_spectrum
 
     c, s = chirp(n)
     m = length(n)

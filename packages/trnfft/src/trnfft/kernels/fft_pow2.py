@@ -42,7 +42,7 @@ Closed forms (tb = ceil(B/128); per batch tile, over the stages):
     HBM bytes written   = 8 B n
 
 fp32 error: ``||y - Y|| / ||Y|| <= STOCKHAM_BOUND(n) = 8 u log2 n``
-(:mod:`trnfft._algorithms`), tested against ``scipy.fft``.
+(:mod:`trnfft.algorithms`), tested against ``scipy.fft``.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def twiddle_table(n: int) -> np.ndarray:
     Computed in float64 from angles reduced into ``[-pi, pi]`` with sin only
     (``cos a = sin(a + pi/2)``), rounded once to float32.
     """
-    from trnfft._algorithms import stage_twiddles
+    from trnfft.algorithms import stage_twiddles
 
     parts = [np.stack(stage_twiddles(ls, r)).reshape(2, ls * r) for ls, r, _ in stages(n) if ls > 1]
     if not parts:

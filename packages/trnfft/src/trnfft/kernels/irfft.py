@@ -76,9 +76,9 @@ from .fft_pow2 import planes, stockham_tile, tile_counts
 @functools.lru_cache(maxsize=64)
 def ihalf_table(n: int) -> np.ndarray:
     """float32 ``[2, n/2 - 1]``: ``exp(+2 pi i k/n)`` (cos, sin), k = 1 .. n/2 - 1."""
-    from trnfft._algorithms import _cos_sin, _reduced_angle
+    from trnfft.algorithms import cos_sin, reduced_angle
 
-    c, s = _cos_sin(_reduced_angle(-np.arange(1, n // 2), n))  # angle +2 pi k/n, reduced exactly
+    c, s = cos_sin(reduced_angle(-np.arange(1, n // 2), n))  # angle +2 pi k/n, reduced exactly
     return np.ascontiguousarray(np.stack([c, s]).astype(np.float32))
 
 

@@ -65,9 +65,9 @@ def fits(n: int) -> bool:
 @functools.lru_cache(maxsize=64)
 def half_table(n: int) -> np.ndarray:
     """float32 ``[2, n/2 - 1]``: ``exp(-2 pi i k/n) / 2``, k = 1 .. n/2 - 1."""
-    from trnfft._algorithms import _cos_sin, _reduced_angle
+    from trnfft.algorithms import cos_sin, reduced_angle
 
-    c, s = _cos_sin(_reduced_angle(np.arange(1, n // 2), n))
+    c, s = cos_sin(reduced_angle(np.arange(1, n // 2), n))
     return np.ascontiguousarray((np.stack([c, s]) / 2).astype(np.float32))
 
 

@@ -38,17 +38,6 @@ import torch
 
 from trnsci import nki
 
-from .. import _philox
-from .._fp32 import (
-    GAMMA_MAX_SHAPE,
-    GAMMA_ROUNDS,
-    GEOMETRIC_MIN_P,
-    PTRS_MAX_LAM,
-    PTRS_ROUNDS,
-    _geometric_scale,
-    _truncated_param,
-    _truncated_refusal,
-)
 from ..distributions import (
     BERNOULLI,
     BETA,
@@ -72,8 +61,20 @@ from ..distributions import (
     _ptrs_attempt,
     _ptrs_constants,
     _rejection,
+    _sample_keys,
     _scale,
+    _u01,
     _wps,
+)
+from ..fp32 import (
+    GAMMA_MAX_SHAPE,
+    GAMMA_ROUNDS,
+    GEOMETRIC_MIN_P,
+    PTRS_MAX_LAM,
+    PTRS_ROUNDS,
+    geometric_scale,
+    truncated_param,
+    truncated_refusal,
 )
 from ..kernels.discrete import philox_threshold_kernel, threshold_counts
 from ..kernels.gamma import gamma_counts, gamma_kernel
@@ -136,7 +137,7 @@ def _uniform_nki(seed, subsequence, base, first, n, low, high, dtype, device):
         u = stream(philox_kernel, seed, subsequence, w0, nw, mode="uniform")
     else:  # the kernel's words, the torch path's exact 53-bit map
         w = stream(philox_kernel, seed, subsequence, w0, nw, mode="words").to(torch.int64)
-        u = _philox._unit(w, dtype, False)
+        u = _u01(w, dtype)
     return _affine(u.to(device), low, high, dtype)
 
 
@@ -290,7 +291,7 @@ def _randint_nki(seed, subsequence, base, first, n, low, high, dtype, device):
     return (k.to(torch.int64) + low).to(dtype)
 
 
-# geometric: fp32 floor(log(u) / log1p(-p)) + 1 -- the torch path runs the same fp32 map (trnrand._fp32)
+# geometric: fp32 floor(log(u) / log1p(-p)) + 1 -- the torch path runs the same fp32 map (trnrand.fp32)
 def _geometric_supports(seed, subsequence, base, first, n, p, dtype, device):
     if p == 1.0:
         return "p = 1: every sample is 1 (nothing to transform)"
@@ -301,12 +302,12 @@ def _geometric_supports(seed, subsequence, base, first, n, p, dtype, device):
 
 
 def _geometric_counts(seed, subsequence, base, first, n, p, dtype, device):
-    return _pairs_counts("geometric", _geometric_scale(p), base, first, n)
+    return _pairs_counts("geometric", geometric_scale(p), base, first, n)
 
 
 @GEOMETRIC.lowering("nki", supports=_geometric_supports, counts=_geometric_counts)
 def _geometric_nki(seed, subsequence, base, first, n, p, dtype, device):
-    k = _two_words("geometric", _geometric_scale(p), seed, subsequence, base, first, n, device)
+    k = _two_words("geometric", geometric_scale(p), seed, subsequence, base, first, n, device)
     return k.to(torch.float64).to(dtype)
 
 
@@ -407,22 +408,22 @@ def _ptrs_values(seed, subsequence, base, first, n, lam, device):
     k = out.reshape(-1)[lead:lead + n].to(torch.float64)
     miss = torch.nonzero(k < 0).reshape(-1)
     if miss.numel():
-        keys = torch.stack([_philox.words(seed, subsequence, base + 2 * (first + int(i)), 2) for i in miss])
+        keys = torch.cat([_sample_keys(seed, subsequence, base, first + int(i), 1, "cpu") for i in miss])
         k[miss] = _rejection(keys, 0, _ptrs_attempt(lam), t0=PTRS_ROUNDS)
     return k.to(device)
 
 
 @POISSON.lowering("nki", supports=_poisson_supports, counts=_poisson_counts)
 def _poisson_nki(seed, subsequence, base, first, n, lam, dtype, device):
-    if lam >= 10.0:  # PTRS: the fp32 test, as the torch path runs it (trnrand._fp32)
+    if lam >= 10.0:  # PTRS: the fp32 test, as the torch path runs it (trnrand.fp32)
         return _ptrs_values(seed, subsequence, base, first, n, lam, device).to(dtype)
     k = _threshold_run(_poisson_thresholds(lam), True, seed, subsequence, base, first, n, device)
     return k.to(torch.float64).to(dtype)
 
 
-# ---- truncated normal: fp32 inverse CDF, which the torch path runs too (trnrand._fp32) ------------------------
+# ---- truncated normal: fp32 inverse CDF, which the torch path runs too (trnrand.fp32) ------------------------
 def _truncated_supports(seed, subsequence, base, first, n, mean, std, low, high, dtype, device):
-    return _truncated_refusal(mean, std, low, high) or _pairs_supports(base, first, n)
+    return truncated_refusal(mean, std, low, high) or _pairs_supports(base, first, n)
 
 
 def _truncated_counts(seed, subsequence, base, first, n, mean, std, low, high, dtype, device):
@@ -431,7 +432,7 @@ def _truncated_counts(seed, subsequence, base, first, n, mean, std, low, high, d
 
 @TRUNCATED_NORMAL.lowering("nki", dtypes=(torch.float32,), supports=_truncated_supports, counts=_truncated_counts)
 def _truncated_normal_nki(seed, subsequence, base, first, n, mean, std, low, high, dtype, device):
-    prm, _ = _truncated_param(mean, std, low, high)
+    prm, _ = truncated_param(mean, std, low, high)
     return _two_words("truncated_normal", prm, seed, subsequence, base, first, n, device)
 
 
@@ -455,7 +456,7 @@ def _gamma_kernel_values(seed, subsequence, base, first, n, shape, component, de
     vals = out.reshape(-1)[lead:lead + n].to(torch.float64)
     miss = torch.nonzero(vals < 0).reshape(-1)
     if miss.numel():  # rare: every round rejected; the same keys, attempts GAMMA_ROUNDS, GAMMA_ROUNDS + 1, ...
-        keys = torch.stack([_philox.words(seed, subsequence, base + 2 * (first + int(i)), 2) for i in miss])
+        keys = torch.cat([_sample_keys(seed, subsequence, base, first + int(i), 1, "cpu") for i in miss])
         vals[miss] = _gamma_from_keys(keys, shape, component, t0=GAMMA_ROUNDS)
     return vals.to(device)
 
@@ -503,7 +504,7 @@ def _student_t_nki(seed, subsequence, base, first, n, df, dtype, device):
     t = out.reshape(-1)[lead:lead + n].to(torch.float64)
     miss = torch.nonzero(torch.isnan(t)).reshape(-1)
     if miss.numel():  # every round rejected: the torch path's later gamma attempts, its normal, its ratio
-        keys = torch.stack([_philox.words(seed, subsequence, base + 2 * (first + int(i)), 2) for i in miss])
+        keys = torch.cat([_sample_keys(seed, subsequence, base, first + int(i), 1, "cpu") for i in miss])
         g = _gamma_from_keys(keys, df / 2.0, 0, t0=GAMMA_ROUNDS).mul_(2.0)
         z = _normal53(_attempt_words(keys, 0, 1), 0)
         t[miss] = z / torch.sqrt(g / df)

@@ -76,8 +76,8 @@ import math
 from trnsci.nki import nisa, nki, nl
 from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
-from .._philox import C_PI, R_BIAS
 from .discrete import keyed_counts, keyed_philox, tile_f
+from .normal import C_PI, R_BIAS
 from .philox import CONST_TILES, GPSIMD_PER_TILE, MASK, VECTOR_PER_TILE, W0, W1, Lanes
 from .philox_transform import _column, _Flat, _m53, _store, _store_dmas
 

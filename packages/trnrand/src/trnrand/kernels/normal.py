@@ -70,8 +70,14 @@ last tile). Per tile: Philox (GpSimd 181, Vector 178) + per pair Vector 5
 from trnsci.nki import nisa, nki, nl
 from trnsci.nki.tiling import PMAX, cdiv, ntiles, tile
 
-from .._philox import C_PI, R_BIAS, S_ANGLE
 from .philox import CONST_TILES, GPSIMD_PER_TILE, MASK, VECTOR_PER_TILE, Lanes, _store_dmas, store_tile, tile_f
+
+#: float32 Box-Muller constants (the host models trnrand._philox, trnrand.fp32 and trnrand._threefry use
+#: them too): C = the largest float32 below pi, the angle grid step S = 2 C 2**-24 (exact in float32) and
+#: the radius bias that keeps sqrt's argument > 0
+C_PI = 3.1415925025939941  # float(np.nextafter(np.float32(np.pi), 0)); checked in the tests
+S_ANGLE = 2.0 * C_PI * 2.0**-24
+R_BIAS = 2.0**-100
 
 QUARTER = 1 << 30
 

@@ -72,9 +72,12 @@ Block kernel (all lanes tiles, ``J = R // 4`` injections after rounds):
 from trnsci.nki import nisa, nki, nl
 from trnsci.nki.tiling import PMAX, cdiv, ntiles, sbuf_budget, tile
 
-from .._philox import C_PI, R_BIAS, S_ANGLE
-from .._threefry import MASK, PARITY, QUARTER, ROT
-from .philox import FMAX, _store_dmas, store_tile, tile_f
+from .normal import C_PI, QUARTER, R_BIAS, S_ANGLE
+from .philox import FMAX, MASK, _store_dmas, store_tile, tile_f
+
+PARITY = 0x1BD11BDA  # Skein key-schedule parity constant
+#: Random123's threefry4x32 rotation constants, one pair per round, cycling every 8 rounds
+ROT = ((10, 26), (11, 21), (13, 27), (23, 5), (6, 20), (17, 11), (25, 10), (18, 20))
 
 MODES = ("words", "uniform", "normal")
 STREAM_ROUNDS = 20

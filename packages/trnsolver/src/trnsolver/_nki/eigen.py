@@ -36,7 +36,7 @@ This is Francis's double shift made explicit: one QR step with the shifts
 eigenvalues do (quadratically near the end) without complex arithmetic.
 Every step is a fixed-shape kernel launch per window size. After the loop
 each 2x2 block is put in standard form on the host
-(:func:`trnsolver._schur._standardize`, rotations of two rows and columns
+(:func:`trnsolver.eigen._standard_form`, rotations of two rows and columns
 of ``T`` and ``Z``). Ten steps without a deflation take one exceptional
 shift pair; ``30 n`` steps in all raise ``LinAlgError``.
 
@@ -57,10 +57,10 @@ import trnblas
 from trnsci import iterative as it_
 from trnsci import linalg as la
 from trnsci import nki
-from trnsolver._jacobi import _block_jacobi_eigh_torch
 from trnsolver._nki.common import F32, FP32_TOL, KERNEL_DTYPES, _trnblas, not_finite
+from trnsolver._nki.eigen_jacobi import _block_jacobi_eigh_torch
 from trnsolver._nki.factor_qr import qr_device
-from trnsolver.eigen import EIGH, SCHUR
+from trnsolver.eigen import EIGH, SCHUR, _standard_form
 from trnsolver.kernels.eigh_sweep import MAX_N, jacobi_sweep_kernel, partner_table
 from trnsolver.kernels.qr_panel import MAX_W
 
@@ -205,11 +205,7 @@ def schur_device(A: torch.Tensor):
     # every deflation zeroed its rows left of their block, and later steps touch only the window and
     # the columns right of it: T is quasi-triangular with exact zeros; 2x2 blocks to standard form
     Tn, Zn = T.cpu().numpy(), Z.cpu().numpy()
-    from trnsolver import _schur
-
-    for i, size in _schur.blocks(Tn):
-        if size == 2:
-            _schur._standardize(Tn, Zn, i)
+    _standard_form(Tn, Zn)
     Tn = np.triu(Tn, -1)
     return torch.from_numpy(Tn).to(A.device), torch.from_numpy(Zn).to(A.device), steps
 

@@ -1,7 +1,7 @@
 """NKI lowerings of :mod:`trnsolver.factor`'s Cholesky and Newton-Schulz inverse square root.
 
 * ``CHOLESKY`` (real float32): the blocked right-looking factorization of
-  :mod:`trnsolver._blocked` with trnblas's TRSM/SYRK/GEMM (their kernels)
+  :mod:`trnsolver._nki.factor_blocked` with trnblas's TRSM/SYRK/GEMM (their kernels)
   for the panel and trailing updates; the ``CHOL_BLOCK``-sized diagonal
   blocks on :func:`~trnsolver.kernels.potrf_tile.potrf_tile_kernel` (a
   matrix of order <= ``CHOL_BLOCK`` is that one launch). The plan lists the
@@ -25,9 +25,9 @@ from trnblas.kernels.syrk import syrk_counts
 from trnblas.kernels.trsm import trsm_counts
 from trnsci import linalg as la
 from trnsci import nki
-from trnsolver._blocked import _blocked_cholesky_torch
 from trnsolver._nki.common import F32, KERNEL_DTYPES, _batch, _Tally, _trnblas, not_finite
-from trnsolver.factor import CHOLESKY, INV_SQRT_SPD_NS, _inv_sqrt_spd_ns_torch
+from trnsolver._nki.factor_blocked import _blocked_cholesky_torch
+from trnsolver.factor import CHOLESKY, INV_SQRT_SPD_NS
 from trnsolver.kernels.potrf_tile import potrf_tile_counts, potrf_tile_kernel
 
 #: Diagonal block of the device Cholesky.
@@ -111,13 +111,14 @@ def _ns_supports(A, max_iters, tol):
 @INV_SQRT_SPD_NS.lowering("nki", dtypes=KERNEL_DTYPES, supports=_ns_supports, kernels=("gemm_kernel",))
 def _inv_sqrt_spd_ns_nki(A, max_iters, tol):
     n = A.shape[-1]
+    ns = INV_SQRT_SPD_NS.lowering_for("torch").fn  # Newton-Schulz on trnblas.gemm, its kernel under this backend
     with _trnblas():
         if A.dim() == 2:
-            return _inv_sqrt_spd_ns_torch(A, max_iters, tol)
+            return ns(A, max_iters, tol)
         # trnblas.gemm is 2-D: one Newton-Schulz per matrix, worst residual reported
         Xs, its, res = [], 0, 0.0
         for M in A.reshape(-1, n, n):
-            X, it, r = _inv_sqrt_spd_ns_torch(M, max_iters, tol)
+            X, it, r = ns(M, max_iters, tol)
             Xs.append(X)
             its, res = max(its, it), max(res, r)
     return torch.stack(Xs).reshape(A.shape), its, res

@@ -37,7 +37,7 @@ from trnblas.kernels.trsm import trsm_counts
 from trnsci import nki
 from trnsci.nki.tiling import tiles
 from trnsolver._nki.common import KERNEL_DTYPES, _batch, _Tally, _trnblas, not_finite
-from trnsolver.factor import LSTSQ, QR, _lstsq_torch
+from trnsolver.factor import LSTSQ, QR
 from trnsolver.kernels.qr_panel import MAX_W, qr_panel_counts, qr_panel_kernel
 
 F32 = torch.float32
@@ -168,7 +168,7 @@ def _lstsq_nki(A, B, rcond, driver):
         Q, R = qr_device(M, "complete")
         d = R.diagonal().abs()
         if bool((d <= max(m, n) * EPS32 * d.max()).any()):  # rank-deficient: no unique QR solution
-            return _lstsq_torch(A, B, rcond, driver)
+            return LSTSQ.lowering_for("torch").fn(A, B, rcond, driver)
         with _trnblas():
             QtB = trnblas.gemm(1.0, Q, Bm.to(F32).contiguous(), transA=True)
             Xs.append(trnblas.trsm(1.0, R[:n, :n].contiguous(), QtB[:n].contiguous(), side="left", uplo="upper"))

@@ -1,6 +1,6 @@
 """Cholesky of one diagonal tile (``potf2``, n <= 128) on the Vector/Scalar Engines.
 
-The blocked Cholesky of :mod:`trnsolver._blocked` factors its 128 x 128
+The blocked Cholesky of :mod:`trnsolver._nki.factor_blocked` factors its 128 x 128
 diagonal blocks with this kernel (and a matrix of order <= 128 is this one
 launch). Partition ``c`` holds row ``c`` of the symmetric tile (= column
 ``c``), so step ``j`` scales partition ``j``'s row into column ``j`` of ``L``

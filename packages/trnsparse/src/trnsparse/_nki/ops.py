@@ -17,7 +17,7 @@ Host-side work and why it is there (all proportional to what is stored):
   kernel as an int32 array and B's rows are gathered on chip by indirect
   DMA. Nothing of A is densified.
 * CSR/CSC SpMV / SpMM: the device layout is built once per matrix by
-  :mod:`trnsparse._sell` and cached on it (values and column indices in
+  :mod:`trnsparse.layouts` and cached on it (values and column indices in
   slot order). SpMV and SpMM: column-blocked ELL-128, x read once and
   gathered on chip, A streamed once per panel of 4 columns
   (``csr_spmv_kernel``; 4x narrower column blocks, a second cached layout,
@@ -32,7 +32,7 @@ Host-side work and why it is there (all proportional to what is stored):
   (transpose, or reversed unknowns for an upper triangle: B and X flipped
   on the host), the 128 x 128 diagonal tiles inverted on the host in
   float64 once per matrix and cached, the rest as ELL blocks
-  (:mod:`trnsparse._tri`).
+  (:mod:`trnsparse._nki.ops_tri`).
 * SDDMM on a BSR pattern: X is passed transposed ([k, m]) so k is the
   partition dim. On a CSR pattern: the SELL layout of the SpMM kernel, Y
   passed transposed ([n, k]: a column of Y is one row to gather); the
@@ -46,8 +46,9 @@ import numpy as np
 import torch
 
 from trnsci import nki
-from trnsparse import _host, _sell, _tri
+from trnsparse import _host, layouts
 from trnsparse import formats as _formats
+from trnsparse._nki import ops_tri
 from trnsparse.formats import CSRMatrix
 from trnsparse.kernels.bsr_sddmm import bsr_sddmm_counts, bsr_sddmm_kernel
 from trnsparse.kernels.bsr_spmm import bsr_spmm_counts, bsr_spmm_kernel
@@ -121,25 +122,25 @@ def _spmm_supports(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
         return "indices beyond int32"
     m = shape[0]
     # read on the host once per pattern (cached on the matrix): no sync per call on a device
-    longest = _sell.cached(owner, "_longest_row", (ptrs,), lambda: int((ptrs[1:m + 1] - ptrs[:m]).max()))
-    if longest > _sell.TB * _sell.KMAX:
-        return f"a row of {longest} entries: more than 128 x {_sell.KMAX} slots (one slice)"
+    longest = layouts.cached(owner, "_longest_row", (ptrs,), lambda: int((ptrs[1:m + 1] - ptrs[:m]).max()))
+    if longest > layouts.TB * layouts.KMAX:
+        return f"a row of {longest} entries: more than 128 x {layouts.KMAX} slots (one slice)"
     return None
 
 
 def _resident_x(shape, x):
     """y's panel on chip (csr_spmv_kernel): x read once, replicated and gathered on chip; else the
     B-row gather kernel (csr_spmm_kernel)."""
-    return -(-shape[0] // _sell.TB) * min(_ncols(x), _sell.RES_NMAX) <= _sell.SMAX
+    return -(-shape[0] // layouts.TB) * min(_ncols(x), layouts.RES_NMAX) <= layouts.SMAX
 
 
 def _spmm_counts(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
     if _resident_x(shape, x):
         N = _ncols(x)
-        st, _ = _sell.ell_layout(owner, values, cols, ptrs, shape, N)
+        st, _ = layouts.ell_layout(owner, values, cols, ptrs, shape, N)
         return {"kernel": "csr_spmv_kernel",
                 **csr_spmv_counts(shape[0], shape[1], st.blocks, N, values.element_size())}
-    st, _ = _sell.layout(owner, values, cols, ptrs, shape)
+    st, _ = layouts.layout(owner, values, cols, ptrs, shape)
     return {"kernel": "csr_spmm_kernel", **csr_spmm_counts(shape[0], _ncols(x), st.nnz, st.slices)}
 
 
@@ -169,12 +170,12 @@ def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
     vec = x.dim() == 1
     b = (x[:, None] if vec else x).contiguous()
     if _resident_x(shape, x):
-        st, sv = _sell.ell_layout(owner, values, cols, ptrs, shape, _ncols(x))
+        st, sv = layouts.ell_layout(owner, values, cols, ptrs, shape, _ncols(x))
         scols, tg = _on_device(owner, st, b.device, lambda: (
             st.cols, st.target if st.target.numel() else torch.zeros(1, 2, dtype=F32)))
         C = nki.run(csr_spmv_kernel, sv, scols, tg, b, blocks=st.blocks, M=shape[0], out_dtype=F32)
     else:
-        st, sv = _sell.layout(owner, values, cols, ptrs, shape)
+        st, sv = layouts.layout(owner, values, cols, ptrs, shape)
         scols, orow, rloc = _on_device(owner, st, b.device, lambda: (
             st.cols, st.orow, st.rloc if st.rloc.numel() else torch.zeros(1, dtype=F32)))
         if sv.dtype in LOWP:  # the gather kernel's closed form is for float32 operands
@@ -190,7 +191,7 @@ def _spmm_nki(values, cols, ptrs, shape, x, alpha, y, beta, owner=None):
 
 def _symmetric(owner, values, cols, ptrs, n, uplo):
     """S = T + T_strict^T as a CSR matrix, cached on ``owner`` while its arrays are unchanged."""
-    return _sell.cached(owner, f"_symmetric_{uplo}", (values, cols, ptrs),
+    return layouts.cached(owner, f"_symmetric_{uplo}", (values, cols, ptrs),
                         lambda: CSRMatrix._make(*_symmetric_csr(values, cols, ptrs, n, uplo), (n, n)))
 
 
@@ -218,8 +219,8 @@ def _spmv_sym_nki(values, cols, ptrs, n, x, alpha, uplo, owner=None):
 
 def _tri_layout(owner, values, cols, ptrs, n, lower, unit, trans):
     key = f"_tri_{int(lower)}{int(unit)}{int(trans)}"
-    return _sell.cached(owner, key, (values, cols, ptrs),
-                        lambda: _tri.build(values, cols, ptrs, n, lower, unit, trans))
+    return layouts.cached(owner, key, (values, cols, ptrs),
+                        lambda: ops_tri.build(values, cols, ptrs, n, lower, unit, trans))
 
 
 def _spsv_supports(values, cols, ptrs, n, B, lower, unit, trans, owner=None):
@@ -229,8 +230,8 @@ def _spsv_supports(values, cols, ptrs, n, B, lower, unit, trans, owner=None):
         return "empty operand: nothing to compute"
     st = _tri_layout(owner, values, cols, ptrs, n, lower, unit, trans)
     widest = max((b[1] for b in st.blocks), default=0)
-    if widest > _tri.WMAX:
-        return (f"a row with {widest} entries left of its diagonal tile: more than {_tri.WMAX} slots "
+    if widest > ops_tri.WMAX:
+        return (f"a row with {widest} entries left of its diagonal tile: more than {ops_tri.WMAX} slots "
                 "(the kernel's SBUF plan)")
     return None
 
@@ -265,16 +266,16 @@ def _sddmm_supports(cols, ptrs, values, X, Y, alpha, beta, owner=None):
         return "complex alpha/beta with real data"
     m = X.shape[0]
     longest = int((ptrs[1:m + 1] - ptrs[:m]).max())
-    if longest > _sell.TB * _sell.KMAX:
-        return f"a row of {longest} entries: more than 128 x {_sell.KMAX} slots (one slice)"
+    if longest > layouts.TB * layouts.KMAX:
+        return f"a row of {longest} entries: more than 128 x {layouts.KMAX} slots (one slice)"
     return None
 
 
 def _sddmm_layout(owner, cols, ptrs, X, Y):
     if owner is None:  # SpMM's backward (or the torch operator): a layout for this call only
         owner = _Uncached()
-    st = _sell.structure(owner, cols, ptrs, (X.shape[0], Y.shape[1]))
-    prow = _sell.cached(owner, "_sell_prow", (cols, ptrs), lambda: _sell.partition_rows(st))
+    st = layouts.structure(owner, cols, ptrs, (X.shape[0], Y.shape[1]))
+    prow = layouts.cached(owner, "_sell_prow", (cols, ptrs), lambda: layouts.partition_rows(st))
     return st, prow
 
 
@@ -346,7 +347,7 @@ class DeviceSpMV:
         copies when SciPy may run), so the solver and ``spmv`` on ``A`` share one entry."""
         A = self._A
         cols, ptrs = A._host_indices() if _host.host_ok(A.values) else (A.col_indices, A.row_ptrs)
-        return _sell.ell_layout(A, A.values, cols, ptrs, A.shape, 1)
+        return layouts.ell_layout(A, A.values, cols, ptrs, A.shape, 1)
 
     def run(self, p):
         st, sv = self._layout()

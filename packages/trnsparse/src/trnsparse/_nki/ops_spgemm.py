@@ -1,7 +1,7 @@
 """NKI lowerings of :mod:`trnsparse.ops`'s SpGEMM (BSR and CSR) and sparse add.
 
 Host-side work and why it is there (all of it once per pattern pair, cached
-on the left operand by :mod:`trnsparse._spgemm`, keyed on both operands'
+on the left operand by :mod:`trnsparse.symbolic`, keyed on both operands'
 index arrays):
 
 * BSR SpGEMM: the symbolic phase (C's block pattern, the tile products of
@@ -35,7 +35,7 @@ from __future__ import annotations
 import torch
 
 from trnsci import nki, runtime
-from trnsparse import _sell, _spgemm
+from trnsparse import layouts, symbolic
 from trnsparse._nki.ops import F32, KERNEL_DTYPES, TB, _grad
 from trnsparse.kernels.bsr_spgemm import AMAX, bsr_spgemm_counts, bsr_spgemm_kernel, resident
 from trnsparse.kernels.csr_add import csr_add_counts, csr_add_kernel
@@ -63,18 +63,18 @@ RM_W_MAX = 2047
 def _csr_route(ac, ap, ash, bc, bp, bsh, owner_a, owner_b):
     """``(route, reason)``: "tiles" or "rowmerge" with None, or None with why the host runs (decided
     from the patterns alone, so cached on A with the rest of the symbolic phase)."""
-    return _sell.cached(owner_a, "_spgemm_route", (ac, ap, bc, bp),
+    return layouts.cached(owner_a, "_spgemm_route", (ac, ap, bc, bp),
                         lambda: _decide(ac, ap, ash, bc, bp, bsh, owner_a, owner_b))
 
 
 def _decide(ac, ap, ash, bc, bp, bsh, owner_a, owner_b):
-    cp = _spgemm.c_pattern(owner_a, ac, ap, bc, bp, ash[0], bsh[1])
-    ta = _spgemm.tile_structure(owner_a, ac, ap, ash)
-    tb = _spgemm.tile_structure(owner_b, bc, bp, bsh)
+    cp = symbolic.c_pattern(owner_a, ac, ap, bc, bp, ash[0], bsh[1])
+    ta = symbolic.tile_structure(owner_a, ac, ap, ash)
+    tb = symbolic.tile_structure(owner_b, bc, bp, bsh)
     csr = 8 * (ta.nnz + tb.nnz + cp.nnz)
     host = HOST_PRODUCT_S * cp.flops / 2
     opts, why = [], []
-    P, nC = _spgemm.tile_counts(ta, tb)
+    P, nC = symbolic.tile_counts(ta, tb)
     tiles = 4 * 128 * 128 * (ta.nblk + tb.nblk + nC)
     na_max = int((ta.bptr[1:] - ta.bptr[:-1]).max()) if ta.nblk else 0
     if tiles > TILE_BLOWUP * csr:
@@ -84,7 +84,7 @@ def _decide(ac, ap, ash, bc, bp, bsh, owner_a, owner_b):
         why.append(f"a block row of A with {na_max} tiles: more than {AMAX} (the tile kernel's SBUF plan)")
     else:
         opts.append((LAUNCH_S + P * PRODUCT_S, "tiles", f"{P} tile products"))
-    shapes, wB = _spgemm.rowmerge_geometry(ap, bp, cp)
+    shapes, wB = symbolic.rowmerge_geometry(ap, bp, cp)
     maps = 4 * sum(pc * wa * wc for pc, wa, wc in shapes)
     dmas = sum(3 + 2 * wa for _, wa, _ in shapes)
     wa_max = max((wa for _, wa, _ in shapes), default=0)
@@ -109,7 +109,7 @@ def _decide(ac, ap, ash, bc, bp, bsh, owner_a, owner_b):
 # ----------------------------------------------------------------- BSR SpGEMM
 
 def _schedule(owner, a_bcol, a_bptr, b_bcol, b_bptr):
-    return _spgemm.bsr_schedule(owner, a_bcol, a_bptr, b_bcol, b_bptr)
+    return symbolic.bsr_schedule(owner, a_bcol, a_bptr, b_bcol, b_bptr)
 
 
 def _bsr_common(a_blocks, b_blocks, block_size):
@@ -132,7 +132,7 @@ def _bsr_spgemm_supports(a_blocks, a_bcol, a_bptr, a_shape, b_blocks, b_bcol, b_
     sch = _schedule(owner, a_bcol, a_bptr, b_bcol, b_bptr)
     if sch.nc == 0:
         return "no tile product: C has no stored tile"
-    return _spgemm.bsr_fits(sch)
+    return symbolic.bsr_fits(sch)
 
 
 def _keep_b(sch, nb, itemsize):
@@ -149,7 +149,7 @@ def _bsr_spgemm_counts(a_blocks, a_bcol, a_bptr, a_shape, b_blocks, b_bcol, b_bp
 
 def _tiles_t(owner, blocks):
     """A's tiles transposed (the contraction index on the partitions), cached on A with its blocks."""
-    return _sell.cached(owner, "_bsr_tiles_t", (blocks,), lambda: blocks.detach().transpose(1, 2).contiguous())
+    return layouts.cached(owner, "_bsr_tiles_t", (blocks,), lambda: blocks.detach().transpose(1, 2).contiguous())
 
 
 def _run_tiles(sch, a_t, b_blocks):
@@ -179,7 +179,7 @@ def _spgemm_supports(av, ac, ap, ash, bv, bc, bp, bsh, owner_a=None, owner_b=Non
         return "empty operand: nothing to compute"
     if max(*ash, *bsh, av.numel(), bv.numel()) >= 2**31 - 1:
         return "indices beyond int32"
-    if _spgemm.c_pattern(owner_a, ac, ap, bc, bp, ash[0], bsh[1]).nnz == 0:
+    if symbolic.c_pattern(owner_a, ac, ap, bc, bp, ash[0], bsh[1]).nnz == 0:
         return "no product: C has no stored entry"
     return _csr_route(ac, ap, ash, bc, bp, bsh, owner_a, owner_b)[1]
 
@@ -187,11 +187,11 @@ def _spgemm_supports(av, ac, ap, ash, bv, bc, bp, bsh, owner_a=None, owner_b=Non
 def _spgemm_counts(av, ac, ap, ash, bv, bc, bp, bsh, owner_a=None, owner_b=None):
     route, _ = _csr_route(ac, ap, ash, bc, bp, bsh, owner_a, owner_b)
     if route == "tiles":
-        plan = _spgemm.csr_spgemm_plan(owner_a, owner_b, ac, ap, ash, bc, bp, bsh)
+        plan = symbolic.csr_spgemm_plan(owner_a, owner_b, ac, ap, ash, bc, bp, bsh)
         sch, s = plan.sched, av.element_size()
-        nb = _spgemm.tile_structure(owner_b, bc, bp, bsh).nblk
+        nb = symbolic.tile_structure(owner_b, bc, bp, bsh).nblk
         return {"kernel": "bsr_spgemm_kernel", **bsr_spgemm_counts(sch.rows, nb, sch.nc, s, _keep_b(sch, nb, s))}
-    plan = _spgemm.rowmerge_plan(owner_a, ac, ap, ash, bc, bp, bsh)
+    plan = symbolic.rowmerge_plan(owner_a, ac, ap, ash, bc, bp, bsh)
     return {"kernel": "csr_rowmerge_kernel", **csr_rowmerge_counts(plan.blocks, plan.wB)}
 
 
@@ -202,10 +202,10 @@ def _a_ell(owner_a, av, ac, ap, plan):
         out[torch.from_numpy(plan.a_pos)] = av.detach()
         return plan, out
 
-    built_on, vals = _sell.cached(owner_a, "_spgemm_a_ell", (av, ac, ap), fill)
+    built_on, vals = layouts.cached(owner_a, "_spgemm_a_ell", (av, ac, ap), fill)
     if built_on is not plan:
         built_on, vals = fill()
-        owner_a.__dict__["_spgemm_a_ell"] = (_sell._stamp((av, ac, ap)), (plan, vals))
+        owner_a.__dict__["_spgemm_a_ell"] = (layouts.stamp((av, ac, ap)), (plan, vals))
     return vals
 
 
@@ -214,15 +214,15 @@ def _spgemm_nki(av, ac, ap, ash, bv, bc, bp, bsh, owner_a=None, owner_b=None):
     route, _ = _csr_route(ac, ap, ash, bc, bp, bsh, owner_a, owner_b)
     dev = av.device
     if route == "tiles":
-        plan = _spgemm.csr_spgemm_plan(owner_a, owner_b, ac, ap, ash, bc, bp, bsh)
-        blk_a = _spgemm.tile_values(owner_a, av, ac, ap, ash)
-        blk_b = _spgemm.tile_values(owner_b, bv, bc, bp, bsh)
-        a_t = _sell.cached(owner_a, "_tiles128_t", (blk_a,), lambda: blk_a.transpose(1, 2).contiguous())
+        plan = symbolic.csr_spgemm_plan(owner_a, owner_b, ac, ap, ash, bc, bp, bsh)
+        blk_a = symbolic.tile_values(owner_a, av, ac, ap, ash)
+        blk_b = symbolic.tile_values(owner_b, bv, bc, bp, bsh)
+        a_t = layouts.cached(owner_a, "_tiles128_t", (blk_a,), lambda: blk_a.transpose(1, 2).contiguous())
         C = _run_tiles(plan.sched, a_t, blk_b)
     else:
-        plan = _spgemm.rowmerge_plan(owner_a, ac, ap, ash, bc, bp, bsh)
+        plan = symbolic.rowmerge_plan(owner_a, ac, ap, ash, bc, bp, bsh)
         C = nki.run(csr_rowmerge_kernel, _a_ell(owner_a, av, ac, ap, plan), plan.a_rows,
-                    _spgemm.b_ell(owner_b, bv, bc, bp, plan.wB), plan.inv, blocks=plan.blocks,
+                    symbolic.b_ell(owner_b, bv, bc, bp, plan.wB), plan.inv, blocks=plan.blocks,
                     slots_c=plan.slots_c, out_dtype=F32)
     vals = C.reshape(-1)[plan.pos.to(C.device) if route == "tiles" else plan.c_pos.to(C.device)]
     # (C's tiles / ELL rows -> CSR order: a gather of nnzC entries)
@@ -232,7 +232,7 @@ def _spgemm_nki(av, ac, ap, ash, bv, bc, bp, bsh, owner_a=None, owner_b=None):
 # ----------------------------------------------------------------- sparse add
 
 def _add_plan(ac, ap, bc, bp, shape, owner_a):
-    return _spgemm.add_plan(owner_a, ac, ap, bc, bp, shape)
+    return symbolic.add_plan(owner_a, ac, ap, bc, bp, shape)
 
 
 def _add_supports(av, ac, ap, bv, bc, bp, shape, alpha, beta, owner_a=None, owner_b=None):

@@ -2,7 +2,7 @@
 
 The symbolic phase -- C's block pattern and, per output tile, the list of
 matching ``(A tile, B tile)`` pairs -- runs on the host once per pattern
-pair (:func:`trnsparse._spgemm.bsr_symbolic`, cached on A). It is the
+pair (:func:`trnsparse.symbolic.bsr_symbolic`, cached on A). It is the
 kernel's static schedule: nothing about the patterns is decided on chip.
 
 Dimensions

@@ -2,7 +2,7 @@
 
 The symbolic phase -- the union pattern and where each of its slots finds
 its A and B entry -- runs on the host once per pattern pair
-(:func:`trnsparse._spgemm.add_symbolic`, cached on A). On chip the two
+(:func:`trnsparse.symbolic.add_symbolic`, cached on A). On chip the two
 "scatter-adds" into C's value array are written as their inverse, two
 gathers: C's slots are laid out ``[128, F]`` per chunk (partition p holds
 ``F`` consecutive slots), and the A entries those slots need are a short run

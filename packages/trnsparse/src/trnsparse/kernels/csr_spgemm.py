@@ -1,7 +1,7 @@
 """CSR SpGEMM by row merge (Gustavson) on the Vector Engine: ``C = A @ B``, numeric phase.
 
 For products whose 128 x 128 tiles would be mostly empty. The symbolic phase
-(:func:`trnsparse._spgemm.rowmerge_symbolic`, on the host once per pattern
+(:func:`trnsparse.symbolic.rowmerge_symbolic`, on the host once per pattern
 pair, cached on A) fixes C's structural pattern and, for every stored entry
 ``a_rk`` of A, where each entry of B's row k lands in C's row r; on chip a
 row block of A (128 rows, one per partition) is merged in ``wA`` steps, step

@@ -5,7 +5,7 @@ The lowering runs it only when y's panel cannot stay on chip for
 gather of one B row per partition per slot is the slower route whenever
 both apply -- docs/trnsparse.md has the figures). Nothing is densified.
 
-Dimensions (HBM), built once per matrix by :mod:`trnsparse._sell` and cached on it
+Dimensions (HBM), built once per matrix by :mod:`trnsparse.layouts` and cached on it
 ----------------------------------------------------------------------------------
 ``vals`` : ``[slots]`` -- A's values in slot order: slice ``s`` is a
            row-major ``[pc_s, w_s]`` block at offset ``off_s`` (one piece of a

@@ -12,7 +12,7 @@ up to 4 columns of x (each column's x block is replicated and gathered
 separately). :mod:`.csr_spmm` (B rows gathered from HBM) takes only what
 this kernel cannot hold: more than 8192 x 128 / min(N, 4) rows.
 
-Dimensions (HBM), built once per matrix by :func:`trnsparse._sell.build_ell`, cached on it
+Dimensions (HBM), built once per matrix by :func:`trnsparse.layouts.build_ell`, cached on it
 ------------------------------------------------------------------------------------------
 ``vals``   : ``[slots]`` fp32 -- values in slot order (zero padding). A group
              ``(s0, pc, G, w, off)`` is ``[pc, G, w]`` at ``off``: partition p,

@@ -1,7 +1,7 @@
 """Sparse triangular solve, block triangular on the Tensor Engine: ``L X = B`` (L lower, 128-row blocks).
 
 The host turns every ``spsv``/``spsm`` into a lower solve and lays it out
-once per matrix (:mod:`trnsparse._tri`): per 128-row block ``t`` the inverse
+once per matrix (:mod:`trnsparse._nki.ops_tri`): per 128-row block ``t`` the inverse
 of its dense diagonal tile (transposed, ``linv_t[t]``) and the entries left
 of it as an ELL block ``[pc, w_t]``.
 

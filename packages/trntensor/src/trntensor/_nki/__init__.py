@@ -8,8 +8,10 @@ the Ops of :mod:`trntensor.einsum`, :mod:`trntensor.chem` and
 (``dtypes``, ``supports`` -- the SBUF plan -- and ``counts``, the closed
 forms plans show). The GEMM-shaped contraction steps call
 :func:`trnblas.gemm` / :func:`trnblas.batched_gemm`, whose Ops pick
-trnblas's kernels (:attr:`trntensor.ContractionStep.plan`). ``trntensor/__init__.py`` imports
+trnblas's kernels (:attr:`trntensor.ContractionStep.plan`). :mod:`.einsum_device` runs
+a plan's data movements through the Ops with kernels (einsum's device path).
+``trntensor/__init__.py`` imports
 this package last, through :func:`trnsci.dispatch.load_lowerings`.
 """
 
-from trntensor._nki import chem, einsum, tensorops  # noqa: F401  (each registers its lowerings on import)
+from trntensor._nki import chem, einsum, einsum_device, tensorops  # noqa: F401  (families register on import)

@@ -1,7 +1,7 @@
 """NKI lowering of :mod:`trntensor.einsum`: the device path as the einsum Op's lowering.
 
 One decision for the whole call: under "simulator"/"nki" the einsum Op runs
-its plan through the device path (:mod:`trntensor._device`: transpose,
+its plan through the device path (:mod:`trntensor._nki.einsum_device`: transpose,
 gather, reduce and elementwise kernels, trnblas's GEMM kernels), and its
 plan lists those launches -- what the call runs.
 """
@@ -12,8 +12,8 @@ import torch
 
 from trnsci import runtime as _runtime
 
-from .. import _device
 from ..einsum import EINSUM, _stochastic_round
+from . import einsum_device as _device
 
 
 def _einsum_supports(plan, operands, alpha, beta, C, compute_dtype, result_dtype, precision, autotune=None):

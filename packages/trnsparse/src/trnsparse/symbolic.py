@@ -3,7 +3,7 @@
 What the device kernels (:mod:`trnsparse.kernels.bsr_spgemm`,
 :mod:`trnsparse.kernels.csr_add`) take as their static schedule is decided
 here from the index arrays alone and cached on the left operand with
-:func:`trnsparse._sell.cached`, keyed on both operands' index arrays (their
+:func:`trnsparse.layouts.cached`, keyed on both operands' index arrays (their
 identity and version counters): a new pair of patterns, or an index array
 modified in place, rebuilds it; new values on the same patterns reuse it.
 One entry per left operand (the last pattern pair used with it).
@@ -17,9 +17,9 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from ._sell import _stamp, cached
 from .kernels.bsr_spgemm import AMAX, groups_of
 from .kernels.csr_add import FC, TB
+from .layouts import cached, stamp
 
 T2 = TB * TB
 
@@ -153,7 +153,7 @@ def tile_values(owner, values, cols, ptrs, shape) -> torch.Tensor:
     built_on, blocks = cached(owner, "_tiles128_values", (values, cols, ptrs), fill)
     if built_on is not st:  # the structure was rebuilt under the same values tensor
         built_on, blocks = fill()
-        owner.__dict__["_tiles128_values"] = (_stamp((values, cols, ptrs)), (st, blocks))
+        owner.__dict__["_tiles128_values"] = (stamp((values, cols, ptrs)), (st, blocks))
     return blocks
 
 
@@ -418,5 +418,5 @@ def b_ell(owner_b, values, cols, ptrs, wB) -> torch.Tensor:
     w, out = cached(owner_b, "_spgemm_b_ell", (values, cols, ptrs), build)
     if w != wB:
         w, out = build()
-        owner_b.__dict__["_spgemm_b_ell"] = (_stamp((values, cols, ptrs)), (w, out))
+        owner_b.__dict__["_spgemm_b_ell"] = (stamp((values, cols, ptrs)), (w, out))
     return out

@@ -1,4 +1,4 @@
-"""The device layout of a CSR matrix for the SpMV/SpMM kernel: SELL-128-sigma with row splitting.
+"""The device layouts of a CSR matrix for the SpMV/SpMM kernels: SELL-128-sigma with row splitting (and ELL).
 
 Built on the host once per matrix, from its index arrays, and cached on the
 matrix (:func:`cached`): a cache entry remembers the exact tensors it was
@@ -150,7 +150,7 @@ def slot_values(st: SellStructure, values: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _stamp(ts):
+def stamp(ts):
     # weak references: a stale entry does not keep replaced arrays alive
     return tuple((weakref.ref(t), t._version) for t in ts)
 
@@ -174,7 +174,7 @@ def cached(owner, key: str, sources: tuple, build):
     if hit is not None and _fresh(hit[0], sources):
         return hit[1]
     val = build()
-    d[key] = (_stamp(sources), val)
+    d[key] = (stamp(sources), val)
     return val
 
 
@@ -185,7 +185,7 @@ def structure(owner, col_indices: torch.Tensor, row_ptrs: torch.Tensor, shape) -
                 lambda: build_structure(col_indices, row_ptrs, shape))
     if st.shape != shape:  # the owner's shape changed under the same index tensors
         st = build_structure(col_indices, row_ptrs, shape)
-        owner.__dict__["_sell_structure"] = (_stamp((col_indices, row_ptrs)), st)
+        owner.__dict__["_sell_structure"] = (stamp((col_indices, row_ptrs)), st)
     return st
 
 
@@ -209,7 +209,7 @@ def layout(owner, values: torch.Tensor, col_indices: torch.Tensor, row_ptrs: tor
                             lambda: (st, slot_values(st, values)))
     if built_on is not st:
         vals = slot_values(st, values)
-        owner.__dict__["_sell_values"] = (_stamp((values, col_indices, row_ptrs)), (st, vals))
+        owner.__dict__["_sell_values"] = (stamp((values, col_indices, row_ptrs)), (st, vals))
     return st, vals
 
 
@@ -393,9 +393,9 @@ def ell_layout(owner, values, col_indices, row_ptrs, shape, ncols=1):
     st = cached(owner, skey, (col_indices, row_ptrs), lambda: build_ell(col_indices, row_ptrs, shape, xmax))
     if st.shape != shape:
         st = build_ell(col_indices, row_ptrs, shape, xmax)
-        owner.__dict__[skey] = (_stamp((col_indices, row_ptrs)), st)
+        owner.__dict__[skey] = (stamp((col_indices, row_ptrs)), st)
     built_on, vals = cached(owner, vkey, (values, col_indices, row_ptrs), lambda: (st, slot_values(st, values)))
     if built_on is not st:
         vals = slot_values(st, values)
-        owner.__dict__[vkey] = (_stamp((values, col_indices, row_ptrs)), (st, vals))
+        owner.__dict__[vkey] = (stamp((values, col_indices, row_ptrs)), (st, vals))
     return st, vals

@@ -50,11 +50,11 @@ FP32_MAX = 3.4028234663852886e38
 MIN_MASS = 2.0**-20  # below it the interval's mass is too small for fp32 quantiles
 
 
-def _geometric_scale(p):
+def geometric_scale(p):
     return 1.0 / math.log1p(-p)
 
 
-def _truncated_param(mean, std, low, high):
+def truncated_param(mean, std, low, high):
     """The fp32 quantile's constants, from float64 ndtr (the mirror image for a positive interval)."""
     flip = low > 0
     a, b = (-high, -low) if flip else (low, high)
@@ -68,9 +68,9 @@ def _truncated_param(mean, std, low, high):
             -std if flip else std, mean), mass
 
 
-def _truncated_refusal(mean, std, low, high):
+def truncated_refusal(mean, std, low, high):
     """Why the fp32 quantile cannot serve this interval (then float64 ndtri does, on both backends), or None."""
-    prm, mass = _truncated_param(mean, std, low, high)
+    prm, mass = truncated_param(mean, std, low, high)
     if not mass >= MIN_MASS:
         return f"the interval's normal mass {mass:.3g} < 2**-20: too small for the kernel's fp32 quantiles"
     with np.errstate(over="ignore"):

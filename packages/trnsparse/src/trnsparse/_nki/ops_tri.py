@@ -1,7 +1,7 @@
 """The device layout of a sparse triangular solve (``spsv``/``spsm``): block triangular, 128-row blocks.
 
 Built once per (matrix, ``lower``, ``unit_diagonal``, ``trans``) on the host and
-cached on the matrix (see :func:`trnsparse._sell.cached`). Every solve is
+cached on the matrix (see :func:`trnsparse.layouts.cached`). Every solve is
 turned into a *lower* one: ``trans`` transposes the pattern, an upper
 triangle is reversed (row and column ``i`` become ``n - 1 - i``; the caller
 flips the right-hand side and the solution). Then, per block ``t`` of 128
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import _host
+from trnsparse import _host
 
 TB = 128
 #: Widest off-diagonal row the kernel takes (values + columns: 16 KiB per partition).

@@ -25,9 +25,8 @@ import torch
 
 from trnsci import dispatch as _dispatch
 from trnsci import runtime as _runtime
-
-from . import plan as P
-from .tensorops import ELEMENTWISE, PERMUTE, REDUCE
+from trntensor import plan as P
+from trntensor.tensorops import ELEMENTWISE, PERMUTE, REDUCE
 
 _IDENT = ("identity", "identity", "identity")
 
@@ -79,14 +78,14 @@ class _Runner:
         Bn, M, N, K = dims
         batched = a.dim() == 3
         # half precision: trnblas decides (its kernels take bfloat16, float16 it runs on torch and says so),
-        # under the rule einsum applies to float32 (plan._via_trnblas knows only the BLAS dtypes)
+        # under the rule einsum applies to float32 (plan.via_trnblas knows only the BLAS dtypes)
         rule = torch.float32 if dtype in (torch.bfloat16, torch.float16) else dtype
         # operands resident on a device: trnblas decides (no transfer to amortize), else einsum's size rule
-        blas = P._kernels_possible() and (_runtime.residency((a, b), {}) is not None
-                                          or P._via_trnblas(2 * Bn * M * N * K, rule, batched))
+        blas = P.kernels_possible() and (_runtime.residency((a, b), {}) is not None
+                                          or P.via_trnblas(2 * Bn * M * N * K, rule, batched))
         if self.planning:
             if blas:
-                self.launches.append((self.stage, P._gemm_plan("batched_gemm" if batched else "gemm", dims, dtype)))
+                self.launches.append((self.stage, P.gemm_plan("batched_gemm" if batched else "gemm", dims, dtype)))
             else:
                 self.launches.append((self.stage, _dispatch.Plan(
                     None, "torch", f"torch.{'bmm' if batched else 'mm'}: trnblas would not run a kernel")))

@@ -1,9 +1,10 @@
-"""Reference implementations of the FFT algorithms the NKI kernels will use.
+"""The FFT algorithms of trnfft's kernels, on the host, and the tables the kernels load.
 
-Pure torch (no ``torch.fft``), split real/imaginary throughout, batch on the
+Shared by the torch lowerings' precision modes, the NKI lowerings and the
+kernels. Pure torch (no ``torch.fft``), split real/imaginary throughout, batch on the
 leading dimension: every function takes ``(xr, xi)`` of shape ``(B, n)`` and
 returns ``(yr, yi)`` of the same kind. These are the host-side models of the
-kernels (the next phase turns each into an NKI kernel): the constant tables
+kernels (``trnfft/kernels/``): the constant tables
 they use -- DFT matrices, stage twiddles, Bluestein chirps -- are computed
 here in float64 from angles reduced to ``[-pi, pi]`` (the range of the
 Scalar Engine's ``sin``; there is no ``cos`` activation) and then cast to
@@ -83,6 +84,11 @@ OZAKI_BITS = {"ozaki": 16, "ozaki_hq": 24}
 _ozaki_verified = [False]
 
 
+def ozaki_verified() -> bool:
+    """Whether the Ozaki modes cut 8-bit slices (products declared exact) rather than 4-bit ones."""
+    return _ozaki_verified[0]
+
+
 def ozaki_params(mode: str, verified: bool | None = None) -> tuple[int, int]:
     """``(D, b)``: slice count and bits per slice of an Ozaki mode."""
     if verified is None:
@@ -136,14 +142,14 @@ def BLUESTEIN_BOUND(n: int) -> float:
 
 # ------------------------------------------------------------------ tables
 
-def _reduced_angle(k: np.ndarray, n: int) -> np.ndarray:
+def reduced_angle(k: np.ndarray, n: int) -> np.ndarray:
     """``-2 pi k / n`` with ``k`` reduced mod n exactly (integers) into ``[-pi, pi]``."""
     k = np.mod(k.astype(np.int64), n)
     k = np.where(2 * k > n, k - n, k)  # k in (-n/2, n/2]
     return -2.0 * np.pi * k.astype(np.float64) / n
 
 
-def _cos_sin(angle: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def cos_sin(angle: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(cos a, sin a)`` in float64 using sin only (the Scalar Engine has no cos): ``cos a = sin(a + pi/2)``,
     with the shifted argument wrapped back into ``[-pi, pi]``."""
     s = np.sin(angle)
@@ -157,7 +163,7 @@ def _cos_sin(angle: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def dft_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
     """float64 ``(C, S)`` with ``W[j, k] = exp(-2 pi i jk/n) = C + i S`` (symmetric)."""
     j = np.arange(n, dtype=np.int64)
-    return _cos_sin(_reduced_angle(np.outer(j, j) % n, n))
+    return cos_sin(reduced_angle(np.outer(j, j) % n, n))
 
 
 @functools.lru_cache(maxsize=128)
@@ -165,7 +171,7 @@ def stage_twiddles(ls: int, r: int) -> tuple[np.ndarray, np.ndarray]:
     """float64 ``(ls, r)`` table ``exp(-2 pi i p k1 / (ls r))`` for one Stockham stage."""
     k1 = np.arange(ls, dtype=np.int64)[:, None]
     p = np.arange(r, dtype=np.int64)[None, :]
-    return _cos_sin(_reduced_angle(k1 * p, ls * r))
+    return cos_sin(reduced_angle(k1 * p, ls * r))
 
 
 def max_radix_for(mode: str) -> int:
@@ -194,7 +200,7 @@ def chirp(n: int) -> tuple[np.ndarray, np.ndarray]:
     """float64 chirp ``w_k = exp(-i pi k^2 / n)``, k < n, with k^2 reduced mod 2n exactly."""
     k = np.arange(n, dtype=np.int64)
     a = np.mod(k * k, 2 * n)  # exact: angle = -pi a / n = -2 pi a / (2n)
-    return _cos_sin(_reduced_angle(a, 2 * n))
+    return cos_sin(reduced_angle(a, 2 * n))
 
 
 @functools.lru_cache(maxsize=64)
@@ -523,7 +529,7 @@ def _half_twiddles(n: int, dt: torch.dtype, dev) -> tuple[torch.Tensor, torch.Te
     if hit is None:
         if len(_HALF) > 256:
             _HALF.clear()
-        c64, s64 = _cos_sin(_reduced_angle(np.arange(n // 2 + 1), n))
+        c64, s64 = cos_sin(reduced_angle(np.arange(n // 2 + 1), n))
         hit = (torch.from_numpy(c64).to(dt).to(dev), torch.from_numpy(s64).to(dt).to(dev))
         _HALF[key] = hit
     return hit
@@ -547,3 +553,44 @@ def irfft_half(Xr: torch.Tensor, Xi: torch.Tensor, n: int, mode: str = "fast"):
     out[:, 0::2] = zr
     out[:, 1::2] = zi
     return out
+
+
+# ------------------------------------------------------------------ transform conventions
+# (numpy.fft's: ``n`` crops or zero-pads, ``norm`` scales one direction or both by sqrt)
+
+def resize(x: torch.Tensor, n: int, d: int) -> torch.Tensor:
+    """``x`` cropped or zero-padded to length ``n`` along dim ``d``."""
+    m = x.shape[d]
+    if m == n:
+        return x
+    if m > n:
+        return x.narrow(d, 0, n)
+    pad = list(x.shape)
+    pad[d] = n - m
+    return torch.cat((x, x.new_zeros(pad)), d)
+
+
+def norm_scale(norm: str, inverse: bool, N: int) -> float:
+    """The factor a transform of ``N`` points multiplies by under ``norm`` (1.0 where it does not scale)."""
+    if norm == "ortho":
+        return 1.0 / math.sqrt(N)
+    if (norm == "forward") != inverse:
+        return 1.0 / N
+    return 1.0
+
+
+def as_rows(x: torch.Tensor, d: int, n: int) -> tuple[torch.Tensor, torch.Size]:
+    """``(rows, shape)``: ``x`` with dim ``d`` (length ``n``) moved last and flattened to ``[B, n]``,
+    and the moved shape that restores it."""
+    xm = x.movedim(d, -1)
+    shp = xm.shape
+    return xm.reshape(-1, n), shp
+
+
+_SWAP_NORM = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+
+def swap_norm(norm: str) -> str:
+    """The ``norm`` of the opposite direction (``"backward"`` <-> ``"forward"``): what a transform computed
+    as the conjugate of its inverse is called with."""
+    return _SWAP_NORM[norm]
