@@ -241,9 +241,6 @@ PRIVATE_CROSSINGS_LEFT = {
         "keys the device SpMV layout on the index copies the host route of ops.py uses (host_ok)",
     ("trnsparse._nki.ops_tri", "trnsparse._host"):
         "the host CSR helpers (csr_transpose, row_indices) the torch lowerings use too",
-    ("trnsci._standin", "trnsci.nki._kernel_name"): "the stand-in device counts launches by kernel name",
-    ("trnsci.dispatch", "trnsci.nki._standin_active"): "a stand-in device makes kernels possible",
-    ("trnsci.runtime", "trnsci.nki._set_launchable"): "trnsci.runtime switches the stand-in device on",
 }
 
 

@@ -368,7 +368,7 @@ def launch(kernel, tensors, constants):
         from trnsci.nki import emulator
 
         outs, _ = emulator.profile(kernel, *arrays, **constants)
-    _count_launch(nki._kernel_name(kernel))
+    _count_launch(nki.kernel_name(kernel))
     outs_t = outs if isinstance(outs, tuple) else (outs,)
     res = tuple(NeuronTensor(nki.from_numpy(o)) for o in outs_t)
     return res if isinstance(outs, tuple) else res[0]
@@ -434,7 +434,7 @@ def xla_device() -> Iterator[XlaDevice]:
         outs_t = outs if isinstance(outs, tuple) else (outs,)
         res = tuple(nki.from_numpy(o).to(device) for o in outs_t)
         d.launches += 1
-        d.kernels.append(nki._kernel_name(kernel))
+        d.kernels.append(nki.kernel_name(kernel))
         d.launch_transfers += _xla_transfers() - t0
         return res if isinstance(outs, tuple) else res[0]
 

@@ -196,7 +196,7 @@ def _device_available() -> bool:
     if _nki_module is None:  # imported late: the kernel layer imports this module's users
         from trnsci import nki as _nki_module
     # the real toolchain, or a test stand-in device active (trnsci.runtime)
-    return (_nki_module.HAS_NKI or _nki_module._standin_active) and _nki_module.has_neuron_device()
+    return (_nki_module.HAS_NKI or _nki_module.standin_active) and _nki_module.has_neuron_device()
 
 
 def _settled_on_torch(name: str) -> bool:
@@ -274,7 +274,7 @@ def torch_probe(library: str | None) -> Callable[[], bool]:
                 if nk is None:  # not loaded yet (backend "torch" never asks for a device): load it once
                     _device_available()
                     nk = _nki_module
-                if not nk.HAS_NKI and not nk._standin_active:  # "torch"/"auto", no NeuronCore possible
+                if not nk.HAS_NKI and not nk.standin_active:  # "torch"/"auto", no NeuronCore possible
                     return planning() is None
         return full()
 
@@ -283,7 +283,7 @@ def torch_probe(library: str | None) -> Callable[[], bool]:
     # (plan_call sets the "touched" variable too: no plan is being collected while it is unset)
     def usual() -> bool:
         return (untouched() is None and k0 not in environ and k1 not in environ and k2 not in environ
-                and (nk := _nki_module) is not None and not nk.HAS_NKI and not nk._standin_active)
+                and (nk := _nki_module) is not None and not nk.HAS_NKI and not nk.standin_active)
 
     probe.usual = usual
     probe.usual_parts = (untouched, k0, k1, k2, environ)

@@ -133,7 +133,7 @@ def _set_standin(standin: _Standin | None) -> None:
     _cache = None
     from trnsci import nki
 
-    nki._set_launchable(standin is not None or None)
+    nki.set_standin(standin is not None or None)
 
 
 # ---------------------------------------------------------------- detection

@@ -460,7 +460,7 @@ def public(op, signature: Callable[..., Any] | str, *, numpy: bool = True) -> Ca
                 # the probe itself when it fails
                 if not (untouched() is None and k0 not in environ and k1 not in environ and k2 not in environ
                         and (nk := d._nki_module) is not None and not nk.HAS_NKI
-                        and not nk._standin_active) and not on_torch():
+                        and not nk.standin_active) and not on_torch():
                     return slow(*args)
                 try:
                     key = keys[len(args)](*args)
@@ -533,7 +533,7 @@ def _written_wrapper(kinds: list, required: int, table: dict, general: Callable,
         def wrapper(a=_M, /, *more, **kw):
             if (type(a) is _T and not more and not kw
                     and ((untouched() is None and k0 not in environ and k1 not in environ and k2 not in environ
-                          and (nk := d._nki_module) is not None and not nk.HAS_NKI and not nk._standin_active)
+                          and (nk := d._nki_module) is not None and not nk.HAS_NKI and not nk.standin_active)
                          or on_torch())):
                 go = table.get((a.dtype, a.shape, a.layout, a.is_cpu or a.device))
                 if go is not None:
@@ -543,7 +543,7 @@ def _written_wrapper(kinds: list, required: int, table: dict, general: Callable,
         def wrapper(a=_M, b=_M, /, *more, **kw):
             if (type(a) is _T and type(b) is _T and not more and not kw
                     and ((untouched() is None and k0 not in environ and k1 not in environ and k2 not in environ
-                          and (nk := d._nki_module) is not None and not nk.HAS_NKI and not nk._standin_active)
+                          and (nk := d._nki_module) is not None and not nk.HAS_NKI and not nk.standin_active)
                          or on_torch())):
                 go = table.get((a.dtype, a.shape, a.layout, a.is_cpu or a.device,
                                 b.dtype, b.shape, b.layout, b.is_cpu or b.device))
@@ -558,7 +558,7 @@ def _written_wrapper(kinds: list, required: int, table: dict, general: Callable,
             if (type(a) is _T and type(b) is _T and not more and not kw
                     and (t is float or t is int and -_INT64 <= s < _INT64)
                     and ((untouched() is None and k0 not in environ and k1 not in environ and k2 not in environ
-                          and (nk := d._nki_module) is not None and not nk.HAS_NKI and not nk._standin_active)
+                          and (nk := d._nki_module) is not None and not nk.HAS_NKI and not nk.standin_active)
                          or on_torch())):
                 go = table.get((t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
                                 b.dtype, b.shape, b.layout, b.is_cpu or b.device) if t is float else
@@ -595,7 +595,7 @@ def _named_t_0_0(table, rest, usual, on_torch):
     def wrapper(a):
         if (type(a) is _T and ((untouched() is None and k0 not in environ and k1 not in environ
                                 and k2 not in environ and (_nk := d._nki_module) is not None
-                                and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
+                                and not _nk.HAS_NKI and not _nk.standin_active) or on_torch())):
             _go = table.get((a.dtype, a.shape, a.layout, a.is_cpu or a.device))
             if _go is not None:
                 return _go(a)
@@ -611,7 +611,7 @@ def _named_t_3_2(table, rest, usual, on_torch):
         if (type(a) is _T and q0 is _M and q1 is _M
                 and ((untouched() is None and k0 not in environ and k1 not in environ
                       and k2 not in environ and (_nk := d._nki_module) is not None
-                      and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
+                      and not _nk.HAS_NKI and not _nk.standin_active) or on_torch())):
             _k = (a.dtype, a.shape, a.layout, a.is_cpu or a.device)
             if p1 is _M and p2 is _M and p3 is _M:
                 _go = table.get(_k)
@@ -636,7 +636,7 @@ def _named_tt_0_0(table, rest, usual, on_torch):
         if (type(a) is _T and type(b) is _T
                 and ((untouched() is None and k0 not in environ and k1 not in environ
                       and k2 not in environ and (_nk := d._nki_module) is not None
-                      and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
+                      and not _nk.HAS_NKI and not _nk.standin_active) or on_torch())):
             _go = table.get((a.dtype, a.shape, a.layout, a.is_cpu or a.device,
                              b.dtype, b.shape, b.layout, b.is_cpu or b.device))
             if _go is not None:
@@ -654,7 +654,7 @@ def _named_stt_0_1(table, rest, usual, on_torch):
         if (q0 is _M and type(a) is _T and type(b) is _T and (_t is float or _t is int and -_INT64 <= s < _INT64)
                 and ((untouched() is None and k0 not in environ and k1 not in environ
                       and k2 not in environ and (_nk := d._nki_module) is not None
-                      and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
+                      and not _nk.HAS_NKI and not _nk.standin_active) or on_torch())):
             _go = table.get((_t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
                              b.dtype, b.shape, b.layout, b.is_cpu or b.device) if _t is float else
                             (_t, s, None, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
@@ -675,7 +675,7 @@ def _named_stt_1_2(table, rest, usual, on_torch):
                 and (_t is float or _t is int and -_INT64 <= s < _INT64)
                 and ((untouched() is None and k0 not in environ and k1 not in environ
                       and k2 not in environ and (_nk := d._nki_module) is not None
-                      and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
+                      and not _nk.HAS_NKI and not _nk.standin_active) or on_torch())):
             _k = ((_t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
                    b.dtype, b.shape, b.layout, b.is_cpu or b.device) if _t is float else
                   (_t, s, None, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
@@ -705,7 +705,7 @@ def _named_stt_3_1(table, rest, usual, on_torch):
                 and (_t is float or _t is int and -_INT64 <= s < _INT64)
                 and ((untouched() is None and k0 not in environ and k1 not in environ
                       and k2 not in environ and (_nk := d._nki_module) is not None
-                      and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
+                      and not _nk.HAS_NKI and not _nk.standin_active) or on_torch())):
             _k = ((_t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
                    b.dtype, b.shape, b.layout, b.is_cpu or b.device) if _t is float else
                   (_t, s, None, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
@@ -735,7 +735,7 @@ def _named_stt_4_2(table, rest, usual, on_torch):
                 and (_t is float or _t is int and -_INT64 <= s < _INT64)
                 and ((untouched() is None and k0 not in environ and k1 not in environ
                       and k2 not in environ and (_nk := d._nki_module) is not None
-                      and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
+                      and not _nk.HAS_NKI and not _nk.standin_active) or on_torch())):
             _k = ((_t, s == 0, s == 1, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
                    b.dtype, b.shape, b.layout, b.is_cpu or b.device) if _t is float else
                   (_t, s, None, a.dtype, a.shape, a.layout, a.is_cpu or a.device,
@@ -763,7 +763,7 @@ def _named_op_3_0(table, rest, usual, on_torch, me, op):
         if (p2 is _M and p3 is _M and p4 is _M and type(b) is _T and not b.requires_grad
                 and ((untouched() is None and k0 not in environ and k1 not in environ
                       and k2 not in environ and (_nk := d._nki_module) is not None
-                      and not _nk.HAS_NKI and not _nk._standin_active) or on_torch())):
+                      and not _nk.HAS_NKI and not _nk.standin_active) or on_torch())):
             # _owned_get of _k_op's key, written out
             _sk = getattr(type(a), "_settled_key", None)
             _t = a.__dict__.get(_OWNED) if _sk is not None else None

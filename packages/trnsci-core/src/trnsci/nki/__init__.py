@@ -41,6 +41,7 @@ __all__ = [
     "nki", "nl", "nisa", "SOURCE", "HAS_NKI", "EMULATOR_ERROR",
     "has_neuron_device", "run", "profile", "capture", "KernelRun",
     "simulate", "install_as_nki", "uninstall_nki",
+    "kernel_name", "standin_active", "set_standin",
 ]
 
 
@@ -117,16 +118,17 @@ class _Missing:
 SOURCE, nki, nl, nisa, EMULATOR_ERROR = _load_toolchain()
 HAS_NKI = SOURCE == "neuron"
 
-# --- device runtime: a test stand-in device (trnsci.testing.neuron_device) is active;
-# trnsci.dispatch then treats the machine as one where kernels can launch. Set through
-# trnsci.runtime only.
-_standin_active = False
+#: True while a test stand-in device (:func:`trnsci.testing.neuron_device`) is active: the dispatch then
+#: treats this process as one where kernels can launch. Read it; change it through :func:`set_standin`
+#: (which :mod:`trnsci.runtime` calls), never by assignment.
+standin_active = False
 
 
-def _set_launchable(standin: bool | None) -> None:
-    global _standin_active
-    _standin_active = bool(standin)
-# --- end device runtime
+def set_standin(active: bool | None) -> None:
+    """Tell the kernel layer whether a stand-in device is active (:data:`standin_active`); called by
+    :mod:`trnsci.runtime` when a stand-in is entered or left."""
+    global standin_active
+    standin_active = bool(active)
 
 
 _device_cache: bool | None = None
@@ -139,7 +141,7 @@ def has_neuron_device() -> bool:
     device), and a Neuron device node. The answer is cached.
     """
     global _device_cache
-    if _standin_active:  # a test stand-in device (trnsci.runtime)
+    if standin_active:  # a test stand-in device (trnsci.runtime)
         return True
     if _device_cache is None:
         ok = HAS_NKI and os.path.exists("/dev/neuron0")
@@ -198,7 +200,9 @@ def target(backend: str) -> Iterator[None]:
         _target.reset(token)
 
 
-def _kernel_name(kernel: Callable) -> str:
+def kernel_name(kernel: Callable) -> str:
+    """The name a kernel is counted and reported under (:class:`KernelRun`, ``Plan.kernels``): the qualified
+    name of the function under its ``nki.jit`` wrapper."""
     fn = getattr(kernel, "func", None) or getattr(kernel, "__wrapped__", None) or kernel
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(kernel))
 
@@ -272,7 +276,7 @@ def run(kernel: Callable, *tensors, backend: str | None = None, out_dtype=None, 
     device = ref.device if ref is not None else None
     if out_dtype is None:
         out_dtype = next((t.dtype for t in tensors if isinstance(t, torch.Tensor) and t.is_floating_point()), None)
-    name = _kernel_name(kernel)
+    name = kernel_name(kernel)
     prof = None
     if backend == "nki":
         # --- device runtime: the kernel runs where its operands live (trnsci.runtime);
