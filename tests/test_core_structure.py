@@ -2,12 +2,12 @@
 
 Every library has its public family modules, an ``_nki/`` package whose modules mirror those families
 (``_nki/<family>.py`` or ``_nki/<family>_<part>.py`` next to ``<family>.py``), ``_host.py`` for its
-measured CPU routes and ``kernels/`` with one kernel per file, named ``<file stem>_kernel``. No library
-module takes part in an import cycle, at import time or through imports inside functions (read with
-``ast``); no ``_nki`` module imports after its first definition (a tail import closes a cycle); no private
-name crosses a distribution (tests/floors.py); no source file calls ``exec`` or ``eval``; every Op is a
-module-level ``NAME = Op(...)`` and every lowering registers with the decorator; every kernel uses the
-core's tiling helper.
+measured CPU routes and ``kernels/`` with one kernel per file. No library module takes part in an
+import cycle, at import time or through imports inside functions (read with ``ast``); no ``_nki``
+module imports after its first definition (a tail import closes a cycle); no private name crosses a
+distribution (tests/floors.py); no source file calls ``exec`` or ``eval``; every Op is a module-level
+``NAME = Op(...)`` and every lowering registers with the decorator; every kernel uses the core's tiling
+helper.
 """
 
 from __future__ import annotations
@@ -257,7 +257,7 @@ def test_the_exec_scan_finds_a_planted_call(tmp_path):
     assert _exec_calls(p) == [2, 3]
 
 
-# ------------------------------------------------------------------ one kernel per file, named for it
+# ------------------------------------------------------------------ one kernel per file, named <file stem>_kernel
 
 KERNEL_FILES = sorted(p for p in ROOT.glob("packages/*/src/*/kernels/*.py") if p.name != "__init__.py")
 
