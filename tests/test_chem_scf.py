@@ -281,7 +281,7 @@ def test_device_neuron_runs_jk_ao2mo_and_mp2_on_resident_kernels():
     """scf/df_mp2(device="neuron") inside trnsci.testing.neuron_device(), backend "auto".
 
     The float32 factors live on the device; J/K (GEMM, SYRK), AO->MO (GEMM) and the pair energies
-    (mp2_pair_energy_kernel) launch on them. Bounds: the documented device tolerance 1e-6 Eh from
+    (mp2_energy_kernel) launch on them. Bounds: the documented device tolerance 1e-6 Eh from
     PySCF for both energies (observed ~1e-12 for the refined SCF, ~4e-8 for the float32 MP2).
     Host transfers: 2 to place the factors (packed and unpacked), then per device J/K build
     2 + 2 * spins (the density vector and occupied orbitals there, J and K back): 4 for RHF.
@@ -309,8 +309,8 @@ def test_device_neuron_runs_jk_ao2mo_and_mp2_on_resident_kernels():
     assert moved == 2 + 4 * builds
     # the float32 cycles stop at the device tolerance, well before conv_tol: the host refinement matters
     assert abs(r.history[-1]["e_tot"] - ref.e_tot) > 1e-9
-    assert m.backends["ao2mo"] == "nki:gemm_kernel" and m.backends["energy"] == "nki:mp2_pair_energy_kernel"
-    assert mp2_kernels.count("mp2_pair_energy_kernel") >= 1 and "gemm_kernel" in mp2_kernels
+    assert m.backends["ao2mo"] == "nki:gemm_kernel" and m.backends["energy"] == "nki:mp2_energy_kernel"
+    assert mp2_kernels.count("mp2_energy_kernel") >= 1 and "gemm_kernel" in mp2_kernels
     assert mp2_moved == 9, mp2_moved
     assert abs(m.e_corr - e_ref) <= 1e-6, m.e_corr - e_ref
 
@@ -345,7 +345,7 @@ def test_device_neuron_mp2_of_a_plain_mean_field_sends_ao2mo_blocks():
     with neuron_device() as dev:
         m = chem.df_mp2(mf, dtype=torch.float32, device="neuron", progress=False, pair_energies=True)
         kernels = set(dev.kernels)
-    assert kernels == {"gemm_kernel", "mp2_pair_energy_kernel"}, kernels
-    assert m.backends["fit"] == "torch" and m.backends["energy"] == "nki:mp2_pair_energy_kernel"
+    assert kernels == {"gemm_kernel", "mp2_energy_kernel"}, kernels
+    assert m.backends["fit"] == "torch" and m.backends["energy"] == "nki:mp2_energy_kernel"
     assert m.pair_energies.device.type == "cpu"  # results on the input's (host) side
     assert abs(m.e_corr - e_ref) <= 1e-6, m.e_corr - e_ref

@@ -413,5 +413,61 @@ def test_the_exec_scan_finds_a_planted_call(tmp_path):
     assert _exec_calls(p) == [2, 3]
 
 
+# ------------------------------------------------------------------ one kernel per file, named <file stem>_kernel
+
+KERNEL_FILES = sorted(p for p in ROOT.glob("packages/*/src/*/kernels/*.py") if p.name != "__init__.py")
+
+
+def _is_jit(decorator: ast.expr) -> bool:
+    """``@nki.jit``, ``@jit`` or either called with options (``@nki.jit(mode=...)``)."""
+    d = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return (isinstance(d, ast.Attribute) and d.attr == "jit") or (isinstance(d, ast.Name) and d.id == "jit")
+
+
+def kernel_file_faults(path: Path) -> list[str]:
+    """What breaks "one kernel per file, named for it": a kernel file defines exactly one ``@nki.jit`` function
+    and its name is ``<file stem>_kernel``, so a kernel name read in a Plan, ``capture()`` or counters is its
+    file. A private jit function (``_name``: a sub-kernel the kernel calls, launched from nowhere else) is
+    part of its file's kernel, not a second one, and is left out."""
+    tree = ast.parse(path.read_text(), str(path))
+    jits = [n.name for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(map(_is_jit, n.decorator_list))]
+    public = [name for name in jits if not name.startswith("_")]
+    want = f"{path.stem}_kernel"
+    if len(public) != 1:
+        return [f"{path.name}: {len(public)} kernels {public}, not one"]
+    return [] if public == [want] else [f"{path.name}: kernel {public[0]}, not {want}"]
+
+
+@pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: f"{p.parts[-3]}/{p.name}")
+def test_one_kernel_per_file_named_for_the_file(path):
+    assert kernel_file_faults(path) == []
+
+
+def test_the_kernel_file_scan_sees_every_library():
+    # the rule above must see every library's kernels (a moved tree would make it vacuous)
+    assert {p.parts[-3] for p in KERNEL_FILES} == set(LIBRARIES)
+    assert len(KERNEL_FILES) >= 60
+
+
+def test_the_kernel_file_scan_finds_planted_faults(tmp_path):
+    head = "from trnsci.nki import nki\n\n"
+    cases = {
+        "axpy.py": ("@nki.jit\ndef axpy_kernel(x):\n    return x\n", []),
+        # a private sub-kernel is the file's own, and a plain helper no kernel
+        "scan.py": ("@nki.jit\ndef _sweep(x):\n    return x\n\n@nki.jit\ndef scan_kernel(x):\n    return _sweep(x)\n\n"
+                    "def scan_counts(n):\n    return {}\n", []),
+        "fft_pow2.py": ("@nki.jit\ndef stockham_kernel(x):\n    return x\n", ["fft_pow2.py: kernel stockham_kernel, "
+                                                                             "not fft_pow2_kernel"]),
+        "threefry.py": ("@nki.jit\ndef threefry_kernel(x):\n    return x\n\n@nki.jit(mode='baremetal')\n"
+                        "def threefry_block_kernel(x):\n    return x\n",
+                        ["threefry.py: 2 kernels ['threefry_kernel', 'threefry_block_kernel'], not one"]),
+        "helpers.py": ("def helpers_kernel(x):\n    return x\n", ["helpers.py: 0 kernels [], not one"]),
+    }
+    for name, (body, want) in cases.items():
+        (tmp_path / name).write_text(head + body)
+        assert kernel_file_faults(tmp_path / name) == want, name
+
+
 # Every kernel on the core's tiling helper, with Dimensions and Pseudocode: tests/test_core_tiling.py
 # (test_core_tiling_kernel_files), which names the two kernels whose tiles come from elsewhere and why.

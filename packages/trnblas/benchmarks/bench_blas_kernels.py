@@ -21,11 +21,11 @@ from trnblas.kernels.dgmm import dgmm_kernel
 from trnblas.kernels.gemm import gemm_kernel
 from trnblas.kernels.gemv import gemv_kernel
 from trnblas.kernels.ger import ger_kernel
-from trnblas.kernels.mp2_energy import mp2_pair_energy_kernel
+from trnblas.kernels.mp2_energy import mp2_energy_kernel
 from trnblas.kernels.syr2k import syr2k_kernel
 from trnblas.kernels.syrk import syrk_kernel
 from trnblas.kernels.trsm import trsm_kernel
-from trnblas.kernels.vreduce import reduce_kernel
+from trnblas.kernels.vreduce import vreduce_kernel
 from trnsci import nki
 
 
@@ -61,8 +61,8 @@ def _cases():
     L = r(naux, nocc * nvir) * 0.1
     eo = (-1 - rng.random((1, nocc))).astype(np.float32)
     ev = (0.5 + rng.random((1, nvir))).astype(np.float32)
-    yield f"mp2 nocc={nocc} nvir={nvir} naux={naux} fp32", mp2_pair_energy_kernel, (L, eo, ev), {"nocc": nocc}
-    yield f"mp2 nocc={nocc} nvir={nvir} naux={naux} bf16", mp2_pair_energy_kernel, (L.astype(BF16), eo, ev), \
+    yield f"mp2 nocc={nocc} nvir={nvir} naux={naux} fp32", mp2_energy_kernel, (L, eo, ev), {"nocc": nocc}
+    yield f"mp2 nocc={nocc} nvir={nvir} naux={naux} bf16", mp2_energy_kernel, (L.astype(BF16), eo, ev), \
         {"nocc": nocc}
 
 
@@ -128,9 +128,9 @@ def memory_bound_cases():
         rot_c = np.array([[0.6, 0.8, -0.8, 0.6]], np.float32)
         yield f"axpy n={n:,} fp32", axpby_kernel, (x, y, axpy_c), {"form": (2, 1, 0, 0)}, 12 * n
         yield f"rot n={n:,} fp32", axpby_kernel, (x, y, rot_c), {"form": (2, 2, 2, 2), "pair": True}, 16 * n
-        yield f"dot n={n:,} fp32", reduce_kernel, (x, y), {"op": "dot"}, 8 * n + 4
-        yield f"nrm2 n={n:,} fp32", reduce_kernel, (x, None), {"op": "nrm2"}, 4 * n + 4
-        yield f"iamax n={n:,} fp32", reduce_kernel, (x, None), {"op": "amax"}, 4 * n + 4
+        yield f"dot n={n:,} fp32", vreduce_kernel, (x, y), {"op": "dot"}, 8 * n + 4
+        yield f"nrm2 n={n:,} fp32", vreduce_kernel, (x, None), {"op": "nrm2"}, 4 * n + 4
+        yield f"iamax n={n:,} fp32", vreduce_kernel, (x, None), {"op": "amax"}, 4 * n + 4
         xc = r(2 * (n // 2))  # interleaved parts of n // 2 complex64 elements
         caxpy_c = np.array([[0.6, -0.8, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]], np.float32)
         yield f"caxpy n={n // 2:,} c64", caxpby_kernel, (xc, xc, caxpy_c), {"form": (1, 0)}, 24 * (n // 2)

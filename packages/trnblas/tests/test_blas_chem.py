@@ -7,7 +7,7 @@ import torch
 import trnblas
 import trnsci
 from trnblas.chem import mp2_energy, mp2_pair_energies
-from trnblas.kernels.mp2_energy import mp2_counts, mp2_pair_energy_kernel
+from trnblas.kernels.mp2_energy import mp2_counts, mp2_energy_kernel
 from trnsci import nki
 
 
@@ -100,7 +100,7 @@ def test_validation_errors():
 def test_kernel_counters_match_closed_form(shape, bo):
     B, eo, ev = _random_system(*shape, seed=sum(shape))
     L, eo_row, ev_row = _kernel_layout(B, eo, ev)
-    out, prof = nki.profile(mp2_pair_energy_kernel, L, eo_row, ev_row, nocc=shape[0], bo=bo)
+    out, prof = nki.profile(mp2_energy_kernel, L, eo_row, ev_row, nocc=shape[0], bo=bo)
     low = np.tril(out)
     e = low + np.tril(low, -1).T
     ref = _loop_reference(L.reshape(shape[2], shape[0], shape[1]).transpose(1, 2, 0).astype(np.float64), eo, ev)
@@ -125,7 +125,7 @@ def test_simulator_matches_torch_path():
     with trnsci.use_backend("simulator"), nki.capture() as runs:
         got = mp2_pair_energies(Bt, eot, evt)
         E = mp2_energy(Bt, eot, evt)
-    assert [r.kernel for r in runs] == ["mp2_pair_energy_kernel"] * 2
+    assert [r.kernel for r in runs] == ["mp2_energy_kernel"] * 2
     assert all(r.backend == "simulator" for r in runs)
     torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-7)
     assert float(E) == pytest.approx(float(ref.sum()), rel=1e-5)
@@ -242,7 +242,7 @@ def test_dfmp2_from_pyscf_with_frozen_core_and_default_auxbasis():
         e32 = trnblas.dfmp2(mf, frozen=1, dtype=torch.float32)
     # the AO->MO transform on the GEMM kernel, then the fused pair-energy kernel
     kernels = [r.kernel for r in runs]
-    assert kernels[-1] == "mp2_pair_energy_kernel" and set(kernels[:-1]) == {"gemm_kernel"}
+    assert kernels[-1] == "mp2_energy_kernel" and set(kernels[:-1]) == {"gemm_kernel"}
     assert e32 == pytest.approx(DFMP2(mf, frozen=1).kernel()[0], abs=1e-6)  # fp32 kernel
 
 

@@ -19,7 +19,7 @@ from trnblas.kernels.dgmm import dgmm_counts, dgmm_kernel
 from trnblas.kernels.gemv import gemv_counts, gemv_kernel
 from trnblas.kernels.ger import ger_counts, ger_kernel
 from trnblas.kernels.syr2k import syr2k_counts, syr2k_kernel
-from trnblas.kernels.vreduce import reduce_counts, reduce_kernel
+from trnblas.kernels.vreduce import reduce_counts, vreduce_kernel
 from trnsci import nki
 from trnsci.testing import assert_counts, assert_plan_matches_run, kernel_ran
 
@@ -78,7 +78,7 @@ def test_reduce_kernel_partials_combine_to_numpy(n, op):
     rng = np.random.default_rng(n + 1)
     x = rng.standard_normal(n).astype(np.float32)
     y = rng.standard_normal(n).astype(np.float32)
-    part, prof = nki.profile(reduce_kernel, x, y if op == "dot" else None, op=op)
+    part, prof = nki.profile(vreduce_kernel, x, y if op == "dot" else None, op=op)
     assert_counts(prof, reduce_counts(n, 4, op))
     assert prof.hbm_read_bytes == 4 * n * (2 if op == "dot" else 1)
     p = part.astype(np.float64)
@@ -217,7 +217,7 @@ def test_level1_public_api_runs_kernels_and_matches_float64():
     n = 1000
     x, y = _vec(n, 1), _vec(n, 2)
     xd, yd = x.double(), y.double()
-    names = ["axpby_kernel"] * 5 + ["reduce_kernel"] * 6
+    names = ["axpby_kernel"] * 5 + ["vreduce_kernel"] * 6
     with kernel_ran(*names):
         torch.testing.assert_close(trnblas.axpy(2.0, x, y).double(), 2 * xd + yd, rtol=4 * U32, atol=0)
         torch.testing.assert_close(trnblas.scal(-0.5, x).double(), -0.5 * xd, rtol=U32, atol=0)
@@ -238,7 +238,7 @@ def test_level1_complex_real_coefficients_use_the_real_view():
     g = torch.Generator().manual_seed(4)
     x = torch.randn(300, dtype=torch.complex64, generator=g)
     y = torch.randn(300, dtype=torch.complex64, generator=g)
-    with kernel_ran("axpby_kernel", "reduce_kernel", "reduce_kernel"):
+    with kernel_ran("axpby_kernel", "vreduce_kernel", "vreduce_kernel"):
         torch.testing.assert_close(trnblas.axpy(2.0, x, y), 2 * x + y, rtol=4 * U32, atol=1e-6)
         assert float(trnblas.nrm2(x)) == pytest.approx(float(x.cdouble().abs().pow(2).sum().sqrt()), rel=1e-5)
         ref = float(torch.view_as_real(x).double().abs().sum())
@@ -246,12 +246,12 @@ def test_level1_complex_real_coefficients_use_the_real_view():
     # complex dot/dotc: two real dot kernels each; vs NumPy's complex128 vdot/dot
     xn, yn = x.cdouble().numpy(), y.cdouble().numpy()
     mag = float(np.abs(xn) @ np.abs(yn)) * 2
-    with kernel_ran(*["reduce_kernel"] * 4):
+    with kernel_ran(*["vreduce_kernel"] * 4):
         assert abs(complex(trnblas.dotc(x, y)) - np.vdot(xn, yn)) <= 302 * U32 * mag
         assert abs(complex(trnblas.dot(x, y)) - np.dot(xn, yn)) <= 302 * U32 * mag
     # complex iamax/iamin: BLAS's |Re| + |Im| ranked inside the reduction kernel, vs NumPy
     mag = np.abs(xn.real) + np.abs(xn.imag)
-    with kernel_ran("reduce_kernel", "reduce_kernel"):
+    with kernel_ran("vreduce_kernel", "vreduce_kernel"):
         assert trnblas.iamax(x) == int(np.argmax(mag))
         assert trnblas.iamin(x) == int(np.argmin(mag))
 
@@ -261,7 +261,7 @@ def test_level1_complex_real_coefficients_use_the_real_view():
 def test_complex_index_reduction_counters(n, op):
     rng = np.random.default_rng(n)
     x = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
-    part, prof = nki.profile(reduce_kernel, x.view(np.float32), None, op=op)
+    part, prof = nki.profile(vreduce_kernel, x.view(np.float32), None, op=op)
     assert_counts(prof, reduce_counts(n, 4, op))
     assert prof.hbm_read_bytes == 8 * n  # both parts, once
     v, i = part[:, 0::2].astype(np.float64), part[:, 1::2]
@@ -364,7 +364,7 @@ def test_plan_by_routine_name_covers_the_new_ops():
     with trnblas.use_backend("simulator"):
         p = trnblas.plan("nrm2", x)
         q = trnblas.plan("trnblas.gemv", 1.0, torch.ones(130, 600), torch.ones(600))
-    assert (p.op, p.kernel["name"]) == ("trnblas.nrm2", "reduce_kernel")
+    assert (p.op, p.kernel["name"]) == ("trnblas.nrm2", "vreduce_kernel")
     assert (q.op, q.kernel["name"]) == ("trnblas.gemv", "gemv_kernel")
     with pytest.raises(ValueError, match="routine name; got 'rotg'"):
         trnblas.plan("rotg", 1.0, 2.0)

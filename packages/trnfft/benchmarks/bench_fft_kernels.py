@@ -73,10 +73,10 @@ def _cases():
     for n in (256, 4096):
         yield f"dft_gemm n={n} B={B} fp32", n, KG.dft_gemm_kernel, lambda n=n: _gemm_args(n, np.float32), {}
         yield f"dft_gemm n={n} B={B} bf16", n, KG.dft_gemm_kernel, lambda n=n: _gemm_args(n, BF16), {}
-        yield f"stockham n={n} B={B} fp32", n, KS.stockham_kernel, lambda n=n: (_planes(n), KS.twiddle_table(n)), {}
-    yield f"bluestein n=1000 B={B} fp32", 1000, KB.bluestein_kernel, lambda: _bluestein_args(1000), {}
-    yield f"rfft_half n=4096 B={B} fp32", 4096, KR.rfft_half_kernel, lambda: _rfft_args(4096), {}
-    yield f"irfft_half n=4096 B={B} fp32", 4096, KI.irfft_half_kernel, lambda: _irfft_args(4096), {}
+        yield f"stockham n={n} B={B} fp32", n, KS.fft_pow2_kernel, lambda n=n: (_planes(n), KS.twiddle_table(n)), {}
+    yield f"bluestein n=1000 B={B} fp32", 1000, KB.fft_any_length_kernel, lambda: _bluestein_args(1000), {}
+    yield f"rfft_half n=4096 B={B} fp32", 4096, KR.rfft_kernel, lambda: _rfft_args(4096), {}
+    yield f"irfft_half n=4096 B={B} fp32", 4096, KI.irfft_kernel, lambda: _irfft_args(4096), {}
     # istft's second launch: 4 signals of 16000 samples, n_fft 512, hop 128 (126 frames each)
     yield "overlap_add n=512 hop=128 4x126", 512, KO.overlap_add_kernel, lambda: _ola_args(4, 126, 512, 128), {}
 
@@ -126,10 +126,10 @@ def crossover_rows(targets=("trn1", "trn2"), batches=(1, 16, 128),
                 g = _modeled(KG.dft_gemm_kernel, (xt, w), t)
                 x = rng.standard_normal((2, b, n)).astype(np.float32)
                 if n & (n - 1) == 0:
-                    rival, r = "stockham", _modeled(KS.stockham_kernel, (x, KS.twiddle_table(n)), t)
+                    rival, r = "stockham", _modeled(KS.fft_pow2_kernel, (x, KS.twiddle_table(n)), t)
                 else:
                     chirp, filt = KB.tables(n)
-                    rival, r = "bluestein", _modeled(KB.bluestein_kernel,
+                    rival, r = "bluestein", _modeled(KB.fft_any_length_kernel,
                                                      (x, chirp, filt, KS.twiddle_table(KB.length(n))), t)
                 rows.append((t, b, n, rival, g, r))
     return rows

@@ -45,7 +45,7 @@ def _c(y):
 @pytest.mark.parametrize("inverse", [False, True])
 def test_stockham_kernel(B, n, inverse):
     x = _planes(B, n, n)
-    y, prof = nki.profile(KS.stockham_kernel, x, KS.twiddle_table(n), inverse=inverse)
+    y, prof = nki.profile(KS.fft_pow2_kernel, x, KS.twiddle_table(n), inverse=inverse)
     ref = (scipy.fft.ifft(_c(x), norm="forward") if inverse else scipy.fft.fft(_c(x)))
     assert _relerr(_c(y), ref) <= A.STOCKHAM_BOUND(n)
     assert_counts(prof, KS.stockham_counts(B, n))
@@ -92,7 +92,7 @@ def test_dft_gemm_streams_a_matrix_too_large_to_keep():
 def test_bluestein_kernel(B, n, inverse):
     x = _planes(B, n, n)
     chirp, filt = KB.tables(n, inverse)
-    y, prof = nki.profile(KB.bluestein_kernel, x, chirp, filt, KS.twiddle_table(KB.length(n)), inverse=inverse)
+    y, prof = nki.profile(KB.fft_any_length_kernel, x, chirp, filt, KS.twiddle_table(KB.length(n)), inverse=inverse)
     ref = (scipy.fft.ifft(_c(x), norm="forward") if inverse else scipy.fft.fft(_c(x)))
     assert _relerr(_c(y), ref) <= A.BLUESTEIN_BOUND(n)
     assert_counts(prof, KB.bluestein_counts(B, n))
@@ -101,7 +101,7 @@ def test_bluestein_kernel(B, n, inverse):
 @pytest.mark.parametrize("B,n", [(200, 64), (130, 4), (3, 1024)])
 def test_rfft_half_kernel(B, n):
     x = np.random.default_rng(n).standard_normal((B, n)).astype(np.float32)
-    y, prof = nki.profile(KR.rfft_half_kernel, x, KR.half_table(n), KS.twiddle_table(n // 2))
+    y, prof = nki.profile(KR.rfft_kernel, x, KR.half_table(n), KS.twiddle_table(n // 2))
     assert y.shape == (2, B, n // 2 + 1)
     assert _relerr(_c(y), np.fft.rfft(x.astype(np.float64))) <= A.STOCKHAM_BOUND(n // 2) + 4 * A.U32
     assert_counts(prof, KR.rfft_half_counts(B, n))
@@ -120,7 +120,7 @@ def _half_spectrum(B, h, seed):
 def test_irfft_half_kernel(B, n):
     h = n // 2
     X = _half_spectrum(B, h + 1, n)
-    y, prof = nki.profile(KI.irfft_half_kernel, X, KI.ihalf_table(n), KS.twiddle_table(h))
+    y, prof = nki.profile(KI.irfft_kernel, X, KI.ihalf_table(n), KS.twiddle_table(h))
     assert y.shape == (B, n)
     ref = scipy.fft.irfft(_c(X), n, norm="forward")  # unnormalized, like the kernel
     Xr = _c(X)
@@ -138,7 +138,7 @@ def test_irfft_half_kernel(B, n):
 # odd n the Hermitian extension + one full-length complex inverse. Bounds: the inner transform's
 # plus 4 u (relative 2-norm error of the output).
 @pytest.mark.parametrize("n,B,precision,kernels,bound", [
-    (16, 130, "fast", ["irfft_half_kernel"], A.STOCKHAM_BOUND(8) + 4 * A.U32),
+    (16, 130, "fast", ["irfft_kernel"], A.STOCKHAM_BOUND(8) + 4 * A.U32),
     (2, 3, "fast", ["dft_gemm_kernel"], A.GEMM_BOUND(2) + 4 * A.U32),  # h = 1: below the kernel
     (30, 130, "fast", ["dft_gemm_kernel"], A.GEMM_BOUND(15) + 4 * A.U32),
     (31, 3, "fast", ["dft_gemm_kernel"], A.GEMM_BOUND(31)),
@@ -178,19 +178,20 @@ def test_cmul_kernel(conj):
 # other n, from the modeled crossover): each side of each, on ragged batches.
 @pytest.mark.parametrize("n,kernel,B", [(17, "dft_gemm_kernel", 130), (100, "dft_gemm_kernel", 200),
                                         (512, "dft_gemm_kernel", 130), (513, "dft_gemm_kernel", 3),
-                                        (1024, "stockham_kernel", 130), (1000, "dft_gemm_kernel", 1),
-                                        (2048, "stockham_kernel", 3)])
+                                        (1024, "fft_pow2_kernel", 130), (1000, "dft_gemm_kernel", 1),
+                                        (2048, "fft_pow2_kernel", 3)])
 def test_fft_simulator_vs_torch_and_scipy(n, kernel, B):
     from trnfft._nki import basic as N
 
-    assert N.algorithm(n, "fast")[0] == kernel.removesuffix("_kernel")
+    # the route is named for the algorithm (Stockham), its kernel for its file (kernels/fft_pow2.py)
+    assert N.algorithm(n, "fast")[0] == {"dft_gemm_kernel": "dft_gemm", "fft_pow2_kernel": "stockham"}[kernel]
     x = torch.randn(B, n, dtype=torch.complex64, generator=torch.Generator().manual_seed(n + B))
     with kernel_ran(kernel):
         y = trnfft.fft(x, norm="ortho")
     with trnfft.use_backend("torch"):
         t = trnfft.fft(x, norm="ortho")
     ref = scipy.fft.fft(x.numpy().astype(np.complex128), norm="ortho")
-    bound = {"dft_gemm_kernel": A.GEMM_BOUND(n), "stockham_kernel": A.STOCKHAM_BOUND(n)}[kernel]
+    bound = {"dft_gemm_kernel": A.GEMM_BOUND(n), "fft_pow2_kernel": A.STOCKHAM_BOUND(n)}[kernel]
     assert _relerr(y.numpy(), ref) <= bound
     assert _relerr(y.numpy(), t.numpy()) <= bound + 2 * A.STOCKHAM_BOUND(n)
 
@@ -206,7 +207,7 @@ def test_ifft_fftn_rfft_irfft_simulator_on_ragged_batches():
         y = trnfft.fftn(z, dim=(0, 2))
     assert _relerr(y.numpy(), scipy.fft.fftn(z.numpy().astype(np.complex128), axes=(0, 2))) <= 1e-6
     r = torch.randn(200, 256, generator=g)
-    with kernel_ran("rfft_half_kernel"):
+    with kernel_ran("rfft_kernel"):
         y = trnfft.rfft(r, norm="forward")
     ref = np.fft.rfft(r.numpy().astype(np.float64), norm="forward")
     assert _relerr(y.numpy(), ref) <= A.STOCKHAM_BOUND(128) + 4 * A.U32
@@ -220,26 +221,26 @@ def test_hermitian_and_real_nd_transforms_on_kernels():
     """hfft/ihfft and rfftn/irfftn compose the real and complex kernels (one run per dim)."""
     g = torch.Generator().manual_seed(1)
     r = torch.randn(6, 10, 16, generator=g)
-    with kernel_ran("rfft_half_kernel", "dft_gemm_kernel", "dft_gemm_kernel"):
+    with kernel_ran("rfft_kernel", "dft_gemm_kernel", "dft_gemm_kernel"):
         y = trnfft.rfftn(r, norm="ortho")
     ref = scipy.fft.rfftn(r.numpy().astype(np.float64), norm="ortho")
     assert _relerr(y.numpy(), ref) <= 3 * A.GEMM_BOUND(16)
     X = torch.fft.rfftn(r)
-    with kernel_ran("dft_gemm_kernel", "dft_gemm_kernel", "irfft_half_kernel"):  # last dim: half-length
+    with kernel_ran("dft_gemm_kernel", "dft_gemm_kernel", "irfft_kernel"):  # last dim: half-length
         y = trnfft.irfftn(X, s=(6, 10, 16))
     assert _relerr(y.numpy(), scipy.fft.irfftn(X.numpy().astype(np.complex128), s=(6, 10, 16))) <= 3 * A.GEMM_BOUND(16)
     c = torch.randn(130, 9, dtype=torch.complex64, generator=g)  # Im c[0], Im c[8] nonzero: ignored
-    with kernel_ran("irfft_half_kernel"):
+    with kernel_ran("irfft_kernel"):
         y = trnfft.hfft(c, n=16, norm="forward")
     ref = scipy.fft.hfft(c.numpy().astype(np.complex128), n=16, norm="forward")
     assert _relerr(y.numpy(), ref) <= A.STOCKHAM_BOUND(8) + 4 * A.U32
-    with kernel_ran("rfft_half_kernel"):
+    with kernel_ran("rfft_kernel"):
         y = trnfft.ihfft(r[0], n=16)
     assert _relerr(y.numpy(), scipy.fft.ihfft(r[0].numpy().astype(np.float64), n=16)) <= A.STOCKHAM_BOUND(8) + 4 * A.U32
 
 
 @pytest.mark.parametrize("kw,kernel", [
-    ({"n_fft": 64, "hop_length": 16, "win_length": 48}, "rfft_half_kernel"),
+    ({"n_fft": 64, "hop_length": 16, "win_length": 48}, "rfft_kernel"),
     ({"n_fft": 60, "center": False, "pad_mode": "constant"}, "dft_gemm_kernel"),
 ])
 def test_stft_frames_go_through_one_transform_kernel(kw, kernel):

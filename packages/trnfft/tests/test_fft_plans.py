@@ -115,15 +115,15 @@ def test_every_kernel_op_has_cases():
 # FFTPlan.algorithms names what runs: under the simulator the NKI routing, one entry per axis
 ALGORITHM_CASES = [
     ("fft", 512, ("dft_gemm",), ["dft_gemm_kernel"]),
-    ("fft", 1024, ("stockham",), ["stockham_kernel"]),
+    ("fft", 1024, ("stockham",), ["fft_pow2_kernel"]),
     ("fft", 2047, ("dft_gemm",), ["dft_gemm_kernel"]),
     ("ifft", 8192, ("four_step",), ["dft_gemm_kernel", "cmul_kernel", "dft_gemm_kernel"]),
-    ("rfft", 128, ("real_half+stockham",), ["rfft_half_kernel"]),
+    ("rfft", 128, ("real_half+stockham",), ["rfft_kernel"]),
     ("rfft", 30, ("dft_gemm",), ["dft_gemm_kernel"]),
-    ("irfft", 128, ("real_half+stockham",), ["irfft_half_kernel"]),
+    ("irfft", 128, ("real_half+stockham",), ["irfft_kernel"]),
     ("irfft", 30, ("real_half+dft_gemm",), ["dft_gemm_kernel"]),
     ("irfft", 17, ("dft_gemm",), ["dft_gemm_kernel"]),
-    ("hfft", 16, ("real_half+stockham",), ["irfft_half_kernel"]),
+    ("hfft", 16, ("real_half+stockham",), ["irfft_kernel"]),
 ]
 
 

@@ -10,15 +10,15 @@ import math
 import numpy as np
 import pytest
 
-from trnrand.kernels.discrete import philox_threshold_kernel
+from trnrand.kernels.discrete import discrete_kernel
 from trnrand.kernels.gamma import gamma_kernel
 from trnrand.kernels.halton import halton_kernel
 from trnrand.kernels.lhs import lhs_kernel
-from trnrand.kernels.normal import box_muller_kernel
+from trnrand.kernels.normal import normal_kernel
 from trnrand.kernels.philox import philox_kernel
 from trnrand.kernels.philox_block import philox_block_kernel
 from trnrand.kernels.philox_transform import philox_transform_kernel
-from trnrand.kernels.poisson import ptrs_kernel
+from trnrand.kernels.poisson import poisson_kernel
 from trnrand.kernels.sobol import sobol_kernel
 from trnrand.quasi import _direction_numbers
 from trnsci import nki
@@ -31,7 +31,7 @@ def _cases():
                                                              "nblocks": TILE}
     yield "philox uniform fp32, 128x512 blocks", philox_kernel, (), {"seed": 1, "subsequence": 0, "block0": 0,
                                                                     "nblocks": TILE, "mode": "uniform"}
-    yield "box-muller fp32, 128x512 blocks", box_muller_kernel, (), {"seed": 1, "subsequence": 0, "block0": 0,
+    yield "box-muller fp32, 128x512 blocks", normal_kernel, (), {"seed": 1, "subsequence": 0, "block0": 0,
                                                                      "nblocks": TILE}
     for name, tr, prm in (("bernoulli p=0.3", "bernoulli", round(0.3 * 2**32)),
                           ("exponential fp32", "exponential", -1.0),
@@ -48,14 +48,14 @@ def _cases():
     for name, th, keyed in (("categorical 8 categories", _categorical_thresholds(torch.arange(1.0, 9.0).cumsum(0)),
                              False),
                             ("poisson lam=3 (keyed)", _poisson_thresholds(3.0), True)):
-        yield f"{name}, 128x512 blocks", philox_threshold_kernel, (), {
+        yield f"{name}, 128x512 blocks", discrete_kernel, (), {
             "seed": 1, "subsequence": 0, "block0": 0, "nblocks": TILE, "thresholds": th, "keyed": keyed}
     yield "gamma shape=2 (4 rounds), 128x512 blocks", gamma_kernel, (), {
         "seed": 1, "subsequence": 0, "block0": 0, "nblocks": TILE, "shape": 2.0, "rounds": 4}
     from trnrand.distributions import _ptrs_constants
 
     a, b, ia, vr = _ptrs_constants(100.0)
-    yield "poisson lam=100 PTRS (6 rounds), 128x512 blocks", ptrs_kernel, (), {
+    yield "poisson lam=100 PTRS (6 rounds), 128x512 blocks", poisson_kernel, (), {
         "seed": 1, "subsequence": 0, "block0": 0, "nblocks": TILE, "lam": 100.0, "a": a, "b": b, "invalpha": ia,
         "vr": vr, "rounds": 6}
     rng = np.random.default_rng(0)

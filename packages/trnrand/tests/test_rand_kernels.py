@@ -17,7 +17,7 @@ from scipy.stats import qmc
 
 import trnrand
 from trnrand import _philox
-from trnrand.kernels.normal import box_muller_counts, box_muller_kernel
+from trnrand.kernels.normal import box_muller_counts, normal_kernel
 from trnrand.kernels.philox import SBUF_TILES, philox_counts, philox_kernel
 from trnrand.kernels.sobol import groups, sobol_counts, sobol_kernel
 from trnrand.quasi import _direction_numbers
@@ -156,7 +156,7 @@ def test_normal_simulator_matches_torch_and_reference(n, offset):
         return trnrand.normal(n, mean=0.5, std=2.0, generator=trnrand.Generator(seed=77, offset=offset))
 
     want = draw()
-    with trnrand.use_backend("simulator"), kernel_ran("box_muller_kernel"):
+    with trnrand.use_backend("simulator"), kernel_ran("normal_kernel"):
         got = draw()
     # the same float32 operations in the same order, and the torch path evaluates log/sqrt/sin with NumPy's
     # float32 functions as the emulator does: bit for bit (on hardware the Scalar Engine's approximations differ)
@@ -170,7 +170,7 @@ def test_normal_simulator_matches_torch_and_reference(n, offset):
 def test_box_muller_counters_equal_closed_form():
     for nblocks in (1, 389):
         for odd in (False, True):  # the odd pairing computes one more column, the same instructions
-            _, prof = nki.profile(box_muller_kernel, seed=1, subsequence=0, block0=4, nblocks=nblocks, odd=odd)
+            _, prof = nki.profile(normal_kernel, seed=1, subsequence=0, block0=4, nblocks=nblocks, odd=odd)
             assert_counts(prof, box_muller_counts(nblocks))
 
 
@@ -182,7 +182,7 @@ def test_odd_normal_partitions_on_the_simulator():
         return trnrand.normal(n, generator=g)
 
     want = draw(0, 1, 14)
-    with trnrand.use_backend("simulator"), kernel_ran("box_muller_kernel", "box_muller_kernel"):
+    with trnrand.use_backend("simulator"), kernel_ran("normal_kernel", "normal_kernel"):
         got = torch.cat([draw(r, 2, 7) for r in range(2)])
     assert torch.equal(got, want)  # as above
 

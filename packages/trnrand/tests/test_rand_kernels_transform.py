@@ -191,7 +191,7 @@ def _m53(w0, w1):
 ], ids=["poisson-0.5", "poisson-9.99", "categorical-4", "categorical-40"])
 def test_threshold_simulator_is_bit_identical_to_torch(fn, args, kw, offset):
     want = getattr(trnrand, fn)(*args, 1031, generator=G(offset), **kw)
-    with kernel_ran("philox_threshold_kernel"):
+    with kernel_ran("discrete_kernel"):
         got = getattr(trnrand, fn)(*args, 1031, generator=G(offset), **kw)
     assert got.dtype == want.dtype and torch.equal(got, want)
 
@@ -199,7 +199,7 @@ def test_threshold_simulator_is_bit_identical_to_torch(fn, args, kw, offset):
 def test_categorical_equals_numpy_searchsorted_of_the_reference_words():
     n, off = 301, 5  # odd start word: the odd pairing
     probs = np.array([0.05, 0.3, 0.0, 0.15, 0.5])
-    with kernel_ran("philox_threshold_kernel"):
+    with kernel_ran("discrete_kernel"):
         got = trnrand.categorical(torch.tensor(probs), n, generator=G(off))
     w = ref_words(off, 2 * n).reshape(-1, 2)
     u = np.array([_m53(a, b) for a, b in w], dtype=np.float64) * 2.0**-53
@@ -212,7 +212,7 @@ def test_poisson_equals_the_keyed_reference_search():
     # sample i keys philox4x32_10(counter 0, key = its two stream words); u from the first two words; then the
     # sequential search of the documented recurrence, in Python floats
     n, off, lam = 260, 2, 4.5
-    with kernel_ran("philox_threshold_kernel"):
+    with kernel_ran("discrete_kernel"):
         got = trnrand.poisson(n, lam=lam, dtype=torch.int64, generator=G(off))
     w = ref_words(off, 2 * n).reshape(-1, 2)
     want = []
@@ -235,9 +235,9 @@ def test_poisson_equals_the_keyed_reference_search():
 ])
 @pytest.mark.parametrize("nblocks,odd", [(1, False), (389, True)])
 def test_threshold_counters_equal_closed_form(keyed, th, nblocks, odd):
-    from trnrand.kernels.discrete import philox_threshold_kernel, threshold_counts
+    from trnrand.kernels.discrete import discrete_kernel, threshold_counts
 
-    _, prof = nki.profile(philox_threshold_kernel, seed=1, subsequence=2, block0=3, nblocks=nblocks,
+    _, prof = nki.profile(discrete_kernel, seed=1, subsequence=2, block0=3, nblocks=nblocks,
                           thresholds=th, keyed=keyed, odd=odd)
     assert_counts(prof, threshold_counts(nblocks, th, keyed))
 
@@ -332,7 +332,7 @@ def test_ptrs_kernel_passes_the_torch_paths_chi_square(lam, monkeypatch):
     monkeypatch.setattr(K, "PTRS_ROUNDS", 2)  # leaves 1-6% for the host: the fallback runs too
     n = 8191
     want = trnrand.poisson(n, lam=lam, dtype=torch.int64, generator=G(1)).numpy()
-    with kernel_ran("ptrs_kernel"):
+    with kernel_ran("poisson_kernel"):
         got = trnrand.poisson(n, lam=lam, dtype=torch.int64, generator=G(1)).numpy()
     assert got.min() >= 0
     assert _poisson_chi2(got, lam) > 1e-3 and _poisson_chi2(want, lam) > 1e-3
@@ -343,10 +343,10 @@ def test_ptrs_kernel_passes_the_torch_paths_chi_square(lam, monkeypatch):
 @pytest.mark.parametrize("nblocks,odd", [(1, False), (389, True)])
 def test_ptrs_counters_equal_closed_form(nblocks, odd):
     from trnrand.distributions import _ptrs_constants
-    from trnrand.kernels.poisson import ptrs_counts, ptrs_kernel
+    from trnrand.kernels.poisson import poisson_kernel, ptrs_counts
 
     a, b, ia, vr = _ptrs_constants(25.0)
-    _, prof = nki.profile(ptrs_kernel, seed=1, subsequence=2, block0=3, nblocks=nblocks, lam=25.0, a=a, b=b,
+    _, prof = nki.profile(poisson_kernel, seed=1, subsequence=2, block0=3, nblocks=nblocks, lam=25.0, a=a, b=b,
                           invalpha=ia, vr=vr, rounds=3, odd=odd)
     assert_counts(prof, ptrs_counts(nblocks, 3))
 
@@ -386,7 +386,7 @@ def test_halton_counters_equal_closed_form(n, d, skip):
 @pytest.mark.parametrize("trials,p", [(10, 0.3), (100, 0.2), (7, 0.9), (1000, 0.02)])
 def test_binomial_inversion_simulator_is_bit_identical_to_torch(trials, p, offset):
     want = trnrand.binomial(1031, n=trials, p=p, generator=G(offset))
-    with kernel_ran("philox_threshold_kernel"):
+    with kernel_ran("discrete_kernel"):
         got = trnrand.binomial(1031, n=trials, p=p, generator=G(offset))
     assert got.dtype == want.dtype and torch.equal(got, want)
 
@@ -394,7 +394,7 @@ def test_binomial_inversion_simulator_is_bit_identical_to_torch(trials, p, offse
 def test_binomial_equals_the_keyed_reference_search():
     # the documented inversion in Python floats on the reference words (u from the key's block 0), flipped for p > 1/2
     n, off, trials, p = 203, 3, 12, 0.65
-    with kernel_ran("philox_threshold_kernel"):
+    with kernel_ran("discrete_kernel"):
         got = trnrand.binomial(n, n=trials, p=p, generator=G(off))
     pp, q = 1 - p, p
     s, want = pp / q, []
@@ -443,7 +443,7 @@ def test_multinomial_with_replacement_is_bit_identical_to_torch():
     probs = torch.rand(3, 9, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     probs[1, 4] = 0.0
     want = trnrand.multinomial(probs, 301, replacement=True, generator=G(1))
-    with kernel_ran(*["philox_threshold_kernel"] * 3):
+    with kernel_ran(*["discrete_kernel"] * 3):
         got = trnrand.multinomial(probs, 301, replacement=True, generator=G(1))
     assert got.shape == (3, 301) and torch.equal(got, want)
     assert not bool((got[1] == 4).any())  # the zero-probability category is never drawn

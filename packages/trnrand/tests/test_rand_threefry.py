@@ -12,10 +12,10 @@ import torch
 import trnrand
 from trnrand.kernels.threefry import (
     SBUF_TILES,
-    threefry_block_counts,
     threefry_counts,
     threefry_kernel,
 )
+from trnrand.kernels.threefry_block import threefry_block_counts
 from trnsci import nki
 from trnsci.dispatch import plan_call
 from trnsci.testing import assert_counts, assert_plan_matches_run, kernel_ran

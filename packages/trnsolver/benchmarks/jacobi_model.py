@@ -3,7 +3,7 @@
     python packages/trnsolver/benchmarks/jacobi_model.py [n ...]
 
 Sweeps: ``trnsolver.eigh`` under the simulator backend on random symmetric
-Gaussian matrices (fp32), counting ``jacobi_sweep_kernel`` launches.
+Gaussian matrices (fp32), counting ``eigh_sweep_kernel`` launches.
 Per-sweep figures: the emulator's KernelProfile (trn1 and trn2) of one sweep
 -- instruction counts are exact, times are the emulator's cost model
 ("modeled"), not measurements. The Vector-Engine alternative (rotating rows
@@ -24,7 +24,7 @@ import torch
 import trnsolver
 from trnsci.backend import use_backend
 from trnsci.nki import capture, emulator, nisa, nki, nl
-from trnsolver.kernels.eigh_sweep import jacobi_sweep_kernel, partner_table
+from trnsolver.kernels.eigh_sweep import eigh_sweep_kernel, partner_table
 
 
 @nki.jit
@@ -54,8 +54,8 @@ def main(sizes):
         eye = np.eye(m, dtype=np.float32)
         Ap = np.zeros((m, m), np.float32)
         Ap[:n, :n] = A
-        _, p1 = emulator.profile(jacobi_sweep_kernel, Ap, eye, eye, partner_table(m), target="trn1")
-        _, p2 = emulator.profile(jacobi_sweep_kernel, Ap, eye, eye, partner_table(m), target="trn2")
+        _, p1 = emulator.profile(eigh_sweep_kernel, Ap, eye, eye, partner_table(m), target="trn1")
+        _, p2 = emulator.profile(eigh_sweep_kernel, Ap, eye, eye, partner_table(m), target="trn2")
         _, q = emulator.profile(_one_full_tile_op, Ap, target="trn1")
         per_op = q.engine_time_s["vector"] / q.instructions["vector"]
         extra = 4 * (m - 1) * per_op

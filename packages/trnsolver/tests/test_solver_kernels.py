@@ -20,7 +20,7 @@ from trnsci.nki import emulator
 from trnsci.testing import assert_counts, kernel_ran
 from trnsolver._nki import eigen as nki_eigen
 from trnsolver._nki import factor as nki_factor
-from trnsolver.kernels.eigh_sweep import jacobi_sweep_counts, jacobi_sweep_kernel, partner_table, schedule
+from trnsolver.kernels.eigh_sweep import eigh_sweep_kernel, jacobi_sweep_counts, partner_table, schedule
 
 pytestmark = pytest.mark.simulator
 
@@ -57,7 +57,7 @@ def test_schedule_pairs_every_index_once_per_round_and_every_pair_once_per_sweep
 def test_sweep_counters_equal_closed_forms(n):
     A = _sym(n)
     eye = np.eye(n, dtype=np.float32)
-    _, prof = emulator.profile(jacobi_sweep_kernel, A, eye, eye, partner_table(n), target="trn1")
+    _, prof = emulator.profile(eigh_sweep_kernel, A, eye, eye, partner_table(n), target="trn1")
     want = jacobi_sweep_counts(n)
     want.pop("kernel")
     assert_counts(prof, want)
@@ -68,7 +68,7 @@ def test_eigh_kernel_vs_scipy_and_torch(n):
     A = _sym(n, seed=n)
     with kernel_ran() as runs:
         w, V = trnsolver.eigh(torch.from_numpy(A))
-    assert {r.kernel for r in runs} == {"jacobi_sweep_kernel"}
+    assert {r.kernel for r in runs} == {"eigh_sweep_kernel"}
     _check_eig(A, w.numpy(), V.numpy())
     wt = trnsolver.eigh(torch.from_numpy(A))[0]  # torch path (LAPACK)
     np.testing.assert_allclose(w.numpy(), wt.numpy(), atol=2e-4 * np.abs(wt.numpy()).max())
@@ -111,7 +111,7 @@ def test_eigh_block_jacobi_beyond_one_tile(monkeypatch):
     A = _sym(21, seed=5)
     with kernel_ran() as runs:
         w, V = trnsolver.eigh(A)
-    assert {r.kernel for r in runs} == {"jacobi_sweep_kernel", "gemm_kernel"}
+    assert {r.kernel for r in runs} == {"eigh_sweep_kernel", "gemm_kernel"}
     _check_eig(A, w, V, k=2)
 
 

@@ -23,7 +23,7 @@ from trnsci.dispatch import plan_call
 from trnsci.nki import emulator
 from trnsci.testing import assert_counts, assert_plan_matches_run, kernel_ran
 from trnsolver.kernels.eigh_sweep import partner_table
-from trnsolver.kernels.svd_sweep import svd_jacobi_sweep_kernel, svd_sweep_counts
+from trnsolver.kernels.svd_sweep import svd_sweep_counts, svd_sweep_kernel
 
 pytestmark = pytest.mark.simulator
 
@@ -49,7 +49,7 @@ def test_partner_table_is_a_round_robin():
 def test_sweep_counters_equal_closed_forms_and_the_gram_is_rotated_not_changed(m, n):
     A = _mat(m, n)
     eye = np.eye(n, dtype=np.float32)
-    (ut, vt, conv, norms), prof = emulator.profile(svd_jacobi_sweep_kernel, np.ascontiguousarray(A.T), eye, eye,
+    (ut, vt, conv, norms), prof = emulator.profile(svd_sweep_kernel, np.ascontiguousarray(A.T), eye, eye,
                                                    partner_table(n), target="trn1")
     want = svd_sweep_counts(n, m)
     want.pop("kernel")
@@ -66,7 +66,7 @@ def test_svd_vs_scipy_svdvals_and_plan(m, n):
     A = _mat(m, n)
     with use_backend("simulator"):
         plan, (U, S, Vh), runs = assert_plan_matches_run(trnsolver.svd, torch.from_numpy(A))
-    assert plan.backend == "simulator" and {r.kernel for r in runs} == {"svd_jacobi_sweep_kernel"}
+    assert plan.backend == "simulator" and {r.kernel for r in runs} == {"svd_sweep_kernel"}
     ref = sl.svdvals(A.astype(np.float64))
     big = max(m, n)
     np.testing.assert_allclose(S.numpy(), ref, rtol=0, atol=2e-6 * big * ref[0])
@@ -84,7 +84,7 @@ def test_rank_deficient_svd_and_pinv_vs_numpy():
     with kernel_ran() as runs:
         U, S, Vh = trnsolver.svd(torch.from_numpy(A))
         P = trnsolver.pinv(torch.from_numpy(A))
-    assert {r.kernel for r in runs} == {"svd_jacobi_sweep_kernel", "gemm_kernel"}
+    assert {r.kernel for r in runs} == {"svd_sweep_kernel", "gemm_kernel"}
     ref = sl.svdvals(A.astype(np.float64))
     np.testing.assert_allclose(S.numpy(), ref, rtol=0, atol=2e-6 * 12 * ref[0])
     assert np.abs(U.numpy().T @ U.numpy() - np.eye(6)).max() <= 1e-5 * 12  # the null vector completed

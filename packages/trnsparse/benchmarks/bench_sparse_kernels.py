@@ -20,7 +20,7 @@ import pytest
 
 from trnblas.kernels.gemm import gemm_kernel
 from trnsci import nki
-from trnsparse.kernels.attention import block_sparse_attention_kernel
+from trnsparse.kernels.attention import attention_kernel
 from trnsparse.kernels.bsr_spmm import bsr_spmm_kernel
 from trnsparse.kernels.csr_sddmm import csr_sddmm_kernel
 from trnsparse.kernels.csr_spmm import csr_spmm_kernel
@@ -194,7 +194,7 @@ def _cases():
         (a, rng.standard_normal((N_BSR, K_BSR)).astype(np.float32)), {}
     for w in (1, 2, 4, SEQ // 128):
         args, kw = _attention_case(w)
-        yield f"attention seq={SEQ} d={D_HEAD} causal window={w}", block_sparse_attention_kernel, args, kw
+        yield f"attention seq={SEQ} d={D_HEAD} causal window={w}", attention_kernel, args, kw
     n = 512
     yield f"screened_spmm n={n} k=64", screened_spmm_kernel, (
         rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, 64)).astype(np.float32),

@@ -24,7 +24,7 @@ from trnsparse import symbolic as _spgemm
 from trnsparse._nki.ops_spgemm import _csr_route
 from trnsparse.kernels.bsr_spgemm import bsr_spgemm_kernel, resident
 from trnsparse.kernels.csr_add import csr_add_kernel
-from trnsparse.kernels.csr_spgemm import csr_rowmerge_kernel
+from trnsparse.kernels.csr_spgemm import csr_spgemm_kernel
 
 N_BSR = 1024
 T2 = 128 * 128
@@ -86,7 +86,7 @@ def _csr_case(n, da, db, kernel, seed=1):
     kw = {"blocks": plan.blocks, "slots_c": plan.slots_c}
     # the row merge's floor: A and its column indices, each B row an A entry selects, C written
     floor = 8 * SA.nnz + 8 * int(np.diff(SB.indptr)[SA.indices].sum()) + 4 * int(plan.cols.numel())
-    return csr_rowmerge_kernel, args, kw, floor, (lambda: SA @ SB), note
+    return csr_spgemm_kernel, args, kw, floor, (lambda: SA @ SB), note
 
 
 def _poisson2d(k):

@@ -183,7 +183,7 @@ def _dense_attention(Q, K, V, allowed, scale):
 
 
 def test_attention_kernel_counters_match_closed_form():
-    from trnsparse.kernels.attention import attention_counts, block_sparse_attention_kernel
+    from trnsparse.kernels.attention import attention_counts, attention_kernel
 
     rng = np.random.default_rng(7)
     G, S, d, dv = 2, 300, 16, 24
@@ -191,7 +191,7 @@ def test_attention_kernel_counters_match_closed_form():
     Q, K, V = (rng.standard_normal((G, S, w)).astype(np.float32) for w in (d, d, dv))
     ptrs = tuple(int(p) for p in mask.block_row_ptrs)
     cols = tuple(int(c) for c in mask.block_col_indices)
-    out, prof = nki.profile(block_sparse_attention_kernel, np.ascontiguousarray(Q.transpose(0, 2, 1)),
+    out, prof = nki.profile(attention_kernel, np.ascontiguousarray(Q.transpose(0, 2, 1)),
                             np.ascontiguousarray(K.transpose(0, 2, 1)), V, row_ptrs=ptrs, cols=cols, scale=0.25,
                             causal=True)
     i = np.arange(S)
@@ -215,7 +215,7 @@ def test_attention_simulator_4d_ragged_empty_block_row():
     tiles = _tiled(np.random.default_rng(0), S, S, KEEP) != 0  # block row 1 has no tile
     mask = trnsparse.BSRMatrix.from_dense(torch.from_numpy(tiles.astype(np.float32)), block_size=128)
     Q, K, V = (torch.from_numpy(rng.standard_normal((B_, H, S, d)).astype(np.float32)) for _ in range(3))
-    with kernel_ran("block_sparse_attention_kernel"):
+    with kernel_ran("attention_kernel"):
         out = trnsparse.block_sparse_attention(Q, K, V, mask)
     assert out.shape == (B_, H, S, d)
     allowed = np.kron(KEEP, np.ones((128, 128)))[:S, :S].astype(bool)
@@ -233,7 +233,7 @@ def test_attention_simulator_causal_flag_window_of_one():
     S, d = 200, 4
     Q, K, V = (torch.from_numpy(rng.standard_normal((S, d)).astype(np.float32)) for _ in range(3))
     mask = trnsparse.local_window_mask(S, 1, block_size=128)
-    with kernel_ran("block_sparse_attention_kernel"):
+    with kernel_ran("attention_kernel"):
         out = trnsparse.block_sparse_attention(Q, K, V, mask, scale=0.5, causal=True)
     i = np.arange(S)
     allowed = (i[None, :] <= i[:, None]) & (i[:, None] // 128 == i[None, :] // 128)
@@ -274,7 +274,7 @@ def test_bsr_spmm_resident_b_only_when_it_fits_sbuf():
 @pytest.mark.parametrize("d,dv", [(192, 192), (256, 256), (130, 600)])
 def test_attention_kernel_k_tiled_head_dim_counters(d, dv):
     # head_dim > 128: the scores accumulate over ceil(d/128) K slices in PSUM; dv > 512: two P V slices
-    from trnsparse.kernels.attention import attention_counts, block_sparse_attention_kernel
+    from trnsparse.kernels.attention import attention_counts, attention_kernel
 
     rng = np.random.default_rng(d + dv)
     G, S = 2, 300
@@ -283,7 +283,7 @@ def test_attention_kernel_k_tiled_head_dim_counters(d, dv):
     ptrs = tuple(int(p) for p in mask.block_row_ptrs)
     cols = tuple(int(c) for c in mask.block_col_indices)
     scale = 1 / np.sqrt(d)
-    out, prof = nki.profile(block_sparse_attention_kernel, np.ascontiguousarray(Q.transpose(0, 2, 1)),
+    out, prof = nki.profile(attention_kernel, np.ascontiguousarray(Q.transpose(0, 2, 1)),
                             np.ascontiguousarray(K.transpose(0, 2, 1)), V, row_ptrs=ptrs, cols=cols,
                             scale=scale, causal=True)
     i = np.arange(S)
@@ -311,7 +311,7 @@ def test_attention_simulator_head_dim_over_128_reaches_kernel(d):
     tiles = _tiled(np.random.default_rng(1), Sq, Sq, KEEP) != 0
     mask = trnsparse.BSRMatrix.from_dense(torch.from_numpy(tiles.astype(np.float32)), block_size=128)
     Q, K, V = (torch.from_numpy(rng.standard_normal((H, Sq, d)).astype(np.float32)) for _ in range(3))
-    with kernel_ran("block_sparse_attention_kernel"):
+    with kernel_ran("attention_kernel"):
         out = trnsparse.block_sparse_attention(Q, K, V, mask)
     allowed = np.kron(KEEP, np.ones((128, 128)))[:Sq, :Sq].astype(bool)
     ref = _dense_attention(Q.numpy(), K.numpy(), V.numpy(), allowed, 1 / np.sqrt(d))

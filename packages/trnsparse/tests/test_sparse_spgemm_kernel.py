@@ -123,8 +123,8 @@ def test_csr_spgemm_row_merge_vs_scipy(monkeypatch):
     A, B = trnsparse.from_scipy(SA), trnsparse.from_scipy(SB)
     with trnsci.use_backend("simulator"):
         p = dispatch.plan_call(trnsparse.spgemm, A, B)
-    assert p.kernel["name"] == "csr_rowmerge_kernel"
-    with kernel_ran("csr_rowmerge_kernel") as runs:
+    assert p.kernel["name"] == "csr_spgemm_kernel"
+    with kernel_ran("csr_spgemm_kernel") as runs:
         C = trnsparse.spgemm(A, B)
     R = (SA.astype(np.float64) @ SB.astype(np.float64)).tocsr()
     R.sort_indices()

@@ -30,7 +30,7 @@ from trnsci.testing import kernel_ran
 tl = pytest.importorskip("tensorly")
 from tensorly.decomposition import tucker as tl_tucker  # noqa: E402
 
-SVD_KERNEL = "svd_jacobi_sweep_kernel"
+SVD_KERNEL = "svd_sweep_kernel"
 
 
 @pytest.fixture

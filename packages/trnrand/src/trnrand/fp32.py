@@ -173,9 +173,9 @@ def gamma_rounds(words_of, shape: float, component: int, rounds: int, student_df
     return dst
 
 
-# ---- PTRS Poisson (ptrs.ptrs_kernel) ------------------------------------------------------------------
+# ---- PTRS Poisson (kernels/poisson.py) ------------------------------------------------------------------
 def ptrs_rounds(words_of, lam: float, a: float, b: float, invalpha: float, vr: float, rounds: int) -> np.ndarray:
-    """ptrs_kernel's per-sample output: the first accepted k of ``rounds`` PTRS attempts, or -1."""
+    """poisson_kernel's per-sample output: the first accepted k of ``rounds`` PTRS attempts, or -1."""
     dst = done = None
     with np.errstate(all="ignore"):
         for at in range(rounds):

@@ -51,6 +51,6 @@ def plan(op_name: str, *args, **kwargs) -> Plan:
     >>> with trnrand.use_backend("simulator"):
     ...     p = trnrand.plan("normal", 1000)
     >>> p.op, p.backend, p.kernels
-    ('trnrand.normal', 'simulator', ('box_muller_kernel',))
+    ('trnrand.normal', 'simulator', ('normal_kernel',))
     """
     return plan_function("trnrand", op_name, *args, **kwargs)

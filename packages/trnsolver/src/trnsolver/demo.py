@@ -90,7 +90,7 @@ def kernel_cases() -> list[KernelCase]:
 
     return [
         KernelCase("trnsolver", "eigh jacobi", "29x29 fp32, eigenvalues and vectors", eigh, 1e-4,
-                   ("jacobi_sweep_kernel",)),
+                   ("eigh_sweep_kernel",)),
         KernelCase("trnsolver", "cholesky", "150x150 fp32 (blocked, nb=128)", lambda: trnsolver.cholesky(C), 1e-4,
                    ("trsm_kernel", "syrk_kernel")),
         KernelCase("trnsolver", "inv_sqrt_ns", "40x40 fp32, cond 4",
@@ -99,5 +99,5 @@ def kernel_cases() -> list[KernelCase]:
                    lambda: trnsolver.solve(G, rhs), 2e-4,
                    ("lu_panel_kernel", "row_gather_kernel", "trsm_kernel", "gemm_kernel")),
         KernelCase("trnsolver", "svd jacobi", "30x12 fp32, singular values 1..4",
-                   lambda: trnsolver.svd(W)[1], 1e-4, ("svd_jacobi_sweep_kernel",)),
+                   lambda: trnsolver.svd(W)[1], 1e-4, ("svd_sweep_kernel",)),
     ]

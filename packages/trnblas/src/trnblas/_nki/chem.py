@@ -9,7 +9,7 @@ import torch
 
 from trnblas._nki.level3 import KERNEL_DTYPES
 from trnblas.chem import MP2_ENERGY, result_dtype
-from trnblas.kernels.mp2_energy import mp2_counts, mp2_pair_energy_kernel, occ_block
+from trnblas.kernels.mp2_energy import mp2_counts, mp2_energy_kernel, occ_block
 from trnsci import nki
 
 
@@ -25,7 +25,7 @@ def _mp2_supports(B, eps_occ, eps_vir, max_memory):
 
 def _mp2_counts(B, eps_occ, eps_vir, max_memory):
     nocc, nvir, naux = B.shape
-    return {"kernel": "mp2_pair_energy_kernel", **mp2_counts(nocc, nvir, naux, B.element_size())}
+    return {"kernel": "mp2_energy_kernel", **mp2_counts(nocc, nvir, naux, B.element_size())}
 
 
 @MP2_ENERGY.lowering("nki", dtypes=KERNEL_DTYPES, supports=_mp2_supports, counts=_mp2_counts)
@@ -37,7 +37,7 @@ def _mp2_pairs_nki(B, eps_occ, eps_vir, max_memory):
     L = B.permute(2, 0, 1).reshape(naux, nocc * nvir).contiguous()
     eo = eps_occ.to(torch.float32).reshape(1, nocc).contiguous()
     ev = eps_vir.to(torch.float32).reshape(1, nvir).contiguous()
-    raw = nki.run(mp2_pair_energy_kernel, L, eo, ev, nocc=nocc, out_dtype=torch.float32)
+    raw = nki.run(mp2_energy_kernel, L, eo, ev, nocc=nocc, out_dtype=torch.float32)
     # The kernel writes the lower triangle (j <= i); e_ji = e_ij.
     low = torch.tril(raw.to(torch.float32))
     return (low + torch.tril(low, -1).T).to(result_dtype(B.dtype))

@@ -31,7 +31,7 @@ from trnblas import level1 as L1
 from trnblas.kernels.axpby import axpby_counts, axpby_kernel
 from trnblas.kernels.axpby import kind as axpby_kind
 from trnblas.kernels.caxpby import caxpby_counts, caxpby_kernel
-from trnblas.kernels.vreduce import MAX_INDEX, reduce_counts, reduce_kernel
+from trnblas.kernels.vreduce import MAX_INDEX, reduce_counts, vreduce_kernel
 from trnsci import nki
 
 F32 = torch.float32
@@ -140,12 +140,12 @@ def _rcounts(op):
     def counts(x, *rest):
         n = x.shape[0] * (2 if x.is_complex() else 1)
         size = 4 if x.is_complex() else x.element_size()
-        return {"kernel": "reduce_kernel", **reduce_counts(n, size, op)}
+        return {"kernel": "vreduce_kernel", **reduce_counts(n, size, op)}
     return counts
 
 
 def _partials(x, y, op):
-    part = nki.run(reduce_kernel, _flat(x), None if y is None else _flat(y), op=op, out_dtype=F32)
+    part = nki.run(vreduce_kernel, _flat(x), None if y is None else _flat(y), op=op, out_dtype=F32)
     return part.to(torch.float64)
 
 
@@ -156,7 +156,7 @@ def _real_dtype(x):
 def _dot_counts(x, y):
     if x.is_complex():
         return None  # two kernel runs (real and imaginary parts)
-    return {"kernel": "reduce_kernel", **reduce_counts(x.shape[0], x.element_size(), "dot")}
+    return {"kernel": "vreduce_kernel", **reduce_counts(x.shape[0], x.element_size(), "dot")}
 
 
 def _dot_nki_impl(x, y, conj):
@@ -171,12 +171,12 @@ def _dot_nki_impl(x, y, conj):
     return torch.complex(re, im).to(x.dtype)
 
 
-@L1.DOT.lowering("nki", dtypes=VEC_DTYPES, counts=_dot_counts, kernels=("reduce_kernel",))
+@L1.DOT.lowering("nki", dtypes=VEC_DTYPES, counts=_dot_counts, kernels=("vreduce_kernel",))
 def _dot_nki(x, y):
     return _dot_nki_impl(x, y, False)
 
 
-@L1.DOTC.lowering("nki", dtypes=VEC_DTYPES, counts=_dot_counts, kernels=("reduce_kernel",))
+@L1.DOTC.lowering("nki", dtypes=VEC_DTYPES, counts=_dot_counts, kernels=("vreduce_kernel",))
 def _dotc_nki(x, y):
     return _dot_nki_impl(x, y, True)
 
@@ -213,8 +213,8 @@ def _index_supports(x):
 def _index_counts(op):
     def counts(x):
         if x.is_complex():
-            return {"kernel": "reduce_kernel", **reduce_counts(x.shape[0], 4, "c" + op)}
-        return {"kernel": "reduce_kernel", **reduce_counts(x.shape[0], x.element_size(), op)}
+            return {"kernel": "vreduce_kernel", **reduce_counts(x.shape[0], 4, "c" + op)}
+        return {"kernel": "vreduce_kernel", **reduce_counts(x.shape[0], x.element_size(), op)}
     return counts
 
 

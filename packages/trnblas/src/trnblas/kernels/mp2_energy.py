@@ -168,7 +168,7 @@ def _load_block(L, b0, bs, nvir, naux, nq):
 
 
 @nki.jit
-def mp2_pair_energy_kernel(L, eo, ev, nocc, bo=None):
+def mp2_energy_kernel(L, eo, ev, nocc, bo=None):
     """Pair energies ``e_ij`` (lower triangle) from ``L [naux, nocc*nvir]``, ``eo [1, nocc]``, ``ev [1, nvir]``.
 
     ``bo`` (compile-time, optional) overrides the occupied block size.

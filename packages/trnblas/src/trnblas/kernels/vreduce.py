@@ -95,8 +95,8 @@ def reduce_counts(n, itemsize, op):
 
 
 @nki.jit
-def reduce_kernel(x, y, op):
-    """Per-partition partials of ``op`` over x (and y): -> part [128, k * pieces] fp32."""
+def vreduce_kernel(x, y, op):
+    """Vector reduction: per-partition partials of ``op`` over x (and y): -> part [128, k * pieces] fp32."""
     cplx = op in ("camax", "camin")
     n = x.shape[0] // 2 if cplx else x.shape[0]
     q = n // PMAX

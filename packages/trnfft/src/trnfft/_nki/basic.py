@@ -142,7 +142,7 @@ def _rfft_route(n, precision):
 # irfft of even n by the half-length trick (the inverse of rfft's): pre-twiddle the n/2 + 1 half
 # spectrum to a length-n/2 complex spectrum Z'_k = (X_k + conj X_(h-k)) + i w^-k (X_k - conj X_(h-k))
 # (Im X_0, Im X_h ignored, as numpy/scipy do), one inverse transform of length n/2, real/imaginary
-# parts as the even/odd outputs. Fused in irfft_half_kernel when n/2 is a power of two <= 4096 ("fast");
+# parts as the even/odd outputs. Fused in irfft_kernel when n/2 is a power of two <= 4096 ("fast");
 # other even n: the pre-twiddle on the host (same formula, float32 table) and one complex inverse
 # of length n/2 on the routed kernel. Odd n: the Hermitian extension to length n on the host and one
 # full-length complex inverse.
@@ -287,10 +287,10 @@ def _rows_c2c(xr: torch.Tensor, xi: torch.Tensor, inverse: bool, precision: str)
         return _bluestein_large(xr, xi, inverse, precision)
     planes = torch.stack((xr, xi)).contiguous()
     if alg == "stockham":
-        y = nki.run(KS.stockham_kernel, planes, _table("tw", n), inverse=inverse, out_dtype=F32)
+        y = nki.run(KS.fft_pow2_kernel, planes, _table("tw", n), inverse=inverse, out_dtype=F32)
     else:
         chirp, filt = _table("chirp", n, inverse)
-        y = nki.run(KB.bluestein_kernel, planes, chirp, filt, _table("tw", KB.length(n)), inverse=inverse,
+        y = nki.run(KB.fft_any_length_kernel, planes, chirp, filt, _table("tw", KB.length(n)), inverse=inverse,
                     out_dtype=F32)
     return y[0], y[1]
 
@@ -305,10 +305,10 @@ def _c2c_counts_rows(B: int, n: int, precision: str):
         size = 2 if precision in A.GEMM_MODES else 4
         return {"kernel": "dft_gemm_kernel", **KG.dft_gemm_counts(B, K, 2 * n, size)}
     if alg == "stockham":
-        return {"kernel": "stockham_kernel", **KS.stockham_counts(B, n)}
+        return {"kernel": "fft_pow2_kernel", **KS.stockham_counts(B, n)}
     if alg in ("four_step", "bluestein_large"):
         return None  # several kernel runs: large_counts() gives their sum
-    return {"kernel": "bluestein_kernel", **KB.bluestein_counts(B, n)}
+    return {"kernel": "fft_any_length_kernel", **KB.bluestein_counts(B, n)}
 
 
 # ------------------------------------------------------------------ large lengths (several kernel runs)
@@ -423,7 +423,7 @@ def _c2c_names(n: int, precision: str) -> list[str]:
 def _r2c_names(n: int, precision: str) -> list[str]:
     """The kernels one real-input transform of length ``n`` launches (what :func:`_r2c` runs)."""
     if _rfft_route(n, precision)[0] == "rfft_half":
-        return ["rfft_half_kernel"]
+        return ["rfft_kernel"]
     return _c2c_names(n, precision)
 
 
@@ -431,7 +431,7 @@ def _c2r_names(n: int, precision: str) -> list[str]:
     """The kernels one real-output transform of length ``n`` launches (what :func:`_c2r` runs)."""
     route = _c2r_route(n, precision)[0]
     if route == "irfft_half":
-        return ["irfft_half_kernel"]
+        return ["irfft_kernel"]
     return _c2c_names(n // 2 if route == "half" else n, precision)
 
 

@@ -42,7 +42,7 @@ def _rfft_supports(x, n, dim, norm, precision):
 def _rfft_counts(x, n, dim, norm, precision):
     B = RFFT.size(x, n, dim, norm, precision) // n  # the rows (the Op's points / n)
     if _rfft_route(n, precision)[0] == "rfft_half":
-        return {"kernel": "rfft_half_kernel", **KR.rfft_half_counts(B, n)}
+        return {"kernel": "rfft_kernel", **KR.rfft_half_counts(B, n)}
     return _c2c_counts_rows(B, n, precision)
 
 
@@ -55,7 +55,7 @@ def _r2c(x, n, dim, norm, precision):
     h = n // 2 + 1
     if _rfft_route(n, precision)[0] == "rfft_half":
         def fn(r, i):
-            y = nki.run(KR.rfft_half_kernel, r.contiguous(), _table("half", n), _table("tw", n // 2),
+            y = nki.run(KR.rfft_kernel, r.contiguous(), _table("half", n), _table("tw", n // 2),
                         out_dtype=F32)
             return y[0], y[1]
 
@@ -77,7 +77,7 @@ def _irfft_counts(x, n, dim, norm, precision):
     B = IRFFT.size(x, n, dim, norm, precision) // n
     route = _c2r_route(n, precision)[0]
     if route == "irfft_half":
-        return {"kernel": "irfft_half_kernel", **KI.irfft_half_counts(B, n)}
+        return {"kernel": "irfft_kernel", **KI.irfft_half_counts(B, n)}
     if route == "half":
         return _c2c_counts_rows(B, n // 2, precision)
     return _c2c_counts_rows(B, n, precision)
@@ -113,7 +113,7 @@ def _c2r(x, n, dim, norm, precision):
     route = _c2r_route(n, precision)[0]
     if route == "irfft_half":
         planes = torch.stack((rows.real, rows.imag)).contiguous()  # one host pass (split planes)
-        y = nki.run(KI.irfft_half_kernel, planes, _table("ihalf", n), _table("tw", n // 2), out_dtype=F32)
+        y = nki.run(KI.irfft_kernel, planes, _table("ihalf", n), _table("tw", n // 2), out_dtype=F32)
     elif route == "half":
         y = _half_c2r_host(rows.real, rows.imag, n, precision)
     else:

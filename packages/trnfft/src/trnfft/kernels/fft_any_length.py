@@ -93,8 +93,8 @@ def _bcast(tab, hbm, bb, length_):
 
 
 @nki.jit
-def bluestein_kernel(x, chirp, filt, tw, inverse=False):
-    """Unnormalized DFT (or inverse DFT) of every row of ``x`` ``[2, B, n]`` for any n; returns ``[2, B, n]``."""
+def fft_any_length_kernel(x, chirp, filt, tw, inverse=False):
+    """Bluestein (chirp-z) DFT (or inverse) of every row of ``x`` ``[2, B, n]``, any n, unnormalized."""
     _, B, n = x.shape
     m = filt.shape[1]
     y = nl.ndarray((2, B, n), dtype=nl.float32, buffer=nl.shared_hbm)

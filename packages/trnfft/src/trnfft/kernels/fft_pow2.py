@@ -211,8 +211,8 @@ def planes(bb, n, name):
 
 
 @nki.jit
-def stockham_kernel(x, tw, inverse=False):
-    """Unnormalized DFT (or inverse DFT) of every row of ``x`` ``[2, B, n]``; returns ``[2, B, n]``."""
+def fft_pow2_kernel(x, tw, inverse=False):
+    """Stockham FFT (or inverse) of every power-of-two row of ``x`` ``[2, B, n]``, unnormalized -> ``[2, B, n]``."""
     _, B, n = x.shape
     y = nl.ndarray((2, B, n), dtype=nl.float32, buffer=nl.shared_hbm)
     for bt in nl.static_range(ntiles(B, PMAX)):

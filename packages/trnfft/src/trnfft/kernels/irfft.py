@@ -93,8 +93,8 @@ def irfft_half_counts(B: int, n: int) -> dict:
 
 
 @nki.jit
-def irfft_half_kernel(x, ihalf, tw):
-    """``n irfft`` ``[B, n]`` (``n = 2 (m - 1)``) of the half spectra ``x`` ``[2, B, m]``."""
+def irfft_kernel(x, ihalf, tw):
+    """``n irfft`` ``[B, n]`` (``n = 2 (m - 1)``) of the half spectra ``x`` ``[2, B, m]``, half-length inverse FFT."""
     _, B, m = x.shape
     h = m - 1
     n = 2 * h

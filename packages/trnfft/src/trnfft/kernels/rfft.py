@@ -82,8 +82,8 @@ def rfft_half_counts(B: int, n: int) -> dict:
 
 
 @nki.jit
-def rfft_half_kernel(x, half, tw):
-    """Half spectrum ``[2, B, n/2 + 1]`` of the real rows ``x`` ``[B, n]``."""
+def rfft_kernel(x, half, tw):
+    """Half spectrum ``[2, B, n/2 + 1]`` of the real rows ``x`` ``[B, n]`` by the half-length complex FFT."""
     B, n = x.shape
     h = n // 2
     y = nl.ndarray((2, B, h + 1), dtype=nl.float32, buffer=nl.shared_hbm)

@@ -20,7 +20,7 @@ with the torch lowering's signature. The host part is small and exact:
   host adds ``low`` (randint), casts and drops the < 2 samples outside the
   request -- integer-exact;
 * categorical, Poisson, binomial, multinomial: exact thresholds on the
-  stream's words (``philox_threshold_kernel``); gamma, beta, student_t and
+  stream's words (``discrete_kernel``); gamma, beta, student_t and
   the truncated normal: fp32 kernels the host finishes.
 
 The quasi-random, philox4x32 and threefry lowerings are in
@@ -76,12 +76,12 @@ from ..fp32 import (
     truncated_param,
     truncated_refusal,
 )
-from ..kernels.discrete import philox_threshold_kernel, threshold_counts
+from ..kernels.discrete import discrete_kernel, threshold_counts
 from ..kernels.gamma import gamma_counts, gamma_kernel
-from ..kernels.normal import box_muller_counts, box_muller_kernel
+from ..kernels.normal import box_muller_counts, normal_kernel
 from ..kernels.philox import philox_counts, philox_kernel
 from ..kernels.philox_transform import FULL, philox_transform_kernel, transform_counts
-from ..kernels.poisson import ptrs_counts, ptrs_kernel
+from ..kernels.poisson import poisson_kernel, ptrs_counts
 
 __all__ = ["stream"]
 
@@ -165,13 +165,13 @@ def _normal_supports(*a):
 
 def _normal_counts(*a):
     w0, nw, _ = _normal_span(a[2], a[3], a[4])
-    return _one_call(w0, nw, "box_muller_kernel", box_muller_counts)
+    return _one_call(w0, nw, "normal_kernel", box_muller_counts)
 
 
 def _standard_normal_nki(seed, subsequence, base, first, n, device):
     """Normal sample k of the draw from the kernel's pairing that matches the parity of ``base``."""
     w0, nw, odd = _normal_span(base, first, n)
-    return stream(box_muller_kernel, seed, subsequence, w0, nw, odd=odd).to(device)
+    return stream(normal_kernel, seed, subsequence, w0, nw, odd=odd).to(device)
 
 
 @NORMAL.lowering("nki", dtypes=(torch.float32,), supports=_normal_supports, counts=_normal_counts)
@@ -312,7 +312,7 @@ def _geometric_nki(seed, subsequence, base, first, n, p, dtype, device):
 
 
 # ---- threshold counts: categorical and Poisson (lam < 10), exact ------------------------------------
-THRESHOLD = "philox_threshold_kernel"
+THRESHOLD = "discrete_kernel"
 MAX_THRESHOLDS = 64  # distinct thresholds per call (each costs 8 instructions per tile)
 TOP = 1 << 53
 
@@ -346,7 +346,7 @@ def _threshold_supports(thresholds, base, first, n):
 
 def _threshold_run(thresholds, keyed, seed, subsequence, base, first, n, device):
     b0, nb, lead, odd = _pairs(base, first, n)
-    out = nki.run(philox_threshold_kernel, seed=seed, subsequence=subsequence, block0=b0, nblocks=nb,
+    out = nki.run(discrete_kernel, seed=seed, subsequence=subsequence, block0=b0, nblocks=nb,
                   thresholds=thresholds, keyed=keyed, odd=bool(odd))
     return out.reshape(-1)[lead:lead + n].to(torch.int64).to(device)
 
@@ -395,7 +395,7 @@ def _poisson_supports(seed, subsequence, base, first, n, lam, dtype, device):
 def _poisson_counts(seed, subsequence, base, first, n, lam, dtype, device):
     nb = _pairs(base, first, n)[1]
     if lam >= 10.0:
-        return {"kernel": "ptrs_kernel", **ptrs_counts(nb, PTRS_ROUNDS)}
+        return {"kernel": "poisson_kernel", **ptrs_counts(nb, PTRS_ROUNDS)}
     return {"kernel": THRESHOLD, **threshold_counts(nb, _poisson_thresholds(lam), True)}
 
 
@@ -403,7 +403,7 @@ def _ptrs_values(seed, subsequence, base, first, n, lam, device):
     """float64 PTRS samples: the kernel's rounds, then the torch path's attempts for any it rejected."""
     b0, nb, lead, odd = _pairs(base, first, n)
     a, b, invalpha, vr = _ptrs_constants(lam)
-    out = nki.run(ptrs_kernel, seed=seed, subsequence=subsequence, block0=b0, nblocks=nb, lam=lam, a=a, b=b,
+    out = nki.run(poisson_kernel, seed=seed, subsequence=subsequence, block0=b0, nblocks=nb, lam=lam, a=a, b=b,
                   invalpha=invalpha, vr=vr, rounds=PTRS_ROUNDS, odd=bool(odd))
     k = out.reshape(-1)[lead:lead + n].to(torch.float64)
     miss = torch.nonzero(k < 0).reshape(-1)

@@ -10,7 +10,8 @@ import torch
 
 from trnsci import nki
 
-from ..kernels.threefry import threefry_block_counts, threefry_block_kernel, threefry_counts, threefry_kernel
+from ..kernels.threefry import threefry_counts, threefry_kernel
+from ..kernels.threefry_block import threefry_block_counts, threefry_block_kernel
 from ..threefry import THREEFRY4X32, THREEFRY_NORMAL, THREEFRY_UNIFORM
 from .distributions import SPAN
 

@@ -99,7 +99,7 @@ def tile_f(nblocks: int, keyed: bool) -> int:
 
 
 def threshold_counts(nblocks: int, thresholds, keyed: bool = False) -> dict:
-    """Closed-form counters of one ``philox_threshold_kernel`` call."""
+    """Closed-form counters of one ``discrete_kernel`` call."""
     f = tile_f(nblocks, keyed)
     t = cdiv(nblocks, PMAX * f)
     j = len(thresholds)
@@ -169,8 +169,8 @@ def _xor(ew, h, x, key_tile):
 
 
 @nki.jit
-def philox_threshold_kernel(seed, subsequence, block0, nblocks, thresholds, keyed=False, odd=False):
-    """Per two-word sample: sum_j c_j [m >= M_j] (see the module docs): [nblocks, 2] uint32."""
+def discrete_kernel(seed, subsequence, block0, nblocks, thresholds, keyed=False, odd=False):
+    """Philox threshold count per two-word sample: sum_j c_j [m >= M_j] (see the module docs): [nblocks, 2] uint32."""
     odd = int(bool(odd))
     f = tile_f(nblocks, keyed)
     fw = f + odd

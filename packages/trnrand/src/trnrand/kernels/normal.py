@@ -83,7 +83,7 @@ QUARTER = 1 << 30
 
 
 def box_muller_counts(nblocks: int) -> dict:
-    """Closed-form counters of one ``box_muller_kernel`` call."""
+    """Closed-form counters of one ``normal_kernel`` call."""
     f = tile_f(nblocks)
     t = cdiv(nblocks, PMAX * f)
     return {
@@ -107,8 +107,8 @@ def _column(value, name):
 
 
 @nki.jit
-def box_muller_kernel(seed, subsequence, block0, nblocks, odd=False):
-    """Standard normals for stream words 4 block0 (+1 if odd) .. : [nblocks, 4] float32 (see the module docs)."""
+def normal_kernel(seed, subsequence, block0, nblocks, odd=False):
+    """Box-Muller standard normals for stream words 4 block0 (+1 if odd) .. : [nblocks, 4] float32 (module docs)."""
     f = tile_f(nblocks)
     ln = Lanes(f + 1 if odd else f)
     quarter = ln.const(QUARTER)[:, 0:f]

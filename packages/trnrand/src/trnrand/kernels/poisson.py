@@ -89,7 +89,7 @@ HALF_LN_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 def ptrs_counts(nblocks: int, rounds: int) -> dict:
-    """Closed-form counters of one ``ptrs_kernel`` call."""
+    """Closed-form counters of one ``poisson_kernel`` call."""
     f = tile_f(nblocks, True)
     t = cdiv(nblocks, PMAX * f)
     g4, v4 = keyed_counts(lanes=4)
@@ -101,7 +101,7 @@ def ptrs_counts(nblocks: int, rounds: int) -> dict:
 
 
 @nki.jit
-def ptrs_kernel(seed, subsequence, block0, nblocks, lam, a, b, invalpha, vr, rounds=6, odd=False):
+def poisson_kernel(seed, subsequence, block0, nblocks, lam, a, b, invalpha, vr, rounds=6, odd=False):
     """Poisson(lam) samples by PTRS (or -1 where every round rejected): [nblocks, 2] float32."""
     odd = int(bool(odd))
     f = tile_f(nblocks, True)

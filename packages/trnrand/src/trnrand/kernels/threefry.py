@@ -1,7 +1,7 @@
-"""Threefry4x32 kernels: stream blocks (words, uniforms, normals) and the block function of explicit counters.
+"""Threefry4x32-20 stream blocks (words, uniforms, normals) of one seed and subsequence.
 
-What they compute
------------------
+What it computes
+----------------
 ``threefry_kernel(seed, subsequence, block0, nblocks, mode)``: blocks
 ``b = block0 .. block0 + nblocks - 1`` of the Threefry stream
 (:mod:`trnrand._threefry`): ``threefry4x32_20(counter=(b lo, b hi, s lo,
@@ -17,10 +17,9 @@ s hi), key=(seed lo, seed hi, 0, 0))``, output ``[nblocks, 4]``, row
   bit, as there).
 
 The host keeps ``[block0, block0 + nblocks)`` inside one 2**32 span (the
-counter's word 1 is then a constant of the call).
-
-``threefry_block_kernel(counters, keys, rounds)``: Threefry4x32-``rounds`` of
-explicit ``[nb, 4]`` uint32 counter and key rows -> ``[nb, 4]`` uint32.
+counter's word 1 is then a constant of the call). The block function of
+explicit counter and key rows is :mod:`trnrand.kernels.threefry_block`, on
+this file's lane arithmetic (:class:`Lanes`).
 
 Dimensions
 ----------
@@ -49,24 +48,17 @@ Engines: every 32-bit addition on GpSimd (``tensor_tensor`` add on uint32,
 exact, wrapping mod 2**32 -- the Vector engine adds in fp32); shifts, or and
 xor on Vector (bitvec, raw bits). An addition of a call constant (a host
 int) reads a ``[128, F]`` tile memset once per call per use site. Host ints
-meeting host ints fold on the host: in the stream kernel only ``x0`` starts
-as a tile, so round 0 is 1 GpSimd add + 1 Vector xor, round 1 2 + 5, and
-rounds 2 .. 19 are 2 + 8 each.
+meeting host ints fold on the host: only ``x0`` starts as a tile, so round 0
+is 1 GpSimd add + 1 Vector xor, round 1 2 + 5, and rounds 2 .. 19 are 2 + 8
+each.
 
-Closed forms (stream kernel, R = 20)
-------------------------------------
+Closed forms (R = 20)
+---------------------
     GpSimd = 24 (memsets: 4 + 4 per injection) + T * (1 iota + 1 + 1 + 2 + 2*18 + 4*5) = 24 + 61 T
     Vector = T * (1 + 5 + 8*18) = 150 T               ("words")
            + 2 T                                      ("uniform": shift, scale)
-           + 3 + 10 T, Scalar 8 T, GpSimd + 1 + 2 T    ("normal", as the Box-Muller kernel)
+           + 3 + 10 T, Scalar 8 T, GpSimd + 1 + 2 T    ("normal", as trnrand.kernels.normal)
     DMA = stores;  HBM bytes written = 16 nblocks, read 0
-
-Block kernel (all lanes tiles, ``J = R // 4`` injections after rounds):
-
-    GpSimd = J (memsets of s = 1 .. J) + T * (4 + 2 R + 5 J)
-    Vector = T * (4 + 8 R + 4 [R % 4 != 0: copy-out after the last round])
-             (key parity: 3 xors of tiles + 1 with the constant)
-    DMA = 3 * stores (counter and key loads in the store's parts); HBM read 32 nblocks, written 16 nblocks
 """
 
 from trnsci.nki import nisa, nki, nl
@@ -103,17 +95,7 @@ def threefry_counts(nblocks: int, mode: str = "words") -> dict:
     return c
 
 
-def threefry_block_counts(nblocks: int, rounds: int) -> dict:
-    """Closed-form counters of one ``threefry_block_kernel`` call."""
-    f = tile_f(nblocks)
-    t = cdiv(nblocks, PMAX * f)
-    j = rounds // 4
-    return {"hbm_read_bytes": 32 * nblocks, "hbm_write_bytes": 16 * nblocks,
-            "gpsimd": j + t * (4 + 2 * rounds + 5 * j), "vector": t * (4 + 8 * rounds + (4 if rounds % 4 else 0)),
-            "dma": 3 * _store_dmas(nblocks, f)}
-
-
-class _Lanes:
+class Lanes:
     """``P x F`` uint32 tile arithmetic on values that are tiles or host ints (call constants).
 
     A constant meeting a tile in an addition is a tile memset once per call per use site: the
@@ -217,7 +199,7 @@ def _column(value, name):
 def threefry_kernel(seed, subsequence, block0, nblocks, mode="words"):
     """Stream blocks block0 .. block0+nblocks-1: [nblocks, 4] uint32 words, fp32 uniforms or fp32 normals."""
     f = tile_f(nblocks)
-    ln = _Lanes(f)
+    ln = Lanes(f)
     key = (seed & MASK, seed >> 32, 0, 0)
     b_hi = block0 >> 32
     s0, s1 = subsequence & MASK, subsequence >> 32
@@ -265,35 +247,4 @@ def threefry_kernel(seed, subsequence, block0, nblocks, mode="words"):
             else:
                 res = words
         store_tile(out, res, b0, rem, f)
-    return out
-
-
-def _load_tile(dst, src, b0: int, rem: int, f: int):
-    """Load rows b0 .. of src [nblocks, 4] into dst [P, F, 4] (the store's parts, mirrored)."""
-    q, r = divmod(rem, f)
-    if q:
-        nisa.dma_copy(dst=dst[0:q, :, :].reshape((q, 4 * f)), src=src[b0:b0 + q * f, :].reshape((q, 4 * f)))
-    if r:
-        nisa.dma_copy(dst=dst[q:q + 1, 0:r, :].reshape((1, 4 * r)),
-                      src=src[b0 + q * f:b0 + q * f + r, :].reshape((1, 4 * r)))
-
-
-@nki.jit
-def threefry_block_kernel(counters, keys, rounds=20):
-    """Threefry4x32-rounds of uint32 rows: counters [nb, 4], keys [nb, 4] -> [nb, 4] uint32."""
-    nblocks = counters.shape[0]
-    f = tile_f(nblocks)
-    ln = _Lanes(f)
-    out = nl.ndarray((nblocks, 4), dtype=nl.uint32, buffer=nl.shared_hbm)
-    for t in nl.static_range(ntiles(nblocks, PMAX * f)):
-        b0, rem = tile(t, nblocks, PMAX * f)
-        ln.start_tile()
-        c = nl.ndarray((PMAX, f, 4), dtype=nl.uint32, buffer=nl.sbuf, name="ctr")
-        k = nl.ndarray((PMAX, f, 4), dtype=nl.uint32, buffer=nl.sbuf, name="key")
-        _load_tile(c, counters, b0, rem, f)
-        _load_tile(k, keys, b0, rem, f)
-        words = nl.ndarray((PMAX, f, 4), dtype=nl.uint32, buffer=nl.sbuf, name="words")
-        ln.rounds(tuple(c[:, :, j] for j in range(4)), tuple(k[:, :, j] for j in range(4)), rounds,
-                  outs=tuple(words[:, :, j] for j in range(4)))
-        store_tile(out, words, b0, rem, f)
     return out

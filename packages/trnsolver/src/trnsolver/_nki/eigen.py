@@ -1,7 +1,7 @@
 """NKI lowerings of :mod:`trnsolver.eigen`: ``eigh`` by parallel Jacobi and the real Schur form.
 
 ``EIGH`` (real float32): parallel Brent-Luk Jacobi. ``n <= 128``: one tile,
-one :func:`~trnsolver.kernels.eigh_sweep.jacobi_sweep_kernel` launch per sweep
+one :func:`~trnsolver.kernels.eigh_sweep.eigh_sweep_kernel` launch per sweep
 (``n - 1`` rounds of ``n/2`` rotations inside), until
 ``off(A) <= max(tol, FP32_TOL) ||A||_F`` or the off-norm stops falling
 (fp32 floor). ``n > 128``: block Jacobi (:data:`BLOCK` x :data:`BLOCK`
@@ -61,7 +61,7 @@ from trnsolver._nki.common import F32, FP32_TOL, KERNEL_DTYPES, _trnblas, not_fi
 from trnsolver._nki.eigen_jacobi import _block_jacobi_eigh_torch
 from trnsolver._nki.factor_qr import qr_device
 from trnsolver.eigen import EIGH, SCHUR, _standard_form
-from trnsolver.kernels.eigh_sweep import MAX_N, jacobi_sweep_kernel, partner_table
+from trnsolver.kernels.eigh_sweep import MAX_N, eigh_sweep_kernel, partner_table
 from trnsolver.kernels.qr_panel import MAX_W
 
 #: Block size of block Jacobi (a block pair is one 2*BLOCK <= 128 tile).
@@ -92,7 +92,7 @@ def jacobi_tile(M: torch.Tensor, tol: float, max_sweeps: int, stop_early: bool =
     sweeps = 0
     converged = off2 <= goal or tot2 == 0
     while not converged and sweeps < max_sweeps:
-        a, vt, norms = nki.run(jacobi_sweep_kernel, a, vt, eye, S, out_dtype=F32)
+        a, vt, norms = nki.run(eigh_sweep_kernel, a, vt, eye, S, out_dtype=F32)
         sweeps += 1
         new = float(norms[0, 0])
         if new != new:  # NaN/Inf in A (check_finite=False): stop, reported as not converged
@@ -129,7 +129,7 @@ def _eigh_counts(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
 
 def _eigh_kernels(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
     """The sweep kernel on one tile; past one tile (n > 128) block Jacobi adds trnblas's GEMM kernel."""
-    return ("jacobi_sweep_kernel",) if A.shape[-1] <= 2 * BLOCK else ("jacobi_sweep_kernel", "gemm_kernel")
+    return ("eigh_sweep_kernel",) if A.shape[-1] <= 2 * BLOCK else ("eigh_sweep_kernel", "gemm_kernel")
 
 
 @EIGH.lowering("nki", dtypes=KERNEL_DTYPES, supports=_eigh_supports, counts=_eigh_counts, kernels=_eigh_kernels)

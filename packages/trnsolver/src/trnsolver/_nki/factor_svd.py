@@ -2,7 +2,7 @@
 
 ``svd`` (real float32, ``min(m, n) <=`` 128, ``max(m, n) <=`` 4096): the
 columns of ``A`` (of ``A^T`` when ``m < n``) are orthogonalized by
-:func:`~trnsolver.kernels.svd_sweep.svd_jacobi_sweep_kernel`, one launch
+:func:`~trnsolver.kernels.svd_sweep.svd_sweep_kernel`, one launch
 per sweep, until the largest ``gamma^2 / (alpha beta)`` of a sweep is below
 ``FP32_TOL^2`` (the kernel reports it; only those ``n`` scalars and the
 ``n`` column norms cross to the host each sweep) or stops falling. Then on
@@ -27,7 +27,7 @@ from trnsci import nki
 from trnsolver._nki.common import FP32_TOL, KERNEL_DTYPES, _trnblas, not_finite
 from trnsolver._nki.eigen import _tables
 from trnsolver.factor import PINV, SVD
-from trnsolver.kernels.svd_sweep import MAX_M, MAX_N, svd_jacobi_sweep_kernel
+from trnsolver.kernels.svd_sweep import MAX_M, MAX_N, svd_sweep_kernel
 
 F32 = torch.float32
 MAX_SWEEPS = 40
@@ -46,7 +46,7 @@ def _jacobi_tall(M: torch.Tensor):
     prev = float("inf")
     ok = False
     for _ in range(MAX_SWEEPS):
-        ut, vt, conv, norms = nki.run(svd_jacobi_sweep_kernel, ut, vt, eye, S, out_dtype=F32)
+        ut, vt, conv, norms = nki.run(svd_sweep_kernel, ut, vt, eye, S, out_dtype=F32)
         worst = float(conv.max())
         if worst != worst:  # NaN/Inf (check_finite=False): give up, reported as not converged
             break
@@ -100,7 +100,7 @@ def _no_closed_form(*args, **kwargs):
 
 
 @SVD.lowering("nki", dtypes=KERNEL_DTYPES, supports=_svd_supports, counts=_no_closed_form,
-              kernels=("svd_jacobi_sweep_kernel",))
+              kernels=("svd_sweep_kernel",))
 def _svd_nki(A, full_matrices):
     m, n = A.shape[-2:]
     outs = [svd_device(M) for M in A.reshape(-1, m, n)]
@@ -116,7 +116,7 @@ def _pinv_supports(A, rtol):
 
 
 @PINV.lowering("nki", dtypes=KERNEL_DTYPES, supports=_pinv_supports, counts=_no_closed_form,
-               kernels=("svd_jacobi_sweep_kernel", "gemm_kernel"))
+               kernels=("svd_sweep_kernel", "gemm_kernel"))
 def _pinv_nki(A, rtol):
     m, n = A.shape[-2:]
     if rtol is None:

@@ -98,7 +98,7 @@ def jacobi_sweep_counts(n: int) -> dict:
     """The closed forms above (n even)."""
     R = n - 1
     return {
-        "kernel": "jacobi_sweep_kernel",
+        "kernel": "eigh_sweep_kernel",
         "hbm_read_bytes": 4 * (3 * n * n + 2 * R * n),
         "hbm_write_bytes": 4 * (2 * n * n + 2),
         "dma": 6 + R,
@@ -114,8 +114,8 @@ def _col(name, n):
 
 
 @nki.jit
-def jacobi_sweep_kernel(a, vt, eye, pairs):
-    """One Brent-Luk sweep: ``(a_out, vt_out, norms)``; see the module docstring."""
+def eigh_sweep_kernel(a, vt, eye, pairs):
+    """One Brent-Luk Jacobi sweep: ``(a_out, vt_out, norms)``; see the module docstring."""
     n = a.shape[0]
     f32 = nl.float32
     a_out = nl.ndarray((n, n), dtype=f32, buffer=nl.shared_hbm)

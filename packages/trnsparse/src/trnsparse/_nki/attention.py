@@ -11,7 +11,7 @@ import torch
 from trnsci import nki
 from trnsparse._nki.ops import F32, KERNEL_DTYPES, TB, _grad
 from trnsparse.attention import ATTENTION
-from trnsparse.kernels.attention import attention_counts, block_sparse_attention_kernel
+from trnsparse.kernels.attention import attention_counts, attention_kernel
 from trnsparse.kernels.attention import fits as attention_fits
 
 
@@ -55,7 +55,7 @@ def _attention_counts(Q, K, V, blocks, brow, bcol, block_size, scale, causal):
     if why is not None:
         return None
     ptrs = _block_row_ptrs(brow, Q.shape[1])
-    return {"kernel": "block_sparse_attention_kernel",
+    return {"kernel": "attention_kernel",
             **attention_counts(Q.shape[0], Q.shape[1], K.shape[1], Q.shape[2], V.shape[2], ptrs, bcol.tolist(), tri)}
 
 
@@ -67,7 +67,7 @@ def _block_row_ptrs(brow, Sq):
 @ATTENTION.lowering("nki", dtypes=KERNEL_DTYPES, supports=_attention_supports, counts=_attention_counts)
 def _attention_nki(Q, K, V, blocks, brow, bcol, block_size, scale, causal):
     tri, _ = _attention_mode(Q, K, V, blocks, brow, bcol, block_size, scale, causal)
-    O = nki.run(block_sparse_attention_kernel, Q.mT.contiguous(), K.mT.contiguous(), V.contiguous(),
+    O = nki.run(attention_kernel, Q.mT.contiguous(), K.mT.contiguous(), V.contiguous(),
                 row_ptrs=_block_row_ptrs(brow, Q.shape[1]), cols=tuple(bcol.tolist()), scale=float(scale),
                 causal=tri, out_dtype=F32)
     return O.to(Q.dtype)

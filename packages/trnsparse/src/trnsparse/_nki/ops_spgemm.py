@@ -15,7 +15,7 @@ index arrays):
     their entries (structure cached on the index arrays, values on all
     three), the BSR kernel, C's values gathered from its tiles (nnzC
     entries); estimated ``LAUNCH_S + P * PRODUCT_S`` for P tile products;
-  - *row merge* (``csr_rowmerge_kernel``): A in row-block ELL, B in ELL with
+  - *row merge* (``csr_spgemm_kernel``): A in row-block ELL, B in ELL with
     a zero row, the per-step gather maps into C's slots; estimated
     ``LAUNCH_S + DMAs * ROW_DMA_S``.
 
@@ -39,7 +39,7 @@ from trnsparse import layouts, symbolic
 from trnsparse._nki.ops import F32, KERNEL_DTYPES, TB, _grad
 from trnsparse.kernels.bsr_spgemm import AMAX, bsr_spgemm_counts, bsr_spgemm_kernel, resident
 from trnsparse.kernels.csr_add import csr_add_counts, csr_add_kernel
-from trnsparse.kernels.csr_spgemm import csr_rowmerge_counts, csr_rowmerge_kernel
+from trnsparse.kernels.csr_spgemm import csr_rowmerge_counts, csr_spgemm_kernel
 from trnsparse.ops import BSR_SPGEMM, SPARSE_ADD, SPGEMM
 
 #: Modeled time of one 128^3 fp32 tile product in the BSR SpGEMM kernel (trn1, overlapped timeline;
@@ -192,7 +192,7 @@ def _spgemm_counts(av, ac, ap, ash, bv, bc, bp, bsh, owner_a=None, owner_b=None)
         nb = symbolic.tile_structure(owner_b, bc, bp, bsh).nblk
         return {"kernel": "bsr_spgemm_kernel", **bsr_spgemm_counts(sch.rows, nb, sch.nc, s, _keep_b(sch, nb, s))}
     plan = symbolic.rowmerge_plan(owner_a, ac, ap, ash, bc, bp, bsh)
-    return {"kernel": "csr_rowmerge_kernel", **csr_rowmerge_counts(plan.blocks, plan.wB)}
+    return {"kernel": "csr_spgemm_kernel", **csr_rowmerge_counts(plan.blocks, plan.wB)}
 
 
 def _a_ell(owner_a, av, ac, ap, plan):
@@ -221,7 +221,7 @@ def _spgemm_nki(av, ac, ap, ash, bv, bc, bp, bsh, owner_a=None, owner_b=None):
         C = _run_tiles(plan.sched, a_t, blk_b)
     else:
         plan = symbolic.rowmerge_plan(owner_a, ac, ap, ash, bc, bp, bsh)
-        C = nki.run(csr_rowmerge_kernel, _a_ell(owner_a, av, ac, ap, plan), plan.a_rows,
+        C = nki.run(csr_spgemm_kernel, _a_ell(owner_a, av, ac, ap, plan), plan.a_rows,
                     symbolic.b_ell(owner_b, bv, bc, bp, plan.wB), plan.inv, blocks=plan.blocks,
                     slots_c=plan.slots_c, out_dtype=F32)
     vals = C.reshape(-1)[plan.pos.to(C.device) if route == "tiles" else plan.c_pos.to(C.device)]

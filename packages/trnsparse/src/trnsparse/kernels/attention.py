@@ -141,8 +141,8 @@ def attention_counts(G, Sq, Sk, d, dv, row_ptrs, cols, causal):
 
 
 @nki.jit
-def block_sparse_attention_kernel(q_t, k_t, v, row_ptrs=(), cols=(), scale=1.0, causal=False):
-    """Attention over the stored 128x128 tiles -> O [G, Sq, dv] fp32."""
+def attention_kernel(q_t, k_t, v, row_ptrs=(), cols=(), scale=1.0, causal=False):
+    """Block-sparse attention over the stored 128x128 tiles -> O [G, Sq, dv] fp32."""
     G, d, Sq = q_t.shape
     Sk, dv = v.shape[1], v.shape[2]
     kt_n, nv = cdiv(d, TB), cdiv(dv, TN)

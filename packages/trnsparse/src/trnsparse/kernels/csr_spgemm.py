@@ -64,8 +64,8 @@ def csr_rowmerge_counts(blocks, wB):
 
 
 @nki.jit
-def csr_rowmerge_kernel(a_vals, a_rows, b_ell, inv, blocks=(), slots_c=0):
-    """C's rows by row blocks (ELL, fp32) -> c [slots_c] (module docstring)."""
+def csr_spgemm_kernel(a_vals, a_rows, b_ell, inv, blocks=(), slots_c=0):
+    """C's rows by row merge (Gustavson), row blocks (ELL, fp32) -> c [slots_c] (module docstring)."""
     wB1 = b_ell.shape[1]
     c = nl.ndarray((slots_c,), dtype=nl.float32, buffer=nl.shared_hbm)
     for q in nl.static_range(len(blocks)):
