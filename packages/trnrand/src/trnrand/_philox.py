@@ -97,7 +97,8 @@ _U64 = np.uint64
 
 
 def _z(v: int) -> np.ndarray:
-    """A 0-d uint64 operand: a ufunc call takes it ~2x faster than a NumPy or Python scalar (no conversion)."""
+    """A 0-d uint64 operand: a ufunc call takes it without converting a NumPy or Python scalar
+    (docs/perf-notes.md#design-trnrand-host)."""
     return np.array(v, dtype=_U64)
 
 
@@ -105,8 +106,8 @@ _Z32, _ZMASK, _ZM = _z(32), _z(MASK), (_z(M0), _z(M1))
 
 
 def _aligned(shape: tuple, dtype) -> np.ndarray:
-    """np.empty on a 64-byte boundary: NumPy's large arrays start 16 bytes past one, which costs the rounds'
-    vector loops 5-20% here (measured)."""
+    """np.empty on a 64-byte boundary: NumPy's large arrays start 16 bytes past one, which slows the rounds'
+    vector loops (docs/perf-notes.md#design-trnrand-host)."""
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
     raw = np.empty(nbytes + 64, dtype=np.uint8)
@@ -116,7 +117,7 @@ def _aligned(shape: tuple, dtype) -> np.ndarray:
 
 def _out(shape: tuple, dtype) -> np.ndarray:
     """A call's output array: 64-byte aligned when large (see ``_aligned``); small ones come straight from
-    np.empty, since finding the address (``ndarray.ctypes``) costs ~3.5 us, 10% of a 1000-sample draw."""
+    np.empty, where finding the address (``ndarray.ctypes``) would cost more than the alignment saves."""
     if math.prod(shape) * np.dtype(dtype).itemsize <= 1 << 16:
         return np.empty(shape, dtype)
     return _aligned(shape, dtype)
@@ -604,11 +605,10 @@ class _OneTorchThread:
     """``with _OneTorchThread():`` -- torch runs on one thread inside (restored on exit; nestable, thread-safe).
 
     torch's float64 sin goes to MKL's vector math, which wakes its own thread team even for a few thousand
-    values; on the loaded shared 2-core machine a descheduled team member made 262144 float64 normals take
-    24-520 ms instead of 3 at two threads (single calls of 2048-32768 values stalled for up to 200 ms).
-    NumPy and torch.randn, the peers, are single-threaded here. Setting and restoring the count costs
-    ~0.15 us; the first thread in saves the count, the last one out restores it, so concurrent draws never
-    leave torch at one thread. Elementwise results do not depend on the thread count (checked bit for bit).
+    values, and a descheduled team member stalls the call (docs/perf-notes.md#design-trnrand-host); NumPy
+    and torch.randn, the peers, are single-threaded. The first thread in saves the count, the last one out
+    restores it, so concurrent draws never leave torch at one thread. Elementwise results do not depend on
+    the thread count (checked bit for bit).
     """
 
     _lock = threading.Lock()
@@ -661,7 +661,7 @@ def _box_muller_np(uw: np.ndarray, aw: np.ndarray, z0, z1, wide: bool) -> None:
     ang[1] = aw.view(np.int64)
     _mul(ang, c["scale"], ang)
     np.subtract(ang, c["c"], ang)
-    if wide:  # torch's float64 sin is ~2x NumPy's (which is scalar libm); float32: NumPy's SIMD sin is ~2x torch's
+    if wide:  # each width's sin on the library that is faster for it (docs/perf-notes.md#design-trnrand-host)
         t = torch.from_numpy(ang)
         if torch.get_num_threads() == 1:
             torch.sin(t, out=t)

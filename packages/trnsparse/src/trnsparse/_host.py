@@ -3,10 +3,9 @@
 Everything here takes plain tensors and does no validation. On CPU, for
 the dtypes SciPy's compiled sparse kernels handle (float32/64,
 complex64/128) and when no autograd graph is being recorded, the work runs
-in SciPy's ``sparsetools`` on zero-copy NumPy views of the tensors: on this
-hardware class those kernels are 5-25x faster than torch's CPU sparse
-kernels (measured, see ``docs/trnsparse.md``). Every other case (another
-device, autograd, bf16) runs pure torch.
+in SciPy's ``sparsetools`` on zero-copy NumPy views of the tensors, the
+faster kernels on the CPU (docs/perf-notes.md#design-sparse-host). Every
+other case (another device, autograd, bf16) runs pure torch.
 """
 
 from __future__ import annotations
