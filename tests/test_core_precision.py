@@ -322,6 +322,7 @@ def test_protocol_objects_are_upcast_and_rounded_once(dtype):
 @pytest.mark.parametrize("dtype,unit", [(torch.bfloat16, 2.0 ** -8), (torch.float16, 2.0 ** -11)])
 def test_sparse_matrices_take_part_through_their_kept_float32_copy(dtype, unit):
     import scipy.sparse as sp
+
     import trnsparse
 
     g = torch.Generator().manual_seed(7)
@@ -374,6 +375,20 @@ def test_no_library_module_tests_for_half_itself():
         return isinstance(n, (ast.Tuple, ast.List, ast.Set)) and n.elts and all(half(e) for e in n.elts)
 
     found, seen_modules = [], 0
+
+    def visit(node, func, rel, names):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            func = node.name
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                if half(side) or half_only(side) or (isinstance(side, ast.Name) and side.id in names) or (
+                        isinstance(side, ast.Attribute) and side.attr in ("HALF", "LOWP")):
+                    if (rel, func) not in allowed:
+                        found.append(f"{rel}:{node.lineno} in {func}: {ast.unparse(node)}")
+                    break
+        for child in ast.iter_child_nodes(node):
+            visit(child, func, rel, names)
+
     dirs = [root / "trnsci"] + sorted((root / "packages").glob("trn*/src/trn*"))
     for d in dirs:
         if d.name == "trnsci" and d.parent.name == "src":  # the core itself: precision, emulator, ...
@@ -386,21 +401,8 @@ def test_no_library_module_tests_for_half_itself():
                 if isinstance(node, ast.Assign) and half_only(node.value):
                     names.update(t.id for t in node.targets if isinstance(t, ast.Name))
 
-            def visit(node, func):
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    func = node.name
-                if isinstance(node, ast.Compare):
-                    for side in (node.left, *node.comparators):
-                        if half(side) or half_only(side) or (isinstance(side, ast.Name) and side.id in names) or (
-                                isinstance(side, ast.Attribute) and side.attr in ("HALF", "LOWP")):
-                            rel = f"{d.name}/{path.relative_to(d).as_posix()}"
-                            if (rel, func) not in allowed:
-                                found.append(f"{rel}:{node.lineno} in {func}: {ast.unparse(node)}")
-                            break
-                for child in ast.iter_child_nodes(node):
-                    visit(child, func)
-
-            visit(tree, None)
+            rel = f"{d.name}/{path.relative_to(d).as_posix()}"
+            visit(tree, None, rel, names)
     assert seen_modules > 100  # the scan found the libraries
     assert not found, "compare a dtype with bfloat16/float16 themselves (declare half= / computes_in):\n" + \
         "\n".join(found)

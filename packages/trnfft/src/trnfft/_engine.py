@@ -40,8 +40,7 @@ NORM = validate.Options({"backward": ("backward", None), "ortho": ("ortho",), "f
 PRECISION = validate.Options({p: (p,) for p in PRECISIONS})
 
 #: How every transform takes bfloat16/float16 data (:mod:`trnsci.precision`): computed in float32 and the
-#: result kept in float32/complex64, as torch's and NumPy's type promotion give it (not rounded back; cuFFT's
-#: half-input plans with a single-precision output type).
+#: result kept in float32/complex64 (not rounded back), as ``numpy.fft`` gives float16 data.
 HALF = _precision_decl.promote("float32")
 
 #: The public transforms' declaration of :data:`HALF` on their data argument ``input`` (other tensors, a

@@ -643,8 +643,8 @@ class Op:
         rounded once to the input dtype; integer, bool and complex results
         are returned as computed (:mod:`trnsci.precision`).
         ``precision.promote("float32")``: the same upcast, the results kept
-        in float32/complex64 (type promotion, as ``torch.fft`` of half
-        data). An NKI lowering whose ``dtypes`` list the half dtype takes it
+        in float32/complex64 (type promotion, as ``numpy.fft`` gives
+        float16 data). An NKI lowering whose ``dtypes`` list the half dtype takes it
         as given. Default None: the lowerings take what they are given.
 
     Notes

@@ -28,12 +28,12 @@ Two promises, one per spelling of the declaration (both accepted by
 * ``"float32"`` -- **round back**: the results come back in the input's
   dtype (BLAS, solvers, sparse: cuBLAS's ``*Ex`` with a half output type).
 * ``promote("float32")`` (:func:`promote`) -- **promote**: the results stay
-  in float32 (complex64 for complex results), as torch's and NumPy's type
-  promotion give a transform of half data (trnfft: ``fft`` of bfloat16 is
-  complex64, like ``torch.fft`` of float16 and cuFFT's half-input plans
-  with a single-precision output type). Arguments mixing a half dtype with
-  another floating dtype are then allowed (each half argument is upcast,
-  the others pass as given), as promotion allows them.
+  in float32 (complex64 for complex results), as NumPy's and SciPy's FFTs
+  give a transform of float16 data (``numpy.fft.fft`` of float16 is
+  complex64): trnfft's transforms (``fft`` of bfloat16 is complex64) and
+  trnsolver's ``schur``. Arguments mixing a half dtype with another
+  floating dtype are then allowed (each half argument is upcast, the
+  others pass as given), as type promotion allows them.
 
 Objects other than tensors take part through a small protocol: a
 ``dtype`` attribute (the torch dtype of their data), a method
@@ -47,9 +47,10 @@ trnsparse and trnfft's ``ComplexTensor`` implement it.
 Error bound of round back: the float32 algorithm's error plus one rounding
 of each result, a relative ``2^-8`` (bfloat16) or ``2^-11`` (float16) per
 entry; of promote: the float32 algorithm's error on the (exact) float32
-values of the half data, no final rounding. Under round back, arguments mixing a half dtype with another floating dtype are a
-``TypeError`` from :func:`computes_in` (one dtype per call); an Op's
-public function checks its operands agree before the Op is called.
+values of the half data, no final rounding. Under round back, arguments
+mixing a half dtype with another floating dtype are a ``TypeError`` from
+:func:`computes_in` (one dtype per call); an Op's public function checks
+its operands agree before the Op is called.
 
 Examples
 --------
@@ -106,7 +107,8 @@ class Promote:
 
 def promote(half: str = "float32") -> Promote:
     """``half=`` declaration of an operation whose bf16/fp16 data is computed in ``half`` and whose results stay
-    there (no rounding back): torch's type promotion, trnfft's transforms. ``ValueError`` for an unknown dtype."""
+    there (no rounding back): type promotion, as ``numpy.fft`` gives float16 data (trnfft's transforms).
+    ``ValueError`` for an unknown dtype."""
     compute_dtype(half, "promote")
     return Promote(half)
 

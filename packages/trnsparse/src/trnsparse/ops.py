@@ -22,9 +22,8 @@ import numpy as np
 import torch
 
 from trnsci import linalg as la
-from trnsci import precision
+from trnsci import precision, validate
 from trnsci import routes as _routes
-from trnsci import validate
 from trnsci.dispatch import Op, torch_only, traceable_as
 from trnsci.settled import call, public
 
