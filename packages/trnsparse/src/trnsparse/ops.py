@@ -37,7 +37,7 @@ _UPLO = la.uplo
 #: result (tensor or matrix) rounded once to the input dtype, by the core (:mod:`trnsci.precision`). The
 #: public functions validate first (their messages name the given dtypes), then call a private compute
 #: function that carries the declaration.
-in_float32 = precision.computes_in("float32", note=False)
+_in_float32 = precision.computes_in("float32", note=False)
 
 
 # --------------------------------------------------------------- the SpMV / SpMM Ops
@@ -332,7 +332,7 @@ def _bsr_route(blocks, cols, ptrs, mb, nb, b, Bp) -> str:
     return _bsr_routes.remember(key, c.route)
 
 
-@in_float32
+@_in_float32
 def _bsr_apply(A: BSRMatrix, x: torch.Tensor, alpha, y, beta):
     r = BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x, A)
     return _finish(r, alpha, y, beta)
@@ -497,7 +497,7 @@ def bsr_spmm(A, B):
     return _bsr_spmm(A, B)
 
 
-@in_float32
+@_in_float32
 def _bsr_spmm(A: BSRMatrix, B: torch.Tensor) -> torch.Tensor:
     return BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, B, A)
 
@@ -541,7 +541,7 @@ def _spmv_symmetric_public(A, x, alpha, uplo):
     return _spmv_symmetric(A, x, alpha, code)
 
 
-@in_float32
+@_in_float32
 def _spmv_symmetric(A: SparseMatrix, x: torch.Tensor, alpha, code: str) -> torch.Tensor:
     C = _csr_form(A)
     return SPMV_SYMMETRIC(C.values, C.col_indices, C.row_ptrs, A.shape[0], x, alpha, code, C)
@@ -796,7 +796,7 @@ def spgemm(A, B) -> CSRMatrix:
     return _spgemm(A, B)
 
 
-@in_float32
+@_in_float32
 def _spgemm(A: SparseMatrix, B: SparseMatrix) -> CSRMatrix:
     A, B = _csr_form(A), _csr_form(B)
     va, vb, sa, sb = A.values, B.values, A.shape, B.shape
@@ -827,7 +827,7 @@ def _pair(A, B, where):
     return A, B
 
 
-@in_float32
+@_in_float32
 def _bsr_spgemm(A, B) -> BSRMatrix:
     blocks, bcol, bptr = BSR_SPGEMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, B.blocks,
                                     B.block_col_indices, B.block_row_ptrs, B.shape, A.block_size, A)
@@ -968,7 +968,7 @@ def sddmm(A_pattern, X, Y, alpha=1.0, beta=0.0) -> CSRMatrix:
     return _sddmm(A, X, Y, alpha, beta)
 
 
-@in_float32
+@_in_float32
 def _sddmm(A: CSRMatrix | BSRMatrix, X: torch.Tensor, Y: torch.Tensor, alpha, beta):
     if isinstance(A, BSRMatrix):
         blocks = BSR_SDDMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, X, Y, alpha, beta)
@@ -1070,7 +1070,7 @@ def _tri_solve(where, A, b, lower, unit_diagonal, trans, dims, b_name="b"):
     return _tri_solve_checked(where, A, b, lower, unit, tr)
 
 
-@in_float32
+@_in_float32
 def _tri_solve_checked(where: str, A: SparseMatrix, b: torch.Tensor, lower: bool, unit: bool, tr: bool):
     """The solve of validated arguments (a zero or missing diagonal entry is a LinAlgError)."""
     n = A.shape[0]
@@ -1237,7 +1237,7 @@ def sparse_add(A, B, alpha=1.0, beta=1.0) -> CSRMatrix:
     return _sparse_add(A, B, alpha, beta)
 
 
-@in_float32
+@_in_float32
 def _sparse_add(A: SparseMatrix, B: SparseMatrix, alpha, beta) -> CSRMatrix:
     ca, cb = _csr_form(A), _csr_form(B)
     vals, cols, ptrs = SPARSE_ADD(ca.values, ca.col_indices, ca.row_ptrs, cb.values, cb.col_indices, cb.row_ptrs,
