@@ -377,7 +377,6 @@ def _csr_form(A):
     return cached(A, "_csr_form", (A._values_tensor(), *_index_arrays(A)), A.to_csr)
 
 
-
 @public(SPMV, "owner plain scalar tensor? scalar")
 def spmv(A, x, alpha=1.0, y=None, beta=0.0):
     """Sparse matrix times dense vector: ``alpha * A @ x + beta * y``.
