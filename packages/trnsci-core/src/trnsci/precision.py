@@ -118,6 +118,7 @@ def rounds(half: Any) -> bool:
     them in the compute dtype (:func:`promote`)."""
     return not isinstance(half, Promote)
 
+
 #: The "Low precision" docstring section of a function wrapped by :func:`computes_in` (placed before
 #: "Examples").
 NOTE = """
@@ -190,7 +191,7 @@ def round_once(x: Any, dtype: torch.dtype, frm: torch.dtype = torch.float32) -> 
     return x
 
 
-def around(fn: Callable, half: str, dtype_of: Callable[..., Any]) -> Callable:
+def around(fn: Callable, half: str | Promote, dtype_of: Callable[..., Any]) -> Callable:
     """An Op's lowering ``fn`` under ``half=``: calls whose dtype (``dtype_of(*args, **kwargs)``) is
     bfloat16/float16 run ``fn`` on upcast arguments and get its results rounded once (``"float32"``) or as
     computed (``promote("float32")``); other calls run ``fn`` unchanged. The returned function keeps ``fn``
