@@ -11,7 +11,7 @@ Precision modes on the torch path:
 * ``"fast"`` -- ``torch.fft`` (MKL or pocketfft, as torch was built) in the input's precision;
 * ``"double"`` -- ``torch.fft`` in float64, result cast back to the input's precision;
 * ``"kahan"``, ``"bf16"``, ``"bf16_refined"``, ``"ozaki"``, ``"ozaki_hq"`` --
-  the kernel algorithms of :mod:`trnfft._algorithms` in float32 (compensated
+  the kernel algorithms of :mod:`trnfft.algorithms` in float32 (compensated
   Stockham; bf16 DFT-GEMM operands with float32 accumulation; plus one
   residual correction; operands cut into narrow slices whose products are
   exact, Ozaki scheme). For
@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from trnsci import precision as _precision_decl
 from trnsci import validate
 
 from . import algorithms as A
@@ -42,9 +43,16 @@ _precision = ["fast"]
 NORM = validate.Options({"backward": ("backward", None), "ortho": ("ortho",), "forward": ("forward",)})
 PRECISION = validate.Options({p: (p,) for p in PRECISIONS})
 
-# dtype -> (needs upcast to float32)
-_DTYPES = {torch.float32: False, torch.float64: False, torch.complex64: False, torch.complex128: False,
-           torch.bfloat16: True, torch.float16: True}
+#: How every transform takes bfloat16/float16 data (:mod:`trnsci.precision`): computed in float32 and the
+#: result kept in float32/complex64 (not rounded back), as ``numpy.fft`` gives float16 data.
+HALF = _precision_decl.promote("float32")
+
+#: The public transforms' declaration of :data:`HALF` on their data argument ``input`` (other tensors, a
+#: window, pass as given): the input reaches validation (:func:`prep`) already in float32.
+promotes_half = _precision_decl.computes_in(HALF, args=("input",), note=False)
+
+# the dtypes prep takes (bfloat16/float16 arrive upcast by the declaration)
+_DTYPES = frozenset((torch.float32, torch.float64, torch.complex64, torch.complex128))
 _NAMES = "float32, float64, complex64, complex128 (bfloat16/float16 are computed in float32)"
 
 
@@ -56,14 +64,12 @@ TORCH, CT, NUMPY = 0, 1, 2
 
 
 def prep(x: Any, where: str, real_only: bool = False, name: str = "input") -> tuple[torch.Tensor, int]:
-    """``(tensor, kind)`` with kind TORCH/CT/NUMPY; TypeError for unsupported kinds/dtypes."""
+    """``(tensor, kind)`` with kind TORCH/CT/NUMPY; TypeError for unsupported kinds/dtypes. bfloat16/float16
+    data arrives in float32 (the callers declare :data:`HALF`)."""
     if isinstance(x, torch.Tensor):
-        up = _DTYPES.get(x.dtype)
-        if up is None:
+        if x.dtype not in _DTYPES:
             raise dtype_error(x, where, name)
-        if up:
-            x = x.float()
-        elif real_only and x.is_complex():
+        if real_only and x.is_complex():
             raise TypeError(f"{where}: {name} must be real, got dtype {str(x.dtype).replace('torch.', '')} "
                             "(use fft for complex input)")
         return x, TORCH
@@ -71,7 +77,7 @@ def prep(x: Any, where: str, real_only: bool = False, name: str = "input") -> tu
         if real_only:
             raise TypeError(f"{where}: {name} must be real, got a ComplexTensor (use fft for complex input)")
         r = x.real
-        if _DTYPES.get(r.dtype) is None:
+        if r.dtype not in _DTYPES:
             raise dtype_error(r, where, name)
         return x.to_torch(), CT
     t = validate.tensor(x, name, where)  # NumPy arrays (shared memory) or TypeError

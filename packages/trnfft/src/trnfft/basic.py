@@ -209,6 +209,7 @@ _Tensor = torch.Tensor
 
 
 @public(FFT, SIG1, numpy=False)
+@E.promotes_half
 def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
         axis: int | None = None, precision: str | None = None):
     """One-dimensional discrete Fourier transform.
@@ -255,6 +256,7 @@ def fft(input: Any, n: int | None = None, dim: int | None = None, norm: str | No
 
 
 @public(IFFT, SIG1, numpy=False)
+@E.promotes_half
 def ifft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
     """One-dimensional inverse discrete Fourier transform.
@@ -272,6 +274,7 @@ def ifft(input: Any, n: int | None = None, dim: int | None = None, norm: str | N
 
 
 @public(FFTN, SIGN, numpy=False)
+@E.promotes_half
 def fftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
          axes: Any = None, precision: str | None = None):
     """N-dimensional discrete Fourier transform.
@@ -312,6 +315,7 @@ def fftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
 
 
 @public(IFFTN, SIGN, numpy=False)
+@E.promotes_half
 def ifftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
     """N-dimensional inverse discrete Fourier transform (see :func:`fftn`).
@@ -327,6 +331,7 @@ def ifftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
 
 
 @public(FFTN, SIGN, numpy=False)
+@E.promotes_half
 def fft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
          axes: Any = None, precision: str | None = None):
     """Two-dimensional discrete Fourier transform over ``dim`` (default the last two axes).
@@ -344,6 +349,7 @@ def fft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
 
 
 @public(IFFTN, SIGN, numpy=False)
+@E.promotes_half
 def ifft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
     """Two-dimensional inverse discrete Fourier transform (see :func:`fft2`).

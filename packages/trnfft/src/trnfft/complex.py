@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trnsci import validate
+from trnsci import precision, validate
 from trnsci.dispatch import Op
 
 _REAL = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
@@ -108,10 +108,13 @@ class ComplexTensor:
 
     def to_torch(self) -> torch.Tensor:
         """The same values as a torch complex tensor (complex64 or complex128)."""
-        r, i = self.real, self.imag
-        if r.dtype in (torch.bfloat16, torch.float16):
-            r, i = r.float(), i.float()
+        r, i = precision.upcast((self.real, self.imag))  # bfloat16/float16 parts: complex64 (exact)
         return torch.complex(r, i)
+
+    def __trnsci_upcast__(self, dtype: torch.dtype) -> ComplexTensor:
+        """Both parts in ``dtype`` (:mod:`trnsci.precision`'s protocol: how a bfloat16/float16 ComplexTensor
+        enters a computation in float32)."""
+        return ComplexTensor._make(self.real.to(dtype), self.imag.to(dtype))
 
     to_torch_complex = to_torch
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from trnsci import precision as _precision_decl
 from trnsci import validate
 
 from . import _chirp, basic, real
@@ -245,6 +246,7 @@ class FFTPlan:
         return "\n".join(lines)
 
 
+@_precision_decl.computes_in(E.HALF, args=("x",), note=False)
 def _execute(plan: FFTPlan, x: Any):
     t, kind = E.prep(x, f"{plan.kind} plan", real_only=plan._real_in, name="x")
     if E.single(t) != plan._single:

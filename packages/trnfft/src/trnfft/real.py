@@ -216,6 +216,7 @@ ROUTED.update((_rfft_torch, _irfft_torch, _hfft_torch, _ihfft_torch, _rfftn_torc
 
 
 @public(RFFT, SIG1, numpy=False)
+@E.promotes_half
 def rfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
     """One-dimensional DFT of real input, non-negative frequencies only.
@@ -260,6 +261,7 @@ def rfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | N
 
 
 @public(IRFFT, SIG1, numpy=False)
+@E.promotes_half
 def irfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
     """Inverse of :func:`rfft`: real signal of length ``n`` from its half spectrum.
@@ -302,6 +304,7 @@ def irfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | 
 
 
 @public(HFFT, SIG1, numpy=False)
+@E.promotes_half
 def hfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
          axis: int | None = None, precision: str | None = None):
     """DFT of a Hermitian-symmetric signal given by its first half: a real spectrum.
@@ -346,6 +349,7 @@ def hfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | N
 
 
 @public(IHFFT, SIG1, numpy=False)
+@E.promotes_half
 def ihfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | None = None, *,
           axis: int | None = None, precision: str | None = None):
     """Inverse of :func:`hfft`: half of the Hermitian spectrum of a real signal.
@@ -390,6 +394,7 @@ def ihfft(input: Any, n: int | None = None, dim: int | None = None, norm: str | 
 
 
 @public(RFFTN, SIGN, numpy=False)
+@E.promotes_half
 def rfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
     """N-dimensional DFT of real input: half spectrum along the last transformed axis.
@@ -434,6 +439,7 @@ def rfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
 
 
 @public(IRFFTN, SIGN, numpy=False)
+@E.promotes_half
 def irfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
     """Inverse of :func:`rfftn`.
@@ -479,6 +485,7 @@ def irfftn(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, 
 
 
 @public(RFFTN, SIGN, numpy=False)
+@E.promotes_half
 def rfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
           axes: Any = None, precision: str | None = None):
     """Two-dimensional DFT of real input (:func:`rfftn` over the last two axes by default).
@@ -522,6 +529,7 @@ def rfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *
 
 
 @public(IRFFTN, SIGN, numpy=False)
+@E.promotes_half
 def irfft2(input: Any, s: Any = None, dim: Any = None, norm: str | None = None, *,
            axes: Any = None, precision: str | None = None):
     """Inverse of :func:`rfft2`.

@@ -186,6 +186,7 @@ def _common(where, n_fft, hop_length, win_length, center, normalized):
 
 
 @public(STFT, "tensor option option option tensor|option option option option option")
+@E.promotes_half
 def stft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int | None = None,
          window: Any = None, center: bool = True, pad_mode: str = "reflect", normalized: bool = False,
          onesided: bool | None = None):
@@ -283,6 +284,7 @@ def _stft_via(x, window, args):
 
 
 @validate.numpy_io
+@E.promotes_half
 def istft(input: Any, n_fft: int, hop_length: int | None = None, win_length: int | None = None,
           window: Any = None, center: bool = True, normalized: bool = False, onesided: bool | None = None,
           length: int | None = None, return_complex: bool = False):

@@ -637,13 +637,16 @@ class Op:
         the call will make it), in the order they first run. A plan that
         decides torch for the op itself then names their kernels and the
         backend they run on.
-    half : str, optional
+    half : str or trnsci.precision.Promote, optional
         ``"float32"``: bfloat16/float16 calls (the call's ``dtype``) run the
-        torch lowering on float32 copies of their half tensors and get the
-        float32 results rounded once to the input dtype; integer, bool and
-        complex results are returned as computed (:mod:`trnsci.precision`).
-        An NKI lowering whose ``dtypes`` list the half dtype takes it as
-        given. Default None: the lowerings take what they are given.
+        torch lowering on float32 copies of their half tensors (and
+        protocol objects: sparse matrices) and get the float32 results
+        rounded once to the input dtype; integer, bool and complex results
+        are returned as computed (:mod:`trnsci.precision`).
+        ``precision.promote("float32")``: the same upcast, the results kept
+        in float32/complex64 (type promotion, as ``numpy.fft`` gives
+        float16 data). An NKI lowering whose ``dtypes`` list the half dtype takes it
+        as given. Default None: the lowerings take what they are given.
 
     Notes
     -----
@@ -676,11 +679,12 @@ class Op:
                  doc: str = "", probe: Callable | None = None, schema: str | None = None,
                  fake: Callable | None = None, steps: Callable[..., list] | None = None,
                  to_operator: Callable | None = None, from_operator: Callable | None = None,
-                 differentiable: bool = True, half: str | None = None):
+                 differentiable: bool = True, half: Any = None):
         self.name = name
         self.half = half
-        """The dtype bfloat16/float16 calls compute in (``"float32"``), applied by the core around the torch
-        lowering (:mod:`trnsci.precision`); None: the lowerings take what they are given."""
+        """The dtype bfloat16/float16 calls compute in (``"float32"``: results rounded back;
+        ``precision.promote("float32")``: results kept), applied by the core around the torch lowering
+        (:mod:`trnsci.precision`); None: the lowerings take what they are given."""
         if half is not None:
             from trnsci import precision
 

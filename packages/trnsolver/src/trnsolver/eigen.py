@@ -352,6 +352,7 @@ def _schur_torch(A: torch.Tensor, complex_out: bool, sort):
 
 
 @validate.numpy_io
+@precision.computes_in(precision.promote("float32"), args=("a",), note=False)  # SciPy's rule: T, Z in float32
 def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_finite=True):
     """Schur decomposition ``A = Z T Z^H`` (``scipy.linalg.schur``, LAPACK ``?gees``).
 
@@ -434,8 +435,6 @@ def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_fini
             raise TypeError(f"{where}: a has dtype bool; schur takes real or complex matrices")
         if not (t.dtype.is_floating_point or t.dtype.is_complex):
             a = t.to(torch.float64)
-        elif t.dtype in (torch.bfloat16, torch.float16):
-            a = t.to(torch.float32)
     A = la.square_matrix(a, "a", where)
     if A.dim() != 2:
         raise ValueError(f"{where}: a must be one (n, n) matrix, got shape {tuple(A.shape)}")

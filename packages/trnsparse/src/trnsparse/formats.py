@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trnsci import validate
+from trnsci import precision, validate
 from trnsci.dispatch import traceable_as
 
 from . import _host
@@ -204,7 +204,7 @@ class SparseMatrix:
 
         csr = self.to_csr()
         vals = csr.values.detach().cpu()
-        data = _host.np_view(vals.float() if vals.dtype in (torch.bfloat16, torch.float16) else vals)
+        data = _host.np_view(precision.upcast(vals))
         out = sp.csr_array((data.copy(), _host.np_view(csr.col_indices.cpu()).copy(),
                             _host.np_view(csr.row_ptrs.cpu()).copy()), shape=self._shape)
         return {"csr": out, "coo": out.tocoo(), "csc": out.tocsc()}.get(self.format, out)
@@ -218,6 +218,16 @@ class SparseMatrix:
     def to(self, dtype=None, device=None):
         """A copy with values cast to ``dtype`` and/or moved to ``device``."""
         raise NotImplementedError
+
+    def __trnsci_upcast__(self, dtype: torch.dtype) -> SparseMatrix:
+        """This matrix with its values in ``dtype``: :mod:`trnsci.precision`'s protocol, how a bfloat16/float16
+        matrix enters a computation in float32. The copy is kept on the matrix while its arrays are the same,
+        unmodified tensors (and with it the device layouts cached on the copy), so repeated products of one
+        half-precision matrix convert it once."""
+        from .layouts import cached
+
+        key = "_f32_form" if dtype == torch.float32 else f"_{str(dtype).replace('torch.', '')}_form"
+        return cached(self, key, (self._values_tensor(), *_index_arrays(self)), lambda: self.to(dtype))
 
     # -- linear-operator protocol
     def matvec(self, x):
@@ -504,6 +514,10 @@ class CSRMatrix(SparseMatrix):
     def to(self, dtype=None, device=None) -> CSRMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "CSRMatrix.to")
         dev = self.device if device is None else validate.device(device, f"{type(self).__name__}.to")
+        d = self.__dict__
+        if d["_cols"] is None and d["_ptrs"] is None and dev == self.device:
+            # int32 host indices not widened yet (a SciPy kernel's result): the copy keeps them so
+            return CSRMatrix._make(self.values.to(dt), *d["_idx32"], self._shape, self._sorted)
         return CSRMatrix._make(self.values.to(dev, dt), self.col_indices.to(dev), self.row_ptrs.to(dev),
                                self._shape, self._sorted)
 
@@ -911,9 +925,7 @@ class BSRMatrix(SparseMatrix):
 
         if self.padded_shape != self._shape:
             return self.to_csr().to_scipy()
-        blocks = self.blocks.detach().cpu()
-        if blocks.dtype in (torch.bfloat16, torch.float16):
-            blocks = blocks.float()  # SciPy's kernels do not take them; exact
+        blocks = precision.upcast(self.blocks.detach().cpu())  # bf16/fp16: SciPy's kernels do not take them; exact
         return sp.bsr_array((_host.np_view(blocks).copy(),
                              _host.np_view(self.block_col_indices.cpu()).copy(),
                              _host.np_view(self.block_row_ptrs.cpu()).copy()),
@@ -935,6 +947,17 @@ class BSRMatrix(SparseMatrix):
 
 
 # --------------------------------------------------------------- helpers
+
+def _index_arrays(A: SparseMatrix) -> tuple[torch.Tensor, torch.Tensor]:
+    """A matrix's two index arrays (the sources of the caches derived from its pattern)."""
+    if isinstance(A, CSRMatrix):
+        return A.col_indices, A.row_ptrs
+    if isinstance(A, CSCMatrix):
+        return A.row_indices, A.col_ptrs
+    if isinstance(A, BSRMatrix):
+        return A.block_col_indices, A.block_row_ptrs
+    return A.row_indices, A.col_indices
+
 
 def _block_size(block_size: Any, m: int, n: int, where: str) -> int:
     """A tile size up to ``max(m, n, 128)``: a larger tile would only pad (and could not be allocated)."""

@@ -22,18 +22,22 @@ import numpy as np
 import torch
 
 from trnsci import linalg as la
+from trnsci import precision, validate
 from trnsci import routes as _routes
-from trnsci import validate
 from trnsci.dispatch import Op, torch_only, traceable_as
 from trnsci.settled import call, public
 
 from . import _host
 from . import formats as _formats
-from .formats import BSRMatrix, COOMatrix, CSCMatrix, CSRMatrix, SparseMatrix, as_sparse
+from .formats import BSRMatrix, COOMatrix, CSCMatrix, CSRMatrix, SparseMatrix, _index_arrays, as_sparse
 
 _UPLO = la.uplo
-#: Stored as given, computed in float32 and rounded once to the input dtype (see the module docstring).
-LOWP = (torch.bfloat16, torch.float16)
+#: How every product, sum and solve here takes bfloat16/float16 data (see the module docstring): computed in
+#: float32 -- the matrix through its kept float32 copy (``SparseMatrix.__trnsci_upcast__``) -- and the
+#: result (tensor or matrix) rounded once to the input dtype, by the core (:mod:`trnsci.precision`). The
+#: public functions validate first (their messages name the given dtypes), then call a private compute
+#: function that carries the declaration.
+_in_float32 = precision.computes_in("float32", note=False)
 
 
 # --------------------------------------------------------------- the SpMV / SpMM Ops
@@ -328,24 +332,15 @@ def _bsr_route(blocks, cols, ptrs, mb, nb, b, Bp) -> str:
     return _bsr_routes.remember(key, c.route)
 
 
-def _f32(A: SparseMatrix) -> SparseMatrix:
-    """A bfloat16/float16 matrix's float32 copy, kept on it while its arrays are unchanged (and so the
-    device layouts cached on the copy)."""
-    from .layouts import cached
-
-    return cached(A, "_f32_form", (A._values_tensor(), *_index_arrays(A)), lambda: A.to(torch.float32))
-
-
-def _up(t):
-    return None if t is None else t.float()
+@_in_float32
+def _bsr_apply(A: BSRMatrix, x: torch.Tensor, alpha, y, beta):
+    r = BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x, A)
+    return _finish(r, alpha, y, beta)
 
 
 def _apply(A: SparseMatrix, x: torch.Tensor, alpha, y, beta):
-    if A.dtype in LOWP and isinstance(A, BSRMatrix):
-        return _apply(_f32(A), x.float(), alpha, _up(y), beta).to(A.dtype)
     if isinstance(A, BSRMatrix):
-        r = BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, x, A)
-        return _finish(r, alpha, y, beta)
+        return _bsr_apply(A, x, alpha, y, beta)
     given = A
     A = _csr_form(A)
     host = _host.host_ok(A.values, x)
@@ -380,16 +375,6 @@ def _csr_form(A):
     from .layouts import cached
 
     return cached(A, "_csr_form", (A._values_tensor(), *_index_arrays(A)), A.to_csr)
-
-
-def _index_arrays(A):
-    if isinstance(A, CSRMatrix):
-        return A.col_indices, A.row_ptrs
-    if isinstance(A, CSCMatrix):
-        return A.row_indices, A.col_ptrs
-    if isinstance(A, BSRMatrix):
-        return A.block_col_indices, A.block_row_ptrs
-    return A.row_indices, A.col_indices
 
 
 @public(SPMV, "owner plain scalar tensor? scalar")
@@ -508,10 +493,11 @@ def bsr_spmm(A, B):
     B = _dense(B, "B", where, (1, 2), A.dtype, A.device)
     if B.shape[0] != A.shape[1]:
         raise ValueError(f"{where}: B must have {A.shape[1]} rows (A has shape {A.shape}), got {tuple(B.shape)}")
-    if A.dtype in LOWP:
-        A32 = _f32(A)
-        return BSR_SPMM(A32.blocks, A32.block_col_indices, A32.block_row_ptrs, A.shape, A.block_size,
-                        B.float(), A32).to(A.dtype)
+    return _bsr_spmm(A, B)
+
+
+@_in_float32
+def _bsr_spmm(A: BSRMatrix, B: torch.Tensor) -> torch.Tensor:
     return BSR_SPMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, B, A)
 
 
@@ -551,11 +537,13 @@ def _spmv_symmetric_public(A, x, alpha, uplo):
         raise ValueError(f"{where}: x must have {n} rows (A has shape {A.shape}), got {tuple(x.shape)}")
     alpha = _scalar(alpha, "alpha", where, A.dtype)
     code = _UPLO(uplo, "uplo", where)
-    if A.dtype in LOWP:
-        C = _csr_form(_f32(A))
-        return SPMV_SYMMETRIC(C.values, C.col_indices, C.row_ptrs, n, x.float(), alpha, code, C).to(A.dtype)
+    return _spmv_symmetric(A, x, alpha, code)
+
+
+@_in_float32
+def _spmv_symmetric(A: SparseMatrix, x: torch.Tensor, alpha, code: str) -> torch.Tensor:
     C = _csr_form(A)
-    return SPMV_SYMMETRIC(C.values, C.col_indices, C.row_ptrs, n, x, alpha, code, C)
+    return SPMV_SYMMETRIC(C.values, C.col_indices, C.row_ptrs, A.shape[0], x, alpha, code, C)
 
 
 def _symmetric_csr(values, col_indices, row_ptrs, n, uplo):
@@ -803,16 +791,16 @@ def spgemm(A, B) -> CSRMatrix:
         raise ValueError(f"{where}: inner dimensions differ: A has shape {A.shape}, B has shape {B.shape}")
     if _bsr_pair(A, B) and not torch_only("trnsparse"):
         return _bsr_spgemm(A, B).to_csr()
-    lowp = A.dtype if A.dtype in LOWP else None
-    if lowp:
-        A, B = _f32(A), _f32(B)
+    return _spgemm(A, B)
+
+
+@_in_float32
+def _spgemm(A: SparseMatrix, B: SparseMatrix) -> CSRMatrix:
     A, B = _csr_form(A), _csr_form(B)
     va, vb, sa, sb = A.values, B.values, A.shape, B.shape
     args = (va, A.col_indices, A.row_ptrs, sa, vb, B.col_indices, B.row_ptrs, sb, A, B)
     vals, cols, ptrs, *flag = call(SPGEMM, *args, via=_host_indices_via(A, B) if _host.host_ok(va, vb) else None)
     is_sorted = flag[0] if flag else True  # the operator's product has its columns sorted
-    if lowp:
-        vals = vals.to(lowp)
     return CSRMatrix._make(vals, cols, ptrs, (sa[0], sb[1]), is_sorted)
 
 
@@ -837,10 +825,8 @@ def _pair(A, B, where):
     return A, B
 
 
+@_in_float32
 def _bsr_spgemm(A, B) -> BSRMatrix:
-    if A.dtype in LOWP:
-        C = _bsr_spgemm(_f32(A), _f32(B))
-        return BSRMatrix._make(C.blocks.to(A.dtype), C.block_col_indices, C.block_row_ptrs, C.shape, C.block_size)
     blocks, bcol, bptr = BSR_SPGEMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, B.blocks,
                                     B.block_col_indices, B.block_row_ptrs, B.shape, A.block_size, A)
     return BSRMatrix._make(blocks, bcol, bptr, (A.shape[0], B.shape[1]), A.block_size)
@@ -977,13 +963,12 @@ def sddmm(A_pattern, X, Y, alpha=1.0, beta=0.0) -> CSRMatrix:
                          f"{tuple(X.shape)}, Y has shape {tuple(Y.shape)}")
     alpha = _scalar(alpha, "alpha", where, A.dtype)
     beta = _scalar(beta, "beta", where, A.dtype)
-    if A.dtype in LOWP:
-        R = sddmm(_f32(A), X.float(), Y.float(), alpha, beta)
-        if bsr:
-            return BSRMatrix._make(R.blocks.to(A.dtype), A.block_col_indices, A.block_row_ptrs, A.shape,
-                                   A.block_size)
-        return CSRMatrix._make(R.values.to(A.dtype), A.col_indices, A.row_ptrs, A.shape, A.has_sorted_indices)
-    if bsr:
+    return _sddmm(A, X, Y, alpha, beta)
+
+
+@_in_float32
+def _sddmm(A: CSRMatrix | BSRMatrix, X: torch.Tensor, Y: torch.Tensor, alpha, beta):
+    if isinstance(A, BSRMatrix):
         blocks = BSR_SDDMM(A.blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size, X, Y, alpha, beta)
         return BSRMatrix._make(blocks, A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size)
     vals = SDDMM(A.col_indices, A.row_ptrs, A.values, X, Y, alpha, beta, A)
@@ -1080,8 +1065,13 @@ def _tri_solve(where, A, b, lower, unit_diagonal, trans, dims, b_name="b"):
     lower = _bool(lower, "lower", where)
     unit = _bool(unit_diagonal, "unit_diagonal", where)
     tr = _bool(trans, "trans", where)
-    if A.dtype in LOWP:
-        return _tri_solve(where, _f32(A), b.float(), lower, unit, tr, dims).to(A.dtype)
+    return _tri_solve_checked(where, A, b, lower, unit, tr)
+
+
+@_in_float32
+def _tri_solve_checked(where: str, A: SparseMatrix, b: torch.Tensor, lower: bool, unit: bool, tr: bool):
+    """The solve of validated arguments (a zero or missing diagonal entry is a LinAlgError)."""
+    n = A.shape[0]
     C = _csr_form(A)
     vals, cols, ptrs = C.values, C.col_indices, C.row_ptrs
     if not unit:
@@ -1242,9 +1232,11 @@ def sparse_add(A, B, alpha=1.0, beta=1.0) -> CSRMatrix:
         raise ValueError(f"{where}: A has shape {A.shape} but B has shape {B.shape}")
     alpha = _scalar(alpha, "alpha", where, A.dtype)
     beta = _scalar(beta, "beta", where, A.dtype)
-    if A.dtype in LOWP:
-        C = sparse_add(_f32(A), _f32(B), alpha, beta)
-        return CSRMatrix._make(C.values.to(A.dtype), C.col_indices, C.row_ptrs, A.shape)
+    return _sparse_add(A, B, alpha, beta)
+
+
+@_in_float32
+def _sparse_add(A: SparseMatrix, B: SparseMatrix, alpha, beta) -> CSRMatrix:
     ca, cb = _csr_form(A), _csr_form(B)
     vals, cols, ptrs = SPARSE_ADD(ca.values, ca.col_indices, ca.row_ptrs, cb.values, cb.col_indices, cb.row_ptrs,
                                   A.shape, alpha, beta, ca, cb)
