@@ -361,7 +361,7 @@ def test_no_library_module_tests_for_half_itself():
         # upcasts for the torch lowering only)
         ("trnsparse/_nki/ops.py", "_spmm_nki"),
         # a size rule looked up under float32 for half data: nothing converted
-        ("trntensor/_device.py", "gemm"),
+        ("trntensor/_nki/einsum_device.py", "gemm"),
         # a rounding to bf16/fp16 (stochastic rounding), and the error bound of a mode: not an upcast
         ("trntensor/einsum.py", "_stochastic_round"),
         ("trntensor/einsum.py", "_forward_error_bound"),
