@@ -236,12 +236,7 @@ HANDED_UP = {"trnsparse.formats._OPERATIONS", "trntensor.plan._ABOVE", "trnrand.
 
 #: Private names that still cross a package inside one distribution, ``(importing module, private module
 #: or name)``, and why; the test fails on any other crossing and on an entry that no longer crosses.
-PRIVATE_CROSSINGS_LEFT = {
-    ("trnsparse._nki.ops", "trnsparse._host"):
-        "keys the device SpMV layout on the index copies the host route of ops.py uses (host_ok)",
-    ("trnsparse._nki.ops_tri", "trnsparse._host"):
-        "the host CSR helpers (csr_transpose, row_indices) the torch lowerings use too",
-}
+PRIVATE_CROSSINGS_LEFT: dict[tuple[str, str], str] = {}
 
 
 def _source_modules(src: Path, top: str) -> dict[str, Path]:

@@ -208,11 +208,11 @@ def test_sparse_add_host_merge_keeps_the_union_pattern(dtype, monkeypatch):
     Sb = (Sb + Sa.multiply(sp.csr_array(rng.random(Sa.shape) < 0.3)) * 2).tocsr()  # some cancel below
     Sb.sort_indices()
     A, B = trnsparse.from_scipy(Sa), trnsparse.from_scipy(Sb)
-    from trnsparse import _host
+    from trnsparse import arrays
 
     merged = []
-    real = _host.union_add
-    monkeypatch.setattr(_host, "union_add", lambda *a: merged.append(real(*a)) or merged[-1])
+    real = arrays.union_add
+    monkeypatch.setattr(arrays, "union_add", lambda *a: merged.append(real(*a)) or merged[-1])
     with trnsparse.use_backend("torch"):
         C = trnsparse.sparse_add(A, B, alpha=2.0, beta=-1.0)
     assert merged and merged[0] is not None  # the linear merge ran

@@ -16,7 +16,7 @@ import torch
 from trnsci import validate
 from trnsci.dispatch import Op
 
-from . import _host
+from . import arrays
 from .formats import BSRMatrix, SparseMatrix
 
 _ATTN_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
@@ -33,7 +33,7 @@ def _pattern(mb: int, nb: int, keep, b: int, m: int, n: int, causal: bool) -> BS
     ok = (r < m) & (c < n)
     if causal:
         ok &= c <= r
-    return BSRMatrix._make(ok.to(torch.float32), bcol, _host.ptrs_from_sorted(brow, mb), (m, n), b)
+    return BSRMatrix._make(ok.to(torch.float32), bcol, arrays.ptrs_from_sorted(brow, mb), (m, n), b)
 
 
 def local_window_mask(seq_len: int, window: int, block_size: int = 128, causal: bool = False) -> BSRMatrix:

@@ -27,7 +27,7 @@ import torch
 from trnsci import precision, validate
 from trnsci.dispatch import traceable_as
 
-from . import _host
+from . import _host, arrays
 
 #: float32, float64, complex64, complex128, and bfloat16/float16 (stored as given; every operation computes in
 #: float32 and rounds its result to the input dtype once)
@@ -149,9 +149,9 @@ class SparseMatrix:
         The instance dict is replaced whole, so no cache (int32 index copies,
         sorted copy, canonical flags) outlives the arrays it was derived from.
         """
-        arrays = [value if a == name else getattr(self, a) for a in self._ARRAYS]
+        args = [value if a == name else getattr(self, a) for a in self._ARRAYS]
         extra = (self.block_size,) if self.format == "bsr" else ()
-        fresh = type(self)(*arrays, self._shape, *extra)
+        fresh = type(self)(*args, self._shape, *extra)
         self.__dict__.clear()
         self.__dict__.update(fresh.__dict__)
 
@@ -190,7 +190,7 @@ class SparseMatrix:
     def to_csc(self) -> CSCMatrix:
         """This matrix in CSC format."""
         csr = self.to_csr()
-        vals, rows, cptr = _host.csr_transpose(csr.values, csr.col_indices, csr.row_ptrs, csr.shape)
+        vals, rows, cptr = arrays.csr_transpose(csr.values, csr.col_indices, csr.row_ptrs, csr.shape)
         return CSCMatrix._make(vals, rows, cptr, self._shape)
 
     def to_bsr(self, block_size: int = 128, threshold: float = 0.0) -> BSRMatrix:
@@ -204,9 +204,9 @@ class SparseMatrix:
 
         csr = self.to_csr()
         vals = csr.values.detach().cpu()
-        data = _host.np_view(precision.upcast(vals))
-        out = sp.csr_array((data.copy(), _host.np_view(csr.col_indices.cpu()).copy(),
-                            _host.np_view(csr.row_ptrs.cpu()).copy()), shape=self._shape)
+        data = arrays.np_view(precision.upcast(vals))
+        out = sp.csr_array((data.copy(), arrays.np_view(csr.col_indices.cpu()).copy(),
+                            arrays.np_view(csr.row_ptrs.cpu()).copy()), shape=self._shape)
         return {"csr": out, "coo": out.tocoo(), "csc": out.tocsc()}.get(self.format, out)
 
     def to_torch(self) -> torch.Tensor:
@@ -308,10 +308,10 @@ def _compressed(values, indices, ptrs, n_major, n_minor, names, where):
         raise ValueError(f"{where}: {idx_name} has {indices.numel()} entries but values has {values.numel()}")
     _ptrs(ptrs, n_major, values.numel(), ptr_name, where)
     _in_range(indices, n_minor, idx_name, f"{n_minor} {noun}", where)
-    if not _host.csr_is_canonical(indices, ptrs, values.numel()):
-        major = _host.row_indices(ptrs, values.numel())
-        values, major, indices = _host.coo_canonical(values, major, indices, (n_major, n_minor))
-        ptrs = _host.ptrs_from_sorted(major, n_major)
+    if not arrays.csr_is_canonical(indices, ptrs, values.numel()):
+        major = arrays.row_indices(ptrs, values.numel())
+        values, major, indices = arrays.coo_canonical(values, major, indices, (n_major, n_minor))
+        ptrs = arrays.ptrs_from_sorted(major, n_major)
     return values, indices, ptrs
 
 
@@ -469,11 +469,11 @@ class CSRMatrix(SparseMatrix):
             return self
         if "_sorted_cache" in self.__dict__:
             return self.__dict__["_sorted_cache"]
-        if _host.host_ok(self.values):
-            ptr = _host.np_view(self.row_ptrs)
-            idx = _host.np_view(self.col_indices).copy()
-            data = _host.np_view(self.values).copy()
-            _host._st.csr_sort_indices(self._shape[0], ptr, idx, data)
+        if arrays.host_ok(self.values):
+            ptr = arrays.np_view(self.row_ptrs)
+            idx = arrays.np_view(self.col_indices).copy()
+            data = arrays.np_view(self.values).copy()
+            arrays.sparsetools.csr_sort_indices(self._shape[0], ptr, idx, data)
             out = CSRMatrix._make(torch.from_numpy(data), torch.from_numpy(idx), self.row_ptrs, self._shape)
         else:
             key = self.row_indices * max(self._shape[1], 1) + self.col_indices
@@ -488,7 +488,7 @@ class CSRMatrix(SparseMatrix):
     @property
     def row_indices(self) -> torch.Tensor:
         """Row index of every stored entry (int64, length ``nnz``)."""
-        return _host.row_indices(self.row_ptrs, self.nnz)
+        return arrays.row_indices(self.row_ptrs, self.nnz)
 
     @property
     def has_canonical_format(self) -> bool:
@@ -509,7 +509,7 @@ class CSRMatrix(SparseMatrix):
 
     def to_dense(self) -> torch.Tensor:
         """The dense ``(m, n)`` tensor."""
-        return _host.csr_to_dense(self.values, self.col_indices, self.row_ptrs, self._shape)
+        return arrays.csr_to_dense(self.values, self.col_indices, self.row_ptrs, self._shape)
 
     def to(self, dtype=None, device=None) -> CSRMatrix:
         dt = self.dtype if dtype is None else _dtype_arg(dtype, "CSRMatrix.to")
@@ -575,7 +575,7 @@ class CSCMatrix(SparseMatrix):
         return CSRMatrix._make(self.values, self.row_indices, self.col_ptrs, (self._shape[1], self._shape[0]))
 
     def to_csr(self) -> CSRMatrix:
-        vals, cols, rptr = _host.csr_transpose(self.values, self.row_indices, self.col_ptrs,
+        vals, cols, rptr = arrays.csr_transpose(self.values, self.row_indices, self.col_ptrs,
                                                (self._shape[1], self._shape[0]))
         return CSRMatrix._make(vals, cols, rptr, self._shape)
 
@@ -673,7 +673,7 @@ class COOMatrix(SparseMatrix):
         """The canonical COO: sorted row-major, duplicate entries summed (a new matrix)."""
         if self.has_canonical_format:
             return self
-        vals, rows, cols = _host.coo_canonical(self.values, self.row_indices, self.col_indices, self._shape)
+        vals, rows, cols = arrays.coo_canonical(self.values, self.row_indices, self.col_indices, self._shape)
         return COOMatrix._make(vals, rows, cols, self._shape, canonical=True)
 
     def to_coo(self) -> COOMatrix:
@@ -681,7 +681,7 @@ class COOMatrix(SparseMatrix):
 
     def to_csr(self) -> CSRMatrix:
         c = self.sum_duplicates()
-        return CSRMatrix._make(c.values, c.col_indices, _host.ptrs_from_sorted(c.row_indices, self._shape[0]),
+        return CSRMatrix._make(c.values, c.col_indices, arrays.ptrs_from_sorted(c.row_indices, self._shape[0]),
                                self._shape)
 
     def to_dense(self) -> torch.Tensor:
@@ -762,7 +762,7 @@ class BSRMatrix(SparseMatrix):
                              f"holds {nblk} blocks")
         _ptrs(block_row_ptrs, mb, nblk, "block_row_ptrs", where)
         _in_range(block_col_indices, nb, "block_col_indices", f"{nb} block columns", where)
-        brow = _host.row_indices(block_row_ptrs, nblk)
+        brow = arrays.row_indices(block_row_ptrs, nblk)
         # entries in the padding of ragged edge tiles must be zero
         if nblk and (m % b or n % b):
             edge = torch.zeros(nblk, b, b, dtype=torch.bool, device=blocks.device)
@@ -783,7 +783,7 @@ class BSRMatrix(SparseMatrix):
             blocks = torch.zeros(uniq.numel(), b, b, dtype=blocks.dtype, device=blocks.device).index_add(
                 0, inv, blocks[order])
             brow, block_col_indices = uniq // max(nb, 1), uniq % max(nb, 1)
-            block_row_ptrs = _host.ptrs_from_sorted(brow, mb)
+            block_row_ptrs = arrays.ptrs_from_sorted(brow, mb)
         self._set(blocks, block_col_indices, block_row_ptrs, (m, n), b)
 
     def _set(self, blocks, block_col_indices, block_row_ptrs, shape, b):
@@ -821,7 +821,7 @@ class BSRMatrix(SparseMatrix):
     @property
     def block_row_indices(self) -> torch.Tensor:
         """Block row of every stored tile (int64, length ``n_blocks``)."""
-        return _host.row_indices(self.block_row_ptrs, self.n_blocks)
+        return arrays.row_indices(self.block_row_ptrs, self.n_blocks)
 
     @property
     def block_density(self) -> float:
@@ -857,7 +857,7 @@ class BSRMatrix(SparseMatrix):
         keep = ~(tiles.abs() <= thr).all(dim=3).all(dim=2) if thr > 0 else (tiles != 0).any(dim=3).any(dim=2)
         idx = torch.nonzero(keep)
         blocks = tiles[idx[:, 0], idx[:, 1]].contiguous()
-        return cls._make(blocks, idx[:, 1].contiguous(), _host.ptrs_from_sorted(idx[:, 0], mb), (m, n), b)
+        return cls._make(blocks, idx[:, 1].contiguous(), arrays.ptrs_from_sorted(idx[:, 0], mb), (m, n), b)
 
     @classmethod
     def from_csr(cls, csr, block_size: int = 128, threshold: float = 0.0) -> BSRMatrix:
@@ -887,7 +887,7 @@ class BSRMatrix(SparseMatrix):
         if uniq.numel():
             keep = ~(blocks.abs() <= thr).flatten(1).all(1)
             blocks, brow, bcol = blocks[keep], brow[keep], bcol[keep]
-        return cls._make(blocks, bcol, _host.ptrs_from_sorted(brow, mb), (m, n), b)
+        return cls._make(blocks, bcol, arrays.ptrs_from_sorted(brow, mb), (m, n), b)
 
     def to_dense(self) -> torch.Tensor:
         m, n = self._shape
@@ -911,7 +911,7 @@ class BSRMatrix(SparseMatrix):
         cols = self.block_col_indices[k] * b + j
         key = rows * max(n, 1) + cols
         order = torch.argsort(key)
-        return CSRMatrix._make(vals[order], cols[order], _host.ptrs_from_sorted(rows[order], m), (m, n))
+        return CSRMatrix._make(vals[order], cols[order], arrays.ptrs_from_sorted(rows[order], m), (m, n))
 
     def to_bsr(self, block_size: int = 128, threshold: float = 0.0) -> BSRMatrix:
         if type(block_size) is int and block_size == self.block_size and type(threshold) is float and threshold == 0.0:
@@ -926,9 +926,9 @@ class BSRMatrix(SparseMatrix):
         if self.padded_shape != self._shape:
             return self.to_csr().to_scipy()
         blocks = precision.upcast(self.blocks.detach().cpu())  # bf16/fp16: SciPy's kernels do not take them; exact
-        return sp.bsr_array((_host.np_view(blocks).copy(),
-                             _host.np_view(self.block_col_indices.cpu()).copy(),
-                             _host.np_view(self.block_row_ptrs.cpu()).copy()),
+        return sp.bsr_array((arrays.np_view(blocks).copy(),
+                             arrays.np_view(self.block_col_indices.cpu()).copy(),
+                             arrays.np_view(self.block_row_ptrs.cpu()).copy()),
                             shape=self._shape, blocksize=(self.block_size,) * 2)
 
     def to_torch(self) -> torch.Tensor:
@@ -1021,7 +1021,7 @@ def from_dense(A, threshold: float = 0.0) -> CSRMatrix:
     where = "from_dense"
     A = _values(A, "A", where, ndim=2)
     thr = _threshold(threshold, where)
-    vals, cols, ptr = _host.dense_to_csr(A, thr)
+    vals, cols, ptr = arrays.dense_to_csr(A, thr)
     return CSRMatrix._make(vals, cols, ptr, tuple(A.shape))
 
 
@@ -1187,7 +1187,7 @@ def random_sparse(m: int, n: int, density: float = 0.01, *, dtype: torch.dtype =
         vals = torch.complex(vals, torch.rand(k, generator=g, dtype=real))
     dev = torch.device("cpu") if device is None else validate.device(device, where)
     rows, cols = (keys // n).to(dev), (keys % n).to(dev)
-    csr = CSRMatrix._make(vals.to(dev, dt), cols, _host.ptrs_from_sorted(rows, m), (m, n))
+    csr = CSRMatrix._make(vals.to(dev, dt), cols, arrays.ptrs_from_sorted(rows, m), (m, n))
     if fmt == "csr":
         return csr
     if fmt == "coo":

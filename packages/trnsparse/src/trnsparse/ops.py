@@ -27,7 +27,7 @@ from trnsci import routes as _routes
 from trnsci.dispatch import Op, torch_only, traceable_as
 from trnsci.settled import call, public
 
-from . import _host
+from . import _host, arrays
 from . import formats as _formats
 from .formats import BSRMatrix, COOMatrix, CSCMatrix, CSRMatrix, SparseMatrix, _index_arrays, as_sparse
 
@@ -195,11 +195,12 @@ def _bsr_spmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_size
     if nb * b != n:
         Bp = torch.cat([B, B.new_zeros(nb * b - n, k)])
     nblk = blocks.shape[0]
-    if k <= 8 and _host.host_ok(blocks, Bp) and blocks.dtype == B.dtype:
+    if k <= 8 and arrays.host_ok(blocks, Bp) and blocks.dtype == B.dtype:
         # few right-hand sides: SciPy's BSR kernel beats a batched GEMM of (b x b) @ (b x k) tiles
-        y = np.zeros((mb * b, k), dtype=_host.np_view(Bp[:0]).dtype)
-        _host._st.bsr_matvecs(mb, nb, k, b, b, _host.np_view(block_row_ptrs), _host.np_view(block_col_indices),
-                              _host.np_view(blocks).ravel(), _host.np_view(Bp).ravel(), y.ravel())
+        y = np.zeros((mb * b, k), dtype=arrays.np_view(Bp[:0]).dtype)
+        arrays.sparsetools.bsr_matvecs(mb, nb, k, b, b, arrays.np_view(block_row_ptrs),
+                                       arrays.np_view(block_col_indices), arrays.np_view(blocks).ravel(),
+                                       arrays.np_view(Bp).ravel(), y.ravel())
         out = torch.from_numpy(y)[:m]
         return out[:, 0] if vec else out
     route = _bsr_route(blocks, block_col_indices, block_row_ptrs, mb, nb, b, Bp) if nblk else "tiles"
@@ -217,7 +218,7 @@ def _bsr_tiles(blocks, block_col_indices, block_row_ptrs, m, mb, nb, b, Bp, vec)
     nblk, k = blocks.shape[0], Bp.shape[1]
     out = torch.zeros(mb, b, k, dtype=torch.promote_types(blocks.dtype, Bp.dtype), device=Bp.device)
     if nblk:
-        brow = _host.row_indices(block_row_ptrs, nblk)
+        brow = arrays.row_indices(block_row_ptrs, nblk)
         Bt = Bp.reshape(nb, b, k)
         step = max(1, (1 << 24) // max(1, b * k))  # bound the gathered operand to ~16M entries
         for s in range(0, nblk, step):
@@ -251,7 +252,7 @@ def _bsr_dense_form(blocks, cols, ptrs, mb, nb, owner=None):
     def build():
         b = blocks.shape[1]
         D = blocks.new_zeros(mb, nb, b, b)
-        D[_host.row_indices(ptrs, blocks.shape[0]), cols] = blocks.detach()
+        D[arrays.row_indices(ptrs, blocks.shape[0]), cols] = blocks.detach()
         return D.permute(0, 2, 1, 3).reshape(mb * b, nb * b)
     if owner is None:
         return build()
@@ -306,7 +307,7 @@ def _bsr_route(blocks, cols, ptrs, mb, nb, b, Bp) -> str:
             or torch.is_grad_enabled() and (blocks.requires_grad or Bp.requires_grad)):
         return "tiles"
     nblk, k = blocks.shape[0], Bp.shape[1]
-    key = (_host._bucket(mb), _host._bucket(nb), _host._bucket(nblk), _host._bucket(k), b, blocks.dtype,
+    key = (_host.bucket(mb), _host.bucket(nb), _host.bucket(nblk), _host.bucket(k), b, blocks.dtype,
            torch.get_num_threads())
     hit = _bsr_routes.get(key)
     if hit is not None:
@@ -343,7 +344,7 @@ def _apply(A: SparseMatrix, x: torch.Tensor, alpha, y, beta):
         return _bsr_apply(A, x, alpha, y, beta)
     given = A
     A = _csr_form(A)
-    host = _host.host_ok(A.values, x)
+    host = arrays.host_ok(A.values, x)
     cols, ptrs = A._host_indices() if host else (A.col_indices, A.row_ptrs)
     op = SPMV if x.dim() == 1 else SPMM
     args = (A.values, cols, ptrs, A.shape, x, alpha, y, beta, A)
@@ -548,15 +549,15 @@ def _spmv_symmetric(A: SparseMatrix, x: torch.Tensor, alpha, code: str) -> torch
 
 def _symmetric_csr(values, col_indices, row_ptrs, n, uplo):
     """CSR arrays of ``T + T_strict^T``, T the uplo ('U'/'L') triangle of the given CSR arrays."""
-    rows = _host.row_indices(row_ptrs, values.numel())
+    rows = arrays.row_indices(row_ptrs, values.numel())
     keep = col_indices >= rows if uplo == "U" else col_indices <= rows
     r, c, w = rows[keep], col_indices[keep], values[keep]
     strict = r != c
     rr = torch.cat([r, c[strict]])
     cc = torch.cat([c, r[strict]])
     ww = torch.cat([w, w[strict]])
-    vals, rr, cc = _host.coo_canonical(ww, rr, cc, (n, n))
-    return vals, cc, _host.ptrs_from_sorted(rr, n)
+    vals, rr, cc = arrays.coo_canonical(ww, rr, cc, (n, n))
+    return vals, cc, arrays.ptrs_from_sorted(rr, n)
 
 
 SPMV_SYMMETRIC = Op(
@@ -617,7 +618,7 @@ def _spgemm_torch(a_values, a_cols, a_ptrs, a_shape, b_values, b_cols, b_ptrs, b
 
     ``owner_a`` / ``owner_b``: the matrices holding the arrays, where the NKI lowering caches its tile
     forms and the symbolic phase (unused here)."""
-    return _host.spgemm((a_values, a_cols, a_ptrs), (b_values, b_cols, b_ptrs), a_shape, b_shape)
+    return arrays.spgemm((a_values, a_cols, a_ptrs), (b_values, b_cols, b_ptrs), a_shape, b_shape)
 
 
 def _product_fake(av, bv, tile, rows):
@@ -799,7 +800,7 @@ def _spgemm(A: SparseMatrix, B: SparseMatrix) -> CSRMatrix:
     A, B = _csr_form(A), _csr_form(B)
     va, vb, sa, sb = A.values, B.values, A.shape, B.shape
     args = (va, A.col_indices, A.row_ptrs, sa, vb, B.col_indices, B.row_ptrs, sb, A, B)
-    vals, cols, ptrs, *flag = call(SPGEMM, *args, via=_host_indices_via(A, B) if _host.host_ok(va, vb) else None)
+    vals, cols, ptrs, *flag = call(SPGEMM, *args, via=_host_indices_via(A, B) if arrays.host_ok(va, vb) else None)
     is_sorted = flag[0] if flag else True  # the operator's product has its columns sorted
     return CSRMatrix._make(vals, cols, ptrs, (sa[0], sb[1]), is_sorted)
 
@@ -884,7 +885,7 @@ def _sddmm_torch(col_indices, row_ptrs, values, X, Y, alpha, beta, owner=None):
 
     ``owner``: the pattern's matrix, where the NKI lowering caches its device layout (unused here)."""
     nnz = col_indices.numel()
-    rows = _host.row_indices(row_ptrs, nnz)
+    rows = arrays.row_indices(row_ptrs, nnz)
     k = X.shape[1]
     Yt = Y.transpose(0, 1)
     step = max(1, (1 << 24) // max(1, k))
@@ -919,7 +920,7 @@ def _bsr_sddmm_torch(blocks, block_col_indices, block_row_ptrs, shape, block_siz
     mb, nb = -(-m // b), -(-n // b)
     Xp = torch.nn.functional.pad(X, (0, 0, 0, mb * b - m)).reshape(mb, b, k)
     Yp = torch.nn.functional.pad(Y, (0, nb * b - n)).reshape(k, nb, b).permute(1, 0, 2)
-    brow = _host.row_indices(block_row_ptrs, nblk)
+    brow = arrays.row_indices(block_row_ptrs, nblk)
     out = torch.bmm(Xp[brow], Yp[block_col_indices]) if nblk else blocks.new_zeros(0, b, b)
     out = out * alpha if alpha != 1 else out
     if beta != 0:
@@ -1001,13 +1002,13 @@ def _spsv_torch(values, col_indices, row_ptrs, n, B, lower, unit_diagonal, trans
     where the NKI lowering caches its layout (unused here).
     """
     if trans:
-        values, col_indices, row_ptrs = _host.csr_transpose(values, col_indices, row_ptrs, (n, n))
+        values, col_indices, row_ptrs = arrays.csr_transpose(values, col_indices, row_ptrs, (n, n))
         lower = not lower
     vec = B.dim() == 1
     if vec:
         B = B[:, None]
     k = B.shape[1]
-    rows = _host.row_indices(row_ptrs, values.numel())
+    rows = arrays.row_indices(row_ptrs, values.numel())
     cols = col_indices
     keep = cols <= rows if lower else cols >= rows
     if unit_diagonal:
@@ -1033,7 +1034,7 @@ def _spsv_torch(values, col_indices, row_ptrs, n, B, lower, unit_diagonal, trans
     orows, ocols, ovals = rows[off], cols[off], vals[off].to(dtype)
     order = torch.argsort(orows, stable=True)
     orows, ocols, ovals = orows[order], ocols[order], ovals[order]
-    optr = _host.ptrs_from_sorted(orows // bs, nbk).tolist()
+    optr = arrays.ptrs_from_sorted(orows // bs, nbk).tolist()
     Bp = B.to(dtype)
     if nbk * bs != n:
         Bp = torch.cat([Bp, Bp.new_zeros(nbk * bs - n, k)])
@@ -1075,7 +1076,7 @@ def _tri_solve_checked(where: str, A: SparseMatrix, b: torch.Tensor, lower: bool
     C = _csr_form(A)
     vals, cols, ptrs = C.values, C.col_indices, C.row_ptrs
     if not unit:
-        rows = _host.row_indices(ptrs, vals.numel())
+        rows = arrays.row_indices(ptrs, vals.numel())
         dmask = rows == cols
         # the stored diagonal entries summed per row (no boolean indexing: a shape the data decides)
         d = torch.zeros(n, dtype=A.dtype, device=A.device).index_add(
@@ -1182,9 +1183,9 @@ def _sparse_add_torch(a_values, a_cols, a_ptrs, b_values, b_cols, b_ptrs, shape,
     ``owner_a`` / ``owner_b``: the CSR matrices holding the arrays. On the host, SciPy's merge reads
     their cached int32 indices, and the size of the union pattern is cached on A per pattern pair
     (while the four index arrays are the same, unmodified tensors), so a repeated sum is one merge
-    of the values (see :func:`trnsparse._host.union_add`). The NKI lowering caches its union pattern
+    of the values (see :func:`trnsparse.arrays.union_add`). The NKI lowering caches its union pattern
     on A as well."""
-    if _host.host_ok(a_values, b_values) and a_values.dtype == b_values.dtype:
+    if arrays.host_ok(a_values, b_values) and a_values.dtype == b_values.dtype:
         ia, ib = (a_cols, a_ptrs), (b_cols, b_ptrs)
         n_union, canonical = None, False
         if isinstance(owner_a, CSRMatrix) and isinstance(owner_b, CSRMatrix):
@@ -1194,15 +1195,15 @@ def _sparse_add_torch(a_values, a_cols, a_ptrs, b_values, b_cols, b_ptrs, shape,
 
                 ia, ib = owner_a._host_indices(), owner_b._host_indices()
                 n_union = cached(owner_a, "_sparse_add_union_nnz", (a_cols, a_ptrs, b_cols, b_ptrs),
-                                 lambda: _host.union_nnz(*ia, *ib, shape))
-        fast = _host.union_add(a_values, *ia, b_values, *ib, shape, alpha, beta, n_union, canonical)
+                                 lambda: arrays.union_nnz(*ia, *ib, shape))
+        fast = arrays.union_add(a_values, *ia, b_values, *ib, shape, alpha, beta, n_union, canonical)
         if fast is not None:
             return fast
-    ra = _host.row_indices(a_ptrs, a_values.numel())
-    rb = _host.row_indices(b_ptrs, b_values.numel())
+    ra = arrays.row_indices(a_ptrs, a_values.numel())
+    rb = arrays.row_indices(b_ptrs, b_values.numel())
     vals = torch.cat([a_values * alpha if alpha != 1 else a_values, b_values * beta if beta != 1 else b_values])
-    vals, rows, cols = _host.coo_canonical(vals, torch.cat([ra, rb]), torch.cat([a_cols, b_cols]), shape)
-    return vals, cols, _host.ptrs_from_sorted(rows, shape[0])
+    vals, rows, cols = arrays.coo_canonical(vals, torch.cat([ra, rb]), torch.cat([a_cols, b_cols]), shape)
+    return vals, cols, arrays.ptrs_from_sorted(rows, shape[0])
 
 
 def _sparse_add_fake(av, ac, ap, bv, shape):
@@ -1281,15 +1282,15 @@ def sparse_transpose(A):
     if isinstance(A, COOMatrix):
         return COOMatrix._make(A.values, A.col_indices, A.row_indices, (n, m))
     if isinstance(A, CSCMatrix):
-        return CSCMatrix._make(*_host.csr_transpose(A.values, A.row_indices, A.col_ptrs, (n, m)), (n, m))
+        return CSCMatrix._make(*arrays.csr_transpose(A.values, A.row_indices, A.col_ptrs, (n, m)), (n, m))
     if isinstance(A, BSRMatrix):
         brow = A.block_row_indices
         key = A.block_col_indices * max(A.n_block_rows, 1) + brow
         order = torch.argsort(key, stable=True)
         return BSRMatrix._make(A.blocks[order].transpose(1, 2).contiguous(), brow[order],
-                               _host.ptrs_from_sorted(A.block_col_indices[order], A.n_block_cols), (n, m),
+                               arrays.ptrs_from_sorted(A.block_col_indices[order], A.n_block_cols), (n, m),
                                A.block_size)
-    vals, cols, ptrs = _host.csr_transpose(A.values, A.col_indices, A.row_ptrs, (m, n))
+    vals, cols, ptrs = arrays.csr_transpose(A.values, A.col_indices, A.row_ptrs, (m, n))
     return CSRMatrix._make(vals, cols, ptrs, (n, m))
 
 
@@ -1372,7 +1373,7 @@ BSR_SDDMM.backward(_bsr_sddmm_backward, formula="dX = conj(alpha) G Y^H; dY = co
 
 
 def _triangle(cols, ptrs, nnz, lower, strict=False):
-    rows = _host.row_indices(ptrs, nnz)
+    rows = arrays.row_indices(ptrs, nnz)
     if strict:
         return (cols < rows) if lower else (cols > rows), rows
     return (cols <= rows) if lower else (cols >= rows), rows

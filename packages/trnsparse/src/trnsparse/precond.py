@@ -16,7 +16,7 @@ import torch
 
 from trnsci import validate
 
-from . import _host
+from . import arrays
 from .formats import CSRMatrix, as_sparse
 from .ops import SPSV
 
@@ -143,8 +143,8 @@ def ilu0(A) -> Preconditioner:
     F = torch.tensor(vals, dtype=A.dtype, device=A.device)
     rows = A.row_indices
     lo, up = A.col_indices < rows, A.col_indices >= rows
-    L = CSRMatrix._make(F[lo], A.col_indices[lo], _host.ptrs_from_sorted(rows[lo], n), (n, n))
-    U = CSRMatrix._make(F[up], A.col_indices[up], _host.ptrs_from_sorted(rows[up], n), (n, n))
+    L = CSRMatrix._make(F[lo], A.col_indices[lo], arrays.ptrs_from_sorted(rows[lo], n), (n, n))
+    U = CSRMatrix._make(F[up], A.col_indices[up], arrays.ptrs_from_sorted(rows[up], n), (n, n))
 
     def apply(r):
         # two triangular solves through spsv's op (csr_spsv_kernel under a kernel backend; L, U cache its layout)
@@ -188,7 +188,7 @@ def ic0(A) -> Preconditioner:
     n = A.shape[0]
     rows_t = A.row_indices
     lo = A.col_indices <= rows_t
-    Lc = CSRMatrix._make(A.values[lo], A.col_indices[lo], _host.ptrs_from_sorted(rows_t[lo], n), (n, n))
+    Lc = CSRMatrix._make(A.values[lo], A.col_indices[lo], arrays.ptrs_from_sorted(rows_t[lo], n), (n, n))
     ptr = Lc.row_ptrs.tolist()
     cols = Lc.col_indices.tolist()
     vals = Lc.values.detach().cpu().tolist()
@@ -218,7 +218,7 @@ def ic0(A) -> Preconditioner:
         rowd.append(d)
     F = torch.tensor(vals, dtype=A.dtype, device=A.device)
     L = CSRMatrix._make(F, Lc.col_indices, Lc.row_ptrs, (n, n))
-    Lh = CSRMatrix._make(*_host.csr_transpose(F.conj() if cplx else F, Lc.col_indices, Lc.row_ptrs, (n, n)), (n, n))
+    Lh = CSRMatrix._make(*arrays.csr_transpose(F.conj() if cplx else F, Lc.col_indices, Lc.row_ptrs, (n, n)), (n, n))
 
     def apply(r):
         y = SPSV(L.values, L.col_indices, L.row_ptrs, n, r, True, False, False, L)

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from trnsci import nki
-from trnsparse import _host, layouts
+from trnsparse import arrays, layouts
 from trnsparse import formats as _formats
 from trnsparse._nki import ops_tri
 from trnsparse.formats import CSRMatrix
@@ -346,7 +346,7 @@ class DeviceSpMV:
         """The layout cached on ``A`` -- keyed on the same index tensors ``spmv`` uses (int32 host
         copies when SciPy may run), so the solver and ``spmv`` on ``A`` share one entry."""
         A = self._A
-        cols, ptrs = A._host_indices() if _host.host_ok(A.values) else (A.col_indices, A.row_ptrs)
+        cols, ptrs = A._host_indices() if arrays.host_ok(A.values) else (A.col_indices, A.row_ptrs)
         return layouts.ell_layout(A, A.values, cols, ptrs, A.shape, 1)
 
     def run(self, p):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from trnsparse import _host
+from trnsparse import arrays
 
 TB = 128
 #: Widest off-diagonal row the kernel takes (values + columns: 16 KiB per partition).
@@ -50,9 +50,9 @@ class TriStructure:
 def build(values, col_indices, row_ptrs, n, lower, unit, trans) -> TriStructure:
     """The :class:`TriStructure` of ``op(T)``, T the ``lower`` / upper triangle of the CSR arrays."""
     if trans:
-        values, col_indices, row_ptrs = _host.csr_transpose(values, col_indices, row_ptrs, (n, n))
+        values, col_indices, row_ptrs = arrays.csr_transpose(values, col_indices, row_ptrs, (n, n))
         lower = not lower
-    rows = _host.row_indices(row_ptrs, values.numel()).cpu().numpy()
+    rows = arrays.row_indices(row_ptrs, values.numel()).cpu().numpy()
     cols = col_indices.cpu().numpy().astype(np.int64)
     vals = values.detach().cpu().double().numpy()
     keep = cols <= rows if lower else cols >= rows
