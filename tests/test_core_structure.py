@@ -423,7 +423,8 @@ def kernel_file_faults(path: Path) -> list[str]:
     """What breaks "one kernel per file, named for it": a kernel file defines exactly one ``@nki.jit`` function
     and its name is ``<file stem>_kernel``, so a kernel name read in a Plan, ``capture()`` or counters is its
     file. A private jit function (``_name``: a sub-kernel the kernel calls, launched from nowhere else) is
-    part of its file's kernel, not a second one, and is left out."""
+    part of its file's kernel, not a second one, and is left out. The closed form of its counters is
+    ``<file stem>_counts`` (other ``*_counts`` helpers may sit beside it)."""
     tree = ast.parse(path.read_text(), str(path))
     jits = [n.name for n in ast.walk(tree)
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(map(_is_jit, n.decorator_list))]
@@ -431,7 +432,11 @@ def kernel_file_faults(path: Path) -> list[str]:
     want = f"{path.stem}_kernel"
     if len(public) != 1:
         return [f"{path.name}: {len(public)} kernels {public}, not one"]
-    return [] if public == [want] else [f"{path.name}: kernel {public[0]}, not {want}"]
+    faults = [] if public == [want] else [f"{path.name}: kernel {public[0]}, not {want}"]
+    counts = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    if f"{path.stem}_counts" not in counts:
+        faults.append(f"{path.name}: no {path.stem}_counts (the kernel's counters in closed form)")
+    return faults
 
 
 @pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: f"{p.parts[-3]}/{p.name}")
@@ -448,12 +453,13 @@ def test_the_kernel_file_scan_sees_every_library():
 def test_the_kernel_file_scan_finds_planted_faults(tmp_path):
     head = "from trnsci.nki import nki\n\n"
     cases = {
-        "axpy.py": ("@nki.jit\ndef axpy_kernel(x):\n    return x\n", []),
+        "axpy.py": ("@nki.jit\ndef axpy_kernel(x):\n    return x\n\ndef axpy_counts(n):\n    return {}\n", []),
         # a private sub-kernel is the file's own, and a plain helper no kernel
         "scan.py": ("@nki.jit\ndef _sweep(x):\n    return x\n\n@nki.jit\ndef scan_kernel(x):\n    return _sweep(x)\n\n"
                     "def scan_counts(n):\n    return {}\n", []),
-        "fft_pow2.py": ("@nki.jit\ndef stockham_kernel(x):\n    return x\n", ["fft_pow2.py: kernel stockham_kernel, "
-                                                                             "not fft_pow2_kernel"]),
+        "fft_pow2.py": ("@nki.jit\ndef stockham_kernel(x):\n    return x\n\ndef stockham_counts(n):\n    return {}\n",
+                        ["fft_pow2.py: kernel stockham_kernel, not fft_pow2_kernel",
+                         "fft_pow2.py: no fft_pow2_counts (the kernel's counters in closed form)"]),
         "threefry.py": ("@nki.jit\ndef threefry_kernel(x):\n    return x\n\n@nki.jit(mode='baremetal')\n"
                         "def threefry_block_kernel(x):\n    return x\n",
                         ["threefry.py: 2 kernels ['threefry_kernel', 'threefry_block_kernel'], not one"]),

@@ -7,7 +7,7 @@ import torch
 import trnblas
 import trnsci
 from trnblas.chem import mp2_energy, mp2_pair_energies
-from trnblas.kernels.mp2_energy import mp2_counts, mp2_energy_kernel
+from trnblas.kernels.mp2_energy import mp2_energy_counts, mp2_energy_kernel
 from trnsci import nki
 
 
@@ -105,7 +105,7 @@ def test_kernel_counters_match_closed_form(shape, bo):
     e = low + np.tril(low, -1).T
     ref = _loop_reference(L.reshape(shape[2], shape[0], shape[1]).transpose(1, 2, 0).astype(np.float64), eo, ev)
     np.testing.assert_allclose(e, ref, rtol=1e-5, atol=1e-6 * np.abs(ref).max())
-    want = mp2_counts(*shape, 4, bo)
+    want = mp2_energy_counts(*shape, 4, bo)
     assert prof.hbm_read_bytes == want["hbm_read_bytes"]
     assert prof.hbm_write_bytes == want["hbm_write_bytes"]
     assert prof.instructions["tensor"] == want["tensor"]

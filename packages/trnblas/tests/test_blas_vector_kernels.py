@@ -19,7 +19,7 @@ from trnblas.kernels.dgmm import dgmm_counts, dgmm_kernel
 from trnblas.kernels.gemv import gemv_counts, gemv_kernel
 from trnblas.kernels.ger import ger_counts, ger_kernel
 from trnblas.kernels.syr2k import syr2k_counts, syr2k_kernel
-from trnblas.kernels.vreduce import reduce_counts, vreduce_kernel
+from trnblas.kernels.vreduce import vreduce_counts, vreduce_kernel
 from trnsci import nki
 from trnsci.testing import assert_counts, assert_plan_matches_run, kernel_ran
 
@@ -79,7 +79,7 @@ def test_reduce_kernel_partials_combine_to_numpy(n, op):
     x = rng.standard_normal(n).astype(np.float32)
     y = rng.standard_normal(n).astype(np.float32)
     part, prof = nki.profile(vreduce_kernel, x, y if op == "dot" else None, op=op)
-    assert_counts(prof, reduce_counts(n, 4, op))
+    assert_counts(prof, vreduce_counts(n, 4, op))
     assert prof.hbm_read_bytes == 4 * n * (2 if op == "dot" else 1)
     p = part.astype(np.float64)
     xd = x.astype(np.float64)
@@ -262,7 +262,7 @@ def test_complex_index_reduction_counters(n, op):
     rng = np.random.default_rng(n)
     x = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
     part, prof = nki.profile(vreduce_kernel, x.view(np.float32), None, op=op)
-    assert_counts(prof, reduce_counts(n, 4, op))
+    assert_counts(prof, vreduce_counts(n, 4, op))
     assert prof.hbm_read_bytes == 8 * n  # both parts, once
     v, i = part[:, 0::2].astype(np.float64), part[:, 1::2]
     best = v.max() if op == "camax" else v.min()

@@ -16,7 +16,7 @@ from scipy import stats
 
 import trnrand
 from trnrand.kernels.philox_block import philox_block_counts, philox_block_kernel
-from trnrand.kernels.philox_transform import philox_transform_kernel, transform_counts
+from trnrand.kernels.philox_transform import philox_transform_counts, philox_transform_kernel
 from trnsci import nki
 from trnsci.testing import assert_counts, kernel_ran
 
@@ -133,7 +133,7 @@ def test_transform_partitions_on_the_simulator():
 def test_transform_counters_equal_closed_form(transform, param, nblocks, odd):
     _, prof = nki.profile(philox_transform_kernel, seed=1, subsequence=2, block0=7, nblocks=nblocks,
                           transform=transform, param=param, odd=odd)
-    assert_counts(prof, transform_counts(transform, nblocks, param))
+    assert_counts(prof, philox_transform_counts(transform, nblocks, param))
 
 
 # ---- geometric: the same law, not the same bits (float64 log on torch; the device has fp32) ----------------
@@ -235,11 +235,11 @@ def test_poisson_equals_the_keyed_reference_search():
 ])
 @pytest.mark.parametrize("nblocks,odd", [(1, False), (389, True)])
 def test_threshold_counters_equal_closed_form(keyed, th, nblocks, odd):
-    from trnrand.kernels.discrete import discrete_kernel, threshold_counts
+    from trnrand.kernels.discrete import discrete_counts, discrete_kernel
 
     _, prof = nki.profile(discrete_kernel, seed=1, subsequence=2, block0=3, nblocks=nblocks,
                           thresholds=th, keyed=keyed, odd=odd)
-    assert_counts(prof, threshold_counts(nblocks, th, keyed))
+    assert_counts(prof, discrete_counts(nblocks, th, keyed))
 
 
 # ---- gamma: Marsaglia-Tsang in fp32, fixed rounds, the host finishes rejected samples --------------------------
@@ -343,12 +343,12 @@ def test_ptrs_kernel_passes_the_torch_paths_chi_square(lam, monkeypatch):
 @pytest.mark.parametrize("nblocks,odd", [(1, False), (389, True)])
 def test_ptrs_counters_equal_closed_form(nblocks, odd):
     from trnrand.distributions import _ptrs_constants
-    from trnrand.kernels.poisson import poisson_kernel, ptrs_counts
+    from trnrand.kernels.poisson import poisson_counts, poisson_kernel
 
     a, b, ia, vr = _ptrs_constants(25.0)
     _, prof = nki.profile(poisson_kernel, seed=1, subsequence=2, block0=3, nblocks=nblocks, lam=25.0, a=a, b=b,
                           invalpha=ia, vr=vr, rounds=3, odd=odd)
-    assert_counts(prof, ptrs_counts(nblocks, 3))
+    assert_counts(prof, poisson_counts(nblocks, 3))
 
 
 # ---- halton: exact digits, fp32 sums -------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from trnsparse import symbolic as _spgemm
 from trnsparse._nki import ops_spgemm as _nki_spgemm
 from trnsparse.kernels.bsr_spgemm import bsr_spgemm_counts, bsr_spgemm_kernel
 from trnsparse.kernels.csr_add import csr_add_counts
-from trnsparse.kernels.csr_spgemm import csr_rowmerge_counts
+from trnsparse.kernels.csr_spgemm import csr_spgemm_counts
 
 pytestmark = pytest.mark.simulator
 
@@ -133,9 +133,9 @@ def test_csr_spgemm_row_merge_vs_scipy(monkeypatch):
     # fp32 sums of a few products of entries in [0, 1)
     np.testing.assert_allclose(C.values.double().numpy(), R.data, rtol=0, atol=1e-6)
     plan = A.__dict__["_spgemm_rowmerge_plan"][1]
-    assert_counts(runs[0].profile, csr_rowmerge_counts(plan.blocks, plan.wB))
+    assert_counts(runs[0].profile, csr_spgemm_counts(plan.blocks, plan.wB))
     assert {k: v for k, v in p.kernel.items() if k != "name"}.items() <= {
-        **csr_rowmerge_counts(plan.blocks, plan.wB)}.items()
+        **csr_spgemm_counts(plan.blocks, plan.wB)}.items()
     # 3 row blocks (128, 128, 44 rows), each with work; C's ELL rows written once
     assert [b[0] for b in plan.blocks] == [128, 128, 44]
     assert runs[0].profile.hbm_write_bytes == 4 * sum(b[0] * b[2] for b in plan.blocks)

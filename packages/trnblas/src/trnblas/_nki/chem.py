@@ -9,7 +9,7 @@ import torch
 
 from trnblas._nki.level3 import KERNEL_DTYPES
 from trnblas.chem import MP2_ENERGY, result_dtype
-from trnblas.kernels.mp2_energy import mp2_counts, mp2_energy_kernel, occ_block
+from trnblas.kernels.mp2_energy import mp2_energy_counts, mp2_energy_kernel, occ_block
 from trnsci import nki
 
 
@@ -25,7 +25,7 @@ def _mp2_supports(B, eps_occ, eps_vir, max_memory):
 
 def _mp2_counts(B, eps_occ, eps_vir, max_memory):
     nocc, nvir, naux = B.shape
-    return {"kernel": "mp2_energy_kernel", **mp2_counts(nocc, nvir, naux, B.element_size())}
+    return {"kernel": "mp2_energy_kernel", **mp2_energy_counts(nocc, nvir, naux, B.element_size())}
 
 
 @MP2_ENERGY.lowering("nki", dtypes=KERNEL_DTYPES, supports=_mp2_supports, counts=_mp2_counts)

@@ -31,7 +31,7 @@ from trnblas import level1 as L1
 from trnblas.kernels.axpby import axpby_counts, axpby_kernel
 from trnblas.kernels.axpby import kind as axpby_kind
 from trnblas.kernels.caxpby import caxpby_counts, caxpby_kernel
-from trnblas.kernels.vreduce import MAX_INDEX, reduce_counts, vreduce_kernel
+from trnblas.kernels.vreduce import MAX_INDEX, vreduce_counts, vreduce_kernel
 from trnsci import nki
 
 F32 = torch.float32
@@ -140,7 +140,7 @@ def _rcounts(op):
     def counts(x, *rest):
         n = x.shape[0] * (2 if x.is_complex() else 1)
         size = 4 if x.is_complex() else x.element_size()
-        return {"kernel": "vreduce_kernel", **reduce_counts(n, size, op)}
+        return {"kernel": "vreduce_kernel", **vreduce_counts(n, size, op)}
     return counts
 
 
@@ -156,7 +156,7 @@ def _real_dtype(x):
 def _dot_counts(x, y):
     if x.is_complex():
         return None  # two kernel runs (real and imaginary parts)
-    return {"kernel": "vreduce_kernel", **reduce_counts(x.shape[0], x.element_size(), "dot")}
+    return {"kernel": "vreduce_kernel", **vreduce_counts(x.shape[0], x.element_size(), "dot")}
 
 
 def _dot_nki_impl(x, y, conj):
@@ -213,8 +213,8 @@ def _index_supports(x):
 def _index_counts(op):
     def counts(x):
         if x.is_complex():
-            return {"kernel": "vreduce_kernel", **reduce_counts(x.shape[0], 4, "c" + op)}
-        return {"kernel": "vreduce_kernel", **reduce_counts(x.shape[0], x.element_size(), op)}
+            return {"kernel": "vreduce_kernel", **vreduce_counts(x.shape[0], 4, "c" + op)}
+        return {"kernel": "vreduce_kernel", **vreduce_counts(x.shape[0], x.element_size(), op)}
     return counts
 
 

@@ -130,7 +130,7 @@ def occ_block(nocc, nvir, naux, itemsize):
     return bo
 
 
-def mp2_counts(nocc, nvir, naux, itemsize, bo=None):
+def mp2_energy_counts(nocc, nvir, naux, itemsize, bo=None):
     """The closed forms above as a dict (what the emulator must count)."""
     bo = bo or occ_block(nocc, nvir, naux, itemsize)
     nq, na, nbt, nb = cdiv(naux, TQ), cdiv(nvir, TA), cdiv(nvir, TB), cdiv(nocc, bo)

@@ -82,7 +82,7 @@ def _identity(op):
             "camax": (-1.0, BIG), "camin": (float("inf"), BIG)}[op]
 
 
-def reduce_counts(n, itemsize, op):
+def vreduce_counts(n, itemsize, op):
     """The closed forms above as a dict (what the emulator must count; camax/camin: n complex elements)."""
     npc = len(pieces(n))
     if op in ("camax", "camin"):

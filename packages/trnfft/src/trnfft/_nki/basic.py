@@ -305,10 +305,10 @@ def _c2c_counts_rows(B: int, n: int, precision: str):
         size = 2 if precision in A.GEMM_MODES else 4
         return {"kernel": "dft_gemm_kernel", **KG.dft_gemm_counts(B, K, 2 * n, size)}
     if alg == "stockham":
-        return {"kernel": "fft_pow2_kernel", **KS.stockham_counts(B, n)}
+        return {"kernel": "fft_pow2_kernel", **KS.fft_pow2_counts(B, n)}
     if alg in ("four_step", "bluestein_large"):
         return None  # several kernel runs: large_counts() gives their sum
-    return {"kernel": "fft_any_length_kernel", **KB.bluestein_counts(B, n)}
+    return {"kernel": "fft_any_length_kernel", **KB.fft_any_length_counts(B, n)}
 
 
 # ------------------------------------------------------------------ large lengths (several kernel runs)

@@ -42,7 +42,7 @@ def _rfft_supports(x, n, dim, norm, precision):
 def _rfft_counts(x, n, dim, norm, precision):
     B = RFFT.size(x, n, dim, norm, precision) // n  # the rows (the Op's points / n)
     if _rfft_route(n, precision)[0] == "rfft_half":
-        return {"kernel": "rfft_kernel", **KR.rfft_half_counts(B, n)}
+        return {"kernel": "rfft_kernel", **KR.rfft_counts(B, n)}
     return _c2c_counts_rows(B, n, precision)
 
 
@@ -77,7 +77,7 @@ def _irfft_counts(x, n, dim, norm, precision):
     B = IRFFT.size(x, n, dim, norm, precision) // n
     route = _c2r_route(n, precision)[0]
     if route == "irfft_half":
-        return {"kernel": "irfft_kernel", **KI.irfft_half_counts(B, n)}
+        return {"kernel": "irfft_kernel", **KI.irfft_counts(B, n)}
     if route == "half":
         return _c2c_counts_rows(B, n // 2, precision)
     return _c2c_counts_rows(B, n, precision)

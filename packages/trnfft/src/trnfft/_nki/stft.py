@@ -102,7 +102,7 @@ def _istft_counts(S, n_fft, hop_length, win_length, window, center, normalized, 
         inv = _c2c_counts_rows(rows, n_fft, "fast")
     else:
         route = _c2r_route(n_fft, "fast")[0]
-        inv = ({"kernel": "irfft_kernel", **KI.irfft_half_counts(rows, n_fft)} if route == "irfft_half"
+        inv = ({"kernel": "irfft_kernel", **KI.irfft_counts(rows, n_fft)} if route == "irfft_half"
                else _c2c_counts_rows(rows, n_fft // 2 if route == "half" else n_fft, "fast"))
     if inv is None:
         return None  # the inverse itself runs several kernels (four-step): no closed form here

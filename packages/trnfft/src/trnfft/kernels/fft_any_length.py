@@ -78,7 +78,7 @@ def tables(n: int, inverse: bool = False) -> tuple[np.ndarray, np.ndarray]:
             np.ascontiguousarray((np.stack([fr, fi]) / m).astype(np.float32)))
 
 
-def bluestein_counts(B: int, n: int) -> dict:
+def fft_any_length_counts(B: int, n: int) -> dict:
     """The closed forms above as a dict (what the emulator must count)."""
     m = length(n)
     tb = cdiv(B, PMAX)

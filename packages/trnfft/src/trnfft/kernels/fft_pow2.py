@@ -109,7 +109,7 @@ def tile_counts(n: int) -> dict:
             "table_elems": sum(2 * ls * r for ls, r, _ in st if ls > 1)}
 
 
-def stockham_counts(B: int, n: int) -> dict:
+def fft_pow2_counts(B: int, n: int) -> dict:
     """The closed forms above as a dict (what the emulator must count)."""
     tb = cdiv(B, PMAX)
     c = tile_counts(n)

@@ -82,7 +82,7 @@ def ihalf_table(n: int) -> np.ndarray:
     return np.ascontiguousarray(np.stack([c, s]).astype(np.float32))
 
 
-def irfft_half_counts(B: int, n: int) -> dict:
+def irfft_counts(B: int, n: int) -> dict:
     """The closed forms above as a dict (what the emulator must count)."""
     h = n // 2
     tb = cdiv(B, PMAX)

@@ -71,7 +71,7 @@ def half_table(n: int) -> np.ndarray:
     return np.ascontiguousarray((np.stack([c, s]) / 2).astype(np.float32))
 
 
-def rfft_half_counts(B: int, n: int) -> dict:
+def rfft_counts(B: int, n: int) -> dict:
     """The closed forms above as a dict (what the emulator must count)."""
     h = n // 2
     tb = cdiv(B, PMAX)

@@ -76,12 +76,12 @@ from ..fp32 import (
     truncated_param,
     truncated_refusal,
 )
-from ..kernels.discrete import discrete_kernel, threshold_counts
+from ..kernels.discrete import discrete_counts, discrete_kernel
 from ..kernels.gamma import gamma_counts, gamma_kernel
-from ..kernels.normal import box_muller_counts, normal_kernel
+from ..kernels.normal import normal_counts, normal_kernel
 from ..kernels.philox import philox_counts, philox_kernel
-from ..kernels.philox_transform import FULL, philox_transform_kernel, transform_counts
-from ..kernels.poisson import poisson_kernel, ptrs_counts
+from ..kernels.philox_transform import FULL, philox_transform_counts, philox_transform_kernel
+from ..kernels.poisson import poisson_counts, poisson_kernel
 
 __all__ = ["stream"]
 
@@ -165,7 +165,7 @@ def _normal_supports(*a):
 
 def _normal_counts(*a):
     w0, nw, _ = _normal_span(a[2], a[3], a[4])
-    return _one_call(w0, nw, "normal_kernel", box_muller_counts)
+    return _one_call(w0, nw, "normal_kernel", normal_counts)
 
 
 def _standard_normal_nki(seed, subsequence, base, first, n, device):
@@ -199,7 +199,7 @@ def _one_word(transform, param, seed, subsequence, base, first, n, device):
 
 
 def _one_word_counts(transform, param, base, first, n):
-    return _one_call(base + first, n, TRANSFORM, lambda nb: transform_counts(transform, nb, param))
+    return _one_call(base + first, n, TRANSFORM, lambda nb: philox_transform_counts(transform, nb, param))
 
 
 def _pairs(base, first, n):
@@ -231,7 +231,7 @@ def _two_words(transform, param, seed, subsequence, base, first, n, device):
 
 
 def _pairs_counts(transform, param, base, first, n):
-    return {"kernel": TRANSFORM, **transform_counts(transform, _pairs(base, first, n)[1], param)}
+    return {"kernel": TRANSFORM, **philox_transform_counts(transform, _pairs(base, first, n)[1], param)}
 
 
 # bernoulli: w < round(p 2**32), exact uint32 compare on GpSimd
@@ -361,7 +361,7 @@ def _categorical_supports(seed, subsequence, base, first, n, cdf, device):
 
 def _categorical_counts(seed, subsequence, base, first, n, cdf, device):
     th = _categorical_thresholds(cdf)
-    return {"kernel": THRESHOLD, **threshold_counts(_pairs(base, first, n)[1], th)}
+    return {"kernel": THRESHOLD, **discrete_counts(_pairs(base, first, n)[1], th)}
 
 
 @CATEGORICAL.lowering("nki", supports=_categorical_supports, counts=_categorical_counts)
@@ -395,8 +395,8 @@ def _poisson_supports(seed, subsequence, base, first, n, lam, dtype, device):
 def _poisson_counts(seed, subsequence, base, first, n, lam, dtype, device):
     nb = _pairs(base, first, n)[1]
     if lam >= 10.0:
-        return {"kernel": "poisson_kernel", **ptrs_counts(nb, PTRS_ROUNDS)}
-    return {"kernel": THRESHOLD, **threshold_counts(nb, _poisson_thresholds(lam), True)}
+        return {"kernel": "poisson_kernel", **poisson_counts(nb, PTRS_ROUNDS)}
+    return {"kernel": THRESHOLD, **discrete_counts(nb, _poisson_thresholds(lam), True)}
 
 
 def _ptrs_values(seed, subsequence, base, first, n, lam, device):
@@ -575,7 +575,7 @@ def _binomial_supports(seed, subsequence, base, first, n, trials, p, dtype, devi
 
 def _binomial_counts(seed, subsequence, base, first, n, trials, p, dtype, device):
     th = _binomial_thresholds(trials, p)
-    return {"kernel": THRESHOLD, **threshold_counts(_pairs(base, first, n)[1], th, True)}
+    return {"kernel": THRESHOLD, **discrete_counts(_pairs(base, first, n)[1], th, True)}
 
 
 @BINOMIAL.lowering("nki", supports=_binomial_supports, counts=_binomial_counts)
@@ -614,9 +614,9 @@ def _multinomial_supports(seed, subsequence, base, probs, num_samples, replaceme
 
 def _multinomial_counts(seed, subsequence, base, probs, num_samples, replacement, device):
     if probs.shape[0] != 1:
-        return None  # one run per row: no single closed form (each run's is threshold_counts)
+        return None  # one run per row: no single closed form (each run's is discrete_counts)
     th = _row_thresholds(probs)[0]
-    return {"kernel": THRESHOLD, **threshold_counts(_pairs(base, 0, num_samples)[1], th)}
+    return {"kernel": THRESHOLD, **discrete_counts(_pairs(base, 0, num_samples)[1], th)}
 
 
 @MULTINOMIAL.lowering("nki", supports=_multinomial_supports, counts=_multinomial_counts)

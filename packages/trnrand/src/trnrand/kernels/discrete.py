@@ -98,7 +98,7 @@ def tile_f(nblocks: int, keyed: bool) -> int:
     return max(1, min(KEYED_FMAX if keyed else FMAX, cdiv(nblocks, PMAX)))
 
 
-def threshold_counts(nblocks: int, thresholds, keyed: bool = False) -> dict:
+def discrete_counts(nblocks: int, thresholds, keyed: bool = False) -> dict:
     """Closed-form counters of one ``discrete_kernel`` call."""
     f = tile_f(nblocks, keyed)
     t = cdiv(nblocks, PMAX * f)

@@ -82,7 +82,7 @@ R_BIAS = 2.0**-100
 QUARTER = 1 << 30
 
 
-def box_muller_counts(nblocks: int) -> dict:
+def normal_counts(nblocks: int) -> dict:
     """Closed-form counters of one ``normal_kernel`` call."""
     f = tile_f(nblocks)
     t = cdiv(nblocks, PMAX * f)

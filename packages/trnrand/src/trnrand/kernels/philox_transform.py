@@ -146,7 +146,7 @@ def _randint_consts(r: int) -> int:
     return len({r, r & 0xFFFF, r >> 16})
 
 
-def transform_counts(transform: str, nblocks: int, param=None) -> dict:
+def philox_transform_counts(transform: str, nblocks: int, param=None) -> dict:
     """Closed-form counters of one ``philox_transform_kernel`` call (what the emulator must count)."""
     f = tile_f(nblocks)
     t = cdiv(nblocks, PMAX * f)

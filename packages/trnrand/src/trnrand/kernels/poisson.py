@@ -88,7 +88,7 @@ INV_US_MAX = float(1 << 28)
 HALF_LN_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
-def ptrs_counts(nblocks: int, rounds: int) -> dict:
+def poisson_counts(nblocks: int, rounds: int) -> dict:
     """Closed-form counters of one ``poisson_kernel`` call."""
     f = tile_f(nblocks, True)
     t = cdiv(nblocks, PMAX * f)

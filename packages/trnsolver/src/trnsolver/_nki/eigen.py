@@ -123,7 +123,7 @@ def _eigh_supports(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
 
 def _eigh_counts(A, uplo, lo, hi, vectors, tol=1e-10, max_sweeps=100):
     """None: the number of sweep launches depends on the data. One sweep's
-    closed forms are :func:`~trnsolver.kernels.eigh_sweep.jacobi_sweep_counts`."""
+    closed forms are :func:`~trnsolver.kernels.eigh_sweep.eigh_sweep_counts`."""
     return None
 
 

@@ -148,7 +148,7 @@ def _inv_spd_nki(A):
 
 def _inv_sqrt_counts(A, min_eig):
     """None: the Jacobi sweeps depend on the data (one sweep's closed form is
-    :func:`~trnsolver.kernels.eigh_sweep.jacobi_sweep_counts`; the final product
+    :func:`~trnsolver.kernels.eigh_sweep.eigh_sweep_counts`; the final product
     is one :func:`trnblas.kernels.gemm.gemm_counts` ``(n, n, n)``)."""
     return None
 

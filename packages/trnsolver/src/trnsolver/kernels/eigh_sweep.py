@@ -94,7 +94,7 @@ def partner_table(n: int) -> np.ndarray:
     return out
 
 
-def jacobi_sweep_counts(n: int) -> dict:
+def eigh_sweep_counts(n: int) -> dict:
     """The closed forms above (n even)."""
     R = n - 1
     return {

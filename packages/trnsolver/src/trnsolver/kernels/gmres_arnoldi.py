@@ -43,7 +43,7 @@ MAX_K = 128
 TINY = 2.0 ** -100
 
 
-def arnoldi_counts(n: int, k: int) -> dict:
+def gmres_arnoldi_counts(n: int, k: int) -> dict:
     """The closed forms above."""
     nt = cdiv(n, PMAX)
     return {

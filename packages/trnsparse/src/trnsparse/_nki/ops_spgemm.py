@@ -39,7 +39,7 @@ from trnsparse import layouts, symbolic
 from trnsparse._nki.ops import F32, KERNEL_DTYPES, TB, _grad
 from trnsparse.kernels.bsr_spgemm import AMAX, bsr_spgemm_counts, bsr_spgemm_kernel, resident
 from trnsparse.kernels.csr_add import csr_add_counts, csr_add_kernel
-from trnsparse.kernels.csr_spgemm import csr_rowmerge_counts, csr_spgemm_kernel
+from trnsparse.kernels.csr_spgemm import csr_spgemm_counts, csr_spgemm_kernel
 from trnsparse.ops import BSR_SPGEMM, SPARSE_ADD, SPGEMM
 
 #: Modeled time of one 128^3 fp32 tile product in the BSR SpGEMM kernel (trn1, overlapped timeline;
@@ -192,7 +192,7 @@ def _spgemm_counts(av, ac, ap, ash, bv, bc, bp, bsh, owner_a=None, owner_b=None)
         nb = symbolic.tile_structure(owner_b, bc, bp, bsh).nblk
         return {"kernel": "bsr_spgemm_kernel", **bsr_spgemm_counts(sch.rows, nb, sch.nc, s, _keep_b(sch, nb, s))}
     plan = symbolic.rowmerge_plan(owner_a, ac, ap, ash, bc, bp, bsh)
-    return {"kernel": "csr_spgemm_kernel", **csr_rowmerge_counts(plan.blocks, plan.wB)}
+    return {"kernel": "csr_spgemm_kernel", **csr_spgemm_counts(plan.blocks, plan.wB)}
 
 
 def _a_ell(owner_a, av, ac, ap, plan):

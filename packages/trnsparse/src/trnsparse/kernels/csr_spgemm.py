@@ -52,7 +52,7 @@ reading A, every B row an A entry selects, and writing C.
 from trnsci.nki import nisa, nki, nl
 
 
-def csr_rowmerge_counts(blocks, wB):
+def csr_spgemm_counts(blocks, wB):
     """The closed forms above as a dict (``blocks`` as the kernel takes them)."""
     return {
         "hbm_read_bytes": sum(8 * pc * wA + wA * pc * (4 * (wB + 1) + 4 * wC) for pc, wA, wC, *_ in blocks),
