@@ -1221,12 +1221,35 @@ _escape._dynamo_marked_constant = True  # torch._dynamo.assume_constant_result's
 def _register_traceable() -> None:
     from torch._dynamo.decorators import substitute_in_graph
 
+    _dynamo_reverse_matmul()
     while _traceable:
         original, traced = _traceable.pop()
         if id(original) in _dynamo_registered:
             continue
         _dynamo_registered.add(id(original))
         substitute_in_graph(original, skip_signature_check=True)(traced)
+
+
+def _dynamo_reverse_matmul() -> None:
+    """Let Dynamo trace ``A @ x`` for an object ``A`` that defines ``__torch_function__`` (a trnsparse matrix).
+
+    Dynamo hands a binary operator on a tensor and such an object to the object's ``__torch_function__``,
+    the object second: ``obj - t`` arrives as ``Tensor.__rsub__(t, obj)``, from its table of reversed tensor
+    methods. That table has no entry for ``@`` (``1 @ t`` has no meaning), so ``obj @ t`` arrived as
+    ``Tensor.matmul(t, obj)``: indistinguishable from ``t @ obj``. The entry added here makes it
+    ``Tensor.__rmatmul__(t, obj)``, which is what Python itself would call for a tensor on the right. A
+    Dynamo without the table (another torch) is left as it is."""
+    import operator
+
+    import torch
+
+    try:
+        from torch._dynamo.variables import builtin
+    except ImportError:
+        return
+    table = getattr(builtin, "BUILTIN_TO_TENSOR_RFN_MAP", None)
+    if isinstance(table, dict):
+        table.setdefault(operator.matmul, torch.Tensor.__rmatmul__)
 
 
 class _DynamoHook:

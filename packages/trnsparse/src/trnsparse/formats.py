@@ -34,7 +34,7 @@ from . import _host, arrays
 VALUE_DTYPES = validate.BLAS_DTYPES + (torch.bfloat16, torch.float16)
 _INDEX_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 
-#: The functions behind the operator protocol (``A @ x``, ``A + B``, ``s * A``, ``A.T``, ``matvec``) and the
+#: The functions behind the operator protocol (``A @ x``, ``x @ A``, ``A + B``, ``s * A``, ``A.T``, ``matvec``) and the
 #: device SpMV behind ``CSRMatrix.__trnsci_spmv__``, by name. :mod:`trnsparse.ops` (``spmv``, ``spmm``,
 #: ``spgemm``, ``sparse_add``, ``sparse_scale``, ``sparse_transpose``) and :mod:`trnsparse._nki.ops`
 #: (``device_spmv``) build on the classes here and hand their functions in when imported, so this module
@@ -244,15 +244,36 @@ class SparseMatrix:
             return self.matvec(other)
         return NotImplemented
 
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """The products with a dense tensor, ``A @ x``, ``x @ A`` and ``torch.matmul`` of either order, as
+        :meth:`__matmul__` / :meth:`__rmatmul__` compute them; any other torch function returns
+        ``NotImplemented`` (torch then raises a TypeError).
+
+        Eager ``A @ x`` never comes here (Python calls :meth:`__matmul__` first). Under ``torch.compile``
+        both orders do: Dynamo hands a product of a tensor and an object defining this method to it (as
+        ``Tensor.__rmatmul__(x, A)`` for ``A @ x``, see :func:`trnsci.dispatch._dynamo_reverse_matmul`)
+        instead of failing to put the object in the graph, and then traces the public ``spmv``/``spmm``
+        the product runs, so ``A @ x`` and ``x @ A`` compile as they do."""
+        if kwargs or len(args) != 2:
+            return NotImplemented
+        if func is torch.Tensor.__rmatmul__:  # Tensor.__rmatmul__(x, A) is A @ x
+            a, b = args[1], args[0]
+        elif func is torch.Tensor.__matmul__ or func is torch.matmul or func is torch.Tensor.matmul:
+            a, b = args
+        else:
+            return NotImplemented
+        if isinstance(a, SparseMatrix):
+            return a.__matmul__(b)
+        return b.__rmatmul__(a) if isinstance(b, SparseMatrix) else NotImplemented
+
     def __rmatmul__(self, other):
         if isinstance(other, (torch.Tensor, np.ndarray)):
             t = validate.tensor(other, "x", "x @ A")
             if t.dim() not in (1, 2):
                 raise ValueError(f"x @ A: x must be 1-D or 2-D, got shape {tuple(t.shape)}")
-            if t.dim() == 1:
-                r = _OPERATIONS["sparse_transpose"](self).matvec(t)
-            else:
-                r = _OPERATIONS["sparse_transpose"](self).matvec(t.transpose(0, 1)).transpose(0, 1)
+            at = _OPERATIONS["product_transpose"](self)
+            r = at.matvec(t) if t.dim() == 1 else at.matvec(t.transpose(0, 1)).transpose(0, 1)
             return r.numpy() if isinstance(other, np.ndarray) else r
         return NotImplemented
 

@@ -1294,9 +1294,24 @@ def sparse_transpose(A):
     return CSRMatrix._make(vals, cols, ptrs, (n, m))
 
 
+def _product_transpose(A):
+    """A^T for ``x @ A`` (run as ``A^T @ x``): for CSR and BSR the arrays :func:`_transpose_csr` /
+    :func:`_bsr_transpose` build (as the products' backwards do), every size a shape, so ``torch.compile``
+    traces them without a graph break and gradients reach A's values; CSC and COO as
+    :func:`sparse_transpose` gives them."""
+    m, n = A.shape
+    if type(A) is CSRMatrix:
+        return CSRMatrix._make(*_transpose_csr(A.values, A.col_indices, A.row_ptrs, (m, n)), (n, m))
+    if type(A) is BSRMatrix:
+        bt, ct, pt = _bsr_transpose(A.blocks, A.block_col_indices, A.block_row_ptrs, (m, n), A.block_size)
+        return BSRMatrix._make(bt.contiguous(), ct, pt, (n, m), A.block_size)
+    return sparse_transpose(A)
+
+
 # The sparse matrices' operator protocol (``A @ x``, ``A + B``, ``s * A``, ``A.T``) runs these functions.
 _formats._OPERATIONS.update(spmv=spmv, spmm=spmm, spgemm=spgemm, sparse_add=sparse_add,
-                            sparse_scale=sparse_scale, sparse_transpose=sparse_transpose)
+                            sparse_scale=sparse_scale, sparse_transpose=sparse_transpose,
+                            product_transpose=_product_transpose)
 
 
 def nnz_per_row(A) -> torch.Tensor:
