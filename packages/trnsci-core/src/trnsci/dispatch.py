@@ -1250,6 +1250,17 @@ def _dynamo_reverse_matmul() -> None:
     table = getattr(builtin, "BUILTIN_TO_TENSOR_RFN_MAP", None)
     if isinstance(table, dict):
         table.setdefault(operator.matmul, torch.Tensor.__rmatmul__)
+        _reverse_matmul[0] = table[operator.matmul] is torch.Tensor.__rmatmul__
+
+
+#: whether Dynamo traces ``obj @ t`` as ``Tensor.__rmatmul__(t, obj)`` (see :func:`_dynamo_reverse_matmul`)
+_reverse_matmul = [False]
+
+
+def dynamo_orders_matmul() -> bool:
+    """True when Dynamo, if loaded, tells ``obj @ t`` from ``t @ obj`` in an object's ``__torch_function__``
+    (``Tensor.__rmatmul__(t, obj)`` against ``Tensor.matmul(t, obj)``); read by code that Dynamo traces."""
+    return _reverse_matmul[0]
 
 
 class _DynamoHook:

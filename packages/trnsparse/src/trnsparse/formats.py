@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trnsci import precision, validate
+from trnsci import dispatch, precision, validate
 from trnsci.dispatch import traceable_as
 
 from . import _host, arrays
@@ -259,7 +259,13 @@ class SparseMatrix:
             return NotImplemented
         if func is torch.Tensor.__rmatmul__:  # Tensor.__rmatmul__(x, A) is A @ x
             a, b = args[1], args[0]
-        elif func is torch.Tensor.__matmul__ or func is torch.matmul or func is torch.Tensor.matmul:
+        elif func is torch.Tensor.__matmul__ or func is torch.matmul:
+            a, b = args
+        elif func is torch.Tensor.matmul:
+            if torch.compiler.is_compiling() and not dispatch.dynamo_orders_matmul():
+                # this Dynamo passes A @ x as Tensor.matmul(x, A) too: x @ A would be a wrong answer
+                raise TypeError("A @ x on a sparse matrix: this torch.compile cannot tell A @ x from x @ A; "
+                                "call trnsparse.spmv(A, x) / trnsparse.spmm(A, X) inside the compiled function")
             a, b = args
         else:
             return NotImplemented

@@ -1295,10 +1295,12 @@ def sparse_transpose(A):
 
 
 def _product_transpose(A):
-    """A^T for ``x @ A`` (run as ``A^T @ x``): for CSR and BSR the arrays :func:`_transpose_csr` /
-    :func:`_bsr_transpose` build (as the products' backwards do), every size a shape, so ``torch.compile``
-    traces them without a graph break and gradients reach A's values; CSC and COO as
-    :func:`sparse_transpose` gives them."""
+    """A^T for ``x @ A`` (run as ``A^T @ x``): :func:`sparse_transpose`'s, except while ``torch.compile``
+    traces a CSR or BSR matrix: then the arrays :func:`_transpose_csr` / :func:`_bsr_transpose` build (as
+    the products' backwards do), every size a shape, so the trace has no graph break (sparse_transpose's
+    host counting is data-dependent). Both keep the gradient path to A's values."""
+    if not torch.compiler.is_compiling():
+        return sparse_transpose(A)
     m, n = A.shape
     if type(A) is CSRMatrix:
         return CSRMatrix._make(*_transpose_csr(A.values, A.col_indices, A.row_ptrs, (m, n)), (n, m))
