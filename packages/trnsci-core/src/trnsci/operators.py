@@ -136,10 +136,11 @@ def _backward(op, ctx, needs: tuple, grads: tuple) -> tuple:
                  for sp, g in zip(spec, got))
 
 
-# The Autograd kernel of every operator is one autograd.Function class (torch.library.register_autograd
-# builds a class and a dataclass per operator: most of the import's cost). It does what torch's does: with
-# inputs requiring grad (and grad mode on) the forward redispatches below autograd and saves for the
-# backward; a Tensor[] input or output crosses the Function as its entries, so each entry has its gradient.
+# Every operator's Autograd kernel runs one shared autograd.Function class, where
+# torch.library.register_autograd builds a class and a dataclass per operator (docs/operators.md). It does
+# what torch's kernel does: with grad mode on and an input requiring grad, the forward redispatches below
+# autograd and saves for the backward; a Tensor[] input or output crosses the Function as its entries, so
+# each entry has its gradient; otherwise the call redispatches below autograd.
 _C = torch._C
 _SHARED = (hasattr(_C, "_AutoDispatchBelowAutograd") and hasattr(_C, "_after_autograd_keyset")
            and hasattr(_C, "_any_requires_grad") and hasattr(torch._ops.OpOverload, "redispatch")
