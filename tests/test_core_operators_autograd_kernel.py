@@ -48,7 +48,7 @@ print("ok")
 '''
 
 
-@pytest.mark.parametrize("mode,backward_class", [("shared", "_FunctionBackward"),
+@pytest.mark.parametrize("mode,backward_class", [("shared", "TrnsciOperatorBackward"),
                                                  ("torch", "GeneratedBackwardFor_trnblas_syrk_defaultBackward")])
 def test_autograd_kernel_matches_torch_derivatives(mode, backward_class):
     r = subprocess.run([sys.executable, "-c", _CODE, mode], capture_output=True, text=True, timeout=300)

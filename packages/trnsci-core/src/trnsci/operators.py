@@ -163,10 +163,10 @@ class _Kernel:
     def __call__(self, keyset, *args):
         if _C.is_grad_enabled() and _C._any_requires_grad(*args):
             if not self.lists:
-                return _Function.apply(*args, _Call(self, keyset, None))
+                return TrnsciOperator.apply(*args, _Call(self, keyset, None))
             flat, spec = _flatten(args)
             call = _Call(self, keyset, spec)
-            out = _Function.apply(*flat, call)
+            out = TrnsciOperator.apply(*flat, call)
             out = _unflatten(out, call.out_spec)
             return tuple(out) if call.several else out[0]
         with _C._AutoDispatchBelowAutograd():
@@ -183,7 +183,7 @@ class _Call:
         self.out_spec, self.several = None, False
 
 
-class _Function(torch.autograd.Function):
+class TrnsciOperator(torch.autograd.Function):
     """The forward and backward of every trnsci operator with inputs requiring grad (see :class:`_Kernel`)."""
 
     @staticmethod
@@ -209,8 +209,8 @@ class _Function(torch.autograd.Function):
     def backward(ctx, *grads):
         call = ctx.trnsci_call
         needs = ctx.needs_input_grad[:-1]
-        if call.spec is None:
-            return (*_backward(call.kernel.op, ctx, tuple(needs), grads), None)
+        if call.spec is None:  # one gradient per argument the call passed (not the defaults filled in)
+            return (*_backward(call.kernel.op, ctx, tuple(needs), grads)[:len(needs)], None)
         needs = tuple(_unflatten(needs, call.spec))
         got = _backward(call.kernel.op, ctx, needs, tuple(_unflatten(grads, call.out_spec)))
         flat = []
