@@ -86,43 +86,172 @@ def define(op) -> None:
             raise NotImplementedError(f"{op.name}: no torch lowering registered")
         return _fresh(op._torch(*_lowering_args(op, args)), args, fake=True)
 
-    def setup_context(ctx, inputs, output):
-        tensors, spec = _pack(inputs)
-        outs, out_spec = _pack(output if isinstance(output, (tuple, list)) else (output,))
-        if not op.differentiable:
-            ctx.mark_non_differentiable(*(o for o in outs if isinstance(o, torch.Tensor)))
-            ctx.trnsci = len(inputs)
-            return
-        ctx.save_for_backward(*tensors, *outs)
-        ctx.trnsci = (spec, len(tensors), out_spec, isinstance(output, (tuple, list)))
-
-    def backward(ctx, *grads):
-        if not op.differentiable:
-            return tuple(None for _ in range(ctx.trnsci))
-        spec, n, out_spec, several = ctx.trnsci
-        saved = ctx.saved_tensors
-        inputs = _canon(_unpack(saved[:n], spec))
-        outs = _unpack(saved[n:], out_spec)
-        output = tuple(outs) if several else outs[0]
-        grad = tuple(grads) if several else grads[0]
-        if op._backward is not None:
-            got = op._backward(tuple(inputs), output, grad, tuple(ctx.needs_input_grad))
-        else:
-            got = vjp(op, tuple(inputs), grad)
-        got = tuple(got)
-        if len(got) != len(inputs):
-            raise RuntimeError(f"{op.name}: the backward returned {len(got)} gradients for {len(inputs)} inputs")
-        # a list input (Tensor[]) takes a list of gradients, one per entry
-        return tuple(g if sp is _TENSOR else None if sp[0] is _CONST else [None] * len(sp) if g is None else list(g)
-                     for sp, g in zip(spec, got))
-
     lib.impl(name, impl, "CompositeExplicitAutograd")
     torch.library.register_fake(qualname, fake, lib=lib)
-    torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=lib)
-    packet = getattr(getattr(torch.ops, ns), name)
-    op._operator = packet.default
-    _names[op.name] = tuple(a.name for a in packet.default._schema.arguments)
-    op._arity = len(_names[op.name])
+    overload = getattr(getattr(torch.ops, ns), name).default
+    arguments = overload._schema.arguments
+    # keyword-only, mutated or aliased arguments: torch's registration (and its errors)
+    if _SHARED and not any(a.kwarg_only or a.alias_info is not None for a in (*arguments, *overload._schema.returns)):
+        lib.impl(name, _Kernel(op, overload), "Autograd", with_keyset=True)
+    else:  # torch's own registration (an autograd.Function class per operator)
+        torch.library.register_autograd(
+            qualname, lambda ctx, *grads: _backward(op, ctx, tuple(ctx.needs_input_grad), grads),
+            setup_context=lambda ctx, inputs, output: _setup_context(op, ctx, inputs, output), lib=lib)
+    op._operator = overload
+    _names[op.name] = tuple(a.name for a in arguments)
+    op._arity = len(arguments)
+
+
+def _setup_context(op, ctx, inputs, output) -> None:
+    """Save what ``op``'s backward needs (the inputs and outputs), or mark a non-differentiable op's outputs."""
+    tensors, spec = _pack(inputs)
+    outs, out_spec = _pack(output if isinstance(output, (tuple, list)) else (output,))
+    if not op.differentiable:
+        ctx.mark_non_differentiable(*(o for o in outs if isinstance(o, torch.Tensor)))
+        ctx.trnsci = len(inputs)
+        return
+    ctx.save_for_backward(*tensors, *outs)
+    ctx.trnsci = (spec, len(tensors), out_spec, isinstance(output, (tuple, list)))
+
+
+def _backward(op, ctx, needs: tuple, grads: tuple) -> tuple:
+    """``op``'s gradients, one per operator input (a list for a ``Tensor[]`` input), from the output ones."""
+    if not op.differentiable:
+        return tuple(None for _ in range(ctx.trnsci))
+    spec, n, out_spec, several = ctx.trnsci
+    saved = ctx.saved_tensors
+    inputs = _canon(_unpack(saved[:n], spec))
+    outs = _unpack(saved[n:], out_spec)
+    output = tuple(outs) if several else outs[0]
+    grad = tuple(grads) if several else grads[0]
+    if op._backward is not None:
+        got = op._backward(tuple(inputs), output, grad, needs)
+    else:
+        got = vjp(op, tuple(inputs), grad)
+    got = tuple(got)
+    if len(got) != len(inputs):
+        raise RuntimeError(f"{op.name}: the backward returned {len(got)} gradients for {len(inputs)} inputs")
+    # a list input (Tensor[]) takes a list of gradients, one per entry
+    return tuple(g if sp is _TENSOR else None if sp[0] is _CONST else [None] * len(sp) if g is None else list(g)
+                 for sp, g in zip(spec, got))
+
+
+# Every operator's Autograd kernel runs one shared autograd.Function class, where
+# torch.library.register_autograd builds a class and a dataclass per operator (docs/operators.md). It does
+# what torch's kernel does: with grad mode on and an input requiring grad, the forward redispatches below
+# autograd and saves for the backward; a Tensor[] input or output crosses the Function as its entries, so
+# each entry has its gradient; otherwise the call redispatches below autograd.
+_C = torch._C
+_SHARED = (hasattr(_C, "_AutoDispatchBelowAutograd") and hasattr(_C, "_after_autograd_keyset")
+           and hasattr(_C, "_any_requires_grad") and hasattr(torch._ops.OpOverload, "redispatch")
+           and "with_keyset" in torch.library.Library.impl.__code__.co_varnames)
+
+
+class _Kernel:
+    """``op``'s Autograd kernel (registered with the dispatch keyset, as torch's is)."""
+
+    __slots__ = ("op", "overload", "defaults", "lists")
+
+    def __init__(self, op, overload):
+        self.op = op
+        self.overload = overload
+        schema = overload._schema
+        # the dispatcher drops trailing arguments equal to their defaults: the backward sees them all
+        self.defaults = tuple(a.default_value if a.has_default_value() else None for a in schema.arguments)
+        self.lists = any(_is_list(a.type) for a in (*schema.arguments, *schema.returns))
+
+    def __call__(self, keyset, *args):
+        if _C.is_grad_enabled() and _C._any_requires_grad(*args):
+            if not self.lists:
+                return TrnsciOperator.apply(*args, _Call(self, keyset, None))
+            flat, spec = _flatten(args)
+            call = _Call(self, keyset, spec)
+            out = TrnsciOperator.apply(*flat, call)
+            out = _unflatten(out, call.out_spec)
+            return tuple(out) if call.several else out[0]
+        with _C._AutoDispatchBelowAutograd():
+            return self.overload.redispatch(keyset & _C._after_autograd_keyset, *args)
+
+
+class _Call:
+    """One call's kernel, dispatch keyset and ``Tensor[]`` layout (inputs, and outputs once run)."""
+
+    __slots__ = ("kernel", "keyset", "spec", "out_spec", "several")
+
+    def __init__(self, kernel, keyset, spec):
+        self.kernel, self.keyset, self.spec = kernel, keyset, spec
+        self.out_spec, self.several = None, False
+
+
+class TrnsciOperator(torch.autograd.Function):
+    """The forward and backward of every trnsci operator with inputs requiring grad (see :class:`_Kernel`)."""
+
+    @staticmethod
+    def forward(ctx, *args):
+        call = args[-1]
+        args = args[:-1]
+        kernel = call.kernel
+        if call.spec is not None:
+            args = tuple(_unflatten(args, call.spec))
+        with _C._AutoDispatchBelowAutograd():
+            result = kernel.overload.redispatch(call.keyset & _C._after_autograd_keyset, *args)
+            if len(args) < len(kernel.defaults):
+                args = (*args, *kernel.defaults[len(args):])
+            _setup_context(kernel.op, ctx, args, result)
+        ctx.trnsci_call = call
+        if call.spec is None:
+            return result
+        call.several = isinstance(result, tuple)
+        flat, call.out_spec = _flatten(result if call.several else (result,))
+        return tuple(flat)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        call = ctx.trnsci_call
+        needs = ctx.needs_input_grad[:-1]
+        if call.spec is None:  # one gradient per argument the call passed (not the defaults filled in)
+            return (*_backward(call.kernel.op, ctx, tuple(needs), grads)[:len(needs)], None)
+        needs = tuple(_unflatten(needs, call.spec))
+        got = _backward(call.kernel.op, ctx, needs, tuple(_unflatten(grads, call.out_spec)))
+        flat = []
+        for g, n in zip(got, call.spec):
+            if n < 0:
+                flat.append(g)
+            elif g is None:
+                flat.extend([None] * n)
+            elif len(g) != n:
+                raise RuntimeError(f"{call.kernel.op.name}: {len(g)} gradients for a list of {n} tensors")
+            else:
+                flat.extend(g)
+        return (*flat, None)
+
+
+def _is_list(t) -> bool:
+    """A ``Tensor[]``/``Tensor?[]`` (or optional such) argument or return type."""
+    if isinstance(t, _C.OptionalType):
+        t = t.getElementType()
+    if not isinstance(t, _C.ListType):
+        return False
+    t = t.getElementType()
+    return t == _C.TensorType.get() or t == _C.OptionalType(_C.TensorType.get())
+
+
+def _flatten(items) -> tuple[list, tuple]:
+    """``items`` with each list of tensors spliced in, and each item's length (-1: not such a list)."""
+    flat, spec = [], []
+    for a in items:
+        if type(a) is list and all(isinstance(t, torch.Tensor) for t in a):
+            flat.extend(a)
+            spec.append(len(a))
+        else:
+            flat.append(a)
+            spec.append(-1)
+    return flat, tuple(spec)
+
+
+def _unflatten(flat, spec) -> list:
+    it = iter(flat)
+    return [next(it) if n < 0 else [next(it) for _ in range(n)] for n in spec]
 
 
 def register_device(op, dispatch_key: str, fn) -> None:
