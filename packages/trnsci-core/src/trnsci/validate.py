@@ -318,14 +318,7 @@ def numpy_io(fn: Callable) -> Callable:
                     break
             else:
                 return fn(*args, **kwargs)
-        out = kwargs.get("out")
-        if isinstance(out, np.ndarray) and (not out.flags.writeable or any(st < 0 for st in out.strides)
-                                            or not out.dtype.isnative):
-            raise ValueError(f"{fn.__name__}: out must be a writeable NumPy array with non-negative strides "
-                             "in native byte order (the result is written through shared memory)")
-        args = tuple(_np_to_torch(a) for a in args)
-        kwargs = {k: _np_to_torch(v) for k, v in kwargs.items()}
-        return to_numpy(fn(*args, **kwargs))
+        return _numpy_call(fn, args, kwargs)
 
     def traced(*args, **kwargs):
         """What torch.compile traces for ``wrapper`` (the same steps; argument errors escape a fullgraph
